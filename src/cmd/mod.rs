@@ -1,0 +1,4 @@
+//! One file per subcommand: its clap arguments and the few lines that turn
+//! them into library options and call the library.
+
+pub mod fold;

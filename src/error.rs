@@ -1,0 +1,122 @@
+//! Typed errors for the whole library and the one exit-code contract.
+//!
+//! Every stage returns [`Result`]; a module with richer failure modes keeps
+//! its own error enum and converts into [`Error`] (`#[from]`), so the binary
+//! needs to understand exactly one type to pick an exit code. Messages carry
+//! the path (and, where it helps, the line number or size) and say what to do.
+//! This module does not print or exit: only `main.rs` does.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Process exit codes: the contract documented in the README.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ExitCode {
+    /// Everything asked for was done.
+    Success = 0,
+    /// Some work failed or was refused while the rest was done (partial
+    /// success), or the work itself failed.
+    Failed = 1,
+    /// Bad usage, or input that cannot be read or is not what was expected.
+    Usage = 2,
+    /// `nsys collect`: reports did not settle before the timeout.
+    NsysTimeout = 3,
+    /// `nsys collect`: some reports stayed empty (0 bytes).
+    NsysEmpty = 4,
+    /// `nsys collect`: expected ranks never produced a report.
+    NsysMissingRanks = 5,
+}
+
+impl ExitCode {
+    /// The numeric code handed to the operating system.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+}
+
+/// Convenience alias used throughout the library.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in jobprof's library.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An I/O error on a named file or directory.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or directory involved.
+        path: PathBuf,
+        /// What the operating system said.
+        #[source]
+        source: io::Error,
+    },
+
+    /// A binary `perf.data` file was given where `perf script` text is expected.
+    #[error(
+        "{}: this is a perf.data file (binary), not `perf script` text; \
+         symbolize it first with `perf script -i {} > perf.script.txt`, \
+         or run `jobprof process` on the result directory",
+        path.display(), path.display()
+    )]
+    PerfData {
+        /// The offending input.
+        path: PathBuf,
+    },
+
+    /// Binary data that is neither a known compressed stream nor text.
+    #[error(
+        "{}: binary data ({what}), not `perf script` text; \
+         pass the text that `perf script` prints (optionally .gz or .zst compressed)",
+        path.display()
+    )]
+    Binary {
+        /// The offending input.
+        path: PathBuf,
+        /// What the sniffing saw.
+        what: String,
+    },
+
+    /// A compressed input stream is corrupt or truncated.
+    #[error("{}: corrupt or truncated {format} stream: {source}", path.display())]
+    Corrupt {
+        /// The offending input.
+        path: PathBuf,
+        /// `gzip` or `zstd`.
+        format: &'static str,
+        /// The decoder's complaint.
+        #[source]
+        source: io::Error,
+    },
+
+    /// Invalid options or arguments that clap could not catch.
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl Error {
+    /// Wraps an I/O error with the path it concerns.
+    pub fn io(path: impl AsRef<Path>, source: io::Error) -> Self {
+        Error::Io {
+            path: path.as_ref().to_path_buf(),
+            source,
+        }
+    }
+
+    /// The exit code this error maps to under the contract.
+    pub fn exit_code(&self) -> ExitCode {
+        match self {
+            Error::Io { .. }
+            | Error::PerfData { .. }
+            | Error::Binary { .. }
+            | Error::Corrupt { .. }
+            | Error::Usage(_) => ExitCode::Usage,
+        }
+    }
+
+    /// True when the error is a broken pipe on our output (e.g. `| head`),
+    /// which the binary treats as success.
+    pub fn is_broken_pipe(&self) -> bool {
+        matches!(self, Error::Io { source, .. } if source.kind() == io::ErrorKind::BrokenPipe)
+    }
+}

@@ -1,0 +1,71 @@
+//! The `jobprof` command line: clap definitions mapped onto library options.
+//!
+//! Each subcommand's arguments and its small driver live in `src/cmd/`
+//! (binary-only code); all real work happens in the `jobprof` library. This
+//! file is the one place that prints errors and chooses the process exit code
+//! (see [`jobprof::ExitCode`]): 0 success, 1 partial or failed work, 2 usage
+//! or unreadable input, 3-5 the `nsys collect` outcomes; a broken pipe on
+//! stdout counts as success.
+
+use std::io;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+
+/// Turn perf and Nsight Systems captures of Slurm jobs into flamegraphs,
+/// summaries and compact archives.
+#[derive(Debug, Parser)]
+#[command(name = "jobprof", version, about, long_about = None, max_term_width = 100)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    Fold(cmd::fold::FoldArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Fold(args) => cmd::fold::run(args),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code.code()),
+        Err(err) => exit_for_error(&err),
+    }
+}
+
+/// Prints `err` (with its causes) and maps it onto the exit-code contract.
+fn exit_for_error(err: &anyhow::Error) -> ExitCode {
+    if is_broken_pipe(err) {
+        return ExitCode::SUCCESS;
+    }
+    eprintln!("jobprof: error: {err}");
+    for cause in err.chain().skip(1) {
+        // thiserror messages already embed their direct source; print only
+        // causes that add something new.
+        let text = cause.to_string();
+        if !err.to_string().contains(&text) {
+            eprintln!("  caused by: {text}");
+        }
+    }
+    let code = err
+        .chain()
+        .find_map(|c| c.downcast_ref::<jobprof::Error>())
+        .map(|e| e.exit_code())
+        .unwrap_or(jobprof::ExitCode::Failed);
+    ExitCode::from(code.code())
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| {
+        c.downcast_ref::<io::Error>()
+            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+            || c.downcast_ref::<jobprof::Error>()
+                .is_some_and(|e| e.is_broken_pipe())
+    })
+}

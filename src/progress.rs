@@ -1,0 +1,146 @@
+//! The one factory for progress bars and log lines.
+//!
+//! On a terminal, long-running commands draw indicatif bars on stderr; off a
+//! terminal (sbatch logs, CI, pipes) bars are hidden and the same events are
+//! printed as plain timestamped lines, so logs stay readable. Nothing else in
+//! the library draws or prints progress. This module knows nothing about what
+//! is being processed.
+
+use std::io::IsTerminal;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// Decides once whether to draw bars, and hands out bars and log lines.
+#[derive(Debug, Clone)]
+pub struct Progress {
+    draw: bool,
+    quiet: bool,
+}
+
+impl Default for Progress {
+    fn default() -> Self {
+        Self::from_env()
+    }
+}
+
+impl Progress {
+    /// Bars when stderr is a terminal, log lines otherwise.
+    pub fn from_env() -> Self {
+        Progress {
+            draw: std::io::stderr().is_terminal(),
+            quiet: false,
+        }
+    }
+
+    /// Never draw bars and never print log lines (library use, tests).
+    pub fn silent() -> Self {
+        Progress {
+            draw: false,
+            quiet: true,
+        }
+    }
+
+    /// Plain log lines only, whatever stderr is.
+    pub fn plain() -> Self {
+        Progress {
+            draw: false,
+            quiet: false,
+        }
+    }
+
+    /// Whether bars are drawn (stderr is a terminal and not silenced).
+    pub fn draws_bars(&self) -> bool {
+        self.draw && !self.quiet
+    }
+
+    /// A bar counting `len` items labelled `msg`; hidden off a terminal.
+    pub fn bar(&self, len: u64, msg: impl Into<String>) -> ProgressBar {
+        let pb = ProgressBar::with_draw_target(Some(len), self.target());
+        pb.set_style(
+            ProgressStyle::with_template("{spinner} {msg:30!} [{bar:30}] {pos}/{len} {elapsed}")
+                .expect("static template")
+                .progress_chars("=> "),
+        );
+        pb.set_message(msg.into());
+        pb
+    }
+
+    /// A bar counting bytes labelled `msg`; hidden off a terminal.
+    pub fn bytes_bar(&self, len: u64, msg: impl Into<String>) -> ProgressBar {
+        let pb = ProgressBar::with_draw_target(Some(len), self.target());
+        pb.set_style(
+            ProgressStyle::with_template(
+                "{spinner} {msg:30!} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec}",
+            )
+            .expect("static template")
+            .progress_chars("=> "),
+        );
+        pb.set_message(msg.into());
+        pb
+    }
+
+    /// Prints one log line on stderr (only when bars are not drawn, so the two
+    /// never interleave); `[jobprof 2026-11-30T05:41:26Z] message`.
+    pub fn log(&self, msg: impl AsRef<str>) {
+        if self.quiet || self.draw {
+            return;
+        }
+        eprintln!("[jobprof {}] {}", utc_timestamp(), msg.as_ref());
+    }
+
+    fn target(&self) -> ProgressDrawTarget {
+        if self.draws_bars() {
+            ProgressDrawTarget::stderr()
+        } else {
+            ProgressDrawTarget::hidden()
+        }
+    }
+}
+
+/// The current time as an RFC 3339 UTC timestamp with second precision.
+pub fn utc_timestamp() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    format_utc(secs)
+}
+
+/// Formats seconds since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ`.
+pub fn format_utc(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let (h, m, s) = (rem / 3600, (rem % 3600) / 60, rem % 60);
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if mo <= 2 { y + 1 } else { y };
+    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}Z")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_known_instants() {
+        assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(format_utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(format_utc(1_796_017_286), "2026-11-30T05:41:26Z");
+    }
+
+    #[test]
+    fn silent_hides_bars() {
+        let p = Progress::silent();
+        assert!(!p.draws_bars());
+        assert!(p.bar(10, "x").is_hidden());
+    }
+}

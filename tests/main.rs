@@ -1,0 +1,5 @@
+//! jobprof's integration tests: one binary (ripgrep style), one module per
+//! area. Modules that need real components (perf, Slurm) say so loudly when
+//! those are missing, and fail under CI (`CI=true`).
+
+mod util;
