@@ -13,3 +13,6 @@ pub mod error;
 pub mod progress;
 
 pub use error::{Error, ExitCode, Result};
+pub mod fold;
+pub mod input;
+pub mod perf_script;
