@@ -60,10 +60,16 @@ pub fn trim_end(s: &str) -> &str {
 /// Unicode whitespace trim at the start, with an ASCII fast path.
 #[inline]
 pub fn trim_start(s: &str) -> &str {
-    match s.as_bytes().first() {
-        Some(&b) if b < 0x80 && !is_ascii_ws(b) => s,
-        None => s,
-        _ => s.trim_start(),
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() && is_ascii_ws(b[i]) {
+        i += 1;
+    }
+    match b.get(i) {
+        // `i` is at an ASCII byte, hence a char boundary.
+        Some(&c) if c < 0x80 => &s[i..],
+        None => &s[i..],
+        _ => s[i..].trim_start(),
     }
 }
 
@@ -344,7 +350,9 @@ mod tests {
     #[test]
     fn exiting_task_ids() {
         let line = ":-1    -1 [001] 12.5:     1001 cpu-clock:";
-        assert_eq!(parse_header_compat(line), None);
+        // inferno takes the period for the id and the rest for the comm.
+        let c = parse_header_compat(line).unwrap();
+        assert_eq!((c.comm, c.tid), (":-1    -1 [001] 12.5:", "1001"));
         let f = parse_header_fixed(line).unwrap();
         assert_eq!((f.comm, f.pid, f.tid), (":-1", "?", "-1"));
         assert_eq!(f.event, Some("cpu-clock"));

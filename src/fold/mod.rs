@@ -80,7 +80,7 @@ impl Default for Options {
             compat: Compat::None,
             threads: 0,
             chunk_size: 1 << 20,
-            block_size: 64 << 20,
+            block_size: 32 << 20,
         }
     }
 }

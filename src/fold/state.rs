@@ -27,7 +27,10 @@ pub(crate) const NO_PNAME: u32 = u32::MAX;
 pub(crate) struct FoldState {
     names: Vec<Box<str>>,
     name_ids: FxMap<Box<str>, u32>,
-    line_cache: FxMap<Box<[u8]>, CachedLine>,
+    /// Frame-line cache, one map per "process name starts with java"
+    /// (Java tidying depends on it); keyed by the line after its address
+    /// (or the whole line with --addrs).
+    line_cache: [FxMap<Box<[u8]>, CachedLine>; 2],
     pname_cache: FxMap<Box<[u8]>, (u32, bool)>,
     pub(crate) stacks: FxMap<Box<[u32]>, u64>,
     key_buf: Vec<u8>,
@@ -178,11 +181,14 @@ pub(crate) fn fold_chunk(
         line: 0,
         report: ChunkReport::default(),
     };
-    let valid = std::str::from_utf8(chunk).is_ok();
+    let valid = chunk.is_ascii() || std::str::from_utf8(chunk).is_ok();
     let mut pos = 0;
+    // One SIMD scan over the chunk finds every line end; far cheaper than a
+    // memchr call per (short) line.
+    let mut newlines = memchr::memchr_iter(b'\n', chunk);
     while pos < chunk.len() {
-        let (raw, next, terminated) = match memchr::memchr(b'\n', &chunk[pos..]) {
-            Some(i) => (&chunk[pos..pos + i], pos + i + 1, true),
+        let (raw, next, terminated) = match newlines.next() {
+            Some(i) => (&chunk[pos..i], i + 1, true),
             None => (&chunk[pos..], chunk.len(), false),
         };
         pos = next;
@@ -322,7 +328,8 @@ impl Machine<'_, '_> {
             return;
         }
         let trimmed = perf_script::trim_start(line);
-        let Some(space) = memchr::memchr(b' ', trimmed.as_bytes()) else {
+        // The address is short: a byte loop beats a memchr call here.
+        let Some(space) = trimmed.bytes().position(|b| b == b' ') else {
             self.st.counters.skipped_lines += 1;
             self.skip(SkippedKind::Frame, line);
             return;
@@ -330,15 +337,13 @@ impl Machine<'_, '_> {
         let st = &mut *self.st;
         // The frame names depend only on the text after the address, on the
         // address when --addrs is on, and on whether the process is Java.
-        let key = &mut st.key_buf;
-        key.clear();
-        key.push(self.java as u8);
-        if self.cfg.frames.include_addrs {
-            key.extend_from_slice(&trimmed.as_bytes()[..space]);
-            key.push(0);
-        }
-        key.extend_from_slice(&trimmed.as_bytes()[space + 1..]);
-        let skip_after = match st.line_cache.get(key.as_slice()) {
+        let key: &[u8] = if self.cfg.frames.include_addrs {
+            trimmed.as_bytes()
+        } else {
+            &trimmed.as_bytes()[space + 1..]
+        };
+        let cache = &mut st.line_cache[self.java as usize];
+        let skip_after = match cache.get(key) {
             Some(CachedLine::Frames { ids, skip_after }) => {
                 st.stack_buf.extend(ids.iter().rev());
                 *skip_after
@@ -354,9 +359,9 @@ impl Machine<'_, '_> {
                 } else {
                     perf_script::parse_frame_fixed(line)
                 };
-                let key: Box<[u8]> = st.key_buf.as_slice().into();
+                let key: Box<[u8]> = key.into();
                 let Some(f) = parsed else {
-                    st.line_cache.insert(key, CachedLine::Weird);
+                    st.line_cache[self.java as usize].insert(key, CachedLine::Weird);
                     st.counters.skipped_lines += 1;
                     self.skip(SkippedKind::Frame, line);
                     return;
@@ -364,7 +369,7 @@ impl Machine<'_, '_> {
                 let names = frame_names(&f, self.java, &self.cfg.frames, &self.cfg.skip_after);
                 let ids: Box<[u32]> = names.names.iter().map(|n| st.intern(n)).collect();
                 st.stack_buf.extend(ids.iter().rev());
-                st.line_cache.insert(
+                st.line_cache[self.java as usize].insert(
                     key,
                     CachedLine::Frames {
                         ids,
