@@ -3,4 +3,5 @@
 //! those are missing, and fail under CI (`CI=true`).
 
 mod fold;
+mod fold_props;
 mod util;

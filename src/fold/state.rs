@@ -231,7 +231,19 @@ impl Machine<'_, '_> {
         if line.is_empty() {
             self.end_event();
         } else if self.in_event {
-            self.on_frame_line(line);
+            // perf indents every frame line; an unindented line that parses
+            // as a header starts the next sample even without a blank line
+            // (`perf script -F` without callchains prints one line per
+            // sample). inferno reads it as a frame and loses the sample.
+            if !self.cfg.compat
+                && !perf_script::is_ascii_ws(line.as_bytes()[0])
+                && perf_script::parse_header_fixed(line).is_some()
+            {
+                self.end_event();
+                self.on_header_line(line);
+            } else {
+                self.on_frame_line(line);
+            }
         } else {
             self.on_header_line(line);
         }
@@ -261,7 +273,11 @@ impl Machine<'_, '_> {
             self.in_event = false;
             return;
         };
-        self.period = h.period;
+        // inferno assigns the period only while reading an event field; a
+        // header without one keeps the previous sample's period.
+        if h.event.is_some() || !self.cfg.compat {
+            self.period = h.period;
+        }
         if let Some(event) = h.event {
             if !self.cfg.event_matches(event) {
                 self.filter = Filter::Skip;
