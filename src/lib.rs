@@ -11,5 +11,7 @@
 pub mod atomic;
 pub mod error;
 pub mod progress;
+pub mod repl;
+pub mod slurm;
 
 pub use error::{Error, ExitCode, Result};
