@@ -43,6 +43,15 @@ pid_is() {
   tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$want"
 }
 
+# True while PID $1 exists and is not a zombie. Our daemons are reparented
+# to PID 1 once `start` exits, and PID 1 may reap them only seconds later; a
+# zombie has exited, so waiting for it to vanish would only waste time.
+alive() {
+  local state
+  state=$(awk '/^State:/ {print $2}' "/proc/$1/status" 2>/dev/null) || return 1
+  [ -n "$state" ] && [ "$state" != Z ]
+}
+
 # Prints the last lines of every log in the scratch dir (and munged's).
 show_logs() {
   local f
@@ -247,10 +256,10 @@ stop_pid() {
     log "stopping $name (pid $pid)"
     kill -TERM "$pid" 2>/dev/null || true
     for i in $(seq 100); do
-      [ -e "/proc/$pid" ] || break
+      alive "$pid" || break
       sleep 0.1
     done
-    if [ -e "/proc/$pid" ]; then
+    if alive "$pid"; then
       log "$name (pid $pid) ignored TERM for 10s; killing it"
       kill -KILL "$pid" 2>/dev/null || true
     fi
