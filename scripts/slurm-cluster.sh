@@ -52,13 +52,14 @@ alive() {
   [ -n "$state" ] && [ "$state" != Z ]
 }
 
-# Prints the last lines of every log in the scratch dir (and munged's).
+# Prints the last lines of the given logs (default: the Slurm daemons').
 show_logs() {
   local f
-  for f in "$DIR"/log/*.log /var/log/munge/munged.log; do
+  [ "$#" -gt 0 ] || set -- "$DIR"/log/*.log
+  for f in "$@"; do
     [ -s "$f" ] || continue
     printf '\n--- last lines of %s ---\n' "$f" >&2
-    tail -n 25 "$f" >&2
+    tail -n 15 "$f" >&2
   done
 }
 
@@ -110,6 +111,8 @@ ensure_munge() {
 
   if munge_works; then
     log "reusing the munged that already runs"
+    # Keep the record of a munged an earlier start started; drop a stale one.
+    pid_is "$DIR/run/munged.pid" munged || rm -f "$DIR/run/munged.pid"
     return 0
   fi
   install -d -o munge -g munge -m 0755 /run/munge
@@ -119,16 +122,16 @@ ensure_munge() {
   # left by a munged that was killed.
   runuser -u munge -- /usr/sbin/munged --force ||
     {
-      show_logs
+      show_logs /var/log/munge/munged.log
       die "munged did not start"
     }
-  local i
-  for i in $(seq 50); do
+
+  for _ in $(seq 50); do
     munge_works && break
     sleep 0.1
   done
   munge_works || {
-    show_logs
+    show_logs /var/log/munge/munged.log
     die "munged started but 'munge -n | unmunge' fails"
   }
   # Remember the munged we started so that `stop` can stop it (and only it).
@@ -194,20 +197,33 @@ cluster_running() {
   pid_is "$DIR/run/slurmctld.pid" "$CONF" && pid_is "$DIR/run/slurmd.pid" "$CONF"
 }
 
+# A start that failed half-way stops what it started, so that the next
+# start begins from nothing; the logs stay in the scratch dir.
+fail_start() {
+  show_logs
+  log "error: $1"
+  stop_daemons
+  stop_pid "$DIR/run/munged.pid" munged munged
+  die "the cluster did not start; logs are in $DIR/log"
+}
+
+# True when something accepts TCP connections on 127.0.0.1:$1.
+port_in_use() {
+  timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null
+}
+
 wait_until_up() {
   local start=$SECONDS state=""
   while :; do
+    if ! pid_is "$DIR/run/slurmctld.pid" "$CONF" || ! pid_is "$DIR/run/slurmd.pid" "$CONF"; then
+      fail_start "a Slurm daemon exited during start (logs above)"
+    fi
     state=$(node_state)
     case "$state" in
       idle | mixed | allocated) return 0 ;;
     esac
-    if ! pid_is "$DIR/run/slurmctld.pid" "$CONF" || ! pid_is "$DIR/run/slurmd.pid" "$CONF"; then
-      show_logs
-      die "a Slurm daemon exited during start (logs above; scratch dir $DIR)"
-    fi
     if ((SECONDS - start >= TIMEOUT)); then
-      show_logs
-      die "the node is not idle after ${TIMEOUT}s (sinfo says '${state:-nothing}'; logs above)"
+      fail_start "the node is not idle after ${TIMEOUT}s (sinfo says '${state:-nothing}'; logs above)"
     fi
     sleep 0.2
   done
@@ -235,10 +251,20 @@ cmd_start() {
   stop_daemons
   install_packages
   ensure_munge
-  # A fresh start is a fresh cluster: no jobs recovered from an earlier run.
-  rm -rf "$DIR/state" "$DIR/spool"
-  mkdir -p "$DIR/state" "$DIR/spool"
+  # A fresh start is a fresh cluster: no jobs recovered from an earlier run,
+  # and logs that show only this run.
+  rm -rf "$DIR/state" "$DIR/spool" "$DIR/log"
+  mkdir -p "$DIR/state" "$DIR/spool" "$DIR/log"
   write_conf
+  # Another cluster on this machine would answer our sinfo on the default
+  # ports and make a failed start look like success.
+  local port
+  for port in 6817 6818; do
+    if port_in_use "$port"; then
+      die "port $port is in use (another slurmctld/slurmd, perhaps a cluster \
+started with another JOBPROF_SLURM_DIR); stop it first"
+    fi
+  done
   log "starting slurmctld and slurmd (config $CONF)"
   start_daemon slurmctld
   start_daemon slurmd
@@ -250,12 +276,12 @@ cmd_start() {
 # Sends TERM to the daemon in PID file $1 (when it is ours), then KILL after
 # a grace period; removes the PID file.
 stop_pid() {
-  local file=$1 want=$2 name=$3 pid i
+  local file=$1 want=$2 name=$3 pid
   if pid_is "$file" "$want"; then
     pid=$(cat "$file")
     log "stopping $name (pid $pid)"
     kill -TERM "$pid" 2>/dev/null || true
-    for i in $(seq 100); do
+    for _ in $(seq 100); do
       alive "$pid" || break
       sleep 0.1
     done
@@ -276,13 +302,13 @@ cmd_stop() {
   if pid_is "$DIR/run/slurmctld.pid" "$CONF"; then
     # Jobs left running would keep their slurmstepd and processes alive
     # after slurmd stops: cancel them and give them a moment to end.
-    local jobs i
+    local jobs
     jobs=$(SLURM_CONF=$CONF timeout 10 squeue -h -o %A 2>/dev/null || true)
     if [ -n "$jobs" ]; then
-      log "cancelling jobs still in the queue: $(echo $jobs)"
+      log "cancelling jobs still in the queue: ${jobs//$'\n'/ }"
       # shellcheck disable=SC2086
       SLURM_CONF=$CONF timeout 10 scancel $jobs 2>/dev/null || true
-      for i in $(seq 50); do
+      for _ in $(seq 50); do
         [ -z "$(SLURM_CONF=$CONF timeout 10 squeue -h -o %A 2>/dev/null || true)" ] && break
         sleep 0.2
       done
