@@ -91,15 +91,17 @@ pub fn plan(slurm: &Slurm, opts: &ReplOptions) -> Result<ReplPlan> {
         }
         None => None,
     };
-    let hosts = slurm.running_job_hosts(&opts.job)?;
-    let node = hosts[0].clone();
-    Ok(plan_for_node(slurm, opts, node, file))
+    let job = slurm.running_job(&opts.job)?;
+    let node = job.hosts[0].clone();
+    Ok(plan_for_node(slurm, opts, &job.id, node, file))
 }
 
-/// Builds the argv for a known coordinator `node` (no Slurm queries).
+/// Builds the argv for a known job id and coordinator `node` (no Slurm
+/// queries). `job` is the numeric id `srun` accepts.
 fn plan_for_node(
     slurm: &Slurm,
     opts: &ReplOptions,
+    job: &JobId,
     node: String,
     file: Option<PathBuf>,
 ) -> ReplPlan {
@@ -122,7 +124,7 @@ fn plan_for_node(
     }
     cli.extend(opts.extra.iter().cloned());
     let argv = slurm.srun_step_argv(&StepSpec {
-        job: opts.job.clone(),
+        job: job.clone(),
         node: node.clone(),
         pty: opts.pty,
         command: cli,
@@ -141,7 +143,7 @@ mod tests {
     #[test]
     fn defaults_give_the_minimal_command() {
         let opts = ReplOptions::new(JobId::parse("12").unwrap());
-        let p = plan_for_node(&Slurm::new(), &opts, "n1".into(), None);
+        let p = plan_for_node(&Slurm::new(), &opts, &opts.job, "n1".into(), None);
         assert_eq!(p.server, "http://n1:9200");
         assert_eq!(
             strs(&p.argv),
@@ -175,6 +177,7 @@ mod tests {
         let p = plan_for_node(
             &Slurm::new(),
             &opts,
+            &opts.job,
             "gpu7".into(),
             Some("/q/one.sql".into()),
         );

@@ -219,9 +219,12 @@ impl fmt::Display for JobState {
     }
 }
 
-/// One line of `squeue -j J -t all -h -o %N|%T`: a job (or array task).
+/// One line of `squeue -j J -t all -h -o %N|%T|%A`: a job (or array task).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobInfo {
+    /// The plain numeric id (`%A`): for a started array task this is its own
+    /// id, which `srun --jobid` needs (it does not take `1234_5`).
+    pub id: JobId,
     /// The compact node list (`node[01-04]`); empty while pending.
     pub nodes: String,
     /// The job's state.
@@ -237,8 +240,17 @@ pub struct Step {
     pub name: String,
 }
 
-/// The format asked of `squeue` for a job's nodes and state.
-pub const JOB_FORMAT: &str = "%N|%T";
+/// The format asked of `squeue` for a job's nodes, state and numeric id.
+pub const JOB_FORMAT: &str = "%N|%T|%A";
+
+/// A running job as [`Slurm::running_job`] finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunningJob {
+    /// The numeric id to hand to `srun --jobid` (an array task's own id).
+    pub id: JobId,
+    /// Its hosts in Slurm's order; never empty.
+    pub hosts: Vec<String>,
+}
 /// The format asked of `squeue -s` for a job's steps.
 pub const STEP_FORMAT: &str = "%i|%j";
 
@@ -341,8 +353,8 @@ impl Slurm {
 
     // --- argv builders ---------------------------------------------------
 
-    /// `squeue -j JOB -t all -h -o %N|%T`: nodes and state of a job in any
-    /// state (finished jobs too, while Slurm still remembers them).
+    /// `squeue -j JOB -t all -h -o %N|%T|%A`: nodes, state and numeric id
+    /// of a job in any state (finished jobs too, while Slurm remembers them).
     pub fn squeue_job_argv(&self, job: &JobId) -> Vec<OsString> {
         argv(
             &self.squeue,
@@ -461,9 +473,10 @@ impl Slurm {
         Ok(self.job(job)?.into_iter().next().map(|j| j.state))
     }
 
-    /// The hosts of a running job in Slurm's order (the first is where the
-    /// batch script runs). Errors say when the job is unknown or not running.
-    pub fn running_job_hosts(&self, job: &JobId) -> Result<Vec<String>, Error> {
+    /// The numeric id and hosts (in Slurm's order: the first is where the
+    /// batch script runs) of a running job or array task. Errors say when the
+    /// job is unknown or not running.
+    pub fn running_job(&self, job: &JobId) -> Result<RunningJob, Error> {
         let lines = self.job(job)?;
         let Some(first) = lines.first() else {
             return Err(Error::UnknownJob { job: job.clone() });
@@ -482,7 +495,10 @@ impl Slurm {
                 String::new(),
             ));
         }
-        Ok(hosts)
+        Ok(RunningJob {
+            id: running.id.clone(),
+            hosts,
+        })
     }
 
     /// Expands a compact node list (`node[01-03],gpu7`) into host names.
@@ -562,19 +578,23 @@ fn parse_error(argv: &[OsString], what: &'static str, mut output: String) -> Err
 /// A parse failure: what was expected, and the offending text.
 pub type ParseFailure = (&'static str, String);
 
-/// Parses `squeue -h -o %N|%T` output: one [`JobInfo`] per non-empty line.
+/// Parses `squeue -h -o %N|%T|%A` output: one [`JobInfo`] per non-empty
+/// line.
 pub fn parse_jobs(text: &str) -> Result<Vec<JobInfo>, ParseFailure> {
+    const WHAT: &str = "NODES|STATE|JOBID lines";
     text.lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .map(|line| {
-            let (nodes, state) = line
-                .split_once('|')
-                .ok_or(("NODES|STATE lines", line.to_owned()))?;
-            if state.is_empty() || state.contains('|') {
-                return Err(("NODES|STATE lines", line.to_owned()));
+            let fields: Vec<&str> = line.split('|').collect();
+            let [nodes, state, id] = fields[..] else {
+                return Err((WHAT, line.to_owned()));
+            };
+            if state.is_empty() {
+                return Err((WHAT, line.to_owned()));
             }
             Ok(JobInfo {
+                id: JobId::parse(id).map_err(|_| (WHAT, line.to_owned()))?,
                 nodes: nodes.to_owned(),
                 state: JobState::parse(state),
             })
@@ -651,7 +671,7 @@ mod tests {
         let s = Slurm::new();
         assert_eq!(
             strs(&s.squeue_job_argv(&job("42"))),
-            ["squeue", "-j", "42", "-t", "all", "-h", "-o", "%N|%T"]
+            ["squeue", "-j", "42", "-t", "all", "-h", "-o", "%N|%T|%A"]
         );
         assert_eq!(
             strs(&s.squeue_steps_argv(&job("42"))),
@@ -724,32 +744,32 @@ mod tests {
     #[test]
     fn jobs_parse_nodes_and_states() {
         let jobs =
-            parse_jobs("node[01-03]|RUNNING\n|PENDING\n\nvm|COMPLETED\nx|BOOT_FAIL\n").unwrap();
+            parse_jobs("node[01-03]|RUNNING|7\n|PENDING|8\n\nvm|COMPLETED|9\nx|BOOT_FAIL|10\n")
+                .unwrap();
+        let info = |id: &str, nodes: &str, state| JobInfo {
+            id: job(id),
+            nodes: nodes.into(),
+            state,
+        };
         assert_eq!(
             jobs,
             [
-                JobInfo {
-                    nodes: "node[01-03]".into(),
-                    state: JobState::Running
-                },
-                JobInfo {
-                    nodes: String::new(),
-                    state: JobState::Pending
-                },
-                JobInfo {
-                    nodes: "vm".into(),
-                    state: JobState::Completed
-                },
-                JobInfo {
-                    nodes: "x".into(),
-                    state: JobState::Other("BOOT_FAIL".into())
-                },
+                info("7", "node[01-03]", JobState::Running),
+                info("8", "", JobState::Pending),
+                info("9", "vm", JobState::Completed),
+                info("10", "x", JobState::Other("BOOT_FAIL".into())),
             ]
         );
         assert!(parse_jobs("").unwrap().is_empty());
-        assert!(parse_jobs("RUNNING\n").is_err());
-        assert!(parse_jobs("vm|\n").is_err());
-        assert!(parse_jobs("vm|RUNNING|x\n").is_err());
+        for bad in [
+            "RUNNING\n",
+            "vm|RUNNING\n",
+            "vm||7\n",
+            "vm|RUNNING|x\n",
+            "a|RUNNING|7|8\n",
+        ] {
+            assert!(parse_jobs(bad).is_err(), "{bad:?} accepted");
+        }
     }
 
     #[test]

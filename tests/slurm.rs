@@ -33,17 +33,21 @@ impl Drop for Job {
 
 /// Submits `sbatch --wrap CMD` with its output and working dir in `dir`.
 fn submit(dir: &Path, wrap: &str) -> Job {
+    submit_with(dir, &[], wrap)
+}
+
+/// Like [`submit`], with further sbatch options.
+fn submit_with(dir: &Path, options: &[&str], wrap: &str) -> Job {
     let dir = dir.to_str().expect("temp dir is UTF-8");
-    let id = Slurm::new()
-        .submit([
-            "--job-name=jobprof-test",
-            "--ntasks=1",
-            &format!("--chdir={dir}"),
-            &format!("--output={dir}/slurm-%j.out"),
-            "--wrap",
-            wrap,
-        ])
-        .expect("sbatch submits");
+    let mut args = vec![
+        "--job-name=jobprof-test".to_owned(),
+        "--ntasks=1".to_owned(),
+        format!("--chdir={dir}"),
+        format!("--output={dir}/slurm-%j.out"),
+    ];
+    args.extend(options.iter().map(|o| o.to_string()));
+    args.extend(["--wrap".to_owned(), wrap.to_owned()]);
+    let id = Slurm::new().submit(args).expect("sbatch submits");
     Job { id }
 }
 
@@ -138,7 +142,7 @@ fn repl_runs_the_cli_on_the_coordinator_of_a_running_job() {
     let job = submit(dir.path(), "sleep 300");
     wait_for(&job.id, "running", |s| *s == JobState::Running);
     let slurm = Slurm::new();
-    let node = slurm.running_job_hosts(&job.id).unwrap()[0].clone();
+    let node = slurm.running_job(&job.id).unwrap().hosts[0].clone();
 
     let out = jobprof_repl(
         dir.path(),
@@ -212,6 +216,34 @@ fn repl_runs_the_cli_on_the_coordinator_of_a_running_job() {
     slurm.cancel(&job.id).unwrap();
     let state = wait_for(&job.id, "finished", JobState::is_finished);
     assert_eq!(state, JobState::Cancelled);
+}
+
+#[test]
+fn repl_runs_in_an_array_task_given_as_job_underscore_index() {
+    if !util::require(util::slurm_available(), WHAT) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    fake_presto_cli(dir.path());
+    let record = dir.path().join("record.txt");
+    // One task, index 3: `JOB_3` names it, which `srun --jobid` refuses;
+    // jobprof must hand srun the task's own numeric id instead.
+    let job = submit_with(dir.path(), &["--array=3"], "sleep 300");
+    let task = JobId::parse(&format!("{}_3", job.id)).unwrap();
+    wait_for(&task, "running", |s| *s == JobState::Running);
+    let running = Slurm::new().running_job(&task).unwrap();
+
+    let out = jobprof_repl(dir.path(), &record, &[task.as_str().into()]);
+    assert!(
+        out.status.success(),
+        "jobprof repl failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let recorded = String::from_utf8(util::read(&record)).unwrap();
+    assert!(
+        recorded.contains(&format!("\njob={}\n", running.id)),
+        "{recorded}"
+    );
 }
 
 #[test]
