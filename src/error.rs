@@ -92,6 +92,11 @@ pub enum Error {
     /// Invalid options or arguments that clap could not catch.
     #[error("{0}")]
     Usage(String),
+
+    /// A Slurm command failed, or the job asked about is unknown or not
+    /// running.
+    #[error(transparent)]
+    Slurm(#[from] crate::slurm::Error),
 }
 
 impl Error {
@@ -111,6 +116,10 @@ impl Error {
             | Error::Binary { .. }
             | Error::Corrupt { .. }
             | Error::Usage(_) => ExitCode::Usage,
+            // A bad, unknown or finished job is the user's input; a Slurm
+            // command that cannot run or fails is failed work.
+            Error::Slurm(e) if e.is_usage() => ExitCode::Usage,
+            Error::Slurm(_) => ExitCode::Failed,
         }
     }
 

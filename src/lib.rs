@@ -11,6 +11,8 @@
 pub mod atomic;
 pub mod error;
 pub mod progress;
+pub mod repl;
+pub mod slurm;
 
 pub use error::{Error, ExitCode, Result};
 pub mod fold;

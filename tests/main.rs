@@ -4,4 +4,5 @@
 
 mod fold;
 mod fold_props;
+mod slurm;
 mod util;
