@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod atomic;
+pub mod compat;
 pub mod error;
 pub mod progress;
 pub mod repl;
