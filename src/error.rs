@@ -92,6 +92,10 @@ pub enum Error {
     /// Invalid options or arguments that clap could not catch.
     #[error("{0}")]
     Usage(String),
+
+    /// Collecting, flushing or planning Nsight Systems reports failed.
+    #[error(transparent)]
+    Nsys(#[from] crate::nsys::Error),
 }
 
 impl Error {
@@ -111,12 +115,18 @@ impl Error {
             | Error::Binary { .. }
             | Error::Corrupt { .. }
             | Error::Usage(_) => ExitCode::Usage,
+            Error::Nsys(e) => e.exit_code(),
         }
     }
 
     /// True when the error is a broken pipe on our output (e.g. `| head`),
     /// which the binary treats as success.
     pub fn is_broken_pipe(&self) -> bool {
-        matches!(self, Error::Io { source, .. } if source.kind() == io::ErrorKind::BrokenPipe)
+        match self {
+            Error::Io { source, .. } | Error::Nsys(crate::nsys::Error::Io { source, .. }) => {
+                source.kind() == io::ErrorKind::BrokenPipe
+            }
+            _ => false,
+        }
     }
 }

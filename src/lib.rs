@@ -10,6 +10,7 @@
 
 pub mod atomic;
 pub mod error;
+pub mod nsys;
 pub mod progress;
 
 pub use error::{Error, ExitCode, Result};

@@ -2,3 +2,4 @@
 //! them into library options and call the library.
 
 pub mod fold;
+pub mod nsys;
