@@ -17,7 +17,10 @@ pub struct NsysArgs {
 
 #[derive(Debug, Subcommand)]
 enum NsysCommand {
+    // A repeated option takes its last value (scripts append overrides).
+    #[command(args_override_self = true)]
     Collect(CollectArgs),
+    #[command(args_override_self = true)]
     Flush(FlushArgs),
     Plan(PlanArgs),
 }

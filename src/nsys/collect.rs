@@ -329,6 +329,7 @@ impl Collection {
             OverallStatus::MissingRanks => Err(Error::MissingRanks {
                 waited,
                 ranks: m.missing_ranks.clone(),
+                also_empty: named(ReportStatus::Empty),
                 report_root: m.report_root.clone(),
                 manifest: self.manifest_path.clone(),
             }),
@@ -417,7 +418,8 @@ fn scan(root: &Path, skip: &[PathBuf]) -> Result<Vec<Found>> {
 #[derive(Debug, Clone, Copy)]
 struct Seen {
     stamp: Stamp,
-    changed_at: Instant,
+    /// `None` while unchanged since the first poll (we never saw it change).
+    changed_at: Option<Instant>,
 }
 
 /// The collector's memory across polls.
@@ -426,6 +428,8 @@ struct Watch {
     last_change: Instant,
     /// Rescue destinations already reported as conflicting (logged once).
     warned: BTreeSet<PathBuf>,
+    /// Whether a poll happened yet (the first one sees no growth).
+    polled: bool,
 }
 
 impl Watch {
@@ -434,21 +438,29 @@ impl Watch {
             seen: BTreeMap::new(),
             last_change: now,
             warned: BTreeSet::new(),
+            polled: false,
         }
     }
 
     /// Records the current stamps; any new, changed or vanished file moves
-    /// `last_change` to `now`.
-    fn update(&mut self, current: &[(PathBuf, Stamp)], now: Instant) {
+    /// `last_change` to `now`. Returns the files that changed since the
+    /// previous poll (none at the first).
+    fn update(&mut self, current: &[(PathBuf, Stamp)], now: Instant) -> BTreeSet<PathBuf> {
+        let first = !self.polled;
+        self.polled = true;
+        let mut changed = BTreeSet::new();
         let mut next = BTreeMap::new();
         for (path, stamp) in current {
             let seen = match self.seen.get(path) {
                 Some(s) if s.stamp == *stamp => *s,
                 _ => {
+                    if !first {
+                        changed.insert(path.clone());
+                    }
                     self.last_change = now;
                     Seen {
                         stamp: *stamp,
-                        changed_at: now,
+                        changed_at: (!first).then_some(now),
                     }
                 }
             };
@@ -458,10 +470,11 @@ impl Watch {
             self.last_change = now;
         }
         self.seen = next;
+        changed
     }
 
     fn changed_at(&self, path: &Path) -> Option<Instant> {
-        self.seen.get(path).map(|s| s.changed_at)
+        self.seen.get(path).and_then(|s| s.changed_at)
     }
 }
 
@@ -472,7 +485,23 @@ struct Current {
     name: ReportName,
     source: Source,
     origin: Option<PathBuf>,
-    changed_at: Instant,
+    /// When we last saw it (or its origin) change; `None`: not since the first poll.
+    changed_at: Option<Instant>,
+}
+
+impl Current {
+    /// Changed within the last settle window: seen changing by us, or, if
+    /// unchanged since the first poll, modified (by its mtime) that recently.
+    fn recently_changed(&self, now: Instant, settle: Duration) -> bool {
+        match self.changed_at {
+            Some(t) => now.duration_since(t) < settle,
+            None => {
+                let now_ns = (unix_now() * 1e9) as i64;
+                let age = now_ns.saturating_sub(self.found.stamp.mtime_ns);
+                age < settle.as_nanos() as i64
+            }
+        }
+    }
 }
 
 /// Copies new or grown reports from the runtime dirs into `DIR/rescued/`.
@@ -683,17 +712,16 @@ pub fn collect(
         let mut stamps: Vec<(PathBuf, Stamp)> =
             found.iter().map(|f| (f.path.clone(), f.stamp)).collect();
         stamps.extend(sources);
-        watch.update(&stamps, now);
+        let changed = watch.update(&stamps, now);
 
         let reports: Vec<Current> = found
             .into_iter()
             .map(|f| {
                 let rescued = f.rel.starts_with(RESCUED_DIR);
                 let origin = origins.get(&f.path).cloned();
-                let mut changed_at = watch.changed_at(&f.path).unwrap_or(now);
-                if let Some(o) = origin.as_ref().and_then(|o| watch.changed_at(o)) {
-                    changed_at = changed_at.max(o);
-                }
+                let own = watch.changed_at(&f.path);
+                let of_origin = origin.as_ref().and_then(|o| watch.changed_at(o));
+                let changed_at = own.max(of_origin);
                 Current {
                     name: ReportName::parse(
                         &f.path.file_name().unwrap_or_default().to_string_lossy(),
@@ -717,7 +745,10 @@ pub fn collect(
         let empty = reports.iter().filter(|r| r.found.stamp.bytes == 0).count();
         let growing = reports
             .iter()
-            .filter(|r| now.duration_since(r.changed_at) < opts.settle)
+            .filter(|r| {
+                changed.contains(&r.found.path)
+                    || r.origin.as_ref().is_some_and(|o| changed.contains(o))
+            })
             .count();
         let quiet_for = now.duration_since(watch.last_change);
         let settled =
@@ -725,8 +756,9 @@ pub fn collect(
 
         let total: u64 = reports.iter().map(|r| r.found.stamp.bytes).sum();
         let mut line = format!(
-            "poll {poll_no}: {} report(s), {total} bytes, {growing} growing, {empty} empty",
-            reports.len()
+            "poll {poll_no}: {} report(s), {}, {growing} growing, {empty} empty",
+            reports.len(),
+            human_bytes(total)
         );
         if !missing.is_empty() {
             line.push_str(&format!(", missing ranks {}", compact_ranks(&missing)));
@@ -738,12 +770,12 @@ pub fn collect(
             line.push_str("; settled");
         } else if empty == 0 && missing.is_empty() && !reports.is_empty() {
             line.push_str(&format!(
-                "; settles in {}s, times out in {}s",
-                (opts.settle - quiet_for).as_secs_f64().ceil(),
-                left.as_secs_f64().ceil()
+                "; settles in {}, times out in {}",
+                format_duration(opts.settle - quiet_for),
+                format_duration(left)
             ));
         } else {
-            line.push_str(&format!("; times out in {}s", left.as_secs_f64().ceil()));
+            line.push_str(&format!("; times out in {}", format_duration(left)));
         }
         progress.log(line);
 
@@ -779,9 +811,7 @@ pub fn collect(
             sha256: None,
             status: if r.found.stamp.bytes == 0 {
                 ReportStatus::Empty
-            } else if status != OverallStatus::Complete
-                && now.duration_since(r.changed_at) < opts.settle
-            {
+            } else if status != OverallStatus::Complete && r.recently_changed(now, opts.settle) {
                 ReportStatus::Incomplete
             } else {
                 ReportStatus::Ok
@@ -853,6 +883,22 @@ pub fn collect(
         archive_path,
         adopted: false,
     })
+}
+
+/// `1.5 GiB`-style sizes for status lines (exact bytes are in the manifest).
+fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["bytes", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} bytes")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
 }
 
 fn manifest_json(m: &Manifest) -> Result<Vec<u8>> {
@@ -1225,14 +1271,17 @@ mod tests {
             mtime_ns: 1,
         };
         let t1 = t0 + Duration::from_secs(1);
-        w.update(&[(a.clone(), s)], t1);
+        assert!(
+            w.update(&[(a.clone(), s)], t1).is_empty(),
+            "first poll: no growth"
+        );
         assert_eq!(w.last_change, t1);
         let t2 = t1 + Duration::from_secs(1);
         w.update(&[(a.clone(), s)], t2);
         assert_eq!(w.last_change, t1, "unchanged");
         let t3 = t2 + Duration::from_secs(1);
         let touched = Stamp { mtime_ns: 2, ..s };
-        w.update(&[(a.clone(), touched)], t3);
+        assert_eq!(w.update(&[(a.clone(), touched)], t3).len(), 1);
         assert_eq!(w.last_change, t3, "mtime alone counts");
         let t4 = t3 + Duration::from_secs(1);
         w.update(&[], t4);

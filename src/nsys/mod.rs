@@ -76,10 +76,10 @@ pub enum Error {
 
     /// Expected ranks (or any report at all) never appeared.
     #[error(
-        "timed out after {}: {}; check that every rank ran under nsys and wrote to {} \
+        "timed out after {}: {}{}; check that every rank ran under nsys and wrote to {} \
          (or pass its runtime workspace with --runtime-dir) (see {})",
-        duration::format_duration(*waited), missing_text(ranks), report_root.display(),
-        manifest.display()
+        duration::format_duration(*waited), missing_text(ranks), also_empty_text(also_empty),
+        report_root.display(), manifest.display()
     )]
     MissingRanks {
         /// How long the collector waited.
@@ -87,6 +87,8 @@ pub enum Error {
         /// The ranks without a report; empty when no report appeared at all
         /// and no rank count was expected.
         ranks: Vec<u32>,
+        /// Reports that also stayed empty (relative paths).
+        also_empty: Vec<String>,
         /// The report root searched.
         report_root: PathBuf,
         /// Where the manifest with the details was written.
@@ -156,6 +158,18 @@ fn list(items: &[String]) -> String {
     let mut s = items[..SHOW].join(", ");
     let _ = write!(s, " and {} more", items.len() - SHOW);
     s
+}
+
+fn also_empty_text(empty: &[String]) -> String {
+    if empty.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", and {} report(s) stayed empty (0 bytes): {}",
+            empty.len(),
+            list(empty)
+        )
+    }
 }
 
 fn missing_text(ranks: &[u32]) -> String {
@@ -292,6 +306,7 @@ mod tests {
         let r = Error::MissingRanks {
             waited: w,
             ranks: vec![2, 3],
+            also_empty: vec![],
             report_root: "/r".into(),
             manifest: m,
         };
