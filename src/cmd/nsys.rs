@@ -66,7 +66,7 @@ pub struct CollectArgs {
     poll: Duration,
 
     /// Ignore reports that already existed when the command started, as long
-    /// as they stay unchanged.
+    /// as they stay unchanged (flush always does, keeping its job's own).
     #[arg(long)]
     since_baseline: bool,
 
@@ -95,9 +95,9 @@ impl CollectArgs {
     }
 }
 
-/// The teardown flush of a profiled job, run before anything kills its
-/// steps: stop the Nsight sessions, take a baseline, send SIGTERM to the
-/// connector steps, then collect the reports like `collect`.
+/// Stop a job's Nsight sessions, signal its connector steps, then collect
+/// the reports like `collect` (the teardown, run before anything kills the
+/// job's steps).
 ///
 /// Runs `nsight-slurm stop --job JOBID --timeout 30` (with --nsight-slurm),
 /// `squeue -s -j JOBID -h -o "%i|%j"` and `scancel --signal=TERM STEP` for

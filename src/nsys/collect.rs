@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::duration::format_duration;
-use super::{compact_ranks, Error, ReportName, REPORT_SUFFIX};
+use super::{compact_ranks, Error, Log, ReportName, REPORT_SUFFIX};
 use crate::atomic::AtomicFile;
 use crate::progress::{format_utc, Progress};
 
@@ -511,7 +511,7 @@ fn rescue(
     baseline: Option<&Baseline>,
     watch: &mut Watch,
     sources: &mut Vec<(PathBuf, Stamp)>,
-    progress: &Progress,
+    log: &Log,
 ) -> Result<HashMap<PathBuf, PathBuf>> {
     let rescued_root = opts.report_root.join(RESCUED_DIR);
     let mut origins: HashMap<PathBuf, PathBuf> = HashMap::new();
@@ -527,7 +527,7 @@ fn rescue(
             let dest = rescued_root.join(&f.rel);
             if let Some(first) = origins.get(&dest) {
                 if watch.warned.insert(dest.clone()) {
-                    progress.log(format!(
+                    log.line(format!(
                         "warning: {} and {} both map to {}; keeping the first (give runtime dirs \
                          whose reports have distinct relative paths)",
                         first.display(),
@@ -543,7 +543,7 @@ fn rescue(
                 Some(len) if len == f.stamp.bytes => continue,
                 Some(len) if len > f.stamp.bytes => {
                     if watch.warned.insert(dest.clone()) {
-                        progress.log(format!(
+                        log.line(format!(
                             "warning: {} ({} bytes) is smaller than its rescued copy {} ({len} bytes); \
                              keeping the copy (a rescued copy is never shrunk)",
                             f.path.display(),
@@ -556,7 +556,7 @@ fn rescue(
                 _ => {}
             }
             let copied = copy_atomic(&f.path, &dest)?;
-            progress.log(format!(
+            log.line(format!(
                 "rescued {} ({copied} bytes) -> {}",
                 f.path.display(),
                 dest.display()
@@ -591,7 +591,7 @@ fn lock(
     root: &Path,
     deadline: Instant,
     poll: Duration,
-    progress: &Progress,
+    log: &Log,
 ) -> Result<Option<(DirLock, bool)>> {
     let path = root.join(LOCK_FILE);
     let file = fs::OpenOptions::new()
@@ -615,7 +615,7 @@ fn lock(
             _ => return Err(Error::io(&path, err)),
         }
         if !waited {
-            progress.log(format!(
+            log.line(format!(
                 "another collector holds {}; waiting for it to finish",
                 path.display()
             ));
@@ -652,6 +652,18 @@ pub fn collect(
     baseline: Option<Baseline>,
     progress: &Progress,
 ) -> Result<Collection> {
+    let log = Log::new(progress, opts.timeout, "collecting nsys reports");
+    let result = collect_logged(opts, baseline, &log);
+    log.finish();
+    result
+}
+
+/// [`collect`] reporting through an existing [`Log`] (the flush's).
+pub fn collect_logged(
+    opts: &CollectOptions,
+    baseline: Option<Baseline>,
+    log: &Log,
+) -> Result<Collection> {
     opts.validate()?;
     let start = Instant::now();
     let started_wall = SystemTime::now();
@@ -664,7 +676,7 @@ pub fn collect(
     };
     let manifest_path = opts.manifest_path();
 
-    let Some((_lock, waited)) = lock(&opts.report_root, deadline, opts.poll, progress)? else {
+    let Some((_lock, waited)) = lock(&opts.report_root, deadline, opts.poll, log)? else {
         return Err(Error::Timeout {
             waited: start.elapsed(),
             changing: vec![format!(
@@ -676,7 +688,7 @@ pub fn collect(
     };
     if waited {
         if let Some(c) = adopt(opts, baseline.as_ref(), &manifest_path, started_wall)? {
-            progress.log(format!(
+            log.line(format!(
                 "the collector we waited for finished; its result in {} is complete and still \
                  matches the files, using it",
                 manifest_path.display()
@@ -686,7 +698,7 @@ pub fn collect(
     }
     for dir in &opts.runtime_dirs {
         if !dir.is_dir() {
-            progress.log(format!(
+            log.line(format!(
                 "note: runtime dir {} does not exist (yet); it is searched at every poll",
                 dir.display()
             ));
@@ -698,7 +710,7 @@ pub fn collect(
     let (reports, status, missing) = loop {
         poll_no += 1;
         let mut sources = Vec::new();
-        let origins = rescue(opts, baseline.as_ref(), &mut watch, &mut sources, progress)?;
+        let origins = rescue(opts, baseline.as_ref(), &mut watch, &mut sources, log)?;
         let found = scan(&opts.report_root, &opts.runtime_dirs)?;
         let found: Vec<Found> = found
             .into_iter()
@@ -777,7 +789,8 @@ pub fn collect(
         } else {
             line.push_str(&format!("; times out in {}", format_duration(left)));
         }
-        progress.log(line);
+        log.tick(start.elapsed());
+        log.line(line);
 
         if settled {
             break (reports, OverallStatus::Complete, missing);
@@ -857,16 +870,11 @@ pub fn collect(
         reports: entries,
     };
     let archive_path = opts.archive.then(|| opts.report_root.join(ARCHIVE_FILE));
-    hash_and_archive(
-        opts,
-        &mut manifest,
-        archive_path.as_deref(),
-        start,
-        progress,
-    )?;
+    log.finish();
+    hash_and_archive(opts, &mut manifest, archive_path.as_deref(), start, log)?;
     let json = manifest_json(&manifest)?;
     crate::atomic::write_atomic(&manifest_path, &json)?;
-    progress.log(format!(
+    log.line(format!(
         "wrote {} ({}, {} report(s), {} bytes, {})",
         manifest_path.display(),
         serde_json::to_value(manifest.status)
@@ -916,10 +924,10 @@ fn hash_and_archive(
     manifest: &mut Manifest,
     archive_path: Option<&Path>,
     start: Instant,
-    progress: &Progress,
+    log: &Log,
 ) -> Result<()> {
     let total: u64 = manifest.total_bytes;
-    let bar = progress.bytes_bar(total, "hashing reports");
+    let bar = log.progress().bytes_bar(total, "hashing reports");
     let mut builder = match archive_path {
         Some(p) => {
             let file = AtomicFile::create(p)?;
@@ -991,7 +999,7 @@ fn hash_and_archive(
         let enc = b.into_inner().map_err(|e| Error::io(p, e))?;
         let file = enc.finish().map_err(|e| Error::io(p, e))?;
         file.commit()?;
-        progress.log(format!("wrote {}", p.display()));
+        log.line(format!("wrote {}", p.display()));
     }
     Ok(())
 }
@@ -1229,7 +1237,7 @@ mod tests {
             ..fast(&root)
         };
         let mut watch = Watch::new(Instant::now());
-        let p = Progress::silent();
+        let p = Log::new(&Progress::silent(), Duration::from_secs(1), "test");
         let dest = root.join("rescued/sub/3_n_rank0.nsys-rep");
         let origins = rescue(&opts, None, &mut watch, &mut Vec::new(), &p).unwrap();
         assert_eq!(origins.get(&dest), Some(&src));

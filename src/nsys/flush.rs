@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use super::collect::{collect, Baseline, CollectOptions, Collection};
-use super::Error;
+use super::collect::{collect_logged, Baseline, CollectOptions, Collection};
+use super::{Error, Log};
 use crate::progress::Progress;
 
 /// The step name `nsight-slurm` gives its connector steps.
@@ -201,8 +201,8 @@ impl ExternalCommand {
     }
 
     /// Runs it, logging the command line before and the result after.
-    pub fn run_logged(&self, progress: &Progress) -> CommandOutcome {
-        progress.log(format!("running: {}", self.display()));
+    pub fn run_logged(&self, log: &Log) -> CommandOutcome {
+        log.line(format!("running: {}", self.display()));
         let outcome = self.run();
         let name = self.program.display();
         let detail = |s: &str| {
@@ -214,11 +214,11 @@ impl ExternalCommand {
             }
         };
         match (&outcome.failure, outcome.status) {
-            (Some(why), _) => progress.log(format!("{name} failed: {why}")),
+            (Some(why), _) => log.line(format!("{name} failed: {why}")),
             (None, Some(s)) if s.success() => {
-                progress.log(format!("{name} exited 0{}", detail(&outcome.stdout)))
+                log.line(format!("{name} exited 0{}", detail(&outcome.stdout)))
             }
-            (None, Some(s)) => progress.log(format!(
+            (None, Some(s)) => log.line(format!(
                 "{name} failed ({s}){}",
                 detail(if outcome.stderr.trim().is_empty() {
                     &outcome.stdout
@@ -298,18 +298,23 @@ pub fn flush(opts: &FlushOptions, progress: &Progress) -> Result<Collection, Err
             opts.collect.report_root.display()
         )));
     }
+    let log = Log::new(
+        progress,
+        opts.collect.timeout,
+        &format!("flushing job {}", opts.job),
+    );
     if let Some(ns) = &opts.nsight_slurm {
         let exe = nsight_slurm_executable(ns);
-        ExternalCommand::nsight_slurm_stop(&exe, &opts.job).run_logged(progress);
+        ExternalCommand::nsight_slurm_stop(&exe, &opts.job).run_logged(&log);
     }
     let baseline = Baseline::take(&opts.collect)?.keep_job(&opts.job);
-    progress.log(format!(
+    log.line(format!(
         "baseline: {} report(s) already present are ignored while unchanged \
          (except job {}'s own)",
         baseline.len(),
         opts.job
     ));
-    let listing = ExternalCommand::squeue_steps(&opts.squeue, &opts.job).run_logged(progress);
+    let listing = ExternalCommand::squeue_steps(&opts.squeue, &opts.job).run_logged(&log);
     let steps: Vec<String> = if listing.success() {
         parse_squeue_steps(&listing.stdout)
             .into_iter()
@@ -320,15 +325,17 @@ pub fn flush(opts: &FlushOptions, progress: &Progress) -> Result<Collection, Err
         Vec::new()
     };
     if steps.is_empty() {
-        progress.log(format!(
+        log.line(format!(
             "no running step named {} in job {}; collecting whatever the ranks write",
             opts.connector_step_name, opts.job
         ));
     }
     for step in &steps {
-        ExternalCommand::scancel_term(&opts.scancel, step).run_logged(progress);
+        ExternalCommand::scancel_term(&opts.scancel, step).run_logged(&log);
     }
-    collect(&opts.collect, Some(baseline), progress)
+    let result = collect_logged(&opts.collect, Some(baseline), &log);
+    log.finish();
+    result
 }
 
 #[cfg(test)]

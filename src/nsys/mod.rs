@@ -32,6 +32,53 @@ pub use duration::parse_duration;
 pub use flush::{flush, FlushOptions};
 pub use plan::{Plan, ProfilingConfig};
 
+/// Status lines for a long-running nsys command: plain timestamped log lines
+/// off a terminal, and on a terminal lines printed above one progress bar
+/// (elapsed seconds of the timeout), so commands and polls are always shown.
+#[derive(Debug)]
+pub struct Log {
+    progress: crate::progress::Progress,
+    bar: indicatif::ProgressBar,
+}
+
+impl Log {
+    /// A log whose bar counts seconds up to `limit`.
+    pub fn new(progress: &crate::progress::Progress, limit: Duration, what: &str) -> Log {
+        Log {
+            progress: progress.clone(),
+            bar: progress.bar(limit.as_secs().max(1), what),
+        }
+    }
+
+    /// Prints one status line.
+    pub fn line(&self, msg: impl AsRef<str>) {
+        if self.progress.draws_bars() {
+            self.bar.println(format!(
+                "[jobprof {}] {}",
+                crate::progress::utc_timestamp(),
+                msg.as_ref()
+            ));
+        } else {
+            self.progress.log(msg);
+        }
+    }
+
+    /// Moves the bar to `elapsed`.
+    pub fn tick(&self, elapsed: Duration) {
+        self.bar.set_position(elapsed.as_secs());
+    }
+
+    /// Removes the bar (before another one is drawn).
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+
+    /// The progress factory behind this log.
+    pub fn progress(&self) -> &crate::progress::Progress {
+        &self.progress
+    }
+}
+
 /// The file name suffix of Nsight Systems reports.
 pub const REPORT_SUFFIX: &str = ".nsys-rep";
 
