@@ -19,7 +19,7 @@ use crate::util::require;
 /// Short timings keep the suite fast; the settle window stays well above
 /// the writers' longest pause so a loaded machine does not settle early.
 const POLL: &str = "100ms";
-const SETTLE: &str = "1500ms";
+const SETTLE: &str = "2s";
 
 fn jobprof() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_jobprof"));
@@ -390,6 +390,27 @@ fn two_collectors_at_once_the_second_waits_and_sees_the_first_result() {
     let m = manifest(root);
     assert_eq!(entry(&m, "4_n_rank0.nsys-rep")["bytes"], 64 * 1024);
     assert_eq!(entry(&m, "4_n_rank0.nsys-rep")["sha256"], sha256_file(&p));
+}
+
+#[test]
+fn collect_gives_up_on_a_lock_held_past_the_timeout() {
+    use std::os::unix::io::AsRawFd;
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    fs::write(root.join("1_n_rank0.nsys-rep"), b"x").unwrap();
+    let held = fs::File::create(root.join(".jobprof-nsys.lock")).unwrap();
+    // SAFETY: flock on a descriptor we own; released when `held` drops.
+    assert_eq!(unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX) }, 0);
+    let out = run(collect_cmd(root).args(["--timeout", "500ms"]));
+    drop(held);
+    assert_eq!(out.status.code(), Some(3));
+    let err = stderr(&out);
+    assert!(err.contains("another collector held"), "{err}");
+    assert!(err.contains(".jobprof-nsys.lock"), "{err}");
+    assert!(
+        !root.join("manifest.json").exists(),
+        "the holder owns the manifest"
+    );
 }
 
 #[test]

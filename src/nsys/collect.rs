@@ -283,7 +283,8 @@ pub struct Manifest {
     pub poll_s: f64,
     /// Whether pre-existing reports were ignored.
     pub since_baseline: bool,
-    /// How many pre-existing reports were ignored.
+    /// How many pre-existing, unchanged reports under the report root were
+    /// ignored at the last poll.
     pub baseline_ignored: usize,
     /// When the collector started (RFC 3339 UTC).
     pub started_at: String,
@@ -677,13 +678,9 @@ pub fn collect_logged(
     let manifest_path = opts.manifest_path();
 
     let Some((_lock, waited)) = lock(&opts.report_root, deadline, opts.poll, log)? else {
-        return Err(Error::Timeout {
+        return Err(Error::LockTimeout {
             waited: start.elapsed(),
-            changing: vec![format!(
-                "(none examined: another collector held {} for the whole timeout)",
-                opts.report_root.join(LOCK_FILE).display()
-            )],
-            manifest: manifest_path,
+            lock: opts.report_root.join(LOCK_FILE),
         });
     };
     if waited {
@@ -707,11 +704,13 @@ pub fn collect_logged(
 
     let mut watch = Watch::new(Instant::now());
     let mut poll_no = 0u64;
+    let mut ignored: usize;
     let (reports, status, missing) = loop {
         poll_no += 1;
         let mut sources = Vec::new();
         let origins = rescue(opts, baseline.as_ref(), &mut watch, &mut sources, log)?;
         let found = scan(&opts.report_root, &opts.runtime_dirs)?;
+        let all = found.len();
         let found: Vec<Found> = found
             .into_iter()
             .filter(|f| {
@@ -720,6 +719,7 @@ pub fn collect_logged(
                     .is_some_and(|b| b.ignores(&f.path, f.stamp))
             })
             .collect();
+        ignored = all - found.len();
         let now = Instant::now();
         let mut stamps: Vec<(PathBuf, Stamp)> =
             found.iter().map(|f| (f.path.clone(), f.stamp)).collect();
@@ -862,7 +862,7 @@ pub fn collect_logged(
         timeout_s: opts.timeout.as_secs_f64(),
         poll_s: opts.poll.as_secs_f64(),
         since_baseline: baseline.is_some(),
-        baseline_ignored: baseline.as_ref().map_or(0, |b| b.len()),
+        baseline_ignored: ignored,
         started_at,
         finished_at: String::new(),
         elapsed_s: 0.0,
@@ -1267,6 +1267,14 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names.len(), 1);
+    }
+
+    #[test]
+    fn human_sizes() {
+        assert_eq!(human_bytes(0), "0 bytes");
+        assert_eq!(human_bytes(1023), "1023 bytes");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(3 << 30), "3.0 GiB");
     }
 
     #[test]

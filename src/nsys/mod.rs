@@ -142,6 +142,19 @@ pub enum Error {
         manifest: PathBuf,
     },
 
+    /// Another collector held the report root's lock for the whole timeout.
+    #[error(
+        "timed out after {}: another collector held {} the whole time; \
+         wait for it (its manifest has the result) or give a longer --timeout",
+        duration::format_duration(*waited), lock.display()
+    )]
+    LockTimeout {
+        /// How long this collector waited.
+        waited: Duration,
+        /// The lock file.
+        lock: PathBuf,
+    },
+
     /// The profiling config is invalid.
     #[error("{}: {message}", path.display())]
     Config {
@@ -179,7 +192,7 @@ impl Error {
     pub fn exit_code(&self) -> crate::ExitCode {
         use crate::ExitCode;
         match self {
-            Error::Timeout { .. } => ExitCode::NsysTimeout,
+            Error::Timeout { .. } | Error::LockTimeout { .. } => ExitCode::NsysTimeout,
             Error::EmptyReports { .. } => ExitCode::NsysEmpty,
             Error::MissingRanks { .. } => ExitCode::NsysMissingRanks,
             Error::Config { .. } | Error::Usage(_) | Error::Io { .. } => ExitCode::Usage,
