@@ -237,7 +237,7 @@ pub fn shell_quote(word: &str) -> String {
     let plain = !word.is_empty()
         && word
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"@%+=:,./-_{}".contains(&b));
+            .all(|b| b.is_ascii_alphanumeric() || b"@%+=:,./-_".contains(&b));
     if plain {
         word.to_string()
     } else {

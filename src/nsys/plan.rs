@@ -437,6 +437,30 @@ impl ProfilingConfig {
             }
         }
 
+        if self.kind == ProfilerType::NsightSlurm {
+            for word in user_options
+                .iter()
+                .filter(|w| w.contains(char::is_whitespace))
+            {
+                problems.push(format!(
+                    "tool_options: `{word}` contains whitespace, which cannot pass through \
+                     NSIGHT_SLURM_TOOL_OPTIONS (the wrapper splits it at spaces); use the \
+                     --flag=value form without spaces"
+                ));
+            }
+            if let Some(r) = self
+                .report_root
+                .as_ref()
+                .filter(|r| r.to_string_lossy().contains(char::is_whitespace))
+            {
+                problems.push(format!(
+                    "report_root: `{}` contains whitespace, which cannot pass through \
+                     NSIGHT_SLURM_TOOL_OPTIONS (the wrapper splits it at spaces)",
+                    r.display()
+                ));
+            }
+        }
+
         // report_root
         if nsight {
             match &self.report_root {
@@ -571,14 +595,8 @@ impl ProfilingConfig {
                     "NSIGHT_SLURM_TOOL_PATH".into(),
                     tool_path.display().to_string(),
                 );
-                env.insert(
-                    "NSIGHT_SLURM_TOOL_OPTIONS".into(),
-                    tool_options
-                        .iter()
-                        .map(|w| shell_quote(w))
-                        .collect::<Vec<_>>()
-                        .join(" "),
-                );
+                // A space-separated list: the wrapper splits it into words.
+                env.insert("NSIGHT_SLURM_TOOL_OPTIONS".into(), tool_options.join(" "));
                 env.insert(
                     "NSIGHT_SLURM_PROFILING_MODE".into(),
                     mode.map(|m| m.name()).unwrap_or_default().to_string(),
