@@ -105,6 +105,18 @@ impl CollectOptions {
                 "--expect-ranks must be at least 1 (the number of ranks, 0..N-1)".into(),
             ));
         }
+        if let Ok(root) = fs::canonicalize(&self.report_root) {
+            for dir in &self.runtime_dirs {
+                if fs::canonicalize(dir).is_ok_and(|d| root.starts_with(&d)) {
+                    return Err(Error::Usage(format!(
+                        "--runtime-dir {} contains the report root {}: rescued copies would be \
+                         rescued again; give the per-rank workspace directories themselves",
+                        dir.display(),
+                        self.report_root.display()
+                    )));
+                }
+            }
+        }
         match fs::metadata(&self.report_root) {
             Ok(m) if m.is_dir() => Ok(()),
             Ok(_) => Err(Error::Usage(format!(
@@ -1218,6 +1230,10 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("--settle"));
+        let mut o = fast(d.path());
+        o.runtime_dirs = vec![d.path().to_path_buf()];
+        let e = collect(&o, None, &Progress::silent()).unwrap_err();
+        assert!(e.to_string().contains("contains the report root"), "{e}");
         let o = fast(&d.path().join("nope"));
         let e = collect(&o, None, &Progress::silent()).unwrap_err();
         assert!(e.to_string().contains("nope"), "{e}");
