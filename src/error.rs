@@ -96,6 +96,11 @@ pub enum Error {
     /// Collecting, flushing or planning Nsight Systems reports failed.
     #[error(transparent)]
     Nsys(#[from] crate::nsys::Error),
+
+    /// A Slurm command failed, or the job asked about is unknown or not
+    /// running.
+    #[error(transparent)]
+    Slurm(#[from] crate::slurm::Error),
 }
 
 impl Error {
@@ -116,6 +121,10 @@ impl Error {
             | Error::Corrupt { .. }
             | Error::Usage(_) => ExitCode::Usage,
             Error::Nsys(e) => e.exit_code(),
+            // A bad, unknown or finished job is the user's input; a Slurm
+            // command that cannot run or fails is failed work.
+            Error::Slurm(e) if e.is_usage() => ExitCode::Usage,
+            Error::Slurm(_) => ExitCode::Failed,
         }
     }
 

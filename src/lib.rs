@@ -12,5 +12,10 @@ pub mod atomic;
 pub mod error;
 pub mod nsys;
 pub mod progress;
+pub mod repl;
+pub mod slurm;
 
 pub use error::{Error, ExitCode, Result};
+pub mod fold;
+pub mod input;
+pub mod perf_script;

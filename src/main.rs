@@ -27,6 +27,7 @@ struct Cli {
 enum Command {
     Fold(cmd::fold::FoldArgs),
     Nsys(cmd::nsys::NsysArgs),
+    Repl(cmd::repl::ReplArgs),
 }
 
 fn main() -> ExitCode {
@@ -34,6 +35,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Fold(args) => cmd::fold::run(args),
         Command::Nsys(args) => cmd::nsys::run(args),
+        Command::Repl(args) => cmd::repl::run(args),
     };
     match result {
         Ok(code) => ExitCode::from(code.code()),

@@ -3,3 +3,4 @@
 
 pub mod fold;
 pub mod nsys;
+pub mod repl;
