@@ -457,12 +457,15 @@ impl Fakes {
             use std::os::unix::fs::PermissionsExt;
             fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
         };
+        // `squeue -s ...` lists steps; any other call looks up a job
+        // (`squeue-job.out`, written by tests that need it).
         fs::write(dir.join("squeue.out"), squeue_output).unwrap();
         script(
             "squeue",
             &format!(
-                "cat '{}'\nexit {squeue_exit}",
-                dir.join("squeue.out").display()
+                "if [ \"$1\" = -s ]; then cat '{0}/squeue.out'; exit {squeue_exit}; fi\n\
+                 cat '{0}/squeue-job.out'",
+                dir.display()
             ),
         );
         script(
@@ -608,6 +611,45 @@ fn flush_goes_on_when_commands_fail_and_keeps_this_jobs_reports() {
 }
 
 #[test]
+fn flush_resolves_an_array_task_to_its_job_id() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("reports");
+    fs::create_dir_all(root.join("direct")).unwrap();
+    let fakes = Fakes::new(d.path(), "80.0|nsight-slurm-connector\n", 0);
+    fs::write(fakes.dir.join("squeue-job.out"), "vm|RUNNING|80\n").unwrap();
+    // Task 79_1 runs as job 80: its report, present before the flush, is
+    // this job's own and therefore not baselined away.
+    fs::write(root.join("direct/80_vm_rank0.nsys-rep"), b"x").unwrap();
+    let c = fakes.connector("80.0", &root.join("direct/80_vm_rank1.nsys-rep"));
+    let out = run(jobprof()
+        .env("PATH", fakes.path_env())
+        .args(["nsys", "flush", "--job", "79_1", "--report-root"])
+        .arg(&root)
+        .args([
+            "--expect-ranks",
+            "2",
+            "--poll",
+            POLL,
+            "--settle",
+            SETTLE,
+            "--timeout",
+            "30s",
+        ]));
+    wait_ok(c);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        fakes.calls(),
+        [
+            "squeue -j 79_1 -t all -h -o %N|%T|%A",
+            "squeue -s -j 80 -h -o %i|%j",
+            "scancel --signal=TERM 80.0",
+        ]
+    );
+    assert!(stderr(&out).contains("array task 79_1 runs as job 80"));
+    assert_eq!(manifest(&root)["report_count"], 2);
+}
+
+#[test]
 fn flush_rejects_a_bad_job_id_before_running_anything() {
     let d = tempfile::tempdir().unwrap();
     let fakes = Fakes::new(d.path(), "", 0);
@@ -616,7 +658,11 @@ fn flush_rejects_a_bad_job_id_before_running_anything() {
         .args(["nsys", "flush", "--job", "77;true", "--report-root"])
         .arg(d.path()));
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("not a Slurm job ID"));
+    assert!(
+        stderr(&out).contains("is not a Slurm job id"),
+        "{}",
+        stderr(&out)
+    );
     assert!(fakes.calls().is_empty());
 }
 

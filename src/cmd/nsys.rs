@@ -106,9 +106,9 @@ impl CollectArgs {
 /// before the flush are ignored while unchanged, except this job's own.
 #[derive(Debug, Args)]
 pub struct FlushArgs {
-    /// The Slurm job whose reports are flushed.
+    /// The Slurm job whose reports are flushed (an array task as 1234_5).
     #[arg(long, value_name = "JOBID")]
-    job: String,
+    job: jobprof::slurm::JobId,
 
     /// Steps with this name are sent SIGTERM, which makes their ranks
     /// write their reports.
