@@ -4,10 +4,9 @@
 //!
 //! External programs (`nsight-slurm`, and `squeue`/`scancel` through the
 //! argv builders of [`crate::slurm`]) are run from argv vectors (never a
-//! shell string) with a time limit; each
-//! command line and its result is logged. A failing command is logged and the
-//! sequence goes on: skipping the later steps would lose reports, and the
-//! collection decides the outcome. This module does not kill jobs or steps
+//! shell string) with a time limit; each command line and its result is
+//! logged. A failing command is logged and the sequence goes on: skipping the
+//! later steps would lose reports, and the collection decides the outcome. This module does not kill jobs or steps
 //! beyond the one `SIGTERM` per connector step.
 
 use std::ffi::OsString;
