@@ -93,6 +93,10 @@ pub enum Error {
     #[error("{0}")]
     Usage(String),
 
+    /// Collecting, flushing or planning Nsight Systems reports failed.
+    #[error(transparent)]
+    Nsys(#[from] crate::nsys::Error),
+
     /// A Slurm command failed, or the job asked about is unknown or not
     /// running.
     #[error(transparent)]
@@ -116,6 +120,7 @@ impl Error {
             | Error::Binary { .. }
             | Error::Corrupt { .. }
             | Error::Usage(_) => ExitCode::Usage,
+            Error::Nsys(e) => e.exit_code(),
             // A bad, unknown or finished job is the user's input; a Slurm
             // command that cannot run or fails is failed work.
             Error::Slurm(e) if e.is_usage() => ExitCode::Usage,
@@ -126,6 +131,11 @@ impl Error {
     /// True when the error is a broken pipe on our output (e.g. `| head`),
     /// which the binary treats as success.
     pub fn is_broken_pipe(&self) -> bool {
-        matches!(self, Error::Io { source, .. } if source.kind() == io::ErrorKind::BrokenPipe)
+        match self {
+            Error::Io { source, .. } | Error::Nsys(crate::nsys::Error::Io { source, .. }) => {
+                source.kind() == io::ErrorKind::BrokenPipe
+            }
+            _ => false,
+        }
     }
 }

@@ -11,6 +11,7 @@
 pub mod atomic;
 pub mod compat;
 pub mod error;
+pub mod nsys;
 pub mod progress;
 pub mod repl;
 pub mod slurm;
