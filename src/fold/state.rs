@@ -27,10 +27,9 @@ pub(crate) const NO_PNAME: u32 = u32::MAX;
 pub(crate) struct FoldState {
     names: Vec<Box<str>>,
     name_ids: FxMap<Box<str>, u32>,
-    /// Frame-line cache, one map per "process name starts with java"
-    /// (Java tidying depends on it); keyed by the line after its address
-    /// (or the whole line with --addrs).
-    line_cache: [FxMap<Box<[u8]>, CachedLine>; 2],
+    /// Frame-line cache, one table per "process name starts with java"
+    /// (Java tidying depends on it); see [`FrameKey`].
+    line_cache: [hashbrown::HashTable<CacheEntry>; 2],
     pname_cache: FxMap<Box<[u8]>, (u32, bool)>,
     pub(crate) stacks: FxMap<Box<[u32]>, u64>,
     key_buf: Vec<u8>,
@@ -55,6 +54,76 @@ impl Counters {
         self.skipped_lines += o.skipped_lines;
         self.non_utf8_lines += o.non_utf8_lines;
         self.truncated_lines += o.truncated_lines;
+    }
+}
+
+/// A cached frame line: its key (see [`FrameKey`]) and what it becomes.
+struct CacheEntry {
+    hash: u64,
+    /// `sym` bytes, then `module` bytes; `split` is where `module` starts.
+    key: Box<[u8]>,
+    split: u32,
+    line: CachedLine,
+}
+
+/// The part of a frame line its frame names depend on, in two pieces so
+/// that it can be hashed and compared without copying: the text after the
+/// address with a `+0xOFF` symbol offset cut out when the DSO follows as a
+/// `(...)` group (so every address inside one function shares an entry),
+/// or the whole line (address included) with `--addrs`.
+struct FrameKey<'a> {
+    sym: &'a [u8],
+    module: &'a [u8],
+}
+
+impl<'a> FrameKey<'a> {
+    fn new(trimmed: &'a [u8], space: usize, include_addrs: bool) -> Self {
+        if include_addrs {
+            return FrameKey { sym: trimmed, module: &[] };
+        }
+        let rest = &trimmed[space + 1..];
+        if let Some(last) = memchr::memrchr(b' ', rest) {
+            let (a, b) = (&rest[..last], &rest[last..]);
+            // `b` is " (DSO)": cutting the offset from `a` cannot change how
+            // either parser splits the line, so the names are the same.
+            if b.len() >= 3 && b[1] == b'(' && b[b.len() - 1] == b')' {
+                let hex = a.iter().rev().take_while(|c| c.is_ascii_hexdigit()).count();
+                let head = a.len() - hex;
+                if a[..head].ends_with(b"+0x") {
+                    return FrameKey { sym: &a[..head - 3], module: b };
+                }
+            }
+        }
+        FrameKey { sym: rest, module: &[] }
+    }
+
+    fn hash(&self) -> u64 {
+        use std::hash::Hasher;
+        let mut h = FxHasher::default();
+        h.write(self.sym);
+        h.write_u8(0xff);
+        h.write(self.module);
+        h.finish()
+    }
+
+    fn matches(&self, e: &CacheEntry) -> bool {
+        let split = e.split as usize;
+        e.key.len() == self.sym.len() + self.module.len()
+            && split == self.sym.len()
+            && &e.key[..split] == self.sym
+            && &e.key[split..] == self.module
+    }
+
+    fn to_entry(&self, hash: u64, line: CachedLine) -> CacheEntry {
+        let mut key = Vec::with_capacity(self.sym.len() + self.module.len());
+        key.extend_from_slice(self.sym);
+        key.extend_from_slice(self.module);
+        CacheEntry {
+            hash,
+            key: key.into_boxed_slice(),
+            split: self.sym.len() as u32,
+            line,
+        }
     }
 }
 
@@ -351,15 +420,10 @@ impl Machine<'_, '_> {
             return;
         };
         let st = &mut *self.st;
-        // The frame names depend only on the text after the address, on the
-        // address when --addrs is on, and on whether the process is Java.
-        let key: &[u8] = if self.cfg.frames.include_addrs {
-            trimmed.as_bytes()
-        } else {
-            &trimmed.as_bytes()[space + 1..]
-        };
+        let key = FrameKey::new(trimmed.as_bytes(), space, self.cfg.frames.include_addrs);
+        let hash = key.hash();
         let cache = &mut st.line_cache[self.java as usize];
-        let skip_after = match cache.get(key) {
+        let skip_after = match cache.find(hash, |e| key.matches(e)).map(|e| &e.line) {
             Some(CachedLine::Frames { ids, skip_after }) => {
                 st.stack_buf.extend(ids.iter().rev());
                 *skip_after
@@ -375,9 +439,9 @@ impl Machine<'_, '_> {
                 } else {
                     perf_script::parse_frame_fixed(line)
                 };
-                let key: Box<[u8]> = key.into();
                 let Some(f) = parsed else {
-                    st.line_cache[self.java as usize].insert(key, CachedLine::Weird);
+                    let entry = key.to_entry(hash, CachedLine::Weird);
+                    st.line_cache[self.java as usize].insert_unique(hash, entry, |e| e.hash);
                     st.counters.skipped_lines += 1;
                     self.skip(SkippedKind::Frame, line);
                     return;
@@ -385,13 +449,14 @@ impl Machine<'_, '_> {
                 let names = frame_names(&f, self.java, &self.cfg.frames, &self.cfg.skip_after);
                 let ids: Box<[u32]> = names.names.iter().map(|n| st.intern(n)).collect();
                 st.stack_buf.extend(ids.iter().rev());
-                st.line_cache[self.java as usize].insert(
-                    key,
+                let entry = key.to_entry(
+                    hash,
                     CachedLine::Frames {
                         ids,
                         skip_after: names.skip_after,
                     },
                 );
+                st.line_cache[self.java as usize].insert_unique(hash, entry, |e| e.hash);
                 names.skip_after
             }
         };
