@@ -27,6 +27,7 @@ struct Cli {
 enum Command {
     Fold(cmd::fold::FoldArgs),
     Repl(cmd::repl::ReplArgs),
+    Render(cmd::render::RenderArgs),
 }
 
 fn main() -> ExitCode {
@@ -34,6 +35,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Fold(args) => cmd::fold::run(args),
         Command::Repl(args) => cmd::repl::run(args),
+        Command::Render(args) => cmd::render::run(args),
     };
     match result {
         Ok(code) => ExitCode::from(code.code()),

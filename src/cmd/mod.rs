@@ -2,4 +2,5 @@
 //! them into library options and call the library.
 
 pub mod fold;
+pub mod render;
 pub mod repl;
