@@ -11,6 +11,7 @@
 //! sort can split a frame when a sibling's name extends it (`main`,
 //! `main.cold`). This module does not decide file names or where output goes.
 
+pub mod diff;
 pub mod folded;
 mod html;
 pub mod speedscope;
