@@ -4,5 +4,6 @@
 
 mod fold;
 mod fold_props;
+mod render;
 mod slurm;
 mod util;
