@@ -108,6 +108,9 @@ fn parse_root<'a>(root: &'a str, opts: &Options) -> (&'a str, Option<&'a str>, O
     (root, None, None)
 }
 
+/// A group's stacks and their total, while grouping.
+type Stacks = (Vec<(String, u64)>, u64);
+
 /// Groups `stacks` (folded with `opts`) by their root frame. Fails when the
 /// fold did not record what the split needs (see [`SplitBy::adjust`]).
 /// Groups come largest first (ties by name).
@@ -121,7 +124,7 @@ pub fn split_by(stacks: &[(String, u64)], by: SplitBy, opts: &Options) -> Result
             if need_tid { "tid" } else { "pid" }
         )));
     }
-    let mut groups: FxHashMap<String, (Vec<(String, u64)>, u64)> = FxHashMap::default();
+    let mut groups: FxHashMap<String, Stacks> = FxHashMap::default();
     for (stack, count) in stacks {
         let root = stack.split(';').next().unwrap_or("");
         let (comm, pid, tid) = parse_root(root, opts);
@@ -136,7 +139,7 @@ pub fn split_by(stacks: &[(String, u64)], by: SplitBy, opts: &Options) -> Result
         g.0.push((stack.clone(), *count));
         g.1 += count;
     }
-    let mut keyed: Vec<(String, (Vec<(String, u64)>, u64))> = groups.into_iter().collect();
+    let mut keyed: Vec<(String, Stacks)> = groups.into_iter().collect();
     keyed.sort_by(|a, b| a.0.cmp(&b.0));
     let mut used = HashSet::new();
     let mut out: Vec<Group> = keyed
