@@ -287,6 +287,17 @@ fn several_inputs_are_merged() {
         std::fs::read_to_string(&out).unwrap(),
         "w 4\nx;y 4\nx;z 2\n"
     );
+    // `-o -` writes to stdout; the format is then given explicitly.
+    let o = run(&[
+        os("render"),
+        a.as_os_str(),
+        os("-o"),
+        os("-"),
+        os("--format"),
+        os("folded"),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "x;y 1\nx;z 2\n");
 }
 
 #[test]
@@ -611,9 +622,10 @@ fn have(cmd: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// A real multi-threaded process (xz with 2 threads) recorded with perf,
-/// symbolized, and split per thread: the per-thread totals add up to the
-/// whole fold, and there are at least two xz threads.
+/// A real multi-threaded process (xz with 2 worker threads) recorded with
+/// perf, symbolized with PIDs (`-F +pid`), and split per thread and per
+/// process: per-thread totals add up to the whole fold, there are at least
+/// two xz threads, and they share one process group.
 #[test]
 fn split_by_tid_on_a_real_perf_capture() {
     if !util::require(have("perf") && have("xz"), "perf and xz") {
@@ -621,21 +633,22 @@ fn split_by_tid_on_a_real_perf_capture() {
     }
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("perf.data");
+    // 3 MB in 1 MiB blocks: xz -T2 compresses two blocks at once.
     let rec = Command::new("perf")
-        .args(["record", "-q", "-F", "499", "-g", "-o"])
+        .args(["record", "-q", "-F", "999", "-g", "-o"])
         .arg(&data)
         .args([
             "--",
             "sh",
             "-c",
-            "head -c 24000000 /dev/urandom | xz -T2 -1 > /dev/null",
+            "head -c 3000000 /dev/urandom | xz -T2 -1 --block-size=1MiB > /dev/null",
         ])
         .stdout(Stdio::null())
         .output()
         .unwrap();
     assert!(rec.status.success(), "{}", stderr(&rec));
     let script = Command::new("perf")
-        .args(["script", "--no-inline", "-i"])
+        .args(["script", "-F", "+pid", "--no-inline", "-i"])
         .arg(&data)
         .output()
         .unwrap();
@@ -651,21 +664,35 @@ fn split_by_tid_on_a_real_perf_capture() {
         whole.as_os_str(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let out = dir.path().join("split");
-    let o = run(&[
-        os("fold"),
-        input.as_os_str(),
-        os("--split-by"),
-        os("tid"),
-        os("-o"),
-        out.as_os_str(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let index = read_index(&out);
-    let sum: u64 = index.iter().map(|r| folded_total(&out.join(&r[4]))).sum();
-    assert_eq!(sum, folded_total(&whole));
-    let xz_threads = index.iter().filter(|r| r[0].starts_with("xz-")).count();
-    assert!(xz_threads >= 2, "{index:?}");
+    let split = |by: &str| {
+        let out = dir.path().join(by);
+        let o = run(&[
+            os("fold"),
+            input.as_os_str(),
+            os("--split-by"),
+            os(by),
+            os("-o"),
+            out.as_os_str(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let index = read_index(&out);
+        let sum: u64 = index.iter().map(|r| folded_total(&out.join(&r[4]))).sum();
+        assert_eq!(sum, folded_total(&whole), "--split-by {by}");
+        index
+    };
+    let by_tid = split("tid");
+    let xz: Vec<&str> = by_tid
+        .iter()
+        .filter(|r| r[0].starts_with("xz-"))
+        .map(|r| r[0].as_str())
+        .collect();
+    assert!(xz.len() >= 2, "{by_tid:?}");
+    let xz_pids: std::collections::HashSet<&str> =
+        xz.iter().map(|k| k.split('/').next().unwrap()).collect();
+    assert_eq!(xz_pids.len(), 1, "{xz:?}");
+    let by_pid = split("pid");
+    let xz_pid = *xz_pids.iter().next().unwrap();
+    assert!(by_pid.iter().any(|r| r[0] == xz_pid), "{by_pid:?}");
 }
 
 // ---------------------------------------------------------------------------
