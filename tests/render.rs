@@ -759,6 +759,11 @@ fn chromium_zooms_on_click_and_enter_and_searches() {
     // Case-insensitive search: PARSE_QUERY finds parse_query (50%).
     assert_eq!(r["matched"], "Matched: 50.0%", "{r}");
     assert_eq!(r["highlighted"], 1, "{r}");
+    // The fluid graph fills the page (an inline SVG without a width would
+    // be 300 px wide).
+    let page = r["pageWidth"].as_f64().unwrap();
+    assert!(r["svgWidth"].as_f64().unwrap() > 0.9 * page, "{r}");
+    assert!(r["framesWidth"].as_f64().unwrap() > 0.9 * page, "{r}");
 
     // The differential page works the same way.
     let (o, dhtml) = diff(
