@@ -704,13 +704,11 @@ fn chromium() -> Option<&'static str> {
         .find(|c| have(c))
 }
 
-/// Loads the HTML page in headless Chromium with `?jobprof-selftest=NAME`,
-/// which makes the page click frame NAME, press the reset button, focus the
-/// frame and press Enter, and search for NAME in upper case, recording the
-/// frame's width after each step; `--dump-dom` prints the result.
-fn browser_selftest(html: &Path, frame: &str) -> serde_json::Value {
+/// The DOM of `html` (with `query`) after its scripts ran, from headless
+/// Chromium's `--dump-dom`.
+fn dump_dom(html: &Path, query: &str) -> String {
     let profile = tempfile::tempdir().unwrap();
-    let url = format!("file://{}?jobprof-selftest={frame}", html.display());
+    let url = format!("file://{}?{query}", html.display());
     let out = Command::new(chromium().unwrap())
         .args([
             "--headless",
@@ -728,13 +726,48 @@ fn browser_selftest(html: &Path, frame: &str) -> serde_json::Value {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    let dom = String::from_utf8_lossy(&out.stdout);
+    let dom = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(dom.contains("<html"), "no DOM; stderr: {}", stderr(&out));
+    dom
+}
+
+/// Loads the HTML page with `?jobprof-selftest=NAME`, which makes the page
+/// click frame NAME, press the reset button, focus the frame and press
+/// Enter, and search for NAME in upper case, recording the frame's width
+/// after each step into `<pre id="jp-selftest">`.
+fn browser_selftest(html: &Path, frame: &str) -> serde_json::Value {
+    let dom = dump_dom(html, &format!("jobprof-selftest={frame}"));
     let start = dom
         .find(r#"<pre id="jp-selftest">"#)
-        .unwrap_or_else(|| panic!("no self-test result in the DOM; stderr: {}", stderr(&out)));
+        .unwrap_or_else(|| panic!("no self-test result in the DOM"));
     let json = &dom[start + r#"<pre id="jp-selftest">"#.len()..];
     let json = &json[..json.find("</pre>").unwrap()];
     serde_json::from_str(&json.replace("&quot;", "\"").replace("&amp;", "&")).unwrap()
+}
+
+#[test]
+fn chromium_restores_zoom_and_search_from_the_url() {
+    if !util::require(chromium().is_some(), "chromium (apt-get install chromium)") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (o, html) = render_profile(dir.path(), "f.html", &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Where parse_query is drawn (fg:x and y), as a click would record.
+    let text = std::fs::read_to_string(&html).unwrap();
+    let at = text.find("<title>parse_query (").unwrap();
+    let rect = &text[at..at + text[at..].find("/>").unwrap()];
+    let attr = |k: &str| {
+        let i = rect.find(&format!(" {k}=\"")).unwrap() + k.len() + 3;
+        rect[i..i + rect[i..].find('"').unwrap()].to_string()
+    };
+    let (x, y) = (attr("fg:x"), attr("y"));
+    let dom = dump_dom(&html, &format!("x={x}&y={y}&s=%5BtT%5Dokenize"));
+    let at = dom.find("<title>parse_query (").unwrap();
+    let rect = &dom[at..at + dom[at..].find("</rect>").unwrap()];
+    assert!(rect.contains(r#"width="100.0000%""#), "not zoomed: {rect}");
+    assert!(dom.contains(r#"class="hide""#));
+    assert!(dom.contains("Matched: 40.0%"), "search not restored");
 }
 
 #[test]

@@ -174,6 +174,8 @@ const POST_SCRIPT: &str = r##"
           }
         }
       }
+      // A search restored from the URL (`?s=`) shows its share here too.
+      if (searching) document.getElementById("jp-matched").textContent = matchedtxt.firstChild.nodeValue;
       var st = new URLSearchParams(window.location.search).get("jobprof-selftest");
       if (st !== null) jpSelfTest(st);
     }, 0);
