@@ -101,6 +101,11 @@ pub enum Error {
     /// running.
     #[error(transparent)]
     Slurm(#[from] crate::slurm::Error),
+
+    /// Rendering failed: nothing to draw, a bad option, or the output could
+    /// not be written.
+    #[error(transparent)]
+    Render(#[from] crate::render::Error),
 }
 
 impl Error {
@@ -125,6 +130,8 @@ impl Error {
             // command that cannot run or fails is failed work.
             Error::Slurm(e) if e.is_usage() => ExitCode::Usage,
             Error::Slurm(_) => ExitCode::Failed,
+            Error::Render(e) if e.is_usage() => ExitCode::Usage,
+            Error::Render(_) => ExitCode::Failed,
         }
     }
 
@@ -135,6 +142,7 @@ impl Error {
             Error::Io { source, .. } | Error::Nsys(crate::nsys::Error::Io { source, .. }) => {
                 source.kind() == io::ErrorKind::BrokenPipe
             }
+            Error::Render(e) => e.is_broken_pipe(),
             _ => false,
         }
     }

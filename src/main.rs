@@ -27,7 +27,9 @@ struct Cli {
 enum Command {
     Fold(cmd::fold::FoldArgs),
     Nsys(cmd::nsys::NsysArgs),
+    Diff(cmd::diff::DiffArgs),
     Repl(cmd::repl::ReplArgs),
+    Render(cmd::render::RenderArgs),
 }
 
 fn main() -> ExitCode {
@@ -35,7 +37,9 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Fold(args) => cmd::fold::run(args),
         Command::Nsys(args) => cmd::nsys::run(args),
+        Command::Diff(args) => cmd::diff::run(args),
         Command::Repl(args) => cmd::repl::run(args),
+        Command::Render(args) => cmd::render::run(args),
     };
     match result {
         Ok(code) => ExitCode::from(code.code()),

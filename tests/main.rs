@@ -5,5 +5,6 @@
 mod fold;
 mod fold_props;
 mod nsys;
+mod render;
 mod slurm;
 mod util;

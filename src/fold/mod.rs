@@ -13,6 +13,7 @@
 //! through `crate::input` but does not decide where output goes.
 
 mod frame;
+pub mod split;
 mod state;
 
 use std::io::{self, Write};
