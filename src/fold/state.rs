@@ -30,8 +30,12 @@ pub(crate) struct FoldState {
     /// Frame-line cache, one table per "process name starts with java"
     /// (Java tidying depends on it); see [`FrameKey`].
     line_cache: [hashbrown::HashTable<CacheEntry>; 2],
-    pname_cache: FxMap<Box<[u8]>, (u32, bool)>,
-    pub(crate) stacks: FxMap<Box<[u32]>, u64>,
+    /// The frame-line cache's keys, back to back.
+    key_arena: Vec<u8>,
+    /// Process-name cache: comm (+ ids) bytes -> (name id, is Java).
+    pname_cache: hashbrown::HashTable<(u64, u32, u32, u32, bool)>,
+    pname_arena: Vec<u8>,
+    pub(crate) stacks: StackCounts,
     key_buf: Vec<u8>,
     stack_buf: Vec<u32>,
     pub(crate) counters: Counters,
@@ -57,12 +61,15 @@ impl Counters {
     }
 }
 
-/// A cached frame line: its key (see [`FrameKey`]) and what it becomes.
+/// A cached frame line: where its key lives in the state's key arena (see
+/// [`FrameKey`]) and what the line becomes. Keys sit back to back in one
+/// buffer and short id lists inline, so a cache hit touches the table and
+/// one nearby stretch of the arena instead of chasing two heap pointers.
 struct CacheEntry {
     hash: u64,
-    /// `sym` bytes, then `module` bytes; `split` is where `module` starts.
-    key: Box<[u8]>,
-    split: u32,
+    offset: u32,
+    sym_len: u32,
+    module_len: u32,
     line: CachedLine,
 }
 
@@ -79,7 +86,10 @@ struct FrameKey<'a> {
 impl<'a> FrameKey<'a> {
     fn new(trimmed: &'a [u8], space: usize, include_addrs: bool) -> Self {
         if include_addrs {
-            return FrameKey { sym: trimmed, module: &[] };
+            return FrameKey {
+                sym: trimmed,
+                module: &[],
+            };
         }
         let rest = &trimmed[space + 1..];
         if let Some(last) = memchr::memrchr(b' ', rest) {
@@ -89,12 +99,19 @@ impl<'a> FrameKey<'a> {
             if b.len() >= 3 && b[1] == b'(' && b[b.len() - 1] == b')' {
                 let hex = a.iter().rev().take_while(|c| c.is_ascii_hexdigit()).count();
                 let head = a.len() - hex;
-                if a[..head].ends_with(b"+0x") {
-                    return FrameKey { sym: &a[..head - 3], module: b };
+                // Byte compares: `ends_with` would call memcmp for 3 bytes.
+                if head >= 3 && a[head - 3] == b'+' && a[head - 2] == b'0' && a[head - 1] == b'x' {
+                    return FrameKey {
+                        sym: &a[..head - 3],
+                        module: b,
+                    };
                 }
             }
         }
-        FrameKey { sym: rest, module: &[] }
+        FrameKey {
+            sym: rest,
+            module: &[],
+        }
     }
 
     fn hash(&self) -> u64 {
@@ -106,32 +123,64 @@ impl<'a> FrameKey<'a> {
         h.finish()
     }
 
-    fn matches(&self, e: &CacheEntry) -> bool {
-        let split = e.split as usize;
-        e.key.len() == self.sym.len() + self.module.len()
-            && split == self.sym.len()
-            && &e.key[..split] == self.sym
-            && &e.key[split..] == self.module
+    #[inline]
+    fn matches(&self, hash: u64, e: &CacheEntry, arena: &[u8]) -> bool {
+        if e.hash != hash
+            || e.sym_len as usize != self.sym.len()
+            || e.module_len as usize != self.module.len()
+        {
+            return false;
+        }
+        let at = e.offset as usize;
+        let stored = &arena[at..at + self.sym.len() + self.module.len()];
+        short_eq(&stored[..self.sym.len()], self.sym)
+            && short_eq(&stored[self.sym.len()..], self.module)
     }
 
-    fn to_entry(&self, hash: u64, line: CachedLine) -> CacheEntry {
-        let mut key = Vec::with_capacity(self.sym.len() + self.module.len());
-        key.extend_from_slice(self.sym);
-        key.extend_from_slice(self.module);
+    fn to_entry(&self, hash: u64, arena: &mut Vec<u8>, line: CachedLine) -> CacheEntry {
+        let offset = arena.len() as u32;
+        arena.extend_from_slice(self.sym);
+        arena.extend_from_slice(self.module);
         CacheEntry {
             hash,
-            key: key.into_boxed_slice(),
-            split: self.sym.len() as u32,
+            offset,
+            sym_len: self.sym.len() as u32,
+            module_len: self.module.len() as u32,
             line,
         }
     }
+}
+
+/// Equality of two equally long byte strings, eight bytes at a time; for
+/// the short keys here this beats a call into `memcmp`.
+#[inline]
+fn short_eq(a: &[u8], b: &[u8]) -> bool {
+    debug_assert_eq!(a.len(), b.len());
+    let mut ca = a.chunks_exact(8);
+    let mut cb = b.chunks_exact(8);
+    for (x, y) in (&mut ca).zip(&mut cb) {
+        if u64::from_ne_bytes(x.try_into().unwrap()) != u64::from_ne_bytes(y.try_into().unwrap()) {
+            return false;
+        }
+    }
+    // A byte loop: slice `==` would call memcmp for these few bytes.
+    ca.remainder()
+        .iter()
+        .zip(cb.remainder())
+        .all(|(x, y)| x == y)
+}
+
+/// Frame ids of one line; one id (the common case) stays inline.
+enum Ids {
+    One(u32),
+    Many(Box<[u32]>),
 }
 
 enum CachedLine {
     /// Not a frame line (inferno's "weird stack line").
     Weird,
     Frames {
-        ids: Box<[u32]>,
+        ids: Ids,
         skip_after: bool,
     },
 }
@@ -156,7 +205,7 @@ impl FoldState {
     pub(crate) fn merge(&mut self, other: FoldState) {
         let remap: Vec<u32> = other.names.iter().map(|n| self.intern(n)).collect();
         let mut key = Vec::new();
-        for (k, count) in other.stacks {
+        for (k, count) in other.stacks.iter() {
             key.clear();
             key.extend(k.iter().map(|&id| {
                 if id == NO_PNAME {
@@ -165,12 +214,7 @@ impl FoldState {
                     remap[id as usize]
                 }
             }));
-            match self.stacks.get_mut(key.as_slice()) {
-                Some(c) => *c += count,
-                None => {
-                    self.stacks.insert(key.as_slice().into(), count);
-                }
-            }
+            self.stacks.add(&key, count);
         }
         self.counters.add(&other.counters);
     }
@@ -178,7 +222,7 @@ impl FoldState {
     /// Renders every stack as `pname;root;...;leaf` with its count.
     pub(crate) fn render(&self) -> Vec<(String, u64)> {
         let mut out = Vec::with_capacity(self.stacks.len());
-        for (k, &count) in &self.stacks {
+        for (k, count) in self.stacks.iter() {
             let mut s = String::with_capacity(k.len() * 24);
             let (first, frames) = k.split_first().expect("stack keys are never empty");
             if *first != NO_PNAME {
@@ -194,6 +238,94 @@ impl FoldState {
         }
         out
     }
+}
+
+/// Stack counts keyed by id sequences. Keys live back to back in one
+/// arena and are compared inline, so counting a sample is one probe of a
+/// dense table, with no pointer to chase and no memcmp call.
+#[derive(Default)]
+pub(crate) struct StackCounts {
+    table: hashbrown::HashTable<StackEntry>,
+    arena: Vec<u32>,
+}
+
+struct StackEntry {
+    hash: u64,
+    offset: u32,
+    len: u32,
+    count: u64,
+}
+
+impl StackCounts {
+    /// Adds `count` to the stack `key`.
+    #[inline]
+    pub(crate) fn add(&mut self, key: &[u32], count: u64) {
+        let hash = hash_ids(key);
+        let arena = &self.arena;
+        let found = self.table.find_mut(hash, |e| {
+            e.hash == hash
+                && e.len as usize == key.len()
+                && ids_eq(&arena[e.offset as usize..][..key.len()], key)
+        });
+        match found {
+            Some(e) => e.count += count,
+            None => {
+                let offset = self.arena.len() as u32;
+                self.arena.extend_from_slice(key);
+                let entry = StackEntry {
+                    hash,
+                    offset,
+                    len: key.len() as u32,
+                    count,
+                };
+                self.table.insert_unique(hash, entry, |e| e.hash);
+            }
+        }
+    }
+
+    /// Every `(key, count)`.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&[u32], u64)> + '_ {
+        self.table
+            .iter()
+            .map(|e| (&self.arena[e.offset as usize..][..e.len as usize], e.count))
+    }
+
+    /// Number of distinct stacks.
+    pub(crate) fn len(&self) -> usize {
+        self.table.len()
+    }
+}
+
+const FX_K: u64 = 0xf135_7aea_2e62_a9c5;
+
+/// An Fx-style hash of an id sequence, two ids per step.
+#[inline]
+fn hash_ids(ids: &[u32]) -> u64 {
+    let mut h = (ids.len() as u64).wrapping_mul(FX_K);
+    let mut pairs = ids.chunks_exact(2);
+    for p in &mut pairs {
+        let w = (p[0] as u64) | ((p[1] as u64) << 32);
+        h = (h.rotate_left(26) ^ w).wrapping_mul(FX_K);
+    }
+    if let [last] = pairs.remainder() {
+        h = (h.rotate_left(26) ^ *last as u64).wrapping_mul(FX_K);
+    }
+    h ^ (h >> 29)
+}
+
+/// FxHash of a byte string.
+#[inline]
+fn hash_bytes(b: &[u8]) -> u64 {
+    use std::hash::Hasher;
+    let mut h = FxHasher::default();
+    h.write(b);
+    h.finish()
+}
+
+/// Equality of two equally long id sequences without a memcmp call.
+#[inline]
+fn ids_eq(a: &[u32], b: &[u32]) -> bool {
+    a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 /// What one chunk reports back, in input order.
@@ -385,7 +517,13 @@ impl Machine<'_, '_> {
             key.push(0);
             key.extend_from_slice(h.pid.as_bytes());
         }
-        if let Some(&(id, java)) = st.pname_cache.get(key.as_slice()) {
+        let hash = hash_bytes(key);
+        let arena = &st.pname_arena;
+        if let Some(&(_, _, _, id, java)) = st.pname_cache.find(hash, |&(h, off, len, _, _)| {
+            h == hash
+                && len as usize == key.len()
+                && short_eq(&arena[off as usize..][..key.len()], key)
+        }) {
             self.pname = id;
             self.java = java;
             return;
@@ -401,9 +539,11 @@ impl Machine<'_, '_> {
             name.push_str(h.pid);
         }
         let java = name.starts_with("java");
-        let cache_key: Box<[u8]> = key.as_slice().into();
+        let (off, len) = (st.pname_arena.len() as u32, st.key_buf.len() as u32);
+        st.pname_arena.extend_from_slice(&st.key_buf);
         let id = st.intern(&name);
-        st.pname_cache.insert(cache_key, (id, java));
+        st.pname_cache
+            .insert_unique(hash, (hash, off, len, id, java), |e| e.0);
         self.pname = id;
         self.java = java;
     }
@@ -422,10 +562,14 @@ impl Machine<'_, '_> {
         let st = &mut *self.st;
         let key = FrameKey::new(trimmed.as_bytes(), space, self.cfg.frames.include_addrs);
         let hash = key.hash();
-        let cache = &mut st.line_cache[self.java as usize];
-        let skip_after = match cache.find(hash, |e| key.matches(e)).map(|e| &e.line) {
+        let arena = &st.key_arena;
+        let found = st.line_cache[self.java as usize].find(hash, |e| key.matches(hash, e, arena));
+        let skip_after = match found.map(|e| &e.line) {
             Some(CachedLine::Frames { ids, skip_after }) => {
-                st.stack_buf.extend(ids.iter().rev());
+                match ids {
+                    Ids::One(id) => st.stack_buf.push(*id),
+                    Ids::Many(ids) => st.stack_buf.extend(ids.iter().rev()),
+                }
                 *skip_after
             }
             Some(CachedLine::Weird) => {
@@ -440,22 +584,25 @@ impl Machine<'_, '_> {
                     perf_script::parse_frame_fixed(line)
                 };
                 let Some(f) = parsed else {
-                    let entry = key.to_entry(hash, CachedLine::Weird);
+                    let entry = key.to_entry(hash, &mut st.key_arena, CachedLine::Weird);
                     st.line_cache[self.java as usize].insert_unique(hash, entry, |e| e.hash);
                     st.counters.skipped_lines += 1;
                     self.skip(SkippedKind::Frame, line);
                     return;
                 };
                 let names = frame_names(&f, self.java, &self.cfg.frames, &self.cfg.skip_after);
-                let ids: Box<[u32]> = names.names.iter().map(|n| st.intern(n)).collect();
+                let ids: Vec<u32> = names.names.iter().map(|n| st.intern(n)).collect();
                 st.stack_buf.extend(ids.iter().rev());
-                let entry = key.to_entry(
-                    hash,
-                    CachedLine::Frames {
-                        ids,
-                        skip_after: names.skip_after,
-                    },
-                );
+                let ids = if ids.len() == 1 {
+                    Ids::One(ids[0])
+                } else {
+                    Ids::Many(ids.into())
+                };
+                let line = CachedLine::Frames {
+                    ids,
+                    skip_after: names.skip_after,
+                };
+                let entry = key.to_entry(hash, &mut st.key_arena, line);
                 st.line_cache[self.java as usize].insert_unique(hash, entry, |e| e.hash);
                 names.skip_after
             }
@@ -486,12 +633,7 @@ impl Machine<'_, '_> {
             // Key layout: [pname, leaf, ..., root]; rendered root-first.
             st.stack_buf[0] = first;
             let count = self.period.unwrap_or(1);
-            match st.stacks.get_mut(st.stack_buf.as_slice()) {
-                Some(c) => *c += count,
-                None => {
-                    st.stacks.insert(st.stack_buf.as_slice().into(), count);
-                }
-            }
+            st.stacks.add(&st.stack_buf, count);
             st.counters.samples += 1;
         }
         st.stack_buf.truncate(1);
