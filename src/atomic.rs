@@ -80,7 +80,8 @@ impl Write for AtomicFile {
 /// Writes `bytes` to `dest` atomically.
 pub fn write_atomic(dest: impl AsRef<Path>, bytes: &[u8]) -> Result<()> {
     let mut f = AtomicFile::create(dest.as_ref())?;
-    f.write_all(bytes).map_err(|e| Error::io(dest.as_ref(), e))?;
+    f.write_all(bytes)
+        .map_err(|e| Error::io(dest.as_ref(), e))?;
     f.commit()
 }
 

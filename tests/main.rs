@@ -2,4 +2,5 @@
 //! area. Modules that need real components (perf, Slurm) say so loudly when
 //! those are missing, and fail under CI (`CI=true`).
 
+mod record;
 mod util;

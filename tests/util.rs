@@ -18,7 +18,9 @@ pub fn shared_compat() -> Option<PathBuf> {
 /// True when running under CI (`CI=true`): missing real components are then
 /// failures, not skips.
 pub fn under_ci() -> bool {
-    std::env::var("CI").map(|v| v == "true" || v == "1").unwrap_or(false)
+    std::env::var("CI")
+        .map(|v| v == "true" || v == "1")
+        .unwrap_or(false)
 }
 
 /// Reports a missing real component: panics under CI, prints loudly otherwise.
