@@ -411,7 +411,7 @@ fn record_three_shards_hold_the_query_window_only() {
     rig.sidecar(&[]);
     ok(&rig.driver("start", "q1"));
     rig.cue('B');
-    sleep(Duration::from_millis(1500));
+    sleep(Duration::from_millis(2000));
     ok(&rig.driver("stop", "q1"));
     rig.cue('C');
     sleep(Duration::from_millis(500));
@@ -463,7 +463,7 @@ fn record_three_shards_hold_the_query_window_only() {
         meta.enabled_unix_ns.unwrap(),
         meta.disabled_unix_ns.unwrap(),
     );
-    assert!(on < off && off - on >= 1_500_000_000, "{on} {off}");
+    assert!(on < off && off - on >= 2_000_000_000, "{on} {off}");
     // Published atomically: no temporary left, staging cleaned up.
     let names: Vec<String> = fs::read_dir(rig.path("out/worker_0"))
         .unwrap()
@@ -479,7 +479,10 @@ fn record_one_shard_two_queries_in_one_sidecar_life() {
     let Some(prog) = components() else { return };
     let _serial = serial();
     let mut rig = Rig::worker(&prog, 8, 2000, 20_000);
-    rig.sidecar(&[]);
+    // The worker's PID comes the old way: a token file the driver writes.
+    let pid_file = rig.token(".presto_worker_pid_w0");
+    fs::write(&pid_file, format!("{}\n", rig.pid())).unwrap();
+    rig.sidecar(&["--pid-file", &pid_file.display().to_string()]);
     ok(&rig.driver("start", "q1"));
     rig.cue('B');
     sleep(Duration::from_millis(600));
@@ -848,4 +851,29 @@ fn record_every_subcommand_has_help() {
     ok(&out);
     let out = Command::new(recorder()).output().unwrap();
     fails_with(&out, 2, "no command given");
+}
+
+#[test]
+fn record_stop_watchdog_kills_a_hung_perf() {
+    let Some(prog) = components() else { return };
+    let _serial = serial();
+    let mut rig = Rig::worker(&prog, 2, 2000, 20_000);
+    rig.sidecar(&["--stop-timeout", "1"]);
+    ok(&rig.driver("start", "q1"));
+    // A perf that no longer reacts to its FIFO, SIGINT or SIGTERM.
+    let perfs = perf_children(rig.sidecar.as_ref().unwrap().id());
+    assert_eq!(perfs.len(), 1, "{perfs:?}");
+    unsafe_kill(perfs[0], 19);
+    ok(&rig.driver("stop", "q1"));
+    let forced = fs::read_to_string(rig.token(".perf_record_stop_forced_w0")).unwrap();
+    assert!(
+        forced.contains("shard 0") && forced.contains("watchdog"),
+        "{forced}"
+    );
+    ok(&rig.shutdown());
+    ok(&rig.finish_sidecar());
+    let rows = rig.shards("q1");
+    assert_eq!(rows[0].phase, jobprof_capture_format::ShardPhase::Killed);
+    assert_eq!(rows[0].exit_status, Some(137));
+    assert!(!rig.capture("q1").valid);
 }

@@ -264,9 +264,12 @@ impl ActiveCapture {
         if !self.shards.is_empty() {
             self.meta.disable_requested_unix_ns = Some(now_ns());
         }
+        // A perf that does not acknowledge within 5 s (or the stop timeout,
+        // when shorter) is left to the stop escalation below.
+        let ack_wait = Duration::from_secs(5).min(stop_timeout);
         for s in &mut self.shards {
             if !s.poll_exit() {
-                let _ = s.command("disable", Duration::from_secs(5));
+                let _ = s.command("disable", ack_wait);
             }
         }
         if !self.shards.is_empty() {

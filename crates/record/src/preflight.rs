@@ -163,7 +163,7 @@ pub fn staging_root(explicit: Option<&Path>) -> PathBuf {
     }
     let base = ["SLURM_TMPDIR", "TMPDIR"]
         .iter()
-        .filter_map(|v| std::env::var_os(v))
+        .filter_map(std::env::var_os)
         .find(|v| !v.is_empty())
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/tmp"));

@@ -156,7 +156,7 @@ pub fn raise_nofile() -> (u64, u64) {
             }
         }
     }
-    (r.rlim_cur as u64, r.rlim_max as u64)
+    (r.rlim_cur, r.rlim_max)
 }
 
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
