@@ -261,7 +261,8 @@ impl ActiveCapture {
 
         // Switch sampling off everywhere first, so the window ends at one
         // moment; perf may take a while to write its file after `stop`.
-        if !self.shards.is_empty() {
+        let was_enabled = self.meta.reached(Phase::Enabled);
+        if was_enabled {
             self.meta.disable_requested_unix_ns = Some(now_ns());
         }
         // A perf that does not acknowledge within 5 s (or the stop timeout,
@@ -272,12 +273,10 @@ impl ActiveCapture {
                 let _ = s.command("disable", ack_wait);
             }
         }
-        if !self.shards.is_empty() {
+        if was_enabled {
             let now = now_ns();
             self.meta.disabled_unix_ns = Some(now);
-            if self.meta.reached(Phase::Enabled) {
-                self.meta.reach(Phase::Disabled, now);
-            }
+            self.meta.reach(Phase::Disabled, now);
         }
         for s in &mut self.shards {
             s.request_stop();

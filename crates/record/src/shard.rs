@@ -187,13 +187,22 @@ impl Shard {
         }
         cmd.arg("-o").arg(&self.data);
         let _ = writeln!(log, "# attempt {attempt}: {cmd:?}");
-        let child = cmd
-            .stdin(Stdio::null())
+        cmd.stdin(Stdio::null())
             .stdout(log.try_clone().map_err(|e| e.to_string())?)
             .stderr(log)
             // Its own process group: a Ctrl-C meant for the sidecar must not
             // reach perf directly; the sidecar stops perf in order.
-            .process_group(0)
+            .process_group(0);
+        // If the sidecar itself is killed (SIGKILL, OOM), perf must not
+        // record on forever: it gets SIGTERM, finalises its file and exits.
+        // SAFETY: prctl is async-signal-safe; nothing else runs in the child.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let child = cmd
             .spawn()
             .map_err(|e| format!("cannot run `{PERF} record`: {e}"))?;
         self.pid = child.id();
