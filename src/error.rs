@@ -92,6 +92,15 @@ pub enum Error {
     /// Invalid options or arguments that clap could not catch.
     #[error("{0}")]
     Usage(String),
+
+    /// Collecting, flushing or planning Nsight Systems reports failed.
+    #[error(transparent)]
+    Nsys(#[from] crate::nsys::Error),
+
+    /// A Slurm command failed, or the job asked about is unknown or not
+    /// running.
+    #[error(transparent)]
+    Slurm(#[from] crate::slurm::Error),
 }
 
 impl Error {
@@ -111,12 +120,22 @@ impl Error {
             | Error::Binary { .. }
             | Error::Corrupt { .. }
             | Error::Usage(_) => ExitCode::Usage,
+            Error::Nsys(e) => e.exit_code(),
+            // A bad, unknown or finished job is the user's input; a Slurm
+            // command that cannot run or fails is failed work.
+            Error::Slurm(e) if e.is_usage() => ExitCode::Usage,
+            Error::Slurm(_) => ExitCode::Failed,
         }
     }
 
     /// True when the error is a broken pipe on our output (e.g. `| head`),
     /// which the binary treats as success.
     pub fn is_broken_pipe(&self) -> bool {
-        matches!(self, Error::Io { source, .. } if source.kind() == io::ErrorKind::BrokenPipe)
+        match self {
+            Error::Io { source, .. } | Error::Nsys(crate::nsys::Error::Io { source, .. }) => {
+                source.kind() == io::ErrorKind::BrokenPipe
+            }
+            _ => false,
+        }
     }
 }

@@ -9,7 +9,14 @@
 #![warn(missing_docs)]
 
 pub mod atomic;
+pub mod compat;
 pub mod error;
+pub mod nsys;
 pub mod progress;
+pub mod repl;
+pub mod slurm;
 
 pub use error::{Error, ExitCode, Result};
+pub mod fold;
+pub mod input;
+pub mod perf_script;

@@ -26,12 +26,16 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     Fold(cmd::fold::FoldArgs),
+    Nsys(cmd::nsys::NsysArgs),
+    Repl(cmd::repl::ReplArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Fold(args) => cmd::fold::run(args),
+        Command::Nsys(args) => cmd::nsys::run(args),
+        Command::Repl(args) => cmd::repl::run(args),
     };
     match result {
         Ok(code) => ExitCode::from(code.code()),

@@ -2,5 +2,9 @@
 //! area. Modules that need real components (perf, Slurm) say so loudly when
 //! those are missing, and fail under CI (`CI=true`).
 
+mod fold;
+mod fold_props;
+mod nsys;
 mod record;
+mod slurm;
 mod util;

@@ -45,3 +45,20 @@ pub fn fixtures() -> PathBuf {
 pub fn read(path: &Path) -> Vec<u8> {
     std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
+
+/// True when a real Slurm cluster answers: `SLURM_CONF` is set (as
+/// `eval "$(scripts/slurm-cluster.sh start)"` does) and `sinfo` succeeds.
+/// Checked once per test run.
+pub fn slurm_available() -> bool {
+    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AVAILABLE.get_or_init(|| {
+        std::env::var_os("SLURM_CONF").is_some()
+            && std::process::Command::new("sinfo")
+                .arg("-h")
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+    })
+}

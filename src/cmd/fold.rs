@@ -1,15 +1,187 @@
 //! `jobprof fold`: perf script text in, collapsed stacks out.
 
-use clap::Args;
+use std::io;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+
+use jobprof::atomic::AtomicFile;
+use jobprof::fold::{Compat, Folded, Folder, Options, SkippedKind};
+use jobprof::input::Source;
+use jobprof::ExitCode;
 
 /// Fold `perf script` text into collapsed stacks (`frame;frame;... count`).
+///
+/// Several INPUTs are shards of one capture: their stacks are merged.
+/// Compressed inputs (.gz, .zst) are recognised by their magic bytes.
 #[derive(Debug, Args)]
 pub struct FoldArgs {
-    /// perf script text files (.gz and .zst are decoded); `-` or none reads stdin.
+    /// perf script text files; `-` or none reads stdin.
     #[arg(value_name = "INPUT")]
-    pub inputs: Vec<std::path::PathBuf>,
+    pub inputs: Vec<PathBuf>,
+
+    /// Write to this file (atomically: a temp file in the same directory,
+    /// then renamed; nothing is left behind on error) instead of stdout.
+    #[arg(short, long, value_name = "PATH")]
+    pub output: Option<PathBuf>,
+
+    /// Include the PID in the root frame (`comm-PID`).
+    #[arg(long)]
+    pub pid: bool,
+
+    /// Include PID and TID in the root frame (`comm-PID/TID`).
+    #[arg(long)]
+    pub tid: bool,
+
+    /// Annotate kernel frames with `_[k]`.
+    #[arg(long)]
+    pub kernel: bool,
+
+    /// Annotate JIT frames with `_[j]`.
+    #[arg(long)]
+    pub jit: bool,
+
+    /// Both --kernel and --jit.
+    #[arg(long)]
+    pub all: bool,
+
+    /// Show raw addresses where symbols are unknown.
+    #[arg(long)]
+    pub addrs: bool,
+
+    /// Fold only samples of this event (default: the first event seen). A
+    /// name without modifiers also matches its modified forms (`cycles`
+    /// matches `cycles:u`), except under `--compat inferno`.
+    #[arg(long, value_name = "EVENT")]
+    pub event_filter: Option<String>,
+
+    /// Drop the callers of any frame whose symbol is FUNC (repeatable).
+    #[arg(long, value_name = "FUNC")]
+    pub skip_after: Vec<String>,
+
+    /// Worker threads [default: all cores].
+    #[arg(short = 'j', long, value_name = "N")]
+    pub threads: Option<usize>,
+
+    /// Reproduce another tool byte for byte, including its known losses.
+    #[arg(long, value_name = "TOOL")]
+    pub compat: Option<CompatArg>,
+
+    /// Print one line of statistics on stderr: bytes, samples, unique
+    /// stacks, skipped lines, seconds and MB/s.
+    #[arg(long)]
+    pub stats: bool,
+
+    /// Do not warn about lines that could not be parsed.
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
-pub fn run(_args: FoldArgs) -> anyhow::Result<jobprof::ExitCode> {
-    anyhow::bail!("jobprof fold is being built in this commit series")
+/// Tools whose output `--compat` reproduces.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum CompatArg {
+    /// inferno-collapse-perf 0.12.8.
+    Inferno,
+}
+
+impl FoldArgs {
+    fn options(&self) -> Options {
+        Options {
+            include_pid: self.pid,
+            include_tid: self.tid,
+            annotate_kernel: self.kernel || self.all,
+            annotate_jit: self.jit || self.all,
+            include_addrs: self.addrs,
+            event_filter: self.event_filter.clone(),
+            skip_after: self.skip_after.clone(),
+            compat: match self.compat {
+                Some(CompatArg::Inferno) => Compat::Inferno,
+                None => Compat::None,
+            },
+            threads: self.threads.unwrap_or(0),
+            ..Options::default()
+        }
+    }
+
+    fn sources(&self) -> Vec<Source> {
+        if self.inputs.is_empty() {
+            vec![Source::Stdin]
+        } else {
+            self.inputs.iter().map(Source::from_arg).collect()
+        }
+    }
+}
+
+pub fn run(args: FoldArgs) -> anyhow::Result<ExitCode> {
+    if args.threads == Some(0) {
+        return Err(jobprof::Error::Usage("--threads must be at least 1".into()).into());
+    }
+    let sources = args.sources();
+    if sources.iter().filter(|s| **s == Source::Stdin).count() > 1 {
+        return Err(jobprof::Error::Usage("stdin (`-`) can be given only once".into()).into());
+    }
+    let folded = Folder::new(args.options()).fold_sources(&sources)?;
+    match &args.output {
+        Some(path) => {
+            let mut f = AtomicFile::create(path)?;
+            folded
+                .write_to(&mut f)
+                .map_err(|e| jobprof::Error::io(path, e))?;
+            f.commit()?;
+        }
+        None => {
+            let stdout = io::stdout();
+            let w = io::BufWriter::with_capacity(1 << 16, stdout.lock());
+            folded.write_to(w).context("writing to stdout")?;
+        }
+    }
+    if !args.quiet {
+        warn_skipped(&folded, &sources);
+    }
+    if args.stats {
+        print_stats(&folded);
+    }
+    Ok(ExitCode::Success)
+}
+
+fn warn_skipped(folded: &Folded, sources: &[Source]) {
+    let s = &folded.stats;
+    if s.skipped_lines > 0 {
+        eprintln!(
+            "jobprof: warning: {} line(s) were neither sample headers nor frames and were skipped",
+            s.skipped_lines
+        );
+    }
+    for l in s.first_skipped.iter() {
+        let name = sources
+            .get(l.input)
+            .map(|s| s.display_path())
+            .unwrap_or_default();
+        let what = match l.kind {
+            SkippedKind::Header => "not a sample header",
+            SkippedKind::Frame => "not a frame line",
+            SkippedKind::Truncated => "input ends mid-line; this line was not folded",
+        };
+        eprintln!("  {}:{}: {what}: {}", name.display(), l.line, l.text);
+    }
+    if s.non_utf8_lines > 0 {
+        eprintln!(
+            "jobprof: warning: {} line(s) were not valid UTF-8 and were folded with U+FFFD replacements",
+            s.non_utf8_lines
+        );
+    }
+}
+
+fn print_stats(folded: &Folded) {
+    let s = &folded.stats;
+    eprintln!(
+        "jobprof fold: {} bytes, {} samples, {} unique stacks, {} skipped lines, {:.3} s, {:.1} MB/s",
+        s.bytes,
+        s.samples,
+        s.unique_stacks,
+        s.skipped_lines,
+        s.elapsed.as_secs_f64(),
+        s.mb_per_s()
+    );
 }

@@ -2,3 +2,5 @@
 //! them into library options and call the library.
 
 pub mod fold;
+pub mod nsys;
+pub mod repl;

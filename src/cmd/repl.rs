@@ -1,0 +1,85 @@
+//! `jobprof repl`: open the Presto CLI against a running job's coordinator.
+
+use std::ffi::OsString;
+use std::io::IsTerminal;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::Command;
+
+use clap::Args;
+use jobprof::progress::Progress;
+use jobprof::repl::{self, ReplOptions};
+use jobprof::slurm::{self, display_argv, JobId, Slurm};
+
+/// Open the Presto CLI on the coordinator (first node) of a running Slurm
+/// job, as an `srun --overlap` step inside the job; with --file, run a SQL
+/// file instead of prompting.
+#[derive(Debug, Args)]
+pub struct ReplArgs {
+    /// The running job's id (1234, or 1234_5 for an array task).
+    #[arg(value_name = "JOBID")]
+    pub job: JobId,
+
+    /// The coordinator's HTTP port.
+    #[arg(long, default_value_t = 9200)]
+    pub port: u16,
+
+    /// Catalog for the CLI.
+    #[arg(long, default_value = "hive")]
+    pub catalog: String,
+
+    /// Schema for the CLI.
+    #[arg(long)]
+    pub schema: Option<String>,
+
+    /// User name for the CLI.
+    #[arg(long)]
+    pub user: Option<String>,
+
+    /// Execute this SQL file and exit instead of prompting.
+    #[arg(long, value_name = "SQL")]
+    pub file: Option<PathBuf>,
+
+    /// The CLI program on the coordinator node (name on PATH, or a path).
+    #[arg(long, default_value = "presto-cli", value_name = "PROGRAM")]
+    pub cli: OsString,
+
+    /// Further arguments for the CLI, after `--`, passed verbatim.
+    #[arg(last = true, value_name = "EXTRA")]
+    pub extra: Vec<OsString>,
+}
+
+pub fn run(args: ReplArgs) -> anyhow::Result<jobprof::ExitCode> {
+    let opts = ReplOptions {
+        // A pseudo-terminal only for a person at a terminal: with --file or
+        // piped input the CLI must see plain stdin.
+        pty: args.file.is_none() && std::io::stdin().is_terminal(),
+        job: args.job,
+        port: args.port,
+        catalog: args.catalog,
+        schema: args.schema,
+        user: args.user,
+        file: args.file,
+        cli: args.cli,
+        extra: args.extra,
+    };
+    let plan = repl::plan(&Slurm::new(), &opts)?;
+    Progress::plain().log(format!(
+        "job {} coordinator {} ({}): {}",
+        opts.job,
+        plan.node,
+        plan.server,
+        display_argv(&plan.argv)
+    ));
+    let (program, rest) = plan
+        .argv
+        .split_first()
+        .expect("repl::plan always builds an srun argv");
+    // exec only returns on failure; on success the CLI's exit status is ours.
+    let source = Command::new(program).args(rest).exec();
+    Err(jobprof::Error::from(slurm::Error::Spawn {
+        program: program.to_string_lossy().into_owned(),
+        source,
+    })
+    .into())
+}

@@ -1,0 +1,608 @@
+//! Folding `perf script` text into collapsed stacks (`a;b;c count`).
+//!
+//! The input is cut into blocks (windows of a memory map, or buffers read
+//! from a stream) and each block into chunks, always at sample boundaries
+//! (blank lines). rayon folds the chunks in parallel, each worker into its
+//! own [`state::FoldState`], where frames are interned and stacks are
+//! counted by id sequences; the states are merged once at the end. Memory
+//! does not grow with input size: mapped windows are released once folded.
+//!
+//! Two modes share this engine: `--compat inferno` (byte-identical to
+//! `inferno-collapse-perf` 0.12.8) and the default, the same with the peers'
+//! data-loss bugs fixed (see `crate::compat`). This module reads inputs
+//! through `crate::input` but does not decide where output goes.
+
+mod frame;
+mod state;
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use rayon::prelude::*;
+
+use crate::error::{Error, Result};
+use crate::input::{self, Opened, Source};
+use crate::perf_script;
+use frame::FrameSettings;
+use state::{fold_chunk, ChunkReport, FoldState};
+
+/// Which behaviour to reproduce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Compat {
+    /// jobprof's own behaviour: inferno's output with its losses fixed.
+    #[default]
+    None,
+    /// Byte-identical to `inferno-collapse-perf` 0.12.8, losses included.
+    Inferno,
+}
+
+/// Folding options. The first group has `inferno-collapse-perf`'s meaning.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Include the PID in the root frame (`comm-PID`).
+    pub include_pid: bool,
+    /// Include PID and TID in the root frame (`comm-PID/TID`); implies PID.
+    pub include_tid: bool,
+    /// Annotate kernel frames with `_[k]`.
+    pub annotate_kernel: bool,
+    /// Annotate JIT frames with `_[j]`.
+    pub annotate_jit: bool,
+    /// Show raw addresses where symbols are unknown.
+    pub include_addrs: bool,
+    /// Only fold samples of this event; `None` = the first event seen.
+    pub event_filter: Option<String>,
+    /// Drop callers of frames whose symbol equals one of these.
+    pub skip_after: Vec<String>,
+    /// Behaviour to reproduce.
+    pub compat: Compat,
+    /// Worker threads; 0 = all cores.
+    pub threads: usize,
+    /// Target bytes per parallel task (cut at the next sample boundary).
+    pub chunk_size: usize,
+    /// Bytes of input folded per step (mapped window or read buffer); bounds
+    /// memory use.
+    pub block_size: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            include_pid: false,
+            include_tid: false,
+            annotate_kernel: false,
+            annotate_jit: false,
+            include_addrs: false,
+            event_filter: None,
+            skip_after: Vec::new(),
+            compat: Compat::None,
+            threads: 0,
+            chunk_size: 1 << 20,
+            block_size: 32 << 20,
+        }
+    }
+}
+
+/// The resolved, immutable configuration every chunk reads.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    compat: bool,
+    include_pid: bool,
+    include_tid: bool,
+    frames: FrameSettings,
+    skip_after: Vec<String>,
+    event: Option<String>,
+}
+
+impl Config {
+    fn new(o: &Options) -> Self {
+        let compat = o.compat == Compat::Inferno;
+        Config {
+            compat,
+            include_pid: o.include_pid || o.include_tid,
+            include_tid: o.include_tid,
+            frames: FrameSettings {
+                include_addrs: o.include_addrs,
+                annotate_kernel: o.annotate_kernel,
+                annotate_jit: o.annotate_jit,
+                keep_paren_frames: !compat,
+            },
+            skip_after: o.skip_after.clone(),
+            event: o.event_filter.clone(),
+        }
+    }
+
+    /// Whether a sample of `event` is folded. In compat mode the names must
+    /// be equal; otherwise a filter also matches the event's base name
+    /// (`cycles` matches `cycles:u`).
+    fn event_matches(&self, event: &str) -> bool {
+        match &self.event {
+            None => true,
+            Some(f) if self.compat => f == event,
+            Some(f) => f == event || f == perf_script::event_base(event),
+        }
+    }
+}
+
+/// Why a line was not used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkippedKind {
+    /// Expected a sample header and could not parse one.
+    Header,
+    /// Expected a frame line and could not parse one.
+    Frame,
+    /// The input ended in the middle of this line.
+    Truncated,
+}
+
+/// A line that was counted as skipped, for reporting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedLine {
+    /// Index of the input in the list given to the folder.
+    pub input: usize,
+    /// 1-based line number within that input (0-based inside the engine).
+    pub line: u64,
+    /// What kind of line was expected.
+    pub kind: SkippedKind,
+    /// The line's text (at most 200 characters).
+    pub text: String,
+}
+
+/// Numbers about one fold, for `--stats` and summaries.
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    /// Input bytes folded (after decompression).
+    pub bytes: u64,
+    /// Samples that became (part of) a stack.
+    pub samples: u64,
+    /// Samples of other events, not folded.
+    pub filtered_samples: u64,
+    /// Distinct stacks in the output.
+    pub unique_stacks: u64,
+    /// Lines that were neither headers, frames, comments nor blank.
+    pub skipped_lines: u64,
+    /// Lines that were not valid UTF-8 (folded lossily).
+    pub non_utf8_lines: u64,
+    /// A final line cut mid-way (not folded).
+    pub truncated_lines: u64,
+    /// The first few skipped lines, with their inputs and line numbers.
+    pub first_skipped: Vec<SkippedLine>,
+    /// The event that was folded (as resolved from the filter or the input).
+    pub event: Option<String>,
+    /// Wall time of the fold.
+    pub elapsed: Duration,
+}
+
+impl Stats {
+    /// Throughput in MB/s (10^6 bytes per second).
+    pub fn mb_per_s(&self) -> f64 {
+        let s = self.elapsed.as_secs_f64();
+        if s > 0.0 {
+            self.bytes as f64 / 1e6 / s
+        } else {
+            0.0
+        }
+    }
+}
+
+/// The result of a fold: collapsed stacks sorted bytewise, and statistics.
+#[derive(Debug, Clone, Default)]
+pub struct Folded {
+    /// `(stack, count)` pairs sorted by stack.
+    pub stacks: Vec<(String, u64)>,
+    /// Statistics of the fold.
+    pub stats: Stats,
+}
+
+impl Folded {
+    /// Writes `stack count` lines.
+    pub fn write_to<W: Write>(&self, mut w: W) -> io::Result<()> {
+        let mut line = Vec::with_capacity(256);
+        let mut num = itoa::Buffer::new();
+        for (stack, count) in &self.stacks {
+            line.clear();
+            line.extend_from_slice(stack.as_bytes());
+            line.push(b' ');
+            line.extend_from_slice(num.format(*count).as_bytes());
+            line.push(b'\n');
+            w.write_all(&line)?;
+        }
+        w.flush()
+    }
+
+    /// The folded output as bytes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut v = Vec::new();
+        self.write_to(&mut v).expect("writing to a Vec cannot fail");
+        v
+    }
+
+    /// Sum of all counts (the total of sample periods).
+    pub fn total(&self) -> u64 {
+        self.stacks.iter().map(|(_, c)| c).sum()
+    }
+}
+
+/// Folds inputs with a fixed set of options. Cheap to create.
+#[derive(Debug, Clone, Default)]
+pub struct Folder {
+    opts: Options,
+}
+
+impl Folder {
+    /// A folder with these options.
+    pub fn new(opts: Options) -> Self {
+        Folder { opts }
+    }
+
+    /// The options in use.
+    pub fn options(&self) -> &Options {
+        &self.opts
+    }
+
+    /// Folds in-memory `perf script` text.
+    pub fn fold_bytes(&self, data: &[u8]) -> Folded {
+        let mut eng = Engine::new(&self.opts);
+        eng.input_block(data, true);
+        eng.finish()
+    }
+
+    /// Folds several inputs as shards of one capture (stacks merged).
+    pub fn fold_sources(&self, sources: &[Source]) -> Result<Folded> {
+        let mut eng = Engine::new(&self.opts);
+        for (i, src) in sources.iter().enumerate() {
+            eng.input = i;
+            match input::open(src)? {
+                Opened::Empty => {}
+                Opened::Mapped(map) => eng.input_mmap(&map),
+                Opened::Stream(s) => eng.input_stream(s)?,
+            }
+        }
+        Ok(eng.finish())
+    }
+
+    /// A push-based folder for text that arrives in pieces (e.g. the stdout
+    /// of a running `perf script`).
+    pub fn stream(&self) -> StreamFolder {
+        StreamFolder {
+            eng: Engine::new(&self.opts),
+            buf: Vec::new(),
+        }
+    }
+}
+
+/// Folds text pushed in arbitrary pieces; see [`Folder::stream`].
+pub struct StreamFolder {
+    eng: Engine,
+    buf: Vec<u8>,
+}
+
+impl StreamFolder {
+    /// Adds bytes; folds whole blocks as they fill up.
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+        if self.buf.len() >= self.eng.block_size {
+            if let Some(cut) = last_boundary(&self.buf) {
+                let rest = self.buf.split_off(cut);
+                let block = std::mem::replace(&mut self.buf, rest);
+                self.eng.input_block(&block, false);
+            }
+        }
+    }
+
+    /// Starts a new input (shard): the text pushed so far is finished as one
+    /// input, and what follows is numbered as the next one.
+    pub fn next_input(&mut self) {
+        let block = std::mem::take(&mut self.buf);
+        self.eng.input_block(&block, true);
+        self.eng.input += 1;
+    }
+
+    /// Folds what is left and returns the result.
+    pub fn finish(mut self) -> Folded {
+        let block = std::mem::take(&mut self.buf);
+        self.eng.input_block(&block, true);
+        self.eng.finish()
+    }
+}
+
+impl Write for StreamFolder {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.push(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Index just past the last blank line (`\n\n`) in `buf`.
+fn last_boundary(buf: &[u8]) -> Option<usize> {
+    memchr::memmem::rfind(buf, b"\n\n").map(|i| i + 2)
+}
+
+/// Index just past the first blank line at or after `from`, or `buf.len()`.
+fn next_boundary(buf: &[u8], from: usize) -> usize {
+    if from >= buf.len() {
+        return buf.len();
+    }
+    // Start one byte early so a `\n\n` straddling `from` is found.
+    let start = from.saturating_sub(1);
+    match memchr::memmem::find(&buf[start..], b"\n\n") {
+        Some(i) => start + i + 2,
+        None => buf.len(),
+    }
+}
+
+struct Engine {
+    cfg: Config,
+    threads: usize,
+    chunk_size: usize,
+    block_size: usize,
+    pool: Option<rayon::ThreadPool>,
+    states: Vec<Mutex<FoldState>>,
+    reports: Vec<(usize, ChunkReport)>,
+    bytes: u64,
+    input: usize,
+    start: Instant,
+}
+
+impl Engine {
+    fn new(o: &Options) -> Self {
+        let threads = if o.threads == 0 {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            o.threads
+        };
+        let pool = (threads > 1).then(|| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .thread_name(|i| format!("jobprof-fold-{i}"))
+                .build()
+                .expect("building a thread pool")
+        });
+        Engine {
+            cfg: Config::new(o),
+            threads,
+            chunk_size: o.chunk_size.max(1),
+            block_size: o.block_size.max(1),
+            pool,
+            states: (0..threads)
+                .map(|_| Mutex::new(FoldState::default()))
+                .collect(),
+            reports: Vec::new(),
+            bytes: 0,
+            input: 0,
+            start: Instant::now(),
+        }
+    }
+
+    /// Decides the event to fold when none was given: the first event of
+    /// the first sample that has one, as inferno does.
+    fn resolve_event(&mut self, block: &[u8]) {
+        if self.cfg.event.is_some() {
+            return;
+        }
+        let mut in_event = false;
+        for raw in block.split(|&b| b == b'\n') {
+            let line = String::from_utf8_lossy(raw);
+            if line.starts_with('#') {
+                continue;
+            }
+            let line = perf_script::trim_end(&line);
+            if line.is_empty() {
+                in_event = false;
+                continue;
+            }
+            if in_event {
+                continue;
+            }
+            let h = if self.cfg.compat {
+                perf_script::parse_header_compat(line)
+            } else {
+                perf_script::parse_header_fixed(line)
+            };
+            match h {
+                Some(h) => {
+                    if let Some(ev) = h.event {
+                        self.cfg.event = Some(if self.cfg.compat {
+                            ev.to_string()
+                        } else {
+                            perf_script::event_base(ev).to_string()
+                        });
+                        return;
+                    }
+                    in_event = h.trailing.is_none();
+                }
+                None => in_event = false,
+            }
+        }
+    }
+
+    /// Folds one block that starts and ends at sample boundaries.
+    fn input_block(&mut self, block: &[u8], last_of_input: bool) {
+        if block.is_empty() {
+            return;
+        }
+        self.resolve_event(block);
+        self.bytes += block.len() as u64;
+        let mut chunks = Vec::new();
+        let mut pos = 0;
+        while pos < block.len() {
+            let end = next_boundary(block, pos + self.chunk_size);
+            chunks.push(&block[pos..end]);
+            pos = end;
+        }
+        let n = chunks.len();
+        let cfg = &self.cfg;
+        let states = &self.states;
+        let run = |(i, chunk): (usize, &&[u8])| {
+            let t = rayon::current_thread_index().unwrap_or(0) % states.len();
+            let mut st = states[t].lock().unwrap_or_else(|e| e.into_inner());
+            fold_chunk(&mut st, cfg, chunk, last_of_input && i + 1 == n)
+        };
+        let reports: Vec<ChunkReport> = match &self.pool {
+            Some(pool) if n > 1 => {
+                pool.install(|| chunks.par_iter().enumerate().map(run).collect())
+            }
+            _ => chunks.iter().enumerate().map(run).collect(),
+        };
+        let input = self.input;
+        self.reports.extend(reports.into_iter().map(|r| (input, r)));
+    }
+
+    /// Folds a memory-mapped file window by window, releasing each window's
+    /// pages once folded so resident memory stays flat.
+    fn input_mmap(&mut self, map: &memmap2::Mmap) {
+        let _ = map.advise(memmap2::Advice::Sequential);
+        let page = page_size();
+        let mut pos = 0;
+        let mut released = 0;
+        while pos < map.len() {
+            let end = next_boundary(map, pos + self.block_size);
+            self.input_block(&map[pos..end], end == map.len());
+            pos = end;
+            let upto = pos / page * page;
+            if upto > released {
+                // SAFETY: a read-only, private file mapping: dropping its
+                // pages only makes later reads fault them in again from the
+                // file; we never read [released, upto) again anyway.
+                unsafe {
+                    let _ = map.unchecked_advise_range(
+                        memmap2::UncheckedAdvice::DontNeed,
+                        released,
+                        upto - released,
+                    );
+                }
+                released = upto;
+            }
+        }
+    }
+
+    /// Folds a stream: a reader thread fills blocks (cut at the last sample
+    /// boundary) while the pool folds the previous one.
+    fn input_stream(&mut self, mut stream: input::Stream) -> Result<()> {
+        let block_size = self.block_size;
+        let (tx, rx) = mpsc::sync_channel::<Result<Vec<u8>>>(1);
+        let path: PathBuf = stream.path().to_path_buf();
+        std::thread::scope(|scope| -> Result<()> {
+            scope.spawn(move || {
+                let mut carry: Vec<u8> = Vec::new();
+                loop {
+                    let mut buf = std::mem::take(&mut carry);
+                    let want = buf.len().max(block_size) + block_size.min(1 << 20);
+                    buf.reserve(want.saturating_sub(buf.len()));
+                    let mut eof = false;
+                    while buf.len() < block_size {
+                        let old = buf.len();
+                        buf.resize(old + (1 << 20), 0);
+                        match stream.read(&mut buf[old..]) {
+                            Ok(0) => {
+                                buf.truncate(old);
+                                eof = true;
+                                break;
+                            }
+                            Ok(k) => buf.truncate(old + k),
+                            Err(e) => {
+                                let _ = tx.send(Err(e));
+                                return;
+                            }
+                        }
+                    }
+                    if eof {
+                        let _ = tx.send(Ok(buf));
+                        return;
+                    }
+                    if let Some(cut) = last_boundary(&buf) {
+                        carry = buf.split_off(cut);
+                        if tx.send(Ok(buf)).is_err() {
+                            return;
+                        }
+                    } else {
+                        // No sample boundary yet: keep reading into the same buffer.
+                        carry = buf;
+                    }
+                }
+            });
+            let mut pending: Option<Vec<u8>> = None;
+            for msg in rx {
+                let block = msg?;
+                if let Some(prev) = pending.take() {
+                    self.input_block(&prev, false);
+                }
+                pending = Some(block);
+            }
+            if let Some(last) = pending {
+                self.input_block(&last, true);
+            }
+            Ok(())
+        })
+        .map_err(|e| match e {
+            Error::Io { source, .. } if source.kind() == io::ErrorKind::BrokenPipe => {
+                Error::io(path, source)
+            }
+            e => e,
+        })
+    }
+
+    fn finish(self) -> Folded {
+        let mut states = self
+            .states
+            .into_iter()
+            .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()));
+        let mut total = states.next().unwrap_or_default();
+        for s in states {
+            total.merge(s);
+        }
+        let mut stacks = total.render();
+        stacks.par_sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        // Absolute line numbers: chunk reports are in input order.
+        let mut first_skipped = Vec::new();
+        let mut line_base = 0u64;
+        let mut cur_input = usize::MAX;
+        for (input, r) in &self.reports {
+            if *input != cur_input {
+                cur_input = *input;
+                line_base = 0;
+            }
+            for s in &r.skipped {
+                if first_skipped.len() < 10 {
+                    let mut s = s.clone();
+                    s.input = *input;
+                    s.line += line_base + 1;
+                    first_skipped.push(s);
+                }
+            }
+            line_base += r.lines;
+        }
+        let c = total.counters;
+        let _ = self.threads;
+        Folded {
+            stats: Stats {
+                bytes: self.bytes,
+                samples: c.samples,
+                filtered_samples: c.filtered,
+                unique_stacks: stacks.len() as u64,
+                skipped_lines: c.skipped_lines,
+                non_utf8_lines: c.non_utf8_lines,
+                truncated_lines: c.truncated_lines,
+                first_skipped,
+                event: self.cfg.event.clone(),
+                elapsed: self.start.elapsed(),
+            },
+            stacks,
+        }
+    }
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as usize
+    } else {
+        4096
+    }
+}

@@ -1,0 +1,403 @@
+//! The `perf script` text format: parsers for one sample header line and one
+//! frame line, in two flavours.
+//!
+//! *Compat* parsers reproduce exactly how `inferno-collapse-perf` 0.12.8 reads
+//! a line, including its known mistakes (see `crate::compat`). *Fixed*
+//! parsers are the same grammar with those mistakes corrected: negative
+//! PIDs/TIDs of exiting tasks (`:-1  -1`), event names that contain colons
+//! (tracepoints such as `syscalls:sys_enter_openat`), tracepoint arguments on
+//! the header line, and DSO paths that contain spaces.
+//!
+//! This module works on one line at a time and allocates nothing. It knows
+//! nothing about samples, stacks, folding or files.
+
+use nom::bytes::complete::{tag, take_while1};
+use nom::character::complete::char as nom_char;
+use nom::combinator::{all_consuming, opt, recognize};
+use nom::sequence::{pair, preceded};
+use nom::IResult;
+
+/// The fields of a sample header line that folding needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header<'a> {
+    /// The command (thread) name, trimmed; may contain spaces.
+    pub comm: &'a str,
+    /// The process id, or `?` when the line carries only one id.
+    pub pid: &'a str,
+    /// The thread id (or the only id printed).
+    pub tid: &'a str,
+    /// The sample period, when printed.
+    pub period: Option<u64>,
+    /// The event name as the parser understands it (`None` when the line has
+    /// no event field).
+    pub event: Option<&'a str>,
+    /// Text after the event name on the same line (a single frame printed on
+    /// the header line, or tracepoint arguments); trimmed, never empty.
+    pub trailing: Option<&'a str>,
+}
+
+/// The three parts of a frame line `ADDR SYMBOL+0xOFF (DSO)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameLine<'a> {
+    /// The address token.
+    pub pc: &'a str,
+    /// The symbol text (with offset), `" "` when the symbol was empty.
+    pub rawfunc: &'a str,
+    /// The DSO without its parentheses.
+    pub module: &'a str,
+}
+
+/// Unicode whitespace trim at the end, with an ASCII fast path.
+#[inline]
+pub fn trim_end(s: &str) -> &str {
+    match s.as_bytes().last() {
+        Some(&b) if b < 0x80 && !is_ascii_ws(b) => s,
+        None => s,
+        _ => s.trim_end(),
+    }
+}
+
+/// Unicode whitespace trim at the start, with an ASCII fast path.
+#[inline]
+pub fn trim_start(s: &str) -> &str {
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() && is_ascii_ws(b[i]) {
+        i += 1;
+    }
+    match b.get(i) {
+        // `i` is at an ASCII byte, hence a char boundary.
+        Some(&c) if c < 0x80 => &s[i..],
+        None => &s[i..],
+        _ => s[i..].trim_start(),
+    }
+}
+
+/// The ASCII characters that `char::is_whitespace` accepts (note: includes
+/// vertical tab, unlike `u8::is_ascii_whitespace`).
+#[inline]
+pub fn is_ascii_ws(b: u8) -> bool {
+    matches!(b, b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | b' ')
+}
+
+/// Finds the comm/pid/tid part of a header line, inferno's way: the first
+/// all-digit word (optionally `PID/TID`) after the first word ends the comm.
+/// With `allow_negative`, `-1` counts as digits (exiting tasks print
+/// `:-1    -1`). Returns `(comm, pid, tid, index after the id word's space)`.
+fn header_ids(line: &str, allow_negative: bool) -> Option<(&str, &str, &str, usize)> {
+    let bytes = line.as_bytes();
+    let mut word_start = 0usize;
+    let mut all_digits = false;
+    let mut last_was_space = false;
+    let mut slash_at: Option<usize> = None;
+    for (idx, &c) in bytes.iter().enumerate() {
+        if c == b' ' {
+            if all_digits && !last_was_space {
+                let (pid, tid) = match slash_at {
+                    Some(s) => (&line[word_start..s], &line[s + 1..idx]),
+                    None => ("?", &line[word_start..idx]),
+                };
+                // word_start >= 1 here: all_digits only becomes true after a space.
+                let comm = line[..word_start - 1].trim();
+                return Some((comm, pid, tid, idx + 1));
+            }
+            word_start = idx + 1;
+            all_digits = true;
+        } else if c == b'/' {
+            if all_digits {
+                slash_at = Some(idx);
+            }
+        } else if c.is_ascii_digit() {
+            // still all digits, if it was
+        } else if allow_negative
+            && c == b'-'
+            && all_digits
+            && (idx == word_start || slash_at == Some(idx - 1))
+        {
+            // a leading minus sign of a pid or tid
+        } else {
+            all_digits = false;
+            slash_at = None;
+        }
+        last_was_space = c == b' ';
+    }
+    None
+}
+
+/// Parses a header line exactly as inferno 0.12.8 does.
+pub fn parse_header_compat(line: &str) -> Option<Header<'_>> {
+    let (comm, pid, tid, end) = header_ids(line, false)?;
+    let rest = &line[end..];
+    let mut by_colons = rest.splitn(3, ':').skip(1);
+    let mut period = None;
+    let event = by_colons.next().and_then(|period_and_event| {
+        let mut it = period_and_event.rsplit(' ');
+        let name = it.next();
+        period = it.next().and_then(parse_u64);
+        name
+    });
+    let trailing = match (event, by_colons.next()) {
+        (Some(_), Some(post)) => {
+            let start = post.find([':', ' ']).map(|i| i + 1).unwrap_or(0);
+            let t = post[start..].trim();
+            (!t.is_empty()).then_some(t)
+        }
+        _ => None,
+    };
+    Some(Header {
+        comm,
+        pid,
+        tid,
+        period,
+        event,
+        trailing,
+    })
+}
+
+/// Parses a header line with inferno's mistakes fixed: negative ids, event
+/// names containing colons (the event ends at the first `:` followed by
+/// whitespace or the end of the line), and everything after that colon
+/// returned as `trailing`.
+pub fn parse_header_fixed(line: &str) -> Option<Header<'_>> {
+    let (comm, pid, tid, end) = header_ids(line, true)?;
+    let rest = &line[end..];
+    // Skip the time stamp (or whatever precedes the first colon).
+    let Some(first_colon) = rest.find(':') else {
+        return Some(Header {
+            comm,
+            pid,
+            tid,
+            period: None,
+            event: None,
+            trailing: None,
+        });
+    };
+    let after_time = &rest[first_colon + 1..];
+    let bytes = after_time.as_bytes();
+    let mut term = None;
+    for (i, &b) in bytes.iter().enumerate() {
+        if b == b':' && bytes.get(i + 1).is_none_or(|&n| is_ascii_ws(n)) {
+            term = Some(i);
+            break;
+        }
+    }
+    let (period_and_event, trailing) = match term {
+        Some(i) => (&after_time[..i], Some(&after_time[i + 1..])),
+        None => (after_time, None),
+    };
+    let period_and_event = trim_end(period_and_event);
+    let mut it = period_and_event.rsplit(' ');
+    let event = it.next().filter(|e| !e.is_empty());
+    let period = it.next().and_then(parse_u64);
+    let trailing = trailing.map(str::trim).filter(|t| !t.is_empty());
+    Some(Header {
+        comm,
+        pid,
+        tid,
+        period,
+        event,
+        trailing,
+    })
+}
+
+/// The event name without a trailing perf modifier suffix (`cycles:u`,
+/// `cpu-clock:ppp` -> `cycles`, `cpu-clock`). Tracepoint names keep their
+/// colon (`syscalls:sys_enter_openat`).
+pub fn event_base(event: &str) -> &str {
+    if let Some(i) = event.rfind(':') {
+        let suffix = &event[i + 1..];
+        if !suffix.is_empty() && suffix.bytes().all(|b| b"ukhpPGHISDWeb".contains(&b)) {
+            return &event[..i];
+        }
+    }
+    event
+}
+
+/// Parses a frame line exactly as inferno 0.12.8 does (the line must already
+/// be trimmed at the end).
+pub fn parse_frame_compat(line: &str) -> Option<FrameLine<'_>> {
+    let mut parts = trim_start(line).splitn(2, ' ');
+    let pc = trim_end(parts.next()?);
+    let mut parts = parts.next()?.rsplitn(2, ' ');
+    let module = parts.next()?;
+    if !module.starts_with('(') || !module.ends_with(')') || module.len() < 2 {
+        return None;
+    }
+    let module = &module[1..module.len() - 1];
+    let rawfunc = match parts.next()?.trim() {
+        "" => " ",
+        s => s,
+    };
+    Some(FrameLine {
+        pc,
+        rawfunc,
+        module,
+    })
+}
+
+/// Parses a frame line, also accepting DSO paths with spaces: the DSO is the
+/// last ` (` ... `)` group of the line.
+pub fn parse_frame_fixed(line: &str) -> Option<FrameLine<'_>> {
+    let line = trim_start(line);
+    let (pc, rest) = line.split_once(' ')?;
+    let pc = trim_end(pc);
+    if !rest.ends_with(')') {
+        return None;
+    }
+    // `rest` is `SYMBOL (DSO)` or ` (DSO)`; a DSO may contain spaces.
+    let open = if rest.starts_with('(') && !rest[1..].contains(" (") {
+        0
+    } else {
+        rest.rfind(" (")? + 1
+    };
+    let module = &rest[open + 1..rest.len() - 1];
+    let rawfunc = match rest[..open].trim() {
+        "" => " ",
+        s => s,
+    };
+    Some(FrameLine {
+        pc,
+        rawfunc,
+        module,
+    })
+}
+
+/// Strips a `+0xHEX` symbol offset, if the text after the last `+0x` is all
+/// hex digits (an empty run counts, as in inferno).
+#[inline]
+pub fn strip_offset(rawfunc: &str) -> &str {
+    if let Some(i) = rawfunc.rfind("+0x") {
+        if rawfunc[i + 3..].bytes().all(|b| b.is_ascii_hexdigit()) {
+            return &rawfunc[..i];
+        }
+    }
+    rawfunc
+}
+
+/// Parses an unsigned decimal number with nom (the whole token must match).
+fn parse_u64(s: &str) -> Option<u64> {
+    let r: IResult<&str, &str> = all_consuming(take_while1(|c: char| c.is_ascii_digit()))(s);
+    r.ok().and_then(|(_, d)| d.parse().ok())
+}
+
+/// Whether `s` is a process/thread id token: `-?\d+` or `-?\d+/-?\d+`
+/// (exposed for tests and tools that validate `perf script` headers).
+pub fn is_id_token(s: &str) -> bool {
+    fn id(s: &str) -> IResult<&str, &str> {
+        recognize(pair(
+            opt(nom_char('-')),
+            take_while1(|c: char| c.is_ascii_digit()),
+        ))(s)
+    }
+    let r: IResult<&str, &str> = all_consuming(recognize(pair(id, opt(preceded(tag("/"), id)))))(s);
+    r.is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_per_process() {
+        let h = parse_header_compat("java 25607 4794564.109216: 1 cycles:").unwrap();
+        assert_eq!((h.comm, h.pid, h.tid), ("java", "?", "25607"));
+        assert_eq!(
+            (h.period, h.event, h.trailing),
+            (Some(1), Some("cycles"), None)
+        );
+    }
+
+    #[test]
+    fn header_pid_tid_cpu_and_spaces_in_comm() {
+        let line = "V8 WorkerThread 24636/25607 [000] 94564.109216:     257597 cycles:uppp:";
+        let h = parse_header_compat(line).unwrap();
+        assert_eq!(
+            (h.comm, h.pid, h.tid),
+            ("V8 WorkerThread", "24636", "25607")
+        );
+        assert_eq!((h.period, h.event), (Some(257597), Some("cycles")));
+        assert_eq!(h.trailing, None);
+        let f = parse_header_fixed(line).unwrap();
+        assert_eq!(f.event, Some("cycles:uppp"));
+        assert_eq!(event_base(f.event.unwrap()), "cycles");
+    }
+
+    #[test]
+    fn header_with_single_frame() {
+        let line = "false 64414 20110.539270:      34467 cycles:u:  ffffffff9aa3c8de [unknown] ([unknown])";
+        let c = parse_header_compat(line).unwrap();
+        assert_eq!(c.trailing, Some("ffffffff9aa3c8de [unknown] ([unknown])"));
+        let f = parse_header_fixed(line).unwrap();
+        assert_eq!(f.trailing, c.trailing);
+    }
+
+    #[test]
+    fn tracepoint_event_names() {
+        let line =
+            "cat 1234 [001] 10.5: 1 syscalls:sys_enter_openat: dfd: 0xffffff9c, filename: 0x7f";
+        let c = parse_header_compat(line).unwrap();
+        assert_eq!(c.event, Some("syscalls"), "inferno's known mistake");
+        assert!(c.trailing.is_some());
+        let f = parse_header_fixed(line).unwrap();
+        assert_eq!(f.event, Some("syscalls:sys_enter_openat"));
+        assert_eq!(
+            event_base("syscalls:sys_enter_openat"),
+            "syscalls:sys_enter_openat"
+        );
+        assert_eq!(f.trailing, Some("dfd: 0xffffff9c, filename: 0x7f"));
+    }
+
+    #[test]
+    fn exiting_task_ids() {
+        let line = ":-1    -1 [001] 12.5:     1001 cpu-clock:";
+        // inferno takes the period for the id and the rest for the comm.
+        let c = parse_header_compat(line).unwrap();
+        assert_eq!((c.comm, c.tid), (":-1    -1 [001] 12.5:", "1001"));
+        let f = parse_header_fixed(line).unwrap();
+        assert_eq!((f.comm, f.pid, f.tid), (":-1", "?", "-1"));
+        assert_eq!(f.event, Some("cpu-clock"));
+    }
+
+    #[test]
+    fn frame_lines() {
+        let f =
+            parse_frame_compat("\t7f533952bc77 _dl_check_map_versions+0x597 (/usr/lib/ld-2.28.so)")
+                .unwrap();
+        assert_eq!(f.pc, "7f533952bc77");
+        assert_eq!(strip_offset(f.rawfunc), "_dl_check_map_versions");
+        assert_eq!(f.module, "/usr/lib/ld-2.28.so");
+        let e = parse_frame_compat("  7f1e2215d058  (/lib/libc-2.15.so)").unwrap();
+        assert_eq!(e.rawfunc, " ");
+        assert_eq!(parse_frame_compat("garbage"), None);
+    }
+
+    #[test]
+    fn frame_dso_with_spaces() {
+        let line = "\t55d0 do_work+0x10 (/opt/my app/bin/worker)";
+        assert_eq!(parse_frame_compat(line), None);
+        let f = parse_frame_fixed(line).unwrap();
+        assert_eq!(
+            (f.rawfunc, f.module),
+            ("do_work+0x10", "/opt/my app/bin/worker")
+        );
+        let g = parse_frame_fixed("\t55d0 f(int) (/lib/x.so)").unwrap();
+        assert_eq!((g.rawfunc, g.module), ("f(int)", "/lib/x.so"));
+    }
+
+    #[test]
+    fn offsets() {
+        assert_eq!(strip_offset("foo+0x1f"), "foo");
+        assert_eq!(strip_offset("foo+0x"), "foo");
+        assert_eq!(strip_offset("foo+0xzz"), "foo+0xzz");
+        assert_eq!(strip_offset("foo"), "foo");
+    }
+
+    #[test]
+    fn id_tokens() {
+        assert!(is_id_token("123"));
+        assert!(is_id_token("-1"));
+        assert!(is_id_token("12/34"));
+        assert!(!is_id_token("1a"));
+        assert!(!is_id_token(""));
+    }
+}
