@@ -484,6 +484,16 @@ mod tests {
     }
 
     #[test]
+    fn sizes_take_binary_suffixes() {
+        assert_eq!(parse_bytes("123"), Some(123));
+        assert_eq!(parse_bytes("2k"), Some(2048));
+        assert_eq!(parse_bytes("4G"), Some(4 << 30));
+        assert_eq!(parse_bytes("G"), None);
+        assert_eq!(parse_bytes("1.5G"), None);
+        assert_eq!(parse_bytes("99999999999T"), None);
+    }
+
+    #[test]
     fn bad_input_is_a_usage_error() {
         for bad in [
             "start --token-dir /t --worker 1 --query ..",
