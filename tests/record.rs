@@ -877,3 +877,32 @@ fn record_stop_watchdog_kills_a_hung_perf() {
     assert_eq!(rows[0].exit_status, Some(137));
     assert!(!rig.capture("q1").valid);
 }
+
+#[test]
+fn record_shard_whose_threads_all_exit_is_not_a_failure() {
+    let Some(prog) = components() else { return };
+    let _serial = serial();
+    // 8 threads + main, 4 per shard: the last shard holds only the last
+    // thread created, which exits on cue 'E' (with three others).
+    let mut rig = Rig::worker(&prog, 8, 2000, 20_000);
+    rig.sidecar(&["--threads-per-shard", "4"]);
+    ok(&rig.driver("start", "q1"));
+    let sidecar = rig.sidecar.as_ref().unwrap().id();
+    assert_eq!(perf_children(sidecar).len(), 3);
+    rig.cue('B');
+    rig.cue('E');
+    // perf of the last shard ends by itself and the sidecar reaps it.
+    wait_for(
+        "the last shard's perf to end",
+        Duration::from_secs(20),
+        || perf_children(sidecar).len() == 2,
+    );
+    ok(&rig.driver("stop", "q1"));
+    ok(&rig.shutdown());
+    ok(&rig.finish_sidecar());
+    let meta = rig.capture("q1");
+    assert!(meta.valid, "{meta:?}");
+    let rows = rig.shards("q1");
+    assert_eq!(rows[2].phase, jobprof_capture_format::ShardPhase::Exited);
+    assert!(rows.iter().all(ShardRow::clean_exit), "{rows:?}");
+}

@@ -23,6 +23,8 @@
 #include <unistd.h>
 
 static volatile int phase = 'A';
+static volatile int end_half = 0;
+static int nthreads;
 static long burst_us = 200, sleep_us = 20000;
 static volatile unsigned long sink;
 
@@ -45,8 +47,9 @@ WORK(phase_beta_work)
 WORK(phase_gamma_work)
 
 static void *worker(void *arg) {
-    (void)arg;
+    long index = (long)arg;
     for (;;) {
+        if (end_half && index >= nthreads / 2) return NULL;
         switch (phase) {
         case 'B': phase_beta_work(); break;
         case 'C': phase_gamma_work(); break;
@@ -73,7 +76,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s NTHREADS CUEFILE [BURST_US] [SLEEP_US]\n", argv[0]);
         return 2;
     }
-    int n = atoi(argv[1]);
+    int n = nthreads = atoi(argv[1]);
     const char *cue = argv[2];
     if (argc > 3) burst_us = atol(argv[3]);
     if (argc > 4) sleep_us = atol(argv[4]);
@@ -82,7 +85,7 @@ int main(int argc, char **argv) {
     pthread_attr_setstacksize(&attr, 256 * 1024);
     for (int i = 0; i < n; i++) {
         pthread_t t;
-        if (pthread_create(&t, &attr, worker, NULL) != 0) { perror("pthread_create"); return 1; }
+        if (pthread_create(&t, &attr, worker, (void *)(long)i) != 0) { perror("pthread_create"); return 1; }
     }
     ack(cue, phase);
     for (;;) {
@@ -91,6 +94,10 @@ int main(int argc, char **argv) {
             int c = fgetc(f);
             fclose(f);
             if (c == 'Q') return 0;
+            if (c == 'E' && !end_half) {
+                end_half = 1;
+                ack(cue, c);
+            }
             if ((c == 'A' || c == 'B' || c == 'C') && c != phase) {
                 phase = c;
                 ack(cue, c);

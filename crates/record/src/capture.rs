@@ -208,9 +208,20 @@ impl ActiveCapture {
 
     /// While recording: the first shard whose perf exited on its own, as a
     /// message naming the shard and why.
+    /// A shard whose threads all exited ends by itself with status 0; that
+    /// is not a failure (its data is complete) and is only logged.
     pub fn dead_shard(&mut self) -> Option<String> {
+        let pid = self.meta.pid;
         for s in &mut self.shards {
-            if s.poll_exit() && s.stop_requested.is_none() {
+            if s.poll_exit() && s.stop_requested.is_none() && !s.targets_gone {
+                if s.status == Some(0) && s.tids.iter().all(|&t| !sys::tid_exists(pid, t)) {
+                    s.targets_gone = true;
+                    eprintln!(
+                        "jobprof-record sidecar: shard {} of {}: all its threads exited; perf finished",
+                        s.index, self.query
+                    );
+                    continue;
+                }
                 return Some(format!(
                     "shard {} (perf pid {}, threads {}..{}) exited with {} while recording: {}",
                     s.index,

@@ -65,6 +65,8 @@ pub struct Shard {
     kill_sent: bool,
     /// perf exited before we asked it to stop.
     pub exited_early: bool,
+    /// perf exited (status 0) because every thread it recorded exited.
+    pub targets_gone: bool,
 }
 
 impl Shard {
@@ -122,6 +124,7 @@ impl Shard {
                 term_sent: None,
                 kill_sent: false,
                 exited_early: false,
+                targets_gone: false,
             };
             match shard.spawn(spec, attempt) {
                 Ok(()) => return Ok(shard),

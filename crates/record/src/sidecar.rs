@@ -155,11 +155,13 @@ pub fn run(opts: SidecarOpts) -> Result<(), Fail> {
         ctx,
         stop_timeout,
         max_capture: opts.max_capture,
+        pid,
+        start_time,
         active: None,
         queued: Vec::new(),
         seen: BTreeSet::new(),
     };
-    let ending = server.serve(pid, start_time);
+    let ending = server.serve();
     let cause = match ending {
         Ending::Shutdown => EndCause::Shutdown,
         Ending::Signal(_) => EndCause::Signal,
@@ -242,6 +244,8 @@ struct Server {
     ctx: Context,
     stop_timeout: Duration,
     max_capture: u64,
+    pid: u32,
+    start_time: u64,
     active: Option<ActiveCapture>,
     queued: Vec<ActiveCapture>,
     /// Query ids captured (or attempted) in this sidecar's life.
@@ -249,7 +253,8 @@ struct Server {
 }
 
 impl Server {
-    fn serve(&mut self, pid: u32, start_time: u64) -> Ending {
+    fn serve(&mut self) -> Ending {
+        let (pid, start_time) = (self.pid, self.start_time);
         loop {
             if let Some(sig) = sys::pending_signal() {
                 log(&format!("got {}: stopping", sys::signal_name(sig)));
@@ -296,6 +301,13 @@ impl Server {
         };
         let stop = self.tokens.query("stop", &c.query);
         if let Some(msg) = c.dead_shard() {
+            // perf also ends when the worker dies; give the worker check a
+            // moment so that case is reported as what it is.
+            sleep(Duration::from_millis(300));
+            if !sys::alive(self.pid, self.start_time) {
+                self.active = Some(c);
+                return;
+            }
             log(&msg);
             let _ = self
                 .tokens
