@@ -362,11 +362,15 @@ impl Server {
         } else {
             "stop"
         };
-        if self.active.as_ref().is_some_and(|c| c.query == q) {
+        if let Some(c) = self.active.as_ref().filter(|c| c.query == q) {
             // The running capture's stop is handled by watch_active; a
-            // repeated start for it is simply consumed.
+            // repeated start for it (the driver retried, clearing `started`)
+            // is answered again.
             if req == Request::Start {
                 let _ = Tokens::remove(&self.tokens.query(kind, q));
+                let _ = self
+                    .tokens
+                    .write(&self.tokens.query("started", q), &c.summary());
             }
             return;
         }
