@@ -6,5 +6,6 @@ mod fold;
 mod fold_props;
 mod nsys;
 mod render;
+mod record;
 mod slurm;
 mod util;
