@@ -5,7 +5,7 @@
 mod fold;
 mod fold_props;
 mod nsys;
-mod render;
 mod record;
+mod render;
 mod slurm;
 mod util;
