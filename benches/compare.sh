@@ -15,7 +15,8 @@
 #   INFERNO=PATH   inferno-collapse-perf binary (default: from PATH or
 #                  ~/.cargo/bin; installed with
 #                  `cargo install inferno --locked --version 0.12.8` if missing).
-#   RUNS=N         runs per tool, the median is reported (default 3).
+#   RUNS=N         rounds; every tool runs once per round, the median is
+#                  reported (default 3).
 #   BIG_INPUT=PATH where the default input is built/cached.
 #   BIG_GB=X       size of the default input in GB (default 1.4).
 #   SKIP_DOUBLE=1  skip the doubled-input memory check (it needs a 2x copy of
@@ -80,43 +81,41 @@ trap 'rm -rf "$scratch"' EXIT
 # warm: read the file twice so that every tool reads from the page cache.
 warm() { cat "$1" >/dev/null; cat "$1" >/dev/null; }
 
-# measure NAME CMD...: runs CMD $runs times (stdout to $scratch/NAME.out, or
-# to $MEASURE_OUT when set),
-# records "wall rss" of the median run in $scratch/NAME.res, or "fail RC".
-measure() {
-    local name=$1 i rc t0 t1
+# once NAME CMD...: runs CMD once (stdout to $scratch/NAME.out, or to
+# $MEASURE_OUT when set) and appends "wall_s peak_rss_kb" to
+# $scratch/NAME.runs; after a failure NAME is not run again and its result
+# is "fail RC".
+once() {
+    local name=$1 rc=0 t0 t1
     shift
-    : >"$scratch/$name.runs"
-    for ((i = 0; i < runs; i++)); do
-        rc=0
-        t0=$(date +%s%N)
-        /usr/bin/time -f '%M' -o "$scratch/$name.time" "$@" >"${MEASURE_OUT:-$scratch/$name.out}" 2>"$scratch/$name.err" || rc=$?
-        t1=$(date +%s%N)
-        if [ "$rc" != 0 ]; then
-            echo "fail $rc" >"$scratch/$name.res"
-            echo "compare: $name failed (exit $rc): $(tail -n 3 "$scratch/$name.err")" >&2
-            return 0
-        fi
-        # Wall time from date(1) in ns (time's %e has only 10 ms resolution);
-        # peak RSS (KB) from time's %M.
-        echo "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }') $(tail -n 1 "$scratch/$name.time")" >>"$scratch/$name.runs"
-    done
-    sort -n "$scratch/$name.runs" | sed -n "$(((runs + 1) / 2))p" >"$scratch/$name.res"
+    [ ! -e "$scratch/$name.failed" ] || return 0
+    t0=$(date +%s%N)
+    /usr/bin/time -f '%M' -o "$scratch/$name.time" "$@" >"${MEASURE_OUT:-$scratch/$name.out}" 2>"$scratch/$name.err" || rc=$?
+    t1=$(date +%s%N)
+    if [ "$rc" != 0 ]; then
+        echo "fail $rc" >"$scratch/$name.failed"
+        echo "compare: $name failed (exit $rc): $(tail -n 3 "$scratch/$name.err")" >&2
+        return 0
+    fi
+    # Wall time from date(1) in ns (time's %e has only 10 ms resolution);
+    # peak RSS (KB) from time's %M.
+    echo "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }') $(tail -n 1 "$scratch/$name.time")" >>"$scratch/$name.runs"
+}
+
+# settle NAME: the median run (by wall time) goes to $scratch/NAME.res.
+settle() {
+    local name=$1 n
+    if [ -e "$scratch/$name.failed" ]; then
+        cp "$scratch/$name.failed" "$scratch/$name.res"
+        return
+    fi
+    n=$(wc -l <"$scratch/$name.runs")
+    sort -n "$scratch/$name.runs" | sed -n "$(((n + 1) / 2))p" >"$scratch/$name.res"
     echo "compare: $name: $(tr '\n' ',' <"$scratch/$name.runs" | sed 's/,$//') (wall s, peak KB)" >&2
 }
 
 # total NAME: sum of the sample counts in NAME's collapsed output.
 total() { awk '{ s += $NF } END { printf "%.0f", s }' "$scratch/$1.out" 2>/dev/null || echo "-"; }
-
-echo "compare: input $input ($bytes bytes), $runs runs each, $(nproc) cores" >&2
-load_before=$(cut -d' ' -f1 /proc/loadavg)
-warm "$input"
-MEASURE_OUT=/dev/null measure cat cat "$input"
-measure wc wc -l "$input"
-measure jobprof-1 "$JOBPROF" fold -j 1 "$input"
-measure jobprof-all "$JOBPROF" fold "$input"
-measure inferno-n1 "$INFERNO" -q -n 1 "$input"
-measure inferno-n2 "$INFERNO" -q -n 2 "$input"
 
 double=
 if [ -z "${SKIP_DOUBLE:-}" ]; then
@@ -125,9 +124,28 @@ if [ -z "${SKIP_DOUBLE:-}" ]; then
         echo "compare: writing $double" >&2
         cat "$input" "$input" >"$double.tmp" && mv "$double.tmp" "$double"
     fi
-    warm "$double"
-    measure jobprof-all-x2 "$JOBPROF" fold "$double"
 fi
+
+echo "compare: input $input ($bytes bytes), $runs rounds, $(nproc) cores" >&2
+load_before=$(cut -d' ' -f1 /proc/loadavg)
+warm "$input"
+[ -z "$double" ] || warm "$double"
+tools=(cat wc jobprof-1 jobprof-all inferno-n1 inferno-n2)
+[ -z "$double" ] || tools+=(jobprof-all-x2)
+for name in "${tools[@]}"; do : >"$scratch/$name.runs"; done
+# Rounds: every tool runs once per round, so that load from other processes,
+# if any, spreads over all tools alike.
+for ((round = 1; round <= runs; round++)); do
+    echo "compare: round $round of $runs" >&2
+    MEASURE_OUT=/dev/null once cat cat "$input"
+    once wc wc -l "$input"
+    once jobprof-1 "$JOBPROF" fold -j 1 "$input"
+    once jobprof-all "$JOBPROF" fold "$input"
+    once inferno-n1 "$INFERNO" -q -n 1 "$input"
+    once inferno-n2 "$INFERNO" -q -n 2 "$input"
+    [ -z "$double" ] || once jobprof-all-x2 "$JOBPROF" fold "$double"
+done
+for name in "${tools[@]}"; do settle "$name"; done
 
 wall() { cut -d' ' -f1 "$scratch/$1.res"; }
 rss() { cut -d' ' -f2 "$scratch/$1.res"; }
