@@ -28,7 +28,9 @@
 # (the same cost for every tool); the table shows the sum of the counts each
 # one produced, as a sanity check (jobprof's default mode also counts the
 # header-only samples that inferno drops).
-# Prints a Markdown table (paste it into the README) with MB/s and peak RSS,
+# Prints a Markdown table (paste it into the README) with MB/s, CPU seconds
+# (user + system; less disturbed than wall time when the machine is busy) and
+# peak RSS,
 # the throughput ratios jobprof (all cores) vs the best inferno and jobprof -j 1
 # vs inferno -n 1, the peak RSS of jobprof on INPUT and on INPUT doubled, and
 # `cat` / `wc -l` as the reference for the scan limit.
@@ -82,7 +84,7 @@ trap 'rm -rf "$scratch"' EXIT
 warm() { cat "$1" >/dev/null; cat "$1" >/dev/null; }
 
 # once NAME CMD...: runs CMD once (stdout to $scratch/NAME.out, or to
-# $MEASURE_OUT when set) and appends "wall_s peak_rss_kb" to
+# $MEASURE_OUT when set) and appends "wall_s peak_rss_kb cpu_s" to
 # $scratch/NAME.runs; after a failure NAME is not run again and its result
 # is "fail RC".
 once() {
@@ -90,7 +92,7 @@ once() {
     shift
     [ ! -e "$scratch/$name.failed" ] || return 0
     t0=$(date +%s%N)
-    /usr/bin/time -f '%M' -o "$scratch/$name.time" "$@" >"${MEASURE_OUT:-$scratch/$name.out}" 2>"$scratch/$name.err" || rc=$?
+    /usr/bin/time -f '%M %U %S' -o "$scratch/$name.time" "$@" >"${MEASURE_OUT:-$scratch/$name.out}" 2>"$scratch/$name.err" || rc=$?
     t1=$(date +%s%N)
     if [ "$rc" != 0 ]; then
         echo "fail $rc" >"$scratch/$name.failed"
@@ -98,8 +100,8 @@ once() {
         return 0
     fi
     # Wall time from date(1) in ns (time's %e has only 10 ms resolution);
-    # peak RSS (KB) from time's %M.
-    echo "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }') $(tail -n 1 "$scratch/$name.time")" >>"$scratch/$name.runs"
+    # peak RSS (KB) and user+system CPU seconds from time.
+    echo "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }') $(tail -n 1 "$scratch/$name.time" | awk '{ printf "%s %.2f", $1, $2 + $3 }')" >>"$scratch/$name.runs"
 }
 
 # settle NAME: the median run (by wall time) goes to $scratch/NAME.res.
@@ -111,7 +113,7 @@ settle() {
     fi
     n=$(wc -l <"$scratch/$name.runs")
     sort -n "$scratch/$name.runs" | sed -n "$(((n + 1) / 2))p" >"$scratch/$name.res"
-    echo "compare: $name: $(tr '\n' ',' <"$scratch/$name.runs" | sed 's/,$//') (wall s, peak KB)" >&2
+    echo "compare: $name: $(tr '\n' ',' <"$scratch/$name.runs" | sed 's/,$//') (wall s, peak KB, CPU s)" >&2
 }
 
 # total NAME: sum of the sample counts in NAME's collapsed output.
@@ -163,14 +165,14 @@ if awk -v a="$load_before" -v b="$load_after" -v n="$(nproc)" 'BEGIN { exit !(a 
     echo "WARNING: other processes were busy during the run; figures are not representative."
 fi
 echo
-echo "| tool | threads | wall s | throughput MB/s | peak RSS MB | samples counted |"
-echo "|---|---|---|---|---|---|"
+echo "| tool | threads | wall s | throughput MB/s | CPU s | peak RSS MB | samples counted |"
+echo "|---|---|---|---|---|---|---|"
 row() { # row NAME LABEL THREADS BYTES
     if ok "$1"; then
-        printf '| %s | %s | %s | %s | %s | %s |\n' "$2" "$3" "$(wall "$1")" "$(mbps "$1" "$4")" \
+        printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$2" "$3" "$(wall "$1")" "$(mbps "$1" "$4")" "$(cut -d' ' -f3 "$scratch/$1.res")" \
             "$(awk -v k="$(rss "$1")" 'BEGIN { printf "%.0f", k / 1024 }')" "$5"
     else
-        printf '| %s | %s | failed (exit %s) | - | - | - |\n' "$2" "$3" "$(cut -d' ' -f2 "$scratch/$1.res")"
+        printf '| %s | %s | failed (exit %s) | - | - | - | - |\n' "$2" "$3" "$(cut -d' ' -f2 "$scratch/$1.res")"
     fi
 }
 row cat '`cat`' 1 "$bytes" -
