@@ -62,6 +62,13 @@ pub fn trim_end(s: &str) -> &str {
 pub fn trim_start(s: &str) -> &str {
     let b = s.as_bytes();
     let mut i = 0;
+    // perf pads frame addresses with runs of spaces: skip eight at a time.
+    if b.first() == Some(&b'\t') {
+        i = 1;
+    }
+    while i + 8 <= b.len() && b[i..i + 8] == *b"        " {
+        i += 8;
+    }
     while i < b.len() && is_ascii_ws(b[i]) {
         i += 1;
     }
@@ -77,7 +84,10 @@ pub fn trim_start(s: &str) -> &str {
 /// vertical tab, unlike `u8::is_ascii_whitespace`).
 #[inline]
 pub fn is_ascii_ws(b: u8) -> bool {
-    matches!(b, b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | b' ')
+    // One shift and mask instead of a chain of compares: bits 9-13 and 32.
+    const WS: u64 =
+        (1 << b'\t') | (1 << b'\n') | (1 << 0x0B) | (1 << 0x0C) | (1 << b'\r') | (1 << b' ');
+    b <= b' ' && (WS >> b) & 1 == 1
 }
 
 /// Finds the comm/pid/tid part of a header line, inferno's way: the first
@@ -87,41 +97,44 @@ pub fn is_ascii_ws(b: u8) -> bool {
 /// the id word's space)`. Jumps from space to space rather than keeping a
 /// per-byte state machine; plain loops beat memchr on such short lines.
 fn header_ids(line: &str, allow_negative: bool) -> Option<(&str, &str, &str, usize)> {
-    let bytes = line.as_bytes();
+    let b = line.as_bytes();
+    let n = b.len();
     // The first word is never the id word.
-    let mut space = memchr::memchr(b' ', bytes)?;
-    loop {
-        let start = space + 1;
-        let next = start + memchr::memchr(b' ', &bytes[start..])?;
-        if next > start {
-            let word = &bytes[start..next];
-            let mut slash: Option<usize> = None;
-            let mut digits = true;
-            for (k, &c) in word.iter().enumerate() {
-                if c.is_ascii_digit() {
-                    continue;
-                }
-                if c == b'/' {
-                    slash = Some(k);
-                    continue;
-                }
-                if allow_negative && c == b'-' && (k == 0 || slash == Some(k - 1)) {
-                    continue;
-                }
-                digits = false;
-                break;
-            }
-            if digits {
-                let (pid, tid) = match slash {
-                    Some(k) => (&line[start..start + k], &line[start + k + 1..next]),
-                    None => ("?", &line[start..next]),
-                };
-                let comm = line[..start - 1].trim();
-                return Some((comm, pid, tid, next + 1));
-            }
-        }
-        space = next;
+    let mut i = 0;
+    while i < n && b[i] != b' ' {
+        i += 1;
     }
+    // `b[i]` is a space: look at the word after it.
+    while i < n {
+        let start = i + 1;
+        let mut j = start;
+        let mut slash: Option<usize> = None;
+        let mut digits = true;
+        while j < n && b[j] != b' ' {
+            let c = b[j];
+            if c == b'/' {
+                slash = Some(j);
+            } else if !c.is_ascii_digit()
+                && !(allow_negative && c == b'-' && (j == start || slash == Some(j - 1)))
+            {
+                digits = false;
+            }
+            j += 1;
+        }
+        if j == n {
+            return None; // an id word is always followed by a space
+        }
+        if digits && j > start {
+            let (pid, tid) = match slash {
+                Some(k) => (&line[start..k], &line[k + 1..j]),
+                None => ("?", &line[start..j]),
+            };
+            let comm = line[..start - 1].trim();
+            return Some((comm, pid, tid, j + 1));
+        }
+        i = j;
+    }
+    None
 }
 
 /// Parses a header line exactly as inferno 0.12.8 does.
@@ -170,36 +183,63 @@ pub fn parse_header_fixed(line: &str) -> Option<Header<'_>> {
         event: None,
         trailing: None,
     };
+    // Plain byte loops: these fields are a few bytes long, where a memchr
+    // call costs more than it saves.
+    let r = rest.as_bytes();
     // Skip the time stamp (or whatever precedes the first colon).
-    let Some(first_colon) = memchr::memchr(b':', rest.as_bytes()) else {
+    let mut k = 0;
+    while k < r.len() && r[k] != b':' {
+        k += 1;
+    }
+    if k == r.len() {
         return Some(header);
-    };
-    let after_time = &rest[first_colon + 1..];
-    let bytes = after_time.as_bytes();
-    let term = memchr::memchr_iter(b':', bytes)
-        .find(|&i| bytes.get(i + 1).is_none_or(|&n| is_ascii_ws(n)));
-    let period_and_event = match term {
-        Some(i) => {
-            let t = after_time[i + 1..].trim();
-            header.trailing = (!t.is_empty()).then_some(t);
-            &after_time[..i]
+    }
+    let from = k + 1;
+    let mut end = r.len();
+    let mut t = from;
+    while t < r.len() {
+        if r[t] == b':' && (t + 1 == r.len() || is_ascii_ws(r[t + 1])) {
+            let tr = rest[t + 1..].trim();
+            header.trailing = (!tr.is_empty()).then_some(tr);
+            end = t;
+            break;
         }
-        None => after_time,
-    };
-    let pe = trim_end(period_and_event);
-    let (before, event) = match memchr::memrchr(b' ', pe.as_bytes()) {
-        Some(i) => (Some(&pe[..i]), &pe[i + 1..]),
-        None => (None, pe),
-    };
+        t += 1;
+    }
+    let pe = trim_end(&rest[from..end]);
+    let p = pe.as_bytes();
+    let mut e = p.len();
+    while e > 0 && p[e - 1] != b' ' {
+        e -= 1;
+    }
+    let event = &pe[e..];
     header.event = (!event.is_empty()).then_some(event);
-    header.period = before.and_then(|b| {
-        let token = match memchr::memrchr(b' ', b.as_bytes()) {
-            Some(j) => &b[j + 1..],
-            None => b,
-        };
-        parse_u64(token)
-    });
+    if e > 0 {
+        let before = &p[..e - 1];
+        let mut s = before.len();
+        while s > 0 && before[s - 1] != b' ' {
+            s -= 1;
+        }
+        header.period = parse_digits(&before[s..]);
+    }
     Some(header)
+}
+
+/// An unsigned decimal number made of ASCII digits only (no sign), `None`
+/// when empty or too large.
+#[inline]
+fn parse_digits(d: &[u8]) -> Option<u64> {
+    if d.is_empty() {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &c in d {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
+    }
+    Some(v)
 }
 
 /// The event name without a trailing perf modifier suffix (`cycles:u`,
@@ -274,13 +314,6 @@ pub fn strip_offset(rawfunc: &str) -> &str {
         }
     }
     rawfunc
-}
-
-/// Parses an unsigned decimal number with nom (the whole token must match,
-/// no sign, no overflow).
-fn parse_u64(s: &str) -> Option<u64> {
-    let r: IResult<&[u8], u64> = all_consuming(nom::character::complete::u64)(s.as_bytes());
-    r.ok().map(|(_, n)| n)
 }
 
 /// Whether `s` is a process/thread id token: `-?\d+` or `-?\d+/-?\d+`
