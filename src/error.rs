@@ -97,6 +97,11 @@ pub enum Error {
     /// running.
     #[error(transparent)]
     Slurm(#[from] crate::slurm::Error),
+
+    /// Rendering failed: nothing to draw, a bad option, or the output could
+    /// not be written.
+    #[error(transparent)]
+    Render(#[from] crate::render::Error),
 }
 
 impl Error {
@@ -120,12 +125,18 @@ impl Error {
             // command that cannot run or fails is failed work.
             Error::Slurm(e) if e.is_usage() => ExitCode::Usage,
             Error::Slurm(_) => ExitCode::Failed,
+            Error::Render(e) if e.is_usage() => ExitCode::Usage,
+            Error::Render(_) => ExitCode::Failed,
         }
     }
 
     /// True when the error is a broken pipe on our output (e.g. `| head`),
     /// which the binary treats as success.
     pub fn is_broken_pipe(&self) -> bool {
-        matches!(self, Error::Io { source, .. } if source.kind() == io::ErrorKind::BrokenPipe)
+        match self {
+            Error::Io { source, .. } => source.kind() == io::ErrorKind::BrokenPipe,
+            Error::Render(e) => e.is_broken_pipe(),
+            _ => false,
+        }
     }
 }

@@ -18,3 +18,4 @@ pub use error::{Error, ExitCode, Result};
 pub mod fold;
 pub mod input;
 pub mod perf_script;
+pub mod render;

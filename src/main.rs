@@ -26,14 +26,18 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     Fold(cmd::fold::FoldArgs),
+    Diff(cmd::diff::DiffArgs),
     Repl(cmd::repl::ReplArgs),
+    Render(cmd::render::RenderArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Fold(args) => cmd::fold::run(args),
+        Command::Diff(args) => cmd::diff::run(args),
         Command::Repl(args) => cmd::repl::run(args),
+        Command::Render(args) => cmd::render::run(args),
     };
     match result {
         Ok(code) => ExitCode::from(code.code()),

@@ -1,0 +1,189 @@
+//! `jobprof render`: folded stacks from any tool in, a flamegraph (SVG or
+//! offline HTML), speedscope JSON or merged folded text out.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+
+use jobprof::atomic::AtomicFile;
+use jobprof::input::Source;
+use jobprof::render::folded::{read_folded, FoldedInput};
+use jobprof::render::{self, Format, RenderOptions};
+use jobprof::ExitCode;
+
+/// Options shared by `render` and `diff`: how the flamegraph looks.
+#[derive(Debug, Args)]
+pub struct LookArgs {
+    /// Title at the top (default: "Flame Graph", or "Differential Flame Graph").
+    #[arg(long, value_name = "TEXT")]
+    pub title: Option<String>,
+
+    /// A second line under the title.
+    #[arg(long, value_name = "TEXT")]
+    pub subtitle: Option<String>,
+
+    /// Image width in pixels [default: fit the window].
+    #[arg(long, value_name = "PIXELS", value_parser = clap::value_parser!(u32).range(100..))]
+    pub width: Option<u32>,
+
+    /// Leave out frames narrower than this percentage of the total.
+    #[arg(long, value_name = "PERCENT", default_value_t = 0.1)]
+    pub minwidth: f64,
+
+    /// Colour palette: hot, mem, io, wakeup, java, js, perl, python, rust,
+    /// red, green, blue, aqua, yellow, purple, orange.
+    #[arg(long, value_name = "PALETTE", default_value = "hot")]
+    pub colors: String,
+
+    /// Icicle graph: roots at the top, stacks growing downwards.
+    #[arg(long)]
+    pub inverted: bool,
+
+    /// What the counts are, for tooltips (e.g. samples, ns, bytes).
+    #[arg(long, value_name = "NAME", default_value = "samples")]
+    pub count_name: String,
+
+    /// Output format [default: from the output's extension: .svg, .html,
+    /// .json (speedscope), .folded].
+    #[arg(long, value_name = "FORMAT")]
+    pub format: Option<String>,
+}
+
+impl LookArgs {
+    /// Library options from the flags.
+    pub fn options(&self, default_title: &str) -> anyhow::Result<RenderOptions> {
+        Ok(RenderOptions {
+            title: self
+                .title
+                .clone()
+                .unwrap_or_else(|| default_title.to_string()),
+            subtitle: self.subtitle.clone(),
+            width: self.width.map(|w| w as usize),
+            min_width_pct: self.minwidth,
+            colors: RenderOptions::parse_palette(&self.colors).map_err(jobprof::Error::from)?,
+            inverted: self.inverted,
+            count_name: self.count_name.clone(),
+            ..RenderOptions::default()
+        })
+    }
+
+    /// The format to write `output` in.
+    pub fn format_for(&self, output: &Path) -> anyhow::Result<Format> {
+        let f = match &self.format {
+            Some(f) => f.parse(),
+            None => Format::from_path(output),
+        };
+        Ok(f.map_err(jobprof::Error::from)?)
+    }
+}
+
+/// Render collapsed stacks (`frame;frame;... COUNT` lines, from jobprof,
+/// inferno, FlameGraph, py-spy, ...) as an interactive flamegraph (SVG or a
+/// self-contained offline HTML page), speedscope JSON, or merged folded text.
+///
+/// Several inputs are merged (counts of equal stacks summed). Compressed
+/// inputs (.gz, .zst) are recognised by their magic bytes.
+#[derive(Debug, Args)]
+pub struct RenderArgs {
+    /// Folded stack files; `-` reads stdin.
+    #[arg(value_name = "FOLDED", required = true)]
+    pub inputs: Vec<PathBuf>,
+
+    /// Output file, written atomically (.svg, .html, .json or .folded).
+    #[arg(short, long, value_name = "OUT")]
+    pub output: PathBuf,
+
+    #[command(flatten)]
+    pub look: LookArgs,
+
+    /// Do not warn about lines that could not be used.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {
+    let format = args.look.format_for(&args.output)?;
+    let opts = args.look.options("Flame Graph")?;
+    let sources: Vec<Source> = args.inputs.iter().map(Source::from_arg).collect();
+    if sources.iter().filter(|s| **s == Source::Stdin).count() > 1 {
+        return Err(jobprof::Error::Usage("stdin (`-`) can be given only once".into()).into());
+    }
+    refuse_overwriting_inputs(&args.output, &args.inputs)?;
+    let input = read_folded(&sources)?;
+    if !args.quiet {
+        warn_bad_lines(&input);
+    }
+    if input.stacks.is_empty() {
+        let what = names(&args.inputs);
+        return Err(jobprof::Error::from(input.nothing_usable(&what)).into());
+    }
+    write_output(&args.output, |w| {
+        render::render(format, &input.stacks, &opts, w)
+    })?;
+    Ok(if input.bad_lines > 0 {
+        ExitCode::Failed
+    } else {
+        ExitCode::Success
+    })
+}
+
+/// Writes `path` atomically with `f`; nothing is left behind on error.
+pub fn write_output(
+    path: &Path,
+    f: impl FnOnce(&mut AtomicFile) -> render::Result<()>,
+) -> anyhow::Result<()> {
+    let mut out = AtomicFile::create(path)?;
+    f(&mut out).map_err(jobprof::Error::from)?;
+    out.commit()?;
+    Ok(())
+}
+
+/// Refuses an output path that is one of the inputs: jobprof never
+/// modifies its inputs.
+pub fn refuse_overwriting_inputs(output: &Path, inputs: &[PathBuf]) -> anyhow::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(out) = std::fs::metadata(output) else {
+        return Ok(());
+    };
+    for input in inputs {
+        if let Ok(m) = std::fs::metadata(input) {
+            if m.dev() == out.dev() && m.ino() == out.ino() {
+                return Err(jobprof::Error::Usage(format!(
+                    "{}: the output is also an input; choose another output path \
+                     (jobprof never modifies its inputs)",
+                    output.display()
+                ))
+                .into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Prints the bad lines of an input (first few with file:line) on stderr.
+pub fn warn_bad_lines(input: &FoldedInput) {
+    if input.bad_lines > 0 {
+        eprintln!(
+            "jobprof: warning: {} line(s) were not `stack count` and were skipped \
+             (exit code 1 says so):",
+            input.bad_lines
+        );
+        for b in &input.first_bad {
+            eprintln!("  {b}");
+        }
+    }
+    if input.non_utf8_lines > 0 {
+        eprintln!(
+            "jobprof: warning: {} line(s) were not valid UTF-8 and were read with U+FFFD replacements",
+            input.non_utf8_lines
+        );
+    }
+}
+
+fn names(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}

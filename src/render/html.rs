@@ -1,0 +1,324 @@
+//! The self-contained HTML page around a flamegraph SVG.
+//!
+//! The SVG is inlined (not referenced), and its own script drives the page:
+//! the header's search box and reset button call inferno's `search`,
+//! `unzoom` and `zoom`. The page makes no network request and contains no
+//! `http(s)://` text except the SVG's `xmlns` attributes (namespace names,
+//! never fetched): the SVG's XML declaration, DOCTYPE (a DTD URL) and
+//! comments are dropped, URLs in inferno's script comments are cut, and
+//! `://` in text content is written as `:&#47;/`, which displays the same.
+
+use std::io::{self, Write};
+
+use quick_xml::events::{BytesCData, BytesText, Event};
+use quick_xml::{Reader, Writer};
+
+use super::{Error, Format, RenderOptions, Result};
+
+/// Numbers shown in the page header.
+pub(crate) struct Summary {
+    /// Sum of all counts.
+    pub total: u64,
+    /// Distinct stacks.
+    pub stacks: u64,
+    /// Extra line (e.g. the colour legend of a differential flamegraph).
+    pub note: Option<String>,
+}
+
+const STYLE: &str = r##"
+body { margin: 0; font-family: sans-serif; background: #fff; color: #222; }
+#jp-header { display: flex; flex-wrap: wrap; align-items: center; gap: 0.4em 1.2em;
+  padding: 0.5em 1em; border-bottom: 1px solid #ddd; background: #f6f6f6; }
+#jp-header h1 { font-size: 1.15em; margin: 0; }
+#jp-header .jp-facts, #jp-header .jp-note { font-size: 0.9em; color: #555; }
+#jp-header form { display: inline-flex; gap: 0.3em; margin: 0; }
+#jp-matched { font-size: 0.9em; min-width: 8em; }
+#jp-main { padding: 0 0.5em; }
+#frames > g:focus { outline: 2px solid #000; }
+"##;
+
+/// Runs before the SVG's script: inferno restores a zoom from `?x=&y=` with
+/// a namespaced selector that never matches in an HTML document (there
+/// `fg:x` is a plain attribute name), so the page takes those two
+/// parameters out and restores the zoom itself.
+const PRE_SCRIPT: &str = r##"
+var jpZoomRestore = null;
+(function () {
+  try {
+    var p = new URLSearchParams(window.location.search);
+    if (p.has("x") && p.has("y")) {
+      jpZoomRestore = { x: p.get("x"), y: p.get("y") };
+      p.delete("x"); p.delete("y");
+      var s = p.toString();
+      history.replaceState(null, "", s ? "?" + s : window.location.pathname);
+    }
+  } catch (e) { /* no history API (e.g. sandboxed): start unzoomed */ }
+})();
+"##;
+
+/// Wires the header to the SVG's functions, adds keyboard zoom, and (only
+/// when the URL asks with `?jobprof-selftest=NAME`) runs a scripted check
+/// used by the browser test: click, reset, Enter and search on frame NAME,
+/// with the outcome written into `<pre id="jp-selftest">`.
+const POST_SCRIPT: &str = r##"
+(function () {
+  function jpPattern(term) {
+    var out = "";
+    for (var ch of term) {
+      var lo = ch.toLowerCase(), up = ch.toUpperCase();
+      if (lo !== up && lo.length === 1 && up.length === 1) {
+        out += "[" + lo + up + "]";
+      } else {
+        out += ch.replace(/[.*+?^${}()|[\]\\\/-]/g, "\\$&");
+      }
+    }
+    return out;
+  }
+  function jpClearSearch() {
+    if (searching) search_prompt(); // with a search active this only resets it
+    document.getElementById("jp-matched").textContent = "";
+  }
+  function jpSearch(term) {
+    jpClearSearch();
+    if (!term) return;
+    search(jpPattern(term));
+    document.getElementById("jp-matched").textContent =
+      searching ? matchedtxt.firstChild.nodeValue : "no match";
+  }
+  function jpReset() {
+    unzoom();
+    try {
+      var p = new URLSearchParams(window.location.search);
+      p.delete("x"); p.delete("y");
+      var s = p.toString();
+      history.replaceState(null, "", s ? "?" + s : window.location.pathname);
+    } catch (e) { /* not fatal */ }
+  }
+  function jpZoomTo(g) {
+    if (g.classList.contains("parent")) unzoom();
+    zoom(g);
+  }
+  function jpSelfTest(name) {
+    var out = { found: false };
+    function width(g) { return find_child(g, "rect").getAttribute("width"); }
+    function hidden() { return document.querySelectorAll("#frames > g.hide").length; }
+    var g = null, el = frames.children;
+    for (var i = 0; i < el.length && !g; i++) {
+      if (g_to_text(el[i]).indexOf(name + " (") === 0) g = el[i];
+    }
+    if (g) {
+      out.found = true;
+      out.initial = width(g);
+      out.hiddenInitially = hidden();
+      find_child(g, "rect").dispatchEvent(
+        new MouseEvent("click", { bubbles: true, cancelable: true, view: window }));
+      out.afterClick = width(g);
+      out.hiddenAfterClick = hidden();
+      document.getElementById("jp-reset").click();
+      out.afterReset = width(g);
+      out.hiddenAfterReset = hidden();
+      g.focus();
+      out.focused = document.activeElement === g;
+      g.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter", bubbles: true }));
+      out.afterEnter = width(g);
+      document.getElementById("jp-reset").click();
+      document.getElementById("jp-search").value = name.toUpperCase();
+      document.getElementById("jp-search-form").requestSubmit();
+      out.matched = document.getElementById("jp-matched").textContent;
+      out.highlighted = 0;
+      var rects = document.querySelectorAll("#frames rect");
+      for (var j = 0; j < rects.length; j++) {
+        if (rects[j].getAttribute("fill") === searchcolor) out.highlighted++;
+      }
+    }
+    var pre = document.createElement("pre");
+    pre.id = "jp-selftest";
+    pre.textContent = JSON.stringify(out);
+    document.body.appendChild(pre);
+  }
+  function ready() {
+    // Browsers differ on whether an inline <svg onload> fires; start the
+    // SVG's script here if it has not started.
+    if (typeof svg === "undefined" || !svg) init(null);
+    var el = frames.children;
+    for (var i = 0; i < el.length; i++) el[i].setAttribute("tabindex", "0");
+    document.getElementById("jp-search-form").addEventListener("submit", function (e) {
+      e.preventDefault();
+      jpSearch(document.getElementById("jp-search").value);
+    });
+    document.getElementById("jp-clear").addEventListener("click", function () {
+      document.getElementById("jp-search").value = "";
+      jpClearSearch();
+    });
+    document.getElementById("jp-reset").addEventListener("click", jpReset);
+    window.addEventListener("keydown", function (e) {
+      if (e.key !== "Enter") return;
+      var g = find_group(e.target) || (document.activeElement && find_group(document.activeElement));
+      if (g) { e.preventDefault(); jpZoomTo(g); }
+    });
+    // Run after inferno's own deferred start-up (fluid width, unzoom).
+    setTimeout(function () {
+      if (jpZoomRestore) {
+        var rects = document.querySelectorAll("#frames rect");
+        for (var i = 0; i < rects.length; i++) {
+          if (rects[i].getAttribute("fg:x") === jpZoomRestore.x &&
+              rects[i].getAttribute("y") === jpZoomRestore.y) {
+            jpZoomTo(find_group(rects[i]));
+            break;
+          }
+        }
+      }
+      var st = new URLSearchParams(window.location.search).get("jobprof-selftest");
+      if (st !== null) jpSelfTest(st);
+    }, 0);
+  }
+  if (document.readyState === "complete") ready();
+  else window.addEventListener("load", ready);
+})();
+"##;
+
+/// Escapes text for HTML; `/` is written as a character reference so that
+/// no `://` appears in the page's source.
+fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            '/' => o.push_str("&#47;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// Writes the page around `svg` (a complete SVG document from inferno).
+pub(crate) fn wrap<W: Write>(
+    svg: &[u8],
+    opts: &RenderOptions,
+    summary: &Summary,
+    w: W,
+) -> Result<()> {
+    let mut w = io::BufWriter::new(w);
+    write_page(svg, opts, summary, &mut w)
+        .and_then(|()| w.flush())
+        .map_err(|source| Error::Write {
+            format: Format::Html,
+            source,
+        })
+}
+
+fn write_page<W: Write>(
+    svg: &[u8],
+    opts: &RenderOptions,
+    summary: &Summary,
+    w: &mut W,
+) -> io::Result<()> {
+    let title = esc(&opts.title);
+    write!(
+        w,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <meta name=\"generator\" content=\"jobprof {}\">\n<title>{title}</title>\n\
+         <style>{STYLE}</style>\n<script>{PRE_SCRIPT}</script>\n</head>\n<body>\n",
+        env!("CARGO_PKG_VERSION")
+    )?;
+    write!(w, "<header id=\"jp-header\">\n<h1>{title}</h1>\n")?;
+    if let Some(sub) = &opts.subtitle {
+        writeln!(w, "<span class=\"jp-facts\">{}</span>", esc(sub))?;
+    }
+    writeln!(
+        w,
+        "<span class=\"jp-facts\">{} {} in {} distinct stacks</span>",
+        group_digits(summary.total),
+        esc(&opts.count_name),
+        group_digits(summary.stacks)
+    )?;
+    w.write_all(
+        b"<form id=\"jp-search-form\" role=\"search\">\
+          <input id=\"jp-search\" type=\"search\" placeholder=\"Search functions (case-insensitive)\" \
+          aria-label=\"Search functions\" size=\"32\">\
+          <button type=\"submit\">Search</button>\
+          <button type=\"button\" id=\"jp-clear\">Clear</button></form>\n\
+          <span id=\"jp-matched\" aria-live=\"polite\"></span>\n\
+          <button type=\"button\" id=\"jp-reset\" title=\"Show the whole graph again\">Reset zoom</button>\n",
+    )?;
+    if let Some(note) = &summary.note {
+        writeln!(w, "<span class=\"jp-note\">{}</span>", esc(note))?;
+    }
+    w.write_all(b"</header>\n<main id=\"jp-main\">\n")?;
+    inline_svg(svg, w)?;
+    write!(
+        w,
+        "\n</main>\n<script>{POST_SCRIPT}</script>\n</body>\n</html>\n"
+    )?;
+    Ok(())
+}
+
+/// Copies the SVG element, leaving out what does not belong inside HTML or
+/// would name a URL (see the module docs).
+fn inline_svg<W: Write>(svg: &[u8], w: &mut W) -> io::Result<()> {
+    let mut reader = Reader::from_reader(svg);
+    let mut writer = Writer::new(w);
+    loop {
+        let ev = reader
+            .read_event()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        match ev {
+            Event::Eof => break,
+            Event::Decl(_) | Event::DocType(_) | Event::Comment(_) | Event::PI(_) => {}
+            Event::Text(t) => {
+                let raw = t.into_inner();
+                let raw = String::from_utf8_lossy(&raw);
+                if raw.contains("://") {
+                    let text = raw.replace("://", ":&#47;/");
+                    writer.write_event(Event::Text(BytesText::from_escaped(text)))?;
+                } else {
+                    writer.write_event(Event::Text(BytesText::from_escaped(raw)))?;
+                }
+            }
+            Event::CData(c) => {
+                let raw = c.into_inner();
+                let code = String::from_utf8_lossy(&raw)
+                    .replace("https://", "")
+                    .replace("http://", "");
+                writer.write_event(Event::CData(BytesCData::new(code)))?;
+            }
+            ev => writer.write_event(ev)?,
+        }
+    }
+    Ok(())
+}
+
+/// `1234567` as `1,234,567`.
+pub(crate) fn group_digits(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digits_are_grouped() {
+        assert_eq!(group_digits(0), "0");
+        assert_eq!(group_digits(1234), "1,234");
+        assert_eq!(group_digits(1234567), "1,234,567");
+    }
+
+    #[test]
+    fn escaping_hides_urls() {
+        assert_eq!(esc("a://b<c>"), "a:&#47;&#47;b&lt;c&gt;");
+    }
+}
