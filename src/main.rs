@@ -27,6 +27,7 @@ struct Cli {
 enum Command {
     Fold(cmd::fold::FoldArgs),
     Diff(cmd::diff::DiffArgs),
+    Process(cmd::process::ProcessArgs),
     Repl(cmd::repl::ReplArgs),
     Render(cmd::render::RenderArgs),
 }
@@ -36,6 +37,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Fold(args) => cmd::fold::run(args),
         Command::Diff(args) => cmd::diff::run(args),
+        Command::Process(args) => cmd::process::run(args),
         Command::Repl(args) => cmd::repl::run(args),
         Command::Render(args) => cmd::render::run(args),
     };

@@ -3,5 +3,6 @@
 
 pub mod diff;
 pub mod fold;
+pub mod process;
 pub mod render;
 pub mod repl;

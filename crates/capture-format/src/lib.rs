@@ -320,7 +320,8 @@ impl JsonObject {
         }
     }
     fn raw(&mut self, key: &str, value: &str) {
-        self.members.push(format!("{}: {}", json_string(key), value));
+        self.members
+            .push(format!("{}: {}", json_string(key), value));
     }
     fn str(&mut self, key: &str, value: &str) {
         self.raw(key, &json_string(value));
@@ -782,7 +783,12 @@ mod tests {
             let mut c = sample_capture();
             for (valid, reason, slurm, ended) in [
                 (true, None, None, None),
-                (false, Some("x".to_string()), Some("1".to_string()), Some(EndCause::Stop)),
+                (
+                    false,
+                    Some("x".to_string()),
+                    Some("1".to_string()),
+                    Some(EndCause::Stop),
+                ),
             ] {
                 c.valid = valid;
                 c.reason = reason;
@@ -808,10 +814,7 @@ mod tests {
         #[test]
         fn enum_spellings_match_serde() {
             for p in Phase::ALL {
-                assert_eq!(
-                    serde_json::to_string(&p).unwrap(),
-                    json_string(p.as_str())
-                );
+                assert_eq!(serde_json::to_string(&p).unwrap(), json_string(p.as_str()));
             }
             for e in [
                 EndCause::Stop,
@@ -822,10 +825,7 @@ mod tests {
                 EndCause::Shutdown,
                 EndCause::Signal,
             ] {
-                assert_eq!(
-                    serde_json::to_string(&e).unwrap(),
-                    json_string(e.as_str())
-                );
+                assert_eq!(serde_json::to_string(&e).unwrap(), json_string(e.as_str()));
             }
             for s in ["stopped", "exited", "killed", "failed"] {
                 let p = ShardPhase::parse(s).unwrap();
