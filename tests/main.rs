@@ -4,5 +4,6 @@
 
 mod fold;
 mod fold_props;
+mod process;
 mod slurm;
 mod util;
