@@ -14,14 +14,17 @@
 # largest of its steps).
 #
 #   bash benches/process.sh [--shards 3] [--threads 6] [--seconds 10]
-#        [--frequency 999] [--call-graph fp|dwarf,SIZE] [--runs 3] [--keep DIR]
+#        [--frequency 999] [--call-graph fp|dwarf,SIZE] [--depth 60] [--runs 3]
+#        [--keep DIR]
+# --depth runs every query of the workload under that many extra frames: real
+# servers have deep stacks, and perf script's cost grows with them.
 #
 # Needs perf, gcc, /usr/bin/time; installs inferno 0.12.8 with cargo when
 # inferno-collapse-perf is missing. Builds jobprof in release mode.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-shards=3 threads=6 seconds=10 freq=999 call_graph=fp runs=3 keep=
+shards=3 threads=6 seconds=20 freq=999 call_graph=fp depth=60 runs=3 keep=
 while [ $# -gt 0 ]; do
   case "$1" in
     --shards) shards=$2; shift 2 ;;
@@ -29,9 +32,10 @@ while [ $# -gt 0 ]; do
     --seconds) seconds=$2; shift 2 ;;
     --frequency) freq=$2; shift 2 ;;
     --call-graph) call_graph=$2; shift 2 ;;
+    --depth) depth=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --keep) keep=$2; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "process.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -54,7 +58,7 @@ symfs=$result/profiles/perf/worker_0/symfs
 
 if [ ! -d "$capture" ]; then
   gcc -O2 -g -fno-omit-frame-pointer -pthread -o "$work/demo_worker" fixtures/src/demo_worker.c
-  "$work/demo_worker" $((seconds + 60)) "$threads" >/dev/null &
+  "$work/demo_worker" $((seconds + 60)) "$threads" "$depth" >/dev/null &
   worker=$!
   sleep 0.3
   mkdir -p "$result/profiles/perf"
@@ -108,7 +112,7 @@ for ((i = 1; i <= runs; i++)); do
   if [ -z "$best_old" ] || [ "$old_ms" -lt "$best_old" ]; then best_old=$old_ms; best_old_rss=$old_rss; fi
 done
 
-sum() { awk '{s += $NF} END {print s + 0}' "$1"; }
+sum() { awk '{s += $NF} END {printf "%.0f\n", s}' "$1"; }
 new_total=$(sum "$capture/stacks.folded")
 old_total=$(sum "$work/old/stacks.folded")
 samples=$(grep -o '"samples": [0-9]*' "$capture/summary.json" | head -1 | grep -o '[0-9]*$')

@@ -409,6 +409,12 @@ impl<'a> Pipeline<'a> {
             self.log(format!("warning: {w}"));
         }
         let mut warnings = self.cap.warnings.clone();
+        // Hashing the inputs is I/O-bound and far cheaper than perf script:
+        // it runs beside symbolization instead of after it.
+        let hasher = self.opts.formats.summary.then(|| {
+            let paths = self.input_paths();
+            std::thread::spawn(move || hash_all(&paths))
+        });
 
         // Decide where the text comes from.
         let use_perf = match (self.perf, self.cap.has_all_data()) {
@@ -525,7 +531,10 @@ impl<'a> Pipeline<'a> {
         let render_time = render_start.elapsed();
 
         if self.opts.formats.summary {
-            let inputs = self.hash_inputs(&mut warnings);
+            let (inputs, hash_warnings) = hasher
+                .map(|h| h.join().unwrap_or_default())
+                .unwrap_or_default();
+            warnings.extend(hash_warnings);
             let all_outputs = outputs.clone();
             let s = Summary {
                 tool: "jobprof".into(),
@@ -758,7 +767,7 @@ impl<'a> Pipeline<'a> {
         );
         let bytes_bar = self
             .multi
-            .add(self.progress.bytes_bar(0, format!("{} text", self.label)));
+            .add(self.progress.bytes_counter(format!("{} text", self.label)));
         let next = AtomicUsize::new(0);
         let results: Mutex<Vec<Option<UnitResult>>> =
             Mutex::new((0..units.len()).map(|_| None).collect());
@@ -975,9 +984,9 @@ impl Chunker {
 }
 
 impl Pipeline<'_> {
-    /// Sizes and BLAKE3 hashes of the capture's inputs (metadata, manifest,
-    /// data files, the symbolized text when it was the input).
-    fn hash_inputs(&self, warnings: &mut Vec<String>) -> Vec<InputFile> {
+    /// The capture's inputs worth a hash: metadata, manifest, data files,
+    /// and the symbolized text when it is what gets folded.
+    fn input_paths(&self) -> Vec<PathBuf> {
         let mut paths: Vec<PathBuf> = [
             jobprof_capture_format::CAPTURE_JSON,
             result_dir::LEGACY_METADATA,
@@ -999,19 +1008,25 @@ impl Pipeline<'_> {
                 paths.push(t.clone());
             }
         }
-        let mut out = Vec::new();
-        for p in paths {
-            match summary::hash_file(&p) {
-                Ok((bytes, blake3)) => out.push(InputFile {
-                    name: file_name(&p),
-                    bytes,
-                    blake3,
-                }),
-                Err(e) => warnings.push(format!("cannot hash {}: {e}", p.display())),
-            }
-        }
-        out
+        paths
     }
+}
+
+/// Sizes and BLAKE3 hashes of `paths`, and a warning per unreadable one.
+fn hash_all(paths: &[PathBuf]) -> (Vec<InputFile>, Vec<String>) {
+    let mut out = Vec::new();
+    let mut warnings = Vec::new();
+    for p in paths {
+        match summary::hash_file(p) {
+            Ok((bytes, blake3)) => out.push(InputFile {
+                name: file_name(p),
+                bytes,
+                blake3,
+            }),
+            Err(e) => warnings.push(format!("cannot hash {}: {e}", p.display())),
+        }
+    }
+    (out, warnings)
 }
 
 fn file_name(p: &Path) -> String {
