@@ -632,6 +632,9 @@ impl<'a> Pipeline<'a> {
     fn fold_options(&self) -> fold::Options {
         fold::Options {
             threads: self.opts.jobs(),
+            // Streamed text is folded in 8 MiB steps (1 MiB tasks): enough
+            // for every thread, and peak memory stays a few blocks.
+            block_size: 8 << 20,
             ..fold::Options::default()
         }
     }
