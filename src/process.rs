@@ -771,6 +771,16 @@ impl<'a> Pipeline<'a> {
         let bytes_bar = self
             .multi
             .add(self.progress.bytes_counter(format!("{} text", self.label)));
+        // Longest first (estimated by data bytes per slice), so that a big
+        // shard does not start last and run alone; results keep unit order.
+        let mut order: Vec<usize> = (0..units.len()).collect();
+        let cost = |u: &Unit| {
+            let s = &self.cap.shards[u.shard_pos];
+            let slices = units.iter().filter(|v| v.shard_pos == u.shard_pos).count();
+            s.bytes.unwrap_or(0) / slices.max(1) as u64
+        };
+        order.sort_by_key(|&i| std::cmp::Reverse(cost(&units[i])));
+        let order = &order;
         let next = AtomicUsize::new(0);
         let results: Mutex<Vec<Option<UnitResult>>> =
             Mutex::new((0..units.len()).map(|_| None).collect());
@@ -783,8 +793,10 @@ impl<'a> Pipeline<'a> {
                 let (next, results, script_opts) = (&next, &results, &script_opts);
                 let (units_bar, bytes_bar) = (&units_bar, &bytes_bar);
                 scope.spawn(move || loop {
-                    let i = next.fetch_add(1, Ordering::SeqCst);
-                    let Some(unit) = units.get(i) else { break };
+                    let Some(&i) = order.get(next.fetch_add(1, Ordering::SeqCst)) else {
+                        break;
+                    };
+                    let unit = &units[i];
                     let r = self.run_unit(perf, unit, script_opts, &tx, zstd_workers, bytes_bar);
                     if let Ok(o) = &r.outcome {
                         let s = &self.cap.shards[unit.shard_pos];
