@@ -93,6 +93,10 @@ pub enum Error {
     #[error("{0}")]
     Usage(String),
 
+    /// Collecting, flushing or planning Nsight Systems reports failed.
+    #[error(transparent)]
+    Nsys(#[from] crate::nsys::Error),
+
     /// A Slurm command failed, or the job asked about is unknown or not
     /// running.
     #[error(transparent)]
@@ -121,6 +125,7 @@ impl Error {
             | Error::Binary { .. }
             | Error::Corrupt { .. }
             | Error::Usage(_) => ExitCode::Usage,
+            Error::Nsys(e) => e.exit_code(),
             // A bad, unknown or finished job is the user's input; a Slurm
             // command that cannot run or fails is failed work.
             Error::Slurm(e) if e.is_usage() => ExitCode::Usage,
@@ -134,8 +139,14 @@ impl Error {
     /// which the binary treats as success.
     pub fn is_broken_pipe(&self) -> bool {
         match self {
+<<<<<<< HEAD
             Error::Io { source, .. } => source.kind() == io::ErrorKind::BrokenPipe,
             Error::Render(e) => e.is_broken_pipe(),
+=======
+            Error::Io { source, .. } | Error::Nsys(crate::nsys::Error::Io { source, .. }) => {
+                source.kind() == io::ErrorKind::BrokenPipe
+            }
+>>>>>>> record
             _ => false,
         }
     }

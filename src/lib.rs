@@ -9,7 +9,9 @@
 #![warn(missing_docs)]
 
 pub mod atomic;
+pub mod compat;
 pub mod error;
+pub mod nsys;
 pub mod progress;
 pub mod repl;
 pub mod slurm;

@@ -416,6 +416,15 @@ impl Slurm {
         )
     }
 
+    /// `scancel --signal=SIGNAL STEP`: signal one step (`1234.5`) of a job,
+    /// e.g. a profiler's connector step, leaving the other steps alone.
+    pub fn scancel_step_signal_argv(&self, step: &Step, signal: &str) -> Vec<OsString> {
+        argv(
+            &self.scancel,
+            [format!("--signal={signal}"), step.id.clone()],
+        )
+    }
+
     /// `scancel JOB`: cancel a job.
     pub fn scancel_argv(&self, job: &JobId) -> Vec<OsString> {
         argv(&self.scancel, [job.as_str()])

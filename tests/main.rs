@@ -5,5 +5,7 @@
 mod fold;
 mod fold_props;
 mod process;
+mod nsys;
+mod record;
 mod slurm;
 mod util;

@@ -3,6 +3,10 @@
 
 pub mod diff;
 pub mod fold;
+<<<<<<< HEAD
 pub mod process;
 pub mod render;
+=======
+pub mod nsys;
+>>>>>>> record
 pub mod repl;

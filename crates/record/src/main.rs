@@ -1,1 +1,66 @@
+<<<<<<< HEAD
 fn main() {}
+=======
+//! `jobprof-record`: the minimal static capture sidecar of jobprof.
+//!
+//! Runs next to a benchmark worker during a Slurm job: attaches perf before
+//! each query with sampling off, switches it on for exactly one query
+//! (driver: `jobprof-record start` / `stop`), and leaves all heavy work for
+//! after the job. Hand-parsed arguments, std plus libc only, so the binary
+//! is small and static. This file only dispatches, prints errors and exits.
+
+mod capture;
+mod cli;
+mod driver;
+mod elf;
+mod fail;
+mod preflight;
+mod publish;
+mod shard;
+mod sidecar;
+mod symfs;
+mod sys;
+mod tokens;
+
+use std::process::ExitCode;
+
+use cli::Command;
+use fail::Fail;
+
+fn preflight(opts: cli::PreflightOpts) -> Result<(), Fail> {
+    let pid = preflight::resolve_pid(&opts.target.pid, opts.target.start_timeout)?;
+    let staging = preflight::staging_root(opts.target.staging.as_deref());
+    let created = !staging.exists();
+    let report = preflight::run(&opts.target, pid, &staging);
+    if created {
+        let _ = std::fs::remove_dir(&staging);
+    }
+    print!("{}", report.text(pid));
+    if report.failed().is_empty() {
+        Ok(())
+    } else {
+        Err(Fail::failed(report.failure_message()))
+    }
+}
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let result = cli::parse(argv).and_then(|cmd| match cmd {
+        Command::Help(text) => {
+            print!("{text}");
+            Ok(())
+        }
+        Command::Sidecar(o) => sidecar::run(o),
+        Command::Driver(o) => driver::run(o),
+        Command::Shutdown(o) => driver::shutdown(o),
+        Command::Preflight(o) => preflight(o),
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("jobprof-record: error: {}", e.message);
+            ExitCode::from(e.code)
+        }
+    }
+}
+>>>>>>> record

@@ -1,0 +1,514 @@
+//! Hand-written argument parsing (no clap: the binary must stay tiny) and
+//! the help text of every subcommand.
+//!
+//! Accepts `--flag VALUE` and `--flag=VALUE`; every subcommand understands
+//! `-h`/`--help`. Parsing only checks syntax and numbers; what the values
+//! mean (does the PID exist, is the directory writable) is checked later.
+
+use std::path::PathBuf;
+
+use crate::fail::Fail;
+use crate::tokens::{validate_query, validate_worker};
+
+/// Help for the whole binary.
+pub const MAIN_HELP: &str = "\
+jobprof-record: capture perf profiles of one benchmark worker, one query at a time
+
+Usage:
+  jobprof-record sidecar   --token-dir DIR --worker N --out PERF_ROOT (--pid PID | --pid-file FILE) [options]
+  jobprof-record start     --token-dir DIR --worker N --query Q [--timeout SECS]
+  jobprof-record stop      --token-dir DIR --worker N --query Q [--timeout SECS]
+  jobprof-record shutdown  --token-dir DIR --worker N [--timeout SECS]
+  jobprof-record preflight (--pid PID | --pid-file FILE) [--exe-name NAME] [--require-symbols]
+
+The sidecar runs next to the worker during the job (e.g. `srun --overlap`),
+attaches perf disabled, samples exactly between the driver's `start` and
+`stop`, and publishes every capture into PERF_ROOT/worker_N/Q/ at shutdown.
+`jobprof-record COMMAND --help` explains each command.
+
+Exit status: 0 success; 1 failure (the message says which check, shard or
+file, and what to do); 2 bad usage or bad query id/worker index; 3 timeout.
+";
+
+const SIDECAR_HELP: &str = "\
+jobprof-record sidecar: serve query-bounded perf captures of one worker
+
+Usage:
+  jobprof-record sidecar --token-dir DIR --worker N --out PERF_ROOT (--pid PID | --pid-file FILE)
+      [--exe-name NAME] [--event cpu-clock] [--frequency 99] [--call-graph fp|dwarf[,SIZE]]
+      [--threads-per-shard 128] [--start-timeout SECS] [--stop-timeout SECS]
+      [--max-capture SECS] [--staging DIR] [--symfs-limit BYTES] [--require-symbols]
+
+Runs the preflight checks, snapshots the worker's executable mappings into
+symfs/, writes the `ready` token, then serves any number of queries until the
+`shutdown` token (or SIGTERM/SIGINT, or the worker exits): on `start` for
+query Q it attaches one disabled `perf record` per shard of at most
+--threads-per-shard threads, enables them all and writes `started`; on `stop`
+it stops them and writes `finished`. At shutdown every capture is published
+atomically into PERF_ROOT/worker_N/Q/, then the `done` token is written.
+
+Options:
+  --token-dir DIR          directory shared with the benchmark driver (tokens)
+  --worker N               worker index (digits)
+  --out PERF_ROOT          result directory; captures go to PERF_ROOT/worker_N/
+  --pid PID                the worker's PID
+  --pid-file FILE          file holding the worker's PID (waited for up to --start-timeout)
+  --exe-name NAME          the worker's executable must have this name (or path)
+  --event EVENT            perf event (default cpu-clock; no hardware PMU needed)
+  --frequency HZ           sampling frequency (default 99)
+  --call-graph MODE        fp (default) or dwarf[,SIZE]
+  --threads-per-shard N    most threads per perf process (default 128)
+  --start-timeout SECS     wait for the PID file, and per attempt for a perf
+                           shard to answer ping (default 180)
+  --stop-timeout SECS      after stop, SIGTERM to perf after this long, SIGKILL
+                           10 s later (default 120)
+  --max-capture SECS       end a capture whose stop never comes (default 3600; 0 = never)
+  --staging DIR            node-local staging directory (default
+                           $SLURM_TMPDIR, $TMPDIR or /tmp, plus jobprof-record.JOB)
+  --symfs-limit BYTES      most bytes copied into symfs/ (default 4G; K/M/G suffixes)
+  --require-symbols        fail when the worker's binary has no .symtab/.debug_info
+";
+
+const START_HELP: &str = "\
+jobprof-record start: begin sampling one query (driver side)
+
+Usage:
+  jobprof-record start --token-dir DIR --worker N --query Q [--timeout SECS]
+
+Clears stale tokens of query Q, waits for the sidecar's `ready` token, writes
+`start` and waits until the sidecar says `started` (every perf shard enabled).
+Fails with the sidecar's own message when it reports an error, and with a
+timeout message after SECS (default 120). Q must match ^[A-Za-z0-9_.-]+$ and
+may not be `.` or `..`.
+";
+
+const STOP_HELP: &str = "\
+jobprof-record stop: end sampling of one query (driver side)
+
+Usage:
+  jobprof-record stop --token-dir DIR --worker N --query Q [--timeout SECS]
+
+Writes `stop` and waits until the sidecar says `finished` (perf stopped, data
+final in staging). Fails with the sidecar's message when it reports an error
+for the query, and with a timeout message after SECS (default 600).
+";
+
+const SHUTDOWN_HELP: &str = "\
+jobprof-record shutdown: ask the sidecar to publish every capture and exit
+
+Usage:
+  jobprof-record shutdown --token-dir DIR --worker N [--timeout SECS]
+
+Writes the `shutdown` token and waits for `done` (default 600 s). Fails with
+the sidecar's message when publishing failed (the raw data stays in staging).
+";
+
+const PREFLIGHT_HELP: &str = "\
+jobprof-record preflight: check that a worker can be profiled, print a report
+
+Usage:
+  jobprof-record preflight (--pid PID | --pid-file FILE) [--exe-name NAME] [--require-symbols]
+      [--event cpu-clock] [--frequency 99] [--staging DIR]
+
+Checks: perf is present and supports --control and --delay; perf_event_paranoid
+and whether we are root; the open-files limit (soft raised to hard, warning
+under 65536); the staging directory is writable; /proc/PID/exe matches
+--exe-name; same uid (or root); the binary has .symtab or .debug_info (a
+failure with --require-symbols, a warning otherwise); a 0.2 s test
+`perf record` on the worker succeeds. Exit 1 names each failed check and its fix.
+";
+
+/// Which subcommand was asked for, with its parsed options.
+#[derive(Debug)]
+pub enum Command {
+    /// `sidecar`.
+    Sidecar(SidecarOpts),
+    /// `start` or `stop`.
+    Driver(DriverOpts),
+    /// `shutdown`.
+    Shutdown(ShutdownOpts),
+    /// `preflight`.
+    Preflight(PreflightOpts),
+    /// Help was asked for: print this and exit 0.
+    Help(&'static str),
+}
+
+/// Where the worker's PID comes from.
+#[derive(Debug, Clone)]
+pub enum PidSource {
+    /// `--pid`.
+    Pid(u32),
+    /// `--pid-file`.
+    File(PathBuf),
+}
+
+/// Options shared by the sidecar and the preflight subcommand.
+#[derive(Debug, Clone)]
+pub struct TargetOpts {
+    /// The worker's PID or PID file.
+    pub pid: PidSource,
+    /// Expected executable name or path.
+    pub exe_name: Option<String>,
+    /// perf event.
+    pub event: String,
+    /// Sampling frequency in Hz.
+    pub frequency: u32,
+    /// Fail without symbols.
+    pub require_symbols: bool,
+    /// Explicit staging directory.
+    pub staging: Option<PathBuf>,
+    /// Seconds to wait for the PID file and for a shard's ping.
+    pub start_timeout: u64,
+}
+
+/// `sidecar` options.
+#[derive(Debug, Clone)]
+pub struct SidecarOpts {
+    /// Token directory.
+    pub token_dir: PathBuf,
+    /// Worker index.
+    pub worker: u32,
+    /// PERF_ROOT.
+    pub out: PathBuf,
+    /// Target, event and preflight options.
+    pub target: TargetOpts,
+    /// `fp` or `dwarf[,SIZE]`.
+    pub call_graph: String,
+    /// Most threads per shard.
+    pub threads_per_shard: usize,
+    /// Seconds before the stop watchdog sends SIGTERM.
+    pub stop_timeout: u64,
+    /// Seconds after which a capture without `stop` is ended (0 = never).
+    pub max_capture: u64,
+    /// Most bytes copied into symfs/.
+    pub symfs_limit: u64,
+}
+
+/// `start`/`stop` options.
+#[derive(Debug, Clone)]
+pub struct DriverOpts {
+    /// True for `start`, false for `stop`.
+    pub start: bool,
+    /// Token directory.
+    pub token_dir: PathBuf,
+    /// Worker index.
+    pub worker: u32,
+    /// Query id.
+    pub query: String,
+    /// Seconds to wait.
+    pub timeout: u64,
+}
+
+/// `shutdown` options.
+#[derive(Debug, Clone)]
+pub struct ShutdownOpts {
+    /// Token directory.
+    pub token_dir: PathBuf,
+    /// Worker index.
+    pub worker: u32,
+    /// Seconds to wait for `done`.
+    pub timeout: u64,
+}
+
+/// `preflight` options.
+#[derive(Debug, Clone)]
+pub struct PreflightOpts {
+    /// Target, event and check options.
+    pub target: TargetOpts,
+}
+
+/// A cursor over the arguments after the subcommand.
+struct Args {
+    items: Vec<String>,
+    pos: usize,
+    help: &'static str,
+}
+
+impl Args {
+    /// The next flag and, for `--flag=value`, its inline value.
+    fn next_flag(&mut self) -> Option<(String, Option<String>)> {
+        let item = self.items.get(self.pos)?.clone();
+        self.pos += 1;
+        match item.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => Some((f.to_string(), Some(v.to_string()))),
+            _ => Some((item, None)),
+        }
+    }
+
+    /// The value of `flag`: inline, or the next argument.
+    fn value(&mut self, flag: &str, inline: Option<String>) -> Result<String, Fail> {
+        if let Some(v) = inline {
+            return Ok(v);
+        }
+        let v = self
+            .items
+            .get(self.pos)
+            .cloned()
+            .ok_or_else(|| Fail::usage(format!("{flag} needs a value\n\n{}", self.help)))?;
+        self.pos += 1;
+        Ok(v)
+    }
+
+    fn number<T: std::str::FromStr>(
+        &mut self,
+        flag: &str,
+        inline: Option<String>,
+    ) -> Result<T, Fail> {
+        let v = self.value(flag, inline)?;
+        v.parse()
+            .map_err(|_| Fail::usage(format!("{flag}: `{v}` is not a valid number")))
+    }
+
+    fn unknown(&self, flag: &str) -> Fail {
+        Fail::usage(format!("unknown argument `{flag}`\n\n{}", self.help))
+    }
+}
+
+fn missing(flag: &str, help: &str) -> Fail {
+    Fail::usage(format!("{flag} is required\n\n{help}"))
+}
+
+/// Parses a size in bytes with an optional K, M, G or T suffix (powers of 1024).
+pub fn parse_bytes(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (digits, mult) = match s.chars().last()?.to_ascii_uppercase() {
+        'K' => (&s[..s.len() - 1], 1u64 << 10),
+        'M' => (&s[..s.len() - 1], 1 << 20),
+        'G' => (&s[..s.len() - 1], 1 << 30),
+        'T' => (&s[..s.len() - 1], 1 << 40),
+        _ => (s, 1),
+    };
+    digits.parse::<u64>().ok()?.checked_mul(mult)
+}
+
+/// Checks `--call-graph`: `fp`, `dwarf` or `dwarf,SIZE`.
+fn parse_call_graph(v: &str) -> Result<String, Fail> {
+    let ok = v == "fp"
+        || v == "dwarf"
+        || v.strip_prefix("dwarf,")
+            .is_some_and(|n| n.parse::<u32>().is_ok_and(|n| n > 0));
+    if ok {
+        Ok(v.to_string())
+    } else {
+        Err(Fail::usage(format!(
+            "--call-graph: `{v}` is not fp, dwarf or dwarf,SIZE (e.g. dwarf,8192)"
+        )))
+    }
+}
+
+/// Parses the whole command line (without the program name).
+pub fn parse(argv: Vec<String>) -> Result<Command, Fail> {
+    let Some(cmd) = argv.first().cloned() else {
+        return Err(Fail::usage(format!("no command given\n\n{MAIN_HELP}")));
+    };
+    let help = match cmd.as_str() {
+        "-h" | "--help" | "help" => return Ok(Command::Help(MAIN_HELP)),
+        "-V" | "--version" => {
+            return Ok(Command::Help(concat!(
+                "jobprof-record ",
+                env!("CARGO_PKG_VERSION"),
+                "\n"
+            )))
+        }
+        "sidecar" => SIDECAR_HELP,
+        "start" => START_HELP,
+        "stop" => STOP_HELP,
+        "shutdown" => SHUTDOWN_HELP,
+        "preflight" => PREFLIGHT_HELP,
+        other => {
+            return Err(Fail::usage(format!(
+                "unknown command `{other}`\n\n{MAIN_HELP}"
+            )))
+        }
+    };
+    let mut a = Args {
+        items: argv[1..].to_vec(),
+        pos: 0,
+        help,
+    };
+    if a.items.iter().any(|s| s == "-h" || s == "--help") {
+        return Ok(Command::Help(help));
+    }
+
+    let mut token_dir = None;
+    let mut worker = None;
+    let mut out = None;
+    let mut pid = None;
+    let mut query = None;
+    let mut timeout = None;
+    let mut exe_name = None;
+    let mut event = "cpu-clock".to_string();
+    let mut frequency = 99u32;
+    let mut call_graph = "fp".to_string();
+    let mut threads_per_shard = 128usize;
+    let mut start_timeout = 180u64;
+    let mut stop_timeout = 120u64;
+    let mut max_capture = 3600u64;
+    let mut staging = None;
+    let mut symfs_limit = 4u64 << 30;
+    let mut require_symbols = false;
+
+    let sidecar = cmd == "sidecar";
+    let preflight = cmd == "preflight";
+    let driver = cmd == "start" || cmd == "stop";
+    while let Some((flag, inline)) = a.next_flag() {
+        match flag.as_str() {
+            "--token-dir" if !preflight => token_dir = Some(PathBuf::from(a.value(&flag, inline)?)),
+            "--worker" if !preflight => {
+                let v = a.value(&flag, inline)?;
+                worker = Some(validate_worker(&v)?);
+            }
+            "--query" if driver => {
+                let v = a.value(&flag, inline)?;
+                validate_query(&v)?;
+                query = Some(v);
+            }
+            "--timeout" if !sidecar && !preflight => timeout = Some(a.number(&flag, inline)?),
+            "--out" if sidecar => out = Some(PathBuf::from(a.value(&flag, inline)?)),
+            "--pid" if sidecar || preflight => {
+                let v: u32 = a.number(&flag, inline)?;
+                if v == 0 {
+                    return Err(Fail::usage("--pid: 0 is not a process id".into()));
+                }
+                pid = Some(PidSource::Pid(v));
+            }
+            "--pid-file" if sidecar || preflight => {
+                pid = Some(PidSource::File(PathBuf::from(a.value(&flag, inline)?)))
+            }
+            "--exe-name" if sidecar || preflight => exe_name = Some(a.value(&flag, inline)?),
+            "--event" if sidecar || preflight => event = a.value(&flag, inline)?,
+            "--frequency" if sidecar || preflight => {
+                frequency = a.number(&flag, inline)?;
+                if frequency == 0 {
+                    return Err(Fail::usage("--frequency must be at least 1".into()));
+                }
+            }
+            "--staging" if sidecar || preflight => {
+                staging = Some(PathBuf::from(a.value(&flag, inline)?))
+            }
+            "--require-symbols" if sidecar || preflight => require_symbols = true,
+            "--call-graph" if sidecar => call_graph = parse_call_graph(&a.value(&flag, inline)?)?,
+            "--threads-per-shard" if sidecar => {
+                threads_per_shard = a.number(&flag, inline)?;
+                if threads_per_shard == 0 {
+                    return Err(Fail::usage("--threads-per-shard must be at least 1".into()));
+                }
+            }
+            "--start-timeout" if sidecar => start_timeout = a.number(&flag, inline)?,
+            "--stop-timeout" if sidecar => stop_timeout = a.number(&flag, inline)?,
+            "--max-capture" if sidecar => max_capture = a.number(&flag, inline)?,
+            "--symfs-limit" if sidecar => {
+                let v = a.value(&flag, inline)?;
+                symfs_limit = parse_bytes(&v).ok_or_else(|| {
+                    Fail::usage(format!(
+                        "--symfs-limit: `{v}` is not a size (e.g. 2G, 500M, 123456)"
+                    ))
+                })?;
+            }
+            _ => return Err(a.unknown(&flag)),
+        }
+    }
+
+    let target = |pid: Option<PidSource>| -> Result<TargetOpts, Fail> {
+        Ok(TargetOpts {
+            pid: pid.ok_or_else(|| missing("--pid or --pid-file", help))?,
+            exe_name: exe_name.clone(),
+            event: event.clone(),
+            frequency,
+            require_symbols,
+            staging: staging.clone(),
+            start_timeout,
+        })
+    };
+    Ok(match cmd.as_str() {
+        "sidecar" => Command::Sidecar(SidecarOpts {
+            token_dir: token_dir.ok_or_else(|| missing("--token-dir", help))?,
+            worker: worker.ok_or_else(|| missing("--worker", help))?,
+            out: out.ok_or_else(|| missing("--out", help))?,
+            target: target(pid)?,
+            call_graph,
+            threads_per_shard,
+            stop_timeout,
+            max_capture,
+            symfs_limit,
+        }),
+        "start" | "stop" => Command::Driver(DriverOpts {
+            start: cmd == "start",
+            token_dir: token_dir.ok_or_else(|| missing("--token-dir", help))?,
+            worker: worker.ok_or_else(|| missing("--worker", help))?,
+            query: query.ok_or_else(|| missing("--query", help))?,
+            timeout: timeout.unwrap_or(if cmd == "start" { 120 } else { 600 }),
+        }),
+        "shutdown" => Command::Shutdown(ShutdownOpts {
+            token_dir: token_dir.ok_or_else(|| missing("--token-dir", help))?,
+            worker: worker.ok_or_else(|| missing("--worker", help))?,
+            timeout: timeout.unwrap_or(600),
+        }),
+        _ => Command::Preflight(PreflightOpts {
+            target: target(pid)?,
+        }),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn every_subcommand_has_help() {
+        for c in ["sidecar", "start", "stop", "shutdown", "preflight"] {
+            match parse(args(&format!("{c} --help"))).unwrap() {
+                Command::Help(h) => assert!(h.contains(&format!("jobprof-record {c}")), "{c}"),
+                other => panic!("{c}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn sidecar_defaults_and_inline_values() {
+        let c = parse(args(
+            "sidecar --token-dir /t --worker=3 --out /o --pid 42 --call-graph dwarf,8192 --symfs-limit 1M",
+        ))
+        .unwrap();
+        let Command::Sidecar(s) = c else { panic!() };
+        assert_eq!(s.worker, 3);
+        assert_eq!(s.threads_per_shard, 128);
+        assert_eq!(s.target.frequency, 99);
+        assert_eq!(s.target.event, "cpu-clock");
+        assert_eq!(s.call_graph, "dwarf,8192");
+        assert_eq!(s.symfs_limit, 1 << 20);
+    }
+
+    #[test]
+    fn sizes_take_binary_suffixes() {
+        assert_eq!(parse_bytes("123"), Some(123));
+        assert_eq!(parse_bytes("2k"), Some(2048));
+        assert_eq!(parse_bytes("4G"), Some(4 << 30));
+        assert_eq!(parse_bytes("G"), None);
+        assert_eq!(parse_bytes("1.5G"), None);
+        assert_eq!(parse_bytes("99999999999T"), None);
+    }
+
+    #[test]
+    fn bad_input_is_a_usage_error() {
+        for bad in [
+            "start --token-dir /t --worker 1 --query ..",
+            "start --token-dir /t --worker 1 --query .",
+            "start --token-dir /t --worker 1 --query a/b",
+            "start --token-dir /t --worker x1 --query q",
+            "start --token-dir /t --worker 1",
+            "stop --token-dir /t --worker 1 --query q --out /x",
+            "sidecar --token-dir /t --worker 1 --out /o",
+            "sidecar --token-dir /t --worker 1 --out /o --pid 1 --call-graph lbr",
+            "preflight --pid nope",
+            "frobnicate",
+        ] {
+            let e = parse(args(bad)).unwrap_err();
+            assert_eq!(e.code, 2, "{bad}: {}", e.message);
+        }
+    }
+}

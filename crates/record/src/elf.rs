@@ -1,0 +1,123 @@
+//! Just enough ELF reading for the preflight and the symbol snapshot: the
+//! section names of a 64-bit little-endian ELF file (does it have `.symtab`
+//! or `.debug_info`?) and its GNU build id. Reads only the headers, never
+//! the whole file. Anything else (32-bit, big-endian, not ELF) is reported
+//! as unknown rather than guessed.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::Path;
+
+/// What the section headers say about a binary.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ElfInfo {
+    /// Has a `.symtab` section (function symbols).
+    pub symtab: bool,
+    /// Has a `.debug_info` section (DWARF).
+    pub debug_info: bool,
+    /// The GNU build id, lowercase hex, when present.
+    pub build_id: Option<String>,
+}
+
+fn u16_at(b: &[u8], o: usize) -> Option<u64> {
+    Some(u16::from_le_bytes(b.get(o..o + 2)?.try_into().ok()?) as u64)
+}
+fn u32_at(b: &[u8], o: usize) -> Option<u64> {
+    Some(u32::from_le_bytes(b.get(o..o + 4)?.try_into().ok()?) as u64)
+}
+fn u64_at(b: &[u8], o: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(b.get(o..o + 8)?.try_into().ok()?))
+}
+
+fn read_at(f: &mut File, offset: u64, len: u64) -> io::Result<Vec<u8>> {
+    if len > 64 << 20 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "ELF table too large",
+        ));
+    }
+    f.seek(SeekFrom::Start(offset))?;
+    let mut buf = vec![0; len as usize];
+    f.read_exact(&mut buf)?;
+    Ok(buf)
+}
+
+fn bad(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what.to_string())
+}
+
+/// Reads the section table of the ELF file at `path`.
+pub fn inspect(path: &Path) -> io::Result<ElfInfo> {
+    let mut f = File::open(path)?;
+    let hdr = read_at(&mut f, 0, 64).map_err(|_| bad("not an ELF file (too short)"))?;
+    if &hdr[..4] != b"\x7fELF" {
+        return Err(bad("not an ELF file"));
+    }
+    if hdr[4] != 2 || hdr[5] != 1 {
+        return Err(bad("not a 64-bit little-endian ELF file"));
+    }
+    let shoff = u64_at(&hdr, 0x28).ok_or_else(|| bad("short header"))?;
+    let shentsize = u16_at(&hdr, 0x3a).ok_or_else(|| bad("short header"))?;
+    let shnum = u16_at(&hdr, 0x3c).ok_or_else(|| bad("short header"))?;
+    let shstrndx = u16_at(&hdr, 0x3e).ok_or_else(|| bad("short header"))?;
+    if shoff == 0 || shnum == 0 || shentsize < 64 || shstrndx >= shnum {
+        return Ok(ElfInfo::default());
+    }
+    let table = read_at(&mut f, shoff, shentsize * shnum)?;
+    let section = |i: u64| -> Option<(u64, u64, u64)> {
+        let o = (i * shentsize) as usize;
+        Some((
+            u32_at(&table, o)?,
+            u64_at(&table, o + 0x18)?,
+            u64_at(&table, o + 0x20)?,
+        ))
+    };
+    let (_, stroff, strsize) = section(shstrndx).ok_or_else(|| bad("bad section table"))?;
+    let names = read_at(&mut f, stroff, strsize)?;
+    let mut info = ElfInfo::default();
+    for i in 0..shnum {
+        let Some((name_off, off, size)) = section(i) else {
+            continue;
+        };
+        let Some(rest) = names.get(name_off as usize..) else {
+            continue;
+        };
+        let name = &rest[..rest.iter().position(|&b| b == 0).unwrap_or(rest.len())];
+        match name {
+            b".symtab" => info.symtab = true,
+            b".debug_info" => info.debug_info = true,
+            b".note.gnu.build-id" if size <= 4096 => {
+                let note = read_at(&mut f, off, size)?;
+                let namesz = u32_at(&note, 0).unwrap_or(0) as usize;
+                let descsz = u32_at(&note, 4).unwrap_or(0) as usize;
+                let desc = 12 + namesz.div_ceil(4) * 4;
+                if let Some(id) = note.get(desc..desc + descsz) {
+                    info.build_id = Some(id.iter().map(|b| format!("{b:02x}")).collect());
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(info)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_our_own_test_binary() {
+        // The test binary is built with debug info and symbols.
+        let exe = std::env::current_exe().unwrap();
+        let info = inspect(&exe).unwrap();
+        assert!(info.symtab || info.debug_info, "{info:?}");
+    }
+
+    #[test]
+    fn non_elf_is_an_error() {
+        let p = std::env::temp_dir().join(format!("elf-test-{}", std::process::id()));
+        std::fs::write(&p, b"#!/bin/sh\necho hi\n").unwrap();
+        assert!(inspect(&p).is_err());
+        std::fs::remove_file(&p).unwrap();
+    }
+}

@@ -1,0 +1,430 @@
+//! The checks run before anything is attached, in the order an operator
+//! would fix them, and the readable report (`preflight.txt`). Also finds the
+//! worker's PID (waiting for the PID file) and the staging directory.
+//!
+//! A failed check names itself and the fix; warnings never stop the sidecar.
+//! This module does not copy symbols (see `symfs`) and does not start the
+//! long-running perf processes (see `shard`).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use crate::cli::{PidSource, TargetOpts};
+use crate::elf;
+use crate::fail::Fail;
+use crate::sys;
+
+/// The perf executable (looked up on PATH).
+pub const PERF: &str = "perf";
+
+/// How a check came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// Fine.
+    Ok,
+    /// Worth knowing; does not stop the capture.
+    Warn,
+    /// Stops the capture.
+    Fail,
+}
+
+/// One check's result.
+#[derive(Debug, Clone)]
+pub struct Check {
+    /// Short name, e.g. `perf`.
+    pub name: &'static str,
+    /// Outcome.
+    pub level: Level,
+    /// What was found.
+    pub detail: String,
+    /// What to do when it is not ok (empty when ok).
+    pub fix: String,
+}
+
+/// All checks, in order, plus what later steps need to know.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// The checks.
+    pub checks: Vec<Check>,
+    /// `perf --version`.
+    pub perf_version: String,
+    /// The worker's executable (`/proc/PID/exe`).
+    pub exe: String,
+}
+
+impl Report {
+    fn push(&mut self, name: &'static str, level: Level, detail: String, fix: &str) {
+        self.checks.push(Check {
+            name,
+            level,
+            detail,
+            fix: if level == Level::Ok {
+                String::new()
+            } else {
+                fix.to_string()
+            },
+        });
+    }
+
+    /// The report as text, one line per check (the content of `preflight.txt`).
+    pub fn text(&self, pid: u32) -> String {
+        let mut out = format!(
+            "jobprof-record {} preflight for pid {pid} on {} (uid {})\n",
+            env!("CARGO_PKG_VERSION"),
+            sys::hostname(),
+            sys::euid()
+        );
+        for c in &self.checks {
+            let tag = match c.level {
+                Level::Ok => "ok  ",
+                Level::Warn => "WARN",
+                Level::Fail => "FAIL",
+            };
+            out.push_str(&format!("[{tag}] {:<14} {}\n", c.name, c.detail));
+            if !c.fix.is_empty() {
+                out.push_str(&format!("       {:<14} fix: {}\n", "", c.fix));
+            }
+        }
+        let failed = self.failed().len();
+        out.push_str(&if failed == 0 {
+            "preflight: all checks passed\n".to_string()
+        } else {
+            format!("preflight: {failed} check(s) failed\n")
+        });
+        out
+    }
+
+    /// The failed checks.
+    pub fn failed(&self) -> Vec<&Check> {
+        self.checks
+            .iter()
+            .filter(|c| c.level == Level::Fail)
+            .collect()
+    }
+
+    /// One message naming every failed check and its fix.
+    pub fn failure_message(&self) -> String {
+        let parts: Vec<String> = self
+            .failed()
+            .iter()
+            .map(|c| {
+                format!(
+                    "preflight check `{}` failed: {} (fix: {})",
+                    c.name, c.detail, c.fix
+                )
+            })
+            .collect();
+        parts.join("; ")
+    }
+}
+
+/// The worker's PID: `--pid`, or the content of `--pid-file`, waiting up to
+/// `timeout` seconds for the file to appear and hold a number.
+pub fn resolve_pid(src: &PidSource, timeout: u64) -> Result<u32, Fail> {
+    let file = match src {
+        PidSource::Pid(p) => return Ok(*p),
+        PidSource::File(f) => f,
+    };
+    let deadline = Instant::now() + Duration::from_secs(timeout);
+    loop {
+        if let Ok(s) = fs::read_to_string(file) {
+            if let Ok(p) = s.trim().parse::<u32>() {
+                if p > 0 {
+                    return Ok(p);
+                }
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(Fail::timeout(format!(
+                "{}: no PID appeared in the PID file within {timeout} s; \
+                 the driver must write the worker's PID there (atomically), or pass --pid",
+                file.display()
+            )));
+        }
+        if let Some(sig) = sys::pending_signal() {
+            return Err(Fail::failed(format!(
+                "got {} while waiting for the PID file {}",
+                sys::signal_name(sig),
+                file.display()
+            )));
+        }
+        sleep(Duration::from_millis(200));
+    }
+}
+
+/// The staging root: `--staging`, else `$SLURM_TMPDIR`, `$TMPDIR` or `/tmp`
+/// plus `jobprof-record.<SLURM_JOB_ID or our PID>`.
+pub fn staging_root(explicit: Option<&Path>) -> PathBuf {
+    if let Some(p) = explicit {
+        return p.to_path_buf();
+    }
+    let base = ["SLURM_TMPDIR", "TMPDIR"]
+        .iter()
+        .filter_map(std::env::var_os)
+        .find(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    let id = std::env::var("SLURM_JOB_ID").unwrap_or_else(|_| std::process::id().to_string());
+    base.join(format!("jobprof-record.{id}"))
+}
+
+/// `perf --version`, when perf runs at all.
+pub fn perf_version() -> Option<String> {
+    let out = Command::new(PERF)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && !v.is_empty()).then_some(v)
+}
+
+/// The executable of `pid`, as `/proc/PID/exe` names it.
+pub fn exe_of(pid: u32) -> Option<String> {
+    fs::read_link(format!("/proc/{pid}/exe"))
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned())
+}
+
+/// Runs every check against `pid`, using `staging` (created if needed) for
+/// the writability check and the test recording.
+pub fn run(opts: &TargetOpts, pid: u32, staging: &Path) -> Report {
+    let mut r = Report::default();
+
+    // perf present, and new enough for the control FIFO.
+    match perf_version() {
+        Some(v) => {
+            r.perf_version = v.clone();
+            let help = Command::new(PERF)
+                .args(["record", "-h"])
+                .stdin(Stdio::null())
+                .output()
+                .map(|o| {
+                    let mut s = String::from_utf8_lossy(&o.stdout).into_owned();
+                    s.push_str(&String::from_utf8_lossy(&o.stderr));
+                    s
+                })
+                .unwrap_or_default();
+            let has = |f: &str| help.contains(f);
+            if has("--control") && has("--delay") {
+                r.push(
+                    "perf",
+                    Level::Ok,
+                    format!("{v}; supports --control and --delay"),
+                    "",
+                );
+            } else {
+                r.push(
+                    "perf",
+                    Level::Fail,
+                    format!("{v}: `perf record -h` lists no --control/--delay"),
+                    "install a newer perf (5.10 or later, Debian: linux-perf)",
+                );
+            }
+        }
+        None => r.push(
+            "perf",
+            Level::Fail,
+            "`perf --version` did not run".into(),
+            "install perf (Debian: apt-get install linux-perf) and put it on PATH",
+        ),
+    }
+
+    // Permissions.
+    let paranoid = fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    let root = sys::euid() == 0;
+    let level = if root || paranoid.parse::<i32>().is_ok_and(|p| p <= 1) {
+        Level::Ok
+    } else {
+        Level::Warn
+    };
+    r.push(
+        "permissions",
+        level,
+        format!(
+            "perf_event_paranoid={paranoid}, {}",
+            if root {
+                "running as root (paranoid ignored)"
+            } else {
+                "not root"
+            }
+        ),
+        "run as root or lower /proc/sys/kernel/perf_event_paranoid to 1 (kernel samples need <= 1)",
+    );
+
+    // Open files: one fd per thread per shard, plus ring buffers.
+    let (soft, hard) = sys::raise_nofile();
+    r.push(
+        "nofile",
+        if soft >= 65536 { Level::Ok } else { Level::Warn },
+        format!("open-files limit soft={soft} hard={hard} (soft raised to hard)"),
+        "raise the hard limit to >= 65536 (ulimit -Hn / limits.conf / Slurm PropagateResourceLimits)",
+    );
+
+    // Staging.
+    let probe = staging.join(format!(".write-test.{}", std::process::id()));
+    match fs::create_dir_all(staging).and_then(|_| fs::write(&probe, b"ok")) {
+        Ok(()) => {
+            let _ = fs::remove_file(&probe);
+            r.push(
+                "staging",
+                Level::Ok,
+                format!("{} is writable", staging.display()),
+                "",
+            );
+        }
+        Err(e) => r.push(
+            "staging",
+            Level::Fail,
+            format!("{}: {e}", staging.display()),
+            "pass a writable node-local directory with --staging (or set SLURM_TMPDIR/TMPDIR)",
+        ),
+    }
+
+    // The target.
+    let exe = exe_of(pid);
+    match &exe {
+        None => r.push(
+            "process",
+            Level::Fail,
+            format!("/proc/{pid}/exe cannot be read: no such process, or not ours"),
+            "pass the worker's PID (--pid or --pid-file), and run the sidecar on the worker's node",
+        ),
+        Some(exe) => {
+            r.exe = exe.clone();
+            let clean = exe.trim_end_matches(" (deleted)");
+            let matches = match &opts.exe_name {
+                None => true,
+                Some(n) if n.contains('/') => clean == n,
+                Some(n) => Path::new(clean)
+                    .file_name()
+                    .is_some_and(|b| b == n.as_str()),
+            };
+            if matches {
+                r.push("process", Level::Ok, format!("pid {pid} runs {exe}"), "");
+            } else {
+                r.push(
+                    "process",
+                    Level::Fail,
+                    format!(
+                        "pid {pid} runs {exe}, not `{}`",
+                        opts.exe_name.as_deref().unwrap_or("")
+                    ),
+                    "the PID file points at the wrong process (a wrapper?); write the worker's own PID",
+                );
+            }
+        }
+    }
+    if let Some(uid) = sys::proc_uid(pid) {
+        let me = sys::euid();
+        if uid == me || me == 0 {
+            r.push(
+                "uid",
+                Level::Ok,
+                format!(
+                    "worker uid {uid}, ours {me}{}",
+                    if me == 0 { " (root)" } else { "" }
+                ),
+                "",
+            );
+        } else {
+            r.push(
+                "uid",
+                Level::Fail,
+                format!("worker runs as uid {uid}, we run as uid {me}"),
+                "run the sidecar as the worker's user (same srun step user) or as root",
+            );
+        }
+    }
+
+    // Symbols of the main binary.
+    if exe.is_some() {
+        let path = PathBuf::from(format!("/proc/{pid}/exe"));
+        let fail_level = if opts.require_symbols {
+            Level::Fail
+        } else {
+            Level::Warn
+        };
+        match elf::inspect(&path) {
+            Ok(info) if info.symtab || info.debug_info => r.push(
+                "symbols",
+                Level::Ok,
+                format!(
+                    "main binary has{}{}",
+                    if info.symtab { " .symtab" } else { "" },
+                    if info.debug_info { " .debug_info" } else { "" }
+                ),
+                "",
+            ),
+            Ok(_) => r.push(
+                "symbols",
+                fail_level,
+                "main binary is stripped (no .symtab, no .debug_info): flamegraphs would show addresses".into(),
+                "profile an unstripped build (keep .symtab, e.g. -g1 or no `strip`)",
+            ),
+            Err(e) => r.push(
+                "symbols",
+                fail_level,
+                format!("cannot read the main binary's sections: {e}"),
+                "profile an unstripped ELF build of the worker",
+            ),
+        }
+    }
+
+    // A real, short recording of the target.
+    if r.failed().is_empty() {
+        let data = staging.join(format!(".preflight.{}.perf.data", std::process::id()));
+        let log = staging.join(format!(".preflight.{}.log", std::process::id()));
+        let started = Instant::now();
+        let status = fs::File::create(&log).and_then(|l| {
+            Command::new(PERF)
+                .args(["record", "-q", "-e", &opts.event, "-F"])
+                .arg(opts.frequency.to_string())
+                .arg("-t")
+                .arg(pid.to_string())
+                .arg("-o")
+                .arg(&data)
+                .args(["--", "sleep", "0.2"])
+                .stdin(Stdio::null())
+                .stdout(l.try_clone()?)
+                .stderr(l)
+                .status()
+        });
+        let why = sys::tail(&log, 3);
+        let ok = matches!(&status, Ok(s) if s.success()) && data.exists();
+        if ok {
+            r.push(
+                "test record",
+                Level::Ok,
+                format!(
+                    "0.2 s `perf record -e {} -t {pid}` succeeded ({} ms)",
+                    opts.event,
+                    started.elapsed().as_millis()
+                ),
+                "",
+            );
+        } else {
+            let st = match &status {
+                Ok(s) => sys::describe_status(sys::shell_status(*s)),
+                Err(e) => e.to_string(),
+            };
+            r.push(
+                "test record",
+                Level::Fail,
+                format!(
+                    "`perf record -e {} -t {pid}` failed with {st}: {why}",
+                    opts.event
+                ),
+                "check the event (-e cpu-clock works without a hardware PMU) and perf permissions",
+            );
+        }
+        let _ = fs::remove_file(&data);
+        let _ = fs::remove_file(&log);
+    }
+    r
+}

@@ -1,0 +1,100 @@
+//! Atomic publication at shutdown: a capture staged in
+//! `STAGING/worker_N/Q/` appears as `PERF_ROOT/worker_N/Q/` all at once or
+//! not at all. Files are hard-linked (same filesystem) or copied and flushed
+//! into the hidden `PERF_ROOT/worker_N/.Q.publishing`, `capture.json` is
+//! rewritten there with phase `published`, and one `rename` makes it
+//! visible. The staging copy is removed only after that rename; on any
+//! error it stays where it is and the message names both paths.
+//!
+//! Worker-level files (`preflight.txt`, `worker.maps`,
+//! `symbol-manifest.tsv`, `symfs/`) are published the same way.
+
+use std::fs;
+use std::io;
+use std::path::Path;
+
+use jobprof_capture_format::{Capture, Phase, CAPTURE_JSON};
+
+use crate::sys::{self, now_ns};
+use crate::tokens::write_atomic;
+
+fn ctx(what: &str, path: &Path, e: io::Error) -> String {
+    format!("{what} {}: {e}", path.display())
+}
+
+/// Publishes the capture staged in `staged` (with metadata `meta`) into
+/// `out_worker/<query>`. Returns the error message on failure (the staged
+/// data is then untouched).
+pub fn capture(staged: &Path, out_worker: &Path, meta: &Capture) -> Result<(), String> {
+    let q = &meta.query;
+    let final_dir = out_worker.join(q);
+    let tmp = out_worker.join(format!(".{q}.publishing"));
+    fs::create_dir_all(out_worker).map_err(|e| ctx("cannot create", out_worker, e))?;
+    if final_dir.exists() {
+        return Err(format!(
+            "{} already exists (an earlier run?); not overwritten; the capture stays in {}",
+            final_dir.display(),
+            staged.display()
+        ));
+    }
+    if tmp.exists() {
+        // Left by a publication that was interrupted: never visible, ours.
+        fs::remove_dir_all(&tmp).map_err(|e| ctx("cannot remove stale", &tmp, e))?;
+    }
+    let result = (|| -> Result<(), String> {
+        sys::copy_tree(staged, &tmp).map_err(|e| ctx("cannot copy the capture into", &tmp, e))?;
+        let mut published = meta.clone();
+        published.reach(Phase::Published, now_ns());
+        let json = tmp.join(CAPTURE_JSON);
+        write_atomic(&json, published.to_json().as_bytes())
+            .map_err(|e| ctx("cannot write", &json, e))?;
+        sys::sync_dir(&tmp);
+        fs::rename(&tmp, &final_dir).map_err(|e| ctx("cannot rename into", &final_dir, e))?;
+        sys::sync_dir(out_worker);
+        Ok(())
+    })();
+    match result {
+        Ok(()) => {
+            // Published: the staging copy is no longer needed.
+            let _ = fs::remove_dir_all(staged);
+            Ok(())
+        }
+        Err(e) => {
+            let _ = fs::remove_dir_all(&tmp);
+            Err(format!("{e}; the capture stays in {}", staged.display()))
+        }
+    }
+}
+
+/// Publishes the worker-level files of `staged_worker` into `out_worker`.
+pub fn worker_files(staged_worker: &Path, out_worker: &Path) -> Result<(), String> {
+    fs::create_dir_all(out_worker).map_err(|e| ctx("cannot create", out_worker, e))?;
+    for name in ["preflight.txt", "worker.maps", "symbol-manifest.tsv"] {
+        let src = staged_worker.join(name);
+        let Ok(data) = fs::read(&src) else { continue };
+        let dst = out_worker.join(name);
+        write_atomic(&dst, &data).map_err(|e| ctx("cannot write", &dst, e))?;
+    }
+    let symfs = staged_worker.join("symfs");
+    if symfs.is_dir() {
+        let dst = out_worker.join("symfs");
+        let tmp = out_worker.join(".symfs.publishing");
+        let old = out_worker.join(format!(".symfs.replaced.{}", std::process::id()));
+        if tmp.exists() {
+            fs::remove_dir_all(&tmp).map_err(|e| ctx("cannot remove stale", &tmp, e))?;
+        }
+        sys::copy_tree(&symfs, &tmp).map_err(|e| {
+            let _ = fs::remove_dir_all(&tmp);
+            ctx("cannot copy symfs into", &tmp, e)
+        })?;
+        // An earlier sidecar's snapshot is replaced, never merged: it may
+        // describe other binaries.
+        if dst.exists() {
+            fs::rename(&dst, &old).map_err(|e| ctx("cannot move aside", &dst, e))?;
+        }
+        fs::rename(&tmp, &dst).map_err(|e| ctx("cannot rename into", &dst, e))?;
+        let _ = fs::remove_dir_all(&old);
+        sys::sync_dir(out_worker);
+    }
+    Ok(())
+}

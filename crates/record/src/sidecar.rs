@@ -1,0 +1,450 @@
+//! The sidecar's life: take the per-worker lock, clear stale tokens, find
+//! the worker, run the preflight, snapshot symbols, write `ready`; then
+//! poll the token directory every 0.2 s (idle cost: one `readdir` and one
+//! `/proc` read per poll) and serve `start`/`stop` for any number of
+//! queries, one at a time; finally publish every capture and write `done`.
+//!
+//! Ends on the `shutdown` token, SIGTERM/SIGINT, or when the worker exits;
+//! a capture running at that moment is stopped cleanly and published,
+//! marked invalid with the reason. Exit status: 0 when everything that was
+//! captured was published, 1 otherwise (the error token says what and where
+//! the raw data stays).
+
+use std::collections::BTreeSet;
+use std::fs::{self, OpenOptions};
+use std::path::PathBuf;
+use std::thread::sleep;
+use std::time::Duration;
+
+use jobprof_capture_format::EndCause;
+
+use crate::capture::{ActiveCapture, Context, State};
+use crate::cli::SidecarOpts;
+use crate::fail::Fail;
+use crate::preflight;
+use crate::publish;
+use crate::shard::RecordSpec;
+use crate::symfs;
+use crate::sys;
+use crate::tokens::{query_ok, write_atomic, Request, Tokens};
+
+const POLL: Duration = Duration::from_millis(200);
+
+fn log(msg: &str) {
+    eprintln!("jobprof-record sidecar: {msg}");
+}
+
+/// Why the serving loop ended.
+enum Ending {
+    Shutdown,
+    Signal(i32),
+    WorkerExit,
+}
+
+/// Runs the sidecar to the end.
+pub fn run(opts: SidecarOpts) -> Result<(), Fail> {
+    let tokens = Tokens::new(&opts.token_dir, opts.worker);
+    if !opts.token_dir.is_dir() {
+        return Err(Fail::usage(format!(
+            "--token-dir {}: not a directory; create it (shared with the driver) first",
+            opts.token_dir.display()
+        )));
+    }
+    // One sidecar per worker and token directory: the lock lives as long as
+    // this process (the kernel drops it when we die, so no stale locks).
+    let lock_path = tokens.sidecar("lock");
+    let lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| Fail::failed(format!("cannot open {}: {e}", lock_path.display())))?;
+    if !sys::try_flock(&lock) {
+        return Err(Fail::failed(format!(
+            "another sidecar for worker {} already runs with token directory {} (it holds {}); \
+             not starting a second one",
+            opts.worker,
+            opts.token_dir.display(),
+            lock_path.display()
+        )));
+    }
+    sys::catch_termination();
+    tokens.clear_all().map_err(|e| {
+        Fail::failed(format!(
+            "cannot clear stale tokens in {}: {e}",
+            opts.token_dir.display()
+        ))
+    })?;
+
+    let fail = |msg: String| -> Fail {
+        let _ = tokens.write(&tokens.sidecar("error"), &msg);
+        Fail::failed(msg)
+    };
+
+    let pid = match preflight::resolve_pid(&opts.target.pid, opts.target.start_timeout) {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = tokens.write(&tokens.sidecar("error"), &e.message);
+            return Err(e);
+        }
+    };
+    let Some((_, start_time)) = sys::proc_stat(pid) else {
+        return Err(fail(format!("worker pid {pid}: no such process")));
+    };
+    let staging = preflight::staging_root(opts.target.staging.as_deref());
+    let worker_dir = staging.join(format!("worker_{}", opts.worker));
+    let report = preflight::run(&opts.target, pid, &worker_dir);
+    let text = report.text(pid);
+    eprint!("{text}");
+    let _ = write_atomic(&worker_dir.join("preflight.txt"), text.as_bytes());
+    if !report.failed().is_empty() {
+        return Err(fail(report.failure_message()));
+    }
+    match symfs::snapshot(pid, &worker_dir, opts.symfs_limit) {
+        Ok(s) => log(&format!(
+            "symfs: copied {} files ({} bytes), skipped {}",
+            s.copied, s.bytes, s.skipped
+        )),
+        Err(e) => {
+            return Err(fail(format!(
+                "cannot snapshot symbols of pid {pid} into {}: {e}",
+                worker_dir.display()
+            )))
+        }
+    }
+    let out_worker = opts.out.join(format!("worker_{}", opts.worker));
+    let ctx = Context {
+        worker: opts.worker,
+        pid,
+        exe: report.exe.clone(),
+        host: sys::hostname(),
+        slurm_job_id: std::env::var("SLURM_JOB_ID").ok().filter(|s| !s.is_empty()),
+        perf_version: report.perf_version.clone(),
+        spec: RecordSpec {
+            event: opts.target.event.clone(),
+            frequency: opts.target.frequency,
+            call_graph: opts.call_graph.clone(),
+            ready_timeout: opts.target.start_timeout.max(1),
+        },
+        threads_per_shard: opts.threads_per_shard,
+        worker_dir: worker_dir.clone(),
+    };
+    tokens
+        .write(
+            &tokens.sidecar("ready"),
+            &format!(
+                "pid={pid} host={} staging={}",
+                ctx.host,
+                worker_dir.display()
+            ),
+        )
+        .map_err(|e| {
+            Fail::failed(format!(
+                "cannot write the ready token in {}: {e}",
+                opts.token_dir.display()
+            ))
+        })?;
+    log(&format!(
+        "ready: worker pid {pid}, staging {}",
+        worker_dir.display()
+    ));
+
+    let stop_timeout = Duration::from_secs(opts.stop_timeout);
+    let mut server = Server {
+        tokens: tokens.clone(),
+        ctx,
+        stop_timeout,
+        max_capture: opts.max_capture,
+        pid,
+        start_time,
+        active: None,
+        queued: Vec::new(),
+        seen: BTreeSet::new(),
+    };
+    let ending = server.serve();
+    let cause = match ending {
+        Ending::Shutdown => EndCause::Shutdown,
+        Ending::Signal(_) => EndCause::Signal,
+        Ending::WorkerExit => EndCause::WorkerExit,
+    };
+    if let Some(mut c) = server.active.take() {
+        if let Ending::WorkerExit = ending {
+            let msg = format!(
+                "the worker (pid {pid}) exited during the capture of {}; capture kept, marked invalid",
+                c.query
+            );
+            let _ = tokens.write(&tokens.query("error", &c.query), &msg);
+        }
+        server.end(&mut c, cause);
+        server.queued.push(c);
+    }
+
+    // Publish everything.
+    let mut errors = Vec::new();
+    let mut published = 0;
+    if let Err(e) = publish::worker_files(&worker_dir, &out_worker) {
+        errors.push(e);
+    }
+    for c in &server.queued {
+        match publish::capture(&c.dir, &out_worker, &c.meta) {
+            Ok(()) => {
+                published += 1;
+                log(&format!(
+                    "published {}",
+                    out_worker.join(&c.query).display()
+                ));
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    let why = match ending {
+        Ending::Shutdown => "shutdown".to_string(),
+        Ending::Signal(s) => sys::signal_name(s).to_string(),
+        Ending::WorkerExit => format!("worker pid {pid} exited"),
+    };
+    if !errors.is_empty() {
+        let msg = format!(
+            "publishing into {} failed: {}; raw data left in {}",
+            out_worker.display(),
+            errors.join("; "),
+            worker_dir.display()
+        );
+        return Err(fail(msg));
+    }
+    if let Ending::WorkerExit = ending {
+        // Drivers calling start after this learn why at once.
+        let _ = tokens.write(
+            &tokens.sidecar("error"),
+            &format!(
+                "the worker (pid {pid}) exited; the sidecar published its captures and stopped"
+            ),
+        );
+    }
+    let done = format!(
+        "published {published} capture(s) into {} ({why})",
+        out_worker.display()
+    );
+    tokens
+        .write(&tokens.sidecar("done"), &done)
+        .map_err(|e| Fail::failed(format!("cannot write the done token: {e}")))?;
+    log(&done);
+    // Everything is published: free the node-local disk.
+    for name in ["preflight.txt", "worker.maps", "symbol-manifest.tsv"] {
+        let _ = fs::remove_file(worker_dir.join(name));
+    }
+    let _ = fs::remove_dir_all(worker_dir.join("symfs"));
+    let _ = fs::remove_dir(&worker_dir);
+    let _ = fs::remove_dir(&staging);
+    drop(lock);
+    Ok(())
+}
+
+struct Server {
+    tokens: Tokens,
+    ctx: Context,
+    stop_timeout: Duration,
+    max_capture: u64,
+    pid: u32,
+    start_time: u64,
+    active: Option<ActiveCapture>,
+    queued: Vec<ActiveCapture>,
+    /// Query ids captured (or attempted) in this sidecar's life.
+    seen: BTreeSet<String>,
+}
+
+impl Server {
+    fn serve(&mut self) -> Ending {
+        let (pid, start_time) = (self.pid, self.start_time);
+        loop {
+            if let Some(sig) = sys::pending_signal() {
+                log(&format!("got {}: stopping", sys::signal_name(sig)));
+                return Ending::Signal(sig);
+            }
+            if Tokens::exists(&self.tokens.sidecar("shutdown")) {
+                log("shutdown requested");
+                return Ending::Shutdown;
+            }
+            if !sys::alive(pid, start_time) {
+                log(&format!("worker pid {pid} exited"));
+                return Ending::WorkerExit;
+            }
+            self.watch_active();
+            if let Ok(requests) = self.tokens.requests() {
+                for (req, q) in requests {
+                    self.handle(req, &q);
+                }
+            }
+            sleep(POLL);
+        }
+    }
+
+    /// Ends the capture, naming the watchdog in the forced token if it fired.
+    fn end(&self, c: &mut ActiveCapture, cause: EndCause) {
+        let tokens = self.tokens.clone();
+        c.end(cause, self.stop_timeout, &mut |msg| {
+            log(msg);
+            let _ = tokens.write(&tokens.forced(), msg);
+        });
+        if let Err(e) = c.write_files() {
+            log(&format!(
+                "cannot write the files of {} in {}: {e}",
+                c.query,
+                c.dir.display()
+            ));
+        }
+    }
+
+    /// Checks the running capture: dead perf, `stop`, `--max-capture`.
+    fn watch_active(&mut self) {
+        let Some(mut c) = self.active.take() else {
+            return;
+        };
+        let stop = self.tokens.query("stop", &c.query);
+        if let Some(msg) = c.dead_shard() {
+            // perf also ends when the worker dies; give the worker check a
+            // moment so that case is reported as what it is.
+            sleep(Duration::from_millis(300));
+            if !sys::alive(self.pid, self.start_time) {
+                self.active = Some(c);
+                return;
+            }
+            log(&msg);
+            let _ = self
+                .tokens
+                .write(&self.tokens.query("error", &c.query), &msg);
+            c.meta.invalidate(msg);
+            self.end(&mut c, EndCause::PerfFailure);
+            self.queued.push(c);
+        } else if Tokens::exists(&stop) {
+            let _ = Tokens::remove(&stop);
+            self.end(&mut c, EndCause::Stop);
+            self.finished(&c);
+            self.queued.push(c);
+        } else if self.max_capture > 0
+            && c.enabled_at
+                .is_some_and(|t| t.elapsed().as_secs() >= self.max_capture)
+        {
+            let msg = format!(
+                "capture of {} ended by --max-capture after {} s: stop never came; capture kept, marked invalid",
+                c.query, self.max_capture
+            );
+            log(&msg);
+            let _ = self
+                .tokens
+                .write(&self.tokens.query("error", &c.query), &msg);
+            self.end(&mut c, EndCause::MaxCapture);
+            self.queued.push(c);
+        } else {
+            self.active = Some(c);
+        }
+    }
+
+    fn finished(&self, c: &ActiveCapture) {
+        let msg = format!(
+            "query={} ended_by={} valid={}",
+            c.query,
+            c.meta.ended_by.map(|e| e.as_str()).unwrap_or("-"),
+            c.meta.valid
+        );
+        let _ = self
+            .tokens
+            .write(&self.tokens.query("finished", &c.query), &msg);
+    }
+
+    fn error(&self, q: &str, msg: &str) {
+        log(msg);
+        let _ = self.tokens.write(&self.tokens.query("error", q), msg);
+    }
+
+    fn handle(&mut self, req: Request, q: &str) {
+        let kind = if req == Request::Start {
+            "start"
+        } else {
+            "stop"
+        };
+        if let Some(c) = self.active.as_ref().filter(|c| c.query == q) {
+            // The running capture's stop is handled by watch_active; a
+            // repeated start for it (the driver retried, clearing `started`)
+            // is answered again.
+            if req == Request::Start {
+                let _ = Tokens::remove(&self.tokens.query(kind, q));
+                let _ = self
+                    .tokens
+                    .write(&self.tokens.query("started", q), &c.summary());
+            }
+            return;
+        }
+        let _ = Tokens::remove(&self.tokens.query(kind, q));
+        if !query_ok(q) {
+            self.error(
+                q,
+                &format!("query id `{q}` is not allowed (^[A-Za-z0-9_.-]+$, not . or ..); ignored"),
+            );
+            return;
+        }
+        match req {
+            Request::Stop => {
+                if let Some(c) = self.queued.iter().find(|c| c.query == q) {
+                    // Ended earlier (max-capture, perf failure): say so again.
+                    self.finished(c);
+                } else {
+                    self.error(
+                        q,
+                        &format!("stop for query {q}, but no capture of {q} is running"),
+                    );
+                }
+            }
+            Request::Start => {
+                if let Some(other) = &self.active {
+                    let msg = format!(
+                        "cannot start {q}: the capture of {} is still running; stop it first",
+                        other.query
+                    );
+                    self.error(q, &msg);
+                    return;
+                }
+                if self.seen.contains(q) {
+                    self.error(
+                        q,
+                        &format!(
+                            "query id {q} was already captured by this sidecar; \
+                             use a unique id per query run (e.g. {q}.2)"
+                        ),
+                    );
+                    return;
+                }
+                self.seen.insert(q.to_string());
+                self.start(q);
+            }
+        }
+    }
+
+    fn start(&mut self, q: &str) {
+        let mut c = match ActiveCapture::new(&self.ctx, q) {
+            Ok(c) => c,
+            Err(e) => {
+                let dir: PathBuf = self.ctx.worker_dir.join(q);
+                self.error(q, &format!("cannot create {}: {e}", dir.display()));
+                return;
+            }
+        };
+        log(&format!("start {q}"));
+        match c.attach_and_enable(&self.ctx, self.stop_timeout) {
+            Ok(()) => {
+                let _ = self
+                    .tokens
+                    .write(&self.tokens.query("started", q), &c.summary());
+                log(&format!("started {}", c.summary()));
+                self.active = Some(c);
+            }
+            Err(e) => {
+                self.error(q, &format!("cannot start the capture of {q}: {e}"));
+                if let Err(e) = c.write_files() {
+                    log(&format!("cannot write the files of {q}: {e}"));
+                }
+                debug_assert_eq!(c.state, State::Queued);
+                self.queued.push(c);
+            }
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! Thin wrappers around the operating system: clocks, /proc, signals,
+//! FIFOs, file locks, process exit statuses and directory copies. No policy
+//! lives here.
+
+use std::ffi::CString;
+use std::fs;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::ExitStatus;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Wall-clock time in nanoseconds since the Unix epoch.
+pub fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// The node's host name.
+pub fn hostname() -> String {
+    fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// Effective uid of this process.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// State letter and start time (clock ticks since boot) of a process, from
+/// `/proc/PID/stat`; `None` when it does not exist.
+pub fn proc_stat(pid: u32) -> Option<(char, u64)> {
+    let s = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may contain spaces and parentheses: fields start after
+    // the last `)`.
+    let rest = &s[s.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let state = fields.first()?.chars().next()?;
+    let start = fields.get(19)?.parse().ok()?;
+    Some((state, start))
+}
+
+/// True while the process that had start time `start` is alive (not gone,
+/// not a zombie, not replaced by a new process with the same PID).
+pub fn alive(pid: u32, start: u64) -> bool {
+    matches!(proc_stat(pid), Some((state, s)) if s == start && state != 'Z' && state != 'X')
+}
+
+/// Owner uid of a process.
+pub fn proc_uid(pid: u32) -> Option<u32> {
+    fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid())
+}
+
+/// The thread ids of a process, sorted numerically.
+pub fn list_tids(pid: u32) -> io::Result<Vec<u32>> {
+    let mut tids: Vec<u32> = fs::read_dir(format!("/proc/{pid}/task"))?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    tids.sort_unstable();
+    Ok(tids)
+}
+
+/// True while thread `tid` of process `pid` exists.
+pub fn tid_exists(pid: u32, tid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}/task/{tid}")).exists()
+}
+
+/// An exit status in shell convention: the code, or 128 + signal number.
+pub fn shell_status(status: ExitStatus) -> i32 {
+    status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
+/// Describes a shell-convention exit status for messages.
+pub fn describe_status(code: i32) -> String {
+    let name = match code - 128 {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        6 => "SIGABRT",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        13 => "SIGPIPE",
+        15 => "SIGTERM",
+        _ => "",
+    };
+    if code > 128 && !name.is_empty() {
+        format!("status {code} (killed by {name})")
+    } else {
+        format!("status {code}")
+    }
+}
+
+/// Sends `sig` to `pid`; a vanished process is not an error.
+pub fn kill(pid: u32, sig: i32) {
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe {
+        libc::kill(pid as libc::pid_t, sig);
+    }
+}
+
+/// Creates a FIFO at `path` (mode 0600).
+pub fn mkfifo(path: &Path) -> io::Result<()> {
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))?;
+    // SAFETY: `c` is a valid NUL-terminated string.
+    if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Waits up to `timeout_ms` for `fd` to become readable; true when it is.
+pub fn poll_readable(fd: i32, timeout_ms: i32) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let n = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+    n > 0 && p.revents & libc::POLLIN != 0
+}
+
+/// Tries to take an exclusive `flock` on an open file without waiting.
+pub fn try_flock(file: &fs::File) -> bool {
+    use std::os::unix::io::AsRawFd;
+    // SAFETY: the fd is valid for the lifetime of `file`.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+}
+
+/// Raises the soft open-files limit to the hard limit; returns (soft, hard)
+/// after the change.
+pub fn raise_nofile() -> (u64, u64) {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: valid pointer to an rlimit.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut r);
+        if r.rlim_cur < r.rlim_max {
+            let want = libc::rlimit {
+                rlim_cur: r.rlim_max,
+                rlim_max: r.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
+                r = want;
+            }
+        }
+    }
+    (r.rlim_cur, r.rlim_max)
+}
+
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    SIGNAL.store(sig, Ordering::SeqCst);
+}
+
+/// Catches SIGTERM and SIGINT: they only set a flag the sidecar polls
+/// ([`pending_signal`]), so it can stop perf and publish before exiting.
+pub fn catch_termination() {
+    // SAFETY: the handler only stores into an atomic (async-signal-safe).
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGTERM, &sa, std::ptr::null_mut());
+        libc::sigaction(libc::SIGINT, &sa, std::ptr::null_mut());
+    }
+}
+
+/// The SIGTERM or SIGINT received, if any.
+pub fn pending_signal() -> Option<i32> {
+    match SIGNAL.load(Ordering::SeqCst) {
+        0 => None,
+        s => Some(s),
+    }
+}
+
+/// Name of a termination signal for messages.
+pub fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGINT => "SIGINT",
+        _ => "a signal",
+    }
+}
+
+/// The last `lines` non-empty lines of a text file, joined with ` | `.
+pub fn tail(path: &Path, lines: usize) -> String {
+    let mut f = match fs::File::open(path) {
+        Ok(f) => f,
+        Err(_) => return String::new(),
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = f.seek(SeekFrom::Start(len.saturating_sub(8192)));
+    let mut buf = Vec::new();
+    let _ = f.read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf);
+    let kept: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    kept[kept.len().saturating_sub(lines)..].join(" | ")
+}
+
+/// Copies the directory tree `src` to `dst` (which must not exist), hard
+/// linking files where the filesystem allows and copying otherwise, and
+/// flushing every copied file to disk. Skips FIFOs and other special files.
+pub fn copy_tree(src: &Path, dst: &Path) -> io::Result<()> {
+    fs::create_dir(dst)?;
+    for entry in fs::read_dir(src)? {
+        let entry = entry?;
+        let from = entry.path();
+        let to = dst.join(entry.file_name());
+        let ft = entry.file_type()?;
+        if ft.is_dir() {
+            copy_tree(&from, &to)?;
+        } else if ft.is_file() {
+            if fs::hard_link(&from, &to).is_err() {
+                fs::copy(&from, &to)?;
+                fs::File::open(&to)?.sync_all()?;
+            }
+        } else if ft.is_symlink() {
+            std::os::unix::fs::symlink(fs::read_link(&from)?, &to)?;
+        }
+    }
+    fs::File::open(dst)?.sync_all()?;
+    Ok(())
+}
+
+/// Fsyncs a directory so that renames inside it are durable.
+pub fn sync_dir(dir: &Path) {
+    if let Ok(f) = fs::File::open(dir) {
+        let _ = f.sync_all();
+    }
+}

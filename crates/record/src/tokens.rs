@@ -1,0 +1,231 @@
+//! The token files shared by the benchmark driver and the sidecar, with the
+//! names the old shell sidecar used (so existing drivers work unchanged):
+//!
+//! - `.perf_sidecar_{ready,error,shutdown,done}_wN`: sidecar lifecycle;
+//! - `.perf_{start,started,stop,finished,error}_wN_Q`: per-query handshake;
+//! - `.perf_record_stop_forced_wN`: the stop watchdog had to signal perf;
+//! - `.perf_sidecar_lock_wN`: held (flock) by the running sidecar.
+//!
+//! Every token is written atomically (temporary file + rename), so a reader
+//! sees it whole or not at all; error tokens always hold a non-empty message.
+//! This module also validates query ids and worker indexes; it does not
+//! decide when tokens are written.
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use crate::fail::Fail;
+
+/// True when `q` is a safe query id: `^[A-Za-z0-9_.-]+$`, not `.` or `..`.
+pub fn query_ok(q: &str) -> bool {
+    !q.is_empty()
+        && q != "."
+        && q != ".."
+        && q.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// Checks a query id, explaining the rule when it is broken (exit 2).
+pub fn validate_query(q: &str) -> Result<(), Fail> {
+    if query_ok(q) {
+        Ok(())
+    } else {
+        Err(Fail::usage(format!(
+            "query id `{q}` is not allowed: use only letters, digits, `_`, `.` and `-` \
+             (^[A-Za-z0-9_.-]+$), and not `.` or `..`, because it names a directory"
+        )))
+    }
+}
+
+/// Parses a worker index (digits only, exit 2 otherwise).
+pub fn validate_worker(s: &str) -> Result<u32, Fail> {
+    if !s.is_empty() && s.len() <= 9 && s.bytes().all(|b| b.is_ascii_digit()) {
+        Ok(s.parse().expect("checked digits"))
+    } else {
+        Err(Fail::usage(format!(
+            "worker index `{s}` is not a number: pass the worker's index, e.g. --worker 0"
+        )))
+    }
+}
+
+/// A per-query request the sidecar acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request {
+    /// `.perf_start_wN_Q`.
+    Start,
+    /// `.perf_stop_wN_Q`.
+    Stop,
+}
+
+/// The tokens of one worker in one token directory.
+#[derive(Debug, Clone)]
+pub struct Tokens {
+    /// The token directory.
+    pub dir: PathBuf,
+    /// The worker index.
+    pub worker: u32,
+}
+
+impl Tokens {
+    /// Tokens of worker `worker` in `dir`.
+    pub fn new(dir: &Path, worker: u32) -> Tokens {
+        Tokens {
+            dir: dir.to_path_buf(),
+            worker,
+        }
+    }
+
+    /// `.perf_sidecar_{kind}_wN` (`ready`, `error`, `shutdown`, `done`, `lock`).
+    pub fn sidecar(&self, kind: &str) -> PathBuf {
+        self.dir
+            .join(format!(".perf_sidecar_{kind}_w{}", self.worker))
+    }
+
+    /// `.perf_{kind}_wN_Q` (`start`, `started`, `stop`, `finished`, `error`).
+    pub fn query(&self, kind: &str, q: &str) -> PathBuf {
+        self.dir.join(format!(".perf_{kind}_w{}_{q}", self.worker))
+    }
+
+    /// `.perf_record_stop_forced_wN`.
+    pub fn forced(&self) -> PathBuf {
+        self.dir
+            .join(format!(".perf_record_stop_forced_w{}", self.worker))
+    }
+
+    /// Writes a token atomically with `content` (a line is added).
+    pub fn write(&self, path: &Path, content: &str) -> io::Result<()> {
+        let mut data = content.trim_end().to_string();
+        data.push('\n');
+        write_atomic(path, data.as_bytes())
+    }
+
+    /// True when the token exists.
+    pub fn exists(path: &Path) -> bool {
+        path.exists()
+    }
+
+    /// The token's content when it exists and is not blank.
+    pub fn message(path: &Path) -> Option<String> {
+        let s = fs::read_to_string(path).ok()?;
+        let s = s.trim();
+        (!s.is_empty()).then(|| s.to_string())
+    }
+
+    /// Removes a token; a missing one is fine.
+    pub fn remove(path: &Path) -> io::Result<()> {
+        match fs::remove_file(path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// The `start` and `stop` requests of this worker now in the directory,
+    /// sorted by query id. Query ids are returned as found (the caller
+    /// validates them: `.perf_start_w0_..` is a legal file name).
+    pub fn requests(&self) -> io::Result<Vec<(Request, String)>> {
+        let start = format!(".perf_start_w{}_", self.worker);
+        let stop = format!(".perf_stop_w{}_", self.worker);
+        let mut found = Vec::new();
+        for entry in fs::read_dir(&self.dir)? {
+            let name = entry?.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if let Some(q) = name.strip_prefix(&start) {
+                found.push((Request::Start, q.to_string()));
+            } else if let Some(q) = name.strip_prefix(&stop) {
+                found.push((Request::Stop, q.to_string()));
+            }
+        }
+        found.sort_by(|a, b| a.1.cmp(&b.1));
+        Ok(found)
+    }
+
+    /// Removes every lifecycle and per-query token of this worker (not the
+    /// worker PID file, not the lock): what an earlier run left behind.
+    pub fn clear_all(&self) -> io::Result<()> {
+        let w = format!("_w{}", self.worker);
+        let wq = format!("_w{}_", self.worker);
+        for entry in fs::read_dir(&self.dir)? {
+            let name = entry?.file_name();
+            let Some(name) = name.to_str() else { continue };
+            let lifecycle = ["ready", "error", "shutdown", "done"]
+                .iter()
+                .any(|k| name == format!(".perf_sidecar_{k}{w}"))
+                || name == format!(".perf_record_stop_forced{w}");
+            let per_query = ["start", "started", "stop", "finished", "error"]
+                .iter()
+                .any(|k| name.starts_with(&format!(".perf_{k}{wq}")));
+            if lifecycle || per_query {
+                Tokens::remove(&self.dir.join(name))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes the tokens of query `q` an earlier run may have left.
+    pub fn clear_query(&self, q: &str) -> io::Result<()> {
+        for kind in ["start", "started", "stop", "finished", "error"] {
+            Tokens::remove(&self.query(kind, q))?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes `path` atomically: a hidden temporary file in the same directory,
+/// flushed to disk, then renamed over `path`.
+pub fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".tmp.{name}.{}", std::process::id()));
+    let result = (|| {
+        let mut f = fs::File::create(&tmp)?;
+        f.write_all(data)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_ids_follow_the_rule() {
+        for ok in ["q1", "Q_01.warm-2", "a.b", "...", ".x", "x."] {
+            assert!(query_ok(ok), "{ok}");
+        }
+        for bad in ["", ".", "..", "a/b", "../x", "a b", "q\n", "ü", "a\\b"] {
+            assert!(!query_ok(bad), "{bad:?}");
+        }
+        assert_eq!(validate_query("..").unwrap_err().code, 2);
+    }
+
+    #[test]
+    fn worker_indexes_are_digits() {
+        assert_eq!(validate_worker("12").unwrap(), 12);
+        for bad in ["", "-1", "1a", "w1", " 1", "99999999999"] {
+            assert!(validate_worker(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn names_match_the_old_sidecar() {
+        let t = Tokens::new(Path::new("/t"), 2);
+        assert_eq!(t.sidecar("ready"), Path::new("/t/.perf_sidecar_ready_w2"));
+        assert_eq!(
+            t.query("started", "q7"),
+            Path::new("/t/.perf_started_w2_q7")
+        );
+        assert_eq!(t.forced(), Path::new("/t/.perf_record_stop_forced_w2"));
+    }
+}

@@ -1,0 +1,18 @@
+//! Runs every line parser on arbitrary text: none may panic.
+#![no_main]
+
+use jobprof::perf_script as ps;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let text = String::from_utf8_lossy(data);
+    for line in text.split('\n') {
+        let _ = ps::parse_header_compat(line);
+        let _ = ps::parse_header_fixed(line);
+        let _ = ps::parse_frame_compat(line);
+        let _ = ps::parse_frame_fixed(line);
+        let _ = ps::event_base(line);
+        let _ = ps::strip_offset(line);
+        let _ = ps::is_id_token(line);
+    }
+});
