@@ -139,14 +139,10 @@ impl Error {
     /// which the binary treats as success.
     pub fn is_broken_pipe(&self) -> bool {
         match self {
-<<<<<<< HEAD
-            Error::Io { source, .. } => source.kind() == io::ErrorKind::BrokenPipe,
-            Error::Render(e) => e.is_broken_pipe(),
-=======
             Error::Io { source, .. } | Error::Nsys(crate::nsys::Error::Io { source, .. }) => {
                 source.kind() == io::ErrorKind::BrokenPipe
             }
->>>>>>> record
+            Error::Render(e) => e.is_broken_pipe(),
             _ => false,
         }
     }

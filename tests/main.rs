@@ -4,8 +4,8 @@
 
 mod fold;
 mod fold_props;
-mod process;
 mod nsys;
+mod process;
 mod record;
 mod slurm;
 mod util;

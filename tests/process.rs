@@ -335,7 +335,10 @@ fn real_capture_every_output_checked() {
         assert_eq!(i["bytes"], fs::metadata(f).unwrap().len());
         let sum = Command::new("sha256sum").arg(f).output().unwrap();
         let sum = String::from_utf8_lossy(&sum.stdout);
-        assert_eq!(i["sha256"].as_str().unwrap(), sum.split_whitespace().next().unwrap());
+        assert_eq!(
+            i["sha256"].as_str().unwrap(),
+            sum.split_whitespace().next().unwrap()
+        );
     }
     assert!(s["perf_version"]
         .as_str()

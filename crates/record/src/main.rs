@@ -1,6 +1,3 @@
-<<<<<<< HEAD
-fn main() {}
-=======
 //! `jobprof-record`: the minimal static capture sidecar of jobprof.
 //!
 //! Runs next to a benchmark worker during a Slurm job: attaches perf before
@@ -63,4 +60,3 @@ fn main() -> ExitCode {
         }
     }
 }
->>>>>>> record
