@@ -26,9 +26,9 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     Fold(cmd::fold::FoldArgs),
+    Nsys(cmd::nsys::NsysArgs),
     Diff(cmd::diff::DiffArgs),
     Process(cmd::process::ProcessArgs),
-    Nsys(cmd::nsys::NsysArgs),
     Repl(cmd::repl::ReplArgs),
     Render(cmd::render::RenderArgs),
 }
@@ -37,9 +37,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Fold(args) => cmd::fold::run(args),
+        Command::Nsys(args) => cmd::nsys::run(args),
         Command::Diff(args) => cmd::diff::run(args),
         Command::Process(args) => cmd::process::run(args),
-        Command::Nsys(args) => cmd::nsys::run(args),
         Command::Repl(args) => cmd::repl::run(args),
         Command::Render(args) => cmd::render::run(args),
     };

@@ -81,47 +81,47 @@ pub fn is_ascii_ws(b: u8) -> bool {
 }
 
 /// Finds the comm/pid/tid part of a header line, inferno's way: the first
-/// all-digit word (optionally `PID/TID`) after the first word ends the comm.
-/// With `allow_negative`, `-1` counts as digits (exiting tasks print
-/// `:-1    -1`). Returns `(comm, pid, tid, index after the id word's space)`.
+/// all-digit word (optionally `PID/TID`) after the first word, followed by a
+/// space, ends the comm. With `allow_negative`, `-1` counts as digits
+/// (exiting tasks print `:-1    -1`). Returns `(comm, pid, tid, index after
+/// the id word's space)`. Jumps from space to space rather than keeping a
+/// per-byte state machine; plain loops beat memchr on such short lines.
 fn header_ids(line: &str, allow_negative: bool) -> Option<(&str, &str, &str, usize)> {
     let bytes = line.as_bytes();
-    let mut word_start = 0usize;
-    let mut all_digits = false;
-    let mut last_was_space = false;
-    let mut slash_at: Option<usize> = None;
-    for (idx, &c) in bytes.iter().enumerate() {
-        if c == b' ' {
-            if all_digits && !last_was_space {
-                let (pid, tid) = match slash_at {
-                    Some(s) => (&line[word_start..s], &line[s + 1..idx]),
-                    None => ("?", &line[word_start..idx]),
+    // The first word is never the id word.
+    let mut space = memchr::memchr(b' ', bytes)?;
+    loop {
+        let start = space + 1;
+        let next = start + memchr::memchr(b' ', &bytes[start..])?;
+        if next > start {
+            let word = &bytes[start..next];
+            let mut slash: Option<usize> = None;
+            let mut digits = true;
+            for (k, &c) in word.iter().enumerate() {
+                if c.is_ascii_digit() {
+                    continue;
+                }
+                if c == b'/' {
+                    slash = Some(k);
+                    continue;
+                }
+                if allow_negative && c == b'-' && (k == 0 || slash == Some(k - 1)) {
+                    continue;
+                }
+                digits = false;
+                break;
+            }
+            if digits {
+                let (pid, tid) = match slash {
+                    Some(k) => (&line[start..start + k], &line[start + k + 1..next]),
+                    None => ("?", &line[start..next]),
                 };
-                // word_start >= 1 here: all_digits only becomes true after a space.
-                let comm = line[..word_start - 1].trim();
-                return Some((comm, pid, tid, idx + 1));
+                let comm = line[..start - 1].trim();
+                return Some((comm, pid, tid, next + 1));
             }
-            word_start = idx + 1;
-            all_digits = true;
-        } else if c == b'/' {
-            if all_digits {
-                slash_at = Some(idx);
-            }
-        } else if c.is_ascii_digit() {
-            // still all digits, if it was
-        } else if allow_negative
-            && c == b'-'
-            && all_digits
-            && (idx == word_start || slash_at == Some(idx - 1))
-        {
-            // a leading minus sign of a pid or tid
-        } else {
-            all_digits = false;
-            slash_at = None;
         }
-        last_was_space = c == b' ';
+        space = next;
     }
-    None
 }
 
 /// Parses a header line exactly as inferno 0.12.8 does.
@@ -133,7 +133,8 @@ pub fn parse_header_compat(line: &str) -> Option<Header<'_>> {
     let event = by_colons.next().and_then(|period_and_event| {
         let mut it = period_and_event.rsplit(' ');
         let name = it.next();
-        period = it.next().and_then(parse_u64);
+        // str::parse, as inferno: a leading `+` is accepted.
+        period = it.next().and_then(|p| p.parse::<u64>().ok());
         name
     });
     let trailing = match (event, by_colons.next()) {
@@ -161,43 +162,44 @@ pub fn parse_header_compat(line: &str) -> Option<Header<'_>> {
 pub fn parse_header_fixed(line: &str) -> Option<Header<'_>> {
     let (comm, pid, tid, end) = header_ids(line, true)?;
     let rest = &line[end..];
-    // Skip the time stamp (or whatever precedes the first colon).
-    let Some(first_colon) = rest.find(':') else {
-        return Some(Header {
-            comm,
-            pid,
-            tid,
-            period: None,
-            event: None,
-            trailing: None,
-        });
-    };
-    let after_time = &rest[first_colon + 1..];
-    let bytes = after_time.as_bytes();
-    let mut term = None;
-    for (i, &b) in bytes.iter().enumerate() {
-        if b == b':' && bytes.get(i + 1).is_none_or(|&n| is_ascii_ws(n)) {
-            term = Some(i);
-            break;
-        }
-    }
-    let (period_and_event, trailing) = match term {
-        Some(i) => (&after_time[..i], Some(&after_time[i + 1..])),
-        None => (after_time, None),
-    };
-    let period_and_event = trim_end(period_and_event);
-    let mut it = period_and_event.rsplit(' ');
-    let event = it.next().filter(|e| !e.is_empty());
-    let period = it.next().and_then(parse_u64);
-    let trailing = trailing.map(str::trim).filter(|t| !t.is_empty());
-    Some(Header {
+    let mut header = Header {
         comm,
         pid,
         tid,
-        period,
-        event,
-        trailing,
-    })
+        period: None,
+        event: None,
+        trailing: None,
+    };
+    // Skip the time stamp (or whatever precedes the first colon).
+    let Some(first_colon) = memchr::memchr(b':', rest.as_bytes()) else {
+        return Some(header);
+    };
+    let after_time = &rest[first_colon + 1..];
+    let bytes = after_time.as_bytes();
+    let term = memchr::memchr_iter(b':', bytes)
+        .find(|&i| bytes.get(i + 1).is_none_or(|&n| is_ascii_ws(n)));
+    let period_and_event = match term {
+        Some(i) => {
+            let t = after_time[i + 1..].trim();
+            header.trailing = (!t.is_empty()).then_some(t);
+            &after_time[..i]
+        }
+        None => after_time,
+    };
+    let pe = trim_end(period_and_event);
+    let (before, event) = match memchr::memrchr(b' ', pe.as_bytes()) {
+        Some(i) => (Some(&pe[..i]), &pe[i + 1..]),
+        None => (None, pe),
+    };
+    header.event = (!event.is_empty()).then_some(event);
+    header.period = before.and_then(|b| {
+        let token = match memchr::memrchr(b' ', b.as_bytes()) {
+            Some(j) => &b[j + 1..],
+            None => b,
+        };
+        parse_u64(token)
+    });
+    Some(header)
 }
 
 /// The event name without a trailing perf modifier suffix (`cycles:u`,
@@ -274,10 +276,11 @@ pub fn strip_offset(rawfunc: &str) -> &str {
     rawfunc
 }
 
-/// Parses an unsigned decimal number with nom (the whole token must match).
+/// Parses an unsigned decimal number with nom (the whole token must match,
+/// no sign, no overflow).
 fn parse_u64(s: &str) -> Option<u64> {
-    let r: IResult<&str, &str> = all_consuming(take_while1(|c: char| c.is_ascii_digit()))(s);
-    r.ok().and_then(|(_, d)| d.parse().ok())
+    let r: IResult<&[u8], u64> = all_consuming(nom::character::complete::u64)(s.as_bytes());
+    r.ok().map(|(_, n)| n)
 }
 
 /// Whether `s` is a process/thread id token: `-?\d+` or `-?\d+/-?\d+`

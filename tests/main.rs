@@ -7,5 +7,6 @@ mod fold_props;
 mod nsys;
 mod process;
 mod record;
+mod render;
 mod slurm;
 mod util;

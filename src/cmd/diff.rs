@@ -28,7 +28,7 @@ pub struct DiffArgs {
 
     /// Output file, written atomically: .svg, .html, or .folded
     /// (`stack before after` lines, the input of FlameGraph/inferno's
-    /// differential mode).
+    /// differential mode); `-` writes to stdout (then give --format).
     #[arg(short, long, value_name = "OUT")]
     pub output: PathBuf,
 

@@ -7,8 +7,10 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 
 use jobprof::atomic::AtomicFile;
+use jobprof::fold::split::{split_by, write_split, SplitBy};
 use jobprof::fold::{Compat, Folded, Folder, Options, SkippedKind};
 use jobprof::input::Source;
+use jobprof::render::{Format, RenderOptions};
 use jobprof::ExitCode;
 
 /// Fold `perf script` text into collapsed stacks (`frame;frame;... count`).
@@ -23,8 +25,25 @@ pub struct FoldArgs {
 
     /// Write to this file (atomically: a temp file in the same directory,
     /// then renamed; nothing is left behind on error) instead of stdout.
+    /// With --split-by, the directory for the per-group files.
     #[arg(short, long, value_name = "PATH")]
     pub output: Option<PathBuf>,
+
+    /// Write one profile per process name (comm), process (pid: implies
+    /// --pid) or thread (tid: implies --tid) into the -o directory, named
+    /// after the group with unsafe characters replaced, plus index.tsv.
+    #[arg(long, value_name = "GROUP", requires = "output")]
+    pub split_by: Option<SplitByArg>,
+
+    /// With --split-by: formats to write per group, comma-separated:
+    /// folded, svg, html, speedscope, or all.
+    #[arg(
+        long,
+        value_name = "LIST",
+        default_value = "folded",
+        requires = "split_by"
+    )]
+    pub formats: String,
 
     /// Include the PID in the root frame (`comm-PID`).
     #[arg(long)]
@@ -78,6 +97,27 @@ pub struct FoldArgs {
     pub quiet: bool,
 }
 
+/// Groups `--split-by` can make.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum SplitByArg {
+    /// Process name.
+    Comm,
+    /// Process (`comm-PID`).
+    Pid,
+    /// Thread (`comm-PID/TID`).
+    Tid,
+}
+
+impl From<SplitByArg> for SplitBy {
+    fn from(a: SplitByArg) -> Self {
+        match a {
+            SplitByArg::Comm => SplitBy::Comm,
+            SplitByArg::Pid => SplitBy::Pid,
+            SplitByArg::Tid => SplitBy::Tid,
+        }
+    }
+}
+
 /// Tools whose output `--compat` reproduces.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum CompatArg {
@@ -87,7 +127,7 @@ pub enum CompatArg {
 
 impl FoldArgs {
     fn options(&self) -> Options {
-        Options {
+        let mut o = Options {
             include_pid: self.pid,
             include_tid: self.tid,
             annotate_kernel: self.kernel || self.all,
@@ -101,7 +141,11 @@ impl FoldArgs {
             },
             threads: self.threads.unwrap_or(0),
             ..Options::default()
+        };
+        if let Some(by) = self.split_by {
+            SplitBy::from(by).adjust(&mut o);
         }
+        o
     }
 
     fn sources(&self) -> Vec<Source> {
@@ -121,7 +165,36 @@ pub fn run(args: FoldArgs) -> anyhow::Result<ExitCode> {
     if sources.iter().filter(|s| **s == Source::Stdin).count() > 1 {
         return Err(jobprof::Error::Usage("stdin (`-`) can be given only once".into()).into());
     }
-    let folded = Folder::new(args.options()).fold_sources(&sources)?;
+    let options = args.options();
+    if let Some(by) = args.split_by {
+        // Parse the list before the (possibly long) fold.
+        let formats = Format::parse_list(&args.formats).map_err(jobprof::Error::from)?;
+        let dir = args
+            .output
+            .as_deref()
+            .expect("clap requires -o with --split-by");
+        let folded = Folder::new(options.clone()).fold_sources(&sources)?;
+        let groups = split_by(&folded.stacks, by.into(), &options)?;
+        let look = RenderOptions {
+            title: String::new(),
+            ..RenderOptions::default()
+        };
+        let written = write_split(dir, &groups, &formats, &look)?;
+        if !args.quiet {
+            warn_skipped(&folded, &sources);
+            eprintln!(
+                "jobprof: {} group(s) by {} written to {} (see index.tsv)",
+                written.len(),
+                SplitBy::from(by),
+                dir.display()
+            );
+        }
+        if args.stats {
+            print_stats(&folded);
+        }
+        return Ok(ExitCode::Success);
+    }
+    let folded = Folder::new(options).fold_sources(&sources)?;
     match &args.output {
         Some(path) => {
             let mut f = AtomicFile::create(path)?;

@@ -1,8 +1,10 @@
 //! `jobprof render`: folded stacks from any tool in, a flamegraph (SVG or
 //! offline HTML), speedscope JSON or merged folded text out.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use anyhow::Context;
 use clap::Args;
 
 use jobprof::atomic::AtomicFile;
@@ -89,7 +91,8 @@ pub struct RenderArgs {
     #[arg(value_name = "FOLDED", required = true)]
     pub inputs: Vec<PathBuf>,
 
-    /// Output file, written atomically (.svg, .html, .json or .folded).
+    /// Output file, written atomically (.svg, .html, .json or .folded);
+    /// `-` writes to stdout (then give --format).
     #[arg(short, long, value_name = "OUT")]
     pub output: PathBuf,
 
@@ -127,11 +130,19 @@ pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Writes `path` atomically with `f`; nothing is left behind on error.
+/// Writes `path` atomically with `f` (nothing is left behind on error), or
+/// stdout when `path` is `-`.
 pub fn write_output(
     path: &Path,
-    f: impl FnOnce(&mut AtomicFile) -> render::Result<()>,
+    f: impl FnOnce(&mut dyn Write) -> render::Result<()>,
 ) -> anyhow::Result<()> {
+    if path == Path::new("-") {
+        let stdout = std::io::stdout();
+        let mut w = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+        f(&mut w).map_err(jobprof::Error::from)?;
+        w.flush().context("writing to stdout")?;
+        return Ok(());
+    }
     let mut out = AtomicFile::create(path)?;
     f(&mut out).map_err(jobprof::Error::from)?;
     out.commit()?;

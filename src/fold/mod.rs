@@ -3,7 +3,7 @@
 //! The input is cut into blocks (windows of a memory map, or buffers read
 //! from a stream) and each block into chunks, always at sample boundaries
 //! (blank lines). rayon folds the chunks in parallel, each worker into its
-//! own [`state::FoldState`], where frames are interned and stacks are
+//! own `FoldState` (module `state`), where frames are interned and stacks are
 //! counted by id sequences; the states are merged once at the end. Memory
 //! does not grow with input size: mapped windows are released once folded.
 //!
@@ -13,6 +13,7 @@
 //! through `crate::input` but does not decide where output goes.
 
 mod frame;
+pub mod split;
 mod state;
 
 use std::io::{self, Write};
@@ -423,25 +424,44 @@ impl Engine {
 
     /// Folds one block that starts and ends at sample boundaries.
     fn input_block(&mut self, block: &[u8], last_of_input: bool) {
-        if block.is_empty() {
+        self.fold_chunks(block, last_of_input, &|_| {});
+    }
+
+    /// Cuts `data` into chunks at sample boundaries and folds them on the
+    /// pool; `done` is called with every stretch of `data` that will not be
+    /// read again: the neighbourhood of each boundary once it is found, and
+    /// each chunk once it is folded.
+    fn fold_chunks(&mut self, data: &[u8], last_of_input: bool, done: &(dyn Fn(&[u8]) + Sync)) {
+        if data.is_empty() {
             return;
         }
-        self.resolve_event(block);
-        self.bytes += block.len() as u64;
+        self.resolve_event(data);
+        self.bytes += data.len() as u64;
         let mut chunks = Vec::new();
         let mut pos = 0;
-        while pos < block.len() {
-            let end = next_boundary(block, pos + self.chunk_size);
-            chunks.push(&block[pos..end]);
+        let mut scanned = 0;
+        while pos < data.len() {
+            let end = next_boundary(data, pos + self.chunk_size);
+            chunks.push(&data[pos..end]);
             pos = end;
+            // The search touched a page near each boundary, and the kernel
+            // mapped its neighbours; let go of them every few chunks.
+            if chunks.len() % 64 == 0 {
+                done(&data[scanned..pos]);
+                scanned = pos;
+            }
         }
+        done(&data[scanned..]);
         let n = chunks.len();
         let cfg = &self.cfg;
         let states = &self.states;
         let run = |(i, chunk): (usize, &&[u8])| {
             let t = rayon::current_thread_index().unwrap_or(0) % states.len();
             let mut st = states[t].lock().unwrap_or_else(|e| e.into_inner());
-            fold_chunk(&mut st, cfg, chunk, last_of_input && i + 1 == n)
+            let report = fold_chunk(&mut st, cfg, chunk, last_of_input && i + 1 == n);
+            drop(st);
+            done(chunk);
+            report
         };
         let reports: Vec<ChunkReport> = match &self.pool {
             Some(pool) if n > 1 => {
@@ -453,32 +473,34 @@ impl Engine {
         self.reports.extend(reports.into_iter().map(|r| (input, r)));
     }
 
-    /// Folds a memory-mapped file window by window, releasing each window's
-    /// pages once folded so resident memory stays flat.
+    /// Folds a memory-mapped file in one parallel pass (no barrier between
+    /// windows), dropping each chunk's pages as soon as it is folded so that
+    /// resident memory stays flat whatever the file size.
     fn input_mmap(&mut self, map: &memmap2::Mmap) {
         let _ = map.advise(memmap2::Advice::Sequential);
         let page = page_size();
-        let mut pos = 0;
-        let mut released = 0;
-        while pos < map.len() {
-            let end = next_boundary(map, pos + self.block_size);
-            self.input_block(&map[pos..end], end == map.len());
-            pos = end;
-            let upto = pos / page * page;
-            if upto > released {
-                // SAFETY: a read-only, private file mapping: dropping its
-                // pages only makes later reads fault them in again from the
-                // file; we never read [released, upto) again anyway.
-                unsafe {
-                    let _ = map.unchecked_advise_range(
-                        memmap2::UncheckedAdvice::DontNeed,
-                        released,
-                        upto - released,
-                    );
-                }
-                released = upto;
+        let base = map.as_ptr() as usize;
+        let release = |chunk: &[u8]| {
+            let start = chunk.as_ptr() as usize - base;
+            // Faulting in this chunk's pages made the kernel map
+            // neighbouring pages too (fault-around, whole large folios): up
+            // to MAP_SLACK of the previous, already released chunk, and of
+            // the next one, which releases its own.
+            let first = start.saturating_sub(MAP_SLACK) / page * page;
+            let last = (start + chunk.len()).div_ceil(page) * page;
+            // SAFETY: a read-only, private file mapping that is never
+            // written: dropping pages only makes a later read (a neighbour
+            // chunk sharing an edge page) fault them in again from the page
+            // cache, with the same bytes.
+            unsafe {
+                let _ = map.unchecked_advise_range(
+                    memmap2::UncheckedAdvice::DontNeed,
+                    first,
+                    last.min(map.len()) - first,
+                );
             }
-        }
+        };
+        self.fold_chunks(map, true, &release);
     }
 
     /// Folds a stream: a reader thread fills blocks (cut at the last sample
@@ -596,6 +618,11 @@ impl Engine {
         }
     }
 }
+
+/// How far around a faulting address Linux may map pages that are already
+/// in the page cache: `fault_around_bytes` (64 KiB by default), or a whole
+/// large folio, at most a PMD (2 MiB).
+const MAP_SLACK: usize = 2 << 20;
 
 fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.

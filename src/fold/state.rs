@@ -27,12 +27,17 @@ pub(crate) const NO_PNAME: u32 = u32::MAX;
 pub(crate) struct FoldState {
     names: Vec<Box<str>>,
     name_ids: FxMap<Box<str>, u32>,
-    /// Frame-line cache, one map per "process name starts with java"
-    /// (Java tidying depends on it); keyed by the line after its address
-    /// (or the whole line with --addrs).
-    line_cache: [FxMap<Box<[u8]>, CachedLine>; 2],
-    pname_cache: FxMap<Box<[u8]>, (u32, bool)>,
-    pub(crate) stacks: FxMap<Box<[u32]>, u64>,
+    /// Frame-line cache, one table per "process name starts with java"
+    /// (Java tidying depends on it); see [`FrameKey`].
+    line_cache: [hashbrown::HashTable<CacheEntry>; 2],
+    /// The frame-line cache's keys, back to back.
+    key_arena: Vec<u8>,
+    /// Id lists of frame lines that make several frames (Java inlining).
+    multi_ids: Vec<Box<[u32]>>,
+    /// Process-name cache: comm (+ ids) bytes -> (name id, is Java).
+    pname_cache: hashbrown::HashTable<(u64, u32, u32, u32, bool)>,
+    pname_arena: Vec<u8>,
+    pub(crate) stacks: StackCounts,
     key_buf: Vec<u8>,
     stack_buf: Vec<u32>,
     pub(crate) counters: Counters,
@@ -58,13 +63,129 @@ impl Counters {
     }
 }
 
-enum CachedLine {
-    /// Not a frame line (inferno's "weird stack line").
-    Weird,
-    Frames {
-        ids: Box<[u32]>,
-        skip_after: bool,
-    },
+/// A cached frame line: where its key lives in the state's key arena (see
+/// [`FrameKey`]) and what the line becomes. Keys sit back to back in one
+/// buffer and short id lists inline, so a cache hit touches the table and
+/// one nearby stretch of the arena instead of chasing two heap pointers.
+///
+/// 24 bytes, so that the table of a real capture (tens of thousands of
+/// functions) stays in L2: a hit costs a probe, not a trip to memory.
+struct CacheEntry {
+    hash: u64,
+    offset: u32,
+    sym_len: u16,
+    module_len: u16,
+    /// A frame id, or an index into `FoldState::multi_ids` (see `flags`).
+    payload: u32,
+    flags: u32,
+}
+
+const WEIRD: u32 = 1;
+const MANY: u32 = 2;
+const SKIP_AFTER: u32 = 4;
+
+/// The part of a frame line its frame names depend on, in two pieces so
+/// that it can be hashed and compared without copying: the text after the
+/// address with a `+0xOFF` symbol offset cut out when the DSO follows as a
+/// `(...)` group (so every address inside one function shares an entry),
+/// or the whole line (address included) with `--addrs`.
+struct FrameKey<'a> {
+    sym: &'a [u8],
+    module: &'a [u8],
+}
+
+impl<'a> FrameKey<'a> {
+    fn new(trimmed: &'a [u8], space: usize, include_addrs: bool) -> Self {
+        if include_addrs {
+            return FrameKey {
+                sym: trimmed,
+                module: &[],
+            };
+        }
+        let rest = &trimmed[space + 1..];
+        if let Some(last) = memchr::memrchr(b' ', rest) {
+            let (a, b) = (&rest[..last], &rest[last..]);
+            // `b` is " (DSO)": cutting the offset from `a` cannot change how
+            // either parser splits the line, so the names are the same.
+            if b.len() >= 3 && b[1] == b'(' && b[b.len() - 1] == b')' {
+                let hex = a.iter().rev().take_while(|c| c.is_ascii_hexdigit()).count();
+                let head = a.len() - hex;
+                // Byte compares: `ends_with` would call memcmp for 3 bytes.
+                if head >= 3 && a[head - 3] == b'+' && a[head - 2] == b'0' && a[head - 1] == b'x' {
+                    return FrameKey {
+                        sym: &a[..head - 3],
+                        module: b,
+                    };
+                }
+            }
+        }
+        FrameKey {
+            sym: rest,
+            module: &[],
+        }
+    }
+
+    fn hash(&self) -> u64 {
+        use std::hash::Hasher;
+        let mut h = FxHasher::default();
+        h.write(self.sym);
+        h.write_u8(0xff);
+        h.write(self.module);
+        h.finish()
+    }
+
+    #[inline]
+    fn matches(&self, hash: u64, e: &CacheEntry, arena: &[u8]) -> bool {
+        if e.hash != hash
+            || e.sym_len as usize != self.sym.len()
+            || e.module_len as usize != self.module.len()
+        {
+            return false;
+        }
+        let at = e.offset as usize;
+        let stored = &arena[at..at + self.sym.len() + self.module.len()];
+        short_eq(&stored[..self.sym.len()], self.sym)
+            && short_eq(&stored[self.sym.len()..], self.module)
+    }
+
+    /// Whether the key fits an entry's length fields (longer lines, rare,
+    /// are simply not cached).
+    fn cacheable(&self) -> bool {
+        self.sym.len() <= u16::MAX as usize && self.module.len() <= u16::MAX as usize
+    }
+
+    fn to_entry(&self, hash: u64, arena: &mut Vec<u8>, payload: u32, flags: u32) -> CacheEntry {
+        let offset = arena.len() as u32;
+        arena.extend_from_slice(self.sym);
+        arena.extend_from_slice(self.module);
+        CacheEntry {
+            hash,
+            offset,
+            sym_len: self.sym.len() as u16,
+            module_len: self.module.len() as u16,
+            payload,
+            flags,
+        }
+    }
+}
+
+/// Equality of two equally long byte strings, eight bytes at a time; for
+/// the short keys here this beats a call into `memcmp`.
+#[inline]
+fn short_eq(a: &[u8], b: &[u8]) -> bool {
+    debug_assert_eq!(a.len(), b.len());
+    let mut ca = a.chunks_exact(8);
+    let mut cb = b.chunks_exact(8);
+    for (x, y) in (&mut ca).zip(&mut cb) {
+        if u64::from_ne_bytes(x.try_into().unwrap()) != u64::from_ne_bytes(y.try_into().unwrap()) {
+            return false;
+        }
+    }
+    // A byte loop: slice `==` would call memcmp for these few bytes.
+    ca.remainder()
+        .iter()
+        .zip(cb.remainder())
+        .all(|(x, y)| x == y)
 }
 
 impl FoldState {
@@ -87,7 +208,7 @@ impl FoldState {
     pub(crate) fn merge(&mut self, other: FoldState) {
         let remap: Vec<u32> = other.names.iter().map(|n| self.intern(n)).collect();
         let mut key = Vec::new();
-        for (k, count) in other.stacks {
+        for (k, count) in other.stacks.iter() {
             key.clear();
             key.extend(k.iter().map(|&id| {
                 if id == NO_PNAME {
@@ -96,12 +217,7 @@ impl FoldState {
                     remap[id as usize]
                 }
             }));
-            match self.stacks.get_mut(key.as_slice()) {
-                Some(c) => *c += count,
-                None => {
-                    self.stacks.insert(key.as_slice().into(), count);
-                }
-            }
+            self.stacks.add(&key, count);
         }
         self.counters.add(&other.counters);
     }
@@ -109,7 +225,7 @@ impl FoldState {
     /// Renders every stack as `pname;root;...;leaf` with its count.
     pub(crate) fn render(&self) -> Vec<(String, u64)> {
         let mut out = Vec::with_capacity(self.stacks.len());
-        for (k, &count) in &self.stacks {
+        for (k, count) in self.stacks.iter() {
             let mut s = String::with_capacity(k.len() * 24);
             let (first, frames) = k.split_first().expect("stack keys are never empty");
             if *first != NO_PNAME {
@@ -125,6 +241,94 @@ impl FoldState {
         }
         out
     }
+}
+
+/// Stack counts keyed by id sequences. Keys live back to back in one
+/// arena and are compared inline, so counting a sample is one probe of a
+/// dense table, with no pointer to chase and no memcmp call.
+#[derive(Default)]
+pub(crate) struct StackCounts {
+    table: hashbrown::HashTable<StackEntry>,
+    arena: Vec<u32>,
+}
+
+struct StackEntry {
+    hash: u64,
+    offset: u32,
+    len: u32,
+    count: u64,
+}
+
+impl StackCounts {
+    /// Adds `count` to the stack `key`.
+    #[inline]
+    pub(crate) fn add(&mut self, key: &[u32], count: u64) {
+        let hash = hash_ids(key);
+        let arena = &self.arena;
+        let found = self.table.find_mut(hash, |e| {
+            e.hash == hash
+                && e.len as usize == key.len()
+                && ids_eq(&arena[e.offset as usize..][..key.len()], key)
+        });
+        match found {
+            Some(e) => e.count += count,
+            None => {
+                let offset = self.arena.len() as u32;
+                self.arena.extend_from_slice(key);
+                let entry = StackEntry {
+                    hash,
+                    offset,
+                    len: key.len() as u32,
+                    count,
+                };
+                self.table.insert_unique(hash, entry, |e| e.hash);
+            }
+        }
+    }
+
+    /// Every `(key, count)`.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&[u32], u64)> + '_ {
+        self.table
+            .iter()
+            .map(|e| (&self.arena[e.offset as usize..][..e.len as usize], e.count))
+    }
+
+    /// Number of distinct stacks.
+    pub(crate) fn len(&self) -> usize {
+        self.table.len()
+    }
+}
+
+const FX_K: u64 = 0xf135_7aea_2e62_a9c5;
+
+/// An Fx-style hash of an id sequence, two ids per step.
+#[inline]
+fn hash_ids(ids: &[u32]) -> u64 {
+    let mut h = (ids.len() as u64).wrapping_mul(FX_K);
+    let mut pairs = ids.chunks_exact(2);
+    for p in &mut pairs {
+        let w = (p[0] as u64) | ((p[1] as u64) << 32);
+        h = (h.rotate_left(26) ^ w).wrapping_mul(FX_K);
+    }
+    if let [last] = pairs.remainder() {
+        h = (h.rotate_left(26) ^ *last as u64).wrapping_mul(FX_K);
+    }
+    h ^ (h >> 29)
+}
+
+/// FxHash of a byte string.
+#[inline]
+fn hash_bytes(b: &[u8]) -> u64 {
+    use std::hash::Hasher;
+    let mut h = FxHasher::default();
+    h.write(b);
+    h.finish()
+}
+
+/// Equality of two equally long id sequences without a memcmp call.
+#[inline]
+fn ids_eq(a: &[u32], b: &[u32]) -> bool {
+    a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 /// What one chunk reports back, in input order.
@@ -181,7 +385,6 @@ pub(crate) fn fold_chunk(
         line: 0,
         report: ChunkReport::default(),
     };
-    let valid = chunk.is_ascii() || std::str::from_utf8(chunk).is_ok();
     let mut pos = 0;
     // One SIMD scan over the chunk finds every line end; far cheaper than a
     // memchr call per (short) line.
@@ -198,9 +401,10 @@ pub(crate) fn fold_chunk(
             m.line += 1;
             break;
         }
-        if valid {
-            // SAFETY: `chunk` is valid UTF-8 and we split at b'\n', which is
-            // never inside a multi-byte sequence.
+        // Checked line by line while the line is in L1: a separate pass
+        // over the chunk first would pull it through the cache twice.
+        if raw.is_ascii() {
+            // SAFETY: ASCII is valid UTF-8.
             let line = unsafe { std::str::from_utf8_unchecked(raw) };
             m.on_line(line);
         } else {
@@ -316,7 +520,13 @@ impl Machine<'_, '_> {
             key.push(0);
             key.extend_from_slice(h.pid.as_bytes());
         }
-        if let Some(&(id, java)) = st.pname_cache.get(key.as_slice()) {
+        let hash = hash_bytes(key);
+        let arena = &st.pname_arena;
+        if let Some(&(_, _, _, id, java)) = st.pname_cache.find(hash, |&(h, off, len, _, _)| {
+            h == hash
+                && len as usize == key.len()
+                && short_eq(&arena[off as usize..][..key.len()], key)
+        }) {
             self.pname = id;
             self.java = java;
             return;
@@ -332,9 +542,11 @@ impl Machine<'_, '_> {
             name.push_str(h.pid);
         }
         let java = name.starts_with("java");
-        let cache_key: Box<[u8]> = key.as_slice().into();
+        let (off, len) = (st.pname_arena.len() as u32, st.key_buf.len() as u32);
+        st.pname_arena.extend_from_slice(&st.key_buf);
         let id = st.intern(&name);
-        st.pname_cache.insert(cache_key, (id, java));
+        st.pname_cache
+            .insert_unique(hash, (hash, off, len, id, java), |e| e.0);
         self.pname = id;
         self.java = java;
     }
@@ -351,23 +563,24 @@ impl Machine<'_, '_> {
             return;
         };
         let st = &mut *self.st;
-        // The frame names depend only on the text after the address, on the
-        // address when --addrs is on, and on whether the process is Java.
-        let key: &[u8] = if self.cfg.frames.include_addrs {
-            trimmed.as_bytes()
-        } else {
-            &trimmed.as_bytes()[space + 1..]
-        };
-        let cache = &mut st.line_cache[self.java as usize];
-        let skip_after = match cache.get(key) {
-            Some(CachedLine::Frames { ids, skip_after }) => {
-                st.stack_buf.extend(ids.iter().rev());
-                *skip_after
-            }
-            Some(CachedLine::Weird) => {
+        let key = FrameKey::new(trimmed.as_bytes(), space, self.cfg.frames.include_addrs);
+        let hash = key.hash();
+        let arena = &st.key_arena;
+        let found = st.line_cache[self.java as usize].find(hash, |e| key.matches(hash, e, arena));
+        let skip_after = match found {
+            Some(e) if e.flags & WEIRD != 0 => {
                 st.counters.skipped_lines += 1;
                 self.skip(SkippedKind::Frame, line);
                 return;
+            }
+            Some(e) => {
+                if e.flags & MANY == 0 {
+                    st.stack_buf.push(e.payload);
+                } else {
+                    st.stack_buf
+                        .extend(st.multi_ids[e.payload as usize].iter().rev());
+                }
+                e.flags & SKIP_AFTER != 0
             }
             None => {
                 let parsed = if self.cfg.compat {
@@ -375,23 +588,31 @@ impl Machine<'_, '_> {
                 } else {
                     perf_script::parse_frame_fixed(line)
                 };
-                let key: Box<[u8]> = key.into();
+                let cacheable = key.cacheable();
                 let Some(f) = parsed else {
-                    st.line_cache[self.java as usize].insert(key, CachedLine::Weird);
+                    if cacheable {
+                        let entry = key.to_entry(hash, &mut st.key_arena, 0, WEIRD);
+                        st.line_cache[self.java as usize].insert_unique(hash, entry, |e| e.hash);
+                    }
                     st.counters.skipped_lines += 1;
                     self.skip(SkippedKind::Frame, line);
                     return;
                 };
                 let names = frame_names(&f, self.java, &self.cfg.frames, &self.cfg.skip_after);
-                let ids: Box<[u32]> = names.names.iter().map(|n| st.intern(n)).collect();
+                let ids: Vec<u32> = names.names.iter().map(|n| st.intern(n)).collect();
                 st.stack_buf.extend(ids.iter().rev());
-                st.line_cache[self.java as usize].insert(
-                    key,
-                    CachedLine::Frames {
-                        ids,
-                        skip_after: names.skip_after,
-                    },
-                );
+                if cacheable {
+                    let mut flags = if names.skip_after { SKIP_AFTER } else { 0 };
+                    let payload = if ids.len() == 1 {
+                        ids[0]
+                    } else {
+                        flags |= MANY;
+                        st.multi_ids.push(ids.into());
+                        (st.multi_ids.len() - 1) as u32
+                    };
+                    let entry = key.to_entry(hash, &mut st.key_arena, payload, flags);
+                    st.line_cache[self.java as usize].insert_unique(hash, entry, |e| e.hash);
+                }
                 names.skip_after
             }
         };
@@ -421,12 +642,7 @@ impl Machine<'_, '_> {
             // Key layout: [pname, leaf, ..., root]; rendered root-first.
             st.stack_buf[0] = first;
             let count = self.period.unwrap_or(1);
-            match st.stacks.get_mut(st.stack_buf.as_slice()) {
-                Some(c) => *c += count,
-                None => {
-                    st.stacks.insert(st.stack_buf.as_slice().into(), count);
-                }
-            }
+            st.stacks.add(&st.stack_buf, count);
             st.counters.samples += 1;
         }
         st.stack_buf.truncate(1);

@@ -34,6 +34,9 @@ body { margin: 0; font-family: sans-serif; background: #fff; color: #222; }
 #jp-header form { display: inline-flex; gap: 0.3em; margin: 0; }
 #jp-matched { font-size: 0.9em; min-width: 8em; }
 #jp-main { padding: 0 0.5em; }
+/* Fluid flamegraphs: inferno removes the width attribute and sizes the
+   frames from the rendered width; an inline SVG without one would be 300px. */
+#jp-main > svg:not([width]) { display: block; width: 100%; }
 #frames > g:focus { outline: 2px solid #000; }
 "##;
 
@@ -131,6 +134,9 @@ const POST_SCRIPT: &str = r##"
         if (rects[j].getAttribute("fill") === searchcolor) out.highlighted++;
       }
     }
+    out.pageWidth = document.documentElement.clientWidth;
+    out.svgWidth = Math.round(svg.getBoundingClientRect().width);
+    out.framesWidth = Math.round(frames.getBoundingClientRect().width);
     var pre = document.createElement("pre");
     pre.id = "jp-selftest";
     pre.textContent = JSON.stringify(out);
@@ -168,6 +174,8 @@ const POST_SCRIPT: &str = r##"
           }
         }
       }
+      // A search restored from the URL (`?s=`) shows its share here too.
+      if (searching) document.getElementById("jp-matched").textContent = matchedtxt.firstChild.nodeValue;
       var st = new URLSearchParams(window.location.search).get("jobprof-selftest");
       if (st !== null) jpSelfTest(st);
     }, 0);

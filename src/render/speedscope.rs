@@ -72,10 +72,24 @@ pub struct Profile {
     pub weights: Vec<u64>,
 }
 
+/// speedscope's unit for a count name: `ns`/`nanoseconds`, `us`,
+/// `ms`, `s`/`seconds` and `bytes` are shown as times or sizes; anything
+/// else (`samples`, ...) is `"none"`.
+pub fn unit_for(count_name: &str) -> &'static str {
+    match count_name.to_ascii_lowercase().as_str() {
+        "ns" | "nanoseconds" => "nanoseconds",
+        "us" | "µs" | "microseconds" => "microseconds",
+        "ms" | "milliseconds" => "milliseconds",
+        "s" | "seconds" => "seconds",
+        "bytes" | "b" => "bytes",
+        _ => "none",
+    }
+}
+
 impl File {
     /// Builds a file with one profile from `(stack, count)` pairs (stacks
-    /// root first, frames separated by `;`). `count_name` only labels the
-    /// profile: speedscope's units are time or bytes, so counts are "none".
+    /// root first, frames separated by `;`). The unit follows `count_name`
+    /// when speedscope knows it (see [`unit_for`]), else counts are "none".
     pub fn from_stacks(stacks: &[(&str, u64)], title: &str, count_name: &str) -> File {
         let mut index: rustc_hash::FxHashMap<&str, usize> = Default::default();
         let mut frames = Vec::new();
@@ -103,7 +117,7 @@ impl File {
             profiles: vec![Profile {
                 kind: "sampled".to_string(),
                 name: format!("{title} ({count_name})"),
-                unit: "none".to_string(),
+                unit: unit_for(count_name).to_string(),
                 start_value: 0,
                 end_value,
                 samples,
@@ -128,5 +142,8 @@ mod tests {
         assert_eq!(f.profiles[0].samples, vec![vec![0, 1], vec![0, 2, 1]]);
         assert_eq!(f.profiles[0].weights, vec![2, 3]);
         assert_eq!(f.profiles[0].end_value, 5);
+        assert_eq!(f.profiles[0].unit, "none");
+        let ns = File::from_stacks(&[("a", 1)], "t", "ns");
+        assert_eq!(ns.profiles[0].unit, "nanoseconds");
     }
 }
