@@ -26,6 +26,7 @@
 
 #![warn(missing_docs)]
 
+pub mod archive;
 pub mod atomic;
 pub mod compat;
 pub mod error;
@@ -33,9 +34,13 @@ pub mod fold;
 pub mod input;
 pub mod nsys;
 pub mod perf_script;
+pub mod process;
 pub mod progress;
 pub mod render;
 pub mod repl;
+pub mod result_dir;
 pub mod slurm;
+pub mod summary;
+pub mod symbolize;
 
 pub use error::{Error, ExitCode, Result};

@@ -5,6 +5,7 @@
 mod fold;
 mod fold_props;
 mod nsys;
+mod process;
 mod record;
 mod render;
 mod slurm;

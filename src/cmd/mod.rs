@@ -4,5 +4,6 @@
 pub mod diff;
 pub mod fold;
 pub mod nsys;
+pub mod process;
 pub mod render;
 pub mod repl;
