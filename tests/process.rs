@@ -15,7 +15,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::util::{self, repo_root};
+use crate::util::{self, recorder, repo_root};
 
 fn jobprof() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_jobprof"));
@@ -47,50 +47,6 @@ fn base() -> Option<&'static Base> {
         Some(make_base())
     })
     .as_ref()
-}
-
-/// The `jobprof-record` binary of this workspace (member `crates/record`,
-/// so Cargo gives this test no `CARGO_BIN_EXE_` for it): built next to the
-/// `jobprof` binary under test, for the same target and profile.
-fn recorder() -> PathBuf {
-    let main = PathBuf::from(env!("CARGO_BIN_EXE_jobprof"));
-    let profile_dir = main.parent().unwrap();
-    let exe = profile_dir.join("jobprof-record");
-    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") | None => "dev",
-        Some(p) => p,
-    };
-    let above = profile_dir.parent().unwrap();
-    let triple = above
-        .file_name()
-        .and_then(|n| n.to_str())
-        .filter(|n| n.matches('-').count() >= 2)
-        .map(str::to_string);
-    let target_dir = if triple.is_some() {
-        above.parent().unwrap()
-    } else {
-        above
-    };
-    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    cmd.args([
-        "build",
-        "--quiet",
-        "-p",
-        "jobprof-record",
-        "--profile",
-        profile,
-    ])
-    .arg("--target-dir")
-    .arg(target_dir)
-    .current_dir(env!("CARGO_MANIFEST_DIR"));
-    if let Some(t) = &triple {
-        cmd.args(["--target", t]);
-    }
-    assert!(
-        cmd.status().unwrap().success(),
-        "cargo build -p jobprof-record"
-    );
-    exe
 }
 
 /// Runs a driver-side `jobprof-record` command and insists it succeeds.

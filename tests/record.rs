@@ -21,68 +21,12 @@ use jobprof_capture_format::{
     parse_dropped_tsv, parse_shards_tsv, Capture, EndCause, Phase, ShardRow,
 };
 
-use crate::util::require;
+use crate::util::{recorder, require};
 
 static PERF_LOCK: Mutex<()> = Mutex::new(());
 
 fn serial() -> MutexGuard<'static, ()> {
     PERF_LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The `jobprof-record` binary.
-///
-/// It belongs to the workspace member `crates/record`, not to the root
-/// package, so Cargo does not give this test binary a
-/// `CARGO_BIN_EXE_jobprof-record`. It is built into the same directory as
-/// the root package's `jobprof` binary (same target dir, target triple and
-/// profile), so we derive its path from `CARGO_BIN_EXE_jobprof` and run
-/// `cargo build -p jobprof-record` for exactly that directory once per test
-/// run: a no-op when it is up to date, and it never tests a stale binary.
-fn recorder() -> PathBuf {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let main = PathBuf::from(env!("CARGO_BIN_EXE_jobprof"));
-        let profile_dir = main.parent().expect("binary directory");
-        let exe = profile_dir.join("jobprof-record");
-        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-            Some("debug") | None => "dev",
-            Some(p) => p,
-        };
-        // target/<triple>/<profile>/ when a target is set (our
-        // .cargo/config.toml sets one), else target/<profile>/.
-        let above = profile_dir.parent().expect("target directory");
-        let triple = above
-            .file_name()
-            .and_then(|n| n.to_str())
-            .filter(|n| n.matches('-').count() >= 2)
-            .map(str::to_string);
-        let target_dir = if triple.is_some() {
-            above.parent().expect("target directory")
-        } else {
-            above
-        };
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args([
-            "build",
-            "--quiet",
-            "-p",
-            "jobprof-record",
-            "--profile",
-            profile,
-        ])
-        .arg("--target-dir")
-        .arg(target_dir)
-        .current_dir(env!("CARGO_MANIFEST_DIR"));
-        if let Some(t) = &triple {
-            cmd.args(["--target", t]);
-        }
-        let status = cmd.status().expect("run cargo build -p jobprof-record");
-        assert!(status.success(), "cargo build -p jobprof-record failed");
-        assert!(exe.is_file(), "{} missing after the build", exe.display());
-        exe
-    })
-    .clone()
 }
 
 fn perf_can_record() -> bool {
