@@ -476,16 +476,7 @@ impl<'a> Pipeline<'a> {
                         .cap
                         .shards
                         .iter()
-                        .map(|s| ShardSummary {
-                            index: s.index,
-                            data_file: file_name(&s.data_file),
-                            data_bytes: s.bytes.unwrap_or(0),
-                            slices: 0,
-                            text_bytes: 0,
-                            seconds: 0.0,
-                            status: "not symbolized".into(),
-                            error: None,
-                        })
+                        .map(|s| shard_summary(s, "not symbolized"))
                         .collect();
                     (folded, shards, name, None, Vec::new(), prepare, t.elapsed())
                 }
@@ -845,16 +836,7 @@ impl<'a> Pipeline<'a> {
             .cap
             .shards
             .iter()
-            .map(|s| ShardSummary {
-                index: s.index,
-                data_file: file_name(&s.data_file),
-                data_bytes: s.bytes.unwrap_or(0),
-                slices: 0,
-                text_bytes: 0,
-                seconds: 0.0,
-                status: "ok".into(),
-                error: None,
-            })
+            .map(|s| shard_summary(s, "ok"))
             .collect();
         let mut failures = Vec::new();
         let mut parts = Vec::new();
@@ -1067,6 +1049,20 @@ pub fn human_bytes(b: u64) -> String {
         format!("{b} B")
     } else {
         format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// A shard's summary line before any `perf script` run was counted.
+fn shard_summary(s: &crate::result_dir::Shard, status: &str) -> ShardSummary {
+    ShardSummary {
+        index: s.index,
+        data_file: file_name(&s.data_file),
+        data_bytes: s.bytes.unwrap_or(0),
+        slices: 0,
+        text_bytes: 0,
+        seconds: 0.0,
+        status: status.into(),
+        error: None,
     }
 }
 
