@@ -17,7 +17,12 @@ pub mod repl;
 pub mod slurm;
 
 pub use error::{Error, ExitCode, Result};
+pub mod archive;
 pub mod fold;
 pub mod input;
 pub mod perf_script;
+pub mod process;
 pub mod render;
+pub mod result_dir;
+pub mod summary;
+pub mod symbolize;

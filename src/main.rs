@@ -28,6 +28,7 @@ enum Command {
     Fold(cmd::fold::FoldArgs),
     Nsys(cmd::nsys::NsysArgs),
     Diff(cmd::diff::DiffArgs),
+    Process(cmd::process::ProcessArgs),
     Repl(cmd::repl::ReplArgs),
     Render(cmd::render::RenderArgs),
 }
@@ -38,6 +39,7 @@ fn main() -> ExitCode {
         Command::Fold(args) => cmd::fold::run(args),
         Command::Nsys(args) => cmd::nsys::run(args),
         Command::Diff(args) => cmd::diff::run(args),
+        Command::Process(args) => cmd::process::run(args),
         Command::Repl(args) => cmd::repl::run(args),
         Command::Render(args) => cmd::render::run(args),
     };

@@ -9,7 +9,7 @@
 use std::io::IsTerminal;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// Decides once whether to draw bars, and hands out bars and log lines.
 #[derive(Debug, Clone)]
@@ -78,6 +78,25 @@ impl Progress {
         );
         pb.set_message(msg.into());
         pb
+    }
+
+    /// A byte counter of unknown total (e.g. text a child process prints)
+    /// labelled `msg`: bytes so far and throughput; hidden off a terminal.
+    pub fn bytes_counter(&self, msg: impl Into<String>) -> ProgressBar {
+        let pb = ProgressBar::with_draw_target(None, self.target());
+        pb.set_style(
+            ProgressStyle::with_template("{spinner} {msg:30!} {bytes} {bytes_per_sec}")
+                .expect("static template"),
+        );
+        pb.set_message(msg.into());
+        pb
+    }
+
+    /// A group of bars drawn together, one line each (add bars from
+    /// [`bar`](Self::bar) and [`bytes_bar`](Self::bytes_bar) to it); hidden
+    /// off a terminal.
+    pub fn multi(&self) -> MultiProgress {
+        MultiProgress::with_draw_target(self.target())
     }
 
     /// Prints one log line on stderr (only when bars are not drawn, so the two

@@ -5,7 +5,8 @@
 mod fold;
 mod fold_props;
 mod nsys;
-mod render;
+mod process;
 mod record;
+mod render;
 mod slurm;
 mod util;

@@ -3,6 +3,10 @@
 
 pub mod diff;
 pub mod fold;
+<<<<<<< HEAD
 pub mod nsys;
+=======
+pub mod process;
+>>>>>>> process
 pub mod render;
 pub mod repl;

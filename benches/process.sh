@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# End-to-end post-processing benchmark: `jobprof process` against the old way.
+#
+# Records a real multi-threaded workload (fixtures/src/demo_worker.c) into a
+# capture of >= 3 shards with real `perf record` per group of threads, laid
+# out as jobprof-record publishes it (scripts/perf-capture.sh), then times,
+# one after the other in the same run, on the same capture:
+#   (a) jobprof process --force RESULT_DIR
+#   (b) the old way: `perf script` per shard one after another, concatenated
+#       into one text file, inferno-collapse-perf, inferno-flamegraph, and
+#       gzip -1 of the text.
+# Prints both wall times (best of --runs), the ratio, whether the folded
+# totals are identical, and each side's peak RSS (/usr/bin/time; for (b) the
+# largest of its steps).
+#
+#   bash benches/process.sh [--shards 3] [--threads 6] [--seconds 10]
+#        [--frequency 999] [--call-graph fp|dwarf,SIZE] [--depth 60] [--runs 3]
+#        [--keep DIR]
+# --depth runs every query of the workload under that many extra frames: real
+# servers have deep stacks, and perf script's cost grows with them.
+#
+# Needs perf, gcc, /usr/bin/time; installs inferno 0.12.8 with cargo when
+# inferno-collapse-perf is missing. Builds jobprof in release mode.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+shards=3 threads=6 seconds=20 freq=999 call_graph=fp depth=60 runs=3 keep=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --shards) shards=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --seconds) seconds=$2; shift 2 ;;
+    --frequency) freq=$2; shift 2 ;;
+    --call-graph) call_graph=$2; shift 2 ;;
+    --depth) depth=$2; shift 2 ;;
+    --runs) runs=$2; shift 2 ;;
+    --keep) keep=$2; shift 2 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    *) echo "process.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+
+for tool in perf gcc /usr/bin/time gzip; do
+  command -v "$tool" >/dev/null || { echo "process.sh: $tool is required" >&2; exit 1; }
+done
+if ! command -v inferno-collapse-perf >/dev/null || ! command -v inferno-flamegraph >/dev/null; then
+  cargo install inferno --locked --version 0.12.8
+fi
+
+cargo build --release --locked --quiet
+jobprof=target/x86_64-unknown-linux-gnu/release/jobprof
+[ -x "$jobprof" ] || jobprof=target/release/jobprof
+
+if [ -n "$keep" ]; then work=$keep; mkdir -p "$work"; else work=$(mktemp -d); trap 'rm -rf "$work"' EXIT; fi
+result=$work/result_dir
+capture=$result/profiles/perf/worker_0/bench
+symfs=$result/profiles/perf/worker_0/symfs
+
+if [ ! -d "$capture" ]; then
+  gcc -O2 -g -fno-omit-frame-pointer -pthread -o "$work/demo_worker" fixtures/src/demo_worker.c
+  "$work/demo_worker" $((seconds + 60)) "$threads" "$depth" >/dev/null &
+  worker=$!
+  sleep 0.3
+  mkdir -p "$result/profiles/perf"
+  bash scripts/perf-capture.sh --pid "$worker" --out "$result/profiles/perf" --worker 0 \
+    --query bench --shards "$shards" --seconds "$seconds" --frequency "$freq" \
+    --call-graph "$call_graph" --job-id bench >/dev/null
+  kill "$worker" 2>/dev/null || true
+  wait "$worker" 2>/dev/null || true
+fi
+data=$(cd "$capture" && ls perf.data* | sort)
+echo "capture: $capture"
+echo "shards: $(echo "$data" | wc -l), perf.data total $(du -cb $(printf "$capture/%s " $data) | tail -1 | cut -f1) bytes, call graph $call_graph, $(nproc) cores"
+
+ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
+peak() { awk '/Maximum resident/ {print $NF}' "$1"; }
+
+run_new() {
+  local t0 log=$work/new.time
+  t0=$(date +%s%N)
+  /usr/bin/time -v "$jobprof" process --force "$result" >/dev/null 2>"$log"
+  new_ms=$(ms "$t0")
+  new_rss=$(peak "$log")
+}
+
+run_old() {
+  local t0 out=$work/old rss=0 r
+  rm -rf "$out"; mkdir -p "$out"
+  t0=$(date +%s%N)
+  : > "$out/perf.script"
+  for f in $data; do
+    /usr/bin/time -v -o "$out/t.script" perf script -f -i "$capture/$f" --symfs "$symfs" --no-inline \
+      >> "$out/perf.script" 2>/dev/null
+    r=$(peak "$out/t.script"); [ "$r" -gt "$rss" ] && rss=$r
+  done
+  /usr/bin/time -v -o "$out/t.collapse" inferno-collapse-perf "$out/perf.script" > "$out/stacks.folded"
+  r=$(peak "$out/t.collapse"); [ "$r" -gt "$rss" ] && rss=$r
+  /usr/bin/time -v -o "$out/t.fg" inferno-flamegraph "$out/stacks.folded" > "$out/flamegraph.svg"
+  r=$(peak "$out/t.fg"); [ "$r" -gt "$rss" ] && rss=$r
+  /usr/bin/time -v -o "$out/t.gzip" gzip -1 -k "$out/perf.script"
+  r=$(peak "$out/t.gzip"); [ "$r" -gt "$rss" ] && rss=$r
+  old_ms=$(ms "$t0")
+  old_rss=$rss
+}
+
+best_new= best_old=
+for ((i = 1; i <= runs; i++)); do
+  run_old
+  run_new
+  echo "run $i: jobprof process ${new_ms} ms (peak RSS ${new_rss} KB) | old way ${old_ms} ms (peak RSS ${old_rss} KB)"
+  if [ -z "$best_new" ] || [ "$new_ms" -lt "$best_new" ]; then best_new=$new_ms; best_new_rss=$new_rss; fi
+  if [ -z "$best_old" ] || [ "$old_ms" -lt "$best_old" ]; then best_old=$old_ms; best_old_rss=$old_rss; fi
+done
+
+sum() { awk '{s += $NF} END {printf "%.0f\n", s}' "$1"; }
+new_total=$(sum "$capture/stacks.folded")
+old_total=$(sum "$work/old/stacks.folded")
+samples=$(grep -o '"samples": [0-9]*' "$capture/summary.json" | head -1 | grep -o '[0-9]*$')
+text_bytes=$(stat -c %s "$work/old/perf.script")
+echo
+echo "perf script text: $text_bytes bytes, $samples samples"
+echo "(a) jobprof process --force:  best ${best_new} ms, peak RSS ${best_new_rss} KB"
+echo "(b) perf script x$(echo "$data" | wc -l) + inferno + gzip -1: best ${best_old} ms, peak RSS ${best_old_rss} KB"
+awk -v a="$best_new" -v b="$best_old" 'BEGIN { printf "speedup (b)/(a): %.2fx (target >= 1.8x on 2 cores)\n", b / a }'
+if [ "$new_total" = "$old_total" ]; then
+  echo "folded totals identical: $new_total"
+else
+  echo "folded totals DIFFER: jobprof $new_total, inferno $old_total" >&2
+  exit 1
+fi

@@ -1,0 +1,145 @@
+//! `jobprof process`: a result directory's raw captures in, flamegraphs,
+//! folded stacks, summaries and text archives out.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use jobprof::process::{self, Formats, Options};
+use jobprof::progress::Progress;
+use jobprof::result_dir::Filter;
+use jobprof::ExitCode;
+
+/// Turn the raw perf captures of a result directory into flamegraphs,
+/// folded stacks, summaries and compressed text archives.
+///
+/// Finds every capture under RESULT_DIR/profiles/perf/worker_N/QUERY/ (written
+/// by jobprof-record or by the old shell pipeline), checks it, symbolizes all
+/// its shards with `perf script` at once, folds and compresses the text as it
+/// streams, and writes into the capture directory, each file atomically:
+/// perf.script.zst, stacks.folded, flamegraph.svg, flamegraph.html,
+/// summary.json, and .postprocess-complete last.
+///
+/// Completed captures are skipped (unless --force); a run that was killed
+/// half-way is completed by the next one. A capture without perf.data files,
+/// or on a machine without perf, is folded from the symbolized text it carries
+/// (perf.script.zst, or the old pipeline's perf.script.gz).
+///
+/// Exit status: 0 when every capture was processed or already complete; 1
+/// when any was refused (with its reason), not rendered or failed; 2 for bad
+/// usage or a directory without captures.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  jobprof process result_dir_4242
+  jobprof process result_dir_4242 --worker 0 --query q17 --force
+  jobprof process results/* --jobs 8 --formats svg,summary,speedscope
+  jobprof process fixtures/result_dir_demo")]
+pub struct ProcessArgs {
+    /// Result directories (holding profiles/perf/worker_N/QUERY/); a perf
+    /// root, one worker_N directory or one capture directory also work.
+    #[arg(value_name = "RESULT_DIR", required = true)]
+    pub dirs: Vec<PathBuf>,
+
+    /// Only captures of worker N (repeatable).
+    #[arg(long, value_name = "N")]
+    pub worker: Vec<u32>,
+
+    /// Only captures of query Q (repeatable).
+    #[arg(long, value_name = "Q")]
+    pub query: Vec<String>,
+
+    /// How many `perf script` processes run at once (all shards and time
+    /// slices of a capture share them); also the fold's threads
+    /// [default: number of cores].
+    #[arg(short = 'j', long, value_name = "N")]
+    pub jobs: Option<usize>,
+
+    /// Expand inlined functions in stacks. Off by default: on dwarf captures
+    /// it can make `perf script` 100 times slower.
+    #[arg(long)]
+    pub inline: bool,
+
+    /// Process captures again even when .postprocess-complete says they are
+    /// done.
+    #[arg(short, long)]
+    pub force: bool,
+
+    /// Outputs to write, comma separated: svg (flamegraph.svg), html
+    /// (flamegraph.html, one offline page), folded (stacks.folded), summary
+    /// (summary.json), speedscope (profile.speedscope.json, for speedscope.app
+    /// when a big profile makes the SVG slow). perf.script.zst is always
+    /// written when perf script runs.
+    #[arg(long, value_name = "LIST", default_value = "svg,html,folded,summary")]
+    pub formats: String,
+
+    /// Refuse to draw a flamegraph when fewer than PCT percent of the samples
+    /// have any named frame (missing symbols or a wrong symfs/ make useless
+    /// pictures); stacks.folded and summary.json are still written.
+    #[arg(long, value_name = "PCT", default_value_t = 5.0)]
+    pub min_symbolized: f64,
+
+    /// The perf executable [default: `perf` on PATH].
+    #[arg(long, value_name = "PATH")]
+    pub perf: Option<PathBuf>,
+
+    /// Split every shard into N time slices, each symbolized by its own
+    /// `perf script --time` [default: automatic: a capture with fewer shards
+    /// than --jobs has its big shards split so that every job works].
+    #[arg(long, value_name = "N")]
+    pub time_slices: Option<usize>,
+}
+
+/// Runs `jobprof process`.
+pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
+    if !(0.0..=100.0).contains(&args.min_symbolized) {
+        return Err(jobprof::Error::Usage(format!(
+            "--min-symbolized {}: give a percentage between 0 and 100",
+            args.min_symbolized
+        ))
+        .into());
+    }
+    if args.jobs == Some(0) || args.time_slices == Some(0) {
+        return Err(
+            jobprof::Error::Usage("--jobs and --time-slices must be at least 1".into()).into(),
+        );
+    }
+    let opts = Options {
+        jobs: args.jobs.unwrap_or(0),
+        inline: args.inline,
+        force: args.force,
+        formats: Formats::parse(&args.formats)?,
+        min_symbolized_pct: args.min_symbolized,
+        perf: args.perf,
+        time_slices: args.time_slices,
+        ..Options::default()
+    };
+    let filter = Filter {
+        workers: args.worker,
+        queries: args.query,
+    };
+    let progress = Progress::from_env();
+    let report = process::run(&args.dirs, &filter, &opts, &progress)?;
+    // The results, one line per capture, on stdout (log lines and bars are
+    // on stderr).
+    for c in &report.captures {
+        println!(
+            "{}: {} ({:.1}s): {}",
+            c.dir.display(),
+            c.status.as_str(),
+            c.elapsed.as_secs_f64(),
+            c.message
+        );
+    }
+    let failed = report
+        .captures
+        .iter()
+        .filter(|c| c.status.is_failure())
+        .count();
+    if failed > 0 {
+        eprintln!(
+            "jobprof: {failed} of {} capture(s) not processed completely (see above)",
+            report.captures.len()
+        );
+    }
+    Ok(report.exit_code())
+}

@@ -1,0 +1,1142 @@
+//! The per-capture pipeline of `jobprof process`: validate -> symbolize
+//! (all shards and time slices at once, up to `jobs`) -> fold + archive in
+//! the same pass -> render -> summarize -> publish, `.postprocess-complete`
+//! last.
+//!
+//! This module composes the stages and owns no format knowledge: captures
+//! come from [`crate::result_dir`], `perf script` runs through
+//! [`crate::symbolize`], text is folded by [`crate::fold`] and compressed by
+//! [`crate::archive`], pictures come from [`crate::render`] and numbers from
+//! [`crate::summary`]. Every output is written through
+//! [`crate::atomic::AtomicFile`], so a run killed half-way leaves either the
+//! previous file or the complete new one; the marker is removed before
+//! outputs are rewritten and written only after all of them, so the next
+//! run knows what to finish. Outcomes are returned per capture; nothing is
+//! printed here except progress (through [`Progress`]).
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::archive::{self, FinishedPart, Part};
+use crate::atomic::AtomicFile;
+use crate::error::{Error, ExitCode, Result};
+use crate::fold::{self, Folded, Folder};
+use crate::input::Source;
+use crate::progress::Progress;
+use crate::render::{self, Format, RenderOptions};
+use crate::result_dir::{self, CaptureDir, Completion, Marker, ValidCapture};
+use crate::summary::{self, InputFile, ShardSummary, StackStats, Summary, Timings};
+use crate::symbolize::{self, PerfTool, RunOutcome, ScriptOptions, TimeSlice};
+
+/// Name of the folded stacks output.
+pub const FOLDED: &str = "stacks.folded";
+/// Name of the SVG flamegraph.
+pub const SVG: &str = "flamegraph.svg";
+/// Name of the offline HTML page.
+pub const HTML: &str = "flamegraph.html";
+/// Name of the speedscope profile.
+pub const SPEEDSCOPE: &str = "profile.speedscope.json";
+/// Name of the summary.
+pub const SUMMARY: &str = "summary.json";
+
+/// The file a format is written to.
+pub fn output_name(format: Format) -> &'static str {
+    match format {
+        Format::Folded => FOLDED,
+        Format::Svg => SVG,
+        Format::Html => HTML,
+        Format::Speedscope => SPEEDSCOPE,
+    }
+}
+
+/// What to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Formats {
+    /// Rendered outputs, in writing order.
+    pub render: Vec<Format>,
+    /// Whether to write `summary.json`.
+    pub summary: bool,
+}
+
+impl Default for Formats {
+    fn default() -> Self {
+        Formats {
+            render: vec![Format::Folded, Format::Svg, Format::Html],
+            summary: true,
+        }
+    }
+}
+
+impl Formats {
+    /// Parses `svg,html,folded,summary,speedscope` (any subset, any order).
+    pub fn parse(list: &str) -> Result<Formats> {
+        let mut f = Formats {
+            render: Vec::new(),
+            summary: false,
+        };
+        for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            if item == "summary" {
+                f.summary = true;
+                continue;
+            }
+            let format: Format = item.parse().map_err(|_| {
+                Error::Usage(format!(
+                    "--formats: unknown format `{item}`; use a comma-separated list of \
+                     svg, html, folded, summary, speedscope"
+                ))
+            })?;
+            if !f.render.contains(&format) {
+                f.render.push(format);
+            }
+        }
+        if f.render.is_empty() && !f.summary {
+            return Err(Error::Usage("--formats: name at least one format".into()));
+        }
+        // Folded first: it is the cheapest and the one kept when rendering
+        // is refused.
+        f.render
+            .sort_by_key(|x| Format::ALL.iter().position(|a| a == x).unwrap_or(9));
+        Ok(f)
+    }
+
+    /// Output file names, the archive excluded.
+    pub fn names(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .render
+            .iter()
+            .map(|f| output_name(*f).to_string())
+            .collect();
+        if self.summary {
+            v.push(SUMMARY.to_string());
+        }
+        v
+    }
+}
+
+/// Options of `jobprof process`.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Concurrent `perf script` processes (and fold threads); 0 = cores.
+    pub jobs: usize,
+    /// Expand inlined functions (slow on dwarf captures).
+    pub inline: bool,
+    /// Process completed captures again.
+    pub force: bool,
+    /// What to write.
+    pub formats: Formats,
+    /// Refuse to render below this percentage of samples with any named
+    /// frame.
+    pub min_symbolized_pct: f64,
+    /// The perf to run; `None` = `perf` on `PATH`.
+    pub perf: Option<PathBuf>,
+    /// Time slices per shard; `None` = automatic (only when there are fewer
+    /// shards than jobs, and only shards of at least `slice_min_bytes`).
+    pub time_slices: Option<usize>,
+    /// Smallest data file worth slicing, and the least bytes per slice, in
+    /// automatic mode.
+    pub slice_min_bytes: u64,
+    /// zstd level of the archive.
+    pub zstd_level: i32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            jobs: 0,
+            inline: false,
+            force: false,
+            formats: Formats::default(),
+            min_symbolized_pct: 5.0,
+            perf: None,
+            time_slices: None,
+            slice_min_bytes: 4 << 20,
+            zstd_level: archive::DEFAULT_LEVEL,
+        }
+    }
+}
+
+impl Options {
+    fn jobs(&self) -> usize {
+        if self.jobs == 0 {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            self.jobs
+        }
+    }
+}
+
+/// How one capture ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// All outputs written, marker written.
+    Processed,
+    /// Already complete; nothing done.
+    Skipped,
+    /// Validation refused it; nothing written.
+    Refused,
+    /// Too little was symbolized: folded stacks and summary written, no
+    /// flamegraph, no marker.
+    RenderRefused,
+    /// Something failed (a shard, perf, an output); what could be written
+    /// was, but no marker.
+    Failed,
+}
+
+impl Status {
+    /// Lower-case word for reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Processed => "processed",
+            Status::Skipped => "skipped",
+            Status::Refused => "refused",
+            Status::RenderRefused => "not rendered",
+            Status::Failed => "failed",
+        }
+    }
+
+    /// True when the outcome counts against the exit code.
+    pub fn is_failure(self) -> bool {
+        matches!(
+            self,
+            Status::Refused | Status::RenderRefused | Status::Failed
+        )
+    }
+}
+
+/// The outcome of one capture.
+#[derive(Debug, Clone)]
+pub struct CaptureReport {
+    /// `worker_N/Q`.
+    pub label: String,
+    /// The capture directory.
+    pub dir: PathBuf,
+    /// How it ended.
+    pub status: Status,
+    /// One line: what was done, or why not.
+    pub message: String,
+    /// Samples folded (0 when none).
+    pub samples: u64,
+    /// Files written.
+    pub outputs: Vec<String>,
+    /// Wall time spent on it.
+    pub elapsed: Duration,
+}
+
+/// The outcome of a whole run.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// One entry per capture, in discovery order.
+    pub captures: Vec<CaptureReport>,
+}
+
+impl Report {
+    /// 0 when every capture was processed or skipped, 1 when any was
+    /// refused or failed.
+    pub fn exit_code(&self) -> ExitCode {
+        if self.captures.iter().any(|c| c.status.is_failure()) {
+            ExitCode::Failed
+        } else {
+            ExitCode::Success
+        }
+    }
+}
+
+/// Processes every capture found under `roots` (narrowed by `filter`).
+/// Errors only for bad usage (no captures, unreadable roots); per-capture
+/// problems are in the report.
+pub fn run(
+    roots: &[PathBuf],
+    filter: &result_dir::Filter,
+    opts: &Options,
+    progress: &Progress,
+) -> Result<Report> {
+    let found = result_dir::discover(roots, filter)?;
+    if found.is_empty() {
+        return Err(Error::Usage(
+            "no capture matches --worker/--query under the given directories".into(),
+        ));
+    }
+    let perf = PerfTool::find(opts.perf.as_deref());
+    if let (Some(p), Err(e)) = (&opts.perf, &perf) {
+        return Err(Error::Usage(format!("--perf {}: {e}", p.display())));
+    }
+    let multi = progress.multi();
+    let overall = multi.add(progress.bar(found.len() as u64, "captures"));
+    let mut report = Report::default();
+    for c in &found {
+        let r = process_capture(c, opts, &perf, progress, &multi);
+        progress.log(format!("{}: {}: {}", r.label, r.status.as_str(), r.message));
+        overall.inc(1);
+        report.captures.push(r);
+    }
+    overall.finish_and_clear();
+    Ok(report)
+}
+
+/// Processes one capture.
+pub fn process_capture(
+    found: &CaptureDir,
+    opts: &Options,
+    perf: &std::result::Result<PerfTool, String>,
+    progress: &Progress,
+    multi: &indicatif::MultiProgress,
+) -> CaptureReport {
+    let start = Instant::now();
+    let mut report = CaptureReport {
+        label: found.label(),
+        dir: found.dir.clone(),
+        status: Status::Failed,
+        message: String::new(),
+        samples: 0,
+        outputs: Vec::new(),
+        elapsed: Duration::ZERO,
+    };
+    let capture = match result_dir::validate(found) {
+        Ok(v) => v,
+        Err(refusal) => {
+            report.status = Status::Refused;
+            report.message = refusal.0;
+            report.elapsed = start.elapsed();
+            return report;
+        }
+    };
+    let wanted = opts.formats.names();
+    if !opts.force {
+        match result_dir::completion(&found.dir, &wanted) {
+            Completion::Done(m) => {
+                report.status = Status::Skipped;
+                report.message = format!(
+                    "already complete ({}, jobprof {}); --force processes it again",
+                    m.completed, m.tool_version
+                );
+                report.elapsed = start.elapsed();
+                return report;
+            }
+            Completion::Stale(why) => {
+                progress.log(format!("{}: processing again: {why}", report.label));
+            }
+            Completion::NotDone => {}
+        }
+    }
+    match Pipeline::new(&capture, opts, perf, progress, multi, start).run() {
+        Ok(done) => {
+            report.status = done.status;
+            report.message = done.message;
+            report.samples = done.samples;
+            report.outputs = done.outputs;
+        }
+        Err(e) => {
+            report.status = Status::Failed;
+            report.message = e.to_string();
+        }
+    }
+    report.elapsed = start.elapsed();
+    report
+}
+
+struct Done {
+    status: Status,
+    message: String,
+    samples: u64,
+    outputs: Vec<String>,
+}
+
+/// One unit of `perf script` work: a shard, or a time slice of one.
+#[derive(Debug, Clone)]
+struct Unit {
+    shard_pos: usize,
+    data: PathBuf,
+    slice: Option<TimeSlice>,
+}
+
+struct UnitResult {
+    outcome: std::result::Result<RunOutcome, String>,
+    part: Option<FinishedPart>,
+}
+
+struct Pipeline<'a> {
+    cap: &'a ValidCapture,
+    opts: &'a Options,
+    perf: &'a std::result::Result<PerfTool, String>,
+    progress: &'a Progress,
+    multi: &'a indicatif::MultiProgress,
+    start: Instant,
+    label: String,
+    dir: PathBuf,
+}
+
+impl<'a> Pipeline<'a> {
+    fn new(
+        cap: &'a ValidCapture,
+        opts: &'a Options,
+        perf: &'a std::result::Result<PerfTool, String>,
+        progress: &'a Progress,
+        multi: &'a indicatif::MultiProgress,
+        start: Instant,
+    ) -> Self {
+        Pipeline {
+            cap,
+            opts,
+            perf,
+            progress,
+            multi,
+            start,
+            label: cap.found.label(),
+            dir: cap.found.dir.clone(),
+        }
+    }
+
+    fn log(&self, msg: impl AsRef<str>) {
+        self.progress
+            .log(format!("{}: {}", self.label, msg.as_ref()));
+    }
+
+    fn run(self) -> Result<Done> {
+        let mut names: Vec<&str> = vec![result_dir::SCRIPT_ZST, result_dir::MARKER];
+        let formats = self.opts.formats.names();
+        names.extend(formats.iter().map(String::as_str));
+        let stale = result_dir::remove_stale_temporaries(&self.dir, &names);
+        if stale > 0 {
+            self.log(format!(
+                "removed {stale} temporary file(s) left by an interrupted run"
+            ));
+        }
+        result_dir::clear_marker(&self.dir)?;
+        for w in &self.cap.warnings {
+            self.log(format!("warning: {w}"));
+        }
+        let mut warnings = self.cap.warnings.clone();
+        // Hashing the inputs is I/O-bound and far cheaper than perf script:
+        // it runs beside symbolization instead of after it.
+        let hasher = self.opts.formats.summary.then(|| {
+            let paths = self.input_paths();
+            std::thread::spawn(move || hash_all(&paths))
+        });
+
+        // Decide where the text comes from.
+        let use_perf = match (self.perf, self.cap.has_all_data()) {
+            (Ok(p), true) => Some(p),
+            _ => None,
+        };
+        let mut outputs = Vec::new();
+        let prepare_start = Instant::now();
+        let (folded, shards, symbolized_from, perf_version, mut failures, prepare, pass) =
+            match use_perf {
+                Some(perf) => {
+                    let units = self.plan_units(perf);
+                    let prepare = prepare_start.elapsed();
+                    let t = Instant::now();
+                    let (folded, shards, failures) = self.symbolize_all(perf, &units)?;
+                    outputs.push(result_dir::SCRIPT_ZST.to_string());
+                    (
+                        folded,
+                        shards,
+                        "perf script".to_string(),
+                        Some(perf.version.clone()),
+                        failures,
+                        prepare,
+                        t.elapsed(),
+                    )
+                }
+                None => {
+                    let Some(text) = &self.cap.script_text else {
+                        let why = match self.perf {
+                            Err(e) => e.clone(),
+                            Ok(_) => "shard data files are missing".into(),
+                        };
+                        return Ok(Done {
+                            status: Status::Failed,
+                            message: format!(
+                                "cannot symbolize: {why}; and there is no {} to fold instead",
+                                result_dir::SCRIPT_ZST
+                            ),
+                            samples: 0,
+                            outputs: Vec::new(),
+                        });
+                    };
+                    let why = match self.perf {
+                        Err(e) => format!("perf is not usable: {e}"),
+                        Ok(_) => "the perf.data files are not there".to_string(),
+                    };
+                    let name = file_name(text);
+                    self.log(format!(
+                        "folding the capture's symbolized text {name} instead of running perf script ({why})"
+                    ));
+                    warnings.push(format!(
+                        "folded {name} instead of running perf script: {why}"
+                    ));
+                    let prepare = prepare_start.elapsed();
+                    let t = Instant::now();
+                    let folder = Folder::new(self.fold_options());
+                    let folded = folder.fold_sources(&[Source::Path(text.clone())])?;
+                    let shards = self
+                        .cap
+                        .shards
+                        .iter()
+                        .map(|s| ShardSummary {
+                            index: s.index,
+                            data_file: file_name(&s.data_file),
+                            data_bytes: s.bytes.unwrap_or(0),
+                            slices: 0,
+                            text_bytes: 0,
+                            seconds: 0.0,
+                            status: "not symbolized".into(),
+                            error: None,
+                        })
+                        .collect();
+                    (folded, shards, name, None, Vec::new(), prepare, t.elapsed())
+                }
+            };
+
+        let stats = StackStats::from_stacks(&folded.stacks);
+        let samples = folded.stats.samples;
+        let mut render_refused = None;
+        let render_start = Instant::now();
+        let symbolized_pct = 100.0 * stats.symbolized_ratio;
+        let renders_pictures = self
+            .opts
+            .formats
+            .render
+            .iter()
+            .any(|f| *f != Format::Folded);
+        if folded.stacks.is_empty() {
+            failures.push("no samples to fold".into());
+        } else if renders_pictures && symbolized_pct < self.opts.min_symbolized_pct {
+            render_refused = Some(format!(
+                "only {symbolized_pct:.1}% of samples have any named frame (minimum {}%): \
+                 symbols are missing; check that symfs/ was published with the capture and \
+                 holds the worker's binaries with .symtab or .debug_info, that perf runs on the \
+                 capture's architecture, or lower --min-symbolized",
+                self.opts.min_symbolized_pct
+            ));
+        }
+        let render_opts = self.render_options(&folded);
+        for format in &self.opts.formats.render {
+            let is_picture = *format != Format::Folded;
+            if folded.stacks.is_empty() || (is_picture && render_refused.is_some()) {
+                continue;
+            }
+            let name = output_name(*format);
+            let mut f = AtomicFile::create(self.dir.join(name))?;
+            if let Err(e) = render::render(*format, &folded.stacks, &render_opts, &mut f) {
+                failures.push(format!("{name}: {e}"));
+                continue;
+            }
+            f.commit()?;
+            outputs.push(name.to_string());
+        }
+        let render_time = render_start.elapsed();
+
+        if self.opts.formats.summary {
+            let (inputs, hash_warnings) = hasher
+                .map(|h| h.join().unwrap_or_default())
+                .unwrap_or_default();
+            warnings.extend(hash_warnings);
+            let all_outputs = outputs.clone();
+            let s = Summary {
+                tool: "jobprof".into(),
+                tool_version: env!("CARGO_PKG_VERSION").into(),
+                output_version: result_dir::OUTPUT_VERSION,
+                created: crate::progress::utc_timestamp(),
+                capture: self.label.clone(),
+                worker: self.cap.found.worker,
+                query: self.cap.found.query.clone(),
+                job_id: self.cap.job_id.clone(),
+                layout: self.cap.layout,
+                samples,
+                event: folded
+                    .stats
+                    .event
+                    .clone()
+                    .or_else(|| self.cap.event.clone()),
+                period_total: stats.period_total,
+                unique_stacks: folded.stats.unique_stacks,
+                symbolized_ratio: stats.symbolized_ratio,
+                unknown_frame_ratio: stats.unknown_frame_ratio,
+                skipped_lines: folded.stats.skipped_lines,
+                shards,
+                symbolized_from: symbolized_from.clone(),
+                top_self: stats.top_self,
+                top_total: stats.top_total,
+                inputs,
+                perf_version,
+                recorded_with: self.cap.recorded_with.clone(),
+                outputs: all_outputs,
+                render_refused: render_refused.clone(),
+                warnings: warnings
+                    .iter()
+                    .cloned()
+                    .chain(failures.iter().cloned())
+                    .collect(),
+                timings: Timings {
+                    prepare: secs(prepare),
+                    symbolize_fold: secs(pass),
+                    render: secs(render_time),
+                    total: secs(self.start.elapsed()),
+                },
+            };
+            crate::atomic::write_atomic(self.dir.join(SUMMARY), s.to_json().as_bytes())?;
+            outputs.push(SUMMARY.to_string());
+        }
+
+        let shards_word = match self.cap.shards.len() {
+            1 => "1 shard".to_string(),
+            n => format!("{n} shards"),
+        };
+        if !failures.is_empty() {
+            return Ok(Done {
+                status: Status::Failed,
+                message: failures.join("; "),
+                samples,
+                outputs,
+            });
+        }
+        if let Some(why) = render_refused {
+            return Ok(Done {
+                status: Status::RenderRefused,
+                message: format!("flamegraph not rendered: {why}"),
+                samples,
+                outputs,
+            });
+        }
+        result_dir::write_marker(
+            &self.dir,
+            &Marker {
+                tool: "jobprof".into(),
+                tool_version: env!("CARGO_PKG_VERSION").into(),
+                output_version: result_dir::OUTPUT_VERSION,
+                completed: crate::progress::utc_timestamp(),
+                outputs: outputs.clone(),
+            },
+        )?;
+        let from = if use_perf.is_some() {
+            String::new()
+        } else {
+            format!(", folded from {symbolized_from}")
+        };
+        Ok(Done {
+            status: Status::Processed,
+            message: format!(
+                "{samples} samples, {shards_word}{from}, {:.1}% symbolized -> {}",
+                symbolized_pct,
+                outputs.join(", ")
+            ),
+            samples,
+            outputs,
+        })
+    }
+
+    fn fold_options(&self) -> fold::Options {
+        fold::Options {
+            threads: self.opts.jobs(),
+            // Streamed text is folded in 8 MiB steps (1 MiB tasks): enough
+            // for every thread, and peak memory stays a few blocks.
+            block_size: 8 << 20,
+            ..fold::Options::default()
+        }
+    }
+
+    fn render_options(&self, folded: &Folded) -> RenderOptions {
+        let worker = self.cap.found.worker.map(|w| w.to_string());
+        let event = folded
+            .stats
+            .event
+            .clone()
+            .or_else(|| self.cap.event.clone());
+        let mut o = RenderOptions {
+            title: render::capture_title(
+                self.cap.job_id.as_deref(),
+                worker.as_deref(),
+                Some(&self.cap.found.query),
+            ),
+            ..RenderOptions::default()
+        };
+        if let Some(ev) = &event {
+            let base = crate::perf_script::event_base(ev);
+            o.subtitle = Some(format!(
+                "{ev} · {} samples · {} shard(s)",
+                folded.stats.samples,
+                self.cap.shards.len()
+            ));
+            // Folded counts are sample periods: nanoseconds for the
+            // software clocks, events otherwise.
+            o.count_name = if base.ends_with("-clock") {
+                "ns".into()
+            } else {
+                base.to_string()
+            };
+        }
+        o
+    }
+
+    /// Shards, cut into time slices when there are fewer shards than jobs.
+    fn plan_units(&self, perf: &PerfTool) -> Vec<Unit> {
+        let jobs = self.opts.jobs();
+        let shards = &self.cap.shards;
+        let total: u64 = shards
+            .iter()
+            .map(|s| s.bytes.unwrap_or(0))
+            .sum::<u64>()
+            .max(1);
+        let mut units = Vec::new();
+        for (pos, s) in shards.iter().enumerate() {
+            let bytes = s.bytes.unwrap_or(0);
+            let want = match self.opts.time_slices {
+                Some(n) => n.max(1),
+                None if shards.len() < jobs && bytes >= self.opts.slice_min_bytes => {
+                    let share = (jobs as f64 * bytes as f64 / total as f64).round() as usize;
+                    let by_size = (bytes / self.opts.slice_min_bytes.max(1)) as usize;
+                    share.clamp(1, by_size.max(1))
+                }
+                None => 1,
+            };
+            let slices = if want > 1 {
+                match symbolize::time_range(perf, &s.data_file) {
+                    Ok((first, last)) => symbolize::plan_slices(first, last, want),
+                    Err(e) => {
+                        self.log(format!(
+                            "shard {}: not split into time slices ({e})",
+                            s.index
+                        ));
+                        Vec::new()
+                    }
+                }
+            } else {
+                Vec::new()
+            };
+            if slices.len() > 1 {
+                self.log(format!(
+                    "shard {} ({}): {} time slices",
+                    s.index,
+                    file_name(&s.data_file),
+                    slices.len()
+                ));
+                units.extend(slices.into_iter().map(|sl| Unit {
+                    shard_pos: pos,
+                    data: s.data_file.clone(),
+                    slice: Some(sl),
+                }));
+            } else {
+                units.push(Unit {
+                    shard_pos: pos,
+                    data: s.data_file.clone(),
+                    slice: None,
+                });
+            }
+        }
+        units
+    }
+
+    /// Runs every unit (up to `jobs` at once), folding their output as it
+    /// streams and compressing it in the same pass; then publishes the
+    /// archive. Returns the fold, per-shard summaries and failures.
+    fn symbolize_all(
+        &self,
+        perf: &PerfTool,
+        units: &[Unit],
+    ) -> Result<(Folded, Vec<ShardSummary>, Vec<String>)> {
+        let jobs = self.opts.jobs().min(units.len()).max(1);
+        let script_opts = ScriptOptions {
+            inline: self.opts.inline,
+            symfs: self.cap.symfs.clone(),
+        };
+        if let Some(s) = &script_opts.symfs {
+            self.log(format!("symbols from {}", s.display()));
+        }
+        // One stream from a big shard that could not be sliced: spare cores
+        // go to zstd. Several streams already keep the cores busy, and one
+        // zstd thread outruns one `perf script` several times over.
+        let big = self
+            .cap
+            .shards
+            .iter()
+            .any(|s| s.bytes.unwrap_or(0) >= self.opts.slice_min_bytes);
+        let zstd_workers = if units.len() == 1 && big && self.opts.jobs() > 1 {
+            self.opts.jobs() as u32
+        } else {
+            0
+        };
+        self.log(format!(
+            "perf script: {} run(s) over {} shard(s), {jobs} at once",
+            units.len(),
+            self.cap.shards.len()
+        ));
+        let units_bar = self.multi.add(
+            self.progress
+                .bar(units.len() as u64, format!("{} perf script", self.label)),
+        );
+        let bytes_bar = self
+            .multi
+            .add(self.progress.bytes_counter(format!("{} text", self.label)));
+        // Longest first (estimated by data bytes per slice), so that a big
+        // shard does not start last and run alone; results keep unit order.
+        let mut order: Vec<usize> = (0..units.len()).collect();
+        let cost = |u: &Unit| {
+            let s = &self.cap.shards[u.shard_pos];
+            let slices = units.iter().filter(|v| v.shard_pos == u.shard_pos).count();
+            s.bytes.unwrap_or(0) / slices.max(1) as u64
+        };
+        order.sort_by_key(|&i| std::cmp::Reverse(cost(&units[i])));
+        let order = &order;
+        let next = AtomicUsize::new(0);
+        let results: Mutex<Vec<Option<UnitResult>>> =
+            Mutex::new((0..units.len()).map(|_| None).collect());
+        let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(jobs * 2);
+        let folder = Folder::new(self.fold_options());
+        let mut stream = folder.stream();
+        std::thread::scope(|scope| {
+            for _ in 0..jobs {
+                let tx = tx.clone();
+                let (next, results, script_opts) = (&next, &results, &script_opts);
+                let (units_bar, bytes_bar) = (&units_bar, &bytes_bar);
+                scope.spawn(move || loop {
+                    let Some(&i) = order.get(next.fetch_add(1, Ordering::SeqCst)) else {
+                        break;
+                    };
+                    let unit = &units[i];
+                    let r = self.run_unit(perf, unit, script_opts, &tx, zstd_workers, bytes_bar);
+                    if let Ok(o) = &r.outcome {
+                        let s = &self.cap.shards[unit.shard_pos];
+                        let slice = unit
+                            .slice
+                            .map(|sl| format!(" slice {}", sl.to_arg()))
+                            .unwrap_or_default();
+                        self.log(format!(
+                            "shard {}{slice}: {} of text in {:.1}s{}",
+                            s.index,
+                            human_bytes(o.bytes),
+                            o.elapsed.as_secs_f64(),
+                            if o.ok() {
+                                String::new()
+                            } else {
+                                format!(" - FAILED: {}", o.failure())
+                            }
+                        ));
+                    }
+                    units_bar.inc(1);
+                    results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
+                });
+            }
+            drop(tx);
+            for block in rx {
+                stream.push(&block);
+            }
+        });
+        units_bar.finish_and_clear();
+        bytes_bar.finish_and_clear();
+        let folded = stream.finish();
+        let results: Vec<UnitResult> = results
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner())
+            .into_iter()
+            .map(|r| {
+                r.unwrap_or(UnitResult {
+                    outcome: Err("not run".into()),
+                    part: None,
+                })
+            })
+            .collect();
+
+        // Per shard: slices, bytes, the slowest run, the first failure.
+        let mut shards: Vec<ShardSummary> = self
+            .cap
+            .shards
+            .iter()
+            .map(|s| ShardSummary {
+                index: s.index,
+                data_file: file_name(&s.data_file),
+                data_bytes: s.bytes.unwrap_or(0),
+                slices: 0,
+                text_bytes: 0,
+                seconds: 0.0,
+                status: "ok".into(),
+                error: None,
+            })
+            .collect();
+        let mut failures = Vec::new();
+        let mut parts = Vec::new();
+        for (unit, r) in units.iter().zip(results) {
+            let sh = &mut shards[unit.shard_pos];
+            sh.slices += 1;
+            let err = match &r.outcome {
+                Ok(o) => {
+                    sh.text_bytes += o.bytes;
+                    sh.seconds = sh.seconds.max(secs(o.elapsed));
+                    (!o.ok()).then(|| o.failure())
+                }
+                Err(e) => Some(e.clone()),
+            };
+            if let Some(e) = err {
+                if sh.error.is_none() {
+                    let hint = if e.contains("exit status") {
+                        " (corrupt or truncated perf.data?)"
+                    } else {
+                        ""
+                    };
+                    let msg = format!("shard {} ({}): {e}{hint}", sh.index, sh.data_file);
+                    failures.push(msg);
+                    sh.error = Some(format!("{e}{hint}"));
+                    sh.status = "failed".into();
+                }
+            }
+            if let Some(p) = r.part {
+                parts.push(p);
+            }
+        }
+        let sizes = archive::publish(&self.dir.join(result_dir::SCRIPT_ZST), parts)?;
+        self.log(format!(
+            "{}: {} of text in {}",
+            result_dir::SCRIPT_ZST,
+            human_bytes(sizes.raw_bytes),
+            human_bytes(sizes.compressed_bytes)
+        ));
+        Ok((folded, shards, failures))
+    }
+
+    /// Runs one `perf script`, teeing its output into a compressed part and
+    /// (cut at sample boundaries) into the fold channel.
+    fn run_unit(
+        &self,
+        perf: &PerfTool,
+        unit: &Unit,
+        script_opts: &ScriptOptions,
+        tx: &mpsc::SyncSender<Vec<u8>>,
+        zstd_workers: u32,
+        bytes_bar: &indicatif::ProgressBar,
+    ) -> UnitResult {
+        let mut part = match Part::create(&self.dir, self.opts.zstd_level, zstd_workers) {
+            Ok(p) => p,
+            Err(e) => {
+                return UnitResult {
+                    outcome: Err(e.to_string()),
+                    part: None,
+                }
+            }
+        };
+        let args = symbolize::script_argv(&unit.data, script_opts, unit.slice.as_ref());
+        let mut chunker = Chunker::default();
+        let outcome = symbolize::run(perf, &args, |bytes| {
+            part.write_all(bytes)?;
+            bytes_bar.inc(bytes.len() as u64);
+            if let Some(block) = chunker.push(bytes) {
+                send(tx, block)?;
+            }
+            Ok(())
+        });
+        let tail = chunker.finish();
+        let write_tail = || -> io::Result<()> {
+            part.write_all(&tail.extra)?;
+            if !tail.block.is_empty() {
+                send(tx, tail.block)?;
+            }
+            Ok(())
+        };
+        let tail_result = write_tail();
+        let outcome = match (outcome, tail_result) {
+            (Ok(mut o), Err(e)) => {
+                o.consumer_error.get_or_insert(e.to_string());
+                Ok(o)
+            }
+            (Ok(o), Ok(())) => Ok(o),
+            (Err(e), _) => Err(format!("cannot run `{}`: {e}", perf.program.display())),
+        };
+        let part = part.finish().ok();
+        UnitResult { outcome, part }
+    }
+}
+
+fn send(tx: &mpsc::SyncSender<Vec<u8>>, block: Vec<u8>) -> io::Result<()> {
+    tx.send(block)
+        .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the folder stopped"))
+}
+
+/// Cuts a stream into blocks that end at sample boundaries (blank lines),
+/// so blocks from different `perf script` processes can be folded in any
+/// interleaving.
+#[derive(Default)]
+struct Chunker {
+    pending: Vec<u8>,
+}
+
+struct Tail {
+    block: Vec<u8>,
+    /// Bytes added to end the stream at a sample boundary (also archived,
+    /// so the archive is exactly what was folded).
+    extra: Vec<u8>,
+}
+
+const BLOCK: usize = 4 << 20;
+
+impl Chunker {
+    fn push(&mut self, bytes: &[u8]) -> Option<Vec<u8>> {
+        self.pending.extend_from_slice(bytes);
+        if self.pending.len() < BLOCK {
+            return None;
+        }
+        let cut = memchr::memmem::rfind(&self.pending, b"\n\n")? + 2;
+        let rest = self.pending.split_off(cut);
+        Some(std::mem::replace(&mut self.pending, rest))
+    }
+
+    fn finish(self) -> Tail {
+        let mut block = self.pending;
+        let extra: &[u8] = if block.is_empty() || block.ends_with(b"\n\n") {
+            b""
+        } else if block.ends_with(b"\n") {
+            b"\n"
+        } else {
+            b"\n\n"
+        };
+        block.extend_from_slice(extra);
+        Tail {
+            block,
+            extra: extra.to_vec(),
+        }
+    }
+}
+
+impl Pipeline<'_> {
+    /// The capture's inputs worth a hash: metadata, manifest, data files,
+    /// and the symbolized text when it is what gets folded.
+    fn input_paths(&self) -> Vec<PathBuf> {
+        let mut paths: Vec<PathBuf> = [
+            jobprof_capture_format::CAPTURE_JSON,
+            result_dir::LEGACY_METADATA,
+            jobprof_capture_format::SHARDS_TSV,
+        ]
+        .iter()
+        .map(|n| self.dir.join(n))
+        .filter(|p| p.is_file())
+        .collect();
+        paths.extend(
+            self.cap
+                .shards
+                .iter()
+                .filter(|s| s.bytes.is_some())
+                .map(|s| s.data_file.clone()),
+        );
+        if let Some(t) = &self.cap.script_text {
+            if !self.cap.has_all_data() || self.perf.is_err() {
+                paths.push(t.clone());
+            }
+        }
+        paths
+    }
+}
+
+/// Sizes and BLAKE3 hashes of `paths`, and a warning per unreadable one.
+fn hash_all(paths: &[PathBuf]) -> (Vec<InputFile>, Vec<String>) {
+    let mut out = Vec::new();
+    let mut warnings = Vec::new();
+    for p in paths {
+        match summary::hash_file(p) {
+            Ok((bytes, blake3)) => out.push(InputFile {
+                name: file_name(p),
+                bytes,
+                blake3,
+            }),
+            Err(e) => warnings.push(format!("cannot hash {}: {e}", p.display())),
+        }
+    }
+    (out, warnings)
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| p.display().to_string())
+}
+
+fn secs(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1000.0).round() / 1000.0
+}
+
+/// `12.3 MB` style sizes for log lines.
+pub fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1000.0 && u + 1 < UNITS.len() {
+        v /= 1000.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_parse_and_order() {
+        let f = Formats::parse("html,summary,folded").unwrap();
+        assert_eq!(f.render, vec![Format::Folded, Format::Html]);
+        assert!(f.summary);
+        assert_eq!(
+            f.names(),
+            ["stacks.folded", "flamegraph.html", "summary.json"]
+        );
+        assert!(Formats::parse("png")
+            .unwrap_err()
+            .to_string()
+            .contains("png"));
+        assert!(Formats::parse("").is_err());
+        let s = Formats::parse("speedscope").unwrap();
+        assert_eq!(s.names(), ["profile.speedscope.json"]);
+    }
+
+    #[test]
+    fn chunker_cuts_at_sample_boundaries_and_loses_nothing() {
+        let sample = b"comm 1 1.0: 1 cpu-clock:\n\tf (x)\n\n";
+        let mut input = Vec::new();
+        while input.len() < 3 * BLOCK {
+            input.extend_from_slice(sample);
+        }
+        input.extend_from_slice(b"comm 1 2.0: 1 cpu-clock:\n\tlast (x)\n");
+        let mut c = Chunker::default();
+        let mut out = Vec::new();
+        for piece in input.chunks(100_003) {
+            if let Some(b) = c.push(piece) {
+                assert!(b.ends_with(b"\n\n"));
+                out.extend_from_slice(&b);
+            }
+        }
+        let tail = c.finish();
+        assert_eq!(tail.extra, b"\n");
+        out.extend_from_slice(&tail.block);
+        input.extend_from_slice(&tail.extra);
+        assert_eq!(out, input);
+    }
+
+    #[test]
+    fn human_sizes() {
+        assert_eq!(human_bytes(999), "999 B");
+        assert_eq!(human_bytes(12_345_678), "12.3 MB");
+    }
+
+    #[test]
+    fn exit_code_counts_failures() {
+        let mk = |status| CaptureReport {
+            label: "w".into(),
+            dir: PathBuf::new(),
+            status,
+            message: String::new(),
+            samples: 0,
+            outputs: vec![],
+            elapsed: Duration::ZERO,
+        };
+        let mut r = Report {
+            captures: vec![mk(Status::Processed), mk(Status::Skipped)],
+        };
+        assert_eq!(r.exit_code(), ExitCode::Success);
+        r.captures.push(mk(Status::Refused));
+        assert_eq!(r.exit_code(), ExitCode::Failed);
+    }
+}

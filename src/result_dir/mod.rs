@@ -1,0 +1,618 @@
+//! Result directories: finding the captures in them, deciding whether each
+//! one may be post-processed, and the completion marker.
+//!
+//! A result directory holds one capture per worker and query at
+//! `RESULT_DIR/profiles/perf/worker_N/Q/`, written either by
+//! `jobprof-record` (`capture.json`, `perf-shards.tsv`) or by the old shell
+//! pipeline (`capture-metadata.txt`, key=value lines; see [`legacy`]). This
+//! module discovers those directories ([`discover`]), validates each capture
+//! before any time is spent on it ([`validate`]; a refusal is one line that
+//! says why), and owns `.postprocess-complete`, the marker written last that
+//! says a capture's outputs are complete and which output version made them
+//! ([`Marker`]). It neither runs perf nor writes any other output.
+
+pub mod legacy;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use jobprof_capture_format::{self as format, Capture, Phase};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Name of the completion marker, written last into a processed capture.
+pub const MARKER: &str = ".postprocess-complete";
+
+/// Version of the set of outputs `jobprof process` writes. Raise it when an
+/// output changes meaning or a new output is added, so that captures
+/// completed by an older jobprof are processed again (without `--force`).
+pub const OUTPUT_VERSION: u32 = 1;
+
+/// Symbolized text written by `jobprof process` (zstd, concatenated frames).
+pub const SCRIPT_ZST: &str = "perf.script.zst";
+/// Symbolized text written by the old shell pipeline (gzip).
+pub const SCRIPT_GZ: &str = "perf.script.gz";
+/// The old pipeline's capture metadata (key=value lines).
+pub const LEGACY_METADATA: &str = "capture-metadata.txt";
+
+/// Which narrowing the user asked for (`--worker`, `--query`); empty lists
+/// mean "all".
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    /// Worker indices to keep.
+    pub workers: Vec<u32>,
+    /// Query ids to keep.
+    pub queries: Vec<String>,
+}
+
+impl Filter {
+    fn keeps(&self, worker: Option<u32>, query: &str) -> bool {
+        (self.workers.is_empty() || worker.is_some_and(|w| self.workers.contains(&w)))
+            && (self.queries.is_empty() || self.queries.iter().any(|q| q == query))
+    }
+}
+
+/// One capture directory found by [`discover`] (not yet validated).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaptureDir {
+    /// `.../worker_N/Q`.
+    pub dir: PathBuf,
+    /// N, when the parent is named `worker_N`.
+    pub worker: Option<u32>,
+    /// Q: the directory's name.
+    pub query: String,
+}
+
+impl CaptureDir {
+    /// `worker_N/Q` (or just `Q`), for messages.
+    pub fn label(&self) -> String {
+        match self.worker {
+            Some(w) => format!("worker_{w}/{}", self.query),
+            None => self.query.clone(),
+        }
+    }
+
+    /// The worker directory (`worker_N/`), holding the shared `symfs/`.
+    pub fn worker_dir(&self) -> Option<&Path> {
+        self.dir.parent()
+    }
+}
+
+/// Files that make a directory a capture.
+fn looks_like_capture(dir: &Path) -> bool {
+    [
+        format::CAPTURE_JSON,
+        LEGACY_METADATA,
+        format::SHARDS_TSV,
+        SCRIPT_ZST,
+        SCRIPT_GZ,
+    ]
+    .iter()
+    .any(|n| dir.join(n).is_file())
+        || data_files_in(dir).map(|v| !v.is_empty()).unwrap_or(false)
+}
+
+/// `perf.data` and `perf.data.partNNN` files in `dir`, sorted by name.
+fn data_files_in(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for e in fs::read_dir(dir)? {
+        let e = e?;
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        let is_part = name
+            .strip_prefix("perf.data.part")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        if (name == "perf.data" || is_part) && e.path().is_file() {
+            out.push(e.path());
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn worker_index(name: &str) -> Option<u32> {
+    let n = name.strip_prefix("worker_")?;
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    n.parse().ok()
+}
+
+/// Sorted subdirectories of `dir` that are not hidden (`.Q.publishing` is
+/// a capture still being published).
+fn subdirs(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for e in fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let e = e.map_err(|e| Error::io(dir, e))?;
+        let name = e.file_name();
+        if name.to_string_lossy().starts_with('.') {
+            continue;
+        }
+        if e.path().is_dir() {
+            out.push(e.path());
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn captures_of_worker(worker_dir: &Path, worker: Option<u32>) -> Result<Vec<CaptureDir>> {
+    let mut out = Vec::new();
+    for d in subdirs(worker_dir)? {
+        let name = d
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        if name == "symfs" || !looks_like_capture(&d) {
+            continue;
+        }
+        out.push(CaptureDir {
+            dir: d,
+            worker,
+            query: name,
+        });
+    }
+    Ok(out)
+}
+
+/// Finds the captures under each root. A root may be a result directory
+/// (`RESULT_DIR/profiles/perf/worker_N/Q/`), the `profiles/perf` directory
+/// itself, one `worker_N` directory, or one capture directory. Captures are
+/// returned sorted by worker and query, narrowed by `filter`.
+///
+/// Errors (exit code 2) when a root does not exist or holds no capture at
+/// all (before narrowing): that is a wrong path, not an empty result.
+pub fn discover(roots: &[PathBuf], filter: &Filter) -> Result<Vec<CaptureDir>> {
+    let mut all = Vec::new();
+    for root in roots {
+        if !root.is_dir() {
+            let what = if root.exists() {
+                "is not a directory"
+            } else {
+                "does not exist"
+            };
+            return Err(Error::Usage(format!(
+                "{}: {what}; pass a result directory (the one holding profiles/perf/worker_N/)",
+                root.display()
+            )));
+        }
+        let name = root
+            .canonicalize()
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_default();
+        let perf_root = root.join("profiles").join("perf");
+        let found = if perf_root.is_dir() {
+            perf_root_captures(&perf_root)?
+        } else if let Some(w) = worker_index(&name) {
+            captures_of_worker(root, Some(w))?
+        } else if looks_like_capture(root) {
+            let canon = root.canonicalize().map_err(|e| Error::io(root, e))?;
+            let worker = canon
+                .parent()
+                .and_then(|p| p.file_name())
+                .and_then(|n| worker_index(&n.to_string_lossy()));
+            vec![CaptureDir {
+                dir: root.clone(),
+                worker,
+                query: name,
+            }]
+        } else {
+            perf_root_captures(root)?
+        };
+        if found.is_empty() {
+            return Err(Error::Usage(format!(
+                "{}: no captures found; expected RESULT_DIR/profiles/perf/worker_N/QUERY/ \
+                 directories holding capture.json or capture-metadata.txt and perf.data files",
+                root.display()
+            )));
+        }
+        all.extend(found);
+    }
+    all.retain(|c| filter.keeps(c.worker, &c.query));
+    all.dedup_by(|a, b| a.dir == b.dir);
+    Ok(all)
+}
+
+fn perf_root_captures(perf_root: &Path) -> Result<Vec<CaptureDir>> {
+    let mut workers: Vec<(u32, PathBuf)> = subdirs(perf_root)?
+        .into_iter()
+        .filter_map(|d| {
+            let n = worker_index(&d.file_name()?.to_string_lossy())?;
+            Some((n, d))
+        })
+        .collect();
+    workers.sort();
+    let mut out = Vec::new();
+    for (n, d) in workers {
+        out.extend(captures_of_worker(&d, Some(n))?);
+    }
+    Ok(out)
+}
+
+/// Which writer made a capture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Layout {
+    /// `jobprof-record`: `capture.json` and its `perf-shards.tsv`.
+    Record,
+    /// The old shell pipeline: `capture-metadata.txt` (key=value).
+    Legacy,
+}
+
+/// One shard (perf process) of a validated capture.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shard {
+    /// Shard number (0-based).
+    pub index: u32,
+    /// The data file (absolute or relative to the working directory).
+    pub data_file: PathBuf,
+    /// Size the manifest recorded, when it did.
+    pub manifest_bytes: Option<u64>,
+    /// Size on disk now (`None` when the file is missing).
+    pub bytes: Option<u64>,
+}
+
+/// A capture that passed validation: everything the pipeline needs to know.
+#[derive(Debug, Clone)]
+pub struct ValidCapture {
+    /// Where it was found.
+    pub found: CaptureDir,
+    /// Who wrote it.
+    pub layout: Layout,
+    /// The Slurm job id, when recorded.
+    pub job_id: Option<String>,
+    /// The sampled event (`cpu-clock`), when recorded.
+    pub event: Option<String>,
+    /// The perf that recorded, when recorded.
+    pub recorded_with: Option<String>,
+    /// The shards, in order.
+    pub shards: Vec<Shard>,
+    /// `symfs/` of the capture, or of its worker directory.
+    pub symfs: Option<PathBuf>,
+    /// Symbolized text already in the capture (`perf.script.zst`, else the
+    /// old pipeline's `perf.script.gz`).
+    pub script_text: Option<PathBuf>,
+    /// Things worth saying that do not stop processing (size mismatches).
+    pub warnings: Vec<String>,
+}
+
+impl ValidCapture {
+    /// True when every shard's data file is present.
+    pub fn has_all_data(&self) -> bool {
+        !self.shards.is_empty() && self.shards.iter().all(|s| s.bytes.is_some())
+    }
+}
+
+/// Why a capture is not processed: one line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal(pub String);
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn refuse(msg: impl Into<String>) -> Refusal {
+    Refusal(msg.into())
+}
+
+/// Checks a capture before any time is spent on it: metadata readable and
+/// valid, the handshake enabled sampling, phases `queued` and `published`
+/// reached, every shard stopped with exit 0 or 130, and as many shards in
+/// the manifest as the metadata says. Returns the capture's facts, or the
+/// one-line reason it is refused.
+pub fn validate(found: &CaptureDir) -> std::result::Result<ValidCapture, Refusal> {
+    let dir = &found.dir;
+    let json = dir.join(format::CAPTURE_JSON);
+    let legacy_meta = dir.join(LEGACY_METADATA);
+    let mut v = if json.is_file() {
+        validate_record(found, &json)?
+    } else if legacy_meta.is_file() {
+        legacy::validate(found, &legacy_meta)?
+    } else {
+        return Err(refuse(format!(
+            "no {} or {} in {}: not a published capture (still being written, or not a capture)",
+            format::CAPTURE_JSON,
+            LEGACY_METADATA,
+            dir.display()
+        )));
+    };
+    v.symfs = std::iter::once(dir.join("symfs"))
+        .chain(found.worker_dir().map(|w| w.join("symfs")))
+        .find(|p| p.is_dir());
+    v.script_text = [SCRIPT_ZST, SCRIPT_GZ]
+        .into_iter()
+        .map(|n| dir.join(n))
+        .find(|p| p.is_file());
+    for s in &mut v.shards {
+        s.bytes = fs::metadata(&s.data_file)
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.len());
+        match (s.bytes, s.manifest_bytes) {
+            (Some(now), Some(then)) if now != then => v.warnings.push(format!(
+                "shard {}: {} has {now} bytes, the manifest says {then} (truncated or replaced copy?)",
+                s.index,
+                s.data_file.display()
+            )),
+            _ => {}
+        }
+    }
+    if !v.has_all_data() && v.script_text.is_none() {
+        let missing: Vec<String> = v
+            .shards
+            .iter()
+            .filter(|s| s.bytes.is_none())
+            .map(|s| file_name(&s.data_file))
+            .collect();
+        return Err(refuse(format!(
+            "data file(s) missing: {} (and no {SCRIPT_ZST} or {SCRIPT_GZ} to fold instead)",
+            missing.join(", ")
+        )));
+    }
+    Ok(v)
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| p.display().to_string())
+}
+
+fn validate_record(found: &CaptureDir, json: &Path) -> std::result::Result<ValidCapture, Refusal> {
+    let text = fs::read_to_string(json)
+        .map_err(|e| refuse(format!("cannot read {}: {e}", json.display())))?;
+    let cap: Capture = serde_json::from_str(&text).map_err(|e| {
+        // An unknown future format fails here too; say so when the version
+        // field is readable.
+        let version = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|v| v.get("format_version").and_then(|v| v.as_u64()));
+        match version {
+            Some(n) if n > u64::from(format::FORMAT_VERSION) => refuse(format!(
+                "{}: format version {n} is newer than this jobprof understands ({}); upgrade jobprof",
+                json.display(),
+                format::FORMAT_VERSION
+            )),
+            _ => refuse(format!("{} is not valid capture metadata: {e}", json.display())),
+        }
+    })?;
+    if !cap.valid {
+        return Err(refuse(format!(
+            "capture.json marks the capture invalid: {}",
+            cap.reason.as_deref().unwrap_or("no reason given")
+        )));
+    }
+    if !cap.reached(Phase::Enabled) {
+        return Err(refuse(
+            "handshake never enabled sampling (phase `enabled` missing in capture.json)",
+        ));
+    }
+    let missing: Vec<&str> = [Phase::Stopped, Phase::Queued, Phase::Published]
+        .into_iter()
+        .filter(|p| !cap.reached(*p))
+        .map(Phase::as_str)
+        .collect();
+    if !missing.is_empty() {
+        return Err(refuse(format!(
+            "capture.json misses phase(s) {}: the capture was not stopped and published completely",
+            missing.join(", ")
+        )));
+    }
+    let tsv = found.dir.join(format::SHARDS_TSV);
+    let manifest = fs::read_to_string(&tsv).map_err(|e| {
+        refuse(format!(
+            "cannot read the shard manifest {}: {e}",
+            tsv.display()
+        ))
+    })?;
+    let rows = format::parse_shards_tsv(&manifest)
+        .map_err(|e| refuse(format!("{}: {e}", tsv.display())))?;
+    if rows.len() != cap.shard_count as usize {
+        return Err(refuse(format!(
+            "{} lists {} shard(s), capture.json says {}",
+            format::SHARDS_TSV,
+            rows.len(),
+            cap.shard_count
+        )));
+    }
+    if let Some(bad) = rows.iter().find(|r| !r.clean_exit()) {
+        return Err(refuse(format!(
+            "shard {} (phase {}) ended with exit status {}, not 0 or 130: its data is incomplete",
+            bad.shard,
+            bad.phase,
+            bad.exit_status
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| "none (perf never ran)".into())
+        )));
+    }
+    Ok(ValidCapture {
+        found: found.clone(),
+        layout: Layout::Record,
+        job_id: cap.slurm_job_id.clone(),
+        event: Some(cap.event.clone()),
+        recorded_with: Some(cap.perf_version.clone()),
+        shards: rows
+            .iter()
+            .map(|r| Shard {
+                index: r.shard,
+                data_file: found.dir.join(&r.data_file),
+                manifest_bytes: Some(r.data_bytes),
+                bytes: None,
+            })
+            .collect(),
+        symfs: None,
+        script_text: None,
+        warnings: Vec::new(),
+    })
+}
+
+/// The content of `.postprocess-complete`: who completed the capture, when,
+/// and which outputs it wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Marker {
+    /// `jobprof`.
+    pub tool: String,
+    /// The jobprof version that wrote the outputs.
+    pub tool_version: String,
+    /// [`OUTPUT_VERSION`] of that jobprof.
+    pub output_version: u32,
+    /// When processing completed (RFC 3339, UTC).
+    pub completed: String,
+    /// The output files written (names in the capture directory).
+    pub outputs: Vec<String>,
+}
+
+/// Whether a capture needs processing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Completion {
+    /// No marker: never completed (or an earlier run was interrupted).
+    NotDone,
+    /// Complete with every wanted output; skip unless forced.
+    Done(Marker),
+    /// A marker exists but the outputs must be redone; says why.
+    Stale(String),
+}
+
+/// Reads the marker of `dir` and decides whether outputs `wanted` are all
+/// there and current.
+pub fn completion(dir: &Path, wanted: &[String]) -> Completion {
+    let path = dir.join(MARKER);
+    let Ok(text) = fs::read_to_string(&path) else {
+        return Completion::NotDone;
+    };
+    let marker: Marker = match serde_json::from_str(&text) {
+        Ok(m) => m,
+        Err(_) => {
+            return Completion::Stale(
+                "completed by the old post-processing pipeline (output version 0)".into(),
+            )
+        }
+    };
+    if marker.output_version < OUTPUT_VERSION {
+        return Completion::Stale(format!(
+            "completed by jobprof {} (output version {}, now {OUTPUT_VERSION})",
+            marker.tool_version, marker.output_version
+        ));
+    }
+    if let Some(missing) = wanted
+        .iter()
+        .find(|w| !marker.outputs.contains(w) || !dir.join(w.as_str()).is_file())
+    {
+        return Completion::Stale(format!("{missing} is missing"));
+    }
+    Completion::Done(marker)
+}
+
+/// Removes the marker before outputs are rewritten, so an interrupted run
+/// never leaves a marker over a mix of old and new outputs.
+pub fn clear_marker(dir: &Path) -> Result<()> {
+    match fs::remove_file(dir.join(MARKER)) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io(dir.join(MARKER), e)),
+    }
+}
+
+/// Writes the marker (atomically): the last file of a processed capture.
+pub fn write_marker(dir: &Path, marker: &Marker) -> Result<()> {
+    let mut json = serde_json::to_string_pretty(marker).expect("a marker always serializes");
+    json.push('\n');
+    crate::atomic::write_atomic(dir.join(MARKER), json.as_bytes())
+}
+
+/// Removes temporary files left by a killed run (`.NAME.XXXXXX.tmp`, as
+/// [`crate::atomic::AtomicFile`] names them) for the given output names.
+/// Returns how many were removed.
+pub fn remove_stale_temporaries(dir: &Path, names: &[&str]) -> usize {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let stale =
+            name.ends_with(".tmp") && names.iter().any(|n| name.starts_with(&format!(".{n}.")));
+        if stale && fs::remove_file(e.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worker_names() {
+        assert_eq!(worker_index("worker_0"), Some(0));
+        assert_eq!(worker_index("worker_12"), Some(12));
+        assert_eq!(worker_index("worker_"), None);
+        assert_eq!(worker_index("worker_1a"), None);
+        assert_eq!(worker_index("symfs"), None);
+    }
+
+    #[test]
+    fn filter_narrows_by_worker_and_query() {
+        let f = Filter {
+            workers: vec![1],
+            queries: vec!["q2".into()],
+        };
+        assert!(f.keeps(Some(1), "q2"));
+        assert!(!f.keeps(Some(0), "q2"));
+        assert!(!f.keeps(Some(1), "q1"));
+        assert!(!f.keeps(None, "q2"));
+        assert!(Filter::default().keeps(None, "x"));
+    }
+
+    #[test]
+    fn marker_decides_skip_and_redo() {
+        let dir = tempfile::tempdir().unwrap();
+        let wanted = vec!["stacks.folded".to_string()];
+        assert_eq!(completion(dir.path(), &wanted), Completion::NotDone);
+        fs::write(dir.path().join(MARKER), "").unwrap();
+        assert!(matches!(
+            completion(dir.path(), &wanted),
+            Completion::Stale(s) if s.contains("old post-processing")
+        ));
+        let m = Marker {
+            tool: "jobprof".into(),
+            tool_version: "0.1.0".into(),
+            output_version: OUTPUT_VERSION,
+            completed: "2026-11-30T00:00:00Z".into(),
+            outputs: wanted.clone(),
+        };
+        write_marker(dir.path(), &m).unwrap();
+        assert!(
+            matches!(completion(dir.path(), &wanted), Completion::Stale(s) if s.contains("missing"))
+        );
+        fs::write(dir.path().join("stacks.folded"), "a 1\n").unwrap();
+        assert_eq!(completion(dir.path(), &wanted), Completion::Done(m.clone()));
+        let older = Marker {
+            output_version: 0,
+            ..m
+        };
+        write_marker(dir.path(), &older).unwrap();
+        assert!(
+            matches!(completion(dir.path(), &wanted), Completion::Stale(s) if s.contains("output version 0"))
+        );
+        clear_marker(dir.path()).unwrap();
+        assert_eq!(completion(dir.path(), &wanted), Completion::NotDone);
+    }
+
+    #[test]
+    fn stale_temporaries_are_removed_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        for n in [".stacks.folded.abc123.tmp", "stacks.folded", ".other.x.tmp"] {
+            fs::write(dir.path().join(n), "x").unwrap();
+        }
+        assert_eq!(remove_stale_temporaries(dir.path(), &["stacks.folded"]), 1);
+        assert!(dir.path().join("stacks.folded").exists());
+        assert!(dir.path().join(".other.x.tmp").exists());
+    }
+}

@@ -1,0 +1,779 @@
+//! `jobprof process` end to end, on real captures: a real multi-threaded
+//! program (fixtures/src/demo_worker.c) recorded with real `perf record` per
+//! group of threads into a capture laid out as jobprof-record publishes it
+//! (scripts/perf-capture.sh), then processed by the real binary with real
+//! `perf script`. The capture is made once per test run; every test works
+//! on its own copy. The program's binary is deleted after recording, so
+//! symbols come from the capture's symfs/ as they would after a job.
+//! Expected numbers come from perf itself (`perf script -F period`).
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::util::{self, repo_root};
+
+fn jobprof() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_jobprof"));
+    c.stdin(Stdio::null());
+    c
+}
+
+fn perf_available() -> bool {
+    Command::new("perf")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// The capture made once: `<dir>/profiles/perf/worker_0/q1` with 3 shards,
+/// and the worker's `symfs/`.
+struct Base {
+    _keep: tempfile::TempDir,
+    result_dir: PathBuf,
+}
+
+static BASE: OnceLock<Option<Base>> = OnceLock::new();
+
+fn base() -> Option<&'static Base> {
+    BASE.get_or_init(|| {
+        if !util::require(perf_available(), "perf (linux-perf) for tests/process.rs") {
+            return None;
+        }
+        Some(make_base())
+    })
+    .as_ref()
+}
+
+fn make_base() -> Base {
+    let keep = tempfile::tempdir().unwrap();
+    let bin_dir = keep.path().join("bin");
+    fs::create_dir_all(&bin_dir).unwrap();
+    let exe = bin_dir.join("demo_worker");
+    let src = repo_root().join("fixtures/src/demo_worker.c");
+    let st = Command::new("gcc")
+        .args([
+            "-O2",
+            "-g",
+            "-fno-omit-frame-pointer",
+            "-pthread",
+            "-static",
+            "-o",
+        ])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .expect("gcc is needed to build the test workload");
+    assert!(st.success(), "building {}", src.display());
+    let mut worker = Command::new(&exe)
+        .args(["60", "6"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Let the threads start.
+    std::thread::sleep(Duration::from_millis(300));
+    let result_dir = keep.path().join("result");
+    let perf_root = result_dir.join("profiles/perf");
+    fs::create_dir_all(&perf_root).unwrap();
+    let out = Command::new("bash")
+        .arg(repo_root().join("scripts/perf-capture.sh"))
+        .args(["--pid", &worker.id().to_string(), "--out"])
+        .arg(&perf_root)
+        .args([
+            "--worker",
+            "0",
+            "--query",
+            "q1",
+            "--shards",
+            "3",
+            "--seconds",
+            "2",
+            "--frequency",
+            "499",
+            "--job-id",
+            "4242",
+        ])
+        .output()
+        .unwrap();
+    let _ = worker.kill();
+    let _ = worker.wait();
+    assert!(
+        out.status.success(),
+        "perf-capture.sh failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // After the job the binary is gone: only symfs/ can name its frames.
+    fs::remove_dir_all(&bin_dir).unwrap();
+    Base {
+        _keep: keep,
+        result_dir,
+    }
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for e in fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dst = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dst);
+        } else {
+            fs::copy(e.path(), &dst).unwrap();
+        }
+    }
+}
+
+/// A private copy of the base result directory.
+fn copy_base(base: &Base) -> (tempfile::TempDir, PathBuf) {
+    let t = tempfile::tempdir().unwrap();
+    let dst = t.path().join("result");
+    copy_tree(&base.result_dir, &dst);
+    (t, dst)
+}
+
+fn capture_dir(result: &Path, worker: u32, q: &str) -> PathBuf {
+    result.join(format!("profiles/perf/worker_{worker}/{q}"))
+}
+
+fn run(args: &[&str], dirs: &[&Path]) -> Output {
+    jobprof()
+        .arg("process")
+        .args(dirs)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// (samples, sum of periods) of `files` according to perf itself.
+fn perf_counts(files: &[PathBuf], symfs: &Path) -> (u64, u64) {
+    let (mut n, mut sum) = (0u64, 0u64);
+    for f in files {
+        let out = Command::new("perf")
+            .args(["script", "-f", "-F", "period", "--symfs"])
+            .arg(symfs)
+            .arg("-i")
+            .arg(f)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "perf script -F period {}",
+            f.display()
+        );
+        for l in String::from_utf8_lossy(&out.stdout).lines() {
+            if let Ok(p) = l.trim().parse::<u64>() {
+                n += 1;
+                sum += p;
+            }
+        }
+    }
+    (n, sum)
+}
+
+fn data_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("perf.data")
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn folded_total(path: &Path) -> u64 {
+    fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum()
+}
+
+fn summary(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&util::read(&dir.join("summary.json"))).unwrap()
+}
+
+fn mtimes(dir: &Path) -> BTreeMap<String, SystemTime> {
+    fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                e.metadata().unwrap().modified().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Asserts `svg` is well-formed XML (inferno's SVG has a DOCTYPE).
+fn parse_svg(svg: &str) {
+    let opts = roxmltree::ParsingOptions {
+        allow_dtd: true,
+        ..Default::default()
+    };
+    let doc = roxmltree::Document::parse_with_options(svg, opts)
+        .unwrap_or_else(|e| panic!("flamegraph.svg is not well-formed XML: {e}"));
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+}
+
+/// Asserts the HTML page loads nothing from the network.
+fn assert_offline_html(html: &str) {
+    let lower = html.to_ascii_lowercase();
+    for bad in [
+        "src=\"http",
+        "src='http",
+        "src=\"//",
+        "href=\"http",
+        "href='http",
+        "href=\"//",
+        "url(http",
+        "url(//",
+        "@import",
+        "<link",
+        "fetch(",
+        "xmlhttprequest",
+        "<iframe",
+    ] {
+        assert!(
+            !lower.contains(bad),
+            "flamegraph.html references the network: {bad}"
+        );
+    }
+}
+
+#[test]
+fn real_capture_every_output_checked() {
+    let Some(base) = base() else { return };
+    let (_t, result) = copy_base(base);
+    let dir = capture_dir(&result, 0, "q1");
+    let out = run(&[], &[&result]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("processed"), "{}", text(&out));
+
+    let symfs = result.join("profiles/perf/worker_0/symfs");
+    let shards = data_files(&dir);
+    assert_eq!(shards.len(), 3);
+    let (samples, periods) = perf_counts(&shards, &symfs);
+    assert!(samples > 50, "too few samples recorded: {samples}");
+
+    // stacks.folded: every sample of every shard, nothing more.
+    assert_eq!(folded_total(&dir.join("stacks.folded")), periods);
+
+    // perf.script.zst: the symbolized text of all shards.
+    let archive = zstd::decode_all(&util::read(&dir.join("perf.script.zst"))[..]).unwrap();
+    let archive = String::from_utf8_lossy(&archive);
+    let headers = archive
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with(['\t', ' ']))
+        .count() as u64;
+    assert_eq!(headers, samples);
+
+    // flamegraph.svg: well-formed XML, the workload's functions, its script.
+    let svg = fs::read_to_string(dir.join("flamegraph.svg")).unwrap();
+    parse_svg(&svg);
+    for f in ["demo_run_query", "demo_hash_key", "demo_sort_results"] {
+        assert!(svg.contains(f), "flamegraph.svg lacks {f}");
+    }
+    assert!(svg.contains("<script"), "flamegraph.svg has no script");
+    assert!(
+        svg.contains("4242") && svg.contains("q1"),
+        "title names job and query"
+    );
+
+    // flamegraph.html: self-contained.
+    let html = fs::read_to_string(dir.join("flamegraph.html")).unwrap();
+    assert!(html.contains("<svg") && html.contains("demo_run_query"));
+    assert_offline_html(&html);
+
+    // summary.json: the right counts.
+    let s = summary(&dir);
+    assert_eq!(s["samples"], samples);
+    assert_eq!(s["period_total"], periods);
+    assert_eq!(s["job_id"], "4242");
+    assert_eq!(s["worker"], 0);
+    assert_eq!(s["shards"].as_array().unwrap().len(), 3);
+    assert!(s["shards"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|x| x["status"] == "ok"));
+    assert!(s["symbolized_ratio"].as_f64().unwrap() > 0.9);
+    let top: Vec<&str> = s["top_total"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert!(top.contains(&"demo_run_query"), "{top:?}");
+    assert!(!s["top_self"].as_array().unwrap().is_empty());
+    let inputs = s["inputs"].as_array().unwrap();
+    for f in &shards {
+        let name = f.file_name().unwrap().to_string_lossy();
+        let i = inputs
+            .iter()
+            .find(|i| i["name"] == *name)
+            .expect("input listed");
+        assert_eq!(i["bytes"], fs::metadata(f).unwrap().len());
+        assert_eq!(i["blake3"].as_str().unwrap().len(), 64);
+    }
+    assert!(s["perf_version"]
+        .as_str()
+        .unwrap()
+        .starts_with("perf version"));
+    assert_eq!(s["tool_version"], env!("CARGO_PKG_VERSION"));
+
+    // The marker, last, lists the outputs.
+    let m: serde_json::Value =
+        serde_json::from_slice(&util::read(&dir.join(".postprocess-complete"))).unwrap();
+    assert_eq!(m["output_version"], 1);
+    // No temporary file is left.
+    assert!(mtimes(&dir).keys().all(|n| !n.ends_with(".tmp")));
+}
+
+/// A fake perf that logs its argv and then runs the real one.
+fn logging_perf(dir: &Path) -> (PathBuf, PathBuf) {
+    let log = dir.join("perf-argv.log");
+    let exe = dir.join("perf");
+    fs::write(
+        &exe,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec perf \"$@\"\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(&exe, fs::Permissions::from_mode(0o755)).unwrap();
+    (exe, log)
+}
+
+#[test]
+fn rerun_without_force_changes_nothing() {
+    let Some(base) = base() else { return };
+    let (t, result) = copy_base(base);
+    let dir = capture_dir(&result, 0, "q1");
+    let out = run(&[], &[&result]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let before = mtimes(&dir);
+    let (fake, log) = logging_perf(t.path());
+    let start = Instant::now();
+    let out = run(&["--perf", fake.to_str().unwrap()], &[&result]);
+    let took = start.elapsed();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("skipped"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        mtimes(&dir),
+        before,
+        "a rerun without --force touched files"
+    );
+    let argv = fs::read_to_string(&log).unwrap_or_default();
+    assert!(!argv.contains("script"), "a rerun ran perf script: {argv}");
+    assert!(took < Duration::from_secs(10), "a skip took {took:?}");
+
+    // --force does the work again.
+    let out = run(&["--force", "--perf", fake.to_str().unwrap()], &[&result]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(fs::read_to_string(&log).unwrap().contains("script"));
+    let after = mtimes(&dir);
+    assert_ne!(after["summary.json"], before["summary.json"]);
+}
+
+fn edit_json(path: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    let mut v: serde_json::Value = serde_json::from_slice(&util::read(path)).unwrap();
+    edit(&mut v);
+    fs::write(path, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+}
+
+#[test]
+fn invalid_captures_refused_with_reasons_valid_one_processed() {
+    let Some(base) = base() else { return };
+    let (_t, result) = copy_base(base);
+    let good = capture_dir(&result, 0, "q1");
+    let invalid = capture_dir(&result, 0, "q2");
+    let killed = capture_dir(&result, 0, "q3");
+    let unpublished = capture_dir(&result, 0, "q4");
+    for d in [&invalid, &killed, &unpublished] {
+        copy_tree(&good, d);
+    }
+    edit_json(&invalid.join("capture.json"), |v| {
+        v["valid"] = false.into();
+        v["reason"] = "the worker exited during the capture".into();
+    });
+    let tsv = fs::read_to_string(killed.join("perf-shards.tsv")).unwrap();
+    let tsv = tsv.replacen("\t130\tperf.data.part001", "\t143\tperf.data.part001", 1);
+    fs::write(killed.join("perf-shards.tsv"), tsv).unwrap();
+    edit_json(&unpublished.join("capture.json"), |v| {
+        v["phases"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|p| p["phase"] != "published");
+    });
+    let out = run(&[], &[&result]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = |q: &str| {
+        stdout
+            .lines()
+            .find(|l| l.contains(&format!("worker_0/{q}:")))
+            .unwrap_or_else(|| panic!("no line for {q}: {}", text(&out)))
+            .to_string()
+    };
+    assert!(line("q1").contains("processed"));
+    assert!(line("q2").contains("refused") && line("q2").contains("the worker exited"));
+    assert!(
+        line("q3").contains("refused")
+            && line("q3").contains("shard 1")
+            && line("q3").contains("143")
+    );
+    assert!(line("q4").contains("refused") && line("q4").contains("published"));
+    assert!(good.join(".postprocess-complete").exists());
+    for d in [&invalid, &killed, &unpublished] {
+        assert!(!d.join("stacks.folded").exists() && !d.join(".postprocess-complete").exists());
+    }
+}
+
+#[test]
+fn corrupt_shard_reported_others_processed() {
+    let Some(base) = base() else { return };
+    let (_t, result) = copy_base(base);
+    let dir = capture_dir(&result, 0, "q1");
+    let symfs = result.join("profiles/perf/worker_0/symfs");
+    let shards = data_files(&dir);
+    let (_, expected_ok) = perf_counts(&[shards[0].clone(), shards[2].clone()], &symfs);
+    let bad = &shards[1];
+    let len = fs::metadata(bad).unwrap().len();
+    let f = fs::OpenOptions::new().write(true).open(bad).unwrap();
+    f.set_len(len / 2).unwrap();
+    drop(f);
+    let out = run(&[], &[&result]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("failed") && stdout.contains("perf.data.part001"),
+        "{}",
+        text(&out)
+    );
+    let s = summary(&dir);
+    assert_eq!(s["shards"][1]["status"], "failed");
+    assert_eq!(s["shards"][0]["status"], "ok");
+    assert_eq!(s["shards"][2]["status"], "ok");
+    // The healthy shards are all there (whatever perf salvaged of the
+    // truncated one comes on top).
+    assert!(folded_total(&dir.join("stacks.folded")) >= expected_ok);
+    assert!(dir.join("flamegraph.svg").exists());
+    assert!(
+        !dir.join(".postprocess-complete").exists(),
+        "a failed capture is not complete"
+    );
+}
+
+/// Turns the base capture into a single-shard one (shard 0's real data).
+fn single_shard(result: &Path) -> PathBuf {
+    let dir = capture_dir(result, 0, "q1");
+    fs::rename(dir.join("perf.data.part000"), dir.join("perf.data")).unwrap();
+    fs::remove_file(dir.join("perf.data.part001")).unwrap();
+    fs::remove_file(dir.join("perf.data.part002")).unwrap();
+    let tsv = fs::read_to_string(dir.join("perf-shards.tsv")).unwrap();
+    let mut lines: Vec<String> = tsv.lines().take(2).map(str::to_string).collect();
+    lines[1] = lines[1].replace("perf.data.part000", "perf.data");
+    fs::write(dir.join("perf-shards.tsv"), lines.join("\n") + "\n").unwrap();
+    edit_json(&dir.join("capture.json"), |v| v["shard_count"] = 1.into());
+    dir
+}
+
+#[test]
+fn time_slices_give_the_same_stacks() {
+    let Some(base) = base() else { return };
+    let (_t, result) = copy_base(base);
+    let dir = single_shard(&result);
+    let symfs = result.join("profiles/perf/worker_0/symfs");
+    let (samples, periods) = perf_counts(&[dir.join("perf.data")], &symfs);
+
+    let out = run(&["--time-slices", "1"], &[&result]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let whole = fs::read(dir.join("stacks.folded")).unwrap();
+    assert_eq!(summary(&dir)["shards"][0]["slices"], 1);
+
+    let out = run(
+        &["--force", "--time-slices", "5", "--jobs", "2"],
+        &[&result],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let sliced = fs::read(dir.join("stacks.folded")).unwrap();
+    let s = summary(&dir);
+    assert_eq!(s["shards"][0]["slices"], 5, "{}", text(&out));
+    assert_eq!(
+        s["samples"], samples,
+        "a sample lost or duplicated at a slice edge"
+    );
+    assert_eq!(folded_total(&dir.join("stacks.folded")), periods);
+    assert_eq!(
+        String::from_utf8_lossy(&sliced),
+        String::from_utf8_lossy(&whole)
+    );
+    // The archive holds every sample once, in time order.
+    let archive = zstd::decode_all(&util::read(&dir.join("perf.script.zst"))[..]).unwrap();
+    let times: Vec<f64> = String::from_utf8_lossy(&archive)
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with(['\t', ' ']))
+        .filter_map(|l| {
+            l.split_whitespace()
+                .find(|w| w.ends_with(':') && w.contains('.'))
+                .and_then(|w| w.trim_end_matches(':').parse().ok())
+        })
+        .collect();
+    assert_eq!(times.len() as u64, samples);
+    assert!(
+        times.windows(2).all(|w| w[0] <= w[1]),
+        "slices archived out of order"
+    );
+}
+
+#[test]
+fn killed_run_leaves_nothing_half_written_and_is_completed_next_time() {
+    let Some(base) = base() else { return };
+    let (t, result) = copy_base(base);
+    let dir = capture_dir(&result, 0, "q1");
+    // A perf whose `script` hangs after announcing itself.
+    let started = t.path().join("script-started");
+    let slow = t.path().join("slow-perf");
+    fs::write(
+        &slow,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = script ]; then echo $$ >> '{}'; exec sleep 60; fi\nexec perf \"$@\"\n",
+            started.display()
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(&slow, fs::Permissions::from_mode(0o755)).unwrap();
+    let mut child = jobprof()
+        .args(["process", "--perf"])
+        .arg(&slow)
+        .arg(&result)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while fs::read_to_string(&started).map_or(0, |s| s.lines().count()) < 1 {
+        assert!(Instant::now() < deadline, "perf script never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    for pid in fs::read_to_string(&started).unwrap().lines() {
+        let _ = Command::new("kill").arg(pid).status();
+    }
+    let names: Vec<String> = mtimes(&dir).into_keys().collect();
+    for out in [
+        "stacks.folded",
+        "flamegraph.svg",
+        "flamegraph.html",
+        "summary.json",
+        "perf.script.zst",
+        ".postprocess-complete",
+    ] {
+        assert!(
+            !names.contains(&out.to_string()),
+            "{out} written by a killed run"
+        );
+    }
+    assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
+    let out = run(&[], &[&result]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(dir.join(".postprocess-complete").exists());
+}
+
+#[test]
+fn too_few_symbols_refuses_to_render_but_keeps_folded_and_summary() {
+    let Some(base) = base() else { return };
+    let (_t, result) = copy_base(base);
+    let dir = capture_dir(&result, 0, "q1");
+    // Post-processing without the capture's symbols.
+    fs::remove_dir_all(result.join("profiles/perf/worker_0/symfs")).unwrap();
+    let out = run(&[], &[&result]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("not rendered") && stdout.contains("symfs"),
+        "{}",
+        text(&out)
+    );
+    assert!(dir.join("stacks.folded").exists());
+    assert!(summary(&dir)["render_refused"].is_string());
+    assert!(!dir.join("flamegraph.svg").exists() && !dir.join("flamegraph.html").exists());
+    assert!(!dir.join(".postprocess-complete").exists());
+    // With the threshold at 0 it renders whatever there is.
+    let out = run(&["--min-symbolized", "0"], &[&result]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(dir.join("flamegraph.svg").exists());
+}
+
+#[test]
+fn legacy_layout_with_data_and_with_only_its_gzip_text() {
+    let Some(base) = base() else { return };
+    let (_t, result) = copy_base(base);
+    let q1 = capture_dir(&result, 0, "q1");
+    let q2 = capture_dir(&result, 0, "q2");
+    // The old pipeline's files: key=value metadata, a manifest with the
+    // open_fds column, no capture.json.
+    let cap: serde_json::Value =
+        serde_json::from_slice(&util::read(&q1.join("capture.json"))).unwrap();
+    fs::remove_file(q1.join("capture.json")).unwrap();
+    fs::write(
+        q1.join("capture-metadata.txt"),
+        format!(
+            "valid=1\nhandshake=enabled\nphases=requested,attached,enabled,stopped,queued,published\n\
+             shard_count=3\njob_id=777\nevent={}\n",
+            cap["event"].as_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let tsv = fs::read_to_string(q1.join("perf-shards.tsv")).unwrap();
+    let legacy: Vec<String> = tsv
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            let mut f: Vec<&str> = l.split('\t').collect();
+            f.insert(6, if i == 0 { "open_fds" } else { "512" });
+            f.join("\t")
+        })
+        .collect();
+    fs::write(q1.join("perf-shards.tsv"), legacy.join("\n") + "\n").unwrap();
+    copy_tree(&q1, &q2);
+    let symfs = result.join("profiles/perf/worker_0/symfs");
+    let (samples, periods) = perf_counts(&data_files(&q1), &symfs);
+
+    // q2 as the old pipeline left it after its own post-processing: only
+    // perf.script.gz, the perf.data files gone.
+    let mut script = Vec::new();
+    for f in data_files(&q2) {
+        let o = Command::new("perf")
+            .args(["script", "-f", "--no-inline", "--symfs"])
+            .arg(&symfs)
+            .arg("-i")
+            .arg(&f)
+            .output()
+            .unwrap();
+        script.extend_from_slice(&o.stdout);
+        fs::remove_file(&f).unwrap();
+    }
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, &script).unwrap();
+    fs::write(q2.join("perf.script.gz"), gz.finish().unwrap()).unwrap();
+
+    let out = run(&[], &[&result]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("folding the capture's symbolized text perf.script.gz"),
+        "{}",
+        text(&out)
+    );
+    for d in [&q1, &q2] {
+        let s = summary(d);
+        assert_eq!(s["layout"], "legacy");
+        assert_eq!(s["job_id"], "777");
+        assert_eq!(s["samples"], samples);
+        assert_eq!(folded_total(&d.join("stacks.folded")), periods);
+        assert!(d.join("flamegraph.html").exists());
+    }
+    assert_eq!(summary(&q2)["symbolized_from"], "perf.script.gz");
+    assert_eq!(
+        fs::read(q1.join("stacks.folded")).unwrap(),
+        fs::read(q2.join("stacks.folded")).unwrap()
+    );
+}
+
+#[test]
+fn worker_and_query_narrow_the_run() {
+    let Some(base) = base() else { return };
+    let (_t, result) = copy_base(base);
+    let q1 = capture_dir(&result, 0, "q1");
+    copy_tree(&q1, &capture_dir(&result, 0, "q2"));
+    copy_tree(&q1, &capture_dir(&result, 3, "q1"));
+    let out = run(
+        &["--worker", "3", "--formats", "folded,summary"],
+        &[&result],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(capture_dir(&result, 3, "q1").join("stacks.folded").exists());
+    assert!(!capture_dir(&result, 3, "q1")
+        .join("flamegraph.svg")
+        .exists());
+    assert!(!q1.join("stacks.folded").exists());
+    let out = run(&["--query", "q2"], &[&result]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(capture_dir(&result, 0, "q2")
+        .join("flamegraph.svg")
+        .exists());
+    assert!(!q1.join("stacks.folded").exists());
+    let out = run(&["--query", "nope"], &[&result]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+}
+
+#[test]
+fn demo_fixture_processes_without_perf() {
+    let t = tempfile::tempdir().unwrap();
+    let result = t.path().join("result_dir_demo");
+    copy_tree(&repo_root().join("fixtures/result_dir_demo"), &result);
+    let no_perf = t.path().join("bin");
+    fs::create_dir_all(&no_perf).unwrap();
+    let out = jobprof()
+        .arg("process")
+        .arg(&result)
+        .env("PATH", &no_perf)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("folding the capture's symbolized text perf.script.zst"),
+        "{}",
+        text(&out)
+    );
+    let dir = capture_dir(&result, 0, "q01");
+    let svg = fs::read_to_string(dir.join("flamegraph.svg")).unwrap();
+    parse_svg(&svg);
+    assert!(svg.contains("demo_run_query"));
+    let html = fs::read_to_string(dir.join("flamegraph.html")).unwrap();
+    assert_offline_html(&html);
+    let s = summary(&dir);
+    assert_eq!(s["symbolized_from"], "perf.script.zst");
+    assert!(s["samples"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn missing_dir_and_bad_options_are_usage_errors() {
+    let out = run(&[], &[Path::new("/nonexistent/result_dir")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+    let t = tempfile::tempdir().unwrap();
+    let out = run(&[], &[t.path()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no captures found"));
+    let out = run(&["--formats", "png"], &[t.path()]);
+    assert_eq!(out.status.code(), Some(2));
+}
