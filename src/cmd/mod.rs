@@ -3,10 +3,7 @@
 
 pub mod diff;
 pub mod fold;
-<<<<<<< HEAD
 pub mod nsys;
-=======
 pub mod process;
->>>>>>> process
 pub mod render;
 pub mod repl;
