@@ -76,7 +76,12 @@ mod tests {
     fn every_difference_names_an_existing_test() {
         let tests = include_str!("../tests/fold.rs");
         for d in DIFFERENCES {
-            assert!(tests.contains(&format!("fn {}()", d.test)), "{}: test {} not found", d.name, d.test);
+            assert!(
+                tests.contains(&format!("fn {}()", d.test)),
+                "{}: test {} not found",
+                d.name,
+                d.test
+            );
         }
     }
 }

@@ -23,6 +23,7 @@ pub mod input;
 pub mod perf_script;
 pub mod process;
 pub mod render;
+pub mod reprocess;
 pub mod result_dir;
 pub mod summary;
 pub mod symbolize;
