@@ -28,7 +28,11 @@
 # (the same cost for every tool); the table shows the sum of the counts each
 # one produced, as a sanity check (jobprof's default mode also counts the
 # header-only samples that inferno drops).
-# Prints a Markdown table (paste it into the README) with MB/s and peak RSS,
+# Prints a Markdown table (paste it into the README) with MB/s (of the median
+# and of the fastest run: on a shared machine the fastest is the least
+# disturbed), CPU seconds
+# (user + system; less disturbed than wall time when the machine is busy) and
+# peak RSS,
 # the throughput ratios jobprof (all cores) vs the best inferno and jobprof -j 1
 # vs inferno -n 1, the peak RSS of jobprof on INPUT and on INPUT doubled, and
 # `cat` / `wc -l` as the reference for the scan limit.
@@ -82,7 +86,7 @@ trap 'rm -rf "$scratch"' EXIT
 warm() { cat "$1" >/dev/null; cat "$1" >/dev/null; }
 
 # once NAME CMD...: runs CMD once (stdout to $scratch/NAME.out, or to
-# $MEASURE_OUT when set) and appends "wall_s peak_rss_kb" to
+# $MEASURE_OUT when set) and appends "wall_s peak_rss_kb cpu_s" to
 # $scratch/NAME.runs; after a failure NAME is not run again and its result
 # is "fail RC".
 once() {
@@ -90,7 +94,7 @@ once() {
     shift
     [ ! -e "$scratch/$name.failed" ] || return 0
     t0=$(date +%s%N)
-    /usr/bin/time -f '%M' -o "$scratch/$name.time" "$@" >"${MEASURE_OUT:-$scratch/$name.out}" 2>"$scratch/$name.err" || rc=$?
+    /usr/bin/time -f '%M %U %S' -o "$scratch/$name.time" "$@" >"${MEASURE_OUT:-$scratch/$name.out}" 2>"$scratch/$name.err" || rc=$?
     t1=$(date +%s%N)
     if [ "$rc" != 0 ]; then
         echo "fail $rc" >"$scratch/$name.failed"
@@ -98,20 +102,23 @@ once() {
         return 0
     fi
     # Wall time from date(1) in ns (time's %e has only 10 ms resolution);
-    # peak RSS (KB) from time's %M.
-    echo "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }') $(tail -n 1 "$scratch/$name.time")" >>"$scratch/$name.runs"
+    # peak RSS (KB) and user+system CPU seconds from time.
+    echo "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }') $(tail -n 1 "$scratch/$name.time" | awk '{ printf "%s %.2f", $1, $2 + $3 }')" >>"$scratch/$name.runs"
 }
 
-# settle NAME: the median run (by wall time) goes to $scratch/NAME.res.
+# settle NAME: the median run (by wall time) goes to $scratch/NAME.res, the
+# fastest to $scratch/NAME.best.
 settle() {
     local name=$1 n
     if [ -e "$scratch/$name.failed" ]; then
         cp "$scratch/$name.failed" "$scratch/$name.res"
+        cp "$scratch/$name.failed" "$scratch/$name.best"
         return
     fi
     n=$(wc -l <"$scratch/$name.runs")
     sort -n "$scratch/$name.runs" | sed -n "$(((n + 1) / 2))p" >"$scratch/$name.res"
-    echo "compare: $name: $(tr '\n' ',' <"$scratch/$name.runs" | sed 's/,$//') (wall s, peak KB)" >&2
+    sort -n "$scratch/$name.runs" | head -n 1 >"$scratch/$name.best"
+    echo "compare: $name: $(tr '\n' ',' <"$scratch/$name.runs" | sed 's/,$//') (wall s, peak KB, CPU s)" >&2
 }
 
 # total NAME: sum of the sample counts in NAME's collapsed output.
@@ -148,9 +155,11 @@ done
 for name in "${tools[@]}"; do settle "$name"; done
 
 wall() { cut -d' ' -f1 "$scratch/$1.res"; }
+best() { cut -d' ' -f1 "$scratch/$1.best"; }
 rss() { cut -d' ' -f2 "$scratch/$1.res"; }
 ok() { [ "$(cut -d' ' -f1 "$scratch/$1.res")" != fail ]; }
 mbps() { awk -v b="$2" -v t="$(wall "$1")" 'BEGIN { if (t > 0) printf "%.0f", b / 1e6 / t; else printf "inf" }'; }
+best_mbps() { awk -v b="$2" -v t="$(best "$1")" 'BEGIN { if (t > 0) printf "%.0f", b / 1e6 / t; else printf "inf" }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else printf "-" }'; }
 
 load_after=$(cut -d' ' -f1 /proc/loadavg)
@@ -163,14 +172,14 @@ if awk -v a="$load_before" -v b="$load_after" -v n="$(nproc)" 'BEGIN { exit !(a 
     echo "WARNING: other processes were busy during the run; figures are not representative."
 fi
 echo
-echo "| tool | threads | wall s | throughput MB/s | peak RSS MB | samples counted |"
-echo "|---|---|---|---|---|---|"
+echo "| tool | threads | wall s (median) | MB/s (median) | MB/s (best) | CPU s | peak RSS MB | samples counted |"
+echo "|---|---|---|---|---|---|---|---|"
 row() { # row NAME LABEL THREADS BYTES
     if ok "$1"; then
-        printf '| %s | %s | %s | %s | %s | %s |\n' "$2" "$3" "$(wall "$1")" "$(mbps "$1" "$4")" \
+        printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$2" "$3" "$(wall "$1")" "$(mbps "$1" "$4")" "$(best_mbps "$1" "$4")" "$(cut -d' ' -f3 "$scratch/$1.res")" \
             "$(awk -v k="$(rss "$1")" 'BEGIN { printf "%.0f", k / 1024 }')" "$5"
     else
-        printf '| %s | %s | failed (exit %s) | - | - | - |\n' "$2" "$3" "$(cut -d' ' -f2 "$scratch/$1.res")"
+        printf '| %s | %s | failed (exit %s) | - | - | - | - | - |\n' "$2" "$3" "$(cut -d' ' -f2 "$scratch/$1.res")"
     fi
 }
 row cat '`cat`' 1 "$bytes" -
@@ -191,13 +200,13 @@ for n in inferno-n1 inferno-n2; do
     fi
 done
 if [ -n "$best_inferno" ] && ok jobprof-all; then
-    echo "jobprof fold (all cores) vs best inferno ($best_inferno): $(ratio "$(wall "$best_inferno")" "$(wall jobprof-all)") throughput (target >= 5x)"
+    echo "jobprof fold (all cores) vs best inferno ($best_inferno): $(ratio "$(wall "$best_inferno")" "$(wall jobprof-all)") throughput by medians, $(ratio "$(best "$best_inferno")" "$(best jobprof-all)") by best runs (target >= 5x)"
 fi
 if ok inferno-n1 && ok jobprof-1; then
-    echo "jobprof fold -j 1 vs inferno -n 1: $(ratio "$(wall inferno-n1)" "$(wall jobprof-1)") throughput (target >= 4x)"
+    echo "jobprof fold -j 1 vs inferno -n 1: $(ratio "$(wall inferno-n1)" "$(wall jobprof-1)") throughput by medians, $(ratio "$(best inferno-n1)" "$(best jobprof-1)") by best runs (target >= 4x)"
 fi
 if ok jobprof-1 && ok wc; then
-    echo "jobprof fold -j 1 runs at $(awk -v a="$(wall wc)" -v b="$(wall jobprof-1)" 'BEGIN { printf "%.0f%%", a * 100 / b }') of the \`wc -l\` scan rate (one core)"
+    echo "jobprof fold -j 1 runs at $(awk -v a="$(best wc)" -v b="$(best jobprof-1)" 'BEGIN { printf "%.0f%%", a * 100 / b }') of the \`wc -l\` scan rate (one core, best runs)"
 fi
 if ok jobprof-all; then
     echo "jobprof peak RSS: $(awk -v k="$(rss jobprof-all)" 'BEGIN { printf "%.0f MB", k / 1024 }') on $(awk -v b="$bytes" 'BEGIN { printf "%.2f GB", b / 1e9 }') (target <= 200 MB)"

@@ -2,8 +2,9 @@
 # End-to-end post-processing benchmark: `jobprof process` against the old way.
 #
 # Records a real multi-threaded workload (fixtures/src/demo_worker.c) into a
-# capture of >= 3 shards with real `perf record` per group of threads, laid
-# out as jobprof-record publishes it (scripts/perf-capture.sh), then times,
+# capture of >= 3 shards with the real capture sidecar (jobprof-record
+# sidecar/start/stop/shutdown; scripts/perf-capture.sh, plain `perf record`
+# per group of threads, if the recorder is not built), then times,
 # one after the other in the same run, on the same capture:
 #   (a) jobprof process --force RESULT_DIR
 #   (b) the old way: `perf script` per shard one after another, concatenated
@@ -47,9 +48,11 @@ if ! command -v inferno-collapse-perf >/dev/null || ! command -v inferno-flamegr
   cargo install inferno --locked --version 0.12.8
 fi
 
-cargo build --release --locked --quiet
-jobprof=target/x86_64-unknown-linux-gnu/release/jobprof
-[ -x "$jobprof" ] || jobprof=target/release/jobprof
+cargo build --release --locked --quiet -p jobprof -p jobprof-record
+bin=target/x86_64-unknown-linux-gnu/release
+[ -x "$bin/jobprof" ] || bin=target/release
+jobprof=$bin/jobprof
+recorder=$bin/jobprof-record
 
 if [ -n "$keep" ]; then work=$keep; mkdir -p "$work"; else work=$(mktemp -d); trap 'rm -rf "$work"' EXIT; fi
 result=$work/result_dir
@@ -62,9 +65,25 @@ if [ ! -d "$capture" ]; then
   worker=$!
   sleep 0.3
   mkdir -p "$result/profiles/perf"
-  bash scripts/perf-capture.sh --pid "$worker" --out "$result/profiles/perf" --worker 0 \
-    --query bench --shards "$shards" --seconds "$seconds" --frequency "$freq" \
-    --call-graph "$call_graph" --job-id bench >/dev/null
+  if [ -x "$recorder" ]; then
+    # The real capture sidecar, driven as a job drives it.
+    tokens=$work/tokens; mkdir -p "$tokens"
+    per=$(( (threads + 1 + shards - 1) / shards ))   # worker threads + main thread
+    SLURM_JOB_ID=bench "$recorder" sidecar --token-dir "$tokens" --worker 0 --pid "$worker" \
+      --out "$result/profiles/perf" --staging "$work/staging" --frequency "$freq" \
+      --call-graph "$call_graph" --threads-per-shard "$per" > "$work/sidecar.log" 2>&1 &
+    sidecar=$!
+    for _ in $(seq 600); do [ -e "$tokens/.perf_sidecar_ready_w0" ] && break; sleep 0.1; done
+    "$recorder" start --token-dir "$tokens" --worker 0 --query bench
+    sleep "$seconds"
+    "$recorder" stop --token-dir "$tokens" --worker 0 --query bench
+    "$recorder" shutdown --token-dir "$tokens" --worker 0 >/dev/null
+    wait "$sidecar"
+  else
+    bash scripts/perf-capture.sh --pid "$worker" --out "$result/profiles/perf" --worker 0 \
+      --query bench --shards "$shards" --seconds "$seconds" --frequency "$freq" \
+      --call-graph "$call_graph" --job-id bench >/dev/null
+  fi
   kill "$worker" 2>/dev/null || true
   wait "$worker" 2>/dev/null || true
 fi

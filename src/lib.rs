@@ -1,29 +1,47 @@
 //! jobprof turns profiling captures of cluster (Slurm) jobs into flamegraphs,
 //! summaries and compact archives.
 //!
-//! The modules follow the data's way through the tool: `input` opens files
-//! (mmap or stream), `perf_script` parses `perf script` text, `fold` turns it
-//! into collapsed stacks, and later stages render, summarize, archive and
-//! publish. Only the `jobprof` binary prints to the user or exits.
+//! The modules follow the data's way through the tool: [`input`] opens files
+//! (memory map or stream, with magic-byte sniffing), [`perf_script`] parses
+//! `perf script` lines, [`fold`] turns the text into collapsed stacks,
+//! [`render`] draws flamegraphs (SVG, offline HTML, speedscope), and the
+//! later stages process result directories, talk to Slurm ([`slurm`],
+//! [`repl`]) and gather Nsight Systems reports ([`nsys`]). Every file is
+//! written through [`atomic`]; progress is drawn only by [`progress`]; all
+//! errors are [`Error`], mapped onto one [`ExitCode`] contract. Only the
+//! `jobprof` binary prints to the user or exits.
+//!
+//! Folding in a few lines:
+//!
+//! ```
+//! use jobprof::fold::{Folder, Options};
+//!
+//! let text = b"worker 42 1.0: 1000 cpu-clock:\n\tffff scan (/bin/w)\n\tfff0 main (/bin/w)\n\n\
+//!              worker 42 1.1: 1000 cpu-clock:\n\n";
+//! let folded = Folder::new(Options::default()).fold_bytes(text);
+//! // The second sample has no frames: inferno drops it, jobprof keeps it.
+//! assert_eq!(folded.to_bytes(), b"worker 1000\nworker;main;scan 1000\n");
+//! assert_eq!(folded.total(), 2000);
+//! ```
 
 #![warn(missing_docs)]
 
+pub mod archive;
 pub mod atomic;
 pub mod compat;
 pub mod error;
-pub mod nsys;
-pub mod progress;
-pub mod repl;
-pub mod slurm;
-
-pub use error::{Error, ExitCode, Result};
-pub mod archive;
 pub mod fold;
 pub mod input;
+pub mod nsys;
 pub mod perf_script;
 pub mod process;
+pub mod progress;
 pub mod render;
+pub mod repl;
 pub mod reprocess;
 pub mod result_dir;
+pub mod slurm;
 pub mod summary;
 pub mod symbolize;
+
+pub use error::{Error, ExitCode, Result};

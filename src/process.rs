@@ -792,32 +792,32 @@ impl<'a> Pipeline<'a> {
                 let tx = tx.clone();
                 let (next, results, script_opts) = (&next, &results, &script_opts);
                 let (units_bar, bytes_bar) = (&units_bar, &bytes_bar);
-                scope.spawn(move || loop {
-                    let Some(&i) = order.get(next.fetch_add(1, Ordering::SeqCst)) else {
-                        break;
-                    };
-                    let unit = &units[i];
-                    let r = self.run_unit(perf, unit, script_opts, &tx, zstd_workers, bytes_bar);
-                    if let Ok(o) = &r.outcome {
-                        let s = &self.cap.shards[unit.shard_pos];
-                        let slice = unit
-                            .slice
-                            .map(|sl| format!(" slice {}", sl.to_arg()))
-                            .unwrap_or_default();
-                        self.log(format!(
-                            "shard {}{slice}: {} of text in {:.1}s{}",
-                            s.index,
-                            human_bytes(o.bytes),
-                            o.elapsed.as_secs_f64(),
-                            if o.ok() {
-                                String::new()
-                            } else {
-                                format!(" - FAILED: {}", o.failure())
-                            }
-                        ));
+                scope.spawn(move || {
+                    while let Some(&i) = order.get(next.fetch_add(1, Ordering::SeqCst)) {
+                        let unit = &units[i];
+                        let r =
+                            self.run_unit(perf, unit, script_opts, &tx, zstd_workers, bytes_bar);
+                        if let Ok(o) = &r.outcome {
+                            let s = &self.cap.shards[unit.shard_pos];
+                            let slice = unit
+                                .slice
+                                .map(|sl| format!(" slice {}", sl.to_arg()))
+                                .unwrap_or_default();
+                            self.log(format!(
+                                "shard {}{slice}: {} of text in {:.1}s{}",
+                                s.index,
+                                human_bytes(o.bytes),
+                                o.elapsed.as_secs_f64(),
+                                if o.ok() {
+                                    String::new()
+                                } else {
+                                    format!(" - FAILED: {}", o.failure())
+                                }
+                            ));
+                        }
+                        units_bar.inc(1);
+                        results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
                     }
-                    units_bar.inc(1);
-                    results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
                 });
             }
             drop(tx);
@@ -1027,16 +1027,16 @@ impl Pipeline<'_> {
     }
 }
 
-/// Sizes and BLAKE3 hashes of `paths`, and a warning per unreadable one.
+/// Sizes and SHA-256 hashes of `paths`, and a warning per unreadable one.
 fn hash_all(paths: &[PathBuf]) -> (Vec<InputFile>, Vec<String>) {
     let mut out = Vec::new();
     let mut warnings = Vec::new();
     for p in paths {
         match summary::hash_file(p) {
-            Ok((bytes, blake3)) => out.push(InputFile {
+            Ok((bytes, sha256)) => out.push(InputFile {
                 name: file_name(p),
                 bytes,
-                blake3,
+                sha256,
             }),
             Err(e) => warnings.push(format!("cannot hash {}: {e}", p.display())),
         }

@@ -133,14 +133,15 @@ pub struct InputFile {
     pub name: String,
     /// Size in bytes.
     pub bytes: u64,
-    /// BLAKE3 of the content, hex.
-    pub blake3: String,
+    /// SHA-256 of the content, hex (what `sha256sum` prints).
+    pub sha256: String,
 }
 
-/// Hashes a file (BLAKE3, streamed).
+/// Hashes a file (SHA-256, streamed): its size and hex digest.
 pub fn hash_file(path: &Path) -> io::Result<(u64, String)> {
+    use sha2::Digest;
     let mut f = File::open(path)?;
-    let mut h = blake3::Hasher::new();
+    let mut h = sha2::Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut n_total = 0u64;
     loop {
@@ -151,7 +152,8 @@ pub fn hash_file(path: &Path) -> io::Result<(u64, String)> {
         n_total += n as u64;
         h.update(&buf[..n]);
     }
-    Ok((n_total, h.finalize().to_hex().to_string()))
+    let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    Ok((n_total, hex))
 }
 
 /// One shard (or the symbolized text it came from) as processed.

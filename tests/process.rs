@@ -1,7 +1,7 @@
 //! `jobprof process` end to end, on real captures: a real multi-threaded
-//! program (fixtures/src/demo_worker.c) recorded with real `perf record` per
-//! group of threads into a capture laid out as jobprof-record publishes it
-//! (scripts/perf-capture.sh), then processed by the real binary with real
+//! program (fixtures/src/demo_worker.c) recorded by the real capture sidecar
+//! (`jobprof-record sidecar`, driven by `start`/`stop`/`shutdown` as a job
+//! does) into 3 shards, then processed by the real binary with real
 //! `perf script`. The capture is made once per test run; every test works
 //! on its own copy. The program's binary is deleted after recording, so
 //! symbols come from the capture's symfs/ as they would after a job.
@@ -49,6 +49,66 @@ fn base() -> Option<&'static Base> {
     .as_ref()
 }
 
+/// The `jobprof-record` binary of this workspace (member `crates/record`,
+/// so Cargo gives this test no `CARGO_BIN_EXE_` for it): built next to the
+/// `jobprof` binary under test, for the same target and profile.
+fn recorder() -> PathBuf {
+    let main = PathBuf::from(env!("CARGO_BIN_EXE_jobprof"));
+    let profile_dir = main.parent().unwrap();
+    let exe = profile_dir.join("jobprof-record");
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => "dev",
+        Some(p) => p,
+    };
+    let above = profile_dir.parent().unwrap();
+    let triple = above
+        .file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| n.matches('-').count() >= 2)
+        .map(str::to_string);
+    let target_dir = if triple.is_some() {
+        above.parent().unwrap()
+    } else {
+        above
+    };
+    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cmd.args([
+        "build",
+        "--quiet",
+        "-p",
+        "jobprof-record",
+        "--profile",
+        profile,
+    ])
+    .arg("--target-dir")
+    .arg(target_dir)
+    .current_dir(env!("CARGO_MANIFEST_DIR"));
+    if let Some(t) = &triple {
+        cmd.args(["--target", t]);
+    }
+    assert!(
+        cmd.status().unwrap().success(),
+        "cargo build -p jobprof-record"
+    );
+    exe
+}
+
+/// Runs a driver-side `jobprof-record` command and insists it succeeds.
+fn rec(tokens: &Path, args: &[&str]) {
+    let out = Command::new(recorder())
+        .args(args)
+        .arg("--token-dir")
+        .arg(tokens)
+        .args(["--worker", "0", "--timeout", "60"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "jobprof-record {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn make_base() -> Base {
     let keep = tempfile::tempdir().unwrap();
     let bin_dir = keep.path().join("bin");
@@ -69,43 +129,69 @@ fn make_base() -> Base {
         .status()
         .expect("gcc is needed to build the test workload");
     assert!(st.success(), "building {}", src.display());
+    // 6 threads + the main thread, 3 per shard: 3 shards.
     let mut worker = Command::new(&exe)
         .args(["60", "6"])
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    // Let the threads start.
-    std::thread::sleep(Duration::from_millis(300));
     let result_dir = keep.path().join("result");
     let perf_root = result_dir.join("profiles/perf");
+    let tokens = keep.path().join("tokens");
     fs::create_dir_all(&perf_root).unwrap();
-    let out = Command::new("bash")
-        .arg(repo_root().join("scripts/perf-capture.sh"))
-        .args(["--pid", &worker.id().to_string(), "--out"])
+    fs::create_dir_all(&tokens).unwrap();
+    // The real capture sidecar, as a job runs it.
+    let mut sidecar = Command::new(recorder())
+        .arg("sidecar")
+        .arg("--token-dir")
+        .arg(&tokens)
+        .args(["--worker", "0", "--pid", &worker.id().to_string()])
+        .arg("--out")
         .arg(&perf_root)
+        .arg("--staging")
+        .arg(keep.path().join("staging"))
         .args([
-            "--worker",
-            "0",
-            "--query",
-            "q1",
-            "--shards",
-            "3",
-            "--seconds",
-            "2",
             "--frequency",
             "499",
-            "--job-id",
-            "4242",
+            "--threads-per-shard",
+            "3",
+            "--start-timeout",
+            "30",
+            "--stop-timeout",
+            "20",
         ])
-        .output()
+        .env("SLURM_JOB_ID", "4242")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
-    let _ = worker.kill();
-    let _ = worker.wait();
+    let ready = tokens.join(".perf_sidecar_ready_w0");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ready.exists() {
+        if sidecar.try_wait().unwrap().is_some() || Instant::now() > deadline {
+            let _ = sidecar.kill();
+            let out = sidecar.wait_with_output().unwrap();
+            let _ = worker.kill();
+            panic!(
+                "jobprof-record sidecar not ready: {}{}",
+                fs::read_to_string(tokens.join(".perf_sidecar_error_w0")).unwrap_or_default(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    rec(&tokens, &["start", "--query", "q1"]);
+    std::thread::sleep(Duration::from_secs(2));
+    rec(&tokens, &["stop", "--query", "q1"]);
+    rec(&tokens, &["shutdown"]);
+    let out = sidecar.wait_with_output().unwrap();
     assert!(
         out.status.success(),
-        "perf-capture.sh failed: {}",
+        "sidecar: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let _ = worker.kill();
+    let _ = worker.wait();
     // After the job the binary is gone: only symfs/ can name its frames.
     fs::remove_dir_all(&bin_dir).unwrap();
     Base {
@@ -333,7 +419,12 @@ fn real_capture_every_output_checked() {
             .find(|i| i["name"] == *name)
             .expect("input listed");
         assert_eq!(i["bytes"], fs::metadata(f).unwrap().len());
-        assert_eq!(i["blake3"].as_str().unwrap().len(), 64);
+        let sum = Command::new("sha256sum").arg(f).output().unwrap();
+        let sum = String::from_utf8_lossy(&sum.stdout);
+        assert_eq!(
+            i["sha256"].as_str().unwrap(),
+            sum.split_whitespace().next().unwrap()
+        );
     }
     assert!(s["perf_version"]
         .as_str()
@@ -421,9 +512,19 @@ fn invalid_captures_refused_with_reasons_valid_one_processed() {
         v["valid"] = false.into();
         v["reason"] = "the worker exited during the capture".into();
     });
+    // Shard 1's perf was killed by the watchdog's SIGTERM (exit 143).
     let tsv = fs::read_to_string(killed.join("perf-shards.tsv")).unwrap();
-    let tsv = tsv.replacen("\t130\tperf.data.part001", "\t143\tperf.data.part001", 1);
-    fs::write(killed.join("perf-shards.tsv"), tsv).unwrap();
+    let tsv: Vec<String> = tsv
+        .lines()
+        .map(|l| {
+            let mut f: Vec<&str> = l.split('\t').collect();
+            if f[0] == "1" {
+                f[6] = "143";
+            }
+            f.join("\t")
+        })
+        .collect();
+    fs::write(killed.join("perf-shards.tsv"), tsv.join("\n") + "\n").unwrap();
     edit_json(&unpublished.join("capture.json"), |v| {
         v["phases"]
             .as_array_mut()

@@ -3,7 +3,7 @@
 //! The input is cut into blocks (windows of a memory map, or buffers read
 //! from a stream) and each block into chunks, always at sample boundaries
 //! (blank lines). rayon folds the chunks in parallel, each worker into its
-//! own [`state::FoldState`], where frames are interned and stacks are
+//! own `FoldState` (module `state`), where frames are interned and stacks are
 //! counted by id sequences; the states are merged once at the end. Memory
 //! does not grow with input size: mapped windows are released once folded.
 //!

@@ -32,6 +32,8 @@ pub(crate) struct FoldState {
     line_cache: [hashbrown::HashTable<CacheEntry>; 2],
     /// The frame-line cache's keys, back to back.
     key_arena: Vec<u8>,
+    /// Id lists of frame lines that make several frames (Java inlining).
+    multi_ids: Vec<Box<[u32]>>,
     /// Process-name cache: comm (+ ids) bytes -> (name id, is Java).
     pname_cache: hashbrown::HashTable<(u64, u32, u32, u32, bool)>,
     pname_arena: Vec<u8>,
@@ -65,13 +67,22 @@ impl Counters {
 /// [`FrameKey`]) and what the line becomes. Keys sit back to back in one
 /// buffer and short id lists inline, so a cache hit touches the table and
 /// one nearby stretch of the arena instead of chasing two heap pointers.
+///
+/// 24 bytes, so that the table of a real capture (tens of thousands of
+/// functions) stays in L2: a hit costs a probe, not a trip to memory.
 struct CacheEntry {
     hash: u64,
     offset: u32,
-    sym_len: u32,
-    module_len: u32,
-    line: CachedLine,
+    sym_len: u16,
+    module_len: u16,
+    /// A frame id, or an index into `FoldState::multi_ids` (see `flags`).
+    payload: u32,
+    flags: u32,
 }
+
+const WEIRD: u32 = 1;
+const MANY: u32 = 2;
+const SKIP_AFTER: u32 = 4;
 
 /// The part of a frame line its frame names depend on, in two pieces so
 /// that it can be hashed and compared without copying: the text after the
@@ -137,16 +148,23 @@ impl<'a> FrameKey<'a> {
             && short_eq(&stored[self.sym.len()..], self.module)
     }
 
-    fn to_entry(&self, hash: u64, arena: &mut Vec<u8>, line: CachedLine) -> CacheEntry {
+    /// Whether the key fits an entry's length fields (longer lines, rare,
+    /// are simply not cached).
+    fn cacheable(&self) -> bool {
+        self.sym.len() <= u16::MAX as usize && self.module.len() <= u16::MAX as usize
+    }
+
+    fn to_entry(&self, hash: u64, arena: &mut Vec<u8>, payload: u32, flags: u32) -> CacheEntry {
         let offset = arena.len() as u32;
         arena.extend_from_slice(self.sym);
         arena.extend_from_slice(self.module);
         CacheEntry {
             hash,
             offset,
-            sym_len: self.sym.len() as u32,
-            module_len: self.module.len() as u32,
-            line,
+            sym_len: self.sym.len() as u16,
+            module_len: self.module.len() as u16,
+            payload,
+            flags,
         }
     }
 }
@@ -168,21 +186,6 @@ fn short_eq(a: &[u8], b: &[u8]) -> bool {
         .iter()
         .zip(cb.remainder())
         .all(|(x, y)| x == y)
-}
-
-/// Frame ids of one line; one id (the common case) stays inline.
-enum Ids {
-    One(u32),
-    Many(Box<[u32]>),
-}
-
-enum CachedLine {
-    /// Not a frame line (inferno's "weird stack line").
-    Weird,
-    Frames {
-        ids: Ids,
-        skip_after: bool,
-    },
 }
 
 impl FoldState {
@@ -382,7 +385,6 @@ pub(crate) fn fold_chunk(
         line: 0,
         report: ChunkReport::default(),
     };
-    let valid = chunk.is_ascii() || std::str::from_utf8(chunk).is_ok();
     let mut pos = 0;
     // One SIMD scan over the chunk finds every line end; far cheaper than a
     // memchr call per (short) line.
@@ -399,9 +401,10 @@ pub(crate) fn fold_chunk(
             m.line += 1;
             break;
         }
-        if valid {
-            // SAFETY: `chunk` is valid UTF-8 and we split at b'\n', which is
-            // never inside a multi-byte sequence.
+        // Checked line by line while the line is in L1: a separate pass
+        // over the chunk first would pull it through the cache twice.
+        if raw.is_ascii() {
+            // SAFETY: ASCII is valid UTF-8.
             let line = unsafe { std::str::from_utf8_unchecked(raw) };
             m.on_line(line);
         } else {
@@ -564,18 +567,20 @@ impl Machine<'_, '_> {
         let hash = key.hash();
         let arena = &st.key_arena;
         let found = st.line_cache[self.java as usize].find(hash, |e| key.matches(hash, e, arena));
-        let skip_after = match found.map(|e| &e.line) {
-            Some(CachedLine::Frames { ids, skip_after }) => {
-                match ids {
-                    Ids::One(id) => st.stack_buf.push(*id),
-                    Ids::Many(ids) => st.stack_buf.extend(ids.iter().rev()),
-                }
-                *skip_after
-            }
-            Some(CachedLine::Weird) => {
+        let skip_after = match found {
+            Some(e) if e.flags & WEIRD != 0 => {
                 st.counters.skipped_lines += 1;
                 self.skip(SkippedKind::Frame, line);
                 return;
+            }
+            Some(e) => {
+                if e.flags & MANY == 0 {
+                    st.stack_buf.push(e.payload);
+                } else {
+                    st.stack_buf
+                        .extend(st.multi_ids[e.payload as usize].iter().rev());
+                }
+                e.flags & SKIP_AFTER != 0
             }
             None => {
                 let parsed = if self.cfg.compat {
@@ -583,9 +588,12 @@ impl Machine<'_, '_> {
                 } else {
                     perf_script::parse_frame_fixed(line)
                 };
+                let cacheable = key.cacheable();
                 let Some(f) = parsed else {
-                    let entry = key.to_entry(hash, &mut st.key_arena, CachedLine::Weird);
-                    st.line_cache[self.java as usize].insert_unique(hash, entry, |e| e.hash);
+                    if cacheable {
+                        let entry = key.to_entry(hash, &mut st.key_arena, 0, WEIRD);
+                        st.line_cache[self.java as usize].insert_unique(hash, entry, |e| e.hash);
+                    }
                     st.counters.skipped_lines += 1;
                     self.skip(SkippedKind::Frame, line);
                     return;
@@ -593,17 +601,18 @@ impl Machine<'_, '_> {
                 let names = frame_names(&f, self.java, &self.cfg.frames, &self.cfg.skip_after);
                 let ids: Vec<u32> = names.names.iter().map(|n| st.intern(n)).collect();
                 st.stack_buf.extend(ids.iter().rev());
-                let ids = if ids.len() == 1 {
-                    Ids::One(ids[0])
-                } else {
-                    Ids::Many(ids.into())
-                };
-                let line = CachedLine::Frames {
-                    ids,
-                    skip_after: names.skip_after,
-                };
-                let entry = key.to_entry(hash, &mut st.key_arena, line);
-                st.line_cache[self.java as usize].insert_unique(hash, entry, |e| e.hash);
+                if cacheable {
+                    let mut flags = if names.skip_after { SKIP_AFTER } else { 0 };
+                    let payload = if ids.len() == 1 {
+                        ids[0]
+                    } else {
+                        flags |= MANY;
+                        st.multi_ids.push(ids.into());
+                        (st.multi_ids.len() - 1) as u32
+                    };
+                    let entry = key.to_entry(hash, &mut st.key_arena, payload, flags);
+                    st.line_cache[self.java as usize].insert_unique(hash, entry, |e| e.hash);
+                }
                 names.skip_after
             }
         };

@@ -12,7 +12,7 @@
 //!
 //! This module never deletes, truncates or rewrites a report: it stats,
 //! copies (runtime workspace -> `DIR/rescued/`), hashes and archives them.
-//! It does not start or stop profiling sessions (see [`super::flush`]).
+//! It does not start or stop profiling sessions (see [`mod@super::flush`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{self, File};
@@ -310,7 +310,7 @@ pub struct Manifest {
     pub reports: Vec<ReportEntry>,
 }
 
-/// The result of [`collect`]: the manifest as written and where.
+/// The result of [`fn@collect`]: the manifest as written and where.
 #[derive(Debug, Clone)]
 pub struct Collection {
     /// The manifest written.
@@ -671,7 +671,7 @@ pub fn collect(
     result
 }
 
-/// [`collect`] reporting through an existing [`Log`] (the flush's).
+/// [`fn@collect`] reporting through an existing [`Log`] (the flush's).
 pub fn collect_logged(
     opts: &CollectOptions,
     baseline: Option<Baseline>,

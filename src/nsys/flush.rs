@@ -262,7 +262,7 @@ fn nsight_slurm_executable(p: &Path) -> PathBuf {
 ///
 /// Order: `nsight-slurm stop --job J --timeout 30` (when the wrapper is
 /// given), baseline, `squeue -s -j J -h -o "%i|%j"`, `scancel --signal=TERM`
-/// for every step named like the connector, then [`collect`] with the
+/// for every step named like the connector, then [`fn@super::collect::collect`] with the
 /// baseline (reports that existed before, unchanged, are ignored, except
 /// those of this job).
 pub fn flush(opts: &FlushOptions, progress: &Progress) -> Result<Collection, Error> {

@@ -5,12 +5,12 @@
 //! session ends, and big reports take minutes to write. This module makes the
 //! teardown that gathers them safe:
 //!
-//! - [`collect`] waits until the reports under a report root have *settled*
+//! - [`mod@collect`] waits until the reports under a report root have *settled*
 //!   (non-empty, and no size or modification time changed during a settle
 //!   window), rescue-copies reports out of per-rank runtime workspaces,
 //!   serializes concurrent collectors with a lock, and writes a manifest (and
 //!   optionally a `reports.tar.zst` archive);
-//! - [`flush`] is the teardown sequence run before a job's steps are killed:
+//! - [`mod@flush`] is the teardown sequence run before a job's steps are killed:
 //!   stop the sessions, take a baseline, signal the connector steps, collect;
 //! - [`plan`] validates a profiling config and builds the worker launch argv.
 //!
