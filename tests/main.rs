@@ -9,4 +9,5 @@ mod process;
 mod record;
 mod render;
 mod slurm;
+mod slurm_e2e;
 mod util;
