@@ -1009,3 +1009,75 @@ pub fn submit(slurm: &crate::slurm::Slurm, script: &str) -> Result<crate::slurm:
         .map_err(|e| Error::io(f.path(), e))?;
     Ok(slurm.submit([f.path().as_os_str().to_owned()])?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let m: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| m.get(k).cloned()
+    }
+
+    #[test]
+    fn split_from_slurm_array_variables() {
+        assert_eq!(Split::from_slurm_env(env(&[])).unwrap(), None);
+        let s = Split::from_slurm_env(env(&[
+            ("SLURM_ARRAY_TASK_ID", "3"),
+            ("SLURM_ARRAY_TASK_COUNT", "4"),
+        ]))
+        .unwrap();
+        assert_eq!(s, Some(Split { index: 3, count: 4 }));
+        // --array=1-8: ids start at MIN.
+        let s = Split::from_slurm_env(env(&[
+            ("SLURM_ARRAY_TASK_ID", "1"),
+            ("SLURM_ARRAY_TASK_MIN", "1"),
+            ("SLURM_ARRAY_TASK_MAX", "8"),
+        ]))
+        .unwrap();
+        assert_eq!(s, Some(Split { index: 0, count: 8 }));
+        // --array=0-6:2 -> ids 0 2 4 6.
+        let s = Split::from_slurm_env(env(&[
+            ("SLURM_ARRAY_TASK_ID", "4"),
+            ("SLURM_ARRAY_TASK_MIN", "0"),
+            ("SLURM_ARRAY_TASK_MAX", "6"),
+            ("SLURM_ARRAY_TASK_STEP", "2"),
+        ]))
+        .unwrap();
+        assert_eq!(s, Some(Split { index: 2, count: 4 }));
+        assert!(Split::from_slurm_env(env(&[("SLURM_ARRAY_TASK_ID", "1")])).is_err());
+        assert!(Split::from_slurm_env(env(&[
+            ("SLURM_ARRAY_TASK_ID", "x"),
+            ("SLURM_ARRAY_TASK_COUNT", "2")
+        ]))
+        .is_err());
+        assert!(Split::new(2, 2).is_err() && Split::new(0, 0).is_err());
+    }
+
+    #[test]
+    fn every_item_goes_to_exactly_one_task() {
+        for count in 1..6 {
+            for n in 0..20 {
+                let mut seen = vec![0; n];
+                for index in 0..count {
+                    let s = Split::new(index, count).unwrap();
+                    (0..n).filter(|p| s.takes(*p)).for_each(|p| seen[p] += 1);
+                }
+                assert!(seen.iter().all(|c| *c == 1), "{count} tasks, {n} items");
+            }
+        }
+    }
+
+    #[test]
+    fn shell_quoting() {
+        assert_eq!(shell_quote("/a/b-c_d.e"), "/a/b-c_d.e");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote("$HOME"), "'$HOME'");
+        assert_eq!(shell_quote(""), "''");
+    }
+}
