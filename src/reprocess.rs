@@ -254,25 +254,25 @@ fn items_of_perf_root(perf_root: &Path, out: &mut Vec<Item>) -> Result<()> {
     Ok(())
 }
 
-/// True for a result directory: named `result_dir_*`, or holding
-/// `profiles/perf/worker_*`.
+/// True for a result directory: named `result_dir_*` and holding
+/// `profiles/perf/`, or holding `profiles/perf/worker_*` whatever its name.
+/// (A `result_dir_*` without `profiles/perf/` is walked into: it may be a
+/// folder of result directories.)
 fn is_result_dir(dir: &Path) -> bool {
+    let perf = dir.join("profiles").join("perf");
+    if !perf.is_dir() {
+        return false;
+    }
     let named = dir
         .file_name()
         .is_some_and(|n| n.to_string_lossy().starts_with("result_dir_"));
-    named || {
-        let perf = dir.join("profiles").join("perf");
-        perf.is_dir() && worker_dirs(&perf).is_ok_and(|w| !w.is_empty())
-    }
+    named || worker_dirs(&perf).is_ok_and(|w| !w.is_empty())
 }
 
 fn walk(dir: &Path, found: &mut Found) -> Result<()> {
     if is_result_dir(dir) {
         found.result_dirs += 1;
-        let perf = dir.join("profiles").join("perf");
-        if perf.is_dir() {
-            items_of_perf_root(&perf, &mut found.items)?;
-        }
+        items_of_perf_root(&dir.join("profiles").join("perf"), &mut found.items)?;
         // Never deeper: everything of a result directory is under
         // profiles/perf, and its symfs/ trees can be huge.
         return Ok(());
