@@ -16,18 +16,19 @@
 #   (c) jobprof reprocess --jobs 2 ROOT again      (nothing left to do)
 # and prints the times, the ratio (b)/(a) (target >= 3) and (c) (target < 1 s).
 #
-#   bash benches/reprocess.sh [--dirs 200] [--keep DIR]
+#   bash benches/reprocess.sh [--dirs 200] [--jobs 2] [--keep DIR]
 #
 # Needs zstd, gzip; installs inferno 0.12.8 with cargo when
 # inferno-collapse-perf is missing. Builds jobprof in release mode.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-dirs=200 keep=
+dirs=200 keep= jobs=2
 while [ $# -gt 0 ]; do
   case "$1" in
     --dirs) dirs=$2; shift 2 ;;
     --keep) keep=$2; shift 2 ;;
+    --jobs) jobs=$2; shift 2 ;;
     -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "reprocess.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -106,13 +107,13 @@ old=$(awk "BEGIN{print $t1 - $t0}")
 # writes pending waits for them.
 sync
 t0=$(now)
-"$jobprof" reprocess --jobs 2 "$work/new" >"$work/reprocess.log" 2>&1 || {
+"$jobprof" reprocess --jobs "$jobs" "$work/new" >"$work/reprocess.log" 2>&1 || {
   echo "jobprof reprocess failed:"; tail -30 "$work/reprocess.log"; exit 1; }
 t1=$(now)
 new=$(awk "BEGIN{print $t1 - $t0}")
 
 t0=$(now)
-"$jobprof" reprocess --jobs 2 "$work/new" >"$work/noop.log" 2>&1
+"$jobprof" reprocess --jobs "$jobs" "$work/new" >"$work/noop.log" 2>&1
 t1=$(now)
 noop=$(awk "BEGIN{print $t1 - $t0}")
 
@@ -120,6 +121,6 @@ svgs_new=$(find "$work/new" -name flamegraph.svg | wc -l)
 svgs_old=$(find "$work/old" -name flamegraph.svg | wc -l)
 tail -6 "$work/reprocess.log" | sed 's/^/  /'
 printf 'old pipeline, one dir after another : %7.2f s  (%d flamegraphs)\n' "$old" "$svgs_old"
-printf 'jobprof reprocess --jobs 2          : %7.2f s  (%d flamegraphs, plus html, folded, summary)\n' "$new" "$svgs_new"
+printf 'jobprof reprocess --jobs %-2s         : %7.2f s  (%d flamegraphs, plus html, folded, summary)\n' "$jobs" "$new" "$svgs_new"
 printf 'ratio                               : %7.1fx  (target >= 3x)\n' "$(awk "BEGIN{print $old / $new}")"
 printf 'second run (nothing to do)          : %7.3f s  (target < 1 s)\n' "$noop"

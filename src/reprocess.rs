@@ -135,6 +135,9 @@ pub struct Found {
     pub result_dirs: usize,
     /// Every capture and render-only directory, sorted by path.
     pub items: Vec<Item>,
+    /// Directories below the roots that could not be read, with the
+    /// error: the walk goes on without them.
+    pub unreadable: Vec<(PathBuf, String)>,
 }
 
 /// Names of the files that make a directory under `worker_N/` a capture.
@@ -281,7 +284,13 @@ fn walk(dir: &Path, found: &mut Found) -> Result<()> {
         if d.file_name().is_some_and(|n| n == "symfs") {
             continue;
         }
-        walk(&d, found)?;
+        // One unreadable directory among years of results must not stop
+        // the others; it is reported as failed at the end.
+        let before = found.items.len();
+        if let Err(e) = walk(&d, found) {
+            found.items.truncate(before);
+            found.unreadable.push((d, e.to_string()));
+        }
     }
     Ok(())
 }
@@ -332,7 +341,7 @@ pub fn find(roots: &[PathBuf]) -> Result<Found> {
         } else {
             walk(root, &mut found)?;
         }
-        if found.items.len() == before {
+        if found.items.len() == before && found.unreadable.is_empty() {
             return Err(Error::Usage(format!(
                 "{}: no captures found at any depth; expected result_dir_*/profiles/perf/\
                  worker_N/QUERY/ directories (with capture.json, capture-metadata.txt, \
@@ -583,6 +592,7 @@ impl Report {
 pub fn run(roots: &[PathBuf], opts: &Options, progress: &Progress) -> Result<Report> {
     let found = find(roots)?;
     let total = found.items.len();
+    let unreadable = found.unreadable;
     let mine: Vec<Item> = found
         .items
         .into_iter()
@@ -604,8 +614,23 @@ pub fn run(roots: &[PathBuf], opts: &Options, progress: &Progress) -> Result<Rep
             (item, p)
         })
         .collect();
+    // Every task sees the same unreadable directories; the first reports
+    // them.
+    if opts.split.is_none_or(|s| s.index == 0) {
+        for (dir, why) in &unreadable {
+            report.outcomes.push(Outcome {
+                dir: dir.clone(),
+                kind: Kind::Capture,
+                status: Status::Failed,
+                message: format!("not searched for captures: {why}"),
+                elapsed: Duration::ZERO,
+            });
+        }
+    }
     if opts.dry_run {
-        report.outcomes = planned.iter().map(|(i, p)| dry_run(i, p)).collect();
+        report
+            .outcomes
+            .extend(planned.iter().map(|(i, p)| dry_run(i, p)));
         return Ok(report);
     }
     let perf = PerfTool::find(opts.process.perf.as_deref());
@@ -734,6 +759,7 @@ fn work_on(
     // After processing: perf script may just have written a fresh
     // perf.script.zst, which makes recompressing the old text pointless.
     if plan.recompress && !zst.is_file() {
+        result_dir::remove_stale_temporaries(dir, &[result_dir::SCRIPT_ZST]);
         match recompress(&gz, &zst, popts.zstd_level) {
             Ok((raw, packed)) => done.push(format!(
                 "{} recompressed to {} ({raw} bytes of text, {} -> {packed} bytes)",
