@@ -38,6 +38,7 @@ pub mod process;
 pub mod progress;
 pub mod render;
 pub mod repl;
+pub mod reprocess;
 pub mod result_dir;
 pub mod slurm;
 pub mod summary;

@@ -30,6 +30,7 @@ enum Command {
     Diff(cmd::diff::DiffArgs),
     Process(cmd::process::ProcessArgs),
     Repl(cmd::repl::ReplArgs),
+    Reprocess(cmd::reprocess::ReprocessArgs),
     Render(cmd::render::RenderArgs),
 }
 
@@ -41,6 +42,7 @@ fn main() -> ExitCode {
         Command::Diff(args) => cmd::diff::run(args),
         Command::Process(args) => cmd::process::run(args),
         Command::Repl(args) => cmd::repl::run(args),
+        Command::Reprocess(args) => cmd::reprocess::run(args),
         Command::Render(args) => cmd::render::run(args),
     };
     match result {

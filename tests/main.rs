@@ -8,5 +8,7 @@ mod nsys;
 mod process;
 mod record;
 mod render;
+mod reprocess;
 mod slurm;
+mod slurm_e2e;
 mod util;

@@ -7,3 +7,4 @@ pub mod nsys;
 pub mod process;
 pub mod render;
 pub mod repl;
+pub mod reprocess;

@@ -1,0 +1,218 @@
+//! `jobprof reprocess`: every old result directory under some trees brought
+//! up to date, on one machine or as a Slurm job array.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use jobprof::process::{self, Formats};
+use jobprof::progress::Progress;
+use jobprof::reprocess::{self, ArrayJob, Options, Split};
+use jobprof::slurm::Slurm;
+use jobprof::ExitCode;
+
+/// Bring every result directory under ROOT up to date: process captures
+/// never processed, or processed by an older jobprof.
+///
+/// Walks each ROOT at any depth for result directories (result_dir_*, or any
+/// directory holding profiles/perf/worker_N/), and for every capture in them
+/// whose outputs are missing or older than this jobprof's output version runs
+/// the `jobprof process` pipeline. Captures of the old shell pipeline that
+/// only kept perf.script.gz are folded from it; directories that only kept
+/// stacks.folded get their flamegraphs drawn. Several captures are worked on
+/// at once (--jobs). Every file is written atomically and the completion
+/// marker last: a run killed at any moment leaves only complete outputs, and
+/// the next run finishes the rest.
+///
+/// In a Slurm job array every task takes its own share of the captures (the
+/// sorted list, round robin), so N tasks cover every capture exactly once
+/// without talking to each other; --sbatch writes such an array job.
+///
+/// Exit status: 0 when every capture is complete; 1 when any was refused,
+/// not rendered or failed (listed in the summary table); 2 for bad usage or
+/// a ROOT without captures.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  jobprof reprocess /shared/results --dry-run
+  jobprof reprocess /shared/results --jobs 8 --recompress
+  jobprof reprocess /shared/results --sbatch --array-count 32 --partition cpu --time 2:00:00
+  jobprof reprocess /shared/results --sbatch --submit --array-count 32")]
+pub struct ReprocessArgs {
+    /// Directory trees holding result directories (any depth); a result
+    /// directory itself, or one capture directory, also works.
+    #[arg(value_name = "ROOT", required = true)]
+    pub roots: Vec<PathBuf>,
+
+    /// Captures worked on at once [default: number of cores; in a Slurm
+    /// job, SLURM_CPUS_PER_TASK when set].
+    #[arg(short = 'j', long, value_name = "N")]
+    pub jobs: Option<usize>,
+
+    /// Only list what would be done (and what would be refused, and why).
+    #[arg(short = 'n', long)]
+    pub dry_run: bool,
+
+    /// Process complete captures again too.
+    #[arg(short, long)]
+    pub force: bool,
+
+    /// Also write perf.script.zst beside an old perf.script.gz (the .gz is
+    /// kept).
+    #[arg(long)]
+    pub recompress: bool,
+
+    /// Like --recompress, then delete perf.script.gz once perf.script.zst
+    /// and all outputs of the capture are complete.
+    #[arg(long)]
+    pub replace_archives: bool,
+
+    /// This task's number, 0..N, when N tasks share the work [default:
+    /// from SLURM_ARRAY_TASK_ID, less SLURM_ARRAY_TASK_MIN].
+    #[arg(long, value_name = "I", requires = "array_count")]
+    pub array_index: Option<usize>,
+
+    /// How many tasks share the work [default: SLURM_ARRAY_TASK_COUNT];
+    /// with --sbatch, the size of the array [default: the number of
+    /// captures to do, at most 64].
+    #[arg(long, value_name = "N")]
+    pub array_count: Option<usize>,
+
+    /// Print a ready sbatch script for a job array that runs this
+    /// reprocessing (same ROOTs and options), instead of running it.
+    #[arg(long)]
+    pub sbatch: bool,
+
+    /// With --sbatch: submit the script (`sbatch --parsable`) and print the
+    /// job id.
+    #[arg(long, requires = "sbatch")]
+    pub submit: bool,
+
+    /// With --sbatch: the partition (`#SBATCH --partition`).
+    #[arg(long, value_name = "P", requires = "sbatch")]
+    pub partition: Option<String>,
+
+    /// With --sbatch: the time limit of each task (`#SBATCH --time`).
+    #[arg(long, value_name = "T", requires = "sbatch")]
+    pub time: Option<String>,
+
+    /// Outputs to write (as for `jobprof process`): svg, html, folded,
+    /// summary, speedscope.
+    #[arg(long, value_name = "LIST", default_value = "svg,html,folded,summary")]
+    pub formats: String,
+
+    /// The perf executable [default: `perf` on PATH].
+    #[arg(long, value_name = "PATH")]
+    pub perf: Option<PathBuf>,
+}
+
+fn env_jobs() -> Option<usize> {
+    std::env::var("SLURM_CPUS_PER_TASK")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|n| *n > 0)
+}
+
+/// Runs `jobprof reprocess`.
+pub fn run(args: ReprocessArgs) -> anyhow::Result<ExitCode> {
+    if args.jobs == Some(0) {
+        return Err(jobprof::Error::Usage("--jobs must be at least 1".into()).into());
+    }
+    let formats = Formats::parse(&args.formats)?;
+    if args.sbatch {
+        return submit_or_print(&args);
+    }
+    let split = match (args.array_index, args.array_count) {
+        (Some(i), Some(n)) => Some(Split::new(i, n)?),
+        (None, Some(_)) => {
+            return Err(jobprof::Error::Usage(
+                "--array-count needs --array-index (or run inside a Slurm array task)".into(),
+            )
+            .into())
+        }
+        _ => Split::from_slurm_env(|k| std::env::var(k).ok())?,
+    };
+    let opts = Options {
+        jobs: args.jobs.or_else(env_jobs).unwrap_or(0),
+        dry_run: args.dry_run,
+        force: args.force,
+        recompress: args.recompress,
+        replace_archives: args.replace_archives,
+        split,
+        process: process::Options {
+            formats,
+            perf: args.perf,
+            ..process::Options::default()
+        },
+    };
+    let progress = Progress::from_env();
+    let report = reprocess::run(&args.roots, &opts, &progress)?;
+    // One line per directory this task worked on (stdout: the per-task log
+    // of an array job), then the table.
+    for o in report
+        .outcomes
+        .iter()
+        .filter(|o| report.dry_run || o.status != process::Status::Skipped)
+    {
+        println!(
+            "{}: {} ({:.1}s): {}",
+            o.dir.display(),
+            if report.dry_run && o.status == process::Status::Processed {
+                "to do"
+            } else {
+                o.status.as_str()
+            },
+            o.elapsed.as_secs_f64(),
+            o.message
+        );
+    }
+    print!("{}", report.table());
+    Ok(report.exit_code())
+}
+
+fn submit_or_print(args: &ReprocessArgs) -> anyhow::Result<ExitCode> {
+    let exe = std::env::current_exe()
+        .map_err(|e| jobprof::Error::Usage(format!("cannot find the jobprof executable: {e}")))?;
+    let job = ArrayJob {
+        jobprof: exe,
+        roots: args.roots.clone(),
+        array_count: args.array_count,
+        partition: args.partition.clone(),
+        time: args.time.clone(),
+        cpus_per_task: args.jobs,
+        extra_args: forwarded_args(args),
+    };
+    let script = reprocess::array_script(&job)?;
+    if !args.submit {
+        print!("{script}");
+        return Ok(ExitCode::Success);
+    }
+    let id = reprocess::submit(&Slurm::new(), &script)?;
+    println!("{}", id.as_str());
+    eprintln!(
+        "jobprof: submitted array job {} (per-task logs: jobprof-reprocess-{}_N.out)",
+        id.as_str(),
+        id.as_str()
+    );
+    Ok(ExitCode::Success)
+}
+
+/// The options the array tasks run with (everything but the --sbatch ones).
+fn forwarded_args(args: &ReprocessArgs) -> Vec<String> {
+    let mut v = Vec::new();
+    if args.force {
+        v.push("--force".into());
+    }
+    if args.recompress {
+        v.push("--recompress".into());
+    }
+    if args.replace_archives {
+        v.push("--replace-archives".into());
+    }
+    if args.formats != "svg,html,folded,summary" {
+        v.push(format!("--formats={}", args.formats));
+    }
+    if let Some(p) = &args.perf {
+        v.push(format!("--perf={}", p.display()));
+    }
+    v
+}

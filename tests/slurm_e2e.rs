@@ -1,0 +1,397 @@
+//! End to end on a real single-node Slurm cluster (started by `.ci/run` with
+//! `scripts/slurm-cluster.sh`): the example batch scripts of
+//! `examples/slurm/` run as they are, parametrized only by environment
+//! variables. (1) A benchmark job with a multi-threaded C workload, the
+//! `jobprof-record` sidecar as an `--overlap` step, two queries between
+//! `start` and `stop`, shutdown and the post-job `jobprof process` step.
+//! (2) `jobprof reprocess --sbatch --submit` as an array job of two tasks
+//! over five result directories. Every job is cancelled when its test ends.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use jobprof::slurm::{self, JobId, JobState, Slurm};
+
+use crate::util;
+
+const SLURM: &str = "a Slurm cluster (run `eval \"$(scripts/slurm-cluster.sh start)\"` first)";
+
+/// How long a job may take on the 2-core test cluster, other tests' jobs
+/// included.
+const JOB_TIMEOUT: Duration = Duration::from_secs(240);
+
+/// A submitted job, cancelled on drop so that no test leaves one behind.
+struct Job(JobId);
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        let _ = Slurm::new().cancel(&self.0);
+    }
+}
+
+/// Waits until Slurm knows `want` lines for the job (array tasks) and all
+/// of them are finished; returns their states.
+fn wait_finished(job: &JobId, want: usize, log: &Path) -> Vec<JobState> {
+    let slurm = Slurm::new();
+    let start = Instant::now();
+    loop {
+        let lines = slurm.job(job).expect("squeue answers");
+        if lines.len() >= want && lines.iter().all(|l| l.state.is_finished()) {
+            return lines.into_iter().map(|l| l.state).collect();
+        }
+        assert!(
+            start.elapsed() < JOB_TIMEOUT,
+            "job {job} not finished after {JOB_TIMEOUT:?}: {lines:?}\n{}",
+            fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// `jobprof-record`, built next to `jobprof` (see tests/record.rs).
+fn recorder() -> PathBuf {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let main = PathBuf::from(env!("CARGO_BIN_EXE_jobprof"));
+        let profile_dir = main.parent().expect("binary directory");
+        let exe = profile_dir.join("jobprof-record");
+        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") | None => "dev",
+            Some(p) => p,
+        };
+        let above = profile_dir.parent().expect("target directory");
+        let triple = above
+            .file_name()
+            .and_then(|n| n.to_str())
+            .filter(|n| n.matches('-').count() >= 2)
+            .map(str::to_string);
+        let target_dir = if triple.is_some() {
+            above.parent().expect("target directory")
+        } else {
+            above
+        };
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args([
+            "build",
+            "--quiet",
+            "-p",
+            "jobprof-record",
+            "--profile",
+            profile,
+        ])
+        .arg("--target-dir")
+        .arg(target_dir)
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if let Some(t) = &triple {
+            cmd.args(["--target", t]);
+        }
+        assert!(
+            cmd.status().expect("run cargo build").success(),
+            "cargo build -p jobprof-record failed"
+        );
+        exe
+    })
+    .clone()
+}
+
+fn perf_works() -> bool {
+    static OK: OnceLock<bool> = OnceLock::new();
+    *OK.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("probe.data");
+        Command::new("perf")
+            .args(["record", "-q", "-e", "cpu-clock", "-o"])
+            .arg(&data)
+            .args(["--", "true"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+            && data.exists()
+    })
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Submits `script` with `sbatch --parsable`, the environment `env` added
+/// to ours (the scripts read their parameters from it; `--export=ALL` is
+/// sbatch's default).
+fn sbatch(dir: &Path, script: &Path, env: &[(&str, String)]) -> Job {
+    let out = Command::new("sbatch")
+        .arg("--parsable")
+        .arg(format!("--chdir={}", dir.display()))
+        .arg(format!("--output={}/job-%j.out", dir.display()))
+        .arg(script)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdin(Stdio::null())
+        .output()
+        .expect("run sbatch");
+    assert!(out.status.success(), "sbatch: {}", text(&out));
+    let id = slurm::parse_sbatch_parsable(&String::from_utf8_lossy(&out.stdout))
+        .expect("sbatch --parsable prints a job id");
+    Job(id)
+}
+
+#[test]
+fn slurm_benchmark_job_with_sidecar_and_post_job_processing() {
+    if !util::require(util::slurm_available(), SLURM)
+        || !util::require(perf_works(), "perf that can record (linux-perf, as root)")
+    {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let workload = dir.join("queries");
+    let gcc = Command::new("gcc")
+        .args(["-fno-omit-frame-pointer", "-O1", "-pthread", "-o"])
+        .arg(&workload)
+        .arg(util::repo_root().join("tests/programs/queries.c"))
+        .output();
+    let Ok(gcc) = gcc else {
+        util::require(false, "gcc (for the test workload)");
+        return;
+    };
+    assert!(gcc.status.success(), "gcc: {}", text(&gcc));
+    let result = dir.join("result_dir_e2e");
+    let ctl = dir.join("ctl");
+    fs::write(&ctl, "idle\n").unwrap();
+    let set = |word: &str| format!("echo {word} > \"$CTL.tmp\" && mv \"$CTL.tmp\" \"$CTL\"");
+    let env = [
+        ("JOBPROF", env!("CARGO_BIN_EXE_jobprof").to_string()),
+        ("JOBPROF_RECORD", recorder().display().to_string()),
+        ("RESULT_DIR", result.display().to_string()),
+        ("QUERIES", "qa qb".to_string()),
+        ("EXE_NAME", "queries".to_string()),
+        ("CTL", ctl.display().to_string()),
+        ("WORKLOAD", workload.display().to_string()),
+        (
+            "WORKER_CMD",
+            "exec \"$WORKLOAD\" \"$CTL\" \"$WORKER_PID_FILE\" 3".to_string(),
+        ),
+        // The query's threads run for 1.5 s; `idle` reaches them within
+        // 20 ms, before `stop` switches sampling off.
+        (
+            "QUERY_CMD",
+            format!(
+                "echo \"$1\" > \"$CTL.tmp\" && mv \"$CTL.tmp\" \"$CTL\" && sleep 1.5 && {} && sleep 0.2",
+                set("idle")
+            ),
+        ),
+        ("STOP_CMD", set("exit")),
+    ];
+    let script = util::repo_root().join("examples/slurm/benchmark.sbatch");
+    let job = sbatch(dir, &script, &env);
+    let log = dir.join(format!("job-{}.out", job.0));
+    let states = wait_finished(&job.0, 1, &log);
+    let log_text = fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(states, [JobState::Completed], "job log:\n{log_text}");
+    assert!(log_text.contains("all 1 sidecar(s) ready"), "{log_text}");
+
+    let worker = result.join("profiles/perf/worker_0");
+    for (q, own, other) in [
+        ("qa", "query_alpha", "query_beta"),
+        ("qb", "query_beta", "query_alpha"),
+    ] {
+        let cap = worker.join(q);
+        for f in [
+            "capture.json",
+            "perf-shards.tsv",
+            ".postprocess-complete",
+            "stacks.folded",
+            "flamegraph.svg",
+            "flamegraph.html",
+            "summary.json",
+        ] {
+            assert!(
+                cap.join(f).is_file(),
+                "{q}: {f} missing; job log:\n{log_text}"
+            );
+        }
+        let folded = fs::read_to_string(cap.join("stacks.folded")).unwrap();
+        let own_samples: u64 = folded
+            .lines()
+            .filter(|l| l.contains(own))
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
+            .sum();
+        assert!(own_samples > 0, "{q}: no {own} in stacks.folded:\n{folded}");
+        assert!(
+            folded.contains("common_scan"),
+            "{q}: the shared common_scan is missing from the stacks:\n{folded}"
+        );
+        assert!(
+            !folded.contains(other),
+            "{q}: the other query's {other} leaked into this capture:\n{folded}"
+        );
+        for pic in ["flamegraph.svg", "flamegraph.html"] {
+            let body = fs::read_to_string(cap.join(pic)).unwrap();
+            assert!(body.contains(own), "{q}: {pic} lacks {own}");
+            assert!(!body.contains(other), "{q}: {pic} shows {other}");
+        }
+    }
+}
+
+/// Copies the demo capture's `profiles/` into `dest` without outputs a demo
+/// run may have left in the checkout.
+fn copy_demo(dest: &Path) {
+    let src = util::fixtures().join("result_dir_demo");
+    let st = Command::new("cp")
+        .arg("-r")
+        .arg(src.join("profiles"))
+        .arg(dest)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let q = dest.join("profiles/perf/worker_0/q01");
+    for f in fs::read_dir(&q).unwrap().flatten() {
+        let name = f.file_name().to_string_lossy().into_owned();
+        let output = name.starts_with(".postprocess")
+            || name.starts_with("flamegraph.")
+            || ["stacks.folded", "summary.json", "profile.speedscope.json"]
+                .contains(&name.as_str())
+            || name.ends_with(".tmp");
+        if output {
+            fs::remove_file(f.path()).unwrap();
+        }
+    }
+}
+
+/// Turns the demo copy in `dest` into what the old shell pipeline left:
+/// key=value metadata, perf.script.gz, no perf.data, no capture.json.
+fn make_old_layout(dest: &Path) {
+    let q = dest.join("profiles/perf/worker_0/q01");
+    let zst = fs::read(q.join("perf.script.zst")).unwrap();
+    let text = zstd::decode_all(&zst[..]).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, &text).unwrap();
+    fs::write(q.join("perf.script.gz"), gz.finish().unwrap()).unwrap();
+    for f in fs::read_dir(&q).unwrap().flatten() {
+        let name = f.file_name().to_string_lossy().into_owned();
+        if name.starts_with("perf.data") || name == "perf.script.zst" || name == "capture.json" {
+            fs::remove_file(f.path()).unwrap();
+        }
+    }
+    fs::write(
+        q.join("capture-metadata.txt"),
+        "valid=1\nhandshake=enabled\nphases=requested,attached,enabled,stopped,queued,published\n\
+         shard_count=2\njob_id=1005\nevent=cpu-clock:u\n",
+    )
+    .unwrap();
+}
+
+#[test]
+fn slurm_array_of_two_tasks_reprocesses_every_capture_exactly_once() {
+    if !util::require(util::slurm_available(), SLURM)
+        || !util::require(perf_works(), "perf that can record (linux-perf, as root)")
+    {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let root = dir.join("results");
+    let mut captures = Vec::new();
+    for i in 1..=5 {
+        // Spread over two levels: reprocess finds them at any depth.
+        let rd = root
+            .join(format!("2025-0{}", i % 2))
+            .join(format!("result_dir_100{i}"));
+        fs::create_dir_all(&rd).unwrap();
+        copy_demo(&rd);
+        if i == 5 {
+            make_old_layout(&rd);
+        }
+        captures.push(rd.join("profiles/perf/worker_0/q01"));
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_jobprof"))
+        .args([
+            "reprocess",
+            "--sbatch",
+            "--submit",
+            "--array-count",
+            "2",
+            "--jobs",
+            "1",
+        ])
+        .arg(&root)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let id = slurm::parse_sbatch_parsable(&String::from_utf8_lossy(&out.stdout))
+        .expect("--submit prints the job id");
+    let job = Job(id);
+    let logs: Vec<PathBuf> = (0..2)
+        .map(|t| dir.join(format!("jobprof-reprocess-{}_{t}.out", job.0)))
+        .collect();
+    let states = wait_finished(&job.0, 2, &logs[0]);
+    let texts: Vec<String> = logs
+        .iter()
+        .map(|l| fs::read_to_string(l).unwrap_or_default())
+        .collect();
+    assert_eq!(
+        states,
+        [JobState::Completed, JobState::Completed],
+        "task logs:\n{}\n{}",
+        texts[0],
+        texts[1]
+    );
+    for (t, log) in texts.iter().enumerate() {
+        assert!(
+            log.contains(&format!("array task {t} of 2")),
+            "task {t} log:\n{log}"
+        );
+    }
+    // Every capture processed by exactly one task; both tasks worked.
+    let canonical: Vec<PathBuf> = captures.iter().map(|c| c.canonicalize().unwrap()).collect();
+    for c in &canonical {
+        let needle = format!("{}: processed", c.display());
+        let hits: Vec<usize> = texts
+            .iter()
+            .map(|t| t.lines().filter(|l| l.starts_with(&needle)).count())
+            .collect();
+        assert_eq!(
+            hits.iter().sum::<usize>(),
+            1,
+            "{} processed {hits:?} times; logs:\n{}\n{}",
+            c.display(),
+            texts[0],
+            texts[1]
+        );
+        for f in [
+            ".postprocess-complete",
+            "stacks.folded",
+            "flamegraph.svg",
+            "flamegraph.html",
+        ] {
+            assert!(c.join(f).is_file(), "{}: {f} missing", c.display());
+        }
+        let folded = fs::read_to_string(c.join("stacks.folded")).unwrap();
+        assert!(folded.contains("demo_"), "{folded}");
+    }
+    for (t, log) in texts.iter().enumerate() {
+        assert!(log.contains(": processed"), "task {t} did nothing:\n{log}");
+    }
+    // The old layout got the new outputs and kept its .gz.
+    assert!(canonical[4].join("perf.script.gz").is_file());
+    // A second run (all tasks' work seen at once) has nothing left to do.
+    let again = Command::new(env!("CARGO_BIN_EXE_jobprof"))
+        .arg("reprocess")
+        .arg(&root)
+        .env_remove("SLURM_ARRAY_TASK_ID")
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+    let table = String::from_utf8_lossy(&again.stdout);
+    assert!(table.contains("skipped           5"), "{table}");
+}
