@@ -94,9 +94,11 @@ pub struct ArchiveSizes {
     pub compressed_bytes: u64,
 }
 
-/// Concatenates `parts` (in order) into `dest`, atomically.
+/// Concatenates `parts` (in order) into `dest`, atomically but without
+/// fsync: the caller syncs the filesystem before marking the capture
+/// complete (`crate::atomic::sync_filesystem`).
 pub fn publish(dest: &Path, parts: Vec<FinishedPart>) -> Result<ArchiveSizes> {
-    let mut out = AtomicFile::create(dest)?;
+    let mut out = AtomicFile::create_deferred(dest)?;
     let mut sizes = ArchiveSizes::default();
     for mut p in parts {
         io::copy(&mut p.file, &mut out).map_err(|e| Error::io(dest, e))?;

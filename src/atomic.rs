@@ -3,7 +3,10 @@
 //!
 //! Data is written to a temporary file in the destination's own directory
 //! (so the final `rename` never crosses a filesystem), flushed and fsynced,
-//! then renamed over the destination. A reader therefore sees either the old
+//! then renamed over the destination. A group of outputs that is completed
+//! by a marker file can defer the fsyncs ([`AtomicFile::create_deferred`])
+//! and pay for one [`sync_filesystem`] before the marker instead: a crash
+//! then can lose the unmarked outputs, never mark incomplete ones. A reader therefore sees either the old
 //! file or the complete new one, never a partial file; if the writer is
 //! dropped without [`AtomicFile::commit`] (an error, a panic, a kill), the
 //! temporary file is removed and the destination is untouched. This module
@@ -19,11 +22,24 @@ use crate::error::{Error, Result};
 pub struct AtomicFile {
     dest: PathBuf,
     writer: BufWriter<tempfile::NamedTempFile>,
+    fsync: bool,
 }
 
 impl AtomicFile {
     /// Starts writing `dest`: creates a hidden temporary file next to it.
+    /// [`commit`](Self::commit) fsyncs it before the rename.
     pub fn create(dest: impl AsRef<Path>) -> Result<Self> {
+        Self::with_fsync(dest, true)
+    }
+
+    /// Like [`create`](Self::create), but `commit` does not fsync: the
+    /// caller calls [`sync_filesystem`] once for the whole group of files
+    /// before it writes whatever declares the group complete.
+    pub fn create_deferred(dest: impl AsRef<Path>) -> Result<Self> {
+        Self::with_fsync(dest, false)
+    }
+
+    fn with_fsync(dest: impl AsRef<Path>, fsync: bool) -> Result<Self> {
         let dest = dest.as_ref().to_path_buf();
         let dir = match dest.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -41,6 +57,7 @@ impl AtomicFile {
         Ok(AtomicFile {
             dest,
             writer: BufWriter::with_capacity(1 << 20, tmp),
+            fsync,
         })
     }
 
@@ -53,12 +70,15 @@ impl AtomicFile {
     /// The file gets the usual 0644-style permissions (subject to umask)
     /// rather than the 0600 of a temporary file.
     pub fn commit(self) -> Result<()> {
+        let fsync = self.fsync;
         let dest = self.dest;
         let tmp = self
             .writer
             .into_inner()
             .map_err(|e| Error::io(&dest, e.into_error()))?;
-        tmp.as_file().sync_all().map_err(|e| Error::io(&dest, e))?;
+        if fsync {
+            tmp.as_file().sync_all().map_err(|e| Error::io(&dest, e))?;
+        }
         set_default_permissions(tmp.path()).map_err(|e| Error::io(&dest, e))?;
         tmp.persist(&dest).map_err(|e| Error::io(&dest, e.error))?;
         Ok(())
@@ -83,6 +103,32 @@ pub fn write_atomic(dest: impl AsRef<Path>, bytes: &[u8]) -> Result<()> {
     f.write_all(bytes)
         .map_err(|e| Error::io(dest.as_ref(), e))?;
     f.commit()
+}
+
+/// Writes `bytes` to `dest` atomically without fsync (see
+/// [`AtomicFile::create_deferred`]).
+pub fn write_atomic_deferred(dest: impl AsRef<Path>, bytes: &[u8]) -> Result<()> {
+    let mut f = AtomicFile::create_deferred(dest.as_ref())?;
+    f.write_all(bytes)
+        .map_err(|e| Error::io(dest.as_ref(), e))?;
+    f.commit()
+}
+
+/// Makes everything written so far on `dir`'s filesystem durable, and
+/// `dir`'s own entries (the renames): one `syncfs` and one directory fsync
+/// for a whole group of deferred writes.
+pub fn sync_filesystem(dir: impl AsRef<Path>) -> Result<()> {
+    let dir = dir.as_ref();
+    let f = fs::File::open(dir).map_err(|e| Error::io(dir, e))?;
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: syncfs only reads the descriptor, which `f` keeps open.
+        if unsafe { libc::syncfs(f.as_raw_fd()) } != 0 {
+            return Err(Error::io(dir, io::Error::last_os_error()));
+        }
+    }
+    f.sync_all().map_err(|e| Error::io(dir, e))
 }
 
 #[cfg(unix)]
@@ -135,6 +181,17 @@ mod tests {
         }
         assert!(!dest.exists());
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn deferred_commit_then_sync_filesystem() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("a.txt");
+        write_atomic_deferred(&dest, b"deferred").unwrap();
+        sync_filesystem(dir.path()).unwrap();
+        assert_eq!(fs::read(&dest).unwrap(), b"deferred");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+        assert!(sync_filesystem(dir.path().join("missing")).is_err());
     }
 
     #[test]

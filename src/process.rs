@@ -511,7 +511,7 @@ impl<'a> Pipeline<'a> {
                 continue;
             }
             let name = output_name(*format);
-            let mut f = AtomicFile::create(self.dir.join(name))?;
+            let mut f = AtomicFile::create_deferred(self.dir.join(name))?;
             if let Err(e) = render::render(*format, &folded.stacks, &render_opts, &mut f) {
                 failures.push(format!("{name}: {e}"));
                 continue;
@@ -569,7 +569,7 @@ impl<'a> Pipeline<'a> {
                     total: secs(self.start.elapsed()),
                 },
             };
-            crate::atomic::write_atomic(self.dir.join(SUMMARY), s.to_json().as_bytes())?;
+            crate::atomic::write_atomic_deferred(self.dir.join(SUMMARY), s.to_json().as_bytes())?;
             outputs.push(SUMMARY.to_string());
         }
 
@@ -593,6 +593,9 @@ impl<'a> Pipeline<'a> {
                 outputs,
             });
         }
+        // The outputs were renamed into place without fsync each; one sync
+        // makes them all durable before the marker declares them complete.
+        crate::atomic::sync_filesystem(&self.dir)?;
         result_dir::write_marker(
             &self.dir,
             &Marker {

@@ -866,10 +866,11 @@ fn render_folded(cap: &CaptureDir, formats: &process::Formats) -> Result<String>
     };
     for name in &names {
         let format = Format::from_path(Path::new(name))?;
-        let mut f = AtomicFile::create(dir.join(name))?;
+        let mut f = AtomicFile::create_deferred(dir.join(name))?;
         render::render(format, &input.stacks, &opts, &mut f)?;
         f.commit()?;
     }
+    crate::atomic::sync_filesystem(dir)?;
     result_dir::write_marker(
         dir,
         &Marker {
