@@ -95,8 +95,8 @@ pub struct ArchiveSizes {
 }
 
 /// Concatenates `parts` (in order) into `dest`, atomically but without
-/// fsync: the caller syncs the filesystem before marking the capture
-/// complete (`crate::atomic::sync_filesystem`).
+/// fsync: the capture's marker records its size, which tells a crashed
+/// write from a complete one (`crate::result_dir::write_marker`).
 pub fn publish(dest: &Path, parts: Vec<FinishedPart>) -> Result<ArchiveSizes> {
     let mut out = AtomicFile::create_deferred(dest)?;
     let mut sizes = ArchiveSizes::default();

@@ -3,10 +3,10 @@
 //!
 //! Data is written to a temporary file in the destination's own directory
 //! (so the final `rename` never crosses a filesystem), flushed and fsynced,
-//! then renamed over the destination. A group of outputs that is completed
-//! by a marker file can defer the fsyncs ([`AtomicFile::create_deferred`])
-//! and pay for one [`sync_filesystem`] before the marker instead: a crash
-//! then can lose the unmarked outputs, never mark incomplete ones. A reader therefore sees either the old
+//! then renamed over the destination. Outputs that a later marker vouches
+//! for can skip the fsync ([`AtomicFile::create_deferred`]): a crash may
+//! then leave them empty or short, which the marker's recorded sizes reveal
+//! (see `crate::result_dir::write_marker`); a killed process never can. A reader therefore sees either the old
 //! file or the complete new one, never a partial file; if the writer is
 //! dropped without [`AtomicFile::commit`] (an error, a panic, a kill), the
 //! temporary file is removed and the destination is untouched. This module
@@ -32,9 +32,9 @@ impl AtomicFile {
         Self::with_fsync(dest, true)
     }
 
-    /// Like [`create`](Self::create), but `commit` does not fsync: the
-    /// caller calls [`sync_filesystem`] once for the whole group of files
-    /// before it writes whatever declares the group complete.
+    /// Like [`create`](Self::create), but `commit` does not fsync: for
+    /// outputs whose completeness is checked another way (the marker's
+    /// recorded sizes). Still atomic against a killed process.
     pub fn create_deferred(dest: impl AsRef<Path>) -> Result<Self> {
         Self::with_fsync(dest, false)
     }
@@ -114,23 +114,6 @@ pub fn write_atomic_deferred(dest: impl AsRef<Path>, bytes: &[u8]) -> Result<()>
     f.commit()
 }
 
-/// Makes everything written so far on `dir`'s filesystem durable, and
-/// `dir`'s own entries (the renames): one `syncfs` and one directory fsync
-/// for a whole group of deferred writes.
-pub fn sync_filesystem(dir: impl AsRef<Path>) -> Result<()> {
-    let dir = dir.as_ref();
-    let f = fs::File::open(dir).map_err(|e| Error::io(dir, e))?;
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::fd::AsRawFd;
-        // SAFETY: syncfs only reads the descriptor, which `f` keeps open.
-        if unsafe { libc::syncfs(f.as_raw_fd()) } != 0 {
-            return Err(Error::io(dir, io::Error::last_os_error()));
-        }
-    }
-    f.sync_all().map_err(|e| Error::io(dir, e))
-}
-
 #[cfg(unix)]
 fn set_default_permissions(path: &Path) -> io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
@@ -184,14 +167,13 @@ mod tests {
     }
 
     #[test]
-    fn deferred_commit_then_sync_filesystem() {
+    fn deferred_commit_replaces_destination() {
         let dir = tempfile::tempdir().unwrap();
         let dest = dir.path().join("a.txt");
+        fs::write(&dest, b"old").unwrap();
         write_atomic_deferred(&dest, b"deferred").unwrap();
-        sync_filesystem(dir.path()).unwrap();
         assert_eq!(fs::read(&dest).unwrap(), b"deferred");
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
-        assert!(sync_filesystem(dir.path().join("missing")).is_err());
     }
 
     #[test]

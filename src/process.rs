@@ -593,9 +593,6 @@ impl<'a> Pipeline<'a> {
                 outputs,
             });
         }
-        // The outputs were renamed into place without fsync each; one sync
-        // makes them all durable before the marker declares them complete.
-        crate::atomic::sync_filesystem(&self.dir)?;
         result_dir::write_marker(
             &self.dir,
             &Marker {
@@ -604,6 +601,7 @@ impl<'a> Pipeline<'a> {
                 output_version: result_dir::OUTPUT_VERSION,
                 completed: crate::progress::utc_timestamp(),
                 outputs: outputs.clone(),
+                sizes: Default::default(),
             },
         )?;
         let from = if use_perf.is_some() {

@@ -870,7 +870,6 @@ fn render_folded(cap: &CaptureDir, formats: &process::Formats) -> Result<String>
         render::render(format, &input.stacks, &opts, &mut f)?;
         f.commit()?;
     }
-    crate::atomic::sync_filesystem(dir)?;
     result_dir::write_marker(
         dir,
         &Marker {
@@ -879,6 +878,7 @@ fn render_folded(cap: &CaptureDir, formats: &process::Formats) -> Result<String>
             output_version: result_dir::OUTPUT_VERSION,
             completed: crate::progress::utc_timestamp(),
             outputs: names.clone(),
+            sizes: Default::default(),
         },
     )?;
     Ok(format!(

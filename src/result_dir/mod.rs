@@ -465,6 +465,12 @@ pub struct Marker {
     pub completed: String,
     /// The output files written (names in the capture directory).
     pub outputs: Vec<String>,
+    /// Each output's size when the marker was written. Outputs are not
+    /// fsynced one by one (that made bulk reprocessing wait on the disk);
+    /// after a crash an output can come back empty or short, and this is
+    /// how the next run notices and redoes the capture.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub sizes: std::collections::BTreeMap<String, u64>,
 }
 
 /// Whether a capture needs processing.
@@ -505,6 +511,15 @@ pub fn completion(dir: &Path, wanted: &[String]) -> Completion {
     {
         return Completion::Stale(format!("{missing} is missing"));
     }
+    for (name, &size) in &marker.sizes {
+        let now = fs::metadata(dir.join(name)).map(|m| m.len()).ok();
+        if now != Some(size) {
+            return Completion::Stale(format!(
+                "{name} has {} bytes, the marker recorded {size} (written incompletely, a crash?)",
+                now.map_or("no".to_string(), |n| n.to_string())
+            ));
+        }
+    }
     Completion::Done(marker)
 }
 
@@ -519,10 +534,20 @@ pub fn clear_marker(dir: &Path) -> Result<()> {
 }
 
 /// Writes the marker (atomically): the last file of a processed capture.
+/// It records each output's size, so that [`completion`] can tell an output
+/// that a crash left empty or short (outputs and marker are renamed into
+/// place without fsync) and have the capture redone.
 pub fn write_marker(dir: &Path, marker: &Marker) -> Result<()> {
-    let mut json = serde_json::to_string_pretty(marker).expect("a marker always serializes");
+    let mut marker = marker.clone();
+    for name in &marker.outputs {
+        // A missing output gets no size; `completion` reports it missing.
+        if let Ok(m) = fs::metadata(dir.join(name)) {
+            marker.sizes.insert(name.clone(), m.len());
+        }
+    }
+    let mut json = serde_json::to_string_pretty(&marker).expect("a marker always serializes");
     json.push('\n');
-    crate::atomic::write_atomic(dir.join(MARKER), json.as_bytes())
+    crate::atomic::write_atomic_deferred(dir.join(MARKER), json.as_bytes())
 }
 
 /// Removes temporary files left by a killed run (`.NAME.XXXXXX.tmp`, as
@@ -586,6 +611,7 @@ mod tests {
             output_version: OUTPUT_VERSION,
             completed: "2026-11-30T00:00:00Z".into(),
             outputs: wanted.clone(),
+            sizes: Default::default(),
         };
         write_marker(dir.path(), &m).unwrap();
         assert!(
@@ -603,6 +629,32 @@ mod tests {
         );
         clear_marker(dir.path()).unwrap();
         assert_eq!(completion(dir.path(), &wanted), Completion::NotDone);
+    }
+
+    #[test]
+    fn marker_sizes_reveal_an_output_a_crash_cut_short() {
+        let dir = tempfile::tempdir().unwrap();
+        let wanted = vec!["stacks.folded".to_string()];
+        fs::write(dir.path().join("stacks.folded"), "a;b 1\n").unwrap();
+        let m = Marker {
+            tool: "jobprof".into(),
+            tool_version: "0.1.0".into(),
+            output_version: OUTPUT_VERSION,
+            completed: "2026-11-30T00:00:00Z".into(),
+            outputs: wanted.clone(),
+            sizes: Default::default(),
+        };
+        write_marker(dir.path(), &m).unwrap();
+        let Completion::Done(read) = completion(dir.path(), &wanted) else {
+            panic!("complete capture not recognised");
+        };
+        assert_eq!(read.sizes.get("stacks.folded"), Some(&6));
+        // After a power cut, an output that was never flushed comes back empty.
+        fs::write(dir.path().join("stacks.folded"), "").unwrap();
+        assert!(matches!(
+            completion(dir.path(), &wanted),
+            Completion::Stale(s) if s.contains("incompletely")
+        ));
     }
 
     #[test]
