@@ -737,3 +737,34 @@ impl Machine<'_, '_> {
         self.header_ok = false;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::StackCounts;
+
+    fn sorted(s: &StackCounts) -> Vec<(Vec<u32>, u64)> {
+        let mut v: Vec<_> = s.iter().map(|(k, c)| (k.to_vec(), c)).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn deferred_adds_count_the_same_as_direct_adds_once_flushed() {
+        // Enough distinct stacks to make the table grow several times
+        // while adds are pending, and repeats to hit existing entries.
+        let keys: Vec<Vec<u32>> = (0..5000u32)
+            .map(|i| (0..(i % 7 + 1)).map(|j| i % 1300 + j).collect())
+            .collect();
+        let (mut direct, mut deferred) = (StackCounts::default(), StackCounts::default());
+        for (i, k) in keys.iter().enumerate() {
+            direct.add(k, i as u64 + 1);
+            deferred.add_deferred(k, i as u64 + 1);
+        }
+        deferred.flush();
+        assert_eq!(direct.len(), deferred.len());
+        assert_eq!(sorted(&direct), sorted(&deferred));
+        // A second flush counts nothing twice.
+        deferred.flush();
+        assert_eq!(sorted(&direct), sorted(&deferred));
+    }
+}
