@@ -66,7 +66,8 @@ pub fn trim_start(s: &str) -> &str {
     if b.first() == Some(&b'\t') {
         i = 1;
     }
-    while i + 8 <= b.len() && b[i..i + 8] == *b"        " {
+    const SPACES: u64 = u64::from_ne_bytes(*b"        ");
+    while i + 8 <= b.len() && u64::from_ne_bytes(b[i..i + 8].try_into().unwrap()) == SPACES {
         i += 8;
     }
     while i < b.len() && is_ascii_ws(b[i]) {
@@ -90,6 +91,49 @@ pub fn is_ascii_ws(b: u8) -> bool {
     b <= b' ' && (WS >> b) & 1 == 1
 }
 
+const LO7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+
+/// A mask with 0x80 in every byte of `x` that is zero, and nothing else
+/// (exact per byte, unlike the shorter borrow-propagating trick).
+#[inline]
+fn zero_bytes(x: u64) -> u64 {
+    !(((x & LO7).wrapping_add(LO7)) | x | LO7)
+}
+
+/// The first `needle` in `hay[from..]`, eight bytes at a time: the fields of
+/// a perf line are a few to a few dozen bytes long, too short for memchr's
+/// SIMD set-up to pay off and long enough for a byte loop to cost.
+#[inline]
+pub fn find_byte(hay: &[u8], from: usize, needle: u8) -> Option<usize> {
+    let splat = u64::from_ne_bytes([needle; 8]);
+    let mut i = from;
+    while i + 8 <= hay.len() {
+        let w = u64::from_le_bytes(hay[i..i + 8].try_into().unwrap());
+        let m = zero_bytes(w ^ splat);
+        if m != 0 {
+            return Some(i + (m.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    (i..hay.len()).find(|&k| hay[k] == needle)
+}
+
+/// The last `needle` in `hay[..end]`, eight bytes at a time.
+#[inline]
+pub fn rfind_byte(hay: &[u8], end: usize, needle: u8) -> Option<usize> {
+    let splat = u64::from_ne_bytes([needle; 8]);
+    let mut i = end;
+    while i >= 8 {
+        let w = u64::from_le_bytes(hay[i - 8..i].try_into().unwrap());
+        let m = zero_bytes(w ^ splat);
+        if m != 0 {
+            return Some(i - 8 + (7 - m.leading_zeros() / 8) as usize);
+        }
+        i -= 8;
+    }
+    (0..i).rev().find(|&k| hay[k] == needle)
+}
+
 /// Finds the comm/pid/tid part of a header line, inferno's way: the first
 /// all-digit word (optionally `PID/TID`) after the first word, followed by a
 /// space, ends the comm. With `allow_negative`, `-1` counts as digits
@@ -100,10 +144,7 @@ fn header_ids(line: &str, allow_negative: bool) -> Option<(&str, &str, &str, usi
     let b = line.as_bytes();
     let n = b.len();
     // The first word is never the id word.
-    let mut i = 0;
-    while i < n && b[i] != b' ' {
-        i += 1;
-    }
+    let mut i = find_byte(b, 0, b' ').unwrap_or(n);
     // `b[i]` is a space: look at the word after it.
     while i < n {
         let start = i + 1;
@@ -187,40 +228,29 @@ pub fn parse_header_fixed(line: &str) -> Option<Header<'_>> {
     // call costs more than it saves.
     let r = rest.as_bytes();
     // Skip the time stamp (or whatever precedes the first colon).
-    let mut k = 0;
-    while k < r.len() && r[k] != b':' {
-        k += 1;
-    }
-    if k == r.len() {
+    let Some(k) = find_byte(r, 0, b':') else {
         return Some(header);
-    }
+    };
     let from = k + 1;
     let mut end = r.len();
     let mut t = from;
-    while t < r.len() {
-        if r[t] == b':' && (t + 1 == r.len() || is_ascii_ws(r[t + 1])) {
-            let tr = rest[t + 1..].trim();
+    while let Some(c) = find_byte(r, t, b':') {
+        if c + 1 == r.len() || is_ascii_ws(r[c + 1]) {
+            let tr = rest[c + 1..].trim();
             header.trailing = (!tr.is_empty()).then_some(tr);
-            end = t;
+            end = c;
             break;
         }
-        t += 1;
+        t = c + 1;
     }
     let pe = trim_end(&rest[from..end]);
     let p = pe.as_bytes();
-    let mut e = p.len();
-    while e > 0 && p[e - 1] != b' ' {
-        e -= 1;
-    }
+    let e = rfind_byte(p, p.len(), b' ').map_or(0, |i| i + 1);
     let event = &pe[e..];
     header.event = (!event.is_empty()).then_some(event);
     if e > 0 {
-        let before = &p[..e - 1];
-        let mut s = before.len();
-        while s > 0 && before[s - 1] != b' ' {
-            s -= 1;
-        }
-        header.period = parse_digits(&before[s..]);
+        let s = rfind_byte(p, e - 1, b' ').map_or(0, |i| i + 1);
+        header.period = parse_digits(&p[s..e - 1]);
     }
     Some(header)
 }
@@ -426,6 +456,34 @@ mod tests {
         assert_eq!(strip_offset("foo+0x"), "foo");
         assert_eq!(strip_offset("foo+0xzz"), "foo+0xzz");
         assert_eq!(strip_offset("foo"), "foo");
+    }
+
+    #[test]
+    fn byte_search_matches_a_plain_scan() {
+        let hay = b"comm 123/456 [001] 12.345678:     1001 cpu-clock:u: x";
+        for needle in [b' ', b':', b'/', b'x', b'Q'] {
+            for from in 0..hay.len() {
+                let want = (from..hay.len()).find(|&k| hay[k] == needle);
+                assert_eq!(find_byte(hay, from, needle), want);
+                let rwant = (0..from).rev().find(|&k| hay[k] == needle);
+                assert_eq!(rfind_byte(hay, from, needle), rwant);
+            }
+        }
+        // Bytes with the high bit set must not be taken for a match.
+        let odd = [
+            0x80u8,
+            0xa0,
+            0x20 | 0x80,
+            b' ',
+            0xff,
+            0x00,
+            0x7f,
+            b' ',
+            0xc2,
+        ];
+        assert_eq!(find_byte(&odd, 0, b' '), Some(3));
+        assert_eq!(rfind_byte(&odd, odd.len(), b' '), Some(7));
+        assert_eq!(find_byte(&odd, 0, 0), Some(5));
     }
 
     #[test]

@@ -103,7 +103,7 @@ impl<'a> FrameKey<'a> {
             };
         }
         let rest = &trimmed[space + 1..];
-        if let Some(last) = memchr::memrchr(b' ', rest) {
+        if let Some(last) = perf_script::rfind_byte(rest, rest.len(), b' ') {
             let (a, b) = (&rest[..last], &rest[last..]);
             // `b` is " (DSO)": cutting the offset from `a` cannot change how
             // either parser splits the line, so the names are the same.
@@ -593,18 +593,22 @@ impl Machine<'_, '_> {
 
     fn set_pname(&mut self, h: &Header<'_>) {
         let st = &mut *self.st;
-        let key = &mut st.key_buf;
-        key.clear();
-        key.extend_from_slice(h.comm.as_bytes());
-        if self.cfg.include_tid {
-            key.push(0);
-            key.extend_from_slice(h.pid.as_bytes());
-            key.push(b'/');
-            key.extend_from_slice(h.tid.as_bytes());
-        } else if self.cfg.include_pid {
-            key.push(0);
-            key.extend_from_slice(h.pid.as_bytes());
-        }
+        // The name depends on the comm alone unless ids are shown: then the
+        // key is the comm itself, with no copy.
+        let key: &[u8] = if self.cfg.include_pid || self.cfg.include_tid {
+            let buf = &mut st.key_buf;
+            buf.clear();
+            buf.extend_from_slice(h.comm.as_bytes());
+            buf.push(0);
+            buf.extend_from_slice(h.pid.as_bytes());
+            if self.cfg.include_tid {
+                buf.push(b'/');
+                buf.extend_from_slice(h.tid.as_bytes());
+            }
+            buf
+        } else {
+            h.comm.as_bytes()
+        };
         let hash = hash_bytes(key);
         let arena = &st.pname_arena;
         if let Some(&(_, _, _, id, java)) = st.pname_cache.find(hash, |&(h, off, len, _, _)| {
@@ -627,8 +631,8 @@ impl Machine<'_, '_> {
             name.push_str(h.pid);
         }
         let java = name.starts_with("java");
-        let (off, len) = (st.pname_arena.len() as u32, st.key_buf.len() as u32);
-        st.pname_arena.extend_from_slice(&st.key_buf);
+        let (off, len) = (st.pname_arena.len() as u32, key.len() as u32);
+        st.pname_arena.extend_from_slice(key);
         let id = st.intern(&name);
         st.pname_cache
             .insert_unique(hash, (hash, off, len, id, java), |e| e.0);
@@ -642,7 +646,7 @@ impl Machine<'_, '_> {
         }
         let trimmed = perf_script::trim_start(line);
         // The address is short: a byte loop beats a memchr call here.
-        let Some(space) = trimmed.bytes().position(|b| b == b' ') else {
+        let Some(space) = perf_script::find_byte(trimmed.as_bytes(), 0, b' ') else {
             self.st.counters.skipped_lines += 1;
             self.skip(SkippedKind::Frame, line);
             return;
