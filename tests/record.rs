@@ -21,29 +21,12 @@ use jobprof_capture_format::{
     parse_dropped_tsv, parse_shards_tsv, Capture, EndCause, Phase, ShardRow,
 };
 
-use crate::util::{recorder, require};
+use crate::util::{perf_can_record, recorder, require};
 
 static PERF_LOCK: Mutex<()> = Mutex::new(());
 
 fn serial() -> MutexGuard<'static, ()> {
     PERF_LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn perf_can_record() -> bool {
-    static OK: OnceLock<bool> = OnceLock::new();
-    *OK.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let data = dir.path().join("probe.data");
-        Command::new("perf")
-            .args(["record", "-q", "-e", "cpu-clock", "-o"])
-            .arg(&data)
-            .args(["--", "true"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-            && data.exists()
-    })
 }
 
 /// The test worker, compiled once per test run.

@@ -10,7 +10,6 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use jobprof::slurm::{self, JobId, JobState, Slurm};
@@ -51,70 +50,6 @@ fn wait_finished(job: &JobId, want: usize, log: &Path) -> Vec<JobState> {
     }
 }
 
-/// `jobprof-record`, built next to `jobprof` (see tests/record.rs).
-fn recorder() -> PathBuf {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let main = PathBuf::from(env!("CARGO_BIN_EXE_jobprof"));
-        let profile_dir = main.parent().expect("binary directory");
-        let exe = profile_dir.join("jobprof-record");
-        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-            Some("debug") | None => "dev",
-            Some(p) => p,
-        };
-        let above = profile_dir.parent().expect("target directory");
-        let triple = above
-            .file_name()
-            .and_then(|n| n.to_str())
-            .filter(|n| n.matches('-').count() >= 2)
-            .map(str::to_string);
-        let target_dir = if triple.is_some() {
-            above.parent().expect("target directory")
-        } else {
-            above
-        };
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args([
-            "build",
-            "--quiet",
-            "-p",
-            "jobprof-record",
-            "--profile",
-            profile,
-        ])
-        .arg("--target-dir")
-        .arg(target_dir)
-        .current_dir(env!("CARGO_MANIFEST_DIR"));
-        if let Some(t) = &triple {
-            cmd.args(["--target", t]);
-        }
-        assert!(
-            cmd.status().expect("run cargo build").success(),
-            "cargo build -p jobprof-record failed"
-        );
-        exe
-    })
-    .clone()
-}
-
-fn perf_works() -> bool {
-    static OK: OnceLock<bool> = OnceLock::new();
-    *OK.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let data = dir.path().join("probe.data");
-        Command::new("perf")
-            .args(["record", "-q", "-e", "cpu-clock", "-o"])
-            .arg(&data)
-            .args(["--", "true"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-            && data.exists()
-    })
-}
-
 fn text(out: &Output) -> String {
     format!(
         "status {:?}\nstdout:\n{}\nstderr:\n{}",
@@ -146,7 +81,10 @@ fn sbatch(dir: &Path, script: &Path, env: &[(&str, String)]) -> Job {
 #[test]
 fn slurm_benchmark_job_with_sidecar_and_post_job_processing() {
     if !util::require(util::slurm_available(), SLURM)
-        || !util::require(perf_works(), "perf that can record (linux-perf, as root)")
+        || !util::require(
+            util::perf_can_record(),
+            "perf that can record (linux-perf, as root)",
+        )
     {
         return;
     }
@@ -169,7 +107,7 @@ fn slurm_benchmark_job_with_sidecar_and_post_job_processing() {
     let set = |word: &str| format!("echo {word} > \"$CTL.tmp\" && mv \"$CTL.tmp\" \"$CTL\"");
     let env = [
         ("JOBPROF", env!("CARGO_BIN_EXE_jobprof").to_string()),
-        ("JOBPROF_RECORD", recorder().display().to_string()),
+        ("JOBPROF_RECORD", util::recorder().display().to_string()),
         ("RESULT_DIR", result.display().to_string()),
         ("QUERIES", "qa qb".to_string()),
         ("EXE_NAME", "queries".to_string()),
@@ -292,7 +230,10 @@ fn make_old_layout(dest: &Path) {
 #[test]
 fn slurm_array_of_two_tasks_reprocesses_every_capture_exactly_once() {
     if !util::require(util::slurm_available(), SLURM)
-        || !util::require(perf_works(), "perf that can record (linux-perf, as root)")
+        || !util::require(
+            util::perf_can_record(),
+            "perf that can record (linux-perf, as root)",
+        )
     {
         return;
     }

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
 /// The repository root (where Cargo.toml is).
@@ -119,4 +119,22 @@ pub fn recorder() -> PathBuf {
         exe
     })
     .clone()
+}
+
+/// Whether `perf record` works here (installed, and allowed to sample).
+pub fn perf_can_record() -> bool {
+    static OK: OnceLock<bool> = OnceLock::new();
+    *OK.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("probe.data");
+        Command::new("perf")
+            .args(["record", "-q", "-e", "cpu-clock", "-o"])
+            .arg(&data)
+            .args(["--", "true"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+            && data.exists()
+    })
 }
