@@ -13,6 +13,7 @@
 //! through `crate::input` but does not decide where output goes.
 
 mod frame;
+mod lines;
 pub mod split;
 mod state;
 

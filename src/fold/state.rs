@@ -472,7 +472,7 @@ pub(crate) fn fold_chunk(
     let mut pos = 0;
     // One SIMD scan over the chunk finds every line end; far cheaper than a
     // memchr call per (short) line.
-    let mut newlines = memchr::memchr_iter(b'\n', chunk);
+    let mut newlines = super::lines::Newlines::new(chunk);
     while pos < chunk.len() {
         let (raw, next, terminated) = match newlines.next() {
             Some(i) => (&chunk[pos..i], i + 1, true),
