@@ -170,7 +170,7 @@ fn header_ids(line: &str, allow_negative: bool) -> Option<(&str, &str, &str, usi
                 Some(k) => (&line[start..k], &line[k + 1..j]),
                 None => ("?", &line[start..j]),
             };
-            let comm = line[..start - 1].trim();
+            let comm = trim_start(trim_end(&line[..start - 1]));
             return Some((comm, pid, tid, j + 1));
         }
         i = j;
@@ -236,7 +236,7 @@ pub fn parse_header_fixed(line: &str) -> Option<Header<'_>> {
     let mut t = from;
     while let Some(c) = find_byte(r, t, b':') {
         if c + 1 == r.len() || is_ascii_ws(r[c + 1]) {
-            let tr = rest[c + 1..].trim();
+            let tr = trim_start(trim_end(&rest[c + 1..]));
             header.trailing = (!tr.is_empty()).then_some(tr);
             end = c;
             break;
