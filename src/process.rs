@@ -160,11 +160,7 @@ impl Default for Options {
 
 impl Options {
     fn jobs(&self) -> usize {
-        if self.jobs == 0 {
-            std::thread::available_parallelism().map_or(1, |n| n.get())
-        } else {
-            self.jobs
-        }
+        crate::jobs_or_cores(self.jobs)
     }
 }
 

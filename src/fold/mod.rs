@@ -358,11 +358,7 @@ struct Engine {
 
 impl Engine {
     fn new(o: &Options) -> Self {
-        let threads = if o.threads == 0 {
-            std::thread::available_parallelism().map_or(1, |n| n.get())
-        } else {
-            o.threads
-        };
+        let threads = crate::jobs_or_cores(o.threads);
         let pool = (threads > 1).then(|| {
             rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
