@@ -19,15 +19,6 @@ fn jobprof(args: &[&str], roots: &[&Path]) -> Output {
         .unwrap()
 }
 
-fn text(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 /// result_dir_N with the demo capture, as symbolized text only (no
 /// perf.data: these tests need no perf); `old` gives it the old pipeline's
 /// layout (capture-metadata.txt, perf.script.gz).
@@ -89,7 +80,7 @@ fn reprocess_finds_all_layouts_at_any_depth_and_a_second_run_does_nothing() {
         .unwrap();
 
     let dry = jobprof(&["--dry-run"], &[root]);
-    assert_eq!(dry.status.code(), Some(1), "{}", text(&dry));
+    assert_eq!(dry.status.code(), Some(1), "{}", util::output_text(&dry));
     let s = String::from_utf8_lossy(&dry.stdout);
     assert!(s.contains("4 capture(s) in 4 result dir(s)"), "{s}");
     assert!(s.contains("worker exited"), "{s}");
@@ -99,7 +90,7 @@ fn reprocess_finds_all_layouts_at_any_depth_and_a_second_run_does_nothing() {
     );
 
     let out = jobprof(&["--jobs", "2"], &[root]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", util::output_text(&out));
     let s = String::from_utf8_lossy(&out.stdout);
     assert!(s.contains("processed         3"), "{s}");
     assert!(s.contains("refused           1"), "{s}");
@@ -150,7 +141,7 @@ fn reprocess_recompress_keeps_the_gz_and_replace_archives_deletes_it_last() {
         v
     };
     let out = jobprof(&["--recompress"], &[tmp.path()]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", util::output_text(&out));
     assert!(q.join("perf.script.gz").is_file());
     let zst = zstd::decode_all(&util::read(&q.join("perf.script.zst"))[..]).unwrap();
     assert_eq!(zst, script_text, "perf.script.zst holds the same text");
@@ -159,10 +150,10 @@ fn reprocess_recompress_keeps_the_gz_and_replace_archives_deletes_it_last() {
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("skipped           1"),
         "{}",
-        text(&out)
+        util::output_text(&out)
     );
     let out = jobprof(&["--replace-archives"], &[tmp.path()]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", util::output_text(&out));
     assert!(!q.join("perf.script.gz").exists());
     assert!(q.join("perf.script.zst").is_file() && q.join(".postprocess-complete").is_file());
 }
@@ -185,7 +176,7 @@ fn reprocess_array_split_covers_every_capture_once_and_resumes() {
             .env("SLURM_ARRAY_TASK_COUNT", "2")
             .output()
             .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        assert_eq!(out.status.code(), Some(0), "{}", util::output_text(&out));
         let s = String::from_utf8_lossy(&out.stdout);
         assert!(s.contains(&format!("array task {i} of 2")), "{s}");
         for (n, c) in caps.iter().enumerate() {
@@ -214,7 +205,7 @@ fn reprocess_sbatch_prints_a_quoted_array_script() {
         ],
         &[&root],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", util::output_text(&out));
     let script = String::from_utf8_lossy(&out.stdout);
     for line in [
         "#SBATCH --array=0-2",
@@ -242,5 +233,5 @@ fn reprocess_sbatch_prints_a_quoted_array_script() {
         "{exec}"
     );
     let bad = jobprof(&["--sbatch", "--partition", "a b"], &[&root]);
-    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+    assert_eq!(bad.status.code(), Some(2), "{}", util::output_text(&bad));
 }

@@ -9,7 +9,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use jobprof::slurm::{self, JobId, JobState, Slurm};
@@ -50,15 +50,6 @@ fn wait_finished(job: &JobId, want: usize, log: &Path) -> Vec<JobState> {
     }
 }
 
-fn text(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 /// Submits `script` with `sbatch --parsable`, the environment `env` added
 /// to ours (the scripts read their parameters from it; `--export=ALL` is
 /// sbatch's default).
@@ -72,7 +63,7 @@ fn sbatch(dir: &Path, script: &Path, env: &[(&str, String)]) -> Job {
         .stdin(Stdio::null())
         .output()
         .expect("run sbatch");
-    assert!(out.status.success(), "sbatch: {}", text(&out));
+    assert!(out.status.success(), "sbatch: {}", util::output_text(&out));
     let id = slurm::parse_sbatch_parsable(&String::from_utf8_lossy(&out.stdout))
         .expect("sbatch --parsable prints a job id");
     Job(id)
@@ -80,12 +71,7 @@ fn sbatch(dir: &Path, script: &Path, env: &[(&str, String)]) -> Job {
 
 #[test]
 fn slurm_benchmark_job_with_sidecar_and_post_job_processing() {
-    if !util::require(util::slurm_available(), SLURM)
-        || !util::require(
-            util::perf_can_record(),
-            "perf that can record (linux-perf, as root)",
-        )
-    {
+    if !cluster_and_perf() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -100,7 +86,7 @@ fn slurm_benchmark_job_with_sidecar_and_post_job_processing() {
         util::require(false, "gcc (for the test workload)");
         return;
     };
-    assert!(gcc.status.success(), "gcc: {}", text(&gcc));
+    assert!(gcc.status.success(), "gcc: {}", util::output_text(&gcc));
     let result = dir.join("result_dir_e2e");
     let ctl = dir.join("ctl");
     fs::write(&ctl, "idle\n").unwrap();
@@ -229,12 +215,7 @@ fn make_old_layout(dest: &Path) {
 
 #[test]
 fn slurm_array_of_two_tasks_reprocesses_every_capture_exactly_once() {
-    if !util::require(util::slurm_available(), SLURM)
-        || !util::require(
-            util::perf_can_record(),
-            "perf that can record (linux-perf, as root)",
-        )
-    {
+    if !cluster_and_perf() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -268,7 +249,7 @@ fn slurm_array_of_two_tasks_reprocesses_every_capture_exactly_once() {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", util::output_text(&out));
     let id = slurm::parse_sbatch_parsable(&String::from_utf8_lossy(&out.stdout))
         .expect("--submit prints the job id");
     let job = Job(id);
@@ -332,7 +313,22 @@ fn slurm_array_of_two_tasks_reprocesses_every_capture_exactly_once() {
         .env_remove("SLURM_ARRAY_TASK_ID")
         .output()
         .unwrap();
-    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+    assert_eq!(
+        again.status.code(),
+        Some(0),
+        "{}",
+        util::output_text(&again)
+    );
     let table = String::from_utf8_lossy(&again.stdout);
     assert!(table.contains("skipped           5"), "{table}");
+}
+
+/// A running Slurm cluster and a perf that can record (both required under
+/// CI; a loud skip otherwise).
+fn cluster_and_perf() -> bool {
+    util::require(util::slurm_available(), SLURM)
+        && util::require(
+            util::perf_can_record(),
+            "perf that can record (linux-perf, as root)",
+        )
 }

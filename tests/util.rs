@@ -138,3 +138,13 @@ pub fn perf_can_record() -> bool {
             && data.exists()
     })
 }
+
+/// A finished command's status, stdout and stderr, for assertion messages.
+pub fn output_text(out: &std::process::Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
