@@ -1,24 +1,39 @@
 //! Finding line ends in a chunk: a forward iterator over the positions of
-//! `\n`, sixteen bytes per step.
+//! `\n`, sixteen bytes per step, that also tells whether each line holds a
+//! byte above 0x7f.
 //!
 //! `perf script` lines are short (~60 bytes), so `memchr_iter`, which
 //! restarts its search (and its SIMD set-up) at every match, spends more on
 //! each line than on the bytes. This iterator keeps a bit mask of the
 //! newlines in the current 16-byte block and hands them out one by one.
-//! x86_64 always has SSE2; elsewhere it falls back to `memchr_iter`.
+//! The same load gives the block's high bits for free, which spares the
+//! folder a second pass over every line to check that it is ASCII.
+//! x86_64 always has SSE2; elsewhere it falls back to `memchr_iter` and
+//! `is_ascii`.
 
-/// Positions of every `b'\n'` in a byte slice, in order.
+/// Positions of every `b'\n'` in a byte slice, in order, each with whether
+/// the line it ends (from the previous newline, or the start) has a byte
+/// above 0x7f.
 pub(crate) struct Newlines<'a> {
-    #[cfg(target_arch = "x86_64")]
     hay: &'a [u8],
     #[cfg(target_arch = "x86_64")]
     next_block: usize,
     #[cfg(target_arch = "x86_64")]
     base: usize,
+    /// Newlines of the current block not handed out yet.
     #[cfg(target_arch = "x86_64")]
     mask: u32,
+    /// High-bit bytes of the current block after the last newline handed
+    /// out.
+    #[cfg(target_arch = "x86_64")]
+    high: u32,
+    /// The line being scanned had a high byte in an earlier block.
+    #[cfg(target_arch = "x86_64")]
+    carried_high: bool,
     #[cfg(not(target_arch = "x86_64"))]
     inner: memchr::Memchr<'a>,
+    #[cfg(not(target_arch = "x86_64"))]
+    line_start: usize,
 }
 
 impl<'a> Newlines<'a> {
@@ -31,60 +46,79 @@ impl<'a> Newlines<'a> {
                 next_block: 0,
                 base: 0,
                 mask: 0,
+                high: 0,
+                carried_high: false,
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
             Newlines {
+                hay,
                 inner: memchr::memchr_iter(b'\n', hay),
+                line_start: 0,
             }
         }
     }
 }
 
 impl Iterator for Newlines<'_> {
-    type Item = usize;
+    /// `(position of the newline, the line before it has a byte > 0x7f)`.
+    type Item = (usize, bool);
 
     #[cfg(target_arch = "x86_64")]
     #[inline]
-    fn next(&mut self) -> Option<usize> {
+    fn next(&mut self) -> Option<(usize, bool)> {
         use std::arch::x86_64::{
             _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8,
         };
         while self.mask == 0 {
+            // High bytes left in this block lie after its last newline: in
+            // the line that the next blocks end.
+            self.carried_high |= self.high != 0;
             let at = self.next_block;
             let len = self.hay.len();
             if at + 16 <= len {
                 // SAFETY: SSE2 is part of x86_64; the 16 bytes at `at` are
                 // inside `hay` (checked above), and loadu has no alignment
                 // requirement.
-                self.mask = unsafe {
+                (self.mask, self.high) = unsafe {
                     let block = _mm_loadu_si128(self.hay.as_ptr().add(at).cast());
-                    _mm_movemask_epi8(_mm_cmpeq_epi8(block, _mm_set1_epi8(b'\n' as i8))) as u32
+                    let nl = _mm_cmpeq_epi8(block, _mm_set1_epi8(b'\n' as i8));
+                    (
+                        _mm_movemask_epi8(nl) as u32,
+                        _mm_movemask_epi8(block) as u32,
+                    )
                 };
                 self.base = at;
                 self.next_block = at + 16;
             } else if at < len {
-                self.mask = self.hay[at..]
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, &b)| b == b'\n')
-                    .fold(0u32, |m, (i, _)| m | (1 << i));
+                (self.mask, self.high) = self.hay[at..].iter().enumerate().fold(
+                    (0u32, 0u32),
+                    |(m, h), (i, &b)| (m | ((b == b'\n') as u32) << i, h | ((b >> 7) as u32) << i),
+                );
                 self.base = at;
                 self.next_block = len;
             } else {
+                self.high = 0;
                 return None;
             }
         }
-        let bit = self.mask.trailing_zeros() as usize;
+        let bit = self.mask.trailing_zeros();
         self.mask &= self.mask - 1;
-        Some(self.base + bit)
+        let up_to_newline = (2u32 << bit).wrapping_sub(1);
+        let high = self.carried_high || self.high & up_to_newline != 0;
+        self.high &= !up_to_newline;
+        self.carried_high = false;
+        Some((self.base + bit as usize, high))
     }
 
     #[cfg(not(target_arch = "x86_64"))]
     #[inline]
-    fn next(&mut self) -> Option<usize> {
-        self.inner.next()
+    fn next(&mut self) -> Option<(usize, bool)> {
+        let end = self.inner.next()?;
+        let high = !self.hay[self.line_start..end].is_ascii();
+        self.line_start = end + 1;
+        Some((end, high))
     }
 }
 
@@ -93,7 +127,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn finds_every_newline_like_a_plain_scan() {
+    fn finds_every_newline_and_high_byte_like_a_plain_scan() {
         let mut hay = Vec::new();
         for i in 0..300u32 {
             hay.extend(std::iter::repeat_n(b'x', (i % 37) as usize));
@@ -101,14 +135,25 @@ mod tests {
             if i % 5 == 0 {
                 hay.push(b'\n');
             }
-            hay.push((i % 251) as u8 | 0x80);
+            // High bytes at line starts, ends and in long lines, some
+            // lines without any.
+            if i % 3 != 0 {
+                hay.push((i % 251) as u8 | 0x80);
+            }
         }
         for start in 0..40 {
             let h = &hay[start..];
-            let want: Vec<usize> = (0..h.len()).filter(|&i| h[i] == b'\n').collect();
-            assert_eq!(Newlines::new(h).collect::<Vec<_>>(), want);
+            let mut want = Vec::new();
+            let mut line_start = 0;
+            for i in (0..h.len()).filter(|&i| h[i] == b'\n') {
+                want.push((i, !h[line_start..i].is_ascii()));
+                line_start = i + 1;
+            }
+            assert_eq!(Newlines::new(h).collect::<Vec<_>>(), want, "from {start}");
         }
         assert_eq!(Newlines::new(b"").next(), None);
-        assert_eq!(Newlines::new(b"\n").collect::<Vec<_>>(), vec![0]);
+        assert_eq!(Newlines::new(b"\n").collect::<Vec<_>>(), vec![(0, false)]);
+        let long = [vec![0xc3u8], vec![b'a'; 40], vec![b'\n']].concat();
+        assert_eq!(Newlines::new(&long).collect::<Vec<_>>(), vec![(41, true)]);
     }
 }

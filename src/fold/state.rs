@@ -280,17 +280,19 @@ impl StackCounts {
     }
 
     /// Adds `count` to the stack `key` later: prefetches the key's slot now
-    /// and counts the previously deferred stack. [`StackCounts::flush`]
-    /// must follow the last call before the counts are read.
+    /// and counts the previously deferred stack. Takes the key's buffer
+    /// (no copy) and leaves an empty one in its place.
+    /// [`StackCounts::flush`] must follow the last call before the counts
+    /// are read.
     #[inline]
-    pub(crate) fn add_deferred(&mut self, key: &[u32], count: u64) {
+    pub(crate) fn add_deferred(&mut self, key: &mut Vec<u32>, count: u64) {
         let hash = hash_ids(key);
         if !self.slots.is_empty() {
             let slot = &self.slots[hash as usize & (self.slots.len() - 1)];
             prefetch_read(slot as *const StackSlot as *const i8);
         }
         self.flush();
-        self.pending.extend_from_slice(key);
+        std::mem::swap(&mut self.pending, key);
         self.pending_hash = hash;
         self.pending_count = count;
     }
@@ -474,9 +476,9 @@ pub(crate) fn fold_chunk(
     // memchr call per (short) line.
     let mut newlines = super::lines::Newlines::new(chunk);
     while pos < chunk.len() {
-        let (raw, next, terminated) = match newlines.next() {
-            Some(i) => (&chunk[pos..i], i + 1, true),
-            None => (&chunk[pos..], chunk.len(), false),
+        let (raw, next, terminated, ascii) = match newlines.next() {
+            Some((i, high)) => (&chunk[pos..i], i + 1, true, !high),
+            None => (&chunk[pos..], chunk.len(), false, chunk[pos..].is_ascii()),
         };
         pos = next;
         if !terminated && last_of_input && !cfg.compat {
@@ -485,9 +487,9 @@ pub(crate) fn fold_chunk(
             m.line += 1;
             break;
         }
-        // Checked line by line while the line is in L1: a separate pass
-        // over the chunk first would pull it through the cache twice.
-        if raw.is_ascii() {
+        // The newline scan saw every byte and reported high ones: no
+        // second pass over the line.
+        if ascii {
             // SAFETY: ASCII is valid UTF-8.
             let line = unsafe { std::str::from_utf8_unchecked(raw) };
             m.on_line(line);
@@ -731,10 +733,13 @@ impl Machine<'_, '_> {
             // Key layout: [pname, leaf, ..., root]; rendered root-first.
             st.stack_buf[0] = first;
             let count = self.period.unwrap_or(1);
-            st.stacks.add_deferred(&st.stack_buf, count);
+            st.stacks.add_deferred(&mut st.stack_buf, count);
             st.counters.samples += 1;
+            // The stack went to the table; slot 0 again (set on emit).
+            st.stack_buf.push(NO_PNAME);
+        } else {
+            st.stack_buf.truncate(1);
         }
-        st.stack_buf.truncate(1);
         self.in_event = false;
         self.filter = Filter::Keep;
         self.period = None;
@@ -762,7 +767,9 @@ mod tests {
         let (mut direct, mut deferred) = (StackCounts::default(), StackCounts::default());
         for (i, k) in keys.iter().enumerate() {
             direct.add(k, i as u64 + 1);
-            deferred.add_deferred(k, i as u64 + 1);
+            let mut buf = k.clone();
+            deferred.add_deferred(&mut buf, i as u64 + 1);
+            assert!(buf.is_empty(), "the buffer handed back is empty");
         }
         deferred.flush();
         assert_eq!(direct.len(), deferred.len());
