@@ -62,13 +62,17 @@ pub fn trim_end(s: &str) -> &str {
 pub fn trim_start(s: &str) -> &str {
     let b = s.as_bytes();
     let mut i = 0;
-    // perf pads frame addresses with runs of spaces: skip eight at a time.
+    // perf pads frame addresses with runs of spaces after a tab: skip them
+    // sixteen at a time.
     if b.first() == Some(&b'\t') {
         i = 1;
     }
-    const SPACES: u64 = u64::from_ne_bytes(*b"        ");
-    while i + 8 <= b.len() && u64::from_ne_bytes(b[i..i + 8].try_into().unwrap()) == SPACES {
-        i += 8;
+    while let Some(block) = block16(b, i) {
+        let spaces = block.eq(b' ');
+        i += spaces.trailing_ones() as usize;
+        if spaces != 0xffff {
+            break;
+        }
     }
     while i < b.len() && is_ascii_ws(b[i]) {
         i += 1;
@@ -78,6 +82,60 @@ pub fn trim_start(s: &str) -> &str {
         Some(&c) if c < 0x80 => &s[i..],
         None => &s[i..],
         _ => s[i..].trim_start(),
+    }
+}
+
+/// Sixteen bytes of `b` from `at`, when that many are there.
+#[inline]
+fn block16(b: &[u8], at: usize) -> Option<Block16> {
+    b.get(at..at + 16).map(Block16::load)
+}
+
+/// Sixteen bytes in a vector register (x86-64: SSE2, always there), for
+/// questions of the form "which of these bytes equal `c`" as a bit mask.
+#[derive(Clone, Copy)]
+struct Block16 {
+    #[cfg(target_arch = "x86_64")]
+    v: std::arch::x86_64::__m128i,
+    #[cfg(not(target_arch = "x86_64"))]
+    v: [u8; 16],
+}
+
+impl Block16 {
+    #[inline]
+    fn load(b: &[u8]) -> Block16 {
+        debug_assert_eq!(b.len(), 16);
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: SSE2 is part of x86-64; `b` is 16 bytes long and
+            // loadu has no alignment requirement.
+            let v = unsafe { std::arch::x86_64::_mm_loadu_si128(b.as_ptr().cast()) };
+            Block16 { v }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            Block16 {
+                v: b.try_into().unwrap(),
+            }
+        }
+    }
+
+    /// Bit `i` set when byte `i` is `c`.
+    #[inline]
+    fn eq(self, c: u8) -> u32 {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::*;
+            // SAFETY: SSE2 is part of x86-64.
+            unsafe { _mm_movemask_epi8(_mm_cmpeq_epi8(self.v, _mm_set1_epi8(c as i8))) as u32 }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            self.v
+                .iter()
+                .enumerate()
+                .fold(0, |m, (i, &x)| m | (((x == c) as u32) << i))
+        }
     }
 }
 
@@ -100,13 +158,21 @@ fn zero_bytes(x: u64) -> u64 {
     !(((x & LO7).wrapping_add(LO7)) | x | LO7)
 }
 
-/// The first `needle` in `hay[from..]`, eight bytes at a time: the fields of
+/// The first `needle` in `hay[from..]`: sixteen bytes at a time in a
+/// vector register, then eight in a word, then byte by byte. The fields of
 /// a perf line are a few to a few dozen bytes long, too short for memchr's
-/// SIMD set-up to pay off and long enough for a byte loop to cost.
+/// set-up to pay off and long enough for a byte loop to cost.
 #[inline]
 pub fn find_byte(hay: &[u8], from: usize, needle: u8) -> Option<usize> {
-    let splat = u64::from_ne_bytes([needle; 8]);
     let mut i = from;
+    while let Some(block) = block16(hay, i) {
+        let m = block.eq(needle);
+        if m != 0 {
+            return Some(i + m.trailing_zeros() as usize);
+        }
+        i += 16;
+    }
+    let splat = u64::from_ne_bytes([needle; 8]);
     while i + 8 <= hay.len() {
         let w = u64::from_le_bytes(hay[i..i + 8].try_into().unwrap());
         let m = zero_bytes(w ^ splat);
@@ -118,11 +184,18 @@ pub fn find_byte(hay: &[u8], from: usize, needle: u8) -> Option<usize> {
     (i..hay.len()).find(|&k| hay[k] == needle)
 }
 
-/// The last `needle` in `hay[..end]`, eight bytes at a time.
+/// The last `needle` in `hay[..end]`, sixteen then eight bytes at a time.
 #[inline]
 pub fn rfind_byte(hay: &[u8], end: usize, needle: u8) -> Option<usize> {
-    let splat = u64::from_ne_bytes([needle; 8]);
     let mut i = end;
+    while i >= 16 {
+        let m = Block16::load(&hay[i - 16..i]).eq(needle);
+        if m != 0 {
+            return Some(i - 1 - m.leading_zeros() as usize + 16);
+        }
+        i -= 16;
+    }
+    let splat = u64::from_ne_bytes([needle; 8]);
     while i >= 8 {
         let w = u64::from_le_bytes(hay[i - 8..i].try_into().unwrap());
         let m = zero_bytes(w ^ splat);
@@ -374,11 +447,10 @@ mod header_fast {
     /// Bits `0..k`, `k` at most `WIDTH`.
     #[inline]
     fn below(k: u32) -> Bits {
-        if k >= WIDTH {
-            Bits::MAX
-        } else {
-            (1 << k) - 1
-        }
+        debug_assert!(k <= WIDTH);
+        // Branch-free: the shift wraps to 0 at k = WIDTH, where the second
+        // term sets every bit.
+        ((1 as Bits) << (k % WIDTH)).wrapping_sub(1) | ((k / WIDTH) as Bits).wrapping_neg()
     }
 
     /// The text of bits `first..=last` of the set bits in `bits` (non-zero).
@@ -718,8 +790,8 @@ mod tests {
 
     #[test]
     fn byte_search_matches_a_plain_scan() {
-        let hay = b"comm 123/456 [001] 12.345678:     1001 cpu-clock:u: x";
-        for needle in [b' ', b':', b'/', b'x', b'Q'] {
+        let hay = b"comm 123/456 [001] 12.345678:     1001 cpu-clock:u: x  ffffffff8100 do_syscall_64+0x1f ([kernel.kallsyms])";
+        for needle in [b' ', b':', b'/', b'x', b'Q', b')'] {
             for from in 0..hay.len() {
                 let want = (from..hay.len()).find(|&k| hay[k] == needle);
                 assert_eq!(find_byte(hay, from, needle), want);
@@ -793,6 +865,34 @@ mod tests {
                 parse_header_fixed_general(&line),
                 "line {:?}", line
             );
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn trims_agree_with_std(
+            pieces in proptest::collection::vec(
+                proptest::sample::select(vec![" ", "        ", "\t", "\u{a0}", "\u{2003}", "x", "é", "7f00"]),
+                0..30,
+            )
+        ) {
+            let s = pieces.concat();
+            proptest::prop_assert_eq!(trim_start(&s), s.trim_start());
+            proptest::prop_assert_eq!(trim_end(&s), s.trim_end());
+        }
+
+        #[test]
+        fn byte_searches_agree_with_a_plain_scan(
+            hay in proptest::collection::vec(proptest::sample::select(vec![b' ', b'a', b'(', 0x80, 0xa0]), 0..80),
+            from in 0usize..80,
+        ) {
+            let from = from.min(hay.len());
+            for needle in [b' ', b'(', 0xa0] {
+                let want = (from..hay.len()).find(|&k| hay[k] == needle);
+                proptest::prop_assert_eq!(find_byte(&hay, from, needle), want);
+                let rwant = (0..from).rev().find(|&k| hay[k] == needle);
+                proptest::prop_assert_eq!(rfind_byte(&hay, from, needle), rwant);
+            }
         }
     }
 

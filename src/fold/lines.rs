@@ -92,10 +92,12 @@ impl Iterator for Newlines<'_> {
                 self.base = at;
                 self.next_block = at + 16;
             } else if at < len {
-                (self.mask, self.high) = self.hay[at..].iter().enumerate().fold(
-                    (0u32, 0u32),
-                    |(m, h), (i, &b)| (m | ((b == b'\n') as u32) << i, h | ((b >> 7) as u32) << i),
-                );
+                (self.mask, self.high) = self.hay[at..]
+                    .iter()
+                    .enumerate()
+                    .fold((0u32, 0u32), |(m, h), (i, &b)| {
+                        (m | ((b == b'\n') as u32) << i, h | ((b >> 7) as u32) << i)
+                    });
                 self.base = at;
                 self.next_block = len;
             } else {
