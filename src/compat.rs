@@ -61,6 +61,12 @@ pub const DIFFERENCES: &[Difference] = &[
         test: "event_filter_base_name_matches_modifiers",
     },
     Difference {
+        name: "capture cut at the start",
+        inferno: "the frame lines of a sample whose header is missing are read as headers; a C++ `a::b` symbol among them becomes the event filter (`(/path/to/dso)`), and every real sample after it is filtered out",
+        jobprof: "a tab-indented line outside a sample is a frame whose header is missing: counted and reported as skipped, never a header",
+        test: "capture_cut_at_the_start_keeps_the_samples_that_follow",
+    },
+    Difference {
         name: "capture cut mid-line",
         inferno: "the partial last line is parsed as if complete (a cut header can carry a wrong period or event)",
         jobprof: "the partial last line is reported with its line number and not folded; complete samples are",

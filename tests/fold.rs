@@ -408,6 +408,25 @@ fn samples_without_blank_lines_between_them_are_all_kept() {
 }
 
 #[test]
+fn capture_cut_at_the_start_keeps_the_samples_that_follow() {
+    // The tail of a sample whose header was cut off, as `tail -c` or a
+    // split file leaves it: a C++ frame with `::` parses as a header whose
+    // event is the DSO group.
+    let text = "x-gnu/lib/libLLVM.so.22)\n\t    7f11b47bc520 [unknown] ([unknown])\n\t         8097940 llvm::X86Subtarget::~X86Subtarget+0x0 (/lib/libLLVM.so.22)\n\n\
+                rustc 23698 [000]   689.134628:    1001001 cpu-clock: \n\t  58ff475 main+0xb5 (/bin/rustc)\n\n\
+                xz 23655 [001]   689.135546:    1001001 cpu-clock: \n\t  15a20 lzma+0x1 (/lib/liblzma.so)\n\n";
+    let (d, c) = both(text);
+    assert_eq!(d, "rustc;main 1001001\nxz;lzma 1001001\n");
+    assert_eq!(c, "", "inferno filters every real sample out");
+    let f = Folder::new(Options::default()).fold_bytes(text.as_bytes());
+    assert_eq!(f.stats.skipped_lines, 3);
+    assert_eq!(
+        f.stats.first_skipped[1].kind,
+        jobprof::fold::SkippedKind::OrphanFrame
+    );
+}
+
+#[test]
 fn event_filter_base_name_matches_modifiers() {
     let text = "a 1 1.0: 3 cycles:u:\n\t1 f (/x)\n\na 1 1.1: 4 cycles:k:\n\t1 g (/x)\n\na 1 1.2: 9 instructions:u:\n\t1 h (/x)\n\n";
     let d = jobprof_fold(text.as_bytes(), &Options::default(), 1, 1 << 20);

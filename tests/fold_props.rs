@@ -190,12 +190,26 @@ proptest! {
 
     #[test]
     fn default_mode_never_loses_a_sample_inferno_keeps(samples in prop::collection::vec(sample_with_blank(1.0), 0..25)) {
-        // Well-formed perf output only: every sample ends with a blank line
-        // and ids are positive (inferno misreads `-1` into a garbage stack).
+        // Well-formed perf output only: every sample ends with a blank line,
+        // ids are positive (inferno misreads `-1` into a garbage stack), and
+        // a header that carries its one frame (`-F ...,ip,sym` without
+        // callchains) has no frame lines below it: inferno reads those as
+        // headers of made-up samples, jobprof reports them as frames whose
+        // header is missing. Blank lines only end samples (a
+        // whitespace-only line inside one would cut it in two the same way).
         let data: Vec<u8> = samples
             .iter()
             .filter(|s| !s.contains(" -1 "))
-            .map(|s| format!("{}\n\n", s.trim_end_matches('\n')))
+            .map(|s| {
+                let mut lines = s.lines().filter(|l| !l.trim().is_empty());
+                let header = lines.next().unwrap_or("");
+                let mut out = format!("{header}\n");
+                if !header.ends_with(')') {
+                    lines.for_each(|l| out.push_str(&format!("{l}\n")));
+                }
+                out.push('\n');
+                out
+            })
             .collect::<String>()
             .into_bytes();
         // Every stack inferno emits carries weight that jobprof also counts.

@@ -235,6 +235,7 @@ fn warn_skipped(folded: &Folded, sources: &[Source]) {
             SkippedKind::Header => "not a sample header",
             SkippedKind::Frame => "not a frame line",
             SkippedKind::Truncated => "input ends mid-line; this line was not folded",
+            SkippedKind::OrphanFrame => "frame line outside a sample (its header is missing)",
         };
         eprintln!("  {}:{}: {what}: {}", name.display(), l.line, l.text);
     }

@@ -142,6 +142,9 @@ pub enum SkippedKind {
     Frame,
     /// The input ended in the middle of this line.
     Truncated,
+    /// A frame line (tab-indented) outside any sample: its header is
+    /// missing, as at the start of a capture cut mid-sample.
+    OrphanFrame,
 }
 
 /// A line that was counted as skipped, for reporting.
@@ -399,7 +402,9 @@ impl Engine {
                 in_event = false;
                 continue;
             }
-            if in_event {
+            if in_event || (!self.cfg.compat && line.starts_with('\t')) {
+                // Frames, and frames whose header is missing (see
+                // `Machine::on_line`), never name the event.
                 continue;
             }
             let h = if self.cfg.compat {

@@ -535,6 +535,14 @@ impl Machine<'_, '_> {
             } else {
                 self.on_frame_line(line);
             }
+        } else if !self.cfg.compat && line.as_bytes()[0] == b'\t' {
+            // perf starts frame lines with a tab and never a header: this
+            // is a frame whose header was cut off (a capture that starts
+            // mid-sample) or skipped. inferno reads it as a header, and a
+            // C++ `a::b` symbol in it becomes the event that filters out
+            // every real sample after it.
+            self.st.counters.skipped_lines += 1;
+            self.skip(SkippedKind::OrphanFrame, line);
         } else {
             self.on_header_line(line);
         }
