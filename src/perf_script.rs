@@ -137,6 +137,90 @@ impl Block16 {
                 .fold(0, |m, (i, &x)| m | (((x == c) as u32) << i))
         }
     }
+
+    /// Bit `i` set when byte `i` is printable ASCII other than space
+    /// (0x21..=0x7f): neither whitespace nor part of a multi-byte char.
+    #[inline]
+    fn graphic(self) -> u32 {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::*;
+            // SAFETY: SSE2 is part of x86-64. Signed compare: bytes >= 0x80
+            // are negative and fail it.
+            unsafe { _mm_movemask_epi8(_mm_cmpgt_epi8(self.v, _mm_set1_epi8(0x20))) as u32 }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            self.v.iter().enumerate().fold(0, |m, (i, &x)| {
+                m | (((0x21..0x80).contains(&x) as u32) << i)
+            })
+        }
+    }
+
+    /// Bit `i` set when byte `i` is an ASCII hex digit.
+    #[inline]
+    fn hex_digits(self) -> u32 {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::*;
+            // SAFETY: SSE2 is part of x86-64. Signed compares are right for
+            // ASCII ranges: bytes >= 0x80 are negative and match none.
+            unsafe {
+                let in_range = |v: __m128i, lo: u8, hi: u8| {
+                    _mm_and_si128(
+                        _mm_cmpgt_epi8(v, _mm_set1_epi8(lo as i8 - 1)),
+                        _mm_cmplt_epi8(v, _mm_set1_epi8(hi as i8 + 1)),
+                    )
+                };
+                let lower = _mm_or_si128(self.v, _mm_set1_epi8(0x20));
+                let hex = _mm_or_si128(in_range(self.v, b'0', b'9'), in_range(lower, b'a', b'f'));
+                _mm_movemask_epi8(hex) as u32
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            self.v
+                .iter()
+                .enumerate()
+                .fold(0, |m, (i, &x)| m | ((x.is_ascii_hexdigit() as u32) << i))
+        }
+    }
+}
+
+/// Where the text after the address starts in a frame line laid out the
+/// way perf prints it (a tab, the address right-aligned in 16 columns, a
+/// space), checked with one 16-byte block: the same place that
+/// [`trim_start`] and a search for the next space find, without the byte
+/// loops. `None` for any other layout.
+#[inline]
+pub(crate) fn standard_frame_rest(b: &[u8]) -> Option<usize> {
+    if b.len() < 19 || b[0] != b'\t' || b[17] != b' ' {
+        return None;
+    }
+    let field = Block16::load(&b[1..17]);
+    let spaces = field.eq(b' ');
+    // Spaces, then at least one byte that is not whitespace, up to the
+    // space at 17: the address token ends exactly there.
+    let layout =
+        spaces | field.graphic() == 0xffff && spaces & (spaces + 1) == 0 && spaces != 0xffff;
+    layout.then_some(18)
+}
+
+/// The length of the run of ASCII hex digits that ends at `b[..end]`'s end.
+#[inline]
+pub(crate) fn hex_run_back(b: &[u8], end: usize) -> usize {
+    if end >= 16 {
+        let hex = Block16::load(&b[end - 16..end]).hex_digits();
+        let run = (hex << 16).leading_ones() as usize;
+        if run < 16 {
+            return run;
+        }
+    }
+    b[..end]
+        .iter()
+        .rev()
+        .take_while(|c| c.is_ascii_hexdigit())
+        .count()
 }
 
 /// The ASCII characters that `char::is_whitespace` accepts (note: includes
@@ -894,6 +978,56 @@ mod tests {
                 proptest::prop_assert_eq!(rfind_byte(&hay, from, needle), rwant);
             }
         }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn standard_frame_layout_finds_what_trim_and_search_find(
+            pieces in proptest::collection::vec(
+                proptest::sample::select(vec![" ", "   ", "\t", "7f", "ffffffff81000000", "\u{a0}", "é", "\u{7f}", "x", "(", "+0x1f"]),
+                0..12,
+            )
+        ) {
+            let line = format!("\t{}", pieces.concat());
+            if let Some(at) = standard_frame_rest(line.as_bytes()) {
+                let trimmed = trim_start(&line);
+                let space = find_byte(trimmed.as_bytes(), 0, b' ').expect("a space follows the address");
+                let general = line.len() - trimmed.len() + space + 1;
+                proptest::prop_assert_eq!(at, general, "line {:?}", line);
+            }
+        }
+
+        #[test]
+        fn hex_run_back_counts_like_a_byte_loop(
+            b in proptest::collection::vec(proptest::sample::select(vec![b'0', b'9', b'a', b'F', b'g', b'x', b' ', 0xc3]), 0..40),
+            end in 0usize..40,
+        ) {
+            let end = end.min(b.len());
+            let want = b[..end].iter().rev().take_while(|c| c.is_ascii_hexdigit()).count();
+            proptest::prop_assert_eq!(hex_run_back(&b, end), want);
+        }
+    }
+
+    #[test]
+    fn standard_frame_layout() {
+        assert_eq!(
+            standard_frame_rest(b"\t    7ffe6eedba65 [unknown] ([unknown])"),
+            Some(18)
+        );
+        assert_eq!(
+            standard_frame_rest(b"\tffffffff81b50d8f f+0x16f ([kernel.kallsyms])"),
+            Some(18)
+        );
+        // Other layouts take the general path.
+        assert_eq!(standard_frame_rest(b"\t  7f52 f (/x/y/z/long/path)"), None);
+        assert_eq!(
+            standard_frame_rest(b"\t  7ffe6 eedba65 f ([unknown])"),
+            None
+        );
+        assert_eq!(
+            standard_frame_rest(b"\t                 f ([unknown])"),
+            None
+        );
     }
 
     #[test]

@@ -95,20 +95,18 @@ struct FrameKey<'a> {
 }
 
 impl<'a> FrameKey<'a> {
-    fn new(trimmed: &'a [u8], space: usize, include_addrs: bool) -> Self {
-        if include_addrs {
-            return FrameKey {
-                sym: trimmed,
-                module: &[],
-            };
-        }
-        let rest = &trimmed[space + 1..];
+    /// The key of a frame line whose text after the address starts at
+    /// `line[rest_start..]` (without `--addrs`).
+    fn after_address(line: &'a [u8], rest_start: usize) -> Self {
+        let rest = &line[rest_start..];
         if let Some(last) = perf_script::rfind_byte(rest, rest.len(), b' ') {
             let (a, b) = (&rest[..last], &rest[last..]);
             // `b` is " (DSO)": cutting the offset from `a` cannot change how
             // either parser splits the line, so the names are the same.
             if b.len() >= 3 && b[1] == b'(' && b[b.len() - 1] == b')' {
-                let hex = a.iter().rev().take_while(|c| c.is_ascii_hexdigit()).count();
+                // Searched in `line`, whose bytes before `a` allow a whole
+                // 16-byte step; the run cannot pass the space before `a`.
+                let hex = perf_script::hex_run_back(line, rest_start + last).min(a.len());
                 let head = a.len() - hex;
                 // Byte compares: `ends_with` would call memcmp for 3 bytes.
                 if head >= 3 && a[head - 3] == b'+' && a[head - 2] == b'0' && a[head - 1] == b'x' {
@@ -654,15 +652,31 @@ impl Machine<'_, '_> {
         if self.filter != Filter::Keep {
             return;
         }
-        let trimmed = perf_script::trim_start(line);
-        // The address is short: a byte loop beats a memchr call here.
-        let Some(space) = perf_script::find_byte(trimmed.as_bytes(), 0, b' ') else {
-            self.st.counters.skipped_lines += 1;
-            self.skip(SkippedKind::Frame, line);
-            return;
+        let include_addrs = self.cfg.frames.include_addrs;
+        let standard = match include_addrs {
+            false => perf_script::standard_frame_rest(line.as_bytes()),
+            true => None,
+        };
+        let key = match standard {
+            Some(rest_start) => FrameKey::after_address(line.as_bytes(), rest_start),
+            None => {
+                let trimmed = perf_script::trim_start(line).as_bytes();
+                let Some(space) = perf_script::find_byte(trimmed, 0, b' ') else {
+                    self.st.counters.skipped_lines += 1;
+                    self.skip(SkippedKind::Frame, line);
+                    return;
+                };
+                if include_addrs {
+                    FrameKey {
+                        sym: trimmed,
+                        module: &[],
+                    }
+                } else {
+                    FrameKey::after_address(trimmed, space + 1)
+                }
+            }
         };
         let st = &mut *self.st;
-        let key = FrameKey::new(trimmed.as_bytes(), space, self.cfg.frames.include_addrs);
         let hash = key.hash();
         let arena = &st.key_arena;
         let found = st.line_cache[self.java as usize].find(hash, |e| key.matches(hash, e, arena));
