@@ -275,7 +275,7 @@ pub fn rfind_byte(hay: &[u8], end: usize, needle: u8) -> Option<usize> {
     while i >= 16 {
         let m = Block16::load(&hay[i - 16..i]).eq(needle);
         if m != 0 {
-            return Some(i - 1 - m.leading_zeros() as usize + 16);
+            return Some(i + 15 - m.leading_zeros() as usize);
         }
         i -= 16;
     }
@@ -883,6 +883,10 @@ mod tests {
                 assert_eq!(rfind_byte(hay, from, needle), rwant);
             }
         }
+        // A match at the first byte of the last 16-byte step.
+        let mut first = [b'a'; 16];
+        first[0] = b' ';
+        assert_eq!(rfind_byte(&first, 16, b' '), Some(0));
         // Bytes with the high bit set must not be taken for a match.
         let odd = [
             0x80u8,
