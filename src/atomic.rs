@@ -11,6 +11,13 @@
 //! dropped without [`AtomicFile::commit`] (an error, a panic, a kill), the
 //! temporary file is removed and the destination is untouched. This module
 //! does not decide *what* to write or *where*.
+//!
+//! Two kinds of destination are not replaced. One that exists and is not a
+//! regular file (`/dev/null`, a FIFO, a terminal, `/dev/stdout` on a pipe)
+//! is opened and written in place: renaming a file over `/dev/null` would
+//! replace the device for the whole machine, and a stream cannot be
+//! partial-free anyway. A symbolic link is followed, and its target
+//! replaced, so that `latest.svg -> run42.svg` stays a link.
 
 use std::fs;
 use std::io::{self, BufWriter, Write};
@@ -21,8 +28,50 @@ use crate::error::{Error, Result};
 /// A file being written atomically. Write to it, then [`commit`](Self::commit).
 pub struct AtomicFile {
     dest: PathBuf,
-    writer: BufWriter<tempfile::NamedTempFile>,
+    writer: BufWriter<Sink>,
     fsync: bool,
+}
+
+/// Where the bytes go before `commit`.
+enum Sink {
+    /// A temporary file next to the destination, renamed onto it.
+    Temp(tempfile::NamedTempFile),
+    /// The destination itself: a device, FIFO or other non-regular file.
+    InPlace(fs::File),
+}
+
+impl Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Sink::Temp(t) => t.write(buf),
+            Sink::InPlace(f) => f.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Sink::Temp(t) => t.flush(),
+            Sink::InPlace(f) => f.flush(),
+        }
+    }
+}
+
+/// Whether `dest` exists and is something other than a regular file (or a
+/// directory, which the temporary-file path reports properly), following
+/// symbolic links.
+fn is_special(dest: &Path) -> bool {
+    fs::metadata(dest).is_ok_and(|m| !m.is_file() && !m.is_dir())
+}
+
+/// `dest` with a symbolic link (chain) resolved, so that the rename replaces
+/// the link's target, not the link; `dest` itself when it is no link or
+/// the link dangles.
+fn resolve_link(dest: &Path) -> PathBuf {
+    match fs::symlink_metadata(dest) {
+        Ok(m) if m.file_type().is_symlink() => {
+            fs::canonicalize(dest).unwrap_or_else(|_| dest.to_path_buf())
+        }
+        _ => dest.to_path_buf(),
+    }
 }
 
 impl AtomicFile {
@@ -40,7 +89,19 @@ impl AtomicFile {
     }
 
     fn with_fsync(dest: impl AsRef<Path>, fsync: bool) -> Result<Self> {
-        let dest = dest.as_ref().to_path_buf();
+        let asked = dest.as_ref();
+        if is_special(asked) {
+            let file = fs::OpenOptions::new()
+                .write(true)
+                .open(asked)
+                .map_err(|e| Error::io(asked, e))?;
+            return Ok(AtomicFile {
+                dest: asked.to_path_buf(),
+                writer: BufWriter::with_capacity(1 << 20, Sink::InPlace(file)),
+                fsync: false,
+            });
+        }
+        let dest = resolve_link(asked);
         let dir = match dest.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
@@ -56,7 +117,7 @@ impl AtomicFile {
             .map_err(|e| Error::io(&dest, e))?;
         Ok(AtomicFile {
             dest,
-            writer: BufWriter::with_capacity(1 << 20, tmp),
+            writer: BufWriter::with_capacity(1 << 20, Sink::Temp(tmp)),
             fsync,
         })
     }
@@ -72,10 +133,16 @@ impl AtomicFile {
     pub fn commit(self) -> Result<()> {
         let fsync = self.fsync;
         let dest = self.dest;
-        let tmp = self
+        let sink = self
             .writer
             .into_inner()
             .map_err(|e| Error::io(&dest, e.into_error()))?;
+        let tmp = match sink {
+            Sink::Temp(tmp) => tmp,
+            // Written in place; nothing to rename (and fsync means nothing
+            // for a device or a pipe).
+            Sink::InPlace(_) => return Ok(()),
+        };
         if fsync {
             tmp.as_file().sync_all().map_err(|e| Error::io(&dest, e))?;
         }
@@ -174,6 +241,45 @@ mod tests {
         write_atomic_deferred(&dest, b"deferred").unwrap();
         assert_eq!(fs::read(&dest).unwrap(), b"deferred");
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_is_written_in_place_not_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || fs::read(fifo).unwrap())
+        };
+        write_atomic(&fifo, b"through the pipe").unwrap();
+        assert_eq!(reader.join().unwrap(), b"through the pipe");
+        use std::os::unix::fs::FileTypeExt;
+        assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+        assert_eq!(
+            fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no temporary left"
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symlink_keeps_pointing_at_its_replaced_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("run42.svg");
+        let link = dir.path().join("latest.svg");
+        fs::write(&target, b"old").unwrap();
+        std::os::unix::fs::symlink("run42.svg", &link).unwrap();
+        write_atomic(&link, b"new").unwrap();
+        assert!(fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(fs::read(&target).unwrap(), b"new");
     }
 
     #[test]

@@ -477,6 +477,40 @@ fn cli_folds_file_to_stdout_and_output_file() {
 }
 
 #[test]
+fn cli_output_to_a_fifo_is_written_in_place_not_replaced() {
+    // What `-o /dev/null` or `-o >(gzip > x.gz)` needs: a temporary file
+    // renamed over /dev/null would replace the device for the whole machine
+    // (the FIFO stands in for it here, harmlessly).
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_tmp(dir.path(), "in.txt", SMALL.as_bytes());
+    let fifo = dir.path().join("out.pipe");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    let st = jobprof()
+        .args(["fold", "-o"])
+        .arg(&fifo)
+        .arg(&input)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    // Checked before joining: had the FIFO been replaced, the reader would
+    // wait for a writer forever.
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    assert_eq!(reader.join().unwrap(), "w;main;f 10\n");
+}
+
+#[test]
 fn cli_merges_shards_and_reads_gzip_zstd_and_stdin() {
     let dir = tempfile::tempdir().unwrap();
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
