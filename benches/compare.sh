@@ -19,6 +19,10 @@
 #                  reported (default 3).
 #   BIG_INPUT=PATH where the default input is built/cached.
 #   BIG_GB=X       size of the default input in GB (default 1.4).
+#   FROM_FIXTURES=1 build the default input from the committed fixtures
+#                  (make-big-input.sh --from-fixtures; default BIG_INPUT
+#                  /tmp/jobprof-big-fixtures.perf.txt) instead of fresh
+#                  recordings.
 #   SKIP_DOUBLE=1  skip the doubled-input memory check (it needs a 2x copy of
 #                  INPUT on disk, cached as INPUT.x2).
 #
@@ -51,8 +55,13 @@ if [ $# -eq 1 ]; then
     input=$1
     [ -r "$input" ] || { echo "compare: cannot read $input" >&2; exit 2; }
 else
-    input=${BIG_INPUT:-/tmp/jobprof-big.perf.txt}
-    bash "$root/benches/make-big-input.sh" "$input" "${BIG_GB:-1.4}"
+    if [ "${FROM_FIXTURES:-0}" = 1 ]; then
+        input=${BIG_INPUT:-/tmp/jobprof-big-fixtures.perf.txt}
+        bash "$root/benches/make-big-input.sh" --from-fixtures "$input" "${BIG_GB:-1.4}"
+    else
+        input=${BIG_INPUT:-/tmp/jobprof-big.perf.txt}
+        bash "$root/benches/make-big-input.sh" "$input" "${BIG_GB:-1.4}"
+    fi
 fi
 input=$(realpath "$input")
 bytes=$(stat -c %s "$input")

@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # Build a large, realistic `perf script` text file for benchmarking folders.
 #
-# Usage: bash benches/make-big-input.sh OUT [SIZE_GB]     (SIZE_GB default 1.4)
+# Usage: bash benches/make-big-input.sh [--from-fixtures] OUT [SIZE_GB]
+#        (SIZE_GB default 1.4)
+#
+# --from-fixtures: concatenate the committed captures in fixtures/ instead
+# (real recordings too, see fixtures/README.md, but small ones: a few
+# thousand distinct frames, so every folder's tables stay in cache and the
+# figures are higher than on fresh recordings). Needs only zstd. Without it:
 #
 # Records real workloads with `perf record -e cpu-clock -F 999 -g` (no hardware
 # PMU on our machines): `xz -T2`, `sort` of a big file, gcc compiling generated
@@ -17,8 +23,13 @@
 # coreutils; missing ones are installed with apt-get.
 set -euo pipefail
 
+from_fixtures=0
+if [ "${1:-}" = --from-fixtures ]; then
+    from_fixtures=1
+    shift
+fi
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
-    echo "usage: $0 OUT [SIZE_GB]" >&2
+    echo "usage: $0 [--from-fixtures] OUT [SIZE_GB]" >&2
     exit 2
 fi
 out=$(realpath -m "$1")
@@ -27,9 +38,62 @@ target=$(python3 -c "import sys; print(int(float(sys.argv[1]) * 1e9))" "$size_gb
     awk -v g="$size_gb" 'BEGIN { printf "%d\n", g * 1e9 }')
 [ "$target" -gt 0 ] || { echo "make-big-input: SIZE_GB must be > 0, got '$size_gb'" >&2; exit 2; }
 
-if [ -f "$out" ] && [ -f "$out.done" ] &&
-    [ "$(cat "$out.done")" = "$size_gb $(stat -c %s "$out")" ]; then
+# What OUT.done records: the size asked for and OUT's size (prefixed with
+# "fixtures" for --from-fixtures).
+stamp() { echo "${source_tag}$size_gb $(stat -c %s "$1")"; }
+source_tag=
+[ "$from_fixtures" = 1 ] && source_tag="fixtures "
+if [ -f "$out" ] && [ -f "$out.done" ] && [ "$(cat "$out.done")" = "$(stamp "$out")" ]; then
     echo "make-big-input: $out is up to date ($(stat -c %s "$out") bytes)"
+    exit 0
+fi
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# concat OUT FILE... : FILEs round-robin into OUT until it holds $target bytes.
+# Every capture ends on a sample boundary, so the result is valid `perf
+# script` output.
+concat() {
+    local dest=$1
+    shift
+    local tmp=$dest.tmp have=0
+    : >"$tmp"
+    while [ "$have" -lt "$target" ]; do
+        for c in "$@"; do
+            cat "$c" >>"$tmp"
+            have=$(stat -c %s "$tmp")
+            [ "$have" -ge "$target" ] && break
+        done
+    done
+    mv "$tmp" "$dest"
+    stamp "$dest" >"$dest.done"
+    echo "make-big-input: wrote $dest ($(stat -c %s "$dest") bytes, $(wc -l <"$dest") lines)"
+}
+
+if [ "$from_fixtures" = 1 ]; then
+    if ! command -v zstd >/dev/null; then
+        echo "make-big-input: installing zstd" >&2
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends zstd
+    fi
+    parts=$out.fixtures
+    mkdir -p "$parts"
+    captures=()
+    # mt-fp first: its event (cpu-clock) becomes the default event filter,
+    # the event of most of the others.
+    for f in mt-fp cxx-fp rust-fp dwarf-inline fields header-only two-events tracepoints gxx-compile system-wide; do
+        if [ -f "$here/fixtures/$f.perf.txt" ]; then
+            cat "$here/fixtures/$f.perf.txt" >"$parts/$f.perf.txt"
+        elif [ -f "$here/fixtures/$f.perf.txt.zst" ]; then
+            zstd -dqc "$here/fixtures/$f.perf.txt.zst" >"$parts/$f.perf.txt"
+        else
+            continue
+        fi
+        # A blank line after the last sample, so that copies do not run
+        # into each other (a one-line-per-sample capture has none).
+        echo >>"$parts/$f.perf.txt"
+        captures+=("$parts/$f.perf.txt")
+    done
+    [ ${#captures[@]} -gt 0 ] || { echo "make-big-input: no fixture found in $here/fixtures" >&2; exit 1; }
+    concat "$out" "${captures[@]}"
     exit 0
 fi
 
@@ -49,7 +113,6 @@ install_missing
 parts=$out.parts
 mkdir -p "$parts"
 parts=$(cd "$parts" && pwd)
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 rec() { # rec NAME CMD... : record CMD into NAME.data and print it to NAME.txt
     local name=$1
@@ -153,17 +216,4 @@ echo "make-big-input: captures: $(du -ch "${captures[@]}" | tail -1 | cut -f1) i
 
 [ ${#captures[@]} -gt 0 ] || { echo "make-big-input: no capture was recorded" >&2; exit 1; }
 
-# Concatenate round-robin until the target size is reached.
-tmp=$out.tmp
-: >"$tmp"
-have=0
-while [ "$have" -lt "$target" ]; do
-    for c in "${captures[@]}"; do
-        cat "$c" >>"$tmp"
-        have=$(stat -c %s "$tmp")
-        [ "$have" -ge "$target" ] && break
-    done
-done
-mv "$tmp" "$out"
-echo "$size_gb $(stat -c %s "$out")" >"$out.done"
-echo "make-big-input: wrote $out ($(stat -c %s "$out") bytes, $(wc -l <"$out") lines)"
+concat "$out" "${captures[@]}"
