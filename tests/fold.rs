@@ -511,6 +511,33 @@ fn cli_output_to_a_fifo_is_written_in_place_not_replaced() {
 }
 
 #[test]
+fn cli_refuses_an_output_that_is_an_input_and_leaves_it_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_tmp(dir.path(), "in.txt", SMALL.as_bytes());
+    let other = write_tmp(dir.path(), "other.txt", SMALL.as_bytes());
+    // Also through a second name for the same file.
+    let alias = dir.path().join("alias.txt");
+    std::os::unix::fs::symlink(&input, &alias).unwrap();
+    for out in [&input, &alias] {
+        let o = jobprof()
+            .args(["fold", "-o"])
+            .arg(out)
+            .arg(&other)
+            .arg(&input)
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(String::from_utf8_lossy(&o.stderr).contains("the output is also an input"));
+        assert_eq!(std::fs::read_to_string(&input).unwrap(), SMALL);
+    }
+}
+
+#[test]
 fn cli_merges_shards_and_reads_gzip_zstd_and_stdin() {
     let dir = tempfile::tempdir().unwrap();
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());

@@ -166,6 +166,9 @@ pub fn run(args: FoldArgs) -> anyhow::Result<ExitCode> {
         return Err(jobprof::Error::Usage("stdin (`-`) can be given only once".into()).into());
     }
     let options = args.options();
+    if let (Some(output), None) = (&args.output, args.split_by) {
+        super::render::refuse_overwriting_inputs(output, &args.inputs)?;
+    }
     if let Some(by) = args.split_by {
         // Parse the list before the (possibly long) fold.
         let formats = Format::parse_list(&args.formats).map_err(jobprof::Error::from)?;
