@@ -28,6 +28,7 @@
 
 pub mod archive;
 pub mod atomic;
+mod bytes;
 pub mod compat;
 pub mod error;
 pub mod fold;

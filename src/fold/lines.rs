@@ -5,60 +5,40 @@
 //! `perf script` lines are short (~60 bytes), so `memchr_iter`, which
 //! restarts its search (and its SIMD set-up) at every match, spends more on
 //! each line than on the bytes. This iterator keeps a bit mask of the
-//! newlines in the current 64-byte block (four SSE2 loads) and hands them
-//! out one by one; a block holds about one line, so the per-block work is
-//! paid about once per line. The same loads give the block's high bits
-//! for free, which spares the
-//! folder a second pass over every line to check that it is ASCII.
-//! x86_64 always has SSE2; elsewhere it falls back to `memchr_iter` and
-//! `is_ascii`.
+//! newlines in the current 64-byte block (four 16-byte blocks of
+//! `crate::bytes`) and hands them out one by one; a block holds about one
+//! line, so the per-block work is paid about once per line. The same
+//! blocks give the high bytes for free, which spares the folder a second
+//! pass over every line to check that it is ASCII.
+
+use crate::bytes::Block16;
 
 /// Positions of every `b'\n'` in a byte slice, in order, each with whether
 /// the line it ends (from the previous newline, or the start) has a byte
 /// above 0x7f.
 pub(crate) struct Newlines<'a> {
     hay: &'a [u8],
-    #[cfg(target_arch = "x86_64")]
     next_block: usize,
-    #[cfg(target_arch = "x86_64")]
     base: usize,
     /// Newlines of the current block not handed out yet.
-    #[cfg(target_arch = "x86_64")]
     mask: u64,
     /// High-bit bytes of the current block after the last newline handed
     /// out.
-    #[cfg(target_arch = "x86_64")]
     high: u64,
     /// The line being scanned had a high byte in an earlier block.
-    #[cfg(target_arch = "x86_64")]
     carried_high: bool,
-    #[cfg(not(target_arch = "x86_64"))]
-    inner: memchr::Memchr<'a>,
-    #[cfg(not(target_arch = "x86_64"))]
-    line_start: usize,
 }
 
 impl<'a> Newlines<'a> {
     /// Newlines of `hay`.
     pub(crate) fn new(hay: &'a [u8]) -> Self {
-        #[cfg(target_arch = "x86_64")]
-        {
-            Newlines {
-                hay,
-                next_block: 0,
-                base: 0,
-                mask: 0,
-                high: 0,
-                carried_high: false,
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            Newlines {
-                hay,
-                inner: memchr::memchr_iter(b'\n', hay),
-                line_start: 0,
-            }
+        Newlines {
+            hay,
+            next_block: 0,
+            base: 0,
+            mask: 0,
+            high: 0,
+            carried_high: false,
         }
     }
 }
@@ -67,12 +47,8 @@ impl Iterator for Newlines<'_> {
     /// `(position of the newline, the line before it has a byte > 0x7f)`.
     type Item = (usize, bool);
 
-    #[cfg(target_arch = "x86_64")]
     #[inline]
     fn next(&mut self) -> Option<(usize, bool)> {
-        use std::arch::x86_64::{
-            _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8,
-        };
         while self.mask == 0 {
             // High bytes left in this block lie after its last newline: in
             // the line that the next blocks end.
@@ -80,22 +56,13 @@ impl Iterator for Newlines<'_> {
             let at = self.next_block;
             let len = self.hay.len();
             if at + 64 <= len {
-                // SAFETY: SSE2 is part of x86_64; the 64 bytes at `at` are
-                // inside `hay` (checked above), and loadu has no alignment
-                // requirement.
-                (self.mask, self.high) = unsafe {
-                    let nl = _mm_set1_epi8(b'\n' as i8);
-                    let p = self.hay.as_ptr().add(at);
-                    let (mut mask, mut high) = (0u64, 0u64);
-                    for k in 0..4 {
-                        let block = _mm_loadu_si128(p.add(16 * k).cast());
-                        let m = _mm_movemask_epi8(_mm_cmpeq_epi8(block, nl)) as u16 as u64;
-                        let h = _mm_movemask_epi8(block) as u16 as u64;
-                        mask |= m << (16 * k);
-                        high |= h << (16 * k);
-                    }
-                    (mask, high)
-                };
+                let (mut mask, mut high) = (0u64, 0u64);
+                for (k, sixteen) in self.hay[at..at + 64].chunks_exact(16).enumerate() {
+                    let block = Block16::load(sixteen);
+                    mask |= (block.eq(b'\n') as u64) << (16 * k);
+                    high |= (block.high() as u64) << (16 * k);
+                }
+                (self.mask, self.high) = (mask, high);
                 self.base = at;
                 self.next_block = at + 64;
             } else if at < len {
@@ -120,15 +87,6 @@ impl Iterator for Newlines<'_> {
         self.high &= !up_to_newline;
         self.carried_high = false;
         Some((self.base + bit as usize, high))
-    }
-
-    #[cfg(not(target_arch = "x86_64"))]
-    #[inline]
-    fn next(&mut self) -> Option<(usize, bool)> {
-        let end = self.inner.next()?;
-        let high = !self.hay[self.line_start..end].is_ascii();
-        self.line_start = end + 1;
-        Some((end, high))
     }
 }
 

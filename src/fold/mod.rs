@@ -402,7 +402,7 @@ impl Engine {
                 in_event = false;
                 continue;
             }
-            if in_event || (!self.cfg.compat && line.starts_with('\t')) {
+            if in_event || (!self.cfg.compat && perf_script::starts_like_a_frame(line)) {
                 // Frames, and frames whose header is missing (see
                 // `Machine::on_line`), never name the event.
                 continue;

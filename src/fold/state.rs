@@ -533,7 +533,7 @@ impl Machine<'_, '_> {
             } else {
                 self.on_frame_line(line);
             }
-        } else if !self.cfg.compat && line.as_bytes()[0] == b'\t' {
+        } else if !self.cfg.compat && perf_script::starts_like_a_frame(line) {
             // perf starts frame lines with a tab and never a header: this
             // is a frame whose header was cut off (a capture that starts
             // mid-sample) or skipped. inferno reads it as a header, and a
@@ -652,29 +652,18 @@ impl Machine<'_, '_> {
         if self.filter != Filter::Keep {
             return;
         }
-        let include_addrs = self.cfg.frames.include_addrs;
-        let standard = match include_addrs {
-            false => perf_script::standard_frame_rest(line.as_bytes()),
-            true => None,
+        let Some(rest_start) = perf_script::after_address(line) else {
+            self.st.counters.skipped_lines += 1;
+            self.skip(SkippedKind::Frame, line);
+            return;
         };
-        let key = match standard {
-            Some(rest_start) => FrameKey::after_address(line.as_bytes(), rest_start),
-            None => {
-                let trimmed = perf_script::trim_start(line).as_bytes();
-                let Some(space) = perf_script::find_byte(trimmed, 0, b' ') else {
-                    self.st.counters.skipped_lines += 1;
-                    self.skip(SkippedKind::Frame, line);
-                    return;
-                };
-                if include_addrs {
-                    FrameKey {
-                        sym: trimmed,
-                        module: &[],
-                    }
-                } else {
-                    FrameKey::after_address(trimmed, space + 1)
-                }
+        let key = if self.cfg.frames.include_addrs {
+            FrameKey {
+                sym: perf_script::trim_start(line).as_bytes(),
+                module: &[],
             }
+        } else {
+            FrameKey::after_address(line.as_bytes(), rest_start)
         };
         let st = &mut *self.st;
         let hash = key.hash();
