@@ -235,7 +235,15 @@ start_daemon() {
   # setsid: the daemon must not share the caller's process group, so that a
   # Ctrl-C in the caller's terminal does not reach it.
   setsid "$name" -D -f "$CONF" "$@" >>"$DIR/log/$name.stdio.log" 2>&1 </dev/null &
-  echo $! >"$DIR/run/$name.pid"
+  local pid=$! tries=0
+  echo "$pid" >"$DIR/run/$name.pid"
+  # Until the child has exec'd, /proc/PID/cmdline is still this script's,
+  # and pid_is would take a starting daemon for a dead one (a start failed
+  # that way once, with an empty slurmd log). Wait for the exec, or for the
+  # child to die, which wait_until_up then reports.
+  while ! pid_is "$DIR/run/$name.pid" "$CONF" && alive "$pid" && ((tries++ < 100)); do
+    sleep 0.05
+  done
 }
 
 cmd_start() {
