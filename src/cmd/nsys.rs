@@ -114,7 +114,9 @@ impl CollectArgs {
             Some(None) => {
                 return Err(jobprof::Error::Usage(format!(
                     "--config {}: type = \"perf\" has no Nsight reports to collect",
-                    self.config.as_ref().map_or(String::new(), |c| c.display().to_string())
+                    self.config
+                        .as_ref()
+                        .map_or(String::new(), |c| c.display().to_string())
                 ))
                 .into())
             }
@@ -370,7 +372,10 @@ pub fn run(args: NsysArgs) -> anyhow::Result<jobprof::ExitCode> {
                 .map_err(jobprof::Error::from)?;
             println!(
                 "{}: coordinator stopped",
-                plan.dirs.as_ref().map(|d| d.log_dir.display().to_string()).unwrap_or_default()
+                plan.dirs
+                    .as_ref()
+                    .map(|d| d.log_dir.display().to_string())
+                    .unwrap_or_default()
             );
             match collected {
                 Some(c) => finish(c),

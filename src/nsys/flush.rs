@@ -159,7 +159,9 @@ impl ExternalCommand {
             };
         };
         let mut command = Command::new(program);
-        command.args(args).envs(self.env.iter().map(|(k, v)| (k, v)));
+        command
+            .args(args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)));
         if let Some(dir) = &self.cwd {
             command.current_dir(dir);
         }

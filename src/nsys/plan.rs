@@ -307,7 +307,9 @@ impl Plan {
 
     /// The `nsight-slurm` executable (`<home>/bin/nsight-slurm`).
     pub fn wrapper(&self) -> Option<PathBuf> {
-        self.home.as_ref().map(|h| h.join("bin").join("nsight-slurm"))
+        self.home
+            .as_ref()
+            .map(|h| h.join("bin").join("nsight-slurm"))
     }
 
     /// The launcher as one shell-quoted line, prefixed with `env VAR=...`
@@ -368,7 +370,10 @@ impl Plan {
             ("workspace", path(dirs.and_then(|d| d.workspace.as_deref()))),
             ("direct dir", path(dirs.map(|d| d.direct.as_path()))),
             ("runtime dir", path(dirs.and_then(|d| d.runtime.as_deref()))),
-            ("wrapper log", path(dirs.and_then(|d| d.wrapper_log.as_deref()))),
+            (
+                "wrapper log",
+                path(dirs.and_then(|d| d.wrapper_log.as_deref())),
+            ),
             ("mounts", lines(self.container_mounts.clone())),
             (
                 "environment",
@@ -793,7 +798,11 @@ impl ProfilingConfig {
     }
 
     fn check_nvtx_injection_path(&self, p: &mut Vec<String>) {
-        if let Some(n) = self.nvtx_injection_path.as_ref().filter(|n| !n.is_absolute()) {
+        if let Some(n) = self
+            .nvtx_injection_path
+            .as_ref()
+            .filter(|n| !n.is_absolute())
+        {
             p.push(format!(
                 "nvtx_injection_path: `{}` must be an absolute path (the library every worker \
                  loads through NVTX_INJECTION64_PATH)",
@@ -820,7 +829,9 @@ impl ProfilingConfig {
                 };
                 match value {
                     Some(v) => parts.mounts.extend(v.split(',').map(str::to_string)),
-                    None => p.push("launch.srun_options: --container-mounts without a value".into()),
+                    None => {
+                        p.push("launch.srun_options: --container-mounts without a value".into())
+                    }
                 }
                 parts.mounts_at.get_or_insert(parts.srun.len());
                 continue;
@@ -857,26 +868,26 @@ impl ProfilingConfig {
             return env;
         }
         if let Some(w) = &self.windows {
-            env.insert(TRTLLM_WINDOWS_VAR.into(), (w.join(","), "windows"));
+            env.insert(TRTLLM_WINDOWS_VAR.into(), (w.join(","), "from windows"));
         }
         env.insert(
             "TLLM_PROFILE_LOG_RANKS".into(),
-            ("all".into(), "the Nsight types"),
+            ("all".into(), "for every Nsight run"),
         );
         env.insert(
             "DYN_ENABLE_RUST_NVTX".into(),
-            ("1".into(), "the Nsight types"),
+            ("1".into(), "for every Nsight run"),
         );
         if let Some(n) = &self.nvtx_injection_path {
             env.insert(
                 "NVTX_INJECTION64_PATH".into(),
-                (n.display().to_string(), "nvtx_injection_path"),
+                (n.display().to_string(), "from nvtx_injection_path"),
             );
         }
         if let (ProfilerType::NsightSlurm, Some(d)) = (self.kind, dirs) {
             env.insert(
                 "SLURM_SUBMIT_DIR".into(),
-                (d.log_dir.display().to_string(), "log_dir"),
+                (d.log_dir.display().to_string(), "from log_dir"),
             );
         }
         env
@@ -888,8 +899,10 @@ impl ProfilingConfig {
         worker: &BTreeMap<String, (String, &'static str)>,
         p: &mut Vec<String>,
     ) -> BTreeMap<String, String> {
-        let mut env: BTreeMap<String, String> =
-            worker.iter().map(|(k, (v, _))| (k.clone(), v.clone())).collect();
+        let mut env: BTreeMap<String, String> = worker
+            .iter()
+            .map(|(k, (v, _))| (k.clone(), v.clone()))
+            .collect();
         for (k, v) in &self.launch.env {
             if !valid_env_name(k) {
                 p.push(format!(
@@ -897,7 +910,7 @@ impl ProfilingConfig {
                 ));
             } else if let Some((_, from)) = worker.get(k) {
                 p.push(format!(
-                    "launch.env: `{k}` is set by jobprof (from {from}); remove it from [launch.env]"
+                    "launch.env: `{k}` is set by jobprof ({from}); remove it from [launch.env]"
                 ));
             } else {
                 env.insert(k.clone(), v.clone());
@@ -946,7 +959,9 @@ impl ProfilingConfig {
         if let (ProfilerType::NsightSlurm, Some(home)) = (self.kind, &self.home) {
             let h = home.display();
             v.push(format!("{h}:{h}:ro"));
-            v.push(format!("{h}/bin/nsight-slurm-connector:{CONNECTOR_MOUNT}:ro"));
+            v.push(format!(
+                "{h}/bin/nsight-slurm-connector:{CONNECTOR_MOUNT}:ro"
+            ));
         }
         if let Some(d) = dirs {
             let l = d.log_dir.display();
@@ -1122,9 +1137,18 @@ command = ["python", "serve.py"]
         assert_eq!(p.mode, Some(ProfilingMode::CudaApi));
         assert_eq!(p.tool.as_deref(), Some(Path::new(DEFAULT_TOOL_PATH)));
         let d = p.dirs.unwrap();
-        assert_eq!(d.workspace.unwrap(), Path::new("/shared/run1/nsight-slurm-reports"));
-        assert_eq!(d.runtime.unwrap(), Path::new("/shared/run1/nsight-slurm-runtime"));
-        assert_eq!(d.wrapper_log.unwrap(), Path::new("/shared/run1/nsight-slurm.out"));
+        assert_eq!(
+            d.workspace.unwrap(),
+            Path::new("/shared/run1/nsight-slurm-reports")
+        );
+        assert_eq!(
+            d.runtime.unwrap(),
+            Path::new("/shared/run1/nsight-slurm-runtime")
+        );
+        assert_eq!(
+            d.wrapper_log.unwrap(),
+            Path::new("/shared/run1/nsight-slurm.out")
+        );
         assert_eq!(p.setup.len(), 6);
         assert_eq!(p.setup[5][1..], ["coordinator", "start"]);
     }
@@ -1154,7 +1178,10 @@ command = ["python", "serve.py"]
         let e = Plan::from_toml("home = 3\n", Path::new("c.toml"))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("type: required") && e.contains("home: invalid type"), "{e}");
+        assert!(
+            e.contains("type: required") && e.contains("home: invalid type"),
+            "{e}"
+        );
         let e = Plan::from_toml("type = [\n", Path::new("c.toml"))
             .unwrap_err()
             .to_string();

@@ -184,7 +184,10 @@ fn append_call(path: &Path, cmd: &ExternalCommand, outcome: &CommandOutcome) -> 
         (None, Some(s)) => s.to_string(),
         (None, None) => "did not finish".into(),
     };
-    text.push_str(&format!("[{}] {result}\n", crate::progress::utc_timestamp()));
+    text.push_str(&format!(
+        "[{}] {result}\n",
+        crate::progress::utc_timestamp()
+    ));
     let mut f = OpenOptions::new()
         .append(true)
         .create(true)
@@ -331,7 +334,11 @@ pub fn setup(
     }
     let (ip, warning) = self::head_ip(head_ip)?;
     let wrapper = Wrapper::of(plan, ip, limit)?;
-    let log = Log::new(progress, limit * plan.setup.len() as u32, "nsight-slurm setup");
+    let log = Log::new(
+        progress,
+        limit * plan.setup.len() as u32,
+        "nsight-slurm setup",
+    );
     if let Some(w) = warning {
         log.line(w);
     }
@@ -454,7 +461,11 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let log = d.path().join("nsight-slurm.out");
         let cmd = ExternalCommand::new(
-            vec!["sh".into(), "-c".into(), "echo out; echo err >&2; exit 3".into()],
+            vec![
+                "sh".into(),
+                "-c".into(),
+                "echo out; echo err >&2; exit 3".into(),
+            ],
             Duration::from_secs(30),
         )
         .with_env(&[("SLURM_SUBMIT_DIR".into(), "/x".into())], None);
@@ -462,7 +473,11 @@ mod tests {
         append_call(&log, &cmd, &outcome).unwrap();
         append_call(&log, &cmd, &outcome).unwrap();
         let text = fs::read_to_string(&log).unwrap();
-        assert_eq!(text.matches("$ SLURM_SUBMIT_DIR=/x sh -c").count(), 2, "{text}");
+        assert_eq!(
+            text.matches("$ SLURM_SUBMIT_DIR=/x sh -c").count(),
+            2,
+            "{text}"
+        );
         assert!(text.contains("out\nerr\n"), "{text}");
         assert!(text.contains("exit status: 3"), "{text}");
         // Never through a symlink.
