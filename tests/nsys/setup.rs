@@ -440,3 +440,93 @@ fn teardown_flush_against_real_slurm_steps_launched_by_the_wrapper() {
         ["coordinator", "stop", "--force"]
     );
 }
+
+#[test]
+fn collect_with_a_config_finds_reports_in_the_workspace_and_the_direct_dir() {
+    let d = tempfile::tempdir().unwrap();
+    let r = Run::new(d.path(), "");
+    assert_eq!(r.setup("10.0.0.1").status.code(), Some(0));
+    let l = &r.log_dir;
+    fs::write(
+        l.join("nsight-slurm-direct/5_n1_rank0.nsys-rep"),
+        b"rank zero",
+    )
+    .unwrap();
+    fs::write(
+        l.join("nsight-slurm-reports/5_n2_rank1.nsys-rep"),
+        b"rank one",
+    )
+    .unwrap();
+    fs::create_dir_all(l.join("nsight-slurm-runtime/n3")).unwrap();
+    fs::write(
+        l.join("nsight-slurm-runtime/n3/5_n3_rank2.nsys-rep"),
+        b"rank two",
+    )
+    .unwrap();
+    let out = run(&mut r.jobprof(&[
+        "collect",
+        "--expect-ranks",
+        "3",
+        "--poll",
+        POLL,
+        "--settle",
+        SETTLE,
+        "--timeout",
+        "60s",
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let m = manifest(l);
+    assert_eq!(m["report_count"], 3, "{m:#}");
+    let mut paths: Vec<String> = m["reports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["path"].as_str().unwrap().to_string())
+        .collect();
+    paths.sort();
+    assert_eq!(
+        paths,
+        [
+            "nsight-slurm-direct/5_n1_rank0.nsys-rep",
+            "nsight-slurm-reports/5_n2_rank1.nsys-rep",
+            "rescued/n3/5_n3_rank2.nsys-rep"
+        ]
+    );
+    // --config and --report-root exclude each other.
+    let out = run(&mut r.jobprof(&["collect", "--report-root", "/tmp"]));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
+
+#[test]
+fn flush_with_a_config_stops_the_sessions_like_a_setup_call() {
+    let d = tempfile::tempdir().unwrap();
+    let r = Run::new(d.path(), "");
+    assert_eq!(r.setup("10.9.8.7").status.code(), Some(0));
+    fs::write(
+        r.log_dir.join("nsight-slurm-direct/41_n1_rank0.nsys-rep"),
+        b"report",
+    )
+    .unwrap();
+    let fakes = super::Fakes::new(d.path(), "41.0|batch\n", 0);
+    let out = run(&mut r
+        .jobprof(&[
+            "flush",
+            "--job",
+            "41",
+            "--poll",
+            POLL,
+            "--settle",
+            SETTLE,
+            "--timeout",
+            "60s",
+        ])
+        .env("PATH", fakes.path_env()));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let stop = r.calls().pop().unwrap();
+    assert_eq!(stop.argv, ["stop", "--job", "41", "--timeout", "30"]);
+    assert_eq!(stop.node, "10.9.8.7", "the head address recorded by setup");
+    assert_eq!(stop.submit, r.log_dir.display().to_string());
+    let log = fs::read_to_string(r.log_dir.join("nsight-slurm.out")).unwrap();
+    assert!(log.contains("sessions of job 41 stopped"), "{log}");
+    assert_eq!(manifest(&r.log_dir)["report_count"], 1);
+}
