@@ -508,7 +508,7 @@ fn flush_with_a_config_stops_the_sessions_like_a_setup_call() {
     )
     .unwrap();
     let fakes = super::Fakes::new(d.path(), "41.0|batch\n", 0);
-    let out = run(&mut r
+    let out = run(r
         .jobprof(&[
             "flush",
             "--job",
