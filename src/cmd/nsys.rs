@@ -8,7 +8,7 @@ use jobprof::nsys::{self, CollectOptions, Collection, FlushOptions, Plan};
 use jobprof::progress::Progress;
 
 /// Settle, collect and archive Nsight Systems reports of multi-rank jobs;
-/// plan nsight-slurm launches.
+/// plan, set up and tear down nsight-slurm runs.
 #[derive(Debug, Args)]
 pub struct NsysArgs {
     #[command(subcommand)]
@@ -188,7 +188,9 @@ pub struct PlanArgs {
     config: PathBuf,
 
     /// Print the "Profiling" panel (type, mode, windows, launcher, tool
-    /// options, report output, environment) instead of the command line.
+    /// options, report output, the directories under log_dir, container
+    /// mounts, environment, and the set-up and teardown calls) instead of
+    /// the command line.
     #[arg(long, conflicts_with = "json")]
     dry_run: bool,
 
@@ -213,9 +215,11 @@ pub struct WrapperArgs {
     call_timeout: Duration,
 }
 
-/// Prepare a profiled run before its first worker step: create the
-/// directories under log_dir and, for nsight-slurm, configure the wrapper
-/// and start its coordinator.
+/// Prepare a profiled run: create its directories, configure nsight-slurm, start the coordinator
+///
+/// Run once per job, before the first worker step. Creates the directories
+/// under log_dir and, for type = "nsight-slurm", configures the wrapper and
+/// starts its coordinator.
 ///
 /// Runs, in order, each from an argv (no shell) with --call-timeout, in
 /// <log_dir>, with SLURM_SUBMIT_DIR=<log_dir> and SLURMD_NODENAME=<head IPv4>,
@@ -254,8 +258,7 @@ pub struct SetupArgs {
     wrapper: WrapperArgs,
 }
 
-/// End a profiled run: optionally flush its reports, then stop the
-/// nsight-slurm coordinator (coordinator stop --force).
+/// End a profiled run: optionally flush its reports, then stop the nsight-slurm coordinator
 ///
 /// With --flush, first runs the flush of `jobprof nsys flush --config FILE`
 /// (nsight-slurm stop, signal the connector steps, collect the reports
