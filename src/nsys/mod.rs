@@ -392,5 +392,14 @@ mod tests {
         assert_eq!(r.exit_code().code(), 5);
         assert!(r.to_string().contains("2-3"));
         assert_eq!(Error::Usage("x".into()).exit_code().code(), 2);
+        let w = Error::Wrapper {
+            command: "nsight-slurm coordinator start".into(),
+            why: "exit status: 1: busy".into(),
+            log: "/run/nsight-slurm.out".into(),
+        };
+        assert_eq!(w.exit_code().code(), 1);
+        assert!(w
+            .to_string()
+            .contains("coordinator start failed: exit status: 1: busy"));
     }
 }

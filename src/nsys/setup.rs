@@ -406,10 +406,11 @@ fn configure(
     crate::atomic::write_atomic(&state, &json).map_err(Error::from)
 }
 
-/// Optionally flushes the reports (`flush` options with the report root,
-/// runtime dir and wrapper already set), then stops the coordinator. The
-/// flush's result decides the outcome when it failed; otherwise a failed
-/// stop does. The set-up record is removed after a successful stop.
+/// Optionally flushes the reports (`flush` options with the report root
+/// and runtime dir already set), then stops the coordinator. The flush's
+/// result decides the outcome when it failed; otherwise a failed stop does.
+/// The set-up record is removed after a successful stop. With `type =
+/// "nsys"` there is no coordinator: only the flush runs.
 pub fn teardown(
     plan: &Plan,
     head_ip: Option<Ipv4Addr>,
@@ -417,7 +418,27 @@ pub fn teardown(
     flush_options: Option<FlushOptions>,
     progress: &Progress,
 ) -> Result<Option<Collection>, Error> {
-    let dirs = plan.dirs.clone();
+    let Some(dirs) = plan.dirs.clone() else {
+        return Err(Error::Usage(
+            "type = \"perf\" has nothing to tear down (no Nsight reports, no wrapper)".into(),
+        ));
+    };
+    if plan.kind == ProfilerType::Nsys {
+        return match flush_options {
+            Some(f) => flush(&f, progress).map(Some),
+            None => Err(Error::Usage(
+                "type = \"nsys\" has no coordinator to stop; use --flush --job JOBID to \
+                 collect its reports"
+                    .into(),
+            )),
+        };
+    }
+    if !dirs.log_dir.is_dir() {
+        return Err(Error::Usage(format!(
+            "log_dir {} does not exist: nothing was set up there (jobprof nsys setup creates it)",
+            dirs.log_dir.display()
+        )));
+    }
     let (ip, warning) = self::head_ip(head_ip.or_else(|| recorded_head_ip(plan)))?;
     let wrapper = Wrapper::of(plan, ip, limit)?;
     let flushed = flush_options.map(|mut f| {
@@ -435,9 +456,7 @@ pub fn teardown(
     }
     log.finish();
     if stopped.is_ok() {
-        if let Some(d) = &dirs {
-            let _ = fs::remove_file(State::path(d));
-        }
+        let _ = fs::remove_file(State::path(&dirs));
     }
     match flushed {
         Some(Err(e)) => Err(e),

@@ -530,3 +530,31 @@ fn flush_with_a_config_stops_the_sessions_like_a_setup_call() {
     assert!(log.contains("sessions of job 41 stopped"), "{log}");
     assert_eq!(manifest(&r.log_dir)["report_count"], 1);
 }
+
+#[test]
+fn teardown_without_a_setup_or_a_coordinator_says_why() {
+    let d = tempfile::tempdir().unwrap();
+    let r = Run::new(d.path(), "");
+    let out = run(&mut r.jobprof(&["teardown", "--head-ip", "10.0.0.1"]));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("does not exist: nothing was set up there"));
+    assert!(r.calls().is_empty());
+    // Plain nsys: setup creates the directories only, teardown only flushes.
+    fs::write(
+        &r.config,
+        format!(
+            "type = \"nsys\"\nprofiling_mode = \"at-launch\"\nlog_dir = \"{}\"\n\
+             [launch]\ncommand = [\"true\"]\n",
+            r.log_dir.display()
+        ),
+    )
+    .unwrap();
+    let out = run(&mut r.jobprof(&["setup"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(r.log_dir.join("nsys-direct").is_dir());
+    assert!(!r.log_dir.join("nsight-slurm-reports").exists());
+    let out = run(&mut r.jobprof(&["teardown"]));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no coordinator to stop"));
+    assert!(r.calls().is_empty());
+}
