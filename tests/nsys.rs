@@ -1,4 +1,4 @@
-//! `jobprof nsys collect|flush|plan` end to end.
+//! `jobprof nsys collect|flush|plan|setup|teardown` end to end.
 //!
 //! Nsight Systems cannot run here, so reports come from simulated writers:
 //! shell processes that create `<job>_<node>_rank<k>.nsys-rep` files and grow
