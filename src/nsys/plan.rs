@@ -1007,7 +1007,7 @@ impl ProfilingConfig {
         &self,
         tool_path: PathBuf,
         mode: Option<ProfilingMode>,
-        mut tool_options: Vec<String>,
+        tool_options: Vec<String>,
         dirs: Option<Dirs>,
         launch: LaunchParts,
         mounts: Vec<String>,
@@ -1039,33 +1039,8 @@ impl ProfilingConfig {
             setup: Vec::new(),
             teardown: Vec::new(),
         };
-        if self.kind.is_nsight() {
-            tool_options.push(WAIT_PRIMARY.to_string());
-        }
-        if self.kind == ProfilerType::Nsys && mode == Some(ProfilingMode::CudaApi) {
-            tool_options.extend([
-                "--capture-range=cudaProfilerApi".to_string(),
-                "--capture-range-end=stop".to_string(),
-            ]);
-        }
-        if let Some(out) = report_output {
-            tool_options.extend(["-o".to_string(), out]);
-        }
-        let mut launcher = match self.kind {
-            ProfilerType::NsightSlurm => vec![
-                plan.wrapper().unwrap_or_default().display().to_string(),
-                "srun".to_string(),
-            ],
-            ProfilerType::Nsys | ProfilerType::Perf => vec!["srun".to_string()],
-        };
-        launcher.extend(srun);
-        launcher.push("--".into());
-        if self.kind == ProfilerType::Nsys {
-            launcher.push(tool_path.display().to_string());
-            launcher.push("profile".into());
-            launcher.extend(tool_options.iter().cloned());
-        }
-        launcher.extend(self.launch.command.iter().cloned());
+        let tool_options = self.full_tool_options(mode, tool_options, report_output);
+        let launcher = self.launcher(plan.wrapper(), srun, &tool_path, &tool_options);
         if let (Some(wrapper), Some(mode), Some(ws)) = (
             plan.wrapper(),
             mode,
@@ -1082,6 +1057,54 @@ impl ProfilingConfig {
         plan.launcher = launcher;
         plan.tool_options = tool_options;
         plan
+    }
+
+    /// The user's (or default) tool options and what jobprof adds:
+    /// `--wait=primary`, the capture range of plain nsys in cuda-api mode,
+    /// and the `-o` pattern.
+    fn full_tool_options(
+        &self,
+        mode: Option<ProfilingMode>,
+        mut options: Vec<String>,
+        report_output: Option<String>,
+    ) -> Vec<String> {
+        if self.kind.is_nsight() {
+            options.push(WAIT_PRIMARY.to_string());
+        }
+        if self.kind == ProfilerType::Nsys && mode == Some(ProfilingMode::CudaApi) {
+            options.extend([
+                "--capture-range=cudaProfilerApi".to_string(),
+                "--capture-range-end=stop".to_string(),
+            ]);
+        }
+        if let Some(out) = report_output {
+            options.extend(["-o".to_string(), out]);
+        }
+        options
+    }
+
+    /// The launcher argv: the wrapper or srun, the srun options, `--`, and
+    /// (for plain nsys) `nsys profile <options>` before the command.
+    fn launcher(
+        &self,
+        wrapper: Option<PathBuf>,
+        srun: Vec<String>,
+        tool_path: &Path,
+        tool_options: &[String],
+    ) -> Vec<String> {
+        let mut launcher = match wrapper {
+            Some(w) => vec![w.display().to_string(), "srun".to_string()],
+            None => vec!["srun".to_string()],
+        };
+        launcher.extend(srun);
+        launcher.push("--".into());
+        if self.kind == ProfilerType::Nsys {
+            launcher.push(tool_path.display().to_string());
+            launcher.push("profile".into());
+            launcher.extend(tool_options.iter().cloned());
+        }
+        launcher.extend(self.launch.command.iter().cloned());
+        launcher
     }
 }
 
