@@ -1,4 +1,4 @@
-//! `jobprof nsys collect|flush|plan` end to end.
+//! `jobprof nsys collect|flush|plan|setup|teardown` end to end.
 //!
 //! Nsight Systems cannot run here, so reports come from simulated writers:
 //! shell processes that create `<job>_<node>_rank<k>.nsys-rep` files and grow
@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
 use crate::util::require;
+
+mod setup;
+mod snapshots;
 
 /// Short timings keep the suite fast; the settle window stays well above
 /// the writers' longest pause so a loaded machine does not settle early.
@@ -778,7 +781,7 @@ const BASE: &str = r#"
 type = "nsight-slurm"
 home = "/opt/nsight-slurm"
 backend = "trtllm"
-report_root = "/shared/reports"
+log_dir = "/shared/run1"
 #TOP
 
 [launch]
@@ -834,6 +837,7 @@ container_mounts = ["/data:/data", "/models:/models:ro"]"#,
 env = { HF_HOME = "/data/hf" }"#,
         &["srun_options"],
     );
+    // No container image: only the user's mounts, merged into one option.
     assert_eq!(
         p["launcher"],
         serde_json::json!([
@@ -850,21 +854,63 @@ env = { HF_HOME = "/data/hf" }"#,
         ])
     );
     let pattern =
-        "/shared/reports/direct/%q{SLURM_JOB_ID}_%q{SLURMD_NODENAME}_rank%q{SLURM_PROCID}";
+        "/shared/run1/nsight-slurm-direct/%q{SLURM_JOB_ID}_%q{SLURMD_NODENAME}_rank%q{SLURM_PROCID}";
     assert_eq!(
         p["tool_options"],
-        serde_json::json!(["--trace=cuda,nvtx", "--sample=none", "-o", pattern])
+        serde_json::json!([
+            "--trace=cuda,nvtx",
+            "--sample=none",
+            "--wait=primary",
+            "-o",
+            pattern
+        ])
     );
     assert_eq!(p["report_output"], format!("{pattern}.nsys-rep"));
     assert_eq!(p["type"], "nsight-slurm");
     assert_eq!(p["mode"], "cuda-api");
     assert_eq!(p["tool"], "/usr/local/bin/nsys");
-    assert_eq!(p["environment"]["HF_HOME"], "/data/hf");
-    assert_eq!(p["environment"]["NSIGHT_SLURM_PROFILING_MODE"], "cuda-api");
-    assert!(p["environment"]["NSIGHT_SLURM_TOOL_OPTIONS"]
-        .as_str()
+    let env = &p["environment"];
+    assert_eq!(env["HF_HOME"], "/data/hf");
+    assert_eq!(env["TLLM_PROFILE_LOG_RANKS"], "all");
+    assert_eq!(env["DYN_ENABLE_RUST_NVTX"], "1");
+    assert_eq!(env["SLURM_SUBMIT_DIR"], "/shared/run1");
+    assert!(env.get("NVTX_INJECTION64_PATH").is_none());
+    // The wrapper gets its settings through its own CLI, not variables.
+    assert!(env
+        .as_object()
         .unwrap()
-        .ends_with(&format!("-o {pattern}")));
+        .keys()
+        .all(|k| !k.starts_with("NSIGHT_SLURM")));
+    assert_eq!(p["dirs"]["workspace"], "/shared/run1/nsight-slurm-reports");
+    assert_eq!(p["dirs"]["direct"], "/shared/run1/nsight-slurm-direct");
+    assert_eq!(p["dirs"]["runtime"], "/shared/run1/nsight-slurm-runtime");
+    assert_eq!(p["dirs"]["wrapper_log"], "/shared/run1/nsight-slurm.out");
+    let w = "/opt/nsight-slurm/bin/nsight-slurm";
+    assert_eq!(
+        p["setup"],
+        serde_json::json!([
+            [w, "configure", "tool-path", "/usr/local/bin/nsys"],
+            [w, "configure", "tool-command", "profile"],
+            [w, "configure", "profiling-mode", "cuda-api"],
+            [
+                w,
+                "configure",
+                "tool-options",
+                format!("--trace=cuda,nvtx --sample=none --wait=primary -o {pattern}")
+            ],
+            [
+                w,
+                "configure",
+                "report-output",
+                "/shared/run1/nsight-slurm-reports"
+            ],
+            [w, "coordinator", "start"]
+        ])
+    );
+    assert_eq!(
+        p["teardown"],
+        serde_json::json!([[w, "coordinator", "stop", "--force"]])
+    );
     let argv: Vec<&str> = p["launcher"]
         .as_array()
         .unwrap()
@@ -872,12 +918,85 @@ env = { HF_HOME = "/data/hf" }"#,
         .map(|v| v.as_str().unwrap())
         .collect();
     assert!(argv.iter().all(|a| !a.starts_with("--export")));
-    assert_eq!(
-        argv.iter()
-            .filter(|a| a.starts_with("--container-mounts"))
-            .count(),
-        1
+}
+
+#[test]
+fn plan_in_a_container_mounts_what_the_connector_needs_in_one_option() {
+    let p = plan_json(
+        r#"container_mounts = ["/data:/data"]
+nvtx_injection_path = "/opt/nvtx/libinj.so""#,
+        r#"srun_options = ["--container-image=/img/trtllm.sqsh", "--container-mounts", "/scratch:/scratch"]"#,
+        &["srun_options"],
     );
+    let mounts = "--container-mounts=/scratch:/scratch,/data:/data,\
+                  /opt/nsight-slurm:/opt/nsight-slurm:ro,\
+                  /opt/nsight-slurm/bin/nsight-slurm-connector:/usr/local/bin/nsight-slurm-connector:ro,\
+                  /shared/run1:/shared/run1,\
+                  /shared/run1/nsight-slurm-runtime:/nsrt";
+    assert_eq!(
+        p["launcher"],
+        serde_json::json!([
+            "/opt/nsight-slurm/bin/nsight-slurm",
+            "srun",
+            "--container-image=/img/trtllm.sqsh",
+            mounts,
+            "--",
+            "python",
+            "serve.py",
+            "--port",
+            "8000"
+        ])
+    );
+    assert_eq!(
+        p["environment"]["NVTX_INJECTION64_PATH"],
+        "/opt/nvtx/libinj.so"
+    );
+    plan_fails(
+        r#"nvtx_injection_path = "libinj.so""#,
+        "",
+        &[],
+        &["nvtx_injection_path: `libinj.so` must be an absolute path"],
+    );
+    plan_fails(
+        "",
+        r#"env = { DYN_ENABLE_RUST_NVTX = "0", TLLM_PROFILE_LOG_RANKS = "0" }"#,
+        &[],
+        &[
+            "launch.env: `DYN_ENABLE_RUST_NVTX` is set by jobprof",
+            "launch.env: `TLLM_PROFILE_LOG_RANKS` is set by jobprof",
+        ],
+    );
+}
+
+#[test]
+fn plan_default_tool_options_and_wait_primary() {
+    let p = plan_json("", "", &[]);
+    let opts: Vec<&str> = p["tool_options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        opts[..5],
+        [
+            "--trace=cuda,nvtx",
+            "--cuda-graph-trace=node",
+            "--sample=none",
+            "--cpuctxsw=none",
+            "--wait=primary"
+        ]
+    );
+    plan_fails(
+        r#"tool_options = ["--wait=all"]"#,
+        "",
+        &[],
+        &["`--wait=all` sets --wait", "--wait=primary"],
+    );
+    // A user's set replaces the default.
+    let p = plan_json(r#"tool_options = "--trace=cuda""#, "", &[]);
+    assert_eq!(p["tool_options"][0], "--trace=cuda");
+    assert_eq!(p["tool_options"][1], "--wait=primary");
 }
 
 #[test]
@@ -896,10 +1015,17 @@ fn plan_dry_run_prints_the_profiling_panel() {
         "launcher ",
         "/opt/nsight-slurm/bin/nsight-slurm srun --nodes=2",
         "tool options ",
+        "--wait=primary -o ",
         "report output ",
         "_rank%q{SLURM_PROCID}.nsys-rep",
+        "workspace ",
+        "/shared/run1/nsight-slurm-reports",
         "environment ",
         "TLLM_PROFILE_START_STOP=100-150",
+        "setup ",
+        "nsight-slurm coordinator start",
+        "teardown ",
+        "coordinator stop --force",
     ] {
         assert!(s.contains(field), "panel lacks {field:?}:\n{s}");
     }
@@ -907,7 +1033,7 @@ fn plan_dry_run_prints_the_profiling_panel() {
     let out = plan_with("", "", &[], &[]);
     let line = stdout(&out);
     assert!(
-        line.starts_with("env NSIGHT_SLURM_PROFILING_MODE=cuda-api "),
+        line.starts_with("env DYN_ENABLE_RUST_NVTX=1 SLURM_SUBMIT_DIR=/shared/run1 "),
         "{line}"
     );
     assert!(line.contains(" /opt/nsight-slurm/bin/nsight-slurm srun --nodes=2 --ntasks-per-node=4 -- python serve.py --port 8000"), "{line}");
@@ -1067,20 +1193,45 @@ fn plan_rule_container_mounts() {
 }
 
 #[test]
-fn plan_rule_report_root_required_and_absolute() {
-    plan_fails("", "", &["report_root"], &["report_root: required"]);
+fn plan_rule_log_dir_required_and_absolute() {
+    plan_fails("", "", &["log_dir"], &["log_dir: required"]);
     plan_fails(
-        r#"report_root = "reports""#,
+        r#"log_dir = "runs/1""#,
         "",
-        &["report_root"],
-        &["report_root: `reports` must be an absolute path"],
+        &["log_dir"],
+        &["log_dir: `runs/1` must be an absolute path"],
+    );
+    plan_fails(
+        r#"log_dir = "/runs/a b""#,
+        "",
+        &["log_dir"],
+        &["log_dir: `/runs/a b` contains whitespace"],
+    );
+    plan_fails(
+        r#"log_dir = "/runs/a,b""#,
+        "",
+        &["log_dir"],
+        &["log_dir: `/runs/a,b` contains `,` or `:`"],
+    );
+    plan_fails(
+        r#"report_root = "/r""#,
+        "",
+        &[],
+        &["report_root: replaced by log_dir"],
     );
     assert!(
-        plan_json(r#"report_root = "/r""#, "", &["report_root"])["report_output"]
+        plan_json(r#"log_dir = "/r""#, "", &["log_dir"])["report_output"]
             .as_str()
             .unwrap()
-            .starts_with("/r/direct/")
+            .starts_with("/r/nsight-slurm-direct/")
     );
+    // Plain nsys writes to <log_dir>/nsys-direct.
+    let p = plan_json(r#"type = "nsys""#, "", &["type", "home"]);
+    assert!(p["report_output"]
+        .as_str()
+        .unwrap()
+        .starts_with("/shared/run1/nsys-direct/"));
+    assert!(p["dirs"]["workspace"].is_null());
 }
 
 #[test]
@@ -1171,12 +1322,12 @@ fn plan_rule_perf_takes_no_nsight_fields() {
         r#"type = "perf""#,
         "",
         &["type", "home", "backend"],
-        &["report_root: only applies to the Nsight types"],
+        &["log_dir: only applies to the Nsight types"],
     );
     let p = plan_json(
         r#"type = "perf""#,
         "",
-        &["type", "home", "backend", "report_root"],
+        &["type", "home", "backend", "log_dir"],
     );
     assert_eq!(
         p["launcher"],
@@ -1198,14 +1349,19 @@ fn plan_rule_perf_takes_no_nsight_fields() {
 fn plan_rule_unknown_fields_and_all_problems_at_once() {
     plan_fails(r#"tool_option = ["-t", "cuda"]"#, "", &[], &["tool_option"]);
     plan_fails(
-        r#"tool_options = ["-o", "x"]"#,
-        "",
-        &["home", "report_root"],
+        r#"tool_options = ["-o", "x"]
+tool_option = 1
+profiling_mode = "often""#,
+        r#"shell = true"#,
+        &["home", "log_dir"],
         &[
-            "3 problems",
+            "6 problems",
             "home: required",
-            "report_root: required",
+            "log_dir: required",
             "`-o` sets -o",
+            "tool_option: unknown field",
+            "launch.shell: unknown field",
+            "profiling_mode: unknown variant `often`",
         ],
     );
 }

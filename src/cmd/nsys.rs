@@ -8,7 +8,7 @@ use jobprof::nsys::{self, CollectOptions, Collection, FlushOptions, Plan};
 use jobprof::progress::Progress;
 
 /// Settle, collect and archive Nsight Systems reports of multi-rank jobs;
-/// plan nsight-slurm launches.
+/// plan, set up and tear down nsight-slurm runs.
 #[derive(Debug, Args)]
 pub struct NsysArgs {
     #[command(subcommand)]
@@ -23,6 +23,10 @@ enum NsysCommand {
     #[command(args_override_self = true)]
     Flush(FlushArgs),
     Plan(PlanArgs),
+    #[command(args_override_self = true)]
+    Setup(SetupArgs),
+    #[command(args_override_self = true)]
+    Teardown(TeardownArgs),
 }
 
 /// Wait until every `*.nsys-rep` report under a report root is fully
@@ -37,8 +41,15 @@ enum NsysCommand {
 pub struct CollectArgs {
     /// The shared report root; reports are found anywhere below it
     /// (direct/, rescued/, ...). Must exist.
-    #[arg(long, value_name = "DIR")]
-    report_root: PathBuf,
+    #[arg(long, value_name = "DIR", required_unless_present = "config")]
+    report_root: Option<PathBuf>,
+
+    /// Take the report root and runtime workspace from a profiling config:
+    /// the report root is its log_dir (reports in the wrapper's workspace
+    /// and the direct-output dir are found below it), and for nsight-slurm
+    /// <log_dir>/nsight-slurm-runtime is rescued from.
+    #[arg(long, value_name = "FILE", conflicts_with = "report_root")]
+    config: Option<PathBuf>,
 
     /// A per-rank runtime workspace to rescue reports from: its *.nsys-rep
     /// files are copied to DIR/rescued/<relative path> at every poll
@@ -46,6 +57,13 @@ pub struct CollectArgs {
     #[arg(long, value_name = "DIR")]
     runtime_dir: Vec<PathBuf>,
 
+    #[command(flatten)]
+    settle: SettleArgs,
+}
+
+/// When reports count as written, and what is written about them.
+#[derive(Debug, Args)]
+pub struct SettleArgs {
     /// Require a report for every rank 0..N-1 (ranks are parsed from
     /// <job>_<node>_rank<k>.nsys-rep). Without it, at least one report.
     #[arg(long, value_name = "N")]
@@ -80,10 +98,38 @@ pub struct CollectArgs {
 }
 
 impl CollectArgs {
-    fn options(&self) -> CollectOptions {
+    /// The collect options, and the plan of --config when given.
+    fn options(&self) -> anyhow::Result<(CollectOptions, Option<Plan>)> {
+        let plan = match &self.config {
+            Some(c) => Some(Plan::from_path(c).map_err(jobprof::Error::from)?),
+            None => None,
+        };
+        let mut runtime_dirs = self.runtime_dir.clone();
+        let report_root = match plan.as_ref().map(|p| p.dirs.as_ref()) {
+            None => self.report_root.clone().unwrap_or_default(),
+            Some(Some(dirs)) => {
+                runtime_dirs.extend(dirs.runtime.clone());
+                dirs.log_dir.clone()
+            }
+            Some(None) => {
+                return Err(jobprof::Error::Usage(format!(
+                    "--config {}: type = \"perf\" has no Nsight reports to collect",
+                    self.config
+                        .as_ref()
+                        .map_or(String::new(), |c| c.display().to_string())
+                ))
+                .into())
+            }
+        };
+        Ok((self.settle.options(report_root, runtime_dirs), plan))
+    }
+}
+
+impl SettleArgs {
+    fn options(&self, report_root: PathBuf, runtime_dirs: Vec<PathBuf>) -> CollectOptions {
         CollectOptions {
-            report_root: self.report_root.clone(),
-            runtime_dirs: self.runtime_dir.clone(),
+            report_root,
+            runtime_dirs,
             expect_ranks: self.expect_ranks,
             settle: self.settle,
             timeout: self.timeout,
@@ -116,9 +162,14 @@ pub struct FlushArgs {
     connector_step_name: String,
 
     /// The nsight-slurm executable, or its install home (bin/nsight-slurm is
-    /// used); without it the sessions are not stopped first.
-    #[arg(long, value_name = "PATH")]
+    /// used); without it the sessions are not stopped first. With an
+    /// nsight-slurm --config, its home is used and `stop` runs like every
+    /// set-up call (environment, log in nsight-slurm.out).
+    #[arg(long, value_name = "PATH", conflicts_with = "config")]
     nsight_slurm: Option<PathBuf>,
+
+    #[command(flatten)]
+    wrapper: WrapperArgs,
 
     #[command(flatten)]
     collect: CollectArgs,
@@ -137,7 +188,9 @@ pub struct PlanArgs {
     config: PathBuf,
 
     /// Print the "Profiling" panel (type, mode, windows, launcher, tool
-    /// options, report output, environment) instead of the command line.
+    /// options, report output, the directories under log_dir, container
+    /// mounts, environment, and the set-up and teardown calls) instead of
+    /// the command line.
     #[arg(long, conflicts_with = "json")]
     dry_run: bool,
 
@@ -146,19 +199,191 @@ pub struct PlanArgs {
     json: bool,
 }
 
+/// How wrapper calls reach the head node and how long each may take.
+#[derive(Debug, Args)]
+pub struct WrapperArgs {
+    /// The head node's IPv4 address, given to wrapper calls as
+    /// SLURMD_NODENAME (the coordinator publishes tcp://<it>:<port>).
+    /// Default: the address recorded by `setup`, else this node's name
+    /// (SLURMD_NODENAME, else the host name) resolved to IPv4.
+    #[arg(long, value_name = "IPV4")]
+    head_ip: Option<std::net::Ipv4Addr>,
+
+    /// The time limit of each nsight-slurm call; a call still running then
+    /// is killed and counts as failed.
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = nsys::parse_duration)]
+    call_timeout: Duration,
+}
+
+/// Prepare a profiled run: create its directories, configure nsight-slurm, start the coordinator
+///
+/// Run once per job, before the first worker step. Creates the directories
+/// under log_dir and, for type = "nsight-slurm", configures the wrapper and
+/// starts its coordinator.
+///
+/// Runs, in order, each from an argv (no shell) with --call-timeout, in
+/// <log_dir>, with SLURM_SUBMIT_DIR=<log_dir> and SLURMD_NODENAME=<head IPv4>,
+/// each call and its output appended to <log_dir>/nsight-slurm.out:
+///
+///   <home>/bin/nsight-slurm configure tool-path <tool_path>
+///   <home>/bin/nsight-slurm configure tool-command profile
+///   <home>/bin/nsight-slurm configure profiling-mode <mode>
+///   <home>/bin/nsight-slurm configure tool-options '<options>'
+///   <home>/bin/nsight-slurm configure report-output <log_dir>/nsight-slurm-reports
+///   <home>/bin/nsight-slurm coordinator start
+///
+/// Idempotent: a second run with the same config (and head address, in the
+/// same Slurm job) runs nothing; a changed config first stops the running
+/// coordinator (coordinator stop --force), then configures and starts it
+/// again. `jobprof nsys plan --dry-run` shows the calls.
+///
+/// Examples:
+///
+///   jobprof nsys setup --config profiling.toml
+///
+///   jobprof nsys setup --config profiling.toml --head-ip 10.0.3.17
+///
+/// Exit codes: 0 set up (or already set up), 1 a wrapper call failed or
+/// timed out (named, with nsight-slurm.out for its output), 2 an invalid
+/// config, a missing <home>/bin/nsight-slurm, a non-empty report workspace,
+/// or no IPv4 address for the head node.
+#[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
+pub struct SetupArgs {
+    /// The profiling config (TOML).
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+
+    #[command(flatten)]
+    wrapper: WrapperArgs,
+}
+
+/// End a profiled run: optionally flush its reports, then stop the nsight-slurm coordinator
+///
+/// With --flush, first runs the flush of `jobprof nsys flush --config FILE`
+/// (nsight-slurm stop, signal the connector steps, collect the reports
+/// under log_dir). The coordinator is stopped whatever the flush found.
+/// Every wrapper call runs like in `setup` and is logged to
+/// <log_dir>/nsight-slurm.out. After a successful stop, the set-up record is
+/// removed, so that the next `setup` starts a coordinator again.
+///
+/// Examples:
+///
+///   jobprof nsys teardown --config profiling.toml
+///
+///   jobprof nsys teardown --config profiling.toml --flush --job "$SLURM_JOB_ID" \
+///       --expect-ranks "$SLURM_NTASKS" --archive
+///
+/// Exit codes: 0 done, 1 `coordinator stop` failed, 2 an invalid config or
+/// options, a missing <home>/bin/nsight-slurm; with --flush, 3, 4 or 5 as
+/// `collect` when the reports are incomplete (which wins over a failed stop).
+#[derive(Debug, Args)]
+#[command(verbatim_doc_comment)]
+pub struct TeardownArgs {
+    /// The profiling config (TOML).
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+
+    /// Flush the reports before the coordinator is stopped.
+    #[arg(long, requires = "job")]
+    flush: bool,
+
+    /// The Slurm job whose reports are flushed (with --flush).
+    #[arg(long, value_name = "JOBID", requires = "flush")]
+    job: Option<jobprof::slurm::JobId>,
+
+    /// Steps with this name are sent SIGTERM by the flush.
+    #[arg(long, value_name = "NAME", default_value = nsys::flush::DEFAULT_CONNECTOR_STEP_NAME)]
+    connector_step_name: String,
+
+    #[command(flatten)]
+    wrapper: WrapperArgs,
+
+    #[command(flatten)]
+    settle: SettleArgs,
+}
+
+/// The head address: --head-ip, else the one `setup` recorded.
+fn head_ip(given: Option<std::net::Ipv4Addr>, plan: &Plan) -> Option<std::net::Ipv4Addr> {
+    given.or_else(|| nsys::setup::recorded_head_ip(plan))
+}
+
 pub fn run(args: NsysArgs) -> anyhow::Result<jobprof::ExitCode> {
     let progress = Progress::from_env();
     match args.command {
         NsysCommand::Collect(a) => {
-            let c = nsys::collect(&a.options(), None, &progress).map_err(jobprof::Error::from)?;
+            let (opts, _) = a.options()?;
+            let c = nsys::collect(&opts, None, &progress).map_err(jobprof::Error::from)?;
             finish(c)
         }
         NsysCommand::Flush(a) => {
-            let mut opts = FlushOptions::new(a.job.clone(), a.collect.options());
+            let (collect, plan) = a.collect.options()?;
+            let mut opts = FlushOptions::new(a.job.clone(), collect);
             opts.connector_step_name = a.connector_step_name.clone();
             opts.nsight_slurm = a.nsight_slurm.clone();
+            if let Some(plan) = plan.filter(|p| p.wrapper().is_some()) {
+                let ip = head_ip(a.wrapper.head_ip, &plan);
+                let (ip, warning) = nsys::setup::head_ip(ip).map_err(jobprof::Error::from)?;
+                if let Some(w) = warning {
+                    progress.log(w);
+                }
+                let w = nsys::Wrapper::of(&plan, ip, a.wrapper.call_timeout)
+                    .map_err(jobprof::Error::from)?;
+                opts.nsight_slurm = Some(w.exe.clone());
+                opts.wrapper = Some(w);
+            }
             let c = nsys::flush(&opts, &progress).map_err(jobprof::Error::from)?;
             finish(c)
+        }
+        NsysCommand::Setup(a) => {
+            let plan = Plan::from_path(&a.config).map_err(jobprof::Error::from)?;
+            let done = nsys::setup(&plan, a.wrapper.head_ip, a.wrapper.call_timeout, &progress)
+                .map_err(jobprof::Error::from)?;
+            let log = plan
+                .dirs
+                .as_ref()
+                .and_then(|d| d.wrapper_log.as_ref())
+                .map(|l| format!(" (wrapper log {})", l.display()))
+                .unwrap_or_default();
+            let what = match done {
+                nsys::SetupOutcome::DirsOnly => "directories created; plain nsys needs no wrapper",
+                nsys::SetupOutcome::Configured => "nsight-slurm configured, coordinator started",
+                nsys::SetupOutcome::Reconfigured => {
+                    "config changed: coordinator stopped, nsight-slurm configured, coordinator started"
+                }
+                nsys::SetupOutcome::Unchanged => "already set up with this config; nothing run",
+            };
+            let dir = plan.dirs.as_ref().map(|d| d.log_dir.display().to_string());
+            println!("{}: {what}{log}", dir.unwrap_or_default());
+            Ok(jobprof::ExitCode::Success)
+        }
+        NsysCommand::Teardown(a) => {
+            let plan = Plan::from_path(&a.config).map_err(jobprof::Error::from)?;
+            let flush = match (&a.job, plan.dirs.as_ref()) {
+                (Some(job), Some(dirs)) if a.flush => {
+                    let collect = a
+                        .settle
+                        .options(dirs.log_dir.clone(), dirs.runtime.iter().cloned().collect());
+                    let mut f = FlushOptions::new(job.clone(), collect);
+                    f.connector_step_name = a.connector_step_name.clone();
+                    Some(f)
+                }
+                _ => None,
+            };
+            let ip = head_ip(a.wrapper.head_ip, &plan);
+            let collected = nsys::teardown(&plan, ip, a.wrapper.call_timeout, flush, &progress)
+                .map_err(jobprof::Error::from)?;
+            println!(
+                "{}: coordinator stopped",
+                plan.dirs
+                    .as_ref()
+                    .map(|d| d.log_dir.display().to_string())
+                    .unwrap_or_default()
+            );
+            match collected {
+                Some(c) => finish(c),
+                None => Ok(jobprof::ExitCode::Success),
+            }
         }
         NsysCommand::Plan(a) => {
             let plan = Plan::from_path(&a.config).map_err(jobprof::Error::from)?;

@@ -36,6 +36,10 @@ pub struct FlushOptions {
     /// The `nsight-slurm` executable (or its install home, whose
     /// `bin/nsight-slurm` is used); `None` skips `nsight-slurm stop`.
     pub nsight_slurm: Option<PathBuf>,
+    /// How wrapper calls run (environment, working directory, and the
+    /// `nsight-slurm.out` log) when the flush is part of a set-up run's
+    /// teardown; `None` runs `nsight-slurm stop` plainly.
+    pub wrapper: Option<super::setup::Wrapper>,
     /// Slurm's commands (`squeue`, `scancel` from `PATH` by default).
     pub slurm: Slurm,
     /// How the reports are then collected.
@@ -50,6 +54,7 @@ impl FlushOptions {
             job,
             connector_step_name: DEFAULT_CONNECTOR_STEP_NAME.to_string(),
             nsight_slurm: None,
+            wrapper: None,
             slurm: Slurm::new(),
             collect,
         }
@@ -64,6 +69,10 @@ pub struct ExternalCommand {
     pub argv: Vec<OsString>,
     /// How long it may run before it is killed.
     pub limit: Duration,
+    /// Variables set on top of jobprof's own environment.
+    pub env: Vec<(OsString, OsString)>,
+    /// The working directory (jobprof's own when `None`).
+    pub cwd: Option<PathBuf>,
 }
 
 /// What an external command did.
@@ -92,7 +101,19 @@ const SLURM_COMMAND_LIMIT: Duration = Duration::from_secs(60);
 impl ExternalCommand {
     /// A command from an argv (program first).
     pub fn new(argv: Vec<OsString>, limit: Duration) -> Self {
-        ExternalCommand { argv, limit }
+        ExternalCommand {
+            argv,
+            limit,
+            env: Vec::new(),
+            cwd: None,
+        }
+    }
+
+    /// The same command with variables `env` set and run in `cwd`.
+    pub fn with_env(mut self, env: &[(OsString, OsString)], cwd: Option<&Path>) -> Self {
+        self.env.extend(env.iter().cloned());
+        self.cwd = cwd.map(Path::to_path_buf);
+        self
     }
 
     /// `nsight-slurm stop --job JOB --timeout 30`.
@@ -137,8 +158,14 @@ impl ExternalCommand {
                 failure: Some("empty command line".into()),
             };
         };
-        let mut child = match Command::new(program)
+        let mut command = Command::new(program);
+        command
             .args(args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)));
+        if let Some(dir) = &self.cwd {
+            command.current_dir(dir);
+        }
+        let mut child = match command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -280,7 +307,18 @@ pub fn flush(opts: &FlushOptions, progress: &Progress) -> Result<Collection, Err
     );
     if let Some(ns) = &opts.nsight_slurm {
         let exe = nsight_slurm_executable(ns);
-        ExternalCommand::nsight_slurm_stop(&exe, &opts.job).run_logged(&log);
+        let stop = ExternalCommand::nsight_slurm_stop(&exe, &opts.job);
+        match &opts.wrapper {
+            Some(w) => {
+                let stop = stop.with_env(&w.env(), Some(&w.log_dir));
+                if let (_, Some(e)) = w.run(&stop, &log) {
+                    log.line(format!("warning: {e}"));
+                }
+            }
+            None => {
+                stop.run_logged(&log);
+            }
+        }
     }
     let job = numeric_job(&opts.slurm, &opts.job, &log);
     let baseline = Baseline::take(&opts.collect)?.keep_job(job.as_str());

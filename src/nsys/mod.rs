@@ -12,7 +12,9 @@
 //!   optionally a `reports.tar.zst` archive);
 //! - [`mod@flush`] is the teardown sequence run before a job's steps are killed:
 //!   stop the sessions, take a baseline, signal the connector steps, collect;
-//! - [`plan`] validates a profiling config and builds the worker launch argv.
+//! - [`plan`] validates a profiling config and builds the worker launch argv;
+//! - [`mod@setup`] configures the `nsight-slurm` wrapper and starts its
+//!   coordinator before the first worker step, and stops it at the end.
 //!
 //! It never deletes, truncates or rewrites a report, and it does not run
 //! `nsys` itself or open reports: it only weighs, copies, hashes and archives
@@ -22,6 +24,7 @@ pub mod collect;
 pub mod duration;
 pub mod flush;
 pub mod plan;
+pub mod setup;
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -30,7 +33,8 @@ use std::time::Duration;
 pub use collect::{collect, CollectOptions, Collection, Manifest, ReportEntry, ReportStatus};
 pub use duration::parse_duration;
 pub use flush::{flush, FlushOptions};
-pub use plan::{Plan, ProfilingConfig};
+pub use plan::{Dirs, Plan, ProfilingConfig};
+pub use setup::{setup, teardown, SetupOutcome, Wrapper};
 
 /// Status lines for a long-running nsys command: plain timestamped log lines
 /// off a terminal, and on a terminal lines printed above one progress bar
@@ -82,8 +86,8 @@ impl Log {
 /// The file name suffix of Nsight Systems reports.
 pub const REPORT_SUFFIX: &str = ".nsys-rep";
 
-/// The `-o` pattern every rank writes its report with (under
-/// `<report_root>/direct/`): one report per job, node and rank.
+/// The `-o` pattern every rank writes its report with (under the run's
+/// direct-output directory): one report per job, node and rank.
 pub const REPORT_PATTERN: &str = "%q{SLURM_JOB_ID}_%q{SLURMD_NODENAME}_rank%q{SLURM_PROCID}";
 
 /// What can go wrong collecting, flushing or planning.
@@ -164,6 +168,17 @@ pub enum Error {
         message: String,
     },
 
+    /// A wrapper call of the set-up or teardown failed.
+    #[error("{command} failed: {why} (see {})", log.display())]
+    Wrapper {
+        /// The command line.
+        command: String,
+        /// Its exit status and last line of output, or why it did not finish.
+        why: String,
+        /// The wrapper log with the call's whole output.
+        log: PathBuf,
+    },
+
     /// Invalid options (a flag's value that clap cannot check alone).
     #[error("{0}")]
     Usage(String),
@@ -196,6 +211,7 @@ impl Error {
             Error::EmptyReports { .. } => ExitCode::NsysEmpty,
             Error::MissingRanks { .. } => ExitCode::NsysMissingRanks,
             Error::Config { .. } | Error::Usage(_) | Error::Io { .. } => ExitCode::Usage,
+            Error::Wrapper { .. } => ExitCode::Failed,
         }
     }
 }
@@ -376,5 +392,14 @@ mod tests {
         assert_eq!(r.exit_code().code(), 5);
         assert!(r.to_string().contains("2-3"));
         assert_eq!(Error::Usage("x".into()).exit_code().code(), 2);
+        let w = Error::Wrapper {
+            command: "nsight-slurm coordinator start".into(),
+            why: "exit status: 1: busy".into(),
+            log: "/run/nsight-slurm.out".into(),
+        };
+        assert_eq!(w.exit_code().code(), 1);
+        assert!(w
+            .to_string()
+            .contains("coordinator start failed: exit status: 1: busy"));
     }
 }

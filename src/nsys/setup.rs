@@ -1,0 +1,507 @@
+//! The nsight-slurm set-up and teardown of a profiled run.
+//!
+//! Before the first worker step, [`setup`] creates the run's directories
+//! (all under `log_dir`, see [`Dirs`]), configures the wrapper through its
+//! own CLI (`nsight-slurm configure tool-path|tool-command|profiling-mode|
+//! tool-options|report-output`) and starts its coordinator
+//! (`nsight-slurm coordinator start`). [`teardown`] optionally flushes the
+//! reports first, then runs `nsight-slurm coordinator stop --force`.
+//!
+//! Every wrapper call runs from an argv (no shell) with a time limit, in
+//! `log_dir`, with `SLURM_SUBMIT_DIR=<log_dir>` (the wrapper keeps its job
+//! state under the run) and `SLURMD_NODENAME=<head node IPv4>` (the
+//! coordinator publishes `tcp://<SLURMD_NODENAME>:<port>`, and a node's own
+//! name may resolve only to a link-local IPv6 address that ranks time out
+//! on). Each call, its output and its result are appended to
+//! `<log_dir>/nsight-slurm.out`.
+//!
+//! Set-up is idempotent: what was configured (the calls, the head address
+//! and the Slurm job) is recorded in `<log_dir>/.jobprof-nsight-slurm.json`
+//! after the last call succeeded; a second set-up with the same record runs
+//! nothing, a changed one stops the running coordinator and configures anew.
+
+use std::ffi::OsString;
+use std::fs::{self, OpenOptions};
+use std::io::Write as _;
+use std::net::{IpAddr, Ipv4Addr, ToSocketAddrs};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::collect::Collection;
+use super::flush::{flush, CommandOutcome, ExternalCommand, FlushOptions};
+use super::plan::{Dirs, Plan, ProfilerType};
+use super::{Error, Log};
+use crate::progress::Progress;
+
+/// The set-up record under `log_dir`.
+pub const STATE_FILE: &str = ".jobprof-nsight-slurm.json";
+
+/// The default time limit of one wrapper call.
+pub const DEFAULT_CALL_LIMIT: Duration = Duration::from_secs(120);
+
+/// How the wrapper is called: where it is, the run it serves and the head
+/// node's address.
+#[derive(Debug, Clone)]
+pub struct Wrapper {
+    /// `<home>/bin/nsight-slurm`.
+    pub exe: PathBuf,
+    /// The run's log directory (working directory and `SLURM_SUBMIT_DIR`).
+    pub log_dir: PathBuf,
+    /// `SLURMD_NODENAME` of every call.
+    pub head_ip: Ipv4Addr,
+    /// The time limit of one call.
+    pub limit: Duration,
+}
+
+impl Wrapper {
+    /// The wrapper of a planned `nsight-slurm` run; an error naming the
+    /// path when `<home>/bin/nsight-slurm` is not an executable file.
+    pub fn of(plan: &Plan, head_ip: Ipv4Addr, limit: Duration) -> Result<Wrapper, Error> {
+        let (Some(exe), Some(dirs)) = (plan.wrapper(), plan.dirs.as_ref()) else {
+            return Err(Error::Usage(format!(
+                "type = \"{}\" has no nsight-slurm wrapper to set up or tear down; \
+                 only type = \"nsight-slurm\" needs it",
+                plan.kind.name()
+            )));
+        };
+        check_executable(&exe)?;
+        Ok(Wrapper {
+            exe,
+            log_dir: dirs.log_dir.clone(),
+            head_ip,
+            limit,
+        })
+    }
+
+    /// `<log_dir>/nsight-slurm.out`.
+    pub fn log_path(&self) -> PathBuf {
+        self.log_dir.join(super::plan::WRAPPER_LOG)
+    }
+
+    /// The variables every call runs with.
+    pub fn env(&self) -> Vec<(OsString, OsString)> {
+        vec![
+            ("SLURM_SUBMIT_DIR".into(), self.log_dir.clone().into()),
+            ("SLURMD_NODENAME".into(), self.head_ip.to_string().into()),
+        ]
+    }
+
+    /// `argv` as a wrapper call: its environment, working directory and limit.
+    pub fn command(&self, argv: &[String]) -> ExternalCommand {
+        ExternalCommand::new(argv.iter().map(OsString::from).collect(), self.limit)
+            .with_env(&self.env(), Some(&self.log_dir))
+    }
+
+    /// Runs a wrapper call, logging it to the status lines and appending
+    /// it with its output to `nsight-slurm.out`. The outcome, and an error
+    /// when the log could not be written.
+    pub fn run(&self, cmd: &ExternalCommand, log: &Log) -> (CommandOutcome, Option<Error>) {
+        let outcome = cmd.run_logged(log);
+        let written = append_call(&self.log_path(), cmd, &outcome).err();
+        (outcome, written)
+    }
+
+    /// Runs a wrapper call that must succeed.
+    fn run_checked(&self, argv: &[String], log: &Log) -> Result<(), Error> {
+        let cmd = self.command(argv);
+        let (outcome, log_error) = self.run(&cmd, log);
+        if let Some(e) = log_error {
+            return Err(e);
+        }
+        if outcome.success() {
+            return Ok(());
+        }
+        let why = match (&outcome.failure, outcome.status) {
+            (Some(f), _) => f.clone(),
+            (None, Some(s)) => {
+                let said = if outcome.stderr.trim().is_empty() {
+                    outcome.stdout.trim()
+                } else {
+                    outcome.stderr.trim()
+                };
+                format!("{s}: {}", said.lines().last().unwrap_or("no output"))
+            }
+            (None, None) => "did not finish".into(),
+        };
+        Err(Error::Wrapper {
+            command: cmd.display(),
+            why,
+            log: self.log_path(),
+        })
+    }
+}
+
+fn check_executable(exe: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::PermissionsExt;
+    match fs::metadata(exe) {
+        Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => Ok(()),
+        Ok(_) => Err(Error::Usage(format!(
+            "{}: not an executable file; `home` must be the nsight-slurm install directory \
+             (its launcher is <home>/bin/nsight-slurm)",
+            exe.display()
+        ))),
+        Err(e) => Err(Error::Usage(format!(
+            "{}: {e}; nsight-slurm is not installed there: `home` must be its install \
+             directory (its launcher is <home>/bin/nsight-slurm)",
+            exe.display()
+        ))),
+    }
+}
+
+/// Appends one call, its output and its result to the wrapper log (never
+/// through a symlink).
+fn append_call(path: &Path, cmd: &ExternalCommand, outcome: &CommandOutcome) -> Result<(), Error> {
+    let env: Vec<String> = cmd
+        .env
+        .iter()
+        .map(|(k, v)| {
+            format!(
+                "{}={}",
+                k.to_string_lossy(),
+                super::flush::shell_quote(&v.to_string_lossy())
+            )
+        })
+        .collect();
+    let mut text = format!(
+        "[{}] $ {} {}\n",
+        crate::progress::utc_timestamp(),
+        env.join(" "),
+        cmd.display()
+    );
+    for part in [&outcome.stdout, &outcome.stderr] {
+        if !part.is_empty() {
+            text.push_str(part);
+            if !part.ends_with('\n') {
+                text.push('\n');
+            }
+        }
+    }
+    let result = match (&outcome.failure, outcome.status) {
+        (Some(why), _) => format!("failed: {why}"),
+        (None, Some(s)) => s.to_string(),
+        (None, None) => "did not finish".into(),
+    };
+    text.push_str(&format!(
+        "[{}] {result}\n",
+        crate::progress::utc_timestamp()
+    ));
+    let mut f = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| Error::io(path, e))?;
+    f.write_all(text.as_bytes()).map_err(|e| Error::io(path, e))
+}
+
+/// The head node's IPv4 address: `given`, else this node's name
+/// (`SLURMD_NODENAME`, else the host name) resolved to IPv4, a
+/// non-loopback address first. Also a warning when only loopback resolved.
+pub fn head_ip(given: Option<Ipv4Addr>) -> Result<(Ipv4Addr, Option<String>), Error> {
+    if let Some(ip) = given {
+        return Ok((ip, None));
+    }
+    let name = std::env::var("SLURMD_NODENAME")
+        .ok()
+        .filter(|n| !n.is_empty())
+        .map_or_else(host_name, Ok)?;
+    let resolved: Vec<IpAddr> = (name.as_str(), 0)
+        .to_socket_addrs()
+        .map(|a| a.map(|s| s.ip()).collect())
+        .unwrap_or_default();
+    let v4: Vec<Ipv4Addr> = resolved
+        .iter()
+        .filter_map(|ip| match ip {
+            IpAddr::V4(v4) => Some(*v4),
+            IpAddr::V6(_) => None,
+        })
+        .collect();
+    if let Some(ip) = v4.iter().find(|ip| !ip.is_loopback()) {
+        return Ok((*ip, None));
+    }
+    match v4.first() {
+        Some(ip) => Ok((
+            *ip,
+            Some(format!(
+                "warning: this node's name `{name}` resolves only to the loopback address {ip}: \
+                 ranks on other nodes cannot reach the coordinator; pass --head-ip for multi-node jobs"
+            )),
+        )),
+        None => Err(Error::Usage(format!(
+            "this node's name `{name}` does not resolve to an IPv4 address ({}); \
+             the coordinator must publish one that every rank can reach: pass --head-ip ADDRESS",
+            if resolved.is_empty() {
+                "it does not resolve at all".to_string()
+            } else {
+                format!(
+                    "only to {}",
+                    resolved
+                        .iter()
+                        .map(IpAddr::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        ))),
+    }
+}
+
+fn host_name() -> Result<String, Error> {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates
+    // within it on success (truncation is handled by the search below).
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return Err(Error::Usage(format!(
+            "cannot read this node's host name ({}); pass --head-ip ADDRESS",
+            std::io::Error::last_os_error()
+        )));
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
+}
+
+/// What a completed set-up configured.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct State {
+    /// `SLURM_JOB_ID` of the set-up, if any.
+    job: Option<String>,
+    /// The head node's address the calls ran with.
+    head_ip: String,
+    /// The set-up calls, in order.
+    calls: Vec<Vec<String>>,
+}
+
+impl State {
+    fn path(dirs: &Dirs) -> PathBuf {
+        dirs.log_dir.join(STATE_FILE)
+    }
+
+    fn read(dirs: &Dirs) -> Option<State> {
+        let bytes = fs::read(State::path(dirs)).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+}
+
+/// The head node address the last completed set-up of `plan`'s run used.
+pub fn recorded_head_ip(plan: &Plan) -> Option<Ipv4Addr> {
+    plan.dirs
+        .as_ref()
+        .and_then(State::read)
+        .and_then(|s| s.head_ip.parse().ok())
+}
+
+/// What [`setup`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetupOutcome {
+    /// Directories created (type `nsys`: nothing else to set up).
+    DirsOnly,
+    /// The wrapper was configured and its coordinator started.
+    Configured,
+    /// A changed config: the coordinator was stopped, then configured and
+    /// started again.
+    Reconfigured,
+    /// The same set-up had already completed: nothing was run.
+    Unchanged,
+}
+
+/// Creates the run's directories and, for `nsight-slurm`, configures the
+/// wrapper and starts its coordinator (see the module documentation).
+pub fn setup(
+    plan: &Plan,
+    head_ip: Option<Ipv4Addr>,
+    limit: Duration,
+    progress: &Progress,
+) -> Result<SetupOutcome, Error> {
+    let Some(dirs) = plan.dirs.as_ref() else {
+        return Err(Error::Usage(
+            "type = \"perf\" has nothing to set up (the perf sidecar needs no wrapper)".into(),
+        ));
+    };
+    let wrapper_exe = plan.wrapper();
+    if let Some(exe) = &wrapper_exe {
+        check_executable(exe)?;
+    }
+    for d in dirs.to_create() {
+        fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
+    }
+    if plan.kind != ProfilerType::NsightSlurm {
+        return Ok(SetupOutcome::DirsOnly);
+    }
+    let (ip, warning) = self::head_ip(head_ip)?;
+    let wrapper = Wrapper::of(plan, ip, limit)?;
+    let log = Log::new(
+        progress,
+        limit * plan.setup.len() as u32,
+        "nsight-slurm setup",
+    );
+    if let Some(w) = warning {
+        log.line(w);
+    }
+    let wanted = State {
+        job: std::env::var("SLURM_JOB_ID").ok().filter(|j| !j.is_empty()),
+        head_ip: ip.to_string(),
+        calls: plan.setup.clone(),
+    };
+    let previous = State::read(dirs);
+    if previous.as_ref() == Some(&wanted) {
+        log.line(format!(
+            "already set up with this config (see {}); nothing to do",
+            State::path(dirs).display()
+        ));
+        log.finish();
+        return Ok(SetupOutcome::Unchanged);
+    }
+    let reconfigure = previous.is_some_and(|p| p.job == wanted.job);
+    let result = configure(plan, dirs, &wrapper, &wanted, reconfigure, &log);
+    log.finish();
+    result?;
+    Ok(if reconfigure {
+        SetupOutcome::Reconfigured
+    } else {
+        SetupOutcome::Configured
+    })
+}
+
+/// Stops a running coordinator (when reconfiguring), checks the workspace
+/// is empty, runs the set-up calls and records them.
+fn configure(
+    plan: &Plan,
+    dirs: &Dirs,
+    wrapper: &Wrapper,
+    wanted: &State,
+    reconfigure: bool,
+    log: &Log,
+) -> Result<(), Error> {
+    let state = State::path(dirs);
+    match fs::remove_file(&state) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::io(&state, e)),
+    }
+    if reconfigure {
+        log.line("the config changed since the last set-up: stopping its coordinator first");
+        for call in &plan.teardown {
+            wrapper.run_checked(call, log)?;
+        }
+    }
+    if let Some(ws) = &dirs.workspace {
+        let mut entries = fs::read_dir(ws).map_err(|e| Error::io(ws, e))?;
+        if entries.next().is_some() {
+            return Err(Error::Usage(format!(
+                "{}: the report workspace is not empty, and nsight-slurm refuses a non-empty \
+                 one; use a new log_dir for this run (or move the old reports away)",
+                ws.display()
+            )));
+        }
+    }
+    for call in &plan.setup {
+        wrapper.run_checked(call, log)?;
+    }
+    let json = serde_json::to_vec_pretty(wanted).expect("the set-up record serializes");
+    crate::atomic::write_atomic(&state, &json).map_err(Error::from)
+}
+
+/// Optionally flushes the reports (`flush` options with the report root
+/// and runtime dir already set), then stops the coordinator. The flush's
+/// result decides the outcome when it failed; otherwise a failed stop does.
+/// The set-up record is removed after a successful stop. With `type =
+/// "nsys"` there is no coordinator: only the flush runs.
+pub fn teardown(
+    plan: &Plan,
+    head_ip: Option<Ipv4Addr>,
+    limit: Duration,
+    flush_options: Option<FlushOptions>,
+    progress: &Progress,
+) -> Result<Option<Collection>, Error> {
+    let Some(dirs) = plan.dirs.clone() else {
+        return Err(Error::Usage(
+            "type = \"perf\" has nothing to tear down (no Nsight reports, no wrapper)".into(),
+        ));
+    };
+    if plan.kind == ProfilerType::Nsys {
+        return match flush_options {
+            Some(f) => flush(&f, progress).map(Some),
+            None => Err(Error::Usage(
+                "type = \"nsys\" has no coordinator to stop; use --flush --job JOBID to \
+                 collect its reports"
+                    .into(),
+            )),
+        };
+    }
+    if !dirs.log_dir.is_dir() {
+        return Err(Error::Usage(format!(
+            "log_dir {} does not exist: nothing was set up there (jobprof nsys setup creates it)",
+            dirs.log_dir.display()
+        )));
+    }
+    let (ip, warning) = self::head_ip(head_ip.or_else(|| recorded_head_ip(plan)))?;
+    let wrapper = Wrapper::of(plan, ip, limit)?;
+    let flushed = flush_options.map(|mut f| {
+        f.nsight_slurm = Some(wrapper.exe.clone());
+        f.wrapper = Some(wrapper.clone());
+        flush(&f, progress)
+    });
+    let log = Log::new(progress, limit, "nsight-slurm teardown");
+    if let Some(w) = warning {
+        log.line(w);
+    }
+    let mut stopped = Ok(());
+    for call in &plan.teardown {
+        stopped = stopped.and_then(|()| wrapper.run_checked(call, &log));
+    }
+    log.finish();
+    if stopped.is_ok() {
+        let _ = fs::remove_file(State::path(&dirs));
+    }
+    match flushed {
+        Some(Err(e)) => Err(e),
+        Some(Ok(c)) => stopped.map(|()| Some(c)),
+        None => stopped.map(|()| None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_given_head_ip_is_used_as_is() {
+        let ip: Ipv4Addr = "10.1.2.3".parse().unwrap();
+        assert_eq!(head_ip(Some(ip)).unwrap(), (ip, None));
+    }
+
+    #[test]
+    fn the_wrapper_log_gets_the_call_its_output_and_result() {
+        let d = tempfile::tempdir().unwrap();
+        let log = d.path().join("nsight-slurm.out");
+        let cmd = ExternalCommand::new(
+            vec![
+                "sh".into(),
+                "-c".into(),
+                "echo out; echo err >&2; exit 3".into(),
+            ],
+            Duration::from_secs(30),
+        )
+        .with_env(&[("SLURM_SUBMIT_DIR".into(), "/x".into())], None);
+        let outcome = cmd.run();
+        append_call(&log, &cmd, &outcome).unwrap();
+        append_call(&log, &cmd, &outcome).unwrap();
+        let text = fs::read_to_string(&log).unwrap();
+        assert_eq!(
+            text.matches("$ SLURM_SUBMIT_DIR=/x sh -c").count(),
+            2,
+            "{text}"
+        );
+        assert!(text.contains("out\nerr\n"), "{text}");
+        assert!(text.contains("exit status: 3"), "{text}");
+        // Never through a symlink.
+        let link = d.path().join("link.out");
+        std::os::unix::fs::symlink(&log, &link).unwrap();
+        assert!(append_call(&link, &cmd, &outcome).is_err());
+    }
+}
