@@ -1134,6 +1134,7 @@ mod tests {
         };
         let mut r = Report {
             captures: vec![mk(Status::Processed), mk(Status::Skipped)],
+            ..Report::default()
         };
         assert_eq!(r.exit_code(), ExitCode::Success);
         r.captures.push(mk(Status::Refused));
