@@ -86,6 +86,42 @@ pub fn load_run(root: &Path, query: Option<&str>) -> Result<Run> {
     })
 }
 
+/// True when `root` is one capture directory (not a result, perf root or
+/// worker directory): two of those are compared directly, whatever their
+/// queries are called.
+pub fn is_capture_dir(root: &Path) -> bool {
+    matches!(
+        result_dir::discover(&[root.to_path_buf()], &Filter::default()).as_deref(),
+        Ok([c]) if c.dir == root
+    )
+}
+
+/// The one query of `run` (a capture directory's run).
+pub fn only_query(run: &Run) -> Option<(&String, &QueryStacks)> {
+    match run.queries.len() {
+        1 => run.queries.iter().next(),
+        _ => None,
+    }
+}
+
+/// The stacks of query `q` of `run`, or a usage error saying why there are
+/// none (`side` names the run: BEFORE or AFTER).
+pub fn stacks_of<'a>(run: &'a Run, q: &str, side: &str) -> Result<&'a QueryStacks> {
+    match run.queries.get(q) {
+        Some(s) if !s.stacks.is_empty() => Ok(s),
+        Some(s) => Err(Error::Usage(format!(
+            "{side} {}: query `{q}` has no processed capture (no {FOLDED} in {}); \
+             run `jobprof process` on it first",
+            run.root.display(),
+            s.missing.join(", ")
+        ))),
+        None => Err(Error::Usage(format!(
+            "{side} {}: no capture of query `{q}`",
+            run.root.display()
+        ))),
+    }
+}
+
 /// How one query changed.
 #[derive(Debug, Clone, Serialize)]
 pub struct QueryDiff {
