@@ -237,7 +237,8 @@ impl Report {
     /// 0 when every capture was processed or skipped, 1 when any was
     /// refused or failed.
     pub fn exit_code(&self) -> ExitCode {
-        if self.captures.iter().any(|c| c.status.is_failure()) || crate::job::any_failed(&self.views)
+        if self.captures.iter().any(|c| c.status.is_failure())
+            || crate::job::any_failed(&self.views)
         {
             ExitCode::Failed
         } else {

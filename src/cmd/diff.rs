@@ -7,9 +7,9 @@ use clap::Args;
 
 use jobprof::input::Source;
 use jobprof::job::diff::{self as jobdiff, QueryStacks};
-use jobprof::render::Format;
 use jobprof::render::diff::render_diff;
 use jobprof::render::folded::read_folded;
+use jobprof::render::Format;
 use jobprof::ExitCode;
 
 use super::render::{refuse_overwriting_inputs, warn_bad_lines, write_output, LookArgs};
@@ -214,7 +214,12 @@ fn run_dirs(args: DiffArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// One query of two runs into the file OUT.
-fn diff_one(args: &DiffArgs, b: &QueryStacks, a: &QueryStacks, q: &str) -> anyhow::Result<ExitCode> {
+fn diff_one(
+    args: &DiffArgs,
+    b: &QueryStacks,
+    a: &QueryStacks,
+    q: &str,
+) -> anyhow::Result<ExitCode> {
     let format = args.look.format_for(&args.output)?;
     let mut opts = args.look.options("Differential Flame Graph")?;
     if args.look.title.is_none() {
@@ -222,7 +227,14 @@ fn diff_one(args: &DiffArgs, b: &QueryStacks, a: &QueryStacks, q: &str) -> anyho
     }
     let mut summary = None;
     super::render::write_output(&args.output, |w| {
-        summary = Some(render_diff(&b.stacks, &a.stacks, args.normalize, format, &opts, w)?);
+        summary = Some(render_diff(
+            &b.stacks,
+            &a.stacks,
+            args.normalize,
+            format,
+            &opts,
+            w,
+        )?);
         Ok(())
     })?;
     if !args.quiet {

@@ -160,7 +160,12 @@ impl QueryDiff {
 }
 
 /// Compares one query's stacks.
-pub fn compare(query: &str, before: &QueryStacks, after: &QueryStacks, normalize: bool) -> QueryDiff {
+pub fn compare(
+    query: &str,
+    before: &QueryStacks,
+    after: &QueryStacks,
+    normalize: bool,
+) -> QueryDiff {
     let bt: u64 = before.stacks.iter().map(|(_, c)| c).sum();
     let at: u64 = after.stacks.iter().map(|(_, c)| c).sum();
     let scale = if normalize && bt > 0 {
@@ -318,16 +323,19 @@ fn index_html(d: &RunDiff) -> String {
             } else {
                 ""
             };
-            let top = q.top_function.as_ref().map_or(Cell::text("-"), |(n, v)| Cell {
-                html: format!(
-                    "{} <span class=\"{}\">{}</span>",
-                    crate::render::html::esc(n),
-                    if *v > 0.0 { "up" } else { "down" },
-                    signed(*v)
-                ),
-                v: Some(n.clone()),
-                class: "fns",
-            });
+            let top = q
+                .top_function
+                .as_ref()
+                .map_or(Cell::text("-"), |(n, v)| Cell {
+                    html: format!(
+                        "{} <span class=\"{}\">{}</span>",
+                        crate::render::html::esc(n),
+                        if *v > 0.0 { "up" } else { "down" },
+                        signed(*v)
+                    ),
+                    v: Some(n.clone()),
+                    class: "fns",
+                });
             let mut change = Cell::num(signed(q.change), Some(q.change));
             change.class = if dir == "up" {
                 "num up"
@@ -390,15 +398,51 @@ fn index_html(d: &RunDiff) -> String {
         table: Table {
             id: "jp-diff",
             cols: vec![
-                Col { key: "query", label: "Query", num: false },
-                Col { key: "before", label: "Before", num: true },
-                Col { key: "after", label: "After", num: true },
-                Col { key: "change", label: "Change", num: true },
-                Col { key: "relative", label: "Change %", num: true },
-                Col { key: "moved", label: "Moved", num: true },
-                Col { key: "function", label: "Largest function change", num: false },
-                Col { key: "captures", label: "Captures (before / after)", num: true },
-                Col { key: "flamegraph", label: "Flamegraph", num: false },
+                Col {
+                    key: "query",
+                    label: "Query",
+                    num: false,
+                },
+                Col {
+                    key: "before",
+                    label: "Before",
+                    num: true,
+                },
+                Col {
+                    key: "after",
+                    label: "After",
+                    num: true,
+                },
+                Col {
+                    key: "change",
+                    label: "Change",
+                    num: true,
+                },
+                Col {
+                    key: "relative",
+                    label: "Change %",
+                    num: true,
+                },
+                Col {
+                    key: "moved",
+                    label: "Moved",
+                    num: true,
+                },
+                Col {
+                    key: "function",
+                    label: "Largest function change",
+                    num: false,
+                },
+                Col {
+                    key: "captures",
+                    label: "Captures (before / after)",
+                    num: true,
+                },
+                Col {
+                    key: "flamegraph",
+                    label: "Flamegraph",
+                    num: false,
+                },
             ],
             rows,
         },

@@ -175,7 +175,10 @@ pub fn perf_root_of(capture_dir: &Path) -> Option<PathBuf> {
 /// Refreshes the views of every result directory the outcomes belong to
 /// (skipped captures included: a directory processed before views existed
 /// gets them). One report per result directory, sorted by path.
-pub fn after_run<'a, T>(outcomes: impl IntoIterator<Item = &'a T>, opts: &Options) -> Vec<ViewReport>
+pub fn after_run<'a, T>(
+    outcomes: impl IntoIterator<Item = &'a T>,
+    opts: &Options,
+) -> Vec<ViewReport>
 where
     T: 'a,
     &'a T: Into<Outcome>,

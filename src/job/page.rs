@@ -39,8 +39,8 @@ td.up { color: #b00; } td.down { color: #00b; }
 
 /// Sorting: every `table.jp-sortable` sorts by a clicked header, on the
 /// cells' `data-v` (numbers when the header has `data-num`). With
-/// `?jobprof-selftest=sort` the page clicks each sortable header of the
-/// first table twice and writes what it saw into `<pre id="jp-selftest">`
+/// `?jobprof-selftest=sort&table=ID` the page clicks each header of table
+/// ID (default: the first) twice and writes what it saw into `<pre id="jp-selftest">`
 /// (for the browser test).
 const SCRIPT: &str = r##"
 (function () {
@@ -115,7 +115,9 @@ const SCRIPT: &str = r##"
       if (c >= 0) sortBy(t, c, desc);
     });
   }
-  if (p.get("jobprof-selftest") === "sort" && tables.length) selfTest(tables[0]);
+  if (p.get("jobprof-selftest") === "sort" && tables.length) {
+    selfTest(document.getElementById(p.get("table") || "") || tables[0]);
+  }
 })();
 "##;
 
@@ -396,11 +398,31 @@ fn queries_section(index: &Index) -> Section {
         table: Table {
             id: "jp-queries",
             cols: vec![
-                Col { key: "query", label: "Query", num: false },
-                Col { key: "workers", label: "Workers merged", num: true },
-                Col { key: "samples", label: "Samples", num: true },
-                Col { key: "imbalance", label: "Imbalance", num: true },
-                Col { key: "flamegraph", label: "Flamegraph", num: false },
+                Col {
+                    key: "query",
+                    label: "Query",
+                    num: false,
+                },
+                Col {
+                    key: "workers",
+                    label: "Workers merged",
+                    num: true,
+                },
+                Col {
+                    key: "samples",
+                    label: "Samples",
+                    num: true,
+                },
+                Col {
+                    key: "imbalance",
+                    label: "Imbalance",
+                    num: true,
+                },
+                Col {
+                    key: "flamegraph",
+                    label: "Flamegraph",
+                    num: false,
+                },
             ],
             rows,
         },
@@ -469,16 +491,56 @@ fn captures_section(index: &Index) -> Section {
         table: Table {
             id: "jp-captures",
             cols: vec![
-                Col { key: "query", label: "Query", num: false },
-                Col { key: "worker", label: "Worker", num: true },
-                Col { key: "host", label: "Node", num: false },
-                Col { key: "state", label: "State", num: false },
-                Col { key: "samples", label: "Samples", num: true },
-                Col { key: "window", label: "Window (s)", num: true },
-                Col { key: "symbolized", label: "Symbolized", num: true },
-                Col { key: "truncated", label: "Truncated", num: true },
-                Col { key: "top", label: "Top self functions", num: false },
-                Col { key: "flamegraph", label: "Flamegraph", num: false },
+                Col {
+                    key: "query",
+                    label: "Query",
+                    num: false,
+                },
+                Col {
+                    key: "worker",
+                    label: "Worker",
+                    num: true,
+                },
+                Col {
+                    key: "host",
+                    label: "Node",
+                    num: false,
+                },
+                Col {
+                    key: "state",
+                    label: "State",
+                    num: false,
+                },
+                Col {
+                    key: "samples",
+                    label: "Samples",
+                    num: true,
+                },
+                Col {
+                    key: "window",
+                    label: "Window (s)",
+                    num: true,
+                },
+                Col {
+                    key: "symbolized",
+                    label: "Symbolized",
+                    num: true,
+                },
+                Col {
+                    key: "truncated",
+                    label: "Truncated",
+                    num: true,
+                },
+                Col {
+                    key: "top",
+                    label: "Top self functions",
+                    num: false,
+                },
+                Col {
+                    key: "flamegraph",
+                    label: "Flamegraph",
+                    num: false,
+                },
             ],
             rows,
         },
@@ -491,7 +553,10 @@ mod tests {
 
     #[test]
     fn hrefs_are_encoded() {
-        assert_eq!(href_esc("worker_0/q 1/flamegraph.html"), "worker_0/q%201/flamegraph.html");
+        assert_eq!(
+            href_esc("worker_0/q 1/flamegraph.html"),
+            "worker_0/q%201/flamegraph.html"
+        );
         assert_eq!(href_esc("a\"b"), "a%22b");
     }
 
@@ -505,7 +570,11 @@ mod tests {
                 note: None,
                 table: Table {
                     id: "x",
-                    cols: vec![Col { key: "a", label: "A", num: true }],
+                    cols: vec![Col {
+                        key: "a",
+                        label: "A",
+                        num: true,
+                    }],
                     rows: vec![(String::new(), vec![Cell::num("1".into(), Some(1.0))])],
                 },
             }],

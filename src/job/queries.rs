@@ -53,7 +53,8 @@ pub fn update(perf_root: &Path, index: &mut Index, opts: &Options) -> Result<(us
                     "completed": r.completed,
                 })).collect::<Vec<_>>(),
             });
-            let sources = serde_json::to_string_pretty(&sources).expect("JSON values serialize") + "\n";
+            let sources =
+                serde_json::to_string_pretty(&sources).expect("JSON values serialize") + "\n";
             let current = fs::read_to_string(dir.join(SOURCES_JSON)).is_ok_and(|s| s == sources)
                 && dir.join(HTML).is_file()
                 && dir.join(FOLDED).is_file();
@@ -142,7 +143,10 @@ fn render_options(q: &str, job: Option<&str>, merged: &[&Row], opts: &Options) -
         facts.push("root frame = worker".into());
     }
     let mut o = RenderOptions {
-        title: format!("{} · all workers", render::capture_title(job, None, Some(q))),
+        title: format!(
+            "{} · all workers",
+            render::capture_title(job, None, Some(q))
+        ),
         subtitle: Some(facts.join(" · ")),
         ..RenderOptions::default()
     };

@@ -202,14 +202,19 @@ fn row(
     header: &mut Header,
 ) -> Row {
     let label = c.label();
-    let meta: Option<Capture> = fs::read_to_string(c.dir.join(jobprof_capture_format::CAPTURE_JSON))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok());
+    let meta: Option<Capture> =
+        fs::read_to_string(c.dir.join(jobprof_capture_format::CAPTURE_JSON))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok());
     let summary = read_json(&c.dir.join(SUMMARY));
     let rel = |name: &str| {
         let p = c.dir.join(name);
         p.is_file()
-            .then(|| p.strip_prefix(perf_root).ok().map(|r| r.display().to_string()))
+            .then(|| {
+                p.strip_prefix(perf_root)
+                    .ok()
+                    .map(|r| r.display().to_string())
+            })
             .flatten()
     };
     let mut r = Row {
@@ -385,7 +390,10 @@ mod tests {
     fn ratios_are_read_from_any_known_field() {
         let s: Value = serde_json::json!({"symbolized_ratio": 0.5, "truncated": {"share": 0.25}});
         assert_eq!(first_ratio(&s, &["symbolized_ratio"]), Some(0.5));
-        assert_eq!(first_ratio(&s, &["truncated_share", "truncated"]), Some(0.25));
+        assert_eq!(
+            first_ratio(&s, &["truncated_share", "truncated"]),
+            Some(0.25)
+        );
         assert_eq!(first_ratio(&s, &["absent"]), None);
     }
 
