@@ -149,7 +149,8 @@ fn run_dirs(args: DiffArgs) -> anyhow::Result<ExitCode> {
         None
     };
     if let Some((b, a, q)) = pair {
-        return diff_one(&args, b, a, &q);
+        let count = jobdiff::count_name(&before, &after);
+        return diff_one(&args, b, a, &q, count);
     }
     if args.output.is_file() || args.output.as_os_str() == "-" {
         return Err(jobprof::Error::Usage(format!(
@@ -163,7 +164,12 @@ fn run_dirs(args: DiffArgs) -> anyhow::Result<ExitCode> {
         Some(f) => f.parse::<Format>().map_err(jobprof::Error::from)?,
         None => Format::Html,
     };
-    let opts = args.look.options("Differential Flame Graph")?;
+    let mut opts = args.look.options("Differential Flame Graph")?;
+    if args.look.count_name == "samples" {
+        if let Some(n) = jobdiff::count_name(&before, &after) {
+            opts.count_name = n;
+        }
+    }
     let diff = jobdiff::diff_runs(&before, &after, args.normalize, format, &opts, &args.output)?;
     let mut bad = 0;
     for run in [&before, &after] {
@@ -181,9 +187,10 @@ fn run_dirs(args: DiffArgs) -> anyhow::Result<ExitCode> {
     for d in &diff.queries {
         let base = d.before_total as f64 * d.scale;
         println!(
-            "{}: {:+.0} ({}){}",
+            "{}: {:+.0} {} ({}){}",
             d.query,
             d.change,
+            opts.count_name,
             if base > 0.0 {
                 format!("{:+.1}%", 100.0 * d.change / base)
             } else {
@@ -219,9 +226,13 @@ fn diff_one(
     b: &QueryStacks,
     a: &QueryStacks,
     q: &str,
+    count: Option<String>,
 ) -> anyhow::Result<ExitCode> {
     let format = args.look.format_for(&args.output)?;
     let mut opts = args.look.options("Differential Flame Graph")?;
+    if let (Some(n), "samples") = (count, args.look.count_name.as_str()) {
+        opts.count_name = n;
+    }
     if args.look.title.is_none() {
         opts.title = format!("Differential Flame Graph · query {q}");
     }
@@ -253,7 +264,7 @@ fn diff_one(
             eprintln!(
                 "jobprof: note: {:.0} of BEFORE's {} {} are on call paths AFTER never reached; \
                  they are not drawn (swap the inputs to see them)",
-                s.vanished, s.before_total, args.look.count_name
+                s.vanished, s.before_total, opts.count_name
             );
         }
     }

@@ -45,6 +45,27 @@ pub struct Run {
     pub root: PathBuf,
     /// Query -> its stacks.
     pub queries: BTreeMap<String, QueryStacks>,
+    /// The event sampled, from the first merged capture's summary.json.
+    pub event: Option<String>,
+}
+
+/// What the counts of two runs are, from their event: `ns` for the
+/// software clocks (folded counts are sample periods), the event's name
+/// otherwise; `None` when the summaries do not say or the runs differ.
+pub fn count_name(before: &Run, after: &Run) -> Option<String> {
+    let (b, a) = (before.event.as_deref()?, after.event.as_deref()?);
+    let (b, a) = (
+        crate::perf_script::event_base(b),
+        crate::perf_script::event_base(a),
+    );
+    if b != a {
+        return None;
+    }
+    Some(if b.ends_with("-clock") {
+        "ns".into()
+    } else {
+        b.to_string()
+    })
 }
 
 /// Finds the captures under `root` (a result directory, its
@@ -68,12 +89,19 @@ pub fn load_run(root: &Path, query: Option<&str>) -> Result<Run> {
         }
     }
     let mut queries: BTreeMap<String, QueryStacks> = BTreeMap::new();
+    let mut event = None;
     for c in found.iter().filter(|c| query.is_none_or(|q| c.query == q)) {
         let entry = queries.entry(c.query.clone()).or_default();
         let folded = c.dir.join(FOLDED);
         if !folded.is_file() {
             entry.missing.push(c.label());
             continue;
+        }
+        if event.is_none() {
+            event = fs::read_to_string(c.dir.join(crate::process::SUMMARY))
+                .ok()
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                .and_then(|v| v["event"].as_str().map(str::to_string));
         }
         let input = read_folded(&[Source::Path(folded)])?;
         entry.bad_lines += input.bad_lines;
@@ -83,6 +111,7 @@ pub fn load_run(root: &Path, query: Option<&str>) -> Result<Run> {
     Ok(Run {
         root: root.to_path_buf(),
         queries,
+        event,
     })
 }
 
@@ -212,6 +241,8 @@ pub struct RunDiff {
     pub after: PathBuf,
     /// Whether BEFORE was scaled to AFTER's total.
     pub normalize: bool,
+    /// What the counts are (`ns`, `samples`, ...).
+    pub count_name: String,
     /// Queries in both, largest change first.
     pub queries: Vec<QueryDiff>,
     /// Queries only BEFORE has.
@@ -278,6 +309,7 @@ pub fn diff_runs(
         before: before.root.clone(),
         after: after.root.clone(),
         normalize,
+        count_name: opts.count_name.clone(),
         queries: diffs,
         only_before: only(before, after),
         only_after: only(after, before),
@@ -383,6 +415,7 @@ fn index_html(d: &RunDiff) -> String {
             "Queries".to_string(),
             format!("{} in both", d.queries.len()),
         ),
+        ("Counts".to_string(), d.count_name.clone()),
         (
             "Written".to_string(),
             format!(

@@ -34,7 +34,7 @@ tr.st-not-rendered td.st, tr.st-outdated td.st { color: #a60; font-weight: bold;
 tr.st-not-processed td.st { color: #777; }
 td.st small { display: block; font-weight: normal; color: #555; max-width: 36em; }
 td.fns { font-family: monospace; font-size: 0.95em; }
-td.up { color: #b00; } td.down { color: #00b; }
+td.up, span.up { color: #b00; } td.down, span.down { color: #00b; }
 "##;
 
 /// Sorting: every `table.jp-sortable` sorts by a clicked header, on the

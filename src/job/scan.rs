@@ -368,7 +368,13 @@ fn note_header(h: &mut Header, c: &CaptureDir, meta: Option<&Capture>, summary: 
         set("frequency", format!("{} Hz", m.frequency));
         set("call graph", m.call_graph.clone());
         set("threads per shard", m.threads_per_shard.to_string());
-        set("perf", m.perf_version.clone());
+        let perf = m.perf_version.trim();
+        set(
+            "perf",
+            perf.strip_prefix("perf version ")
+                .unwrap_or(perf)
+                .to_string(),
+        );
         set("recorder", format!("jobprof-record {}", m.recorder_version));
         if let Some(j) = &m.slurm_job_id {
             h.job_ids.insert(j.clone());
