@@ -45,8 +45,10 @@ fn queries_program(dir: &Path) -> PathBuf {
     exe
 }
 
+/// Waits generously: on a loaded shared machine a sidecar can take a
+/// minute to get ready.
 fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let end = Instant::now() + Duration::from_secs(60);
+    let end = Instant::now() + Duration::from_secs(300);
     while !done() {
         assert!(Instant::now() < end, "timed out waiting for {what}");
         sleep(Duration::from_millis(20));
@@ -101,7 +103,7 @@ fn record_worker(
         .arg("--staging")
         .arg(scratch.join(format!("staging{w}")))
         .args(["--frequency", "499", "--threads-per-shard", "3"])
-        .args(["--start-timeout", "30", "--stop-timeout", "20"])
+        .args(["--start-timeout", "120", "--stop-timeout", "60"])
         .env("SLURM_JOB_ID", job)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -115,7 +117,7 @@ fn record_worker(
             .args(args)
             .arg("--token-dir")
             .arg(&tokens)
-            .args(["--worker", &ws, "--timeout", "60"])
+            .args(["--worker", &ws, "--timeout", "300"])
             .output()
             .unwrap();
         ok(&out);
