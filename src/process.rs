@@ -235,7 +235,7 @@ pub struct Report {
 
 impl Report {
     /// 0 when every capture was processed or skipped, 1 when any was
-    /// refused or failed.
+    /// refused or failed (or a job view could not be written).
     pub fn exit_code(&self) -> ExitCode {
         if self.captures.iter().any(|c| c.status.is_failure())
             || crate::job::any_failed(&self.views)

@@ -511,7 +511,8 @@ impl Report {
     }
 
     /// 0 when everything was processed or already complete; 1 when any
-    /// directory was refused, not rendered or failed.
+    /// directory was refused, not rendered or failed (or a job view could
+    /// not be written).
     pub fn exit_code(&self) -> ExitCode {
         if self.outcomes.iter().any(|o| o.status.is_failure())
             || crate::job::any_failed(&self.views)
