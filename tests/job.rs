@@ -630,3 +630,41 @@ fn diff_of_two_runs_puts_the_changed_query_on_top_in_red() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", output_text(&o));
 }
+
+#[test]
+fn a_page_that_cannot_be_written_fails_the_run_and_old_dirs_get_views() {
+    let Some(runs) = runs() else { return };
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("result_5001");
+    copy_tree(&runs.a, &dir);
+    let perf = dir.join("profiles/perf");
+    // A directory processed before job views existed: only the captures.
+    fs::remove_dir_all(perf.join("queries")).unwrap();
+    fs::remove_file(perf.join("index.json")).unwrap();
+    fs::remove_file(perf.join("index.html")).unwrap();
+    let o = jobprof().arg("reprocess").arg(t.path()).output().unwrap();
+    ok(&o);
+    assert!(perf.join("index.html").is_file() && perf.join("queries/q2/flamegraph.html").is_file());
+    assert_eq!(
+        json(&perf.join("index.json"))["captures"]
+            .as_array()
+            .unwrap()
+            .len(),
+        6
+    );
+    // Nothing changed: nothing is redrawn.
+    let o = process(&dir, &[]);
+    ok(&o);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("3 query flamegraph(s), 0 redrawn"));
+
+    // The page's place is taken: the run says so and fails.
+    fs::remove_file(perf.join("index.html")).unwrap();
+    fs::create_dir(perf.join("index.html")).unwrap();
+    let o = process(&dir, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("index.html: not written"),
+        "{}",
+        output_text(&o)
+    );
+}
