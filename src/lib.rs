@@ -5,7 +5,8 @@
 //! (memory map or stream, with magic-byte sniffing), [`perf_script`] parses
 //! `perf script` lines, [`fold`] turns the text into collapsed stacks,
 //! [`render`] draws flamegraphs (SVG, offline HTML, speedscope), and the
-//! later stages process result directories, talk to Slurm ([`slurm`],
+//! later stages process result directories (and draw their job-level views,
+//! [`job`]), talk to Slurm ([`slurm`],
 //! [`repl`]) and gather Nsight Systems reports ([`nsys`]). Every file is
 //! written through [`atomic`]; progress is drawn only by [`progress`]; all
 //! errors are [`Error`], mapped onto one [`ExitCode`] contract. Only the
@@ -33,6 +34,7 @@ pub mod compat;
 pub mod error;
 pub mod fold;
 pub mod input;
+pub mod job;
 pub mod nsys;
 pub mod perf_script;
 pub mod process;

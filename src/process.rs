@@ -140,6 +140,8 @@ pub struct Options {
     pub slice_min_bytes: u64,
     /// zstd level of the archive.
     pub zstd_level: i32,
+    /// The job-level views refreshed after the run.
+    pub job: crate::job::Options,
 }
 
 impl Default for Options {
@@ -154,6 +156,7 @@ impl Default for Options {
             time_slices: None,
             slice_min_bytes: 4 << 20,
             zstd_level: archive::DEFAULT_LEVEL,
+            job: crate::job::Options::default(),
         }
     }
 }
@@ -226,13 +229,17 @@ pub struct CaptureReport {
 pub struct Report {
     /// One entry per capture, in discovery order.
     pub captures: Vec<CaptureReport>,
+    /// The job-level views refreshed, one per result directory.
+    pub views: Vec<crate::job::ViewReport>,
 }
 
 impl Report {
     /// 0 when every capture was processed or skipped, 1 when any was
-    /// refused or failed.
+    /// refused or failed (or a job view could not be written).
     pub fn exit_code(&self) -> ExitCode {
-        if self.captures.iter().any(|c| c.status.is_failure()) {
+        if self.captures.iter().any(|c| c.status.is_failure())
+            || crate::job::any_failed(&self.views)
+        {
             ExitCode::Failed
         } else {
             ExitCode::Success
@@ -269,6 +276,7 @@ pub fn run(
         report.captures.push(r);
     }
     overall.finish_and_clear();
+    report.views = crate::job::after_run(&report.captures, &opts.job);
     Ok(report)
 }
 
@@ -1127,6 +1135,7 @@ mod tests {
         };
         let mut r = Report {
             captures: vec![mk(Status::Processed), mk(Status::Skipped)],
+            ..Report::default()
         };
         assert_eq!(r.exit_code(), ExitCode::Success);
         r.captures.push(mk(Status::Refused));

@@ -500,6 +500,8 @@ pub struct Report {
     pub outcomes: Vec<Outcome>,
     /// True for `--dry-run`: outcomes say what would be done.
     pub dry_run: bool,
+    /// The job-level views refreshed, one per result directory.
+    pub views: Vec<crate::job::ViewReport>,
 }
 
 impl Report {
@@ -509,9 +511,12 @@ impl Report {
     }
 
     /// 0 when everything was processed or already complete; 1 when any
-    /// directory was refused, not rendered or failed.
+    /// directory was refused, not rendered or failed (or a job view could
+    /// not be written).
     pub fn exit_code(&self) -> ExitCode {
-        if self.outcomes.iter().any(|o| o.status.is_failure()) {
+        if self.outcomes.iter().any(|o| o.status.is_failure())
+            || crate::job::any_failed(&self.views)
+        {
             ExitCode::Failed
         } else {
             ExitCode::Success
@@ -602,6 +607,7 @@ pub fn run(roots: &[PathBuf], opts: &Options, progress: &Progress) -> Result<Rep
         split: opts.split,
         outcomes: Vec::new(),
         dry_run: opts.dry_run,
+        views: Vec::new(),
     };
     let planned: Vec<(Item, Plan)> = mine
         .into_iter()
@@ -686,6 +692,7 @@ pub fn run(roots: &[PathBuf], opts: &Options, progress: &Progress) -> Result<Rep
         .outcomes
         .extend(results.into_inner().expect("no panics hold it"));
     report.outcomes.sort_by(|a, b| a.dir.cmp(&b.dir));
+    report.views = crate::job::after_run(&report.outcomes, &opts.process.job);
     Ok(report)
 }
 

@@ -1,12 +1,15 @@
-//! `jobprof diff`: a differential flamegraph of two folded profiles.
+//! `jobprof diff`: a differential flamegraph of two folded profiles, or of
+//! the same queries of two runs (result or capture directories).
 
 use std::path::PathBuf;
 
 use clap::Args;
 
 use jobprof::input::Source;
+use jobprof::job::diff::{self as jobdiff, QueryStacks};
 use jobprof::render::diff::render_diff;
 use jobprof::render::folded::read_folded;
+use jobprof::render::Format;
 use jobprof::ExitCode;
 
 use super::render::{refuse_overwriting_inputs, warn_bad_lines, write_output, LookArgs};
@@ -18,19 +21,25 @@ use super::render::{refuse_overwriting_inputs, warn_bad_lines, write_output, Loo
 /// (swap the inputs to see it).
 #[derive(Debug, Args)]
 pub struct DiffArgs {
-    /// The baseline folded stacks.
+    /// The baseline: folded stacks, or a run (result or capture directory).
     #[arg(value_name = "BEFORE")]
     pub before: PathBuf,
 
-    /// The folded stacks to compare with the baseline.
+    /// What to compare with the baseline (of the same kind as BEFORE).
     #[arg(value_name = "AFTER")]
     pub after: PathBuf,
 
     /// Output file, written atomically: .svg, .html, or .folded
     /// (`stack before after` lines, the input of FlameGraph/inferno's
-    /// differential mode); `-` writes to stdout (then give --format).
+    /// differential mode); `-` writes to stdout (then give --format). For two
+    /// result directories without --query: the output directory (created).
     #[arg(short, long, value_name = "OUT")]
     pub output: PathBuf,
+
+    /// With two result directories: compare only query Q (its workers
+    /// merged), into the file OUT.
+    #[arg(long, value_name = "Q")]
+    pub query: Option<String>,
 
     /// Scale BEFORE's counts so its total equals AFTER's (compare the shape
     /// of runs of different lengths or sampling rates).
@@ -46,6 +55,25 @@ pub struct DiffArgs {
 }
 
 pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
+    match (args.before.is_dir(), args.after.is_dir()) {
+        (true, true) => return run_dirs(args),
+        (false, false) if args.query.is_none() => {}
+        (false, false) => {
+            return Err(jobprof::Error::Usage(
+                "--query needs BEFORE and AFTER to be result directories".into(),
+            )
+            .into())
+        }
+        _ => {
+            return Err(jobprof::Error::Usage(format!(
+                "{} and {}: give two folded files or two directories (result or capture \
+                 directories), not one of each",
+                args.before.display(),
+                args.after.display()
+            ))
+            .into())
+        }
+    }
     let format = args.look.format_for(&args.output)?;
     let opts = args.look.options("Differential Flame Graph")?;
     refuse_overwriting_inputs(&args.output, &[args.before.clone(), args.after.clone()])?;
@@ -88,6 +116,159 @@ pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(if before.bad_lines + after.bad_lines > 0 {
+        ExitCode::Failed
+    } else {
+        ExitCode::Success
+    })
+}
+
+/// Two runs: one query into a file, or every common query into a directory.
+fn run_dirs(args: DiffArgs) -> anyhow::Result<ExitCode> {
+    let captures = jobdiff::is_capture_dir(&args.before) && jobdiff::is_capture_dir(&args.after);
+    let query = args.query.as_deref();
+    let before = jobdiff::load_run(&args.before, query.filter(|_| !captures))?;
+    let after = jobdiff::load_run(&args.after, query.filter(|_| !captures))?;
+    let single = (jobdiff::only_query(&before), jobdiff::only_query(&after));
+    let pair = if let (true, Some((qb, _)), Some((qa, _))) = (captures, single.0, single.1) {
+        Some((
+            jobdiff::stacks_of(&before, qb, "BEFORE")?,
+            jobdiff::stacks_of(&after, qa, "AFTER")?,
+            if qb == qa {
+                qb.clone()
+            } else {
+                format!("{qb} vs {qa}")
+            },
+        ))
+    } else if let Some(q) = query {
+        Some((
+            jobdiff::stacks_of(&before, q, "BEFORE")?,
+            jobdiff::stacks_of(&after, q, "AFTER")?,
+            q.to_string(),
+        ))
+    } else {
+        None
+    };
+    if let Some((b, a, q)) = pair {
+        let count = jobdiff::count_name(&before, &after);
+        return diff_one(&args, b, a, &q, count);
+    }
+    if args.output.is_file() || args.output.as_os_str() == "-" {
+        return Err(jobprof::Error::Usage(format!(
+            "{}: comparing every query writes a directory (index.html and one page per \
+             query); name a directory, or pick one query with --query",
+            args.output.display()
+        ))
+        .into());
+    }
+    let format = match &args.look.format {
+        Some(f) => f.parse::<Format>().map_err(jobprof::Error::from)?,
+        None => Format::Html,
+    };
+    let mut opts = args.look.options("Differential Flame Graph")?;
+    if args.look.count_name == "samples" {
+        if let Some(n) = jobdiff::count_name(&before, &after) {
+            opts.count_name = n;
+        }
+    }
+    let diff = jobdiff::diff_runs(&before, &after, args.normalize, format, &opts, &args.output)?;
+    let mut bad = 0;
+    for run in [&before, &after] {
+        for (q, s) in &run.queries {
+            bad += s.bad_lines;
+            if !args.quiet && !s.missing.is_empty() {
+                eprintln!(
+                    "jobprof: warning: {}: query {q}: not processed, left out: {}",
+                    run.root.display(),
+                    s.missing.join(", ")
+                );
+            }
+        }
+    }
+    for d in &diff.queries {
+        let base = d.before_total as f64 * d.scale;
+        println!(
+            "{}: {:+.0} {} ({}){}",
+            d.query,
+            d.change,
+            opts.count_name,
+            if base > 0.0 {
+                format!("{:+.1}%", 100.0 * d.change / base)
+            } else {
+                "new".to_string()
+            },
+            d.file
+                .as_ref()
+                .map(|f| format!(" -> {}", args.output.join(f).display()))
+                .unwrap_or_default()
+        );
+    }
+    println!("{}", args.output.join(jobprof::job::INDEX_HTML).display());
+    if !args.quiet {
+        for (side, list) in [("BEFORE", &diff.only_before), ("AFTER", &diff.only_after)] {
+            if !list.is_empty() {
+                eprintln!(
+                    "jobprof: note: only {side} has {}: not compared",
+                    list.join(", ")
+                );
+            }
+        }
+    }
+    Ok(if bad > 0 {
+        ExitCode::Failed
+    } else {
+        ExitCode::Success
+    })
+}
+
+/// One query of two runs into the file OUT.
+fn diff_one(
+    args: &DiffArgs,
+    b: &QueryStacks,
+    a: &QueryStacks,
+    q: &str,
+    count: Option<String>,
+) -> anyhow::Result<ExitCode> {
+    let format = args.look.format_for(&args.output)?;
+    let mut opts = args.look.options("Differential Flame Graph")?;
+    if let (Some(n), "samples") = (count, args.look.count_name.as_str()) {
+        opts.count_name = n;
+    }
+    if args.look.title.is_none() {
+        opts.title = format!("Differential Flame Graph · query {q}");
+    }
+    let mut summary = None;
+    super::render::write_output(&args.output, |w| {
+        summary = Some(render_diff(
+            &b.stacks,
+            &a.stacks,
+            args.normalize,
+            format,
+            &opts,
+            w,
+        )?);
+        Ok(())
+    })?;
+    if !args.quiet {
+        for (side, s) in [("BEFORE", b), ("AFTER", a)] {
+            eprintln!(
+                "jobprof: {side}: query {q}: {} merged{}",
+                s.merged.join(", "),
+                if s.missing.is_empty() {
+                    String::new()
+                } else {
+                    format!("; not processed, left out: {}", s.missing.join(", "))
+                }
+            );
+        }
+        if let Some(s) = summary.filter(|s| s.vanished >= 0.5) {
+            eprintln!(
+                "jobprof: note: {:.0} of BEFORE's {} {} are on call paths AFTER never reached; \
+                 they are not drawn (swap the inputs to see them)",
+                s.vanished, s.before_total, opts.count_name
+            );
+        }
+    }
+    Ok(if b.bad_lines + a.bad_lines > 0 {
         ExitCode::Failed
     } else {
         ExitCode::Success

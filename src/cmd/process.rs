@@ -18,7 +18,10 @@ use jobprof::ExitCode;
 /// its shards with `perf script` at once, folds and compresses the text as it
 /// streams, and writes into the capture directory, each file atomically:
 /// perf.script.zst, stacks.folded, flamegraph.svg, flamegraph.html,
-/// summary.json, and .postprocess-complete last.
+/// summary.json, and .postprocess-complete last. Then it refreshes the job's
+/// views from the summaries: profiles/perf/index.html (every capture in one
+/// sortable offline page), index.json, and one flamegraph per query merged
+/// over its workers (profiles/perf/queries/QUERY/).
 ///
 /// Completed captures are skipped (unless --force); a run that was killed
 /// half-way is completed by the next one. A capture without perf.data files,
@@ -87,6 +90,13 @@ pub struct ProcessArgs {
     /// than --jobs has its big shards split so that every job works].
     #[arg(long, value_name = "N")]
     pub time_slices: Option<usize>,
+
+    /// Root frame of the per-query flamegraphs merged over all workers
+    /// (profiles/perf/queries/QUERY/): `worker` puts each worker's stacks
+    /// under a `worker_N` frame, so imbalance between workers shows; `none`
+    /// sums the workers' stacks.
+    #[arg(long, value_name = "ROOT", default_value = "worker", value_parser = ["worker", "none"])]
+    pub query_root: String,
 }
 
 /// Runs `jobprof process`.
@@ -111,6 +121,9 @@ pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
         min_symbolized_pct: args.min_symbolized,
         perf: args.perf,
         time_slices: args.time_slices,
+        job: jobprof::job::Options {
+            query_root: args.query_root.parse()?,
+        },
         ..Options::default()
     };
     let filter = Filter {
@@ -129,6 +142,9 @@ pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
             c.elapsed.as_secs_f64(),
             c.message
         );
+    }
+    for v in &report.views {
+        println!("{}", v.line());
     }
     let failed = report
         .captures

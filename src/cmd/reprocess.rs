@@ -22,7 +22,8 @@ use jobprof::ExitCode;
 /// stacks.folded get their flamegraphs drawn. Several captures are worked on
 /// at once (--jobs). Every file is written atomically and the completion
 /// marker last: a run killed at any moment leaves only complete outputs, and
-/// the next run finishes the rest.
+/// the next run finishes the rest. Each result directory's job views
+/// (profiles/perf/index.html, index.json, queries/) are refreshed at the end.
 ///
 /// In a Slurm job array every task takes its own share of the captures (the
 /// sorted list, round robin), so N tasks cover every capture exactly once
@@ -103,6 +104,11 @@ pub struct ReprocessArgs {
     /// The perf executable [default: `perf` on PATH].
     #[arg(long, value_name = "PATH")]
     pub perf: Option<PathBuf>,
+
+    /// Root frame of the per-query flamegraphs (as for `jobprof process`):
+    /// worker or none.
+    #[arg(long, value_name = "ROOT", default_value = "worker", value_parser = ["worker", "none"])]
+    pub query_root: String,
 }
 
 fn env_jobs() -> Option<usize> {
@@ -141,6 +147,9 @@ pub fn run(args: ReprocessArgs) -> anyhow::Result<ExitCode> {
         process: process::Options {
             formats,
             perf: args.perf,
+            job: jobprof::job::Options {
+                query_root: args.query_root.parse()?,
+            },
             ..process::Options::default()
         },
     };
@@ -164,6 +173,9 @@ pub fn run(args: ReprocessArgs) -> anyhow::Result<ExitCode> {
             o.elapsed.as_secs_f64(),
             o.message
         );
+    }
+    for v in &report.views {
+        println!("{}", v.line());
     }
     print!("{}", report.table());
     Ok(report.exit_code())
@@ -213,6 +225,9 @@ fn forwarded_args(args: &ReprocessArgs) -> Vec<String> {
     }
     if let Some(p) = &args.perf {
         v.push(format!("--perf={}", p.display()));
+    }
+    if args.query_root != "worker" {
+        v.push(format!("--query-root={}", args.query_root));
     }
     v
 }

@@ -187,7 +187,7 @@ const POST_SCRIPT: &str = r##"
 
 /// Escapes text for HTML; `/` is written as a character reference so that
 /// no `://` appears in the page's source.
-fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

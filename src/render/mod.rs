@@ -13,7 +13,7 @@
 
 pub mod diff;
 pub mod folded;
-mod html;
+pub(crate) mod html;
 pub mod speedscope;
 
 use std::fmt;

@@ -1,0 +1,161 @@
+//! One flamegraph per query over all its workers:
+//! `profiles/perf/queries/<Q>/stacks.folded` and `flamegraph.html`, merged
+//! from the `stacks.folded` of the query's completely processed captures,
+//! with `worker_N` as the root frame by default (one tower per worker, so
+//! imbalance shows). `sources.json`, written last, names the captures (and
+//! when each was completed) a view was drawn from; a view whose sources are
+//! unchanged is not drawn again, so a refresh after one capture redraws one
+//! query.
+
+use std::fs;
+use std::path::Path;
+
+use serde_json::json;
+
+use super::scan::{Index, QueryView, Row, State};
+use super::{Options, QueryRoot, QUERIES_DIR, SOURCES_JSON};
+use crate::atomic::{write_atomic, AtomicFile};
+use crate::error::{Error, Result};
+use crate::input::Source;
+use crate::process::{FOLDED, HTML};
+use crate::render::{self, folded::read_folded, RenderOptions};
+
+/// Brings every query's merged view up to date and records it in
+/// `index.queries`. Returns (queries with a view, views redrawn).
+pub fn update(perf_root: &Path, index: &mut Index, opts: &Options) -> Result<(usize, usize)> {
+    let job = index.job.job_ids.iter().next().cloned();
+    let mut drawn = 0;
+    let mut rendered = 0;
+    for q in index.job.queries.clone() {
+        let rows: Vec<&Row> = index.captures.iter().filter(|r| r.query == q).collect();
+        let merged: Vec<&Row> = rows
+            .iter()
+            .copied()
+            .filter(|r| r.state == State::Processed && r.folded.is_some())
+            .collect();
+        let dir = perf_root.join(QUERIES_DIR).join(&q);
+        let mut view = QueryView {
+            query: q.clone(),
+            workers_merged: merged.iter().filter_map(|r| r.worker).collect(),
+            captures: rows.len(),
+            samples: merged.iter().filter_map(|r| r.samples).sum(),
+            imbalance: imbalance(&merged),
+            flamegraph: None,
+        };
+        if merged.is_empty() {
+            remove_view(&dir)?;
+        } else {
+            let sources = json!({
+                "query": q,
+                "root": opts.query_root.as_str(),
+                "captures": merged.iter().map(|r| json!({
+                    "capture": r.capture,
+                    "completed": r.completed,
+                })).collect::<Vec<_>>(),
+            });
+            let sources =
+                serde_json::to_string_pretty(&sources).expect("JSON values serialize") + "\n";
+            let current = fs::read_to_string(dir.join(SOURCES_JSON)).is_ok_and(|s| s == sources)
+                && dir.join(HTML).is_file()
+                && dir.join(FOLDED).is_file();
+            if !current {
+                draw(perf_root, &dir, &q, job.as_deref(), &merged, opts)?;
+                write_atomic(dir.join(SOURCES_JSON), sources.as_bytes())?;
+                rendered += 1;
+            }
+            drawn += 1;
+            view.flamegraph = Some(format!("{QUERIES_DIR}/{q}/{HTML}"));
+        }
+        index.queries.push(view);
+    }
+    Ok((drawn, rendered))
+}
+
+/// Largest worker's samples over the mean of the merged workers.
+fn imbalance(rows: &[&Row]) -> Option<f64> {
+    let samples: Vec<u64> = rows.iter().filter_map(|r| r.samples).collect();
+    if samples.len() < 2 {
+        return None;
+    }
+    let mean = samples.iter().sum::<u64>() as f64 / samples.len() as f64;
+    let max = *samples.iter().max()? as f64;
+    (mean > 0.0).then(|| max / mean)
+}
+
+fn remove_view(dir: &Path) -> Result<()> {
+    // sources.json first: without it a half-removed view is redrawn.
+    for name in [SOURCES_JSON, HTML, FOLDED] {
+        match fs::remove_file(dir.join(name)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(dir.join(name), e)),
+        }
+    }
+    let _ = fs::remove_dir(dir);
+    Ok(())
+}
+
+/// Merges the workers' folded stacks and writes the query's folded stacks
+/// and flamegraph page.
+fn draw(
+    perf_root: &Path,
+    dir: &Path,
+    q: &str,
+    job: Option<&str>,
+    merged: &[&Row],
+    opts: &Options,
+) -> Result<()> {
+    let mut stacks: Vec<(String, u64)> = Vec::new();
+    for r in merged {
+        let rel = r.folded.as_deref().expect("filtered on folded");
+        let input = read_folded(&[Source::Path(perf_root.join(rel))])?;
+        match (opts.query_root, r.worker) {
+            (QueryRoot::Worker, Some(w)) => stacks.extend(
+                input
+                    .stacks
+                    .into_iter()
+                    .map(|(s, c)| (format!("worker_{w};{s}"), c)),
+            ),
+            _ => stacks.extend(input.stacks),
+        }
+    }
+    fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let mut f = AtomicFile::create(dir.join(FOLDED))?;
+    render::render_folded(&stacks, &mut f)?;
+    f.commit()?;
+    let ropts = render_options(q, job, merged, opts);
+    let mut f = AtomicFile::create(dir.join(HTML))?;
+    render::render_html(&stacks, &ropts, &mut f)?;
+    f.commit()
+}
+
+fn render_options(q: &str, job: Option<&str>, merged: &[&Row], opts: &Options) -> RenderOptions {
+    let workers = match merged.len() {
+        1 => "1 worker".to_string(),
+        n => format!("{n} workers"),
+    };
+    let event = merged.iter().find_map(|r| r.event.clone());
+    let mut facts = vec![workers];
+    if let Some(ev) = &event {
+        facts.insert(0, ev.clone());
+    }
+    if opts.query_root == QueryRoot::Worker {
+        facts.push("root frame = worker".into());
+    }
+    let mut o = RenderOptions {
+        title: format!(
+            "{} · all workers",
+            render::capture_title(job, None, Some(q))
+        ),
+        subtitle: Some(facts.join(" · ")),
+        ..RenderOptions::default()
+    };
+    if let Some(ev) = &event {
+        if crate::perf_script::event_base(ev).ends_with("-clock") {
+            "ns".clone_into(&mut o.count_name);
+        } else {
+            crate::perf_script::event_base(ev).clone_into(&mut o.count_name);
+        }
+    }
+    o
+}
