@@ -1,7 +1,7 @@
 //! Just enough ELF reading for the preflight and the symbol snapshot: the
 //! section names of a 64-bit little-endian ELF file (does it have `.symtab`
-//! or `.debug_info`?) and its GNU build id. Reads only the headers, never
-//! the whole file. Anything else (32-bit, big-endian, not ELF) is reported
+//! or `.debug_info`?), its GNU build id and its `.gnu_debuglink` name.
+//! Reads only the headers, never the whole file. Anything else (32-bit, big-endian, not ELF) is reported
 //! as unknown rather than guessed.
 
 use std::fs::File;
@@ -17,6 +17,9 @@ pub struct ElfInfo {
     pub debug_info: bool,
     /// The GNU build id, lowercase hex, when present.
     pub build_id: Option<String>,
+    /// The file name in `.gnu_debuglink` (where the separate debug info
+    /// lives), when present.
+    pub debuglink: Option<String>,
 }
 
 fn u16_at(b: &[u8], o: usize) -> Option<u64> {
@@ -93,6 +96,16 @@ pub fn inspect(path: &Path) -> io::Result<ElfInfo> {
                 let desc = 12 + namesz.div_ceil(4) * 4;
                 if let Some(id) = note.get(desc..desc + descsz) {
                     info.build_id = Some(id.iter().map(|b| format!("{b:02x}")).collect());
+                }
+            }
+            b".gnu_debuglink" if size <= 4096 => {
+                let link = read_at(&mut f, off, size)?;
+                let end = link.iter().position(|&b| b == 0).unwrap_or(link.len());
+                let name = String::from_utf8_lossy(&link[..end]).into_owned();
+                // A bare file name; anything with a slash would leave the
+                // directories perf searches.
+                if !name.is_empty() && !name.contains('/') && name != "." && name != ".." {
+                    info.debuglink = Some(name);
                 }
             }
             _ => {}
