@@ -127,8 +127,8 @@ pub struct Options {
     pub force: bool,
     /// What to write.
     pub formats: Formats,
-    /// Refuse to render below this percentage of samples with any named
-    /// frame.
+    /// Refuse to render below this percentage of the sample weight with a
+    /// named leaf frame (`symbolized_ratio`).
     pub min_symbolized_pct: f64,
     /// The perf to run; `None` = `perf` on `PATH`.
     pub perf: Option<PathBuf>,

@@ -11,4 +11,5 @@ mod render;
 mod reprocess;
 mod slurm;
 mod slurm_e2e;
+mod symbols;
 mod util;

@@ -724,12 +724,17 @@ fn legacy_layout_with_data_and_with_only_its_gzip_text() {
     let (samples, periods) = perf_counts(&data_files(&q1), &symfs);
 
     // q2 as the old pipeline left it after its own post-processing: only
-    // perf.script.gz, the perf.data files gone.
+    // perf.script.gz, the perf.data files gone. Symbolized as jobprof does
+    // (with the snapshot's kernel table), so that the two fold the same.
+    let kallsyms = result.join("profiles/perf/worker_0/kallsyms");
+    assert!(kallsyms.is_file(), "the sidecar snapshots kallsyms");
     let mut script = Vec::new();
     for f in data_files(&q2) {
         let o = Command::new("perf")
             .args(["script", "-f", "--no-inline", "--symfs"])
             .arg(&symfs)
+            .arg("--kallsyms")
+            .arg(&kallsyms)
             .arg("-i")
             .arg(&f)
             .output()
