@@ -787,6 +787,17 @@ mod tests {
         }
 
         #[test]
+        fn capture_json_without_boot_id_is_read_as_unknown_boot() {
+            // Captures made before the boot id was recorded.
+            let mut c = sample_capture();
+            let mut v: serde_json::Value = serde_json::from_str(&c.to_json()).unwrap();
+            v.as_object_mut().unwrap().remove("boot_id").unwrap();
+            let back: Capture = serde_json::from_value(v).unwrap();
+            c.boot_id = None;
+            assert_eq!(back, c);
+        }
+
+        #[test]
         fn hand_written_json_equals_serde_json_output() {
             let mut c = sample_capture();
             for (valid, reason, slurm, ended) in [
