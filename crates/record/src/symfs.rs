@@ -181,25 +181,47 @@ impl Snap<'_> {
         let id = build_id.as_deref().unwrap_or("-");
         self.row("binary", path, size, id, &status);
         if let Some(info) = info {
-            self.debug_info(pid, path, &info);
+            self.debug_info(&format!("/proc/{pid}/root"), path, &info);
         }
     }
 
-    fn debug_info(&mut self, pid: u32, path: &str, info: &elf::ElfInfo) {
+    /// Finds and copies the separate debug info of `path`, looking in the
+    /// worker's file system at `root` (`/proc/PID/root`).
+    fn debug_info(&mut self, root: &str, path: &str, info: &elf::ElfInfo) {
         let candidates =
             debug_candidates(path, info.build_id.as_deref(), info.debuglink.as_deref());
         let id = info.build_id.as_deref().unwrap_or("-");
-        let found = candidates
-            .iter()
-            .find(|c| Path::new(&format!("/proc/{pid}/root{c}")).is_file());
+        // The first candidate that really is this file's debug info: the
+        // worker's file system is not ours to trust (a planted symlink must
+        // not copy a host file into the published symfs/), so a candidate is
+        // opened once, checked from that handle (a regular ELF file with the
+        // binary's build id, or with debug sections when the binary has no
+        // build id) and copied from the same handle.
+        let found = candidates.iter().find_map(|c| {
+            let mut f = fs::File::open(format!("{root}{c}")).ok()?;
+            let meta = f.metadata().ok()?;
+            let debug = elf::inspect_file(&mut f).ok()?;
+            let matches = match (&info.build_id, &debug.build_id) {
+                (Some(want), Some(got)) => want == got,
+                (Some(_), None) => false,
+                (None, _) => debug.symtab || debug.debug_info,
+            };
+            (meta.is_file() && matches).then_some((c, f, meta.len()))
+        });
         match found {
-            Some(c) => {
-                let src = PathBuf::from(format!("/proc/{pid}/root{c}"));
-                let (size, status) = self.copy(&src, &self.symfs.join(c.trim_start_matches('/')));
+            Some((c, mut f, size)) => {
+                let dst = self.symfs.join(c.trim_start_matches('/'));
+                let status = self.copy_open(&mut f, size, &dst);
                 if status == "copied" {
                     self.summary.debug_files += 1;
                 }
-                self.row("debuginfo", c, size, id, &format!("{status} (for {path})"));
+                self.row(
+                    "debuginfo",
+                    c,
+                    Some(size),
+                    id,
+                    &format!("{status} (for {path})"),
+                );
             }
             None => {
                 let named = if info.symtab || info.debug_info {
@@ -209,6 +231,34 @@ impl Snap<'_> {
                 };
                 let status = format!("absent (for {path}; {named})");
                 self.row("debuginfo", &candidates.join(" "), None, id, &status);
+            }
+        }
+    }
+
+    /// Copies an open file of `size` bytes to `dst` within the budget; the
+    /// manifest status.
+    fn copy_open(&mut self, f: &mut fs::File, size: u64, dst: &Path) -> String {
+        if self.summary.bytes + size > self.limit {
+            self.summary.skipped += 1;
+            return format!("skipped: --symfs-limit {} bytes reached", self.limit);
+        }
+        let copied = (|| {
+            use std::io::Seek;
+            if let Some(parent) = dst.parent() {
+                fs::create_dir_all(parent)?;
+            }
+            f.seek(io::SeekFrom::Start(0))?;
+            io::copy(f, &mut fs::File::create(dst)?)
+        })();
+        match copied {
+            Ok(n) => {
+                self.summary.bytes += n;
+                self.summary.copied += 1;
+                "copied".into()
+            }
+            Err(e) => {
+                self.summary.skipped += 1;
+                format!("error: {e}")
             }
         }
     }
@@ -319,6 +369,7 @@ pub fn snapshot(pid: u32, worker_dir: &Path, limit: u64) -> io::Result<Summary> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::elf::ElfInfo;
 
     #[test]
     fn finds_executable_file_mappings_once() {
@@ -361,6 +412,68 @@ mod tests {
             debug_candidates("/srv", None, None),
             ["/usr/lib/debug/srv.debug"]
         );
+    }
+
+    #[test]
+    fn debug_info_is_copied_only_when_it_is_the_binarys() {
+        let t = std::env::temp_dir().join(format!("symfs-debug-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&t);
+        let (root, symfs) = (t.join("root"), t.join("symfs"));
+        let exe = std::env::current_exe().unwrap();
+        let info = elf::inspect(&exe).unwrap();
+        let Some(id) = info.build_id.clone() else {
+            return; // a test binary linked without a build id: nothing to find
+        };
+        let by_id = format!("/usr/lib/debug/.build-id/{}/{}.debug", &id[..2], &id[2..]);
+        let planted = root.join(by_id.trim_start_matches('/'));
+        fs::create_dir_all(planted.parent().unwrap()).unwrap();
+        let secret = t.join("secret");
+        fs::write(&secret, b"root:$6$not-for-symfs\n").unwrap();
+        let mut snap = Snap {
+            symfs: &symfs,
+            limit: u64::MAX,
+            manifest: String::new(),
+            summary: Summary::default(),
+        };
+        let root_s = root.to_str().unwrap();
+        // A symlink planted where perf looks, to a file that is not ELF: not
+        // copied, listed as absent.
+        std::os::unix::fs::symlink(&secret, &planted).unwrap();
+        snap.debug_info(root_s, "/opt/app/worker", &info);
+        assert!(!symfs.join(by_id.trim_start_matches('/')).exists());
+        assert!(
+            snap.manifest.contains("\tabsent (for /opt/app/worker"),
+            "{}",
+            snap.manifest
+        );
+        // The real thing (an ELF file with the binary's build id): copied.
+        fs::remove_file(&planted).unwrap();
+        fs::copy(&exe, &planted).unwrap();
+        snap.debug_info(root_s, "/opt/app/worker", &info);
+        let copy = symfs.join(by_id.trim_start_matches('/'));
+        assert_eq!(fs::read(&copy).unwrap(), fs::read(&exe).unwrap());
+        assert_eq!(snap.summary.debug_files, 1);
+        assert!(
+            snap.manifest.contains("\tcopied (for /opt/app/worker)"),
+            "{}",
+            snap.manifest
+        );
+        // Another ELF file (another build id) is not this binary's.
+        let other = ElfInfo {
+            build_id: Some("00".repeat(20)),
+            ..info.clone()
+        };
+        fs::remove_dir_all(&symfs).unwrap();
+        let zeros = root.join(format!(
+            "usr/lib/debug/.build-id/00/{}.debug",
+            "0".repeat(38)
+        ));
+        fs::create_dir_all(zeros.parent().unwrap()).unwrap();
+        fs::rename(&planted, &zeros).unwrap();
+        snap.debug_info(root_s, "/opt/app/worker", &other);
+        assert!(!symfs.exists(), "nothing copied");
+        assert_eq!(snap.summary.debug_files, 1);
+        fs::remove_dir_all(&t).unwrap();
     }
 
     #[test]
@@ -426,7 +539,11 @@ mod tests {
             } else {
                 assert!(cols[4].starts_with("absent"), "{line}");
                 for c in cols[1].split(' ') {
-                    assert!(!Path::new(c).is_file(), "{c} exists but was not copied");
+                    let other = elf::inspect(Path::new(c)).map(|i| i.build_id);
+                    assert!(
+                        other.is_err() || other.unwrap().as_deref() != Some(cols[3]),
+                        "{c} is the debug info of {line} but was not copied"
+                    );
                 }
             }
         }
