@@ -12,7 +12,11 @@
 #       gzip -1 of the text.
 # Prints both wall times (best of --runs), the ratio, whether the folded
 # totals are identical, and each side's peak RSS (/usr/bin/time; for (b) the
-# largest of its steps).
+# largest of its steps). Then the symbol agreement: the share of sample
+# weight on identical stacks between (a) and the ground truth, `perf script`
+# run on the raw shards without --symfs on this machine (the worker binary
+# still in place), folded by `jobprof fold`: what perf names on the node,
+# kernel frames included (docs/symbols.md).
 #
 #   bash benches/process.sh [--shards 3] [--threads 6] [--seconds 10]
 #        [--frequency 999] [--call-graph fp|dwarf,SIZE] [--depth 60] [--runs 3]
@@ -141,6 +145,14 @@ echo "perf script text: $text_bytes bytes, $samples samples"
 echo "(a) jobprof process --force:  best ${best_new} ms, peak RSS ${best_new_rss} KB"
 echo "(b) perf script x$(echo "$data" | wc -l) + inferno + gzip -1: best ${best_old} ms, peak RSS ${best_old_rss} KB"
 awk -v a="$best_new" -v b="$best_old" 'BEGIN { printf "speedup (b)/(a): %.2fx (target >= 1.8x on 2 cores)\n", b / a }'
+for f in $data; do perf script -f -i "$capture/$f" --no-inline 2>/dev/null; done > "$work/reference.txt"
+"$jobprof" fold "$work/reference.txt" -o "$work/reference.folded"
+awk '
+  { n = $NF; k = substr($0, 1, length($0) - length(n) - 1) }
+  NR == FNR { ref[k] += n; next }
+  { ours += n; same += (n < ref[k] ? n : ref[k]) }
+  END { printf "symbol agreement with perf script on the raw shards (no --symfs): %.2f%% of the sample weight on identical stacks\n", 100 * same / ours }
+' "$work/reference.folded" "$capture/stacks.folded"
 if [ "$new_total" = "$old_total" ]; then
   echo "folded totals identical: $new_total"
 else

@@ -89,6 +89,20 @@ pub enum Error {
         source: io::Error,
     },
 
+    /// Not one line of the input is a `perf script` sample: the input is
+    /// something else (folded stacks, `perf report` output...).
+    #[error(
+        "{inputs}: not one line is a `perf script` sample; this looks like {looks_like}; {hint}"
+    )]
+    NoSamples {
+        /// The inputs, comma separated.
+        inputs: String,
+        /// What the input looks like.
+        looks_like: String,
+        /// What to run instead.
+        hint: String,
+    },
+
     /// Invalid options or arguments that clap could not catch.
     #[error("{0}")]
     Usage(String),
@@ -124,6 +138,7 @@ impl Error {
             | Error::PerfData { .. }
             | Error::Binary { .. }
             | Error::Corrupt { .. }
+            | Error::NoSamples { .. }
             | Error::Usage(_) => ExitCode::Usage,
             Error::Nsys(e) => e.exit_code(),
             // A bad, unknown or finished job is the user's input; a Slurm

@@ -96,9 +96,21 @@ pub fn trim_start(s: &str) -> &str {
 pub(crate) fn after_address(line: &str) -> Option<usize> {
     standard_frame_rest(line.as_bytes()).or_else(|| {
         let trimmed = trim_start(line);
-        let space = find_byte(trimmed.as_bytes(), 0, b' ')?;
-        Some(line.len() - trimmed.len() + space + 1)
+        let end = address_end(trimmed.as_bytes())?;
+        Some(line.len() - trimmed.len() + end + 1)
     })
+}
+
+/// Where the (left-trimmed) address token of a frame line ends: at the
+/// first space, or at a tab (simpleperf's `ADDR\tSYMBOL (DSO)` layout).
+#[inline]
+fn address_end(b: &[u8]) -> Option<usize> {
+    let space = find_byte(b, 0, b' ');
+    let upto = space.unwrap_or(b.len());
+    match b[..upto].iter().position(|&c| c == b'\t') {
+        Some(tab) => Some(tab),
+        None => space,
+    }
 }
 
 /// [`after_address`] for perf's own layout; `None` for any other.
@@ -298,7 +310,9 @@ pub fn parse_header_fixed(line: &str) -> Option<Header<'_>> {
 /// [`parse_header_fixed`] for any line: the reference the fast path must
 /// agree with, and what runs where the fast path declines.
 fn parse_header_fixed_general(line: &str) -> Option<Header<'_>> {
-    let (comm, pid, tid, end) = header_ids(line, true)?;
+    let Some((comm, pid, tid, end)) = header_ids(line, true) else {
+        return parse_header_simpleperf(line);
+    };
     let rest = &line[end..];
     let mut header = Header {
         comm,
@@ -337,6 +351,44 @@ fn parse_header_fixed_general(line: &str) -> Option<Header<'_>> {
         header.period = parse_digits(&p[s..e - 1]);
     }
     Some(header)
+}
+
+/// The header line of Android simpleperf's perf-script text
+/// (`report_sample.py`, which the Firefox profiler imports):
+/// `COMM\tTID [CPU] SECS.USECS:\t\tPERIOD EVENT:`. A tab ends the comm
+/// (which may contain spaces), only the thread id is printed, and tabs
+/// separate the time from the period. Strict: the CPU in brackets and the
+/// time's colon must be there, so a frame line never passes for it.
+pub fn parse_header_simpleperf(line: &str) -> Option<Header<'_>> {
+    let (comm, rest) = line.split_once('\t')?;
+    let (tid, rest) = rest.split_once(' ')?;
+    let cpu = rest.strip_prefix('[')?;
+    let (cpu, rest) = cpu.split_once("] ")?;
+    if tid.is_empty()
+        || !tid.bytes().all(|b| b.is_ascii_digit())
+        || cpu.is_empty()
+        || !cpu.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let (time, rest) = rest.split_once(':')?;
+    if time.is_empty() || !time.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return None;
+    }
+    let rest = rest.trim();
+    let rest = rest.strip_suffix(':').unwrap_or(rest);
+    let (period, event) = match rest.split_once(' ') {
+        Some((p, e)) => (parse_digits(p.as_bytes()), e.trim()),
+        None => (None, rest),
+    };
+    Some(Header {
+        comm: trim_start(trim_end(comm)),
+        pid: "?",
+        tid,
+        period,
+        event: (!event.is_empty()).then_some(event),
+        trailing: None,
+    })
 }
 
 /// [`parse_header_fixed`] in one pass for the usual header line: 16 to 64
@@ -608,12 +660,13 @@ pub fn parse_frame_compat(line: &str) -> Option<FrameLine<'_>> {
     })
 }
 
-/// Parses a frame line, also accepting DSO paths with spaces: the DSO is the
-/// last ` (` ... `)` group of the line.
+/// Parses a frame line, also accepting DSO paths with spaces (the DSO is the
+/// last ` (` ... `)` group of the line) and simpleperf's tab after the
+/// address.
 pub fn parse_frame_fixed(line: &str) -> Option<FrameLine<'_>> {
     let line = trim_start(line);
-    let (pc, rest) = line.split_once(' ')?;
-    let pc = trim_end(pc);
+    let end = address_end(line.as_bytes())?;
+    let (pc, rest) = (trim_end(&line[..end]), &line[end + 1..]);
     if !rest.ends_with(')') {
         return None;
     }
@@ -633,6 +686,50 @@ pub fn parse_frame_fixed(line: &str) -> Option<FrameLine<'_>> {
         rawfunc,
         module,
     })
+}
+
+/// What text that holds no `perf script` sample looks like, from a few of
+/// its lines: `(description, what to run instead)`.
+pub fn describe_non_samples(lines: &[&str]) -> (&'static str, &'static str) {
+    let lines: Vec<&str> = lines
+        .iter()
+        .map(|l| l.trim())
+        .filter(|l| !l.is_empty())
+        .collect();
+    let folded = |l: &&str| {
+        l.rsplit_once(' ')
+            .is_some_and(|(stack, n)| !stack.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let report = |l: &&str| {
+        l.split_whitespace()
+            .next()
+            .is_some_and(|w| w.ends_with('%') && w[..w.len() - 1].parse::<f64>().is_ok())
+    };
+    if lines.is_empty() {
+        return ("empty text", "pass the text that `perf script` prints");
+    }
+    if lines.iter().all(folded) {
+        return (
+            "folded stacks (`frame;frame;... count`)",
+            "draw them with `jobprof render FILE` (or compare two with `jobprof diff`)",
+        );
+    }
+    if lines.iter().any(report) {
+        return (
+            "`perf report` output",
+            "fold what `perf script -i perf.data` prints instead",
+        );
+    }
+    if lines[0].starts_with('{') || lines[0].starts_with('[') {
+        return (
+            "JSON (a speedscope or Chrome trace profile?)",
+            "jobprof folds `perf script` text; open JSON profiles in their own viewer",
+        );
+    }
+    (
+        "text that has neither sample headers nor frame lines",
+        "pass the text that `perf script` prints (or Android simpleperf's report_sample.py)",
+    )
 }
 
 /// Strips a `+0xHEX` symbol offset, if the text after the last `+0x` is all
@@ -736,6 +833,55 @@ mod tests {
         let e = parse_frame_compat("  7f1e2215d058  (/lib/libc-2.15.so)").unwrap();
         assert_eq!(e.rawfunc, " ");
         assert_eq!(parse_frame_compat("garbage"), None);
+    }
+
+    #[test]
+    fn non_sample_text_is_described() {
+        assert!(describe_non_samples(&["a;b;c 10", "a;b 2"])
+            .1
+            .contains("jobprof render"));
+        assert!(describe_non_samples(&["main 7"])
+            .0
+            .starts_with("folded stacks"));
+        assert_eq!(
+            describe_non_samples(&["    45.10%  worker  libc.so.6  [.] memcpy"]).0,
+            "`perf report` output"
+        );
+        assert!(describe_non_samples(&["{\"shared\": {}}"])
+            .0
+            .starts_with("JSON"));
+        assert!(describe_non_samples(&["hello world"])
+            .0
+            .starts_with("text that"));
+    }
+
+    #[test]
+    fn simpleperf_lines() {
+        let line = "RenderThread\t8012 [003] 3125.047371:\t\t250000 cpu-clock:";
+        let h = parse_header_fixed(line).unwrap();
+        assert_eq!((h.comm, h.pid, h.tid), ("RenderThread", "?", "8012"));
+        assert_eq!((h.period, h.event), (Some(250000), Some("cpu-clock")));
+        let spaced = "Binder thread #2\t77 [000] 1.000001:\t\t1 cpu-cycles:";
+        assert_eq!(parse_header_fixed(spaced).unwrap().comm, "Binder thread #2");
+        let frame =
+            "    7f8a2b4c10\tandroid::Looper::pollOnce(int, int*) (/system/lib64/libutils.so)";
+        let f = parse_frame_fixed(frame).unwrap();
+        assert_eq!(f.pc, "7f8a2b4c10");
+        assert_eq!(f.rawfunc, "android::Looper::pollOnce(int, int*)");
+        assert_eq!(f.module, "/system/lib64/libutils.so");
+        assert_eq!(&frame[after_address(frame).unwrap()..], &frame[15..]);
+        let kernel = "ffffffc0100a1b2c\tel0_svc_handler ([kernel.kallsyms])";
+        assert_eq!(
+            parse_frame_fixed(kernel).unwrap().rawfunc,
+            "el0_svc_handler"
+        );
+        // Frame lines never pass for simpleperf headers.
+        assert_eq!(parse_header_simpleperf(kernel), None);
+        assert_eq!(parse_header_simpleperf(frame), None);
+        assert_eq!(parse_header_simpleperf("a\t12 [x] 1.0:\t\t1 e:"), None);
+        // perf's own frame lines are parsed as before.
+        let perf = "\t55d0 do_work+0x10 (/opt/bin/worker)";
+        assert_eq!(parse_frame_fixed(perf).unwrap().pc, "55d0");
     }
 
     #[test]
@@ -891,7 +1037,8 @@ mod tests {
                 false => format!("\t{}", pieces.concat()),
             };
             let trimmed = trim_start(&line);
-            let general = trimmed.find(' ').map(|space| line.len() - trimmed.len() + space + 1);
+            // The address ends at the first space, or tab (simpleperf).
+            let general = trimmed.find([' ', '\t']).map(|end| line.len() - trimmed.len() + end + 1);
             proptest::prop_assert_eq!(after_address(&line), general, "line {:?}", line);
         }
 

@@ -127,8 +127,8 @@ pub struct Options {
     pub force: bool,
     /// What to write.
     pub formats: Formats,
-    /// Refuse to render below this percentage of samples with any named
-    /// frame.
+    /// Refuse to render below this percentage of the sample weight with a
+    /// named leaf frame (`symbolized_ratio`).
     pub min_symbolized_pct: f64,
     /// The perf to run; `None` = `perf` on `PATH`.
     pub perf: Option<PathBuf>,
@@ -487,6 +487,14 @@ impl<'a> Pipeline<'a> {
             };
 
         let stats = StackStats::from_stacks(&folded.stacks);
+        let kernel = use_perf.map(|_| self.kernel_symbols());
+        if let Some(symbolize::KernelSymbols::Unavailable(why)) = &kernel {
+            warnings.push(format!("kernel frames unnamed: {why}"));
+        }
+        for w in stats.warnings() {
+            self.log(format!("warning: {w}"));
+            warnings.push(w);
+        }
         let samples = folded.stats.samples;
         let mut render_refused = None;
         let render_start = Instant::now();
@@ -501,7 +509,7 @@ impl<'a> Pipeline<'a> {
             failures.push("no samples to fold".into());
         } else if renders_pictures && symbolized_pct < self.opts.min_symbolized_pct {
             render_refused = Some(format!(
-                "only {symbolized_pct:.1}% of samples have any named frame (minimum {}%): \
+                "only {symbolized_pct:.1}% of the weight has a named leaf frame (minimum {}%): \
                  symbols are missing; check that symfs/ was published with the capture and \
                  holds the worker's binaries with .symtab or .debug_info, that perf runs on the \
                  capture's architecture, or lower --min-symbolized",
@@ -550,7 +558,12 @@ impl<'a> Pipeline<'a> {
                 period_total: stats.period_total,
                 unique_stacks: folded.stats.unique_stacks,
                 symbolized_ratio: stats.symbolized_ratio,
+                unnamed_stack_ratio: stats.unnamed_stack_ratio,
                 unknown_frame_ratio: stats.unknown_frame_ratio,
+                truncated_ratio: stats.truncated_ratio,
+                unnamed_by_dso: stats.unnamed_by_dso.clone(),
+                truncated_roots: stats.truncated_roots.clone(),
+                kernel_symbols: kernel.as_ref().map(|k| k.describe()),
                 skipped_lines: folded.stats.skipped_lines,
                 shards,
                 symbolized_from: symbolized_from.clone(),
@@ -616,13 +629,26 @@ impl<'a> Pipeline<'a> {
         Ok(Done {
             status: Status::Processed,
             message: format!(
-                "{samples} samples, {shards_word}{from}, {:.1}% symbolized -> {}",
-                symbolized_pct,
+                "{samples} samples, {shards_word}{from}, {symbolized_pct:.1}% named at the leaf, \
+                 {:.1}% with an unnamed frame, {:.1}% truncated -> {}",
+                100.0 * stats.unnamed_stack_ratio,
+                100.0 * stats.truncated_ratio,
                 outputs.join(", ")
             ),
             samples,
             outputs,
         })
+    }
+
+    /// Where kernel frames get their names ([`symbolize::kernel_symbols`]).
+    fn kernel_symbols(&self) -> symbolize::KernelSymbols {
+        let (host, boot) = symbolize::this_host_and_boot();
+        symbolize::kernel_symbols(
+            self.cap.kallsyms.as_deref(),
+            self.cap.symfs.is_some(),
+            (self.cap.host.as_deref(), self.cap.boot_id.as_deref()),
+            (host.as_deref(), boot.as_deref()),
+        )
     }
 
     fn fold_options(&self) -> fold::Options {
@@ -738,10 +764,15 @@ impl<'a> Pipeline<'a> {
         let script_opts = ScriptOptions {
             inline: self.opts.inline,
             symfs: self.cap.symfs.clone(),
+            kallsyms: self.kernel_symbols().file().map(Path::to_path_buf),
         };
         if let Some(s) = &script_opts.symfs {
             self.log(format!("symbols from {}", s.display()));
         }
+        self.log(format!(
+            "kernel symbols: {}",
+            self.kernel_symbols().describe()
+        ));
         // One stream from a big shard that could not be sliced: spare cores
         // go to zstd. Several streams already keep the cores busy, and one
         // zstd thread outruns one `perf script` several times over.

@@ -6,10 +6,13 @@
 //! [`StackStats::from_stacks`] derives the symbol statistics from folded
 //! stacks; [`Summary`] is the serde type written to disk. The first frame of
 //! every folded stack is the process name (the fold's root), not a function:
-//! it is left out of the function lists and of the unknown-frame ratio. A
-//! frame is unknown when perf could not name it: the fold spells those
-//! `[unknown]` or `[dso-name]`. This module does not read captures or
-//! decide anything.
+//! it is left out of the function lists and of every ratio. A frame is
+//! unnamed when perf could not name it: the fold spells those `[unknown]`
+//! or `[dso-name]`, and the DSO in the brackets is what the per-DSO figures
+//! count. The headline figure is the share of weight whose leaf frame is
+//! named; a stack is truncated when its root frame is not a thread entry.
+//! [`StackStats::warnings`] turns bad figures into one warning each, with
+//! the likely fix. This module does not read captures.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -43,17 +46,42 @@ pub struct FunctionShare {
     pub percent: f64,
 }
 
+/// Weight of the stacks with an unnamed frame in one DSO.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DsoShare {
+    /// The DSO's file name as perf printed it (`libc.so.6`,
+    /// `[kernel.kallsyms]`), or `[unknown]` for addresses in no mapping.
+    pub dso: String,
+    /// Period of the stacks with at least one unnamed frame in it.
+    pub period: u64,
+    /// Percent of the period total.
+    pub percent: f64,
+}
+
+/// How many DSOs [`StackStats::unnamed_by_dso`] lists.
+pub const TOP_DSOS: usize = 10;
+
 /// Symbol statistics of folded stacks.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct StackStats {
     /// Sum of all counts.
     pub period_total: u64,
-    /// Share (0..1) of the period whose stack has at least one named frame
-    /// below the process name.
+    /// Share (0..1) of the period whose leaf frame (where the sample was
+    /// taken) is named.
     pub symbolized_ratio: f64,
+    /// Share (0..1) of the period whose stack has at least one unnamed frame.
+    pub unnamed_stack_ratio: f64,
     /// Share (0..1) of frames (weighted by period, process name excluded)
     /// that perf could not name.
     pub unknown_frame_ratio: f64,
+    /// Share (0..1) of the period whose root frame is not a thread entry
+    /// ([`is_thread_entry`]): the unwinder lost the callers.
+    pub truncated_ratio: f64,
+    /// The DSOs with unnamed frames, most weight first (at most
+    /// [`TOP_DSOS`]).
+    pub unnamed_by_dso: Vec<DsoShare>,
+    /// The root frames of truncated stacks, most weight first (at most 5).
+    pub truncated_roots: Vec<FunctionShare>,
     /// Top functions by self time (leaf frames).
     pub top_self: Vec<FunctionShare>,
     /// Top functions by total time (anywhere in the stack, counted once per
@@ -61,30 +89,96 @@ pub struct StackStats {
     pub top_total: Vec<FunctionShare>,
 }
 
+/// The DSO an unnamed frame belongs to: `[libc.so.6]` -> `libc.so.6`,
+/// `[[kernel.kallsyms]]` -> `[kernel.kallsyms]`, `[libc.so.6 <7f01>]`
+/// (`--addrs`) -> `libc.so.6`. `None` for a named frame.
+pub fn unnamed_dso(frame: &str) -> Option<&str> {
+    if !is_unknown_frame(frame) {
+        return None;
+    }
+    let f = frame
+        .strip_suffix("_[k]")
+        .or_else(|| frame.strip_suffix("_[j]"))
+        .or_else(|| frame.strip_suffix("_[i]"))
+        .unwrap_or(frame);
+    let inner = &f[1..f.len() - 1];
+    let inner = match inner.rfind(" <") {
+        Some(i) if inner.ends_with('>') => &inner[..i],
+        _ => inner,
+    };
+    Some(match inner {
+        "unknown" => "[unknown]",
+        other => other,
+    })
+}
+
+/// True for a frame where a thread's stack legitimately begins: the
+/// program's `_start`/`main` (and glibc's `__libc_start_*`), a thread's
+/// `start_thread`/`clone`/`clone3`, or a kernel entry (`entry_*`,
+/// `ret_from_fork*`, `asm_*`, the idle task's `*startup_64*`, arm64's
+/// `el0t_*`/`el1h_*`), the roots of kernel-only stacks.
+pub fn is_thread_entry(frame: &str) -> bool {
+    let f = frame.strip_suffix("_[k]").unwrap_or(frame);
+    matches!(
+        f,
+        "_start"
+            | "main"
+            | "__libc_start_main"
+            | "__libc_start_call_main"
+            | "start_thread"
+            | "clone"
+            | "clone3"
+            | "__clone"
+            | "__clone3"
+            | "thread_start"
+            | "start_kernel"
+            | "x86_64_start_kernel"
+            | "rest_init"
+    ) || [
+        "entry_",
+        "ret_from_fork",
+        "asm_",
+        "el0t_",
+        "el1h_",
+        "xen_start",
+    ]
+    .iter()
+    .any(|p| f.starts_with(p))
+        || f.contains("startup_64")
+}
+
 impl StackStats {
     /// Computes the statistics of `(stack, count)` pairs.
     pub fn from_stacks(stacks: &[(String, u64)]) -> StackStats {
         let mut total: u64 = 0;
-        let mut symbolized: u64 = 0;
+        let mut leaf_named: u64 = 0;
+        let mut any_unnamed: u64 = 0;
+        let mut truncated: u64 = 0;
         let mut frames: u128 = 0;
         let mut unknown: u128 = 0;
         let mut self_t: HashMap<&str, u64> = HashMap::new();
         let mut total_t: HashMap<&str, u64> = HashMap::new();
+        let mut by_dso: HashMap<&str, u64> = HashMap::new();
+        let mut cut_roots: HashMap<&str, u64> = HashMap::new();
         let mut seen: Vec<&str> = Vec::new();
+        let mut dsos: Vec<&str> = Vec::new();
         for (stack, count) in stacks {
             let count = *count;
             total += count;
             let mut parts = stack.split(';');
-            let _root = parts.next();
-            let mut any_known = false;
+            let _process = parts.next();
+            let mut root = None;
             let mut leaf = None;
             seen.clear();
+            dsos.clear();
             for f in parts {
+                root.get_or_insert(f);
                 frames += u128::from(count);
-                if is_unknown_frame(f) {
+                if let Some(dso) = unnamed_dso(f) {
                     unknown += u128::from(count);
-                } else {
-                    any_known = true;
+                    if !dsos.contains(&dso) {
+                        dsos.push(dso);
+                    }
                 }
                 if !seen.contains(&f) {
                     seen.push(f);
@@ -92,35 +186,118 @@ impl StackStats {
                 }
                 leaf = Some(f);
             }
-            if any_known {
-                symbolized += count;
+            for d in &dsos {
+                *by_dso.entry(d).or_default() += count;
+            }
+            if !dsos.is_empty() {
+                any_unnamed += count;
+            }
+            if leaf.is_some_and(|l| !is_unknown_frame(l)) {
+                leaf_named += count;
+            }
+            match root {
+                Some(r) if is_thread_entry(r) => {}
+                r => {
+                    truncated += count;
+                    *cut_roots.entry(r.unwrap_or("(no frames)")).or_default() += count;
+                }
             }
             if let Some(l) = leaf {
                 *self_t.entry(l).or_default() += count;
             }
         }
         let ratio = |a: u128, b: u128| if b == 0 { 0.0 } else { a as f64 / b as f64 };
-        let top = |m: HashMap<&str, u64>| {
+        let top = |m: HashMap<&str, u64>, n: usize| {
             let mut v: Vec<(&str, u64)> = m.into_iter().collect();
             v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-            v.truncate(TOP_N);
+            v.truncate(n);
             v.into_iter()
                 .map(|(name, period)| FunctionShare {
                     name: name.to_string(),
                     period,
                     percent: round2(100.0 * ratio(u128::from(period), u128::from(total))),
                 })
-                .collect()
+                .collect::<Vec<_>>()
         };
+        let t = u128::from(total);
         StackStats {
             period_total: total,
-            symbolized_ratio: ratio(u128::from(symbolized), u128::from(total)),
+            symbolized_ratio: ratio(u128::from(leaf_named), t),
+            unnamed_stack_ratio: ratio(u128::from(any_unnamed), t),
             unknown_frame_ratio: ratio(unknown, frames),
-            top_self: top(self_t),
-            top_total: top(total_t),
+            truncated_ratio: ratio(u128::from(truncated), t),
+            unnamed_by_dso: top(by_dso, TOP_DSOS)
+                .into_iter()
+                .map(|f| DsoShare {
+                    dso: f.name,
+                    period: f.period,
+                    percent: f.percent,
+                })
+                .collect(),
+            truncated_roots: top(cut_roots, 5),
+            top_self: top(self_t, TOP_N),
+            top_total: top(total_t, TOP_N),
         }
     }
+
+    /// One warning per figure that is bad enough to mislead a reader of the
+    /// flamegraph, each with its likely fix: more than
+    /// [`TRUNCATED_WARN_PCT`]% of the weight truncated, or more than
+    /// [`DSO_WARN_PCT`]% unnamed in one DSO.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let truncated = 100.0 * self.truncated_ratio;
+        if truncated > TRUNCATED_WARN_PCT {
+            let roots: Vec<String> = self
+                .truncated_roots
+                .iter()
+                .take(3)
+                .map(|r| format!("{} {:.1}%", r.name, r.percent))
+                .collect();
+            out.push(format!(
+                "{truncated:.1}% of the weight is in truncated stacks (they stop at {} instead of \
+                 a thread entry such as _start, main or start_thread): the unwinder lost the \
+                 callers; record with --call-graph dwarf, or build the program and its libraries \
+                 with -fno-omit-frame-pointer (static glibc and most distribution libraries have \
+                 no frame pointers)",
+                roots.join(", ")
+            ));
+        }
+        for d in &self.unnamed_by_dso {
+            if d.percent <= DSO_WARN_PCT {
+                continue;
+            }
+            let fix = match d.dso.as_str() {
+                "[kernel.kallsyms]" => {
+                    "kernel symbols were not available: record with jobprof-record as root or \
+                     with kernel.kptr_restrict=0 so that kallsyms is snapshotted (see \
+                     kernel_symbols in summary.json)"
+                }
+                "[unknown]" => {
+                    "these addresses are in no mapping, usually a broken frame-pointer chain: \
+                     record with --call-graph dwarf or build with -fno-omit-frame-pointer"
+                }
+                _ => {
+                    "its symbols are missing: install its debug package (debug info by build id \
+                     under /usr/lib/debug/.build-id) on the node before recording, or deploy it \
+                     unstripped; symbol-manifest.tsv shows what was snapshotted"
+                }
+            };
+            out.push(format!(
+                "{:.1}% of the weight has unnamed frames in {}: {fix}",
+                d.percent, d.dso
+            ));
+        }
+        out
+    }
 }
+
+/// Above this share of truncated weight (percent), [`StackStats::warnings`]
+/// warns.
+pub const TRUNCATED_WARN_PCT: f64 = 10.0;
+/// Above this share of weight unnamed in one DSO (percent),
+/// [`StackStats::warnings`] warns.
+pub const DSO_WARN_PCT: f64 = 5.0;
 
 fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
@@ -219,10 +396,23 @@ pub struct Summary {
     pub period_total: u64,
     /// Distinct stacks.
     pub unique_stacks: u64,
-    /// Share of the period with at least one named frame (0..1).
+    /// Share of the period whose leaf frame is named (0..1).
     pub symbolized_ratio: f64,
+    /// Share of the period whose stack has at least one unnamed frame
+    /// (0..1).
+    pub unnamed_stack_ratio: f64,
     /// Share of frames perf could not name (0..1).
     pub unknown_frame_ratio: f64,
+    /// Share of the period whose root frame is not a thread entry (0..1).
+    pub truncated_ratio: f64,
+    /// The DSOs with unnamed frames (top 10), with the weight of the stacks
+    /// that have one.
+    pub unnamed_by_dso: Vec<DsoShare>,
+    /// Root frames of the truncated stacks (top 5).
+    pub truncated_roots: Vec<FunctionShare>,
+    /// Where kernel frames were named from (`snapshot PATH`, the live
+    /// `/proc/kallsyms`, perf's default, or `none: why`).
+    pub kernel_symbols: Option<String>,
     /// Lines of `perf script` output that were not understood.
     pub skipped_lines: u64,
     /// Shards.
@@ -275,6 +465,86 @@ mod tests {
     }
 
     #[test]
+    fn unnamed_dsos() {
+        assert_eq!(unnamed_dso("[libc.so.6]"), Some("libc.so.6"));
+        assert_eq!(
+            unnamed_dso("[[kernel.kallsyms]]_[k]"),
+            Some("[kernel.kallsyms]")
+        );
+        assert_eq!(
+            unnamed_dso("[[kernel.kallsyms]]"),
+            Some("[kernel.kallsyms]")
+        );
+        assert_eq!(unnamed_dso("[unknown]"), Some("[unknown]"));
+        assert_eq!(unnamed_dso("[libc.so.6 <7f01>]"), Some("libc.so.6"));
+        assert_eq!(unnamed_dso("main"), None);
+    }
+
+    #[test]
+    fn thread_entries() {
+        for f in [
+            "_start",
+            "start_thread",
+            "clone3",
+            "main",
+            "entry_SYSCALL_64_after_hwframe",
+            "ret_from_fork_asm_[k]",
+            "secondary_startup_64_no_verify",
+        ] {
+            assert!(is_thread_entry(f), "{f}");
+        }
+        for f in [
+            "[libc.so.6]",
+            "__libc_write",
+            "do_syscall_64",
+            "[unknown]",
+            "f",
+        ] {
+            assert!(!is_thread_entry(f), "{f}");
+        }
+    }
+
+    #[test]
+    fn honest_figures_count_placeholders_as_unnamed() {
+        // The old figure (any named frame) said 100% here.
+        let stacks = vec![
+            ("w;_start;main;work".to_string(), 50),
+            ("w;clone3;start_thread;[libc.so.6]".to_string(), 30),
+            (
+                "w;[libc.so.6];[[kernel.kallsyms]];[[kernel.kallsyms]]".to_string(),
+                20,
+            ),
+        ];
+        let s = StackStats::from_stacks(&stacks);
+        assert!((s.symbolized_ratio - 0.5).abs() < 1e-9);
+        assert!((s.unnamed_stack_ratio - 0.5).abs() < 1e-9);
+        assert!((s.truncated_ratio - 0.2).abs() < 1e-9);
+        assert_eq!(s.unnamed_by_dso[0].dso, "libc.so.6");
+        assert_eq!(s.unnamed_by_dso[0].period, 50);
+        assert_eq!(s.unnamed_by_dso[1].dso, "[kernel.kallsyms]");
+        assert_eq!(s.unnamed_by_dso[1].period, 20, "counted once per stack");
+        assert_eq!(s.truncated_roots[0].name, "[libc.so.6]");
+        let w = s.warnings();
+        assert_eq!(w.len(), 3, "{w:#?}");
+        assert!(
+            w[0].contains("20.0% of the weight is in truncated stacks"),
+            "{}",
+            w[0]
+        );
+        assert!(w[0].contains("--call-graph dwarf"));
+        assert!(
+            w[1].contains("libc.so.6: ") && w[1].contains("debug package"),
+            "{}",
+            w[1]
+        );
+        assert!(w[2].contains("[kernel.kallsyms]: ") && w[2].contains("kptr_restrict"));
+        let good = StackStats::from_stacks(&[("w;_start;main".to_string(), 99)]);
+        assert!(good.warnings().is_empty());
+        assert_eq!(good.symbolized_ratio, 1.0);
+        assert_eq!(good.truncated_ratio, 0.0);
+    }
+
+    #[test]
     fn self_total_and_ratios() {
         let stacks = vec![
             ("app;main;f;g".to_string(), 6),
@@ -284,6 +554,8 @@ mod tests {
         let s = StackStats::from_stacks(&stacks);
         assert_eq!(s.period_total, 10);
         assert!((s.symbolized_ratio - 0.8).abs() < 1e-9);
+        assert!((s.unnamed_stack_ratio - 0.2).abs() < 1e-9);
+        assert!((s.truncated_ratio - 0.2).abs() < 1e-9);
         // frames: 3*6 + 3*2 + 2*2 = 28, unknown 4.
         assert!((s.unknown_frame_ratio - 4.0 / 28.0).abs() < 1e-9);
         assert_eq!(s.top_self[0].name, "g");

@@ -80,6 +80,104 @@ pub struct ScriptOptions {
     pub inline: bool,
     /// The capture's `symfs/` (`--symfs`).
     pub symfs: Option<PathBuf>,
+    /// The kernel symbol table (`--kallsyms`): with `--symfs`, perf reads
+    /// no `/proc/kallsyms` of its own.
+    pub kallsyms: Option<PathBuf>,
+}
+
+/// Where kernel frames get their names from, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KernelSymbols {
+    /// The capture's own snapshot (`worker_N/kallsyms`).
+    Snapshot(PathBuf),
+    /// This machine's `/proc/kallsyms`: the capture was made on this host
+    /// during this boot, so the table is the one that was sampled.
+    Live(PathBuf),
+    /// perf's own choice: no `--symfs`, so perf reads `/proc/kallsyms`
+    /// itself (after checking the kernel's build id).
+    PerfDefault,
+    /// None: kernel frames stay unnamed, for the reason given.
+    Unavailable(String),
+}
+
+/// The live kernel symbol table.
+pub const LIVE_KALLSYMS: &str = "/proc/kallsyms";
+
+/// This machine's host name and boot id, as `jobprof-record` records them.
+pub fn this_host_and_boot() -> (Option<String>, Option<String>) {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+    };
+    (
+        read("/proc/sys/kernel/hostname"),
+        read("/proc/sys/kernel/random/boot_id"),
+    )
+}
+
+/// Decides where kernel symbols come from. `snapshot` is the capture's
+/// `kallsyms`; `recorded` and `here` are (host, boot id) of the capture and
+/// of this machine. The live table is used only when both match: after a
+/// reboot or on another node its addresses describe another kernel layout.
+pub fn kernel_symbols(
+    snapshot: Option<&Path>,
+    uses_symfs: bool,
+    recorded: (Option<&str>, Option<&str>),
+    here: (Option<&str>, Option<&str>),
+) -> KernelSymbols {
+    if let Some(s) = snapshot {
+        return KernelSymbols::Snapshot(s.to_path_buf());
+    }
+    if !uses_symfs {
+        return KernelSymbols::PerfDefault;
+    }
+    match (recorded, here) {
+        ((Some(h), Some(b)), (Some(h2), Some(b2))) if h == h2 && b == b2 => {
+            KernelSymbols::Live(PathBuf::from(LIVE_KALLSYMS))
+        }
+        ((_, None), _) => KernelSymbols::Unavailable(
+            "the capture has no kallsyms snapshot and does not record its boot id \
+             (made by an older jobprof-record), so this machine's /proc/kallsyms cannot be \
+             trusted for it; kernel frames stay unnamed (re-record with this jobprof-record)"
+                .into(),
+        ),
+        ((h, Some(_)), _) => KernelSymbols::Unavailable(format!(
+            "the capture has no kallsyms snapshot and was made on {} during another boot \
+             than this machine's, so /proc/kallsyms here describes another kernel layout; \
+             kernel frames stay unnamed (process it on that node before it reboots, or \
+             re-record with kernel.kptr_restrict=0 or as root so the snapshot is taken)",
+            h.unwrap_or("an unknown host")
+        )),
+    }
+}
+
+impl KernelSymbols {
+    /// The `--kallsyms` file to pass, when any.
+    pub fn file(&self) -> Option<&Path> {
+        match self {
+            KernelSymbols::Snapshot(p) | KernelSymbols::Live(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// One phrase for the log and `summary.json`.
+    pub fn describe(&self) -> String {
+        match self {
+            KernelSymbols::Snapshot(p) => format!("snapshot {}", p.display()),
+            KernelSymbols::Live(p) => {
+                format!(
+                    "{} (capture made on this host during this boot)",
+                    p.display()
+                )
+            }
+            KernelSymbols::PerfDefault => {
+                "perf's default (/proc/kallsyms, build id checked)".into()
+            }
+            KernelSymbols::Unavailable(why) => format!("none: {why}"),
+        }
+    }
 }
 
 /// A time slice of a shard, in perf's clock (nanoseconds), both ends
@@ -126,13 +224,17 @@ pub fn parse_seconds(s: &str) -> Option<u64> {
 
 /// `perf script` for one shard (or one time slice of it): default output
 /// fields, `-f` so files owned by another user are read (shared result
-/// directories), `--symfs` when the capture has one, `--no-inline` unless
-/// asked.
+/// directories), `--symfs` and `--kallsyms` when the capture has them,
+/// `--no-inline` unless asked.
 pub fn script_argv(data: &Path, opts: &ScriptOptions, slice: Option<&TimeSlice>) -> Vec<OsString> {
     let mut a: Vec<OsString> = vec!["script".into(), "-f".into(), "-i".into(), data.into()];
     if let Some(symfs) = &opts.symfs {
         a.push("--symfs".into());
         a.push(symfs.into());
+    }
+    if let Some(k) = &opts.kallsyms {
+        a.push("--kallsyms".into());
+        a.push(k.into());
     }
     a.push(
         if opts.inline {
@@ -416,12 +518,45 @@ mod tests {
     }
 
     #[test]
+    fn live_kallsyms_only_on_the_same_host_and_boot() {
+        let snap = Path::new("w/kallsyms");
+        let here = (Some("n1"), Some("b1"));
+        assert_eq!(
+            kernel_symbols(Some(snap), true, (None, None), here),
+            KernelSymbols::Snapshot(snap.into())
+        );
+        assert_eq!(
+            kernel_symbols(None, true, (Some("n1"), Some("b1")), here).file(),
+            Some(Path::new(LIVE_KALLSYMS))
+        );
+        for recorded in [
+            (Some("n1"), Some("b0")),
+            (Some("n2"), Some("b1")),
+            (Some("n1"), None),
+            (None, None),
+        ] {
+            let k = kernel_symbols(None, true, recorded, here);
+            assert!(matches!(k, KernelSymbols::Unavailable(_)), "{recorded:?}");
+            assert!(k.describe().starts_with("none: "));
+        }
+        assert!(matches!(
+            kernel_symbols(None, true, (Some("n1"), Some("b1")), (Some("n1"), None)),
+            KernelSymbols::Unavailable(_)
+        ));
+        assert_eq!(
+            kernel_symbols(None, false, (None, None), here),
+            KernelSymbols::PerfDefault
+        );
+    }
+
+    #[test]
     fn script_argv_flags() {
         let plain = script_argv(Path::new("d/perf.data"), &ScriptOptions::default(), None);
         assert_eq!(plain, ["script", "-f", "-i", "d/perf.data", "--no-inline"]);
         let opts = ScriptOptions {
             inline: true,
             symfs: Some("w/symfs".into()),
+            kallsyms: Some("w/kallsyms".into()),
         };
         let slice = TimeSlice {
             start_ns: Some(1_500_000_000),
@@ -436,6 +571,8 @@ mod tests {
                 "p",
                 "--symfs",
                 "w/symfs",
+                "--kallsyms",
+                "w/kallsyms",
                 "--inline",
                 "--time",
                 "1.500000000,"

@@ -252,9 +252,18 @@ fn all_inputs() -> Vec<PathBuf> {
     v
 }
 
+/// Inputs that inferno can read without panicking: every input but
+/// simpleperf's layout (see `simpleperf_text_is_folded_by_default_only`).
+fn inferno_inputs() -> Vec<PathBuf> {
+    all_inputs()
+        .into_iter()
+        .filter(|p| !p.ends_with("simpleperf.perf.txt"))
+        .collect()
+}
+
 #[test]
 fn compat_mode_equals_inferno_library_on_every_input_and_option_set() {
-    let inputs = all_inputs();
+    let inputs = inferno_inputs();
     assert!(!inputs.is_empty());
     for input in &inputs {
         let data = load(input);
@@ -276,7 +285,7 @@ fn compat_mode_equals_inferno_library_on_every_input_and_option_set() {
 
 #[test]
 fn compat_mode_equals_inferno_with_event_filter_and_skip_after() {
-    let inputs = all_inputs();
+    let inputs = inferno_inputs();
     for input in &inputs {
         let data = load(input);
         let opts = Options {
@@ -579,6 +588,100 @@ fn cli_refuses_perf_data_with_exit_2_and_advice() {
         err.contains("perf.data") && err.contains("perf script") && err.contains("jobprof process"),
         "{err}"
     );
+}
+
+#[test]
+fn simpleperf_text_is_folded_by_default_only() {
+    // Android simpleperf's report_sample.py layout: a tab after the comm and
+    // before the period, frames `%16x\tSYMBOL (DSO)`.
+    let input = util::fixtures().join("simpleperf.perf.txt");
+    let data = load(&input);
+    let got = String::from_utf8(jobprof_fold(&data, &Options::default(), 1, 1 << 20)).unwrap();
+    assert_eq!(
+        got,
+        "Binder_thread_#2;__start_thread;ioctl;el0_svc_handler 250000\n\
+         RenderThread;__start_thread;android::Looper::loop;android::Looper::pollOnce 500000\n"
+    );
+    // inferno cannot read it (it panics), and --compat inferno stays as
+    // inferno reads the lines: not one is a sample, nothing is folded.
+    assert_eq!(inferno_fold_checked(&data, &Options::default(), 1), None);
+    assert!(jobprof_fold(&data, &compat(Options::default()), 1, 1 << 20).is_empty());
+    let out = jobprof()
+        .args(["fold", "--compat", "inferno"])
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", util::output_text(&out));
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn cli_input_without_one_sample_is_exit_2_naming_what_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let folded = write_tmp(dir.path(), "stacks.folded", b"w;main;f 30\nw;main 2\n");
+    let out = jobprof().arg("fold").arg(&folded).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", util::output_text(&out));
+    assert!(out.stdout.is_empty(), "no output on error");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("stacks.folded")
+            && err.contains("not one line is a `perf script` sample")
+            && err.contains("folded stacks")
+            && err.contains("jobprof render"),
+        "{err}"
+    );
+    // Into a file: nothing is written.
+    let dst = dir.path().join("out.folded");
+    let out = jobprof()
+        .arg("fold")
+        .arg(&folded)
+        .arg("-o")
+        .arg(&dst)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!dst.exists());
+    let report = write_tmp(
+        dir.path(),
+        "report.txt",
+        b"# Overhead  Command  Shared Object\n    45.10%  worker  libc.so.6  [.] memcpy\n",
+    );
+    let out = jobprof().arg("fold").arg(&report).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`perf report` output"));
+    // Empty or comment-only text is an empty capture, not an error; and
+    // samples of another event are samples.
+    for (name, text) in [
+        ("empty.txt", &b""[..]),
+        ("comments.txt", &b"# perf script header only\n"[..]),
+    ] {
+        let p = write_tmp(dir.path(), name, text);
+        let out = jobprof().arg("fold").arg(&p).output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{name}: {}",
+            util::output_text(&out)
+        );
+    }
+    let other = write_tmp(
+        dir.path(),
+        "other-event.txt",
+        b"w 1/1 [000] 1.0: 1 cycles:\n\t1 f+0x1 (/w)\n\n",
+    );
+    let out = jobprof()
+        .args(["fold", "--event-filter", "cpu-clock"])
+        .arg(&other)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", util::output_text(&out));
+    // inferno's mode prints an empty fold, as inferno does.
+    let out = jobprof()
+        .args(["fold", "--compat", "inferno"])
+        .arg(&folded)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", util::output_text(&out));
 }
 
 #[test]

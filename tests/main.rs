@@ -12,4 +12,5 @@ mod render;
 mod reprocess;
 mod slurm;
 mod slurm_e2e;
+mod symbols;
 mod util;

@@ -668,10 +668,22 @@ fn too_few_symbols_refuses_to_render_but_keeps_folded_and_summary() {
     let Some(base) = base() else { return };
     let (_t, result) = copy_base(base);
     let dir = capture_dir(&result, 0, "q1");
-    // Post-processing without the capture's symbols.
+    // Post-processing without the capture's symbols: none of the worker's
+    // own frames can be named (its binary is gone); only samples taken in
+    // the kernel have a named leaf (perf reads /proc/kallsyms itself when
+    // no symfs/ is passed), a small share of this workload's weight.
     fs::remove_dir_all(result.join("profiles/perf/worker_0/symfs")).unwrap();
-    let out = run(&[], &[&result]);
+    let out = run(&["--min-symbolized", "50"], &[&result]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let s = summary(&dir);
+    assert!(s["symbolized_ratio"].as_f64().unwrap() < 0.5, "{s:#}");
+    assert_eq!(s["unnamed_by_dso"][0]["dso"], "demo_worker", "{s:#}");
+    assert!(
+        s["warnings"]
+            .to_string()
+            .contains("unnamed frames in demo_worker"),
+        "{s:#}"
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("not rendered") && stdout.contains("symfs"),
@@ -724,12 +736,17 @@ fn legacy_layout_with_data_and_with_only_its_gzip_text() {
     let (samples, periods) = perf_counts(&data_files(&q1), &symfs);
 
     // q2 as the old pipeline left it after its own post-processing: only
-    // perf.script.gz, the perf.data files gone.
+    // perf.script.gz, the perf.data files gone. Symbolized as jobprof does
+    // (with the snapshot's kernel table), so that the two fold the same.
+    let kallsyms = result.join("profiles/perf/worker_0/kallsyms");
+    assert!(kallsyms.is_file(), "the sidecar snapshots kallsyms");
     let mut script = Vec::new();
     for f in data_files(&q2) {
         let o = Command::new("perf")
             .args(["script", "-f", "--no-inline", "--symfs"])
             .arg(&symfs)
+            .arg("--kallsyms")
+            .arg(&kallsyms)
             .arg("-i")
             .arg(&f)
             .output()
@@ -820,6 +837,32 @@ fn demo_fixture_processes_without_perf() {
     let s = summary(&dir);
     assert_eq!(s["symbolized_from"], "perf.script.zst");
     assert!(s["samples"].as_u64().unwrap() > 0);
+    // The first picture a new user sees is whole and names the kernel.
+    assert!(s["truncated_ratio"].as_f64().unwrap() <= 0.05, "{s:#}");
+    assert_eq!(s["unnamed_stack_ratio"].as_f64().unwrap(), 0.0, "{s:#}");
+    assert!(svg.contains("do_syscall_64") && svg.contains("demo_read_input"));
+}
+
+#[test]
+fn demo_fixture_with_perf_names_kernel_frames_from_its_snapshot() {
+    let Some(_) = base() else { return };
+    let t = tempfile::tempdir().unwrap();
+    let result = t.path().join("result_dir_demo");
+    copy_tree(&repo_root().join("fixtures/result_dir_demo"), &result);
+    let dir = capture_dir(&result, 0, "q01");
+    let shipped = fs::read(dir.join("perf.script.zst")).unwrap();
+    fs::remove_file(dir.join("perf.script.zst")).unwrap();
+    let out = run(&[], &[&result]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let s = summary(&dir);
+    assert_eq!(s["symbolized_from"], "perf script");
+    let kernel = s["kernel_symbols"].as_str().unwrap();
+    assert!(kernel.starts_with("snapshot ") && kernel.ends_with("worker_0/kallsyms"));
+    assert_eq!(s["unnamed_stack_ratio"].as_f64().unwrap(), 0.0, "{s:#}");
+    assert!(s["truncated_ratio"].as_f64().unwrap() <= 0.05, "{s:#}");
+    // The same text as the one shipped for machines without perf.
+    let again = zstd::decode_all(&fs::read(dir.join("perf.script.zst")).unwrap()[..]).unwrap();
+    assert_eq!(again, zstd::decode_all(&shipped[..]).unwrap());
 }
 
 #[test]

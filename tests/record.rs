@@ -444,9 +444,17 @@ fn record_one_shard_two_queries_in_one_sidecar_life() {
         .contains("record-phases"));
     let manifest = fs::read_to_string(w.join("symbol-manifest.tsv")).unwrap();
     assert!(
-        manifest.starts_with("path\tbytes\tbuild_id\tstatus\n"),
+        manifest.starts_with("kind\tpath\tbytes\tbuild_id\tstatus\n"),
         "{manifest}"
     );
+    // The kernel symbol table is kept next to symfs/ when it is readable.
+    let kallsyms = fs::read("/proc/kallsyms").unwrap_or_default();
+    let readable = kallsyms.split(|&b| b == b'\n').any(|l| {
+        l.split(|&b| b == b' ')
+            .next()
+            .is_some_and(|a| a.iter().any(|&c| c != b'0'))
+    });
+    assert_eq!(w.join("kallsyms").is_file(), readable, "{manifest}");
     let exe = prog.strip_prefix("/").unwrap();
     assert!(w.join("symfs").join(exe).is_file(), "{manifest}");
 }

@@ -177,6 +177,7 @@ pub fn run(args: FoldArgs) -> anyhow::Result<ExitCode> {
             .as_deref()
             .expect("clap requires -o with --split-by");
         let folded = Folder::new(options.clone()).fold_sources(&sources)?;
+        require_samples(&folded, &sources, &options)?;
         let groups = split_by(&folded.stacks, by.into(), &options)?;
         let look = RenderOptions {
             title: String::new(),
@@ -197,7 +198,8 @@ pub fn run(args: FoldArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::Success);
     }
-    let folded = Folder::new(options).fold_sources(&sources)?;
+    let folded = Folder::new(options.clone()).fold_sources(&sources)?;
+    require_samples(&folded, &sources, &options)?;
     match &args.output {
         Some(path) => {
             let mut f = AtomicFile::create(path)?;
@@ -219,6 +221,19 @@ pub fn run(args: FoldArgs) -> anyhow::Result<ExitCode> {
         print_stats(&folded);
     }
     Ok(ExitCode::Success)
+}
+
+/// Input where not one line is a sample is an error (exit 2), except under
+/// `--compat inferno`, which prints an empty fold as inferno does.
+fn require_samples(folded: &Folded, sources: &[Source], options: &Options) -> jobprof::Result<()> {
+    if options.compat != Compat::None {
+        return Ok(());
+    }
+    let names: Vec<String> = sources
+        .iter()
+        .map(|s| s.display_path().display().to_string())
+        .collect();
+    folded.require_samples(&names.join(", "))
 }
 
 fn warn_skipped(folded: &Folded, sources: &[Source]) {

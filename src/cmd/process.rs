@@ -75,9 +75,10 @@ pub struct ProcessArgs {
     #[arg(long, value_name = "LIST", default_value = "svg,html,folded,summary")]
     pub formats: String,
 
-    /// Refuse to draw a flamegraph when fewer than PCT percent of the samples
-    /// have any named frame (missing symbols or a wrong symfs/ make useless
-    /// pictures); stacks.folded and summary.json are still written.
+    /// Refuse to draw a flamegraph when less than PCT percent of the sample
+    /// weight has a named leaf frame (`symbolized_ratio` in summary.json;
+    /// missing symbols or a wrong symfs/ make useless pictures);
+    /// stacks.folded and summary.json are still written.
     #[arg(long, value_name = "PCT", default_value_t = 5.0)]
     pub min_symbolized: f64,
 

@@ -233,6 +233,25 @@ impl Folded {
     pub fn total(&self) -> u64 {
         self.stacks.iter().map(|(_, c)| c).sum()
     }
+
+    /// An error when lines were read but not one was a sample (nor a sample
+    /// of another event): the input is not `perf script` text. The message
+    /// names `inputs` and says what the text looks like and what to run
+    /// instead (folded stacks: `jobprof render`). Empty or comment-only
+    /// input is not an error (a capture can have no samples).
+    pub fn require_samples(&self, inputs: &str) -> crate::Result<()> {
+        let s = &self.stats;
+        if s.samples > 0 || s.filtered_samples > 0 || s.skipped_lines == 0 {
+            return Ok(());
+        }
+        let lines: Vec<&str> = s.first_skipped.iter().map(|l| l.text.as_str()).collect();
+        let (looks_like, hint) = crate::perf_script::describe_non_samples(&lines);
+        Err(crate::Error::NoSamples {
+            inputs: inputs.to_string(),
+            looks_like: looks_like.into(),
+            hint: hint.into(),
+        })
+    }
 }
 
 /// Folds inputs with a fixed set of options. Cheap to create.

@@ -163,6 +163,9 @@ pub fn validate(found: &CaptureDir, meta_path: &Path) -> Checked<ValidCapture> {
             })
             .collect(),
         symfs: None,
+        kallsyms: None,
+        host: get(&m, &["host", "hostname", "node"]).map(str::to_string),
+        boot_id: None,
         script_text: None,
         warnings: Vec::new(),
     })

@@ -255,6 +255,9 @@ pub struct Shard {
     pub bytes: Option<u64>,
 }
 
+/// The kernel symbol table `jobprof-record` snapshots next to `symfs/`.
+pub const KALLSYMS: &str = "kallsyms";
+
 /// A capture that passed validation: everything the pipeline needs to know.
 #[derive(Debug, Clone)]
 pub struct ValidCapture {
@@ -272,6 +275,12 @@ pub struct ValidCapture {
     pub shards: Vec<Shard>,
     /// `symfs/` of the capture, or of its worker directory.
     pub symfs: Option<PathBuf>,
+    /// The kernel symbol table snapshot (`kallsyms` next to that `symfs/`).
+    pub kallsyms: Option<PathBuf>,
+    /// The node the capture was made on, when recorded.
+    pub host: Option<String>,
+    /// The node's boot id at capture time, when recorded.
+    pub boot_id: Option<String>,
     /// Symbolized text already in the capture (`perf.script.zst`, else the
     /// old pipeline's `perf.script.gz`).
     pub script_text: Option<PathBuf>,
@@ -324,6 +333,12 @@ pub fn validate(found: &CaptureDir) -> std::result::Result<ValidCapture, Refusal
     v.symfs = std::iter::once(dir.join("symfs"))
         .chain(found.worker_dir().map(|w| w.join("symfs")))
         .find(|p| p.is_dir());
+    v.kallsyms = v
+        .symfs
+        .as_ref()
+        .and_then(|s| s.parent())
+        .map(|d| d.join(KALLSYMS))
+        .filter(|p| p.is_file());
     v.script_text = [SCRIPT_ZST, SCRIPT_GZ]
         .into_iter()
         .map(|n| dir.join(n))
@@ -446,6 +461,9 @@ fn validate_record(found: &CaptureDir, json: &Path) -> std::result::Result<Valid
             })
             .collect(),
         symfs: None,
+        kallsyms: None,
+        host: Some(cap.host.clone()),
+        boot_id: cap.boot_id.clone(),
         script_text: None,
         warnings: Vec::new(),
     })

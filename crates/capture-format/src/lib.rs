@@ -173,6 +173,12 @@ pub struct Capture {
     pub worker: u32,
     /// Host name of the node the worker ran on.
     pub host: String,
+    /// `/proc/sys/kernel/random/boot_id` of the node when the capture was
+    /// made: with the host, it tells `jobprof process` whether the live
+    /// `/proc/kallsyms` still describes the kernel that was sampled.
+    /// `None` in captures made before it was recorded.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub boot_id: Option<String>,
     /// `SLURM_JOB_ID` of the sidecar, when it ran inside a Slurm job.
     pub slurm_job_id: Option<String>,
     /// PID of the profiled worker process (in the sidecar's PID namespace).
@@ -249,6 +255,7 @@ impl Capture {
         w.str("query", &self.query);
         w.num("worker", self.worker as u64);
         w.str("host", &self.host);
+        w.opt_str("boot_id", self.boot_id.as_deref());
         w.opt_str("slurm_job_id", self.slurm_job_id.as_deref());
         w.num("pid", self.pid as u64);
         w.str("exe", &self.exe);
@@ -638,6 +645,7 @@ mod tests {
             query: "q01.warm-2".into(),
             worker: 3,
             host: "node-17".into(),
+            boot_id: Some("7b1d119e-cdef-4276-a422-00234f072303".into()),
             slurm_job_id: Some("4242".into()),
             pid: 123456,
             exe: "/opt/presto/bin/presto_server (deleted)".into(),
@@ -775,6 +783,17 @@ mod tests {
             let c = sample_capture();
             let json = c.to_json();
             let back: Capture = serde_json::from_str(&json).unwrap();
+            assert_eq!(back, c);
+        }
+
+        #[test]
+        fn capture_json_without_boot_id_is_read_as_unknown_boot() {
+            // Captures made before the boot id was recorded.
+            let mut c = sample_capture();
+            let mut v: serde_json::Value = serde_json::from_str(&c.to_json()).unwrap();
+            v.as_object_mut().unwrap().remove("boot_id").unwrap();
+            let back: Capture = serde_json::from_value(v).unwrap();
+            c.boot_id = None;
             assert_eq!(back, c);
         }
 

@@ -30,6 +30,8 @@ pub struct Context {
     pub exe: String,
     /// Host name.
     pub host: String,
+    /// The node's boot id.
+    pub boot_id: Option<String>,
     /// `SLURM_JOB_ID`.
     pub slurm_job_id: Option<String>,
     /// `perf --version`.
@@ -79,6 +81,7 @@ impl ActiveCapture {
             query: query.to_string(),
             worker: ctx.worker,
             host: ctx.host.clone(),
+            boot_id: ctx.boot_id.clone(),
             slurm_job_id: ctx.slurm_job_id.clone(),
             pid: ctx.pid,
             exe: ctx.exe.clone(),

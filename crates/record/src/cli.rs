@@ -39,8 +39,9 @@ Usage:
       [--threads-per-shard 128] [--start-timeout SECS] [--stop-timeout SECS]
       [--max-capture SECS] [--staging DIR] [--symfs-limit BYTES] [--require-symbols]
 
-Runs the preflight checks, snapshots the worker's executable mappings into
-symfs/, writes the `ready` token, then serves any number of queries until the
+Runs the preflight checks, snapshots the worker's executable mappings and
+their separate debug info into symfs/ and the kernel's kallsyms next to it,
+writes the `ready` token, then serves any number of queries until the
 `shutdown` token (or SIGTERM/SIGINT, or the worker exits): on `start` for
 query Q it attaches one disabled `perf record` per shard of at most
 --threads-per-shard threads, enables them all and writes `started`; on `stop`
@@ -65,7 +66,7 @@ Options:
   --max-capture SECS       end a capture whose stop never comes (default 3600; 0 = never)
   --staging DIR            node-local staging directory (default
                            $SLURM_TMPDIR, $TMPDIR or /tmp, plus jobprof-record.JOB)
-  --symfs-limit BYTES      most bytes copied into symfs/ (default 4G; K/M/G suffixes)
+  --symfs-limit BYTES      most bytes copied into symfs/ and kallsyms (default 4G; K/M/G suffixes)
   --require-symbols        fail when the worker's binary has no .symtab/.debug_info
 ";
 

@@ -1,7 +1,7 @@
 //! Just enough ELF reading for the preflight and the symbol snapshot: the
 //! section names of a 64-bit little-endian ELF file (does it have `.symtab`
-//! or `.debug_info`?) and its GNU build id. Reads only the headers, never
-//! the whole file. Anything else (32-bit, big-endian, not ELF) is reported
+//! or `.debug_info`?), its GNU build id and its `.gnu_debuglink` name.
+//! Reads only the headers, never the whole file. Anything else (32-bit, big-endian, not ELF) is reported
 //! as unknown rather than guessed.
 
 use std::fs::File;
@@ -17,6 +17,9 @@ pub struct ElfInfo {
     pub debug_info: bool,
     /// The GNU build id, lowercase hex, when present.
     pub build_id: Option<String>,
+    /// The file name in `.gnu_debuglink` (where the separate debug info
+    /// lives), when present.
+    pub debuglink: Option<String>,
 }
 
 fn u16_at(b: &[u8], o: usize) -> Option<u64> {
@@ -48,8 +51,13 @@ fn bad(what: &str) -> io::Error {
 
 /// Reads the section table of the ELF file at `path`.
 pub fn inspect(path: &Path) -> io::Result<ElfInfo> {
-    let mut f = File::open(path)?;
-    let hdr = read_at(&mut f, 0, 64).map_err(|_| bad("not an ELF file (too short)"))?;
+    inspect_file(&mut File::open(path)?)
+}
+
+/// [`inspect`] on a file already open (so that what is checked is what is
+/// then read).
+pub fn inspect_file(f: &mut File) -> io::Result<ElfInfo> {
+    let hdr = read_at(f, 0, 64).map_err(|_| bad("not an ELF file (too short)"))?;
     if &hdr[..4] != b"\x7fELF" {
         return Err(bad("not an ELF file"));
     }
@@ -63,7 +71,7 @@ pub fn inspect(path: &Path) -> io::Result<ElfInfo> {
     if shoff == 0 || shnum == 0 || shentsize < 64 || shstrndx >= shnum {
         return Ok(ElfInfo::default());
     }
-    let table = read_at(&mut f, shoff, shentsize * shnum)?;
+    let table = read_at(f, shoff, shentsize * shnum)?;
     let section = |i: u64| -> Option<(u64, u64, u64)> {
         let o = (i * shentsize) as usize;
         Some((
@@ -73,7 +81,7 @@ pub fn inspect(path: &Path) -> io::Result<ElfInfo> {
         ))
     };
     let (_, stroff, strsize) = section(shstrndx).ok_or_else(|| bad("bad section table"))?;
-    let names = read_at(&mut f, stroff, strsize)?;
+    let names = read_at(f, stroff, strsize)?;
     let mut info = ElfInfo::default();
     for i in 0..shnum {
         let Some((name_off, off, size)) = section(i) else {
@@ -87,12 +95,22 @@ pub fn inspect(path: &Path) -> io::Result<ElfInfo> {
             b".symtab" => info.symtab = true,
             b".debug_info" => info.debug_info = true,
             b".note.gnu.build-id" if size <= 4096 => {
-                let note = read_at(&mut f, off, size)?;
+                let note = read_at(f, off, size)?;
                 let namesz = u32_at(&note, 0).unwrap_or(0) as usize;
                 let descsz = u32_at(&note, 4).unwrap_or(0) as usize;
                 let desc = 12 + namesz.div_ceil(4) * 4;
                 if let Some(id) = note.get(desc..desc + descsz) {
                     info.build_id = Some(id.iter().map(|b| format!("{b:02x}")).collect());
+                }
+            }
+            b".gnu_debuglink" if size <= 4096 => {
+                let link = read_at(f, off, size)?;
+                let end = link.iter().position(|&b| b == 0).unwrap_or(link.len());
+                let name = String::from_utf8_lossy(&link[..end]).into_owned();
+                // A bare file name; anything with a slash would leave the
+                // directories perf searches.
+                if !name.is_empty() && !name.contains('/') && name != "." && name != ".." {
+                    info.debuglink = Some(name);
                 }
             }
             _ => {}

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use crate::cli::{PidSource, TargetOpts};
 use crate::elf;
 use crate::fail::Fail;
+use crate::symfs;
 use crate::sys;
 
 /// The perf executable (looked up on PATH).
@@ -342,38 +343,8 @@ pub fn run(opts: &TargetOpts, pid: u32, staging: &Path) -> Report {
         }
     }
 
-    // Symbols of the main binary.
     if exe.is_some() {
-        let path = PathBuf::from(format!("/proc/{pid}/exe"));
-        let fail_level = if opts.require_symbols {
-            Level::Fail
-        } else {
-            Level::Warn
-        };
-        match elf::inspect(&path) {
-            Ok(info) if info.symtab || info.debug_info => r.push(
-                "symbols",
-                Level::Ok,
-                format!(
-                    "main binary has{}{}",
-                    if info.symtab { " .symtab" } else { "" },
-                    if info.debug_info { " .debug_info" } else { "" }
-                ),
-                "",
-            ),
-            Ok(_) => r.push(
-                "symbols",
-                fail_level,
-                "main binary is stripped (no .symtab, no .debug_info): flamegraphs would show addresses".into(),
-                "profile an unstripped build (keep .symtab, e.g. -g1 or no `strip`)",
-            ),
-            Err(e) => r.push(
-                "symbols",
-                fail_level,
-                format!("cannot read the main binary's sections: {e}"),
-                "profile an unstripped ELF build of the worker",
-            ),
-        }
+        symbol_checks(&mut r, opts, pid);
     }
 
     // A real, short recording of the target.
@@ -427,4 +398,196 @@ pub fn run(opts: &TargetOpts, pid: u32, staging: &Path) -> Report {
         let _ = fs::remove_file(&log);
     }
     r
+}
+
+/// The `symbols` lines, one per class of frame: what will be named in the
+/// main binary, in the shared libraries, and in the kernel, with the fix
+/// when something will not be. Only the main binary can fail (with
+/// `--require-symbols`); the others warn.
+fn symbol_checks(r: &mut Report, opts: &TargetOpts, pid: u32) {
+    // The main binary.
+    let fail_level = if opts.require_symbols {
+        Level::Fail
+    } else {
+        Level::Warn
+    };
+    let exe = PathBuf::from(format!("/proc/{pid}/exe"));
+    let maps = fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    let mappings = symfs::executable_mappings(&maps);
+    let exe_path = fs::read_link(&exe)
+        .map(|p| {
+            p.to_string_lossy()
+                .trim_end_matches(" (deleted)")
+                .to_string()
+        })
+        .unwrap_or_default();
+    match elf::inspect(&exe) {
+        Ok(info) if info.symtab || info.debug_info => r.push(
+            "symbols",
+            Level::Ok,
+            format!(
+                "main binary: named (has{}{})",
+                if info.symtab { " .symtab" } else { "" },
+                if info.debug_info { " .debug_info" } else { "" }
+            ),
+            "",
+        ),
+        Ok(info) if has_debug_file(pid, &exe_path, &info) => r.push(
+            "symbols",
+            Level::Ok,
+            "main binary: named from its separate debug info".into(),
+            "",
+        ),
+        Ok(_) => r.push(
+            "symbols",
+            fail_level,
+            "main binary: stripped (no .symtab, no .debug_info, no separate debug info): \
+             flamegraphs would show addresses"
+                .into(),
+            "profile an unstripped build (keep .symtab, e.g. -g1 or no `strip`), or install its debug info",
+        ),
+        Err(e) => r.push(
+            "symbols",
+            fail_level,
+            format!("main binary: cannot read its sections: {e}"),
+            "profile an unstripped ELF build of the worker",
+        ),
+    }
+
+    // Shared libraries: full symbols in the file or in separate debug info,
+    // else only their exported (.dynsym) symbols.
+    let mut without = Vec::new();
+    let mut libs = 0;
+    for path in mappings.keys().filter(|p| **p != exe_path) {
+        let file = PathBuf::from(format!("/proc/{pid}/root{path}"));
+        let Ok(info) = elf::inspect(&file) else {
+            continue;
+        };
+        libs += 1;
+        if !(info.symtab || info.debug_info || has_debug_file(pid, path, &info)) {
+            without.push(path.rsplit('/').next().unwrap_or(path).to_string());
+        }
+    }
+    if without.is_empty() {
+        r.push(
+            "symbols",
+            Level::Ok,
+            format!("shared libraries: all {libs} named (own symbols or separate debug info)"),
+            "",
+        );
+    } else {
+        r.push(
+            "symbols",
+            Level::Warn,
+            format!(
+                "shared libraries: {} of {libs} have neither symbols nor separate debug info, only \
+                 their exported functions will be named: {}",
+                without.len(),
+                without.join(", ")
+            ),
+            "install their debug packages on the node (Debian: libc6-dbg, or the -dbgsym \
+             packages; files under /usr/lib/debug/.build-id/) before the job",
+        );
+    }
+
+    // The kernel.
+    let restrict = fs::read_to_string("/proc/sys/kernel/kptr_restrict")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "?".into());
+    let head = read_head("/proc/kallsyms", 64 << 10);
+    if opts.event.ends_with(":u") {
+        r.push(
+            "symbols",
+            Level::Ok,
+            format!(
+                "kernel: event {} samples user space only, no kernel frames",
+                opts.event
+            ),
+            "",
+        );
+    } else if symfs::kallsyms_has_addresses(&head) {
+        r.push(
+            "symbols",
+            Level::Ok,
+            format!("kernel: named (/proc/kallsyms shows addresses, kptr_restrict={restrict}; snapshotted with the capture)"),
+            "",
+        );
+    } else {
+        r.push(
+            "symbols",
+            Level::Warn,
+            format!(
+                "kernel: frames will be unnamed, /proc/kallsyms hides its addresses \
+                 (kptr_restrict={restrict}, {})",
+                if sys::euid() == 0 { "root" } else { "not root" }
+            ),
+            "run the sidecar as root, or lower kernel.kptr_restrict to 0 (sysctl -w kernel.kptr_restrict=0)",
+        );
+    }
+}
+
+/// Whether separate debug info for the file at `path` (as the worker sees
+/// it) exists where perf looks for it.
+fn has_debug_file(pid: u32, path: &str, info: &elf::ElfInfo) -> bool {
+    symfs::debug_candidates(path, info.build_id.as_deref(), info.debuglink.as_deref())
+        .iter()
+        .any(|c| Path::new(&format!("/proc/{pid}/root{c}")).is_file())
+}
+
+/// The first `limit` bytes of a file (empty when it cannot be read).
+fn read_head(path: &str, limit: u64) -> Vec<u8> {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    if let Ok(f) = fs::File::open(path) {
+        let _ = f.take(limit).read_to_end(&mut buf);
+    }
+    buf
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::PidSource;
+
+    fn opts(event: &str) -> TargetOpts {
+        TargetOpts {
+            pid: PidSource::Pid(std::process::id()),
+            exe_name: None,
+            event: event.into(),
+            frequency: 99,
+            require_symbols: false,
+            staging: None,
+            start_timeout: 1,
+        }
+    }
+
+    #[test]
+    fn one_symbols_line_per_class_of_frame() {
+        let mut r = Report::default();
+        symbol_checks(&mut r, &opts("cpu-clock"), std::process::id());
+        let lines: Vec<&Check> = r.checks.iter().filter(|c| c.name == "symbols").collect();
+        assert_eq!(lines.len(), 3, "{:?}", r.checks);
+        assert!(
+            lines[0].detail.starts_with("main binary: named"),
+            "{:?}",
+            lines[0]
+        );
+        assert!(lines[1].detail.starts_with("shared libraries: "));
+        assert!(lines[2].detail.starts_with("kernel: "));
+        // The kernel line says what this process can see, with the fix.
+        let live = fs::read("/proc/kallsyms").unwrap_or_default();
+        if symfs::kallsyms_has_addresses(&live) {
+            assert_eq!(lines[2].level, Level::Ok);
+        } else {
+            assert_eq!(lines[2].level, Level::Warn);
+            assert!(lines[2].fix.contains("kptr_restrict"));
+        }
+        // Libraries without symbols are named, with the package fix.
+        if lines[1].level == Level::Warn {
+            assert!(lines[1].fix.contains("debug packages"));
+        }
+        let mut r = Report::default();
+        symbol_checks(&mut r, &opts("cpu-clock:u"), std::process::id());
+        assert!(r.checks[2].detail.contains("user space only"));
+    }
 }

@@ -69,7 +69,13 @@ pub fn capture(staged: &Path, out_worker: &Path, meta: &Capture) -> Result<(), S
 /// Publishes the worker-level files of `staged_worker` into `out_worker`.
 pub fn worker_files(staged_worker: &Path, out_worker: &Path) -> Result<(), String> {
     fs::create_dir_all(out_worker).map_err(|e| ctx("cannot create", out_worker, e))?;
-    for name in ["preflight.txt", "worker.maps", "symbol-manifest.tsv"] {
+    for name in [
+        "preflight.txt",
+        "worker.maps",
+        "symbol-manifest.tsv",
+        crate::symfs::KALLSYMS,
+        crate::symfs::MODULES,
+    ] {
         let src = staged_worker.join(name);
         let Ok(data) = fs::read(&src) else { continue };
         let dst = out_worker.join(name);

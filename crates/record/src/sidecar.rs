@@ -102,8 +102,12 @@ pub fn run(opts: SidecarOpts) -> Result<(), Fail> {
     }
     match symfs::snapshot(pid, &worker_dir, opts.symfs_limit) {
         Ok(s) => log(&format!(
-            "symfs: copied {} files ({} bytes), skipped {}",
-            s.copied, s.bytes, s.skipped
+            "symfs: copied {} files ({} bytes, {} separate debug file(s), kernel symbols {}), skipped {}",
+            s.copied,
+            s.bytes,
+            s.debug_files,
+            if s.kallsyms { "kept" } else { "not available" },
+            s.skipped
         )),
         Err(e) => {
             return Err(fail(format!(
@@ -118,6 +122,7 @@ pub fn run(opts: SidecarOpts) -> Result<(), Fail> {
         pid,
         exe: report.exe.clone(),
         host: sys::hostname(),
+        boot_id: sys::boot_id(),
         slurm_job_id: std::env::var("SLURM_JOB_ID").ok().filter(|s| !s.is_empty()),
         perf_version: report.perf_version.clone(),
         spec: RecordSpec {
@@ -229,7 +234,13 @@ pub fn run(opts: SidecarOpts) -> Result<(), Fail> {
         .map_err(|e| Fail::failed(format!("cannot write the done token: {e}")))?;
     log(&done);
     // Everything is published: free the node-local disk.
-    for name in ["preflight.txt", "worker.maps", "symbol-manifest.tsv"] {
+    for name in [
+        "preflight.txt",
+        "worker.maps",
+        "symbol-manifest.tsv",
+        symfs::KALLSYMS,
+        symfs::MODULES,
+    ] {
         let _ = fs::remove_file(worker_dir.join(name));
     }
     let _ = fs::remove_dir_all(worker_dir.join("symfs"));

@@ -1,12 +1,23 @@
-//! The worker-level symbol snapshot, taken once before `ready`: a copy of
-//! `/proc/PID/maps` (`worker.maps`) and of every executable file-backed
-//! mapping, read through `/proc/PID/root` so that it works for containers
-//! too, into `symfs/<absolute path>`, so that `perf report --symfs` and
-//! `perf script --symfs` can symbolize after the job (when the container or
-//! the deployed binaries may be gone). Deleted files are read through
-//! `/proc/PID/map_files/`. `symbol-manifest.tsv` lists every mapping with
-//! its size, build id and what happened to it. Stops copying at
-//! `--symfs-limit` bytes (the rest is listed as skipped).
+//! The worker-level symbol snapshot, taken once before `ready`, holding
+//! everything `perf script` needs to name frames after the job (when the
+//! container, the deployed binaries or the node may be gone):
+//!
+//! - `worker.maps`: a copy of `/proc/PID/maps`;
+//! - `symfs/<absolute path>`: every executable file-backed mapping, read
+//!   through `/proc/PID/root` so that it works for containers too (deleted
+//!   files through `/proc/PID/map_files/`);
+//! - the separate debug info of each of them, found as perf finds it (by
+//!   build id under `/usr/lib/debug/.build-id/`, then by `.gnu_debuglink`
+//!   in the same directory, its `.debug/` and `/usr/lib/debug/<dir>/`, then
+//!   `/usr/lib/debug/<path>.debug`) and copied to the same path under
+//!   `symfs/`, where `perf --symfs` looks for it;
+//! - `kallsyms` and `modules`: the kernel's symbol table and module list,
+//!   next to `symfs/` (perf reads them together with `--kallsyms`). A table
+//!   whose addresses are all zero (`kernel.kptr_restrict`) is not kept.
+//!
+//! `symbol-manifest.tsv` lists each of them with its kind, size, build id
+//! and what happened to it (copied, skipped at `--symfs-limit`, absent,
+//! error). Every copied byte counts against `--symfs-limit`.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -17,17 +28,26 @@ use crate::elf;
 use crate::tokens::write_atomic;
 
 /// Header of `symbol-manifest.tsv`.
-pub const MANIFEST_HEADER: &str = "path\tbytes\tbuild_id\tstatus";
+pub const MANIFEST_HEADER: &str = "kind\tpath\tbytes\tbuild_id\tstatus";
+
+/// The kernel symbol table's name in the worker directory.
+pub const KALLSYMS: &str = "kallsyms";
+/// The kernel module list's name in the worker directory.
+pub const MODULES: &str = "modules";
 
 /// What the snapshot did, for the log line.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Summary {
-    /// Files copied.
+    /// Files copied (binaries, debug files, kernel tables).
     pub copied: usize,
     /// Bytes copied.
     pub bytes: u64,
     /// Files not copied (limit or error).
     pub skipped: usize,
+    /// Separate debug files copied.
+    pub debug_files: usize,
+    /// Whether a usable kernel symbol table was kept.
+    pub kallsyms: bool,
 }
 
 /// The executable file-backed mappings in a maps text: absolute path (without
@@ -54,69 +74,302 @@ pub fn executable_mappings(maps: &str) -> BTreeMap<String, (String, bool)> {
     found
 }
 
-/// Takes the snapshot of `pid` into `worker_dir` (`worker.maps`, `symfs/`,
-/// `symbol-manifest.tsv`), copying at most `limit` bytes.
-pub fn snapshot(pid: u32, worker_dir: &Path, limit: u64) -> io::Result<Summary> {
-    let maps = fs::read_to_string(format!("/proc/{pid}/maps"))?;
-    write_atomic(&worker_dir.join("worker.maps"), maps.as_bytes())?;
-    let symfs = worker_dir.join("symfs");
-    fs::create_dir_all(&symfs)?;
-    let mut manifest = String::from(MANIFEST_HEADER);
-    manifest.push('\n');
-    let mut summary = Summary::default();
-    for (path, (range, deleted)) in executable_mappings(&maps) {
+/// Where perf looks for the separate debug info of the file at `path`
+/// (absolute, as the worker sees it), in perf's order: by build id, then by
+/// `.gnu_debuglink` (same directory, `.debug/`, `/usr/lib/debug/<dir>/`),
+/// then `/usr/lib/debug/<path>.debug`.
+pub fn debug_candidates(
+    path: &str,
+    build_id: Option<&str>,
+    debuglink: Option<&str>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(id) = build_id.filter(|id| id.len() > 2) {
+        out.push(format!(
+            "/usr/lib/debug/.build-id/{}/{}.debug",
+            &id[..2],
+            &id[2..]
+        ));
+    }
+    let dir = Path::new(path)
+        .parent()
+        .map(|d| d.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let dir = dir.trim_end_matches('/');
+    if let Some(link) = debuglink {
+        let same = format!("{dir}/{link}");
+        if same != path {
+            out.push(same);
+        }
+        out.push(format!("{dir}/.debug/{link}"));
+        out.push(format!("/usr/lib/debug{dir}/{link}"));
+    }
+    out.push(format!("/usr/lib/debug{path}.debug"));
+    out.dedup();
+    out
+}
+
+/// True when a kallsyms text has at least one non-zero address (false when
+/// `kptr_restrict` hid them all, or the text is empty).
+pub fn kallsyms_has_addresses(text: &[u8]) -> bool {
+    text.split(|&b| b == b'\n')
+        .filter_map(|l| l.split(|&b| b == b' ').next())
+        .any(|a| !a.is_empty() && a.iter().any(|&b| b != b'0'))
+}
+
+/// Accumulates the manifest and the byte budget.
+struct Snap<'a> {
+    symfs: &'a Path,
+    limit: u64,
+    manifest: String,
+    summary: Summary,
+}
+
+impl Snap<'_> {
+    fn row(&mut self, kind: &str, path: &str, size: Option<u64>, build_id: &str, status: &str) {
+        let size = size.map(|n| n.to_string()).unwrap_or_else(|| "-".into());
+        self.manifest
+            .push_str(&format!("{kind}\t{path}\t{size}\t{build_id}\t{status}\n"));
+    }
+
+    /// Copies `src` to `dst` within the budget; the manifest status.
+    fn copy(&mut self, src: &Path, dst: &Path) -> (Option<u64>, String) {
+        let size = match fs::metadata(src) {
+            Ok(m) => m.len(),
+            Err(e) => {
+                self.summary.skipped += 1;
+                return (None, format!("error: {e}"));
+            }
+        };
+        if self.summary.bytes + size > self.limit {
+            self.summary.skipped += 1;
+            return (
+                Some(size),
+                format!("skipped: --symfs-limit {} bytes reached", self.limit),
+            );
+        }
+        let copied = dst
+            .parent()
+            .map_or(Ok(()), fs::create_dir_all)
+            .and_then(|_| fs::copy(src, dst));
+        match copied {
+            Ok(n) => {
+                self.summary.bytes += n;
+                self.summary.copied += 1;
+                (Some(n), "copied".into())
+            }
+            Err(e) => {
+                self.summary.skipped += 1;
+                (Some(size), format!("error: {e}"))
+            }
+        }
+    }
+
+    fn mapping(&mut self, pid: u32, path: &str, range: &str, deleted: bool) {
         let src = if deleted {
             PathBuf::from(format!("/proc/{pid}/map_files/{range}"))
         } else {
             PathBuf::from(format!("/proc/{pid}/root{path}"))
         };
-        let size = fs::metadata(&src).map(|m| m.len());
-        let build_id = elf::inspect(&src)
-            .ok()
-            .and_then(|i| i.build_id)
-            .unwrap_or_else(|| "-".into());
-        let status = match &size {
-            Err(e) => format!("error: {e}"),
-            Ok(n) if summary.bytes + *n > limit => {
-                format!("skipped: --symfs-limit {limit} bytes reached")
-            }
-            Ok(n) => {
-                let dst = symfs.join(path.trim_start_matches('/'));
-                let copied = dst
-                    .parent()
-                    .map_or(Ok(()), fs::create_dir_all)
-                    .and_then(|_| fs::copy(&src, &dst));
-                match copied {
-                    Ok(_) => {
-                        summary.bytes += *n;
-                        summary.copied += 1;
-                        if deleted {
-                            "copied (deleted on disk)".to_string()
-                        } else {
-                            "copied".to_string()
-                        }
-                    }
-                    Err(e) => format!("error: {e}"),
-                }
-            }
-        };
-        if !status.starts_with("copied") {
-            summary.skipped += 1;
+        let info = elf::inspect(&src).ok();
+        let build_id = info.as_ref().and_then(|i| i.build_id.clone());
+        let dst = self.symfs.join(path.trim_start_matches('/'));
+        let (size, mut status) = self.copy(&src, &dst);
+        if deleted && status == "copied" {
+            status = "copied (deleted on disk)".into();
         }
-        manifest.push_str(&format!(
-            "{path}\t{}\t{build_id}\t{status}\n",
-            size.as_ref()
-                .map(|n| n.to_string())
-                .unwrap_or_else(|_| "-".into())
-        ));
+        let id = build_id.as_deref().unwrap_or("-");
+        self.row("binary", path, size, id, &status);
+        if let Some(info) = info {
+            self.debug_info(&format!("/proc/{pid}/root"), path, &info);
+        }
     }
-    write_atomic(&worker_dir.join("symbol-manifest.tsv"), manifest.as_bytes())?;
-    Ok(summary)
+
+    /// Finds and copies the separate debug info of `path`, looking in the
+    /// worker's file system at `root` (`/proc/PID/root`).
+    fn debug_info(&mut self, root: &str, path: &str, info: &elf::ElfInfo) {
+        let candidates =
+            debug_candidates(path, info.build_id.as_deref(), info.debuglink.as_deref());
+        let id = info.build_id.as_deref().unwrap_or("-");
+        // The first candidate that really is this file's debug info: the
+        // worker's file system is not ours to trust (a planted symlink must
+        // not copy a host file into the published symfs/), so a candidate is
+        // opened once, checked from that handle (a regular ELF file with the
+        // binary's build id, or with debug sections when the binary has no
+        // build id) and copied from the same handle.
+        let found = candidates.iter().find_map(|c| {
+            let mut f = fs::File::open(format!("{root}{c}")).ok()?;
+            let meta = f.metadata().ok()?;
+            let debug = elf::inspect_file(&mut f).ok()?;
+            let matches = match (&info.build_id, &debug.build_id) {
+                (Some(want), Some(got)) => want == got,
+                (Some(_), None) => false,
+                (None, _) => debug.symtab || debug.debug_info,
+            };
+            (meta.is_file() && matches).then_some((c, f, meta.len()))
+        });
+        match found {
+            Some((c, mut f, size)) => {
+                let dst = self.symfs.join(c.trim_start_matches('/'));
+                let status = self.copy_open(&mut f, size, &dst);
+                if status == "copied" {
+                    self.summary.debug_files += 1;
+                }
+                self.row(
+                    "debuginfo",
+                    c,
+                    Some(size),
+                    id,
+                    &format!("{status} (for {path})"),
+                );
+            }
+            None => {
+                let named = if info.symtab || info.debug_info {
+                    "its own symbols are used"
+                } else {
+                    "only its exported symbols can be named; install its debug package"
+                };
+                let status = format!("absent (for {path}; {named})");
+                self.row("debuginfo", &candidates.join(" "), None, id, &status);
+            }
+        }
+    }
+
+    /// Copies an open file of `size` bytes to `dst` within the budget; the
+    /// manifest status.
+    fn copy_open(&mut self, f: &mut fs::File, size: u64, dst: &Path) -> String {
+        if self.summary.bytes + size > self.limit {
+            self.summary.skipped += 1;
+            return format!("skipped: --symfs-limit {} bytes reached", self.limit);
+        }
+        let copied = (|| {
+            use std::io::Seek;
+            if let Some(parent) = dst.parent() {
+                fs::create_dir_all(parent)?;
+            }
+            f.seek(io::SeekFrom::Start(0))?;
+            io::copy(f, &mut fs::File::create(dst)?)
+        })();
+        match copied {
+            Ok(n) => {
+                self.summary.bytes += n;
+                self.summary.copied += 1;
+                "copied".into()
+            }
+            Err(e) => {
+                self.summary.skipped += 1;
+                format!("error: {e}")
+            }
+        }
+    }
+
+    /// `/proc/kallsyms` and `/proc/modules` into `worker_dir`.
+    fn kernel(&mut self, worker_dir: &Path) {
+        match fs::read("/proc/kallsyms") {
+            Err(e) => self.row(
+                "kallsyms",
+                "/proc/kallsyms",
+                None,
+                "-",
+                &format!("error: {e}"),
+            ),
+            Ok(text) if !kallsyms_has_addresses(&text) => {
+                let restrict = fs::read_to_string("/proc/sys/kernel/kptr_restrict")
+                    .map(|s| s.trim().to_string())
+                    .unwrap_or_else(|_| "?".into());
+                let status = format!(
+                    "absent: addresses hidden (kernel.kptr_restrict={restrict}); \
+                     run as root or lower kptr_restrict to 0 to name kernel frames"
+                );
+                self.row(
+                    "kallsyms",
+                    "/proc/kallsyms",
+                    Some(text.len() as u64),
+                    "-",
+                    &status,
+                );
+            }
+            Ok(text) => {
+                let size = text.len() as u64;
+                let status = self.keep(worker_dir, KALLSYMS, &text);
+                self.summary.kallsyms = status == "copied";
+                self.row("kallsyms", "/proc/kallsyms", Some(size), "-", &status);
+            }
+        }
+        match fs::read("/proc/modules") {
+            Ok(text) => {
+                let size = text.len() as u64;
+                let status = self.keep(worker_dir, MODULES, &text);
+                self.row("modules", "/proc/modules", Some(size), "-", &status);
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => self.row(
+                "modules",
+                "/proc/modules",
+                None,
+                "-",
+                "absent (kernel without loadable modules)",
+            ),
+            Err(e) => self.row(
+                "modules",
+                "/proc/modules",
+                None,
+                "-",
+                &format!("error: {e}"),
+            ),
+        }
+    }
+
+    /// Writes a kernel table into the worker directory within the budget.
+    fn keep(&mut self, worker_dir: &Path, name: &str, text: &[u8]) -> String {
+        let size = text.len() as u64;
+        if self.summary.bytes + size > self.limit {
+            self.summary.skipped += 1;
+            return format!("skipped: --symfs-limit {} bytes reached", self.limit);
+        }
+        match write_atomic(&worker_dir.join(name), text) {
+            Ok(()) => {
+                self.summary.bytes += size;
+                self.summary.copied += 1;
+                "copied".into()
+            }
+            Err(e) => {
+                self.summary.skipped += 1;
+                format!("error: {e}")
+            }
+        }
+    }
+}
+
+/// Takes the snapshot of `pid` into `worker_dir` (`worker.maps`, `symfs/`,
+/// `kallsyms`, `modules`, `symbol-manifest.tsv`), copying at most `limit`
+/// bytes. The kernel tables come first: they are small and name every
+/// kernel frame.
+pub fn snapshot(pid: u32, worker_dir: &Path, limit: u64) -> io::Result<Summary> {
+    let maps = fs::read_to_string(format!("/proc/{pid}/maps"))?;
+    write_atomic(&worker_dir.join("worker.maps"), maps.as_bytes())?;
+    let symfs = worker_dir.join("symfs");
+    fs::create_dir_all(&symfs)?;
+    let mut snap = Snap {
+        symfs: &symfs,
+        limit,
+        manifest: format!("{MANIFEST_HEADER}\n"),
+        summary: Summary::default(),
+    };
+    snap.kernel(worker_dir);
+    for (path, (range, deleted)) in executable_mappings(&maps) {
+        snap.mapping(pid, &path, &range, deleted);
+    }
+    write_atomic(
+        &worker_dir.join("symbol-manifest.tsv"),
+        snap.manifest.as_bytes(),
+    )?;
+    Ok(snap.summary)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::elf::ElfInfo;
 
     #[test]
     fn finds_executable_file_mappings_once() {
@@ -140,6 +393,101 @@ mod tests {
     }
 
     #[test]
+    fn debug_candidates_follow_perf_order() {
+        let c = debug_candidates(
+            "/usr/lib/x86_64-linux-gnu/libc.so.6",
+            Some("93ac61ec5a8eb1396f9fbd350e3169a558528a40"),
+            Some("libc.so.6.debug"),
+        );
+        assert_eq!(
+            c,
+            [
+                "/usr/lib/debug/.build-id/93/ac61ec5a8eb1396f9fbd350e3169a558528a40.debug",
+                "/usr/lib/x86_64-linux-gnu/libc.so.6.debug",
+                "/usr/lib/x86_64-linux-gnu/.debug/libc.so.6.debug",
+                "/usr/lib/debug/usr/lib/x86_64-linux-gnu/libc.so.6.debug",
+            ]
+        );
+        assert_eq!(
+            debug_candidates("/srv", None, None),
+            ["/usr/lib/debug/srv.debug"]
+        );
+    }
+
+    #[test]
+    fn debug_info_is_copied_only_when_it_is_the_binarys() {
+        let t = std::env::temp_dir().join(format!("symfs-debug-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&t);
+        let (root, symfs) = (t.join("root"), t.join("symfs"));
+        let exe = std::env::current_exe().unwrap();
+        let info = elf::inspect(&exe).unwrap();
+        let Some(id) = info.build_id.clone() else {
+            return; // a test binary linked without a build id: nothing to find
+        };
+        let by_id = format!("/usr/lib/debug/.build-id/{}/{}.debug", &id[..2], &id[2..]);
+        let planted = root.join(by_id.trim_start_matches('/'));
+        fs::create_dir_all(planted.parent().unwrap()).unwrap();
+        let secret = t.join("secret");
+        fs::write(&secret, b"root:$6$not-for-symfs\n").unwrap();
+        let mut snap = Snap {
+            symfs: &symfs,
+            limit: u64::MAX,
+            manifest: String::new(),
+            summary: Summary::default(),
+        };
+        let root_s = root.to_str().unwrap();
+        // A symlink planted where perf looks, to a file that is not ELF: not
+        // copied, listed as absent.
+        std::os::unix::fs::symlink(&secret, &planted).unwrap();
+        snap.debug_info(root_s, "/opt/app/worker", &info);
+        assert!(!symfs.join(by_id.trim_start_matches('/')).exists());
+        assert!(
+            snap.manifest.contains("\tabsent (for /opt/app/worker"),
+            "{}",
+            snap.manifest
+        );
+        // The real thing (an ELF file with the binary's build id): copied.
+        fs::remove_file(&planted).unwrap();
+        fs::copy(&exe, &planted).unwrap();
+        snap.debug_info(root_s, "/opt/app/worker", &info);
+        let copy = symfs.join(by_id.trim_start_matches('/'));
+        assert_eq!(fs::read(&copy).unwrap(), fs::read(&exe).unwrap());
+        assert_eq!(snap.summary.debug_files, 1);
+        assert!(
+            snap.manifest.contains("\tcopied (for /opt/app/worker)"),
+            "{}",
+            snap.manifest
+        );
+        // Another ELF file (another build id) is not this binary's.
+        let other = ElfInfo {
+            build_id: Some("00".repeat(20)),
+            ..info.clone()
+        };
+        fs::remove_dir_all(&symfs).unwrap();
+        let zeros = root.join(format!(
+            "usr/lib/debug/.build-id/00/{}.debug",
+            "0".repeat(38)
+        ));
+        fs::create_dir_all(zeros.parent().unwrap()).unwrap();
+        fs::rename(&planted, &zeros).unwrap();
+        snap.debug_info(root_s, "/opt/app/worker", &other);
+        assert!(!symfs.exists(), "nothing copied");
+        assert_eq!(snap.summary.debug_files, 1);
+        fs::remove_dir_all(&t).unwrap();
+    }
+
+    #[test]
+    fn hidden_kallsyms_addresses_are_detected() {
+        assert!(kallsyms_has_addresses(
+            b"0000000000000000 A fixed_percpu_data\nffffffff81000000 T _stext\n"
+        ));
+        assert!(!kallsyms_has_addresses(
+            b"0000000000000000 A fixed_percpu_data\n0000000000000000 T _stext\n"
+        ));
+        assert!(!kallsyms_has_addresses(b""));
+    }
+
+    #[test]
     fn snapshots_this_process_within_the_limit() {
         let dir = std::env::temp_dir().join(format!("symfs-test-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
@@ -148,7 +496,9 @@ mod tests {
         assert_eq!(s.copied, 0);
         assert!(s.skipped >= 1);
         let manifest = fs::read_to_string(dir.join("symbol-manifest.tsv")).unwrap();
-        assert!(manifest.contains("skipped: --symfs-limit"), "{manifest}");
+        assert!(manifest.starts_with(MANIFEST_HEADER), "{manifest}");
+        assert!(manifest.contains("\tskipped: --symfs-limit"), "{manifest}");
+        assert!(!dir.join(KALLSYMS).exists());
         fs::remove_dir_all(&dir).unwrap();
         fs::create_dir_all(&dir).unwrap();
         let s = snapshot(std::process::id(), &dir, u64::MAX).unwrap();
@@ -158,6 +508,45 @@ mod tests {
             .join("symfs")
             .join(exe.strip_prefix("/").unwrap())
             .is_file());
+        let manifest = fs::read_to_string(dir.join("symbol-manifest.tsv")).unwrap();
+        for line in manifest.lines() {
+            assert_eq!(line.split('\t').count(), 5, "{line}");
+        }
+        // Every binary row has a debuginfo row after it.
+        let binaries = manifest
+            .lines()
+            .filter(|l| l.starts_with("binary\t"))
+            .count();
+        let debug = manifest
+            .lines()
+            .filter(|l| l.starts_with("debuginfo\t"))
+            .count();
+        assert!(debug >= binaries.saturating_sub(1), "{manifest}");
+        // The kernel table is kept exactly when this process can see it.
+        let live = fs::read("/proc/kallsyms").unwrap_or_default();
+        assert_eq!(s.kallsyms, kallsyms_has_addresses(&live), "{manifest}");
+        assert_eq!(dir.join(KALLSYMS).is_file(), s.kallsyms);
+        // Separate debug files that exist on this machine are copied to the
+        // same path under symfs/.
+        for line in manifest.lines().filter(|l| l.starts_with("debuginfo\t")) {
+            let cols: Vec<&str> = line.split('\t').collect();
+            if cols[4].starts_with("copied") {
+                let copy = dir.join("symfs").join(cols[1].trim_start_matches('/'));
+                assert_eq!(
+                    fs::metadata(&copy).unwrap().len(),
+                    fs::metadata(cols[1]).unwrap().len()
+                );
+            } else {
+                assert!(cols[4].starts_with("absent"), "{line}");
+                for c in cols[1].split(' ') {
+                    let other = elf::inspect(Path::new(c)).map(|i| i.build_id);
+                    assert!(
+                        other.is_err() || other.unwrap().as_deref() != Some(cols[3]),
+                        "{c} is the debug info of {line} but was not copied"
+                    );
+                }
+            }
+        }
         fs::remove_dir_all(&dir).unwrap();
     }
 }

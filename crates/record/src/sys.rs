@@ -28,6 +28,16 @@ pub fn hostname() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
+/// The node's boot id (`/proc/sys/kernel/random/boot_id`): changes at
+/// every boot, so host + boot id say whether `/proc/kallsyms` is still the
+/// table of the kernel that was sampled.
+pub fn boot_id() -> Option<String> {
+    fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
 /// Effective uid of this process.
 pub fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.

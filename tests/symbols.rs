@@ -1,0 +1,399 @@
+//! Symbols you can trust: the reference test. A real worker
+//! (tests/programs/symbols.c: its own code, libc calls, system calls) is
+//! captured by the real sidecar, once with frame pointers and once with
+//! DWARF; `jobprof process` on the published capture must give the same
+//! stacks as `perf script` run directly on the raw shards without `--symfs`
+//! on this machine (the ground truth: what perf names on the node), for at
+//! least 99% of the sample weight, with user, libc (from its separate debug
+//! file) and kernel frames named. Then the kernel-symbol rules for captures
+//! without a kallsyms snapshot: the live table on the same host and boot,
+//! unnamed kernel frames and a warning otherwise.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use crate::util::{self, output_text, recorder, repo_root};
+
+fn jobprof() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_jobprof"));
+    c.stdin(Stdio::null());
+    c
+}
+
+fn worker_binary(dir: &Path) -> Option<PathBuf> {
+    let exe = dir.join("symbols_worker");
+    let ok = Command::new("gcc")
+        .args(["-O2", "-g", "-fno-omit-frame-pointer", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(repo_root().join("tests/programs/symbols.c"))
+        .status()
+        .is_ok_and(|s| s.success());
+    ok.then_some(exe)
+}
+
+/// One published capture of the worker: `<keep>/result/worker_0/q1`.
+struct Captured {
+    _keep: tempfile::TempDir,
+    perf_root: PathBuf,
+}
+
+impl Captured {
+    fn worker_dir(&self) -> PathBuf {
+        self.perf_root.join("worker_0")
+    }
+    fn capture_dir(&self) -> PathBuf {
+        self.worker_dir().join("q1")
+    }
+}
+
+/// Runs the worker under the real sidecar with `call_graph` and publishes
+/// one 3-second capture in 2 shards.
+fn capture(call_graph: &str) -> Captured {
+    let keep = tempfile::tempdir().unwrap();
+    let exe = worker_binary(keep.path()).expect("gcc builds tests/programs/symbols.c");
+    let mut worker = Command::new(&exe)
+        .args(["120", "4"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let perf_root = keep.path().join("result");
+    let tokens = keep.path().join("tokens");
+    fs::create_dir_all(&perf_root).unwrap();
+    fs::create_dir_all(&tokens).unwrap();
+    let mut sidecar = Command::new(recorder())
+        .arg("sidecar")
+        .arg("--token-dir")
+        .arg(&tokens)
+        .args(["--worker", "0", "--pid", &worker.id().to_string()])
+        .arg("--out")
+        .arg(&perf_root)
+        .arg("--staging")
+        .arg(keep.path().join("staging"))
+        .args(["--call-graph", call_graph, "--frequency", "999"])
+        .args(["--threads-per-shard", "3", "--start-timeout", "60"])
+        .args(["--stop-timeout", "60"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ready = tokens.join(".perf_sidecar_ready_w0");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !ready.exists() {
+        if sidecar.try_wait().unwrap().is_some() || Instant::now() > deadline {
+            let _ = sidecar.kill();
+            let out = sidecar.wait_with_output().unwrap();
+            let _ = worker.kill();
+            panic!(
+                "sidecar not ready: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for args in [
+        &["start", "--query", "q1"][..],
+        &["stop", "--query", "q1"][..],
+        &["shutdown"][..],
+    ] {
+        if args[0] == "stop" {
+            std::thread::sleep(Duration::from_secs(3));
+        }
+        let out = Command::new(recorder())
+            .args(args)
+            .arg("--token-dir")
+            .arg(&tokens)
+            .args(["--worker", "0", "--timeout", "300"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", output_text(&out));
+    }
+    let out = sidecar.wait_with_output().unwrap();
+    assert!(out.status.success(), "sidecar: {}", output_text(&out));
+    let _ = worker.kill();
+    let _ = worker.wait();
+    Captured {
+        _keep: keep,
+        perf_root,
+    }
+}
+
+fn fp_capture() -> Option<&'static Captured> {
+    static C: OnceLock<Option<Captured>> = OnceLock::new();
+    C.get_or_init(|| ready().then(|| capture("fp"))).as_ref()
+}
+
+fn ready() -> bool {
+    let gcc = Command::new("gcc").arg("--version").output().is_ok();
+    util::require(gcc, "gcc (to build tests/programs/symbols.c)")
+        && util::require(util::perf_can_record(), "perf that can record")
+        && util::require(
+            Path::new("/usr/lib/debug/.build-id").is_dir(),
+            "separate debug info for libc (Debian: apt-get install libc6-dbg)",
+        )
+}
+
+/// `(stack, weight)` of a folded file.
+fn folded(path: &Path) -> HashMap<String, u64> {
+    let mut m = HashMap::new();
+    for line in fs::read_to_string(path).unwrap().lines() {
+        let (stack, n) = line.rsplit_once(' ').unwrap();
+        *m.entry(stack.to_string()).or_default() += n.parse::<u64>().unwrap();
+    }
+    m
+}
+
+/// Share of `a`'s weight that `b` has on the identical stack.
+fn agreement(a: &HashMap<String, u64>, b: &HashMap<String, u64>) -> f64 {
+    let total: u64 = a.values().sum();
+    let same: u64 = a
+        .iter()
+        .map(|(s, n)| (*n).min(b.get(s).copied().unwrap_or(0)))
+        .sum();
+    same as f64 / total.max(1) as f64
+}
+
+/// Processes a private copy of the capture; returns its directory.
+fn process_copy(c: &Captured, tmp: &Path, edit: impl Fn(&Path)) -> (PathBuf, String) {
+    let dst = tmp.join("result");
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(&c.perf_root)
+        .arg(&dst)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    edit(&dst.join("worker_0"));
+    let out = jobprof()
+        .arg("process")
+        .arg(&dst)
+        .args(["--formats", "folded,summary", "--min-symbolized", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    (
+        dst.join("worker_0/q1"),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// What perf names on this node: `perf script` on each raw shard, no
+/// `--symfs`, folded by `jobprof fold` (the same folder as `process`).
+fn reference_folded(c: &Captured, tmp: &Path) -> PathBuf {
+    let text = tmp.join("reference.perf.txt");
+    let mut all = Vec::new();
+    let mut shards = 0;
+    for e in fs::read_dir(c.capture_dir()).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if !name.starts_with("perf.data") {
+            continue;
+        }
+        shards += 1;
+        let out = Command::new("perf")
+            .args(["script", "-f", "--no-inline", "-i"])
+            .arg(&p)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "perf script: {}", output_text(&out));
+        all.extend_from_slice(&out.stdout);
+    }
+    assert!(shards >= 2, "the capture has {shards} shard(s)");
+    fs::write(&text, all).unwrap();
+    let folded = tmp.join("reference.folded");
+    let out = jobprof()
+        .arg("fold")
+        .arg(&text)
+        .arg("-o")
+        .arg(&folded)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", output_text(&out));
+    folded
+}
+
+fn summary(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&fs::read(dir.join("summary.json")).unwrap()).unwrap()
+}
+
+/// Weight share of stacks containing a frame that satisfies `pred`.
+fn share(stacks: &HashMap<String, u64>, pred: impl Fn(&str) -> bool) -> f64 {
+    let total: u64 = stacks.values().sum();
+    let hit: u64 = stacks
+        .iter()
+        .filter(|(s, _)| s.split(';').skip(1).any(&pred))
+        .map(|(_, n)| n)
+        .sum();
+    hit as f64 / total.max(1) as f64
+}
+
+fn check_reference(c: &Captured, mode: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, log) = process_copy(c, tmp.path(), |_| {});
+    let ours = folded(&dir.join("stacks.folded"));
+    let theirs = folded(&reference_folded(c, tmp.path()));
+    let total: u64 = ours.values().sum();
+    assert_eq!(
+        total,
+        theirs.values().sum::<u64>(),
+        "same samples, same weight"
+    );
+    let a = agreement(&ours, &theirs);
+    eprintln!(
+        "symbols reference ({mode}): {:.2}% of the sample weight on identical stacks \
+         ({} stacks, weight {total})",
+        100.0 * a,
+        ours.len()
+    );
+    let mut diff: Vec<(&String, &u64)> = ours
+        .iter()
+        .filter(|(s, n)| theirs.get(*s) != Some(n))
+        .collect();
+    diff.sort_by(|x, y| y.1.cmp(x.1));
+    assert!(
+        a >= 0.99,
+        "{mode}: agreement {a:.4}; differing: {diff:#?}\n{log}"
+    );
+
+    // The frames that matter are there, named.
+    let kernel = share(&ours, |f| {
+        [
+            "ksys_read",
+            "ksys_write",
+            "do_syscall_64",
+            "read_zero",
+            "vfs_read",
+        ]
+        .contains(&f)
+    });
+    let libc = share(&ours, |f| {
+        f.starts_with("msort_with_tmp")
+            || f == "qsort_r"
+            || f.starts_with("__memmove")
+            || f.starts_with("__vfprintf")
+            || f.starts_with("__printf_fp")
+    });
+    let own = share(&ours, |f| {
+        ["spin_own", "use_libc", "cmp_ulong"].contains(&f)
+    });
+    assert!(kernel > 0.01, "{mode}: kernel frames named in {kernel:.3}");
+    assert!(libc > 0.05, "{mode}: libc frames named in {libc:.3}");
+    assert!(own > 0.05, "{mode}: own frames named in {own:.3}");
+    assert_eq!(
+        share(&ours, |f| f == "[[kernel.kallsyms]]"),
+        0.0,
+        "{mode}: no unnamed kernel frame"
+    );
+    let s = summary(&dir);
+    let kernel_from = s["kernel_symbols"].as_str().unwrap();
+    assert!(kernel_from.starts_with("snapshot "), "{kernel_from}");
+    assert!(s["symbolized_ratio"].as_f64().unwrap() > 0.95, "{s:#}");
+    assert!(log.contains("% named at the leaf"), "{log}");
+
+    // The snapshot took libc's separate debug file, at perf's path.
+    let manifest = fs::read_to_string(c.worker_dir().join("symbol-manifest.tsv")).unwrap();
+    let libc_debug = manifest
+        .lines()
+        .find(|l| l.starts_with("debuginfo\t") && l.contains("(for /") && l.contains("libc.so.6"))
+        .unwrap_or_else(|| panic!("no libc debuginfo row:\n{manifest}"));
+    let cols: Vec<&str> = libc_debug.split('\t').collect();
+    assert!(cols[4].starts_with("copied"), "{libc_debug}");
+    assert!(cols[1].starts_with("/usr/lib/debug/"), "{libc_debug}");
+    assert!(c
+        .worker_dir()
+        .join("symfs")
+        .join(cols[1].trim_start_matches('/'))
+        .is_file());
+    assert!(manifest
+        .lines()
+        .any(|l| l.starts_with("kallsyms\t") && l.ends_with("\tcopied")));
+}
+
+#[test]
+fn fp_capture_names_what_perf_names_on_the_node() {
+    let Some(c) = fp_capture() else { return };
+    check_reference(c, "fp");
+}
+
+#[test]
+fn dwarf_capture_names_what_perf_names_on_the_node() {
+    if !ready() {
+        return;
+    }
+    let c = capture("dwarf,16384");
+    check_reference(&c, "dwarf");
+    // DWARF unwinds through libc: the stacks reach the thread entry.
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _) = process_copy(&c, tmp.path(), |_| {});
+    let s = summary(&dir);
+    assert!(s["truncated_ratio"].as_f64().unwrap() < 0.05, "{s:#}");
+}
+
+fn set_boot_id(worker: &Path, boot: &str) {
+    let p = worker.join("q1/capture.json");
+    let mut cap: serde_json::Value = serde_json::from_slice(&fs::read(&p).unwrap()).unwrap();
+    cap["boot_id"] = boot.into();
+    fs::write(&p, serde_json::to_vec_pretty(&cap).unwrap()).unwrap();
+}
+
+#[test]
+fn without_a_snapshot_the_live_table_only_on_the_same_boot() {
+    let Some(c) = fp_capture() else { return };
+    let named = |dir: &Path| {
+        let s = folded(&dir.join("stacks.folded"));
+        (
+            share(&s, |f| f == "do_syscall_64"),
+            share(&s, |f| f == "[[kernel.kallsyms]]"),
+        )
+    };
+    // Same host and boot: /proc/kallsyms here is the sampled kernel's.
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _) = process_copy(c, tmp.path(), |w| {
+        fs::remove_file(w.join("kallsyms")).unwrap()
+    });
+    let s = summary(&dir);
+    assert!(
+        s["kernel_symbols"]
+            .as_str()
+            .unwrap()
+            .starts_with("/proc/kallsyms (capture made on this host during this boot)"),
+        "{s:#}"
+    );
+    let (ok, unnamed) = named(&dir);
+    assert!(ok > 0.01 && unnamed == 0.0, "{ok} {unnamed}");
+
+    // Another boot: kernel frames stay unnamed, and the summary says why.
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, log) = process_copy(c, tmp.path(), |w| {
+        fs::remove_file(w.join("kallsyms")).unwrap();
+        set_boot_id(w, "00000000-0000-0000-0000-000000000000");
+    });
+    let s = summary(&dir);
+    let why = s["kernel_symbols"].as_str().unwrap();
+    assert!(
+        why.starts_with("none: ") && why.contains("another boot"),
+        "{why}"
+    );
+    let (ok, unnamed) = named(&dir);
+    assert!(ok == 0.0 && unnamed > 0.01, "{ok} {unnamed}");
+    let warnings = s["warnings"].to_string();
+    assert!(warnings.contains("kernel frames unnamed"), "{warnings}");
+    assert!(log.contains("warning: "), "{log}");
+    let by_dso = &s["unnamed_by_dso"];
+    assert!(
+        by_dso
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["dso"] == "[kernel.kallsyms]"),
+        "{by_dso:#}"
+    );
+
+    // The snapshot wins over a boot id that does not match.
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _) = process_copy(c, tmp.path(), |w| set_boot_id(w, "other"));
+    assert_eq!(named(&dir).1, 0.0);
+}
