@@ -1,6 +1,6 @@
 //! `jobprof diff`: a differential flamegraph of two folded profiles.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 
@@ -16,7 +16,19 @@ use super::render::{refuse_overwriting_inputs, warn_bad_lines, write_output, Loo
 /// grew, blue = shrank, grey = unchanged; stronger = larger change. Correct
 /// for inner frames, not only leaves. Code only BEFORE ran is not drawn
 /// (swap the inputs to see it).
+///
+/// The look options of `render` apply, except --colors (the colours are the
+/// changes).
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  jobprof diff before.folded after.folded -o diff.svg
+  jobprof diff run1/stacks.folded run2/stacks.folded --normalize -o diff.html
+  jobprof diff before.folded after.folded -o diff.folded   # for flamegraph.pl/inferno
+  jobprof diff before.folded after.folded > diff.svg
+
+Exit status: 0 drawn; 1 drawn, but some lines were not `stack COUNT` and
+were skipped (they are listed); 2 bad usage, an unreadable input, or an input
+without a usable line (nothing is written).")]
 pub struct DiffArgs {
     /// The baseline folded stacks.
     #[arg(value_name = "BEFORE")]
@@ -28,9 +40,9 @@ pub struct DiffArgs {
 
     /// Output file, written atomically: .svg, .html, or .folded
     /// (`stack before after` lines, the input of FlameGraph/inferno's
-    /// differential mode); `-` writes to stdout (then give --format).
+    /// differential mode) [default: SVG on stdout].
     #[arg(short, long, value_name = "OUT")]
-    pub output: PathBuf,
+    pub output: Option<PathBuf>,
 
     /// Scale BEFORE's counts so its total equals AFTER's (compare the shape
     /// of runs of different lengths or sampling rates).
@@ -46,9 +58,13 @@ pub struct DiffArgs {
 }
 
 pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
-    let format = args.look.format_for(&args.output)?;
-    let opts = args.look.options("Differential Flame Graph")?;
-    refuse_overwriting_inputs(&args.output, &[args.before.clone(), args.after.clone()])?;
+    let output = args.output.as_deref();
+    let format = args.look.format_for(output)?;
+    // The palette is unused: every frame is coloured by its change.
+    let opts = args.look.options("Differential Flame Graph", "hot")?;
+    if let Some(out) = output {
+        refuse_overwriting_inputs(out, &[args.before.clone(), args.after.clone()])?;
+    }
     if args.before.as_os_str() == "-" && args.after.as_os_str() == "-" {
         return Err(jobprof::Error::Usage("stdin (`-`) can be given only once".into()).into());
     }
@@ -67,7 +83,7 @@ pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
         return Err(jobprof::Error::from(e).into());
     }
     let mut summary = None;
-    write_output(&args.output, |w| {
+    write_output(output.unwrap_or(Path::new("-")), |w| {
         summary = Some(render_diff(
             &before.stacks,
             &after.stacks,
