@@ -8,6 +8,7 @@
 #     share/zsh/site-functions/_jobprof
 #     share/fish/vendor_completions.d/jobprof.fish
 #     README.md, docs/, CHANGELOG.md, LICENSE-MIT, LICENSE-APACHE
+#     demo/result_dir_demo/                  the demo capture, as committed
 #   dist/SHA256SUMS                          of every tarball in dist/
 #
 # then unpacks it into an empty directory and runs it there with a PATH
@@ -74,6 +75,9 @@ scripts/recorder-man.sh "$gen/jobprof-record" >"$stage/share/man/man1/jobprof-re
 
 cp README.md CHANGELOG.md LICENSE-MIT LICENSE-APACHE "$stage/"
 cp -r docs "$stage/docs"
+# The demo as committed (git archive: none of a local demo run's outputs).
+mkdir -p "$stage/demo"
+git archive HEAD fixtures/result_dir_demo | tar -x -C "$stage/demo" --strip-components=1
 
 log "packing"
 mkdir -p dist
@@ -103,15 +107,13 @@ if [ "$target" != "$host" ]; then
     exit 0
   fi
 fi
-# The demo as committed (git archive: none of a local demo run's outputs).
-git archive HEAD fixtures/result_dir_demo | tar -x -C "$check"
 (
   cd "$check"
   export PATH=$root/bin
   "${run[@]}" "$root/bin/jobprof" --version
   "${run[@]}" "$root/bin/jobprof-record" --version
-  "${run[@]}" "$root/bin/jobprof" process --quiet fixtures/result_dir_demo
+  "${run[@]}" "$root/bin/jobprof" process --quiet "$name/demo/result_dir_demo"
 ) >&2
-test -s "$check/fixtures/result_dir_demo/profiles/perf/worker_0/q01/flamegraph.html"
+test -s "$root/demo/result_dir_demo/profiles/perf/worker_0/q01/flamegraph.html"
 ls -l "dist/$name.tar.gz" >&2
 echo "dist/$name.tar.gz"
