@@ -11,7 +11,7 @@
 # Environment:
 #   JOBPROF=PATH   jobprof binary to time (default: build with
 #                  `cargo build --release` and use
-#                  target/x86_64-unknown-linux-gnu/release/jobprof).
+#                  target/<host triple>/release/jobprof).
 #   INFERNO=PATH   inferno-collapse-perf binary (default: from PATH or
 #                  ~/.cargo/bin; installed with
 #                  `cargo install inferno --locked --version 0.12.8` if missing).
@@ -73,7 +73,7 @@ fi
 
 if [ -z "${JOBPROF:-}" ]; then
     (cd "$root" && cargo build --release --quiet)
-    JOBPROF=$root/target/x86_64-unknown-linux-gnu/release/jobprof
+    JOBPROF=$root/target/$(rustc -vV | sed -n 's/^host: //p')/release/jobprof
 fi
 [ -x "$JOBPROF" ] || { echo "compare: $JOBPROF is not an executable" >&2; exit 2; }
 

@@ -53,7 +53,7 @@ if ! command -v inferno-collapse-perf >/dev/null || ! command -v inferno-flamegr
 fi
 
 cargo build --release --locked --quiet -p jobprof -p jobprof-record
-bin=target/x86_64-unknown-linux-gnu/release
+bin=target/$(rustc -vV | sed -n 's/^host: //p')/release
 [ -x "$bin/jobprof" ] || bin=target/release
 jobprof=$bin/jobprof
 recorder=$bin/jobprof-record

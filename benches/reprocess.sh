@@ -38,7 +38,7 @@ if ! command -v inferno-collapse-perf >/dev/null 2>&1; then
   cargo install --locked inferno --version 0.12.8
 fi
 cargo build --release --quiet --bin jobprof
-jobprof=target/x86_64-unknown-linux-gnu/release/jobprof
+jobprof=target/$(rustc -vV | sed -n 's/^host: //p')/release/jobprof
 [ -x "$jobprof" ] || jobprof=target/release/jobprof
 
 if [ -n "$keep" ]; then

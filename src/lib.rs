@@ -46,6 +46,7 @@ pub mod result_dir;
 pub mod slurm;
 pub mod summary;
 pub mod symbolize;
+pub mod units;
 
 pub use error::{Error, ExitCode, Result};
 

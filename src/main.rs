@@ -10,14 +10,28 @@
 use std::io;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod cmd;
 
 /// Turn perf and Nsight Systems captures of Slurm jobs into flamegraphs,
 /// summaries and compact archives.
 #[derive(Debug, Parser)]
-#[command(name = "jobprof", version, about, long_about = None, max_term_width = 100)]
+#[command(
+    name = "jobprof",
+    version,
+    about,
+    long_about = None,
+    max_term_width = 100,
+    after_help = "Examples:
+  perf script | jobprof fold | jobprof render > flamegraph.svg
+  jobprof process result_dir_4242
+  jobprof reprocess /shared/results --sbatch --submit --array-count 32
+
+Exit status (every subcommand): 0 done; 1 some work failed or was refused
+while the rest was done; 2 bad usage or unreadable input; 3-5 `nsys collect`
+outcomes. `jobprof COMMAND --help` gives each command's examples."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -32,6 +46,8 @@ enum Command {
     Repl(cmd::repl::ReplArgs),
     Reprocess(cmd::reprocess::ReprocessArgs),
     Render(cmd::render::RenderArgs),
+    Completions(cmd::generate::CompletionsArgs),
+    ManPages(cmd::generate::ManPagesArgs),
 }
 
 fn main() -> ExitCode {
@@ -44,6 +60,8 @@ fn main() -> ExitCode {
         Command::Repl(args) => cmd::repl::run(args),
         Command::Reprocess(args) => cmd::reprocess::run(args),
         Command::Render(args) => cmd::render::run(args),
+        Command::Completions(args) => cmd::generate::completions(args, Cli::command()),
+        Command::ManPages(args) => cmd::generate::man_pages(args, Cli::command()),
     };
     match result {
         Ok(code) => ExitCode::from(code.code()),

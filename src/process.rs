@@ -71,7 +71,8 @@ impl Default for Formats {
 }
 
 impl Formats {
-    /// Parses `svg,html,folded,summary,speedscope` (any subset, any order).
+    /// Parses `svg,html,folded,summary,speedscope` (any subset, any order),
+    /// or `all` for every one of them.
     pub fn parse(list: &str) -> Result<Formats> {
         let mut f = Formats {
             render: Vec::new(),
@@ -82,10 +83,15 @@ impl Formats {
                 f.summary = true;
                 continue;
             }
+            if item.eq_ignore_ascii_case("all") {
+                f.summary = true;
+                f.render = Format::ALL.to_vec();
+                continue;
+            }
             let format: Format = item.parse().map_err(|_| {
                 Error::Usage(format!(
                     "--formats: unknown format `{item}`; use a comma-separated list of \
-                     svg, html, folded, summary, speedscope"
+                     svg, html, folded, summary, speedscope, or all"
                 ))
             })?;
             if !f.render.contains(&format) {
@@ -224,6 +230,19 @@ pub struct CaptureReport {
     pub elapsed: Duration,
 }
 
+impl CaptureReport {
+    /// The result line: `DIR: processed (1.2s): ...`.
+    pub fn line(&self) -> String {
+        format!(
+            "{}: {} ({:.1}s): {}",
+            self.dir.display(),
+            self.status.as_str(),
+            self.elapsed.as_secs_f64(),
+            self.message
+        )
+    }
+}
+
 /// The outcome of a whole run.
 #[derive(Debug, Clone, Default)]
 pub struct Report {
@@ -271,7 +290,7 @@ pub fn run(
     let mut report = Report::default();
     for c in &found {
         let r = process_capture(c, opts, &perf, progress, &multi);
-        progress.log(format!("{}: {}: {}", r.label, r.status.as_str(), r.message));
+        multi.suspend(|| progress.result(r.line()));
         overall.inc(1);
         report.captures.push(r);
     }
@@ -320,7 +339,7 @@ pub fn process_capture(
                 return report;
             }
             Completion::Stale(why) => {
-                progress.log(format!("{}: processing again: {why}", report.label));
+                progress.log(format!("{}: processing again: {why}", found.dir.display()));
             }
             Completion::NotDone => {}
         }
@@ -393,9 +412,11 @@ impl<'a> Pipeline<'a> {
         }
     }
 
+    /// Logs `msg` prefixed with the capture directory (which names the
+    /// result directory: lines of many captures stay readable).
     fn log(&self, msg: impl AsRef<str>) {
         self.progress
-            .log(format!("{}: {}", self.label, msg.as_ref()));
+            .log(format!("{}: {}", self.dir.display(), msg.as_ref()));
     }
 
     fn run(self) -> Result<Done> {
@@ -833,7 +854,7 @@ impl<'a> Pipeline<'a> {
                             self.log(format!(
                                 "shard {}{slice}: {} of text in {:.1}s{}",
                                 s.index,
-                                human_bytes(o.bytes),
+                                crate::units::format_bytes(o.bytes),
                                 o.elapsed.as_secs_f64(),
                                 if o.ok() {
                                     String::new()
@@ -908,8 +929,8 @@ impl<'a> Pipeline<'a> {
         self.log(format!(
             "{}: {} of text in {}",
             result_dir::SCRIPT_ZST,
-            human_bytes(sizes.raw_bytes),
-            human_bytes(sizes.compressed_bytes)
+            crate::units::format_bytes(sizes.raw_bytes),
+            crate::units::format_bytes(sizes.compressed_bytes)
         ));
         Ok((folded, shards, failures))
     }
@@ -1072,22 +1093,6 @@ fn secs(d: Duration) -> f64 {
     (d.as_secs_f64() * 1000.0).round() / 1000.0
 }
 
-/// `12.3 MB` style sizes for log lines.
-pub fn human_bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1000.0 && u + 1 < UNITS.len() {
-        v /= 1000.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
-
 /// A shard's summary line before any `perf script` run was counted.
 fn shard_summary(s: &crate::result_dir::Shard, status: &str) -> ShardSummary {
     ShardSummary {
@@ -1122,6 +1127,10 @@ mod tests {
         assert!(Formats::parse("").is_err());
         let s = Formats::parse("speedscope").unwrap();
         assert_eq!(s.names(), ["profile.speedscope.json"]);
+        let all = Formats::parse("svg,all").unwrap();
+        assert_eq!(all.render.len(), Format::ALL.len());
+        assert!(all.summary);
+        assert_eq!(all.names().len(), Format::ALL.len() + 1);
     }
 
     #[test]
@@ -1145,12 +1154,6 @@ mod tests {
         out.extend_from_slice(&tail.block);
         input.extend_from_slice(&tail.extra);
         assert_eq!(out, input);
-    }
-
-    #[test]
-    fn human_sizes() {
-        assert_eq!(human_bytes(999), "999 B");
-        assert_eq!(human_bytes(12_345_678), "12.3 MB");
     }
 
     #[test]

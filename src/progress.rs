@@ -16,6 +16,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 pub struct Progress {
     draw: bool,
     quiet: bool,
+    results: bool,
 }
 
 impl Default for Progress {
@@ -30,14 +31,17 @@ impl Progress {
         Progress {
             draw: std::io::stderr().is_terminal(),
             quiet: false,
+            results: true,
         }
     }
 
-    /// Never draw bars and never print log lines (library use, tests).
+    /// Never draw bars and never print log lines or results (library use,
+    /// tests).
     pub fn silent() -> Self {
         Progress {
             draw: false,
             quiet: true,
+            results: false,
         }
     }
 
@@ -46,6 +50,16 @@ impl Progress {
         Progress {
             draw: false,
             quiet: false,
+            results: true,
+        }
+    }
+
+    /// No bars and no log lines, only the result lines (`-q/--quiet`).
+    pub fn quiet() -> Self {
+        Progress {
+            draw: false,
+            quiet: true,
+            results: true,
         }
     }
 
@@ -97,6 +111,18 @@ impl Progress {
     /// off a terminal.
     pub fn multi(&self) -> MultiProgress {
         MultiProgress::with_draw_target(self.target())
+    }
+
+    /// Prints one result line on stdout (one per capture: what happened to
+    /// it), whether or not log lines are printed, unless silent. A closed
+    /// stdout is not an error here: the results are also in the report.
+    /// Call it inside the bars' `suspend` so that they do not interleave.
+    pub fn result(&self, line: impl AsRef<str>) {
+        if self.results {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{}", line.as_ref()).and_then(|()| out.flush());
+        }
     }
 
     /// Prints one log line on stderr (only when bars are not drawn, so the two

@@ -674,13 +674,15 @@ pub fn run(roots: &[PathBuf], opts: &Options, progress: &Progress) -> Result<Rep
             s.spawn(|| {
                 while let Some((item, plan)) = todo.get(next.fetch_add(1, Ordering::Relaxed)) {
                     let o = work_on(item, plan, opts, &popts, &perf, progress, &hidden);
-                    progress.log(format!(
-                        "{}: {} ({:.1}s): {}",
-                        o.dir.display(),
-                        o.status.as_str(),
-                        o.elapsed.as_secs_f64(),
-                        o.message
-                    ));
+                    bar.suspend(|| {
+                        progress.result(format!(
+                            "{}: {} ({:.1}s): {}",
+                            o.dir.display(),
+                            o.status.as_str(),
+                            o.elapsed.as_secs_f64(),
+                            o.message
+                        ))
+                    });
                     bar.inc(1);
                     results.lock().expect("no panics hold it").push(o);
                 }

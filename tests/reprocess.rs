@@ -200,7 +200,7 @@ fn reprocess_sbatch_prints_a_quoted_array_script() {
             "--partition",
             "cpu",
             "--time",
-            "1:00:00",
+            "1h30m",
             "--recompress",
         ],
         &[&root],
@@ -210,7 +210,8 @@ fn reprocess_sbatch_prints_a_quoted_array_script() {
     for line in [
         "#SBATCH --array=0-2",
         "#SBATCH --partition=cpu",
-        "#SBATCH --time=1:00:00",
+        // The one duration parser; Slurm gets its own HH:MM:SS form.
+        "#SBATCH --time=01:30:00",
     ] {
         assert!(script.contains(line), "{script}");
     }

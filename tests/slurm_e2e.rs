@@ -165,31 +165,6 @@ fn slurm_benchmark_job_with_sidecar_and_post_job_processing() {
     }
 }
 
-/// Copies the demo capture's `profiles/` into `dest` without outputs a demo
-/// run may have left in the checkout.
-fn copy_demo(dest: &Path) {
-    let src = util::fixtures().join("result_dir_demo");
-    let st = Command::new("cp")
-        .arg("-r")
-        .arg(src.join("profiles"))
-        .arg(dest)
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let q = dest.join("profiles/perf/worker_0/q01");
-    for f in fs::read_dir(&q).unwrap().flatten() {
-        let name = f.file_name().to_string_lossy().into_owned();
-        let output = name.starts_with(".postprocess")
-            || name.starts_with("flamegraph.")
-            || ["stacks.folded", "summary.json", "profile.speedscope.json"]
-                .contains(&name.as_str())
-            || name.ends_with(".tmp");
-        if output {
-            fs::remove_file(f.path()).unwrap();
-        }
-    }
-}
-
 /// Turns the demo copy in `dest` into what the old shell pipeline left:
 /// key=value metadata, perf.script.gz, no perf.data, no capture.json.
 fn make_old_layout(dest: &Path) {
@@ -228,7 +203,7 @@ fn slurm_array_of_two_tasks_reprocesses_every_capture_exactly_once() {
             .join(format!("2025-0{}", i % 2))
             .join(format!("result_dir_100{i}"));
         fs::create_dir_all(&rd).unwrap();
-        copy_demo(&rd);
+        util::copy_demo(&rd);
         if i == 5 {
             make_old_layout(&rd);
         }

@@ -148,3 +148,37 @@ pub fn output_text(out: &std::process::Output) -> String {
         String::from_utf8_lossy(&out.stderr)
     )
 }
+
+/// Copies the demo result directory (fixtures/result_dir_demo) to `dest`
+/// without the outputs a run of the README's first command
+/// (`cargo run --release -- process fixtures/result_dir_demo`) leaves in the
+/// checkout: tests see the committed capture whether or not the demo ran.
+pub fn copy_demo(dest: &Path) {
+    copy_tree_without_outputs(&fixtures().join("result_dir_demo"), dest);
+}
+
+fn copy_tree_without_outputs(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if is_process_output(&name) {
+            continue;
+        }
+        let dst = to.join(&name);
+        if e.file_type().unwrap().is_dir() {
+            copy_tree_without_outputs(&e.path(), &dst);
+        } else {
+            std::fs::copy(e.path(), &dst).unwrap();
+        }
+    }
+}
+
+/// Files `jobprof process` writes into a capture directory (besides
+/// perf.script.zst, which the demo also ships).
+fn is_process_output(name: &str) -> bool {
+    name.starts_with(".postprocess")
+        || name.starts_with("flamegraph.")
+        || name.ends_with(".tmp")
+        || ["stacks.folded", "summary.json", "profile.speedscope.json"].contains(&name)
+}

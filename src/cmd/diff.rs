@@ -1,7 +1,7 @@
 //! `jobprof diff`: a differential flamegraph of two folded profiles, or of
 //! the same queries of two runs (result or capture directories).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 
@@ -19,7 +19,19 @@ use super::render::{refuse_overwriting_inputs, warn_bad_lines, write_output, Loo
 /// grew, blue = shrank, grey = unchanged; stronger = larger change. Correct
 /// for inner frames, not only leaves. Code only BEFORE ran is not drawn
 /// (swap the inputs to see it).
+///
+/// The look options of `render` apply, except --colors (the colours are the
+/// changes).
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  jobprof diff before.folded after.folded -o diff.svg
+  jobprof diff run1/stacks.folded run2/stacks.folded --normalize -o diff.html
+  jobprof diff before.folded after.folded -o diff.folded   # for flamegraph.pl/inferno
+  jobprof diff before.folded after.folded > diff.svg
+
+Exit status: 0 drawn; 1 drawn, but some lines were not `stack COUNT` and
+were skipped (they are listed); 2 bad usage, an unreadable input, or an input
+without a usable line (nothing is written).")]
 pub struct DiffArgs {
     /// The baseline: folded stacks, or a run (result or capture directory).
     #[arg(value_name = "BEFORE")]
@@ -31,10 +43,10 @@ pub struct DiffArgs {
 
     /// Output file, written atomically: .svg, .html, or .folded
     /// (`stack before after` lines, the input of FlameGraph/inferno's
-    /// differential mode); `-` writes to stdout (then give --format). For two
-    /// result directories without --query: the output directory (created).
+    /// differential mode) [default: SVG on stdout]. For two result
+    /// directories without --query: the output directory (created).
     #[arg(short, long, value_name = "OUT")]
-    pub output: PathBuf,
+    pub output: Option<PathBuf>,
 
     /// With two result directories: compare only query Q (its workers
     /// merged), into the file OUT.
@@ -74,9 +86,13 @@ pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
             .into())
         }
     }
-    let format = args.look.format_for(&args.output)?;
-    let opts = args.look.options("Differential Flame Graph")?;
-    refuse_overwriting_inputs(&args.output, &[args.before.clone(), args.after.clone()])?;
+    let output = args.output.as_deref();
+    let format = args.look.format_for(output)?;
+    // The palette is unused: every frame is coloured by its change.
+    let opts = args.look.options("Differential Flame Graph", "hot")?;
+    if let Some(out) = output {
+        refuse_overwriting_inputs(out, &[args.before.clone(), args.after.clone()])?;
+    }
     if args.before.as_os_str() == "-" && args.after.as_os_str() == "-" {
         return Err(jobprof::Error::Usage("stdin (`-`) can be given only once".into()).into());
     }
@@ -95,7 +111,7 @@ pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
         return Err(jobprof::Error::from(e).into());
     }
     let mut summary = None;
-    write_output(&args.output, |w| {
+    write_output(output.unwrap_or(Path::new("-")), |w| {
         summary = Some(render_diff(
             &before.stacks,
             &after.stacks,
@@ -152,11 +168,19 @@ fn run_dirs(args: DiffArgs) -> anyhow::Result<ExitCode> {
         let count = jobdiff::count_name(&before, &after);
         return diff_one(&args, b, a, &q, count);
     }
-    if args.output.is_file() || args.output.as_os_str() == "-" {
+    let Some(out_dir) = args.output.clone() else {
+        return Err(jobprof::Error::Usage(
+            "comparing every query of two runs writes a directory (index.html and one page \
+             per query): give it with -o DIR, or pick one query with --query"
+                .into(),
+        )
+        .into());
+    };
+    if out_dir.is_file() || out_dir.as_os_str() == "-" {
         return Err(jobprof::Error::Usage(format!(
             "{}: comparing every query writes a directory (index.html and one page per \
              query); name a directory, or pick one query with --query",
-            args.output.display()
+            out_dir.display()
         ))
         .into());
     }
@@ -164,13 +188,13 @@ fn run_dirs(args: DiffArgs) -> anyhow::Result<ExitCode> {
         Some(f) => f.parse::<Format>().map_err(jobprof::Error::from)?,
         None => Format::Html,
     };
-    let mut opts = args.look.options("Differential Flame Graph")?;
+    let mut opts = args.look.options("Differential Flame Graph", "hot")?;
     if args.look.count_name == "samples" {
         if let Some(n) = jobdiff::count_name(&before, &after) {
             opts.count_name = n;
         }
     }
-    let diff = jobdiff::diff_runs(&before, &after, args.normalize, format, &opts, &args.output)?;
+    let diff = jobdiff::diff_runs(&before, &after, args.normalize, format, &opts, &out_dir)?;
     let mut bad = 0;
     for run in [&before, &after] {
         for (q, s) in &run.queries {
@@ -198,11 +222,11 @@ fn run_dirs(args: DiffArgs) -> anyhow::Result<ExitCode> {
             },
             d.file
                 .as_ref()
-                .map(|f| format!(" -> {}", args.output.join(f).display()))
+                .map(|f| format!(" -> {}", out_dir.join(f).display()))
                 .unwrap_or_default()
         );
     }
-    println!("{}", args.output.join(jobprof::job::INDEX_HTML).display());
+    println!("{}", out_dir.join(jobprof::job::INDEX_HTML).display());
     if !args.quiet {
         for (side, list) in [("BEFORE", &diff.only_before), ("AFTER", &diff.only_after)] {
             if !list.is_empty() {
@@ -228,8 +252,9 @@ fn diff_one(
     q: &str,
     count: Option<String>,
 ) -> anyhow::Result<ExitCode> {
-    let format = args.look.format_for(&args.output)?;
-    let mut opts = args.look.options("Differential Flame Graph")?;
+    let output = args.output.as_deref();
+    let format = args.look.format_for(output)?;
+    let mut opts = args.look.options("Differential Flame Graph", "hot")?;
     if let (Some(n), "samples") = (count, args.look.count_name.as_str()) {
         opts.count_name = n;
     }
@@ -237,7 +262,7 @@ fn diff_one(
         opts.title = format!("Differential Flame Graph · query {q}");
     }
     let mut summary = None;
-    super::render::write_output(&args.output, |w| {
+    super::render::write_output(output.unwrap_or(Path::new("-")), |w| {
         summary = Some(render_diff(
             &b.stacks,
             &a.stacks,

@@ -17,7 +17,20 @@ use jobprof::ExitCode;
 ///
 /// Several INPUTs are shards of one capture: their stacks are merged.
 /// Compressed inputs (.gz, .zst) are recognised by their magic bytes.
+/// The result is the input of `jobprof render`.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  perf script | jobprof fold > stacks.folded
+  perf script | jobprof fold | jobprof render > flamegraph.svg
+  jobprof fold perf.script.zst -o stacks.folded --stats
+  jobprof fold shard0.txt.gz shard1.txt.gz --tid -j 4 -o stacks.folded
+  jobprof fold perf.txt --split-by tid -o threads/ --formats all
+  jobprof fold perf.txt --compat inferno      # byte for byte inferno-collapse-perf
+
+Exit status: 0 folded (lines that were neither headers nor frames are
+counted and reported, not fatal); 2 bad usage, an unreadable or binary input
+(a perf.data file: run `perf script` or `jobprof process` first) or a
+corrupt compressed input (nothing is written).")]
 pub struct FoldArgs {
     /// perf script text files; `-` or none reads stdin.
     #[arg(value_name = "INPUT")]
@@ -79,8 +92,9 @@ pub struct FoldArgs {
     #[arg(long, value_name = "FUNC")]
     pub skip_after: Vec<String>,
 
-    /// Worker threads [default: all cores].
-    #[arg(short = 'j', long, value_name = "N")]
+    /// Worker threads [default: all cores]. `--nthreads` (inferno's
+    /// spelling) also works.
+    #[arg(short = 'j', long, value_name = "N", alias = "nthreads")]
     pub threads: Option<usize>,
 
     /// Reproduce another tool byte for byte, including its known losses.

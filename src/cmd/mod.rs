@@ -3,6 +3,7 @@
 
 pub mod diff;
 pub mod fold;
+pub mod generate;
 pub mod nsys;
 pub mod process;
 pub mod render;

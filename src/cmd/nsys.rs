@@ -10,6 +10,13 @@ use jobprof::progress::Progress;
 /// Settle, collect and archive Nsight Systems reports of multi-rank jobs;
 /// plan, set up and tear down nsight-slurm runs.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  jobprof nsys plan --config profiling.toml --dry-run
+  jobprof nsys collect --report-root /shared/nsys/4242 --expect-ranks 16 --archive
+  jobprof nsys flush --job 4242 --report-root /shared/nsys/4242 --expect-ranks 16
+
+Exit status: 0 done; 1 failed work; 2 bad usage or an invalid config;
+3 reports still changing at the timeout; 4 empty reports; 5 missing ranks.")]
 pub struct NsysArgs {
     #[command(subcommand)]
     command: NsysCommand,
@@ -34,10 +41,18 @@ enum NsysCommand {
 ///
 /// Reports count as settled when all are non-empty, none changed size or
 /// modification time during the last settle window, and (with --expect-ranks)
-/// every rank 0..N-1 has one. Exit codes: 0 settled and complete,
-/// 3 still changing at the timeout, 4 empty reports, 5 missing ranks
-/// (or no report at all); the manifest is written in every case.
+/// every rank 0..N-1 has one. The manifest is written in every case.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  jobprof nsys collect --report-root /shared/nsys/4242 --expect-ranks 16
+  jobprof nsys collect --report-root DIR --settle 2m --timeout 1h30m --archive
+  jobprof nsys collect --report-root DIR --runtime-dir /tmp/nsys-rank0 --poll 10s
+
+Durations: 500ms, 90s, 2m30s, 1h30m, HH:MM:SS, or a bare number of seconds.
+
+Exit status: 0 settled and complete; 1 failed work (an unreadable report
+root, a manifest that could not be written); 2 bad usage; 3 still changing at
+the timeout; 4 empty reports; 5 missing ranks (or no report at all).")]
 pub struct CollectArgs {
     /// The shared report root; reports are found anywhere below it
     /// (direct/, rescued/, ...). Must exist.
@@ -70,7 +85,8 @@ pub struct SettleArgs {
     expect_ranks: Option<u32>,
 
     /// How long no report may change size or mtime before all count as
-    /// written. 500ms, 20s, 2m; a bare number means seconds.
+    /// written: 500ms, 20s, 2m30s, 1h30m, HH:MM:SS; a bare number means
+    /// seconds.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = nsys::parse_duration)]
     settle: Duration,
 
@@ -151,6 +167,13 @@ impl SettleArgs {
 /// logged, and a failing one does not stop the sequence. Reports present
 /// before the flush are ignored while unchanged, except this job's own.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  jobprof nsys flush --job 4242 --report-root /shared/nsys/4242 --expect-ranks 16
+  jobprof nsys flush --job 4242_3 --report-root DIR --nsight-slurm /opt/nsight-slurm --timeout 20m
+
+Exit status: as for `jobprof nsys collect`: 0 settled and complete; 1 failed
+work; 2 bad usage; 3 still changing at the timeout; 4 empty reports; 5
+missing ranks. A failing Slurm or nsight-slurm command is logged, not fatal.")]
 pub struct FlushArgs {
     /// The Slurm job whose reports are flushed (an array task as 1234_5).
     #[arg(long, value_name = "JOBID")]
@@ -179,9 +202,15 @@ pub struct FlushArgs {
 ///
 /// Prints the launcher as one shell-quoted line (prefixed with `env VAR=...`
 /// for the variables it needs), or with --dry-run a "Profiling" panel, or
-/// with --json the plan as JSON. Exit 2 with every problem listed when the
-/// config is invalid.
+/// with --json the plan as JSON.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  jobprof nsys plan --config profiling.toml
+  jobprof nsys plan --config profiling.toml --dry-run
+  jobprof nsys plan --config profiling.toml --json > plan.json
+
+Exit status: 0 valid; 2 an unreadable or invalid config (every problem is
+listed).")]
 pub struct PlanArgs {
     /// The profiling config (TOML).
     #[arg(long, value_name = "FILE")]

@@ -28,15 +28,20 @@ use jobprof::ExitCode;
 /// or on a machine without perf, is folded from the symbolized text it carries
 /// (perf.script.zst, or the old pipeline's perf.script.gz).
 ///
-/// Exit status: 0 when every capture was processed or already complete; 1
-/// when any was refused (with its reason), not rendered or failed; 2 for bad
-/// usage or a directory without captures.
+/// One result line per capture goes to stdout (`DIR: processed (1.2s): ...`);
+/// progress (bars on a terminal, timestamped log lines otherwise) and
+/// warnings go to stderr.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:
   jobprof process result_dir_4242
   jobprof process result_dir_4242 --worker 0 --query q17 --force
   jobprof process results/* --jobs 8 --formats svg,summary,speedscope
-  jobprof process fixtures/result_dir_demo")]
+  jobprof process results/* --formats all --quiet
+  jobprof process fixtures/result_dir_demo
+
+Exit status: 0 when every capture was processed or already complete; 1
+when any was refused (with its reason), not rendered or failed; 2 for bad
+usage or a directory without captures.")]
 pub struct ProcessArgs {
     /// Result directories (holding profiles/perf/worker_N/QUERY/); a perf
     /// root, one worker_N directory or one capture directory also work.
@@ -70,8 +75,8 @@ pub struct ProcessArgs {
     /// Outputs to write, comma separated: svg (flamegraph.svg), html
     /// (flamegraph.html, one offline page), folded (stacks.folded), summary
     /// (summary.json), speedscope (profile.speedscope.json, for speedscope.app
-    /// when a big profile makes the SVG slow). perf.script.zst is always
-    /// written when perf script runs.
+    /// when a big profile makes the SVG slow), or all. perf.script.zst is
+    /// always written when perf script runs.
     #[arg(long, value_name = "LIST", default_value = "svg,html,folded,summary")]
     pub formats: String,
 
@@ -98,6 +103,11 @@ pub struct ProcessArgs {
     /// sums the workers' stacks.
     #[arg(long, value_name = "ROOT", default_value = "worker", value_parser = ["worker", "none"])]
     pub query_root: String,
+
+    /// No progress bars or log lines on stderr; the result lines (stdout)
+    /// and errors remain.
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 /// Runs `jobprof process`.
@@ -131,19 +141,14 @@ pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
         workers: args.worker,
         queries: args.query,
     };
-    let progress = Progress::from_env();
+    let progress = if args.quiet {
+        Progress::quiet()
+    } else {
+        Progress::from_env()
+    };
+    // The result lines, one per capture, go to stdout as each capture ends;
+    // log lines and bars to stderr.
     let report = process::run(&args.dirs, &filter, &opts, &progress)?;
-    // The results, one line per capture, on stdout (log lines and bars are
-    // on stderr).
-    for c in &report.captures {
-        println!(
-            "{}: {} ({:.1}s): {}",
-            c.dir.display(),
-            c.status.as_str(),
-            c.elapsed.as_secs_f64(),
-            c.message
-        );
-    }
     for v in &report.views {
         println!("{}", v.line());
     }
@@ -154,7 +159,7 @@ pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
         .count();
     if failed > 0 {
         eprintln!(
-            "jobprof: {failed} of {} capture(s) not processed completely (see above)",
+            "jobprof: {failed} of {} capture(s) not processed completely (see the result lines)",
             report.captures.len()
         );
     }

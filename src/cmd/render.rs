@@ -32,28 +32,29 @@ pub struct LookArgs {
     #[arg(long, value_name = "PERCENT", default_value_t = 0.1)]
     pub minwidth: f64,
 
-    /// Colour palette: hot, mem, io, wakeup, java, js, perl, python, rust,
-    /// red, green, blue, aqua, yellow, purple, orange.
-    #[arg(long, value_name = "PALETTE", default_value = "hot")]
-    pub colors: String,
-
     /// Icicle graph: roots at the top, stacks growing downwards.
     #[arg(long)]
     pub inverted: bool,
 
     /// What the counts are, for tooltips (e.g. samples, ns, bytes).
-    #[arg(long, value_name = "NAME", default_value = "samples")]
+    /// `--countname` (inferno's spelling) also works.
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "samples",
+        alias = "countname"
+    )]
     pub count_name: String,
 
-    /// Output format [default: from the output's extension: .svg, .html,
-    /// .json (speedscope), .folded].
+    /// Output format: svg, html, speedscope, folded [default: from the
+    /// output's extension (.svg, .html, .json, .folded); svg on stdout].
     #[arg(long, value_name = "FORMAT")]
     pub format: Option<String>,
 }
 
 impl LookArgs {
-    /// Library options from the flags.
-    pub fn options(&self, default_title: &str) -> anyhow::Result<RenderOptions> {
+    /// Library options from the flags, drawn with `palette`.
+    pub fn options(&self, default_title: &str, palette: &str) -> anyhow::Result<RenderOptions> {
         Ok(RenderOptions {
             title: self
                 .title
@@ -62,18 +63,21 @@ impl LookArgs {
             subtitle: self.subtitle.clone(),
             width: self.width.map(|w| w as usize),
             min_width_pct: self.minwidth,
-            colors: RenderOptions::parse_palette(&self.colors).map_err(jobprof::Error::from)?,
+            colors: RenderOptions::parse_palette(palette).map_err(jobprof::Error::from)?,
             inverted: self.inverted,
             count_name: self.count_name.clone(),
             ..RenderOptions::default()
         })
     }
 
-    /// The format to write `output` in.
-    pub fn format_for(&self, output: &Path) -> anyhow::Result<Format> {
-        let f = match &self.format {
-            Some(f) => f.parse(),
-            None => Format::from_path(output),
+    /// The format to write `output` in (`None` or `-`: stdout, SVG unless
+    /// --format says otherwise).
+    pub fn format_for(&self, output: Option<&Path>) -> anyhow::Result<Format> {
+        let f = match (&self.format, output) {
+            (Some(f), _) => f.parse(),
+            (None, None) => Ok(Format::Svg),
+            (None, Some(p)) if p == Path::new("-") => Ok(Format::Svg),
+            (None, Some(p)) => Format::from_path(p),
         };
         Ok(f.map_err(jobprof::Error::from)?)
     }
@@ -84,17 +88,34 @@ impl LookArgs {
 /// self-contained offline HTML page), speedscope JSON, or merged folded text.
 ///
 /// Several inputs are merged (counts of equal stacks summed). Compressed
-/// inputs (.gz, .zst) are recognised by their magic bytes.
+/// inputs (.gz, .zst) are recognised by their magic bytes. Without -o the
+/// SVG goes to stdout, as with inferno-flamegraph. `perf script` text is
+/// refused with the `jobprof fold` command that folds it.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  perf script | jobprof fold | jobprof render > flamegraph.svg
+  jobprof render stacks.folded -o flamegraph.html --title 'job 4242 · q17'
+  jobprof render a.folded b.folded.zst -o merged.folded
+  jobprof render stacks.folded -o profile.json      # speedscope
+  jobprof render stacks.folded --inverted --colors java --countname ns > icicle.svg
+
+Exit status: 0 rendered; 1 rendered, but some lines were not `stack COUNT`
+and were skipped (they are listed); 2 bad usage, an unreadable input, no
+usable line (nothing is written), or `perf script` text (fold it first).")]
 pub struct RenderArgs {
-    /// Folded stack files; `-` reads stdin.
-    #[arg(value_name = "FOLDED", required = true)]
+    /// Folded stack files; `-` or none reads stdin.
+    #[arg(value_name = "FOLDED")]
     pub inputs: Vec<PathBuf>,
 
-    /// Output file, written atomically (.svg, .html, .json or .folded);
-    /// `-` writes to stdout (then give --format).
+    /// Output file, written atomically (.svg, .html, .json or .folded)
+    /// [default: SVG on stdout].
     #[arg(short, long, value_name = "OUT")]
-    pub output: PathBuf,
+    pub output: Option<PathBuf>,
+
+    /// Colour palette: hot, mem, io, wakeup, java, js, perl, python, rust,
+    /// red, green, blue, aqua, yellow, purple, orange.
+    #[arg(long, value_name = "PALETTE", default_value = "hot")]
+    pub colors: String,
 
     #[command(flatten)]
     pub look: LookArgs,
@@ -105,22 +126,33 @@ pub struct RenderArgs {
 }
 
 pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {
-    let format = args.look.format_for(&args.output)?;
-    let opts = args.look.options("Flame Graph")?;
-    let sources: Vec<Source> = args.inputs.iter().map(Source::from_arg).collect();
+    let output = args.output.as_deref();
+    let format = args.look.format_for(output)?;
+    let opts = args.look.options("Flame Graph", &args.colors)?;
+    let sources: Vec<Source> = if args.inputs.is_empty() {
+        vec![Source::Stdin]
+    } else {
+        args.inputs.iter().map(Source::from_arg).collect()
+    };
     if sources.iter().filter(|s| **s == Source::Stdin).count() > 1 {
         return Err(jobprof::Error::Usage("stdin (`-`) can be given only once".into()).into());
     }
-    refuse_overwriting_inputs(&args.output, &args.inputs)?;
+    if let Some(out) = output {
+        refuse_overwriting_inputs(out, &args.inputs)?;
+    }
     let input = read_folded(&sources)?;
+    if input.stacks.is_empty() {
+        let what = if args.inputs.is_empty() {
+            "stdin".to_string()
+        } else {
+            names(&args.inputs)
+        };
+        return Err(jobprof::Error::from(input.nothing_usable(&what)).into());
+    }
     if !args.quiet {
         warn_bad_lines(&input);
     }
-    if input.stacks.is_empty() {
-        let what = names(&args.inputs);
-        return Err(jobprof::Error::from(input.nothing_usable(&what)).into());
-    }
-    write_output(&args.output, |w| {
+    write_output(output.unwrap_or(Path::new("-")), |w| {
         render::render(format, &input.stacks, &opts, w)
     })?;
     Ok(if input.bad_lines > 0 {
@@ -176,7 +208,7 @@ pub fn warn_bad_lines(input: &FoldedInput) {
     if input.bad_lines > 0 {
         eprintln!(
             "jobprof: warning: {} line(s) were not `stack count` and were skipped \
-             (exit code 1 says so):",
+             (the exit code will be 1):",
             input.bad_lines
         );
         for b in &input.first_bad {

@@ -14,7 +14,17 @@ use jobprof::slurm::{self, display_argv, JobId, Slurm};
 /// Open the Presto CLI on the coordinator (first node) of a running Slurm
 /// job, as an `srun --overlap` step inside the job; with --file, run a SQL
 /// file instead of prompting.
+///
+/// jobprof prints the srun command it runs on stderr, then becomes it.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  jobprof repl 123456 --schema tpch_sf100
+  jobprof repl 123456 --file q17.sql
+  jobprof repl 123456_7 --cli /opt/presto/bin/presto
+  jobprof repl 123456 -- --output-format CSV_HEADER --execute 'SHOW TABLES'
+
+Exit status: the CLI's own once it runs; 1 a Slurm command could not run or
+failed; 2 bad usage, or a job that is pending, finished or unknown.")]
 pub struct ReplArgs {
     /// The running job's id (1234, or 1234_5 for an array task).
     #[arg(value_name = "JOBID")]

@@ -2,6 +2,7 @@
 //! up to date, on one machine or as a Slurm job array.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Args;
 
@@ -9,6 +10,7 @@ use jobprof::process::{self, Formats};
 use jobprof::progress::Progress;
 use jobprof::reprocess::{self, ArrayJob, Options, Split};
 use jobprof::slurm::Slurm;
+use jobprof::units;
 use jobprof::ExitCode;
 
 /// Bring every result directory under ROOT up to date: process captures
@@ -29,15 +31,19 @@ use jobprof::ExitCode;
 /// sorted list, round robin), so N tasks cover every capture exactly once
 /// without talking to each other; --sbatch writes such an array job.
 ///
-/// Exit status: 0 when every capture is complete; 1 when any was refused,
-/// not rendered or failed (listed in the summary table); 2 for bad usage or
-/// a ROOT without captures.
+/// One result line per capture worked on goes to stdout as it ends (`DIR:
+/// processed (1.2s): ...`), then the summary table; progress and warnings
+/// go to stderr, each line naming its capture directory.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:
   jobprof reprocess /shared/results --dry-run
   jobprof reprocess /shared/results --jobs 8 --recompress
   jobprof reprocess /shared/results --sbatch --array-count 32 --partition cpu --time 2:00:00
-  jobprof reprocess /shared/results --sbatch --submit --array-count 32")]
+  jobprof reprocess /shared/results --sbatch --submit --array-count 32 --time 1h30m
+
+Exit status: 0 when every capture is complete; 1 when any was refused,
+not rendered or failed (listed in the summary table); 2 for bad usage or
+a ROOT without captures.")]
 pub struct ReprocessArgs {
     /// Directory trees holding result directories (any depth); a result
     /// directory itself, or one capture directory, also works.
@@ -92,12 +98,13 @@ pub struct ReprocessArgs {
     #[arg(long, value_name = "P", requires = "sbatch")]
     pub partition: Option<String>,
 
-    /// With --sbatch: the time limit of each task (`#SBATCH --time`).
-    #[arg(long, value_name = "T", requires = "sbatch")]
-    pub time: Option<String>,
+    /// With --sbatch: the time limit of each task (`#SBATCH --time`): 90m,
+    /// 2h, 1h30m, HH:MM:SS, D-HH:MM:SS, or a bare number of seconds.
+    #[arg(long, value_name = "DURATION", requires = "sbatch", value_parser = units::parse_duration)]
+    pub time: Option<Duration>,
 
     /// Outputs to write (as for `jobprof process`): svg, html, folded,
-    /// summary, speedscope.
+    /// summary, speedscope, or all.
     #[arg(long, value_name = "LIST", default_value = "svg,html,folded,summary")]
     pub formats: String,
 
@@ -109,6 +116,11 @@ pub struct ReprocessArgs {
     /// worker or none.
     #[arg(long, value_name = "ROOT", default_value = "worker", value_parser = ["worker", "none"])]
     pub query_root: String,
+
+    /// No progress bars or log lines on stderr; the result lines, the
+    /// table (stdout) and errors remain.
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 fn env_jobs() -> Option<usize> {
@@ -153,26 +165,27 @@ pub fn run(args: ReprocessArgs) -> anyhow::Result<ExitCode> {
             ..process::Options::default()
         },
     };
-    let progress = Progress::from_env();
+    let progress = if args.quiet {
+        Progress::quiet()
+    } else {
+        Progress::from_env()
+    };
+    // The result lines of the captures worked on go to stdout as each ends
+    // (the per-task log of an array job); a dry run lists its plan here.
     let report = reprocess::run(&args.roots, &opts, &progress)?;
-    // One line per directory this task worked on (stdout: the per-task log
-    // of an array job), then the table.
-    for o in report
-        .outcomes
-        .iter()
-        .filter(|o| report.dry_run || o.status != process::Status::Skipped)
-    {
-        println!(
-            "{}: {} ({:.1}s): {}",
-            o.dir.display(),
-            if report.dry_run && o.status == process::Status::Processed {
-                "to do"
-            } else {
-                o.status.as_str()
-            },
-            o.elapsed.as_secs_f64(),
-            o.message
-        );
+    if report.dry_run {
+        for o in &report.outcomes {
+            let what = match o.status {
+                process::Status::Processed => "to do",
+                s => s.as_str(),
+            };
+            println!(
+                "{}: {what} ({:.1}s): {}",
+                o.dir.display(),
+                o.elapsed.as_secs_f64(),
+                o.message
+            );
+        }
     }
     for v in &report.views {
         println!("{}", v.line());
@@ -189,7 +202,7 @@ fn submit_or_print(args: &ReprocessArgs) -> anyhow::Result<ExitCode> {
         roots: args.roots.clone(),
         array_count: args.array_count,
         partition: args.partition.clone(),
-        time: args.time.clone(),
+        time: args.time.map(units::slurm_time),
         cpus_per_task: args.jobs,
         extra_args: forwarded_args(args),
     };
@@ -228,6 +241,9 @@ fn forwarded_args(args: &ReprocessArgs) -> Vec<String> {
     }
     if args.query_root != "worker" {
         v.push(format!("--query-root={}", args.query_root));
+    }
+    if args.quiet {
+        v.push("--quiet".into());
     }
     v
 }

@@ -782,7 +782,7 @@ pub fn collect_logged(
         let mut line = format!(
             "poll {poll_no}: {} report(s), {}, {growing} growing, {empty} empty",
             reports.len(),
-            human_bytes(total)
+            crate::units::format_bytes(total)
         );
         if !missing.is_empty() {
             line.push_str(&format!(", missing ranks {}", compact_ranks(&missing)));
@@ -903,22 +903,6 @@ pub fn collect_logged(
         archive_path,
         adopted: false,
     })
-}
-
-/// `1.5 GiB`-style sizes for status lines (exact bytes are in the manifest).
-fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["bytes", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut unit = 0;
-    while v >= 1024.0 && unit + 1 < UNITS.len() {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{n} bytes")
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
-    }
 }
 
 fn manifest_json(m: &Manifest) -> Result<Vec<u8>> {
@@ -1283,14 +1267,6 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names.len(), 1);
-    }
-
-    #[test]
-    fn human_sizes() {
-        assert_eq!(human_bytes(0), "0 bytes");
-        assert_eq!(human_bytes(1023), "1023 bytes");
-        assert_eq!(human_bytes(1536), "1.5 KiB");
-        assert_eq!(human_bytes(3 << 30), "3.0 GiB");
     }
 
     #[test]

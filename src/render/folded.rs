@@ -58,6 +58,9 @@ pub struct FoldedInput {
     pub first_bad: Vec<BadLine>,
     /// Lines that were not valid UTF-8 (read with U+FFFD replacements).
     pub non_utf8_lines: u64,
+    /// The first input whose bad lines look like `perf script` output
+    /// (sample headers, tab-indented frames): it needs `jobprof fold` first.
+    pub perf_script_text: Option<std::path::PathBuf>,
 }
 
 impl FoldedInput {
@@ -69,6 +72,20 @@ impl FoldedInput {
     /// The error to report when nothing usable was read: the first bad line
     /// when there was one, "empty" otherwise.
     pub fn nothing_usable(&self, what: &str) -> super::Error {
+        if let Some(path) = &self.perf_script_text {
+            let fold = if path.as_os_str() == "<stdin>" || path.as_os_str() == "-" {
+                "perf script | jobprof fold | jobprof render > flamegraph.svg".to_string()
+            } else {
+                format!(
+                    "jobprof fold {} | jobprof render > flamegraph.svg",
+                    path.display()
+                )
+            };
+            return super::Error::PerfScriptText {
+                path: path.display().to_string(),
+                fold,
+            };
+        }
         match self.first_bad.first() {
             Some(b) => super::Error::BadLine {
                 path: b.path.display().to_string(),
@@ -138,6 +155,9 @@ impl Merger {
 
     fn bad(&mut self, path: &std::path::Path, lineno: u64, line: &str, reason: &'static str) {
         self.out.bad_lines += 1;
+        if self.out.perf_script_text.is_none() && looks_like_perf_script(line) {
+            self.out.perf_script_text = Some(path.to_path_buf());
+        }
         if self.out.first_bad.len() < KEEP_BAD {
             self.out.first_bad.push(BadLine {
                 path: path.to_path_buf(),
@@ -154,6 +174,31 @@ impl Merger {
         self.out.stacks = stacks;
         self.out
     }
+}
+
+/// Whether a (trimmed) line that is not `stack count` is a line of `perf
+/// script` output: a frame (`ADDR symbol+off (dso)`) or a sample header
+/// (`comm pid [cpu] time: period event:`).
+fn looks_like_perf_script(line: &str) -> bool {
+    let first = line.split_whitespace().next().unwrap_or("");
+    let frame = first.len() >= 2
+        && first.bytes().all(|b| b.is_ascii_hexdigit())
+        && line.contains(" (")
+        && line.ends_with(')');
+    let header = line.ends_with(':') && line.split_whitespace().any(is_cpu_or_time);
+    frame || header
+}
+
+/// `[003]` (a CPU) or `12345.678901:` (a timestamp) in a sample header.
+fn is_cpu_or_time(w: &str) -> bool {
+    let cpu = w
+        .strip_prefix('[')
+        .and_then(|w| w.strip_suffix(']'))
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    let time = w
+        .strip_suffix(':')
+        .is_some_and(|t| t.contains('.') && t.parse::<f64>().is_ok());
+    cpu || time
 }
 
 /// Reads and merges folded inputs (plain, `.gz` or `.zst`; `-` is stdin).
@@ -252,5 +297,41 @@ mod tests {
     fn frames_with_spaces_are_kept() {
         let r = read("main;(anonymous namespace)::f 7\n");
         assert_eq!(r.stacks, vec![("main;(anonymous namespace)::f".into(), 7)]);
+    }
+
+    #[test]
+    fn perf_script_text_is_named_with_the_fold_command() {
+        let text = "demo_worker 4242/4243 [001] 12345.678901:   10101010 cpu-clock:\n\
+                    \t    5555555551a9 demo_run_query+0x19 (/opt/demo)\n\
+                    \t    7f0000001000 [unknown] ([unknown])\n\n";
+        let r = read(text);
+        assert!(r.stacks.is_empty());
+        let msg = r.nothing_usable("x.folded").to_string();
+        assert!(msg.contains("x.folded is `perf script` text"), "{msg}");
+        assert!(
+            msg.contains("jobprof fold x.folded | jobprof render"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn folded_stacks_and_other_junk_are_not_perf_script() {
+        for line in [
+            "main;f 1",
+            "just some words",
+            "deadbeef",
+            "a (b)",
+            "time: 12",
+            "header ends: [x]:",
+        ] {
+            assert!(!looks_like_perf_script(line), "{line}");
+        }
+        assert!(looks_like_perf_script(
+            "ffffffff81000000 do_syscall_64+0x1 ([kernel.kallsyms])"
+        ));
+        assert!(looks_like_perf_script("xz 100 [000] 1.5: 1 cycles:"));
+        assert!(looks_like_perf_script(
+            "xz 100/101 12.000001: 250000 cpu-clock:u:"
+        ));
     }
 }

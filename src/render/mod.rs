@@ -51,6 +51,15 @@ pub enum Error {
         text: String,
     },
 
+    /// A `render` input is `perf script` text, not folded stacks.
+    #[error("{path} is `perf script` text, not folded stacks; fold it first: `{fold}`")]
+    PerfScriptText {
+        /// The input file.
+        path: String,
+        /// The command line that folds and renders it.
+        fold: String,
+    },
+
     /// `--format` (or an output name) asked for a format that does not exist.
     #[error("unknown output format `{0}`; use one of svg, html, speedscope, folded")]
     UnknownFormat(String),
@@ -101,6 +110,7 @@ impl Error {
             self,
             Error::Empty { .. }
                 | Error::BadLine { .. }
+                | Error::PerfScriptText { .. }
                 | Error::UnknownFormat(_)
                 | Error::FormatFromPath(_)
                 | Error::BadOption(_)
