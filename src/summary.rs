@@ -211,6 +211,10 @@ pub struct Summary {
     pub job_id: Option<String>,
     /// `record` (jobprof-record) or `legacy` (old shell pipeline).
     pub layout: crate::result_dir::Layout,
+    /// False when the capture had no metadata to validate (derived files
+    /// only, or the original pipeline's flat layout): nothing vouches that
+    /// it was complete.
+    pub validated: bool,
     /// Samples folded.
     pub samples: u64,
     /// The event folded.
