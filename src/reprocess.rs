@@ -273,6 +273,23 @@ fn is_result_dir(dir: &Path) -> bool {
 }
 
 fn walk(dir: &Path, found: &mut Found) -> Result<()> {
+    // The original pipeline's flat layout: result_dir_<jobid>/perf/perf.data.<n>.
+    if let Some(flat) = result_dir::flat_layout_dir(dir).filter(|_| !is_result_dir(dir)) {
+        found.result_dirs += 1;
+        let query = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        found.items.push(Item {
+            capture: CaptureDir {
+                dir: flat,
+                worker: None,
+                query,
+            },
+            kind: Kind::Capture,
+        });
+        return Ok(());
+    }
     if is_result_dir(dir) {
         found.result_dirs += 1;
         items_of_perf_root(&dir.join("profiles").join("perf"), &mut found.items)?;

@@ -80,10 +80,12 @@ pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
     })?;
     if let (Some(s), false) = (summary, args.quiet) {
         if s.vanished >= 0.5 {
-            eprintln!(
+            jobprof::errln!(
                 "jobprof: note: {:.0} of BEFORE's {} {} are on call paths AFTER never reached; \
                  they are not drawn (swap the inputs to see them)",
-                s.vanished, s.before_total, args.look.count_name
+                s.vanished,
+                s.before_total,
+                args.look.count_name
             );
         }
     }

@@ -163,11 +163,11 @@ pub fn run(args: NsysArgs) -> anyhow::Result<jobprof::ExitCode> {
         NsysCommand::Plan(a) => {
             let plan = Plan::from_path(&a.config).map_err(jobprof::Error::from)?;
             if a.json {
-                println!("{}", serde_json::to_string_pretty(&plan)?);
+                jobprof::outln!("{}", serde_json::to_string_pretty(&plan)?)?;
             } else if a.dry_run {
-                print!("{}", plan.panel());
+                jobprof::out!("{}", plan.panel())?;
             } else {
-                println!("{}", plan.command_line());
+                jobprof::outln!("{}", plan.command_line())?;
             }
             Ok(jobprof::ExitCode::Success)
         }
@@ -189,7 +189,7 @@ fn finish(c: Collection) -> anyhow::Result<jobprof::ExitCode> {
         r.dedup();
         r
     };
-    println!(
+    jobprof::outln!(
         "{}: {} report(s), {} bytes{}{}{}",
         c.manifest_path.display(),
         m.report_count,
@@ -208,7 +208,7 @@ fn finish(c: Collection) -> anyhow::Result<jobprof::ExitCode> {
         } else {
             ""
         }
-    );
+    )?;
     c.check().map_err(jobprof::Error::from)?;
     Ok(jobprof::ExitCode::Success)
 }

@@ -122,13 +122,13 @@ pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
     // The results, one line per capture, on stdout (log lines and bars are
     // on stderr).
     for c in &report.captures {
-        println!(
+        jobprof::outln!(
             "{}: {} ({:.1}s): {}",
             c.dir.display(),
             c.status.as_str(),
             c.elapsed.as_secs_f64(),
             c.message
-        );
+        )?;
     }
     let failed = report
         .captures
@@ -136,7 +136,7 @@ pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
         .filter(|c| c.status.is_failure())
         .count();
     if failed > 0 {
-        eprintln!(
+        jobprof::errln!(
             "jobprof: {failed} of {} capture(s) not processed completely (see above)",
             report.captures.len()
         );

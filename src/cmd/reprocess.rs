@@ -153,7 +153,7 @@ pub fn run(args: ReprocessArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .filter(|o| report.dry_run || o.status != process::Status::Skipped)
     {
-        println!(
+        jobprof::outln!(
             "{}: {} ({:.1}s): {}",
             o.dir.display(),
             if report.dry_run && o.status == process::Status::Processed {
@@ -163,9 +163,9 @@ pub fn run(args: ReprocessArgs) -> anyhow::Result<ExitCode> {
             },
             o.elapsed.as_secs_f64(),
             o.message
-        );
+        )?;
     }
-    print!("{}", report.table());
+    jobprof::out!("{}", report.table())?;
     Ok(report.exit_code())
 }
 
@@ -183,12 +183,12 @@ fn submit_or_print(args: &ReprocessArgs) -> anyhow::Result<ExitCode> {
     };
     let script = reprocess::array_script(&job)?;
     if !args.submit {
-        print!("{script}");
+        jobprof::out!("{script}")?;
         return Ok(ExitCode::Success);
     }
     let id = reprocess::submit(&Slurm::new(), &script)?;
-    println!("{}", id.as_str());
-    eprintln!(
+    jobprof::outln!("{}", id.as_str())?;
+    jobprof::errln!(
         "jobprof: submitted array job {} (per-task logs: jobprof-reprocess-{}_N.out)",
         id.as_str(),
         id.as_str()
