@@ -47,6 +47,9 @@ fn main() -> ExitCode {
         Command::Reprocess(args) => cmd::reprocess::run(args),
         Command::Render(args) => cmd::render::run(args),
     };
+    if jobprof::counts::saturated() {
+        jobprof::errln!("jobprof: {}", jobprof::counts::WARNING);
+    }
     match result {
         Ok(code) => ExitCode::from(code.code()),
         Err(err) => exit_for_error(&err),

@@ -73,7 +73,7 @@ impl StackStats {
         let mut seen: Vec<&str> = Vec::new();
         for (stack, count) in stacks {
             let count = *count;
-            total += count;
+            total = crate::counts::add(total, count);
             let mut parts = stack.split(';');
             let _root = parts.next();
             let mut any_known = false;
@@ -88,15 +88,17 @@ impl StackStats {
                 }
                 if !seen.contains(&f) {
                     seen.push(f);
-                    *total_t.entry(f).or_default() += count;
+                    let t = total_t.entry(f).or_default();
+                    *t = crate::counts::add(*t, count);
                 }
                 leaf = Some(f);
             }
             if any_known {
-                symbolized += count;
+                symbolized = crate::counts::add(symbolized, count);
             }
             if let Some(l) = leaf {
-                *self_t.entry(l).or_default() += count;
+                let t = self_t.entry(l).or_default();
+                *t = crate::counts::add(*t, count);
             }
         }
         let ratio = |a: u128, b: u128| if b == 0 { 0.0 } else { a as f64 / b as f64 };
