@@ -11,6 +11,7 @@
 
 use std::ffi::OsString;
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -137,8 +138,11 @@ impl ExternalCommand {
                 failure: Some("empty command line".into()),
             };
         };
+        // Its own process group: at the limit the whole group is killed,
+        // so a grandchild holding the pipes open cannot outlive it.
         let mut child = match Command::new(program)
             .args(args)
+            .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -181,6 +185,12 @@ impl ExternalCommand {
             match child.try_wait() {
                 Ok(Some(s)) => break Some(s),
                 Ok(None) if started.elapsed() >= self.limit => {
+                    // SAFETY: signalling the group we created for the child
+                    // (its pgid is its pid); the child is not reaped yet, so
+                    // the id cannot have been reused.
+                    unsafe {
+                        libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL);
+                    }
                     let _ = child.kill();
                     let _ = child.wait();
                     failure = Some(format!(
@@ -399,5 +409,23 @@ mod tests {
         assert!(o.failure.unwrap().contains("could not start"));
         let f = ExternalCommand::new(vec!["false".into()], Duration::from_secs(5)).run();
         assert!(f.status.is_some() && !f.success());
+    }
+
+    #[test]
+    fn the_whole_process_group_is_killed_at_the_limit() {
+        // A grandchild that keeps the output pipes open: without the group
+        // kill, reading them would wait for its 30 seconds.
+        let c = ExternalCommand::new(
+            vec!["sh".into(), "-c".into(), "sleep 30 & sleep 30".into()],
+            Duration::from_millis(500),
+        );
+        let t = std::time::Instant::now();
+        let o = c.run();
+        assert!(o.failure.unwrap().contains("killed"));
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "returned after {:?}",
+            t.elapsed()
+        );
     }
 }
