@@ -52,10 +52,10 @@ fn have(tool: &str) -> bool {
 fn archive_samples(path: &Path) -> u64 {
     let text = zstd::decode_all(&util::read(path)[..])
         .unwrap_or_else(|e| panic!("{} does not decompress: {e}", path.display()));
-    // One block per sample: a header line, its frames, a blank line.
+    // One header line per sample (frames, when recorded, start with a tab).
     String::from_utf8_lossy(&text)
-        .split("\n\n")
-        .filter(|b| !b.trim().is_empty())
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('\t'))
         .count() as u64
 }
 
@@ -518,13 +518,15 @@ fn fifteen_hundred_shards_under_ulimit_1024() {
     fs::create_dir_all(&dir).unwrap();
     let one = t.path().join("one.data");
     let st = Command::new("perf")
-        .args(["record", "-q", "-e", "cpu-clock", "-F", "4999", "-o"])
+        // User-space samples only: `perf script` then needs no kernel
+        // symbols, and 1,500 runs of it stay within the CI budget.
+        .args(["record", "-q", "-e", "cpu-clock:u", "-F", "999", "-o"])
         .arg(&one)
         .args([
             "--",
             "sh",
             "-c",
-            "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done",
+            "i=0; while [ $i -lt 5000 ]; do i=$((i+1)); done",
         ])
         .status()
         .unwrap();
