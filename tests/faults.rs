@@ -790,3 +790,42 @@ fn sums_past_two_to_the_64_never_wrap() {
     let d = fs::read_to_string(t.path().join("d.folded")).unwrap();
     assert!(d.contains("a;b 18446744073709551615 5"), "{d}");
 }
+
+#[test]
+fn a_report_that_vanishes_during_collect_is_missing_with_a_warning() {
+    let t = tempfile::tempdir().unwrap();
+    let reports = t.path().join("reports");
+    fs::create_dir_all(&reports).unwrap();
+    fs::write(reports.join("7_n0_rank0.nsys-rep"), b"rank zero").unwrap();
+    let gone = reports.join("7_n1_rank1.nsys-rep");
+    fs::write(&gone, b"rank one").unwrap();
+    let child = jobprof()
+        .args(["nsys", "collect", "--report-root"])
+        .arg(&reports)
+        .args(["--poll", "100ms", "--settle", "2s", "--timeout", "60s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Polling starts once the collector holds its lock.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !reports.join(".jobprof-nsys.lock").exists() {
+        assert!(Instant::now() < deadline, "the collector never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    fs::remove_file(&gone).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = output_text(&out);
+    assert_eq!(out.status.code(), Some(5), "{text}");
+    assert!(text.contains("7_n1_rank1.nsys-rep") && text.contains("vanished"), "{text}");
+    let m: serde_json::Value =
+        serde_json::from_slice(&util::read(&reports.join("manifest.json"))).unwrap();
+    let e = m["reports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["path"] == "7_n1_rank1.nsys-rep")
+        .unwrap_or_else(|| panic!("vanished report not in the manifest: {m}"));
+    assert_eq!(e["status"], "missing");
+}

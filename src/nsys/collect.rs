@@ -873,15 +873,11 @@ pub fn collect_logged(
         })
         .collect();
     let vanished = vanished_reports(&ever, &reports, log);
-    if status == OverallStatus::Complete {
-        let ranks: Vec<u32> = vanished.iter().filter_map(|e| e.rank).collect();
-        if !ranks.is_empty() {
-            status = OverallStatus::MissingRanks;
-            missing.extend(ranks);
-            missing.sort_unstable();
-            missing.dedup();
-        }
-    }
+    let vanished_ranks: Vec<u32> = vanished
+        .iter()
+        .filter_map(|e| e.rank)
+        .filter(|r| !missing.contains(r))
+        .collect();
     entries.extend(vanished);
     entries.extend(missing.iter().map(|&rank| ReportEntry {
         job: None,
@@ -896,6 +892,15 @@ pub fn collect_logged(
         sha256: None,
         status: ReportStatus::Missing,
     }));
+    // A vanished report's rank is missing (its entry is the vanished one).
+    if !vanished_ranks.is_empty() {
+        if status == OverallStatus::Complete {
+            status = OverallStatus::MissingRanks;
+        }
+        missing.extend(vanished_ranks);
+        missing.sort_unstable();
+        missing.dedup();
+    }
     entries.sort_by(|a, b| {
         (a.rank.is_none(), a.rank, &a.path).cmp(&(b.rank.is_none(), b.rank, &b.path))
     });
