@@ -818,7 +818,10 @@ fn a_report_that_vanishes_during_collect_is_missing_with_a_warning() {
     let out = child.wait_with_output().unwrap();
     let text = output_text(&out);
     assert_eq!(out.status.code(), Some(5), "{text}");
-    assert!(text.contains("7_n1_rank1.nsys-rep") && text.contains("vanished"), "{text}");
+    assert!(
+        text.contains("7_n1_rank1.nsys-rep") && text.contains("vanished"),
+        "{text}"
+    );
     let m: serde_json::Value =
         serde_json::from_slice(&util::read(&reports.join("manifest.json"))).unwrap();
     let e = m["reports"]
