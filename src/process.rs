@@ -353,6 +353,15 @@ struct UnitResult {
     part: Option<Spooled>,
 }
 
+/// What the `perf script` runs produced: the fold, per-shard summaries,
+/// failures, and the new archive's spooled parts in order.
+struct Symbolized {
+    folded: Folded,
+    shards: Vec<ShardSummary>,
+    failures: Vec<String>,
+    archive: (Spool, Vec<Spooled>),
+}
+
 /// What one symbolize-and-fold pass produced, before anything is written.
 struct Pass {
     folded: Folded,
@@ -486,7 +495,12 @@ impl<'a> Pipeline<'a> {
             let units = self.plan_units(perf);
             let prepare = prepare_start.elapsed();
             let t = Instant::now();
-            let (folded, shards, failures, parts) = self.symbolize_all(perf, &units)?;
+            let Symbolized {
+                folded,
+                shards,
+                failures,
+                archive: parts,
+            } = self.symbolize_all(perf, &units)?;
             return Ok(Ok(Pass {
                 stats: StackStats::from_stacks(&folded.stacks),
                 folded,
@@ -904,18 +918,10 @@ impl<'a> Pipeline<'a> {
     }
 
     /// Runs every unit (up to `jobs` at once), folding their output as it
-    /// streams and compressing it in the same pass; then publishes the
-    /// archive. Returns the fold, per-shard summaries and failures.
-    fn symbolize_all(
-        &self,
-        perf: &PerfTool,
-        units: &[Unit],
-    ) -> Result<(
-        Folded,
-        Vec<ShardSummary>,
-        Vec<String>,
-        (Spool, Vec<Spooled>),
-    )> {
+    /// streams and compressing it in the same pass into checked, spooled
+    /// parts; the archive is published later, and only when it may replace
+    /// the old one ([`Self::publish_archive`]).
+    fn symbolize_all(&self, perf: &PerfTool, units: &[Unit]) -> Result<Symbolized> {
         let jobs = self.opts.jobs().min(units.len()).max(1);
         let script_opts = ScriptOptions {
             inline: self.opts.inline,
@@ -1060,7 +1066,12 @@ impl<'a> Pipeline<'a> {
                 parts.push(p);
             }
         }
-        Ok((folded, shards, failures, (spool, parts)))
+        Ok(Symbolized {
+            folded,
+            shards,
+            failures,
+            archive: (spool, parts),
+        })
     }
 
     /// Runs one `perf script`, teeing its output into a compressed part and

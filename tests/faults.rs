@@ -531,7 +531,7 @@ fn fifteen_hundred_shards_under_ulimit_1024() {
         .status()
         .unwrap();
     assert!(st.success());
-    let n = perf_counts(&[one.clone()], t.path()).0;
+    let n = perf_counts(std::slice::from_ref(&one), t.path()).0;
     assert!(n > 0, "the tiny shard has no sample");
     const SHARDS: u32 = 1500;
     let base_dir = capture_dir(&base.result_dir, 0, "q1");
