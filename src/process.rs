@@ -11,7 +11,9 @@
 //! [`crate::atomic::AtomicFile`], so a run killed half-way leaves either the
 //! previous file or the complete new one; the marker is removed before
 //! outputs are rewritten and written only after all of them, so the next
-//! run knows what to finish. Outcomes are returned per capture; nothing is
+//! run knows what to finish. A run that would be worse than the complete
+//! result on disk (a failed shard, or fewer samples or named frames than
+//! the marker records) changes nothing and says so. Outcomes are returned per capture; nothing is
 //! printed here except progress (through [`Progress`]).
 
 use std::io::{self, Write};
@@ -442,13 +444,21 @@ impl<'a> Pipeline<'a> {
             let paths = self.input_paths();
             std::thread::spawn(move || hash_all(&paths))
         });
+        // Stopping early: not left hashing in the background of a bulk
+        // reprocess.
+        let stop = |hasher: Option<std::thread::JoinHandle<_>>, done: Done| {
+            if let Some(h) = hasher {
+                let _ = h.join();
+            }
+            Ok(done)
+        };
         let mut pass = match self.symbolize_or_fold()? {
             Ok(pass) => pass,
-            Err(done) => return Ok(done),
+            Err(done) => return stop(hasher, done),
         };
         let quality = pass.quality();
         if let Some(done) = self.keep_previous(&pass, &quality, previous.as_ref()) {
-            return Ok(done);
+            return stop(hasher, done);
         }
         // From here on outputs change: no marker may vouch for a mix.
         result_dir::clear_marker(&self.dir)?;

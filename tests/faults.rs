@@ -832,3 +832,57 @@ fn a_report_that_vanishes_during_collect_is_missing_with_a_warning() {
         .unwrap_or_else(|| panic!("vanished report not in the manifest: {m}"));
     assert_eq!(e["status"], "missing");
 }
+
+#[test]
+fn a_forced_rerun_never_downgrades_a_complete_result() {
+    let Some(base) = base() else { return };
+    let (_t, result) = copy_base(base);
+    let dir = capture_dir(&result, 0, "q1");
+    let out = jobprof().arg("process").arg(&result).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let snapshot_outputs =
+        || -> Vec<Vec<u8>> { OUTPUTS.iter().map(|n| util::read(&dir.join(n))).collect() };
+    let complete = snapshot_outputs();
+    // symfs/ gone: perf names fewer frames than the archive on disk has.
+    let symfs = result.join("profiles/perf/worker_0/symfs");
+    let moved = result.join("symfs.away");
+    fs::rename(&symfs, &moved).unwrap();
+    let out = jobprof()
+        .args(["process", "--force"])
+        .arg(&result)
+        .output()
+        .unwrap();
+    let text = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("symbolized worse") && text.contains("kept the previous"),
+        "{text}"
+    );
+    assert!(snapshot_outputs() == complete, "outputs changed: {text}");
+    fs::rename(&moved, &symfs).unwrap();
+    // One shard corrupted after the complete run.
+    let shard = dir.join("perf.data.part001");
+    let len = fs::metadata(&shard).unwrap().len();
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&shard)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    let out = jobprof()
+        .args(["process", "--force"])
+        .arg(&result)
+        .output()
+        .unwrap();
+    let text = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("perf.data.part001") && text.contains("kept the previous"),
+        "{text}"
+    );
+    assert!(snapshot_outputs() == complete, "outputs changed: {text}");
+    // Still complete: a plain rerun skips it.
+    let out = jobprof().arg("process").arg(&result).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("skipped"));
+}
