@@ -4,7 +4,10 @@
 //! Each `perf script` process (one shard, or one time slice) compresses its
 //! own output into one zstd frame, in an anonymous temporary file in the
 //! capture directory (unlinked from the start, so a killed run leaves
-//! nothing behind); when all are done the frames are concatenated, in shard
+//! nothing behind); a finished frame is checked (it must decompress to the
+//! text written) and appended to one anonymous [`Spool`] file, so open
+//! files stay bounded by the processes running, however many shards and
+//! slices there are. When all are done the frames are concatenated, in shard
 //! and time order, into the archive through an atomic file. A multi-frame
 //! zstd file decompresses (`zstd -dc`, jobprof's own inputs) to the
 //! concatenated text, exactly what the old pipeline archived. Only
@@ -14,10 +17,11 @@
 //! This module does not know what the text is.
 
 use std::fs::File;
-use std::io::{self, Seek, SeekFrom, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::Path;
+use std::sync::Mutex;
 
-use crate::atomic::AtomicFile;
+use crate::atomic::{AtomicFile, Destination};
 use crate::error::{Error, Result};
 
 /// The default compression level: fast enough to keep up with several
@@ -52,16 +56,41 @@ impl Part {
         self.raw_bytes
     }
 
-    /// Ends the frame and returns the compressed bytes, ready to be copied.
+    /// Ends the frame and checks it: the frame must decompress to exactly
+    /// the text written. Any error (a full disk above all) is returned,
+    /// never ignored: a part that cannot be finished fails its shard.
     pub fn finish(self) -> io::Result<FinishedPart> {
         let mut file = self.encoder.finish()?;
+        file.flush()?;
         let compressed = file.stream_position()?;
+        file.seek(SeekFrom::Start(0))?;
+        let mut counter = Counter(0);
+        zstd::stream::copy_decode(&mut file, &mut counter)?;
+        if counter.0 != self.raw_bytes {
+            return Err(io::Error::other(format!(
+                "compressed part holds {} bytes of text, {} were written",
+                counter.0, self.raw_bytes
+            )));
+        }
         file.seek(SeekFrom::Start(0))?;
         Ok(FinishedPart {
             file,
             raw_bytes: self.raw_bytes,
             compressed_bytes: compressed,
         })
+    }
+}
+
+/// Counts bytes written to it and keeps none.
+struct Counter(u64);
+
+impl Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0 += buf.len() as u64;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }
 
@@ -76,13 +105,62 @@ impl Write for Part {
     }
 }
 
-/// A complete compressed part, rewound and ready to be concatenated.
+/// A complete, checked compressed part, rewound and ready to be spooled.
 pub struct FinishedPart {
     file: File,
     /// Text bytes it holds.
     pub raw_bytes: u64,
     /// Compressed size.
     pub compressed_bytes: u64,
+}
+
+/// Where finished parts wait for publishing, in the order they finish: one
+/// anonymous temporary file (nothing left behind by a killed run) however
+/// many shards and slices there are, so open files stay bounded by the
+/// parts still running.
+pub struct Spool {
+    file: Mutex<File>,
+}
+
+/// A part's place in the [`Spool`].
+#[derive(Debug, Clone, Copy)]
+pub struct Spooled {
+    offset: u64,
+    /// Text bytes it holds.
+    pub raw_bytes: u64,
+    /// Compressed size.
+    pub compressed_bytes: u64,
+}
+
+impl Spool {
+    /// An empty spool in `dir` (the capture directory: same filesystem as
+    /// the archive).
+    pub fn create(dir: &Path) -> Result<Spool> {
+        let file = tempfile::tempfile_in(dir).map_err(|e| Error::io(dir, e))?;
+        Ok(Spool {
+            file: Mutex::new(file),
+        })
+    }
+
+    /// Appends a finished part (and closes its file).
+    pub fn append(&self, mut part: FinishedPart) -> io::Result<Spooled> {
+        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        let offset = file.seek(SeekFrom::End(0))?;
+        let copied = io::copy(&mut part.file, &mut *file)?;
+        if copied != part.compressed_bytes {
+            // Leave no partial frame for the next append to follow.
+            file.set_len(offset)?;
+            return Err(io::Error::other(format!(
+                "spooled {copied} of {} compressed bytes",
+                part.compressed_bytes
+            )));
+        }
+        Ok(Spooled {
+            offset,
+            raw_bytes: part.raw_bytes,
+            compressed_bytes: part.compressed_bytes,
+        })
+    }
 }
 
 /// Sizes of a written archive.
@@ -94,17 +172,44 @@ pub struct ArchiveSizes {
     pub compressed_bytes: u64,
 }
 
-/// Concatenates `parts` (in order) into `dest`, atomically but without
+/// Concatenates the spooled `parts` (in the order given) into `dest` inside
+/// a capture directory ([`Destination::Confined`]), atomically but without
 /// fsync: the capture's marker records its size, which tells a crashed
-/// write from a complete one (`crate::result_dir::write_marker`).
-pub fn publish(dest: &Path, parts: Vec<FinishedPart>) -> Result<ArchiveSizes> {
-    let mut out = AtomicFile::create_deferred(dest)?;
+/// write from a complete one (`crate::result_dir::write_marker`). Every
+/// part must copy whole; on any error the previous archive stays as it
+/// was. `mode_limit` narrows the archive's mode to the capture's raw data
+/// ([`AtomicFile::limit_mode`]).
+pub fn publish(
+    dest: &Path,
+    spool: Spool,
+    parts: &[Spooled],
+    mode_limit: Option<u32>,
+) -> Result<ArchiveSizes> {
+    let mut out = AtomicFile::open(dest, Destination::Confined, false)?;
+    if let Some(m) = mode_limit {
+        out.limit_mode(m);
+    }
+    let mut file = spool.file.into_inner().unwrap_or_else(|e| e.into_inner());
     let mut sizes = ArchiveSizes::default();
-    for mut p in parts {
-        io::copy(&mut p.file, &mut out).map_err(|e| Error::io(dest, e))?;
+    for p in parts {
+        let copy = |file: &mut File, out: &mut AtomicFile| -> io::Result<u64> {
+            file.seek(SeekFrom::Start(p.offset))?;
+            io::copy(&mut file.take(p.compressed_bytes), out)
+        };
+        let copied = copy(&mut file, &mut out).map_err(|e| Error::io(dest, e))?;
+        if copied != p.compressed_bytes {
+            return Err(Error::io(
+                dest,
+                io::Error::other(format!(
+                    "a compressed part has {copied} bytes in the spool, {} were written",
+                    p.compressed_bytes
+                )),
+            ));
+        }
         sizes.raw_bytes += p.raw_bytes;
         sizes.compressed_bytes += p.compressed_bytes;
     }
+    out.flush().map_err(|e| Error::io(dest, e))?;
     out.commit()?;
     Ok(sizes)
 }
@@ -123,8 +228,12 @@ mod tests {
             assert_eq!(p.raw_bytes(), text.len() as u64);
             parts.push(p.finish().unwrap());
         }
+        // Spooled out of order, published in order.
+        let spool = Spool::create(dir.path()).unwrap();
+        let second = spool.append(parts.pop().unwrap()).unwrap();
+        let first = spool.append(parts.pop().unwrap()).unwrap();
         let dest = dir.path().join("perf.script.zst");
-        let sizes = publish(&dest, parts).unwrap();
+        let sizes = publish(&dest, spool, &[first, second], None).unwrap();
         assert_eq!(sizes.raw_bytes, 15);
         assert_eq!(
             sizes.compressed_bytes,

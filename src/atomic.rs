@@ -6,30 +6,57 @@
 //! then renamed over the destination. Outputs that a later marker vouches
 //! for can skip the fsync ([`AtomicFile::create_deferred`]): a crash may
 //! then leave them empty or short, which the marker's recorded sizes reveal
-//! (see `crate::result_dir::write_marker`); a killed process never can. A reader therefore sees either the old
-//! file or the complete new one, never a partial file; if the writer is
-//! dropped without [`AtomicFile::commit`] (an error, a panic, a kill), the
-//! temporary file is removed and the destination is untouched. This module
-//! does not decide *what* to write or *where*.
+//! (see `crate::result_dir::write_marker`); a killed process never can. A
+//! reader therefore sees either the old file or the complete new one, never
+//! a partial file; if the writer is dropped without [`AtomicFile::commit`]
+//! (an error, a panic, a kill), the temporary file is removed and the
+//! destination is untouched. A full disk is an error naming the
+//! destination, and the previous file stays as it was.
 //!
-//! Two kinds of destination are not replaced. One that exists and is not a
-//! regular file (`/dev/null`, a FIFO, a terminal, `/dev/stdout` on a pipe)
-//! is opened and written in place: renaming a file over `/dev/null` would
-//! replace the device for the whole machine, and a stream cannot be
-//! partial-free anyway. A symbolic link is followed, and its target
-//! replaced, so that `latest.svg -> run42.svg` stays a link.
+//! Modes: the output keeps the permission bits of the file it replaces; a
+//! new one gets `0666 & ~umask`, from the `open(2)` that creates the
+//! temporary file (the process umask is never read or changed, so parallel
+//! commits cannot race on it). [`AtomicFile::limit_mode`] can narrow that
+//! further (derived files never more readable than a capture's raw data).
+//!
+//! Two policies for what already sits at the destination:
+//! - [`Follow`](Destination::Follow), for paths the user typed (`-o`): a
+//!   destination that is not a regular file (`/dev/null`, a FIFO,
+//!   `/dev/stdout` on a pipe) is opened and written in place, and a
+//!   symbolic link is followed and its target replaced, so that
+//!   `latest.svg -> run42.svg` stays a link.
+//! - [`Confined`](Destination::Confined), for everything jobprof writes on
+//!   its own inside result and report trees: a symbolic link or a special
+//!   file at the destination is refused with an error naming it, and the
+//!   rename replaces the directory entry itself, so nothing outside the tree
+//!   is ever written, whatever another user planted there.
+//!
+//! This module does not decide *what* to write or *where*.
 
 use std::fs;
 use std::io::{self, BufWriter, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+
+/// What to do with a symbolic link or special file at the destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Destination {
+    /// A path the user named: follow links, write devices and pipes in place.
+    Follow,
+    /// A path jobprof chose inside a result or report tree: refuse links and
+    /// special files.
+    Confined,
+}
 
 /// A file being written atomically. Write to it, then [`commit`](Self::commit).
 pub struct AtomicFile {
     dest: PathBuf,
     writer: BufWriter<Sink>,
     fsync: bool,
+    /// Permission bits the committed file gets (`None`: as created).
+    mode: Option<u32>,
 }
 
 /// Where the bytes go before `commit`.
@@ -74,34 +101,72 @@ fn resolve_link(dest: &Path) -> PathBuf {
     }
 }
 
+/// The error for a confined destination that is a link or special file.
+pub fn not_plain(path: &Path, what: &str) -> Error {
+    Error::io(
+        path,
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("is {what}, not a regular file; refusing to follow or write it (planted by someone?)"),
+        ),
+    )
+}
+
+/// What sits at `path`, without following a link: `None` for a regular file
+/// or nothing, else a description for [`not_plain`].
+pub fn non_regular(path: &Path) -> Option<&'static str> {
+    let m = fs::symlink_metadata(path).ok()?;
+    let t = m.file_type();
+    if t.is_file() {
+        None
+    } else if t.is_symlink() {
+        Some("a symbolic link")
+    } else if t.is_dir() {
+        Some("a directory")
+    } else {
+        Some("a special file")
+    }
+}
+
 impl AtomicFile {
-    /// Starts writing `dest`: creates a hidden temporary file next to it.
-    /// [`commit`](Self::commit) fsyncs it before the rename.
+    /// Starts writing `dest`, a path the user named
+    /// ([`Destination::Follow`]). [`commit`](Self::commit) fsyncs it before
+    /// the rename.
     pub fn create(dest: impl AsRef<Path>) -> Result<Self> {
-        Self::with_fsync(dest, true)
+        Self::open(dest.as_ref(), Destination::Follow, true)
     }
 
     /// Like [`create`](Self::create), but `commit` does not fsync: for
     /// outputs whose completeness is checked another way (the marker's
     /// recorded sizes). Still atomic against a killed process.
     pub fn create_deferred(dest: impl AsRef<Path>) -> Result<Self> {
-        Self::with_fsync(dest, false)
+        Self::open(dest.as_ref(), Destination::Follow, false)
     }
 
-    fn with_fsync(dest: impl AsRef<Path>, fsync: bool) -> Result<Self> {
-        let asked = dest.as_ref();
-        if is_special(asked) {
-            let file = fs::OpenOptions::new()
-                .write(true)
-                .open(asked)
-                .map_err(|e| Error::io(asked, e))?;
-            return Ok(AtomicFile {
-                dest: asked.to_path_buf(),
-                writer: BufWriter::with_capacity(1 << 20, Sink::InPlace(file)),
-                fsync: false,
-            });
-        }
-        let dest = resolve_link(asked);
+    /// Starts writing `dest` with the given policy; `fsync` as in
+    /// [`create`](Self::create) and [`create_deferred`](Self::create_deferred).
+    pub fn open(asked: &Path, policy: Destination, fsync: bool) -> Result<Self> {
+        let dest = match policy {
+            Destination::Confined => {
+                if let Some(what) = non_regular(asked) {
+                    return Err(not_plain(asked, what));
+                }
+                asked.to_path_buf()
+            }
+            Destination::Follow if is_special(asked) => {
+                let file = fs::OpenOptions::new()
+                    .write(true)
+                    .open(asked)
+                    .map_err(|e| Error::io(asked, e))?;
+                return Ok(AtomicFile {
+                    dest: asked.to_path_buf(),
+                    writer: BufWriter::with_capacity(1 << 20, Sink::InPlace(file)),
+                    fsync: false,
+                    mode: None,
+                });
+            }
+            Destination::Follow => resolve_link(asked),
+        };
         let dir = match dest.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
@@ -110,16 +175,39 @@ impl AtomicFile {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "output".to_string());
+        // The mode of the file replaced (lstat: a confined destination is a
+        // regular file here); a new file: 0666 & ~umask from open(2) itself.
+        let mode = fs::symlink_metadata(&dest)
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.mode() & 0o7777);
         let tmp = tempfile::Builder::new()
             .prefix(&format!(".{name}."))
             .suffix(".tmp")
+            .permissions(fs::Permissions::from_mode(0o666))
             .tempfile_in(&dir)
             .map_err(|e| Error::io(&dest, e))?;
         Ok(AtomicFile {
             dest,
             writer: BufWriter::with_capacity(1 << 20, Sink::Temp(tmp)),
             fsync,
+            mode,
         })
+    }
+
+    /// Never more readable than `raw`'s mode allows the group and others:
+    /// derived outputs of a capture follow the capture's raw data.
+    pub fn limit_mode(&mut self, raw: u32) {
+        let Sink::Temp(t) = self.writer.get_ref() else {
+            return;
+        };
+        let current = self.mode.unwrap_or_else(|| {
+            t.as_file()
+                .metadata()
+                .map(|m| m.mode() & 0o7777)
+                .unwrap_or(0o600)
+        });
+        self.mode = Some(current & (raw | 0o700));
     }
 
     /// The final path this file will have once committed.
@@ -127,9 +215,8 @@ impl AtomicFile {
         &self.dest
     }
 
-    /// Flushes, fsyncs and renames the temporary file onto the destination.
-    /// The file gets the usual 0644-style permissions (subject to umask)
-    /// rather than the 0600 of a temporary file.
+    /// Flushes, fsyncs and renames the temporary file onto the destination,
+    /// with the mode of the file it replaces (or `0666 & ~umask`).
     pub fn commit(self) -> Result<()> {
         let fsync = self.fsync;
         let dest = self.dest;
@@ -143,10 +230,14 @@ impl AtomicFile {
             // for a device or a pipe).
             Sink::InPlace(_) => return Ok(()),
         };
+        if let Some(mode) = self.mode {
+            tmp.as_file()
+                .set_permissions(fs::Permissions::from_mode(mode))
+                .map_err(|e| Error::io(&dest, e))?;
+        }
         if fsync {
             tmp.as_file().sync_all().map_err(|e| Error::io(&dest, e))?;
         }
-        set_default_permissions(tmp.path()).map_err(|e| Error::io(&dest, e))?;
         tmp.persist(&dest).map_err(|e| Error::io(&dest, e.error))?;
         Ok(())
     }
@@ -166,45 +257,20 @@ impl Write for AtomicFile {
 
 /// Writes `bytes` to `dest` atomically.
 pub fn write_atomic(dest: impl AsRef<Path>, bytes: &[u8]) -> Result<()> {
-    let mut f = AtomicFile::create(dest.as_ref())?;
-    f.write_all(bytes)
-        .map_err(|e| Error::io(dest.as_ref(), e))?;
-    f.commit()
+    write_with(dest.as_ref(), Destination::Follow, true, bytes)
 }
 
 /// Writes `bytes` to `dest` atomically without fsync (see
 /// [`AtomicFile::create_deferred`]).
 pub fn write_atomic_deferred(dest: impl AsRef<Path>, bytes: &[u8]) -> Result<()> {
-    let mut f = AtomicFile::create_deferred(dest.as_ref())?;
-    f.write_all(bytes)
-        .map_err(|e| Error::io(dest.as_ref(), e))?;
+    write_with(dest.as_ref(), Destination::Follow, false, bytes)
+}
+
+/// Writes `bytes` to `dest` atomically with the given policy.
+pub fn write_with(dest: &Path, policy: Destination, fsync: bool, bytes: &[u8]) -> Result<()> {
+    let mut f = AtomicFile::open(dest, policy, fsync)?;
+    f.write_all(bytes).map_err(|e| Error::io(dest, e))?;
     f.commit()
-}
-
-#[cfg(unix)]
-fn set_default_permissions(path: &Path) -> io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    // Emulate what `File::create` would have produced: 0666 & !umask.
-    let umask = current_umask();
-    fs::set_permissions(path, fs::Permissions::from_mode(0o666 & !umask))
-}
-
-#[cfg(not(unix))]
-fn set_default_permissions(_path: &Path) -> io::Result<()> {
-    Ok(())
-}
-
-#[cfg(unix)]
-fn current_umask() -> u32 {
-    // There is no way to read the umask without setting it; set and restore.
-    // SAFETY: umask is always safe to call; the window where it differs is
-    // tiny and jobprof creates no files concurrently from other threads with
-    // permission-sensitive expectations.
-    unsafe {
-        let old = libc::umask(0o022);
-        libc::umask(old);
-        old as u32
-    }
 }
 
 #[cfg(test)]
@@ -288,5 +354,53 @@ mod tests {
             .err()
             .unwrap();
         assert!(err.to_string().contains("/nonexistent-jobprof-dir/x.txt"));
+    }
+
+    #[test]
+    fn replaced_file_keeps_its_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("private.txt");
+        fs::write(&dest, b"old").unwrap();
+        fs::set_permissions(&dest, fs::Permissions::from_mode(0o600)).unwrap();
+        write_atomic(&dest, b"new").unwrap();
+        assert_eq!(fs::metadata(&dest).unwrap().mode() & 0o777, 0o600);
+        fs::set_permissions(&dest, fs::Permissions::from_mode(0o640)).unwrap();
+        write_with(&dest, Destination::Confined, false, b"newer").unwrap();
+        assert_eq!(fs::metadata(&dest).unwrap().mode() & 0o777, 0o640);
+    }
+
+    #[test]
+    fn limit_mode_follows_the_raw_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("derived.txt");
+        let mut f = AtomicFile::open(&dest, Destination::Confined, false).unwrap();
+        f.write_all(b"x").unwrap();
+        f.limit_mode(0o600);
+        f.commit().unwrap();
+        assert_eq!(fs::metadata(&dest).unwrap().mode() & 0o077, 0);
+    }
+
+    #[test]
+    fn confined_refuses_links_and_special_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("elsewhere");
+        fs::write(&target, b"precious").unwrap();
+        let link = dir.path().join("stacks.folded");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let err = write_with(&link, Destination::Confined, false, b"x").unwrap_err();
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        assert_eq!(fs::read(&target).unwrap(), b"precious");
+        assert!(fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        let fifo = dir.path().join("flamegraph.html");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let err = write_with(&fifo, Destination::Confined, false, b"x").unwrap_err();
+        assert!(err.to_string().contains("special file"), "{err}");
+        // No temporary left behind by the refusals.
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 3);
     }
 }

@@ -6,6 +6,11 @@
 //! binary data with a message that says what to do instead. This module
 //! hands out bytes; it knows nothing about the `perf script` format beyond
 //! "text". It never modifies its inputs.
+//!
+//! A mapped file that another process truncates while it is read would
+//! raise SIGBUS on the next page touched; [`Mapping`] registers each map
+//! with a SIGBUS handler that turns that into a one-line error naming the
+//! file and exit code 2 (bad input), never a crash.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
@@ -67,7 +72,7 @@ impl Compression {
 /// An opened input, ready to be read.
 pub enum Opened {
     /// A regular file mapped into memory.
-    Mapped(Mmap),
+    Mapped(Mapping),
     /// An empty file.
     Empty,
     /// A stream (decompressed on the fly where needed).
@@ -153,10 +158,10 @@ pub fn open(source: &Source) -> Result<Opened> {
                     sniff_text(path, head)?;
                     // SAFETY: the mapping is read-only; jobprof never writes
                     // to its inputs. If another process truncates the file
-                    // while we read it we may get SIGBUS, as with any mmap
-                    // reader (ripgrep makes the same trade-off).
+                    // while we read it the next page touched raises SIGBUS,
+                    // which `Mapping` turns into an error naming the file.
                     let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
-                    Ok(Opened::Mapped(map))
+                    Ok(Opened::Mapped(Mapping::new(map, path)))
                 }
                 c => Ok(Opened::Stream(decoder(
                     Box::new(BufReader::with_capacity(1 << 20, file)),
@@ -164,6 +169,152 @@ pub fn open(source: &Source) -> Result<Opened> {
                     path.clone(),
                 )?)),
             }
+        }
+    }
+}
+
+/// A mapped input, registered with the SIGBUS handler for as long as it
+/// lives (derefs to the map).
+pub struct Mapping {
+    map: Mmap,
+    slot: Option<usize>,
+}
+
+impl Mapping {
+    fn new(map: Mmap, path: &Path) -> Mapping {
+        let slot = shrink_guard::register(map.as_ptr() as usize, map.len(), path);
+        Mapping { map, slot }
+    }
+}
+
+impl std::ops::Deref for Mapping {
+    type Target = Mmap;
+    fn deref(&self) -> &Mmap {
+        &self.map
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot {
+            shrink_guard::unregister(slot);
+        }
+    }
+}
+
+/// The SIGBUS handler for mapped inputs that shrink while read.
+mod shrink_guard {
+    use std::path::Path;
+    use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+    use std::sync::Once;
+
+    /// Maps registered at once (more are read unguarded, as before: SIGBUS
+    /// then kills the process the usual way). Folding maps one file at a
+    /// time per input; 64 is ample.
+    const SLOTS: usize = 64;
+
+    struct Slot {
+        start: AtomicUsize,
+        len: AtomicUsize,
+        /// A leaked `Box<[u8]>`'s data (the message), or null when free.
+        msg: AtomicPtr<u8>,
+        msg_len: AtomicUsize,
+    }
+
+    #[allow(clippy::declare_interior_mutable_const)]
+    const FREE: Slot = Slot {
+        start: AtomicUsize::new(0),
+        len: AtomicUsize::new(0),
+        msg: AtomicPtr::new(std::ptr::null_mut()),
+        msg_len: AtomicUsize::new(0),
+    };
+    static TABLE: [Slot; SLOTS] = [FREE; SLOTS];
+    static INSTALL: Once = Once::new();
+
+    pub fn register(start: usize, len: usize, path: &Path) -> Option<usize> {
+        INSTALL.call_once(install);
+        let text = format!(
+            "jobprof: error: {}: the file shrank while it was being read (truncated or \
+             replaced by another process?); run again once it is no longer written\n",
+            path.display()
+        );
+        let msg: Box<[u8]> = text.into_bytes().into_boxed_slice();
+        let msg_len = msg.len();
+        let ptr = Box::into_raw(msg) as *mut u8;
+        for (i, slot) in TABLE.iter().enumerate() {
+            if slot
+                .msg
+                .compare_exchange(
+                    std::ptr::null_mut(),
+                    ptr,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+            {
+                slot.msg_len.store(msg_len, Ordering::Release);
+                slot.start.store(start, Ordering::Release);
+                slot.len.store(len, Ordering::Release);
+                return Some(i);
+            }
+        }
+        // SAFETY: `ptr` came from Box::into_raw of a slice of `msg_len` bytes.
+        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, msg_len)) });
+        None
+    }
+
+    pub fn unregister(i: usize) {
+        let slot = &TABLE[i];
+        slot.len.store(0, Ordering::Release);
+        slot.start.store(0, Ordering::Release);
+        let len = slot.msg_len.load(Ordering::Acquire);
+        let ptr = slot.msg.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        if !ptr.is_null() {
+            // SAFETY: the slot owned this leaked box; it is free now.
+            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)) });
+        }
+    }
+
+    fn install() {
+        // SAFETY: a zeroed sigaction with a valid handler and SA_SIGINFO.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_sigbus as *const () as usize;
+            sa.sa_flags = libc::SA_SIGINFO;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(libc::SIGBUS, &sa, std::ptr::null_mut());
+        }
+    }
+
+    /// Async-signal-safe: atomics, write(2) and _exit(2) only.
+    extern "C" fn on_sigbus(
+        _sig: libc::c_int,
+        info: *mut libc::siginfo_t,
+        _ctx: *mut libc::c_void,
+    ) {
+        // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
+        let addr = unsafe { (*info).si_addr() } as usize;
+        for slot in &TABLE {
+            let start = slot.start.load(Ordering::Acquire);
+            let len = slot.len.load(Ordering::Acquire);
+            if len > 0 && addr >= start && addr < start + len {
+                let msg = slot.msg.load(Ordering::Acquire);
+                let msg_len = slot.msg_len.load(Ordering::Acquire);
+                // SAFETY: write(2) and _exit(2) are async-signal-safe; the
+                // message stays alive while its map is registered.
+                unsafe {
+                    if !msg.is_null() {
+                        libc::write(2, msg as *const libc::c_void, msg_len);
+                    }
+                    libc::_exit(2);
+                }
+            }
+        }
+        // Not one of ours: the default action (the process dies of SIGBUS
+        // when the faulting access is retried).
+        // SAFETY: resetting a signal disposition.
+        unsafe {
+            libc::signal(libc::SIGBUS, libc::SIG_DFL);
         }
     }
 }
@@ -288,5 +439,50 @@ mod tests {
         assert_eq!(detect(&[0x1f, 0x8b, 8]), Compression::Gzip);
         assert_eq!(detect(&[0x28, 0xb5, 0x2f, 0xfd]), Compression::Zstd);
         assert_eq!(detect(b"comm 1 2.0: 1 cpu-clock:"), Compression::None);
+    }
+
+    #[test]
+    fn a_mapped_file_that_shrinks_is_an_error_naming_it_not_a_crash() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shrinking.perf.txt");
+        let page = "comm 1 1.0: 1 cpu-clock:\n\tf (x)\n\n".repeat(4096);
+        std::fs::write(&path, &page).unwrap();
+        let mut fds = [0; 2];
+        // SAFETY: a valid two-element array.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: the child only maps, truncates, reads and exits.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: in the child: stderr onto the pipe.
+            unsafe { libc::dup2(fds[1], 2) };
+            let Ok(Opened::Mapped(map)) = open(&Source::Path(path.clone())) else {
+                // SAFETY: leaving the child.
+                unsafe { libc::_exit(9) };
+            };
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .and_then(|f| f.set_len(0))
+                .ok();
+            let last = map[map.len() - 1];
+            // SAFETY: leaving the child (never reached: the read faults).
+            unsafe { libc::_exit(i32::from(last)) };
+        }
+        // SAFETY: the parent side of the pipe and the child's status.
+        unsafe { libc::close(fds[1]) };
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        let mut err = String::new();
+        use std::os::fd::FromRawFd;
+        // SAFETY: the read end is ours alone.
+        let mut r = unsafe { File::from_raw_fd(fds[0]) };
+        r.read_to_string(&mut err).unwrap();
+        assert!(libc::WIFEXITED(status), "killed by a signal: {status}");
+        assert_eq!(libc::WEXITSTATUS(status), 2, "{err}");
+        assert!(
+            err.contains("shrinking.perf.txt") && err.contains("shrank"),
+            "{err}"
+        );
     }
 }

@@ -31,6 +31,7 @@ pub mod archive;
 pub mod atomic;
 mod bytes;
 pub mod compat;
+pub mod counts;
 pub mod error;
 pub mod fold;
 pub mod input;

@@ -51,6 +51,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    guard_std_streams();
+    raise_open_file_limit();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Fold(args) => cmd::fold::run(args),
@@ -63,9 +65,58 @@ fn main() -> ExitCode {
         Command::Completions(args) => cmd::generate::completions(args, Cli::command()),
         Command::ManPages(args) => cmd::generate::man_pages(args, Cli::command()),
     };
+    if jobprof::counts::saturated() {
+        jobprof::errln!("jobprof: {}", jobprof::counts::WARNING);
+    }
     match result {
         Ok(code) => ExitCode::from(code.code()),
         Err(err) => exit_for_error(&err),
+    }
+}
+
+/// A standard stream closed by the caller (`2>&-`) is reopened on
+/// `/dev/null`: otherwise the next file jobprof opens would get its number,
+/// and log lines would be written into an output or an archive.
+fn guard_std_streams() {
+    for fd in 0..=2 {
+        // SAFETY: F_GETFD only queries the descriptor.
+        if unsafe { libc::fcntl(fd, libc::F_GETFD) } != -1 {
+            continue;
+        }
+        let flags = if fd == 0 {
+            libc::O_RDONLY
+        } else {
+            libc::O_WRONLY
+        };
+        // SAFETY: a static NUL-terminated path; the lowest free descriptor
+        // is `fd` itself, since every lower one is open.
+        let opened = unsafe { libc::open(c"/dev/null".as_ptr(), flags) };
+        if opened >= 0 && opened != fd {
+            // SAFETY: both descriptors are ours.
+            unsafe {
+                libc::dup2(opened, fd);
+                libc::close(opened);
+            }
+        }
+    }
+}
+
+/// Raises the soft limit on open files to the hard one: reprocessing many
+/// captures at once keeps a few files per running `perf script` open, and
+/// the usual soft limit of 1,024 is an accident of history, not a policy.
+/// (jobprof never needs more than a bounded number whatever the shard and
+/// slice counts; this is headroom for many parallel captures.)
+fn raise_open_file_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid pointer.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
     }
 }
 
@@ -74,13 +125,13 @@ fn exit_for_error(err: &anyhow::Error) -> ExitCode {
     if is_broken_pipe(err) {
         return ExitCode::SUCCESS;
     }
-    eprintln!("jobprof: error: {err}");
+    jobprof::errln!("jobprof: error: {err}");
     for cause in err.chain().skip(1) {
         // thiserror messages already embed their direct source; print only
         // causes that add something new.
         let text = cause.to_string();
         if !err.to_string().contains(&text) {
-            eprintln!("  caused by: {text}");
+            jobprof::errln!("  caused by: {text}");
         }
     }
     let code = err

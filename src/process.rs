@@ -11,7 +11,9 @@
 //! [`crate::atomic::AtomicFile`], so a run killed half-way leaves either the
 //! previous file or the complete new one; the marker is removed before
 //! outputs are rewritten and written only after all of them, so the next
-//! run knows what to finish. Outcomes are returned per capture; nothing is
+//! run knows what to finish. A run that would be worse than the complete
+//! result on disk (a failed shard, or fewer samples or named frames than
+//! the marker records) changes nothing and says so. Outcomes are returned per capture; nothing is
 //! printed here except progress (through [`Progress`]).
 
 use std::io::{self, Write};
@@ -20,14 +22,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::archive::{self, FinishedPart, Part};
-use crate::atomic::AtomicFile;
+use crate::archive::{self, Part, Spool, Spooled};
+use crate::atomic::{AtomicFile, Destination};
 use crate::error::{Error, ExitCode, Result};
 use crate::fold::{self, Folded, Folder};
 use crate::input::Source;
 use crate::progress::Progress;
 use crate::render::{self, Format, RenderOptions};
-use crate::result_dir::{self, CaptureDir, Completion, Marker, ValidCapture};
+use crate::result_dir::{self, CaptureDir, Completion, Marker, Quality, ValidCapture};
 use crate::summary::{self, InputFile, ShardSummary, StackStats, Summary, Timings};
 use crate::symbolize::{self, PerfTool, RunOutcome, ScriptOptions, TimeSlice};
 
@@ -377,11 +379,51 @@ struct Unit {
 
 struct UnitResult {
     outcome: std::result::Result<RunOutcome, String>,
-    part: Option<FinishedPart>,
+    part: Option<Spooled>,
+}
+
+/// What the `perf script` runs produced: the fold, per-shard summaries,
+/// failures, and the new archive's spooled parts in order.
+struct Symbolized {
+    folded: Folded,
+    shards: Vec<ShardSummary>,
+    failures: Vec<String>,
+    archive: (Spool, Vec<Spooled>),
+}
+
+/// What one symbolize-and-fold pass produced, before anything is written.
+struct Pass {
+    folded: Folded,
+    stats: StackStats,
+    shards: Vec<ShardSummary>,
+    symbolized_from: String,
+    perf_version: Option<String>,
+    failures: Vec<String>,
+    warnings: Vec<String>,
+    prepare: Duration,
+    pass: Duration,
+    /// The new archive's checked parts, in order, when `perf script` ran.
+    parts: Option<(Spool, Vec<Spooled>)>,
+    /// Where kernel frames got their names, when `perf script` ran.
+    kernel: Option<symbolize::KernelSymbols>,
+}
+
+impl Pass {
+    /// Samples and named share, as the marker records them.
+    fn quality(&self) -> Quality {
+        Quality {
+            samples: self.folded.stats.samples,
+            symbolized_ppm: (self.stats.symbolized_ratio * 1e6).round() as u64,
+            archive_text_bytes: None,
+        }
+    }
 }
 
 struct Pipeline<'a> {
     cap: &'a ValidCapture,
+    /// Permission bits of the capture's raw data, ANDed: derived outputs
+    /// are never more readable.
+    raw_mode: Option<u32>,
     opts: &'a Options,
     perf: &'a std::result::Result<PerfTool, String>,
     progress: &'a Progress,
@@ -402,6 +444,7 @@ impl<'a> Pipeline<'a> {
     ) -> Self {
         Pipeline {
             cap,
+            raw_mode: raw_mode(cap),
             opts,
             perf,
             progress,
@@ -420,6 +463,62 @@ impl<'a> Pipeline<'a> {
     }
 
     fn run(self) -> Result<Done> {
+        self.remove_leftovers();
+        // Read before anything changes: what the outputs on disk are worth.
+        let previous = result_dir::previous_quality(&self.dir);
+        for w in &self.cap.warnings {
+            self.log(format!("warning: {w}"));
+        }
+        // Hashing the inputs is I/O-bound and far cheaper than perf script:
+        // it runs beside symbolization instead of after it.
+        let hasher = self.opts.formats.summary.then(|| {
+            let paths = self.input_paths();
+            std::thread::spawn(move || hash_all(&paths))
+        });
+        // Stopping early: not left hashing in the background of a bulk
+        // reprocess.
+        let stop = |hasher: Option<std::thread::JoinHandle<_>>, done: Done| {
+            if let Some(h) = hasher {
+                let _ = h.join();
+            }
+            Ok(done)
+        };
+        let mut pass = match self.symbolize_or_fold()? {
+            Ok(pass) => pass,
+            Err(done) => return stop(hasher, done),
+        };
+        for w in pass.stats.warnings() {
+            self.log(format!("warning: {w}"));
+            pass.warnings.push(w);
+        }
+        let quality = pass.quality();
+        if let Some(done) = self.keep_previous(&pass, &quality, previous.as_ref()) {
+            return stop(hasher, done);
+        }
+        // From here on outputs change: no marker may vouch for a mix.
+        result_dir::clear_marker(&self.dir)?;
+        let mut outputs = Vec::new();
+        let archive_bytes = self.publish_archive(&mut pass)?;
+        if archive_bytes.is_some() {
+            outputs.push(result_dir::SCRIPT_ZST.to_string());
+        }
+        let render_start = Instant::now();
+        let render_refused = self.render_refusal(&mut pass);
+        self.render_outputs(&mut pass, render_refused.is_some(), &mut outputs)?;
+        let render_time = render_start.elapsed();
+        if self.opts.formats.summary {
+            let (inputs, hash_warnings) = hasher
+                .map(|h| h.join().unwrap_or_default())
+                .unwrap_or_default();
+            pass.warnings.extend(hash_warnings);
+            self.write_summary(&pass, inputs, &outputs, &render_refused, render_time)?;
+            outputs.push(SUMMARY.to_string());
+        }
+        self.finish(pass, render_refused, outputs, quality, archive_bytes)
+    }
+
+    /// Removes temporary files a killed run left behind.
+    fn remove_leftovers(&self) {
         let mut names: Vec<&str> = vec![result_dir::SCRIPT_ZST, result_dir::MARKER];
         let formats = self.opts.formats.names();
         names.extend(formats.iter().map(String::as_str));
@@ -429,96 +528,164 @@ impl<'a> Pipeline<'a> {
                 "removed {stale} temporary file(s) left by an interrupted run"
             ));
         }
-        result_dir::clear_marker(&self.dir)?;
-        for w in &self.cap.warnings {
-            self.log(format!("warning: {w}"));
-        }
+    }
+
+    /// Runs `perf script` over every shard (and archives its text), or
+    /// folds the capture's own symbolized text when perf or the data files
+    /// are missing. `Ok(Err(done))` when neither is possible.
+    fn symbolize_or_fold(&self) -> Result<std::result::Result<Pass, Done>> {
         let mut warnings = self.cap.warnings.clone();
-        // Hashing the inputs is I/O-bound and far cheaper than perf script:
-        // it runs beside symbolization instead of after it.
-        let hasher = self.opts.formats.summary.then(|| {
-            let paths = self.input_paths();
-            std::thread::spawn(move || hash_all(&paths))
-        });
-
-        // Decide where the text comes from.
-        let use_perf = match (self.perf, self.cap.has_all_data()) {
-            (Ok(p), true) => Some(p),
-            _ => None,
-        };
-        let mut outputs = Vec::new();
         let prepare_start = Instant::now();
-        let (folded, shards, symbolized_from, perf_version, mut failures, prepare, pass) =
-            match use_perf {
-                Some(perf) => {
-                    let units = self.plan_units(perf);
-                    let prepare = prepare_start.elapsed();
-                    let t = Instant::now();
-                    let (folded, shards, failures) = self.symbolize_all(perf, &units)?;
-                    outputs.push(result_dir::SCRIPT_ZST.to_string());
-                    (
-                        folded,
-                        shards,
-                        "perf script".to_string(),
-                        Some(perf.version.clone()),
-                        failures,
-                        prepare,
-                        t.elapsed(),
-                    )
-                }
-                None => {
-                    let Some(text) = &self.cap.script_text else {
-                        let why = match self.perf {
-                            Err(e) => e.clone(),
-                            Ok(_) => "shard data files are missing".into(),
-                        };
-                        return Ok(Done {
-                            status: Status::Failed,
-                            message: format!(
-                                "cannot symbolize: {why}; and there is no {} to fold instead",
-                                result_dir::SCRIPT_ZST
-                            ),
-                            samples: 0,
-                            outputs: Vec::new(),
-                        });
-                    };
-                    let why = match self.perf {
-                        Err(e) => format!("perf is not usable: {e}"),
-                        Ok(_) => "the perf.data files are not there".to_string(),
-                    };
-                    let name = file_name(text);
-                    self.log(format!(
-                        "folding the capture's symbolized text {name} instead of running perf script ({why})"
-                    ));
-                    warnings.push(format!(
-                        "folded {name} instead of running perf script: {why}"
-                    ));
-                    let prepare = prepare_start.elapsed();
-                    let t = Instant::now();
-                    let folder = Folder::new(self.fold_options());
-                    let folded = folder.fold_sources(&[Source::Path(text.clone())])?;
-                    let shards = self
-                        .cap
-                        .shards
-                        .iter()
-                        .map(|s| shard_summary(s, "not symbolized"))
-                        .collect();
-                    (folded, shards, name, None, Vec::new(), prepare, t.elapsed())
-                }
+        if let (Ok(perf), true) = (self.perf, self.cap.has_all_data()) {
+            let kernel = self.kernel_symbols();
+            if let symbolize::KernelSymbols::Unavailable(why) = &kernel {
+                warnings.push(format!("kernel frames unnamed: {why}"));
+            }
+            let units = self.plan_units(perf);
+            let prepare = prepare_start.elapsed();
+            let t = Instant::now();
+            let Symbolized {
+                folded,
+                shards,
+                failures,
+                archive: parts,
+            } = self.symbolize_all(perf, &units)?;
+            return Ok(Ok(Pass {
+                stats: StackStats::from_stacks(&folded.stacks),
+                folded,
+                shards,
+                symbolized_from: "perf script".to_string(),
+                perf_version: Some(perf.version.clone()),
+                failures,
+                warnings,
+                prepare,
+                pass: t.elapsed(),
+                parts: Some(parts),
+                kernel: Some(kernel),
+            }));
+        }
+        let Some(text) = &self.cap.script_text else {
+            let why = match self.perf {
+                Err(e) => e.clone(),
+                Ok(_) => "shard data files are missing".into(),
             };
+            return Ok(Err(Done {
+                status: Status::Failed,
+                message: format!(
+                    "cannot symbolize: {why}; and there is no {} to fold instead",
+                    result_dir::SCRIPT_ZST
+                ),
+                samples: 0,
+                outputs: Vec::new(),
+            }));
+        };
+        let why = match self.perf {
+            Err(e) => format!("perf is not usable: {e}"),
+            Ok(_) if self.cap.shards.is_empty() => "the capture has no perf.data files".to_string(),
+            Ok(_) => "the perf.data files are not there".to_string(),
+        };
+        let name = file_name(text);
+        self.log(format!(
+            "folding the capture's symbolized text {name} instead of running perf script ({why})"
+        ));
+        warnings.push(format!(
+            "folded {name} instead of running perf script: {why}"
+        ));
+        let prepare = prepare_start.elapsed();
+        let t = Instant::now();
+        let folder = Folder::new(self.fold_options());
+        let folded = folder.fold_sources(&[Source::Path(text.clone())])?;
+        let shards = self
+            .cap
+            .shards
+            .iter()
+            .map(|s| shard_summary(s, "not symbolized"))
+            .collect();
+        Ok(Ok(Pass {
+            stats: StackStats::from_stacks(&folded.stacks),
+            folded,
+            shards,
+            symbolized_from: name,
+            perf_version: None,
+            failures: Vec::new(),
+            warnings,
+            prepare,
+            pass: t.elapsed(),
+            parts: None,
+            kernel: None,
+        }))
+    }
 
-        let stats = StackStats::from_stacks(&folded.stacks);
-        let kernel = use_perf.map(|_| self.kernel_symbols());
-        if let Some(symbolize::KernelSymbols::Unavailable(why)) = &kernel {
-            warnings.push(format!("kernel frames unnamed: {why}"));
+    /// Never a worse result than the complete one on disk: when shards
+    /// failed, or fewer samples or a smaller named share came out than the
+    /// marker recorded, every previous output is kept (marker included)
+    /// and the capture is reported failed, saying so.
+    fn keep_previous(
+        &self,
+        pass: &Pass,
+        now: &Quality,
+        previous: Option<&Quality>,
+    ) -> Option<Done> {
+        let before = previous?;
+        let why = if !pass.failures.is_empty() {
+            pass.failures.join("; ")
+        } else if now.samples < before.samples || now.symbolized_ppm < before.symbolized_ppm {
+            format!(
+                "this run symbolized worse ({} samples, {:.1}% with a named frame) than the \
+                 complete outputs on disk ({} samples, {:.1}%): is symfs/ missing or perf \
+                 different? Remove {} to accept the worse result",
+                now.samples,
+                now.symbolized_ppm as f64 / 1e4,
+                before.samples,
+                before.symbolized_ppm as f64 / 1e4,
+                result_dir::MARKER
+            )
+        } else {
+            return None;
+        };
+        Some(Done {
+            status: Status::Failed,
+            message: format!("{why}; kept the previous complete outputs unchanged"),
+            samples: now.samples,
+            outputs: Vec::new(),
+        })
+    }
+
+    /// Publishes the new archive when `perf script` produced one and every
+    /// shard succeeded; returns its text bytes. With a failed shard the
+    /// previous archive (if any) stays: it is never replaced by one that
+    /// misses a shard.
+    fn publish_archive(&self, pass: &mut Pass) -> Result<Option<u64>> {
+        let Some(parts) = pass.parts.take() else {
+            return Ok(None);
+        };
+        if !pass.failures.is_empty() {
+            self.log(format!(
+                "{} not replaced: a shard failed",
+                result_dir::SCRIPT_ZST
+            ));
+            return Ok(None);
         }
-        for w in stats.warnings() {
-            self.log(format!("warning: {w}"));
-            warnings.push(w);
-        }
-        let samples = folded.stats.samples;
-        let mut render_refused = None;
-        let render_start = Instant::now();
+        let (spool, parts) = parts;
+        let sizes = archive::publish(
+            &self.dir.join(result_dir::SCRIPT_ZST),
+            spool,
+            &parts,
+            self.raw_mode,
+        )?;
+        self.log(format!(
+            "{}: {} of text in {}",
+            result_dir::SCRIPT_ZST,
+            crate::units::format_bytes(sizes.raw_bytes),
+            crate::units::format_bytes(sizes.compressed_bytes)
+        ));
+        Ok(Some(sizes.raw_bytes))
+    }
+
+    /// Why pictures are not drawn (too little symbolized), if so; a fold
+    /// with no samples is a failure.
+    fn render_refusal(&self, pass: &mut Pass) -> Option<String> {
+        let stats = &pass.stats;
         let symbolized_pct = 100.0 * stats.symbolized_ratio;
         let renders_pictures = self
             .opts
@@ -526,99 +693,136 @@ impl<'a> Pipeline<'a> {
             .render
             .iter()
             .any(|f| *f != Format::Folded);
-        if folded.stacks.is_empty() {
-            failures.push("no samples to fold".into());
+        if pass.folded.stacks.is_empty() {
+            pass.failures.push("no samples to fold".into());
+            None
         } else if renders_pictures && symbolized_pct < self.opts.min_symbolized_pct {
-            render_refused = Some(format!(
+            Some(format!(
                 "only {symbolized_pct:.1}% of the weight has a named leaf frame (minimum {}%): \
                  symbols are missing; check that symfs/ was published with the capture and \
                  holds the worker's binaries with .symtab or .debug_info, that perf runs on the \
                  capture's architecture, or lower --min-symbolized",
                 self.opts.min_symbolized_pct
-            ));
+            ))
+        } else {
+            None
         }
-        let render_opts = self.render_options(&folded);
+    }
+
+    /// An output file in the capture directory: never through a planted
+    /// link, never more readable than the raw data.
+    fn output(&self, name: &str) -> Result<AtomicFile> {
+        let mut f = AtomicFile::open(&self.dir.join(name), Destination::Confined, false)?;
+        if let Some(m) = self.raw_mode {
+            f.limit_mode(m);
+        }
+        Ok(f)
+    }
+
+    fn render_outputs(
+        &self,
+        pass: &mut Pass,
+        refused: bool,
+        outputs: &mut Vec<String>,
+    ) -> Result<()> {
+        let render_opts = self.render_options(&pass.folded);
         for format in &self.opts.formats.render {
             let is_picture = *format != Format::Folded;
-            if folded.stacks.is_empty() || (is_picture && render_refused.is_some()) {
+            if pass.folded.stacks.is_empty() || (is_picture && refused) {
                 continue;
             }
             let name = output_name(*format);
-            let mut f = AtomicFile::create_deferred(self.dir.join(name))?;
-            if let Err(e) = render::render(*format, &folded.stacks, &render_opts, &mut f) {
-                failures.push(format!("{name}: {e}"));
+            let mut f = self.output(name)?;
+            if let Err(e) = render::render(*format, &pass.folded.stacks, &render_opts, &mut f) {
+                pass.failures.push(format!("{name}: {e}"));
                 continue;
             }
+            f.flush().map_err(|e| Error::io(self.dir.join(name), e))?;
             f.commit()?;
             outputs.push(name.to_string());
         }
-        let render_time = render_start.elapsed();
+        Ok(())
+    }
 
-        if self.opts.formats.summary {
-            let (inputs, hash_warnings) = hasher
-                .map(|h| h.join().unwrap_or_default())
-                .unwrap_or_default();
-            warnings.extend(hash_warnings);
-            let all_outputs = outputs.clone();
-            let s = Summary {
-                tool: "jobprof".into(),
-                tool_version: env!("CARGO_PKG_VERSION").into(),
-                output_version: result_dir::OUTPUT_VERSION,
-                created: crate::progress::utc_timestamp(),
-                capture: self.label.clone(),
-                worker: self.cap.found.worker,
-                query: self.cap.found.query.clone(),
-                job_id: self.cap.job_id.clone(),
-                layout: self.cap.layout,
-                samples,
-                event: folded
-                    .stats
-                    .event
-                    .clone()
-                    .or_else(|| self.cap.event.clone()),
-                period_total: stats.period_total,
-                unique_stacks: folded.stats.unique_stacks,
-                symbolized_ratio: stats.symbolized_ratio,
-                unnamed_stack_ratio: stats.unnamed_stack_ratio,
-                unknown_frame_ratio: stats.unknown_frame_ratio,
-                truncated_ratio: stats.truncated_ratio,
-                unnamed_by_dso: stats.unnamed_by_dso.clone(),
-                truncated_roots: stats.truncated_roots.clone(),
-                kernel_symbols: kernel.as_ref().map(|k| k.describe()),
-                skipped_lines: folded.stats.skipped_lines,
-                shards,
-                symbolized_from: symbolized_from.clone(),
-                top_self: stats.top_self,
-                top_total: stats.top_total,
-                inputs,
-                perf_version,
-                recorded_with: self.cap.recorded_with.clone(),
-                outputs: all_outputs,
-                render_refused: render_refused.clone(),
-                warnings: warnings
-                    .iter()
-                    .cloned()
-                    .chain(failures.iter().cloned())
-                    .collect(),
-                timings: Timings {
-                    prepare: secs(prepare),
-                    symbolize_fold: secs(pass),
-                    render: secs(render_time),
-                    total: secs(self.start.elapsed()),
-                },
-            };
-            crate::atomic::write_atomic_deferred(self.dir.join(SUMMARY), s.to_json().as_bytes())?;
-            outputs.push(SUMMARY.to_string());
-        }
-
-        let shards_word = match self.cap.shards.len() {
-            1 => "1 shard".to_string(),
-            n => format!("{n} shards"),
+    fn write_summary(
+        &self,
+        pass: &Pass,
+        inputs: Vec<InputFile>,
+        outputs: &[String],
+        render_refused: &Option<String>,
+        render_time: Duration,
+    ) -> Result<()> {
+        let (folded, stats) = (&pass.folded, &pass.stats);
+        let s = Summary {
+            tool: "jobprof".into(),
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+            output_version: result_dir::OUTPUT_VERSION,
+            created: crate::progress::utc_timestamp(),
+            capture: self.label.clone(),
+            worker: self.cap.found.worker,
+            query: self.cap.found.query.clone(),
+            job_id: self.cap.job_id.clone(),
+            layout: self.cap.layout,
+            validated: self.cap.validated,
+            samples: folded.stats.samples,
+            event: folded
+                .stats
+                .event
+                .clone()
+                .or_else(|| self.cap.event.clone()),
+            period_total: stats.period_total,
+            unique_stacks: folded.stats.unique_stacks,
+            symbolized_ratio: stats.symbolized_ratio,
+            unnamed_stack_ratio: stats.unnamed_stack_ratio,
+            unknown_frame_ratio: stats.unknown_frame_ratio,
+            truncated_ratio: stats.truncated_ratio,
+            unnamed_by_dso: stats.unnamed_by_dso.clone(),
+            truncated_roots: stats.truncated_roots.clone(),
+            kernel_symbols: pass.kernel.as_ref().map(|k| k.describe()),
+            skipped_lines: folded.stats.skipped_lines,
+            shards: pass.shards.clone(),
+            symbolized_from: pass.symbolized_from.clone(),
+            top_self: stats.top_self.clone(),
+            top_total: stats.top_total.clone(),
+            inputs,
+            perf_version: pass.perf_version.clone(),
+            recorded_with: self.cap.recorded_with.clone(),
+            outputs: outputs.to_vec(),
+            render_refused: render_refused.clone(),
+            warnings: pass
+                .warnings
+                .iter()
+                .chain(pass.failures.iter())
+                .cloned()
+                .collect(),
+            timings: Timings {
+                prepare: secs(pass.prepare),
+                symbolize_fold: secs(pass.pass),
+                render: secs(render_time),
+                total: secs(self.start.elapsed()),
+            },
         };
-        if !failures.is_empty() {
+        let mut f = self.output(SUMMARY)?;
+        f.write_all(s.to_json().as_bytes())
+            .and_then(|()| f.flush())
+            .map_err(|e| Error::io(self.dir.join(SUMMARY), e))?;
+        f.commit()
+    }
+
+    /// The outcome; the marker, last, only when everything was written.
+    fn finish(
+        &self,
+        pass: Pass,
+        render_refused: Option<String>,
+        outputs: Vec<String>,
+        quality: Quality,
+        archive_bytes: Option<u64>,
+    ) -> Result<Done> {
+        let samples = pass.folded.stats.samples;
+        if !pass.failures.is_empty() {
             return Ok(Done {
                 status: Status::Failed,
-                message: failures.join("; "),
+                message: pass.failures.join("; "),
                 samples,
                 outputs,
             });
@@ -640,20 +844,30 @@ impl<'a> Pipeline<'a> {
                 completed: crate::progress::utc_timestamp(),
                 outputs: outputs.clone(),
                 sizes: Default::default(),
+                quality: Some(result_dir::Quality {
+                    archive_text_bytes: archive_bytes,
+                    ..quality
+                }),
             },
+            self.raw_mode,
         )?;
-        let from = if use_perf.is_some() {
+        let shards_word = match self.cap.shards.len() {
+            1 => "1 shard".to_string(),
+            n => format!("{n} shards"),
+        };
+        let symbolized_pct = 100.0 * pass.stats.symbolized_ratio;
+        let from = if pass.perf_version.is_some() {
             String::new()
         } else {
-            format!(", folded from {symbolized_from}")
+            format!(", folded from {}", pass.symbolized_from)
         };
         Ok(Done {
             status: Status::Processed,
             message: format!(
                 "{samples} samples, {shards_word}{from}, {symbolized_pct:.1}% named at the leaf, \
                  {:.1}% with an unnamed frame, {:.1}% truncated -> {}",
-                100.0 * stats.unnamed_stack_ratio,
-                100.0 * stats.truncated_ratio,
+                100.0 * pass.stats.unnamed_stack_ratio,
+                100.0 * pass.stats.truncated_ratio,
                 outputs.join(", ")
             ),
             samples,
@@ -774,13 +988,10 @@ impl<'a> Pipeline<'a> {
     }
 
     /// Runs every unit (up to `jobs` at once), folding their output as it
-    /// streams and compressing it in the same pass; then publishes the
-    /// archive. Returns the fold, per-shard summaries and failures.
-    fn symbolize_all(
-        &self,
-        perf: &PerfTool,
-        units: &[Unit],
-    ) -> Result<(Folded, Vec<ShardSummary>, Vec<String>)> {
+    /// streams and compressing it in the same pass into checked, spooled
+    /// parts; the archive is published later, and only when it may replace
+    /// the old one ([`Self::publish_archive`]).
+    fn symbolize_all(&self, perf: &PerfTool, units: &[Unit]) -> Result<Symbolized> {
         let jobs = self.opts.jobs().min(units.len()).max(1);
         let script_opts = ScriptOptions {
             inline: self.opts.inline,
@@ -833,18 +1044,23 @@ impl<'a> Pipeline<'a> {
         let results: Mutex<Vec<Option<UnitResult>>> =
             Mutex::new((0..units.len()).map(|_| None).collect());
         let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(jobs * 2);
+        let spool = Spool::create(&self.dir)?;
         let folder = Folder::new(self.fold_options());
         let mut stream = folder.stream();
         std::thread::scope(|scope| {
             for _ in 0..jobs {
-                let tx = tx.clone();
+                let sinks = UnitSinks {
+                    tx: tx.clone(),
+                    zstd_workers,
+                    bytes_bar: &bytes_bar,
+                    spool: &spool,
+                };
                 let (next, results, script_opts) = (&next, &results, &script_opts);
-                let (units_bar, bytes_bar) = (&units_bar, &bytes_bar);
+                let units_bar = &units_bar;
                 scope.spawn(move || {
                     while let Some(&i) = order.get(next.fetch_add(1, Ordering::SeqCst)) {
                         let unit = &units[i];
-                        let r =
-                            self.run_unit(perf, unit, script_opts, &tx, zstd_workers, bytes_bar);
+                        let r = self.run_unit(perf, unit, script_opts, &sinks);
                         if let Ok(o) = &r.outcome {
                             let s = &self.cap.shards[unit.shard_pos];
                             let slice = unit
@@ -925,14 +1141,12 @@ impl<'a> Pipeline<'a> {
                 parts.push(p);
             }
         }
-        let sizes = archive::publish(&self.dir.join(result_dir::SCRIPT_ZST), parts)?;
-        self.log(format!(
-            "{}: {} of text in {}",
-            result_dir::SCRIPT_ZST,
-            crate::units::format_bytes(sizes.raw_bytes),
-            crate::units::format_bytes(sizes.compressed_bytes)
-        ));
-        Ok((folded, shards, failures))
+        Ok(Symbolized {
+            folded,
+            shards,
+            failures,
+            archive: (spool, parts),
+        })
     }
 
     /// Runs one `perf script`, teeing its output into a compressed part and
@@ -942,11 +1156,15 @@ impl<'a> Pipeline<'a> {
         perf: &PerfTool,
         unit: &Unit,
         script_opts: &ScriptOptions,
-        tx: &mpsc::SyncSender<Vec<u8>>,
-        zstd_workers: u32,
-        bytes_bar: &indicatif::ProgressBar,
+        sinks: &UnitSinks<'_>,
     ) -> UnitResult {
-        let mut part = match Part::create(&self.dir, self.opts.zstd_level, zstd_workers) {
+        let UnitSinks {
+            tx,
+            zstd_workers,
+            bytes_bar,
+            spool,
+        } = sinks;
+        let mut part = match Part::create(&self.dir, self.opts.zstd_level, *zstd_workers) {
             Ok(p) => p,
             Err(e) => {
                 return UnitResult {
@@ -982,9 +1200,35 @@ impl<'a> Pipeline<'a> {
             (Ok(o), Ok(())) => Ok(o),
             (Err(e), _) => Err(format!("cannot run `{}`: {e}", perf.program.display())),
         };
-        let part = part.finish().ok();
-        UnitResult { outcome, part }
+        // A part that cannot be finished or checked (a full disk) fails
+        // its shard: the archive is never published without it.
+        match part.finish().and_then(|p| spool.append(p)) {
+            Ok(p) => UnitResult {
+                outcome,
+                part: Some(p),
+            },
+            Err(e) => UnitResult {
+                outcome: outcome.map(|mut o| {
+                    o.consumer_error.get_or_insert(format!(
+                        "{}: compressed part in {}: {e}",
+                        result_dir::SCRIPT_ZST,
+                        self.dir.display()
+                    ));
+                    o
+                }),
+                part: None,
+            },
+        }
     }
+}
+
+/// Where one `perf script` run's text goes: the fold channel and the
+/// archive spool.
+struct UnitSinks<'s> {
+    tx: mpsc::SyncSender<Vec<u8>>,
+    zstd_workers: u32,
+    bytes_bar: &'s indicatif::ProgressBar,
+    spool: &'s Spool,
 }
 
 fn send(tx: &mpsc::SyncSender<Vec<u8>>, block: Vec<u8>) -> io::Result<()> {
@@ -1048,7 +1292,7 @@ impl Pipeline<'_> {
         ]
         .iter()
         .map(|n| self.dir.join(n))
-        .filter(|p| p.is_file())
+        .filter(|p| result_dir::is_plain_file(p))
         .collect();
         paths.extend(
             self.cap
@@ -1064,6 +1308,24 @@ impl Pipeline<'_> {
         }
         paths
     }
+}
+
+/// The capture's raw data modes (metadata and data files, not following
+/// links), ANDed; `None` when none can be read.
+fn raw_mode(cap: &ValidCapture) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let dir = &cap.found.dir;
+    [
+        jobprof_capture_format::CAPTURE_JSON,
+        result_dir::LEGACY_METADATA,
+    ]
+    .iter()
+    .map(|n| dir.join(n))
+    .chain(cap.shards.iter().map(|s| s.data_file.clone()))
+    .filter_map(|p| std::fs::symlink_metadata(p).ok())
+    .filter(|m| m.is_file())
+    .map(|m| m.mode() & 0o7777)
+    .reduce(|a, b| a & b)
 }
 
 /// Sizes and SHA-256 hashes of `paths`, and a warning per unreadable one.

@@ -11,6 +11,36 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+/// `eprintln!` that never panics: a closed or broken stderr loses the line,
+/// never the run (`2>&-`, `2>/dev/full`, a log reader that went away).
+#[macro_export]
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
+/// `println!` that returns the write's `io::Result` instead of panicking,
+/// so a closed or broken stdout ends the command through the exit-code
+/// contract (a broken pipe counts as success).
+#[macro_export]
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+
+/// `print!` counterpart of [`outln!`].
+#[macro_export]
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+
 /// Decides once whether to draw bars, and hands out bars and log lines.
 #[derive(Debug, Clone)]
 pub struct Progress {
@@ -131,7 +161,7 @@ impl Progress {
         if self.quiet || self.draw {
             return;
         }
-        eprintln!("[jobprof {}] {}", utc_timestamp(), msg.as_ref());
+        crate::errln!("[jobprof {}] {}", utc_timestamp(), msg.as_ref());
     }
 
     fn target(&self) -> ProgressDrawTarget {

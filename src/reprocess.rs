@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::atomic::AtomicFile;
+use crate::atomic::{AtomicFile, Destination};
 use crate::error::{Error, ExitCode, Result};
 use crate::input::Source;
 use crate::process::{self, Status};
@@ -273,6 +273,23 @@ fn is_result_dir(dir: &Path) -> bool {
 }
 
 fn walk(dir: &Path, found: &mut Found) -> Result<()> {
+    // The original pipeline's flat layout: result_dir_<jobid>/perf/perf.data.<n>.
+    if let Some(flat) = result_dir::flat_layout_dir(dir).filter(|_| !is_result_dir(dir)) {
+        found.result_dirs += 1;
+        let query = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        found.items.push(Item {
+            capture: CaptureDir {
+                dir: flat,
+                worker: None,
+                query,
+            },
+            kind: Kind::Capture,
+        });
+        return Ok(());
+    }
     if is_result_dir(dir) {
         found.result_dirs += 1;
         items_of_perf_root(&dir.join("profiles").join("perf"), &mut found.items)?;
@@ -763,7 +780,7 @@ fn work_on(
     let zst = dir.join(result_dir::SCRIPT_ZST);
     // After processing: perf script may just have written a fresh
     // perf.script.zst, which makes recompressing the old text pointless.
-    if plan.recompress && !zst.is_file() {
+    if plan.recompress && !result_dir::is_plain_file(&zst) {
         result_dir::remove_stale_temporaries(dir, &[result_dir::SCRIPT_ZST]);
         match recompress(&gz, &zst, popts.zstd_level) {
             Ok((raw, packed)) => done.push(format!(
@@ -787,7 +804,7 @@ fn work_on(
             result_dir::completion(dir, &opts.process.formats.names()),
             Completion::Done(_)
         );
-        if zst.is_file() && complete {
+        if result_dir::is_plain_file(&zst) && complete {
             match fs::remove_file(&gz) {
                 Ok(()) => done.push(format!("{} deleted", result_dir::SCRIPT_GZ)),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -820,7 +837,7 @@ fn file_len(p: &Path) -> u64 {
 pub fn recompress(gz: &Path, zst: &Path, level: i32) -> Result<(u64, u64)> {
     let file = fs::File::open(gz).map_err(|e| Error::io(gz, e))?;
     let mut decoder = flate2::read::MultiGzDecoder::new(io::BufReader::new(file));
-    let out = AtomicFile::create(zst)?;
+    let out = AtomicFile::open(zst, Destination::Confined, true)?;
     let mut encoder = zstd::Encoder::new(out, level).map_err(|e| Error::io(zst, e))?;
     let mut buf = vec![0u8; 1 << 20];
     let mut raw = 0u64;
@@ -871,7 +888,7 @@ fn render_folded(cap: &CaptureDir, formats: &process::Formats) -> Result<String>
     };
     for name in &names {
         let format = Format::from_path(Path::new(name))?;
-        let mut f = AtomicFile::create_deferred(dir.join(name))?;
+        let mut f = AtomicFile::open(&dir.join(name), Destination::Confined, false)?;
         render::render(format, &input.stacks, &opts, &mut f)?;
         f.commit()?;
     }
@@ -884,7 +901,9 @@ fn render_folded(cap: &CaptureDir, formats: &process::Formats) -> Result<String>
             completed: crate::progress::utc_timestamp(),
             outputs: names.clone(),
             sizes: Default::default(),
+            quality: None,
         },
+        None,
     )?;
     Ok(format!(
         "drawn from {FOLDED} ({} samples): {}",

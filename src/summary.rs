@@ -164,7 +164,7 @@ impl StackStats {
         let mut dsos: Vec<&str> = Vec::new();
         for (stack, count) in stacks {
             let count = *count;
-            total += count;
+            total = crate::counts::add(total, count);
             let mut parts = stack.split(';');
             let _process = parts.next();
             let mut root = None;
@@ -182,28 +182,32 @@ impl StackStats {
                 }
                 if !seen.contains(&f) {
                     seen.push(f);
-                    *total_t.entry(f).or_default() += count;
+                    let t = total_t.entry(f).or_default();
+                    *t = crate::counts::add(*t, count);
                 }
                 leaf = Some(f);
             }
             for d in &dsos {
-                *by_dso.entry(d).or_default() += count;
+                let t = by_dso.entry(d).or_default();
+                *t = crate::counts::add(*t, count);
             }
             if !dsos.is_empty() {
-                any_unnamed += count;
+                any_unnamed = crate::counts::add(any_unnamed, count);
             }
             if leaf.is_some_and(|l| !is_unknown_frame(l)) {
-                leaf_named += count;
+                leaf_named = crate::counts::add(leaf_named, count);
             }
             match root {
                 Some(r) if is_thread_entry(r) => {}
                 r => {
-                    truncated += count;
-                    *cut_roots.entry(r.unwrap_or("(no frames)")).or_default() += count;
+                    truncated = crate::counts::add(truncated, count);
+                    let t = cut_roots.entry(r.unwrap_or("(no frames)")).or_default();
+                    *t = crate::counts::add(*t, count);
                 }
             }
             if let Some(l) = leaf {
-                *self_t.entry(l).or_default() += count;
+                let t = self_t.entry(l).or_default();
+                *t = crate::counts::add(*t, count);
             }
         }
         let ratio = |a: u128, b: u128| if b == 0 { 0.0 } else { a as f64 / b as f64 };
@@ -388,6 +392,10 @@ pub struct Summary {
     pub job_id: Option<String>,
     /// `record` (jobprof-record) or `legacy` (old shell pipeline).
     pub layout: crate::result_dir::Layout,
+    /// False when the capture had no metadata to validate (derived files
+    /// only, or the original pipeline's flat layout): nothing vouches that
+    /// it was complete.
+    pub validated: bool,
     /// Samples folded.
     pub samples: u64,
     /// The event folded.

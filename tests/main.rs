@@ -3,6 +3,7 @@
 //! those are missing, and fail under CI (`CI=true`).
 
 mod cli;
+mod faults;
 mod fold;
 mod fold_props;
 mod job;

@@ -32,14 +32,14 @@ fn perf_available() -> bool {
 
 /// The capture made once: `<dir>/profiles/perf/worker_0/q1` with 3 shards,
 /// and the worker's `symfs/`.
-struct Base {
+pub(crate) struct Base {
     _keep: tempfile::TempDir,
-    result_dir: PathBuf,
+    pub(crate) result_dir: PathBuf,
 }
 
 static BASE: OnceLock<Option<Base>> = OnceLock::new();
 
-fn base() -> Option<&'static Base> {
+pub(crate) fn base() -> Option<&'static Base> {
     BASE.get_or_init(|| {
         if !util::require(perf_available(), "perf (linux-perf) for tests/process.rs") {
             return None;
@@ -156,7 +156,7 @@ fn make_base() -> Base {
     }
 }
 
-fn copy_tree(from: &Path, to: &Path) {
+pub(crate) fn copy_tree(from: &Path, to: &Path) {
     fs::create_dir_all(to).unwrap();
     for e in fs::read_dir(from).unwrap() {
         let e = e.unwrap();
@@ -170,14 +170,14 @@ fn copy_tree(from: &Path, to: &Path) {
 }
 
 /// A private copy of the base result directory.
-fn copy_base(base: &Base) -> (tempfile::TempDir, PathBuf) {
+pub(crate) fn copy_base(base: &Base) -> (tempfile::TempDir, PathBuf) {
     let t = tempfile::tempdir().unwrap();
     let dst = t.path().join("result");
     copy_tree(&base.result_dir, &dst);
     (t, dst)
 }
 
-fn capture_dir(result: &Path, worker: u32, q: &str) -> PathBuf {
+pub(crate) fn capture_dir(result: &Path, worker: u32, q: &str) -> PathBuf {
     result.join(format!("profiles/perf/worker_{worker}/{q}"))
 }
 
@@ -200,7 +200,7 @@ fn text(o: &Output) -> String {
 }
 
 /// (samples, sum of periods) of `files` according to perf itself.
-fn perf_counts(files: &[PathBuf], symfs: &Path) -> (u64, u64) {
+pub(crate) fn perf_counts(files: &[PathBuf], symfs: &Path) -> (u64, u64) {
     let (mut n, mut sum) = (0u64, 0u64);
     for f in files {
         let out = Command::new("perf")
@@ -225,7 +225,7 @@ fn perf_counts(files: &[PathBuf], symfs: &Path) -> (u64, u64) {
     (n, sum)
 }
 
-fn data_files(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn data_files(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -240,7 +240,7 @@ fn data_files(dir: &Path) -> Vec<PathBuf> {
     v
 }
 
-fn folded_total(path: &Path) -> u64 {
+pub(crate) fn folded_total(path: &Path) -> u64 {
     fs::read_to_string(path)
         .unwrap()
         .lines()
@@ -248,7 +248,7 @@ fn folded_total(path: &Path) -> u64 {
         .sum()
 }
 
-fn summary(dir: &Path) -> serde_json::Value {
+pub(crate) fn summary(dir: &Path) -> serde_json::Value {
     serde_json::from_slice(&util::read(&dir.join("summary.json"))).unwrap()
 }
 
@@ -447,7 +447,7 @@ fn rerun_without_force_changes_nothing() {
     assert_ne!(after["summary.json"], before["summary.json"]);
 }
 
-fn edit_json(path: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+pub(crate) fn edit_json(path: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
     let mut v: serde_json::Value = serde_json::from_slice(&util::read(path)).unwrap();
     edit(&mut v);
     fs::write(path, serde_json::to_string_pretty(&v).unwrap()).unwrap();

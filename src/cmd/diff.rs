@@ -124,10 +124,12 @@ pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
     })?;
     if let (Some(s), false) = (summary, args.quiet) {
         if s.vanished >= 0.5 {
-            eprintln!(
+            jobprof::errln!(
                 "jobprof: note: {:.0} of BEFORE's {} {} are on call paths AFTER never reached; \
                  they are not drawn (swap the inputs to see them)",
-                s.vanished, s.before_total, args.look.count_name
+                s.vanished,
+                s.before_total,
+                args.look.count_name
             );
         }
     }
@@ -200,7 +202,7 @@ fn run_dirs(args: DiffArgs) -> anyhow::Result<ExitCode> {
         for (q, s) in &run.queries {
             bad += s.bad_lines;
             if !args.quiet && !s.missing.is_empty() {
-                eprintln!(
+                jobprof::errln!(
                     "jobprof: warning: {}: query {q}: not processed, left out: {}",
                     run.root.display(),
                     s.missing.join(", ")
@@ -210,7 +212,7 @@ fn run_dirs(args: DiffArgs) -> anyhow::Result<ExitCode> {
     }
     for d in &diff.queries {
         let base = d.before_total as f64 * d.scale;
-        println!(
+        jobprof::outln!(
             "{}: {:+.0} {} ({}){}",
             d.query,
             d.change,
@@ -224,13 +226,13 @@ fn run_dirs(args: DiffArgs) -> anyhow::Result<ExitCode> {
                 .as_ref()
                 .map(|f| format!(" -> {}", out_dir.join(f).display()))
                 .unwrap_or_default()
-        );
+        )?;
     }
-    println!("{}", out_dir.join(jobprof::job::INDEX_HTML).display());
+    jobprof::outln!("{}", out_dir.join(jobprof::job::INDEX_HTML).display())?;
     if !args.quiet {
         for (side, list) in [("BEFORE", &diff.only_before), ("AFTER", &diff.only_after)] {
             if !list.is_empty() {
-                eprintln!(
+                jobprof::errln!(
                     "jobprof: note: only {side} has {}: not compared",
                     list.join(", ")
                 );
@@ -275,7 +277,7 @@ fn diff_one(
     })?;
     if !args.quiet {
         for (side, s) in [("BEFORE", b), ("AFTER", a)] {
-            eprintln!(
+            jobprof::errln!(
                 "jobprof: {side}: query {q}: {} merged{}",
                 s.merged.join(", "),
                 if s.missing.is_empty() {
@@ -286,10 +288,12 @@ fn diff_one(
             );
         }
         if let Some(s) = summary.filter(|s| s.vanished >= 0.5) {
-            eprintln!(
+            jobprof::errln!(
                 "jobprof: note: {:.0} of BEFORE's {} {} are on call paths AFTER never reached; \
                  they are not drawn (swap the inputs to see them)",
-                s.vanished, s.before_total, opts.count_name
+                s.vanished,
+                s.before_total,
+                opts.count_name
             );
         }
     }

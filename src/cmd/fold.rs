@@ -200,7 +200,7 @@ pub fn run(args: FoldArgs) -> anyhow::Result<ExitCode> {
         let written = write_split(dir, &groups, &formats, &look)?;
         if !args.quiet {
             warn_skipped(&folded, &sources);
-            eprintln!(
+            jobprof::errln!(
                 "jobprof: {} group(s) by {} written to {} (see index.tsv)",
                 written.len(),
                 SplitBy::from(by),
@@ -253,7 +253,7 @@ fn require_samples(folded: &Folded, sources: &[Source], options: &Options) -> jo
 fn warn_skipped(folded: &Folded, sources: &[Source]) {
     let s = &folded.stats;
     if s.skipped_lines > 0 {
-        eprintln!(
+        jobprof::errln!(
             "jobprof: warning: {} line(s) were neither sample headers nor frames and were skipped",
             s.skipped_lines
         );
@@ -269,10 +269,10 @@ fn warn_skipped(folded: &Folded, sources: &[Source]) {
             SkippedKind::Truncated => "input ends mid-line; this line was not folded",
             SkippedKind::OrphanFrame => "frame line outside a sample (its header is missing)",
         };
-        eprintln!("  {}:{}: {what}: {}", name.display(), l.line, l.text);
+        jobprof::errln!("  {}:{}: {what}: {}", name.display(), l.line, l.text);
     }
     if s.non_utf8_lines > 0 {
-        eprintln!(
+        jobprof::errln!(
             "jobprof: warning: {} line(s) were not valid UTF-8 and were folded with U+FFFD replacements",
             s.non_utf8_lines
         );
@@ -281,7 +281,7 @@ fn warn_skipped(folded: &Folded, sources: &[Source]) {
 
 fn print_stats(folded: &Folded) {
     let s = &folded.stats;
-    eprintln!(
+    jobprof::errln!(
         "jobprof fold: {} bytes, {} samples, {} unique stacks, {} skipped lines, {:.3} s, {:.1} MB/s",
         s.bytes,
         s.samples,

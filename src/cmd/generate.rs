@@ -60,7 +60,7 @@ pub fn man_pages(args: ManPagesArgs, cmd: clap::Command) -> anyhow::Result<ExitC
     let mut written = Vec::new();
     write_pages(&cmd, &args.dir, &mut written)?;
     for p in &written {
-        println!("{}", p.display());
+        jobprof::outln!("{}", p.display())?;
     }
     Ok(ExitCode::Success)
 }

@@ -383,7 +383,7 @@ pub fn run(args: NsysArgs) -> anyhow::Result<jobprof::ExitCode> {
                 nsys::SetupOutcome::Unchanged => "already set up with this config; nothing run",
             };
             let dir = plan.dirs.as_ref().map(|d| d.log_dir.display().to_string());
-            println!("{}: {what}{log}", dir.unwrap_or_default());
+            jobprof::outln!("{}: {what}{log}", dir.unwrap_or_default())?;
             Ok(jobprof::ExitCode::Success)
         }
         NsysCommand::Teardown(a) => {
@@ -402,13 +402,13 @@ pub fn run(args: NsysArgs) -> anyhow::Result<jobprof::ExitCode> {
             let ip = head_ip(a.wrapper.head_ip, &plan);
             let collected = nsys::teardown(&plan, ip, a.wrapper.call_timeout, flush, &progress)
                 .map_err(jobprof::Error::from)?;
-            println!(
+            jobprof::outln!(
                 "{}: coordinator stopped",
                 plan.dirs
                     .as_ref()
                     .map(|d| d.log_dir.display().to_string())
                     .unwrap_or_default()
-            );
+            )?;
             match collected {
                 Some(c) => finish(c),
                 None => Ok(jobprof::ExitCode::Success),
@@ -417,11 +417,11 @@ pub fn run(args: NsysArgs) -> anyhow::Result<jobprof::ExitCode> {
         NsysCommand::Plan(a) => {
             let plan = Plan::from_path(&a.config).map_err(jobprof::Error::from)?;
             if a.json {
-                println!("{}", serde_json::to_string_pretty(&plan)?);
+                jobprof::outln!("{}", serde_json::to_string_pretty(&plan)?)?;
             } else if a.dry_run {
-                print!("{}", plan.panel());
+                jobprof::out!("{}", plan.panel())?;
             } else {
-                println!("{}", plan.command_line());
+                jobprof::outln!("{}", plan.command_line())?;
             }
             Ok(jobprof::ExitCode::Success)
         }
@@ -443,7 +443,7 @@ fn finish(c: Collection) -> anyhow::Result<jobprof::ExitCode> {
         r.dedup();
         r
     };
-    println!(
+    jobprof::outln!(
         "{}: {} report(s), {} bytes{}{}{}",
         c.manifest_path.display(),
         m.report_count,
@@ -462,7 +462,7 @@ fn finish(c: Collection) -> anyhow::Result<jobprof::ExitCode> {
         } else {
             ""
         }
-    );
+    )?;
     c.check().map_err(jobprof::Error::from)?;
     Ok(jobprof::ExitCode::Success)
 }

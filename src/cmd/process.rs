@@ -150,7 +150,7 @@ pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
     // log lines and bars to stderr.
     let report = process::run(&args.dirs, &filter, &opts, &progress)?;
     for v in &report.views {
-        println!("{}", v.line());
+        jobprof::outln!("{}", v.line())?;
     }
     let failed = report
         .captures
@@ -158,7 +158,7 @@ pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
         .filter(|c| c.status.is_failure())
         .count();
     if failed > 0 {
-        eprintln!(
+        jobprof::errln!(
             "jobprof: {failed} of {} capture(s) not processed completely (see the result lines)",
             report.captures.len()
         );

@@ -206,17 +206,17 @@ pub fn refuse_overwriting_inputs(output: &Path, inputs: &[PathBuf]) -> anyhow::R
 /// Prints the bad lines of an input (first few with file:line) on stderr.
 pub fn warn_bad_lines(input: &FoldedInput) {
     if input.bad_lines > 0 {
-        eprintln!(
+        jobprof::errln!(
             "jobprof: warning: {} line(s) were not `stack count` and were skipped \
              (the exit code will be 1):",
             input.bad_lines
         );
         for b in &input.first_bad {
-            eprintln!("  {b}");
+            jobprof::errln!("  {b}");
         }
     }
     if input.non_utf8_lines > 0 {
-        eprintln!(
+        jobprof::errln!(
             "jobprof: warning: {} line(s) were not valid UTF-8 and were read with U+FFFD replacements",
             input.non_utf8_lines
         );

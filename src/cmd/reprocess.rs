@@ -179,18 +179,18 @@ pub fn run(args: ReprocessArgs) -> anyhow::Result<ExitCode> {
                 process::Status::Processed => "to do",
                 s => s.as_str(),
             };
-            println!(
+            jobprof::outln!(
                 "{}: {what} ({:.1}s): {}",
                 o.dir.display(),
                 o.elapsed.as_secs_f64(),
                 o.message
-            );
+            )?;
         }
     }
     for v in &report.views {
-        println!("{}", v.line());
+        jobprof::outln!("{}", v.line())?;
     }
-    print!("{}", report.table());
+    jobprof::out!("{}", report.table())?;
     Ok(report.exit_code())
 }
 
@@ -208,12 +208,12 @@ fn submit_or_print(args: &ReprocessArgs) -> anyhow::Result<ExitCode> {
     };
     let script = reprocess::array_script(&job)?;
     if !args.submit {
-        print!("{script}");
+        jobprof::out!("{script}")?;
         return Ok(ExitCode::Success);
     }
     let id = reprocess::submit(&Slurm::new(), &script)?;
-    println!("{}", id.as_str());
-    eprintln!(
+    jobprof::outln!("{}", id.as_str())?;
+    jobprof::errln!(
         "jobprof: submitted array job {} (per-task logs: jobprof-reprocess-{}_N.out)",
         id.as_str(),
         id.as_str()

@@ -231,7 +231,7 @@ impl Folded {
 
     /// Sum of all counts (the total of sample periods).
     pub fn total(&self) -> u64 {
-        self.stacks.iter().map(|(_, c)| c).sum()
+        crate::counts::sum(self.stacks.iter().map(|(_, c)| *c))
     }
 
     /// An error when lines were read but not one was a sample (nor a sample

@@ -137,7 +137,7 @@ pub fn split_by(stacks: &[(String, u64)], by: SplitBy, opts: &Options) -> Result
         };
         let g = groups.entry(key).or_default();
         g.0.push((stack.clone(), *count));
-        g.1 += count;
+        g.1 = crate::counts::add(g.1, *count);
     }
     let mut keyed: Vec<(String, Stacks)> = groups.into_iter().collect();
     keyed.sort_by(|a, b| a.0.cmp(&b.0));
@@ -217,7 +217,7 @@ pub fn write_split(
     opts: &RenderOptions,
 ) -> Result<Vec<Written>> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let grand: u64 = groups.iter().map(|g| g.total).sum();
+    let grand = crate::counts::sum(groups.iter().map(|g| g.total));
     let mut written = Vec::with_capacity(groups.len());
     for g in groups {
         let mut look = opts.clone();

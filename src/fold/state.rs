@@ -325,7 +325,7 @@ impl StackCounts {
                 && s.len as usize == key.len()
                 && ids_eq(&self.arena[s.offset as usize..][..key.len()], key)
             {
-                s.count += count;
+                s.count = crate::counts::add(s.count, count);
                 return;
             }
             i = (i + 1) & mask;

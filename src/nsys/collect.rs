@@ -27,7 +27,7 @@ use sha2::{Digest, Sha256};
 
 use super::duration::format_duration;
 use super::{compact_ranks, Error, Log, ReportName, REPORT_SUFFIX};
-use crate::atomic::AtomicFile;
+use crate::atomic::{AtomicFile, Destination};
 use crate::progress::{format_utc, Progress};
 
 /// Name of the lock file collectors take in the report root.
@@ -378,9 +378,11 @@ struct Found {
     stamp: Stamp,
 }
 
-/// Finds `*.nsys-rep` files under `root` (recursively, not following
-/// directory symlinks), skipping the directories in `skip`. Files that
-/// vanish during the walk are left out.
+/// Finds `*.nsys-rep` files under `root` (recursively, following no
+/// symbolic link: a linked report or directory is not collected, so a link
+/// planted in a report tree cannot make jobprof read, rescue or archive a
+/// file elsewhere), skipping the directories in `skip`. Files that vanish
+/// during the walk are left out.
 fn scan(root: &Path, skip: &[PathBuf]) -> Result<Vec<Found>> {
     let skip: Vec<PathBuf> = skip
         .iter()
@@ -408,8 +410,7 @@ fn scan(root: &Path, skip: &[PathBuf]) -> Result<Vec<Found>> {
             if !entry.file_name().to_string_lossy().ends_with(REPORT_SUFFIX) {
                 continue;
             }
-            // Follows a symlinked report to its file.
-            let meta = match fs::metadata(&path) {
+            let meta = match fs::symlink_metadata(&path) {
                 Ok(m) if m.is_file() => m,
                 Ok(_) => continue,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
@@ -568,7 +569,7 @@ fn rescue(
                 }
                 _ => {}
             }
-            let copied = copy_atomic(&f.path, &dest)?;
+            let copied = copy_atomic(&f.path, &dest, &opts.report_root)?;
             log.line(format!(
                 "rescued {} ({copied} bytes) -> {}",
                 f.path.display(),
@@ -579,14 +580,34 @@ fn rescue(
     Ok(origins)
 }
 
+/// Opens a report for reading without following a symbolic link.
+fn open_nofollow(path: &Path) -> Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| Error::io(path, e))
+}
+
 /// Copies `src` to `dest` through a temporary name in `dest`'s directory
 /// (which does not end in `.nsys-rep`, so scans never see a partial copy).
-fn copy_atomic(src: &Path, dest: &Path) -> Result<u64> {
+/// Every directory between `root` and `dest` must be a real directory,
+/// not a planted symbolic link.
+fn copy_atomic(src: &Path, dest: &Path, root: &Path) -> Result<u64> {
     if let Some(parent) = dest.parent() {
         fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+        let below = parent.strip_prefix(root).unwrap_or(parent);
+        let mut dir = root.to_path_buf();
+        for part in below.components() {
+            dir.push(part);
+            if let Some(what) = crate::atomic::non_regular(&dir).filter(|w| *w != "a directory") {
+                return Err(crate::atomic::not_plain(&dir, what).into());
+            }
+        }
     }
-    let mut input = File::open(src).map_err(|e| Error::io(src, e))?;
-    let mut out = AtomicFile::create(dest)?;
+    let mut input = open_nofollow(src)?;
+    let mut out = AtomicFile::open(dest, Destination::Confined, true)?;
     let n = io::copy(&mut input, &mut out).map_err(|e| Error::io(src, e))?;
     out.commit()?;
     Ok(n)
@@ -717,7 +738,9 @@ pub fn collect_logged(
     let mut watch = Watch::new(Instant::now());
     let mut poll_no = 0u64;
     let mut ignored: usize;
-    let (reports, status, missing) = loop {
+    // Every report seen at any poll: one that vanishes is recorded missing.
+    let mut ever: BTreeMap<PathBuf, (PathBuf, ReportName, u64)> = BTreeMap::new();
+    let (reports, mut status, mut missing) = loop {
         poll_no += 1;
         let mut sources = Vec::new();
         let origins = rescue(opts, baseline.as_ref(), &mut watch, &mut sources, log)?;
@@ -762,6 +785,12 @@ pub fn collect_logged(
             })
             .collect();
 
+        for r in &reports {
+            ever.insert(
+                r.found.path.clone(),
+                (r.found.rel.clone(), r.name.clone(), r.found.stamp.bytes),
+            );
+        }
         let present: BTreeSet<u32> = reports.iter().filter_map(|r| r.name.rank).collect();
         let missing: Vec<u32> = (0..opts.expect_ranks.unwrap_or(0))
             .filter(|r| !present.contains(r))
@@ -843,6 +872,13 @@ pub fn collect_logged(
             },
         })
         .collect();
+    let vanished = vanished_reports(&ever, &reports, log);
+    let vanished_ranks: Vec<u32> = vanished
+        .iter()
+        .filter_map(|e| e.rank)
+        .filter(|r| !missing.contains(r))
+        .collect();
+    entries.extend(vanished);
     entries.extend(missing.iter().map(|&rank| ReportEntry {
         job: None,
         node: None,
@@ -856,6 +892,15 @@ pub fn collect_logged(
         sha256: None,
         status: ReportStatus::Missing,
     }));
+    // A vanished report's rank is missing (its entry is the vanished one).
+    if !vanished_ranks.is_empty() {
+        if status == OverallStatus::Complete {
+            status = OverallStatus::MissingRanks;
+        }
+        missing.extend(vanished_ranks);
+        missing.sort_unstable();
+        missing.dedup();
+    }
     entries.sort_by(|a, b| {
         (a.rank.is_none(), a.rank, &a.path).cmp(&(b.rank.is_none(), b.rank, &b.path))
     });
@@ -885,7 +930,7 @@ pub fn collect_logged(
     log.finish();
     hash_and_archive(opts, &mut manifest, archive_path.as_deref(), start, log)?;
     let json = manifest_json(&manifest)?;
-    crate::atomic::write_atomic(&manifest_path, &json)?;
+    crate::atomic::write_with(&manifest_path, Destination::Confined, true, &json)?;
     log.line(format!(
         "wrote {} ({}, {} report(s), {} bytes, {})",
         manifest_path.display(),
@@ -903,6 +948,38 @@ pub fn collect_logged(
         archive_path,
         adopted: false,
     })
+}
+
+/// Reports seen at an earlier poll and gone at the last one: `missing`
+/// entries (with the path and size last seen), each with a warning.
+fn vanished_reports(
+    ever: &BTreeMap<PathBuf, (PathBuf, ReportName, u64)>,
+    reports: &[Current],
+    log: &Log,
+) -> Vec<ReportEntry> {
+    let now: BTreeSet<&PathBuf> = reports.iter().map(|r| &r.found.path).collect();
+    ever.iter()
+        .filter(|(path, _)| !now.contains(path))
+        .map(|(path, (rel, name, bytes))| {
+            log.line(format!(
+                "warning: {} ({bytes} bytes) vanished during collection; recorded as missing",
+                path.display()
+            ));
+            ReportEntry {
+                job: name.job.clone(),
+                node: name.node.clone(),
+                rank: name.rank,
+                path: Some(rel.clone()),
+                source: None,
+                origin: None,
+                bytes: *bytes,
+                mtime: None,
+                mtime_unix_ns: None,
+                sha256: None,
+                status: ReportStatus::Missing,
+            }
+        })
+        .collect()
 }
 
 fn manifest_json(m: &Manifest) -> Result<Vec<u8>> {
@@ -926,7 +1003,7 @@ fn hash_and_archive(
     let bar = log.progress().bytes_bar(total, "hashing reports");
     let mut builder = match archive_path {
         Some(p) => {
-            let file = AtomicFile::create(p)?;
+            let file = AtomicFile::open(p, Destination::Confined, true)?;
             let mut enc = zstd::Encoder::new(file, 3).map_err(|e| Error::io(p, e))?;
             // Reports can be GB-sized; use a second core when there is one.
             let _ = enc.multithread(2);
@@ -939,7 +1016,22 @@ fn hash_and_archive(
             continue;
         };
         let path = opts.report_root.join(&rel);
-        let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
+        let file = match open_nofollow(&path) {
+            Ok(f) => f,
+            Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                log.line(format!(
+                    "warning: {} vanished before it could be hashed; recorded as missing",
+                    path.display()
+                ));
+                entry.status = ReportStatus::Missing;
+                if let (Some(rank), OverallStatus::Complete) = (entry.rank, manifest.status) {
+                    manifest.missing_ranks.push(rank);
+                    manifest.status = OverallStatus::MissingRanks;
+                }
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         // Exactly the bytes the manifest records: a report that grew after
         // settling (it should not) cannot corrupt the archive's framing.
         let mut reader = HashingReader {

@@ -11,6 +11,7 @@
 
 use std::ffi::OsString;
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -159,9 +160,12 @@ impl ExternalCommand {
             };
         };
         let mut command = Command::new(program);
+        // Its own process group: at the limit the whole group is killed,
+        // so a grandchild holding the pipes open cannot outlive it.
         command
             .args(args)
-            .envs(self.env.iter().map(|(k, v)| (k, v)));
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .process_group(0);
         if let Some(dir) = &self.cwd {
             command.current_dir(dir);
         }
@@ -208,6 +212,12 @@ impl ExternalCommand {
             match child.try_wait() {
                 Ok(Some(s)) => break Some(s),
                 Ok(None) if started.elapsed() >= self.limit => {
+                    // SAFETY: signalling the group we created for the child
+                    // (its pgid is its pid); the child is not reaped yet, so
+                    // the id cannot have been reused.
+                    unsafe {
+                        libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL);
+                    }
                     let _ = child.kill();
                     let _ = child.wait();
                     failure = Some(format!(
@@ -437,5 +447,23 @@ mod tests {
         assert!(o.failure.unwrap().contains("could not start"));
         let f = ExternalCommand::new(vec!["false".into()], Duration::from_secs(5)).run();
         assert!(f.status.is_some() && !f.success());
+    }
+
+    #[test]
+    fn the_whole_process_group_is_killed_at_the_limit() {
+        // A grandchild that keeps the output pipes open: without the group
+        // kill, reading them would wait for its 30 seconds.
+        let c = ExternalCommand::new(
+            vec!["sh".into(), "-c".into(), "sleep 30 & sleep 30".into()],
+            Duration::from_millis(500),
+        );
+        let t = std::time::Instant::now();
+        let o = c.run();
+        assert!(o.failure.unwrap().contains("killed"));
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "returned after {:?}",
+            t.elapsed()
+        );
     }
 }

@@ -91,17 +91,18 @@ impl<'a> Tree<'a> {
         self.at.insert((0, 0), 0);
         let mut time = 0u64;
         for (stack, count) in ordered {
-            self.nodes[0].after += count;
+            self.nodes[0].after = crate::counts::add(self.nodes[0].after, *count);
             let mut id = 0;
             for (depth, name) in stack.split(';').enumerate() {
                 let (child, new) = self.child(id, name);
                 if new {
                     self.at.insert((depth + 1, time), child);
                 }
-                self.nodes[child as usize].after += count;
+                let node = &mut self.nodes[child as usize];
+                node.after = crate::counts::add(node.after, *count);
                 id = child;
             }
-            time += count;
+            time = crate::counts::add(time, *count);
         }
     }
 
@@ -139,8 +140,8 @@ pub fn render_diff<S: AsRef<str>, T: AsRef<str>, W: Write>(
 ) -> Result<DiffSummary> {
     let before = frame_ordered(before);
     let after = frame_ordered(after);
-    let before_total: u64 = before.iter().map(|(_, c)| *c).sum();
-    let after_total: u64 = after.iter().map(|(_, c)| *c).sum();
+    let before_total = crate::counts::sum(before.iter().map(|(_, c)| *c));
+    let after_total = crate::counts::sum(after.iter().map(|(_, c)| *c));
     let scale = if normalize && before_total > 0 {
         after_total as f64 / before_total as f64
     } else {
@@ -172,9 +173,18 @@ pub fn render_diff<S: AsRef<str>, T: AsRef<str>, W: Write>(
             what: "AFTER".into(),
         });
     }
+    // Counts whose total passes u64 are drawn halved as often as needed
+    // (as `svg_from_ordered` does): the tree must match the picture.
+    let shift = crate::counts::shift_to_fit(after.iter().map(|(_, c)| *c));
+    let after: Vec<(&str, u64)> = after
+        .into_iter()
+        .map(|(s, c)| (s, c >> shift))
+        .filter(|(_, c)| *c > 0)
+        .collect();
     let mut tree = Tree::new();
     tree.add_after(&after);
-    summary.vanished = tree.add_before(&before, scale);
+    summary.vanished =
+        tree.add_before(&before, scale / 2f64.powi(shift as i32)) * 2f64.powi(shift as i32);
 
     let mut look = opts.clone();
     if look.subtitle.is_none() {
@@ -225,7 +235,8 @@ fn write_diff_folded<W: Write>(
         all.entry(s).or_default().0 += *c as f64 * scale;
     }
     for (s, c) in after {
-        all.entry(s).or_default().1 += c;
+        let e = all.entry(s).or_default();
+        e.1 = crate::counts::add(e.1, *c);
     }
     let mut v: Vec<_> = all.into_iter().collect();
     v.sort_unstable_by(|a, b| a.0.cmp(b.0));

@@ -66,7 +66,7 @@ pub struct FoldedInput {
 impl FoldedInput {
     /// Sum of all counts.
     pub fn total(&self) -> u64 {
-        self.stacks.iter().map(|(_, c)| *c).sum()
+        crate::counts::sum(self.stacks.iter().map(|(_, c)| *c))
     }
 
     /// The error to report when nothing usable was read: the first bad line
@@ -146,7 +146,7 @@ impl Merger {
             return;
         }
         match self.map.get_mut(stack) {
-            Some(c) => *c = c.saturating_add(count),
+            Some(c) => *c = crate::counts::add(*c, count),
             None => {
                 self.map.insert(stack.to_string(), count);
             }

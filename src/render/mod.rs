@@ -344,7 +344,7 @@ pub(crate) fn frame_ordered<S: AsRef<str>>(stacks: &[(S, u64)]) -> Vec<(&str, u6
     // Equal stacks (possible when the caller did not merge) become one.
     v.dedup_by(|later, earlier| {
         if later.0 == earlier.0 {
-            earlier.1 += later.1;
+            earlier.1 = crate::counts::add(earlier.1, later.1);
             true
         } else {
             false
@@ -360,14 +360,17 @@ pub(crate) fn frame_ordered<S: AsRef<str>>(stacks: &[(S, u64)]) -> Vec<(&str, u6
 /// a comment; in both cases the space becomes a no-break space.
 pub(crate) fn inferno_lines(ordered: &[(&str, u64)]) -> Vec<String> {
     let mut num = itoa::Buffer::new();
+    // inferno adds counts without overflow checks: scale down to fit.
+    let shift = crate::counts::shift_to_fit(ordered.iter().map(|(_, c)| *c));
     ordered
         .iter()
         .rev()
+        .filter(|(_, count)| count >> shift > 0)
         .map(|(stack, count)| {
             let mut line = String::with_capacity(stack.len() + 21);
             line.push_str(&protect_stack(stack));
             line.push(' ');
-            line.push_str(num.format(*count));
+            line.push_str(num.format(*count >> shift));
             line
         })
         .collect()
@@ -389,7 +392,7 @@ fn protect_stack(stack: &str) -> std::borrow::Cow<'_, str> {
 
 /// Sum of counts.
 pub fn total<S: AsRef<str>>(stacks: &[(S, u64)]) -> u64 {
-    stacks.iter().map(|(_, c)| *c).sum()
+    crate::counts::sum(stacks.iter().map(|(_, c)| *c))
 }
 
 /// Renders stacks as an interactive SVG flamegraph.
@@ -432,7 +435,7 @@ pub fn render_html<S: AsRef<str>, W: Write>(
     let mut svg = Vec::new();
     svg_from_ordered(&ordered, opts, &mut svg, Format::Html)?;
     let summary = html::Summary {
-        total: ordered.iter().map(|(_, c)| *c).sum(),
+        total: crate::counts::sum(ordered.iter().map(|(_, c)| *c)),
         stacks: ordered.len() as u64,
         note: None,
     };
@@ -482,7 +485,7 @@ pub fn render_folded<S: AsRef<str>, W: Write>(stacks: &[(S, u64)], w: W) -> Resu
             let (stack, mut count) = v[i];
             i += 1;
             while i < v.len() && v[i].0 == stack {
-                count += v[i].1;
+                count = crate::counts::add(count, v[i].1);
                 i += 1;
             }
             w.write_all(stack.as_bytes())?;

@@ -110,7 +110,7 @@ impl File {
             samples.push(sample);
             weights.push(*count);
         }
-        let end_value = weights.iter().sum();
+        let end_value = crate::counts::sum(weights.iter().copied());
         File {
             schema: SCHEMA.to_string(),
             shared: Shared { frames },

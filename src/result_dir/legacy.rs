@@ -20,7 +20,6 @@
 //! reads; it never writes the old formats.
 
 use std::collections::HashMap;
-use std::fs;
 use std::path::Path;
 
 use super::{refuse, CaptureDir, Layout, Refusal, Shard, ValidCapture};
@@ -61,7 +60,7 @@ fn truthy(v: &str) -> Option<bool> {
 
 /// Validates an old-pipeline capture (see the module docs for the keys).
 pub fn validate(found: &CaptureDir, meta_path: &Path) -> Checked<ValidCapture> {
-    let text = fs::read_to_string(meta_path)
+    let text = super::read_plain(meta_path)
         .map_err(|e| refuse(format!("cannot read {}: {e}", meta_path.display())))?;
     let m = parse_metadata(&text);
     let name = super::LEGACY_METADATA;
@@ -122,7 +121,7 @@ pub fn validate(found: &CaptureDir, meta_path: &Path) -> Checked<ValidCapture> {
         .parse()
         .map_err(|_| refuse(format!("{name}: shard_count is not a number")))?;
     let tsv = found.dir.join(jobprof_capture_format::SHARDS_TSV);
-    let manifest = fs::read_to_string(&tsv).map_err(|e| {
+    let manifest = super::read_plain(&tsv).map_err(|e| {
         refuse(format!(
             "cannot read the shard manifest {}: {e}",
             tsv.display()
@@ -155,19 +154,22 @@ pub fn validate(found: &CaptureDir, meta_path: &Path) -> Checked<ValidCapture> {
         recorded_with: get(&m, &["perf_version"]).map(str::to_string),
         shards: rows
             .into_iter()
-            .map(|r| Shard {
-                index: r.shard,
-                data_file: found.dir.join(&r.data_file),
-                manifest_bytes: r.data_bytes,
-                bytes: None,
+            .map(|r| {
+                Ok(Shard {
+                    index: r.shard,
+                    data_file: super::plain_data_file(&found.dir, r.shard, &r.data_file)?,
+                    manifest_bytes: r.data_bytes,
+                    bytes: None,
+                })
             })
-            .collect(),
+            .collect::<Checked<Vec<_>>>()?,
         symfs: None,
         kallsyms: None,
         host: get(&m, &["host", "hostname", "node"]).map(str::to_string),
         boot_id: None,
         script_text: None,
         warnings: Vec::new(),
+        validated: true,
     })
 }
 

@@ -79,6 +79,92 @@ impl CaptureDir {
     }
 }
 
+/// Reads a small file jobprof opens on its own (metadata, manifest,
+/// marker) without following a symbolic link and without blocking on a
+/// FIFO: anything but a regular file is an error.
+pub fn read_plain(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "is a symbolic link; refusing to follow it",
+            ),
+            _ => e,
+        })?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "is not a regular file",
+        ));
+    }
+    let mut text = String::new();
+    f.read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// True when `path` is a regular file itself (a symbolic link is not).
+pub fn is_plain_file(path: &Path) -> bool {
+    fs::symlink_metadata(path).is_ok_and(|m| m.is_file())
+}
+
+/// True when `path` is a directory itself (a symbolic link is not).
+fn is_plain_dir(path: &Path) -> bool {
+    fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
+}
+
+/// A shard's `data_file` as the manifest gives it: it must be a plain file
+/// name in the capture directory (no `/`, no `..`), or the capture is
+/// refused: a manifest must not make jobprof read files elsewhere.
+fn plain_data_file(dir: &Path, shard: u32, name: &str) -> std::result::Result<PathBuf, Refusal> {
+    let plain = !name.is_empty()
+        && name != "."
+        && name != ".."
+        && !name.contains('/')
+        && !name.contains('\0');
+    if plain {
+        Ok(dir.join(name))
+    } else {
+        Err(refuse(format!(
+            "shard {shard}: data_file `{name}` is not a plain file name in the capture directory \
+             (absolute paths and `..` are refused)"
+        )))
+    }
+}
+
+/// The original pipeline's flat layout: `result_dir_<jobid>/perf/perf.data.<n>`.
+/// Returns the `perf.data.<n>` files of `dir`, sorted by `n`.
+pub fn numbered_data_files(dir: &Path) -> Vec<(u32, PathBuf)> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(u32, PathBuf)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let n = name.strip_prefix("perf.data.")?;
+            if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            let regular = e.file_type().ok()?.is_file();
+            Some((n.parse().ok()?, e.path())).filter(|_| regular)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// `root/perf` when `root` is a result directory of the original pipeline
+/// (`result_dir_<jobid>/perf/perf.data.<n>`).
+pub fn flat_layout_dir(root: &Path) -> Option<PathBuf> {
+    let perf = root.join("perf");
+    (is_plain_dir(&perf) && !numbered_data_files(&perf).is_empty()).then_some(perf)
+}
+
 /// Files that make a directory a capture.
 fn looks_like_capture(dir: &Path) -> bool {
     [
@@ -91,6 +177,7 @@ fn looks_like_capture(dir: &Path) -> bool {
     .iter()
     .any(|n| dir.join(n).is_file())
         || data_files_in(dir).map(|v| !v.is_empty()).unwrap_or(false)
+        || !numbered_data_files(dir).is_empty()
 }
 
 /// `perf.data` and `perf.data.partNNN` files in `dir`, sorted by name.
@@ -129,7 +216,9 @@ fn subdirs(dir: &Path) -> Result<Vec<PathBuf>> {
         if name.to_string_lossy().starts_with('.') {
             continue;
         }
-        if e.path().is_dir() {
+        // Not through a symbolic link: a planted `worker_0/q9 -> /etc`
+        // must not make jobprof write there.
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
             out.push(e.path());
         }
     }
@@ -188,6 +277,12 @@ pub fn discover(roots: &[PathBuf], filter: &Filter) -> Result<Vec<CaptureDir>> {
             perf_root_captures(&perf_root)?
         } else if let Some(w) = worker_index(&name) {
             captures_of_worker(root, Some(w))?
+        } else if let Some(flat) = flat_layout_dir(root) {
+            vec![CaptureDir {
+                dir: flat,
+                worker: None,
+                query: name,
+            }]
         } else if looks_like_capture(root) {
             let canon = root.canonicalize().map_err(|e| Error::io(root, e))?;
             let worker = canon
@@ -286,6 +381,10 @@ pub struct ValidCapture {
     pub script_text: Option<PathBuf>,
     /// Things worth saying that do not stop processing (size mismatches).
     pub warnings: Vec<String>,
+    /// False when the directory has no capture metadata (derived files
+    /// only, or the original pipeline's flat layout): processed, but
+    /// nothing vouches that the capture was complete.
+    pub validated: bool,
 }
 
 impl ValidCapture {
@@ -318,36 +417,44 @@ pub fn validate(found: &CaptureDir) -> std::result::Result<ValidCapture, Refusal
     let dir = &found.dir;
     let json = dir.join(format::CAPTURE_JSON);
     let legacy_meta = dir.join(LEGACY_METADATA);
-    let mut v = if json.is_file() {
+    let exists = |p: &Path| fs::symlink_metadata(p).is_ok();
+    let mut v = if exists(&json) {
         validate_record(found, &json)?
-    } else if legacy_meta.is_file() {
+    } else if exists(&legacy_meta) {
         legacy::validate(found, &legacy_meta)?
     } else {
-        return Err(refuse(format!(
-            "no {} or {} in {}: not a published capture (still being written, or not a capture)",
-            format::CAPTURE_JSON,
-            LEGACY_METADATA,
-            dir.display()
-        )));
+        unvalidated(found)?
     };
     v.symfs = std::iter::once(dir.join("symfs"))
         .chain(found.worker_dir().map(|w| w.join("symfs")))
-        .find(|p| p.is_dir());
+        .find(|p| is_plain_dir(p));
     v.kallsyms = v
         .symfs
         .as_ref()
         .and_then(|s| s.parent())
         .map(|d| d.join(KALLSYMS))
-        .filter(|p| p.is_file());
+        .filter(|p| is_plain_file(p));
     v.script_text = [SCRIPT_ZST, SCRIPT_GZ]
         .into_iter()
         .map(|n| dir.join(n))
-        .find(|p| p.is_file());
+        .find(|p| is_plain_file(p));
     for s in &mut v.shards {
-        s.bytes = fs::metadata(&s.data_file)
-            .ok()
-            .filter(|m| m.is_file())
-            .map(|m| m.len());
+        s.bytes = match fs::symlink_metadata(&s.data_file) {
+            Ok(m) if m.is_file() => Some(m.len()),
+            Ok(m) => {
+                let what = if m.file_type().is_symlink() {
+                    "a symbolic link"
+                } else {
+                    "not a regular file"
+                };
+                return Err(refuse(format!(
+                    "shard {}: {} is {what}; refusing to read it (planted by someone?)",
+                    s.index,
+                    s.data_file.display()
+                )));
+            }
+            Err(_) => None,
+        };
         match (s.bytes, s.manifest_bytes) {
             (Some(now), Some(then)) if now != then => v.warnings.push(format!(
                 "shard {}: {} has {now} bytes, the manifest says {then} (truncated or replaced copy?)",
@@ -372,6 +479,69 @@ pub fn validate(found: &CaptureDir) -> std::result::Result<ValidCapture, Refusal
     Ok(v)
 }
 
+/// A directory without capture metadata: the original pipeline's flat
+/// layout (`result_dir_<jobid>/perf/perf.data.<n>`, shards = the numbered
+/// files) or a capture holding only derived text (`perf.script.gz`).
+/// Processed with a warning; refused when it holds neither.
+fn unvalidated(found: &CaptureDir) -> std::result::Result<ValidCapture, Refusal> {
+    let dir = &found.dir;
+    let flat = numbered_data_files(dir);
+    let has_text = [SCRIPT_ZST, SCRIPT_GZ]
+        .iter()
+        .any(|n| is_plain_file(&dir.join(n)));
+    let (warning, job_id) = if !flat.is_empty() {
+        let job = dir
+            .canonicalize()
+            .ok()
+            .and_then(|d| {
+                d.parent()
+                    .and_then(|p| p.file_name())
+                    .map(|n| n.to_string_lossy().into_owned())
+            })
+            .and_then(|n| n.strip_prefix("result_dir_").map(str::to_string));
+        (
+            "not validated: no capture metadata (the original pipeline's \
+             result_dir_<jobid>/perf/perf.data.<n> layout)",
+            job,
+        )
+    } else if has_text {
+        (
+            "not validated: no capture metadata (only derived files)",
+            None,
+        )
+    } else {
+        return Err(refuse(format!(
+            "no {} or {} in {}: not a published capture (still being written, or not a capture)",
+            format::CAPTURE_JSON,
+            LEGACY_METADATA,
+            dir.display()
+        )));
+    };
+    Ok(ValidCapture {
+        found: found.clone(),
+        layout: Layout::Legacy,
+        job_id,
+        event: None,
+        recorded_with: None,
+        shards: flat
+            .into_iter()
+            .map(|(n, p)| Shard {
+                index: n,
+                data_file: p,
+                manifest_bytes: None,
+                bytes: None,
+            })
+            .collect(),
+        symfs: None,
+        kallsyms: None,
+        host: None,
+        boot_id: None,
+        script_text: None,
+        warnings: vec![warning.to_string()],
+        validated: false,
+    })
+}
+
 fn file_name(p: &Path) -> String {
     p.file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -379,8 +549,8 @@ fn file_name(p: &Path) -> String {
 }
 
 fn validate_record(found: &CaptureDir, json: &Path) -> std::result::Result<ValidCapture, Refusal> {
-    let text = fs::read_to_string(json)
-        .map_err(|e| refuse(format!("cannot read {}: {e}", json.display())))?;
+    let text =
+        read_plain(json).map_err(|e| refuse(format!("cannot read {}: {e}", json.display())))?;
     let cap: Capture = serde_json::from_str(&text).map_err(|e| {
         // An unknown future format fails here too; say so when the version
         // field is readable.
@@ -419,7 +589,7 @@ fn validate_record(found: &CaptureDir, json: &Path) -> std::result::Result<Valid
         )));
     }
     let tsv = found.dir.join(format::SHARDS_TSV);
-    let manifest = fs::read_to_string(&tsv).map_err(|e| {
+    let manifest = read_plain(&tsv).map_err(|e| {
         refuse(format!(
             "cannot read the shard manifest {}: {e}",
             tsv.display()
@@ -445,27 +615,31 @@ fn validate_record(found: &CaptureDir, json: &Path) -> std::result::Result<Valid
                 .unwrap_or_else(|| "none (perf never ran)".into())
         )));
     }
+    let shards = rows
+        .iter()
+        .map(|r| {
+            Ok(Shard {
+                index: r.shard,
+                data_file: plain_data_file(&found.dir, r.shard, &r.data_file)?,
+                manifest_bytes: Some(r.data_bytes),
+                bytes: None,
+            })
+        })
+        .collect::<std::result::Result<Vec<_>, Refusal>>()?;
     Ok(ValidCapture {
         found: found.clone(),
         layout: Layout::Record,
         job_id: cap.slurm_job_id.clone(),
         event: Some(cap.event.clone()),
         recorded_with: Some(cap.perf_version.clone()),
-        shards: rows
-            .iter()
-            .map(|r| Shard {
-                index: r.shard,
-                data_file: found.dir.join(&r.data_file),
-                manifest_bytes: Some(r.data_bytes),
-                bytes: None,
-            })
-            .collect(),
+        shards,
         symfs: None,
         kallsyms: None,
         host: Some(cap.host.clone()),
         boot_id: cap.boot_id.clone(),
         script_text: None,
         warnings: Vec::new(),
+        validated: true,
     })
 }
 
@@ -489,6 +663,24 @@ pub struct Marker {
     /// how the next run notices and redoes the capture.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub sizes: std::collections::BTreeMap<String, u64>,
+    /// What the outputs are worth, so that a later run never replaces them
+    /// with worse ones (`None` in markers of older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality: Option<Quality>,
+}
+
+/// The figures a later run compares its own result with before replacing
+/// a complete capture's outputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Quality {
+    /// Samples folded.
+    pub samples: u64,
+    /// Share of the period total in stacks with any named frame, in parts
+    /// per million.
+    pub symbolized_ppm: u64,
+    /// Text bytes in `perf.script.zst`, when this run wrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive_text_bytes: Option<u64>,
 }
 
 /// Whether a capture needs processing.
@@ -506,7 +698,7 @@ pub enum Completion {
 /// there and current.
 pub fn completion(dir: &Path, wanted: &[String]) -> Completion {
     let path = dir.join(MARKER);
-    let Ok(text) = fs::read_to_string(&path) else {
+    let Ok(text) = read_plain(&path) else {
         return Completion::NotDone;
     };
     let marker: Marker = match serde_json::from_str(&text) {
@@ -529,16 +721,38 @@ pub fn completion(dir: &Path, wanted: &[String]) -> Completion {
     {
         return Completion::Stale(format!("{missing} is missing"));
     }
-    for (name, &size) in &marker.sizes {
-        let now = fs::metadata(dir.join(name)).map(|m| m.len()).ok();
-        if now != Some(size) {
-            return Completion::Stale(format!(
-                "{name} has {} bytes, the marker recorded {size} (written incompletely, a crash?)",
-                now.map_or("no".to_string(), |n| n.to_string())
-            ));
-        }
+    if let Some(why) = size_mismatch(dir, &marker) {
+        return Completion::Stale(why);
     }
     Completion::Done(marker)
+}
+
+/// The first output whose size differs from what the marker recorded.
+fn size_mismatch(dir: &Path, marker: &Marker) -> Option<String> {
+    marker.sizes.iter().find_map(|(name, &size)| {
+        let now = fs::symlink_metadata(dir.join(name))
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.len());
+        (now != Some(size)).then(|| {
+            format!(
+                "{name} has {} bytes, the marker recorded {size} (written incompletely, a crash?)",
+                now.map_or("no".to_string(), |n| n.to_string())
+            )
+        })
+    })
+}
+
+/// What the complete outputs on disk are worth: the marker's [`Quality`],
+/// when a marker is there and every output it lists still has its
+/// recorded size. `None` when nothing complete is there to protect.
+pub fn previous_quality(dir: &Path) -> Option<Quality> {
+    let text = read_plain(&dir.join(MARKER)).ok()?;
+    let marker: Marker = serde_json::from_str(&text).ok()?;
+    if size_mismatch(dir, &marker).is_some() {
+        return None;
+    }
+    marker.quality
 }
 
 /// Removes the marker before outputs are rewritten, so an interrupted run
@@ -555,17 +769,24 @@ pub fn clear_marker(dir: &Path) -> Result<()> {
 /// It records each output's size, so that [`completion`] can tell an output
 /// that a crash left empty or short (outputs and marker are renamed into
 /// place without fsync) and have the capture redone.
-pub fn write_marker(dir: &Path, marker: &Marker) -> Result<()> {
+pub fn write_marker(dir: &Path, marker: &Marker, mode_limit: Option<u32>) -> Result<()> {
     let mut marker = marker.clone();
     for name in &marker.outputs {
         // A missing output gets no size; `completion` reports it missing.
-        if let Ok(m) = fs::metadata(dir.join(name)) {
+        if let Ok(m) = fs::symlink_metadata(dir.join(name)) {
             marker.sizes.insert(name.clone(), m.len());
         }
     }
     let mut json = serde_json::to_string_pretty(&marker).expect("a marker always serializes");
     json.push('\n');
-    crate::atomic::write_atomic_deferred(dir.join(MARKER), json.as_bytes())
+    let path = dir.join(MARKER);
+    let mut f =
+        crate::atomic::AtomicFile::open(&path, crate::atomic::Destination::Confined, false)?;
+    if let Some(m) = mode_limit {
+        f.limit_mode(m);
+    }
+    std::io::Write::write_all(&mut f, json.as_bytes()).map_err(|e| Error::io(&path, e))?;
+    f.commit()
 }
 
 /// Removes temporary files left by a killed run (`.NAME.XXXXXX.tmp`, as
@@ -630,8 +851,9 @@ mod tests {
             completed: "2026-11-30T00:00:00Z".into(),
             outputs: wanted.clone(),
             sizes: Default::default(),
+            quality: None,
         };
-        write_marker(dir.path(), &m).unwrap();
+        write_marker(dir.path(), &m, None).unwrap();
         assert!(
             matches!(completion(dir.path(), &wanted), Completion::Stale(s) if s.contains("missing"))
         );
@@ -641,7 +863,7 @@ mod tests {
             output_version: 0,
             ..m
         };
-        write_marker(dir.path(), &older).unwrap();
+        write_marker(dir.path(), &older, None).unwrap();
         assert!(
             matches!(completion(dir.path(), &wanted), Completion::Stale(s) if s.contains("output version 0"))
         );
@@ -661,8 +883,9 @@ mod tests {
             completed: "2026-11-30T00:00:00Z".into(),
             outputs: wanted.clone(),
             sizes: Default::default(),
+            quality: None,
         };
-        write_marker(dir.path(), &m).unwrap();
+        write_marker(dir.path(), &m, None).unwrap();
         let Completion::Done(read) = completion(dir.path(), &wanted) else {
             panic!("complete capture not recognised");
         };
