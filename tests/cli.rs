@@ -298,7 +298,10 @@ fn process_results_on_stdout_only_and_quiet() {
     let out = process(&["--formats", "all"], &[&a, &b], &no_perf);
     assert_eq!(out.status.code(), Some(0), "{}", util::output_text(&out));
     let (so, se) = (stdout(&out), stderr(&out));
-    assert_eq!(so.lines().count(), 2, "{so}");
+    // One result line per capture, then one per result directory's job page.
+    assert_eq!(so.lines().filter(|l| l.contains("/q01: ")).count(), 2, "{so}");
+    assert_eq!(so.lines().filter(|l| l.contains("index.html: ")).count(), 2, "{so}");
+    assert_eq!(so.lines().count(), 4, "{so}");
     for rd in [&a, &b] {
         let cap = rd.join("profiles/perf/worker_0/q01");
         let prefix = format!("{}: processed", cap.display());
@@ -319,7 +322,7 @@ fn process_results_on_stdout_only_and_quiet() {
     assert!(!se.contains("processed"), "{se}");
     let out = process(&["--quiet", "--force"], &[&a], &no_perf);
     assert_eq!(out.status.code(), Some(0), "{}", util::output_text(&out));
-    assert_eq!(stdout(&out).lines().count(), 1);
+    assert_eq!(stdout(&out).lines().count(), 2, "a result line and the job page's");
     assert_eq!(stderr(&out), "", "--quiet");
 }
 

@@ -174,10 +174,8 @@ fn process_copy(c: &Captured, tmp: &Path, edit: impl Fn(&Path)) -> (PathBuf, Str
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
-    (
-        dst.join("worker_0/q1"),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    // The log (stderr) and the result line (stdout), together.
+    (dst.join("worker_0/q1"), output_text(&out))
 }
 
 /// What perf names on this node: `perf script` on each raw shard, no
