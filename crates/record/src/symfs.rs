@@ -6,7 +6,9 @@
 //! the deployed binaries may be gone). Deleted files are read through
 //! `/proc/PID/map_files/`. `symbol-manifest.tsv` lists every mapping with
 //! its size, build id and what happened to it. Stops copying at
-//! `--symfs-limit` bytes (the rest is listed as skipped).
+//! `--symfs-limit` bytes (the rest is listed as skipped). Nothing in the
+//! destination tree is followed: directories are created only where no
+//! symlink is, files with `O_EXCL | O_NOFOLLOW`.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -14,6 +16,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::elf;
+use crate::sys;
 use crate::tokens::write_atomic;
 
 /// Header of `symbol-manifest.tsv`.
@@ -60,7 +63,8 @@ pub fn snapshot(pid: u32, worker_dir: &Path, limit: u64) -> io::Result<Summary> 
     let maps = fs::read_to_string(format!("/proc/{pid}/maps"))?;
     write_atomic(&worker_dir.join("worker.maps"), maps.as_bytes())?;
     let symfs = worker_dir.join("symfs");
-    fs::create_dir_all(&symfs)?;
+    // Never through a symlink in the destination tree.
+    sys::create_dirs_nofollow(worker_dir, &symfs)?;
     let mut manifest = String::from(MANIFEST_HEADER);
     manifest.push('\n');
     let mut summary = Summary::default();
@@ -84,8 +88,8 @@ pub fn snapshot(pid: u32, worker_dir: &Path, limit: u64) -> io::Result<Summary> 
                 let dst = symfs.join(path.trim_start_matches('/'));
                 let copied = dst
                     .parent()
-                    .map_or(Ok(()), fs::create_dir_all)
-                    .and_then(|_| fs::copy(&src, &dst));
+                    .map_or(Ok(()), |p| sys::create_dirs_nofollow(&symfs, p))
+                    .and_then(|_| sys::copy_new(&src, &dst));
                 match copied {
                     Ok(_) => {
                         summary.bytes += *n;
