@@ -1,6 +1,9 @@
 //! `jobprof-record` against real perf and a real multi-threaded worker
 //! (tests/programs/phases.c, compiled with gcc here): the token handshake,
-//! sharding, atomic publication, and every fault case of issue 3.
+//! sharding, atomic publication, every fault case of issue 3, and those of
+//! issue 11: a worker churning ~300 short-lived threads a second, a sidecar
+//! SIGKILLed after `stop`, stale tokens of a dead sidecar, `--max-shard-size`,
+//! and symlinks planted by another user (`setpriv`) while we run as root.
 //!
 //! Needs perf that can record (root, or perf_event_paranoid <= 1) and gcc;
 //! without them each test says so loudly and fails under CI=true.
