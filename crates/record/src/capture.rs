@@ -221,8 +221,21 @@ impl ActiveCapture {
         self.meta.enable_requested_unix_ns = Some(now_ns());
         let timeout = Duration::from_secs(ctx.spec.ready_timeout);
         for s in &mut self.shards {
-            s.command("enable", timeout)
-                .map_err(|e| format!("shard {}: {e}", s.index))?;
+            if let Err(e) = s.command("enable", timeout) {
+                // Every thread of the shard exited after perf attached:
+                // perf ended by itself, cleanly, with nothing to record.
+                if s.status == Some(0) && s.tids.iter().all(|&t| !sys::tid_exists(ctx.pid, t)) {
+                    s.targets_gone = true;
+                    continue;
+                }
+                return Err(format!("shard {}: {e}", s.index));
+            }
+        }
+        if self.shards.iter().all(|s| s.targets_gone) {
+            return Err(format!(
+                "every thread of pid {} exited before sampling could start",
+                ctx.pid
+            ));
         }
         let now = now_ns();
         self.meta.enabled_unix_ns = Some(now);
