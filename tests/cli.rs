@@ -299,8 +299,16 @@ fn process_results_on_stdout_only_and_quiet() {
     assert_eq!(out.status.code(), Some(0), "{}", util::output_text(&out));
     let (so, se) = (stdout(&out), stderr(&out));
     // One result line per capture, then one per result directory's job page.
-    assert_eq!(so.lines().filter(|l| l.contains("/q01: ")).count(), 2, "{so}");
-    assert_eq!(so.lines().filter(|l| l.contains("index.html: ")).count(), 2, "{so}");
+    assert_eq!(
+        so.lines().filter(|l| l.contains("/q01: ")).count(),
+        2,
+        "{so}"
+    );
+    assert_eq!(
+        so.lines().filter(|l| l.contains("index.html: ")).count(),
+        2,
+        "{so}"
+    );
     assert_eq!(so.lines().count(), 4, "{so}");
     for rd in [&a, &b] {
         let cap = rd.join("profiles/perf/worker_0/q01");
@@ -322,7 +330,11 @@ fn process_results_on_stdout_only_and_quiet() {
     assert!(!se.contains("processed"), "{se}");
     let out = process(&["--quiet", "--force"], &[&a], &no_perf);
     assert_eq!(out.status.code(), Some(0), "{}", util::output_text(&out));
-    assert_eq!(stdout(&out).lines().count(), 2, "a result line and the job page's");
+    assert_eq!(
+        stdout(&out).lines().count(),
+        2,
+        "a result line and the job page's"
+    );
     assert_eq!(stderr(&out), "", "--quiet");
 }
 

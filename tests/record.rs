@@ -1,6 +1,9 @@
 //! `jobprof-record` against real perf and a real multi-threaded worker
 //! (tests/programs/phases.c, compiled with gcc here): the token handshake,
-//! sharding, atomic publication, and every fault case of issue 3.
+//! sharding, atomic publication, every fault case of issue 3, and those of
+//! issue 11: a worker churning ~300 short-lived threads a second, a sidecar
+//! SIGKILLed after `stop`, stale tokens of a dead sidecar, `--max-shard-size`,
+//! and symlinks planted by another user (`setpriv`) while we run as root.
 //!
 //! Needs perf that can record (root, or perf_event_paranoid <= 1) and gcc;
 //! without them each test says so loudly and fails under CI=true.
@@ -82,18 +85,25 @@ impl Rig {
     /// Starts the worker with `threads` threads (bursts of `burst_us`
     /// every `sleep_us`) and waits until every thread runs.
     fn worker(prog: &Path, threads: u32, burst_us: u32, sleep_us: u32) -> Rig {
+        Rig::launch(prog, |cue| {
+            vec![
+                threads.to_string(),
+                cue.display().to_string(),
+                burst_us.to_string(),
+                sleep_us.to_string(),
+            ]
+        })
+    }
+
+    /// Starts `prog` with the arguments `args(cue file)` and waits for its
+    /// first acknowledgement ('A') on `cue.ack`.
+    fn launch(prog: &Path, args: impl FnOnce(&Path) -> Vec<String>) -> Rig {
         let dir = tempfile::tempdir().unwrap();
         for d in ["tokens", "out", "staging"] {
             fs::create_dir(dir.path().join(d)).unwrap();
         }
         let cue = dir.path().join("cue");
-        let worker = Command::new(prog)
-            .arg(threads.to_string())
-            .arg(&cue)
-            .arg(burst_us.to_string())
-            .arg(sleep_us.to_string())
-            .spawn()
-            .unwrap();
+        let worker = Command::new(prog).args(args(&cue)).spawn().unwrap();
         let rig = Rig {
             dir,
             worker,
@@ -364,7 +374,8 @@ fn record_three_shards_hold_the_query_window_only() {
         parse_dropped_tsv(&fs::read_to_string(dir.join("perf-dropped-tids.tsv")).unwrap()).unwrap();
     let attached: u32 = rows.iter().map(|r| r.thread_count).sum();
     assert_eq!(attached as usize + dropped.len(), 301);
-    assert_eq!(rows[0].thread_count, 128);
+    // Dealt out in turn: 101, 100 and 100 threads.
+    assert!(rows.iter().all(|r| r.thread_count <= 101), "{rows:?}");
     let tids = fs::read_to_string(dir.join("perf-target-tids.txt")).unwrap();
     assert_eq!(tids.lines().count(), 301);
     assert_eq!(tids.lines().next().unwrap(), rig.pid().to_string());
@@ -383,6 +394,7 @@ fn record_three_shards_hold_the_query_window_only() {
     assert_eq!(meta.ended_by, Some(EndCause::Stop));
     assert_eq!(meta.shard_count, 3);
     assert_eq!(meta.target_thread_count, 301);
+    assert_eq!(meta.dropped_thread_count as usize, dropped.len());
     for p in Phase::ALL {
         assert!(meta.reached(p), "phase {p} missing: {meta:?}");
     }
@@ -473,7 +485,7 @@ fn record_worker_exit_mid_capture_is_published_and_marked() {
     ok(&out);
     assert!(rig.token(".perf_sidecar_done_w0").exists());
     let stop = rig.driver("stop", "q1");
-    fails_with(&stop, 1, "exited during the capture");
+    fails_with(&stop, 5, "exited during the capture");
     let meta = rig.capture("q1");
     assert!(!meta.valid);
     assert_eq!(meta.ended_by, Some(EndCause::WorkerExit));
@@ -537,12 +549,21 @@ fn record_bad_query_ids_and_worker_indexes_are_refused() {
     // Driver side: refused before any token is written (no perf needed).
     let dir = tempfile::tempdir().unwrap();
     let t = dir.path().display().to_string();
-    for q in ["..", ".", "a/b", "../x", "", "q 1"] {
+    for q in ["..", ".", "a/b", "../x", "", "q 1", ".warmup"] {
         let out = Command::new(recorder())
             .args(["start", "--token-dir", &t, "--worker", "0", "--query", q])
             .output()
             .unwrap();
         fails_with(&out, 2, "is not allowed");
+    }
+    // Too long to name token files: refused up front, by start and stop.
+    let long = "q".repeat(129);
+    for cmd in ["start", "stop"] {
+        let out = Command::new(recorder())
+            .args([cmd, "--token-dir", &t, "--worker", "0", "--query", &long])
+            .output()
+            .unwrap();
+        fails_with(&out, 2, "the limit is 128");
     }
     let out = Command::new(recorder())
         .args(["stop", "--token-dir", &t, "--worker", "w0", "--query", "q"])
@@ -646,7 +667,7 @@ fn record_perf_death_names_the_shard() {
     assert_eq!(perfs.len(), 2, "{perfs:?}");
     unsafe_kill(perfs[1], 9);
     let stop = rig.driver("stop", "q1");
-    fails_with(&stop, 1, "shard 1");
+    fails_with(&stop, 5, "shard 1");
     assert!(String::from_utf8_lossy(&stop.stderr).contains("SIGKILL"));
     ok(&rig.shutdown());
     ok(&rig.finish_sidecar());
@@ -674,7 +695,7 @@ fn record_max_capture_ends_a_capture_without_stop() {
         Duration::from_secs(15),
         || err.exists(),
     );
-    fails_with(&rig.driver("stop", "q1"), 1, "--max-capture");
+    fails_with(&rig.driver("stop", "q1"), 5, "--max-capture");
     ok(&rig.shutdown());
     ok(&rig.finish_sidecar());
     let meta = rig.capture("q1");
@@ -801,7 +822,8 @@ fn record_stop_watchdog_kills_a_hung_perf() {
     let perfs = perf_children(rig.sidecar.as_ref().unwrap().id());
     assert_eq!(perfs.len(), 1, "{perfs:?}");
     unsafe_kill(perfs[0], 19);
-    ok(&rig.driver("stop", "q1"));
+    // `stop` ends the capture but says it is invalid (exit 5) and why.
+    fails_with(&rig.driver("stop", "q1"), 5, "shard 0");
     let forced = fs::read_to_string(rig.token(".perf_record_stop_forced_w0")).unwrap();
     assert!(
         forced.contains("shard 0") && forced.contains("watchdog"),
@@ -819,10 +841,10 @@ fn record_stop_watchdog_kills_a_hung_perf() {
 fn record_shard_whose_threads_all_exit_is_not_a_failure() {
     let Some(prog) = components() else { return };
     let _serial = serial();
-    // 8 threads + main, 4 per shard: the last shard holds only the last
-    // thread created, which exits on cue 'E' (with three others).
-    let mut rig = Rig::worker(&prog, 8, 2000, 20_000);
-    rig.sidecar(&["--threads-per-shard", "4"]);
+    // 2 threads + main, one per shard: the last shard holds only the last
+    // thread created, which exits on cue 'E'.
+    let mut rig = Rig::worker(&prog, 2, 2000, 20_000);
+    rig.sidecar(&["--threads-per-shard", "1"]);
     ok(&rig.driver("start", "q1"));
     let sidecar = rig.sidecar.as_ref().unwrap().id();
     assert_eq!(perf_children(sidecar).len(), 3);
@@ -842,4 +864,396 @@ fn record_shard_whose_threads_all_exit_is_not_a_failure() {
     let rows = rig.shards("q1");
     assert_eq!(rows[2].phase, jobprof_capture_format::ShardPhase::Exited);
     assert!(rows.iter().all(ShardRow::clean_exit), "{rows:?}");
+}
+
+/// The thread-churning worker (tests/programs/churn.c), compiled once.
+fn churn_program() -> Option<PathBuf> {
+    static EXE: OnceLock<Option<PathBuf>> = OnceLock::new();
+    EXE.get_or_init(|| {
+        let src = crate::util::repo_root().join("tests/programs/churn.c");
+        let exe = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("record-churn");
+        let ok = Command::new("gcc")
+            .args(["-O1", "-fno-omit-frame-pointer", "-pthread", "-o"])
+            .arg(&exe)
+            .arg(&src)
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then_some(exe)
+    })
+    .clone()
+}
+
+/// Runs `jobprof ARGS`.
+fn jobprof(args: &[&Path]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_jobprof"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// The counters of `capture.json` agree with the TSV files.
+#[track_caller]
+fn counters_agree(rig: &Rig, q: &str) {
+    let meta = rig.capture(q);
+    let dir = rig.capture_dir(q);
+    let dropped =
+        parse_dropped_tsv(&fs::read_to_string(dir.join("perf-dropped-tids.tsv")).unwrap()).unwrap();
+    let rows = rig.shards(q);
+    assert_eq!(meta.dropped_thread_count as usize, dropped.len(), "{q}");
+    assert_eq!(meta.shard_count as usize, rows.len(), "{q}");
+    let attached: u32 = rows.iter().map(|r| r.thread_count).sum();
+    assert_eq!(
+        attached as usize + dropped.len(),
+        meta.target_thread_count as usize,
+        "{q}"
+    );
+}
+
+#[test]
+fn record_churning_worker_all_queries_publish_valid_captures() {
+    let Some(_) = components() else { return };
+    let Some(prog) = churn_program() else {
+        require(false, "gcc (to build tests/programs/churn.c)");
+        return;
+    };
+    let _serial = serial();
+    // 127 long-lived threads, ~300 short-lived ones a second (1-20 ms each):
+    // the newest TIDs vanish while perf attaches.
+    let mut rig = Rig::launch(&prog, |cue| {
+        vec!["127".into(), cue.display().to_string(), "300".into()]
+    });
+    rig.sidecar(&[]);
+    let queries = ["q1", "q2", "q3", "q4", "q5", "q6"];
+    for q in queries {
+        ok(&rig.driver("start", q));
+        sleep(Duration::from_millis(400));
+        ok(&rig.driver("stop", q));
+        // Published before `stop` returned.
+        assert!(rig.capture(q).reached(Phase::Published), "{q}");
+    }
+    ok(&rig.shutdown());
+    ok(&rig.finish_sidecar());
+    for q in queries {
+        let meta = rig.capture(q);
+        assert!(meta.valid, "{q}: {meta:?}");
+        assert!(meta.target_thread_count >= 129, "{q}: {meta:?}");
+        counters_agree(&rig, q);
+    }
+    let out = jobprof(&[Path::new("process"), &rig.path("out")]);
+    ok(&out);
+    for q in queries {
+        let dir = rig.capture_dir(q);
+        let svg = fs::read_to_string(dir.join("flamegraph.svg"))
+            .unwrap_or_else(|e| panic!("{q}: no flamegraph.svg: {e}"));
+        assert!(svg.contains("churn_long_work"), "{q}: no long-lived frames");
+    }
+}
+
+#[test]
+fn record_sigkill_after_stop_keeps_the_published_capture() {
+    let Some(prog) = components() else { return };
+    let _serial = serial();
+    let mut rig = Rig::worker(&prog, 4, 2000, 20_000);
+    rig.sidecar(&[]);
+    ok(&rig.driver("start", "q1"));
+    sleep(Duration::from_millis(500));
+    ok(&rig.driver("stop", "q1"));
+    ok(&rig.driver("start", "q2"));
+    sleep(Duration::from_millis(300));
+    // The sidecar dies mid-capture: no signal handler runs, no `done`.
+    let sidecar = rig.sidecar.as_ref().unwrap().id();
+    unsafe_kill(sidecar, 9);
+    rig.finish_sidecar();
+
+    let began = Instant::now();
+    let start = rig.driver("start", "q3");
+    let took = began.elapsed();
+    fails_with(&start, 4, "no longer running");
+    assert!(took < Duration::from_secs(15), "start took {took:?}");
+    fails_with(&rig.driver("stop", "q2"), 4, "no longer running");
+    fails_with(&rig.shutdown(), 4, "no longer running");
+
+    // q1 was published when its stop was acknowledged, and processes.
+    assert!(rig.capture("q1").valid);
+    ok(&jobprof(&[Path::new("process"), &rig.path("out")]));
+    assert!(rig.capture_dir("q1").join("flamegraph.svg").is_file());
+    // q2 stays in staging and says what it is.
+    let staged = rig.path("staging/worker_0/q2");
+    let meta: Capture =
+        serde_json::from_slice(&fs::read(staged.join("capture.json")).unwrap()).unwrap();
+    assert!(meta.reached(Phase::Enabled) && !meta.reached(Phase::Stopped));
+    let out = jobprof(&[Path::new("process"), &staged]);
+    assert!(!out.status.success());
+    let text = crate::util::output_text(&out);
+    assert!(text.contains("never stopped"), "{text}");
+    // A new sidecar for the same worker starts over cleanly.
+    rig.sidecar(&[]);
+    ok(&rig.driver("start", "q3"));
+    ok(&rig.driver("stop", "q3"));
+    ok(&rig.shutdown());
+    ok(&rig.finish_sidecar());
+    assert!(rig.capture("q3").valid);
+}
+
+#[test]
+fn record_stale_tokens_of_a_dead_sidecar_are_not_trusted() {
+    let Some(prog) = components() else { return };
+    let _serial = serial();
+    let mut rig = Rig::worker(&prog, 2, 2000, 20_000);
+    rig.sidecar(&[]);
+    ok(&rig.driver("start", "q1"));
+    ok(&rig.driver("stop", "q1"));
+    unsafe_kill(rig.sidecar.as_ref().unwrap().id(), 9);
+    rig.finish_sidecar();
+    // Its `ready` stays behind, as in a requeued job's token directory.
+    assert!(rig.token(".perf_sidecar_ready_w0").exists());
+    // A driver that starts before the new sidecar is ready must wait for
+    // the new one's own `ready` instead of writing `start` into the old
+    // one's tokens (which the new sidecar's start-up would clear).
+    let args = rig.default_args(&[]);
+    let t = rig.tokens().display().to_string();
+    let driver = Command::new(recorder())
+        .args(["start", "--token-dir", &t, "--worker", "0", "--query", "q2"])
+        .args(["--timeout", "120"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    sleep(Duration::from_millis(500));
+    rig.sidecar = Some(rig.spawn_sidecar(&args));
+    let out = driver.wait_with_output().unwrap();
+    ok(&out);
+    ok(&rig.driver("stop", "q2"));
+    ok(&rig.shutdown());
+    ok(&rig.finish_sidecar());
+    assert!(rig.capture("q1").valid && rig.capture("q2").valid);
+    // wait-ready after shutdown: that sidecar is done.
+    let wait = rig.rec(&[
+        "wait-ready",
+        "--token-dir",
+        &t,
+        "--worker",
+        "0",
+        "--timeout",
+        "30",
+    ]);
+    fails_with(&wait, 4, "already shut down");
+}
+
+#[test]
+fn record_max_shard_size_stops_a_shard_cleanly() {
+    let Some(prog) = components() else { return };
+    let _serial = serial();
+    // 5 threads + main, 2 per shard: 3 shards.
+    let mut rig = Rig::worker(&prog, 5, 2000, 5_000);
+    rig.sidecar(&["--max-shard-size", "64K", "--threads-per-shard", "2"]);
+    ok(&rig.driver("start", "q1"));
+    let sidecar = rig.sidecar.as_ref().unwrap().id();
+    wait_for(
+        "a shard to reach --max-shard-size",
+        Duration::from_secs(60),
+        || perf_children(sidecar).len() < 3,
+    );
+    sleep(Duration::from_millis(500));
+    ok(&rig.driver("stop", "q1"));
+    ok(&rig.shutdown());
+    ok(&rig.finish_sidecar());
+    let meta = rig.capture("q1");
+    assert!(meta.valid, "{meta:?}");
+    assert_eq!(meta.max_shard_size, Some(64 << 10));
+    assert!(!meta.size_limited.is_empty(), "{meta:?}");
+    let rows = rig.shards("q1");
+    for cut in &meta.size_limited {
+        assert!(cut.unix_ns > meta.enabled_unix_ns.unwrap());
+        assert!(cut.unix_ns <= meta.disabled_unix_ns.unwrap());
+        let row = rows.iter().find(|r| r.shard == cut.shard).unwrap();
+        assert_eq!(row.phase, jobprof_capture_format::ShardPhase::SizeLimit);
+        assert!(row.clean_exit(), "{row:?}");
+    }
+    // The summary says which shard's window is shorter.
+    ok(&jobprof(&[Path::new("process"), &rig.path("out")]));
+    let summary = fs::read_to_string(rig.capture_dir("q1").join("summary.json")).unwrap();
+    assert!(summary.contains("--max-shard-size"), "{summary}");
+}
+
+/// Runs `cmd` as user nobody (the attacker).
+fn as_nobody(cmd: &str) {
+    let status = Command::new("setpriv")
+        .args([
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            "sh",
+            "-c",
+            cmd,
+        ])
+        .status()
+        .unwrap();
+    assert!(status.success(), "as nobody: {cmd}");
+}
+
+#[test]
+fn record_planted_symlinks_are_never_written_through() {
+    let Some(prog) = components() else { return };
+    if !require(
+        Command::new("setpriv")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success()),
+        "setpriv (util-linux), to plant files as another user",
+    ) {
+        return;
+    }
+    if !require(
+        unsafe_euid() == 0,
+        "root, to show that root never writes through another user's symlinks",
+    ) {
+        return;
+    }
+    let _serial = serial();
+    let mut rig = Rig::worker(&prog, 2, 2000, 20_000);
+    // What the attacker wants overwritten: a root-only file and directory.
+    let vault = rig.path("vault");
+    fs::create_dir(&vault).unwrap();
+    let victim = vault.join("victim");
+    fs::write(&victim, "precious\n").unwrap();
+    let victim_dir = vault.join("dir");
+    fs::create_dir(&victim_dir).unwrap();
+    let untouched = || {
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "precious\n");
+        assert_eq!(fs::read_dir(&victim_dir).unwrap().count(), 0);
+    };
+    // The attacker can write where everybody can (like /tmp).
+    let public = rig.path("public");
+    fs::create_dir(&public).unwrap();
+    Command::new("chmod")
+        .arg("1777")
+        .arg(&public)
+        .status()
+        .unwrap();
+    Command::new("chmod")
+        .arg("1777")
+        .arg(rig.tokens())
+        .status()
+        .unwrap();
+    Command::new("chmod")
+        .arg("1777")
+        .arg(rig.path("out"))
+        .status()
+        .unwrap();
+    Command::new("chmod")
+        .arg("0711")
+        .arg(rig.path(""))
+        .status()
+        .unwrap();
+
+    // (1) The predictable staging directory, pre-created with a symlink
+    // where the symbol snapshot goes: refused by the preflight, by name.
+    let staging = public.join("jobprof-record.4242");
+    as_nobody(&format!(
+        "mkdir -p {s}/worker_0 && ln -s {v} {s}/worker_0/symfs && ln -s {f} {s}/worker_0/preflight.txt",
+        s = staging.display(),
+        v = victim_dir.display(),
+        f = victim.display()
+    ));
+    let mut args = rig.default_args(&[]);
+    let at = args.iter().position(|a| a == "--staging").unwrap();
+    args.drain(at..at + 2);
+    let out = Command::new(recorder())
+        .args(&args)
+        .env("TMPDIR", &public)
+        .env_remove("SLURM_TMPDIR")
+        .env("SLURM_JOB_ID", "4242")
+        .output()
+        .unwrap();
+    fails_with(&out, 1, &staging.display().to_string());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("uid 65534"), "{err}");
+    untouched();
+    let preflight = rig.rec(&[
+        "preflight",
+        "--pid",
+        &rig.pid().to_string(),
+        "--staging",
+        &staging.join("worker_0").display().to_string(),
+    ]);
+    fails_with(&preflight, 1, "staging");
+    untouched();
+
+    // (2) A symlink at the lock file: refused, nothing written.
+    let lock = rig.token(".perf_sidecar_lock_w0");
+    let _ = fs::remove_file(&lock); // left by (1)
+    as_nobody(&format!("ln -s {} {}", victim.display(), lock.display()));
+    let out = Command::new(recorder())
+        .args(rig.default_args(&[]))
+        .output()
+        .unwrap();
+    fails_with(&out, 1, "lock");
+    untouched();
+    fs::remove_file(&lock).unwrap();
+
+    // (3) Symlinks at every token name, at the old predictable temporary
+    // names, and at PERF_ROOT/worker_0: a whole session runs, writes only
+    // its own files, and refuses to publish through the planted directory.
+    let mut plant = String::new();
+    for name in [
+        ".perf_sidecar_ready_w0",
+        ".perf_sidecar_done_w0",
+        ".perf_started_w0_q1",
+        ".perf_finished_w0_q1",
+        ".perf_record_stop_forced_w0",
+    ] {
+        let tmp_name = format!(".tmp.{name}.{}", std::process::id());
+        for n in [name, tmp_name.as_str()] {
+            plant.push_str(&format!(
+                "ln -s {} {}; ",
+                victim.display(),
+                rig.token(n).display()
+            ));
+        }
+    }
+    plant.push_str(&format!(
+        "ln -s {} {}",
+        victim_dir.display(),
+        rig.path("out/worker_0").display()
+    ));
+    as_nobody(&plant);
+    rig.sidecar(&[]);
+    ok(&rig.driver("start", "q1"));
+    let stop = rig.driver("stop", "q1");
+    ok(&stop);
+    assert!(
+        String::from_utf8_lossy(&stop.stderr).contains("not published yet"),
+        "{}",
+        String::from_utf8_lossy(&stop.stderr)
+    );
+    let shut = rig.shutdown();
+    fails_with(&shut, 1, "refusing to publish");
+    rig.finish_sidecar();
+    untouched();
+    // The tokens it wrote replaced the planted links.
+    let ready = fs::symlink_metadata(rig.token(".perf_sidecar_ready_w0")).unwrap();
+    assert!(ready.file_type().is_file());
+    // The data stays in staging, safe.
+    assert!(rig.path("staging/worker_0/q1/capture.json").is_file());
+    // (4) Nor are planted tokens followed when read: the driver would
+    // print the file an error token points to.
+    as_nobody(&format!(
+        "ln -s {} {}",
+        victim.display(),
+        rig.token(".perf_error_w0_q9").display()
+    ));
+    let stop = rig.driver("stop", "q9");
+    assert!(!stop.status.success());
+    let text = crate::util::output_text(&stop);
+    assert!(!text.contains("precious"), "{text}");
+}
+
+fn unsafe_euid() -> u32 {
+    let status = fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|u| u.parse().ok())
+        .unwrap()
 }

@@ -5,7 +5,11 @@
 //! `jobprof-record` sidecar as an `--overlap` step, two queries between
 //! `start` and `stop`, shutdown and the post-job `jobprof process` step.
 //! (2) `jobprof reprocess --sbatch --submit` as an array job of two tasks
-//! over five result directories. Every job is cancelled when its test ends.
+//! over five result directories. (3) A requeued job (same job id, same
+//! token directory) whose first run lost its sidecar to SIGKILL: the second
+//! run's `start` is not fooled by the dead sidecar's tokens. (4) The
+//! benchmark script with `ENABLE_PERF=0`. Every job is cancelled when its
+//! test ends.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -306,4 +310,184 @@ fn cluster_and_perf() -> bool {
             util::perf_can_record(),
             "perf that can record (linux-perf, as root)",
         )
+}
+
+/// The batch script of the requeue test: run 0 captures q1, starts q2 and
+/// then loses its sidecar (SIGKILL, as when a node fails) and waits to be
+/// requeued; run 1 (same job id, same token directory, same staging) calls
+/// `start` at once, with run 0's `ready` token still there.
+const REQUEUE_SCRIPT: &str = r#"#!/bin/bash
+#SBATCH --requeue
+#SBATCH --open-mode=append
+set -eu
+RUN=${SLURM_RESTART_COUNT:-0}
+TOK=$DIR/tokens
+mkdir -p "$TOK"
+rec() { "$REC" "$@" --token-dir "$TOK" --worker 0; }
+"$WORKLOAD" 2 "$DIR/cue-$RUN" 2000 20000 &
+WPID=$!
+for _ in $(seq 600); do [ -e "$DIR/cue-$RUN.ack" ] && break; sleep 0.1; done
+sidecar() {
+  "$REC" sidecar --token-dir "$TOK" --worker 0 --out "$DIR/out" --pid "$WPID" \
+    --staging "$DIR/staging" --frequency 999 --symfs-limit 64M >"$DIR/sidecar-$RUN.log" 2>&1 &
+  SIDECAR=$!
+}
+if [ "$RUN" = 0 ]; then
+  sidecar
+  rec wait-ready --timeout 120
+  rec start --query q1 --timeout 120
+  sleep 0.5
+  rec stop --query q1 --timeout 120
+  rec start --query q2 --timeout 120
+  sleep 0.3
+  kill -9 "$SIDECAR"
+  echo "run 0: sidecar killed during q2"
+  touch "$DIR/requeue-me"
+  sleep 600
+else
+  # The driver comes first and finds run 0's `ready`: it must wait for the
+  # new sidecar's own, not write `start` for the dead one.
+  echo "run 1: start while run 0's tokens are still there"
+  rec start --query q2 --timeout 120 &
+  DRIVER=$!
+  sleep 1
+  sidecar
+  wait "$DRIVER"
+  sleep 0.5
+  rec stop --query q2 --timeout 120
+  rec start --query q3 --timeout 120
+  sleep 0.5
+  rec stop --query q3 --timeout 120
+  rec shutdown --timeout 120
+  kill "$WPID"
+  echo "run 1: done"
+fi
+"#;
+
+#[test]
+fn slurm_requeued_job_is_not_fooled_by_stale_tokens() {
+    if !cluster_and_perf() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let workload = dir.join("phases");
+    let gcc = Command::new("gcc")
+        .args(["-fno-omit-frame-pointer", "-O1", "-pthread", "-o"])
+        .arg(&workload)
+        .arg(util::repo_root().join("tests/programs/phases.c"))
+        .output();
+    let Ok(gcc) = gcc else {
+        util::require(false, "gcc (for the test workload)");
+        return;
+    };
+    assert!(gcc.status.success(), "gcc: {}", util::output_text(&gcc));
+    let script = dir.join("requeue.sbatch");
+    fs::write(&script, REQUEUE_SCRIPT).unwrap();
+    let env = [
+        ("DIR", dir.display().to_string()),
+        ("REC", util::recorder().display().to_string()),
+        ("WORKLOAD", workload.display().to_string()),
+    ];
+    let job = sbatch(dir, &script, &env);
+    let log = dir.join(format!("job-{}.out", job.0));
+    let start = Instant::now();
+    while !dir.join("requeue-me").exists() {
+        assert!(
+            start.elapsed() < JOB_TIMEOUT,
+            "run 0 did not get to the requeue:\n{}",
+            fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let scontrol = |args: &[&str]| {
+        Command::new("scontrol")
+            .args(args)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    assert!(
+        scontrol(&["requeue", &job.0.to_string()]),
+        "scontrol requeue"
+    );
+    // A requeued job waits for a begin time (minutes); once it is pending
+    // for that reason, start it again now.
+    let id = format!("JobId={}", job.0);
+    let since = Instant::now();
+    loop {
+        let state = Command::new("squeue")
+            .args(["-h", "-j", &job.0.to_string(), "-o", "%T %r"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default();
+        if state == "PENDING BeginTime" {
+            scontrol(&["update", &id, "StartTime=now"]);
+        } else if dir.join("cue-1.ack").exists() {
+            break;
+        }
+        assert!(
+            since.elapsed() < JOB_TIMEOUT,
+            "the requeued job did not run again (state `{state}`)"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let states = wait_finished(&job.0, 1, &log);
+    let log_text = fs::read_to_string(&log).unwrap_or_default();
+    let sidecar_logs: String = ["sidecar-0.log", "sidecar-1.log"]
+        .iter()
+        .map(|f| fs::read_to_string(dir.join(f)).unwrap_or_default())
+        .collect();
+    assert_eq!(
+        states,
+        [JobState::Completed],
+        "job log:\n{log_text}\nsidecars:\n{sidecar_logs}"
+    );
+    assert!(log_text.contains("run 1: done"), "{log_text}");
+    for q in ["q1", "q2", "q3"] {
+        let json = dir.join("out/worker_0").join(q).join("capture.json");
+        let cap: jobprof_capture_format::Capture = serde_json::from_slice(
+            &fs::read(&json).unwrap_or_else(|e| panic!("{q}: {e}\n{log_text}\n{sidecar_logs}")),
+        )
+        .unwrap();
+        assert!(cap.valid, "{q}: {cap:?}");
+    }
+    // Run 0's unfinished q2 is kept beside, not mixed into run 1's q2.
+    let kept = fs::read_dir(dir.join("staging/worker_0"))
+        .unwrap()
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().starts_with("q2.abandoned-"));
+    assert!(kept, "run 0's q2 is not kept in staging");
+}
+
+#[test]
+fn slurm_benchmark_job_with_profiling_switched_off() {
+    if !util::require(util::slurm_available(), SLURM) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let result = dir.join("result_dir_off");
+    // Binaries that cannot run: with ENABLE_PERF=0 neither may be called.
+    let env = [
+        ("JOBPROF", "/nonexistent/jobprof".to_string()),
+        ("JOBPROF_RECORD", "/nonexistent/jobprof-record".to_string()),
+        ("RESULT_DIR", result.display().to_string()),
+        ("QUERIES", "qa qb".to_string()),
+        ("ENABLE_PERF", "0".to_string()),
+        ("WORKER_CMD", "exec sleep 1".to_string()),
+        (
+            "QUERY_CMD",
+            "echo \"$1\" >> \"$RESULT_DIR/ran\"".to_string(),
+        ),
+        ("STOP_CMD", "true".to_string()),
+    ];
+    let script = util::repo_root().join("examples/slurm/benchmark.sbatch");
+    let job = sbatch(dir, &script, &env);
+    let log = dir.join(format!("job-{}.out", job.0));
+    let states = wait_finished(&job.0, 1, &log);
+    let log_text = fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(states, [JobState::Completed], "job log:\n{log_text}");
+    assert_eq!(fs::read_to_string(result.join("ran")).unwrap(), "qa\nqb\n");
+    assert!(!result.join("profiles").exists(), "{log_text}");
+    assert!(!log_text.contains("sidecar"), "{log_text}");
 }

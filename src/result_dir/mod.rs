@@ -583,9 +583,20 @@ fn validate_record(found: &CaptureDir, json: &Path) -> std::result::Result<Valid
         .map(Phase::as_str)
         .collect();
     if !missing.is_empty() {
+        // A capture still in (or left in) the sidecar's staging directory.
+        let what = if !cap.reached(Phase::Stopped) {
+            "a capture that was never stopped: it is still recording, or its sidecar died \
+             during it (staged, unpublished data)"
+        } else {
+            "a stopped capture that was never published (still in the sidecar's staging \
+             directory)"
+        };
         return Err(refuse(format!(
-            "capture.json misses phase(s) {}: the capture was not stopped and published completely",
-            missing.join(", ")
+            "capture.json misses phase(s) {}: {what}; query {} of worker {} on {}",
+            missing.join(", "),
+            cap.query,
+            cap.worker,
+            cap.host
         )));
     }
     let tsv = found.dir.join(format::SHARDS_TSV);
@@ -638,7 +649,22 @@ fn validate_record(found: &CaptureDir, json: &Path) -> std::result::Result<Valid
         host: Some(cap.host.clone()),
         boot_id: cap.boot_id.clone(),
         script_text: None,
-        warnings: Vec::new(),
+        warnings: cap
+            .size_limited
+            .iter()
+            .map(|c| {
+                let secs = cap
+                    .enabled_unix_ns
+                    .map(|on| c.unix_ns.saturating_sub(on) as f64 / 1e9)
+                    .unwrap_or(0.0);
+                format!(
+                    "shard {} reached --max-shard-size ({} bytes) {secs:.1} s into the capture: \
+                     its threads are sampled over a shorter window than the others",
+                    c.shard,
+                    cap.max_shard_size.unwrap_or(0)
+                )
+            })
+            .collect(),
         validated: true,
     })
 }

@@ -113,6 +113,17 @@ pub struct PhaseStamp {
     pub unix_ns: u64,
 }
 
+/// A shard whose sampling window ended early, and when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct ShardCut {
+    /// The shard (the `shard` column of `perf-shards.tsv`).
+    pub shard: u32,
+    /// When its window ended (ns since the Unix epoch; noticed by the
+    /// sidecar within its 0.2 s poll).
+    pub unix_ns: u64,
+}
+
 /// What ended the sampling window of a capture.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(
@@ -201,8 +212,23 @@ pub struct Capture {
     /// (listed in `perf-target-tids.txt`).
     pub target_thread_count: u32,
     /// Number of those threads that exited before perf could attach
-    /// (listed in `perf-dropped-tids.tsv`).
+    /// (the rows of `perf-dropped-tids.tsv`).
     pub dropped_thread_count: u32,
+    /// Number of shards left out because every one of their threads exited
+    /// before perf could attach (their threads are in
+    /// `perf-dropped-tids.tsv`; they have no row in `perf-shards.tsv`).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub dropped_shard_count: u32,
+    /// `--max-shard-size` in bytes: the most data one shard may write
+    /// (`perf record --max-size`); `None` when unlimited.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub max_shard_size: Option<u64>,
+    /// Shards that stopped early because they reached `max_shard_size`, with
+    /// when that was noticed: their sampling window ends there, before
+    /// `disabled_unix_ns` (phase `size-limit` in `perf-shards.tsv`). Not a
+    /// reason to call the capture invalid.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub size_limited: Vec<ShardCut>,
     /// When `enable` was sent to the first shard (ns since the Unix epoch).
     pub enable_requested_unix_ns: Option<u64>,
     /// When the last shard acknowledged `enable`: sampling is on everywhere
@@ -267,6 +293,14 @@ impl Capture {
         w.num("shard_count", self.shard_count as u64);
         w.num("target_thread_count", self.target_thread_count as u64);
         w.num("dropped_thread_count", self.dropped_thread_count as u64);
+        w.num("dropped_shard_count", self.dropped_shard_count as u64);
+        w.opt_num("max_shard_size", self.max_shard_size);
+        let cuts: Vec<String> = self
+            .size_limited
+            .iter()
+            .map(|c| format!("{{\"shard\": {}, \"unix_ns\": {}}}", c.shard, c.unix_ns))
+            .collect();
+        w.array("size_limited", &cuts);
         w.opt_num("enable_requested_unix_ns", self.enable_requested_unix_ns);
         w.opt_num("enabled_unix_ns", self.enabled_unix_ns);
         w.opt_num("disable_requested_unix_ns", self.disable_requested_unix_ns);
@@ -381,6 +415,9 @@ pub enum ShardPhase {
     Exited,
     /// The stop watchdog had to send SIGTERM or SIGKILL.
     Killed,
+    /// perf stopped by itself, cleanly, because its data file reached
+    /// `--max-shard-size`: complete data for a shorter window.
+    SizeLimit,
     /// perf never acknowledged readiness: the shard was not recorded.
     Failed,
 }
@@ -392,6 +429,7 @@ impl ShardPhase {
             ShardPhase::Stopped => "stopped",
             ShardPhase::Exited => "exited",
             ShardPhase::Killed => "killed",
+            ShardPhase::SizeLimit => "size-limit",
             ShardPhase::Failed => "failed",
         }
     }
@@ -402,6 +440,7 @@ impl ShardPhase {
             ShardPhase::Stopped,
             ShardPhase::Exited,
             ShardPhase::Killed,
+            ShardPhase::SizeLimit,
             ShardPhase::Failed,
         ]
         .into_iter()
@@ -599,7 +638,7 @@ pub fn parse_shards_tsv(text: &str) -> Result<Vec<ShardRow>, TsvError> {
                 phase: ShardPhase::parse(f[1]).ok_or_else(|| TsvError {
                     line,
                     message: format!(
-                        "column phase: `{}` is not one of stopped, exited, killed, failed",
+                        "column phase: `{}` is not one of stopped, exited, killed, size-limit, failed",
                         f[1]
                     ),
                 })?,
@@ -657,6 +696,12 @@ mod tests {
             shard_count: 3,
             target_thread_count: 301,
             dropped_thread_count: 2,
+            dropped_shard_count: 1,
+            max_shard_size: Some(1 << 30),
+            size_limited: vec![ShardCut {
+                shard: 2,
+                unix_ns: 1_790_000_000_323_456_789,
+            }],
             enable_requested_unix_ns: Some(1_790_000_000_123_456_789),
             enabled_unix_ns: Some(1_790_000_000_223_456_789),
             disable_requested_unix_ns: Some(u64::MAX),
@@ -831,6 +876,21 @@ mod tests {
         }
 
         #[test]
+        fn metadata_without_the_newer_fields_still_parses() {
+            let mut c = sample_capture();
+            c.dropped_shard_count = 0;
+            c.max_shard_size = None;
+            c.size_limited.clear();
+            let mut v: serde_json::Value = serde_json::from_str(&c.to_json()).unwrap();
+            let obj = v.as_object_mut().unwrap();
+            for k in ["dropped_shard_count", "max_shard_size", "size_limited"] {
+                obj.remove(k).unwrap();
+            }
+            let back: Capture = serde_json::from_value(v).unwrap();
+            assert_eq!(back, c);
+        }
+
+        #[test]
         fn enum_spellings_match_serde() {
             for p in Phase::ALL {
                 assert_eq!(serde_json::to_string(&p).unwrap(), json_string(p.as_str()));
@@ -846,7 +906,7 @@ mod tests {
             ] {
                 assert_eq!(serde_json::to_string(&e).unwrap(), json_string(e.as_str()));
             }
-            for s in ["stopped", "exited", "killed", "failed"] {
+            for s in ["stopped", "exited", "killed", "size-limit", "failed"] {
                 let p = ShardPhase::parse(s).unwrap();
                 assert_eq!(serde_json::to_string(&p).unwrap(), json_string(s));
             }

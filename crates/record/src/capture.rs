@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use jobprof_capture_format::{
     data_file_name, shard_log_name, write_dropped_tsv, write_shards_tsv, Capture, DroppedTid,
-    EndCause, Phase, ShardPhase, ShardRow, CAPTURE_JSON, DROPPED_TIDS_TSV, FORMAT_VERSION,
-    SHARDS_TSV, TARGET_TIDS_TXT,
+    EndCause, Phase, ShardCut, ShardPhase, ShardRow, CAPTURE_JSON, DROPPED_TIDS_TSV,
+    FORMAT_VERSION, SHARDS_TSV, TARGET_TIDS_TXT,
 };
 
 use crate::shard::{RecordSpec, Shard};
@@ -64,6 +64,7 @@ pub struct ActiveCapture {
     shards: Vec<Shard>,
     failed: Vec<ShardRow>,
     dropped: Vec<DroppedTid>,
+    dropped_shards: u32,
     /// When sampling was switched on.
     pub enabled_at: Option<Instant>,
     /// Recording or queued.
@@ -71,10 +72,26 @@ pub struct ActiveCapture {
 }
 
 impl ActiveCapture {
-    /// Prepares the capture of `query`: its staging directory and metadata.
+    /// Prepares the capture of `query`: its staging directory (mode 0700)
+    /// and metadata, written at once (`capture.json` with phase
+    /// `requested`), so that a capture whose sidecar dies says what it is.
+    /// A directory of the same query left in staging by a dead sidecar (a
+    /// requeued job) is kept, renamed to `Q.abandoned-<unix time>`.
     pub fn new(ctx: &Context, query: &str) -> io::Result<ActiveCapture> {
+        use std::os::unix::fs::DirBuilderExt;
         let dir = ctx.worker_dir.join(query);
-        fs::create_dir_all(&dir)?;
+        if fs::symlink_metadata(&dir).is_ok() {
+            let aside = ctx
+                .worker_dir
+                .join(format!("{query}.abandoned-{}", now_ns() / 1_000_000_000));
+            fs::rename(&dir, &aside)?;
+            eprintln!(
+                "jobprof-record sidecar: {} was left by an earlier sidecar; kept as {}",
+                dir.display(),
+                aside.display()
+            );
+        }
+        fs::DirBuilder::new().mode(0o700).create(&dir)?;
         let meta = Capture {
             format_version: FORMAT_VERSION,
             recorder_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -93,6 +110,9 @@ impl ActiveCapture {
             shard_count: 0,
             target_thread_count: 0,
             dropped_thread_count: 0,
+            dropped_shard_count: 0,
+            max_shard_size: ctx.spec.max_size,
+            size_limited: vec![],
             enable_requested_unix_ns: None,
             enabled_unix_ns: None,
             disable_requested_unix_ns: None,
@@ -109,11 +129,18 @@ impl ActiveCapture {
             shards: vec![],
             failed: vec![],
             dropped: vec![],
+            dropped_shards: 0,
             enabled_at: None,
             state: State::Recording,
         };
         c.meta.reach(Phase::Requested, now_ns());
+        c.save()?;
         Ok(c)
+    }
+
+    /// Writes `capture.json` as it stands (phases so far) into staging.
+    pub fn save(&self) -> io::Result<()> {
+        write_atomic(&self.dir.join(CAPTURE_JSON), self.meta.to_json().as_bytes())
     }
 
     /// Attaches every shard (disabled) and enables them all. On error the
@@ -146,13 +173,12 @@ impl ActiveCapture {
             )
         })?;
         self.meta.target_thread_count = tids.len() as u32;
-        let chunks: Vec<&[u32]> = tids.chunks(ctx.threads_per_shard).collect();
-        let count = chunks.len() as u32;
-        self.meta.shard_count = count;
+        let planned = spread(&tids, ctx.threads_per_shard);
+        let count = planned.len() as u32;
         let fifo_dir = ctx.worker_dir.join(format!(".fifo.{}", self.query));
         fs::create_dir_all(&fifo_dir)
             .map_err(|e| format!("cannot create {}: {e}", fifo_dir.display()))?;
-        for (i, chunk) in chunks.iter().enumerate() {
+        for (i, chunk) in planned.iter().enumerate() {
             let i = i as u32;
             let data = self.dir.join(data_file_name(i, count));
             let log = self.dir.join(shard_log_name(i));
@@ -166,7 +192,11 @@ impl ActiveCapture {
                 &fifo_dir,
                 &mut self.dropped,
             ) {
-                Ok(s) => self.shards.push(s),
+                Ok(Some(s)) => self.shards.push(s),
+                // Every thread of the shard exited before perf attached:
+                // the shard is dropped (its threads are listed), the
+                // capture goes on.
+                Ok(None) => self.dropped_shards += 1,
                 Err(e) => {
                     self.failed.push(ShardRow {
                         shard: i,
@@ -183,19 +213,48 @@ impl ActiveCapture {
                 }
             }
         }
-        self.meta.dropped_thread_count = self.dropped.len() as u32;
+        if self.shards.is_empty() {
+            return Err(format!(
+                "all {} threads of pid {} exited before perf could attach",
+                tids.len(),
+                ctx.pid
+            ));
+        }
         self.meta.reach(Phase::Attached, now_ns());
         self.meta.enable_requested_unix_ns = Some(now_ns());
         let timeout = Duration::from_secs(ctx.spec.ready_timeout);
         for s in &mut self.shards {
-            s.command("enable", timeout)
-                .map_err(|e| format!("shard {}: {e}", s.index))?;
+            if let Err(e) = s.command("enable", timeout) {
+                // Every thread of the shard exited after perf attached:
+                // perf ended by itself, cleanly, with nothing to record.
+                if s.status == Some(0) && s.tids.iter().all(|&t| !sys::tid_exists(ctx.pid, t)) {
+                    s.targets_gone = true;
+                    continue;
+                }
+                return Err(format!("shard {}: {e}", s.index));
+            }
+        }
+        if self.shards.iter().all(|s| s.targets_gone) {
+            return Err(format!(
+                "every thread of pid {} exited before sampling could start",
+                ctx.pid
+            ));
         }
         let now = now_ns();
         self.meta.enabled_unix_ns = Some(now);
         self.meta.reach(Phase::Enabled, now);
         self.enabled_at = Some(Instant::now());
+        self.count();
+        // The staged capture says it is recording, should the sidecar die.
+        let _ = self.save();
         Ok(())
+    }
+
+    /// Sets the counters of `capture.json` from what the TSV files list.
+    fn count(&mut self) {
+        self.meta.shard_count = (self.shards.len() + self.failed.len()) as u32;
+        self.meta.dropped_thread_count = self.dropped.len() as u32;
+        self.meta.dropped_shard_count = self.dropped_shards;
     }
 
     /// Threads attached and shards, for the `started` token.
@@ -212,11 +271,33 @@ impl ActiveCapture {
     /// While recording: the first shard whose perf exited on its own, as a
     /// message naming the shard and why.
     /// A shard whose threads all exited ends by itself with status 0; that
-    /// is not a failure (its data is complete) and is only logged.
+    /// is not a failure (its data is complete) and is only logged. Neither
+    /// is a shard stopped by `--max-shard-size`: its window is recorded as
+    /// shorter in `capture.json`.
     pub fn dead_shard(&mut self) -> Option<String> {
         let pid = self.meta.pid;
         for s in &mut self.shards {
-            if s.poll_exit() && s.stop_requested.is_none() && !s.targets_gone {
+            if s.poll_exit()
+                && s.stop_requested.is_none()
+                && !s.targets_gone
+                && s.size_limited.is_none()
+            {
+                if s.hit_size_limit() {
+                    let at = now_ns();
+                    s.size_limited = Some(at);
+                    self.meta.size_limited.push(ShardCut {
+                        shard: s.index,
+                        unix_ns: at,
+                    });
+                    eprintln!(
+                        "jobprof-record sidecar: shard {} of {} reached --max-shard-size ({} bytes); \
+                         its window ends here",
+                        s.index,
+                        self.query,
+                        self.meta.max_shard_size.unwrap_or(0)
+                    );
+                    continue;
+                }
                 if s.status == Some(0) && s.tids.iter().all(|&t| !sys::tid_exists(pid, t)) {
                     s.targets_gone = true;
                     eprintln!(
@@ -343,13 +424,16 @@ impl ActiveCapture {
     }
 
     /// Writes `perf-shards.tsv`, `perf-dropped-tids.tsv` and `capture.json`
-    /// (with phase `queued`) into the staging directory.
+    /// (with phase `queued`, its counters matching the TSV files) into the
+    /// staging directory.
     pub fn write_files(&mut self) -> io::Result<()> {
-        let count = self.meta.shard_count;
         let mut rows: Vec<ShardRow> = self
             .shards
             .iter()
-            .map(|s| s.row(&data_file_name(s.index, count)))
+            .map(|s| {
+                let name = s.data.file_name().unwrap_or_default().to_string_lossy();
+                s.row(&name)
+            })
             .collect();
         rows.extend(self.failed.iter().cloned());
         rows.sort_by_key(|r| r.shard);
@@ -364,7 +448,41 @@ impl ActiveCapture {
         if !self.dir.join(TARGET_TIDS_TXT).exists() {
             write_atomic(&self.dir.join(TARGET_TIDS_TXT), b"")?;
         }
+        self.count();
         self.meta.reach(Phase::Queued, now_ns());
-        write_atomic(&self.dir.join(CAPTURE_JSON), self.meta.to_json().as_bytes())
+        self.save()
+    }
+}
+
+/// Cuts the sorted `tids` into the fewest shards of at most `per` threads,
+/// dealt out in turn (thread i goes to shard i mod n), so that the newest
+/// threads (the highest TIDs, the most likely to be short-lived) are spread
+/// over every shard instead of filling the last one.
+pub fn spread(tids: &[u32], per: usize) -> Vec<Vec<u32>> {
+    let n = tids.len().div_ceil(per.max(1));
+    let mut shards = vec![Vec::new(); n];
+    for (i, &t) in tids.iter().enumerate() {
+        shards[i % n].push(t);
+    }
+    shards
+}
+
+#[cfg(test)]
+mod tests {
+    use super::spread;
+
+    #[test]
+    fn newest_threads_are_spread_over_every_shard() {
+        let tids: Vec<u32> = (1..=133).collect();
+        let shards = spread(&tids, 128);
+        assert_eq!(shards.len(), 2);
+        assert_eq!(shards[0].len(), 67);
+        assert_eq!(shards[1].len(), 66);
+        // The five newest threads land in both shards.
+        assert!(shards[0].contains(&133) && shards[1].contains(&132));
+        assert!(shards.iter().all(|s| s.windows(2).all(|w| w[0] < w[1])));
+        assert_eq!(spread(&tids, 200).len(), 1);
+        assert_eq!(spread(&(1..=256).collect::<Vec<_>>(), 128)[1].len(), 128);
+        assert!(spread(&[], 128).is_empty());
     }
 }

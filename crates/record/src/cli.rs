@@ -19,15 +19,18 @@ Usage:
   jobprof-record start     --token-dir DIR --worker N --query Q [--timeout SECS]
   jobprof-record stop      --token-dir DIR --worker N --query Q [--timeout SECS]
   jobprof-record shutdown  --token-dir DIR --worker N [--timeout SECS]
+  jobprof-record wait-ready --token-dir DIR --worker N [--timeout SECS]
   jobprof-record preflight (--pid PID | --pid-file FILE) [--exe-name NAME] [--require-symbols]
 
 The sidecar runs next to the worker during the job (e.g. `srun --overlap`),
 attaches perf disabled, samples exactly between the driver's `start` and
-`stop`, and publishes every capture into PERF_ROOT/worker_N/Q/ at shutdown.
-`jobprof-record COMMAND --help` explains each command.
+`stop`, and publishes each capture into PERF_ROOT/worker_N/Q/ as soon as its
+`stop` is acknowledged. `jobprof-record COMMAND --help` explains each command.
 
 Exit status: 0 success; 1 failure (the message says which check, shard or
-file, and what to do); 2 bad usage or bad query id/worker index; 3 timeout.
+file, and what to do); 2 bad usage or bad query id/worker index; 3 timeout;
+4 no live sidecar for the worker (never started, killed, or shut down);
+5 `stop`: the capture ended but is invalid (data kept, marked invalid).
 ";
 
 const SIDECAR_HELP: &str = "\
@@ -37,7 +40,8 @@ Usage:
   jobprof-record sidecar --token-dir DIR --worker N --out PERF_ROOT (--pid PID | --pid-file FILE)
       [--exe-name NAME] [--event cpu-clock] [--frequency 99] [--call-graph fp|dwarf[,SIZE]]
       [--threads-per-shard 128] [--start-timeout SECS] [--stop-timeout SECS]
-      [--max-capture SECS] [--staging DIR] [--symfs-limit BYTES] [--require-symbols]
+      [--max-capture SECS] [--max-shard-size SIZE] [--staging DIR] [--symfs-limit BYTES]
+      [--require-symbols]
 
 Runs the preflight checks, snapshots the worker's executable mappings and
 their separate debug info into symfs/ and the kernel's kallsyms next to it,
@@ -45,8 +49,11 @@ writes the `ready` token, then serves any number of queries until the
 `shutdown` token (or SIGTERM/SIGINT, or the worker exits): on `start` for
 query Q it attaches one disabled `perf record` per shard of at most
 --threads-per-shard threads, enables them all and writes `started`; on `stop`
-it stops them and writes `finished`. At shutdown every capture is published
-atomically into PERF_ROOT/worker_N/Q/, then the `done` token is written.
+it stops them, publishes the capture atomically into PERF_ROOT/worker_N/Q/
+and writes `finished`. At shutdown whatever is left is published, then the
+`done` token is written. The `ready`, `error` and `done` tokens and the lock
+file name this sidecar (pid, host, boot id, start time), so drivers tell a
+live sidecar from the tokens of a dead one.
 
 Options:
   --token-dir DIR          directory shared with the benchmark driver (tokens)
@@ -64,8 +71,13 @@ Options:
   --stop-timeout SECS      after stop, SIGTERM to perf after this long, SIGKILL
                            10 s later (default 120)
   --max-capture SECS       end a capture whose stop never comes (default 3600; 0 = never)
-  --staging DIR            node-local staging directory (default
-                           $SLURM_TMPDIR, $TMPDIR or /tmp, plus jobprof-record.JOB)
+  --max-shard-size SIZE    most bytes one shard's perf.data may hold (perf --max-size;
+                           K/M/G suffixes); a shard reaching it stops cleanly and its
+                           shorter window is recorded (default: no limit)
+  --staging DIR            node-local staging directory, created mode 0700 (default
+                           $SLURM_TMPDIR, $TMPDIR or /tmp, plus jobprof-record.JOB);
+                           refused when it is a symlink, another user's, or writable
+                           by others
   --symfs-limit BYTES      most bytes copied into symfs/ and kallsyms (default 4G; K/M/G suffixes)
   --require-symbols        fail when the worker's binary has no .symtab/.debug_info
 ";
@@ -79,8 +91,10 @@ Usage:
 Clears stale tokens of query Q, waits for the sidecar's `ready` token, writes
 `start` and waits until the sidecar says `started` (every perf shard enabled).
 Fails with the sidecar's own message when it reports an error, and with a
-timeout message after SECS (default 120). Q must match ^[A-Za-z0-9_.-]+$ and
-may not be `.` or `..`.
+timeout message after SECS (default 120). Fails (exit 4) within 5 s when no
+live sidecar holds the worker's lock. Q must match ^[A-Za-z0-9_.-]+$, must not
+start with `.` and is at most 128 bytes long (exit 2 otherwise, before
+anything is written).
 ";
 
 const STOP_HELP: &str = "\
@@ -89,9 +103,11 @@ jobprof-record stop: end sampling of one query (driver side)
 Usage:
   jobprof-record stop --token-dir DIR --worker N --query Q [--timeout SECS]
 
-Writes `stop` and waits until the sidecar says `finished` (perf stopped, data
-final in staging). Fails with the sidecar's message when it reports an error
-for the query, and with a timeout message after SECS (default 600).
+Writes `stop` and waits until the sidecar says `finished` (perf stopped, the
+capture published into PERF_ROOT/worker_N/Q/). Exits 5 when the capture is
+invalid (a shard killed or failed; the reason is printed), 1 when the sidecar
+reports another error for the query, 4 when no live sidecar holds the
+worker's lock (for 5 s), 3 after SECS (default 600).
 ";
 
 const SHUTDOWN_HELP: &str = "\
@@ -101,7 +117,21 @@ Usage:
   jobprof-record shutdown --token-dir DIR --worker N [--timeout SECS]
 
 Writes the `shutdown` token and waits for `done` (default 600 s). Fails with
-the sidecar's message when publishing failed (the raw data stays in staging).
+the sidecar's message when publishing failed (the raw data stays in staging),
+with exit 4 when no live sidecar holds the worker's lock (for 5 s).
+";
+
+const WAIT_HELP: &str = "\
+jobprof-record wait-ready: wait until the sidecar of a worker is ready
+
+Usage:
+  jobprof-record wait-ready --token-dir DIR --worker N [--timeout SECS]
+
+For batch scripts, between launching the sidecars and the first `start`:
+waits (default 180 s, exit 3) until a live sidecar holding the worker's lock
+has written its own `ready` token. Tokens left by a dead sidecar (a requeued
+job) do not count. Fails with the sidecar's message (exit 1) when it reports
+an error, with exit 4 when a sidecar that was starting died.
 ";
 
 const PREFLIGHT_HELP: &str = "\
@@ -128,6 +158,8 @@ pub enum Command {
     Driver(DriverOpts),
     /// `shutdown`.
     Shutdown(ShutdownOpts),
+    /// `wait-ready`.
+    WaitReady(WaitOpts),
     /// `preflight`.
     Preflight(PreflightOpts),
     /// Help was asked for: print this and exit 0.
@@ -181,6 +213,8 @@ pub struct SidecarOpts {
     pub stop_timeout: u64,
     /// Seconds after which a capture without `stop` is ended (0 = never).
     pub max_capture: u64,
+    /// Most bytes per shard's data file (`perf record --max-size`).
+    pub max_shard_size: Option<u64>,
     /// Most bytes copied into symfs/.
     pub symfs_limit: u64,
 }
@@ -208,6 +242,17 @@ pub struct ShutdownOpts {
     /// Worker index.
     pub worker: u32,
     /// Seconds to wait for `done`.
+    pub timeout: u64,
+}
+
+/// `wait-ready` options.
+#[derive(Debug, Clone)]
+pub struct WaitOpts {
+    /// Token directory.
+    pub token_dir: PathBuf,
+    /// Worker index.
+    pub worker: u32,
+    /// Seconds to wait.
     pub timeout: u64,
 }
 
@@ -315,6 +360,7 @@ pub fn parse(argv: Vec<String>) -> Result<Command, Fail> {
         "start" => START_HELP,
         "stop" => STOP_HELP,
         "shutdown" => SHUTDOWN_HELP,
+        "wait-ready" => WAIT_HELP,
         "preflight" => PREFLIGHT_HELP,
         other => {
             return Err(Fail::usage(format!(
@@ -345,6 +391,7 @@ pub fn parse(argv: Vec<String>) -> Result<Command, Fail> {
     let mut start_timeout = 180u64;
     let mut stop_timeout = 120u64;
     let mut max_capture = 3600u64;
+    let mut max_shard_size = None;
     let mut staging = None;
     let mut symfs_limit = 4u64 << 30;
     let mut require_symbols = false;
@@ -398,6 +445,15 @@ pub fn parse(argv: Vec<String>) -> Result<Command, Fail> {
             "--start-timeout" if sidecar => start_timeout = a.number(&flag, inline)?,
             "--stop-timeout" if sidecar => stop_timeout = a.number(&flag, inline)?,
             "--max-capture" if sidecar => max_capture = a.number(&flag, inline)?,
+            "--max-shard-size" if sidecar => {
+                let v = a.value(&flag, inline)?;
+                let n = parse_bytes(&v).filter(|&n| n >= 4096).ok_or_else(|| {
+                    Fail::usage(format!(
+                        "--max-shard-size: `{v}` is not a size of at least 4K (e.g. 2G, 500M)"
+                    ))
+                })?;
+                max_shard_size = Some(n);
+            }
             "--symfs-limit" if sidecar => {
                 let v = a.value(&flag, inline)?;
                 symfs_limit = parse_bytes(&v).ok_or_else(|| {
@@ -431,6 +487,7 @@ pub fn parse(argv: Vec<String>) -> Result<Command, Fail> {
             threads_per_shard,
             stop_timeout,
             max_capture,
+            max_shard_size,
             symfs_limit,
         }),
         "start" | "stop" => Command::Driver(DriverOpts {
@@ -444,6 +501,11 @@ pub fn parse(argv: Vec<String>) -> Result<Command, Fail> {
             token_dir: token_dir.ok_or_else(|| missing("--token-dir", help))?,
             worker: worker.ok_or_else(|| missing("--worker", help))?,
             timeout: timeout.unwrap_or(600),
+        }),
+        "wait-ready" => Command::WaitReady(WaitOpts {
+            token_dir: token_dir.ok_or_else(|| missing("--token-dir", help))?,
+            worker: worker.ok_or_else(|| missing("--worker", help))?,
+            timeout: timeout.unwrap_or(180),
         }),
         _ => Command::Preflight(PreflightOpts {
             target: target(pid)?,
@@ -461,7 +523,14 @@ mod tests {
 
     #[test]
     fn every_subcommand_has_help() {
-        for c in ["sidecar", "start", "stop", "shutdown", "preflight"] {
+        for c in [
+            "sidecar",
+            "start",
+            "stop",
+            "shutdown",
+            "wait-ready",
+            "preflight",
+        ] {
             match parse(args(&format!("{c} --help"))).unwrap() {
                 Command::Help(h) => assert!(h.contains(&format!("jobprof-record {c}")), "{c}"),
                 other => panic!("{c}: {other:?}"),
@@ -472,7 +541,7 @@ mod tests {
     #[test]
     fn sidecar_defaults_and_inline_values() {
         let c = parse(args(
-            "sidecar --token-dir /t --worker=3 --out /o --pid 42 --call-graph dwarf,8192 --symfs-limit 1M",
+            "sidecar --token-dir /t --worker=3 --out /o --pid 42 --call-graph dwarf,8192 --symfs-limit 1M --max-shard-size 2G",
         ))
         .unwrap();
         let Command::Sidecar(s) = c else { panic!() };
@@ -482,6 +551,7 @@ mod tests {
         assert_eq!(s.target.event, "cpu-clock");
         assert_eq!(s.call_graph, "dwarf,8192");
         assert_eq!(s.symfs_limit, 1 << 20);
+        assert_eq!(s.max_shard_size, Some(2 << 30));
     }
 
     #[test]
@@ -499,6 +569,9 @@ mod tests {
         for bad in [
             "start --token-dir /t --worker 1 --query ..",
             "start --token-dir /t --worker 1 --query .",
+            "start --token-dir /t --worker 1 --query .warmup",
+            "sidecar --token-dir /t --worker 1 --out /o --pid 1 --max-shard-size 1K",
+            "sidecar --token-dir /t --worker 1 --out /o --pid 1 --max-shard-size lots",
             "start --token-dir /t --worker 1 --query a/b",
             "start --token-dir /t --worker x1 --query q",
             "start --token-dir /t --worker 1",

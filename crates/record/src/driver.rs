@@ -1,21 +1,119 @@
-//! The benchmark driver's side of the handshake: `start`, `stop` and
-//! `shutdown`. Each writes one token and polls (every 0.1 s) for the
-//! sidecar's answer, failing early with the sidecar's own message when an
-//! error token appears, and with a timeout message that says what was
-//! awaited and where.
+//! The benchmark driver's side of the handshake: `start`, `stop`,
+//! `shutdown` and `wait-ready`. Each writes (at most) one token and polls
+//! (every 0.1 s) for the sidecar's answer. It fails early with the
+//! sidecar's own message when an error token appears, fast (exit 4) when no
+//! live sidecar holds the worker's lock for [`GRACE`], and with a timeout
+//! message that says what was awaited and where otherwise.
+//!
+//! Lifecycle tokens (`ready`, `error`, `done`) count only when they are
+//! signed by the sidecar that holds (or last held) the lock: those of a
+//! dead sidecar, e.g. of the first run of a requeued job, are stale.
 
 use std::path::Path;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use crate::cli::{DriverOpts, ShutdownOpts};
+use crate::cli::{DriverOpts, ShutdownOpts, WaitOpts};
 use crate::fail::Fail;
-use crate::tokens::Tokens;
+use crate::identity::{self, read_signed, Probe, SidecarId};
+use crate::tokens::{Tokens, INVALID_PREFIX};
 
 const POLL: Duration = Duration::from_millis(100);
 
+/// How long no sidecar may hold the lock before a command gives up (exit 4):
+/// long enough for a sidecar that is being launched to take it.
+pub const GRACE: Duration = Duration::from_secs(5);
+
 fn io_fail(what: &str, path: &Path, e: std::io::Error) -> Fail {
     Fail::failed(format!("cannot {what} {}: {e}", path.display()))
+}
+
+/// What is known about a worker's sidecar right now.
+enum Sidecar {
+    /// Alive and serving.
+    Ready,
+    /// Alive, its `ready` not written yet (a fresh sidecar, or a stale token).
+    Starting,
+    /// It reported an error (the message).
+    Error(String),
+    /// It shut down (the `done` message).
+    Done(String),
+    /// No process holds the lock; why, for the message.
+    Dead(String),
+}
+
+fn signed(t: &Tokens, kind: &str, id: &SidecarId) -> Option<String> {
+    read_signed(&t.sidecar(kind)).and_then(|(who, msg)| (&who == id).then_some(msg))
+}
+
+fn look(t: &Tokens) -> Sidecar {
+    let (alive, id) = match identity::probe(t) {
+        Probe::Alive(id) => (true, id),
+        Probe::Gone(id) => (false, id),
+    };
+    if let Some(id) = &id {
+        if let Some(msg) = signed(t, "error", id) {
+            return Sidecar::Error(msg);
+        }
+        if let Some(msg) = signed(t, "done", id) {
+            return Sidecar::Done(msg);
+        }
+        if alive && signed(t, "ready", id).is_some() {
+            return Sidecar::Ready;
+        }
+    }
+    if alive {
+        return Sidecar::Starting;
+    }
+    let lock = t.sidecar("lock");
+    Sidecar::Dead(match id {
+        None => format!(
+            "no sidecar is running for worker {} in {} ({} is not held); start \
+             `jobprof-record sidecar --token-dir {} --worker {}` first",
+            t.worker,
+            t.dir.display(),
+            lock.display(),
+            t.dir.display(),
+            t.worker
+        ),
+        Some(id) => {
+            let staging = read_signed(&t.sidecar("ready"))
+                .filter(|(who, _)| who == &id)
+                .and_then(|(_, m)| {
+                    m.split_whitespace()
+                        .find_map(|w| w.strip_prefix("staging=").map(String::from))
+                });
+            format!(
+                "the sidecar of worker {} ({}) is no longer running and wrote no `done` \
+                 (killed?); captures it had not published stay in {}",
+                t.worker,
+                id.short(),
+                staging.unwrap_or_else(|| "its staging directory".into())
+            )
+        }
+    })
+}
+
+/// Fails once the sidecar has been dead for [`GRACE`].
+struct DeadClock(Option<Instant>);
+
+impl DeadClock {
+    fn check(&mut self, s: &Sidecar) -> Result<(), Fail> {
+        match s {
+            Sidecar::Dead(why) => {
+                let since = *self.0.get_or_insert_with(Instant::now);
+                if since.elapsed() >= GRACE {
+                    return Err(Fail::no_sidecar(why.clone()));
+                }
+            }
+            _ => self.0 = None,
+        }
+        Ok(())
+    }
+}
+
+fn sidecar_error(worker: u32, msg: &str) -> Fail {
+    Fail::failed(format!("sidecar of worker {worker}: {msg}"))
 }
 
 /// `start` and `stop`.
@@ -23,42 +121,11 @@ pub fn run(opts: DriverOpts) -> Result<(), Fail> {
     let t = Tokens::new(&opts.token_dir, opts.worker);
     let q = &opts.query;
     let deadline = Instant::now() + Duration::from_secs(opts.timeout);
-    let sidecar_error = t.sidecar("error");
-    let query_error = t.query("error", q);
     if opts.start {
         // Tokens of an earlier run of this query must not answer for this one.
         t.clear_query(q)
             .map_err(|e| io_fail("clear stale tokens in", &opts.token_dir, e))?;
-        let ready = t.sidecar("ready");
-        loop {
-            if let Some(msg) = Tokens::message(&sidecar_error) {
-                return Err(Fail::failed(format!(
-                    "sidecar of worker {}: {msg}",
-                    opts.worker
-                )));
-            }
-            if Tokens::exists(&t.sidecar("done")) {
-                return Err(Fail::failed(format!(
-                    "the sidecar of worker {} has already shut down ({} exists)",
-                    opts.worker,
-                    t.sidecar("done").display()
-                )));
-            }
-            if Tokens::exists(&ready) {
-                break;
-            }
-            if Instant::now() >= deadline {
-                return Err(Fail::timeout(format!(
-                    "start {q}: the sidecar of worker {} was not ready within {} s ({} never appeared); \
-                     is `jobprof-record sidecar` running with --token-dir {}?",
-                    opts.worker,
-                    opts.timeout,
-                    ready.display(),
-                    opts.token_dir.display()
-                )));
-            }
-            sleep(POLL);
-        }
+        wait_ready(&t, deadline, opts.timeout, &format!("start {q}"), true)?;
         let start = t.query("start", q);
         t.write(&start, "")
             .map_err(|e| io_fail("write", &start, e))?;
@@ -66,37 +133,119 @@ pub fn run(opts: DriverOpts) -> Result<(), Fail> {
     } else {
         let stop = t.query("stop", q);
         let _ = Tokens::remove(&t.query("finished", q));
-        if let Some(msg) = Tokens::message(&query_error) {
-            return Err(Fail::failed(format!("query {q}: {msg}")));
+        if let Some(msg) = Tokens::message(&t.query("error", q)) {
+            return Err(query_error(q, &msg));
         }
         t.write(&stop, "").map_err(|e| io_fail("write", &stop, e))?;
-        wait(&t, q, "finished", deadline, opts.timeout)
+        wait(&t, q, "finished", deadline, opts.timeout)?;
+        let finished = Tokens::message(&t.query("finished", q)).unwrap_or_default();
+        if finished.contains("valid=false") {
+            let reason = finished
+                .lines()
+                .find_map(|l| l.strip_prefix("reason: "))
+                .unwrap_or("see capture.json");
+            return Err(Fail::invalid(format!(
+                "query {q}: the capture is invalid: {reason} (its data is kept, marked invalid)"
+            )));
+        }
+        if let Some(note) = finished
+            .lines()
+            .find_map(|l| l.strip_prefix("not published: "))
+        {
+            eprintln!(
+                "jobprof-record stop: warning: query {q} is not published yet: {note}; \
+                 the sidecar retries at shutdown"
+            );
+        }
+        Ok(())
     }
 }
 
-/// Waits for the per-query token `kind`, failing on error tokens.
+/// A per-query error token as a failure: exit 5 when it says the capture
+/// ended invalid, 1 otherwise.
+fn query_error(q: &str, msg: &str) -> Fail {
+    let text = format!("query {q}: {msg}");
+    if msg.starts_with(INVALID_PREFIX) {
+        Fail::invalid(text)
+    } else {
+        Fail::failed(text)
+    }
+}
+
+/// Waits until a live sidecar has written its own `ready`. With
+/// `fail_dead`, fails (exit 4) once no sidecar held the lock for [`GRACE`];
+/// otherwise only once one that was seen alive is gone.
+fn wait_ready(
+    t: &Tokens,
+    deadline: Instant,
+    timeout: u64,
+    what: &str,
+    fail_dead: bool,
+) -> Result<(), Fail> {
+    let mut dead = DeadClock(None);
+    let mut seen_alive = false;
+    loop {
+        let s = look(t);
+        match &s {
+            Sidecar::Ready => return Ok(()),
+            Sidecar::Error(msg) => return Err(sidecar_error(t.worker, msg)),
+            Sidecar::Done(_) => {
+                return Err(Fail::no_sidecar(format!(
+                    "{what}: the sidecar of worker {} has already shut down ({} exists)",
+                    t.worker,
+                    t.sidecar("done").display()
+                )))
+            }
+            Sidecar::Starting => seen_alive = true,
+            Sidecar::Dead(_) => {}
+        }
+        if fail_dead || seen_alive {
+            dead.check(&s)?;
+        }
+        if Instant::now() >= deadline {
+            return Err(Fail::timeout(format!(
+                "{what}: the sidecar of worker {} was not ready within {timeout} s (no `ready` \
+                 token of a live sidecar in {}); is `jobprof-record sidecar` running with \
+                 --token-dir {}?",
+                t.worker,
+                t.dir.display(),
+                t.dir.display()
+            )));
+        }
+        sleep(POLL);
+    }
+}
+
+/// Waits for the per-query token `kind`, failing on error tokens and when
+/// the sidecar is gone.
 fn wait(t: &Tokens, q: &str, kind: &str, deadline: Instant, timeout: u64) -> Result<(), Fail> {
     let want = t.query(kind, q);
+    let mut dead = DeadClock(None);
     loop {
         // An error outranks the answer: e.g. a capture cut by --max-capture
         // is `finished` but not what the driver asked for.
         if let Some(msg) = Tokens::message(&t.query("error", q)) {
-            return Err(Fail::failed(format!("query {q}: {msg}")));
+            return Err(query_error(q, &msg));
         }
         if Tokens::exists(&want) {
             return Ok(());
         }
-        if let Some(msg) = Tokens::message(&t.sidecar("error")) {
-            return Err(Fail::failed(format!(
-                "sidecar of worker {}: {msg}",
-                t.worker
-            )));
-        }
-        if Tokens::exists(&t.sidecar("done")) {
-            return Err(Fail::failed(format!(
-                "query {q}: the sidecar of worker {} shut down before answering `{kind}`",
-                t.worker
-            )));
+        let s = look(t);
+        match &s {
+            Sidecar::Error(msg) => return Err(sidecar_error(t.worker, msg)),
+            Sidecar::Done(_) => {
+                return Err(Fail::no_sidecar(format!(
+                    "query {q}: the sidecar of worker {} shut down before answering `{kind}`",
+                    t.worker
+                )))
+            }
+            Sidecar::Dead(why) => {
+                if let Err(mut e) = dead.check(&s) {
+                    e.message = format!("query {q}: no `{kind}`: {why}");
+                    return Err(e);
+                }
+            }
+            Sidecar::Ready | Sidecar::Starting => dead.0 = None,
         }
         if Instant::now() >= deadline {
             return Err(Fail::timeout(format!(
@@ -112,40 +261,58 @@ fn wait(t: &Tokens, q: &str, kind: &str, deadline: Instant, timeout: u64) -> Res
 /// `shutdown`.
 pub fn shutdown(opts: ShutdownOpts) -> Result<(), Fail> {
     let t = Tokens::new(&opts.token_dir, opts.worker);
-    let done = t.sidecar("done");
-    let error = t.sidecar("error");
     let token = t.sidecar("shutdown");
     t.write(&token, "")
         .map_err(|e| io_fail("write", &token, e))?;
     let deadline = Instant::now() + Duration::from_secs(opts.timeout);
+    let mut dead = DeadClock(None);
     let mut error_seen: Option<Instant> = None;
     loop {
-        if let Some(msg) = Tokens::message(&done) {
-            if let Some(e) = Tokens::message(&error) {
-                eprintln!("jobprof-record shutdown: note from the sidecar: {e}");
+        let s = look(&t);
+        match &s {
+            Sidecar::Done(msg) => {
+                println!("{msg}");
+                return Ok(());
             }
-            println!("{msg}");
-            return Ok(());
-        }
-        if let Some(msg) = Tokens::message(&error) {
-            // `done` follows an error token within moments when the sidecar
-            // still published (worker exit); otherwise the error is final.
-            let seen = *error_seen.get_or_insert_with(Instant::now);
-            if seen.elapsed() >= Duration::from_millis(500) {
-                return Err(Fail::failed(format!(
-                    "sidecar of worker {}: {msg}",
-                    opts.worker
-                )));
+            Sidecar::Error(msg) => {
+                // `done` follows an error token within moments when the
+                // sidecar still published (worker exit); otherwise the
+                // error is final.
+                let seen = *error_seen.get_or_insert_with(Instant::now);
+                let id = match identity::probe(&t) {
+                    Probe::Alive(id) | Probe::Gone(id) => id,
+                };
+                if let Some(done) =
+                    id.and_then(|id| read_signed(&t.sidecar("done")).filter(|(w, _)| *w == id))
+                {
+                    eprintln!("jobprof-record shutdown: note from the sidecar: {msg}");
+                    println!("{}", done.1);
+                    return Ok(());
+                }
+                if seen.elapsed() >= Duration::from_millis(500) {
+                    return Err(sidecar_error(opts.worker, msg));
+                }
             }
+            _ => dead.check(&s)?,
         }
         if Instant::now() >= deadline {
             return Err(Fail::timeout(format!(
                 "shutdown: no `done` from the sidecar of worker {} within {} s ({} never appeared)",
                 opts.worker,
                 opts.timeout,
-                done.display()
+                t.sidecar("done").display()
             )));
         }
         sleep(POLL);
     }
+}
+
+/// `wait-ready`: for batch scripts, between launching the sidecars and the
+/// first `start`.
+pub fn wait_ready_cmd(opts: WaitOpts) -> Result<(), Fail> {
+    let t = Tokens::new(&opts.token_dir, opts.worker);
+    let deadline = Instant::now() + Duration::from_secs(opts.timeout);
+    wait_ready(&t, deadline, opts.timeout, "wait-ready", false)?;
+    println!("sidecar of worker {} is ready", opts.worker);
+    Ok(())
 }

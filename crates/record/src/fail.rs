@@ -3,7 +3,8 @@
 
 use std::fmt;
 
-/// A failure with its exit status (1 failure, 2 usage, 3 timeout).
+/// A failure with its exit status (1 failure, 2 usage, 3 timeout, 4 no live
+/// sidecar, 5 the capture ended but is invalid).
 #[derive(Debug)]
 pub struct Fail {
     /// Process exit status.
@@ -26,6 +27,16 @@ impl Fail {
     /// Waited too long (exit 3).
     pub fn timeout(message: String) -> Fail {
         Fail { code: 3, message }
+    }
+
+    /// No sidecar is alive to answer (exit 4).
+    pub fn no_sidecar(message: String) -> Fail {
+        Fail { code: 4, message }
+    }
+
+    /// The capture ended but is invalid; its data is kept (exit 5).
+    pub fn invalid(message: String) -> Fail {
+        Fail { code: 5, message }
     }
 }
 

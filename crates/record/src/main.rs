@@ -11,6 +11,7 @@ mod cli;
 mod driver;
 mod elf;
 mod fail;
+mod identity;
 mod preflight;
 mod publish;
 mod shard;
@@ -19,6 +20,7 @@ mod symfs;
 mod sys;
 mod tokens;
 
+use std::fs;
 use std::process::ExitCode;
 
 use cli::Command;
@@ -27,8 +29,8 @@ use fail::Fail;
 fn preflight(opts: cli::PreflightOpts) -> Result<(), Fail> {
     let pid = preflight::resolve_pid(&opts.target.pid, opts.target.start_timeout)?;
     let staging = preflight::staging_root(opts.target.staging.as_deref());
-    let created = !staging.exists();
-    let report = preflight::run(&opts.target, pid, &staging);
+    let created = fs::symlink_metadata(&staging).is_err();
+    let report = preflight::run(&opts.target, pid, &staging, None);
     if created {
         let _ = std::fs::remove_dir(&staging);
     }
@@ -50,6 +52,7 @@ fn main() -> ExitCode {
         Command::Sidecar(o) => sidecar::run(o),
         Command::Driver(o) => driver::run(o),
         Command::Shutdown(o) => driver::shutdown(o),
+        Command::WaitReady(o) => driver::wait_ready_cmd(o),
         Command::Preflight(o) => preflight(o),
     });
     match result {

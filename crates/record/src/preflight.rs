@@ -190,9 +190,52 @@ pub fn exe_of(pid: u32) -> Option<String> {
         .map(|p| p.to_string_lossy().into_owned())
 }
 
-/// Runs every check against `pid`, using `staging` (created if needed) for
-/// the writability check and the test recording.
-pub fn run(opts: &TargetOpts, pid: u32, staging: &Path) -> Report {
+/// Creates `dir` with mode 0700 (missing parents too) or checks the one
+/// that exists: it must be a real directory (not a symlink), owned by us,
+/// and not writable by group or others, since we write into it as root.
+/// The error names the path, what it is and its owner.
+pub fn private_dir(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let me = sys::euid();
+    match fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                fs::create_dir_all(parent)
+                    .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+            }
+            // A racing creator makes this fail (EEXIST): never adopted.
+            fs::DirBuilder::new()
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))
+        }
+        Err(e) => Err(format!("{}: {e}", dir.display())),
+        Ok(m) if m.file_type().is_symlink() => Err(format!(
+            "{} is a symlink (owner uid {}), not a directory; refusing to write through it",
+            dir.display(),
+            m.uid()
+        )),
+        Ok(m) if !m.is_dir() => Err(format!("{} exists and is not a directory", dir.display())),
+        Ok(m) if m.uid() != me => Err(format!(
+            "{} already exists and belongs to uid {}, not to us (uid {me}); someone else \
+             created it",
+            dir.display(),
+            m.uid()
+        )),
+        Ok(m) if m.mode() & 0o022 != 0 => Err(format!(
+            "{} is writable by group or others (mode {:o}); others could plant files there",
+            dir.display(),
+            m.mode() & 0o7777
+        )),
+        Ok(_) => Ok(()),
+    }
+}
+
+/// Runs every check against `pid`. The staging checks create `staging`
+/// and then `worker_dir` (when given) below it as private directories;
+/// the deeper one is used for the writability check and the test recording.
+pub fn run(opts: &TargetOpts, pid: u32, staging_root: &Path, worker_dir: Option<&Path>) -> Report {
+    let staging = worker_dir.unwrap_or(staging_root);
     let mut r = Report::default();
 
     // perf present, and new enough for the control FIFO.
@@ -267,23 +310,34 @@ pub fn run(opts: &TargetOpts, pid: u32, staging: &Path) -> Report {
         "raise the hard limit to >= 65536 (ulimit -Hn / limits.conf / Slurm PropagateResourceLimits)",
     );
 
-    // Staging.
-    let probe = staging.join(format!(".write-test.{}", std::process::id()));
-    match fs::create_dir_all(staging).and_then(|_| fs::write(&probe, b"ok")) {
+    // Staging: private directories, then a write probe.
+    let probe = staging.join(format!(".write-test.{:016x}", sys::random_u64()));
+    let checked = private_dir(staging_root)
+        .and_then(|_| worker_dir.map_or(Ok(()), private_dir))
+        .and_then(|_| {
+            sys::create_new(&probe, 0o600)
+                .map(drop)
+                .map_err(|e| format!("cannot write in {}: {e}", staging.display()))
+        });
+    match checked {
         Ok(()) => {
             let _ = fs::remove_file(&probe);
             r.push(
                 "staging",
                 Level::Ok,
-                format!("{} is writable", staging.display()),
+                format!(
+                    "{} is private (mode 0700, ours) and writable",
+                    staging.display()
+                ),
                 "",
             );
         }
         Err(e) => r.push(
             "staging",
             Level::Fail,
-            format!("{}: {e}", staging.display()),
-            "pass a writable node-local directory with --staging (or set SLURM_TMPDIR/TMPDIR)",
+            e,
+            "pass a node-local directory of your own with --staging (or set \
+             SLURM_TMPDIR/TMPDIR), or remove the one someone else made",
         ),
     }
 
@@ -349,10 +403,11 @@ pub fn run(opts: &TargetOpts, pid: u32, staging: &Path) -> Report {
 
     // A real, short recording of the target.
     if r.failed().is_empty() {
-        let data = staging.join(format!(".preflight.{}.perf.data", std::process::id()));
-        let log = staging.join(format!(".preflight.{}.log", std::process::id()));
+        let tag = sys::random_u64();
+        let data = staging.join(format!(".preflight.{tag:016x}.perf.data"));
+        let log = staging.join(format!(".preflight.{tag:016x}.log"));
         let started = Instant::now();
-        let status = fs::File::create(&log).and_then(|l| {
+        let status = sys::create_new(&log, 0o600).and_then(|l| {
             Command::new(PERF)
                 .args(["record", "-q", "-e", &opts.event, "-F"])
                 .arg(opts.frequency.to_string())

@@ -1,4 +1,4 @@
-//! Atomic publication at shutdown: a capture staged in
+//! Atomic publication, as soon as a capture ends: a capture staged in
 //! `STAGING/worker_N/Q/` appears as `PERF_ROOT/worker_N/Q/` all at once or
 //! not at all. Files are hard-linked (same filesystem) or copied and flushed
 //! into the hidden `PERF_ROOT/worker_N/.Q.publishing`, `capture.json` is
@@ -7,7 +7,13 @@
 //! error it stays where it is and the message names both paths.
 //!
 //! Worker-level files (`preflight.txt`, `worker.maps`,
-//! `symbol-manifest.tsv`, `symfs/`) are published the same way.
+//! `symbol-manifest.tsv`, `symfs/`) are published the same way, once the
+//! snapshot is taken.
+//!
+//! Nothing is written through a symlink: `PERF_ROOT/worker_N` must be a
+//! real directory of ours, the temporary directories are created new, files
+//! are created with `O_EXCL | O_NOFOLLOW` (or hard-linked), and an existing
+//! `PERF_ROOT/worker_N/Q` (or a symlink there) is never replaced.
 
 use std::fs;
 use std::io;
@@ -22,6 +28,44 @@ fn ctx(what: &str, path: &Path, e: io::Error) -> String {
     format!("{what} {}: {e}", path.display())
 }
 
+/// Creates `PERF_ROOT/worker_N` if needed and checks that it is a real
+/// directory that belongs to us.
+fn out_dir(out_worker: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    if fs::symlink_metadata(out_worker).is_err() {
+        fs::create_dir_all(out_worker).map_err(|e| ctx("cannot create", out_worker, e))?;
+    }
+    let m = fs::symlink_metadata(out_worker).map_err(|e| ctx("cannot read", out_worker, e))?;
+    if !m.is_dir() {
+        return Err(format!(
+            "{} is not a directory (a symlink, owner uid {}?); refusing to publish through it",
+            out_worker.display(),
+            m.uid()
+        ));
+    }
+    if m.uid() != sys::euid() {
+        return Err(format!(
+            "{} belongs to uid {}, not to us (uid {}); refusing to publish into it",
+            out_worker.display(),
+            m.uid(),
+            sys::euid()
+        ));
+    }
+    Ok(())
+}
+
+/// Removes what a publication interrupted earlier left at `tmp` (never
+/// visible, ours): a directory tree, or a file or symlink someone put there.
+fn clear_stale(tmp: &Path) -> Result<(), String> {
+    match fs::symlink_metadata(tmp) {
+        Ok(m) if m.is_dir() => {
+            fs::remove_dir_all(tmp).map_err(|e| ctx("cannot remove stale", tmp, e))
+        }
+        Ok(_) => fs::remove_file(tmp).map_err(|e| ctx("cannot remove stale", tmp, e)),
+        Err(_) => Ok(()),
+    }
+}
+
 /// Publishes the capture staged in `staged` (with metadata `meta`) into
 /// `out_worker/<query>`. Returns the error message on failure (the staged
 /// data is then untouched).
@@ -29,18 +73,15 @@ pub fn capture(staged: &Path, out_worker: &Path, meta: &Capture) -> Result<(), S
     let q = &meta.query;
     let final_dir = out_worker.join(q);
     let tmp = out_worker.join(format!(".{q}.publishing"));
-    fs::create_dir_all(out_worker).map_err(|e| ctx("cannot create", out_worker, e))?;
-    if final_dir.exists() {
+    out_dir(out_worker).map_err(|e| format!("{e}; the capture stays in {}", staged.display()))?;
+    if fs::symlink_metadata(&final_dir).is_ok() {
         return Err(format!(
             "{} already exists (an earlier run?); not overwritten; the capture stays in {}",
             final_dir.display(),
             staged.display()
         ));
     }
-    if tmp.exists() {
-        // Left by a publication that was interrupted: never visible, ours.
-        fs::remove_dir_all(&tmp).map_err(|e| ctx("cannot remove stale", &tmp, e))?;
-    }
+    clear_stale(&tmp)?;
     let result = (|| -> Result<(), String> {
         sys::copy_tree(staged, &tmp).map_err(|e| ctx("cannot copy the capture into", &tmp, e))?;
         let mut published = meta.clone();
@@ -68,7 +109,7 @@ pub fn capture(staged: &Path, out_worker: &Path, meta: &Capture) -> Result<(), S
 
 /// Publishes the worker-level files of `staged_worker` into `out_worker`.
 pub fn worker_files(staged_worker: &Path, out_worker: &Path) -> Result<(), String> {
-    fs::create_dir_all(out_worker).map_err(|e| ctx("cannot create", out_worker, e))?;
+    out_dir(out_worker)?;
     for name in [
         "preflight.txt",
         "worker.maps",
@@ -86,20 +127,18 @@ pub fn worker_files(staged_worker: &Path, out_worker: &Path) -> Result<(), Strin
         let dst = out_worker.join("symfs");
         let tmp = out_worker.join(".symfs.publishing");
         let old = out_worker.join(format!(".symfs.replaced.{}", std::process::id()));
-        if tmp.exists() {
-            fs::remove_dir_all(&tmp).map_err(|e| ctx("cannot remove stale", &tmp, e))?;
-        }
+        clear_stale(&tmp)?;
         sys::copy_tree(&symfs, &tmp).map_err(|e| {
             let _ = fs::remove_dir_all(&tmp);
             ctx("cannot copy symfs into", &tmp, e)
         })?;
         // An earlier sidecar's snapshot is replaced, never merged: it may
         // describe other binaries.
-        if dst.exists() {
+        if fs::symlink_metadata(&dst).is_ok() {
             fs::rename(&dst, &old).map_err(|e| ctx("cannot move aside", &dst, e))?;
         }
         fs::rename(&tmp, &dst).map_err(|e| ctx("cannot rename into", &dst, e))?;
-        let _ = fs::remove_dir_all(&old);
+        let _ = clear_stale(&old);
         sys::sync_dir(out_worker);
     }
     Ok(())

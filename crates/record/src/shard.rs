@@ -33,7 +33,12 @@ pub struct RecordSpec {
     pub call_graph: String,
     /// Seconds to wait for the ping answer of one attempt.
     pub ready_timeout: u64,
+    /// `--max-size` in bytes: perf stops by itself when its file reaches it.
+    pub max_size: Option<u64>,
 }
+
+/// What perf prints when `--max-size` stopped it.
+const SIZE_LIMIT_MESSAGE: &str = "size limit reached";
 
 /// Attempts per shard before the capture gives up.
 pub const ATTEMPTS: u32 = 3;
@@ -67,13 +72,17 @@ pub struct Shard {
     pub exited_early: bool,
     /// perf exited (status 0) because every thread it recorded exited.
     pub targets_gone: bool,
+    /// When perf was found stopped by `--max-size` (ns since the epoch).
+    pub size_limited: Option<u64>,
 }
 
 impl Shard {
     /// Starts perf for `tids` (dropping those that exited; they are added to
     /// `dropped`), up to [`ATTEMPTS`] times, and waits until it answers
     /// `ping`. `fifo_dir` holds the control FIFOs, `capture_dir` the data
-    /// file and the log. On failure returns the reason of the last attempt.
+    /// file and the log. `Ok(None)` when every thread exited before perf
+    /// could attach (the shard is dropped, not failed); on failure returns
+    /// the reason of the last attempt.
     #[allow(clippy::too_many_arguments)]
     pub fn start(
         spec: &RecordSpec,
@@ -84,7 +93,7 @@ impl Shard {
         log: PathBuf,
         fifo_dir: &Path,
         dropped: &mut Vec<DroppedTid>,
-    ) -> Result<Shard, String> {
+    ) -> Result<Option<Shard>, String> {
         let mut remaining: Vec<u32> = tids.to_vec();
         let mut last_error = String::new();
         for attempt in 1..=ATTEMPTS {
@@ -101,10 +110,7 @@ impl Shard {
                 alive
             });
             if remaining.is_empty() {
-                return Err(format!(
-                    "shard {index}: all {} threads exited before perf could attach",
-                    tids.len()
-                ));
+                return Ok(None);
             }
             let mut shard = Shard {
                 index,
@@ -125,9 +131,10 @@ impl Shard {
                 kill_sent: false,
                 exited_early: false,
                 targets_gone: false,
+                size_limited: None,
             };
             match shard.spawn(spec, attempt) {
-                Ok(()) => return Ok(shard),
+                Ok(()) => return Ok(Some(shard)),
                 Err(e) => {
                     last_error = e;
                     shard.kill_now();
@@ -158,6 +165,8 @@ impl Shard {
         let mut log = OpenOptions::new()
             .create(true)
             .append(true)
+            .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&self.log)
             .map_err(|e| format!("cannot write {}: {e}", self.log.display()))?;
         let tids: Vec<String> = self.tids.iter().map(u32::to_string).collect();
@@ -187,6 +196,10 @@ impl Shard {
             cmd.arg("-g");
         } else {
             cmd.arg("--call-graph").arg(&spec.call_graph);
+        }
+        if let Some(max) = spec.max_size {
+            // perf wants a unit letter; B is bytes.
+            cmd.arg(format!("--max-size={max}B"));
         }
         cmd.arg("-o").arg(&self.data);
         let _ = writeln!(log, "# attempt {attempt}: {cmd:?}");
@@ -260,6 +273,13 @@ impl Shard {
                 }
             }
         }
+    }
+
+    /// True when perf exited cleanly because its data file reached
+    /// `--max-size` (it says so in its log).
+    pub fn hit_size_limit(&self) -> bool {
+        self.status == Some(0)
+            && fs::read_to_string(&self.log).is_ok_and(|l| l.contains(SIZE_LIMIT_MESSAGE))
     }
 
     /// The last lines perf wrote to its log.
@@ -360,6 +380,8 @@ impl Shard {
     pub fn row(&self, data_file: &str) -> ShardRow {
         let phase = if self.term_sent.is_some() || self.kill_sent {
             ShardPhase::Killed
+        } else if self.size_limited.is_some() {
+            ShardPhase::SizeLimit
         } else if self.exited_early {
             ShardPhase::Exited
         } else {
@@ -386,5 +408,41 @@ impl Drop for Shard {
         if self.status.is_none() {
             self.kill_now();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shard_whose_threads_all_exited_is_dropped_not_failed() {
+        let spec = RecordSpec {
+            event: "cpu-clock".into(),
+            frequency: 99,
+            call_graph: "fp".into(),
+            ready_timeout: 1,
+            max_size: None,
+        };
+        let dir = std::env::temp_dir();
+        let mut dropped = Vec::new();
+        // TIDs that cannot exist in this process: nothing is started.
+        let gone = [u32::MAX - 7, u32::MAX - 3];
+        let shard = Shard::start(
+            &spec,
+            std::process::id(),
+            4,
+            &gone,
+            dir.join("never.data"),
+            dir.join("never.log"),
+            &dir,
+            &mut dropped,
+        );
+        assert!(matches!(shard, Ok(None)));
+        assert_eq!(dropped.len(), 2);
+        assert!(dropped
+            .iter()
+            .all(|d| d.shard == 4 && d.attempt == 1 && d.reason == "exited before attach"));
+        assert!(!dir.join("never.log").exists());
     }
 }

@@ -1,8 +1,11 @@
-//! The sidecar's life: take the per-worker lock, clear stale tokens, find
-//! the worker, run the preflight, snapshot symbols, write `ready`; then
+//! The sidecar's life: take the per-worker lock (writing our identity into
+//! it), clear stale tokens, find the worker, run the preflight, snapshot
+//! symbols and publish them, write `ready` (signed with our identity); then
 //! poll the token directory every 0.2 s (idle cost: one `readdir` and one
 //! `/proc` read per poll) and serve `start`/`stop` for any number of
-//! queries, one at a time; finally publish every capture and write `done`.
+//! queries, one at a time. Each capture is published as soon as it ends,
+//! before the driver is answered; at the end only what could not be
+//! published yet is retried, then `done` is written.
 //!
 //! Ends on the `shutdown` token, SIGTERM/SIGINT, or when the worker exits;
 //! a capture running at that moment is stopped cleanly and published,
@@ -10,8 +13,8 @@
 //! captured was published, 1 otherwise (the error token says what and where
 //! the raw data stays).
 
-use std::collections::BTreeSet;
-use std::fs::{self, OpenOptions};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
 use std::path::PathBuf;
 use std::thread::sleep;
 use std::time::Duration;
@@ -21,12 +24,13 @@ use jobprof_capture_format::EndCause;
 use crate::capture::{ActiveCapture, Context, State};
 use crate::cli::SidecarOpts;
 use crate::fail::Fail;
+use crate::identity::{self, write_signed, SidecarId};
 use crate::preflight;
 use crate::publish;
 use crate::shard::RecordSpec;
 use crate::symfs;
 use crate::sys;
-use crate::tokens::{query_ok, write_atomic, Request, Tokens};
+use crate::tokens::{query_ok, write_atomic, Request, Tokens, INVALID_PREFIX, MAX_QUERY_LEN};
 
 const POLL: Duration = Duration::from_millis(200);
 
@@ -51,23 +55,28 @@ pub fn run(opts: SidecarOpts) -> Result<(), Fail> {
         )));
     }
     // One sidecar per worker and token directory: the lock lives as long as
-    // this process (the kernel drops it when we die, so no stale locks).
+    // this process (the kernel drops it when we die, so no stale locks), and
+    // names us, so that drivers can tell our tokens from a dead sidecar's.
+    let me = SidecarId::me();
     let lock_path = tokens.sidecar("lock");
-    let lock = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(|e| Fail::failed(format!("cannot open {}: {e}", lock_path.display())))?;
-    if !sys::try_flock(&lock) {
-        return Err(Fail::failed(format!(
-            "another sidecar for worker {} already runs with token directory {} (it holds {}); \
-             not starting a second one",
-            opts.worker,
-            opts.token_dir.display(),
-            lock_path.display()
-        )));
-    }
+    let lock = match identity::take_lock(&lock_path, &me) {
+        Ok(Some(lock)) => lock,
+        Ok(None) => {
+            return Err(Fail::failed(format!(
+                "another sidecar for worker {} already runs with token directory {} (it holds {}); \
+                 not starting a second one",
+                opts.worker,
+                opts.token_dir.display(),
+                lock_path.display()
+            )))
+        }
+        Err(e) => {
+            return Err(Fail::failed(format!(
+                "cannot lock {}: {e}",
+                lock_path.display()
+            )))
+        }
+    };
     sys::catch_termination();
     tokens.clear_all().map_err(|e| {
         Fail::failed(format!(
@@ -77,14 +86,14 @@ pub fn run(opts: SidecarOpts) -> Result<(), Fail> {
     })?;
 
     let fail = |msg: String| -> Fail {
-        let _ = tokens.write(&tokens.sidecar("error"), &msg);
+        let _ = write_signed(&tokens, &tokens.sidecar("error"), &me, &msg);
         Fail::failed(msg)
     };
 
     let pid = match preflight::resolve_pid(&opts.target.pid, opts.target.start_timeout) {
         Ok(p) => p,
         Err(e) => {
-            let _ = tokens.write(&tokens.sidecar("error"), &e.message);
+            let _ = write_signed(&tokens, &tokens.sidecar("error"), &me, &e.message);
             return Err(e);
         }
     };
@@ -93,13 +102,15 @@ pub fn run(opts: SidecarOpts) -> Result<(), Fail> {
     };
     let staging = preflight::staging_root(opts.target.staging.as_deref());
     let worker_dir = staging.join(format!("worker_{}", opts.worker));
-    let report = preflight::run(&opts.target, pid, &worker_dir);
+    let report = preflight::run(&opts.target, pid, &staging, Some(&worker_dir));
     let text = report.text(pid);
     eprint!("{text}");
-    let _ = write_atomic(&worker_dir.join("preflight.txt"), text.as_bytes());
     if !report.failed().is_empty() {
         return Err(fail(report.failure_message()));
     }
+    let _ = write_atomic(&worker_dir.join("preflight.txt"), text.as_bytes());
+    // A snapshot an earlier sidecar left here (same staging) is replaced.
+    let _ = fs::remove_dir_all(worker_dir.join("symfs"));
     match symfs::snapshot(pid, &worker_dir, opts.symfs_limit) {
         Ok(s) => log(&format!(
             "symfs: copied {} files ({} bytes, {} separate debug file(s), kernel symbols {}), skipped {}",
@@ -117,11 +128,22 @@ pub fn run(opts: SidecarOpts) -> Result<(), Fail> {
         }
     }
     let out_worker = opts.out.join(format!("worker_{}", opts.worker));
+    // Published now, so that captures published later symbolize even if
+    // this sidecar is killed; retried at shutdown when it fails.
+    let worker_files_published = match publish::worker_files(&worker_dir, &out_worker) {
+        Ok(()) => true,
+        Err(e) => {
+            log(&format!(
+                "cannot publish the worker files yet (retried at shutdown): {e}"
+            ));
+            false
+        }
+    };
     let ctx = Context {
         worker: opts.worker,
         pid,
         exe: report.exe.clone(),
-        host: sys::hostname(),
+        host: me.host.clone(),
         boot_id: sys::boot_id(),
         slurm_job_id: std::env::var("SLURM_JOB_ID").ok().filter(|s| !s.is_empty()),
         perf_version: report.perf_version.clone(),
@@ -130,25 +152,23 @@ pub fn run(opts: SidecarOpts) -> Result<(), Fail> {
             frequency: opts.target.frequency,
             call_graph: opts.call_graph.clone(),
             ready_timeout: opts.target.start_timeout.max(1),
+            max_size: opts.max_shard_size,
         },
         threads_per_shard: opts.threads_per_shard,
         worker_dir: worker_dir.clone(),
     };
-    tokens
-        .write(
-            &tokens.sidecar("ready"),
-            &format!(
-                "pid={pid} host={} staging={}",
-                ctx.host,
-                worker_dir.display()
-            ),
-        )
-        .map_err(|e| {
-            Fail::failed(format!(
-                "cannot write the ready token in {}: {e}",
-                opts.token_dir.display()
-            ))
-        })?;
+    write_signed(
+        &tokens,
+        &tokens.sidecar("ready"),
+        &me,
+        &format!("worker_pid={pid} staging={}", worker_dir.display()),
+    )
+    .map_err(|e| {
+        Fail::failed(format!(
+            "cannot write the ready token in {}: {e}",
+            opts.token_dir.display()
+        ))
+    })?;
     log(&format!(
         "ready: worker pid {pid}, staging {}",
         worker_dir.display()
@@ -158,13 +178,16 @@ pub fn run(opts: SidecarOpts) -> Result<(), Fail> {
     let mut server = Server {
         tokens: tokens.clone(),
         ctx,
+        out_worker: out_worker.clone(),
         stop_timeout,
         max_capture: opts.max_capture,
         pid,
         start_time,
         active: None,
-        queued: Vec::new(),
+        unpublished: Vec::new(),
+        published: 0,
         seen: BTreeSet::new(),
+        ended: BTreeMap::new(),
     };
     let ending = server.serve();
     let cause = match ending {
@@ -173,27 +196,34 @@ pub fn run(opts: SidecarOpts) -> Result<(), Fail> {
         Ending::WorkerExit => EndCause::WorkerExit,
     };
     if let Some(mut c) = server.active.take() {
-        if let Ending::WorkerExit = ending {
-            let msg = format!(
-                "the worker (pid {pid}) exited during the capture of {}; capture kept, marked invalid",
+        let msg = match ending {
+            Ending::WorkerExit => format!(
+                "{INVALID_PREFIX}the worker (pid {pid}) exited during the capture of {}; capture kept, marked invalid",
                 c.query
-            );
-            let _ = tokens.write(&tokens.query("error", &c.query), &msg);
-        }
+            ),
+            _ => format!(
+                "{INVALID_PREFIX}the sidecar was ended ({}) during the capture of {}; capture kept, marked invalid",
+                ending_name(&ending, pid),
+                c.query
+            ),
+        };
+        let q = c.query.clone();
         server.end(&mut c, cause);
-        server.queued.push(c);
+        server.settle(c);
+        let _ = tokens.write(&tokens.query("error", &q), &msg);
     }
 
-    // Publish everything.
+    // Publish what is left.
     let mut errors = Vec::new();
-    let mut published = 0;
-    if let Err(e) = publish::worker_files(&worker_dir, &out_worker) {
-        errors.push(e);
+    if !worker_files_published {
+        if let Err(e) = publish::worker_files(&worker_dir, &out_worker) {
+            errors.push(e);
+        }
     }
-    for c in &server.queued {
+    for c in std::mem::take(&mut server.unpublished) {
         match publish::capture(&c.dir, &out_worker, &c.meta) {
             Ok(()) => {
-                published += 1;
+                server.published += 1;
                 log(&format!(
                     "published {}",
                     out_worker.join(&c.query).display()
@@ -202,11 +232,7 @@ pub fn run(opts: SidecarOpts) -> Result<(), Fail> {
             Err(e) => errors.push(e),
         }
     }
-    let why = match ending {
-        Ending::Shutdown => "shutdown".to_string(),
-        Ending::Signal(s) => sys::signal_name(s).to_string(),
-        Ending::WorkerExit => format!("worker pid {pid} exited"),
-    };
+    let why = ending_name(&ending, pid);
     if !errors.is_empty() {
         let msg = format!(
             "publishing into {} failed: {}; raw data left in {}",
@@ -218,19 +244,21 @@ pub fn run(opts: SidecarOpts) -> Result<(), Fail> {
     }
     if let Ending::WorkerExit = ending {
         // Drivers calling start after this learn why at once.
-        let _ = tokens.write(
+        let _ = write_signed(
+            &tokens,
             &tokens.sidecar("error"),
+            &me,
             &format!(
                 "the worker (pid {pid}) exited; the sidecar published its captures and stopped"
             ),
         );
     }
     let done = format!(
-        "published {published} capture(s) into {} ({why})",
+        "published {} capture(s) into {} ({why})",
+        server.published,
         out_worker.display()
     );
-    tokens
-        .write(&tokens.sidecar("done"), &done)
+    write_signed(&tokens, &tokens.sidecar("done"), &me, &done)
         .map_err(|e| Fail::failed(format!("cannot write the done token: {e}")))?;
     log(&done);
     // Everything is published: free the node-local disk.
@@ -250,17 +278,31 @@ pub fn run(opts: SidecarOpts) -> Result<(), Fail> {
     Ok(())
 }
 
+fn ending_name(ending: &Ending, pid: u32) -> String {
+    match ending {
+        Ending::Shutdown => "shutdown".to_string(),
+        Ending::Signal(s) => sys::signal_name(*s).to_string(),
+        Ending::WorkerExit => format!("worker pid {pid} exited"),
+    }
+}
+
 struct Server {
     tokens: Tokens,
     ctx: Context,
+    out_worker: PathBuf,
     stop_timeout: Duration,
     max_capture: u64,
     pid: u32,
     start_time: u64,
     active: Option<ActiveCapture>,
-    queued: Vec<ActiveCapture>,
+    /// Ended captures whose publication failed (retried at shutdown).
+    unpublished: Vec<ActiveCapture>,
+    /// Captures published so far.
+    published: usize,
     /// Query ids captured (or attempted) in this sidecar's life.
     seen: BTreeSet<String>,
+    /// The `finished` answer of every ended capture, by query id.
+    ended: BTreeMap<String, String>,
 }
 
 impl Server {
@@ -306,6 +348,8 @@ impl Server {
     }
 
     /// Checks the running capture: dead perf, `stop`, `--max-capture`.
+    /// An ended capture is published at once; the driver's answer
+    /// (`finished` or the error token) comes after that.
     fn watch_active(&mut self) {
         let Some(mut c) = self.active.take() else {
             return;
@@ -320,46 +364,74 @@ impl Server {
                 return;
             }
             log(&msg);
-            let _ = self
-                .tokens
-                .write(&self.tokens.query("error", &c.query), &msg);
-            c.meta.invalidate(msg);
+            c.meta.invalidate(msg.clone());
             self.end(&mut c, EndCause::PerfFailure);
-            self.queued.push(c);
+            let q = c.query.clone();
+            self.settle(c);
+            self.error(&q, &format!("{INVALID_PREFIX}{msg}"));
         } else if Tokens::exists(&stop) {
             let _ = Tokens::remove(&stop);
             self.end(&mut c, EndCause::Stop);
-            self.finished(&c);
-            self.queued.push(c);
+            let q = c.query.clone();
+            self.settle(c);
+            self.answer_finished(&q);
         } else if self.max_capture > 0
             && c.enabled_at
                 .is_some_and(|t| t.elapsed().as_secs() >= self.max_capture)
         {
             let msg = format!(
-                "capture of {} ended by --max-capture after {} s: stop never came; capture kept, marked invalid",
+                "{INVALID_PREFIX}capture of {} ended by --max-capture after {} s: stop never came; capture kept, marked invalid",
                 c.query, self.max_capture
             );
-            log(&msg);
-            let _ = self
-                .tokens
-                .write(&self.tokens.query("error", &c.query), &msg);
             self.end(&mut c, EndCause::MaxCapture);
-            self.queued.push(c);
+            let q = c.query.clone();
+            self.settle(c);
+            self.error(&q, &msg);
         } else {
             self.active = Some(c);
         }
     }
 
-    fn finished(&self, c: &ActiveCapture) {
-        let msg = format!(
+    /// Publishes an ended capture and remembers its `finished` answer; a
+    /// capture that cannot be published yet stays in staging and is
+    /// retried at shutdown.
+    fn settle(&mut self, c: ActiveCapture) {
+        let mut answer = format!(
             "query={} ended_by={} valid={}",
             c.query,
             c.meta.ended_by.map(|e| e.as_str()).unwrap_or("-"),
             c.meta.valid
         );
-        let _ = self
-            .tokens
-            .write(&self.tokens.query("finished", &c.query), &msg);
+        if let Some(r) = &c.meta.reason {
+            answer.push_str(&format!("\nreason: {r}"));
+        }
+        let result = publish::capture(&c.dir, &self.out_worker, &c.meta);
+        let q = c.query.clone();
+        match result {
+            Ok(()) => {
+                self.published += 1;
+                log(&format!(
+                    "published {}",
+                    self.out_worker.join(&c.query).display()
+                ));
+                answer.push_str(&format!(
+                    "\npublished: {}",
+                    self.out_worker.join(&c.query).display()
+                ));
+            }
+            Err(e) => {
+                log(&format!("cannot publish {} yet: {e}", c.query));
+                answer.push_str(&format!("\nnot published: {e}"));
+                self.unpublished.push(c);
+            }
+        }
+        self.ended.insert(q, answer);
+    }
+
+    fn answer_finished(&self, q: &str) {
+        if let Some(answer) = self.ended.get(q) {
+            let _ = self.tokens.write(&self.tokens.query("finished", q), answer);
+        }
     }
 
     fn error(&self, q: &str, msg: &str) {
@@ -389,15 +461,18 @@ impl Server {
         if !query_ok(q) {
             self.error(
                 q,
-                &format!("query id `{q}` is not allowed (^[A-Za-z0-9_.-]+$, not . or ..); ignored"),
+                &format!(
+                    "query id `{q}` is not allowed (^[A-Za-z0-9_.-]+$, not starting with `.`, \
+                     at most {MAX_QUERY_LEN} bytes); ignored"
+                ),
             );
             return;
         }
         match req {
             Request::Stop => {
-                if let Some(c) = self.queued.iter().find(|c| c.query == q) {
+                if self.ended.contains_key(q) {
                     // Ended earlier (max-capture, perf failure): say so again.
-                    self.finished(c);
+                    self.answer_finished(q);
                 } else {
                     self.error(
                         q,
@@ -449,12 +524,12 @@ impl Server {
                 self.active = Some(c);
             }
             Err(e) => {
-                self.error(q, &format!("cannot start the capture of {q}: {e}"));
                 if let Err(e) = c.write_files() {
                     log(&format!("cannot write the files of {q}: {e}"));
                 }
                 debug_assert_eq!(c.state, State::Queued);
-                self.queued.push(c);
+                self.settle(c);
+                self.error(q, &format!("cannot start the capture of {q}: {e}"));
             }
         }
     }

@@ -17,7 +17,9 @@
 //!
 //! `symbol-manifest.tsv` lists each of them with its kind, size, build id
 //! and what happened to it (copied, skipped at `--symfs-limit`, absent,
-//! error). Every copied byte counts against `--symfs-limit`.
+//! error). Every copied byte counts against `--symfs-limit`. Nothing in the
+//! destination tree is followed: directories are created only where no
+//! symlink is, files with `O_EXCL | O_NOFOLLOW`.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -25,6 +27,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::elf;
+use crate::sys;
 use crate::tokens::write_atomic;
 
 /// Header of `symbol-manifest.tsv`.
@@ -150,8 +153,8 @@ impl Snap<'_> {
         }
         let copied = dst
             .parent()
-            .map_or(Ok(()), fs::create_dir_all)
-            .and_then(|_| fs::copy(src, dst));
+            .map_or(Ok(()), |p| sys::create_dirs_nofollow(self.symfs, p))
+            .and_then(|_| sys::copy_new(src, dst));
         match copied {
             Ok(n) => {
                 self.summary.bytes += n;
@@ -245,10 +248,10 @@ impl Snap<'_> {
         let copied = (|| {
             use std::io::Seek;
             if let Some(parent) = dst.parent() {
-                fs::create_dir_all(parent)?;
+                sys::create_dirs_nofollow(self.symfs, parent)?;
             }
             f.seek(io::SeekFrom::Start(0))?;
-            io::copy(f, &mut fs::File::create(dst)?)
+            io::copy(f, &mut sys::create_new(dst, 0o644)?)
         })();
         match copied {
             Ok(n) => {
@@ -348,7 +351,8 @@ pub fn snapshot(pid: u32, worker_dir: &Path, limit: u64) -> io::Result<Summary> 
     let maps = fs::read_to_string(format!("/proc/{pid}/maps"))?;
     write_atomic(&worker_dir.join("worker.maps"), maps.as_bytes())?;
     let symfs = worker_dir.join("symfs");
-    fs::create_dir_all(&symfs)?;
+    // Never through a symlink in the destination tree.
+    sys::create_dirs_nofollow(worker_dir, &symfs)?;
     let mut snap = Snap {
         symfs: &symfs,
         limit,

@@ -139,11 +139,124 @@ pub fn poll_readable(fd: i32, timeout_ms: i32) -> bool {
     n > 0 && p.revents & libc::POLLIN != 0
 }
 
-/// Tries to take an exclusive `flock` on an open file without waiting.
-pub fn try_flock(file: &fs::File) -> bool {
+fn whole_file_lock(kind: i32) -> libc::flock {
+    // SAFETY: an all-zero flock is a valid value; the fields are set below.
+    let mut l: libc::flock = unsafe { std::mem::zeroed() };
+    l.l_type = kind as libc::c_short;
+    l.l_whence = libc::SEEK_SET as libc::c_short;
+    l
+}
+
+/// Tries to take an exclusive POSIX record lock (`fcntl(F_SETLK)`) on the
+/// whole of an open file without waiting. The kernel drops it when the
+/// process dies; other processes can test it without taking it
+/// ([`lock_holder`]), so a driver probing for a live sidecar never races
+/// a sidecar that is starting.
+pub fn try_lock(file: &fs::File) -> bool {
     use std::os::unix::io::AsRawFd;
-    // SAFETY: the fd is valid for the lifetime of `file`.
-    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+    let l = whole_file_lock(libc::F_WRLCK);
+    // SAFETY: the fd is valid for the lifetime of `file`; `l` is a valid flock.
+    unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLK, &l) == 0 }
+}
+
+/// Whether someone holds a lock on `file` (`fcntl(F_GETLK)`, which takes
+/// nothing): `Ok(Some(pid))` when it is held (the pid is 0 or meaningless
+/// when the holder runs on another host of a network file system),
+/// `Ok(None)` when nobody holds it, `Err` when the file system cannot say.
+pub fn lock_holder(file: &fs::File) -> io::Result<Option<i32>> {
+    use std::os::unix::io::AsRawFd;
+    let mut l = whole_file_lock(libc::F_WRLCK);
+    // SAFETY: the fd is valid for the lifetime of `file`; `l` is a valid flock.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETLK, &mut l) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((l.l_type != libc::F_UNLCK as libc::c_short).then_some(l.l_pid))
+}
+
+/// 64 random bits from the kernel (`getrandom`), for unguessable temporary
+/// names; falls back to time and pid mixed when the call fails.
+pub fn random_u64() -> u64 {
+    let mut buf = [0u8; 8];
+    // SAFETY: `buf` is valid for 8 bytes of writes.
+    let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
+    if n == 8 {
+        u64::from_ne_bytes(buf)
+    } else {
+        now_ns() ^ (u64::from(std::process::id()) << 32)
+    }
+}
+
+/// Creates a new file at `path` for writing with `O_CREAT | O_EXCL |
+/// O_NOFOLLOW` and `mode`: it fails when anything (a file, a planted
+/// symlink) is already there, so it never writes through someone else's
+/// link.
+pub fn create_new(path: &Path, mode: u32) -> io::Result<fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+}
+
+/// Reads a small text file without following a symlink at `path` (tokens
+/// live in directories other users may write to: a planted link must not
+/// make us read, and print, a file it points to).
+pub fn read_nofollow(path: &Path) -> io::Result<String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut s = String::new();
+    fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?
+        .read_to_string(&mut s)?;
+    Ok(s)
+}
+
+/// Copies the regular file `src` to the new file `dst` ([`create_new`], the
+/// mode of `src`), flushed to disk.
+pub fn copy_new(src: &Path, dst: &Path) -> io::Result<u64> {
+    let mut from = fs::File::open(src)?;
+    let mode = from.metadata()?.mode() & 0o777;
+    let mut to = create_new(dst, mode)?;
+    let n = io::copy(&mut from, &mut to)?;
+    to.sync_all()?;
+    Ok(n)
+}
+
+/// Creates the directory `dir` and any missing parents (mode 0700 for new
+/// ones), refusing to pass through a symlink: every existing component
+/// below `base` must be a real directory. `dir` must lie below `base`.
+pub fn create_dirs_nofollow(base: &Path, dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    let rel = dir.strip_prefix(base).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not below {}", dir.display(), base.display()),
+        )
+    })?;
+    let mut cur = base.to_path_buf();
+    for part in rel.components() {
+        cur.push(part);
+        match fs::symlink_metadata(&cur) {
+            Ok(m) if m.file_type().is_dir() => continue,
+            Ok(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!(
+                        "{} exists and is not a directory (a symlink?)",
+                        cur.display()
+                    ),
+                ))
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                fs::DirBuilder::new().mode(0o700).create(&cur)?
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Raises the soft open-files limit to the hard limit; returns (soft, hard)
@@ -227,6 +340,8 @@ pub fn tail(path: &Path, lines: usize) -> String {
 /// Copies the directory tree `src` to `dst` (which must not exist), hard
 /// linking files where the filesystem allows and copying otherwise, and
 /// flushing every copied file to disk. Skips FIFOs and other special files.
+/// Nothing is ever written through a symlink at the destination: `dst` is
+/// created new and files are created with `O_EXCL | O_NOFOLLOW`.
 pub fn copy_tree(src: &Path, dst: &Path) -> io::Result<()> {
     fs::create_dir(dst)?;
     for entry in fs::read_dir(src)? {
@@ -237,9 +352,9 @@ pub fn copy_tree(src: &Path, dst: &Path) -> io::Result<()> {
         if ft.is_dir() {
             copy_tree(&from, &to)?;
         } else if ft.is_file() {
+            // Both fail on anything already at `to`: never written through.
             if fs::hard_link(&from, &to).is_err() {
-                fs::copy(&from, &to)?;
-                fs::File::open(&to)?.sync_all()?;
+                copy_new(&from, &to)?;
             }
         } else if ft.is_symlink() {
             std::os::unix::fs::symlink(fs::read_link(&from)?, &to)?;

@@ -16,12 +16,23 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use crate::fail::Fail;
+use crate::sys;
 
-/// True when `q` is a safe query id: `^[A-Za-z0-9_.-]+$`, not `.` or `..`.
+/// How a per-query error token starts when the capture ended on its own
+/// and is invalid (the driver then exits 5, not 1).
+pub const INVALID_PREFIX: &str = "capture invalid: ";
+
+/// The longest query id: it names a directory and is part of token and
+/// temporary file names, which must stay below the 255-byte name limit.
+pub const MAX_QUERY_LEN: usize = 128;
+
+/// True when `q` is a safe query id: `^[A-Za-z0-9_-][A-Za-z0-9_.-]*$`, at
+/// most [`MAX_QUERY_LEN`] bytes. A leading `.` is refused: it would make a
+/// hidden directory, which `jobprof process` skips (and `.`/`..` are paths).
 pub fn query_ok(q: &str) -> bool {
     !q.is_empty()
-        && q != "."
-        && q != ".."
+        && q.len() <= MAX_QUERY_LEN
+        && !q.starts_with('.')
         && q.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
@@ -30,10 +41,18 @@ pub fn query_ok(q: &str) -> bool {
 pub fn validate_query(q: &str) -> Result<(), Fail> {
     if query_ok(q) {
         Ok(())
+    } else if q.len() > MAX_QUERY_LEN {
+        Err(Fail::usage(format!(
+            "query id `{}...` is {} bytes long; the limit is {MAX_QUERY_LEN} (it names a directory \
+             and token files)",
+            &q[..q.char_indices().nth(32).map_or(q.len(), |(i, _)| i)],
+            q.len()
+        )))
     } else {
         Err(Fail::usage(format!(
             "query id `{q}` is not allowed: use only letters, digits, `_`, `.` and `-` \
-             (^[A-Za-z0-9_.-]+$), and not `.` or `..`, because it names a directory"
+             (^[A-Za-z0-9_.-]+$), not starting with `.` (it names a directory, and \
+             hidden directories are never processed)"
         )))
     }
 }
@@ -105,9 +124,10 @@ impl Tokens {
         path.exists()
     }
 
-    /// The token's content when it exists and is not blank.
+    /// The token's content when it exists and is not blank (a symlink
+    /// planted at its name is not followed).
     pub fn message(path: &Path) -> Option<String> {
-        let s = fs::read_to_string(path).ok()?;
+        let s = sys::read_nofollow(path).ok()?;
         let s = s.trim();
         (!s.is_empty()).then(|| s.to_string())
     }
@@ -171,20 +191,18 @@ impl Tokens {
     }
 }
 
-/// Writes `path` atomically: a hidden temporary file in the same directory,
-/// flushed to disk, then renamed over `path`.
+/// Writes `path` atomically: a new hidden temporary file with a random name
+/// in the same directory (created with `O_EXCL | O_NOFOLLOW`, so a planted
+/// file or symlink is never written through), flushed to disk, then renamed
+/// over `path` (a rename replaces a symlink at `path`, never its target).
 pub fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".tmp.{name}.{}", std::process::id()));
+    let tmp = dir.join(format!(".tmp.jobprof.{:016x}", sys::random_u64()));
     let result = (|| {
-        let mut f = fs::File::create(&tmp)?;
+        let mut f = sys::create_new(&tmp, 0o644)?;
         f.write_all(data)?;
         f.sync_all()?;
         fs::rename(&tmp, path)
@@ -201,13 +219,44 @@ mod tests {
 
     #[test]
     fn query_ids_follow_the_rule() {
-        for ok in ["q1", "Q_01.warm-2", "a.b", "...", ".x", "x."] {
+        let longest = "q".repeat(MAX_QUERY_LEN);
+        for ok in [
+            "q1",
+            "Q_01.warm-2",
+            "a.b",
+            "x.",
+            "-x",
+            "_x",
+            longest.as_str(),
+        ] {
             assert!(query_ok(ok), "{ok}");
         }
-        for bad in ["", ".", "..", "a/b", "../x", "a b", "q\n", "ü", "a\\b"] {
+        let too_long = "q".repeat(MAX_QUERY_LEN + 1);
+        for bad in [
+            "",
+            ".",
+            "..",
+            "...",
+            ".warmup",
+            "a/b",
+            "../x",
+            "a b",
+            "q\n",
+            "ü",
+            "a\\b",
+            too_long.as_str(),
+        ] {
             assert!(!query_ok(bad), "{bad:?}");
         }
         assert_eq!(validate_query("..").unwrap_err().code, 2);
+        assert!(validate_query(".warmup")
+            .unwrap_err()
+            .message
+            .contains("not starting with `.`"));
+        assert!(validate_query(&too_long)
+            .unwrap_err()
+            .message
+            .contains("the limit is 128"));
     }
 
     #[test]
