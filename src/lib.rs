@@ -33,6 +33,7 @@ pub mod compat;
 pub mod error;
 pub mod fold;
 pub mod input;
+pub mod native;
 pub mod nsys;
 pub mod perf_script;
 pub mod process;
