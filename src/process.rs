@@ -25,6 +25,7 @@ use crate::atomic::AtomicFile;
 use crate::error::{Error, ExitCode, Result};
 use crate::fold::{self, Folded, Folder};
 use crate::input::Source;
+use crate::native;
 use crate::progress::Progress;
 use crate::render::{self, Format, RenderOptions};
 use crate::result_dir::{self, CaptureDir, Completion, Marker, ValidCapture};
@@ -140,6 +141,8 @@ pub struct Options {
     pub slice_min_bytes: u64,
     /// zstd level of the archive.
     pub zstd_level: i32,
+    /// Native symbolizer, `perf script`, or native where it can.
+    pub symbolizer: native::Choice,
 }
 
 impl Default for Options {
@@ -154,6 +157,7 @@ impl Default for Options {
             time_slices: None,
             slice_min_bytes: 4 << 20,
             zstd_level: archive::DEFAULT_LEVEL,
+            symbolizer: native::Choice::Auto,
         }
     }
 }
@@ -340,12 +344,32 @@ struct Done {
     outputs: Vec<String>,
 }
 
-/// One unit of `perf script` work: a shard, or a time slice of one.
+/// One unit of symbolizing work: a shard, or a time slice of one, by
+/// `perf script` or natively.
 #[derive(Debug, Clone)]
 struct Unit {
     shard_pos: usize,
     data: PathBuf,
     slice: Option<TimeSlice>,
+    native: bool,
+}
+
+/// Which shards are symbolized natively, and the perf for the others.
+struct Plan<'p> {
+    native: Vec<bool>,
+    perf: Option<&'p PerfTool>,
+}
+
+impl Plan<'_> {
+    /// `perf script`, `native`, or both with shard counts.
+    fn from_words(&self) -> String {
+        let n = self.native.iter().filter(|&&x| x).count();
+        match (n, self.native.len() - n) {
+            (_, 0) => "native".into(),
+            (0, _) => "perf script".into(),
+            (n, p) => format!("native ({n} shards), perf script ({p} shards)"),
+        }
+    }
 }
 
 struct UnitResult {
@@ -413,25 +437,24 @@ impl<'a> Pipeline<'a> {
         });
 
         // Decide where the text comes from.
-        let use_perf = match (self.perf, self.cap.has_all_data()) {
-            (Ok(p), true) => Some(p),
-            _ => None,
-        };
+        let use_perf = self.plan(&mut warnings);
         let mut outputs = Vec::new();
         let prepare_start = Instant::now();
         let (folded, shards, symbolized_from, perf_version, mut failures, prepare, pass) =
-            match use_perf {
-                Some(perf) => {
-                    let units = self.plan_units(perf);
+            match &use_perf {
+                Some(plan) => {
+                    let units = self.plan_units(plan);
                     let prepare = prepare_start.elapsed();
                     let t = Instant::now();
-                    let (folded, shards, failures) = self.symbolize_all(perf, &units)?;
+                    let (folded, shards, failures) = self.symbolize_all(plan, &units)?;
                     outputs.push(result_dir::SCRIPT_ZST.to_string());
                     (
                         folded,
                         shards,
-                        "perf script".to_string(),
-                        Some(perf.version.clone()),
+                        plan.from_words(),
+                        plan.perf
+                            .filter(|_| plan.native.contains(&false))
+                            .map(|p| p.version.clone()),
                         failures,
                         prepare,
                         t.elapsed(),
@@ -660,8 +683,52 @@ impl<'a> Pipeline<'a> {
         o
     }
 
+    /// Per shard: native or `perf script` (`--symbolizer`, and what
+    /// [`native::check`] says of the shard). `None` when the text must come
+    /// from the capture's symbolized text instead (data files missing, or
+    /// perf needed and unusable).
+    fn plan(&self, warnings: &mut Vec<String>) -> Option<Plan<'a>> {
+        if !self.cap.has_all_data() {
+            return None;
+        }
+        let choice = self.opts.symbolizer;
+        let mut native = Vec::new();
+        let mut refused: Vec<(String, Vec<u32>)> = Vec::new();
+        for s in &self.cap.shards {
+            let ok = match choice {
+                native::Choice::Perf => false,
+                native::Choice::Auto if self.opts.inline => false,
+                _ => match native::check(&s.data_file) {
+                    Ok(()) => true,
+                    Err(why) => {
+                        match refused.iter_mut().find(|(w, _)| *w == why) {
+                            Some((_, v)) => v.push(s.index),
+                            None => refused.push((why, vec![s.index])),
+                        }
+                        false
+                    }
+                },
+            };
+            native.push(ok);
+        }
+        for (why, shards) in refused {
+            let list: Vec<String> = shards.iter().map(u32::to_string).collect();
+            let msg = format!(
+                "perf script symbolizes shard(s) {} instead of the native symbolizer: {why}",
+                list.join(", ")
+            );
+            self.log(format!("warning: {msg}"));
+            warnings.push(msg);
+        }
+        let perf = self.perf.as_ref().ok();
+        if native.iter().any(|n| !n) && perf.is_none() {
+            return None;
+        }
+        Some(Plan { native, perf })
+    }
+
     /// Shards, cut into time slices when there are fewer shards than jobs.
-    fn plan_units(&self, perf: &PerfTool) -> Vec<Unit> {
+    fn plan_units(&self, plan: &Plan<'_>) -> Vec<Unit> {
         let jobs = self.opts.jobs();
         let shards = &self.cap.shards;
         let total: u64 = shards
@@ -681,8 +748,14 @@ impl<'a> Pipeline<'a> {
                 }
                 None => 1,
             };
+            let is_native = plan.native[pos];
             let slices = if want > 1 {
-                match symbolize::time_range(perf, &s.data_file) {
+                let range = match plan.perf {
+                    _ if is_native => native::time_range(&s.data_file),
+                    Some(perf) => symbolize::time_range(perf, &s.data_file),
+                    None => Err("no perf".into()),
+                };
+                match range {
                     Ok((first, last)) => symbolize::plan_slices(first, last, want),
                     Err(e) => {
                         self.log(format!(
@@ -706,12 +779,14 @@ impl<'a> Pipeline<'a> {
                     shard_pos: pos,
                     data: s.data_file.clone(),
                     slice: Some(sl),
+                    native: is_native,
                 }));
             } else {
                 units.push(Unit {
                     shard_pos: pos,
                     data: s.data_file.clone(),
                     slice: None,
+                    native: is_native,
                 });
             }
         }
@@ -723,7 +798,7 @@ impl<'a> Pipeline<'a> {
     /// archive. Returns the fold, per-shard summaries and failures.
     fn symbolize_all(
         &self,
-        perf: &PerfTool,
+        plan: &Plan<'_>,
         units: &[Unit],
     ) -> Result<(Folded, Vec<ShardSummary>, Vec<String>)> {
         let jobs = self.opts.jobs().min(units.len()).max(1);
@@ -734,6 +809,10 @@ impl<'a> Pipeline<'a> {
         if let Some(s) = &script_opts.symfs {
             self.log(format!("symbols from {}", s.display()));
         }
+        let natively = native::Symbolizer::new(native::Options {
+            symfs: self.cap.symfs.clone(),
+            kallsyms: native::kallsyms_for(self.cap.symfs.as_deref()),
+        });
         // One stream from a big shard that could not be sliced: spare cores
         // go to zstd. Several streams already keep the cores busy, and one
         // zstd thread outruns one `perf script` several times over.
@@ -747,14 +826,16 @@ impl<'a> Pipeline<'a> {
         } else {
             0
         };
+        let native_runs = units.iter().filter(|u| u.native).count();
         self.log(format!(
-            "perf script: {} run(s) over {} shard(s), {jobs} at once",
+            "symbolizing: {} run(s) over {} shard(s) ({native_runs} native, {} perf script), {jobs} at once",
             units.len(),
-            self.cap.shards.len()
+            self.cap.shards.len(),
+            units.len() - native_runs
         ));
         let units_bar = self.multi.add(
             self.progress
-                .bar(units.len() as u64, format!("{} perf script", self.label)),
+                .bar(units.len() as u64, format!("{} symbolize", self.label)),
         );
         let bytes_bar = self
             .multi
@@ -778,13 +859,18 @@ impl<'a> Pipeline<'a> {
         std::thread::scope(|scope| {
             for _ in 0..jobs {
                 let tx = tx.clone();
-                let (next, results, script_opts) = (&next, &results, &script_opts);
+                let (next, results, script_opts, natively) =
+                    (&next, &results, &script_opts, &natively);
                 let (units_bar, bytes_bar) = (&units_bar, &bytes_bar);
                 scope.spawn(move || {
                     while let Some(&i) = order.get(next.fetch_add(1, Ordering::SeqCst)) {
                         let unit = &units[i];
-                        let r =
-                            self.run_unit(perf, unit, script_opts, &tx, zstd_workers, bytes_bar);
+                        let how = match plan.perf {
+                            _ if unit.native => Symbolize::Native(natively),
+                            Some(perf) => Symbolize::Perf(perf, script_opts),
+                            None => unreachable!("plan() gives a perf to every perf unit"),
+                        };
+                        let r = self.run_unit(how, unit, &tx, zstd_workers, bytes_bar);
                         if let Ok(o) = &r.outcome {
                             let s = &self.cap.shards[unit.shard_pos];
                             let slice = unit
@@ -875,13 +961,13 @@ impl<'a> Pipeline<'a> {
         Ok((folded, shards, failures))
     }
 
-    /// Runs one `perf script`, teeing its output into a compressed part and
-    /// (cut at sample boundaries) into the fold channel.
+    /// Runs one `perf script` (or the native symbolizer), teeing its output
+    /// into a compressed part and (cut at sample boundaries) into the fold
+    /// channel.
     fn run_unit(
         &self,
-        perf: &PerfTool,
+        how: Symbolize<'_>,
         unit: &Unit,
-        script_opts: &ScriptOptions,
         tx: &mpsc::SyncSender<Vec<u8>>,
         zstd_workers: u32,
         bytes_bar: &indicatif::ProgressBar,
@@ -895,16 +981,29 @@ impl<'a> Pipeline<'a> {
                 }
             }
         };
-        let args = symbolize::script_argv(&unit.data, script_opts, unit.slice.as_ref());
         let mut chunker = Chunker::default();
-        let outcome = symbolize::run(perf, &args, |bytes| {
+        let consume = |bytes: &[u8]| {
             part.write_all(bytes)?;
             bytes_bar.inc(bytes.len() as u64);
             if let Some(block) = chunker.push(bytes) {
                 send(tx, block)?;
             }
             Ok(())
-        });
+        };
+        let (outcome, program) = match how {
+            Symbolize::Perf(perf, script_opts) => {
+                let args = symbolize::script_argv(&unit.data, script_opts, unit.slice.as_ref());
+                (symbolize::run(perf, &args, consume), perf.program.clone())
+            }
+            Symbolize::Native(n) => (
+                Ok(native_outcome(n.run(
+                    &unit.data,
+                    unit.slice.as_ref(),
+                    consume,
+                ))),
+                PathBuf::from("native symbolizer"),
+            ),
+        };
         let tail = chunker.finish();
         let write_tail = || -> io::Result<()> {
             part.write_all(&tail.extra)?;
@@ -920,10 +1019,36 @@ impl<'a> Pipeline<'a> {
                 Ok(o)
             }
             (Ok(o), Ok(())) => Ok(o),
-            (Err(e), _) => Err(format!("cannot run `{}`: {e}", perf.program.display())),
+            (Err(e), _) => Err(format!("cannot run `{}`: {e}", program.display())),
         };
         let part = part.finish().ok();
         UnitResult { outcome, part }
+    }
+}
+
+/// How one unit is symbolized.
+enum Symbolize<'a> {
+    Perf(&'a PerfTool, &'a ScriptOptions),
+    Native(&'a native::Symbolizer),
+}
+
+/// A native run in the shape of a `perf script` run's outcome.
+fn native_outcome(r: std::result::Result<native::Outcome, String>) -> RunOutcome {
+    match r {
+        Ok(o) => RunOutcome {
+            bytes: o.bytes,
+            exit_code: Some(0),
+            stderr_tail: String::new(),
+            elapsed: o.elapsed,
+            consumer_error: None,
+        },
+        Err(e) => RunOutcome {
+            bytes: 0,
+            exit_code: None,
+            stderr_tail: String::new(),
+            elapsed: Duration::ZERO,
+            consumer_error: Some(format!("native symbolizer: {e}")),
+        },
     }
 }
 

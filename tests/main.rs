@@ -4,6 +4,7 @@
 
 mod fold;
 mod fold_props;
+mod native;
 mod nsys;
 mod process;
 mod record;

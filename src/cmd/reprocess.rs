@@ -103,6 +103,11 @@ pub struct ReprocessArgs {
     /// The perf executable [default: `perf` on PATH].
     #[arg(long, value_name = "PATH")]
     pub perf: Option<PathBuf>,
+
+    /// Who turns perf.data into text (as for `jobprof process`): native,
+    /// perf, or auto (native where it can read the shard).
+    #[arg(long, value_name = "WHO", default_value = "auto")]
+    pub symbolizer: jobprof::native::Choice,
 }
 
 fn env_jobs() -> Option<usize> {
@@ -141,6 +146,7 @@ pub fn run(args: ReprocessArgs) -> anyhow::Result<ExitCode> {
         process: process::Options {
             formats,
             perf: args.perf,
+            symbolizer: args.symbolizer,
             ..process::Options::default()
         },
     };
@@ -213,6 +219,9 @@ fn forwarded_args(args: &ReprocessArgs) -> Vec<String> {
     }
     if let Some(p) = &args.perf {
         v.push(format!("--perf={}", p.display()));
+    }
+    if args.symbolizer != jobprof::native::Choice::Auto {
+        v.push(format!("--symbolizer={}", args.symbolizer.as_str()));
     }
     v
 }

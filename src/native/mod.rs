@@ -55,6 +55,72 @@ pub struct Options {
     pub kallsyms: Option<PathBuf>,
 }
 
+/// Which symbolizer `process` and `reprocess` run (`--symbolizer`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Choice {
+    /// Native for every shard [`check`] accepts, `perf script` for the
+    /// rest (and for everything when inline frames are asked for).
+    #[default]
+    Auto,
+    /// Native; a shard it cannot read still falls back to `perf script`,
+    /// with a warning.
+    Native,
+    /// `perf script` for every shard.
+    Perf,
+}
+
+impl std::str::FromStr for Choice {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Choice, String> {
+        match s {
+            "auto" => Ok(Choice::Auto),
+            "native" => Ok(Choice::Native),
+            "perf" => Ok(Choice::Perf),
+            _ => Err(format!("`{s}`: use native, perf or auto")),
+        }
+    }
+}
+
+impl Choice {
+    /// The word used on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Choice::Auto => "auto",
+            Choice::Native => "native",
+            Choice::Perf => "perf",
+        }
+    }
+}
+
+/// The kernel symbol table native symbolization uses for a capture whose
+/// symbol files are under `symfs`: the capture's snapshot (`kallsyms` next
+/// to `symfs/`) when there is one; with no symfs at all, the live
+/// `/proc/kallsyms`, which is what `perf script` without `--symfs` reads.
+pub fn kallsyms_for(symfs: Option<&Path>) -> Option<PathBuf> {
+    match symfs {
+        Some(s) => s
+            .parent()
+            .map(|d| d.join("kallsyms"))
+            .filter(|p| p.is_file()),
+        None => Some(PathBuf::from("/proc/kallsyms")).filter(|p| p.is_file()),
+    }
+}
+
+/// The time of the first and last sample, from the file's header (perf's
+/// `HEADER_SAMPLE_TIME`), for cutting a shard into time slices.
+pub fn time_range(data: &Path) -> Result<(u64, u64), String> {
+    let file = File::open(data).map_err(|e| format!("cannot open: {e}"))?;
+    let r = PerfFileReader::parse_file(io::BufReader::new(file))
+        .map_err(|e| format!("cannot read the header: {e}"))?;
+    match r.perf_file.sample_time_range() {
+        Ok(Some(t)) if t.last_sample_time >= t.first_sample_time && t.last_sample_time > 0 => {
+            Ok((t.first_sample_time, t.last_sample_time))
+        }
+        _ => Err("the header has no sample time range".into()),
+    }
+}
+
 /// How one native run ended.
 #[derive(Debug, Clone)]
 pub struct Outcome {
