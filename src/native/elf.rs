@@ -90,15 +90,14 @@ pub fn load(root: &Path, path: &str, build_id: Option<&[u8]>) -> DsoSymbols {
             break;
         }
     }
-    // perf adds `name@plt` entries only next to a full symbol table.
-    let (syms, source) = match (chosen, dynsym) {
-        (Some((mut s, p)), _) => {
-            s.extend(plt);
-            (s, Some(p))
-        }
-        (None, Some((s, p))) => (s, Some(p)),
-        (None, None) => (Vec::new(), None),
+    // perf adds `name@plt` entries whenever it found any symbol.
+    let (mut syms, source) = match chosen.or(dynsym) {
+        Some((s, p)) => (s, Some(p)),
+        None => (Vec::new(), None),
     };
+    if !syms.is_empty() {
+        syms.extend(plt);
+    }
     DsoSymbols {
         table: SymbolTable::build(syms, false),
         segments,

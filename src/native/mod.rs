@@ -312,7 +312,7 @@ impl Symbolizer {
             dsos: Vec::new(),
             dso_ids: HashMap::new(),
             build_ids,
-            frames: HashMap::new(),
+            frames: rustc_hash::FxHashMap::default(),
             out: Vec::with_capacity(FLUSH + (64 << 10)),
             bytes: 0,
             samples: 0,
@@ -395,7 +395,7 @@ struct Run<'a> {
     dso_ids: HashMap<Vec<u8>, u32>,
     build_ids: HashMap<Vec<u8>, Vec<u8>>,
     /// Finished frame lines by (DSO, address).
-    frames: HashMap<(u32, u64), Box<[u8]>>,
+    frames: rustc_hash::FxHashMap<(u32, u64), Box<[u8]>>,
     out: Vec<u8>,
     bytes: u64,
     samples: u64,
