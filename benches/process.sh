@@ -98,6 +98,9 @@ echo "shards: $(echo "$data" | wc -l), perf.data total $(du -cb $(printf "$captu
 
 ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 peak() { awk '/Maximum resident/ {print $NF}' "$1"; }
+# CPU seconds (user + system, children included): on a shared machine
+# wall times swing with the load, CPU time much less.
+cpu() { awk '/User time/ {u = $NF} /System time/ {s = $NF} END {printf "%.2f\n", u + s}' "$1"; }
 
 run_new() {
   local t0 log=$work/new.time
@@ -105,6 +108,7 @@ run_new() {
   /usr/bin/time -v "$jobprof" process --force --symbolizer native "$result" >/dev/null 2>"$log"
   new_ms=$(ms "$t0")
   new_rss=$(peak "$log")
+  new_cpu=$(cpu "$log")
   from=$(grep -o '"symbolized_from": "[^"]*"' "$capture/summary.json" | cut -d'"' -f4)
 }
 
@@ -114,6 +118,7 @@ run_perf() {
   /usr/bin/time -v "$jobprof" process --force --symbolizer perf "$result" >/dev/null 2>"$log"
   perf_ms=$(ms "$t0")
   perf_rss=$(peak "$log")
+  perf_cpu=$(cpu "$log")
   perf_total=$(awk '{s += $NF} END {printf "%.0f\n", s}' "$capture/stacks.folded")
 }
 
@@ -137,14 +142,16 @@ run_old() {
   old_rss=$rss
 }
 
-best_new= best_old= best_perf=
+best_new= best_old= best_perf= best_new_cpu= best_perf_cpu=
 for ((i = 1; i <= runs; i++)); do
   if [ "$old" = 1 ]; then run_old; else old_ms=0 old_rss=0; fi
   run_perf
   run_new
-  echo "run $i: jobprof process native ${new_ms} ms (peak RSS ${new_rss} KB; $from) | --symbolizer perf ${perf_ms} ms (peak RSS ${perf_rss} KB) | old way ${old_ms} ms (peak RSS ${old_rss} KB)"
+  echo "run $i: jobprof process native ${new_ms} ms, ${new_cpu} s CPU (peak RSS ${new_rss} KB; $from) | --symbolizer perf ${perf_ms} ms, ${perf_cpu} s CPU (peak RSS ${perf_rss} KB) | old way ${old_ms} ms (peak RSS ${old_rss} KB)"
   if [ -z "$best_new" ] || [ "$new_ms" -lt "$best_new" ]; then best_new=$new_ms; best_new_rss=$new_rss; fi
   if [ -z "$best_perf" ] || [ "$perf_ms" -lt "$best_perf" ]; then best_perf=$perf_ms; best_perf_rss=$perf_rss; fi
+  if [ -z "$best_new_cpu" ] || awk -v a="$new_cpu" -v b="$best_new_cpu" 'BEGIN {exit !(a < b)}'; then best_new_cpu=$new_cpu; fi
+  if [ -z "$best_perf_cpu" ] || awk -v a="$perf_cpu" -v b="$best_perf_cpu" 'BEGIN {exit !(a < b)}'; then best_perf_cpu=$perf_cpu; fi
   if [ -z "$best_old" ] || [ "$old_ms" -lt "$best_old" ]; then best_old=$old_ms; best_old_rss=$old_rss; fi
 done
 
@@ -154,9 +161,10 @@ old_total=0; [ "$old" = 1 ] && old_total=$(sum "$work/old/stacks.folded")
 samples=$(grep -o '"samples": [0-9]*' "$capture/summary.json" | head -1 | grep -o '[0-9]*$')
 echo
 echo "perf.script.zst: $(stat -c %s "$capture/perf.script.zst") bytes, $samples samples"
-echo "(a) jobprof process --force --symbolizer native ($from): best ${best_new} ms, peak RSS ${best_new_rss} KB"
-echo "(c) jobprof process --force --symbolizer perf: best ${best_perf} ms, peak RSS ${best_perf_rss} KB"
-awk -v a="$best_new" -v c="$best_perf" 'BEGIN { printf "native speedup (c)/(a): %.2fx (target >= 5x)\n", c / a }'
+echo "(a) jobprof process --force --symbolizer native ($from): best ${best_new} ms, ${best_new_cpu} s CPU, peak RSS ${best_new_rss} KB"
+echo "(c) jobprof process --force --symbolizer perf: best ${best_perf} ms, ${best_perf_cpu} s CPU, peak RSS ${best_perf_rss} KB"
+awk -v a="$best_new" -v c="$best_perf" 'BEGIN { printf "native speedup (c)/(a), wall: %.2fx (target >= 5x)\n", c / a }'
+awk -v a="$best_new_cpu" -v c="$best_perf_cpu" 'BEGIN { if (a > 0) printf "native speedup (c)/(a), CPU: %.2fx\n", c / a }'
 if [ "$new_total" != "$perf_total" ]; then
   echo "folded totals DIFFER: native $new_total, perf script $perf_total" >&2
   exit 1

@@ -313,6 +313,7 @@ impl Symbolizer {
             dso_ids: HashMap::new(),
             build_ids,
             frames: rustc_hash::FxHashMap::default(),
+            scratch: Vec::new(),
             out: Vec::with_capacity(FLUSH + (64 << 10)),
             bytes: 0,
             samples: 0,
@@ -387,6 +388,10 @@ struct Dso {
 }
 
 const KERNEL_DSO: u32 = u32::MAX;
+const NO_DSO: u32 = u32::MAX - 1;
+/// Frame lines cached per run before the cache starts over (bounds memory
+/// on captures with millions of distinct addresses).
+const FRAME_CACHE: usize = 1 << 20;
 
 struct Run<'a> {
     sym: &'a Symbolizer,
@@ -396,6 +401,8 @@ struct Run<'a> {
     build_ids: HashMap<Vec<u8>, Vec<u8>>,
     /// Finished frame lines by (DSO, address).
     frames: rustc_hash::FxHashMap<(u32, u64), Box<[u8]>>,
+    /// Per-sample call chain, resolved.
+    scratch: Vec<(u32, u64)>,
     out: Vec<u8>,
     bytes: u64,
     samples: u64,
@@ -494,6 +501,11 @@ impl Run<'_> {
         let _ = writeln!(out, "{event}: ");
         let mut mode = s.cpu_mode;
         let mut n = 0;
+        // Resolve the chain to (DSO, address) with the process's maps looked
+        // up once, then print each frame from the cache.
+        let mut resolved = std::mem::take(&mut self.scratch);
+        resolved.clear();
+        let maps = self.machine.maps_of(pid);
         if let Some(chain) = &s.callchain {
             for i in 0..chain.len() {
                 if n >= MAX_STACK {
@@ -510,32 +522,34 @@ impl Run<'_> {
                     continue;
                 }
                 n += 1;
-                self.frame(pid, mode, ip);
+                resolved.push(match mode {
+                    CpuMode::Kernel if self.machine.kernel.find(ip).is_some() => (KERNEL_DSO, ip),
+                    CpuMode::User => match maps.and_then(|m| m.find(ip)) {
+                        Some(m) => (m.dso, m.rel(ip)),
+                        None => (NO_DSO, ip),
+                    },
+                    _ => (NO_DSO, ip),
+                });
             }
         }
+        for &(dso, key) in &resolved {
+            self.frame(dso, key);
+        }
+        self.scratch = resolved;
         self.out.push(b'\n');
     }
 
-    fn frame(&mut self, pid: i32, mode: CpuMode, ip: u64) {
-        let (dso, key) = match mode {
-            CpuMode::Kernel => match self.machine.kernel.find(ip) {
-                Some(_) => (Some(KERNEL_DSO), ip),
-                None => (None, ip),
-            },
-            CpuMode::User => match self.machine.user_map(pid, ip) {
-                Some(m) => (Some(m.dso), m.rel(ip)),
-                None => (None, ip),
-            },
-            _ => (None, ip),
-        };
-        let cache_key = (dso.unwrap_or(u32::MAX - 1), key);
-        if let Some(line) = self.frames.get(&cache_key) {
+    fn frame(&mut self, dso: u32, key: u64) {
+        if let Some(line) = self.frames.get(&(dso, key)) {
             self.out.extend_from_slice(line);
             return;
         }
-        let line = self.format_frame(dso, key);
+        if self.frames.len() >= FRAME_CACHE {
+            self.frames.clear();
+        }
+        let line = self.format_frame((dso != NO_DSO).then_some(dso), key);
         self.out.extend_from_slice(&line);
-        self.frames.insert(cache_key, line);
+        self.frames.insert((dso, key), line);
     }
 
     fn format_frame(&mut self, dso: Option<u32>, addr: u64) -> Box<[u8]> {

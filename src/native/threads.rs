@@ -5,7 +5,7 @@
 //! copy of its parent's maps, a new thread shares them). Maps name DSOs by
 //! a small id; the symbol tables live elsewhere.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 /// One mapping of a DSO into a process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,6 +115,11 @@ impl Machine {
     /// The user map of `pid` holding `ip`.
     pub fn user_map(&self, pid: i32, ip: u64) -> Option<&Map> {
         self.maps.get(&pid)?.find(ip)
+    }
+
+    /// The maps of process `pid`, if it has any.
+    pub fn maps_of(&self, pid: i32) -> Option<&Maps> {
+        self.maps.get(&pid)
     }
 }
 
