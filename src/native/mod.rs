@@ -601,3 +601,72 @@ impl Run<'_> {
         line.into_boxed_slice()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn choice_parses_the_three_words() {
+        for c in [Choice::Auto, Choice::Native, Choice::Perf] {
+            assert_eq!(c.as_str().parse::<Choice>(), Ok(c));
+        }
+        assert!("fast"
+            .parse::<Choice>()
+            .unwrap_err()
+            .contains("native, perf or auto"));
+    }
+
+    #[test]
+    fn check_refuses_what_it_cannot_read_with_the_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("perf.data");
+        std::fs::write(&p, b"not perf at all").unwrap();
+        assert!(check(&p)
+            .unwrap_err()
+            .contains("not a little-endian perf.data"));
+        // A header whose attribute section asks for user stack copies.
+        let mut h = vec![0u8; 104 + 136];
+        h[..8].copy_from_slice(b"PERFILE2");
+        let put =
+            |h: &mut Vec<u8>, at: usize, v: u64| h[at..at + 8].copy_from_slice(&v.to_le_bytes());
+        put(&mut h, 8, 104);
+        put(&mut h, 16, 136 - 16); // attr_size (the attr; ids follow)
+        put(&mut h, 24, 104);
+        put(&mut h, 32, 120);
+        put(&mut h, 40, 240);
+        put(&mut h, 48, 0);
+        let dwarf =
+            (SampleFormat::CALLCHAIN | SampleFormat::REGS_USER | SampleFormat::STACK_USER).bits();
+        put(&mut h, 104 + 24, dwarf);
+        std::fs::write(&p, &h).unwrap();
+        assert!(check(&p).unwrap_err().contains("--call-graph dwarf"));
+        put(&mut h, 104 + 24, SampleFormat::IP.bits());
+        std::fs::write(&p, &h).unwrap();
+        assert!(check(&p).unwrap_err().contains("no call chains"));
+        // Call chains, and one KSYMBOL record in the data section.
+        put(&mut h, 104 + 24, SampleFormat::CALLCHAIN.bits());
+        h.extend_from_slice(&17u32.to_le_bytes());
+        h.extend_from_slice(&0u16.to_le_bytes());
+        h.extend_from_slice(&8u16.to_le_bytes());
+        put(&mut h, 48, 8);
+        std::fs::write(&p, &h).unwrap();
+        assert!(check(&p).unwrap_err().contains("KSYMBOL"));
+        h[240..244].copy_from_slice(&68u32.to_le_bytes()); // FINISHED_ROUND
+        std::fs::write(&p, &h).unwrap();
+        assert_eq!(check(&p), Ok(()));
+    }
+
+    #[test]
+    fn kallsyms_snapshot_beside_symfs() {
+        let dir = tempfile::tempdir().unwrap();
+        let symfs = dir.path().join("symfs");
+        std::fs::create_dir(&symfs).unwrap();
+        assert_eq!(kallsyms_for(Some(&symfs)), None);
+        std::fs::write(dir.path().join("kallsyms"), "").unwrap();
+        assert_eq!(
+            kallsyms_for(Some(&symfs)),
+            Some(dir.path().join("kallsyms"))
+        );
+    }
+}
