@@ -692,6 +692,12 @@ impl<'a> Pipeline<'a> {
             return None;
         }
         let choice = self.opts.symbolizer;
+        // Without perf, `auto` keeps folding the text a capture carries (it
+        // was symbolized where the capture's files were); native then runs
+        // only on captures that carry none, or when asked for by name.
+        if choice == native::Choice::Auto && self.perf.is_err() && self.cap.script_text.is_some() {
+            return None;
+        }
         let mut native = Vec::new();
         let mut refused: Vec<(String, Vec<u32>)> = Vec::new();
         for s in &self.cap.shards {
@@ -982,27 +988,30 @@ impl<'a> Pipeline<'a> {
             }
         };
         let mut chunker = Chunker::default();
-        let consume = |bytes: &[u8]| {
-            part.write_all(bytes)?;
-            bytes_bar.inc(bytes.len() as u64);
-            if let Some(block) = chunker.push(bytes) {
-                send(tx, block)?;
-            }
-            Ok(())
-        };
         let (outcome, program) = match how {
             Symbolize::Perf(perf, script_opts) => {
                 let args = symbolize::script_argv(&unit.data, script_opts, unit.slice.as_ref());
+                let consume = |bytes: &[u8]| {
+                    part.write_all(bytes)?;
+                    bytes_bar.inc(bytes.len() as u64);
+                    if let Some(block) = chunker.push(bytes) {
+                        send(tx, block)?;
+                    }
+                    Ok(())
+                };
                 (symbolize::run(perf, &args, consume), perf.program.clone())
             }
-            Symbolize::Native(n) => (
-                Ok(native_outcome(n.run(
-                    &unit.data,
-                    unit.slice.as_ref(),
-                    consume,
-                ))),
-                PathBuf::from("native symbolizer"),
-            ),
+            Symbolize::Native(n) => {
+                // Native blocks already end at sample boundaries: they go to
+                // the folder whole, without the chunker's copy.
+                let consume = |block: Vec<u8>| {
+                    part.write_all(&block)?;
+                    bytes_bar.inc(block.len() as u64);
+                    send(tx, block)
+                };
+                let r = n.run(&unit.data, unit.slice.as_ref(), consume);
+                (Ok(native_outcome(r)), PathBuf::from("native symbolizer"))
+            }
         };
         let tail = chunker.finish();
         let write_tail = || -> io::Result<()> {

@@ -180,7 +180,8 @@ fn read_symbols(file: &ElfFile64<'_, Endianness>, dynamic: bool) -> Vec<RawSymbo
 
 /// `name@plt` symbols for the lazy-binding `.plt` stubs of x86-64 and
 /// AArch64, one per `.rela.plt` entry in order after the PLT header, as
-/// perf 6.1 synthesizes them (an `IRELATIVE` entry has no name: `@plt`).
+/// perf 6.1 synthesizes them (an `IRELATIVE` entry has no name: `@plt`);
+/// none unless `.rela.plt` refers to `.dynsym`.
 fn plt_symbols(file: &ElfFile64<'_, Endianness>) -> Vec<RawSymbol> {
     let e = file.endian();
     let (header, entry) = match file.elf_header().e_machine(e) {
@@ -200,6 +201,15 @@ fn plt_symbols(file: &ElfFile64<'_, Endianness>) -> Vec<RawSymbol> {
     let Ok(Some((relocs, link))) = rela.rela(e, file.data()) else {
         return Vec::new();
     };
+    // Only relocations against .dynsym (a static binary's IRELATIVE-only
+    // .rela.plt gets no entries, as in perf).
+    let dynsym_link = sections
+        .iter()
+        .position(|h| h.sh_type(e) == elf::SHT_DYNSYM)
+        .map(object::SectionIndex);
+    if dynsym_link != Some(link) {
+        return Vec::new();
+    }
     let Ok(dynsyms) = object::read::elf::SymbolTable::parse(
         e,
         file.data(),

@@ -107,18 +107,37 @@ pub fn kallsyms_for(symfs: Option<&Path>) -> Option<PathBuf> {
     }
 }
 
-/// The time of the first and last sample, from the file's header (perf's
-/// `HEADER_SAMPLE_TIME`), for cutting a shard into time slices.
+/// The time of the first and last sample, for cutting a shard into time
+/// slices: from the file's header (perf's `HEADER_SAMPLE_TIME`) when it has
+/// it, else from a pass over the records that reads only sample times.
 pub fn time_range(data: &Path) -> Result<(u64, u64), String> {
     let file = File::open(data).map_err(|e| format!("cannot open: {e}"))?;
-    let r = PerfFileReader::parse_file(io::BufReader::new(file))
+    let PerfFileReader {
+        mut perf_file,
+        mut record_iter,
+    } = PerfFileReader::parse_file(io::BufReader::with_capacity(1 << 20, file))
         .map_err(|e| format!("cannot read the header: {e}"))?;
-    match r.perf_file.sample_time_range() {
-        Ok(Some(t)) if t.last_sample_time >= t.first_sample_time && t.last_sample_time > 0 => {
-            Ok((t.first_sample_time, t.last_sample_time))
+    if let Ok(Some(t)) = perf_file.sample_time_range() {
+        if t.last_sample_time >= t.first_sample_time && t.last_sample_time > 0 {
+            return Ok((t.first_sample_time, t.last_sample_time));
         }
-        _ => Err("the header has no sample time range".into()),
     }
+    let mut range: Option<(u64, u64)> = None;
+    while let Some(rec) = record_iter
+        .next_record(&mut perf_file)
+        .map_err(|e| format!("cannot read a record: {e}"))?
+    {
+        let PerfFileRecord::EventRecord { record, .. } = rec else {
+            continue;
+        };
+        if record.record_type != RecordType::SAMPLE {
+            continue;
+        }
+        if let Some(t) = record.timestamp() {
+            range = Some(range.map_or((t, t), |(a, b)| (a.min(t), b.max(t))));
+        }
+    }
+    range.ok_or_else(|| "no timed samples".into())
 }
 
 /// How one native run ended.
@@ -138,8 +157,9 @@ const PERF_CONTEXT_KERNEL: u64 = -128i64 as u64;
 const PERF_CONTEXT_USER: u64 = -512i64 as u64;
 /// perf script resolves at most this many call-chain entries.
 const MAX_STACK: usize = 127;
-/// Text is handed on in blocks of about this size.
-const FLUSH: usize = 1 << 20;
+/// Text is handed on in blocks of about this size (the size of the blocks
+/// `process` folds).
+const FLUSH: usize = 4 << 20;
 
 /// Record types whose effect on `perf script`'s default output is fully
 /// reproduced (most print nothing).
@@ -213,6 +233,9 @@ pub fn check(data: &Path) -> Result<(), String> {
         }
         at += attr_size;
     }
+    if data_len == 0 && b.len() as u64 > data_off {
+        return Err("its header gives an empty data section (perf did not finish the file)".into());
+    }
     let (mut at, end) = (data_off as usize, (data_off + data_len) as usize);
     if end > b.len() {
         return Err(format!(
@@ -281,13 +304,14 @@ impl Symbolizer {
     }
 
     /// Prints the samples of `data` (those in `slice`, when given) as
-    /// `perf script` would, handing the text to `consume` in blocks that end
-    /// at sample boundaries.
+    /// `perf script` would, handing the text to `consume` in blocks (owned,
+    /// so they can be passed on without a copy) that end at sample
+    /// boundaries.
     pub fn run(
         &self,
         data: &Path,
         slice: Option<&TimeSlice>,
-        mut consume: impl FnMut(&[u8]) -> io::Result<()>,
+        mut consume: impl FnMut(Vec<u8>) -> io::Result<()>,
     ) -> Result<Outcome, String> {
         let start = Instant::now();
         let file = File::open(data).map_err(|e| format!("cannot open {}: {e}", data.display()))?;
@@ -409,14 +433,13 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    fn flush(&mut self, consume: &mut impl FnMut(&[u8]) -> io::Result<()>) -> Result<(), String> {
+    fn flush(&mut self, consume: &mut impl FnMut(Vec<u8>) -> io::Result<()>) -> Result<(), String> {
         if self.out.is_empty() {
             return Ok(());
         }
         self.bytes += self.out.len() as u64;
-        consume(&self.out).map_err(|e| e.to_string())?;
-        self.out.clear();
-        Ok(())
+        let block = std::mem::replace(&mut self.out, Vec::with_capacity(FLUSH + (64 << 10)));
+        consume(block).map_err(|e| e.to_string())
     }
 
     fn dso_id(&mut self, path: &[u8], build_id: Option<Vec<u8>>) -> u32 {

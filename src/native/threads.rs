@@ -104,10 +104,12 @@ impl Machine {
         self.maps.entry(pid).or_default().insert(m);
     }
 
-    /// The thread's command name, perf's `:TID` when unknown.
+    /// The thread's command name: perf's `swapper` for the idle thread and
+    /// `:TID` for a thread never named.
     pub fn comm_of(&self, tid: i32) -> std::borrow::Cow<'_, str> {
         match self.comms.get(&tid) {
             Some(c) => std::borrow::Cow::Borrowed(c),
+            None if tid == 0 => std::borrow::Cow::Borrowed("swapper"),
             None => std::borrow::Cow::Owned(format!(":{tid}")),
         }
     }
