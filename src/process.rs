@@ -362,7 +362,7 @@ struct Plan<'p> {
 
 impl Plan<'_> {
     /// `perf script`, `native`, or both with shard counts.
-    fn from_words(&self) -> String {
+    fn symbolized_from(&self) -> String {
         let n = self.native.iter().filter(|&&x| x).count();
         match (n, self.native.len() - n) {
             (_, 0) => "native".into(),
@@ -451,7 +451,7 @@ impl<'a> Pipeline<'a> {
                     (
                         folded,
                         shards,
-                        plan.from_words(),
+                        plan.symbolized_from(),
                         plan.perf
                             .filter(|_| plan.native.contains(&false))
                             .map(|p| p.version.clone()),

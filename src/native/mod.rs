@@ -259,13 +259,18 @@ pub fn check(data: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// A DSO by path and build id.
+type DsoKey = (String, Vec<u8>);
+/// A DSO's symbols, loaded by the first run that needs them.
+type DsoCell = Arc<OnceLock<Arc<DsoSymbols>>>;
+
 /// Symbol tables shared by every shard and slice of one run.
 #[derive(Debug)]
 pub struct Symbolizer {
     opts: Options,
     root: PathBuf,
     kernel: OnceLock<SymbolTable>,
-    dsos: Mutex<HashMap<(String, Vec<u8>), Arc<OnceLock<Arc<DsoSymbols>>>>>,
+    dsos: Mutex<HashMap<DsoKey, DsoCell>>,
 }
 
 impl Symbolizer {
