@@ -60,6 +60,14 @@ pub fn candidates(root: &Path, path: &str, build_id: Option<&[u8]>) -> Vec<PathB
 /// Loads the symbols of the DSO mapped from `path`; a DSO no file names
 /// gives an empty table (its frames print as `[unknown]`, as perf's do).
 pub fn load(root: &Path, path: &str, build_id: Option<&[u8]>) -> DsoSymbols {
+    // A recorded path is joined under the symfs root: one that climbs out
+    // of it (`/../../etc/x`) names nothing.
+    if Path::new(path)
+        .components()
+        .any(|c| c == std::path::Component::ParentDir)
+    {
+        return DsoSymbols::default();
+    }
     let files: Vec<PathBuf> = candidates(root, path, build_id);
     let runtime = root.join(path.trim_start_matches('/'));
     let mut segments = Vec::new();
@@ -262,6 +270,19 @@ mod tests {
                 "/s/usr/lib/libc.so.6",
             ]
         );
+    }
+
+    #[test]
+    fn paths_climbing_out_of_the_symfs_name_nothing() {
+        let exe = std::env::current_exe().unwrap();
+        let root = tempfile::tempdir().unwrap();
+        // `<root>/../..(...)/<exe>` is the test binary itself once the
+        // `..`s reach `/`: it exists, and must not be read.
+        let ups = root.path().components().count() - 1;
+        let climbing = format!("/{}{}", "../".repeat(ups), exe.display());
+        assert!(root.path().join(climbing.trim_start_matches('/')).is_file());
+        let d = load(root.path(), &climbing, None);
+        assert!(d.table.is_empty() && d.source.is_none());
     }
 
     #[test]
