@@ -10,9 +10,13 @@
 #   (b) the old way: `perf script` per shard one after another, concatenated
 #       into one text file, inferno-collapse-perf, inferno-flamegraph, and
 #       gzip -1 of the text.
-# Prints both wall times (best of --runs), the ratio, whether the folded
+#   (c) jobprof process --force --symbolizer perf RESULT_DIR: the same
+#       pipeline with `perf script` instead of the native symbolizer, side
+#       by side with (a) --symbolizer native (the issue-16 figure; (a) falls
+#       back to perf script on captures native cannot read, e.g. dwarf).
+# Prints the wall times (best of --runs), the ratios, whether the folded
 # totals are identical, and each side's peak RSS (/usr/bin/time; for (b) the
-# largest of its steps). Then the symbol agreement: the share of sample
+# largest of its steps); --no-old skips (b). Then the symbol agreement: the share of sample
 # weight on identical stacks between (a) and the ground truth, `perf script`
 # run on the raw shards without --symfs on this machine (the worker binary
 # still in place), folded by `jobprof fold`: what perf names on the node,
@@ -20,7 +24,7 @@
 #
 #   bash benches/process.sh [--shards 3] [--threads 6] [--seconds 10]
 #        [--frequency 999] [--call-graph fp|dwarf,SIZE] [--depth 60] [--runs 3]
-#        [--keep DIR]
+#        [--keep DIR] [--no-old]
 # --depth runs every query of the workload under that many extra frames: real
 # servers have deep stacks, and perf script's cost grows with them.
 #
@@ -29,7 +33,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-shards=3 threads=6 seconds=20 freq=999 call_graph=fp depth=60 runs=3 keep=
+shards=3 threads=6 seconds=20 freq=999 call_graph=fp depth=60 runs=3 keep= old=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --shards) shards=$2; shift 2 ;;
@@ -40,7 +44,8 @@ while [ $# -gt 0 ]; do
     --depth) depth=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --keep) keep=$2; shift 2 ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    --no-old) old=0; shift ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "process.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -48,7 +53,7 @@ done
 for tool in perf gcc /usr/bin/time gzip; do
   command -v "$tool" >/dev/null || { echo "process.sh: $tool is required" >&2; exit 1; }
 done
-if ! command -v inferno-collapse-perf >/dev/null || ! command -v inferno-flamegraph >/dev/null; then
+if [ "$old" = 1 ] && { ! command -v inferno-collapse-perf >/dev/null || ! command -v inferno-flamegraph >/dev/null; }; then
   cargo install inferno --locked --version 0.12.8
 fi
 
@@ -97,13 +102,28 @@ echo "shards: $(echo "$data" | wc -l), perf.data total $(du -cb $(printf "$captu
 
 ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 peak() { awk '/Maximum resident/ {print $NF}' "$1"; }
+# CPU seconds (user + system, children included): on a shared machine
+# wall times swing with the load, CPU time much less.
+cpu() { awk '/User time/ {u = $NF} /System time/ {s = $NF} END {printf "%.2f\n", u + s}' "$1"; }
 
 run_new() {
   local t0 log=$work/new.time
   t0=$(date +%s%N)
-  /usr/bin/time -v "$jobprof" process --force "$result" >/dev/null 2>"$log"
+  /usr/bin/time -v "$jobprof" process --force --symbolizer native "$result" >/dev/null 2>"$log"
   new_ms=$(ms "$t0")
   new_rss=$(peak "$log")
+  new_cpu=$(cpu "$log")
+  from=$(grep -o '"symbolized_from": "[^"]*"' "$capture/summary.json" | cut -d'"' -f4)
+}
+
+run_perf() {
+  local t0 log=$work/perf.time
+  t0=$(date +%s%N)
+  /usr/bin/time -v "$jobprof" process --force --symbolizer perf "$result" >/dev/null 2>"$log"
+  perf_ms=$(ms "$t0")
+  perf_rss=$(peak "$log")
+  perf_cpu=$(cpu "$log")
+  perf_total=$(awk '{s += $NF} END {printf "%.0f\n", s}' "$capture/stacks.folded")
 }
 
 run_old() {
@@ -126,25 +146,33 @@ run_old() {
   old_rss=$rss
 }
 
-best_new= best_old=
+best_new= best_old= best_perf= best_new_cpu= best_perf_cpu=
 for ((i = 1; i <= runs; i++)); do
-  run_old
+  if [ "$old" = 1 ]; then run_old; else old_ms=0 old_rss=0; fi
+  run_perf
   run_new
-  echo "run $i: jobprof process ${new_ms} ms (peak RSS ${new_rss} KB) | old way ${old_ms} ms (peak RSS ${old_rss} KB)"
+  echo "run $i: jobprof process native ${new_ms} ms, ${new_cpu} s CPU (peak RSS ${new_rss} KB; $from) | --symbolizer perf ${perf_ms} ms, ${perf_cpu} s CPU (peak RSS ${perf_rss} KB) | old way ${old_ms} ms (peak RSS ${old_rss} KB)"
   if [ -z "$best_new" ] || [ "$new_ms" -lt "$best_new" ]; then best_new=$new_ms; best_new_rss=$new_rss; fi
+  if [ -z "$best_perf" ] || [ "$perf_ms" -lt "$best_perf" ]; then best_perf=$perf_ms; best_perf_rss=$perf_rss; fi
+  if [ -z "$best_new_cpu" ] || awk -v a="$new_cpu" -v b="$best_new_cpu" 'BEGIN {exit !(a < b)}'; then best_new_cpu=$new_cpu; fi
+  if [ -z "$best_perf_cpu" ] || awk -v a="$perf_cpu" -v b="$best_perf_cpu" 'BEGIN {exit !(a < b)}'; then best_perf_cpu=$perf_cpu; fi
   if [ -z "$best_old" ] || [ "$old_ms" -lt "$best_old" ]; then best_old=$old_ms; best_old_rss=$old_rss; fi
 done
 
 sum() { awk '{s += $NF} END {printf "%.0f\n", s}' "$1"; }
 new_total=$(sum "$capture/stacks.folded")
-old_total=$(sum "$work/old/stacks.folded")
+old_total=0; [ "$old" = 1 ] && old_total=$(sum "$work/old/stacks.folded")
 samples=$(grep -o '"samples": [0-9]*' "$capture/summary.json" | head -1 | grep -o '[0-9]*$')
-text_bytes=$(stat -c %s "$work/old/perf.script")
 echo
-echo "perf script text: $text_bytes bytes, $samples samples"
-echo "(a) jobprof process --force:  best ${best_new} ms, peak RSS ${best_new_rss} KB"
-echo "(b) perf script x$(echo "$data" | wc -l) + inferno + gzip -1: best ${best_old} ms, peak RSS ${best_old_rss} KB"
-awk -v a="$best_new" -v b="$best_old" 'BEGIN { printf "speedup (b)/(a): %.2fx (target >= 1.8x on 2 cores)\n", b / a }'
+echo "perf.script.zst: $(stat -c %s "$capture/perf.script.zst") bytes, $samples samples"
+echo "(a) jobprof process --force --symbolizer native ($from): best ${best_new} ms, ${best_new_cpu} s CPU, peak RSS ${best_new_rss} KB"
+echo "(c) jobprof process --force --symbolizer perf: best ${best_perf} ms, ${best_perf_cpu} s CPU, peak RSS ${best_perf_rss} KB"
+awk -v a="$best_new" -v c="$best_perf" 'BEGIN { printf "native speedup (c)/(a), wall: %.2fx (target >= 5x)\n", c / a }'
+awk -v a="$best_new_cpu" -v c="$best_perf_cpu" 'BEGIN { if (a > 0) printf "native speedup (c)/(a), CPU: %.2fx\n", c / a }'
+if [ "$new_total" != "$perf_total" ]; then
+  echo "folded totals DIFFER: native $new_total, perf script $perf_total" >&2
+  exit 1
+fi
 for f in $data; do perf script -f -i "$capture/$f" --no-inline 2>/dev/null; done > "$work/reference.txt"
 "$jobprof" fold "$work/reference.txt" -o "$work/reference.folded"
 awk '
@@ -153,6 +181,9 @@ awk '
   { ours += n; same += (n < ref[k] ? n : ref[k]) }
   END { printf "symbol agreement with perf script on the raw shards (no --symfs): %.2f%% of the sample weight on identical stacks\n", 100 * same / ours }
 ' "$work/reference.folded" "$capture/stacks.folded"
+[ "$old" = 1 ] || exit 0
+echo "(b) perf script x$(echo "$data" | wc -l) + inferno + gzip -1: best ${best_old} ms, peak RSS ${best_old_rss} KB"
+awk -v a="$best_new" -v b="$best_old" 'BEGIN { printf "speedup (b)/(a): %.2fx (target >= 1.8x on 2 cores)\n", b / a }'
 if [ "$new_total" = "$old_total" ]; then
   echo "folded totals identical: $new_total"
 else

@@ -36,6 +36,7 @@ pub mod error;
 pub mod fold;
 pub mod input;
 pub mod job;
+pub mod native;
 pub mod nsys;
 pub mod perf_script;
 pub mod process;

@@ -27,6 +27,7 @@ use crate::atomic::{AtomicFile, Destination};
 use crate::error::{Error, ExitCode, Result};
 use crate::fold::{self, Folded, Folder};
 use crate::input::Source;
+use crate::native;
 use crate::progress::Progress;
 use crate::render::{self, Format, RenderOptions};
 use crate::result_dir::{self, CaptureDir, Completion, Marker, Quality, ValidCapture};
@@ -150,6 +151,8 @@ pub struct Options {
     pub zstd_level: i32,
     /// The job-level views refreshed after the run.
     pub job: crate::job::Options,
+    /// Native symbolizer, `perf script`, or native where it can.
+    pub symbolizer: native::Choice,
 }
 
 impl Default for Options {
@@ -165,6 +168,7 @@ impl Default for Options {
             slice_min_bytes: 4 << 20,
             zstd_level: archive::DEFAULT_LEVEL,
             job: crate::job::Options::default(),
+            symbolizer: native::Choice::Auto,
         }
     }
 }
@@ -369,12 +373,32 @@ struct Done {
     outputs: Vec<String>,
 }
 
-/// One unit of `perf script` work: a shard, or a time slice of one.
+/// One unit of symbolizing work: a shard, or a time slice of one, by
+/// `perf script` or natively.
 #[derive(Debug, Clone)]
 struct Unit {
     shard_pos: usize,
     data: PathBuf,
     slice: Option<TimeSlice>,
+    native: bool,
+}
+
+/// Which shards are symbolized natively, and the perf for the others.
+struct Plan<'p> {
+    native: Vec<bool>,
+    perf: Option<&'p PerfTool>,
+}
+
+impl Plan<'_> {
+    /// `perf script`, `native`, or both with shard counts.
+    fn symbolized_from(&self) -> String {
+        let n = self.native.iter().filter(|&&x| x).count();
+        match (n, self.native.len() - n) {
+            (_, 0) => "native".into(),
+            (0, _) => "perf script".into(),
+            (n, p) => format!("native ({n} shards), perf script ({p} shards)"),
+        }
+    }
 }
 
 struct UnitResult {
@@ -404,7 +428,9 @@ struct Pass {
     pass: Duration,
     /// The new archive's checked parts, in order, when `perf script` ran.
     parts: Option<(Spool, Vec<Spooled>)>,
-    /// Where kernel frames got their names, when `perf script` ran.
+    /// Where kernel frames got their names, when the shards' perf.data
+    /// were symbolized (natively or by `perf script`); `None` when the
+    /// capture's own text was folded.
     kernel: Option<symbolize::KernelSymbols>,
 }
 
@@ -536,12 +562,12 @@ impl<'a> Pipeline<'a> {
     fn symbolize_or_fold(&self) -> Result<std::result::Result<Pass, Done>> {
         let mut warnings = self.cap.warnings.clone();
         let prepare_start = Instant::now();
-        if let (Ok(perf), true) = (self.perf, self.cap.has_all_data()) {
+        if let Some(plan) = self.plan(&mut warnings) {
             let kernel = self.kernel_symbols();
             if let symbolize::KernelSymbols::Unavailable(why) = &kernel {
                 warnings.push(format!("kernel frames unnamed: {why}"));
             }
-            let units = self.plan_units(perf);
+            let units = self.plan_units(&plan);
             let prepare = prepare_start.elapsed();
             let t = Instant::now();
             let Symbolized {
@@ -549,13 +575,17 @@ impl<'a> Pipeline<'a> {
                 shards,
                 failures,
                 archive: parts,
-            } = self.symbolize_all(perf, &units)?;
+            } = self.symbolize_all(&plan, &units)?;
             return Ok(Ok(Pass {
                 stats: StackStats::from_stacks(&folded.stacks),
                 folded,
                 shards,
-                symbolized_from: "perf script".to_string(),
-                perf_version: Some(perf.version.clone()),
+                symbolized_from: plan.symbolized_from(),
+                // Only when perf script ran for at least one shard.
+                perf_version: plan
+                    .perf
+                    .filter(|_| plan.native.contains(&false))
+                    .map(|p| p.version.clone()),
                 failures,
                 warnings,
                 prepare,
@@ -856,7 +886,7 @@ impl<'a> Pipeline<'a> {
             n => format!("{n} shards"),
         };
         let symbolized_pct = 100.0 * pass.stats.symbolized_ratio;
-        let from = if pass.perf_version.is_some() {
+        let from = if pass.kernel.is_some() {
             String::new()
         } else {
             format!(", folded from {}", pass.symbolized_from)
@@ -929,8 +959,58 @@ impl<'a> Pipeline<'a> {
         o
     }
 
+    /// Per shard: native or `perf script` (`--symbolizer`, and what
+    /// [`native::check`] says of the shard). `None` when the text must come
+    /// from the capture's symbolized text instead (data files missing, or
+    /// perf needed and unusable).
+    fn plan(&self, warnings: &mut Vec<String>) -> Option<Plan<'a>> {
+        if !self.cap.has_all_data() {
+            return None;
+        }
+        let choice = self.opts.symbolizer;
+        // Without perf, `auto` keeps folding the text a capture carries (it
+        // was symbolized where the capture's files were); native then runs
+        // only on captures that carry none, or when asked for by name.
+        if choice == native::Choice::Auto && self.perf.is_err() && self.cap.script_text.is_some() {
+            return None;
+        }
+        let mut native = Vec::new();
+        let mut refused: Vec<(String, Vec<u32>)> = Vec::new();
+        for s in &self.cap.shards {
+            let ok = match choice {
+                native::Choice::Perf => false,
+                native::Choice::Auto if self.opts.inline => false,
+                _ => match native::check(&s.data_file) {
+                    Ok(()) => true,
+                    Err(why) => {
+                        match refused.iter_mut().find(|(w, _)| *w == why) {
+                            Some((_, v)) => v.push(s.index),
+                            None => refused.push((why, vec![s.index])),
+                        }
+                        false
+                    }
+                },
+            };
+            native.push(ok);
+        }
+        for (why, shards) in refused {
+            let list: Vec<String> = shards.iter().map(u32::to_string).collect();
+            let msg = format!(
+                "perf script symbolizes shard(s) {} instead of the native symbolizer: {why}",
+                list.join(", ")
+            );
+            self.log(format!("warning: {msg}"));
+            warnings.push(msg);
+        }
+        let perf = self.perf.as_ref().ok();
+        if native.iter().any(|n| !n) && perf.is_none() {
+            return None;
+        }
+        Some(Plan { native, perf })
+    }
+
     /// Shards, cut into time slices when there are fewer shards than jobs.
-    fn plan_units(&self, perf: &PerfTool) -> Vec<Unit> {
+    fn plan_units(&self, plan: &Plan<'_>) -> Vec<Unit> {
         let jobs = self.opts.jobs();
         let shards = &self.cap.shards;
         let total: u64 = shards
@@ -950,8 +1030,14 @@ impl<'a> Pipeline<'a> {
                 }
                 None => 1,
             };
+            let is_native = plan.native[pos];
             let slices = if want > 1 {
-                match symbolize::time_range(perf, &s.data_file) {
+                let range = match plan.perf {
+                    _ if is_native => native::time_range(&s.data_file),
+                    Some(perf) => symbolize::time_range(perf, &s.data_file),
+                    None => Err("no perf".into()),
+                };
+                match range {
                     Ok((first, last)) => symbolize::plan_slices(first, last, want),
                     Err(e) => {
                         self.log(format!(
@@ -975,12 +1061,14 @@ impl<'a> Pipeline<'a> {
                     shard_pos: pos,
                     data: s.data_file.clone(),
                     slice: Some(sl),
+                    native: is_native,
                 }));
             } else {
                 units.push(Unit {
                     shard_pos: pos,
                     data: s.data_file.clone(),
                     slice: None,
+                    native: is_native,
                 });
             }
         }
@@ -991,7 +1079,7 @@ impl<'a> Pipeline<'a> {
     /// streams and compressing it in the same pass into checked, spooled
     /// parts; the archive is published later, and only when it may replace
     /// the old one ([`Self::publish_archive`]).
-    fn symbolize_all(&self, perf: &PerfTool, units: &[Unit]) -> Result<Symbolized> {
+    fn symbolize_all(&self, plan: &Plan<'_>, units: &[Unit]) -> Result<Symbolized> {
         let jobs = self.opts.jobs().min(units.len()).max(1);
         let script_opts = ScriptOptions {
             inline: self.opts.inline,
@@ -1005,6 +1093,12 @@ impl<'a> Pipeline<'a> {
             "kernel symbols: {}",
             self.kernel_symbols().describe()
         ));
+        // The native symbolizer names kernel frames from the same table as
+        // `perf script` (the snapshot, or the live one on the same boot).
+        let natively = native::Symbolizer::new(native::Options {
+            symfs: self.cap.symfs.clone(),
+            kallsyms: self.kernel_symbols().file().map(Path::to_path_buf),
+        });
         // One stream from a big shard that could not be sliced: spare cores
         // go to zstd. Several streams already keep the cores busy, and one
         // zstd thread outruns one `perf script` several times over.
@@ -1018,14 +1112,16 @@ impl<'a> Pipeline<'a> {
         } else {
             0
         };
+        let native_runs = units.iter().filter(|u| u.native).count();
         self.log(format!(
-            "perf script: {} run(s) over {} shard(s), {jobs} at once",
+            "symbolizing: {} run(s) over {} shard(s) ({native_runs} native, {} perf script), {jobs} at once",
             units.len(),
-            self.cap.shards.len()
+            self.cap.shards.len(),
+            units.len() - native_runs
         ));
         let units_bar = self.multi.add(
             self.progress
-                .bar(units.len() as u64, format!("{} perf script", self.label)),
+                .bar(units.len() as u64, format!("{} symbolize", self.label)),
         );
         let bytes_bar = self
             .multi
@@ -1055,12 +1151,18 @@ impl<'a> Pipeline<'a> {
                     bytes_bar: &bytes_bar,
                     spool: &spool,
                 };
-                let (next, results, script_opts) = (&next, &results, &script_opts);
+                let (next, results, script_opts, natively) =
+                    (&next, &results, &script_opts, &natively);
                 let units_bar = &units_bar;
                 scope.spawn(move || {
                     while let Some(&i) = order.get(next.fetch_add(1, Ordering::SeqCst)) {
                         let unit = &units[i];
-                        let r = self.run_unit(perf, unit, script_opts, &sinks);
+                        let how = match plan.perf {
+                            _ if unit.native => Symbolize::Native(natively),
+                            Some(perf) => Symbolize::Perf(perf, script_opts),
+                            None => unreachable!("plan() gives a perf to every perf unit"),
+                        };
+                        let r = self.run_unit(how, unit, &sinks);
                         if let Ok(o) = &r.outcome {
                             let s = &self.cap.shards[unit.shard_pos];
                             let slice = unit
@@ -1149,15 +1251,10 @@ impl<'a> Pipeline<'a> {
         })
     }
 
-    /// Runs one `perf script`, teeing its output into a compressed part and
-    /// (cut at sample boundaries) into the fold channel.
-    fn run_unit(
-        &self,
-        perf: &PerfTool,
-        unit: &Unit,
-        script_opts: &ScriptOptions,
-        sinks: &UnitSinks<'_>,
-    ) -> UnitResult {
+    /// Runs one `perf script` (or the native symbolizer), teeing its output
+    /// into a compressed part and (cut at sample boundaries) into the fold
+    /// channel.
+    fn run_unit(&self, how: Symbolize<'_>, unit: &Unit, sinks: &UnitSinks<'_>) -> UnitResult {
         let UnitSinks {
             tx,
             zstd_workers,
@@ -1173,16 +1270,32 @@ impl<'a> Pipeline<'a> {
                 }
             }
         };
-        let args = symbolize::script_argv(&unit.data, script_opts, unit.slice.as_ref());
         let mut chunker = Chunker::default();
-        let outcome = symbolize::run(perf, &args, |bytes| {
-            part.write_all(bytes)?;
-            bytes_bar.inc(bytes.len() as u64);
-            if let Some(block) = chunker.push(bytes) {
-                send(tx, block)?;
+        let (outcome, program) = match how {
+            Symbolize::Perf(perf, script_opts) => {
+                let args = symbolize::script_argv(&unit.data, script_opts, unit.slice.as_ref());
+                let consume = |bytes: &[u8]| {
+                    part.write_all(bytes)?;
+                    bytes_bar.inc(bytes.len() as u64);
+                    if let Some(block) = chunker.push(bytes) {
+                        send(tx, block)?;
+                    }
+                    Ok(())
+                };
+                (symbolize::run(perf, &args, consume), perf.program.clone())
             }
-            Ok(())
-        });
+            Symbolize::Native(n) => {
+                // Native blocks already end at sample boundaries: they go to
+                // the folder whole, without the chunker's copy.
+                let consume = |block: Vec<u8>| {
+                    part.write_all(&block)?;
+                    bytes_bar.inc(block.len() as u64);
+                    send(tx, block)
+                };
+                let r = n.run(&unit.data, unit.slice.as_ref(), consume);
+                (Ok(native_outcome(r)), PathBuf::from("native symbolizer"))
+            }
+        };
         let tail = chunker.finish();
         let write_tail = || -> io::Result<()> {
             part.write_all(&tail.extra)?;
@@ -1198,7 +1311,7 @@ impl<'a> Pipeline<'a> {
                 Ok(o)
             }
             (Ok(o), Ok(())) => Ok(o),
-            (Err(e), _) => Err(format!("cannot run `{}`: {e}", perf.program.display())),
+            (Err(e), _) => Err(format!("cannot run `{}`: {e}", program.display())),
         };
         // A part that cannot be finished or checked (a full disk) fails
         // its shard: the archive is never published without it.
@@ -1229,6 +1342,32 @@ struct UnitSinks<'s> {
     zstd_workers: u32,
     bytes_bar: &'s indicatif::ProgressBar,
     spool: &'s Spool,
+}
+
+/// How one unit is symbolized.
+enum Symbolize<'a> {
+    Perf(&'a PerfTool, &'a ScriptOptions),
+    Native(&'a native::Symbolizer),
+}
+
+/// A native run in the shape of a `perf script` run's outcome.
+fn native_outcome(r: std::result::Result<native::Outcome, String>) -> RunOutcome {
+    match r {
+        Ok(o) => RunOutcome {
+            bytes: o.bytes,
+            exit_code: Some(0),
+            stderr_tail: String::new(),
+            elapsed: o.elapsed,
+            consumer_error: None,
+        },
+        Err(e) => RunOutcome {
+            bytes: 0,
+            exit_code: None,
+            stderr_tail: String::new(),
+            elapsed: Duration::ZERO,
+            consumer_error: Some(format!("native symbolizer: {e}")),
+        },
+    }
 }
 
 fn send(tx: &mpsc::SyncSender<Vec<u8>>, block: Vec<u8>) -> io::Result<()> {

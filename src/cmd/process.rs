@@ -108,6 +108,15 @@ pub struct ProcessArgs {
     /// and errors remain.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Who turns perf.data into text: `native` (read perf.data in-process,
+    /// no perf needed, several times faster), `perf` (`perf script`), or
+    /// `auto`: native for every shard it can read (frame-pointer call
+    /// chains), `perf script` for the others (dwarf call chains, unknown
+    /// records) and when --inline is given. A shard native cannot read falls
+    /// back to `perf script` with a warning; summary.json's symbolized_from
+    /// says which ran.
+    #[arg(long, value_name = "WHO", default_value = "auto")]
+    pub symbolizer: jobprof::native::Choice,
 }
 
 /// Runs `jobprof process`.
@@ -124,7 +133,16 @@ pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
             jobprof::Error::Usage("--jobs and --time-slices must be at least 1".into()).into(),
         );
     }
+    if args.inline && args.symbolizer == jobprof::native::Choice::Native {
+        return Err(jobprof::Error::Usage(
+            "--inline needs perf script: the native symbolizer does not expand inline frames \
+             yet; use --symbolizer perf or auto"
+                .into(),
+        )
+        .into());
+    }
     let opts = Options {
+        symbolizer: args.symbolizer,
         jobs: args.jobs.unwrap_or(0),
         inline: args.inline,
         force: args.force,

@@ -121,6 +121,11 @@ pub struct ReprocessArgs {
     /// table (stdout) and errors remain.
     #[arg(short, long)]
     pub quiet: bool,
+
+    /// Who turns perf.data into text (as for `jobprof process`): native,
+    /// perf, or auto (native where it can read the shard).
+    #[arg(long, value_name = "WHO", default_value = "auto")]
+    pub symbolizer: jobprof::native::Choice,
 }
 
 fn env_jobs() -> Option<usize> {
@@ -162,6 +167,7 @@ pub fn run(args: ReprocessArgs) -> anyhow::Result<ExitCode> {
             job: jobprof::job::Options {
                 query_root: args.query_root.parse()?,
             },
+            symbolizer: args.symbolizer,
             ..process::Options::default()
         },
     };
@@ -244,6 +250,9 @@ fn forwarded_args(args: &ReprocessArgs) -> Vec<String> {
     }
     if args.quiet {
         v.push("--quiet".into());
+    }
+    if args.symbolizer != jobprof::native::Choice::Auto {
+        v.push(format!("--symbolizer={}", args.symbolizer.as_str()));
     }
     v
 }

@@ -1,0 +1,700 @@
+//! The native symbolizer: reads a `perf.data` shard directly and prints the
+//! same text `perf script` prints for it (default fields, `--no-inline`),
+//! without running `perf`.
+//!
+//! [`check`] decides, from the file's header and a walk over its record
+//! headers (no payload is parsed), whether this module can stand in for
+//! `perf script` on a shard: frame-pointer call chains (`-g`), the records
+//! that place code in memory (`MMAP`, `MMAP2`, `COMM`, `FORK`, `EXIT`) and
+//! the ones perf script prints nothing for. Anything else (user register
+//! and stack copies of `--call-graph dwarf`, samples without call chains,
+//! compressed or pipe-mode files, `KSYMBOL`, `AUX`, `TEXT_POKE`, an unknown
+//! record type) is refused with the reason, and the caller runs
+//! `perf script` for that shard instead.
+//!
+//! [`Symbolizer::run`] then replays the records in time order
+//! (linux-perf-data sorts them per flush round, as perf does), tracks
+//! threads and maps ([`threads`]), and names each call-chain address from
+//! the capture's symbol files ([`elf`], perf's file search and symbol
+//! selection) or the kernel symbol table ([`symbols::parse_kallsyms`]).
+//! Symbol tables are loaded once per DSO and shared by every shard and time
+//! slice run through one [`Symbolizer`]; each run caches finished frame
+//! lines by address. Text goes to a callback in blocks that end at sample
+//! boundaries.
+
+pub mod elf;
+pub mod symbols;
+pub mod threads;
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use linux_perf_data::linux_perf_event_reader::{
+    CpuMode, EventRecord, Mmap2FileId, RecordType, SampleFormat,
+};
+use linux_perf_data::{PerfFileReader, PerfFileRecord};
+
+use crate::symbolize::TimeSlice;
+use elf::DsoSymbols;
+use symbols::SymbolTable;
+use threads::{Machine, Map};
+
+/// Where symbols come from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Options {
+    /// The capture's `symfs/` (files are looked up under it, as with
+    /// `perf script --symfs`); `None` = the live file system.
+    pub symfs: Option<PathBuf>,
+    /// A kernel symbol table (kallsyms format): the capture's snapshot,
+    /// or `/proc/kallsyms` where that is right. `None` leaves kernel
+    /// frames unnamed (`[unknown]`), as perf does under `--symfs`.
+    pub kallsyms: Option<PathBuf>,
+}
+
+/// Which symbolizer `process` and `reprocess` run (`--symbolizer`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Choice {
+    /// Native for every shard [`check`] accepts, `perf script` for the
+    /// rest (and for everything when inline frames are asked for).
+    #[default]
+    Auto,
+    /// Native; a shard it cannot read still falls back to `perf script`,
+    /// with a warning.
+    Native,
+    /// `perf script` for every shard.
+    Perf,
+}
+
+impl std::str::FromStr for Choice {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Choice, String> {
+        match s {
+            "auto" => Ok(Choice::Auto),
+            "native" => Ok(Choice::Native),
+            "perf" => Ok(Choice::Perf),
+            _ => Err(format!("`{s}`: use native, perf or auto")),
+        }
+    }
+}
+
+impl Choice {
+    /// The word used on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Choice::Auto => "auto",
+            Choice::Native => "native",
+            Choice::Perf => "perf",
+        }
+    }
+}
+
+/// The kernel symbol table native symbolization uses for a capture whose
+/// symbol files are under `symfs`: the capture's snapshot (`kallsyms` next
+/// to `symfs/`) when there is one; with no symfs at all, the live
+/// `/proc/kallsyms`, which is what `perf script` without `--symfs` reads.
+pub fn kallsyms_for(symfs: Option<&Path>) -> Option<PathBuf> {
+    match symfs {
+        Some(s) => s
+            .parent()
+            .map(|d| d.join("kallsyms"))
+            .filter(|p| p.is_file()),
+        None => Some(PathBuf::from("/proc/kallsyms")).filter(|p| p.is_file()),
+    }
+}
+
+/// The time of the first and last sample, for cutting a shard into time
+/// slices: from the file's header (perf's `HEADER_SAMPLE_TIME`) when it has
+/// it, else from a pass over the records that reads only sample times.
+pub fn time_range(data: &Path) -> Result<(u64, u64), String> {
+    let file = File::open(data).map_err(|e| format!("cannot open: {e}"))?;
+    let PerfFileReader {
+        mut perf_file,
+        mut record_iter,
+    } = PerfFileReader::parse_file(io::BufReader::with_capacity(1 << 20, file))
+        .map_err(|e| format!("cannot read the header: {e}"))?;
+    if let Ok(Some(t)) = perf_file.sample_time_range() {
+        if t.last_sample_time >= t.first_sample_time && t.last_sample_time > 0 {
+            return Ok((t.first_sample_time, t.last_sample_time));
+        }
+    }
+    let mut range: Option<(u64, u64)> = None;
+    while let Some(rec) = record_iter
+        .next_record(&mut perf_file)
+        .map_err(|e| format!("cannot read a record: {e}"))?
+    {
+        let PerfFileRecord::EventRecord { record, .. } = rec else {
+            continue;
+        };
+        if record.record_type != RecordType::SAMPLE {
+            continue;
+        }
+        if let Some(t) = record.timestamp() {
+            range = Some(range.map_or((t, t), |(a, b)| (a.min(t), b.max(t))));
+        }
+    }
+    range.ok_or_else(|| "no timed samples".into())
+}
+
+/// How one native run ended.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Bytes of text produced.
+    pub bytes: u64,
+    /// Samples printed.
+    pub samples: u64,
+    /// Wall time.
+    pub elapsed: Duration,
+}
+
+const PERF_CONTEXT_MAX: u64 = -4095i64 as u64;
+const PERF_CONTEXT_HV: u64 = -32i64 as u64;
+const PERF_CONTEXT_KERNEL: u64 = -128i64 as u64;
+const PERF_CONTEXT_USER: u64 = -512i64 as u64;
+/// perf script resolves at most this many call-chain entries.
+const MAX_STACK: usize = 127;
+/// Text is handed on in blocks of about this size (the size of the blocks
+/// `process` folds).
+const FLUSH: usize = 4 << 20;
+
+/// Record types whose effect on `perf script`'s default output is fully
+/// reproduced (most print nothing).
+fn handled(ty: u32) -> bool {
+    matches!(
+        ty,
+        1..=10 // MMAP LOST COMM EXIT THROTTLE UNTHROTTLE FORK READ SAMPLE MMAP2
+        | 13..=16 // LOST_SAMPLES SWITCH SWITCH_CPU_WIDE NAMESPACES
+        | 18 | 19 // BPF_EVENT CGROUP
+        | 64..=69 // HEADER_ATTR EVENT_TYPE TRACING_DATA BUILD_ID FINISHED_ROUND ID_INDEX
+        | 72..=80 // AUXTRACE_ERROR THREAD_MAP CPU_MAP STAT_CONFIG STAT STAT_ROUND EVENT_UPDATE TIME_CONV HEADER_FEATURE
+        | 82 // FINISHED_INIT
+    )
+}
+
+fn record_name(ty: u32) -> String {
+    let name = match ty {
+        11 => "AUX",
+        12 => "ITRACE_START",
+        17 => "KSYMBOL",
+        20 => "TEXT_POKE",
+        21 => "AUX_OUTPUT_HW_ID",
+        70 => "AUXTRACE_INFO",
+        71 => "AUXTRACE",
+        81 => "COMPRESSED",
+        _ => "unknown",
+    };
+    format!("{name} records (type {ty})")
+}
+
+fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
+}
+
+/// Whether the native symbolizer can print `data` exactly as perf script
+/// would; `Err` says why not (for the fallback warning).
+pub fn check(data: &Path) -> Result<(), String> {
+    let file = File::open(data).map_err(|e| format!("cannot open: {e}"))?;
+    // SAFETY: read-only map of a capture file nobody writes while we read.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| format!("cannot map: {e}"))?;
+    let b: &[u8] = &map;
+    if b.get(..8) != Some(b"PERFILE2") {
+        return Err("not a little-endian perf.data file in file mode".into());
+    }
+    let bad = || "truncated or damaged file header".to_string();
+    let attr_size = u64_at(b, 16).ok_or_else(bad)? as usize;
+    let (attrs_off, attrs_len) = (
+        u64_at(b, 24).ok_or_else(bad)?,
+        u64_at(b, 32).ok_or_else(bad)?,
+    );
+    let (data_off, data_len) = (
+        u64_at(b, 40).ok_or_else(bad)?,
+        u64_at(b, 48).ok_or_else(bad)?,
+    );
+    if attr_size < 48 || attrs_len == 0 {
+        return Err(bad());
+    }
+    let mut at = attrs_off as usize;
+    let attrs_end = (attrs_off + attrs_len) as usize;
+    while at + attr_size <= attrs_end {
+        let sample_type = u64_at(b, at + 24).ok_or_else(bad)?;
+        let f = SampleFormat::from_bits_truncate(sample_type);
+        if f.intersects(SampleFormat::REGS_USER | SampleFormat::STACK_USER) {
+            return Err(
+                "it has user stack copies (--call-graph dwarf), which are not unwound natively yet"
+                    .into(),
+            );
+        }
+        if !f.contains(SampleFormat::CALLCHAIN) {
+            return Err("its samples have no call chains (recorded without -g)".into());
+        }
+        at += attr_size;
+    }
+    if data_len == 0 && b.len() as u64 > data_off {
+        return Err("its header gives an empty data section (perf did not finish the file)".into());
+    }
+    let (mut at, end) = (data_off as usize, (data_off + data_len) as usize);
+    if end > b.len() {
+        return Err(format!(
+            "its data section ends at byte {end}, past the end of the file ({} bytes)",
+            b.len()
+        ));
+    }
+    while at + 8 <= end {
+        let ty = u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"));
+        let size = usize::from(u16::from_le_bytes(
+            b[at + 6..at + 8].try_into().expect("2 bytes"),
+        ));
+        if size < 8 {
+            return Err(format!("damaged record header at byte {at}"));
+        }
+        if !handled(ty) {
+            return Err(format!("it holds {}", record_name(ty)));
+        }
+        at += size;
+    }
+    Ok(())
+}
+
+/// A DSO by path and build id.
+type DsoKey = (String, Vec<u8>);
+/// A DSO's symbols, loaded by the first run that needs them.
+type DsoCell = Arc<OnceLock<Arc<DsoSymbols>>>;
+
+/// Symbol tables shared by every shard and slice of one run.
+#[derive(Debug)]
+pub struct Symbolizer {
+    opts: Options,
+    root: PathBuf,
+    kernel: OnceLock<SymbolTable>,
+    dsos: Mutex<HashMap<DsoKey, DsoCell>>,
+}
+
+impl Symbolizer {
+    /// A symbolizer reading symbols as `opts` says.
+    pub fn new(opts: Options) -> Symbolizer {
+        let root = opts.symfs.clone().unwrap_or_else(|| PathBuf::from("/"));
+        Symbolizer {
+            opts,
+            root,
+            kernel: OnceLock::new(),
+            dsos: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn kernel(&self) -> &SymbolTable {
+        self.kernel.get_or_init(|| match &self.opts.kallsyms {
+            Some(p) => std::fs::read_to_string(p)
+                .map(|t| symbols::parse_kallsyms(&t))
+                .unwrap_or_default(),
+            None => SymbolTable::default(),
+        })
+    }
+
+    fn dso(&self, path: &str, build_id: &[u8]) -> Arc<DsoSymbols> {
+        let cell = {
+            let mut m = self.dsos.lock().unwrap_or_else(|e| e.into_inner());
+            m.entry((path.to_string(), build_id.to_vec()))
+                .or_default()
+                .clone()
+        };
+        cell.get_or_init(|| {
+            let id = (!build_id.is_empty()).then_some(build_id);
+            Arc::new(elf::load(&self.root, path, id))
+        })
+        .clone()
+    }
+
+    /// Prints the samples of `data` (those in `slice`, when given) as
+    /// `perf script` would, handing the text to `consume` in blocks (owned,
+    /// so they can be passed on without a copy) that end at sample
+    /// boundaries.
+    pub fn run(
+        &self,
+        data: &Path,
+        slice: Option<&TimeSlice>,
+        mut consume: impl FnMut(Vec<u8>) -> io::Result<()>,
+    ) -> Result<Outcome, String> {
+        let start = Instant::now();
+        let file = File::open(data).map_err(|e| format!("cannot open {}: {e}", data.display()))?;
+        let reader = io::BufReader::with_capacity(1 << 20, file);
+        let PerfFileReader {
+            mut perf_file,
+            mut record_iter,
+        } = PerfFileReader::parse_file(reader).map_err(|e| format!("cannot read: {e}"))?;
+        let events: Vec<String> = perf_file
+            .event_attributes()
+            .iter()
+            .enumerate()
+            .map(|(i, a)| a.name().map_or_else(|| format!("event{i}"), str::to_string))
+            .collect();
+        let build_ids: HashMap<Vec<u8>, Vec<u8>> = perf_file
+            .build_ids()
+            .map(|m| m.into_values().map(|d| (d.path, d.build_id)).collect())
+            .unwrap_or_default();
+        let mut run = Run {
+            sym: self,
+            machine: Machine::default(),
+            dsos: Vec::new(),
+            dso_ids: HashMap::new(),
+            build_ids,
+            frames: rustc_hash::FxHashMap::default(),
+            scratch: Vec::new(),
+            out: Vec::with_capacity(FLUSH + (64 << 10)),
+            bytes: 0,
+            samples: 0,
+        };
+        let (lo, hi) = (
+            slice.and_then(|s| s.start_ns).unwrap_or(0),
+            slice.and_then(|s| s.end_ns).unwrap_or(u64::MAX),
+        );
+        loop {
+            let rec = record_iter
+                .next_record(&mut perf_file)
+                .map_err(|e| format!("cannot read a record: {e}"))?;
+            let Some(rec) = rec else { break };
+            let PerfFileRecord::EventRecord { attr_index, record } = rec else {
+                continue;
+            };
+            let ty = record.record_type;
+            let parsed = record
+                .parse()
+                .map_err(|e| format!("damaged {ty:?} record: {e}"))?;
+            match parsed {
+                EventRecord::Sample(s) => {
+                    let t = s.timestamp.unwrap_or(0);
+                    if t < lo || t > hi {
+                        continue;
+                    }
+                    let attr = &perf_file.event_attributes()[attr_index];
+                    let has = attr.attributes().sample_format;
+                    run.sample(&s, has, &events[attr_index]);
+                    if run.out.len() >= FLUSH {
+                        run.flush(&mut consume)?;
+                    }
+                }
+                EventRecord::Comm(c) => {
+                    run.machine
+                        .comm(c.tid, &String::from_utf8_lossy(&c.name.as_slice()));
+                }
+                EventRecord::Fork(f) => run.machine.fork(f.pid, f.ppid, f.tid, f.ptid),
+                EventRecord::Mmap(m) => {
+                    let path = m.path.as_slice();
+                    run.mmap(m.pid, m.address, m.length, m.page_offset, &path, None);
+                }
+                EventRecord::Mmap2(m) => {
+                    let path = m.path.as_slice();
+                    let id = match &m.file_id {
+                        Mmap2FileId::BuildId(b) => Some(b.clone()),
+                        Mmap2FileId::InodeAndVersion(_) => None,
+                    };
+                    run.mmap(m.pid, m.address, m.length, m.page_offset, &path, id);
+                }
+                _ if ty == RecordType::EXIT => {}
+                _ => {}
+            }
+        }
+        run.flush(&mut consume)?;
+        Ok(Outcome {
+            bytes: run.bytes,
+            samples: run.samples,
+            elapsed: start.elapsed(),
+        })
+    }
+}
+
+/// A DSO as one run knows it.
+struct Dso {
+    /// The name perf prints in parentheses.
+    name: String,
+    /// The path to look up (`None`: nothing to read, e.g. `[vdso]`).
+    path: Option<String>,
+    build_id: Vec<u8>,
+    symbols: Option<Arc<DsoSymbols>>,
+}
+
+const KERNEL_DSO: u32 = u32::MAX;
+const NO_DSO: u32 = u32::MAX - 1;
+/// Frame lines cached per run before the cache starts over (bounds memory
+/// on captures with millions of distinct addresses).
+const FRAME_CACHE: usize = 1 << 20;
+
+struct Run<'a> {
+    sym: &'a Symbolizer,
+    machine: Machine,
+    dsos: Vec<Dso>,
+    dso_ids: HashMap<Vec<u8>, u32>,
+    build_ids: HashMap<Vec<u8>, Vec<u8>>,
+    /// Finished frame lines by (DSO, address).
+    frames: rustc_hash::FxHashMap<(u32, u64), Box<[u8]>>,
+    /// Per-sample call chain, resolved.
+    scratch: Vec<(u32, u64)>,
+    out: Vec<u8>,
+    bytes: u64,
+    samples: u64,
+}
+
+impl Run<'_> {
+    fn flush(&mut self, consume: &mut impl FnMut(Vec<u8>) -> io::Result<()>) -> Result<(), String> {
+        if self.out.is_empty() {
+            return Ok(());
+        }
+        self.bytes += self.out.len() as u64;
+        let block = std::mem::replace(&mut self.out, Vec::with_capacity(FLUSH + (64 << 10)));
+        consume(block).map_err(|e| e.to_string())
+    }
+
+    fn dso_id(&mut self, path: &[u8], build_id: Option<Vec<u8>>) -> u32 {
+        if let Some(&id) = self.dso_ids.get(path) {
+            return id;
+        }
+        let name = String::from_utf8_lossy(path).into_owned();
+        let readable = name.starts_with('/') && !name.starts_with("//");
+        let build_id = build_id
+            .or_else(|| self.build_ids.get(path).cloned())
+            .unwrap_or_default();
+        let id = self.dsos.len() as u32;
+        self.dsos.push(Dso {
+            path: readable.then(|| name.clone()),
+            name,
+            build_id,
+            symbols: None,
+        });
+        self.dso_ids.insert(path.to_vec(), id);
+        id
+    }
+
+    fn mmap(
+        &mut self,
+        pid: i32,
+        start: u64,
+        len: u64,
+        pgoff: u64,
+        path: &[u8],
+        id: Option<Vec<u8>>,
+    ) {
+        let end = start.saturating_add(len);
+        if pid == -1 {
+            // Kernel and module maps: kallsyms names them all.
+            self.machine.kernel.insert(Map {
+                start,
+                end,
+                pgoff,
+                dso: KERNEL_DSO,
+            });
+            return;
+        }
+        let dso = self.dso_id(path, id);
+        self.machine.mmap(
+            pid,
+            Map {
+                start,
+                end,
+                pgoff,
+                dso,
+            },
+        );
+    }
+
+    fn sample(
+        &mut self,
+        s: &linux_perf_data::linux_perf_event_reader::SampleRecord<'_>,
+        has: SampleFormat,
+        event: &str,
+    ) {
+        self.samples += 1;
+        let pid = s.pid.unwrap_or(-1);
+        let tid = s.tid.unwrap_or(-1);
+        let comm = self.machine.comm_of(tid);
+        let out = &mut self.out;
+        let _ = write!(out, "{comm} {tid:5} ");
+        if has.contains(SampleFormat::CPU) {
+            let _ = write!(out, "[{:03}] ", s.cpu.unwrap_or(0));
+        }
+        if has.contains(SampleFormat::TIME) {
+            let t = s.timestamp.unwrap_or(0);
+            let _ = write!(
+                out,
+                "{:5}.{:06}: ",
+                t / 1_000_000_000,
+                t % 1_000_000_000 / 1000
+            );
+        }
+        if has.contains(SampleFormat::PERIOD) {
+            let _ = write!(out, "{:10} ", s.period.unwrap_or(0));
+        }
+        let _ = writeln!(out, "{event}: ");
+        let mut mode = s.cpu_mode;
+        let mut n = 0;
+        // Resolve the chain to (DSO, address) with the process's maps looked
+        // up once, then print each frame from the cache.
+        let mut resolved = std::mem::take(&mut self.scratch);
+        resolved.clear();
+        let maps = self.machine.maps_of(pid);
+        if let Some(chain) = &s.callchain {
+            for i in 0..chain.len() {
+                if n >= MAX_STACK {
+                    break;
+                }
+                let Some(ip) = chain.get(i) else { break };
+                if ip >= PERF_CONTEXT_MAX {
+                    mode = match ip {
+                        PERF_CONTEXT_KERNEL => CpuMode::Kernel,
+                        PERF_CONTEXT_USER => CpuMode::User,
+                        PERF_CONTEXT_HV => CpuMode::Hypervisor,
+                        _ => break,
+                    };
+                    continue;
+                }
+                n += 1;
+                resolved.push(match mode {
+                    CpuMode::Kernel if self.machine.kernel.find(ip).is_some() => (KERNEL_DSO, ip),
+                    CpuMode::User => match maps.and_then(|m| m.find(ip)) {
+                        Some(m) => (m.dso, m.rel(ip)),
+                        None => (NO_DSO, ip),
+                    },
+                    _ => (NO_DSO, ip),
+                });
+            }
+        }
+        for &(dso, key) in &resolved {
+            self.frame(dso, key);
+        }
+        self.scratch = resolved;
+        self.out.push(b'\n');
+    }
+
+    fn frame(&mut self, dso: u32, key: u64) {
+        if let Some(line) = self.frames.get(&(dso, key)) {
+            self.out.extend_from_slice(line);
+            return;
+        }
+        if self.frames.len() >= FRAME_CACHE {
+            self.frames.clear();
+        }
+        let line = self.format_frame((dso != NO_DSO).then_some(dso), key);
+        self.out.extend_from_slice(&line);
+        self.frames.insert((dso, key), line);
+    }
+
+    fn format_frame(&mut self, dso: Option<u32>, addr: u64) -> Box<[u8]> {
+        let mut line = Vec::with_capacity(96);
+        let _ = write!(line, "\t{addr:16x} ");
+        match dso {
+            None => line.extend_from_slice(b"[unknown] ([unknown])"),
+            Some(KERNEL_DSO) => {
+                let table = self.sym.kernel();
+                match table.find(addr) {
+                    Some(h) => {
+                        let _ = write!(
+                            line,
+                            "{}+{:#x} ({})",
+                            h.name,
+                            h.offset,
+                            h.module.unwrap_or("[kernel.kallsyms]")
+                        );
+                    }
+                    None => line.extend_from_slice(b"[unknown] ([kernel.kallsyms])"),
+                }
+            }
+            Some(id) => {
+                let d = &mut self.dsos[id as usize];
+                if d.symbols.is_none() {
+                    d.symbols = Some(match &d.path {
+                        Some(p) => self.sym.dso(p, &d.build_id),
+                        None => Arc::new(DsoSymbols::default()),
+                    });
+                }
+                let syms = d.symbols.as_ref().expect("loaded above");
+                match syms.table.find(syms.to_vaddr(addr)) {
+                    Some(h) => {
+                        let _ = write!(
+                            line,
+                            "{}+{:#x} ({})",
+                            symbols::demangle(h.name),
+                            h.offset,
+                            d.name
+                        );
+                    }
+                    None => {
+                        let _ = write!(line, "[unknown] ({})", d.name);
+                    }
+                }
+            }
+        }
+        line.push(b'\n');
+        line.into_boxed_slice()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn choice_parses_the_three_words() {
+        for c in [Choice::Auto, Choice::Native, Choice::Perf] {
+            assert_eq!(c.as_str().parse::<Choice>(), Ok(c));
+        }
+        assert!("fast"
+            .parse::<Choice>()
+            .unwrap_err()
+            .contains("native, perf or auto"));
+    }
+
+    #[test]
+    fn check_refuses_what_it_cannot_read_with_the_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("perf.data");
+        std::fs::write(&p, b"not perf at all").unwrap();
+        assert!(check(&p)
+            .unwrap_err()
+            .contains("not a little-endian perf.data"));
+        // A header whose attribute section asks for user stack copies.
+        let mut h = vec![0u8; 104 + 136];
+        h[..8].copy_from_slice(b"PERFILE2");
+        let put =
+            |h: &mut Vec<u8>, at: usize, v: u64| h[at..at + 8].copy_from_slice(&v.to_le_bytes());
+        put(&mut h, 8, 104);
+        put(&mut h, 16, 136 - 16); // attr_size (the attr; ids follow)
+        put(&mut h, 24, 104);
+        put(&mut h, 32, 120);
+        put(&mut h, 40, 240);
+        put(&mut h, 48, 0);
+        let dwarf =
+            (SampleFormat::CALLCHAIN | SampleFormat::REGS_USER | SampleFormat::STACK_USER).bits();
+        put(&mut h, 104 + 24, dwarf);
+        std::fs::write(&p, &h).unwrap();
+        assert!(check(&p).unwrap_err().contains("--call-graph dwarf"));
+        put(&mut h, 104 + 24, SampleFormat::IP.bits());
+        std::fs::write(&p, &h).unwrap();
+        assert!(check(&p).unwrap_err().contains("no call chains"));
+        // Call chains, and one KSYMBOL record in the data section.
+        put(&mut h, 104 + 24, SampleFormat::CALLCHAIN.bits());
+        h.extend_from_slice(&17u32.to_le_bytes());
+        h.extend_from_slice(&0u16.to_le_bytes());
+        h.extend_from_slice(&8u16.to_le_bytes());
+        put(&mut h, 48, 8);
+        std::fs::write(&p, &h).unwrap();
+        assert!(check(&p).unwrap_err().contains("KSYMBOL"));
+        h[240..244].copy_from_slice(&68u32.to_le_bytes()); // FINISHED_ROUND
+        std::fs::write(&p, &h).unwrap();
+        assert_eq!(check(&p), Ok(()));
+    }
+
+    #[test]
+    fn kallsyms_snapshot_beside_symfs() {
+        let dir = tempfile::tempdir().unwrap();
+        let symfs = dir.path().join("symfs");
+        std::fs::create_dir(&symfs).unwrap();
+        assert_eq!(kallsyms_for(Some(&symfs)), None);
+        std::fs::write(dir.path().join("kallsyms"), "").unwrap();
+        assert_eq!(
+            kallsyms_for(Some(&symfs)),
+            Some(dir.path().join("kallsyms"))
+        );
+    }
+}

@@ -1,0 +1,297 @@
+//! Symbol tables as `perf` builds them: function symbols of an ELF file's
+//! `.symtab` (else `.dynsym`), or the text and data symbols of a kallsyms
+//! file; aliases at one address resolved by perf's own preference order
+//! (sized over unsized, typed over untyped, strong over weak, global over
+//! local, fewer leading underscores, longer name); zero-sized symbols
+//! (every kallsyms symbol) ending where the next one starts. A lookup is a
+//! binary search. Knows nothing about processes or files on disk.
+
+use std::cmp::Ordering;
+
+/// ELF symbol binding, as perf compares them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Binding {
+    /// `STB_LOCAL` (kallsyms lower case).
+    Local,
+    /// `STB_GLOBAL` (kallsyms upper case).
+    Global,
+    /// `STB_WEAK` (kallsyms `W`/`w`).
+    Weak,
+}
+
+/// One symbol while a table is built.
+#[derive(Debug, Clone)]
+pub struct RawSymbol {
+    /// First address.
+    pub start: u64,
+    /// Size in bytes (0 = unknown: ends at the next symbol).
+    pub size: u64,
+    /// Binding.
+    pub binding: Binding,
+    /// `STT_NOTYPE` labels lose to typed symbols at the same address.
+    pub untyped: bool,
+    /// Raw (mangled) name.
+    pub name: String,
+    /// Kernel module (`[nvme]`), for kallsyms symbols of modules.
+    pub module: Option<String>,
+}
+
+/// A sorted, de-duplicated symbol table.
+#[derive(Debug, Default)]
+pub struct SymbolTable {
+    starts: Vec<u64>,
+    ends: Vec<u64>,
+    names: Vec<Box<str>>,
+    modules: Vec<Option<Box<str>>>,
+}
+
+/// A symbol found for an address.
+#[derive(Debug, Clone, Copy)]
+pub struct Hit<'a> {
+    /// The (raw) name.
+    pub name: &'a str,
+    /// Offset of the address from the symbol's start.
+    pub offset: u64,
+    /// Kernel module, when the symbol belongs to one.
+    pub module: Option<&'a str>,
+}
+
+fn underscores(s: &str) -> usize {
+    s.bytes().take_while(|&b| b == b'_').count()
+}
+
+/// perf's `choose_best_symbol` (and the x86 `SyS` alias rule): `Less` when
+/// `a` is the one to keep.
+fn better(a: &RawSymbol, b: &RawSymbol) -> Ordering {
+    use Ordering::{Greater, Less};
+    match (a.size, b.size) {
+        (x, 0) if x > 0 => return Less,
+        (0, y) if y > 0 => return Greater,
+        _ => {}
+    }
+    if a.untyped != b.untyped {
+        return if a.untyped { Greater } else { Less };
+    }
+    let weak = |s: &RawSymbol| s.binding == Binding::Weak;
+    if weak(a) != weak(b) {
+        return if weak(b) { Less } else { Greater };
+    }
+    let global = |s: &RawSymbol| s.binding == Binding::Global;
+    if global(a) != global(b) {
+        return if global(a) { Less } else { Greater };
+    }
+    match underscores(a.name.as_str()).cmp(&underscores(&b.name)) {
+        Ordering::Less => return Less,
+        Ordering::Greater => return Greater,
+        Ordering::Equal => {}
+    }
+    if a.name.starts_with("SyS") || a.name.starts_with("compat_SyS") {
+        return Greater;
+    }
+    if a.name.len() >= b.name.len() {
+        Less
+    } else {
+        Greater
+    }
+}
+
+impl SymbolTable {
+    /// Builds a table from `syms`. `kallsyms` makes every symbol end where
+    /// the next one starts, as perf does for kernel symbol lists.
+    pub fn build(mut syms: Vec<RawSymbol>, kallsyms: bool) -> SymbolTable {
+        syms.sort_by_key(|s| s.start);
+        // Keep the best of each run of equal starts.
+        let mut kept: Vec<RawSymbol> = Vec::with_capacity(syms.len());
+        for s in syms {
+            match kept.last_mut() {
+                Some(last) if last.start == s.start => {
+                    if better(&s, last) == Ordering::Less {
+                        *last = s;
+                    }
+                }
+                _ => kept.push(s),
+            }
+        }
+        let mut t = SymbolTable::default();
+        for (i, s) in kept.iter().enumerate() {
+            let next = kept.get(i + 1).map(|n| n.start);
+            let end = if s.size > 0 && !kallsyms {
+                s.start + s.size
+            } else {
+                match next {
+                    Some(n) => n,
+                    // perf: the last one ends a page past its start.
+                    None => (s.start & !4095) + 8192,
+                }
+            };
+            t.starts.push(s.start);
+            t.ends.push(end.max(s.start + 1));
+            t.names.push(s.name.clone().into_boxed_str());
+            t.modules
+                .push(s.module.as_ref().map(|m| m.clone().into_boxed_str()));
+        }
+        t
+    }
+
+    /// Number of symbols.
+    pub fn len(&self) -> usize {
+        self.starts.len()
+    }
+
+    /// True when there is no symbol.
+    pub fn is_empty(&self) -> bool {
+        self.starts.is_empty()
+    }
+
+    /// The symbol containing `addr`.
+    pub fn find(&self, addr: u64) -> Option<Hit<'_>> {
+        let i = self.starts.partition_point(|&s| s <= addr).checked_sub(1)?;
+        (addr < self.ends[i]).then(|| Hit {
+            name: &self.names[i],
+            offset: addr - self.starts[i],
+            module: self.modules[i].as_deref(),
+        })
+    }
+}
+
+/// Parses a kallsyms file (`ADDR TYPE NAME [MODULE]` per line), keeping the
+/// symbol types perf keeps (`T`, `W`, `D`, `B`, either case). An all-zero
+/// table (`kptr_restrict` hid the addresses) gives an empty table.
+pub fn parse_kallsyms(text: &str) -> SymbolTable {
+    let mut syms = Vec::new();
+    for line in text.lines() {
+        let mut it = line.split_ascii_whitespace();
+        let (Some(addr), Some(ty), Some(name)) = (it.next(), it.next(), it.next()) else {
+            continue;
+        };
+        let Ok(start) = u64::from_str_radix(addr, 16) else {
+            continue;
+        };
+        let Some(ty) = ty.chars().next() else {
+            continue;
+        };
+        if start == 0 || !matches!(ty.to_ascii_uppercase(), 'T' | 'W' | 'D' | 'B') {
+            continue;
+        }
+        let binding = if ty.eq_ignore_ascii_case(&'w') {
+            Binding::Weak
+        } else if ty.is_ascii_uppercase() {
+            Binding::Global
+        } else {
+            Binding::Local
+        };
+        let module = it
+            .next()
+            .filter(|m| m.starts_with('[') && m.ends_with(']'))
+            .map(str::to_string);
+        syms.push(RawSymbol {
+            start,
+            size: 0,
+            binding,
+            untyped: false,
+            name: name.to_string(),
+            module,
+        });
+    }
+    SymbolTable::build(syms, true)
+}
+
+/// Demangles a symbol name the way perf prints it (C++ and Rust); other
+/// names are returned unchanged.
+pub fn demangle(name: &str) -> std::borrow::Cow<'_, str> {
+    use std::borrow::Cow;
+    if name.starts_with("_R") || name.starts_with("_ZN") {
+        if let Ok(d) = rustc_demangle::try_demangle(name) {
+            let s = format!("{d:#}");
+            // Legacy Rust symbols carry a hash; `{:#}` drops it, perf keeps
+            // what its C++ demangler makes of the name.
+            if name.starts_with("_R") || is_rust_legacy(name) {
+                return Cow::Owned(s);
+            }
+        }
+    }
+    if name.starts_with("_Z") {
+        if let Ok(sym) = cpp_demangle::Symbol::new(name.as_bytes()) {
+            let opts = cpp_demangle::DemangleOptions::new();
+            if let Ok(s) = sym.demangle_with_options(&opts) {
+                return Cow::Owned(s);
+            }
+        }
+    }
+    Cow::Borrowed(name)
+}
+
+/// A legacy-mangled Rust symbol ends in `17h<16 hex digits>E`.
+fn is_rust_legacy(name: &str) -> bool {
+    let b = name.as_bytes();
+    b.len() > 20
+        && b.ends_with(b"E")
+        && &b[b.len() - 20..b.len() - 17] == b"17h"
+        && b[b.len() - 17..b.len() - 1]
+            .iter()
+            .all(u8::is_ascii_hexdigit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sym(start: u64, size: u64, binding: Binding, name: &str) -> RawSymbol {
+        RawSymbol {
+            start,
+            size,
+            binding,
+            untyped: false,
+            name: name.into(),
+            module: None,
+        }
+    }
+
+    #[test]
+    fn aliases_resolved_as_perf_does() {
+        let t = SymbolTable::build(
+            vec![
+                sym(0x100, 0x10, Binding::Weak, "write"),
+                sym(0x100, 0x10, Binding::Global, "__libc_write"),
+                sym(0x100, 0x10, Binding::Local, "__GI___libc_write"),
+                sym(0x200, 0, Binding::Global, "unsized"),
+                sym(0x200, 8, Binding::Local, "_sized"),
+                sym(0x300, 4, Binding::Global, "tail"),
+            ],
+            false,
+        );
+        assert_eq!(t.find(0x104).unwrap().name, "__libc_write");
+        assert_eq!(t.find(0x104).unwrap().offset, 4);
+        assert!(t.find(0x110).is_none(), "past the end of a sized symbol");
+        assert_eq!(t.find(0x207).unwrap().name, "_sized");
+        assert!(t.find(0x208).is_none());
+        assert!(t.find(0x50).is_none());
+        assert_eq!(t.find(0x303).unwrap().name, "tail");
+    }
+
+    #[test]
+    fn kallsyms_types_modules_and_ends() {
+        let t = parse_kallsyms(
+            "ffffffff81000000 T _text\nffffffff81000100 t do_one\n\
+             ffffffff81000100 T __do_one\nffffffff81000200 r ro_data\n\
+             ffffffffc0000000 t nvme_irq\t[nvme]\n0000000000000000 A fixed_percpu_data\n",
+        );
+        assert_eq!(t.find(0xffffffff81000180).unwrap().name, "__do_one");
+        assert_eq!(t.find(0xffffffff81000010).unwrap().name, "_text");
+        // `r` is not kept: do_one's range runs on to the next kept symbol.
+        assert_eq!(t.find(0xffffffff81000250).unwrap().name, "__do_one");
+        let m = t.find(0xffffffffc0000004).unwrap();
+        assert_eq!((m.name, m.module), ("nvme_irq", Some("[nvme]")));
+        assert!(parse_kallsyms("0000000000000000 T _text\n").is_empty());
+    }
+
+    #[test]
+    fn demangles_cpp_and_rust() {
+        assert_eq!(demangle("main"), "main");
+        assert_eq!(demangle("_ZN3foo3barEv"), "foo::bar()");
+        assert_eq!(
+            demangle("_ZN4core3ptr13drop_in_place17h0123456789abcdefE"),
+            "core::ptr::drop_in_place"
+        );
+    }
+}

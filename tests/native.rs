@@ -1,0 +1,433 @@
+//! The native symbolizer against `perf script`, on real captures: a
+//! dynamically linked C worker (tests/programs/libc_worker.c: its own
+//! functions, libc, system calls) recorded by the real capture sidecar with
+//! frame pointers, and once with `--call-graph dwarf` for the fallback.
+//! The reference is `perf script` run the way `jobprof process` runs it
+//! (`-f --symfs <capture symfs> --no-inline`, plus `--kallsyms` with the
+//! kernel symbol snapshot), folded by `jobprof fold`; native output must put
+//! at least 99.5% of the sample weight on identical stacks.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use crate::util::{self, recorder, repo_root};
+
+fn jobprof() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_jobprof"));
+    c.stdin(Stdio::null());
+    c
+}
+
+fn perf_available() -> bool {
+    Command::new("perf")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// One recorded result directory and the capture directory in it.
+struct Capture {
+    _keep: tempfile::TempDir,
+    result_dir: PathBuf,
+}
+
+impl Capture {
+    fn capture_dir(&self) -> PathBuf {
+        self.result_dir.join("profiles/perf/worker_0/q1")
+    }
+}
+
+static FP: OnceLock<Option<Capture>> = OnceLock::new();
+static DWARF: OnceLock<Option<Capture>> = OnceLock::new();
+
+fn fp() -> Option<&'static Capture> {
+    FP.get_or_init(|| make("fp", 3)).as_ref()
+}
+
+fn dwarf() -> Option<&'static Capture> {
+    DWARF.get_or_init(|| make("dwarf,4096", 1)).as_ref()
+}
+
+fn rec(tokens: &Path, args: &[&str]) {
+    let out = Command::new(recorder())
+        .args(args)
+        .arg("--token-dir")
+        .arg(tokens)
+        .args(["--worker", "0", "--timeout", "60"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "jobprof-record {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Records the worker (4 threads, 2 per shard) for `seconds` with the
+/// sidecar, then deletes the binary: only symfs/ can name its frames. A
+/// copy of /proc/kallsyms is put next to symfs/ as the kernel snapshot.
+fn make(call_graph: &str, seconds: u64) -> Option<Capture> {
+    if !util::require(perf_available(), "perf (linux-perf) for tests/native.rs") {
+        return None;
+    }
+    let keep = tempfile::tempdir().unwrap();
+    let bin_dir = keep.path().join("bin");
+    fs::create_dir_all(&bin_dir).unwrap();
+    let exe = bin_dir.join("libc_worker");
+    let src = repo_root().join("tests/programs/libc_worker.c");
+    let st = Command::new("gcc")
+        .args(["-O2", "-g", "-fno-omit-frame-pointer", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .expect("gcc is needed to build the test workload");
+    assert!(st.success(), "building {}", src.display());
+    let mut worker = Command::new(&exe)
+        .arg("3")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let result_dir = keep.path().join("result");
+    let perf_root = result_dir.join("profiles/perf");
+    let tokens = keep.path().join("tokens");
+    fs::create_dir_all(&perf_root).unwrap();
+    fs::create_dir_all(&tokens).unwrap();
+    let mut sidecar = Command::new(recorder())
+        .arg("sidecar")
+        .arg("--token-dir")
+        .arg(&tokens)
+        .args(["--worker", "0", "--pid", &worker.id().to_string()])
+        .arg("--out")
+        .arg(&perf_root)
+        .arg("--staging")
+        .arg(keep.path().join("staging"))
+        .args([
+            "--frequency",
+            "499",
+            "--threads-per-shard",
+            "2",
+            "--call-graph",
+            call_graph,
+            "--start-timeout",
+            "30",
+            "--stop-timeout",
+            "30",
+        ])
+        .env("SLURM_JOB_ID", "4343")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ready = tokens.join(".perf_sidecar_ready_w0");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while !ready.exists() {
+        if sidecar.try_wait().unwrap().is_some() || Instant::now() > deadline {
+            let _ = sidecar.kill();
+            let out = sidecar.wait_with_output().unwrap();
+            let _ = worker.kill();
+            panic!(
+                "jobprof-record sidecar not ready: {}{}",
+                fs::read_to_string(tokens.join(".perf_sidecar_error_w0")).unwrap_or_default(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    rec(&tokens, &["start", "--query", "q1"]);
+    std::thread::sleep(Duration::from_secs(seconds));
+    rec(&tokens, &["stop", "--query", "q1"]);
+    rec(&tokens, &["shutdown"]);
+    let out = sidecar.wait_with_output().unwrap();
+    let _ = worker.kill();
+    let _ = worker.wait();
+    assert!(
+        out.status.success(),
+        "sidecar: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    fs::remove_dir_all(&bin_dir).unwrap();
+    let c = Capture {
+        _keep: keep,
+        result_dir,
+    };
+    let symfs = symfs_of(&c.capture_dir());
+    fs::copy("/proc/kallsyms", symfs.parent().unwrap().join("kallsyms")).unwrap();
+    Some(c)
+}
+
+fn symfs_of(capture: &Path) -> PathBuf {
+    [
+        capture.join("symfs"),
+        capture.parent().unwrap().join("symfs"),
+    ]
+    .into_iter()
+    .find(|p| p.is_dir())
+    .expect("the capture has a symfs/")
+}
+
+/// A private copy of the result directory.
+fn copy(c: &Capture) -> (tempfile::TempDir, PathBuf) {
+    let t = tempfile::tempdir().unwrap();
+    let dst = t.path().join("result");
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(&c.result_dir)
+        .arg(&dst)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    (t, dst)
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn process(result: &Path, args: &[&str]) -> Output {
+    jobprof()
+        .arg("process")
+        .arg(result)
+        .args(["--formats", "folded,summary"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn data_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy().into_owned();
+            n.starts_with("perf.data") && !n.ends_with(".log")
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn parse_folded(text: &str) -> HashMap<String, u64> {
+    let mut m = HashMap::new();
+    for l in text.lines() {
+        let (stack, n) = l.rsplit_once(' ').unwrap();
+        *m.entry(stack.to_string()).or_default() += n.parse::<u64>().unwrap();
+    }
+    m
+}
+
+/// `perf script` on every shard as `jobprof process` runs it (with the
+/// kernel snapshot), folded by `jobprof fold`.
+fn perf_reference(capture: &Path) -> HashMap<String, u64> {
+    let symfs = symfs_of(capture);
+    let kallsyms = symfs.parent().unwrap().join("kallsyms");
+    let script = capture.join("reference.script");
+    let mut all = Vec::new();
+    for f in data_files(capture) {
+        let out = Command::new("perf")
+            .args(["script", "-f", "-i"])
+            .arg(&f)
+            .arg("--symfs")
+            .arg(&symfs)
+            .arg("--kallsyms")
+            .arg(&kallsyms)
+            .arg("--no-inline")
+            .stderr(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "perf script -i {}", f.display());
+        all.extend_from_slice(&out.stdout);
+    }
+    fs::write(&script, all).unwrap();
+    let folded = capture.join("reference.folded");
+    let o = jobprof()
+        .arg("fold")
+        .arg(&script)
+        .arg("-o")
+        .arg(&folded)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "jobprof fold: {}", text(&o));
+    parse_folded(&fs::read_to_string(&folded).unwrap())
+}
+
+/// Share of the reference weight on stacks both sides have with the same
+/// weight (min of the two per stack), and the biggest differences.
+fn agreement(
+    native: &HashMap<String, u64>,
+    perf: &HashMap<String, u64>,
+) -> (f64, Vec<(i64, String)>) {
+    let total: u64 = perf.values().sum();
+    let same: u64 = perf
+        .iter()
+        .map(|(s, &w)| w.min(native.get(s).copied().unwrap_or(0)))
+        .sum();
+    let mut diffs: Vec<(i64, String)> = perf
+        .keys()
+        .chain(native.keys())
+        .map(|s| {
+            let d = native.get(s).copied().unwrap_or(0) as i64
+                - perf.get(s).copied().unwrap_or(0) as i64;
+            (d, s.clone())
+        })
+        .filter(|(d, _)| *d != 0)
+        .collect();
+    diffs.sort_by_key(|(d, s)| (std::cmp::Reverse(d.abs()), s.clone()));
+    diffs.dedup();
+    diffs.truncate(10);
+    (same as f64 / total.max(1) as f64, diffs)
+}
+
+fn summary(capture: &Path) -> serde_json::Value {
+    serde_json::from_slice(&util::read(&capture.join("summary.json"))).unwrap()
+}
+
+#[test]
+fn fp_capture_native_matches_perf_script() {
+    let Some(c) = fp() else { return };
+    let (_t, result) = copy(c);
+    let cap = result.join("profiles/perf/worker_0/q1");
+    let o = process(&result, &["--symbolizer", "native"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let s = summary(&cap);
+    assert_eq!(s["symbolized_from"], "native", "{s}");
+    assert!(s["perf_version"].is_null(), "perf did not run: {s}");
+    let native = parse_folded(&fs::read_to_string(cap.join("stacks.folded")).unwrap());
+    let perf = perf_reference(&cap);
+    let (share, diffs) = agreement(&native, &perf);
+    eprintln!(
+        "native vs perf script: {:.3}% of the weight on identical stacks",
+        100.0 * share
+    );
+    assert!(
+        share >= 0.995,
+        "only {:.3}% of the weight on identical stacks; top differences (native - perf):\n{}",
+        100.0 * share,
+        diffs
+            .iter()
+            .map(|(d, s)| format!("{d:+} {s}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    // The capture really has what the comparison is about: the worker's own
+    // frames (named from symfs/ only), libc frames and named kernel frames.
+    let all: String = native.keys().cloned().collect::<Vec<_>>().join("\n");
+    assert!(all.contains("compute_stage"), "no worker frame in:\n{all}");
+    assert!(all.contains("libc.so.6"), "no libc frame in:\n{all}");
+    let kernel = [
+        "entry_SYSCALL",
+        "do_syscall",
+        "asm_sysvec",
+        "irqentry",
+        "schedule",
+    ];
+    assert!(
+        kernel.iter().any(|k| all.contains(k)),
+        "no named kernel frame in:\n{all}"
+    );
+}
+
+#[test]
+fn auto_picks_native_for_fp_and_agrees_with_perf_mode() {
+    let Some(c) = fp() else { return };
+    let (_t, result) = copy(c);
+    let cap = result.join("profiles/perf/worker_0/q1");
+    let o = process(&result, &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(summary(&cap)["symbolized_from"], "native");
+    let auto = fs::read(cap.join("stacks.folded")).unwrap();
+    let o = process(&result, &["--force", "--symbolizer", "perf"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let s = summary(&cap);
+    assert_eq!(s["symbolized_from"], "perf script", "{s}");
+    assert!(s["perf_version"]
+        .as_str()
+        .unwrap()
+        .starts_with("perf version"));
+    // perf as process runs it has no --kallsyms in this version: compare
+    // sample counts and the user-space part of the stacks only.
+    let samples = |b: &[u8]| -> u64 { parse_folded(&String::from_utf8_lossy(b)).values().sum() };
+    let perf_mode = fs::read(cap.join("stacks.folded")).unwrap();
+    assert_eq!(samples(&auto), samples(&perf_mode));
+}
+
+#[test]
+fn native_needs_no_perf_and_slices_lose_nothing() {
+    let Some(c) = fp() else { return };
+    let (_t, result) = copy(c);
+    let cap = result.join("profiles/perf/worker_0/q1");
+    // No perf on PATH at all.
+    let empty = tempfile::tempdir().unwrap();
+    let o = jobprof()
+        .arg("process")
+        .arg(&result)
+        .args(["--formats", "folded,summary", "--symbolizer", "native"])
+        .args(["--time-slices", "3"])
+        .env("PATH", empty.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let s = summary(&cap);
+    for sh in s["shards"].as_array().unwrap() {
+        assert_eq!(sh["slices"], 3, "{s}");
+    }
+    assert!(s["perf_version"].is_null(), "{s}");
+    let sliced = parse_folded(&fs::read_to_string(cap.join("stacks.folded")).unwrap());
+    let o = process(&result, &["--force", "--symbolizer", "native"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let whole = parse_folded(&fs::read_to_string(cap.join("stacks.folded")).unwrap());
+    assert_eq!(sliced, whole, "time slices changed the stacks");
+    let s = summary(&cap);
+    assert!(s["shards"].as_array().unwrap().len() >= 2, "{s}");
+}
+
+#[test]
+fn dwarf_capture_falls_back_to_perf_script_with_a_warning() {
+    let Some(c) = dwarf() else { return };
+    let (_t, result) = copy(c);
+    let cap = result.join("profiles/perf/worker_0/q1");
+    for mode in ["auto", "native"] {
+        let o = process(&result, &["--force", "--symbolizer", mode]);
+        assert!(o.status.success(), "{mode}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("--call-graph dwarf"), "{mode}: {err}");
+        let s = summary(&cap);
+        assert_eq!(s["symbolized_from"], "perf script", "{mode}: {s}");
+        let warned = s["warnings"].as_array().unwrap().iter().any(|w| {
+            w.as_str()
+                .unwrap()
+                .contains("instead of the native symbolizer")
+        });
+        assert!(warned, "{mode}: {s}");
+        assert!(s["samples"].as_u64().unwrap() > 0);
+    }
+}
+
+#[test]
+fn native_with_inline_is_a_usage_error() {
+    let o = jobprof()
+        .args([
+            "process",
+            "/nonexistent",
+            "--symbolizer",
+            "native",
+            "--inline",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--symbolizer perf"));
+    let o = jobprof()
+        .args(["process", "/nonexistent", "--symbolizer", "fast"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
