@@ -594,7 +594,7 @@ fn the_open_file_soft_limit_is_raised_to_the_hard_one() {
     fs::set_permissions(&slow, fs::Permissions::from_mode(0o755)).unwrap();
     let mut child = Command::new("sh")
         .arg("-c")
-        .arg("ulimit -S -n 256 && exec \"$0\" process --perf \"$1\" \"$2\"")
+        .arg("ulimit -S -n 256 && exec \"$0\" process --symbolizer perf --perf \"$1\" \"$2\"")
         .arg(env!("CARGO_BIN_EXE_jobprof"))
         .arg(&slow)
         .arg(&result)

@@ -321,7 +321,18 @@ fn fp_capture_native_matches_perf_script() {
     // frames (named from symfs/ only), libc frames and named kernel frames.
     let all: String = native.keys().cloned().collect::<Vec<_>>().join("\n");
     assert!(all.contains("compute_stage"), "no worker frame in:\n{all}");
-    assert!(all.contains("libc.so.6"), "no libc frame in:\n{all}");
+    // libc frames, named (from libc's debug file when it is installed) or not.
+    let libc = [
+        "libc.so.6",
+        "start_thread",
+        "__libc_start_call_main",
+        "__vfprintf_internal",
+        "msort_with_tmp",
+    ];
+    assert!(
+        libc.iter().any(|f| all.contains(f)),
+        "no libc frame in:\n{all}"
+    );
     let kernel = [
         "entry_SYSCALL",
         "do_syscall",

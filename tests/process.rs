@@ -858,23 +858,29 @@ fn demo_fixture_processes_without_perf() {
 #[test]
 fn demo_fixture_with_perf_names_kernel_frames_from_its_snapshot() {
     let Some(_) = base() else { return };
-    let t = tempfile::tempdir().unwrap();
-    let result = t.path().join("result_dir_demo");
-    copy_tree(&repo_root().join("fixtures/result_dir_demo"), &result);
-    let dir = capture_dir(&result, 0, "q01");
-    let shipped = fs::read(dir.join("perf.script.zst")).unwrap();
-    fs::remove_file(dir.join("perf.script.zst")).unwrap();
-    let out = run(&[], &[&result]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    let s = summary(&dir);
-    assert_eq!(s["symbolized_from"], "perf script");
-    let kernel = s["kernel_symbols"].as_str().unwrap();
-    assert!(kernel.starts_with("snapshot ") && kernel.ends_with("worker_0/kallsyms"));
-    assert_eq!(s["unnamed_stack_ratio"].as_f64().unwrap(), 0.0, "{s:#}");
-    assert!(s["truncated_ratio"].as_f64().unwrap() <= 0.05, "{s:#}");
-    // The same text as the one shipped for machines without perf.
-    let again = zstd::decode_all(&fs::read(dir.join("perf.script.zst")).unwrap()[..]).unwrap();
-    assert_eq!(again, zstd::decode_all(&shipped[..]).unwrap());
+    // Both symbolizers, from the raw shards, give the very text shipped for
+    // machines without perf.
+    for (symbolizer, from) in [("perf", "perf script"), ("native", "native")] {
+        let t = tempfile::tempdir().unwrap();
+        let result = t.path().join("result_dir_demo");
+        copy_tree(&repo_root().join("fixtures/result_dir_demo"), &result);
+        let dir = capture_dir(&result, 0, "q01");
+        let shipped = fs::read(dir.join("perf.script.zst")).unwrap();
+        fs::remove_file(dir.join("perf.script.zst")).unwrap();
+        let out = run(&["--symbolizer", symbolizer], &[&result]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        let s = summary(&dir);
+        assert_eq!(s["symbolized_from"], from);
+        let kernel = s["kernel_symbols"].as_str().unwrap();
+        assert!(kernel.starts_with("snapshot ") && kernel.ends_with("worker_0/kallsyms"));
+        assert_eq!(s["unnamed_stack_ratio"].as_f64().unwrap(), 0.0, "{s:#}");
+        assert!(s["truncated_ratio"].as_f64().unwrap() <= 0.05, "{s:#}");
+        let again = zstd::decode_all(&fs::read(dir.join("perf.script.zst")).unwrap()[..]).unwrap();
+        assert!(
+            again == zstd::decode_all(&shipped[..]).unwrap(),
+            "{symbolizer}: the text differs from the shipped perf.script.zst"
+        );
+    }
 }
 
 #[test]
