@@ -223,6 +223,12 @@ pub struct Capture {
     /// reason to call the capture invalid.
     #[cfg_attr(feature = "serde", serde(default))]
     pub size_limited: Vec<ShardCut>,
+    /// When the shards were attached ahead of the query, disabled (the
+    /// sidecar's pre-arming, ns since the Unix epoch); `None` when they were
+    /// attached at `start`. Threads that exited between this and `start`
+    /// are in `perf-dropped-tids.tsv` (reason `exited while armed`).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub armed_unix_ns: Option<u64>,
     /// When `enable` was sent to the first shard (ns since the Unix epoch).
     pub enable_requested_unix_ns: Option<u64>,
     /// When the last shard acknowledged `enable`: sampling is on everywhere
@@ -294,6 +300,7 @@ impl Capture {
             .map(|c| format!("{{\"shard\": {}, \"unix_ns\": {}}}", c.shard, c.unix_ns))
             .collect();
         w.array("size_limited", &cuts);
+        w.opt_num("armed_unix_ns", self.armed_unix_ns);
         w.opt_num("enable_requested_unix_ns", self.enable_requested_unix_ns);
         w.opt_num("enabled_unix_ns", self.enabled_unix_ns);
         w.opt_num("disable_requested_unix_ns", self.disable_requested_unix_ns);
@@ -690,6 +697,7 @@ mod tests {
             dropped_thread_count: 2,
             dropped_shard_count: 1,
             max_shard_size: Some(1 << 30),
+            armed_unix_ns: Some(1_700_000_000_000_000_000),
             size_limited: vec![ShardCut {
                 shard: 2,
                 unix_ns: 1_790_000_000_323_456_789,

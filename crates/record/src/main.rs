@@ -13,6 +13,7 @@ mod elf;
 mod fail;
 mod identity;
 mod preflight;
+mod pool;
 mod publish;
 mod shard;
 mod sidecar;
