@@ -81,7 +81,7 @@ pub struct ActiveCapture {
     /// The directory of the shards' control FIFOs.
     fifo_dir: PathBuf,
     /// What arming saw: the threads listed, and when (clock ticks since
-    /// boot) the last shard had attached.
+    /// boot) the first perf was started.
     armed: Option<(Vec<u32>, u64)>,
 }
 
@@ -188,6 +188,9 @@ impl ActiveCapture {
             .enumerate()
             .map(|(i, t)| (i as u32, t))
             .collect();
+        // Before the first perf starts: no thread created before this can
+        // be followed through --inherit.
+        let before_attach = sys::boot_ticks();
         self.attach(ctx, jobs, count)?;
         if self.shards.is_empty() {
             return Err(format!(
@@ -196,7 +199,7 @@ impl ActiveCapture {
                 ctx.pid
             ));
         }
-        self.armed = Some((tids, sys::boot_ticks()));
+        self.armed = Some((tids, before_attach));
         self.meta.armed_unix_ns = Some(now_ns());
         self.count();
         self.save()
@@ -297,11 +300,18 @@ impl ActiveCapture {
         Ok(())
     }
 
-    /// Lists the worker's threads (with `also`, threads listed earlier) into
-    /// `perf-target-tids.txt`; returns the current listing.
+    /// Lists the worker's threads into `perf-target-tids.txt` (with
+    /// `also`: threads listed earlier); returns the listing.
     fn list_and_write_targets(&mut self, pid: u32, also: &[u32]) -> Result<Vec<u32>, String> {
         let tids = sys::list_tids(pid).map_err(|e| format!("cannot list /proc/{pid}/task: {e}"))?;
-        let all: BTreeSet<u32> = tids.iter().chain(also).copied().collect();
+        self.write_targets(&tids, also)?;
+        Ok(tids)
+    }
+
+    /// Writes `perf-target-tids.txt`: the threads given to perf (attached
+    /// or dropped), `a` and `b` together.
+    fn write_targets(&mut self, a: &[u32], b: &[u32]) -> Result<(), String> {
+        let all: BTreeSet<u32> = a.iter().chain(b).copied().collect();
         let mut listing = String::new();
         for t in &all {
             listing.push_str(&format!("{t}\n"));
@@ -310,17 +320,21 @@ impl ActiveCapture {
         write_atomic(&path, listing.as_bytes())
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         self.meta.target_thread_count = all.len() as u32;
-        Ok(tids)
+        Ok(())
     }
 
     /// At `start` of an armed capture: shards whose perf ended while armed
     /// (all their threads exited) are dropped, threads that exited while
-    /// armed are dropped from their shards, and threads perf does not
-    /// follow yet are attached in new shards: those created while arming
-    /// (after the listing, before the last shard attached, so possibly by
-    /// a thread perf had not attached yet) and the live threads of a shard
-    /// whose perf ended. Threads created after arming are followed by
-    /// `--inherit` already.
+    /// armed are dropped from their shards (both listed in
+    /// `perf-dropped-tids.tsv`), and threads perf does not follow are
+    /// attached in new shards: the live threads of a shard whose perf ended
+    /// otherwise, and threads created after the listing but in a clock
+    /// tick before the first perf started (no perf could follow them).
+    /// Threads created later by a thread perf records are followed by
+    /// `--inherit` and are not attached again (that would count their
+    /// samples twice); a thread created while arming by a thread whose
+    /// shard had not attached yet is not followed, as when attaching at
+    /// `start`.
     fn catch_up(&mut self, ctx: &Context) -> Result<(), String> {
         let (listed, armed_ticks) = self.armed.take().unwrap_or_default();
         let pid = ctx.pid;
@@ -372,16 +386,19 @@ impl ActiveCapture {
             }
         }
         self.shards = kept;
-        let now = self.list_and_write_targets(pid, &listed)?;
+        let now = sys::list_tids(pid).map_err(|e| format!("cannot list /proc/{pid}/task: {e}"))?;
         let mut fresh: Vec<u32> = now
             .iter()
             .copied()
             .filter(|t| !known.contains(t))
-            .filter(|&t| sys::tid_start_ticks(pid, t).is_some_and(|st| st <= armed_ticks))
+            .filter(|&t| sys::tid_start_ticks(pid, t).is_some_and(|st| st < armed_ticks))
             .collect();
         fresh.extend(again);
         fresh.sort_unstable();
         fresh.dedup();
+        // Threads followed by --inherit are not targets (as for a capture
+        // attached at start: the threads created during it).
+        self.write_targets(&listed, &fresh)?;
         let planned = spread(&fresh, ctx.threads_per_shard);
         let count = next_index + planned.len() as u32;
         // Data file names depend on the shard count (one shard: perf.data).

@@ -444,3 +444,20 @@ impl Drop for DirWatch {
         }
     }
 }
+
+/// The number of online CPUs (`/sys/devices/system/cpu/online`, e.g.
+/// `0-63,128-191`); 1 when unreadable.
+pub fn online_cpus() -> usize {
+    let Ok(s) = fs::read_to_string("/sys/devices/system/cpu/online") else {
+        return 1;
+    };
+    let n: usize = s
+        .trim()
+        .split(',')
+        .filter_map(|r| match r.split_once('-') {
+            Some((a, b)) => Some(b.parse::<usize>().ok()? + 1 - a.parse::<usize>().ok()?),
+            None => r.parse::<usize>().ok().map(|_| 1),
+        })
+        .sum();
+    n.max(1)
+}
