@@ -23,6 +23,8 @@ use jobprof_capture_format::{
 
 use crate::util::{perf_can_record, recorder, require};
 
+mod prearm;
+
 static PERF_LOCK: Mutex<()> = Mutex::new(());
 
 fn serial() -> MutexGuard<'static, ()> {
@@ -891,7 +893,11 @@ fn counters_agree(rig: &Rig, q: &str) {
     assert_eq!(meta.dropped_thread_count as usize, dropped.len(), "{q}");
     assert_eq!(meta.shard_count as usize, rows.len(), "{q}");
     let attached: u32 = rows.iter().map(|r| r.thread_count).sum();
-    assert_eq!(attached as usize + dropped.len(), meta.target_thread_count as usize, "{q}");
+    assert_eq!(
+        attached as usize + dropped.len(),
+        meta.target_thread_count as usize,
+        "{q}"
+    );
 }
 
 #[test]
@@ -964,8 +970,8 @@ fn record_sigkill_after_stop_keeps_the_published_capture() {
     assert!(rig.capture_dir("q1").join("flamegraph.svg").is_file());
     // q2 stays in staging and says what it is.
     let staged = rig.path("staging/worker_0/q2");
-    let meta: Capture = serde_json::from_slice(&fs::read(staged.join("capture.json")).unwrap())
-        .unwrap();
+    let meta: Capture =
+        serde_json::from_slice(&fs::read(staged.join("capture.json")).unwrap()).unwrap();
     assert!(meta.reached(Phase::Enabled) && !meta.reached(Phase::Stopped));
     let out = jobprof(&[Path::new("process"), &staged]);
     assert!(!out.status.success());
@@ -1012,7 +1018,15 @@ fn record_stale_tokens_of_a_dead_sidecar_are_not_trusted() {
     ok(&rig.finish_sidecar());
     assert!(rig.capture("q1").valid && rig.capture("q2").valid);
     // wait-ready after shutdown: that sidecar is done.
-    let wait = rig.rec(&["wait-ready", "--token-dir", &t, "--worker", "0", "--timeout", "30"]);
+    let wait = rig.rec(&[
+        "wait-ready",
+        "--token-dir",
+        &t,
+        "--worker",
+        "0",
+        "--timeout",
+        "30",
+    ]);
     fails_with(&wait, 4, "already shut down");
 }
 
@@ -1055,7 +1069,14 @@ fn record_max_shard_size_stops_a_shard_cleanly() {
 /// Runs `cmd` as user nobody (the attacker).
 fn as_nobody(cmd: &str) {
     let status = Command::new("setpriv")
-        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "sh", "-c", cmd])
+        .args([
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            "sh",
+            "-c",
+            cmd,
+        ])
         .status()
         .unwrap();
     assert!(status.success(), "as nobody: {cmd}");
@@ -1092,10 +1113,26 @@ fn record_planted_symlinks_are_never_written_through() {
     // The attacker can write where everybody can (like /tmp).
     let public = rig.path("public");
     fs::create_dir(&public).unwrap();
-    Command::new("chmod").arg("1777").arg(&public).status().unwrap();
-    Command::new("chmod").arg("1777").arg(rig.tokens()).status().unwrap();
-    Command::new("chmod").arg("1777").arg(rig.path("out")).status().unwrap();
-    Command::new("chmod").arg("0711").arg(rig.path("")).status().unwrap();
+    Command::new("chmod")
+        .arg("1777")
+        .arg(&public)
+        .status()
+        .unwrap();
+    Command::new("chmod")
+        .arg("1777")
+        .arg(rig.tokens())
+        .status()
+        .unwrap();
+    Command::new("chmod")
+        .arg("1777")
+        .arg(rig.path("out"))
+        .status()
+        .unwrap();
+    Command::new("chmod")
+        .arg("0711")
+        .arg(rig.path(""))
+        .status()
+        .unwrap();
 
     // (1) The predictable staging directory, pre-created with a symlink
     // where the symbol snapshot goes: refused by the preflight, by name.
@@ -1134,7 +1171,10 @@ fn record_planted_symlinks_are_never_written_through() {
     let lock = rig.token(".perf_sidecar_lock_w0");
     let _ = fs::remove_file(&lock); // left by (1)
     as_nobody(&format!("ln -s {} {}", victim.display(), lock.display()));
-    let out = Command::new(recorder()).args(rig.default_args(&[])).output().unwrap();
+    let out = Command::new(recorder())
+        .args(rig.default_args(&[]))
+        .output()
+        .unwrap();
     fails_with(&out, 1, "lock");
     untouched();
     fs::remove_file(&lock).unwrap();

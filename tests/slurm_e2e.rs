@@ -427,7 +427,10 @@ fn slurm_requeued_job_is_not_fooled_by_stale_tokens() {
             .output()
             .is_ok_and(|o| o.status.success())
     };
-    assert!(scontrol(&["requeue", &job.0.to_string()]), "scontrol requeue");
+    assert!(
+        scontrol(&["requeue", &job.0.to_string()]),
+        "scontrol requeue"
+    );
     // A requeued job waits for a begin time (minutes); once it is pending
     // for that reason, start it again now.
     let id = format!("JobId={}", job.0);
@@ -463,11 +466,10 @@ fn slurm_requeued_job_is_not_fooled_by_stale_tokens() {
     assert!(log_text.contains("run 1: done"), "{log_text}");
     for q in ["q1", "q2", "q3"] {
         let json = dir.join("out/worker_0").join(q).join("capture.json");
-        let cap: jobprof_capture_format::Capture =
-            serde_json::from_slice(&fs::read(&json).unwrap_or_else(|e| {
-                panic!("{q}: {e}\n{log_text}\n{sidecar_logs}")
-            }))
-            .unwrap();
+        let cap: jobprof_capture_format::Capture = serde_json::from_slice(
+            &fs::read(&json).unwrap_or_else(|e| panic!("{q}: {e}\n{log_text}\n{sidecar_logs}")),
+        )
+        .unwrap();
         assert!(cap.valid, "{q}: {cap:?}");
     }
     // Run 0's unfinished q2 is kept beside, not mixed into run 1's q2.

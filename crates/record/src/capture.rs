@@ -202,8 +202,12 @@ impl ActiveCapture {
         self.armed = Some((tids, before_attach));
         self.meta.armed_unix_ns = Some(now_ns());
         self.count();
-        self.save()
-            .map_err(|e| format!("cannot write {}: {e}", self.dir.join(CAPTURE_JSON).display()))
+        self.save().map_err(|e| {
+            format!(
+                "cannot write {}: {e}",
+                self.dir.join(CAPTURE_JSON).display()
+            )
+        })
     }
 
     /// The armed capture becomes the capture of `query`: its staging
@@ -423,7 +427,12 @@ impl ActiveCapture {
     /// (as many at once as there are cores: [`pool`]), each answering `ping`. A shard
     /// whose threads all exited is dropped; the first failure is returned
     /// (shards attached by then stay, to be stopped by the caller).
-    fn attach(&mut self, ctx: &Context, jobs: Vec<(u32, Vec<u32>)>, count: u32) -> Result<(), String> {
+    fn attach(
+        &mut self,
+        ctx: &Context,
+        jobs: Vec<(u32, Vec<u32>)>,
+        count: u32,
+    ) -> Result<(), String> {
         if jobs.is_empty() {
             return Ok(());
         }

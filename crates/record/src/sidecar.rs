@@ -630,17 +630,20 @@ impl Server {
 
     fn start(&mut self, q: &str) {
         log(&format!("start {q}"));
-        let armed = self.armed.take().and_then(|mut a| match a.begin(&self.ctx, q) {
-            Ok(()) => Some(a),
-            Err(e) => {
-                log(&format!(
-                    "cannot take the armed capture {} as {q} ({e}); attaching at start",
-                    a.dir.display()
-                ));
-                a.discard();
-                None
-            }
-        });
+        let armed = self
+            .armed
+            .take()
+            .and_then(|mut a| match a.begin(&self.ctx, q) {
+                Ok(()) => Some(a),
+                Err(e) => {
+                    log(&format!(
+                        "cannot take the armed capture {} as {q} ({e}); attaching at start",
+                        a.dir.display()
+                    ));
+                    a.discard();
+                    None
+                }
+            });
         let created = match armed {
             Some(a) => Ok(a),
             None => ActiveCapture::new(&self.ctx, q),
