@@ -1,6 +1,9 @@
 //! `jobprof-record` against real perf and a real multi-threaded worker
 //! (tests/programs/phases.c, compiled with gcc here): the token handshake,
-//! sharding, atomic publication, and every fault case of issue 3.
+//! sharding, atomic publication, every fault case of issue 3, and those of
+//! issue 11: a worker churning ~300 short-lived threads a second, a sidecar
+//! SIGKILLed after `stop`, stale tokens of a dead sidecar, `--max-shard-size`,
+//! and symlinks planted by another user (`setpriv`) while we run as root.
 //!
 //! Needs perf that can record (root, or perf_event_paranoid <= 1) and gcc;
 //! without them each test says so loudly and fails under CI=true.
@@ -1223,6 +1226,17 @@ fn record_planted_symlinks_are_never_written_through() {
     assert!(ready.file_type().is_file());
     // The data stays in staging, safe.
     assert!(rig.path("staging/worker_0/q1/capture.json").is_file());
+    // (4) Nor are planted tokens followed when read: the driver would
+    // print the file an error token points to.
+    as_nobody(&format!(
+        "ln -s {} {}",
+        victim.display(),
+        rig.token(".perf_error_w0_q9").display()
+    ));
+    let stop = rig.driver("stop", "q9");
+    assert!(!stop.status.success());
+    let text = crate::util::output_text(&stop);
+    assert!(!text.contains("precious"), "{text}");
 }
 
 fn unsafe_euid() -> u32 {

@@ -5,7 +5,11 @@
 //! `jobprof-record` sidecar as an `--overlap` step, two queries between
 //! `start` and `stop`, shutdown and the post-job `jobprof process` step.
 //! (2) `jobprof reprocess --sbatch --submit` as an array job of two tasks
-//! over five result directories. Every job is cancelled when its test ends.
+//! over five result directories. (3) A requeued job (same job id, same
+//! token directory) whose first run lost its sidecar to SIGKILL: the second
+//! run's `start` is not fooled by the dead sidecar's tokens. (4) The
+//! benchmark script with `ENABLE_PERF=0`. Every job is cancelled when its
+//! test ends.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -478,4 +482,37 @@ fn slurm_requeued_job_is_not_fooled_by_stale_tokens() {
         .flatten()
         .any(|e| e.file_name().to_string_lossy().starts_with("q2.abandoned-"));
     assert!(kept, "run 0's q2 is not kept in staging");
+}
+
+#[test]
+fn slurm_benchmark_job_with_profiling_switched_off() {
+    if !util::require(util::slurm_available(), SLURM) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let result = dir.join("result_dir_off");
+    // Binaries that cannot run: with ENABLE_PERF=0 neither may be called.
+    let env = [
+        ("JOBPROF", "/nonexistent/jobprof".to_string()),
+        ("JOBPROF_RECORD", "/nonexistent/jobprof-record".to_string()),
+        ("RESULT_DIR", result.display().to_string()),
+        ("QUERIES", "qa qb".to_string()),
+        ("ENABLE_PERF", "0".to_string()),
+        ("WORKER_CMD", "exec sleep 1".to_string()),
+        (
+            "QUERY_CMD",
+            "echo \"$1\" >> \"$RESULT_DIR/ran\"".to_string(),
+        ),
+        ("STOP_CMD", "true".to_string()),
+    ];
+    let script = util::repo_root().join("examples/slurm/benchmark.sbatch");
+    let job = sbatch(dir, &script, &env);
+    let log = dir.join(format!("job-{}.out", job.0));
+    let states = wait_finished(&job.0, 1, &log);
+    let log_text = fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(states, [JobState::Completed], "job log:\n{log_text}");
+    assert_eq!(fs::read_to_string(result.join("ran")).unwrap(), "qa\nqb\n");
+    assert!(!result.join("profiles").exists(), "{log_text}");
+    assert!(!log_text.contains("sidecar"), "{log_text}");
 }

@@ -865,6 +865,21 @@ mod tests {
         }
 
         #[test]
+        fn metadata_without_the_newer_fields_still_parses() {
+            let mut c = sample_capture();
+            c.dropped_shard_count = 0;
+            c.max_shard_size = None;
+            c.size_limited.clear();
+            let mut v: serde_json::Value = serde_json::from_str(&c.to_json()).unwrap();
+            let obj = v.as_object_mut().unwrap();
+            for k in ["dropped_shard_count", "max_shard_size", "size_limited"] {
+                obj.remove(k).unwrap();
+            }
+            let back: Capture = serde_json::from_value(v).unwrap();
+            assert_eq!(back, c);
+        }
+
+        #[test]
         fn enum_spellings_match_serde() {
             for p in Phase::ALL {
                 assert_eq!(serde_json::to_string(&p).unwrap(), json_string(p.as_str()));

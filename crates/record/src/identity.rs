@@ -10,8 +10,8 @@
 //! not by timing. [`probe`] tests the lock without taking it, so probing
 //! never disturbs a sidecar that is starting.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
@@ -94,7 +94,7 @@ pub fn write_signed(tokens: &Tokens, path: &Path, id: &SidecarId, msg: &str) -> 
 /// A lifecycle token's signer and message; `None` when the token is missing
 /// or unsigned (written by an older recorder, or by hand).
 pub fn read_signed(path: &Path) -> Option<(SidecarId, String)> {
-    let text = fs::read_to_string(path).ok()?;
+    let text = sys::read_nofollow(path).ok()?;
     let (first, rest) = text.split_once('\n').unwrap_or((&text, ""));
     Some((SidecarId::parse(first)?, rest.trim().to_string()))
 }
@@ -162,9 +162,11 @@ pub fn probe(tokens: &Tokens) -> Probe {
     let Ok(file) = open_lock(&path, false) else {
         return Probe::Gone(None);
     };
-    let id = fs::read_to_string(&path)
+    let mut text = String::new();
+    let id = (&file)
+        .read_to_string(&mut text)
         .ok()
-        .and_then(|s| SidecarId::parse(s.lines().next().unwrap_or("")));
+        .and_then(|_| SidecarId::parse(text.lines().next().unwrap_or("")));
     // On the holder's own host the pid and start time decide (they name
     // the process exactly); elsewhere the lock does.
     match id.as_ref().and_then(SidecarId::alive_here) {
@@ -182,6 +184,7 @@ pub fn probe(tokens: &Tokens) -> Probe {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn identity_lines_round_trip() {

@@ -433,3 +433,39 @@ impl Drop for Shard {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shard_whose_threads_all_exited_is_dropped_not_failed() {
+        let spec = RecordSpec {
+            event: "cpu-clock".into(),
+            frequency: 99,
+            call_graph: "fp".into(),
+            ready_timeout: 1,
+            max_size: None,
+        };
+        let dir = std::env::temp_dir();
+        let mut dropped = Vec::new();
+        // TIDs that cannot exist in this process: nothing is started.
+        let gone = [u32::MAX - 7, u32::MAX - 3];
+        let shard = Shard::start(
+            &spec,
+            std::process::id(),
+            4,
+            &gone,
+            dir.join("never.data"),
+            dir.join("never.log"),
+            &dir,
+            &mut dropped,
+        );
+        assert!(matches!(shard, Ok(None)));
+        assert_eq!(dropped.len(), 2);
+        assert!(dropped
+            .iter()
+            .all(|d| d.shard == 4 && d.attempt == 1 && d.reason == "exited before attach"));
+        assert!(!dir.join("never.log").exists());
+    }
+}

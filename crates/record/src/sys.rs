@@ -198,6 +198,20 @@ pub fn create_new(path: &Path, mode: u32) -> io::Result<fs::File> {
         .open(path)
 }
 
+/// Reads a small text file without following a symlink at `path` (tokens
+/// live in directories other users may write to: a planted link must not
+/// make us read, and print, a file it points to).
+pub fn read_nofollow(path: &Path) -> io::Result<String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut s = String::new();
+    fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?
+        .read_to_string(&mut s)?;
+    Ok(s)
+}
+
 /// Copies the regular file `src` to the new file `dst` ([`create_new`], the
 /// mode of `src`), flushed to disk.
 pub fn copy_new(src: &Path, dst: &Path) -> io::Result<u64> {

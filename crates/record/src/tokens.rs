@@ -124,9 +124,10 @@ impl Tokens {
         path.exists()
     }
 
-    /// The token's content when it exists and is not blank.
+    /// The token's content when it exists and is not blank (a symlink
+    /// planted at its name is not followed).
     pub fn message(path: &Path) -> Option<String> {
-        let s = fs::read_to_string(path).ok()?;
+        let s = sys::read_nofollow(path).ok()?;
         let s = s.trim();
         (!s.is_empty()).then(|| s.to_string())
     }
