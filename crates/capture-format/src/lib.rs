@@ -202,11 +202,13 @@ pub struct Capture {
     pub threads_per_shard: u32,
     /// Number of shards (perf processes and data files) of this capture.
     pub shard_count: u32,
-    /// Number of threads found in `/proc/PID/task` at `start`
-    /// (listed in `perf-target-tids.txt`).
+    /// Number of threads given to perf: found in `/proc/PID/task` at
+    /// `start`, or, for a pre-armed capture, when it was armed plus those
+    /// attached at `start` (listed in `perf-target-tids.txt`). Threads
+    /// perf follows through `--inherit` are not counted.
     pub target_thread_count: u32,
-    /// Number of those threads that exited before perf could attach
-    /// (the rows of `perf-dropped-tids.tsv`).
+    /// Number of those threads that exited before perf could attach, or
+    /// while the capture was armed (the rows of `perf-dropped-tids.tsv`).
     pub dropped_thread_count: u32,
     /// Number of shards left out because every one of their threads exited
     /// before perf could attach (their threads are in
