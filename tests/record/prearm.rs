@@ -235,3 +235,48 @@ fn record_no_prearm_attaches_at_start() {
     assert_eq!(meta.shard_count, 3);
     counters_agree(&rig, "q1");
 }
+
+#[test]
+fn record_sigkill_while_armed_leaves_nothing_the_next_sidecar_keeps() {
+    let Some(prog) = components() else { return };
+    let _serial = serial();
+    let mut rig = Rig::worker(&prog, 8, 2000, 20_000);
+    rig.sidecar(&[]);
+    let sidecar = rig.sidecar.as_ref().unwrap().id();
+    let perfs = perf_children(sidecar);
+    assert!(!perfs.is_empty());
+    super::unsafe_kill(sidecar, 9);
+    rig.finish_sidecar();
+    // perf gets SIGTERM from the kernel (PR_SET_PDEATHSIG) and exits.
+    wait_for(
+        "the armed perf processes to exit",
+        Duration::from_secs(60),
+        || {
+            perfs.iter().all(|p| {
+                fs::read_to_string(format!("/proc/{p}/stat"))
+                    .map_or(true, |s| s.contains(") Z ") || !s.contains("(perf)"))
+            })
+        },
+    );
+    assert_eq!(armed_dirs(&rig), vec![".armed-1".to_string()]);
+
+    // A new sidecar on the same staging removes it (it never sampled) and
+    // arms its own.
+    rig.sidecar(&[]);
+    ok(&rig.driver("start", "q1"));
+    ok(&rig.driver("stop", "q1"));
+    ok(&rig.shutdown());
+    let out = rig.finish_sidecar();
+    ok(&out);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains(".armed-1 (armed by an earlier sidecar, never sampled)"),
+        "{log}"
+    );
+    assert!(rig.capture("q1").valid);
+    counters_agree(&rig, "q1");
+    assert!(
+        !rig.path("staging/worker_0").exists(),
+        "staging left behind"
+    );
+}

@@ -225,8 +225,9 @@ impl ActiveCapture {
         self.dir = dir;
         self.query = query.to_string();
         self.meta.query = query.to_string();
+        // capture.json is written again once the shards are enabled.
         self.meta.reach(Phase::Requested, now_ns());
-        self.save()
+        Ok(())
     }
 
     /// Stops the shards of a capture that never sampled (armed, or failed
@@ -299,8 +300,8 @@ impl ActiveCapture {
         self.meta.reach(Phase::Enabled, now);
         self.enabled_at = Some(Instant::now());
         self.count();
-        // The staged capture says it is recording, should the sidecar die.
-        let _ = self.save();
+        // The caller saves capture.json (it says the capture is recording,
+        // should the sidecar die) once `started` is written.
         Ok(())
     }
 
@@ -342,6 +343,9 @@ impl ActiveCapture {
     fn catch_up(&mut self, ctx: &Context) -> Result<(), String> {
         let (listed, armed_ticks) = self.armed.take().unwrap_or_default();
         let pid = ctx.pid;
+        // One listing, not one lookup per thread: this is `start`'s path.
+        let now = sys::list_tids(pid).map_err(|e| format!("cannot list /proc/{pid}/task: {e}"))?;
+        let live: BTreeSet<u32> = now.iter().copied().collect();
         let mut known: BTreeSet<u32> = listed.iter().copied().collect();
         let mut again = Vec::new();
         let mut next_index = 0;
@@ -351,13 +355,13 @@ impl ActiveCapture {
             known.extend(s.tids.iter().copied());
             let ended = s.poll_exit();
             let dropped = &mut self.dropped;
-            s.tids.retain(|&tid| {
-                let alive = sys::tid_exists(pid, tid);
+            s.tids.retain(|tid| {
+                let alive = live.contains(tid);
                 if !alive {
                     dropped.push(DroppedTid {
                         shard: s.index,
                         attempt: 0,
-                        tid,
+                        tid: *tid,
                         reason: "exited while armed".into(),
                     });
                 }
@@ -390,7 +394,6 @@ impl ActiveCapture {
             }
         }
         self.shards = kept;
-        let now = sys::list_tids(pid).map_err(|e| format!("cannot list /proc/{pid}/task: {e}"))?;
         let mut fresh: Vec<u32> = now
             .iter()
             .copied()
@@ -401,8 +404,11 @@ impl ActiveCapture {
         fresh.sort_unstable();
         fresh.dedup();
         // Threads followed by --inherit are not targets (as for a capture
-        // attached at start: the threads created during it).
-        self.write_targets(&listed, &fresh)?;
+        // attached at start: the threads created during it). The file
+        // written when arming stands unless threads were added.
+        if !fresh.is_empty() {
+            self.write_targets(&listed, &fresh)?;
+        }
         let planned = spread(&fresh, ctx.threads_per_shard);
         let count = next_index + planned.len() as u32;
         // Data file names depend on the shard count (one shard: perf.data).

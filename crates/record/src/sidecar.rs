@@ -663,6 +663,8 @@ impl Server {
                 let _ = self
                     .tokens
                     .write(&self.tokens.query("started", q), &c.summary());
+                // After the answer: the driver does not wait for this.
+                let _ = c.save();
                 log(&format!("started {}", c.summary()));
                 self.active = Some(c);
             }

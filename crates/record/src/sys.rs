@@ -459,19 +459,40 @@ impl Drop for DirWatch {
     }
 }
 
-/// The number of online CPUs (`/sys/devices/system/cpu/online`, e.g.
-/// `0-63,128-191`); 1 when unreadable.
+/// The number of online CPUs (`/sys/devices/system/cpu/online`); 1 when
+/// unreadable.
 pub fn online_cpus() -> usize {
-    let Ok(s) = fs::read_to_string("/sys/devices/system/cpu/online") else {
-        return 1;
-    };
-    let n: usize = s
-        .trim()
+    fs::read_to_string("/sys/devices/system/cpu/online")
+        .map(|s| count_cpu_list(&s))
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// The number of CPUs in a kernel CPU list such as `0-63,128-191` or `0`.
+fn count_cpu_list(list: &str) -> usize {
+    list.trim()
         .split(',')
         .filter_map(|r| match r.split_once('-') {
-            Some((a, b)) => Some(b.parse::<usize>().ok()? + 1 - a.parse::<usize>().ok()?),
+            Some((a, b)) => {
+                let (a, b) = (a.parse::<usize>().ok()?, b.parse::<usize>().ok()?);
+                b.checked_sub(a).map(|d| d + 1)
+            }
             None => r.parse::<usize>().ok().map(|_| 1),
         })
-        .sum();
-    n.max(1)
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::count_cpu_list;
+
+    #[test]
+    fn cpu_lists_are_counted() {
+        assert_eq!(count_cpu_list("0-1\n"), 2);
+        assert_eq!(count_cpu_list("0"), 1);
+        assert_eq!(count_cpu_list("0-63,128-191"), 128);
+        assert_eq!(count_cpu_list("0,2,4-5"), 4);
+        assert_eq!(count_cpu_list(""), 0);
+        assert_eq!(count_cpu_list("5-3"), 0);
+    }
 }
