@@ -38,7 +38,7 @@ impl SidecarId {
         SidecarId {
             pid,
             host: sys::hostname(),
-            boot_id: sys::boot_id(),
+            boot_id: sys::boot_id().unwrap_or_else(|| "unknown".into()),
             start_time: sys::proc_stat(pid).map_or(0, |(_, t)| t),
         }
     }
@@ -81,7 +81,7 @@ impl SidecarId {
     /// On this host and boot: whether the process still runs. `None` when
     /// it ran on another host (or boot) and cannot be checked from here.
     pub fn alive_here(&self) -> Option<bool> {
-        (self.host == sys::hostname() && self.boot_id == sys::boot_id())
+        (self.host == sys::hostname() && Some(&self.boot_id) == sys::boot_id().as_ref())
             .then(|| sys::alive(self.pid, self.start_time))
     }
 }

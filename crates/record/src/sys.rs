@@ -28,6 +28,16 @@ pub fn hostname() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
+/// The node's boot id (`/proc/sys/kernel/random/boot_id`): changes at
+/// every boot, so host + boot id say whether `/proc/kallsyms` is still the
+/// table of the kernel that was sampled.
+pub fn boot_id() -> Option<String> {
+    fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
 /// Effective uid of this process.
 pub fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
@@ -161,14 +171,6 @@ pub fn lock_holder(file: &fs::File) -> io::Result<Option<i32>> {
         return Err(io::Error::last_os_error());
     }
     Ok((l.l_type != libc::F_UNLCK as libc::c_short).then_some(l.l_pid))
-}
-
-/// This boot's id (`/proc/sys/kernel/random/boot_id`): with the host name
-/// and a process's start time it names a process uniquely across reboots.
-pub fn boot_id() -> String {
-    fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into())
 }
 
 /// 64 random bits from the kernel (`getrandom`), for unguessable temporary
