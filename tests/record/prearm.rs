@@ -280,3 +280,40 @@ fn record_sigkill_while_armed_leaves_nothing_the_next_sidecar_keeps() {
         "staging left behind"
     );
 }
+
+#[test]
+fn record_nofile_limit_too_low_for_arming_says_so_and_does_not_arm() {
+    let Some(prog) = components() else { return };
+    let _serial = serial();
+    // 100 threads in one shard need about 6 descriptors each (more with
+    // more CPUs): far above a limit of 256.
+    let mut rig = Rig::worker(&prog, 99, 2000, 1_000_000);
+    let args = rig.default_args(&[]);
+    let child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -n 256 && exec \"$0\" \"$@\"")
+        .arg(crate::util::recorder())
+        .args(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    rig.sidecar = Some(child);
+    let ready = rig.token(".perf_sidecar_ready_w0");
+    wait_for("ready", Duration::from_secs(120), || ready.exists());
+    assert!(armed_dirs(&rig).is_empty());
+    let sidecar = rig.sidecar.as_ref().unwrap().id();
+    assert!(
+        perf_children(sidecar).is_empty(),
+        "perf runs though not armed"
+    );
+    ok(&rig.shutdown());
+    let out = rig.finish_sidecar();
+    ok(&out);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains("not pre-arming: 100 threads in shards of 128 need about")
+            && log.contains("the open-files limit is 256"),
+        "{log}"
+    );
+}
