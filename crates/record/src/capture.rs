@@ -164,7 +164,7 @@ impl ActiveCapture {
     /// attaches every shard disabled (in parallel) into the staging
     /// directory `name` (a name no query id can have). Nothing samples
     /// until `start` enables the shards. On error every attached shard is
-    /// stopped and the staging directory removed.
+    /// killed and the staging directory removed ([`ActiveCapture::discard`]).
     pub fn arm(ctx: &Context, name: &str) -> Result<ActiveCapture, String> {
         let mut c = ActiveCapture::staged(ctx, name)
             .map_err(|e| format!("cannot create {}: {e}", ctx.worker_dir.join(name).display()))?;
@@ -230,9 +230,8 @@ impl ActiveCapture {
         Ok(())
     }
 
-    /// Stops the shards of a capture that never sampled (armed, or failed
-    /// before `enable`) and removes its staging directory: nothing of it is
-    /// published.
+    /// Kills the shards of an armed capture that never sampled and removes
+    /// its staging directory: nothing of it is published.
     pub fn discard(mut self) {
         // Their data is thrown away: perf is killed (at once, even when
         // the machine is loaded) rather than asked to finish its file.
