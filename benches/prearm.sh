@@ -8,7 +8,10 @@
 #   - the worker's throughput (work units per second over WINDOW seconds)
 #     before arming (sidecar ready, no perf running), while armed (perf
 #     attached, disabled), while sampling at 99 Hz with frame pointers and
-#     at 19 Hz with DWARF call graphs (--call-graph dwarf);
+#     at 19 Hz with DWARF call graphs (--call-graph dwarf); on a shared
+#     machine also the work units per CPU-second of the worker (what the
+#     sampling interrupts cost its threads, whatever else runs) and the CPU
+#     the perf processes use themselves (% of one core);
 #   - the descriptors the armed perf processes and the sidecar hold.
 # Prints medians of RUNS runs (and every run). Needs root (or
 # perf_event_paranoid <= 1), perf and gcc (or prebuilt REC and UNITS).
@@ -37,14 +40,32 @@ fi
 ulimit -n "$(ulimit -Hn)"
 
 ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
-median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-# rate FILE: the worker's work units per second over WINDOW seconds.
+median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+m() { echo "$@" | median; }
+# ticks STAT...: user + system clock ticks of the processes (0 for none).
+ticks() {
+  [ $# -gt 0 ] || { echo 0; return; }
+  cat "$@" 2>/dev/null | awk '{s += $14 + $15} END {print s + 0}'
+}
+perf_stats() { for p in $(pgrep -P "$SPID" -x perf); do echo "/proc/$p/stat"; done; }
+# rate FILE: over WINDOW seconds, the worker's work units per second, work
+# units per CPU-second of the worker, and the CPU % of one core used by the
+# sidecar's perf processes ("R E P"; the last two are appended to the
+# arrays EFF and PERF named by $2 and $3).
 rate() {
-  local a b
+  local a b w0 w1 p0 p1 hz stats
+  hz=$(getconf CLK_TCK)
+  stats=$(perf_stats)
   a=$(cat "$1")
+  w0=$(ticks "/proc/$WPID/stat")
+  p0=$(ticks $stats)
   sleep "$WINDOW"
   b=$(cat "$1")
-  echo "$a $b" | awk '{printf "%d\n", ($3 - $1) * 1e9 / ($4 - $2)}'
+  w1=$(ticks "/proc/$WPID/stat")
+  p1=$(ticks $stats)
+  echo "$a $b $w0 $w1 $p0 $p1 $hz" | awk '{
+    s = ($4 - $2) / 1e9; u = $3 - $1
+    printf "%d %d %.1f\n", u / s, u / (($6 - $5) / $9), 100 * ($8 - $7) / $9 / s }'
 }
 pct() { awk -v x="$1" -v b="$2" 'BEGIN {printf "%+.1f%%", 100 * (x - b) / b}'; }
 
@@ -81,11 +102,13 @@ for n in $SIZES; do
   WPID=$!
   until [ -s "$d/units" ]; do sleep 0.1; done
   before=() armed=() fp=() dwarf=() cold=() warm=()
+  e_before=() e_armed=() e_fp=() e_dwarf=() p_armed=() p_fp=() p_dwarf=()
 
   # Not pre-armed: every start attaches.
   sidecar "$d/cold" --no-prearm --frequency 99
   for r in $(seq "$RUNS"); do
-    before+=("$(rate "$d/units")")
+    read -r r1 e1 _ < <(rate "$d/units")
+    before+=("$r1") e_before+=("$e1")
     t=$(date +%s%N)
     drv start "c$r"
     cold+=("$(ms_since "$t")")
@@ -101,11 +124,13 @@ for n in $SIZES; do
   sfds=$(ls "/proc/$SPID/fd" | wc -l)
   for r in $(seq "$RUNS"); do
     wait_armed "$d/fp" "$r"
-    armed+=("$(rate "$d/units")")
+    read -r r1 e1 p1 < <(rate "$d/units")
+    armed+=("$r1") e_armed+=("$e1") p_armed+=("$p1")
     t=$(date +%s%N)
     drv start "w$r"
     warm+=("$(ms_since "$t")")
-    fp+=("$(rate "$d/units")")
+    read -r r1 e1 p1 < <(rate "$d/units")
+    fp+=("$r1") e_fp+=("$e1") p_fp+=("$p1")
     drv stop "w$r"
   done
   end_sidecar
@@ -115,23 +140,31 @@ for n in $SIZES; do
   for r in $(seq "$RUNS"); do
     wait_armed "$d/dwarf" "$r"
     drv start "d$r"
-    dwarf+=("$(rate "$d/units")")
+    read -r r1 e1 p1 < <(rate "$d/units")
+    dwarf+=("$r1") e_dwarf+=("$e1") p_dwarf+=("$p1")
     drv stop "d$r"
   done
   end_sidecar
   kill "$WPID"
   wait "$WPID" 2>/dev/null || true
 
-  b=$(echo "${before[*]}" | median)
+  b=$(m "${before[*]}")
+  eb=$(m "${e_before[*]}")
   printf '%5d threads (%d busy): start not armed %d ms (%s), armed %d ms (%s)\n' \
-    "$n" "$BUSY" "$(echo "${cold[*]}" | median)" "${cold[*]}" \
-    "$(echo "${warm[*]}" | median)" "${warm[*]}"
-  printf '      throughput (units/s, median): before arming %d (%s); armed %d %s (%s); ' \
-    "$b" "${before[*]}" "$(echo "${armed[*]}" | median)" \
-    "$(pct "$(echo "${armed[*]}" | median)" "$b")" "${armed[*]}"
-  printf '99 Hz fp %d %s (%s); 19 Hz dwarf %d %s (%s)\n' \
-    "$(echo "${fp[*]}" | median)" "$(pct "$(echo "${fp[*]}" | median)" "$b")" "${fp[*]}" \
-    "$(echo "${dwarf[*]}" | median)" "$(pct "$(echo "${dwarf[*]}" | median)" "$b")" "${dwarf[*]}"
+    "$n" "$BUSY" "$(m "${cold[*]}")" "${cold[*]}" "$(m "${warm[*]}")" "${warm[*]}"
+  printf '      units/s:           before %d (%s); armed %d %s (%s); 99 Hz fp %d %s (%s); 19 Hz dwarf %d %s (%s)\n' \
+    "$b" "${before[*]}" \
+    "$(m "${armed[*]}")" "$(pct "$(m "${armed[*]}")" "$b")" "${armed[*]}" \
+    "$(m "${fp[*]}")" "$(pct "$(m "${fp[*]}")" "$b")" "${fp[*]}" \
+    "$(m "${dwarf[*]}")" "$(pct "$(m "${dwarf[*]}")" "$b")" "${dwarf[*]}"
+  printf '      units/CPU-second:  before %d (%s); armed %d %s (%s); 99 Hz fp %d %s (%s); 19 Hz dwarf %d %s (%s)\n' \
+    "$eb" "${e_before[*]}" \
+    "$(m "${e_armed[*]}")" "$(pct "$(m "${e_armed[*]}")" "$eb")" "${e_armed[*]}" \
+    "$(m "${e_fp[*]}")" "$(pct "$(m "${e_fp[*]}")" "$eb")" "${e_fp[*]}" \
+    "$(m "${e_dwarf[*]}")" "$(pct "$(m "${e_dwarf[*]}")" "$eb")" "${e_dwarf[*]}"
+  printf '      perf CPU (%% of one core): armed %s (%s); 99 Hz fp %s (%s); 19 Hz dwarf %s (%s)\n' \
+    "$(m "${p_armed[*]}")" "${p_armed[*]}" "$(m "${p_fp[*]}")" "${p_fp[*]}" \
+    "$(m "${p_dwarf[*]}")" "${p_dwarf[*]}"
   printf '      armed: %d perf processes hold %d descriptors (%d per 1,000 threads), the sidecar %d\n' \
     "$(echo "$perfs" | wc -w)" "$fds" $((fds * 1000 / n)) "$sfds"
 done
