@@ -517,11 +517,19 @@ impl ActiveCapture {
                 .map_err(|e| format!("shard {}: {e}", s.index))?;
         }
         for s in &mut self.shards {
+            // A shard whose threads all exited after perf attached: perf
+            // ended by itself, cleanly, with nothing to record.
             if let Err(e) = s.wait_ack("enable", timeout) {
                 if !s.gone_with_its_threads(ctx.pid) {
                     return Err(format!("shard {}: {e}", s.index));
                 }
             }
+        }
+        if self.shards.iter().all(|s| s.targets_gone) {
+            return Err(format!(
+                "every thread of pid {} exited before sampling could start",
+                ctx.pid
+            ));
         }
         Ok(())
     }
