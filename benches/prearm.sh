@@ -6,7 +6,8 @@
 #     shards are attached at start, in parallel) and with it (the shards
 #     were attached ahead of time; start enables them);
 #   - the worker's throughput (work units per second over WINDOW seconds)
-#     before arming (sidecar ready, no perf running), while armed (perf
+#     before arming (sidecar ready, no perf running) and again after the
+#     last sidecar ended (the drift of a shared machine), while armed (perf
 #     attached, disabled), while sampling at 99 Hz with frame pointers and
 #     at 19 Hz with DWARF call graphs (--call-graph dwarf); on a shared
 #     machine also the work units per CPU-second of the worker (what the
@@ -145,6 +146,15 @@ for n in $SIZES; do
     drv stop "d$r"
   done
   end_sidecar
+
+  # Before arming again, now that no sidecar runs: how much the machine
+  # itself drifted while this size was measured.
+  SPID=0
+  after=() e_after=()
+  for r in $(seq "$RUNS"); do
+    read -r r1 e1 _ < <(rate "$d/units")
+    after+=("$r1") e_after+=("$e1")
+  done
   kill "$WPID"
   wait "$WPID" 2>/dev/null || true
 
@@ -152,13 +162,13 @@ for n in $SIZES; do
   eb=$(m "${e_before[*]}")
   printf '%5d threads (%d busy): start not armed %d ms (%s), armed %d ms (%s)\n' \
     "$n" "$BUSY" "$(m "${cold[*]}")" "${cold[*]}" "$(m "${warm[*]}")" "${warm[*]}"
-  printf '      units/s:           before %d (%s); armed %d %s (%s); 99 Hz fp %d %s (%s); 19 Hz dwarf %d %s (%s)\n' \
-    "$b" "${before[*]}" \
+  printf '      units/s:           before %d (%s); after %d (%s); armed %d %s (%s); 99 Hz fp %d %s (%s); 19 Hz dwarf %d %s (%s)\n' \
+    "$b" "${before[*]}" "$(m "${after[*]}")" "${after[*]}" \
     "$(m "${armed[*]}")" "$(pct "$(m "${armed[*]}")" "$b")" "${armed[*]}" \
     "$(m "${fp[*]}")" "$(pct "$(m "${fp[*]}")" "$b")" "${fp[*]}" \
     "$(m "${dwarf[*]}")" "$(pct "$(m "${dwarf[*]}")" "$b")" "${dwarf[*]}"
-  printf '      units/CPU-second:  before %d (%s); armed %d %s (%s); 99 Hz fp %d %s (%s); 19 Hz dwarf %d %s (%s)\n' \
-    "$eb" "${e_before[*]}" \
+  printf '      units/CPU-second:  before %d (%s); after %d (%s); armed %d %s (%s); 99 Hz fp %d %s (%s); 19 Hz dwarf %d %s (%s)\n' \
+    "$eb" "${e_before[*]}" "$(m "${e_after[*]}")" "${e_after[*]}" \
     "$(m "${e_armed[*]}")" "$(pct "$(m "${e_armed[*]}")" "$eb")" "${e_armed[*]}" \
     "$(m "${e_fp[*]}")" "$(pct "$(m "${e_fp[*]}")" "$eb")" "${e_fp[*]}" \
     "$(m "${e_dwarf[*]}")" "$(pct "$(m "${e_dwarf[*]}")" "$eb")" "${e_dwarf[*]}"
