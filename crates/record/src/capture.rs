@@ -49,6 +49,9 @@ pub struct Context {
     pub threads_per_shard: usize,
     /// The worker's staging directory (`STAGING/worker_N`).
     pub worker_dir: PathBuf,
+    /// The `shutdown` token: attaching stops starting shards once it (or
+    /// SIGTERM/SIGINT) is there.
+    pub shutdown_token: PathBuf,
 }
 
 /// Whether perf is recording.
@@ -92,6 +95,8 @@ struct Attached {
     failed: Vec<ShardRow>,
     dropped: Vec<DroppedTid>,
     dropped_shards: u32,
+    /// Shards not started: another failed, or shutdown came.
+    skipped: u32,
     error: Option<String>,
 }
 
@@ -428,10 +433,13 @@ impl ActiveCapture {
         self.attach(ctx, jobs, count)
     }
 
-    /// Attaches the shards `jobs` (index, threads) disabled, in parallel
-    /// (as many at once as there are cores: [`pool`]), each answering `ping`. A shard
-    /// whose threads all exited is dropped; the first failure is returned
-    /// (shards attached by then stay, to be stopped by the caller).
+    /// Attaches the shards `jobs` (index, threads) disabled, in parallel (as
+    /// many at once as there are cores: [`pool`]), each answering `ping`. A
+    /// shard whose threads all exited is dropped; the first failure is returned
+    /// (shards attached by then stay, to be stopped by the caller). Once the
+    /// `shutdown` token or SIGTERM/SIGINT is there, no further shard is
+    /// started and attaching fails, so that a long arming never delays the
+    /// end of a job.
     fn attach(
         &mut self,
         ctx: &Context,
@@ -447,8 +455,12 @@ impl ActiveCapture {
         let failed = Arc::new(AtomicBool::new(false));
         let (spec, pid) = (ctx.spec.clone(), ctx.pid);
         let (dir, fifo_dir) = (self.dir.clone(), self.fifo_dir.clone());
+        let shutdown_token = ctx.shutdown_token.clone();
         let results = pool::run_all(jobs, move |(i, chunk): (u32, Vec<u32>)| {
-            if failed.load(Ordering::SeqCst) {
+            if failed.load(Ordering::SeqCst)
+                || sys::pending_signal().is_some()
+                || shutdown_token.exists()
+            {
                 return (i, chunk, Vec::new(), Err(String::new()));
             }
             let mut dropped = Vec::new();
@@ -477,7 +489,7 @@ impl ActiveCapture {
                 // capture goes on.
                 Ok(None) => o.dropped_shards += 1,
                 // Skipped after another shard failed.
-                Err(e) if e.is_empty() => {}
+                Err(e) if e.is_empty() => o.skipped += 1,
                 Err(e) => {
                     o.failed.push(ShardRow {
                         shard: i,
@@ -502,6 +514,10 @@ impl ActiveCapture {
         self.dropped_shards += o.dropped_shards;
         match o.error {
             Some(e) => Err(e),
+            None if o.skipped > 0 => Err(format!(
+                "attaching was interrupted by shutdown or a signal ({} shards not started)",
+                o.skipped
+            )),
             None => Ok(()),
         }
     }

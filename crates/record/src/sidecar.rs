@@ -167,6 +167,7 @@ pub fn run(opts: SidecarOpts) -> Result<(), Fail> {
         },
         threads_per_shard: opts.threads_per_shard,
         worker_dir: worker_dir.clone(),
+        shutdown_token: tokens.sidecar("shutdown"),
     };
     let stop_timeout = Duration::from_secs(opts.stop_timeout);
     let mut server = Server {
