@@ -87,11 +87,15 @@ fn record_prearmed_1000_threads_start_enables_and_shutdown_publishes_nothing_ext
     ok(&rig.driver("stop", "q1"));
     rig.cue('C');
     // The next capture is armed right after q1 was published.
+    // (Its directory appears when arming begins; capture.json is written
+    // once every shard is attached.)
+    let next = rig.path("staging/worker_0/.armed-2/capture.json");
     wait_for(
         "the next capture to be armed",
         Duration::from_secs(300),
-        || armed_dirs(&rig) == vec![".armed-2".to_string()],
+        || fs::read_to_string(&next).is_ok_and(|j| j.contains("\"armed_unix_ns\": 1")),
     );
+    assert_eq!(armed_dirs(&rig), vec![".armed-2".to_string()]);
     ok(&rig.shutdown());
     let out = rig.finish_sidecar();
     ok(&out);
