@@ -26,6 +26,8 @@ use jobprof_capture_format::{
 
 use crate::util::{perf_can_record, recorder, require};
 
+mod prearm;
+
 static PERF_LOCK: Mutex<()> = Mutex::new(());
 
 fn serial() -> MutexGuard<'static, ()> {

@@ -12,6 +12,9 @@
  * phase_beta_work, 'C' phase_gamma_work, 'Q' quit. Each time a phase takes
  * effect (and once at start, when every thread runs) the main thread
  * writes the phase letter to CUEFILE.ack (atomically, via rename).
+ * 'E' ends the newer half of the first NTHREADS threads; 'N' creates
+ * NTHREADS new threads (once; the main thread creates them, so perf
+ * follows them with --inherit), acknowledged once they all run.
  *
  * Build: gcc -O1 -fno-omit-frame-pointer -pthread phases.c -o phases
  */
@@ -27,6 +30,7 @@ static volatile int end_half = 0;
 static int nthreads;
 static long burst_us = 200, sleep_us = 20000;
 static volatile unsigned long sink;
+static volatile char *started_new;
 
 static long now_us(void) {
     struct timespec ts;
@@ -49,7 +53,8 @@ WORK(phase_gamma_work)
 static void *worker(void *arg) {
     long index = (long)arg;
     for (;;) {
-        if (end_half && index >= nthreads / 2) return NULL;
+        if (end_half && index >= nthreads / 2 && index < nthreads) return NULL;
+        if (index >= nthreads && !started_new[index - nthreads]) started_new[index - nthreads] = 1;
         switch (phase) {
         case 'B': phase_beta_work(); break;
         case 'C': phase_gamma_work(); break;
@@ -94,6 +99,16 @@ int main(int argc, char **argv) {
             int c = fgetc(f);
             fclose(f);
             if (c == 'Q') return 0;
+            if (c == 'N' && !started_new) {
+                started_new = calloc(n, 1);
+                for (int i = 0; i < n; i++) {
+                    pthread_t t;
+                    if (pthread_create(&t, &attr, worker, (void *)(long)(n + i)) != 0) { perror("pthread_create"); return 1; }
+                }
+                for (int i = 0; i < n; i++)
+                    while (!started_new[i]) usleep(1000);
+                ack(cue, c);
+            }
             if (c == 'E' && !end_half) {
                 end_half = 1;
                 ack(cue, c);

@@ -208,11 +208,13 @@ pub struct Capture {
     pub threads_per_shard: u32,
     /// Number of shards (perf processes and data files) of this capture.
     pub shard_count: u32,
-    /// Number of threads found in `/proc/PID/task` at `start`
-    /// (listed in `perf-target-tids.txt`).
+    /// Number of threads given to perf: found in `/proc/PID/task` at
+    /// `start`, or, for a pre-armed capture, when it was armed plus those
+    /// attached at `start` (listed in `perf-target-tids.txt`). Threads
+    /// perf follows through `--inherit` are not counted.
     pub target_thread_count: u32,
-    /// Number of those threads that exited before perf could attach
-    /// (the rows of `perf-dropped-tids.tsv`).
+    /// Number of those threads that exited before perf could attach, or
+    /// while the capture was armed (the rows of `perf-dropped-tids.tsv`).
     pub dropped_thread_count: u32,
     /// Number of shards left out because every one of their threads exited
     /// before perf could attach (their threads are in
@@ -229,6 +231,12 @@ pub struct Capture {
     /// reason to call the capture invalid.
     #[cfg_attr(feature = "serde", serde(default))]
     pub size_limited: Vec<ShardCut>,
+    /// When the shards were attached ahead of the query, disabled (the
+    /// sidecar's pre-arming, ns since the Unix epoch); `None` when they were
+    /// attached at `start`. Threads that exited between this and `start`
+    /// are in `perf-dropped-tids.tsv` (reason `exited while armed`).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub armed_unix_ns: Option<u64>,
     /// When `enable` was sent to the first shard (ns since the Unix epoch).
     pub enable_requested_unix_ns: Option<u64>,
     /// When the last shard acknowledged `enable`: sampling is on everywhere
@@ -301,6 +309,7 @@ impl Capture {
             .map(|c| format!("{{\"shard\": {}, \"unix_ns\": {}}}", c.shard, c.unix_ns))
             .collect();
         w.array("size_limited", &cuts);
+        w.opt_num("armed_unix_ns", self.armed_unix_ns);
         w.opt_num("enable_requested_unix_ns", self.enable_requested_unix_ns);
         w.opt_num("enabled_unix_ns", self.enabled_unix_ns);
         w.opt_num("disable_requested_unix_ns", self.disable_requested_unix_ns);
@@ -698,6 +707,7 @@ mod tests {
             dropped_thread_count: 2,
             dropped_shard_count: 1,
             max_shard_size: Some(1 << 30),
+            armed_unix_ns: Some(1_700_000_000_000_000_000),
             size_limited: vec![ShardCut {
                 shard: 2,
                 unix_ns: 1_790_000_000_323_456_789,

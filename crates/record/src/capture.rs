@@ -3,10 +3,18 @@
 //! attach barrier behind `started`), watch them while recording, stop them
 //! (disable, FIFO `stop`, SIGINT, watchdog), and write the capture's files
 //! into its staging directory. Publishing is not done here (see `publish`).
+//!
+//! A capture can also be armed ahead of its query ([`ActiveCapture::arm`]):
+//! its shards are attached disabled under a staging name, and `start` then
+//! only renames it to the query id, attaches what is new and enables every
+//! shard. Attaching runs the shards in parallel, bounded by the cores.
 
+use std::collections::BTreeSet;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jobprof_capture_format::{
@@ -15,6 +23,7 @@ use jobprof_capture_format::{
     FORMAT_VERSION, SHARDS_TSV, TARGET_TIDS_TXT,
 };
 
+use crate::pool;
 use crate::shard::{RecordSpec, Shard};
 use crate::sys::{self, now_ns};
 use crate::tokens::write_atomic;
@@ -42,11 +51,16 @@ pub struct Context {
     pub threads_per_shard: usize,
     /// The worker's staging directory (`STAGING/worker_N`).
     pub worker_dir: PathBuf,
+    /// The `shutdown` token: attaching stops starting shards once it (or
+    /// SIGTERM/SIGINT) is there.
+    pub shutdown_token: PathBuf,
 }
 
 /// Whether perf is recording.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
+    /// Attached ahead of the query, disabled, under a staging name.
+    Armed,
     /// Enabled and sampling.
     Recording,
     /// Ended; files written (`queued`).
@@ -67,8 +81,25 @@ pub struct ActiveCapture {
     dropped_shards: u32,
     /// When sampling was switched on.
     pub enabled_at: Option<Instant>,
-    /// Recording or queued.
+    /// Armed, recording or queued.
     pub state: State,
+    /// The directory of the shards' control FIFOs.
+    fifo_dir: PathBuf,
+    /// What arming saw: the threads listed, and when (clock ticks since
+    /// boot) the first perf was started.
+    armed: Option<(Vec<u32>, u64)>,
+}
+
+/// What attaching a set of shards gave.
+#[derive(Default)]
+struct Attached {
+    shards: Vec<Shard>,
+    failed: Vec<ShardRow>,
+    dropped: Vec<DroppedTid>,
+    dropped_shards: u32,
+    /// Shards not started: another failed, or shutdown came.
+    skipped: u32,
+    error: Option<String>,
 }
 
 impl ActiveCapture {
@@ -78,19 +109,18 @@ impl ActiveCapture {
     /// A directory of the same query left in staging by a dead sidecar (a
     /// requeued job) is kept, renamed to `Q.abandoned-<unix time>`.
     pub fn new(ctx: &Context, query: &str) -> io::Result<ActiveCapture> {
+        let mut c = ActiveCapture::staged(ctx, query)?;
+        c.meta.reach(Phase::Requested, now_ns());
+        c.save()?;
+        Ok(c)
+    }
+
+    /// The staging directory `name` (mode 0700, an earlier one moved aside)
+    /// and the capture's metadata, no phase reached yet.
+    fn staged(ctx: &Context, query: &str) -> io::Result<ActiveCapture> {
         use std::os::unix::fs::DirBuilderExt;
         let dir = ctx.worker_dir.join(query);
-        if fs::symlink_metadata(&dir).is_ok() {
-            let aside = ctx
-                .worker_dir
-                .join(format!("{query}.abandoned-{}", now_ns() / 1_000_000_000));
-            fs::rename(&dir, &aside)?;
-            eprintln!(
-                "jobprof-record sidecar: {} was left by an earlier sidecar; kept as {}",
-                dir.display(),
-                aside.display()
-            );
-        }
+        set_aside(&ctx.worker_dir, query)?;
         fs::DirBuilder::new().mode(0o700).create(&dir)?;
         let meta = Capture {
             format_version: FORMAT_VERSION,
@@ -112,6 +142,7 @@ impl ActiveCapture {
             dropped_thread_count: 0,
             dropped_shard_count: 0,
             max_shard_size: ctx.spec.max_size,
+            armed_unix_ns: None,
             size_limited: vec![],
             enable_requested_unix_ns: None,
             enabled_unix_ns: None,
@@ -122,7 +153,7 @@ impl ActiveCapture {
             valid: true,
             reason: None,
         };
-        let mut c = ActiveCapture {
+        Ok(ActiveCapture {
             query: query.to_string(),
             meta,
             dir,
@@ -132,10 +163,99 @@ impl ActiveCapture {
             dropped_shards: 0,
             enabled_at: None,
             state: State::Recording,
-        };
-        c.meta.reach(Phase::Requested, now_ns());
-        c.save()?;
-        Ok(c)
+            fifo_dir: ctx.worker_dir.join(format!(".fifo.{query}")),
+            armed: None,
+        })
+    }
+
+    /// Arms a capture ahead of its query: lists the worker's threads and
+    /// attaches every shard disabled (in parallel) into the staging
+    /// directory `name` (a name no query id can have). Nothing samples
+    /// until `start` enables the shards. On error every attached shard is
+    /// killed and the staging directory removed ([`ActiveCapture::discard`]).
+    pub fn arm(ctx: &Context, name: &str) -> Result<ActiveCapture, String> {
+        let mut c = ActiveCapture::staged(ctx, name)
+            .map_err(|e| format!("cannot create {}: {e}", ctx.worker_dir.join(name).display()))?;
+        c.state = State::Armed;
+        let result = c.try_arm(ctx);
+        match result {
+            Ok(()) => Ok(c),
+            Err(e) => {
+                c.discard();
+                Err(e)
+            }
+        }
+    }
+
+    fn try_arm(&mut self, ctx: &Context) -> Result<(), String> {
+        let tids = self.list_and_write_targets(ctx.pid, &[])?;
+        let planned = spread(&tids, ctx.threads_per_shard);
+        let count = planned.len() as u32;
+        let jobs = planned
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| (i as u32, t))
+            .collect();
+        // Before the first perf starts: no thread created before this can
+        // be followed through --inherit.
+        let before_attach = sys::boot_ticks();
+        self.attach(ctx, jobs, count)?;
+        if self.shards.is_empty() {
+            return Err(format!(
+                "all {} threads of pid {} exited before perf could attach",
+                tids.len(),
+                ctx.pid
+            ));
+        }
+        self.armed = Some((tids, before_attach));
+        self.meta.armed_unix_ns = Some(now_ns());
+        self.count();
+        self.save().map_err(|e| {
+            format!(
+                "cannot write {}: {e}",
+                self.dir.join(CAPTURE_JSON).display()
+            )
+        })
+    }
+
+    /// The armed capture becomes the capture of `query`: its staging
+    /// directory is renamed (perf keeps writing into its open files) and
+    /// phase `requested` is stamped.
+    pub fn begin(&mut self, ctx: &Context, query: &str) -> io::Result<()> {
+        set_aside(&ctx.worker_dir, query)?;
+        let dir = ctx.worker_dir.join(query);
+        fs::rename(&self.dir, &dir)?;
+        for s in &mut self.shards {
+            let data = dir.join(s.data.file_name().unwrap_or_default());
+            let log = dir.join(s.log.file_name().unwrap_or_default());
+            s.moved(data, log);
+        }
+        self.dir = dir;
+        self.query = query.to_string();
+        self.meta.query = query.to_string();
+        // capture.json is written again once the shards are enabled.
+        self.meta.reach(Phase::Requested, now_ns());
+        Ok(())
+    }
+
+    /// Kills the shards of an armed capture that never sampled and removes
+    /// its staging directory: nothing of it is published.
+    pub fn discard(mut self) {
+        // Their data is thrown away: perf is killed (at once, even when
+        // the machine is loaded) rather than asked to finish its file.
+        self.shards.clear();
+        let _ = fs::remove_dir(&self.fifo_dir);
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+
+    /// Threads attached (and shards) while armed, for the log.
+    pub fn armed_summary(&self) -> String {
+        format!(
+            "{} shards, {} threads, {} dropped",
+            self.shards.len(),
+            self.shards.iter().map(|s| s.tids.len()).sum::<usize>(),
+            self.dropped.len()
+        )
     }
 
     /// Writes `capture.json` as it stands (phases so far) into staging.
@@ -160,45 +280,221 @@ impl ActiveCapture {
     }
 
     fn try_attach_and_enable(&mut self, ctx: &Context) -> Result<(), String> {
-        let tids = sys::list_tids(ctx.pid)
-            .map_err(|e| format!("cannot list /proc/{}/task: {e}", ctx.pid))?;
+        if self.state == State::Armed {
+            self.catch_up(ctx)?;
+        } else {
+            let tids = self.list_and_write_targets(ctx.pid, &[])?;
+            let planned = spread(&tids, ctx.threads_per_shard);
+            let count = planned.len() as u32;
+            let jobs = planned
+                .into_iter()
+                .enumerate()
+                .map(|(i, t)| (i as u32, t))
+                .collect();
+            self.attach(ctx, jobs, count)?;
+        }
+        self.state = State::Recording;
+        if self.shards.is_empty() {
+            return Err(format!(
+                "all {} threads of pid {} exited before perf could attach",
+                self.meta.target_thread_count, ctx.pid
+            ));
+        }
+        self.meta.reach(Phase::Attached, now_ns());
+        self.enable_all(ctx)?;
+        let now = now_ns();
+        self.meta.enabled_unix_ns = Some(now);
+        self.meta.reach(Phase::Enabled, now);
+        self.enabled_at = Some(Instant::now());
+        self.count();
+        // The caller saves capture.json (it says the capture is recording,
+        // should the sidecar die) once `started` is written.
+        Ok(())
+    }
+
+    /// Lists the worker's threads into `perf-target-tids.txt` (with
+    /// `also`: threads listed earlier); returns the listing.
+    fn list_and_write_targets(&mut self, pid: u32, also: &[u32]) -> Result<Vec<u32>, String> {
+        let tids = sys::list_tids(pid).map_err(|e| format!("cannot list /proc/{pid}/task: {e}"))?;
+        self.write_targets(&tids, also)?;
+        Ok(tids)
+    }
+
+    /// Writes `perf-target-tids.txt`: the threads given to perf (attached
+    /// or dropped), `a` and `b` together.
+    fn write_targets(&mut self, a: &[u32], b: &[u32]) -> Result<(), String> {
+        let all: BTreeSet<u32> = a.iter().chain(b).copied().collect();
         let mut listing = String::new();
-        for t in &tids {
+        for t in &all {
             listing.push_str(&format!("{t}\n"));
         }
-        write_atomic(&self.dir.join(TARGET_TIDS_TXT), listing.as_bytes()).map_err(|e| {
-            format!(
-                "cannot write {}: {e}",
-                self.dir.join(TARGET_TIDS_TXT).display()
-            )
-        })?;
-        self.meta.target_thread_count = tids.len() as u32;
-        let planned = spread(&tids, ctx.threads_per_shard);
-        let count = planned.len() as u32;
-        let fifo_dir = ctx.worker_dir.join(format!(".fifo.{}", self.query));
-        fs::create_dir_all(&fifo_dir)
-            .map_err(|e| format!("cannot create {}: {e}", fifo_dir.display()))?;
-        for (i, chunk) in planned.iter().enumerate() {
-            let i = i as u32;
-            let data = self.dir.join(data_file_name(i, count));
-            let log = self.dir.join(shard_log_name(i));
-            match Shard::start(
-                &ctx.spec,
-                ctx.pid,
+        let path = self.dir.join(TARGET_TIDS_TXT);
+        write_atomic(&path, listing.as_bytes())
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        self.meta.target_thread_count = all.len() as u32;
+        Ok(())
+    }
+
+    /// At `start` of an armed capture: shards whose perf ended while armed
+    /// (all their threads exited) are dropped, threads that exited while
+    /// armed are dropped from their shards (both listed in
+    /// `perf-dropped-tids.tsv`), and threads perf does not follow are
+    /// attached in new shards: the live threads of a shard whose perf ended
+    /// otherwise, and threads created after the listing but in a clock
+    /// tick before the first perf started (no perf could follow them).
+    /// Threads created later by a thread perf records are followed by
+    /// `--inherit` and are not attached again (that would count their
+    /// samples twice); a thread created while arming by a thread whose
+    /// shard had not attached yet is not followed, as when attaching at
+    /// `start`.
+    fn catch_up(&mut self, ctx: &Context) -> Result<(), String> {
+        let (listed, armed_ticks) = self.armed.take().unwrap_or_default();
+        let pid = ctx.pid;
+        // One listing, not one lookup per thread: this is `start`'s path.
+        let now = sys::list_tids(pid).map_err(|e| format!("cannot list /proc/{pid}/task: {e}"))?;
+        let live: BTreeSet<u32> = now.iter().copied().collect();
+        let mut known: BTreeSet<u32> = listed.iter().copied().collect();
+        let mut again = Vec::new();
+        let mut next_index = 0;
+        let mut kept = Vec::new();
+        for mut s in std::mem::take(&mut self.shards) {
+            next_index = next_index.max(s.index + 1);
+            known.extend(s.tids.iter().copied());
+            let ended = s.poll_exit();
+            let dropped = &mut self.dropped;
+            s.tids.retain(|tid| {
+                let alive = live.contains(tid);
+                if !alive {
+                    dropped.push(DroppedTid {
+                        shard: s.index,
+                        attempt: 0,
+                        tid: *tid,
+                        reason: "exited while armed".into(),
+                    });
+                }
+                alive
+            });
+            if ended && !s.tids.is_empty() {
+                // perf ended for another reason: its live threads are
+                // attached anew.
+                eprintln!(
+                    "jobprof-record sidecar: shard {} of {} ended while armed ({}); \
+                     attaching its {} threads again: {}",
+                    s.index,
+                    self.query,
+                    sys::describe_status(s.status.unwrap_or(-1)),
+                    s.tids.len(),
+                    s.log_tail()
+                );
+                again.append(&mut s.tids);
+            } else if s.tids.is_empty() {
+                // Every thread exited while armed: dropped, as at attach.
+                self.dropped_shards += 1;
+            }
+            if ended || s.tids.is_empty() {
+                // It never sampled: killed (see `discard`), its file removed.
+                let data = s.data.clone();
+                drop(s);
+                let _ = fs::remove_file(data);
+            } else {
+                kept.push(s);
+            }
+        }
+        self.shards = kept;
+        let mut fresh: Vec<u32> = now
+            .iter()
+            .copied()
+            .filter(|t| !known.contains(t))
+            .filter(|&t| sys::tid_start_ticks(pid, t).is_some_and(|st| st < armed_ticks))
+            .collect();
+        fresh.extend(again);
+        fresh.sort_unstable();
+        fresh.dedup();
+        // Threads followed by --inherit are not targets (as for a capture
+        // attached at start: the threads created during it). The file
+        // written when arming stands unless threads were added.
+        if !fresh.is_empty() {
+            self.write_targets(&listed, &fresh)?;
+        }
+        let planned = spread(&fresh, ctx.threads_per_shard);
+        let count = next_index + planned.len() as u32;
+        // Data file names depend on the shard count (one shard: perf.data).
+        for s in &mut self.shards {
+            let want = self.dir.join(data_file_name(s.index, count));
+            if want != s.data {
+                fs::rename(&s.data, &want)
+                    .map_err(|e| format!("cannot rename {}: {e}", s.data.display()))?;
+                let log = s.log.clone();
+                s.moved(want, log);
+            }
+        }
+        let jobs = planned
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| (next_index + i as u32, t))
+            .collect();
+        self.attach(ctx, jobs, count)
+    }
+
+    /// Attaches the shards `jobs` (index, threads) disabled, in parallel (as
+    /// many at once as there are cores: [`pool`]), each answering `ping`. A
+    /// shard whose threads all exited is dropped; the first failure is returned
+    /// (shards attached by then stay, to be stopped by the caller). Once the
+    /// `shutdown` token or SIGTERM/SIGINT is there, no further shard is
+    /// started and attaching fails, so that a long arming never delays the
+    /// end of a job.
+    fn attach(
+        &mut self,
+        ctx: &Context,
+        jobs: Vec<(u32, Vec<u32>)>,
+        count: u32,
+    ) -> Result<(), String> {
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        fs::create_dir_all(&self.fifo_dir)
+            .map_err(|e| format!("cannot create {}: {e}", self.fifo_dir.display()))?;
+        // After a failure, shards not started yet are skipped.
+        let failed = Arc::new(AtomicBool::new(false));
+        let (spec, pid) = (ctx.spec.clone(), ctx.pid);
+        let (dir, fifo_dir) = (self.dir.clone(), self.fifo_dir.clone());
+        let shutdown_token = ctx.shutdown_token.clone();
+        let results = pool::run_all(jobs, move |(i, chunk): (u32, Vec<u32>)| {
+            if failed.load(Ordering::SeqCst)
+                || sys::pending_signal().is_some()
+                || shutdown_token.exists()
+            {
+                return (i, chunk, Vec::new(), Err(String::new()));
+            }
+            let mut dropped = Vec::new();
+            let result = Shard::start(
+                &spec,
+                pid,
                 i,
-                chunk,
-                data,
-                log,
+                &chunk,
+                dir.join(data_file_name(i, count)),
+                dir.join(shard_log_name(i)),
                 &fifo_dir,
-                &mut self.dropped,
-            ) {
-                Ok(Some(s)) => self.shards.push(s),
+                &mut dropped,
+            );
+            if result.is_err() {
+                failed.store(true, Ordering::SeqCst);
+            }
+            (i, chunk, dropped, result)
+        });
+        let mut o = Attached::default();
+        for (i, chunk, dropped, result) in results {
+            o.dropped.extend(dropped);
+            match result {
+                Ok(Some(s)) => o.shards.push(s),
                 // Every thread of the shard exited before perf attached:
                 // the shard is dropped (its threads are listed), the
                 // capture goes on.
-                Ok(None) => self.dropped_shards += 1,
+                Ok(None) => o.dropped_shards += 1,
+                // Skipped after another shard failed.
+                Err(e) if e.is_empty() => o.skipped += 1,
                 Err(e) => {
-                    self.failed.push(ShardRow {
+                    o.failed.push(ShardRow {
                         shard: i,
                         phase: ShardPhase::Failed,
                         perf_pid: 0,
@@ -209,29 +505,43 @@ impl ActiveCapture {
                         data_file: data_file_name(i, count),
                         data_bytes: 0,
                     });
-                    return Err(e);
+                    o.error.get_or_insert(e);
                 }
             }
         }
-        if self.shards.is_empty() {
-            return Err(format!(
-                "all {} threads of pid {} exited before perf could attach",
-                tids.len(),
-                ctx.pid
-            ));
+        self.shards.append(&mut o.shards);
+        self.shards.sort_by_key(|s| s.index);
+        self.failed.append(&mut o.failed);
+        self.dropped.append(&mut o.dropped);
+        self.dropped.sort_by_key(|d| (d.shard, d.attempt, d.tid));
+        self.dropped_shards += o.dropped_shards;
+        match o.error {
+            Some(e) => Err(e),
+            None if o.skipped > 0 => Err(format!(
+                "attaching was interrupted by shutdown or a signal ({} shards not started)",
+                o.skipped
+            )),
+            None => Ok(()),
         }
-        self.meta.reach(Phase::Attached, now_ns());
+    }
+
+    /// Sends `enable` to every shard, then collects the answers. A shard
+    /// whose perf ended because all its threads exited in the meantime is
+    /// not a failure.
+    fn enable_all(&mut self, ctx: &Context) -> Result<(), String> {
         self.meta.enable_requested_unix_ns = Some(now_ns());
         let timeout = Duration::from_secs(ctx.spec.ready_timeout);
         for s in &mut self.shards {
-            if let Err(e) = s.command("enable", timeout) {
-                // Every thread of the shard exited after perf attached:
-                // perf ended by itself, cleanly, with nothing to record.
-                if s.status == Some(0) && s.tids.iter().all(|&t| !sys::tid_exists(ctx.pid, t)) {
-                    s.targets_gone = true;
-                    continue;
+            s.send("enable")
+                .map_err(|e| format!("shard {}: {e}", s.index))?;
+        }
+        for s in &mut self.shards {
+            // A shard whose threads all exited after perf attached: perf
+            // ended by itself, cleanly, with nothing to record.
+            if let Err(e) = s.wait_ack("enable", timeout) {
+                if !s.gone_with_its_threads(ctx.pid) {
+                    return Err(format!("shard {}: {e}", s.index));
                 }
-                return Err(format!("shard {}: {e}", s.index));
             }
         }
         if self.shards.iter().all(|s| s.targets_gone) {
@@ -240,13 +550,6 @@ impl ActiveCapture {
                 ctx.pid
             ));
         }
-        let now = now_ns();
-        self.meta.enabled_unix_ns = Some(now);
-        self.meta.reach(Phase::Enabled, now);
-        self.enabled_at = Some(Instant::now());
-        self.count();
-        // The staged capture says it is recording, should the sidecar die.
-        let _ = self.save();
         Ok(())
     }
 
@@ -399,12 +702,7 @@ impl ActiveCapture {
         for s in &mut self.shards {
             s.close_fifos();
         }
-        let _ = fs::remove_dir(
-            self.dir
-                .parent()
-                .unwrap_or(Path::new("/"))
-                .join(format!(".fifo.{}", self.query)),
-        );
+        let _ = fs::remove_dir(&self.fifo_dir);
         if !self.shards.is_empty() {
             self.meta.reach(Phase::Stopped, now_ns());
         }
@@ -452,6 +750,22 @@ impl ActiveCapture {
         self.meta.reach(Phase::Queued, now_ns());
         self.save()
     }
+}
+
+/// Moves a staging directory `name` left by an earlier sidecar (a requeued
+/// job) aside, to `name.abandoned-<unix time>`, so that nothing is lost.
+fn set_aside(worker_dir: &Path, name: &str) -> io::Result<()> {
+    let dir = worker_dir.join(name);
+    if fs::symlink_metadata(&dir).is_ok() {
+        let aside = worker_dir.join(format!("{name}.abandoned-{}", now_ns() / 1_000_000_000));
+        fs::rename(&dir, &aside)?;
+        eprintln!(
+            "jobprof-record sidecar: {} was left by an earlier sidecar; kept as {}",
+            dir.display(),
+            aside.display()
+        );
+    }
+    Ok(())
 }
 
 /// Cuts the sorted `tids` into the fewest shards of at most `per` threads,

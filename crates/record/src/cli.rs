@@ -41,16 +41,18 @@ Usage:
       [--exe-name NAME] [--event cpu-clock] [--frequency 99] [--call-graph fp|dwarf[,SIZE]]
       [--threads-per-shard 128] [--start-timeout SECS] [--stop-timeout SECS]
       [--max-capture SECS] [--max-shard-size SIZE] [--staging DIR] [--symfs-limit BYTES]
-      [--require-symbols]
+      [--require-symbols] [--no-prearm]
 
 Runs the preflight checks, snapshots the worker's executable mappings and
 their separate debug info into symfs/ and the kernel's kallsyms next to it,
 writes the `ready` token, then serves any number of queries until the
 `shutdown` token (or SIGTERM/SIGINT, or the worker exits): on `start` for
-query Q it attaches one disabled `perf record` per shard of at most
---threads-per-shard threads, enables them all and writes `started`; on `stop`
-it stops them, publishes the capture atomically into PERF_ROOT/worker_N/Q/
-and writes `finished`. At shutdown whatever is left is published, then the
+query Q it enables one disabled `perf record` per shard of at most
+--threads-per-shard threads and writes `started`; on `stop` it stops them,
+publishes the capture atomically into PERF_ROOT/worker_N/Q/ and writes
+`finished`. The shards are attached ahead of time (pre-armed): when the
+sidecar is ready and again right after each capture ends, so that `start`
+only attaches threads perf does not follow yet and switches sampling on. At shutdown whatever is left is published, then the
 `done` token is written. The `ready`, `error` and `done` tokens and the lock
 file name this sidecar (pid, host, boot id, start time), so drivers tell a
 live sidecar from the tokens of a dead one.
@@ -80,6 +82,8 @@ Options:
                            by others
   --symfs-limit BYTES      most bytes copied into symfs/ and kallsyms (default 4G; K/M/G suffixes)
   --require-symbols        fail when the worker's binary has no .symtab/.debug_info
+  --no-prearm              attach the shards at `start` instead of ahead of time
+                           (in parallel, as many at once as there are cores)
 ";
 
 const START_HELP: &str = "\
@@ -217,6 +221,8 @@ pub struct SidecarOpts {
     pub max_shard_size: Option<u64>,
     /// Most bytes copied into symfs/.
     pub symfs_limit: u64,
+    /// Attach the next capture's shards ahead of its `start`.
+    pub prearm: bool,
 }
 
 /// `start`/`stop` options.
@@ -395,6 +401,7 @@ pub fn parse(argv: Vec<String>) -> Result<Command, Fail> {
     let mut staging = None;
     let mut symfs_limit = 4u64 << 30;
     let mut require_symbols = false;
+    let mut prearm = true;
 
     let sidecar = cmd == "sidecar";
     let preflight = cmd == "preflight";
@@ -435,6 +442,7 @@ pub fn parse(argv: Vec<String>) -> Result<Command, Fail> {
                 staging = Some(PathBuf::from(a.value(&flag, inline)?))
             }
             "--require-symbols" if sidecar || preflight => require_symbols = true,
+            "--no-prearm" if sidecar => prearm = false,
             "--call-graph" if sidecar => call_graph = parse_call_graph(&a.value(&flag, inline)?)?,
             "--threads-per-shard" if sidecar => {
                 threads_per_shard = a.number(&flag, inline)?;
@@ -489,6 +497,7 @@ pub fn parse(argv: Vec<String>) -> Result<Command, Fail> {
             max_capture,
             max_shard_size,
             symfs_limit,
+            prearm,
         }),
         "start" | "stop" => Command::Driver(DriverOpts {
             start: cmd == "start",

@@ -20,6 +20,9 @@ use crate::tokens::{Tokens, INVALID_PREFIX};
 
 const POLL: Duration = Duration::from_millis(100);
 
+/// Looks for an answer token this many times per [`POLL`].
+const QUICK_PER_POLL: u32 = 10;
+
 /// How long no sidecar may hold the lock before a command gives up (exit 4):
 /// long enough for a sidecar that is being launched to take it.
 pub const GRACE: Duration = Duration::from_secs(5);
@@ -221,6 +224,7 @@ fn wait_ready(
 fn wait(t: &Tokens, q: &str, kind: &str, deadline: Instant, timeout: u64) -> Result<(), Fail> {
     let want = t.query(kind, q);
     let mut dead = DeadClock(None);
+    let mut quick = 0;
     loop {
         // An error outranks the answer: e.g. a capture cut by --max-capture
         // is `finished` but not what the driver asked for.
@@ -230,6 +234,14 @@ fn wait(t: &Tokens, q: &str, kind: &str, deadline: Instant, timeout: u64) -> Res
         if Tokens::exists(&want) {
             return Ok(());
         }
+        // The answer is looked for every 10 ms (`start` of an armed capture
+        // takes milliseconds); the sidecar's liveness every 100 ms.
+        if quick < QUICK_PER_POLL {
+            quick += 1;
+            sleep(POLL / QUICK_PER_POLL);
+            continue;
+        }
+        quick = 0;
         let s = look(t);
         match &s {
             Sidecar::Error(msg) => return Err(sidecar_error(t.worker, msg)),
@@ -254,7 +266,6 @@ fn wait(t: &Tokens, q: &str, kind: &str, deadline: Instant, timeout: u64) -> Res
                 want.display()
             )));
         }
-        sleep(POLL);
     }
 }
 

@@ -232,13 +232,16 @@ impl Shard {
         self.wait_ack(cmd, timeout)
     }
 
-    fn send(&mut self, cmd: &str) -> Result<(), String> {
+    /// Writes a control command without waiting for its answer (several
+    /// shards are commanded first and their answers collected after).
+    pub fn send(&mut self, cmd: &str) -> Result<(), String> {
         let ctl = self.ctl.as_mut().ok_or("control FIFO closed")?;
         ctl.write_all(format!("{cmd}\n").as_bytes())
             .map_err(|e| format!("cannot write `{cmd}` to {}: {e}", self.ctl_path.display()))
     }
 
-    fn wait_ack(&mut self, cmd: &str, timeout: Duration) -> Result<(), String> {
+    /// Waits for the `ack` of a command sent with [`Shard::send`].
+    pub fn wait_ack(&mut self, cmd: &str, timeout: Duration) -> Result<(), String> {
         let deadline = Instant::now() + timeout;
         loop {
             // perf answers "ack\n" followed by a NUL byte.
@@ -273,6 +276,26 @@ impl Shard {
                 }
             }
         }
+    }
+
+    /// True when perf exited by itself with status 0 because every thread it
+    /// was given has exited (marks the shard so); such a shard's data is
+    /// complete and its end is not a failure.
+    pub fn gone_with_its_threads(&mut self, pid: u32) -> bool {
+        if self.poll_exit()
+            && self.status == Some(0)
+            && self.tids.iter().all(|&t| !sys::tid_exists(pid, t))
+        {
+            self.targets_gone = true;
+        }
+        self.targets_gone
+    }
+
+    /// The data file and log moved (their directory was renamed while perf
+    /// holds them open): later reads use the new paths.
+    pub fn moved(&mut self, data: PathBuf, log: PathBuf) {
+        self.data = data;
+        self.log = log;
     }
 
     /// True when perf exited cleanly because its data file reached

@@ -7,6 +7,14 @@
 //! before the driver is answered; at the end only what could not be
 //! published yet is retried, then `done` is written.
 //!
+//! Between captures the next capture is pre-armed (see `capture`): when the
+//! sidecar is ready and right after each capture is published, its shards
+//! are attached disabled under a staging name (`.armed-N`), so that `start`
+//! costs only the enabling. The token directory is watched with inotify, so
+//! a request written on this node is seen at once. An armed capture that
+//! never sampled is discarded at the end (perf stopped, its staging
+//! removed, nothing published).
+//!
 //! Ends on the `shutdown` token, SIGTERM/SIGINT, or when the worker exits;
 //! a capture running at that moment is stopped cleanly and published,
 //! marked invalid with the reason. Exit status: 0 when everything that was
@@ -17,7 +25,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::PathBuf;
 use std::thread::sleep;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use jobprof_capture_format::EndCause;
 
@@ -33,6 +41,13 @@ use crate::sys;
 use crate::tokens::{query_ok, write_atomic, Request, Tokens, INVALID_PREFIX, MAX_QUERY_LEN};
 
 const POLL: Duration = Duration::from_millis(200);
+
+/// Staging names of armed captures: no query id starts with `.`.
+const ARMED_PREFIX: &str = ".armed-";
+
+/// Descriptors perf and the sidecar hold besides the per-thread and
+/// per-shard ones (measured: perf holds about 20 of its own).
+const NOFILE_MARGIN: usize = 64;
 
 fn log(msg: &str) {
     eprintln!("jobprof-record sidecar: {msg}");
@@ -109,6 +124,7 @@ pub fn run(opts: SidecarOpts) -> Result<(), Fail> {
         return Err(fail(report.failure_message()));
     }
     let _ = write_atomic(&worker_dir.join("preflight.txt"), text.as_bytes());
+    remove_armed_leftovers(&worker_dir);
     // A snapshot an earlier sidecar left here (same staging) is replaced.
     let _ = fs::remove_dir_all(worker_dir.join("symfs"));
     match symfs::snapshot(pid, &worker_dir, opts.symfs_limit) {
@@ -156,7 +172,32 @@ pub fn run(opts: SidecarOpts) -> Result<(), Fail> {
         },
         threads_per_shard: opts.threads_per_shard,
         worker_dir: worker_dir.clone(),
+        shutdown_token: tokens.sidecar("shutdown"),
     };
+    let stop_timeout = Duration::from_secs(opts.stop_timeout);
+    let mut server = Server {
+        prearm: opts.prearm,
+        arm_wanted: false,
+        armed: None,
+        watch: sys::DirWatch::new(&opts.token_dir),
+        tokens: tokens.clone(),
+        ctx,
+        out_worker: out_worker.clone(),
+        stop_timeout,
+        max_capture: opts.max_capture,
+        pid,
+        start_time,
+        active: None,
+        unpublished: Vec::new(),
+        published: 0,
+        seen: BTreeSet::new(),
+        ended: BTreeMap::new(),
+        arm_seq: 0,
+    };
+    // The first capture is armed before `ready`: a driver that waits for
+    // `ready` (wait-ready) then starts its first query in milliseconds.
+    server.arm_wanted = false;
+    server.arm();
     write_signed(
         &tokens,
         &tokens.sidecar("ready"),
@@ -174,22 +215,16 @@ pub fn run(opts: SidecarOpts) -> Result<(), Fail> {
         worker_dir.display()
     ));
 
-    let stop_timeout = Duration::from_secs(opts.stop_timeout);
-    let mut server = Server {
-        tokens: tokens.clone(),
-        ctx,
-        out_worker: out_worker.clone(),
-        stop_timeout,
-        max_capture: opts.max_capture,
-        pid,
-        start_time,
-        active: None,
-        unpublished: Vec::new(),
-        published: 0,
-        seen: BTreeSet::new(),
-        ended: BTreeMap::new(),
-    };
     let ending = server.serve();
+    if let Some(a) = server.armed.take() {
+        let dir = a.dir.clone();
+        a.discard();
+        log(&format!(
+            "the armed capture ({}) never sampled: its perf processes killed, {} removed, nothing published",
+            ending_name(&ending, pid),
+            dir.display()
+        ));
+    }
     let cause = match ending {
         Ending::Shutdown => EndCause::Shutdown,
         Ending::Signal(_) => EndCause::Signal,
@@ -278,6 +313,33 @@ pub fn run(opts: SidecarOpts) -> Result<(), Fail> {
     Ok(())
 }
 
+/// Removes the armed captures (and their FIFO directories) an earlier
+/// sidecar left in this staging (killed, or a requeued job): they never
+/// sampled (a capture is renamed to its query id before it is enabled).
+fn remove_armed_leftovers(worker_dir: &std::path::Path) {
+    let Ok(entries) = fs::read_dir(worker_dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with(ARMED_PREFIX) || name.starts_with(&format!(".fifo.{ARMED_PREFIX}")) {
+            // remove_dir_all does not follow symbolic links.
+            let _ = fs::remove_dir_all(e.path());
+            log(&format!(
+                "removed {} (armed by an earlier sidecar, never sampled)",
+                e.path().display()
+            ));
+        }
+    }
+}
+
+/// Descriptors one perf process opens per thread it records (see
+/// `Server::nofile_shortfall`).
+fn perf_fds_per_thread(event: &str) -> usize {
+    (event.split(',').count() + 1) * (sys::online_cpus() + 1)
+}
+
 fn ending_name(ending: &Ending, pid: u32) -> String {
     match ending {
         Ending::Shutdown => "shutdown".to_string(),
@@ -303,6 +365,17 @@ struct Server {
     seen: BTreeSet<String>,
     /// The `finished` answer of every ended capture, by query id.
     ended: BTreeMap<String, String>,
+    /// Armed captures so far (their staging names).
+    arm_seq: u32,
+    /// Pre-arming is on (`--no-prearm` turns it off; so does a nofile limit
+    /// too low for it).
+    prearm: bool,
+    /// The next capture is to be armed (at ready, after each capture).
+    arm_wanted: bool,
+    /// The next capture, attached and disabled.
+    armed: Option<ActiveCapture>,
+    /// Wakes the loop when a token is written on this node.
+    watch: Option<sys::DirWatch>,
 }
 
 impl Server {
@@ -321,14 +394,76 @@ impl Server {
                 log(&format!("worker pid {pid} exited"));
                 return Ending::WorkerExit;
             }
+            // Armed in the turn after a capture ended, so that a shutdown
+            // written right after the last `stop` is seen first.
+            if self.active.is_none() && self.arm_wanted {
+                self.arm_wanted = false;
+                self.arm();
+            }
             self.watch_active();
             if let Ok(requests) = self.tokens.requests() {
                 for (req, q) in requests {
                     self.handle(req, &q);
                 }
             }
-            sleep(POLL);
+            match &self.watch {
+                Some(w) => w.wait(POLL.as_millis() as i32),
+                None => sleep(POLL),
+            }
         }
+    }
+
+    /// Arms the next capture (see `capture`); when that is impossible the
+    /// next `start` attaches instead, and the log says why.
+    fn arm(&mut self) {
+        if !self.prearm || self.armed.is_some() || !sys::alive(self.pid, self.start_time) {
+            return;
+        }
+        if let Some(why) = self.nofile_shortfall() {
+            log(&format!(
+                "not pre-arming: {why}; each capture attaches at `start` instead"
+            ));
+            self.prearm = false;
+            return;
+        }
+        self.arm_seq += 1;
+        let name = format!("{ARMED_PREFIX}{}", self.arm_seq);
+        let t = Instant::now();
+        match ActiveCapture::arm(&self.ctx, &name) {
+            Ok(c) => {
+                log(&format!(
+                    "armed the next capture in {} ms: {}",
+                    t.elapsed().as_millis(),
+                    c.armed_summary()
+                ));
+                self.armed = Some(c);
+            }
+            Err(e) => log(&format!(
+                "cannot pre-arm the next capture (it attaches at `start` instead): {e}"
+            )),
+        }
+    }
+
+    /// Why arming would pass the open-files limit, if it would. perf opens
+    /// descriptors per thread, per event (ours plus its dummy side-band
+    /// event) and per CPU plus one: measured with perf 6.1 on 2 CPUs, 6
+    /// per thread (759 for a shard of 125 threads); the sidecar holds two
+    /// FIFOs per shard.
+    fn nofile_shortfall(&self) -> Option<String> {
+        let soft = sys::nofile_soft();
+        let threads = sys::list_tids(self.pid).map(|t| t.len()).unwrap_or(0);
+        let per = self.ctx.threads_per_shard;
+        let per_thread = perf_fds_per_thread(&self.ctx.spec.event);
+        let perf_needs = (per.min(threads.max(1)) * per_thread + NOFILE_MARGIN) as u64;
+        let sidecar_needs = (2 * threads.div_ceil(per.max(1)) + NOFILE_MARGIN) as u64;
+        let need = perf_needs.max(sidecar_needs);
+        (need > soft).then(|| {
+            format!(
+                "{threads} threads in shards of {per} need about {need} open files per perf \
+                 process ({per_thread} per thread) and the open-files limit is {soft} (raise \
+                 `ulimit -n` or lower --threads-per-shard)"
+            )
+        })
     }
 
     /// Ends the capture, naming the watchdog in the forced token if it fired.
@@ -506,7 +641,28 @@ impl Server {
     }
 
     fn start(&mut self, q: &str) {
-        let mut c = match ActiveCapture::new(&self.ctx, q) {
+        log(&format!("start {q}"));
+        let armed = self
+            .armed
+            .take()
+            .and_then(|mut a| match a.begin(&self.ctx, q) {
+                Ok(()) => Some(a),
+                Err(e) => {
+                    log(&format!(
+                        "cannot take the armed capture {} as {q} ({e}); attaching at start",
+                        a.dir.display()
+                    ));
+                    a.discard();
+                    None
+                }
+            });
+        let created = match armed {
+            Some(a) => Ok(a),
+            None => ActiveCapture::new(&self.ctx, q),
+        };
+        // Whatever happens to this capture, the next one is armed after it.
+        self.arm_wanted = self.prearm;
+        let mut c = match created {
             Ok(c) => c,
             Err(e) => {
                 let dir: PathBuf = self.ctx.worker_dir.join(q);
@@ -514,12 +670,13 @@ impl Server {
                 return;
             }
         };
-        log(&format!("start {q}"));
         match c.attach_and_enable(&self.ctx, self.stop_timeout) {
             Ok(()) => {
                 let _ = self
                     .tokens
                     .write(&self.tokens.query("started", q), &c.summary());
+                // After the answer: the driver does not wait for this.
+                let _ = c.save();
                 log(&format!("started {}", c.summary()));
                 self.active = Some(c);
             }

@@ -370,3 +370,131 @@ pub fn sync_dir(dir: &Path) {
         let _ = f.sync_all();
     }
 }
+
+/// The open-files soft limit of this process (inherited by perf).
+pub fn nofile_soft() -> u64 {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: valid pointer to an rlimit.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut r);
+    }
+    r.rlim_cur
+}
+
+/// Clock ticks per second (`_SC_CLK_TCK`), the unit of start times in /proc.
+fn clock_ticks() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as u64
+    } else {
+        100
+    }
+}
+
+/// Now, in clock ticks since boot: comparable with [`tid_start_ticks`].
+pub fn boot_ticks() -> u64 {
+    // SAFETY: an all-zero timespec is valid; clock_gettime fills it.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer to a timespec.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts);
+    }
+    let ns = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+    ns / (1_000_000_000 / clock_ticks())
+}
+
+/// When thread `tid` of `pid` was created (clock ticks since boot, as
+/// [`boot_ticks`]); `None` when it no longer exists.
+pub fn tid_start_ticks(pid: u32, tid: u32) -> Option<u64> {
+    let s = fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+    let rest = &s[s.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Wakes the caller when a file is created in or renamed into a directory
+/// (inotify), so that a token written by a driver on this node is seen at
+/// once instead of at the next poll. Writers on other nodes (a shared
+/// file system) are not seen by inotify: callers still poll.
+pub struct DirWatch {
+    fd: i32,
+}
+
+impl DirWatch {
+    /// Watches `dir`; `None` when inotify is not available.
+    pub fn new(dir: &Path) -> Option<DirWatch> {
+        let c = CString::new(dir.as_os_str().as_bytes()).ok()?;
+        // SAFETY: plain syscalls on a valid NUL-terminated path.
+        unsafe {
+            let fd = libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC);
+            if fd < 0 {
+                return None;
+            }
+            let mask = libc::IN_CREATE | libc::IN_MOVED_TO | libc::IN_CLOSE_WRITE;
+            if libc::inotify_add_watch(fd, c.as_ptr(), mask) < 0 {
+                libc::close(fd);
+                return None;
+            }
+            Some(DirWatch { fd })
+        }
+    }
+
+    /// Waits up to `timeout_ms` for a change, then drains the events.
+    pub fn wait(&self, timeout_ms: i32) {
+        if poll_readable(self.fd, timeout_ms) {
+            let mut buf = [0u8; 4096];
+            // SAFETY: reading into a buffer of the given size.
+            while unsafe { libc::read(self.fd, buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
+        }
+    }
+}
+
+impl Drop for DirWatch {
+    fn drop(&mut self) {
+        // SAFETY: we own the descriptor.
+        unsafe {
+            libc::close(self.fd);
+        }
+    }
+}
+
+/// The number of online CPUs (`/sys/devices/system/cpu/online`); 1 when
+/// unreadable.
+pub fn online_cpus() -> usize {
+    fs::read_to_string("/sys/devices/system/cpu/online")
+        .map(|s| count_cpu_list(&s))
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// The number of CPUs in a kernel CPU list such as `0-63,128-191` or `0`.
+fn count_cpu_list(list: &str) -> usize {
+    list.trim()
+        .split(',')
+        .filter_map(|r| match r.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (a.parse::<usize>().ok()?, b.parse::<usize>().ok()?);
+                b.checked_sub(a).map(|d| d + 1)
+            }
+            None => r.parse::<usize>().ok().map(|_| 1),
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::count_cpu_list;
+
+    #[test]
+    fn cpu_lists_are_counted() {
+        assert_eq!(count_cpu_list("0-1\n"), 2);
+        assert_eq!(count_cpu_list("0"), 1);
+        assert_eq!(count_cpu_list("0-63,128-191"), 128);
+        assert_eq!(count_cpu_list("0,2,4-5"), 4);
+        assert_eq!(count_cpu_list(""), 0);
+        assert_eq!(count_cpu_list("5-3"), 0);
+    }
+}
