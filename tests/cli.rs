@@ -9,10 +9,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use crate::util;
-
-fn jobprof() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_jobprof"))
-}
+use crate::util::{jobprof, stderr};
 
 fn run(args: &[&str]) -> Output {
     jobprof().args(args).output().unwrap()
@@ -32,10 +29,6 @@ fn run_stdin(args: &[&str], input: &[u8]) -> Output {
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// The subcommands `jobprof ARGS --help` lists under "Commands:".
@@ -299,8 +292,16 @@ fn process_results_on_stdout_only_and_quiet() {
     assert_eq!(out.status.code(), Some(0), "{}", util::output_text(&out));
     let (so, se) = (stdout(&out), stderr(&out));
     // One result line per capture, then one per result directory's job page.
-    assert_eq!(so.lines().filter(|l| l.contains("/q01: ")).count(), 2, "{so}");
-    assert_eq!(so.lines().filter(|l| l.contains("index.html: ")).count(), 2, "{so}");
+    assert_eq!(
+        so.lines().filter(|l| l.contains("/q01: ")).count(),
+        2,
+        "{so}"
+    );
+    assert_eq!(
+        so.lines().filter(|l| l.contains("index.html: ")).count(),
+        2,
+        "{so}"
+    );
     assert_eq!(so.lines().count(), 4, "{so}");
     for rd in [&a, &b] {
         let cap = rd.join("profiles/perf/worker_0/q01");
@@ -322,7 +323,11 @@ fn process_results_on_stdout_only_and_quiet() {
     assert!(!se.contains("processed"), "{se}");
     let out = process(&["--quiet", "--force"], &[&a], &no_perf);
     assert_eq!(out.status.code(), Some(0), "{}", util::output_text(&out));
-    assert_eq!(stdout(&out).lines().count(), 2, "a result line and the job page's");
+    assert_eq!(
+        stdout(&out).lines().count(),
+        2,
+        "a result line and the job page's"
+    );
     assert_eq!(stderr(&out), "", "--quiet");
 }
 

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use crate::process::{
     base, capture_dir, copy_base, copy_tree, data_files, edit_json, perf_counts, summary,
 };
+use crate::util::jobprof;
 use crate::util::{self, output_text};
 
 const OUTPUTS: [&str; 6] = [
@@ -28,12 +29,6 @@ const OUTPUTS: [&str; 6] = [
     "summary.json",
     ".postprocess-complete",
 ];
-
-fn jobprof() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_jobprof"));
-    c.stdin(Stdio::null());
-    c
-}
 
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.

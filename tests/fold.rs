@@ -5,17 +5,13 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use jobprof::fold::{Compat, Folder, Options};
 
+use crate::util::jobprof;
 use crate::util::{self, read, shared_compat};
 
 const THREADS: [usize; 2] = [1, 4];
-
-fn jobprof() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_jobprof"))
-}
 
 /// Decompresses `.gz`/`.zst` fixtures so the inferno library sees plain text.
 pub fn load(path: &Path) -> Vec<u8> {
