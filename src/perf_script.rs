@@ -224,8 +224,8 @@ pub fn rfind_byte(hay: &[u8], end: usize, needle: u8) -> Option<usize> {
 /// all-digit word (optionally `PID/TID`) after the first word, followed by a
 /// space, ends the comm. With `allow_negative`, `-1` counts as digits
 /// (exiting tasks print `:-1    -1`). Returns `(comm, pid, tid, index after
-/// the id word's space)`. Jumps from space to space rather than keeping a
-/// per-byte state machine; plain loops beat memchr on such short lines.
+/// the id word's space)`. Jumps from space to space (with [`find_byte`])
+/// rather than keeping a per-byte state machine.
 fn header_ids(line: &str, allow_negative: bool) -> Option<(&str, &str, &str, usize)> {
     let b = line.as_bytes();
     let n = b.len();
@@ -322,8 +322,8 @@ fn parse_header_fixed_general(line: &str) -> Option<Header<'_>> {
         event: None,
         trailing: None,
     };
-    // Plain byte loops: these fields are a few bytes long, where a memchr
-    // call costs more than it saves.
+    // These fields are a few bytes long: [`find_byte`], not memchr (see
+    // there for why).
     let r = rest.as_bytes();
     // Skip the time stamp (or whatever precedes the first colon).
     let Some(k) = find_byte(r, 0, b':') else {

@@ -321,14 +321,6 @@ impl StreamFolder {
         }
     }
 
-    /// Starts a new input (shard): the text pushed so far is finished as one
-    /// input, and what follows is numbered as the next one.
-    pub fn next_input(&mut self) {
-        let block = std::mem::take(&mut self.buf);
-        self.eng.input_block(&block, true);
-        self.eng.input += 1;
-    }
-
     /// Folds what is left and returns the result.
     pub fn finish(mut self) -> Folded {
         let block = std::mem::take(&mut self.buf);
