@@ -32,6 +32,7 @@ use crate::process::{self, Status};
 use crate::progress::Progress;
 use crate::render::{self, Format, RenderOptions};
 use crate::result_dir::{self, CaptureDir, Completion, Marker};
+use crate::slurm::shell_quote;
 use crate::symbolize::PerfTool;
 
 /// The old pipeline's folded stacks, the input of a render-only directory.
@@ -939,20 +940,6 @@ pub const DEFAULT_MAX_ARRAY: usize = 64;
 /// CPUs of each array task when not told.
 pub const DEFAULT_CPUS_PER_TASK: usize = 4;
 
-/// Quotes one word for bash: as is when it only holds characters the shell
-/// leaves alone, else in single quotes (`'` written as `'\''`).
-pub fn shell_quote(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b));
-    if plain {
-        word.to_string()
-    } else {
-        format!("'{}'", word.replace('\'', "'\\''"))
-    }
-}
-
 fn utf8_path(p: &Path, what: &str) -> Result<String> {
     p.to_str().map(str::to_string).ok_or_else(|| {
         Error::Usage(format!(
@@ -1121,14 +1108,5 @@ mod tests {
                 assert!(seen.iter().all(|c| *c == 1), "{count} tasks, {n} items");
             }
         }
-    }
-
-    #[test]
-    fn shell_quoting() {
-        assert_eq!(shell_quote("/a/b-c_d.e"), "/a/b-c_d.e");
-        assert_eq!(shell_quote("a b"), "'a b'");
-        assert_eq!(shell_quote("it's"), "'it'\\''s'");
-        assert_eq!(shell_quote("$HOME"), "'$HOME'");
-        assert_eq!(shell_quote(""), "''");
     }
 }
