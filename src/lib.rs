@@ -32,6 +32,7 @@ pub mod atomic;
 mod bytes;
 pub mod compat;
 pub mod counts;
+mod digest;
 pub mod error;
 pub mod fold;
 pub mod input;

@@ -23,11 +23,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use super::duration::format_duration;
 use super::{compact_ranks, Error, Log, ReportName, REPORT_SUFFIX};
 use crate::atomic::{AtomicFile, Destination};
+use crate::digest::Sha256Reader;
 use crate::progress::{format_utc, Progress};
 
 /// Name of the lock file collectors take in the report root.
@@ -1034,12 +1034,7 @@ fn hash_and_archive(
         };
         // Exactly the bytes the manifest records: a report that grew after
         // settling (it should not) cannot corrupt the archive's framing.
-        let mut reader = HashingReader {
-            inner: file.take(entry.bytes),
-            hasher: Sha256::new(),
-            bar: &bar,
-            read: 0,
-        };
+        let mut reader = Sha256Reader::new(bar.wrap_read(file.take(entry.bytes)));
         match builder.as_mut() {
             Some(b) => {
                 let mut header = tar::Header::new_gnu();
@@ -1056,7 +1051,7 @@ fn hash_and_archive(
                 io::copy(&mut reader, &mut io::sink()).map_err(|e| Error::io(&path, e))?;
             }
         }
-        if reader.read != entry.bytes {
+        if reader.bytes_read() != entry.bytes {
             return Err(Error::Io {
                 path: path.clone(),
                 source: io::Error::new(
@@ -1064,12 +1059,13 @@ fn hash_and_archive(
                     format!(
                         "shrank from {} to {} bytes while being hashed; something is rewriting \
                          the report, rerun the collector once it has stopped",
-                        entry.bytes, reader.read
+                        entry.bytes,
+                        reader.bytes_read()
                     ),
                 ),
             });
         }
-        entry.sha256 = Some(hex(&reader.hasher.finalize()));
+        entry.sha256 = Some(reader.hex_digest());
     }
     bar.finish_and_clear();
     manifest.finished_at = format_utc(unix_now() as u64);
@@ -1090,31 +1086,6 @@ fn hash_and_archive(
         log.line(format!("wrote {}", p.display()));
     }
     Ok(())
-}
-
-struct HashingReader<'a, R> {
-    inner: R,
-    hasher: Sha256,
-    bar: &'a indicatif::ProgressBar,
-    read: u64,
-}
-
-impl<R: Read> Read for HashingReader<'_, R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.hasher.update(&buf[..n]);
-        self.read += n as u64;
-        self.bar.inc(n as u64);
-        Ok(n)
-    }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
 }
 
 /// After waiting for another collector: its manifest, if it was written
