@@ -18,7 +18,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{self, File};
 use std::io::{self, Read};
 use std::os::unix::fs::MetadataExt;
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -614,7 +613,8 @@ fn copy_atomic(src: &Path, dest: &Path, root: &Path) -> Result<u64> {
 }
 
 /// The exclusive lock on `DIR/.jobprof-nsys.lock`, released when dropped
-/// (or when the process dies: flock locks die with their descriptor).
+/// (or when the process dies: the lock (`flock` on Linux) dies with its
+/// descriptor).
 struct DirLock {
     _file: File,
 }
@@ -637,16 +637,11 @@ fn lock(
         .map_err(|e| Error::io(&path, e))?;
     let mut waited = false;
     loop {
-        // SAFETY: flock on a descriptor we own; no memory is involved.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if rc == 0 {
-            return Ok(Some((DirLock { _file: file }, waited)));
-        }
-        let err = io::Error::last_os_error();
-        match err.raw_os_error() {
-            Some(libc::EWOULDBLOCK) => {}
-            Some(libc::EINTR) => continue,
-            _ => return Err(Error::io(&path, err)),
+        match file.try_lock() {
+            Ok(()) => return Ok(Some((DirLock { _file: file }, waited))),
+            Err(fs::TryLockError::WouldBlock) => {}
+            Err(fs::TryLockError::Error(e)) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(fs::TryLockError::Error(e)) => return Err(Error::io(&path, e)),
         }
         if !waited {
             log.line(format!(
