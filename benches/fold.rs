@@ -9,6 +9,9 @@
 //! against the `inferno-collapse-perf` binary on >= 1 GB is
 //! `benches/compare.sh`.
 
+// criterion_group! defines an undocumented public function.
+#![allow(missing_docs)]
+
 use std::path::{Path, PathBuf};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};

@@ -25,8 +25,6 @@
 //! assert_eq!(folded.total(), 2000);
 //! ```
 
-#![warn(missing_docs)]
-
 pub mod archive;
 pub mod atomic;
 mod bytes;

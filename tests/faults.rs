@@ -112,6 +112,7 @@ impl Tmpfs {
         let c = std::ffi::CString::new(self.mnt.to_str().unwrap()).unwrap();
         // SAFETY: a valid path and a zeroed out-struct.
         let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: as above: a NUL-terminated path and a struct we own.
         assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0);
         st.f_bavail * st.f_frsize
     }
@@ -685,6 +686,7 @@ impl Fd3 for Command {
         let mut child = self.spawn().unwrap();
         // SAFETY: our ends of the pipe.
         unsafe { libc::close(w) };
+        // SAFETY: the pipe's read end, owned by nothing else.
         let mut r = unsafe { fs::File::from_raw_fd(fds[0]) };
         let mut s = String::new();
         r.read_to_string(&mut s).unwrap();
