@@ -43,6 +43,7 @@ pub enum Compat {
 
 /// Folding options. The first group has `inferno-collapse-perf`'s meaning.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Options {
     /// Include the PID in the root frame (`comm-PID`).
     pub include_pid: bool,
