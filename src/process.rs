@@ -835,18 +835,13 @@ impl<'a> Pipeline<'a> {
         }
         result_dir::write_marker(
             &self.dir,
-            &Marker {
-                tool: "jobprof".into(),
-                tool_version: env!("CARGO_PKG_VERSION").into(),
-                output_version: result_dir::OUTPUT_VERSION,
-                completed: crate::progress::utc_timestamp(),
-                outputs: outputs.clone(),
-                sizes: Default::default(),
-                quality: Some(result_dir::Quality {
+            &Marker::new(
+                outputs.clone(),
+                Some(result_dir::Quality {
                     archive_text_bytes: archive_bytes,
                     ..quality
                 }),
-            },
+            ),
             self.raw_mode,
         )?;
         let shards_word = match self.cap.shards.len() {

@@ -893,19 +893,7 @@ fn render_folded(cap: &CaptureDir, formats: &process::Formats) -> Result<String>
         render::render(format, &input.stacks, &opts, &mut f)?;
         f.commit()?;
     }
-    result_dir::write_marker(
-        dir,
-        &Marker {
-            tool: "jobprof".into(),
-            tool_version: env!("CARGO_PKG_VERSION").into(),
-            output_version: result_dir::OUTPUT_VERSION,
-            completed: crate::progress::utc_timestamp(),
-            outputs: names.clone(),
-            sizes: Default::default(),
-            quality: None,
-        },
-        None,
-    )?;
+    result_dir::write_marker(dir, &Marker::new(names.clone(), None), None)?;
     Ok(format!(
         "drawn from {FOLDED} ({} samples): {}",
         input.total(),

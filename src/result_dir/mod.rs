@@ -669,6 +669,22 @@ pub struct Marker {
     pub quality: Option<Quality>,
 }
 
+impl Marker {
+    /// The marker this jobprof writes now over `outputs` (their sizes are
+    /// filled in by [`write_marker`]).
+    pub fn new(outputs: Vec<String>, quality: Option<Quality>) -> Marker {
+        Marker {
+            tool: "jobprof".into(),
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+            output_version: OUTPUT_VERSION,
+            completed: crate::progress::utc_timestamp(),
+            outputs,
+            sizes: Default::default(),
+            quality,
+        }
+    }
+}
+
 /// The figures a later run compares its own result with before replacing
 /// a complete capture's outputs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
