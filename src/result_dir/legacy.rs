@@ -186,6 +186,10 @@ pub struct LegacyShard {
     pub data_bytes: Option<u64>,
 }
 
+/// The old pipeline's columns, for a manifest without a header line. Not
+/// `jobprof_capture_format::SHARDS_HEADER`, on purpose: the old scripts
+/// wrote `open_fds` too, and these files are history that does not follow
+/// the recorder's format when it changes.
 const POSITIONAL: [&str; 10] = [
     "shard",
     "phase",
