@@ -174,7 +174,11 @@ fn zero_bytes(x: u64) -> u64 {
 /// The first `needle` in `hay[from..]`: sixteen bytes at a time in a
 /// vector register, then eight in a word, then byte by byte. The fields of
 /// a perf line are a few to a few dozen bytes long, too short for memchr's
-/// set-up to pay off and long enough for a byte loop to cost.
+/// set-up to pay off and long enough for a byte loop to cost. Measured
+/// against `memchr::memchr`/`memrchr` in their place: `jobprof fold
+/// --threads 1` over 2 GB of the fixtures' text, 7 alternating rounds,
+/// median CPU 1.86 s here vs 1.92 s with memchr (user 1.76 vs 1.84 s; every
+/// round faster), same output.
 #[inline]
 pub fn find_byte(hay: &[u8], from: usize, needle: u8) -> Option<usize> {
     let mut i = from;
