@@ -31,7 +31,9 @@ use crate::input::Source;
 use crate::process::{self, Status};
 use crate::progress::Progress;
 use crate::render::{self, Format, RenderOptions};
-use crate::result_dir::{self, CaptureDir, Completion, Marker};
+use crate::result_dir::{
+    self, is_data_file, subdirs, worker_index, CaptureDir, Completion, Marker,
+};
 use crate::slurm::shell_quote;
 use crate::symbolize::PerfTool;
 
@@ -149,41 +151,6 @@ const CAPTURE_FILES: [&str; 5] = [
     result_dir::SCRIPT_ZST,
     result_dir::SCRIPT_GZ,
 ];
-
-fn is_data_file(name: &str) -> bool {
-    name == "perf.data"
-        || name
-            .strip_prefix("perf.data.part")
-            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-}
-
-fn worker_index(name: &str) -> Option<u32> {
-    let n = name.strip_prefix("worker_")?;
-    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    n.parse().ok()
-}
-
-/// Subdirectories of `dir` (not following symbolic links, so a link cannot
-/// make the walk loop), hidden ones (`.Q.publishing`) left out, sorted.
-fn subdirs(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    for e in fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
-        let e = e.map_err(|e| Error::io(dir, e))?;
-        if e.file_name().to_string_lossy().starts_with('.') {
-            continue;
-        }
-        if e.file_type()
-            .map_err(|err| Error::io(e.path(), err))?
-            .is_dir()
-        {
-            out.push(e.path());
-        }
-    }
-    out.sort();
-    Ok(out)
-}
 
 /// `worker_N` subdirectories of a `profiles/perf` directory.
 fn worker_dirs(perf_root: &Path) -> Result<Vec<(u32, PathBuf)>> {
