@@ -642,42 +642,9 @@ pub fn run(roots: &[PathBuf], opts: &Options, progress: &Progress) -> Result<Rep
             done.len()
         ));
     }
-    let jobs = opts.jobs().min(todo.len()).max(1);
-    // Captures run side by side; the cores left over (fewer captures than
-    // jobs) go to each capture's own perf script and fold threads.
-    let mut popts = opts.process.clone();
-    popts.jobs = (opts.jobs() / jobs).max(1);
-    popts.force = true; // plan() already decided what needs doing
-    let bar = progress.bar(todo.len() as u64, "reprocess");
-    // Per-capture bars stay hidden: one bar overall.
-    let hidden =
-        indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
-    let next = AtomicUsize::new(0);
-    let results = Mutex::new(Vec::with_capacity(todo.len()));
-    std::thread::scope(|s| {
-        for _ in 0..jobs {
-            s.spawn(|| {
-                while let Some((item, plan)) = todo.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    let o = work_on(item, plan, opts, &popts, &perf, progress, &hidden);
-                    bar.suspend(|| {
-                        progress.result(format!(
-                            "{}: {} ({:.1}s): {}",
-                            o.dir.display(),
-                            o.status.as_str(),
-                            o.elapsed.as_secs_f64(),
-                            o.message
-                        ))
-                    });
-                    bar.inc(1);
-                    results.lock().expect("no panics hold it").push(o);
-                }
-            });
-        }
-    });
-    bar.finish_and_clear();
     report
         .outcomes
-        .extend(results.into_inner().expect("no panics hold it"));
+        .extend(work_all(&todo, opts, &perf, progress));
     report.outcomes.sort_by(|a, b| a.dir.cmp(&b.dir));
     report.views = crate::job::after_run(&report.outcomes, &opts.process.job);
     Ok(report)
@@ -704,6 +671,50 @@ fn dry_run(item: &Item, plan: &Plan) -> Outcome {
     o.status = Status::Processed;
     o.message = format!("would {}", plan.describe(item.kind));
     o
+}
+
+/// Brings `todo` up to date, `opts.jobs()` captures at a time, with one
+/// progress bar overall; the outcomes in the order they finished.
+fn work_all(
+    todo: &[(Item, Plan)],
+    opts: &Options,
+    perf: &std::result::Result<PerfTool, String>,
+    progress: &Progress,
+) -> Vec<Outcome> {
+    let jobs = opts.jobs().min(todo.len()).max(1);
+    // Captures run side by side; the cores left over (fewer captures than
+    // jobs) go to each capture's own perf script and fold threads.
+    let mut popts = opts.process.clone();
+    popts.jobs = (opts.jobs() / jobs).max(1);
+    popts.force = true; // plan() already decided what needs doing
+    let bar = progress.bar(todo.len() as u64, "reprocess");
+    // Per-capture bars stay hidden: one bar overall.
+    let hidden =
+        indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
+    let next = AtomicUsize::new(0);
+    let results = Mutex::new(Vec::with_capacity(todo.len()));
+    std::thread::scope(|s| {
+        for _ in 0..jobs {
+            s.spawn(|| {
+                while let Some((item, plan)) = todo.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let o = work_on(item, plan, opts, &popts, perf, progress, &hidden);
+                    bar.suspend(|| {
+                        progress.result(format!(
+                            "{}: {} ({:.1}s): {}",
+                            o.dir.display(),
+                            o.status.as_str(),
+                            o.elapsed.as_secs_f64(),
+                            o.message
+                        ))
+                    });
+                    bar.inc(1);
+                    results.lock().expect("no panics hold it").push(o);
+                }
+            });
+        }
+    });
+    bar.finish_and_clear();
+    results.into_inner().expect("no panics hold it")
 }
 
 fn work_on(
