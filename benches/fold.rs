@@ -9,6 +9,9 @@
 //! against the `inferno-collapse-perf` binary on >= 1 GB is
 //! `benches/compare.sh`.
 
+// criterion_group! defines an undocumented public function.
+#![allow(missing_docs)]
+
 use std::path::{Path, PathBuf};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -89,10 +92,11 @@ fn bench_fold(c: &mut Criterion) {
             ("jobprof", Compat::None),
             ("jobprof-compat", Compat::Inferno),
         ] {
-            let folder = Folder::new(Options {
-                threads,
-                compat,
-                ..Options::default()
+            let folder = Folder::new({
+                let mut o = Options::default();
+                o.threads = threads;
+                o.compat = compat;
+                o
             });
             g.bench_with_input(BenchmarkId::new(name, threads), &data, |b, d| {
                 b.iter(|| folder.fold_bytes(d).stacks.len())

@@ -3,8 +3,9 @@
 //! byte `i`). The line scanner, the field searches and the one-pass header
 //! parser all ask their questions here, so the SIMD code lives in one
 //! place. x86-64 always has SSE2; elsewhere each question is a plain loop
-//! over the sixteen bytes, with the same answers. Nothing here knows what
-//! the bytes mean.
+//! over the sixteen bytes, with the same answers ([`portable`], which the
+//! tests also build and check on x86-64, so neither path goes untested).
+//! Nothing here knows what the bytes mean.
 
 /// Sixteen bytes of `b` from `at`, when that many are there.
 #[inline]
@@ -12,131 +13,77 @@ pub(crate) fn block16(b: &[u8], at: usize) -> Option<Block16> {
     b.get(at..at + 16).map(Block16::load)
 }
 
-/// Sixteen bytes, held for questions answered as bit masks.
-#[derive(Clone, Copy)]
-pub(crate) struct Block16 {
-    #[cfg(target_arch = "x86_64")]
-    v: std::arch::x86_64::__m128i,
-    #[cfg(not(target_arch = "x86_64"))]
-    v: [u8; 16],
-}
+#[cfg(target_arch = "x86_64")]
+pub(crate) use sse2::Block16;
 
 #[cfg(not(target_arch = "x86_64"))]
-impl Block16 {
-    /// The mask of the bytes for which `f` holds.
-    #[inline]
-    fn mask(self, f: impl Fn(u8) -> bool) -> u32 {
-        self.v
-            .iter()
-            .enumerate()
-            .fold(0, |m, (i, &x)| m | ((f(x) as u32) << i))
-    }
-}
+pub(crate) use portable::Block16;
 
-impl Block16 {
-    /// The block of `b`, which must be 16 bytes long.
-    #[inline]
-    pub(crate) fn load(b: &[u8]) -> Block16 {
-        debug_assert_eq!(b.len(), 16);
-        #[cfg(target_arch = "x86_64")]
-        {
-            // SAFETY: SSE2 is part of x86-64; `b` is 16 bytes long and
-            // loadu has no alignment requirement.
-            let v = unsafe { std::arch::x86_64::_mm_loadu_si128(b.as_ptr().cast()) };
+/// The SSE2 block (x86-64 always has SSE2).
+#[cfg(target_arch = "x86_64")]
+mod sse2 {
+    use std::arch::x86_64::*;
+
+    /// Sixteen bytes, held for questions answered as bit masks.
+    #[derive(Clone, Copy)]
+    pub(crate) struct Block16 {
+        v: __m128i,
+    }
+
+    impl Block16 {
+        /// The block of `b`, which must be 16 bytes long.
+        #[inline]
+        pub(crate) fn load(b: &[u8]) -> Block16 {
+            assert_eq!(b.len(), 16);
+            // SAFETY: SSE2 is part of x86-64; `b` is 16 bytes long (checked
+            // above) and loadu has no alignment requirement.
+            let v = unsafe { _mm_loadu_si128(b.as_ptr().cast()) };
             Block16 { v }
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            Block16 {
-                v: b.try_into().unwrap(),
-            }
-        }
-    }
 
-    /// Bytes equal to `c`.
-    #[inline]
-    pub(crate) fn eq(self, c: u8) -> u32 {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::*;
+        /// Bytes equal to `c`.
+        #[inline]
+        pub(crate) fn eq(self, c: u8) -> u32 {
             // SAFETY: SSE2 is part of x86-64.
             unsafe { _mm_movemask_epi8(_mm_cmpeq_epi8(self.v, _mm_set1_epi8(c as i8))) as u32 }
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            self.mask(|x| x == c)
-        }
-    }
 
-    /// Bytes above 0x7f (parts of multi-byte UTF-8 characters).
-    #[inline]
-    pub(crate) fn high(self) -> u32 {
-        #[cfg(target_arch = "x86_64")]
-        {
+        /// Bytes above 0x7f (parts of multi-byte UTF-8 characters).
+        #[inline]
+        pub(crate) fn high(self) -> u32 {
             // SAFETY: SSE2 is part of x86-64; movemask takes each byte's
             // top bit.
-            unsafe { std::arch::x86_64::_mm_movemask_epi8(self.v) as u32 }
+            unsafe { _mm_movemask_epi8(self.v) as u32 }
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            self.mask(|x| x >= 0x80)
-        }
-    }
 
-    /// Bytes below 0x20 or above 0x7f: control bytes (tab among them) and
-    /// parts of multi-byte characters.
-    #[inline]
-    pub(crate) fn control_or_high(self) -> u32 {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::*;
+        /// Bytes below 0x20 or above 0x7f: control bytes (tab among them)
+        /// and parts of multi-byte characters.
+        #[inline]
+        pub(crate) fn control_or_high(self) -> u32 {
             // SAFETY: SSE2 is part of x86-64. Signed compare: bytes >= 0x80
             // are negative, so they are below 0x20 too.
             unsafe { _mm_movemask_epi8(_mm_cmplt_epi8(self.v, _mm_set1_epi8(0x20))) as u32 }
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            self.mask(|x| !(0x20..0x80).contains(&x))
-        }
-    }
 
-    /// Printable ASCII other than space (0x21..=0x7f): neither whitespace
-    /// nor part of a multi-byte character.
-    #[inline]
-    pub(crate) fn graphic(self) -> u32 {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::*;
+        /// Printable ASCII other than space (0x21..=0x7f): neither
+        /// whitespace nor part of a multi-byte character.
+        #[inline]
+        pub(crate) fn graphic(self) -> u32 {
             // SAFETY: SSE2 is part of x86-64. Signed compare: bytes >= 0x80
             // are negative and fail it.
             unsafe { _mm_movemask_epi8(_mm_cmpgt_epi8(self.v, _mm_set1_epi8(0x20))) as u32 }
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            self.mask(|x| (0x21..0x80).contains(&x))
-        }
-    }
 
-    /// ASCII decimal digits.
-    #[inline]
-    pub(crate) fn digits(self) -> u32 {
-        #[cfg(target_arch = "x86_64")]
-        {
+        /// ASCII decimal digits.
+        #[inline]
+        pub(crate) fn digits(self) -> u32 {
             // SAFETY: SSE2 is part of x86-64.
-            unsafe { std::arch::x86_64::_mm_movemask_epi8(in_range(self.v, b'0', b'9')) as u32 }
+            unsafe { _mm_movemask_epi8(in_range(self.v, b'0', b'9')) as u32 }
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            self.mask(|x| x.is_ascii_digit())
-        }
-    }
 
-    /// ASCII hex digits (either case).
-    #[inline]
-    pub(crate) fn hex_digits(self) -> u32 {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::*;
+        /// ASCII hex digits (either case).
+        #[inline]
+        pub(crate) fn hex_digits(self) -> u32 {
             // SAFETY: SSE2 is part of x86-64.
             unsafe {
                 let lower = _mm_or_si128(self.v, _mm_set1_epi8(0x20));
@@ -144,49 +91,128 @@ impl Block16 {
                 _mm_movemask_epi8(hex) as u32
             }
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            self.mask(|x| x.is_ascii_hexdigit())
+    }
+
+    /// 0xff in each byte of `v` within `lo..=hi`, both ASCII. Signed
+    /// compares are right for ASCII ranges: bytes >= 0x80 are negative and
+    /// match none.
+    #[inline]
+    fn in_range(v: __m128i, lo: u8, hi: u8) -> __m128i {
+        // SAFETY: SSE2 is part of x86-64.
+        unsafe {
+            _mm_and_si128(
+                _mm_cmpgt_epi8(v, _mm_set1_epi8(lo as i8 - 1)),
+                _mm_cmplt_epi8(v, _mm_set1_epi8(hi as i8 + 1)),
+            )
         }
     }
 }
 
-/// 0xff in each byte of `v` within `lo..=hi`, both ASCII. Signed compares
-/// are right for ASCII ranges: bytes >= 0x80 are negative and match none.
-#[cfg(target_arch = "x86_64")]
-#[inline]
-unsafe fn in_range(v: std::arch::x86_64::__m128i, lo: u8, hi: u8) -> std::arch::x86_64::__m128i {
-    use std::arch::x86_64::*;
-    _mm_and_si128(
-        _mm_cmpgt_epi8(v, _mm_set1_epi8(lo as i8 - 1)),
-        _mm_cmplt_epi8(v, _mm_set1_epi8(hi as i8 + 1)),
-    )
+/// The plain block: each question a loop over the sixteen bytes.
+#[cfg(any(not(target_arch = "x86_64"), test))]
+pub(crate) mod portable {
+    /// Sixteen bytes, held for questions answered as bit masks.
+    #[derive(Clone, Copy)]
+    pub(crate) struct Block16 {
+        v: [u8; 16],
+    }
+
+    impl Block16 {
+        /// The block of `b`, which must be 16 bytes long.
+        #[inline]
+        pub(crate) fn load(b: &[u8]) -> Block16 {
+            Block16 {
+                v: b.try_into().expect("a block is 16 bytes"),
+            }
+        }
+
+        /// The mask of the bytes for which `f` holds.
+        #[inline]
+        fn mask(self, f: impl Fn(u8) -> bool) -> u32 {
+            self.v
+                .iter()
+                .enumerate()
+                .fold(0, |m, (i, &x)| m | ((f(x) as u32) << i))
+        }
+
+        /// Bytes equal to `c`.
+        #[inline]
+        pub(crate) fn eq(self, c: u8) -> u32 {
+            self.mask(|x| x == c)
+        }
+
+        /// Bytes above 0x7f (parts of multi-byte UTF-8 characters).
+        #[inline]
+        pub(crate) fn high(self) -> u32 {
+            self.mask(|x| x >= 0x80)
+        }
+
+        /// Bytes below 0x20 or above 0x7f: control bytes (tab among them)
+        /// and parts of multi-byte characters.
+        #[inline]
+        pub(crate) fn control_or_high(self) -> u32 {
+            self.mask(|x| !(0x20..0x80).contains(&x))
+        }
+
+        /// Printable ASCII other than space (0x21..=0x7f): neither
+        /// whitespace nor part of a multi-byte character.
+        #[inline]
+        pub(crate) fn graphic(self) -> u32 {
+            self.mask(|x| (0x21..0x80).contains(&x))
+        }
+
+        /// ASCII decimal digits.
+        #[inline]
+        pub(crate) fn digits(self) -> u32 {
+            self.mask(|x| x.is_ascii_digit())
+        }
+
+        /// ASCII hex digits (either case).
+        #[inline]
+        pub(crate) fn hex_digits(self) -> u32 {
+            self.mask(|x| x.is_ascii_hexdigit())
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Every question of `$block` against a byte loop, over all 256 bytes.
+    macro_rules! every_question_agrees_with_a_byte_loop {
+        ($block:ty) => {
+            let bytes: Vec<u8> = (0..=255u8).collect();
+            for chunk in bytes.chunks_exact(16) {
+                let b = <$block>::load(chunk);
+                let want = |f: &dyn Fn(u8) -> bool| {
+                    chunk
+                        .iter()
+                        .enumerate()
+                        .fold(0u32, |m, (i, &x)| m | ((f(x) as u32) << i))
+                };
+                assert_eq!(b.eq(b' '), want(&|x| x == b' '));
+                assert_eq!(b.eq(0xa0), want(&|x| x == 0xa0));
+                assert_eq!(b.high(), want(&|x| x >= 0x80));
+                assert_eq!(b.control_or_high(), want(&|x| !(0x20..0x80).contains(&x)));
+                assert_eq!(b.graphic(), want(&|x| (0x21..0x80).contains(&x)));
+                assert_eq!(b.digits(), want(&|x| x.is_ascii_digit()));
+                assert_eq!(b.hex_digits(), want(&|x| x.is_ascii_hexdigit()));
+            }
+        };
+    }
+
     #[test]
     fn every_question_agrees_with_a_byte_loop() {
-        let bytes: Vec<u8> = (0..=255u8).collect();
-        for chunk in bytes.chunks_exact(16) {
-            let b = Block16::load(chunk);
-            let want = |f: &dyn Fn(u8) -> bool| {
-                chunk
-                    .iter()
-                    .enumerate()
-                    .fold(0u32, |m, (i, &x)| m | ((f(x) as u32) << i))
-            };
-            assert_eq!(b.eq(b' '), want(&|x| x == b' '));
-            assert_eq!(b.eq(0xa0), want(&|x| x == 0xa0));
-            assert_eq!(b.high(), want(&|x| x >= 0x80));
-            assert_eq!(b.control_or_high(), want(&|x| !(0x20..0x80).contains(&x)));
-            assert_eq!(b.graphic(), want(&|x| (0x21..0x80).contains(&x)));
-            assert_eq!(b.digits(), want(&|x| x.is_ascii_digit()));
-            assert_eq!(b.hex_digits(), want(&|x| x.is_ascii_hexdigit()));
-        }
+        every_question_agrees_with_a_byte_loop!(Block16);
         assert!(block16(b"short", 0).is_none());
+        let bytes: Vec<u8> = (0..=255u8).collect();
         assert_eq!(block16(&bytes, 240).unwrap().eq(255), 1 << 15);
+    }
+
+    /// The path non-x86 builds take, built and checked on every target.
+    #[test]
+    fn the_portable_block_agrees_with_a_byte_loop() {
+        every_question_agrees_with_a_byte_loop!(portable::Block16);
     }
 }

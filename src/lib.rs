@@ -25,13 +25,12 @@
 //! assert_eq!(folded.total(), 2000);
 //! ```
 
-#![warn(missing_docs)]
-
 pub mod archive;
 pub mod atomic;
 mod bytes;
 pub mod compat;
 pub mod counts;
+mod digest;
 pub mod error;
 pub mod fold;
 pub mod input;

@@ -174,7 +174,11 @@ fn zero_bytes(x: u64) -> u64 {
 /// The first `needle` in `hay[from..]`: sixteen bytes at a time in a
 /// vector register, then eight in a word, then byte by byte. The fields of
 /// a perf line are a few to a few dozen bytes long, too short for memchr's
-/// set-up to pay off and long enough for a byte loop to cost.
+/// set-up to pay off and long enough for a byte loop to cost. Measured
+/// against `memchr::memchr`/`memrchr` in their place: `jobprof fold
+/// --threads 1` over 2 GB of the fixtures' text, 7 alternating rounds,
+/// median CPU 1.86 s here vs 1.92 s with memchr (user 1.76 vs 1.84 s; every
+/// round faster), same output.
 #[inline]
 pub fn find_byte(hay: &[u8], from: usize, needle: u8) -> Option<usize> {
     let mut i = from;
@@ -224,8 +228,8 @@ pub fn rfind_byte(hay: &[u8], end: usize, needle: u8) -> Option<usize> {
 /// all-digit word (optionally `PID/TID`) after the first word, followed by a
 /// space, ends the comm. With `allow_negative`, `-1` counts as digits
 /// (exiting tasks print `:-1    -1`). Returns `(comm, pid, tid, index after
-/// the id word's space)`. Jumps from space to space rather than keeping a
-/// per-byte state machine; plain loops beat memchr on such short lines.
+/// the id word's space)`. Jumps from space to space (with [`find_byte`])
+/// rather than keeping a per-byte state machine.
 fn header_ids(line: &str, allow_negative: bool) -> Option<(&str, &str, &str, usize)> {
     let b = line.as_bytes();
     let n = b.len();
@@ -322,8 +326,8 @@ fn parse_header_fixed_general(line: &str) -> Option<Header<'_>> {
         event: None,
         trailing: None,
     };
-    // Plain byte loops: these fields are a few bytes long, where a memchr
-    // call costs more than it saves.
+    // These fields are a few bytes long: [`find_byte`], not memchr (see
+    // there for why).
     let r = rest.as_bytes();
     // Skip the time stamp (or whatever precedes the first colon).
     let Some(k) = find_byte(r, 0, b':') else {

@@ -533,9 +533,7 @@ impl<'a> Pipeline<'a> {
         self.render_outputs(&mut pass, render_refused.is_some(), &mut outputs)?;
         let render_time = render_start.elapsed();
         if self.opts.formats.summary {
-            let (inputs, hash_warnings) = hasher
-                .map(|h| h.join().unwrap_or_default())
-                .unwrap_or_default();
+            let (inputs, hash_warnings) = hasher.map(join_hasher).unwrap_or_default();
             pass.warnings.extend(hash_warnings);
             self.write_summary(&pass, inputs, &outputs, &render_refused, render_time)?;
             outputs.push(SUMMARY.to_string());
@@ -867,18 +865,13 @@ impl<'a> Pipeline<'a> {
         }
         result_dir::write_marker(
             &self.dir,
-            &Marker {
-                tool: "jobprof".into(),
-                tool_version: env!("CARGO_PKG_VERSION").into(),
-                output_version: result_dir::OUTPUT_VERSION,
-                completed: crate::progress::utc_timestamp(),
-                outputs: outputs.clone(),
-                sizes: Default::default(),
-                quality: Some(result_dir::Quality {
+            &Marker::new(
+                outputs.clone(),
+                Some(result_dir::Quality {
                     archive_text_bytes: archive_bytes,
                     ..quality
                 }),
-            },
+            ),
             self.raw_mode,
         )?;
         let shards_word = match self.cap.shards.len() {
@@ -1482,6 +1475,22 @@ fn hash_all(paths: &[PathBuf]) -> (Vec<InputFile>, Vec<String>) {
         }
     }
     (out, warnings)
+}
+
+/// The hashing thread's result. A panic there (a bug) is not an empty
+/// inputs list in silence: the summary then lists no inputs and says why.
+fn join_hasher(
+    h: std::thread::JoinHandle<(Vec<InputFile>, Vec<String>)>,
+) -> (Vec<InputFile>, Vec<String>) {
+    h.join().unwrap_or_else(|panic| {
+        let why = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".to_string());
+        let warning = format!("hashing the inputs failed (a bug: {why}); no inputs are listed");
+        (Vec::new(), vec![warning])
+    })
 }
 
 fn file_name(p: &Path) -> String {

@@ -7,7 +7,7 @@
 //! is being processed.
 
 use std::io::IsTerminal;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -182,23 +182,13 @@ pub fn utc_timestamp() -> String {
     format_utc(secs)
 }
 
-/// Formats seconds since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ`.
+/// Formats seconds since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ`. RFC 3339
+/// years have four digits: a later time (a file's wild mtime) reads as the
+/// last second of 9999.
 pub fn format_utc(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let (h, m, s) = (rem / 3600, (rem % 3600) / 60, rem % 60);
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if mo <= 2 { y + 1 } else { y };
-    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}Z")
+    const LAST_RFC3339_SECOND: u64 = 253_402_300_799;
+    let t = UNIX_EPOCH + Duration::from_secs(secs.min(LAST_RFC3339_SECOND));
+    humantime::format_rfc3339_seconds(t).to_string()
 }
 
 #[cfg(test)]
@@ -210,6 +200,7 @@ mod tests {
         assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
         assert_eq!(format_utc(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(format_utc(1_796_017_286), "2026-11-30T05:41:26Z");
+        assert_eq!(format_utc(u64::MAX), "9999-12-31T23:59:59Z");
     }
 
     #[test]

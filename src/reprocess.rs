@@ -31,7 +31,10 @@ use crate::input::Source;
 use crate::process::{self, Status};
 use crate::progress::Progress;
 use crate::render::{self, Format, RenderOptions};
-use crate::result_dir::{self, CaptureDir, Completion, Marker};
+use crate::result_dir::{
+    self, is_data_file, subdirs, worker_index, CaptureDir, Completion, Marker,
+};
+use crate::slurm::shell_quote;
 use crate::symbolize::PerfTool;
 
 /// The old pipeline's folded stacks, the input of a render-only directory.
@@ -148,41 +151,6 @@ const CAPTURE_FILES: [&str; 5] = [
     result_dir::SCRIPT_ZST,
     result_dir::SCRIPT_GZ,
 ];
-
-fn is_data_file(name: &str) -> bool {
-    name == "perf.data"
-        || name
-            .strip_prefix("perf.data.part")
-            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-}
-
-fn worker_index(name: &str) -> Option<u32> {
-    let n = name.strip_prefix("worker_")?;
-    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    n.parse().ok()
-}
-
-/// Subdirectories of `dir` (not following symbolic links, so a link cannot
-/// make the walk loop), hidden ones (`.Q.publishing`) left out, sorted.
-fn subdirs(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    for e in fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
-        let e = e.map_err(|e| Error::io(dir, e))?;
-        if e.file_name().to_string_lossy().starts_with('.') {
-            continue;
-        }
-        if e.file_type()
-            .map_err(|err| Error::io(e.path(), err))?
-            .is_dir()
-        {
-            out.push(e.path());
-        }
-    }
-    out.sort();
-    Ok(out)
-}
 
 /// `worker_N` subdirectories of a `profiles/perf` directory.
 fn worker_dirs(perf_root: &Path) -> Result<Vec<(u32, PathBuf)>> {
@@ -674,42 +642,9 @@ pub fn run(roots: &[PathBuf], opts: &Options, progress: &Progress) -> Result<Rep
             done.len()
         ));
     }
-    let jobs = opts.jobs().min(todo.len()).max(1);
-    // Captures run side by side; the cores left over (fewer captures than
-    // jobs) go to each capture's own perf script and fold threads.
-    let mut popts = opts.process.clone();
-    popts.jobs = (opts.jobs() / jobs).max(1);
-    popts.force = true; // plan() already decided what needs doing
-    let bar = progress.bar(todo.len() as u64, "reprocess");
-    // Per-capture bars stay hidden: one bar overall.
-    let hidden =
-        indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
-    let next = AtomicUsize::new(0);
-    let results = Mutex::new(Vec::with_capacity(todo.len()));
-    std::thread::scope(|s| {
-        for _ in 0..jobs {
-            s.spawn(|| {
-                while let Some((item, plan)) = todo.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    let o = work_on(item, plan, opts, &popts, &perf, progress, &hidden);
-                    bar.suspend(|| {
-                        progress.result(format!(
-                            "{}: {} ({:.1}s): {}",
-                            o.dir.display(),
-                            o.status.as_str(),
-                            o.elapsed.as_secs_f64(),
-                            o.message
-                        ))
-                    });
-                    bar.inc(1);
-                    results.lock().expect("no panics hold it").push(o);
-                }
-            });
-        }
-    });
-    bar.finish_and_clear();
     report
         .outcomes
-        .extend(results.into_inner().expect("no panics hold it"));
+        .extend(work_all(&todo, opts, &perf, progress));
     report.outcomes.sort_by(|a, b| a.dir.cmp(&b.dir));
     report.views = crate::job::after_run(&report.outcomes, &opts.process.job);
     Ok(report)
@@ -736,6 +671,50 @@ fn dry_run(item: &Item, plan: &Plan) -> Outcome {
     o.status = Status::Processed;
     o.message = format!("would {}", plan.describe(item.kind));
     o
+}
+
+/// Brings `todo` up to date, `opts.jobs()` captures at a time, with one
+/// progress bar overall; the outcomes in the order they finished.
+fn work_all(
+    todo: &[(Item, Plan)],
+    opts: &Options,
+    perf: &std::result::Result<PerfTool, String>,
+    progress: &Progress,
+) -> Vec<Outcome> {
+    let jobs = opts.jobs().min(todo.len()).max(1);
+    // Captures run side by side; the cores left over (fewer captures than
+    // jobs) go to each capture's own perf script and fold threads.
+    let mut popts = opts.process.clone();
+    popts.jobs = (opts.jobs() / jobs).max(1);
+    popts.force = true; // plan() already decided what needs doing
+    let bar = progress.bar(todo.len() as u64, "reprocess");
+    // Per-capture bars stay hidden: one bar overall.
+    let hidden =
+        indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
+    let next = AtomicUsize::new(0);
+    let results = Mutex::new(Vec::with_capacity(todo.len()));
+    std::thread::scope(|s| {
+        for _ in 0..jobs {
+            s.spawn(|| {
+                while let Some((item, plan)) = todo.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let o = work_on(item, plan, opts, &popts, perf, progress, &hidden);
+                    bar.suspend(|| {
+                        progress.result(format!(
+                            "{}: {} ({:.1}s): {}",
+                            o.dir.display(),
+                            o.status.as_str(),
+                            o.elapsed.as_secs_f64(),
+                            o.message
+                        ))
+                    });
+                    bar.inc(1);
+                    results.lock().expect("no panics hold it").push(o);
+                }
+            });
+        }
+    });
+    bar.finish_and_clear();
+    results.into_inner().expect("no panics hold it")
 }
 
 fn work_on(
@@ -892,19 +871,7 @@ fn render_folded(cap: &CaptureDir, formats: &process::Formats) -> Result<String>
         render::render(format, &input.stacks, &opts, &mut f)?;
         f.commit()?;
     }
-    result_dir::write_marker(
-        dir,
-        &Marker {
-            tool: "jobprof".into(),
-            tool_version: env!("CARGO_PKG_VERSION").into(),
-            output_version: result_dir::OUTPUT_VERSION,
-            completed: crate::progress::utc_timestamp(),
-            outputs: names.clone(),
-            sizes: Default::default(),
-            quality: None,
-        },
-        None,
-    )?;
+    result_dir::write_marker(dir, &Marker::new(names.clone(), None), None)?;
     Ok(format!(
         "drawn from {FOLDED} ({} samples): {}",
         input.total(),
@@ -938,20 +905,6 @@ pub struct ArrayJob {
 pub const DEFAULT_MAX_ARRAY: usize = 64;
 /// CPUs of each array task when not told.
 pub const DEFAULT_CPUS_PER_TASK: usize = 4;
-
-/// Quotes one word for bash: as is when it only holds characters the shell
-/// leaves alone, else in single quotes (`'` written as `'\''`).
-pub fn shell_quote(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b));
-    if plain {
-        word.to_string()
-    } else {
-        format!("'{}'", word.replace('\'', "'\\''"))
-    }
-}
 
 fn utf8_path(p: &Path, what: &str) -> Result<String> {
     p.to_str().map(str::to_string).ok_or_else(|| {
@@ -1121,14 +1074,5 @@ mod tests {
                 assert!(seen.iter().all(|c| *c == 1), "{count} tasks, {n} items");
             }
         }
-    }
-
-    #[test]
-    fn shell_quoting() {
-        assert_eq!(shell_quote("/a/b-c_d.e"), "/a/b-c_d.e");
-        assert_eq!(shell_quote("a b"), "'a b'");
-        assert_eq!(shell_quote("it's"), "'it'\\''s'");
-        assert_eq!(shell_quote("$HOME"), "'$HOME'");
-        assert_eq!(shell_quote(""), "''");
     }
 }

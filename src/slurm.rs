@@ -318,18 +318,24 @@ where
 /// Joins an argv for messages (not for running: quoting is approximate).
 pub fn display_argv(argv: &[OsString]) -> String {
     argv.iter()
-        .map(|a| {
-            let s = a.to_string_lossy();
-            if s.is_empty()
-                || s.contains(|c: char| c.is_whitespace() || "'\"\\$`;|&<>*?".contains(c))
-            {
-                format!("'{}'", s.replace('\'', "'\\''"))
-            } else {
-                s.into_owned()
-            }
-        })
+        .map(|a| shell_quote(&a.to_string_lossy()))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// Quotes one word for a POSIX shell (batch scripts, logged command lines):
+/// as is when it only holds characters every shell leaves alone, else in
+/// single quotes (`'` written as `'\''`).
+pub fn shell_quote(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
 }
 
 impl Slurm {
@@ -834,6 +840,16 @@ mod tests {
         );
         assert!(parse_sbatch_parsable("").is_err());
         assert!(parse_sbatch_parsable("Submitted batch job 5\n").is_err());
+    }
+
+    #[test]
+    fn shell_quote_leaves_plain_words_alone() {
+        assert_eq!(shell_quote("/a/b-c_d.e"), "/a/b-c_d.e");
+        assert_eq!(shell_quote("abc-1.2/x"), "abc-1.2/x");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+        assert_eq!(shell_quote("$HOME"), "'$HOME'");
+        assert_eq!(shell_quote(""), "''");
     }
 
     #[test]

@@ -16,7 +16,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{self, Read};
+use std::io::{self, BufReader};
 use std::path::Path;
 
 use serde::Serialize;
@@ -320,21 +320,11 @@ pub struct InputFile {
 
 /// Hashes a file (SHA-256, streamed): its size and hex digest.
 pub fn hash_file(path: &Path) -> io::Result<(u64, String)> {
-    use sha2::Digest;
-    let mut f = File::open(path)?;
-    let mut h = sha2::Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut n_total = 0u64;
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        n_total += n as u64;
-        h.update(&buf[..n]);
-    }
-    let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
-    Ok((n_total, hex))
+    // Large reads: these are perf.data files of up to gigabytes.
+    let file = BufReader::with_capacity(1 << 20, File::open(path)?);
+    let mut r = crate::digest::Sha256Reader::new(file);
+    io::copy(&mut r, &mut io::sink())?;
+    Ok((r.bytes_read(), r.hex_digest()))
 }
 
 /// One shard (or the symbolized text it came from) as processed.

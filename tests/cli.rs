@@ -9,10 +9,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use crate::util;
-
-fn jobprof() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_jobprof"))
-}
+use crate::util::{jobprof, stderr};
 
 fn run(args: &[&str]) -> Output {
     jobprof().args(args).output().unwrap()
@@ -32,10 +29,6 @@ fn run_stdin(args: &[&str], input: &[u8]) -> Output {
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// The subcommands `jobprof ARGS --help` lists under "Commands:".

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use crate::process::{
     base, capture_dir, copy_base, copy_tree, data_files, edit_json, perf_counts, summary,
 };
+use crate::util::jobprof;
 use crate::util::{self, output_text};
 
 const OUTPUTS: [&str; 6] = [
@@ -28,12 +29,6 @@ const OUTPUTS: [&str; 6] = [
     "summary.json",
     ".postprocess-complete",
 ];
-
-fn jobprof() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_jobprof"));
-    c.stdin(Stdio::null());
-    c
-}
 
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
@@ -117,6 +112,7 @@ impl Tmpfs {
         let c = std::ffi::CString::new(self.mnt.to_str().unwrap()).unwrap();
         // SAFETY: a valid path and a zeroed out-struct.
         let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: as above: a NUL-terminated path and a struct we own.
         assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0);
         st.f_bavail * st.f_frsize
     }
@@ -690,6 +686,7 @@ impl Fd3 for Command {
         let mut child = self.spawn().unwrap();
         // SAFETY: our ends of the pipe.
         unsafe { libc::close(w) };
+        // SAFETY: the pipe's read end, owned by nothing else.
         let mut r = unsafe { fs::File::from_raw_fd(fds[0]) };
         let mut s = String::new();
         r.read_to_string(&mut s).unwrap();

@@ -5,17 +5,13 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use jobprof::fold::{Compat, Folder, Options};
 
+use crate::util::jobprof;
 use crate::util::{self, read, shared_compat};
 
 const THREADS: [usize; 2] = [1, 4];
-
-fn jobprof() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_jobprof"))
-}
 
 /// Decompresses `.gz`/`.zst` fixtures so the inferno library sees plain text.
 pub fn load(path: &Path) -> Vec<u8> {
@@ -39,49 +35,37 @@ pub fn option_sets() -> Vec<(&'static str, Options)> {
     let base = Options::default;
     vec![
         ("plain", base()),
-        (
-            "pid",
-            Options {
-                include_pid: true,
-                ..base()
-            },
-        ),
-        (
-            "tid",
-            Options {
-                include_tid: true,
-                ..base()
-            },
-        ),
-        (
-            "kernel",
-            Options {
-                annotate_kernel: true,
-                ..base()
-            },
-        ),
-        (
-            "jit",
-            Options {
-                annotate_jit: true,
-                ..base()
-            },
-        ),
-        (
-            "all",
-            Options {
-                annotate_kernel: true,
-                annotate_jit: true,
-                ..base()
-            },
-        ),
-        (
-            "addrs",
-            Options {
-                include_addrs: true,
-                ..base()
-            },
-        ),
+        ("pid", {
+            let mut o = base();
+            o.include_pid = true;
+            o
+        }),
+        ("tid", {
+            let mut o = base();
+            o.include_tid = true;
+            o
+        }),
+        ("kernel", {
+            let mut o = base();
+            o.annotate_kernel = true;
+            o
+        }),
+        ("jit", {
+            let mut o = base();
+            o.annotate_jit = true;
+            o
+        }),
+        ("all", {
+            let mut o = base();
+            o.annotate_kernel = true;
+            o.annotate_jit = true;
+            o
+        }),
+        ("addrs", {
+            let mut o = base();
+            o.include_addrs = true;
+            o
+        }),
     ]
 }
 
@@ -124,18 +108,20 @@ pub fn inferno_fold_checked(data: &[u8], o: &Options, threads: usize) -> Option<
 
 /// Folds with jobprof's library.
 pub fn jobprof_fold(data: &[u8], o: &Options, threads: usize, chunk: usize) -> Vec<u8> {
-    let opts = Options {
-        threads,
-        chunk_size: chunk,
-        ..o.clone()
+    let opts = {
+        let mut o = o.clone();
+        o.threads = threads;
+        o.chunk_size = chunk;
+        o
     };
     Folder::new(opts).fold_bytes(data).to_bytes()
 }
 
 fn compat(o: Options) -> Options {
-    Options {
-        compat: Compat::Inferno,
-        ..o
+    {
+        let mut o = o;
+        o.compat = Compat::Inferno;
+        o
     }
 }
 
@@ -288,10 +274,11 @@ fn compat_mode_equals_inferno_with_event_filter_and_skip_after() {
     let inputs = inferno_inputs();
     for input in &inputs {
         let data = load(input);
-        let opts = Options {
-            event_filter: Some("cpu-clock".into()),
-            skip_after: vec!["main".into(), "start_thread".into()],
-            ..Options::default()
+        let opts = {
+            let mut o = Options::default();
+            o.event_filter = Some("cpu-clock".into());
+            o.skip_after = vec!["main".into(), "start_thread".into()];
+            o
         };
         let want = inferno_fold(&data, &opts, 1);
         for t in THREADS {
@@ -389,9 +376,10 @@ fn tracepoint_events_with_colons_are_parsed() {
     // Only the first event is folded, with its own frames; inferno lumps
     // every syscalls:* tracepoint into one event.
     assert_eq!(d, "cat;do_open 1\n");
-    let close = Options {
-        event_filter: Some("syscalls:sys_enter_close".into()),
-        ..Options::default()
+    let close = {
+        let mut o = Options::default();
+        o.event_filter = Some("syscalls:sys_enter_close".into());
+        o
     };
     let d = jobprof_fold(text.as_bytes(), &close, 1, 1 << 20);
     assert_eq!(String::from_utf8(d).unwrap(), "cat;do_close 1\n");
@@ -440,9 +428,10 @@ fn event_filter_base_name_matches_modifiers() {
     let text = "a 1 1.0: 3 cycles:u:\n\t1 f (/x)\n\na 1 1.1: 4 cycles:k:\n\t1 g (/x)\n\na 1 1.2: 9 instructions:u:\n\t1 h (/x)\n\n";
     let d = jobprof_fold(text.as_bytes(), &Options::default(), 1, 1 << 20);
     assert_eq!(String::from_utf8(d).unwrap(), "a;f 3\na;g 4\n");
-    let i = Options {
-        event_filter: Some("instructions".into()),
-        ..Options::default()
+    let i = {
+        let mut o = Options::default();
+        o.event_filter = Some("instructions".into());
+        o
     };
     assert_eq!(jobprof_fold(text.as_bytes(), &i, 2, 8), b"a;h 9\n");
 }

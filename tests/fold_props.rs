@@ -154,15 +154,16 @@ fn options() -> impl Strategy<Value = Options> {
         ])),
         any::<bool>(),
     )
-        .prop_map(|(pid, tid, k, j, addrs, ev, skip)| Options {
-            include_pid: pid,
-            include_tid: tid,
-            annotate_kernel: k,
-            annotate_jit: j,
-            include_addrs: addrs,
-            event_filter: ev.map(str::to_string),
-            skip_after: if skip { vec!["main".into()] } else { vec![] },
-            ..Options::default()
+        .prop_map(|(pid, tid, k, j, addrs, ev, skip)| {
+            let mut o = Options::default();
+            o.include_pid = pid;
+            o.include_tid = tid;
+            o.annotate_kernel = k;
+            o.annotate_jit = j;
+            o.include_addrs = addrs;
+            o.event_filter = ev.map(str::to_string);
+            o.skip_after = if skip { vec!["main".into()] } else { vec![] };
+            o
         })
 }
 
@@ -176,7 +177,8 @@ proptest! {
         let Some(want) = crate::fold::inferno_fold_checked(&data, &opts, 1) else {
             return Ok(());
         };
-        let compat = Options { compat: Compat::Inferno, ..opts };
+        let mut compat = opts.clone();
+        compat.compat = Compat::Inferno;
         prop_assert_eq!(jobprof_fold(&data, &compat, 1, 1 << 20), want.clone());
         prop_assert_eq!(jobprof_fold(&data, &compat, 3, 7), want);
     }
@@ -213,7 +215,8 @@ proptest! {
             .collect::<String>()
             .into_bytes();
         // Every stack inferno emits carries weight that jobprof also counts.
-        let opts = Options { event_filter: Some("cpu-clock".into()), ..Options::default() };
+        let mut opts = Options::default();
+        opts.event_filter = Some("cpu-clock".into());
         let inferno_total: u64 = total(&inferno_fold(&data, &opts, 1));
         let ours = total(&jobprof_fold(&data, &opts, 2, 64));
         prop_assert!(ours >= inferno_total, "jobprof {} < inferno {}", ours, inferno_total);

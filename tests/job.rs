@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::util::jobprof;
 use crate::util::{self, output_text, perf_can_record, recorder, require};
 
 const QUERIES: [(&str, char, &str); 3] = [
@@ -25,12 +26,6 @@ const QUERIES: [(&str, char, &str); 3] = [
     ("q2", 'B', "query_beta_work"),
     ("q3", 'C', "query_gamma_work"),
 ];
-
-fn jobprof() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_jobprof"));
-    c.stdin(Stdio::null());
-    c
-}
 
 fn queries_program(dir: &Path) -> PathBuf {
     let src = util::repo_root().join("tests/programs/job_queries.c");

@@ -14,13 +14,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use crate::util::{self, recorder, repo_root};
-
-fn jobprof() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_jobprof"));
-    c.stdin(Stdio::null());
-    c
-}
+use crate::util::{self, jobprof, recorder, repo_root};
 
 fn perf_available() -> bool {
     Command::new("perf")

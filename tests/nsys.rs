@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
 use crate::util::require;
+use crate::util::{jobprof, slurm_available, stderr};
 
 mod setup;
 mod snapshots;
@@ -23,12 +24,6 @@ mod snapshots;
 /// the writers' longest pause so a loaded machine does not settle early.
 const POLL: &str = "100ms";
 const SETTLE: &str = "2s";
-
-fn jobprof() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_jobprof"));
-    c.env_remove("CI_FAKE_LOG");
-    c
-}
 
 fn run(cmd: &mut Command) -> Output {
     let out = cmd.output().expect("run jobprof");
@@ -40,10 +35,6 @@ fn run(cmd: &mut Command) -> Output {
         String::from_utf8_lossy(&out.stderr)
     );
     out
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn stdout(o: &Output) -> String {
@@ -667,16 +658,6 @@ fn flush_rejects_a_bad_job_id_before_running_anything() {
         stderr(&out)
     );
     assert!(fakes.calls().is_empty());
-}
-
-/// A Slurm cluster answers (`scripts/slurm-cluster.sh start` exported
-/// `SLURM_CONF`).
-fn slurm_available() -> bool {
-    std::env::var_os("SLURM_CONF").is_some()
-        && Command::new("sinfo")
-            .args(["-h", "-o", "%T"])
-            .output()
-            .is_ok_and(|o| o.status.success())
 }
 
 fn sh(cmd: &str) -> String {

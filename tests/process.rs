@@ -16,12 +16,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::util::{self, recorder, repo_root};
-
-fn jobprof() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_jobprof"));
-    c.stdin(Stdio::null());
-    c
-}
+use crate::util::{folded_total, jobprof};
 
 fn perf_available() -> bool {
     Command::new("perf")
@@ -238,14 +233,6 @@ pub(crate) fn data_files(dir: &Path) -> Vec<PathBuf> {
         .collect();
     v.sort();
     v
-}
-
-pub(crate) fn folded_total(path: &Path) -> u64 {
-    fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
-        .sum()
 }
 
 pub(crate) fn summary(dir: &Path) -> serde_json::Value {

@@ -14,10 +14,7 @@ use quick_xml::Reader;
 use jobprof::render::speedscope;
 
 use crate::util;
-
-fn jobprof() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_jobprof"))
-}
+use crate::util::{folded_total, jobprof, stderr};
 
 fn run(args: &[&std::ffi::OsStr]) -> Output {
     jobprof().args(args).output().unwrap()
@@ -31,10 +28,6 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
     p
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// A small profile with a C++ name, a Rust generic, a `main`/`main.cold`
@@ -528,14 +521,6 @@ fn read_index(dir: &Path) -> Vec<Vec<String>> {
         .skip(1)
         .map(|l| l.split('\t').map(str::to_string).collect())
         .collect()
-}
-
-fn folded_total(path: &Path) -> u64 {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
-        .sum()
 }
 
 #[test]

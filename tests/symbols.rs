@@ -16,13 +16,8 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use crate::util::jobprof;
 use crate::util::{self, output_text, recorder, repo_root};
-
-fn jobprof() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_jobprof"));
-    c.stdin(Stdio::null());
-    c
-}
 
 fn worker_binary(dir: &Path) -> Option<PathBuf> {
     let exe = dir.join("symbols_worker");

@@ -182,3 +182,27 @@ fn is_process_output(name: &str) -> bool {
         || name.ends_with(".tmp")
         || ["stacks.folded", "summary.json", "profile.speedscope.json"].contains(&name)
 }
+
+/// The `jobprof` binary under test, with stdin closed (a test that feeds
+/// stdin sets it again) and without the fake tools' `CI_FAKE_LOG`, so a
+/// test's fakes log only where that test says.
+pub fn jobprof() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_jobprof"));
+    c.stdin(Stdio::null());
+    c.env_remove("CI_FAKE_LOG");
+    c
+}
+
+/// A command's stderr as text.
+pub fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The sum of the counts of a folded stacks file (`stack COUNT` lines).
+pub fn folded_total(path: &Path) -> u64 {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+        .sum()
+}

@@ -8,9 +8,13 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     for compat in [Compat::None, Compat::Inferno] {
-        let one = Folder::new(Options { threads: 1, compat, ..Options::default() }).fold_bytes(data);
-        let two = Folder::new(Options { threads: 2, chunk_size: 16, compat, ..Options::default() })
-            .fold_bytes(data);
+        let mut o = Options::default();
+        o.compat = compat;
+        o.threads = 1;
+        let one = Folder::new(o.clone()).fold_bytes(data);
+        o.threads = 2;
+        o.chunk_size = 16;
+        let two = Folder::new(o).fold_bytes(data);
         assert_eq!(one.stacks, two.stacks);
     }
 });

@@ -141,21 +141,19 @@ pub enum CompatArg {
 
 impl FoldArgs {
     fn options(&self) -> Options {
-        let mut o = Options {
-            include_pid: self.pid,
-            include_tid: self.tid,
-            annotate_kernel: self.kernel || self.all,
-            annotate_jit: self.jit || self.all,
-            include_addrs: self.addrs,
-            event_filter: self.event_filter.clone(),
-            skip_after: self.skip_after.clone(),
-            compat: match self.compat {
-                Some(CompatArg::Inferno) => Compat::Inferno,
-                None => Compat::None,
-            },
-            threads: self.threads.unwrap_or(0),
-            ..Options::default()
+        let mut o = Options::default();
+        o.include_pid = self.pid;
+        o.include_tid = self.tid;
+        o.annotate_kernel = self.kernel || self.all;
+        o.annotate_jit = self.jit || self.all;
+        o.include_addrs = self.addrs;
+        o.event_filter = self.event_filter.clone();
+        o.skip_after = self.skip_after.clone();
+        o.compat = match self.compat {
+            Some(CompatArg::Inferno) => Compat::Inferno,
+            None => Compat::None,
         };
+        o.threads = self.threads.unwrap_or(0);
         if let Some(by) = self.split_by {
             SplitBy::from(by).adjust(&mut o);
         }
@@ -193,9 +191,10 @@ pub fn run(args: FoldArgs) -> anyhow::Result<ExitCode> {
         let folded = Folder::new(options.clone()).fold_sources(&sources)?;
         require_samples(&folded, &sources, &options)?;
         let groups = split_by(&folded.stacks, by.into(), &options)?;
-        let look = RenderOptions {
-            title: String::new(),
-            ..RenderOptions::default()
+        let look = {
+            let mut o = RenderOptions::default();
+            o.title = String::new();
+            o
         };
         let written = write_split(dir, &groups, &formats, &look)?;
         if !args.quiet {

@@ -55,19 +55,18 @@ pub struct LookArgs {
 impl LookArgs {
     /// Library options from the flags, drawn with `palette`.
     pub fn options(&self, default_title: &str, palette: &str) -> anyhow::Result<RenderOptions> {
-        Ok(RenderOptions {
-            title: self
-                .title
-                .clone()
-                .unwrap_or_else(|| default_title.to_string()),
-            subtitle: self.subtitle.clone(),
-            width: self.width.map(|w| w as usize),
-            min_width_pct: self.minwidth,
-            colors: RenderOptions::parse_palette(palette).map_err(jobprof::Error::from)?,
-            inverted: self.inverted,
-            count_name: self.count_name.clone(),
-            ..RenderOptions::default()
-        })
+        let mut o = RenderOptions::default();
+        o.title = self
+            .title
+            .clone()
+            .unwrap_or_else(|| default_title.to_string());
+        o.subtitle = self.subtitle.clone();
+        o.width = self.width.map(|w| w as usize);
+        o.min_width_pct = self.minwidth;
+        o.colors = RenderOptions::parse_palette(palette).map_err(jobprof::Error::from)?;
+        o.inverted = self.inverted;
+        o.count_name = self.count_name.clone();
+        Ok(o)
     }
 
     /// The format to write `output` in (`None` or `-`: stdout, SVG unless

@@ -43,6 +43,7 @@ pub enum Compat {
 
 /// Folding options. The first group has `inferno-collapse-perf`'s meaning.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Options {
     /// Include the PID in the root frame (`comm-PID`).
     pub include_pid: bool,
@@ -319,14 +320,6 @@ impl StreamFolder {
                 self.eng.input_block(&block, false);
             }
         }
-    }
-
-    /// Starts a new input (shard): the text pushed so far is finished as one
-    /// input, and what follows is numbered as the next one.
-    pub fn next_input(&mut self) {
-        let block = std::mem::take(&mut self.buf);
-        self.eng.input_block(&block, true);
-        self.eng.input += 1;
     }
 
     /// Folds what is left and returns the result.

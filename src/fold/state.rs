@@ -488,6 +488,7 @@ pub(crate) fn fold_chunk(
         // The newline scan saw every byte and reported high ones: no
         // second pass over the line.
         if ascii {
+            debug_assert!(raw.is_ascii(), "the newline scan missed a high byte");
             // SAFETY: ASCII is valid UTF-8.
             let line = unsafe { std::str::from_utf8_unchecked(raw) };
             m.on_line(line);

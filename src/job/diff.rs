@@ -341,58 +341,58 @@ fn signed(x: f64) -> String {
     }
 }
 
+/// One query's row of the run-versus-run index: its row class (`q-up`,
+/// `q-down`, `q-`) and cells.
+fn query_row(q: &QueryDiff) -> (String, Vec<Cell>) {
+    let base = q.before_total as f64 * q.scale;
+    let rel = (base > 0.0).then(|| 100.0 * q.change / base);
+    let dir = if q.change >= 0.5 {
+        "up"
+    } else if q.change <= -0.5 {
+        "down"
+    } else {
+        ""
+    };
+    let top = q
+        .top_function
+        .as_ref()
+        .map_or(Cell::text("-"), |(n, v)| Cell {
+            html: format!(
+                "{} <span class=\"{}\">{}</span>",
+                crate::render::html::esc(n),
+                if *v > 0.0 { "up" } else { "down" },
+                signed(*v)
+            ),
+            v: Some(n.clone()),
+            class: "fns",
+        });
+    let mut change = Cell::num(signed(q.change), Some(q.change));
+    change.class = if dir == "up" {
+        "num up"
+    } else if dir == "down" {
+        "num down"
+    } else {
+        "num"
+    };
+    let cells = vec![
+        Cell::text(&q.query),
+        Cell::num(group_digits(q.before_total), Some(q.before_total as f64)),
+        Cell::num(group_digits(q.after_total), Some(q.after_total as f64)),
+        change,
+        Cell::num(rel.map_or("-".into(), |r| format!("{r:+.1}%")), rel),
+        Cell::num(page::pct(Some(q.moved)), Some(q.moved)),
+        top,
+        Cell::num(
+            format!("{} / {}", q.before_captures, q.after_captures),
+            Some(q.after_captures as f64),
+        ),
+        Cell::link("differential flamegraph", q.file.as_deref()),
+    ];
+    (format!("q-{dir}"), cells)
+}
+
 fn index_html(d: &RunDiff) -> String {
-    let rows = d
-        .queries
-        .iter()
-        .map(|q| {
-            let base = q.before_total as f64 * q.scale;
-            let rel = (base > 0.0).then(|| 100.0 * q.change / base);
-            let dir = if q.change >= 0.5 {
-                "up"
-            } else if q.change <= -0.5 {
-                "down"
-            } else {
-                ""
-            };
-            let top = q
-                .top_function
-                .as_ref()
-                .map_or(Cell::text("-"), |(n, v)| Cell {
-                    html: format!(
-                        "{} <span class=\"{}\">{}</span>",
-                        crate::render::html::esc(n),
-                        if *v > 0.0 { "up" } else { "down" },
-                        signed(*v)
-                    ),
-                    v: Some(n.clone()),
-                    class: "fns",
-                });
-            let mut change = Cell::num(signed(q.change), Some(q.change));
-            change.class = if dir == "up" {
-                "num up"
-            } else if dir == "down" {
-                "num down"
-            } else {
-                "num"
-            };
-            let cells = vec![
-                Cell::text(&q.query),
-                Cell::num(group_digits(q.before_total), Some(q.before_total as f64)),
-                Cell::num(group_digits(q.after_total), Some(q.after_total as f64)),
-                change,
-                Cell::num(rel.map_or("-".into(), |r| format!("{r:+.1}%")), rel),
-                Cell::num(page::pct(Some(q.moved)), Some(q.moved)),
-                top,
-                Cell::num(
-                    format!("{} / {}", q.before_captures, q.after_captures),
-                    Some(q.after_captures as f64),
-                ),
-                Cell::link("differential flamegraph", q.file.as_deref()),
-            ];
-            (format!("q-{dir}"), cells)
-        })
-        .collect();
+    let rows = d.queries.iter().map(query_row).collect();
     let sort = if d.normalize {
         "the share of samples that moved between stacks (BEFORE scaled to AFTER's total)"
     } else {

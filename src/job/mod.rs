@@ -22,7 +22,6 @@ mod scan;
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -241,14 +240,11 @@ impl DirLock {
             .open(&path)
             .map_err(|e| Error::io(&path, e))?;
         loop {
-            // SAFETY: flock on a descriptor we own; no memory is involved.
-            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
-            if rc == 0 {
-                return Ok(DirLock { _file: file });
-            }
-            let err = std::io::Error::last_os_error();
-            if err.raw_os_error() != Some(libc::EINTR) {
-                return Err(Error::io(&path, err));
+            // std's lock is `flock` on Linux; a signal may interrupt the wait.
+            match file.lock() {
+                Ok(()) => return Ok(DirLock { _file: file }),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io(&path, e)),
             }
         }
     }

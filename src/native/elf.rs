@@ -46,7 +46,7 @@ pub fn candidates(root: &Path, path: &str, build_id: Option<&[u8]>) -> Vec<PathB
     v.push(root.join("usr/lib/debug").join(format!("{rel}.debug")));
     v.push(root.join("usr/lib/debug").join(rel));
     if let Some(id) = build_id.filter(|b| b.len() > 1 && b.iter().any(|&x| x != 0)) {
-        let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        let hex = crate::digest::hex(id);
         v.push(
             root.join("usr/lib/debug/.build-id")
                 .join(&hex[..2])

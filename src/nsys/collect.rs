@@ -18,16 +18,15 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{self, File};
 use std::io::{self, Read};
 use std::os::unix::fs::MetadataExt;
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use super::duration::format_duration;
 use super::{compact_ranks, Error, Log, ReportName, REPORT_SUFFIX};
 use crate::atomic::{AtomicFile, Destination};
+use crate::digest::Sha256Reader;
 use crate::progress::{format_utc, Progress};
 
 /// Name of the lock file collectors take in the report root.
@@ -614,7 +613,8 @@ fn copy_atomic(src: &Path, dest: &Path, root: &Path) -> Result<u64> {
 }
 
 /// The exclusive lock on `DIR/.jobprof-nsys.lock`, released when dropped
-/// (or when the process dies: flock locks die with their descriptor).
+/// (or when the process dies: the lock (`flock` on Linux) dies with its
+/// descriptor).
 struct DirLock {
     _file: File,
 }
@@ -637,16 +637,11 @@ fn lock(
         .map_err(|e| Error::io(&path, e))?;
     let mut waited = false;
     loop {
-        // SAFETY: flock on a descriptor we own; no memory is involved.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if rc == 0 {
-            return Ok(Some((DirLock { _file: file }, waited)));
-        }
-        let err = io::Error::last_os_error();
-        match err.raw_os_error() {
-            Some(libc::EWOULDBLOCK) => {}
-            Some(libc::EINTR) => continue,
-            _ => return Err(Error::io(&path, err)),
+        match file.try_lock() {
+            Ok(()) => return Ok(Some((DirLock { _file: file }, waited))),
+            Err(fs::TryLockError::WouldBlock) => {}
+            Err(fs::TryLockError::Error(e)) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(fs::TryLockError::Error(e)) => return Err(Error::io(&path, e)),
         }
         if !waited {
             log.line(format!(
@@ -735,56 +730,82 @@ pub fn collect_logged(
         }
     }
 
+    let polled = poll_until_settled(opts, baseline.as_ref(), start, deadline, log)?;
+    let (entries, status, missing) = report_entries(opts, &polled, log);
+    let report_root = fs::canonicalize(&opts.report_root).unwrap_or(opts.report_root.clone());
+    let mut manifest = Manifest {
+        version: 1,
+        status,
+        report_root,
+        runtime_dirs: opts.runtime_dirs.clone(),
+        expect_ranks: opts.expect_ranks,
+        missing_ranks: missing,
+        report_count: polled.reports.len(),
+        total_bytes: polled.reports.iter().map(|r| r.found.stamp.bytes).sum(),
+        settle_s: opts.settle.as_secs_f64(),
+        timeout_s: opts.timeout.as_secs_f64(),
+        poll_s: opts.poll.as_secs_f64(),
+        since_baseline: baseline.is_some(),
+        baseline_ignored: polled.ignored,
+        started_at,
+        finished_at: String::new(),
+        elapsed_s: 0.0,
+        archive: None,
+        reports: entries,
+    };
+    let archive_path = opts.archive.then(|| opts.report_root.join(ARCHIVE_FILE));
+    log.finish();
+    hash_and_archive(opts, &mut manifest, archive_path.as_deref(), start, log)?;
+    let json = manifest_json(&manifest)?;
+    crate::atomic::write_with(&manifest_path, Destination::Confined, true, &json)?;
+    log.line(format!(
+        "wrote {} ({}, {} report(s), {} bytes, {})",
+        manifest_path.display(),
+        serde_json::to_value(manifest.status)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        manifest.report_count,
+        manifest.total_bytes,
+        format_duration(start.elapsed())
+    ));
+    Ok(Collection {
+        manifest,
+        manifest_path,
+        archive_path,
+        adopted: false,
+    })
+}
+
+/// Where the polls ended.
+struct Polled {
+    /// The reports of the last poll.
+    reports: Vec<Current>,
+    status: OverallStatus,
+    /// Expected ranks without a report at the last poll.
+    missing: Vec<u32>,
+    /// Reports left out as the baseline's (at the last poll).
+    ignored: usize,
+    /// Every report seen at any poll: one that vanished is recorded missing.
+    ever: BTreeMap<PathBuf, (PathBuf, ReportName, u64)>,
+}
+
+/// Polls every `opts.poll` until the reports have settled (every expected
+/// rank present, none empty, none changed for `opts.settle`) or `deadline`
+/// passes; logs one line a poll.
+fn poll_until_settled(
+    opts: &CollectOptions,
+    baseline: Option<&Baseline>,
+    start: Instant,
+    deadline: Instant,
+    log: &Log,
+) -> Result<Polled> {
     let mut watch = Watch::new(Instant::now());
     let mut poll_no = 0u64;
-    let mut ignored: usize;
-    // Every report seen at any poll: one that vanishes is recorded missing.
-    let mut ever: BTreeMap<PathBuf, (PathBuf, ReportName, u64)> = BTreeMap::new();
-    let (reports, mut status, mut missing) = loop {
+    let mut ever = BTreeMap::new();
+    loop {
         poll_no += 1;
-        let mut sources = Vec::new();
-        let origins = rescue(opts, baseline.as_ref(), &mut watch, &mut sources, log)?;
-        let found = scan(&opts.report_root, &opts.runtime_dirs)?;
-        let all = found.len();
-        let found: Vec<Found> = found
-            .into_iter()
-            .filter(|f| {
-                !baseline
-                    .as_ref()
-                    .is_some_and(|b| b.ignores(&f.path, f.stamp))
-            })
-            .collect();
-        ignored = all - found.len();
-        let now = Instant::now();
-        let mut stamps: Vec<(PathBuf, Stamp)> =
-            found.iter().map(|f| (f.path.clone(), f.stamp)).collect();
-        stamps.extend(sources);
-        let changed = watch.update(&stamps, now);
-
-        let reports: Vec<Current> = found
-            .into_iter()
-            .map(|f| {
-                let rescued = f.rel.starts_with(RESCUED_DIR);
-                let origin = origins.get(&f.path).cloned();
-                let own = watch.changed_at(&f.path);
-                let of_origin = origin.as_ref().and_then(|o| watch.changed_at(o));
-                let changed_at = own.max(of_origin);
-                Current {
-                    name: ReportName::parse(
-                        &f.path.file_name().unwrap_or_default().to_string_lossy(),
-                    ),
-                    source: if rescued {
-                        Source::Rescued
-                    } else {
-                        Source::Direct
-                    },
-                    origin,
-                    changed_at,
-                    found: f,
-                }
-            })
-            .collect();
-
+        let (reports, ignored, changed, now) = poll_reports(opts, baseline, &mut watch, log)?;
         for r in &reports {
             ever.insert(
                 r.found.path.clone(),
@@ -833,24 +854,89 @@ pub fn collect_logged(
         log.tick(start.elapsed());
         log.line(line);
 
-        if settled {
-            break (reports, OverallStatus::Complete, missing);
-        }
-        if now >= deadline {
-            let status = if !missing.is_empty() || reports.is_empty() {
-                OverallStatus::MissingRanks
-            } else if empty > 0 {
-                OverallStatus::Empty
-            } else {
-                OverallStatus::Timeout
-            };
-            break (reports, status, missing);
-        }
-        std::thread::sleep(opts.poll.min(deadline - now));
-    };
+        let status = if settled {
+            OverallStatus::Complete
+        } else if now < deadline {
+            std::thread::sleep(opts.poll.min(deadline - now));
+            continue;
+        } else if !missing.is_empty() || reports.is_empty() {
+            OverallStatus::MissingRanks
+        } else if empty > 0 {
+            OverallStatus::Empty
+        } else {
+            OverallStatus::Timeout
+        };
+        return Ok(Polled {
+            reports,
+            status,
+            missing,
+            ignored,
+            ever,
+        });
+    }
+}
 
+/// One poll: rescues what the ranks left in their runtime dirs, scans for
+/// reports, leaves out the baseline's. Returns the reports, how many were
+/// left out, the paths that changed since the last poll, and when it looked.
+fn poll_reports(
+    opts: &CollectOptions,
+    baseline: Option<&Baseline>,
+    watch: &mut Watch,
+    log: &Log,
+) -> Result<(Vec<Current>, usize, BTreeSet<PathBuf>, Instant)> {
+    let mut sources = Vec::new();
+    let origins = rescue(opts, baseline, watch, &mut sources, log)?;
+    let found = scan(&opts.report_root, &opts.runtime_dirs)?;
+    let all = found.len();
+    let found: Vec<Found> = found
+        .into_iter()
+        .filter(|f| !baseline.is_some_and(|b| b.ignores(&f.path, f.stamp)))
+        .collect();
+    let ignored = all - found.len();
     let now = Instant::now();
-    let mut entries: Vec<ReportEntry> = reports
+    let mut stamps: Vec<(PathBuf, Stamp)> =
+        found.iter().map(|f| (f.path.clone(), f.stamp)).collect();
+    stamps.extend(sources);
+    let changed = watch.update(&stamps, now);
+
+    let reports: Vec<Current> = found
+        .into_iter()
+        .map(|f| {
+            let rescued = f.rel.starts_with(RESCUED_DIR);
+            let origin = origins.get(&f.path).cloned();
+            let own = watch.changed_at(&f.path);
+            let of_origin = origin.as_ref().and_then(|o| watch.changed_at(o));
+            let changed_at = own.max(of_origin);
+            Current {
+                name: ReportName::parse(&f.path.file_name().unwrap_or_default().to_string_lossy()),
+                source: if rescued {
+                    Source::Rescued
+                } else {
+                    Source::Direct
+                },
+                origin,
+                changed_at,
+                found: f,
+            }
+        })
+        .collect();
+    Ok((reports, ignored, changed, now))
+}
+
+/// The manifest's report entries (sorted by rank, unranked last), with the
+/// final status and missing ranks: a report that vanished makes its rank
+/// missing.
+fn report_entries(
+    opts: &CollectOptions,
+    polled: &Polled,
+    log: &Log,
+) -> (Vec<ReportEntry>, OverallStatus, Vec<u32>) {
+    let mut status = polled.status;
+    let mut missing = polled.missing.clone();
+    let now = Instant::now();
+    let mut entries: Vec<ReportEntry> = polled
+        .reports
         .iter()
         .map(|r| ReportEntry {
             job: r.name.job.clone(),
@@ -872,7 +958,7 @@ pub fn collect_logged(
             },
         })
         .collect();
-    let vanished = vanished_reports(&ever, &reports, log);
+    let vanished = vanished_reports(&polled.ever, &polled.reports, log);
     let vanished_ranks: Vec<u32> = vanished
         .iter()
         .filter_map(|e| e.rank)
@@ -904,50 +990,7 @@ pub fn collect_logged(
     entries.sort_by(|a, b| {
         (a.rank.is_none(), a.rank, &a.path).cmp(&(b.rank.is_none(), b.rank, &b.path))
     });
-
-    let report_root = fs::canonicalize(&opts.report_root).unwrap_or(opts.report_root.clone());
-    let mut manifest = Manifest {
-        version: 1,
-        status,
-        report_root,
-        runtime_dirs: opts.runtime_dirs.clone(),
-        expect_ranks: opts.expect_ranks,
-        missing_ranks: missing,
-        report_count: reports.len(),
-        total_bytes: reports.iter().map(|r| r.found.stamp.bytes).sum(),
-        settle_s: opts.settle.as_secs_f64(),
-        timeout_s: opts.timeout.as_secs_f64(),
-        poll_s: opts.poll.as_secs_f64(),
-        since_baseline: baseline.is_some(),
-        baseline_ignored: ignored,
-        started_at,
-        finished_at: String::new(),
-        elapsed_s: 0.0,
-        archive: None,
-        reports: entries,
-    };
-    let archive_path = opts.archive.then(|| opts.report_root.join(ARCHIVE_FILE));
-    log.finish();
-    hash_and_archive(opts, &mut manifest, archive_path.as_deref(), start, log)?;
-    let json = manifest_json(&manifest)?;
-    crate::atomic::write_with(&manifest_path, Destination::Confined, true, &json)?;
-    log.line(format!(
-        "wrote {} ({}, {} report(s), {} bytes, {})",
-        manifest_path.display(),
-        serde_json::to_value(manifest.status)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default(),
-        manifest.report_count,
-        manifest.total_bytes,
-        format_duration(start.elapsed())
-    ));
-    Ok(Collection {
-        manifest,
-        manifest_path,
-        archive_path,
-        adopted: false,
-    })
+    (entries, status, missing)
 }
 
 /// Reports seen at an earlier poll and gone at the last one: `missing`
@@ -1034,12 +1077,7 @@ fn hash_and_archive(
         };
         // Exactly the bytes the manifest records: a report that grew after
         // settling (it should not) cannot corrupt the archive's framing.
-        let mut reader = HashingReader {
-            inner: file.take(entry.bytes),
-            hasher: Sha256::new(),
-            bar: &bar,
-            read: 0,
-        };
+        let mut reader = Sha256Reader::new(bar.wrap_read(file.take(entry.bytes)));
         match builder.as_mut() {
             Some(b) => {
                 let mut header = tar::Header::new_gnu();
@@ -1056,7 +1094,7 @@ fn hash_and_archive(
                 io::copy(&mut reader, &mut io::sink()).map_err(|e| Error::io(&path, e))?;
             }
         }
-        if reader.read != entry.bytes {
+        if reader.bytes_read() != entry.bytes {
             return Err(Error::Io {
                 path: path.clone(),
                 source: io::Error::new(
@@ -1064,12 +1102,13 @@ fn hash_and_archive(
                     format!(
                         "shrank from {} to {} bytes while being hashed; something is rewriting \
                          the report, rerun the collector once it has stopped",
-                        entry.bytes, reader.read
+                        entry.bytes,
+                        reader.bytes_read()
                     ),
                 ),
             });
         }
-        entry.sha256 = Some(hex(&reader.hasher.finalize()));
+        entry.sha256 = Some(reader.hex_digest());
     }
     bar.finish_and_clear();
     manifest.finished_at = format_utc(unix_now() as u64);
@@ -1090,31 +1129,6 @@ fn hash_and_archive(
         log.line(format!("wrote {}", p.display()));
     }
     Ok(())
-}
-
-struct HashingReader<'a, R> {
-    inner: R,
-    hasher: Sha256,
-    bar: &'a indicatif::ProgressBar,
-    read: u64,
-}
-
-impl<R: Read> Read for HashingReader<'_, R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.hasher.update(&buf[..n]);
-        self.read += n as u64;
-        self.bar.inc(n as u64);
-        Ok(n)
-    }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
 }
 
 /// After waiting for another collector: its manifest, if it was written

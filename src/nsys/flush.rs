@@ -142,11 +142,7 @@ impl ExternalCommand {
 
     /// The command line as a shell would need it typed (for logs only).
     pub fn display(&self) -> String {
-        self.argv
-            .iter()
-            .map(|a| shell_quote(&a.to_string_lossy()))
-            .collect::<Vec<_>>()
-            .join(" ")
+        slurm::display_argv(&self.argv)
     }
 
     /// Runs it with its output captured, killing it at its time limit.
@@ -270,19 +266,6 @@ impl ExternalCommand {
             (None, None) => {}
         }
         outcome
-    }
-}
-
-/// Quotes one word for a POSIX shell when it needs it.
-pub fn shell_quote(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"@%+=:,./-_".contains(&b));
-    if plain {
-        word.to_string()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
     }
 }
 
@@ -426,14 +409,6 @@ mod tests {
             slurm.scancel_step_signal_argv(&step, "TERM"),
             ["scancel", "--signal=TERM", "77.3"].map(OsString::from)
         );
-    }
-
-    #[test]
-    fn quotes_only_when_needed() {
-        assert_eq!(shell_quote("abc-1.2/x"), "abc-1.2/x");
-        assert_eq!(shell_quote("a b"), "'a b'");
-        assert_eq!(shell_quote("it's"), r"'it'\''s'");
-        assert_eq!(shell_quote(""), "''");
     }
 
     #[test]

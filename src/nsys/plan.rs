@@ -28,8 +28,8 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::flush::shell_quote;
 use super::{Error, REPORT_PATTERN};
+use crate::slurm::shell_quote;
 
 /// The profiler a config selects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -161,7 +161,7 @@ fn append_call(path: &Path, cmd: &ExternalCommand, outcome: &CommandOutcome) -> 
             format!(
                 "{}={}",
                 k.to_string_lossy(),
-                super::flush::shell_quote(&v.to_string_lossy())
+                crate::slurm::shell_quote(&v.to_string_lossy())
             )
         })
         .collect();

@@ -231,6 +231,7 @@ impl fmt::Display for Format {
 /// How to draw a flamegraph. `Default` gives inferno's look with
 /// deterministic colours (the same input renders to the same bytes).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct RenderOptions {
     /// Title at the top of the image (and the HTML page's title).
     pub title: String,

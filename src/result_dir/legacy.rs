@@ -63,15 +63,48 @@ pub fn validate(found: &CaptureDir, meta_path: &Path) -> Checked<ValidCapture> {
     let text = super::read_plain(meta_path)
         .map_err(|e| refuse(format!("cannot read {}: {e}", meta_path.display())))?;
     let m = parse_metadata(&text);
+    check_valid(&m)?;
+    check_handshake(&m)?;
+    check_phases(&m)?;
+    let rows = checked_shards(found, &m)?;
+    Ok(ValidCapture {
+        found: found.clone(),
+        layout: Layout::Legacy,
+        job_id: get(&m, &["slurm_job_id", "job_id", "jobid"]).map(str::to_string),
+        event: get(&m, &["event", "perf_event"]).map(str::to_string),
+        recorded_with: get(&m, &["perf_version"]).map(str::to_string),
+        shards: rows
+            .into_iter()
+            .map(|r| {
+                Ok(Shard {
+                    index: r.shard,
+                    data_file: super::plain_data_file(&found.dir, r.shard, &r.data_file)?,
+                    manifest_bytes: r.data_bytes,
+                    bytes: None,
+                })
+            })
+            .collect::<Checked<Vec<_>>>()?,
+        symfs: None,
+        kallsyms: None,
+        host: get(&m, &["host", "hostname", "node"]).map(str::to_string),
+        boot_id: None,
+        script_text: None,
+        warnings: Vec::new(),
+        validated: true,
+    })
+}
+
+/// `valid=` says the capture is valid.
+fn check_valid(m: &HashMap<String, String>) -> Checked<()> {
     let name = super::LEGACY_METADATA;
-    let valid = get(&m, &["valid", "capture_valid"])
+    let valid = get(m, &["valid", "capture_valid"])
         .ok_or_else(|| refuse(format!("{name} has no `valid=` line")))?;
     match truthy(valid) {
         Some(true) => {}
         Some(false) => {
             return Err(refuse(format!(
                 "{name} marks the capture invalid: {}",
-                get(&m, &["reason", "invalid_reason"]).unwrap_or("no reason given")
+                get(m, &["reason", "invalid_reason"]).unwrap_or("no reason given")
             )))
         }
         None => {
@@ -80,9 +113,15 @@ pub fn validate(found: &CaptureDir, meta_path: &Path) -> Checked<ValidCapture> {
             )))
         }
     }
+    Ok(())
+}
+
+/// The handshake enabled sampling.
+fn check_handshake(m: &HashMap<String, String>) -> Checked<()> {
+    let name = super::LEGACY_METADATA;
     let enabled = match (
-        get(&m, &["handshake", "handshake_state"]),
-        get(&m, &["handshake_enabled"]),
+        get(m, &["handshake", "handshake_state"]),
+        get(m, &["handshake_enabled"]),
     ) {
         (Some(h), _) => h.eq_ignore_ascii_case("enabled"),
         (None, Some(e)) => truthy(e) == Some(true),
@@ -91,10 +130,16 @@ pub fn validate(found: &CaptureDir, meta_path: &Path) -> Checked<ValidCapture> {
     if !enabled {
         return Err(refuse(format!(
             "handshake never enabled sampling ({name}: handshake={})",
-            get(&m, &["handshake", "handshake_state", "handshake_enabled"]).unwrap_or("")
+            get(m, &["handshake", "handshake_state", "handshake_enabled"]).unwrap_or("")
         )));
     }
-    let mut phases: Vec<String> = get(&m, &["phases"])
+    Ok(())
+}
+
+/// The capture went through the `queued` and `published` phases.
+fn check_phases(m: &HashMap<String, String>) -> Checked<()> {
+    let name = super::LEGACY_METADATA;
+    let mut phases: Vec<String> = get(m, &["phases"])
         .map(|p| {
             p.split([',', ' ', ';'])
                 .filter(|s| !s.is_empty())
@@ -116,7 +161,14 @@ pub fn validate(found: &CaptureDir, meta_path: &Path) -> Checked<ValidCapture> {
             missing.join(", ")
         )));
     }
-    let count: usize = get(&m, &["shard_count", "shards"])
+    Ok(())
+}
+
+/// The shard manifest: as many shards as `shard_count=` says, each ended
+/// by exit status 0 or 130.
+fn checked_shards(found: &CaptureDir, m: &HashMap<String, String>) -> Checked<Vec<LegacyShard>> {
+    let name = super::LEGACY_METADATA;
+    let count: usize = get(m, &["shard_count", "shards"])
         .ok_or_else(|| refuse(format!("{name} has no `shard_count=` line")))?
         .parse()
         .map_err(|_| refuse(format!("{name}: shard_count is not a number")))?;
@@ -146,31 +198,7 @@ pub fn validate(found: &CaptureDir, meta_path: &Path) -> Checked<ValidCapture> {
                 .unwrap_or_else(|| "none".into())
         )));
     }
-    Ok(ValidCapture {
-        found: found.clone(),
-        layout: Layout::Legacy,
-        job_id: get(&m, &["slurm_job_id", "job_id", "jobid"]).map(str::to_string),
-        event: get(&m, &["event", "perf_event"]).map(str::to_string),
-        recorded_with: get(&m, &["perf_version"]).map(str::to_string),
-        shards: rows
-            .into_iter()
-            .map(|r| {
-                Ok(Shard {
-                    index: r.shard,
-                    data_file: super::plain_data_file(&found.dir, r.shard, &r.data_file)?,
-                    manifest_bytes: r.data_bytes,
-                    bytes: None,
-                })
-            })
-            .collect::<Checked<Vec<_>>>()?,
-        symfs: None,
-        kallsyms: None,
-        host: get(&m, &["host", "hostname", "node"]).map(str::to_string),
-        boot_id: None,
-        script_text: None,
-        warnings: Vec::new(),
-        validated: true,
-    })
+    Ok(rows)
 }
 
 /// One row of an old `perf-shards.tsv`.
@@ -186,6 +214,10 @@ pub struct LegacyShard {
     pub data_bytes: Option<u64>,
 }
 
+/// The old pipeline's columns, for a manifest without a header line. Not
+/// `jobprof_capture_format::SHARDS_HEADER`, on purpose: the old scripts
+/// wrote `open_fds` too, and these files are history that does not follow
+/// the recorder's format when it changes.
 const POSITIONAL: [&str; 10] = [
     "shard",
     "phase",

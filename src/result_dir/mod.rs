@@ -187,10 +187,7 @@ fn data_files_in(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
         let e = e?;
         let name = e.file_name();
         let name = name.to_string_lossy();
-        let is_part = name
-            .strip_prefix("perf.data.part")
-            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
-        if (name == "perf.data" || is_part) && e.path().is_file() {
+        if is_data_file(&name) && e.path().is_file() {
             out.push(e.path());
         }
     }
@@ -198,7 +195,16 @@ fn data_files_in(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-fn worker_index(name: &str) -> Option<u32> {
+/// `perf.data` or `perf.data.partNNN`: a capture's data file.
+pub(crate) fn is_data_file(name: &str) -> bool {
+    name == "perf.data"
+        || name
+            .strip_prefix("perf.data.part")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// N of a `worker_N` directory name.
+pub(crate) fn worker_index(name: &str) -> Option<u32> {
     let n = name.strip_prefix("worker_")?;
     if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -208,7 +214,7 @@ fn worker_index(name: &str) -> Option<u32> {
 
 /// Sorted subdirectories of `dir` that are not hidden (`.Q.publishing` is
 /// a capture still being published).
-fn subdirs(dir: &Path) -> Result<Vec<PathBuf>> {
+pub(crate) fn subdirs(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for e in fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
         let e = e.map_err(|e| Error::io(dir, e))?;
@@ -693,6 +699,22 @@ pub struct Marker {
     /// with worse ones (`None` in markers of older versions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quality: Option<Quality>,
+}
+
+impl Marker {
+    /// The marker this jobprof writes now over `outputs` (their sizes are
+    /// filled in by [`write_marker`]).
+    pub fn new(outputs: Vec<String>, quality: Option<Quality>) -> Marker {
+        Marker {
+            tool: "jobprof".into(),
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+            output_version: OUTPUT_VERSION,
+            completed: crate::progress::utc_timestamp(),
+            outputs,
+            sizes: Default::default(),
+            quality,
+        }
+    }
 }
 
 /// The figures a later run compares its own result with before replacing

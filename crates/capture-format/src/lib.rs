@@ -11,8 +11,6 @@
 //! This crate knows nothing about perf, tokens or Slurm: it only defines what
 //! the files contain and how they are spelled.
 
-#![warn(missing_docs)]
-
 use std::fmt;
 
 /// Name of the capture metadata file in every published capture directory.
