@@ -12,7 +12,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::util::{self, jobprof, recorder, repo_root};
 
@@ -116,21 +116,7 @@ fn make(call_graph: &str, seconds: u64) -> Option<Capture> {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let ready = tokens.join(".perf_sidecar_ready_w0");
-    let deadline = Instant::now() + Duration::from_secs(90);
-    while !ready.exists() {
-        if sidecar.try_wait().unwrap().is_some() || Instant::now() > deadline {
-            let _ = sidecar.kill();
-            let out = sidecar.wait_with_output().unwrap();
-            let _ = worker.kill();
-            panic!(
-                "jobprof-record sidecar not ready: {}{}",
-                fs::read_to_string(tokens.join(".perf_sidecar_error_w0")).unwrap_or_default(),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    crate::util::wait_sidecar_ready(&mut sidecar, &mut worker, &tokens, Duration::from_secs(90));
     rec(&tokens, &["start", "--query", "q1"]);
     std::thread::sleep(Duration::from_secs(seconds));
     rec(&tokens, &["stop", "--query", "q1"]);

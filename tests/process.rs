@@ -116,21 +116,7 @@ fn make_base() -> Base {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let ready = tokens.join(".perf_sidecar_ready_w0");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !ready.exists() {
-        if sidecar.try_wait().unwrap().is_some() || Instant::now() > deadline {
-            let _ = sidecar.kill();
-            let out = sidecar.wait_with_output().unwrap();
-            let _ = worker.kill();
-            panic!(
-                "jobprof-record sidecar not ready: {}{}",
-                fs::read_to_string(tokens.join(".perf_sidecar_error_w0")).unwrap_or_default(),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    crate::util::wait_sidecar_ready(&mut sidecar, &mut worker, &tokens, Duration::from_secs(60));
     rec(&tokens, &["start", "--query", "q1"]);
     std::thread::sleep(Duration::from_secs(2));
     rec(&tokens, &["stop", "--query", "q1"]);

@@ -14,7 +14,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::util::jobprof;
 use crate::util::{self, output_text, recorder, repo_root};
@@ -75,20 +75,7 @@ fn capture(call_graph: &str) -> Captured {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let ready = tokens.join(".perf_sidecar_ready_w0");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !ready.exists() {
-        if sidecar.try_wait().unwrap().is_some() || Instant::now() > deadline {
-            let _ = sidecar.kill();
-            let out = sidecar.wait_with_output().unwrap();
-            let _ = worker.kill();
-            panic!(
-                "sidecar not ready: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    crate::util::wait_sidecar_ready(&mut sidecar, &mut worker, &tokens, Duration::from_secs(120));
     for args in [
         &["start", "--query", "q1"][..],
         &["stop", "--query", "q1"][..],

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 
 /// The repository root (where Cargo.toml is).
@@ -205,4 +205,34 @@ pub fn folded_total(path: &Path) -> u64 {
         .lines()
         .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
         .sum()
+}
+
+/// Waits until the sidecar of worker 0 wrote its `ready` token in `tokens`.
+/// When it exits first, or `timeout` passes, kills it and the worker and
+/// fails with the sidecar's error token and stderr.
+pub fn wait_sidecar_ready(
+    sidecar: &mut Child,
+    worker: &mut Child,
+    tokens: &Path,
+    timeout: std::time::Duration,
+) {
+    use std::io::Read;
+    let ready = tokens.join(".perf_sidecar_ready_w0");
+    let deadline = std::time::Instant::now() + timeout;
+    while !ready.exists() {
+        if sidecar.try_wait().unwrap().is_some() || std::time::Instant::now() > deadline {
+            let _ = sidecar.kill();
+            let mut stderr = String::new();
+            if let Some(mut s) = sidecar.stderr.take() {
+                let _ = s.read_to_string(&mut stderr);
+            }
+            let _ = sidecar.wait();
+            let _ = worker.kill();
+            panic!(
+                "jobprof-record sidecar not ready: {}{stderr}",
+                std::fs::read_to_string(tokens.join(".perf_sidecar_error_w0")).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
