@@ -624,7 +624,7 @@ fn the_open_file_soft_limit_is_raised_to_the_hard_one() {
 fn demo() -> (tempfile::TempDir, PathBuf) {
     let t = tempfile::tempdir().unwrap();
     let result = t.path().join("result_dir_demo");
-    copy_tree(&util::repo_root().join("fixtures/result_dir_demo"), &result);
+    util::copy_demo(&result);
     (t, result)
 }
 

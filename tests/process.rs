@@ -836,7 +836,7 @@ fn demo_fixture_with_perf_names_kernel_frames_from_its_snapshot() {
     for (symbolizer, from) in [("perf", "perf script"), ("native", "native")] {
         let t = tempfile::tempdir().unwrap();
         let result = t.path().join("result_dir_demo");
-        copy_tree(&repo_root().join("fixtures/result_dir_demo"), &result);
+        util::copy_demo(&result);
         let dir = capture_dir(&result, 0, "q01");
         let shipped = fs::read(dir.join("perf.script.zst")).unwrap();
         fs::remove_file(dir.join("perf.script.zst")).unwrap();

@@ -175,12 +175,22 @@ fn copy_tree_without_outputs(from: &Path, to: &Path) {
 }
 
 /// Files `jobprof process` writes into a capture directory (besides
-/// perf.script.zst, which the demo also ships).
+/// perf.script.zst, which the demo also ships), and the job-level views it
+/// writes into `profiles/perf/`.
 fn is_process_output(name: &str) -> bool {
     name.starts_with(".postprocess")
         || name.starts_with("flamegraph.")
         || name.ends_with(".tmp")
-        || ["stacks.folded", "summary.json", "profile.speedscope.json"].contains(&name)
+        || [
+            "stacks.folded",
+            "summary.json",
+            "profile.speedscope.json",
+            "index.html",
+            "index.json",
+            ".jobprof-index.lock",
+            "queries",
+        ]
+        .contains(&name)
 }
 
 /// The `jobprof` binary under test, with stdin closed (a test that feeds
