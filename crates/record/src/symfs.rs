@@ -423,6 +423,8 @@ mod tests {
         let t = std::env::temp_dir().join(format!("symfs-debug-{}", std::process::id()));
         let _ = fs::remove_dir_all(&t);
         let (root, symfs) = (t.join("root"), t.join("symfs"));
+        // snapshot() creates symfs/ before copying into it.
+        fs::create_dir_all(&symfs).unwrap();
         let exe = std::env::current_exe().unwrap();
         let info = elf::inspect(&exe).unwrap();
         let Some(id) = info.build_id.clone() else {
@@ -468,6 +470,7 @@ mod tests {
             ..info.clone()
         };
         fs::remove_dir_all(&symfs).unwrap();
+        fs::create_dir_all(&symfs).unwrap();
         let zeros = root.join(format!(
             "usr/lib/debug/.build-id/00/{}.debug",
             "0".repeat(38)
@@ -475,7 +478,10 @@ mod tests {
         fs::create_dir_all(zeros.parent().unwrap()).unwrap();
         fs::rename(&planted, &zeros).unwrap();
         snap.debug_info(root_s, "/opt/app/worker", &other);
-        assert!(!symfs.exists(), "nothing copied");
+        assert!(
+            fs::read_dir(&symfs).unwrap().next().is_none(),
+            "nothing copied"
+        );
         assert_eq!(snap.summary.debug_files, 1);
         fs::remove_dir_all(&t).unwrap();
     }
