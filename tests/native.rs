@@ -90,32 +90,29 @@ fn make(call_graph: &str, seconds: u64) -> Option<Capture> {
     let tokens = keep.path().join("tokens");
     fs::create_dir_all(&perf_root).unwrap();
     fs::create_dir_all(&tokens).unwrap();
-    let mut sidecar = Command::new(recorder())
-        .arg("sidecar")
-        .arg("--token-dir")
-        .arg(&tokens)
-        .args(["--worker", "0", "--pid", &worker.id().to_string()])
-        .arg("--out")
-        .arg(&perf_root)
-        .arg("--staging")
-        .arg(keep.path().join("staging"))
-        .args([
-            "--frequency",
-            "499",
-            "--threads-per-shard",
-            "2",
-            "--call-graph",
-            call_graph,
-            "--start-timeout",
-            "30",
-            "--stop-timeout",
-            "30",
-        ])
-        .env("SLURM_JOB_ID", "4343")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut sidecar = crate::util::sidecar_command(
+        &tokens,
+        worker.id(),
+        &perf_root,
+        &keep.path().join("staging"),
+    )
+    .args([
+        "--frequency",
+        "499",
+        "--threads-per-shard",
+        "2",
+        "--call-graph",
+        call_graph,
+        "--start-timeout",
+        "30",
+        "--stop-timeout",
+        "30",
+    ])
+    .env("SLURM_JOB_ID", "4343")
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
     crate::util::wait_sidecar_ready(&mut sidecar, &mut worker, &tokens, Duration::from_secs(90));
     rec(&tokens, &["start", "--query", "q1"]);
     std::thread::sleep(Duration::from_secs(seconds));

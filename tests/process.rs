@@ -92,30 +92,27 @@ fn make_base() -> Base {
     fs::create_dir_all(&perf_root).unwrap();
     fs::create_dir_all(&tokens).unwrap();
     // The real capture sidecar, as a job runs it.
-    let mut sidecar = Command::new(recorder())
-        .arg("sidecar")
-        .arg("--token-dir")
-        .arg(&tokens)
-        .args(["--worker", "0", "--pid", &worker.id().to_string()])
-        .arg("--out")
-        .arg(&perf_root)
-        .arg("--staging")
-        .arg(keep.path().join("staging"))
-        .args([
-            "--frequency",
-            "499",
-            "--threads-per-shard",
-            "3",
-            "--start-timeout",
-            "30",
-            "--stop-timeout",
-            "20",
-        ])
-        .env("SLURM_JOB_ID", "4242")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut sidecar = crate::util::sidecar_command(
+        &tokens,
+        worker.id(),
+        &perf_root,
+        &keep.path().join("staging"),
+    )
+    .args([
+        "--frequency",
+        "499",
+        "--threads-per-shard",
+        "3",
+        "--start-timeout",
+        "30",
+        "--stop-timeout",
+        "20",
+    ])
+    .env("SLURM_JOB_ID", "4242")
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
     crate::util::wait_sidecar_ready(&mut sidecar, &mut worker, &tokens, Duration::from_secs(60));
     rec(&tokens, &["start", "--query", "q1"]);
     std::thread::sleep(Duration::from_secs(2));

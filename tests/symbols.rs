@@ -59,22 +59,19 @@ fn capture(call_graph: &str) -> Captured {
     let tokens = keep.path().join("tokens");
     fs::create_dir_all(&perf_root).unwrap();
     fs::create_dir_all(&tokens).unwrap();
-    let mut sidecar = Command::new(recorder())
-        .arg("sidecar")
-        .arg("--token-dir")
-        .arg(&tokens)
-        .args(["--worker", "0", "--pid", &worker.id().to_string()])
-        .arg("--out")
-        .arg(&perf_root)
-        .arg("--staging")
-        .arg(keep.path().join("staging"))
-        .args(["--call-graph", call_graph, "--frequency", "999"])
-        .args(["--threads-per-shard", "3", "--start-timeout", "60"])
-        .args(["--stop-timeout", "60"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut sidecar = crate::util::sidecar_command(
+        &tokens,
+        worker.id(),
+        &perf_root,
+        &keep.path().join("staging"),
+    )
+    .args(["--call-graph", call_graph, "--frequency", "999"])
+    .args(["--threads-per-shard", "3", "--start-timeout", "60"])
+    .args(["--stop-timeout", "60"])
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
     crate::util::wait_sidecar_ready(&mut sidecar, &mut worker, &tokens, Duration::from_secs(120));
     for args in [
         &["start", "--query", "q1"][..],

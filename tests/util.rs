@@ -246,3 +246,18 @@ pub fn wait_sidecar_ready(
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// `jobprof-record sidecar` for worker 0 of `pid`, with its token dir,
+/// PERF_ROOT and staging dir; callers add the capture options.
+pub fn sidecar_command(tokens: &Path, pid: u32, perf_root: &Path, staging: &Path) -> Command {
+    let mut c = Command::new(recorder());
+    c.arg("sidecar")
+        .arg("--token-dir")
+        .arg(tokens)
+        .args(["--worker", "0", "--pid", &pid.to_string()])
+        .arg("--out")
+        .arg(perf_root)
+        .arg("--staging")
+        .arg(staging);
+    c
+}
