@@ -814,6 +814,26 @@ fn record_every_subcommand_has_help() {
 }
 
 #[test]
+fn record_non_utf8_argument_is_a_usage_error() {
+    // The OS hands over bytes; one that is not UTF-8 is refused with the
+    // usage exit code and the flag named, not a panic (exit 101).
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let bad = std::ffi::OsStr::from_bytes(b"q\xff");
+    let out = Command::new(recorder())
+        .args(["start", "--worker", "0", "--token-dir"])
+        .arg(dir.path())
+        .arg("--query")
+        .arg(bad)
+        .output()
+        .unwrap();
+    fails_with(&out, 2, "--query: `q\u{fffd}` is not valid UTF-8");
+    let out = Command::new(recorder()).arg(bad).output().unwrap();
+    fails_with(&out, 2, "unknown command `q\u{fffd}`");
+    assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
 fn record_stop_watchdog_kills_a_hung_perf() {
     let Some(prog) = components() else { return };
     let _serial = serial();
