@@ -344,6 +344,7 @@ pub fn find(roots: &[PathBuf]) -> Result<Found> {
 
 /// Options of `jobprof reprocess`.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Options {
     /// Captures worked on at once (0 = number of cores).
     pub jobs: usize,

@@ -143,17 +143,16 @@ impl CollectArgs {
 
 impl SettleArgs {
     fn options(&self, report_root: PathBuf, runtime_dirs: Vec<PathBuf>) -> CollectOptions {
-        CollectOptions {
-            report_root,
-            runtime_dirs,
-            expect_ranks: self.expect_ranks,
-            settle: self.settle,
-            timeout: self.timeout,
-            poll: self.poll,
-            since_baseline: self.since_baseline,
-            archive: self.archive,
-            manifest: self.manifest.clone(),
-        }
+        let mut o = CollectOptions::new(report_root);
+        o.runtime_dirs = runtime_dirs;
+        o.expect_ranks = self.expect_ranks;
+        o.settle = self.settle;
+        o.timeout = self.timeout;
+        o.poll = self.poll;
+        o.since_baseline = self.since_baseline;
+        o.archive = self.archive;
+        o.manifest = self.manifest.clone();
+        o
     }
 }
 

@@ -42,6 +42,7 @@ type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// What `collect` does and how long it waits.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CollectOptions {
     /// The shared report root (`DIR`); must exist.
     pub report_root: PathBuf,

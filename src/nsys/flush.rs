@@ -29,6 +29,7 @@ pub const STOP_TIMEOUT_S: u32 = 30;
 
 /// What `flush` does.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct FlushOptions {
     /// The Slurm job (or array task).
     pub job: JobId,
