@@ -61,25 +61,15 @@ fn make(call_graph: &str, seconds: u64) -> Option<Capture> {
         .spawn()
         .unwrap();
     let result_dir = keep.path().join("result");
-    let perf_root = result_dir.join("profiles/perf");
-    let tokens = keep.path().join("tokens");
-    fs::create_dir_all(&perf_root).unwrap();
-    let mut sidecar = util::sidecar_command(
-        &tokens,
-        0,
-        worker.id(),
-        &perf_root,
-        &keep.path().join("staging"),
-    );
-    sidecar
-        .args(["--frequency", "499", "--threads-per-shard", "2"])
-        .args(["--call-graph", call_graph])
-        .args(["--start-timeout", "30", "--stop-timeout", "30"])
-        .env("SLURM_JOB_ID", "4343");
     util::capture_q1(
-        sidecar,
+        keep.path(),
+        &result_dir.join("profiles/perf"),
         &mut worker,
-        &tokens,
+        &format!(
+            "--frequency 499 --threads-per-shard 2 --call-graph {call_graph} \
+             --start-timeout 30 --stop-timeout 30"
+        ),
+        &[("SLURM_JOB_ID", "4343")],
         seconds,
         Duration::from_secs(90),
     );

@@ -760,17 +760,25 @@ fn flush_against_real_slurm_steps() {
             "--timeout",
             "60s",
         ]));
-    let _ = Command::new("scancel").arg(&job).status();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let err = stderr(&out);
+    let e = flushed_one_report(&out, &job, &root);
+    assert_eq!(e["status"], "ok");
+}
+
+/// The flush of the real `job` (cancelled here) succeeded, signalled its
+/// connector step by name, and collected the step's one report (rank 0,
+/// 100,000 bytes) into the manifest under `root`; returns that entry.
+fn flushed_one_report(out: &Output, job: &str, root: &Path) -> serde_json::Value {
+    let _ = Command::new("scancel").arg(job).status();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(out));
+    let err = stderr(out);
     assert!(err.contains("scancel --signal=TERM"), "{err}");
-    let m = manifest(&root);
+    let m = manifest(root);
     assert_eq!(m["report_count"], 1, "{m:#}");
-    let e = &m["reports"][0];
-    assert_eq!(e["job"], job.as_str());
+    let e = m["reports"][0].clone();
+    assert_eq!(e["job"], job);
     assert_eq!(e["rank"], 0);
     assert_eq!(e["bytes"], 100_000);
-    assert_eq!(e["status"], "ok");
+    e
 }
 
 // ---------------------------------------------------------------- plan

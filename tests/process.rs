@@ -58,22 +58,16 @@ fn make_base() -> Base {
         .spawn()
         .unwrap();
     let result_dir = keep.path().join("result");
-    let perf_root = result_dir.join("profiles/perf");
-    let tokens = keep.path().join("tokens");
-    fs::create_dir_all(&perf_root).unwrap();
     // The real capture sidecar, as a job runs it.
-    let mut sidecar = util::sidecar_command(
-        &tokens,
-        0,
-        worker.id(),
-        &perf_root,
-        &keep.path().join("staging"),
+    util::capture_q1(
+        keep.path(),
+        &result_dir.join("profiles/perf"),
+        &mut worker,
+        "--frequency 499 --threads-per-shard 3 --start-timeout 30 --stop-timeout 20",
+        &[("SLURM_JOB_ID", "4242")],
+        2,
+        Duration::from_secs(60),
     );
-    sidecar
-        .args(["--frequency", "499", "--threads-per-shard", "3"])
-        .args(["--start-timeout", "30", "--stop-timeout", "20"])
-        .env("SLURM_JOB_ID", "4242");
-    util::capture_q1(sidecar, &mut worker, &tokens, 2, Duration::from_secs(60));
     // After the job the binary is gone: only symfs/ can name its frames.
     fs::remove_dir_all(&bin_dir).unwrap();
     Base {

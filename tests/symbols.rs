@@ -46,20 +46,18 @@ fn capture(call_graph: &str) -> Captured {
         .spawn()
         .unwrap();
     let perf_root = keep.path().join("result");
-    let tokens = keep.path().join("tokens");
-    fs::create_dir_all(&perf_root).unwrap();
-    let mut sidecar = util::sidecar_command(
-        &tokens,
-        0,
-        worker.id(),
+    util::capture_q1(
+        keep.path(),
         &perf_root,
-        &keep.path().join("staging"),
+        &mut worker,
+        &format!(
+            "--call-graph {call_graph} --frequency 999 --threads-per-shard 3 \
+             --start-timeout 60 --stop-timeout 60"
+        ),
+        &[],
+        3,
+        Duration::from_secs(120),
     );
-    sidecar
-        .args(["--call-graph", call_graph, "--frequency", "999"])
-        .args(["--threads-per-shard", "3", "--start-timeout", "60"])
-        .args(["--stop-timeout", "60"]);
-    util::capture_q1(sidecar, &mut worker, &tokens, 3, Duration::from_secs(120));
     Captured {
         _keep: keep,
         perf_root,

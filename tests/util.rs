@@ -285,30 +285,38 @@ pub fn record_driver(tokens: &Path, worker: u32, args: &[&str]) {
     );
 }
 
-/// One query, `q1`, captured by the real sidecar as a job runs it: spawns
-/// `sidecar` (a [`sidecar_command`] of worker 0 writing its tokens into
-/// `tokens`, plus the capture's options) next to the running `worker`,
-/// waits up to `ready` for it, then `start`, `seconds` of sampling, `stop`
-/// and `shutdown`; insists every step and the sidecar succeed, and kills
-/// the worker.
+/// One query, `q1`, of worker 0 captured by the real sidecar as a job runs
+/// it, into `perf_root` (created), with the tokens and staging in `dir`:
+/// starts the sidecar with `options` (words separated by spaces) and `env`
+/// next to the running
+/// `worker`, waits up to `ready` for it, then `start`, `seconds` of
+/// sampling, `stop` and `shutdown`; insists every step and the sidecar
+/// succeed, and kills the worker.
 pub fn capture_q1(
-    mut sidecar: Command,
+    dir: &Path,
+    perf_root: &Path,
     worker: &mut Child,
-    tokens: &Path,
+    options: &str,
+    env: &[(&str, &str)],
     seconds: u64,
     ready: std::time::Duration,
 ) {
-    std::fs::create_dir_all(tokens).unwrap();
-    let mut child = sidecar
+    let tokens = dir.join("tokens");
+    std::fs::create_dir_all(&tokens).unwrap();
+    std::fs::create_dir_all(perf_root).unwrap();
+    let staging = dir.join("staging");
+    let mut child = sidecar_command(&tokens, 0, worker.id(), perf_root, &staging)
+        .args(options.split_whitespace())
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_sidecar_ready(&mut child, worker, tokens, ready);
-    record_driver(tokens, 0, &["start", "--query", "q1"]);
+    wait_sidecar_ready(&mut child, worker, &tokens, ready);
+    record_driver(&tokens, 0, &["start", "--query", "q1"]);
     std::thread::sleep(std::time::Duration::from_secs(seconds));
-    record_driver(tokens, 0, &["stop", "--query", "q1"]);
-    record_driver(tokens, 0, &["shutdown"]);
+    record_driver(&tokens, 0, &["stop", "--query", "q1"]);
+    record_driver(&tokens, 0, &["shutdown"]);
     let out = child.wait_with_output().unwrap();
     let _ = worker.kill();
     let _ = worker.wait();
