@@ -364,6 +364,13 @@ struct Args {
 impl Args {
     /// The next flag (`--name`), or the usage error for anything else.
     fn next_flag(&mut self) -> Result<Option<String>, Fail> {
+        // lexopt takes a bare `--` as the end of the options; no subcommand
+        // has operands, so it is an unknown argument like any other.
+        if let Some(raw) = self.lexer.try_raw_args() {
+            if raw.peek() == Some(OsStr::new("--")) {
+                return Err(self.unknown("--"));
+            }
+        }
         let arg = match self.lexer.next() {
             Ok(Some(arg)) => arg,
             Ok(None) => return Ok(None),
@@ -757,6 +764,8 @@ mod tests {
             ),
             ("preflight --pid 1 stray", "unknown argument `stray`"),
             ("preflight --pid 1 -x", "unknown argument `-x`"),
+            ("preflight --pid 1 --", "unknown argument `--`"),
+            ("preflight -- --pid 1", "unknown argument `--`"),
             ("preflight --pid", "--pid needs a value"),
             (
                 "preflight --pid 1 --require-symbols=yes",
@@ -776,6 +785,10 @@ mod tests {
             panic!()
         };
         assert_eq!(p.target.exe_name.as_deref(), Some("-w"));
+        let Command::Preflight(p) = parse(args("preflight --pid 1 --exe-name --")).unwrap() else {
+            panic!()
+        };
+        assert_eq!(p.target.exe_name.as_deref(), Some("--"));
         assert!(matches!(
             parse(args("stop --worker x --help")),
             Ok(Command::Help(_))
