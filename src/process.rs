@@ -127,6 +127,7 @@ impl Formats {
 
 /// Options of `jobprof process`.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Options {
     /// Concurrent `perf script` processes (and fold threads); 0 = cores.
     pub jobs: usize,

@@ -19,6 +19,7 @@ use crate::{Error, Result};
 
 /// What `jobprof repl` was asked to do.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ReplOptions {
     /// The running job whose coordinator to connect to.
     pub job: JobId,

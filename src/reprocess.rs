@@ -344,6 +344,7 @@ pub fn find(roots: &[PathBuf]) -> Result<Found> {
 
 /// Options of `jobprof reprocess`.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Options {
     /// Captures worked on at once (0 = number of cores).
     pub jobs: usize,
@@ -727,84 +728,103 @@ fn work_on(
     multi: &indicatif::MultiProgress,
 ) -> Outcome {
     let start = Instant::now();
-    let mut o = Outcome {
+    let steps = || -> std::result::Result<Vec<String>, (Status, String)> {
+        let mut done = Vec::new();
+        if plan.outputs.is_some() {
+            done.push(write_outputs(item, popts, perf, progress, multi)?);
+        }
+        let dir = &item.capture.dir;
+        if plan.recompress {
+            done.extend(recompress_step(dir, popts).map_err(|e| (Status::Failed, e))?);
+        }
+        if plan.replace && opts.replace_archives {
+            done.extend(replace_step(dir, opts).map_err(|e| (Status::Failed, e))?);
+        }
+        Ok(done)
+    };
+    let (status, message) = match steps() {
+        Ok(done) => (Status::Processed, done.join("; ")),
+        Err(failed) => failed,
+    };
+    Outcome {
         dir: item.capture.dir.clone(),
         kind: item.kind,
-        status: Status::Processed,
-        message: String::new(),
-        elapsed: Duration::ZERO,
-    };
-    let mut done = Vec::new();
-    if plan.outputs.is_some() {
-        let (status, message) = match item.kind {
-            Kind::Capture => {
-                let r = process::process_capture(&item.capture, popts, perf, progress, multi);
-                (r.status, r.message)
-            }
-            Kind::RenderOnly => match render_folded(&item.capture, &popts.formats) {
-                Ok(msg) => (Status::Processed, msg),
-                Err(e) => (Status::Failed, e.to_string()),
-            },
-        };
-        if status != Status::Processed {
-            o.status = status;
-            o.message = message;
-            o.elapsed = start.elapsed();
-            return o;
-        }
-        done.push(message);
+        status,
+        message,
+        elapsed: start.elapsed(),
     }
-    let dir = &item.capture.dir;
+}
+
+/// The outputs: the whole pipeline for a capture, the renders alone for a
+/// render-only directory. Err: the status and message when not processed.
+fn write_outputs(
+    item: &Item,
+    popts: &process::Options,
+    perf: &std::result::Result<PerfTool, String>,
+    progress: &Progress,
+    multi: &indicatif::MultiProgress,
+) -> std::result::Result<String, (Status, String)> {
+    let (status, message) = match item.kind {
+        Kind::Capture => {
+            let r = process::process_capture(&item.capture, popts, perf, progress, multi);
+            (r.status, r.message)
+        }
+        Kind::RenderOnly => match render_folded(&item.capture, &popts.formats) {
+            Ok(msg) => (Status::Processed, msg),
+            Err(e) => (Status::Failed, e.to_string()),
+        },
+    };
+    if status == Status::Processed {
+        Ok(message)
+    } else {
+        Err((status, message))
+    }
+}
+
+/// perf.script.gz recompressed to perf.script.zst, unless processing has
+/// just written a fresh perf.script.zst (then recompressing the old text
+/// is pointless: None).
+fn recompress_step(
+    dir: &Path,
+    popts: &process::Options,
+) -> std::result::Result<Option<String>, String> {
     let gz = dir.join(result_dir::SCRIPT_GZ);
     let zst = dir.join(result_dir::SCRIPT_ZST);
-    // After processing: perf script may just have written a fresh
-    // perf.script.zst, which makes recompressing the old text pointless.
-    if plan.recompress && !result_dir::is_plain_file(&zst) {
-        result_dir::remove_stale_temporaries(dir, &[result_dir::SCRIPT_ZST]);
-        match recompress(&gz, &zst, popts.zstd_level) {
-            Ok((raw, packed)) => done.push(format!(
-                "{} recompressed to {} ({raw} bytes of text, {} -> {packed} bytes)",
-                result_dir::SCRIPT_GZ,
-                result_dir::SCRIPT_ZST,
-                file_len(&gz),
-            )),
-            Err(e) => {
-                o.status = Status::Failed;
-                o.message = format!("recompressing {}: {e}", gz.display());
-                o.elapsed = start.elapsed();
-                return o;
-            }
-        }
+    if result_dir::is_plain_file(&zst) {
+        return Ok(None);
     }
-    if plan.replace && opts.replace_archives {
-        // Only once the new archive and the outputs are complete: the .gz
-        // is the last copy of the symbolized text otherwise.
-        let complete = matches!(
-            result_dir::completion(dir, &opts.process.formats.names()),
-            Completion::Done(_)
-        );
-        if result_dir::is_plain_file(&zst) && complete {
-            match fs::remove_file(&gz) {
-                Ok(()) => done.push(format!("{} deleted", result_dir::SCRIPT_GZ)),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => {
-                    o.status = Status::Failed;
-                    o.message = format!("cannot delete {}: {e}", gz.display());
-                    o.elapsed = start.elapsed();
-                    return o;
-                }
-            }
-        } else {
-            done.push(format!(
-                "{} kept: no complete {} and outputs to replace it with",
-                result_dir::SCRIPT_GZ,
-                result_dir::SCRIPT_ZST
-            ));
-        }
+    result_dir::remove_stale_temporaries(dir, &[result_dir::SCRIPT_ZST]);
+    let (raw, packed) = recompress(&gz, &zst, popts.zstd_level)
+        .map_err(|e| format!("recompressing {}: {e}", gz.display()))?;
+    Ok(Some(format!(
+        "{} recompressed to {} ({raw} bytes of text, {} -> {packed} bytes)",
+        result_dir::SCRIPT_GZ,
+        result_dir::SCRIPT_ZST,
+        file_len(&gz),
+    )))
+}
+
+/// perf.script.gz deleted (None when it was already gone), but only once the new archive and the outputs
+/// are complete: the .gz is the last copy of the symbolized text otherwise.
+fn replace_step(dir: &Path, opts: &Options) -> std::result::Result<Option<String>, String> {
+    let gz = dir.join(result_dir::SCRIPT_GZ);
+    let zst = dir.join(result_dir::SCRIPT_ZST);
+    let complete = matches!(
+        result_dir::completion(dir, &opts.process.formats.names()),
+        Completion::Done(_)
+    );
+    if !(result_dir::is_plain_file(&zst) && complete) {
+        return Ok(Some(format!(
+            "{} kept: no complete {} and outputs to replace it with",
+            result_dir::SCRIPT_GZ,
+            result_dir::SCRIPT_ZST
+        )));
     }
-    o.message = done.join("; ");
-    o.elapsed = start.elapsed();
-    o
+    match fs::remove_file(&gz) {
+        Ok(()) => Ok(Some(format!("{} deleted", result_dir::SCRIPT_GZ))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("cannot delete {}: {e}", gz.display())),
+    }
 }
 
 fn file_len(p: &Path) -> u64 {

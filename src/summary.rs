@@ -147,69 +147,79 @@ pub fn is_thread_entry(frame: &str) -> bool {
         || f.contains("startup_64")
 }
 
-impl StackStats {
-    /// Computes the statistics of `(stack, count)` pairs.
-    pub fn from_stacks(stacks: &[(String, u64)]) -> StackStats {
-        let mut total: u64 = 0;
-        let mut leaf_named: u64 = 0;
-        let mut any_unnamed: u64 = 0;
-        let mut truncated: u64 = 0;
-        let mut frames: u128 = 0;
-        let mut unknown: u128 = 0;
-        let mut self_t: HashMap<&str, u64> = HashMap::new();
-        let mut total_t: HashMap<&str, u64> = HashMap::new();
-        let mut by_dso: HashMap<&str, u64> = HashMap::new();
-        let mut cut_roots: HashMap<&str, u64> = HashMap::new();
-        let mut seen: Vec<&str> = Vec::new();
-        let mut dsos: Vec<&str> = Vec::new();
-        for (stack, count) in stacks {
-            let count = *count;
-            total = crate::counts::add(total, count);
-            let mut parts = stack.split(';');
-            let _process = parts.next();
-            let mut root = None;
-            let mut leaf = None;
-            seen.clear();
-            dsos.clear();
-            for f in parts {
-                root.get_or_insert(f);
-                frames += u128::from(count);
-                if let Some(dso) = unnamed_dso(f) {
-                    unknown += u128::from(count);
-                    if !dsos.contains(&dso) {
-                        dsos.push(dso);
-                    }
-                }
-                if !seen.contains(&f) {
-                    seen.push(f);
-                    let t = total_t.entry(f).or_default();
-                    *t = crate::counts::add(*t, count);
-                }
-                leaf = Some(f);
-            }
-            for d in &dsos {
-                let t = by_dso.entry(d).or_default();
-                *t = crate::counts::add(*t, count);
-            }
-            if !dsos.is_empty() {
-                any_unnamed = crate::counts::add(any_unnamed, count);
-            }
-            if leaf.is_some_and(|l| !is_unknown_frame(l)) {
-                leaf_named = crate::counts::add(leaf_named, count);
-            }
-            match root {
-                Some(r) if is_thread_entry(r) => {}
-                r => {
-                    truncated = crate::counts::add(truncated, count);
-                    let t = cut_roots.entry(r.unwrap_or("(no frames)")).or_default();
-                    *t = crate::counts::add(*t, count);
+/// The sums [`StackStats::from_stacks`] collects, one stack at a time.
+#[derive(Default)]
+struct Tally<'a> {
+    total: u64,
+    leaf_named: u64,
+    any_unnamed: u64,
+    truncated: u64,
+    frames: u128,
+    unknown: u128,
+    self_t: HashMap<&'a str, u64>,
+    total_t: HashMap<&'a str, u64>,
+    by_dso: HashMap<&'a str, u64>,
+    cut_roots: HashMap<&'a str, u64>,
+    /// Scratch, per stack: the frames and unnamed DSOs already counted.
+    seen: Vec<&'a str>,
+    dsos: Vec<&'a str>,
+}
+
+/// `m[key] += count`, saturating.
+fn bump<'a>(m: &mut HashMap<&'a str, u64>, key: &'a str, count: u64) {
+    let t = m.entry(key).or_default();
+    *t = crate::counts::add(*t, count);
+}
+
+impl<'a> Tally<'a> {
+    /// Counts one folded stack (`process;root;...;leaf`) of weight `count`.
+    fn add(&mut self, stack: &'a str, count: u64) {
+        self.total = crate::counts::add(self.total, count);
+        let mut parts = stack.split(';');
+        let _process = parts.next();
+        let mut root = None;
+        let mut leaf = None;
+        self.seen.clear();
+        self.dsos.clear();
+        for f in parts {
+            root.get_or_insert(f);
+            self.frames += u128::from(count);
+            if let Some(dso) = unnamed_dso(f) {
+                self.unknown += u128::from(count);
+                if !self.dsos.contains(&dso) {
+                    self.dsos.push(dso);
                 }
             }
-            if let Some(l) = leaf {
-                let t = self_t.entry(l).or_default();
-                *t = crate::counts::add(*t, count);
+            if !self.seen.contains(&f) {
+                self.seen.push(f);
+                bump(&mut self.total_t, f, count);
+            }
+            leaf = Some(f);
+        }
+        for d in &self.dsos {
+            bump(&mut self.by_dso, d, count);
+        }
+        if !self.dsos.is_empty() {
+            self.any_unnamed = crate::counts::add(self.any_unnamed, count);
+        }
+        if leaf.is_some_and(|l| !is_unknown_frame(l)) {
+            self.leaf_named = crate::counts::add(self.leaf_named, count);
+        }
+        match root {
+            Some(r) if is_thread_entry(r) => {}
+            r => {
+                self.truncated = crate::counts::add(self.truncated, count);
+                bump(&mut self.cut_roots, r.unwrap_or("(no frames)"), count);
             }
         }
+        if let Some(l) = leaf {
+            bump(&mut self.self_t, l, count);
+        }
+    }
+
+    /// The ratios and top lists of what was counted.
+    fn stats(self) -> StackStats {
+        let total = self.total;
         let ratio = |a: u128, b: u128| if b == 0 { 0.0 } else { a as f64 / b as f64 };
         let top = |m: HashMap<&str, u64>, n: usize| {
             let mut v: Vec<(&str, u64)> = m.into_iter().collect();
@@ -226,11 +236,11 @@ impl StackStats {
         let t = u128::from(total);
         StackStats {
             period_total: total,
-            symbolized_ratio: ratio(u128::from(leaf_named), t),
-            unnamed_stack_ratio: ratio(u128::from(any_unnamed), t),
-            unknown_frame_ratio: ratio(unknown, frames),
-            truncated_ratio: ratio(u128::from(truncated), t),
-            unnamed_by_dso: top(by_dso, TOP_DSOS)
+            symbolized_ratio: ratio(u128::from(self.leaf_named), t),
+            unnamed_stack_ratio: ratio(u128::from(self.any_unnamed), t),
+            unknown_frame_ratio: ratio(self.unknown, self.frames),
+            truncated_ratio: ratio(u128::from(self.truncated), t),
+            unnamed_by_dso: top(self.by_dso, TOP_DSOS)
                 .into_iter()
                 .map(|f| DsoShare {
                     dso: f.name,
@@ -238,10 +248,21 @@ impl StackStats {
                     percent: f.percent,
                 })
                 .collect(),
-            truncated_roots: top(cut_roots, 5),
-            top_self: top(self_t, TOP_N),
-            top_total: top(total_t, TOP_N),
+            truncated_roots: top(self.cut_roots, 5),
+            top_self: top(self.self_t, TOP_N),
+            top_total: top(self.total_t, TOP_N),
         }
+    }
+}
+
+impl StackStats {
+    /// Computes the statistics of `(stack, count)` pairs.
+    pub fn from_stacks(stacks: &[(String, u64)]) -> StackStats {
+        let mut tally = Tally::default();
+        for (stack, count) in stacks {
+            tally.add(stack, *count);
+        }
+        tally.stats()
     }
 
     /// One warning per figure that is bad enough to mislead a reader of the

@@ -74,6 +74,7 @@ impl PerfTool {
 
 /// How `perf script` symbolizes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ScriptOptions {
     /// Expand inlined functions (`--inline`); off by default because it
     /// can be 100x slower on dwarf captures.

@@ -15,11 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::process::{
-    base, capture_dir, copy_base, copy_tree, data_files, edit_json, perf_counts, summary,
-};
+use crate::process::{base, capture_dir, copy_base, data_files, edit_json, perf_counts, summary};
 use crate::util::jobprof;
-use crate::util::{self, output_text};
+use crate::util::{self, copy_tree, output_text};
 
 const OUTPUTS: [&str; 6] = [
     "perf.script.zst",

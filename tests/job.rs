@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::util::jobprof;
-use crate::util::{self, output_text, perf_can_record, recorder, require};
+use crate::util::{self, copy_tree, output_text, perf_can_record, require};
 
 const QUERIES: [(&str, char, &str); 3] = [
     ("q1", 'A', "query_alpha_work"),
@@ -28,15 +28,8 @@ const QUERIES: [(&str, char, &str); 3] = [
 ];
 
 fn queries_program(dir: &Path) -> PathBuf {
-    let src = util::repo_root().join("tests/programs/job_queries.c");
     let exe = dir.join("job_queries");
-    let ok = Command::new("gcc")
-        .args(["-O1", "-fno-omit-frame-pointer", "-pthread", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "gcc could not build {}", src.display());
+    util::gcc("tests/programs/job_queries.c", &exe, &["-O1"]).unwrap_or_else(|e| panic!("{e}"));
     exe
 }
 
@@ -83,20 +76,12 @@ fn record_worker(
     fs::create_dir_all(&tokens).unwrap();
     // 2 working threads + the main thread.
     let worker = Command::new(prog).arg("2").arg(&cue).spawn().unwrap();
-    let pid = worker.id().to_string();
+    let pid = worker.id();
     let mut reaper = Reaper(vec![worker]);
     let acked = |seq: usize| fs::read_to_string(&ack).is_ok_and(|s| s.trim() == seq.to_string());
     wait_for("the worker to start", || acked(0));
-    let ws = w.to_string();
-    let sidecar = Command::new(recorder())
-        .arg("sidecar")
-        .arg("--token-dir")
-        .arg(&tokens)
-        .args(["--worker", &ws, "--pid", &pid])
-        .arg("--out")
-        .arg(perf_root)
-        .arg("--staging")
-        .arg(scratch.join(format!("staging{w}")))
+    let staging = scratch.join(format!("staging{w}"));
+    let sidecar = util::sidecar_command(&tokens, w, pid, perf_root, &staging)
         .args(["--frequency", "499", "--threads-per-shard", "3"])
         .args(["--start-timeout", "120", "--stop-timeout", "60"])
         .env("SLURM_JOB_ID", job)
@@ -107,16 +92,7 @@ fn record_worker(
     reaper.0.push(sidecar);
     let ready = tokens.join(format!(".perf_sidecar_ready_w{w}"));
     wait_for("the sidecar to be ready", || ready.exists());
-    let rec = |args: &[&str]| {
-        let out = Command::new(recorder())
-            .args(args)
-            .arg("--token-dir")
-            .arg(&tokens)
-            .args(["--worker", &ws, "--timeout", "300"])
-            .output()
-            .unwrap();
-        ok(&out);
-    };
+    let rec = |args: &[&str]| util::record_driver(&tokens, w, args);
     for (i, ((q, phase, _), n)) in QUERIES.iter().zip(units).enumerate() {
         rec(&["start", "--query", q]);
         // The query: a fixed amount of work, then its window closes.
@@ -142,19 +118,6 @@ fn record_run(prog: &Path, dir: &Path, job: &str, units: [u32; 3]) {
             s.spawn(move || record_worker(prog, scratch, perf_root, job, w, units));
         }
     });
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dst = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &dst);
-        } else {
-            fs::copy(e.path(), &dst).unwrap();
-        }
-    }
 }
 
 fn process(dir: &Path, extra: &[&str]) -> Output {

@@ -14,14 +14,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::util::{self, jobprof, recorder, repo_root};
-
-fn perf_available() -> bool {
-    Command::new("perf")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
+use crate::util::{self, jobprof, output_text as text};
 
 /// One recorded result directory and the capture directory in it.
 struct Capture {
@@ -46,85 +39,39 @@ fn dwarf() -> Option<&'static Capture> {
     DWARF.get_or_init(|| make("dwarf,4096", 1)).as_ref()
 }
 
-fn rec(tokens: &Path, args: &[&str]) {
-    let out = Command::new(recorder())
-        .args(args)
-        .arg("--token-dir")
-        .arg(tokens)
-        .args(["--worker", "0", "--timeout", "60"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "jobprof-record {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// Records the worker (4 threads, 2 per shard) for `seconds` with the
 /// sidecar, then deletes the binary: only symfs/ can name its frames. A
 /// copy of /proc/kallsyms is put next to symfs/ as the kernel snapshot.
 fn make(call_graph: &str, seconds: u64) -> Option<Capture> {
-    if !util::require(perf_available(), "perf (linux-perf) for tests/native.rs") {
+    if !util::require(
+        util::perf_available(),
+        "perf (linux-perf) for tests/native.rs",
+    ) {
         return None;
     }
     let keep = tempfile::tempdir().unwrap();
     let bin_dir = keep.path().join("bin");
     fs::create_dir_all(&bin_dir).unwrap();
     let exe = bin_dir.join("libc_worker");
-    let src = repo_root().join("tests/programs/libc_worker.c");
-    let st = Command::new("gcc")
-        .args(["-O2", "-g", "-fno-omit-frame-pointer", "-pthread", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .status()
-        .expect("gcc is needed to build the test workload");
-    assert!(st.success(), "building {}", src.display());
+    util::gcc("tests/programs/libc_worker.c", &exe, &["-O2", "-g"])
+        .unwrap_or_else(|e| panic!("building the test workload: {e}"));
     let mut worker = Command::new(&exe)
         .arg("3")
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
     let result_dir = keep.path().join("result");
-    let perf_root = result_dir.join("profiles/perf");
-    let tokens = keep.path().join("tokens");
-    fs::create_dir_all(&perf_root).unwrap();
-    fs::create_dir_all(&tokens).unwrap();
-    let mut sidecar = crate::util::sidecar_command(
-        &tokens,
-        worker.id(),
-        &perf_root,
-        &keep.path().join("staging"),
-    )
-    .args([
-        "--frequency",
-        "499",
-        "--threads-per-shard",
-        "2",
-        "--call-graph",
-        call_graph,
-        "--start-timeout",
-        "30",
-        "--stop-timeout",
-        "30",
-    ])
-    .env("SLURM_JOB_ID", "4343")
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
-    crate::util::wait_sidecar_ready(&mut sidecar, &mut worker, &tokens, Duration::from_secs(90));
-    rec(&tokens, &["start", "--query", "q1"]);
-    std::thread::sleep(Duration::from_secs(seconds));
-    rec(&tokens, &["stop", "--query", "q1"]);
-    rec(&tokens, &["shutdown"]);
-    let out = sidecar.wait_with_output().unwrap();
-    let _ = worker.kill();
-    let _ = worker.wait();
-    assert!(
-        out.status.success(),
-        "sidecar: {}",
-        String::from_utf8_lossy(&out.stderr)
+    util::capture_q1(
+        keep.path(),
+        &result_dir.join("profiles/perf"),
+        &mut worker,
+        &format!(
+            "--frequency 499 --threads-per-shard 2 --call-graph {call_graph} \
+             --start-timeout 30 --stop-timeout 30"
+        ),
+        &[("SLURM_JOB_ID", "4343")],
+        seconds,
+        Duration::from_secs(90),
     );
     fs::remove_dir_all(&bin_dir).unwrap();
     let c = Capture {
@@ -158,15 +105,6 @@ fn copy(c: &Capture) -> (tempfile::TempDir, PathBuf) {
         .unwrap();
     assert!(st.success());
     (t, dst)
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}--- stderr\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn process(result: &Path, args: &[&str]) -> Output {

@@ -448,8 +448,7 @@ impl Fakes {
                 ),
             )
             .unwrap();
-            use std::os::unix::fs::PermissionsExt;
-            fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
+            make_executable(&p);
         };
         // `squeue -s ...` lists steps; any other call looks up a job
         // (`squeue-job.out`, written by tests that need it).
@@ -660,6 +659,38 @@ fn flush_rejects_a_bad_job_id_before_running_anything() {
     assert!(fakes.calls().is_empty());
 }
 
+/// Makes `path` executable (mode 0755).
+fn make_executable(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Submits the batch script `batch` to the real cluster as a one-node job
+/// named `name`, its output in `dir/slurm-JOBID.out`; returns the job id.
+fn sbatch(name: &str, dir: &Path, batch: &Path) -> String {
+    let job = sh(&format!(
+        "sbatch --parsable -J {name} -N1 -n1 -t 5 -o '{}/slurm-%j.out' '{}'",
+        dir.display(),
+        batch.display()
+    ));
+    job.split(';').next().unwrap().to_string()
+}
+
+/// Waits up to `secs` seconds for `started` (a step of `job` running); the
+/// failure shows the job's steps and its output in `dir`.
+fn wait_started(what: &str, job: &str, dir: &Path, secs: u64, started: impl Fn() -> bool) {
+    let t = Instant::now();
+    while !started() {
+        assert!(
+            t.elapsed() < Duration::from_secs(secs),
+            "{what} of job {job} never started: {} {}",
+            sh(&format!("squeue -j {job} -s -t all || true")),
+            fs::read_to_string(dir.join(format!("slurm-{job}.out"))).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 fn sh(cmd: &str) -> String {
     let o = Command::new("sh").args(["-c", cmd]).output().unwrap();
     assert!(
@@ -710,26 +741,12 @@ fn flush_against_real_slurm_steps() {
         ),
     )
     .unwrap();
-    for f in [&connector, &batch] {
-        use std::os::unix::fs::PermissionsExt;
-        fs::set_permissions(f, fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    let job = sh(&format!(
-        "sbatch --parsable -J jobprof-nsys-flush -N1 -n1 -t 5 -o '{}/slurm-%j.out' '{}'",
-        d.path().display(),
-        batch.display()
-    ));
-    let job = job.split(';').next().unwrap().to_string();
+    make_executable(&connector);
+    make_executable(&batch);
+    let job = sbatch("jobprof-nsys-flush", d.path(), &batch);
     // Wait for the connector step to run.
-    let t = Instant::now();
-    while !d.path().join("connector-started").exists() {
-        assert!(
-            t.elapsed() < Duration::from_secs(60),
-            "connector step of job {job} never started: {}",
-            sh(&format!("squeue -j {job} -s -t all || true"))
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let started = d.path().join("connector-started");
+    wait_started("connector step", &job, d.path(), 60, || started.exists());
     let out = run(jobprof()
         .args(["nsys", "flush", "--job", &job, "--report-root"])
         .arg(&root)
@@ -743,17 +760,25 @@ fn flush_against_real_slurm_steps() {
             "--timeout",
             "60s",
         ]));
-    let _ = Command::new("scancel").arg(&job).status();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let err = stderr(&out);
+    let e = flushed_one_report(&out, &job, &root);
+    assert_eq!(e["status"], "ok");
+}
+
+/// The flush of the real `job` (cancelled here) succeeded, signalled its
+/// connector step by name, and collected the step's one report (rank 0,
+/// 100,000 bytes) into the manifest under `root`; returns that entry.
+fn flushed_one_report(out: &Output, job: &str, root: &Path) -> serde_json::Value {
+    let _ = Command::new("scancel").arg(job).status();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(out));
+    let err = stderr(out);
     assert!(err.contains("scancel --signal=TERM"), "{err}");
-    let m = manifest(&root);
+    let m = manifest(root);
     assert_eq!(m["report_count"], 1, "{m:#}");
-    let e = &m["reports"][0];
-    assert_eq!(e["job"], job.as_str());
+    let e = m["reports"][0].clone();
+    assert_eq!(e["job"], job);
     assert_eq!(e["rank"], 0);
     assert_eq!(e["bytes"], 100_000);
-    assert_eq!(e["status"], "ok");
+    e
 }
 
 // ---------------------------------------------------------------- plan

@@ -15,15 +15,8 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::util::{self, recorder, repo_root};
+use crate::util::{self, copy_tree, output_text as text};
 use crate::util::{folded_total, jobprof};
-
-fn perf_available() -> bool {
-    Command::new("perf")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
 
 /// The capture made once: `<dir>/profiles/perf/worker_0/q1` with 3 shards,
 /// and the worker's `symfs/`.
@@ -36,7 +29,10 @@ static BASE: OnceLock<Option<Base>> = OnceLock::new();
 
 pub(crate) fn base() -> Option<&'static Base> {
     BASE.get_or_init(|| {
-        if !util::require(perf_available(), "perf (linux-perf) for tests/process.rs") {
+        if !util::require(
+            util::perf_available(),
+            "perf (linux-perf) for tests/process.rs",
+        ) {
             return None;
         }
         Some(make_base())
@@ -44,42 +40,17 @@ pub(crate) fn base() -> Option<&'static Base> {
     .as_ref()
 }
 
-/// Runs a driver-side `jobprof-record` command and insists it succeeds.
-fn rec(tokens: &Path, args: &[&str]) {
-    let out = Command::new(recorder())
-        .args(args)
-        .arg("--token-dir")
-        .arg(tokens)
-        .args(["--worker", "0", "--timeout", "60"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "jobprof-record {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 fn make_base() -> Base {
     let keep = tempfile::tempdir().unwrap();
     let bin_dir = keep.path().join("bin");
     fs::create_dir_all(&bin_dir).unwrap();
     let exe = bin_dir.join("demo_worker");
-    let src = repo_root().join("fixtures/src/demo_worker.c");
-    let st = Command::new("gcc")
-        .args([
-            "-O2",
-            "-g",
-            "-fno-omit-frame-pointer",
-            "-pthread",
-            "-static",
-            "-o",
-        ])
-        .arg(&exe)
-        .arg(&src)
-        .status()
-        .expect("gcc is needed to build the test workload");
-    assert!(st.success(), "building {}", src.display());
+    util::gcc(
+        "fixtures/src/demo_worker.c",
+        &exe,
+        &["-O2", "-g", "-static"],
+    )
+    .unwrap_or_else(|e| panic!("building the test workload: {e}"));
     // 6 threads + the main thread, 3 per shard: 3 shards.
     let mut worker = Command::new(&exe)
         .args(["60", "6"])
@@ -87,63 +58,21 @@ fn make_base() -> Base {
         .spawn()
         .unwrap();
     let result_dir = keep.path().join("result");
-    let perf_root = result_dir.join("profiles/perf");
-    let tokens = keep.path().join("tokens");
-    fs::create_dir_all(&perf_root).unwrap();
-    fs::create_dir_all(&tokens).unwrap();
     // The real capture sidecar, as a job runs it.
-    let mut sidecar = crate::util::sidecar_command(
-        &tokens,
-        worker.id(),
-        &perf_root,
-        &keep.path().join("staging"),
-    )
-    .args([
-        "--frequency",
-        "499",
-        "--threads-per-shard",
-        "3",
-        "--start-timeout",
-        "30",
-        "--stop-timeout",
-        "20",
-    ])
-    .env("SLURM_JOB_ID", "4242")
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
-    crate::util::wait_sidecar_ready(&mut sidecar, &mut worker, &tokens, Duration::from_secs(60));
-    rec(&tokens, &["start", "--query", "q1"]);
-    std::thread::sleep(Duration::from_secs(2));
-    rec(&tokens, &["stop", "--query", "q1"]);
-    rec(&tokens, &["shutdown"]);
-    let out = sidecar.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "sidecar: {}",
-        String::from_utf8_lossy(&out.stderr)
+    util::capture_q1(
+        keep.path(),
+        &result_dir.join("profiles/perf"),
+        &mut worker,
+        "--frequency 499 --threads-per-shard 3 --start-timeout 30 --stop-timeout 20",
+        &[("SLURM_JOB_ID", "4242")],
+        2,
+        Duration::from_secs(60),
     );
-    let _ = worker.kill();
-    let _ = worker.wait();
     // After the job the binary is gone: only symfs/ can name its frames.
     fs::remove_dir_all(&bin_dir).unwrap();
     Base {
         _keep: keep,
         result_dir,
-    }
-}
-
-pub(crate) fn copy_tree(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dst = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &dst);
-        } else {
-            fs::copy(e.path(), &dst).unwrap();
-        }
     }
 }
 
@@ -166,15 +95,6 @@ fn run(args: &[&str], dirs: &[&Path]) -> Output {
         .args(args)
         .output()
         .unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}--- stderr\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// (samples, sum of periods) of `files` according to perf itself.

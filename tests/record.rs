@@ -16,7 +16,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, MutexGuard};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
@@ -36,19 +36,7 @@ fn serial() -> MutexGuard<'static, ()> {
 
 /// The test worker, compiled once per test run.
 fn phases_program() -> Option<PathBuf> {
-    static EXE: OnceLock<Option<PathBuf>> = OnceLock::new();
-    EXE.get_or_init(|| {
-        let src = crate::util::repo_root().join("tests/programs/phases.c");
-        let exe = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("record-phases");
-        let ok = Command::new("gcc")
-            .args(["-O1", "-fno-omit-frame-pointer", "-pthread", "-o"])
-            .arg(&exe)
-            .arg(&src)
-            .status()
-            .is_ok_and(|s| s.success());
-        ok.then_some(exe)
-    })
-    .clone()
+    crate::util::program("record-phases", "tests/programs/phases.c", &["-O1"])
 }
 
 /// Both real components, or a loud skip (a failure under CI).
@@ -814,6 +802,26 @@ fn record_every_subcommand_has_help() {
 }
 
 #[test]
+fn record_non_utf8_argument_is_a_usage_error() {
+    // The OS hands over bytes; one that is not UTF-8 is refused with the
+    // usage exit code and the flag named, not a panic (exit 101).
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let bad = std::ffi::OsStr::from_bytes(b"q\xff");
+    let out = Command::new(recorder())
+        .args(["start", "--worker", "0", "--token-dir"])
+        .arg(dir.path())
+        .arg("--query")
+        .arg(bad)
+        .output()
+        .unwrap();
+    fails_with(&out, 2, "--query: `q\u{fffd}` is not valid UTF-8");
+    let out = Command::new(recorder()).arg(bad).output().unwrap();
+    fails_with(&out, 2, "unknown command `q\u{fffd}`");
+    assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
 fn record_stop_watchdog_kills_a_hung_perf() {
     let Some(prog) = components() else { return };
     let _serial = serial();
@@ -870,27 +878,12 @@ fn record_shard_whose_threads_all_exit_is_not_a_failure() {
 
 /// The thread-churning worker (tests/programs/churn.c), compiled once.
 fn churn_program() -> Option<PathBuf> {
-    static EXE: OnceLock<Option<PathBuf>> = OnceLock::new();
-    EXE.get_or_init(|| {
-        let src = crate::util::repo_root().join("tests/programs/churn.c");
-        let exe = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("record-churn");
-        let ok = Command::new("gcc")
-            .args(["-O1", "-fno-omit-frame-pointer", "-pthread", "-o"])
-            .arg(&exe)
-            .arg(&src)
-            .status()
-            .is_ok_and(|s| s.success());
-        ok.then_some(exe)
-    })
-    .clone()
+    crate::util::program("record-churn", "tests/programs/churn.c", &["-O1"])
 }
 
 /// Runs `jobprof ARGS`.
 fn jobprof(args: &[&Path]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_jobprof"))
-        .args(args)
-        .output()
-        .unwrap()
+    crate::util::jobprof().args(args).output().unwrap()
 }
 
 /// The counters of `capture.json` agree with the TSV files.

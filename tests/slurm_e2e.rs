@@ -73,6 +73,18 @@ fn sbatch(dir: &Path, script: &Path, env: &[(&str, String)]) -> Job {
     Job(id)
 }
 
+/// tests/programs/NAME.c built into `dir` (the job runs it from there), or
+/// a loud skip (a failure under CI).
+fn workload(dir: &Path, name: &str) -> Option<PathBuf> {
+    let exe = dir.join(name);
+    let built = util::gcc(&format!("tests/programs/{name}.c"), &exe, &["-O1"]);
+    let why = built
+        .as_ref()
+        .err()
+        .map_or(String::new(), |e| format!(": {e}"));
+    util::require(built.is_ok(), &format!("gcc (for the test workload){why}")).then_some(exe)
+}
+
 #[test]
 fn slurm_benchmark_job_with_sidecar_and_post_job_processing() {
     if !cluster_and_perf() {
@@ -80,17 +92,9 @@ fn slurm_benchmark_job_with_sidecar_and_post_job_processing() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let workload = dir.join("queries");
-    let gcc = Command::new("gcc")
-        .args(["-fno-omit-frame-pointer", "-O1", "-pthread", "-o"])
-        .arg(&workload)
-        .arg(util::repo_root().join("tests/programs/queries.c"))
-        .output();
-    let Ok(gcc) = gcc else {
-        util::require(false, "gcc (for the test workload)");
+    let Some(workload) = workload(dir, "queries") else {
         return;
     };
-    assert!(gcc.status.success(), "gcc: {}", util::output_text(&gcc));
     let result = dir.join("result_dir_e2e");
     let ctl = dir.join("ctl");
     fs::write(&ctl, "idle\n").unwrap();
@@ -371,17 +375,9 @@ fn slurm_requeued_job_is_not_fooled_by_stale_tokens() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let workload = dir.join("phases");
-    let gcc = Command::new("gcc")
-        .args(["-fno-omit-frame-pointer", "-O1", "-pthread", "-o"])
-        .arg(&workload)
-        .arg(util::repo_root().join("tests/programs/phases.c"))
-        .output();
-    let Ok(gcc) = gcc else {
-        util::require(false, "gcc (for the test workload)");
+    let Some(workload) = workload(dir, "phases") else {
         return;
     };
-    assert!(gcc.status.success(), "gcc: {}", util::output_text(&gcc));
     let script = dir.join("requeue.sbatch");
     fs::write(&script, REQUEUE_SCRIPT).unwrap();
     let env = [

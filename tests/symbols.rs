@@ -17,18 +17,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::util::jobprof;
-use crate::util::{self, output_text, recorder, repo_root};
-
-fn worker_binary(dir: &Path) -> Option<PathBuf> {
-    let exe = dir.join("symbols_worker");
-    let ok = Command::new("gcc")
-        .args(["-O2", "-g", "-fno-omit-frame-pointer", "-pthread", "-o"])
-        .arg(&exe)
-        .arg(repo_root().join("tests/programs/symbols.c"))
-        .status()
-        .is_ok_and(|s| s.success());
-    ok.then_some(exe)
-}
+use crate::util::{self, output_text};
 
 /// One published capture of the worker: `<keep>/result/worker_0/q1`.
 struct Captured {
@@ -49,51 +38,26 @@ impl Captured {
 /// one 3-second capture in 2 shards.
 fn capture(call_graph: &str) -> Captured {
     let keep = tempfile::tempdir().unwrap();
-    let exe = worker_binary(keep.path()).expect("gcc builds tests/programs/symbols.c");
+    let exe = keep.path().join("symbols_worker");
+    util::gcc("tests/programs/symbols.c", &exe, &["-O2", "-g"]).unwrap();
     let mut worker = Command::new(&exe)
         .args(["120", "4"])
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
     let perf_root = keep.path().join("result");
-    let tokens = keep.path().join("tokens");
-    fs::create_dir_all(&perf_root).unwrap();
-    fs::create_dir_all(&tokens).unwrap();
-    let mut sidecar = crate::util::sidecar_command(
-        &tokens,
-        worker.id(),
+    util::capture_q1(
+        keep.path(),
         &perf_root,
-        &keep.path().join("staging"),
-    )
-    .args(["--call-graph", call_graph, "--frequency", "999"])
-    .args(["--threads-per-shard", "3", "--start-timeout", "60"])
-    .args(["--stop-timeout", "60"])
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
-    crate::util::wait_sidecar_ready(&mut sidecar, &mut worker, &tokens, Duration::from_secs(120));
-    for args in [
-        &["start", "--query", "q1"][..],
-        &["stop", "--query", "q1"][..],
-        &["shutdown"][..],
-    ] {
-        if args[0] == "stop" {
-            std::thread::sleep(Duration::from_secs(3));
-        }
-        let out = Command::new(recorder())
-            .args(args)
-            .arg("--token-dir")
-            .arg(&tokens)
-            .args(["--worker", "0", "--timeout", "300"])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{args:?}: {}", output_text(&out));
-    }
-    let out = sidecar.wait_with_output().unwrap();
-    assert!(out.status.success(), "sidecar: {}", output_text(&out));
-    let _ = worker.kill();
-    let _ = worker.wait();
+        &mut worker,
+        &format!(
+            "--call-graph {call_graph} --frequency 999 --threads-per-shard 3 \
+             --start-timeout 60 --stop-timeout 60"
+        ),
+        &[],
+        3,
+        Duration::from_secs(120),
+    );
     Captured {
         _keep: keep,
         perf_root,

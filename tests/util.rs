@@ -247,17 +247,137 @@ pub fn wait_sidecar_ready(
     }
 }
 
-/// `jobprof-record sidecar` for worker 0 of `pid`, with its token dir,
-/// PERF_ROOT and staging dir; callers add the capture options.
-pub fn sidecar_command(tokens: &Path, pid: u32, perf_root: &Path, staging: &Path) -> Command {
+/// `jobprof-record sidecar` for worker `worker` of `pid`, with its token
+/// dir, PERF_ROOT and staging dir; callers add the capture options.
+pub fn sidecar_command(
+    tokens: &Path,
+    worker: u32,
+    pid: u32,
+    perf_root: &Path,
+    staging: &Path,
+) -> Command {
     let mut c = Command::new(recorder());
     c.arg("sidecar")
         .arg("--token-dir")
         .arg(tokens)
-        .args(["--worker", "0", "--pid", &pid.to_string()])
+        .args(["--worker", &worker.to_string(), "--pid", &pid.to_string()])
         .arg("--out")
         .arg(perf_root)
         .arg("--staging")
         .arg(staging);
     c
+}
+
+/// Runs a driver-side `jobprof-record ARGS --token-dir TOKENS --worker N
+/// --timeout 300` (`start`, `stop`, `shutdown`) and insists it succeeds.
+pub fn record_driver(tokens: &Path, worker: u32, args: &[&str]) {
+    let out = Command::new(recorder())
+        .args(args)
+        .arg("--token-dir")
+        .arg(tokens)
+        .args(["--worker", &worker.to_string(), "--timeout", "300"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "jobprof-record {args:?}: {}",
+        output_text(&out)
+    );
+}
+
+/// One query, `q1`, of worker 0 captured by the real sidecar as a job runs
+/// it, into `perf_root` (created), with the tokens and staging in `dir`:
+/// starts the sidecar with `options` (words separated by spaces) and `env`
+/// next to the running
+/// `worker`, waits up to `ready` for it, then `start`, `seconds` of
+/// sampling, `stop` and `shutdown`; insists every step and the sidecar
+/// succeed, and kills the worker.
+pub fn capture_q1(
+    dir: &Path,
+    perf_root: &Path,
+    worker: &mut Child,
+    options: &str,
+    env: &[(&str, &str)],
+    seconds: u64,
+    ready: std::time::Duration,
+) {
+    let tokens = dir.join("tokens");
+    std::fs::create_dir_all(&tokens).unwrap();
+    std::fs::create_dir_all(perf_root).unwrap();
+    let staging = dir.join("staging");
+    let mut child = sidecar_command(&tokens, 0, worker.id(), perf_root, &staging)
+        .args(options.split_whitespace())
+        .envs(env.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_sidecar_ready(&mut child, worker, &tokens, ready);
+    record_driver(&tokens, 0, &["start", "--query", "q1"]);
+    std::thread::sleep(std::time::Duration::from_secs(seconds));
+    record_driver(&tokens, 0, &["stop", "--query", "q1"]);
+    record_driver(&tokens, 0, &["shutdown"]);
+    let out = child.wait_with_output().unwrap();
+    let _ = worker.kill();
+    let _ = worker.wait();
+    assert!(out.status.success(), "sidecar: {}", output_text(&out));
+}
+
+/// Compiles the C test program `src` (a path below the repository root)
+/// into `exe` with gcc: frame pointers and pthreads, plus `flags` (the
+/// optimisation level, `-g`, `-static`). Err says why (gcc missing, or its
+/// output).
+pub fn gcc(src: &str, exe: &Path, flags: &[&str]) -> Result<(), String> {
+    let out = Command::new("gcc")
+        .args(flags)
+        .args(["-fno-omit-frame-pointer", "-pthread", "-o"])
+        .arg(exe)
+        .arg(repo_root().join(src))
+        .output()
+        .map_err(|e| format!("gcc: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!("gcc {src}: {}", output_text(&out)))
+    }
+}
+
+/// The C test program `src` compiled once per test run with `flags` (see
+/// [`gcc`]) into the target's temporary directory as `name` (tests look
+/// for that name in /proc, reports and flamegraphs); None when gcc fails
+/// (callers `require` it).
+pub fn program(name: &str, src: &str, flags: &[&str]) -> Option<PathBuf> {
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+    static BUILT: Mutex<BTreeMap<String, Option<PathBuf>>> = Mutex::new(BTreeMap::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    built
+        .entry(name.to_string())
+        .or_insert_with(|| {
+            let exe = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+            gcc(src, &exe, flags).ok().map(|()| exe)
+        })
+        .clone()
+}
+
+/// Whether `perf --version` runs.
+pub fn perf_available() -> bool {
+    Command::new("perf")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Copies the tree `from` to `to` (created), files and directories only.
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dst = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dst);
+        } else {
+            std::fs::copy(e.path(), &dst).unwrap();
+        }
+    }
 }

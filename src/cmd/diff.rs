@@ -146,30 +146,70 @@ fn run_dirs(args: DiffArgs) -> anyhow::Result<ExitCode> {
     let query = args.query.as_deref();
     let before = jobdiff::load_run(&args.before, query.filter(|_| !captures))?;
     let after = jobdiff::load_run(&args.after, query.filter(|_| !captures))?;
-    let single = (jobdiff::only_query(&before), jobdiff::only_query(&after));
-    let pair = if let (true, Some((qb, _)), Some((qa, _))) = (captures, single.0, single.1) {
-        Some((
-            jobdiff::stacks_of(&before, qb, "BEFORE")?,
-            jobdiff::stacks_of(&after, qa, "AFTER")?,
-            if qb == qa {
-                qb.clone()
-            } else {
-                format!("{qb} vs {qa}")
-            },
-        ))
-    } else if let Some(q) = query {
-        Some((
-            jobdiff::stacks_of(&before, q, "BEFORE")?,
-            jobdiff::stacks_of(&after, q, "AFTER")?,
-            q.to_string(),
-        ))
-    } else {
-        None
-    };
-    if let Some((b, a, q)) = pair {
+    if let Some((b, a, q)) = one_pair(captures, query, &before, &after)? {
         let count = jobdiff::count_name(&before, &after);
         return diff_one(&args, b, a, &q, count);
     }
+    let out_dir = every_query_dir(&args)?;
+    let format = match &args.look.format {
+        Some(f) => f.parse::<Format>().map_err(jobprof::Error::from)?,
+        None => Format::Html,
+    };
+    let mut opts = args.look.options("Differential Flame Graph", "hot")?;
+    if args.look.count_name == "samples" {
+        if let Some(n) = jobdiff::count_name(&before, &after) {
+            opts.count_name = n;
+        }
+    }
+    let diff = jobdiff::diff_runs(&before, &after, args.normalize, format, &opts, &out_dir)?;
+    let bad = warn_unprocessed(&args, [&before, &after]);
+    print_changes(&diff, &opts.count_name, &out_dir)?;
+    if !args.quiet {
+        note_unpaired(&diff);
+    }
+    Ok(if bad > 0 {
+        ExitCode::Failed
+    } else {
+        ExitCode::Success
+    })
+}
+
+/// The one query to compare, with its name: the only query of two capture
+/// directories (named `QB vs QA` when they differ), or `--query`. None:
+/// compare every common query.
+fn one_pair<'r>(
+    captures: bool,
+    query: Option<&str>,
+    before: &'r jobdiff::Run,
+    after: &'r jobdiff::Run,
+) -> anyhow::Result<Option<(&'r QueryStacks, &'r QueryStacks, String)>> {
+    let single = (jobdiff::only_query(before), jobdiff::only_query(after));
+    Ok(
+        if let (true, Some((qb, _)), Some((qa, _))) = (captures, single.0, single.1) {
+            Some((
+                jobdiff::stacks_of(before, qb, "BEFORE")?,
+                jobdiff::stacks_of(after, qa, "AFTER")?,
+                if qb == qa {
+                    qb.clone()
+                } else {
+                    format!("{qb} vs {qa}")
+                },
+            ))
+        } else if let Some(q) = query {
+            Some((
+                jobdiff::stacks_of(before, q, "BEFORE")?,
+                jobdiff::stacks_of(after, q, "AFTER")?,
+                q.to_string(),
+            ))
+        } else {
+            None
+        },
+    )
+}
+
+/// The `-o` directory every query's page goes into; a usage error when it
+/// is missing, a file or stdout.
+fn every_query_dir(args: &DiffArgs) -> anyhow::Result<PathBuf> {
     let Some(out_dir) = args.output.clone() else {
         return Err(jobprof::Error::Usage(
             "comparing every query of two runs writes a directory (index.html and one page \
@@ -186,19 +226,14 @@ fn run_dirs(args: DiffArgs) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
-    let format = match &args.look.format {
-        Some(f) => f.parse::<Format>().map_err(jobprof::Error::from)?,
-        None => Format::Html,
-    };
-    let mut opts = args.look.options("Differential Flame Graph", "hot")?;
-    if args.look.count_name == "samples" {
-        if let Some(n) = jobdiff::count_name(&before, &after) {
-            opts.count_name = n;
-        }
-    }
-    let diff = jobdiff::diff_runs(&before, &after, args.normalize, format, &opts, &out_dir)?;
+    Ok(out_dir)
+}
+
+/// Warns (unless quiet) about each query whose inputs were not processed
+/// and were left out; returns the skipped input lines of both runs.
+fn warn_unprocessed(args: &DiffArgs, runs: [&jobdiff::Run; 2]) -> u64 {
     let mut bad = 0;
-    for run in [&before, &after] {
+    for run in runs {
         for (q, s) in &run.queries {
             bad += s.bad_lines;
             if !args.quiet && !s.missing.is_empty() {
@@ -210,13 +245,18 @@ fn run_dirs(args: DiffArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
+    bad
+}
+
+/// One stdout line per compared query (its change and page), then the index.
+fn print_changes(diff: &jobdiff::RunDiff, count_name: &str, out_dir: &Path) -> anyhow::Result<()> {
     for d in &diff.queries {
         let base = d.before_total as f64 * d.scale;
         jobprof::outln!(
             "{}: {:+.0} {} ({}){}",
             d.query,
             d.change,
-            opts.count_name,
+            count_name,
             if base > 0.0 {
                 format!("{:+.1}%", 100.0 * d.change / base)
             } else {
@@ -229,21 +269,19 @@ fn run_dirs(args: DiffArgs) -> anyhow::Result<ExitCode> {
         )?;
     }
     jobprof::outln!("{}", out_dir.join(jobprof::job::INDEX_HTML).display())?;
-    if !args.quiet {
-        for (side, list) in [("BEFORE", &diff.only_before), ("AFTER", &diff.only_after)] {
-            if !list.is_empty() {
-                jobprof::errln!(
-                    "jobprof: note: only {side} has {}: not compared",
-                    list.join(", ")
-                );
-            }
+    Ok(())
+}
+
+/// Notes the queries only one run has (they are not compared).
+fn note_unpaired(diff: &jobdiff::RunDiff) {
+    for (side, list) in [("BEFORE", &diff.only_before), ("AFTER", &diff.only_after)] {
+        if !list.is_empty() {
+            jobprof::errln!(
+                "jobprof: note: only {side} has {}: not compared",
+                list.join(", ")
+            );
         }
     }
-    Ok(if bad > 0 {
-        ExitCode::Failed
-    } else {
-        ExitCode::Success
-    })
 }
 
 /// One query of two runs into the file OUT.

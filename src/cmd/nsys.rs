@@ -143,17 +143,16 @@ impl CollectArgs {
 
 impl SettleArgs {
     fn options(&self, report_root: PathBuf, runtime_dirs: Vec<PathBuf>) -> CollectOptions {
-        CollectOptions {
-            report_root,
-            runtime_dirs,
-            expect_ranks: self.expect_ranks,
-            settle: self.settle,
-            timeout: self.timeout,
-            poll: self.poll,
-            since_baseline: self.since_baseline,
-            archive: self.archive,
-            manifest: self.manifest.clone(),
-        }
+        let mut o = CollectOptions::new(report_root);
+        o.runtime_dirs = runtime_dirs;
+        o.expect_ranks = self.expect_ranks;
+        o.settle = self.settle;
+        o.timeout = self.timeout;
+        o.poll = self.poll;
+        o.since_baseline = self.since_baseline;
+        o.archive = self.archive;
+        o.manifest = self.manifest.clone();
+        o
     }
 }
 
@@ -345,87 +344,99 @@ pub fn run(args: NsysArgs) -> anyhow::Result<jobprof::ExitCode> {
             let c = nsys::collect(&opts, None, &progress).map_err(jobprof::Error::from)?;
             finish(c)
         }
-        NsysCommand::Flush(a) => {
-            let (collect, plan) = a.collect.options()?;
-            let mut opts = FlushOptions::new(a.job.clone(), collect);
-            opts.connector_step_name = a.connector_step_name.clone();
-            opts.nsight_slurm = a.nsight_slurm.clone();
-            if let Some(plan) = plan.filter(|p| p.wrapper().is_some()) {
-                let ip = head_ip(a.wrapper.head_ip, &plan);
-                let (ip, warning) = nsys::setup::head_ip(ip).map_err(jobprof::Error::from)?;
-                if let Some(w) = warning {
-                    progress.log(w);
-                }
-                let w = nsys::Wrapper::of(&plan, ip, a.wrapper.call_timeout)
-                    .map_err(jobprof::Error::from)?;
-                opts.nsight_slurm = Some(w.exe.clone());
-                opts.wrapper = Some(w);
-            }
-            let c = nsys::flush(&opts, &progress).map_err(jobprof::Error::from)?;
-            finish(c)
-        }
-        NsysCommand::Setup(a) => {
-            let plan = Plan::from_path(&a.config).map_err(jobprof::Error::from)?;
-            let done = nsys::setup(&plan, a.wrapper.head_ip, a.wrapper.call_timeout, &progress)
-                .map_err(jobprof::Error::from)?;
-            let log = plan
-                .dirs
-                .as_ref()
-                .and_then(|d| d.wrapper_log.as_ref())
-                .map(|l| format!(" (wrapper log {})", l.display()))
-                .unwrap_or_default();
-            let what = match done {
-                nsys::SetupOutcome::DirsOnly => "directories created; plain nsys needs no wrapper",
-                nsys::SetupOutcome::Configured => "nsight-slurm configured, coordinator started",
-                nsys::SetupOutcome::Reconfigured => {
-                    "config changed: coordinator stopped, nsight-slurm configured, coordinator started"
-                }
-                nsys::SetupOutcome::Unchanged => "already set up with this config; nothing run",
-            };
-            let dir = plan.dirs.as_ref().map(|d| d.log_dir.display().to_string());
-            jobprof::outln!("{}: {what}{log}", dir.unwrap_or_default())?;
-            Ok(jobprof::ExitCode::Success)
-        }
-        NsysCommand::Teardown(a) => {
-            let plan = Plan::from_path(&a.config).map_err(jobprof::Error::from)?;
-            let flush = match (&a.job, plan.dirs.as_ref()) {
-                (Some(job), Some(dirs)) if a.flush => {
-                    let collect = a
-                        .settle
-                        .options(dirs.log_dir.clone(), dirs.runtime.iter().cloned().collect());
-                    let mut f = FlushOptions::new(job.clone(), collect);
-                    f.connector_step_name = a.connector_step_name.clone();
-                    Some(f)
-                }
-                _ => None,
-            };
-            let ip = head_ip(a.wrapper.head_ip, &plan);
-            let collected = nsys::teardown(&plan, ip, a.wrapper.call_timeout, flush, &progress)
-                .map_err(jobprof::Error::from)?;
-            jobprof::outln!(
-                "{}: coordinator stopped",
-                plan.dirs
-                    .as_ref()
-                    .map(|d| d.log_dir.display().to_string())
-                    .unwrap_or_default()
-            )?;
-            match collected {
-                Some(c) => finish(c),
-                None => Ok(jobprof::ExitCode::Success),
-            }
-        }
-        NsysCommand::Plan(a) => {
-            let plan = Plan::from_path(&a.config).map_err(jobprof::Error::from)?;
-            if a.json {
-                jobprof::outln!("{}", serde_json::to_string_pretty(&plan)?)?;
-            } else if a.dry_run {
-                jobprof::out!("{}", plan.panel())?;
-            } else {
-                jobprof::outln!("{}", plan.command_line())?;
-            }
-            Ok(jobprof::ExitCode::Success)
-        }
+        NsysCommand::Flush(a) => flush(a, &progress),
+        NsysCommand::Setup(a) => setup(a, &progress),
+        NsysCommand::Teardown(a) => teardown(a, &progress),
+        NsysCommand::Plan(a) => plan(a),
     }
+}
+
+/// `nsys flush`: through the wrapper of the config, when it names one.
+fn flush(a: FlushArgs, progress: &Progress) -> anyhow::Result<jobprof::ExitCode> {
+    let (collect, plan) = a.collect.options()?;
+    let mut opts = FlushOptions::new(a.job.clone(), collect);
+    opts.connector_step_name = a.connector_step_name.clone();
+    opts.nsight_slurm = a.nsight_slurm.clone();
+    if let Some(plan) = plan.filter(|p| p.wrapper().is_some()) {
+        let ip = head_ip(a.wrapper.head_ip, &plan);
+        let (ip, warning) = nsys::setup::head_ip(ip).map_err(jobprof::Error::from)?;
+        if let Some(w) = warning {
+            progress.log(w);
+        }
+        let w =
+            nsys::Wrapper::of(&plan, ip, a.wrapper.call_timeout).map_err(jobprof::Error::from)?;
+        opts.nsight_slurm = Some(w.exe.clone());
+        opts.wrapper = Some(w);
+    }
+    let c = nsys::flush(&opts, progress).map_err(jobprof::Error::from)?;
+    finish(c)
+}
+
+/// `nsys setup`: one stdout line saying what was done.
+fn setup(a: SetupArgs, progress: &Progress) -> anyhow::Result<jobprof::ExitCode> {
+    let plan = Plan::from_path(&a.config).map_err(jobprof::Error::from)?;
+    let done = nsys::setup(&plan, a.wrapper.head_ip, a.wrapper.call_timeout, progress)
+        .map_err(jobprof::Error::from)?;
+    let log = plan
+        .dirs
+        .as_ref()
+        .and_then(|d| d.wrapper_log.as_ref())
+        .map(|l| format!(" (wrapper log {})", l.display()))
+        .unwrap_or_default();
+    let what = match done {
+        nsys::SetupOutcome::DirsOnly => "directories created; plain nsys needs no wrapper",
+        nsys::SetupOutcome::Configured => "nsight-slurm configured, coordinator started",
+        nsys::SetupOutcome::Reconfigured => {
+            "config changed: coordinator stopped, nsight-slurm configured, coordinator started"
+        }
+        nsys::SetupOutcome::Unchanged => "already set up with this config; nothing run",
+    };
+    let dir = plan.dirs.as_ref().map(|d| d.log_dir.display().to_string());
+    jobprof::outln!("{}: {what}{log}", dir.unwrap_or_default())?;
+    Ok(jobprof::ExitCode::Success)
+}
+
+/// `nsys teardown`, with the flush first when `--flush --job` ask for it.
+fn teardown(a: TeardownArgs, progress: &Progress) -> anyhow::Result<jobprof::ExitCode> {
+    let plan = Plan::from_path(&a.config).map_err(jobprof::Error::from)?;
+    let flush = match (&a.job, plan.dirs.as_ref()) {
+        (Some(job), Some(dirs)) if a.flush => {
+            let collect = a
+                .settle
+                .options(dirs.log_dir.clone(), dirs.runtime.iter().cloned().collect());
+            let mut f = FlushOptions::new(job.clone(), collect);
+            f.connector_step_name = a.connector_step_name.clone();
+            Some(f)
+        }
+        _ => None,
+    };
+    let ip = head_ip(a.wrapper.head_ip, &plan);
+    let collected = nsys::teardown(&plan, ip, a.wrapper.call_timeout, flush, progress)
+        .map_err(jobprof::Error::from)?;
+    jobprof::outln!(
+        "{}: coordinator stopped",
+        plan.dirs
+            .as_ref()
+            .map(|d| d.log_dir.display().to_string())
+            .unwrap_or_default()
+    )?;
+    match collected {
+        Some(c) => finish(c),
+        None => Ok(jobprof::ExitCode::Success),
+    }
+}
+
+/// `nsys plan`: the launcher command line, the panel (`--dry-run`) or JSON.
+fn plan(a: PlanArgs) -> anyhow::Result<jobprof::ExitCode> {
+    let plan = Plan::from_path(&a.config).map_err(jobprof::Error::from)?;
+    if a.json {
+        jobprof::outln!("{}", serde_json::to_string_pretty(&plan)?)?;
+    } else if a.dry_run {
+        jobprof::out!("{}", plan.panel())?;
+    } else {
+        jobprof::outln!("{}", plan.command_line())?;
+    }
+    Ok(jobprof::ExitCode::Success)
 }
 
 /// Prints the one-line summary and turns an incomplete collection into the

@@ -141,20 +141,16 @@ pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
         )
         .into());
     }
-    let opts = Options {
-        symbolizer: args.symbolizer,
-        jobs: args.jobs.unwrap_or(0),
-        inline: args.inline,
-        force: args.force,
-        formats: Formats::parse(&args.formats)?,
-        min_symbolized_pct: args.min_symbolized,
-        perf: args.perf,
-        time_slices: args.time_slices,
-        job: jobprof::job::Options {
-            query_root: args.query_root.parse()?,
-        },
-        ..Options::default()
-    };
+    let mut opts = Options::default();
+    opts.symbolizer = args.symbolizer;
+    opts.jobs = args.jobs.unwrap_or(0);
+    opts.inline = args.inline;
+    opts.force = args.force;
+    opts.formats = Formats::parse(&args.formats)?;
+    opts.min_symbolized_pct = args.min_symbolized;
+    opts.perf = args.perf;
+    opts.time_slices = args.time_slices;
+    opts.job.query_root = args.query_root.parse()?;
     let filter = Filter {
         workers: args.worker,
         queries: args.query,

@@ -60,19 +60,17 @@ pub struct ReplArgs {
 }
 
 pub fn run(args: ReplArgs) -> anyhow::Result<jobprof::ExitCode> {
-    let opts = ReplOptions {
-        // A pseudo-terminal only for a person at a terminal: with --file or
-        // piped input the CLI must see plain stdin.
-        pty: args.file.is_none() && std::io::stdin().is_terminal(),
-        job: args.job,
-        port: args.port,
-        catalog: args.catalog,
-        schema: args.schema,
-        user: args.user,
-        file: args.file,
-        cli: args.cli,
-        extra: args.extra,
-    };
+    let mut opts = ReplOptions::new(args.job);
+    // A pseudo-terminal only for a person at a terminal: with --file or
+    // piped input the CLI must see plain stdin.
+    opts.pty = args.file.is_none() && std::io::stdin().is_terminal();
+    opts.port = args.port;
+    opts.catalog = args.catalog;
+    opts.schema = args.schema;
+    opts.user = args.user;
+    opts.file = args.file;
+    opts.cli = args.cli;
+    opts.extra = args.extra;
     let plan = repl::plan(&Slurm::new(), &opts)?;
     Progress::plain().log(format!(
         "job {} coordinator {} ({}): {}",

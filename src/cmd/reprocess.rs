@@ -154,23 +154,17 @@ pub fn run(args: ReprocessArgs) -> anyhow::Result<ExitCode> {
         }
         _ => Split::from_slurm_env(|k| std::env::var(k).ok())?,
     };
-    let opts = Options {
-        jobs: args.jobs.or_else(env_jobs).unwrap_or(0),
-        dry_run: args.dry_run,
-        force: args.force,
-        recompress: args.recompress,
-        replace_archives: args.replace_archives,
-        split,
-        process: process::Options {
-            formats,
-            perf: args.perf,
-            job: jobprof::job::Options {
-                query_root: args.query_root.parse()?,
-            },
-            symbolizer: args.symbolizer,
-            ..process::Options::default()
-        },
-    };
+    let mut opts = Options::default();
+    opts.jobs = args.jobs.or_else(env_jobs).unwrap_or(0);
+    opts.dry_run = args.dry_run;
+    opts.force = args.force;
+    opts.recompress = args.recompress;
+    opts.replace_archives = args.replace_archives;
+    opts.split = split;
+    opts.process.formats = formats;
+    opts.process.perf = args.perf;
+    opts.process.job.query_root = args.query_root.parse()?;
+    opts.process.symbolizer = args.symbolizer;
     let progress = if args.quiet {
         Progress::quiet()
     } else {

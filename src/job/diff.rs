@@ -392,7 +392,31 @@ fn query_row(q: &QueryDiff) -> (String, Vec<Cell>) {
 }
 
 fn index_html(d: &RunDiff) -> String {
-    let rows = d.queries.iter().map(query_row).collect();
+    let col = |key, label, num| Col { key, label, num };
+    let section = Section {
+        heading: "Queries, largest change first".into(),
+        note: Some(index_note(d)),
+        table: Table {
+            id: "jp-diff",
+            cols: vec![
+                col("query", "Query", false),
+                col("before", "Before", true),
+                col("after", "After", true),
+                col("change", "Change", true),
+                col("relative", "Change %", true),
+                col("moved", "Moved", true),
+                col("function", "Largest function change", false),
+                col("captures", "Captures (before / after)", true),
+                col("flamegraph", "Flamegraph", false),
+            ],
+            rows: d.queries.iter().map(query_row).collect(),
+        },
+    };
+    page::page("Run versus run", &index_facts(d), &[section])
+}
+
+/// The line above the table: the order, the colours, the unpaired queries.
+fn index_note(d: &RunDiff) -> String {
     let sort = if d.normalize {
         "the share of samples that moved between stacks (BEFORE scaled to AFTER's total)"
     } else {
@@ -408,7 +432,12 @@ fn index_html(d: &RunDiff) -> String {
     if !d.only_after.is_empty() {
         note.push_str(&format!(" Only in AFTER: {}.", d.only_after.join(", ")));
     }
-    let facts = vec![
+    note
+}
+
+/// The page's header facts: the two runs, the queries, the unit, when.
+fn index_facts(d: &RunDiff) -> Vec<(String, String)> {
+    vec![
         ("Before".to_string(), d.before.display().to_string()),
         ("After".to_string(), d.after.display().to_string()),
         (
@@ -424,63 +453,7 @@ fn index_html(d: &RunDiff) -> String {
                 env!("CARGO_PKG_VERSION")
             ),
         ),
-    ];
-    let section = Section {
-        heading: "Queries, largest change first".into(),
-        note: Some(note),
-        table: Table {
-            id: "jp-diff",
-            cols: vec![
-                Col {
-                    key: "query",
-                    label: "Query",
-                    num: false,
-                },
-                Col {
-                    key: "before",
-                    label: "Before",
-                    num: true,
-                },
-                Col {
-                    key: "after",
-                    label: "After",
-                    num: true,
-                },
-                Col {
-                    key: "change",
-                    label: "Change",
-                    num: true,
-                },
-                Col {
-                    key: "relative",
-                    label: "Change %",
-                    num: true,
-                },
-                Col {
-                    key: "moved",
-                    label: "Moved",
-                    num: true,
-                },
-                Col {
-                    key: "function",
-                    label: "Largest function change",
-                    num: false,
-                },
-                Col {
-                    key: "captures",
-                    label: "Captures (before / after)",
-                    num: true,
-                },
-                Col {
-                    key: "flamegraph",
-                    label: "Flamegraph",
-                    num: false,
-                },
-            ],
-            rows,
-        },
-    };
-    page::page("Run versus run", &facts, &[section])
+    ]
 }
 
 #[cfg(test)]

@@ -76,6 +76,7 @@ impl std::str::FromStr for QueryRoot {
 
 /// Options of the job-level views.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Options {
     /// Root frame of the per-query flamegraphs.
     pub query_root: QueryRoot,

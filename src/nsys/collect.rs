@@ -42,6 +42,7 @@ type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// What `collect` does and how long it waits.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CollectOptions {
     /// The shared report root (`DIR`); must exist.
     pub report_root: PathBuf,
@@ -687,6 +688,39 @@ pub fn collect(
     result
 }
 
+/// The manifest of what the polls found (its finish time, hashes and
+/// archive are filled in by [`hash_and_archive`]).
+fn new_manifest(
+    opts: &CollectOptions,
+    polled: &Polled,
+    since_baseline: bool,
+    started_at: String,
+    log: &Log,
+) -> Manifest {
+    let (entries, status, missing) = report_entries(opts, polled, log);
+    let report_root = fs::canonicalize(&opts.report_root).unwrap_or(opts.report_root.clone());
+    Manifest {
+        version: 1,
+        status,
+        report_root,
+        runtime_dirs: opts.runtime_dirs.clone(),
+        expect_ranks: opts.expect_ranks,
+        missing_ranks: missing,
+        report_count: polled.reports.len(),
+        total_bytes: polled.reports.iter().map(|r| r.found.stamp.bytes).sum(),
+        settle_s: opts.settle.as_secs_f64(),
+        timeout_s: opts.timeout.as_secs_f64(),
+        poll_s: opts.poll.as_secs_f64(),
+        since_baseline,
+        baseline_ignored: polled.ignored,
+        started_at,
+        finished_at: String::new(),
+        elapsed_s: 0.0,
+        archive: None,
+        reports: entries,
+    }
+}
+
 /// [`fn@collect`] reporting through an existing [`Log`] (the flush's).
 pub fn collect_logged(
     opts: &CollectOptions,
@@ -729,30 +763,8 @@ pub fn collect_logged(
             ));
         }
     }
-
     let polled = poll_until_settled(opts, baseline.as_ref(), start, deadline, log)?;
-    let (entries, status, missing) = report_entries(opts, &polled, log);
-    let report_root = fs::canonicalize(&opts.report_root).unwrap_or(opts.report_root.clone());
-    let mut manifest = Manifest {
-        version: 1,
-        status,
-        report_root,
-        runtime_dirs: opts.runtime_dirs.clone(),
-        expect_ranks: opts.expect_ranks,
-        missing_ranks: missing,
-        report_count: polled.reports.len(),
-        total_bytes: polled.reports.iter().map(|r| r.found.stamp.bytes).sum(),
-        settle_s: opts.settle.as_secs_f64(),
-        timeout_s: opts.timeout.as_secs_f64(),
-        poll_s: opts.poll.as_secs_f64(),
-        since_baseline: baseline.is_some(),
-        baseline_ignored: polled.ignored,
-        started_at,
-        finished_at: String::new(),
-        elapsed_s: 0.0,
-        archive: None,
-        reports: entries,
-    };
+    let mut manifest = new_manifest(opts, &polled, baseline.is_some(), started_at, log);
     let archive_path = opts.archive.then(|| opts.report_root.join(ARCHIVE_FILE));
     log.finish();
     hash_and_archive(opts, &mut manifest, archive_path.as_deref(), start, log)?;
@@ -827,30 +839,19 @@ fn poll_until_settled(
         let quiet_for = now.duration_since(watch.last_change);
         let settled =
             !reports.is_empty() && empty == 0 && missing.is_empty() && quiet_for >= opts.settle;
-
-        let total: u64 = reports.iter().map(|r| r.found.stamp.bytes).sum();
-        let mut line = format!(
-            "poll {poll_no}: {} report(s), {}, {growing} growing, {empty} empty",
-            reports.len(),
-            crate::units::format_bytes(total)
+        let seen = PollSeen {
+            reports: &reports,
+            missing: &missing,
+            empty,
+            growing,
+            quiet_for,
+            settled,
+        };
+        let line = seen.line(
+            poll_no,
+            opts.settle,
+            deadline.saturating_duration_since(now),
         );
-        if !missing.is_empty() {
-            line.push_str(&format!(", missing ranks {}", compact_ranks(&missing)));
-        } else if reports.is_empty() {
-            line.push_str(", no report yet");
-        }
-        let left = deadline.saturating_duration_since(now);
-        if settled {
-            line.push_str("; settled");
-        } else if empty == 0 && missing.is_empty() && !reports.is_empty() {
-            line.push_str(&format!(
-                "; settles in {}, times out in {}",
-                format_duration(opts.settle - quiet_for),
-                format_duration(left)
-            ));
-        } else {
-            line.push_str(&format!("; times out in {}", format_duration(left)));
-        }
         log.tick(start.elapsed());
         log.line(line);
 
@@ -873,6 +874,49 @@ fn poll_until_settled(
             ignored,
             ever,
         });
+    }
+}
+
+/// What one poll saw, for its status line.
+struct PollSeen<'a> {
+    reports: &'a [Current],
+    missing: &'a [u32],
+    empty: usize,
+    growing: usize,
+    quiet_for: Duration,
+    settled: bool,
+}
+
+impl PollSeen<'_> {
+    /// `poll N: R report(s), SIZE, G growing, E empty[, missing ranks ...];
+    /// settled | settles in ..., times out in ...` (`left`: until the
+    /// deadline).
+    fn line(&self, poll_no: u64, settle: Duration, left: Duration) -> String {
+        let (reports, missing, empty) = (self.reports, self.missing, self.empty);
+        let total: u64 = reports.iter().map(|r| r.found.stamp.bytes).sum();
+        let mut line = format!(
+            "poll {poll_no}: {} report(s), {}, {} growing, {empty} empty",
+            reports.len(),
+            crate::units::format_bytes(total),
+            self.growing
+        );
+        if !missing.is_empty() {
+            line.push_str(&format!(", missing ranks {}", compact_ranks(missing)));
+        } else if reports.is_empty() {
+            line.push_str(", no report yet");
+        }
+        if self.settled {
+            line.push_str("; settled");
+        } else if empty == 0 && missing.is_empty() && !reports.is_empty() {
+            line.push_str(&format!(
+                "; settles in {}, times out in {}",
+                format_duration(settle - self.quiet_for),
+                format_duration(left)
+            ));
+        } else {
+            line.push_str(&format!("; times out in {}", format_duration(left)));
+        }
+        line
     }
 }
 
@@ -1032,6 +1076,10 @@ fn manifest_json(m: &Manifest) -> Result<Vec<u8>> {
     Ok(json)
 }
 
+/// The archive being written: tar inside one zstd frame, committed
+/// atomically at the end.
+type Archive = tar::Builder<zstd::Encoder<'static, AtomicFile>>;
+
 /// Hashes every report (streaming it into the archive when asked), then
 /// finalizes the manifest's times and, for an archive, appends the manifest
 /// as `manifest.json` and commits the archive atomically.
@@ -1042,18 +1090,10 @@ fn hash_and_archive(
     start: Instant,
     log: &Log,
 ) -> Result<()> {
-    let total: u64 = manifest.total_bytes;
-    let bar = log.progress().bytes_bar(total, "hashing reports");
-    let mut builder = match archive_path {
-        Some(p) => {
-            let file = AtomicFile::open(p, Destination::Confined, true)?;
-            let mut enc = zstd::Encoder::new(file, 3).map_err(|e| Error::io(p, e))?;
-            // Reports can be GB-sized; use a second core when there is one.
-            let _ = enc.multithread(2);
-            Some(tar::Builder::new(enc))
-        }
-        None => None,
-    };
+    let bar = log
+        .progress()
+        .bytes_bar(manifest.total_bytes, "hashing reports");
+    let mut builder = archive_path.map(open_archive).transpose()?;
     for entry in manifest.reports.iter_mut() {
         let Some(rel) = entry.path.clone() else {
             continue;
@@ -1075,59 +1115,89 @@ fn hash_and_archive(
             }
             Err(e) => return Err(e),
         };
-        // Exactly the bytes the manifest records: a report that grew after
-        // settling (it should not) cannot corrupt the archive's framing.
-        let mut reader = Sha256Reader::new(bar.wrap_read(file.take(entry.bytes)));
-        match builder.as_mut() {
-            Some(b) => {
-                let mut header = tar::Header::new_gnu();
-                header.set_entry_type(tar::EntryType::Regular);
-                header.set_size(entry.bytes);
-                header.set_mode(0o644);
-                header.set_mtime(
-                    u64::try_from(entry.mtime_unix_ns.unwrap_or(0) / 1_000_000_000).unwrap_or(0),
-                );
-                b.append_data(&mut header, &rel, &mut reader)
-                    .map_err(|e| Error::io(&path, e))?;
-            }
-            None => {
-                io::copy(&mut reader, &mut io::sink()).map_err(|e| Error::io(&path, e))?;
-            }
-        }
-        if reader.bytes_read() != entry.bytes {
-            return Err(Error::Io {
-                path: path.clone(),
-                source: io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    format!(
-                        "shrank from {} to {} bytes while being hashed; something is rewriting \
-                         the report, rerun the collector once it has stopped",
-                        entry.bytes,
-                        reader.bytes_read()
-                    ),
-                ),
-            });
-        }
-        entry.sha256 = Some(reader.hex_digest());
+        let reader = bar.wrap_read(file);
+        entry.sha256 = Some(hash_report(reader, entry, &rel, &path, builder.as_mut())?);
     }
     bar.finish_and_clear();
     manifest.finished_at = format_utc(unix_now() as u64);
     manifest.elapsed_s = start.elapsed().as_secs_f64();
-    if let (Some(mut b), Some(p)) = (builder, archive_path) {
-        manifest.archive = Some(PathBuf::from(ARCHIVE_FILE));
-        let json = manifest_json(manifest)?;
-        let mut header = tar::Header::new_gnu();
-        header.set_entry_type(tar::EntryType::Regular);
-        header.set_size(json.len() as u64);
-        header.set_mode(0o644);
-        header.set_mtime(unix_now() as u64);
-        b.append_data(&mut header, MANIFEST_FILE, json.as_slice())
-            .map_err(|e| Error::io(p, e))?;
-        let enc = b.into_inner().map_err(|e| Error::io(p, e))?;
-        let file = enc.finish().map_err(|e| Error::io(p, e))?;
-        file.commit()?;
-        log.line(format!("wrote {}", p.display()));
+    if let (Some(b), Some(p)) = (builder, archive_path) {
+        commit_archive(b, p, manifest, log)?;
     }
+    Ok(())
+}
+
+/// Creates the archive at `p` (confined, atomic).
+fn open_archive(p: &Path) -> Result<Archive> {
+    let file = AtomicFile::open(p, Destination::Confined, true)?;
+    let mut enc = zstd::Encoder::new(file, 3).map_err(|e| Error::io(p, e))?;
+    // Reports can be GB-sized; use a second core when there is one.
+    let _ = enc.multithread(2);
+    Ok(tar::Builder::new(enc))
+}
+
+/// The tar header of a regular file (mode 0644).
+fn regular_header(size: u64, mtime: u64) -> tar::Header {
+    let mut header = tar::Header::new_gnu();
+    header.set_entry_type(tar::EntryType::Regular);
+    header.set_size(size);
+    header.set_mode(0o644);
+    header.set_mtime(mtime);
+    header
+}
+
+/// The SHA-256 (hex) of exactly the `entry.bytes` the manifest records of
+/// the report at `path` (a report that grew after settling, as it should
+/// not, cannot corrupt the archive's framing), streamed into the archive
+/// as `rel` when there is one; an error when the report shrank meanwhile.
+fn hash_report(
+    file: impl Read,
+    entry: &ReportEntry,
+    rel: &Path,
+    path: &Path,
+    archive: Option<&mut Archive>,
+) -> Result<String> {
+    let mut reader = Sha256Reader::new(file.take(entry.bytes));
+    match archive {
+        Some(b) => {
+            let secs = entry.mtime_unix_ns.unwrap_or(0) / 1_000_000_000;
+            let mut header = regular_header(entry.bytes, u64::try_from(secs).unwrap_or(0));
+            b.append_data(&mut header, rel, &mut reader)
+                .map_err(|e| Error::io(path, e))?;
+        }
+        None => {
+            io::copy(&mut reader, &mut io::sink()).map_err(|e| Error::io(path, e))?;
+        }
+    }
+    if reader.bytes_read() != entry.bytes {
+        return Err(Error::Io {
+            path: path.to_path_buf(),
+            source: io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "shrank from {} to {} bytes while being hashed; something is rewriting \
+                     the report, rerun the collector once it has stopped",
+                    entry.bytes,
+                    reader.bytes_read()
+                ),
+            ),
+        });
+    }
+    Ok(reader.hex_digest())
+}
+
+/// Appends the manifest (naming the archive) as `manifest.json` and
+/// commits the archive at `p`.
+fn commit_archive(mut b: Archive, p: &Path, manifest: &mut Manifest, log: &Log) -> Result<()> {
+    manifest.archive = Some(PathBuf::from(ARCHIVE_FILE));
+    let json = manifest_json(manifest)?;
+    let mut header = regular_header(json.len() as u64, unix_now() as u64);
+    b.append_data(&mut header, MANIFEST_FILE, json.as_slice())
+        .map_err(|e| Error::io(p, e))?;
+    let enc = b.into_inner().map_err(|e| Error::io(p, e))?;
+    let file = enc.finish().map_err(|e| Error::io(p, e))?;
+    file.commit()?;
+    log.line(format!("wrote {}", p.display()));
     Ok(())
 }
 

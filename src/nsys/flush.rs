@@ -29,6 +29,7 @@ pub const STOP_TIMEOUT_S: u32 = 30;
 
 /// What `flush` does.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct FlushOptions {
     /// The Slurm job (or array task).
     pub job: JobId,
@@ -74,6 +75,18 @@ pub struct ExternalCommand {
     pub env: Vec<(OsString, OsString)>,
     /// The working directory (jobprof's own when `None`).
     pub cwd: Option<PathBuf>,
+}
+
+/// Reads a child's pipe to its end on a thread of its own (so neither
+/// pipe can fill and block the child); the text, lossily decoded.
+fn drain<R: Read + Send + 'static>(r: Option<R>) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(mut r) = r {
+            let _ = r.read_to_end(&mut buf);
+        }
+        String::from_utf8_lossy(&buf).into_owned()
+    })
 }
 
 /// What an external command did.
@@ -147,17 +160,36 @@ impl ExternalCommand {
 
     /// Runs it with its output captured, killing it at its time limit.
     pub fn run(&self) -> CommandOutcome {
+        let mut child = match self.spawn() {
+            Ok(c) => c,
+            Err(failure) => {
+                return CommandOutcome {
+                    status: None,
+                    stdout: String::new(),
+                    stderr: String::new(),
+                    failure: Some(failure),
+                }
+            }
+        };
+        let out = drain(child.stdout.take());
+        let err = drain(child.stderr.take());
+        let (status, failure) = self.wait_limited(&mut child);
+        CommandOutcome {
+            status,
+            stdout: out.join().unwrap_or_default(),
+            stderr: err.join().unwrap_or_default(),
+            failure,
+        }
+    }
+
+    /// Starts it with piped output in a process group of its own: at the
+    /// limit the whole group is killed, so a grandchild holding the pipes
+    /// open cannot outlive it. Err says why it did not start.
+    fn spawn(&self) -> std::result::Result<std::process::Child, String> {
         let Some((program, args)) = self.argv.split_first() else {
-            return CommandOutcome {
-                status: None,
-                stdout: String::new(),
-                stderr: String::new(),
-                failure: Some("empty command line".into()),
-            };
+            return Err("empty command line".into());
         };
         let mut command = Command::new(program);
-        // Its own process group: at the limit the whole group is killed,
-        // so a grandchild holding the pipes open cannot outlive it.
         command
             .args(args)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
@@ -165,48 +197,24 @@ impl ExternalCommand {
         if let Some(dir) = &self.cwd {
             command.current_dir(dir);
         }
-        let mut child = match command
+        command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-        {
-            Ok(c) => c,
-            Err(e) => {
-                return CommandOutcome {
-                    status: None,
-                    stdout: String::new(),
-                    stderr: String::new(),
-                    failure: Some(format!("could not start {}: {e}", self.program())),
-                }
-            }
-        };
-        let drain = |r: Option<Box<dyn Read + Send>>| {
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                if let Some(mut r) = r {
-                    let _ = r.read_to_end(&mut buf);
-                }
-                String::from_utf8_lossy(&buf).into_owned()
-            })
-        };
-        let out = drain(
-            child
-                .stdout
-                .take()
-                .map(|s| Box::new(s) as Box<dyn Read + Send>),
-        );
-        let err = drain(
-            child
-                .stderr
-                .take()
-                .map(|s| Box::new(s) as Box<dyn Read + Send>),
-        );
+            .map_err(|e| format!("could not start {}: {e}", self.program()))
+    }
+
+    /// Waits for `child` up to the limit, then kills its group: the exit
+    /// status, or why there is none.
+    fn wait_limited(
+        &self,
+        child: &mut std::process::Child,
+    ) -> (Option<ExitStatus>, Option<String>) {
         let started = Instant::now();
-        let mut failure = None;
-        let status = loop {
+        loop {
             match child.try_wait() {
-                Ok(Some(s)) => break Some(s),
+                Ok(Some(s)) => return (Some(s), None),
                 Ok(None) if started.elapsed() >= self.limit => {
                     // SAFETY: signalling the group we created for the child
                     // (its pgid is its pid); the child is not reaped yet, so
@@ -216,24 +224,12 @@ impl ExternalCommand {
                     }
                     let _ = child.kill();
                     let _ = child.wait();
-                    failure = Some(format!(
-                        "killed after {}s without finishing",
-                        self.limit.as_secs()
-                    ));
-                    break None;
+                    let why = format!("killed after {}s without finishing", self.limit.as_secs());
+                    return (None, Some(why));
                 }
                 Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-                Err(e) => {
-                    failure = Some(format!("waiting for it failed: {e}"));
-                    break None;
-                }
+                Err(e) => return (None, Some(format!("waiting for it failed: {e}"))),
             }
-        };
-        CommandOutcome {
-            status,
-            stdout: out.join().unwrap_or_default(),
-            stderr: err.join().unwrap_or_default(),
-            failure,
         }
     }
 

@@ -173,19 +173,8 @@ pub fn render_diff<S: AsRef<str>, T: AsRef<str>, W: Write>(
             what: "AFTER".into(),
         });
     }
-    // Counts whose total passes u64 are drawn halved as often as needed
-    // (as `svg_from_ordered` does): the tree must match the picture.
-    let shift = crate::counts::shift_to_fit(after.iter().map(|(_, c)| *c));
-    let after: Vec<(&str, u64)> = after
-        .into_iter()
-        .map(|(s, c)| (s, c >> shift))
-        .filter(|(_, c)| *c > 0)
-        .collect();
-    let mut tree = Tree::new();
-    tree.add_after(&after);
-    summary.vanished =
-        tree.add_before(&before, scale / 2f64.powi(shift as i32)) * 2f64.powi(shift as i32);
-
+    let (after, tree, vanished) = diff_tree(after, &before, scale);
+    summary.vanished = vanished;
     let mut look = opts.clone();
     if look.subtitle.is_none() {
         look.subtitle = Some(LEGEND.to_string());
@@ -194,34 +183,68 @@ pub fn render_diff<S: AsRef<str>, T: AsRef<str>, W: Write>(
     super::svg_from_ordered(&after, &look, &mut plain, format)?;
     let mut svg = Vec::with_capacity(plain.len() + plain.len() / 4);
     recolor(&plain, &tree, opts, &mut svg)?;
-    match format {
-        Format::Html => {
-            let note = format!(
-                "{LEGEND}. BEFORE {} {}, AFTER {}{}.",
-                html::group_digits(before_total),
-                opts.count_name,
-                html::group_digits(after_total),
-                if normalize {
-                    format!(" (BEFORE scaled by {scale:.4})")
-                } else {
-                    String::new()
-                }
-            );
-            let s = html::Summary {
-                total: after_total,
-                stacks: after.len() as u64,
-                note: Some(note),
-            };
-            html::wrap(&svg, &look, &s, w)?;
-        }
-        _ => {
-            let mut w = w;
-            w.write_all(&svg)
-                .and_then(|()| w.flush())
-                .map_err(|source| Error::Write { format, source })?;
-        }
-    }
+    let stacks = after.len() as u64;
+    write_drawing(&svg, format, &look, &summary, normalize, stacks, w)?;
     Ok(summary)
+}
+
+/// AFTER's stacks as drawn (counts whose total passes u64 halved as often
+/// as needed, as `svg_from_ordered` does: the tree must match the picture),
+/// the tree of both runs over them, and BEFORE's (scaled) weight on paths
+/// AFTER never reached.
+fn diff_tree<'a>(
+    after: Vec<(&'a str, u64)>,
+    before: &[(&'a str, u64)],
+    scale: f64,
+) -> (Vec<(&'a str, u64)>, Tree<'a>, f64) {
+    let shift = crate::counts::shift_to_fit(after.iter().map(|(_, c)| *c));
+    let after: Vec<(&str, u64)> = after
+        .into_iter()
+        .map(|(s, c)| (s, c >> shift))
+        .filter(|(_, c)| *c > 0)
+        .collect();
+    let mut tree = Tree::new();
+    tree.add_after(&after);
+    let vanished =
+        tree.add_before(before, scale / 2f64.powi(shift as i32)) * 2f64.powi(shift as i32);
+    (after, tree, vanished)
+}
+
+/// Writes the recoloured `svg`: as it is, or wrapped in the offline HTML
+/// page with the legend and both totals (`stacks`: AFTER's, as drawn).
+fn write_drawing<W: Write>(
+    svg: &[u8],
+    format: Format,
+    look: &RenderOptions,
+    summary: &DiffSummary,
+    normalize: bool,
+    stacks: u64,
+    mut w: W,
+) -> Result<()> {
+    if format != Format::Html {
+        return w
+            .write_all(svg)
+            .and_then(|()| w.flush())
+            .map_err(|source| Error::Write { format, source });
+    }
+    let note = format!(
+        "{LEGEND}. BEFORE {} {}, AFTER {}{}.",
+        html::group_digits(summary.before_total),
+        look.count_name,
+        html::group_digits(summary.after_total),
+        if normalize {
+            format!(" (BEFORE scaled by {:.4})", summary.scale)
+        } else {
+            String::new()
+        }
+    );
+    let s = html::Summary {
+        total: summary.after_total,
+        stacks,
+        note: Some(note),
+    };
+    html::wrap(svg, look, &s, w)?;
+    Ok(())
 }
 
 fn write_diff_folded<W: Write>(
@@ -308,36 +331,9 @@ fn attr(e: &BytesStart<'_>, name: &str) -> Option<String> {
 /// Copies inferno's SVG, replacing each frame's fill and tooltip with the
 /// frame's total delta.
 fn recolor(svg: &[u8], tree: &Tree<'_>, opts: &RenderOptions, out: &mut Vec<u8>) -> Result<()> {
-    // Pass 1: the frame rows' y positions give each row's depth.
-    let mut ys: Vec<i64> = Vec::new();
-    let mut reader = Reader::from_reader(svg);
-    loop {
-        match reader.read_event().map_err(xml_err)? {
-            Event::Eof => break,
-            Event::Empty(e) if e.name().as_ref() == b"rect" && attr(&e, "fg:x").is_some() => {
-                if let Some(y) = attr(&e, "y").and_then(|y| y.parse().ok()) {
-                    ys.push(y);
-                }
-            }
-            _ => {}
-        }
-    }
-    ys.sort_unstable();
-    ys.dedup();
-    if !opts.inverted {
-        ys.reverse(); // roots at the bottom: the largest y is depth 0
-    }
-    let depth_of: FxHashMap<i64, usize> = ys.iter().enumerate().map(|(d, y)| (*y, d)).collect();
-
+    let depth_of = row_depths(svg, opts.inverted)?;
     let after_total = tree.nodes[0].after;
-    let drawn: Vec<u32> = tree.at.values().copied().collect();
-    let max_abs = drawn
-        .iter()
-        .map(|&id| {
-            let n = &tree.nodes[id as usize];
-            (n.after as f64 - n.before).abs()
-        })
-        .fold(0.0f64, f64::max);
+    let max_abs = largest_change(tree);
 
     // Pass 2: copy, buffering each frame group until its rect says which
     // frame it is.
@@ -387,6 +383,41 @@ fn recolor(svg: &[u8], tree: &Tree<'_>, opts: &RenderOptions, out: &mut Vec<u8>)
         }
     }
     Ok(())
+}
+
+/// Pass 1: the frame rows' y positions give each row's depth (depth 0 at
+/// the bottom unless the graph is inverted).
+fn row_depths(svg: &[u8], inverted: bool) -> Result<FxHashMap<i64, usize>> {
+    let mut ys: Vec<i64> = Vec::new();
+    let mut reader = Reader::from_reader(svg);
+    loop {
+        match reader.read_event().map_err(xml_err)? {
+            Event::Eof => break,
+            Event::Empty(e) if e.name().as_ref() == b"rect" && attr(&e, "fg:x").is_some() => {
+                if let Some(y) = attr(&e, "y").and_then(|y| y.parse().ok()) {
+                    ys.push(y);
+                }
+            }
+            _ => {}
+        }
+    }
+    ys.sort_unstable();
+    ys.dedup();
+    if !inverted {
+        ys.reverse(); // roots at the bottom: the largest y is depth 0
+    }
+    Ok(ys.iter().enumerate().map(|(d, y)| (*y, d)).collect())
+}
+
+/// The largest absolute change of any drawn frame (the full colour).
+fn largest_change(tree: &Tree<'_>) -> f64 {
+    tree.at
+        .values()
+        .map(|&id| {
+            let n = &tree.nodes[id as usize];
+            (n.after as f64 - n.before).abs()
+        })
+        .fold(0.0f64, f64::max)
 }
 
 fn io_internal(e: io::Error) -> Error {

@@ -555,9 +555,32 @@ fn file_name(p: &Path) -> String {
 }
 
 fn validate_record(found: &CaptureDir, json: &Path) -> std::result::Result<ValidCapture, Refusal> {
+    let cap = read_capture_json(json)?;
+    check_record_phases(&cap)?;
+    let shards = record_shards(found, &cap)?;
+    Ok(ValidCapture {
+        found: found.clone(),
+        layout: Layout::Record,
+        job_id: cap.slurm_job_id.clone(),
+        event: Some(cap.event.clone()),
+        recorded_with: Some(cap.perf_version.clone()),
+        shards,
+        symfs: None,
+        kallsyms: None,
+        host: Some(cap.host.clone()),
+        boot_id: cap.boot_id.clone(),
+        script_text: None,
+        warnings: size_limit_warnings(&cap),
+        validated: true,
+    })
+}
+
+/// `capture.json`, parsed; a refusal names a newer format version when
+/// that is why it does not parse.
+fn read_capture_json(json: &Path) -> std::result::Result<Capture, Refusal> {
     let text =
         read_plain(json).map_err(|e| refuse(format!("cannot read {}: {e}", json.display())))?;
-    let cap: Capture = serde_json::from_str(&text).map_err(|e| {
+    serde_json::from_str(&text).map_err(|e| {
         // An unknown future format fails here too; say so when the version
         // field is readable.
         let version = serde_json::from_str::<serde_json::Value>(&text)
@@ -571,7 +594,12 @@ fn validate_record(found: &CaptureDir, json: &Path) -> std::result::Result<Valid
             )),
             _ => refuse(format!("{} is not valid capture metadata: {e}", json.display())),
         }
-    })?;
+    })
+}
+
+/// A capture marked valid that went through the whole handshake: enabled,
+/// stopped, queued and published.
+fn check_record_phases(cap: &Capture) -> std::result::Result<(), Refusal> {
     if !cap.valid {
         return Err(refuse(format!(
             "capture.json marks the capture invalid: {}",
@@ -588,23 +616,29 @@ fn validate_record(found: &CaptureDir, json: &Path) -> std::result::Result<Valid
         .filter(|p| !cap.reached(*p))
         .map(Phase::as_str)
         .collect();
-    if !missing.is_empty() {
-        // A capture still in (or left in) the sidecar's staging directory.
-        let what = if !cap.reached(Phase::Stopped) {
-            "a capture that was never stopped: it is still recording, or its sidecar died \
-             during it (staged, unpublished data)"
-        } else {
-            "a stopped capture that was never published (still in the sidecar's staging \
-             directory)"
-        };
-        return Err(refuse(format!(
-            "capture.json misses phase(s) {}: {what}; query {} of worker {} on {}",
-            missing.join(", "),
-            cap.query,
-            cap.worker,
-            cap.host
-        )));
+    if missing.is_empty() {
+        return Ok(());
     }
+    // A capture still in (or left in) the sidecar's staging directory.
+    let what = if !cap.reached(Phase::Stopped) {
+        "a capture that was never stopped: it is still recording, or its sidecar died \
+         during it (staged, unpublished data)"
+    } else {
+        "a stopped capture that was never published (still in the sidecar's staging \
+         directory)"
+    };
+    Err(refuse(format!(
+        "capture.json misses phase(s) {}: {what}; query {} of worker {} on {}",
+        missing.join(", "),
+        cap.query,
+        cap.worker,
+        cap.host
+    )))
+}
+
+/// The shards of the manifest (`perf-shards.tsv`): as many as
+/// capture.json says, each ended cleanly, each data file plain.
+fn record_shards(found: &CaptureDir, cap: &Capture) -> std::result::Result<Vec<Shard>, Refusal> {
     let tsv = found.dir.join(format::SHARDS_TSV);
     let manifest = read_plain(&tsv).map_err(|e| {
         refuse(format!(
@@ -632,8 +666,7 @@ fn validate_record(found: &CaptureDir, json: &Path) -> std::result::Result<Valid
                 .unwrap_or_else(|| "none (perf never ran)".into())
         )));
     }
-    let shards = rows
-        .iter()
+    rows.iter()
         .map(|r| {
             Ok(Shard {
                 index: r.shard,
@@ -642,37 +675,27 @@ fn validate_record(found: &CaptureDir, json: &Path) -> std::result::Result<Valid
                 bytes: None,
             })
         })
-        .collect::<std::result::Result<Vec<_>, Refusal>>()?;
-    Ok(ValidCapture {
-        found: found.clone(),
-        layout: Layout::Record,
-        job_id: cap.slurm_job_id.clone(),
-        event: Some(cap.event.clone()),
-        recorded_with: Some(cap.perf_version.clone()),
-        shards,
-        symfs: None,
-        kallsyms: None,
-        host: Some(cap.host.clone()),
-        boot_id: cap.boot_id.clone(),
-        script_text: None,
-        warnings: cap
-            .size_limited
-            .iter()
-            .map(|c| {
-                let secs = cap
-                    .enabled_unix_ns
-                    .map(|on| c.unix_ns.saturating_sub(on) as f64 / 1e9)
-                    .unwrap_or(0.0);
-                format!(
-                    "shard {} reached --max-shard-size ({} bytes) {secs:.1} s into the capture: \
-                     its threads are sampled over a shorter window than the others",
-                    c.shard,
-                    cap.max_shard_size.unwrap_or(0)
-                )
-            })
-            .collect(),
-        validated: true,
-    })
+        .collect()
+}
+
+/// One warning per shard that reached `--max-shard-size`, with how far
+/// into the capture it stopped.
+fn size_limit_warnings(cap: &Capture) -> Vec<String> {
+    cap.size_limited
+        .iter()
+        .map(|c| {
+            let secs = cap
+                .enabled_unix_ns
+                .map(|on| c.unix_ns.saturating_sub(on) as f64 / 1e9)
+                .unwrap_or(0.0);
+            format!(
+                "shard {} reached --max-shard-size ({} bytes) {secs:.1} s into the capture: \
+                 its threads are sampled over a shorter window than the others",
+                c.shard,
+                cap.max_shard_size.unwrap_or(0)
+            )
+        })
+        .collect()
 }
 
 /// The content of `.postprocess-complete`: who completed the capture, when,

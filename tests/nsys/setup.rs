@@ -7,9 +7,11 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
 
-use super::{jobprof, manifest, run, sh, slurm_available, stderr, stdout, POLL, SETTLE};
+use super::{
+    flushed_one_report, jobprof, make_executable, manifest, run, sbatch, slurm_available, stderr,
+    stdout, wait_started, POLL, SETTLE,
+};
 use crate::util::require;
 
 const PATTERN: &str = "%q{SLURM_JOB_ID}_%q{SLURMD_NODENAME}_rank%q{SLURM_PROCID}";
@@ -43,8 +45,7 @@ impl Run {
         ] {
             let to = home.join("bin").join(dst);
             fs::copy(here.join(src), &to).unwrap();
-            use std::os::unix::fs::PermissionsExt;
-            fs::set_permissions(&to, fs::Permissions::from_mode(0o755)).unwrap();
+            make_executable(&to);
         }
         let r = Run {
             base: base.to_path_buf(),
@@ -367,12 +368,7 @@ fn teardown_flush_against_real_slurm_steps_launched_by_the_wrapper() {
         ),
     )
     .unwrap();
-    let job = sh(&format!(
-        "sbatch --parsable -J jobprof-nsys-teardown -N1 -n1 -t 5 -o '{}/slurm-%j.out' '{}'",
-        r.base.display(),
-        batch.display()
-    ));
-    let job = job.split(';').next().unwrap().to_string();
+    let job = sbatch("jobprof-nsys-teardown", &r.base, &batch);
     let direct = r.log_dir.join("nsight-slurm-direct");
     let started = || {
         fs::read_dir(&direct)
@@ -382,16 +378,7 @@ fn teardown_flush_against_real_slurm_steps_launched_by_the_wrapper() {
             })
             .unwrap_or(false)
     };
-    let t = Instant::now();
-    while !started() {
-        assert!(
-            t.elapsed() < Duration::from_secs(90),
-            "rank of job {job} never started: {} {}",
-            sh(&format!("squeue -j {job} -s -t all || true")),
-            fs::read_to_string(r.base.join(format!("slurm-{job}.out"))).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_started("rank", &job, &r.base, 90, started);
     let out = run(&mut r.jobprof(&[
         "teardown",
         "--flush",
@@ -406,23 +393,14 @@ fn teardown_flush_against_real_slurm_steps_launched_by_the_wrapper() {
         "--timeout",
         "90s",
     ]));
-    let _ = Command::new("scancel").arg(&job).status();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let err = stderr(&out);
-    assert!(err.contains("scancel --signal=TERM"), "{err}");
-    // The step received SIGTERM, and its report was collected.
+    // Its report was collected, and the step received SIGTERM.
+    let e = flushed_one_report(&out, &job, &r.log_dir);
     let received: Vec<_> = fs::read_dir(&direct)
         .unwrap()
         .flatten()
         .filter(|e| e.file_name().to_string_lossy().ends_with(".term-received"))
         .collect();
     assert_eq!(received.len(), 1, "the connector step never got SIGTERM");
-    let m = manifest(&r.log_dir);
-    assert_eq!(m["report_count"], 1, "{m:#}");
-    let e = &m["reports"][0];
-    assert_eq!(e["job"], job.as_str());
-    assert_eq!(e["rank"], 0);
-    assert_eq!(e["bytes"], 100_000);
     assert!(e["path"]
         .as_str()
         .unwrap()

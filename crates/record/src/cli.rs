@@ -1,10 +1,14 @@
-//! Hand-written argument parsing (no clap: the binary must stay tiny) and
-//! the help text of every subcommand.
+//! Argument parsing with lexopt (no clap: the binary must stay tiny and
+//! static; lexopt has no dependencies) and the help text of every
+//! subcommand.
 //!
 //! Accepts `--flag VALUE` and `--flag=VALUE`; every subcommand understands
-//! `-h`/`--help`. Parsing only checks syntax and numbers; what the values
-//! mean (does the PID exist, is the directory writable) is checked later.
+//! `-h`/`--help`. Arguments are taken as the OS gives them, so one that is
+//! not UTF-8 is a usage error (exit 2) naming the flag, never a panic.
+//! Parsing only checks syntax and numbers; what the values mean (does the
+//! PID exist, is the directory writable) is checked later.
 
+use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 
 use crate::fail::Fail;
@@ -269,46 +273,158 @@ pub struct PreflightOpts {
     pub target: TargetOpts,
 }
 
-/// A cursor over the arguments after the subcommand.
+/// The subcommand being parsed: decides which flags it accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sub {
+    Sidecar,
+    Start,
+    Stop,
+    Shutdown,
+    WaitReady,
+    Preflight,
+}
+
+impl Sub {
+    fn sidecar(self) -> bool {
+        self == Sub::Sidecar
+    }
+
+    fn preflight(self) -> bool {
+        self == Sub::Preflight
+    }
+
+    /// `start` or `stop`.
+    fn driver(self) -> bool {
+        matches!(self, Sub::Start | Sub::Stop)
+    }
+
+    /// The sidecar or preflight: the subcommands that look at the worker.
+    fn target(self) -> bool {
+        self.sidecar() || self.preflight()
+    }
+}
+
+/// Every flag's value as given (or its default), before the subcommand's
+/// options are assembled from them.
+struct Raw {
+    token_dir: Option<PathBuf>,
+    worker: Option<u32>,
+    out: Option<PathBuf>,
+    pid: Option<PidSource>,
+    query: Option<String>,
+    timeout: Option<u64>,
+    exe_name: Option<String>,
+    event: String,
+    frequency: u32,
+    call_graph: String,
+    threads_per_shard: usize,
+    start_timeout: u64,
+    stop_timeout: u64,
+    max_capture: u64,
+    max_shard_size: Option<u64>,
+    staging: Option<PathBuf>,
+    symfs_limit: u64,
+    require_symbols: bool,
+    prearm: bool,
+}
+
+impl Default for Raw {
+    fn default() -> Self {
+        Raw {
+            token_dir: None,
+            worker: None,
+            out: None,
+            pid: None,
+            query: None,
+            timeout: None,
+            exe_name: None,
+            event: "cpu-clock".to_string(),
+            frequency: 99,
+            call_graph: "fp".to_string(),
+            threads_per_shard: 128,
+            start_timeout: 180,
+            stop_timeout: 120,
+            max_capture: 3600,
+            max_shard_size: None,
+            staging: None,
+            symfs_limit: 4 << 30,
+            require_symbols: false,
+            prearm: true,
+        }
+    }
+}
+
+/// The lexer over the arguments after the subcommand, with the help text
+/// that usage errors end with.
 struct Args {
-    items: Vec<String>,
-    pos: usize,
+    lexer: lexopt::Parser,
     help: &'static str,
 }
 
 impl Args {
-    /// The next flag and, for `--flag=value`, its inline value.
-    fn next_flag(&mut self) -> Option<(String, Option<String>)> {
-        let item = self.items.get(self.pos)?.clone();
-        self.pos += 1;
-        match item.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => Some((f.to_string(), Some(v.to_string()))),
-            _ => Some((item, None)),
+    /// The next flag (`--name`), or the usage error for anything else.
+    fn next_flag(&mut self) -> Result<Option<String>, Fail> {
+        // lexopt takes a bare `--` as the end of the options; no subcommand
+        // has operands, so it is an unknown argument like any other.
+        if let Some(raw) = self.lexer.try_raw_args() {
+            if raw.peek() == Some(OsStr::new("--")) {
+                return Err(self.unknown("--"));
+            }
+        }
+        let arg = match self.lexer.next() {
+            Ok(Some(arg)) => arg,
+            Ok(None) => return Ok(None),
+            Err(lexopt::Error::UnexpectedValue { option, .. }) => {
+                return Err(Fail::usage(format!(
+                    "{option} takes no value\n\n{}",
+                    self.help
+                )))
+            }
+            Err(e) => return Err(Fail::usage(format!("{e}\n\n{}", self.help))),
+        };
+        match arg {
+            lexopt::Arg::Long(name) => Ok(Some(format!("--{name}"))),
+            lexopt::Arg::Short(c) => Err(self.unknown(&format!("-{c}"))),
+            lexopt::Arg::Value(v) => Err(self.unknown(&v.to_string_lossy())),
         }
     }
 
-    /// The value of `flag`: inline, or the next argument.
-    fn value(&mut self, flag: &str, inline: Option<String>) -> Result<String, Fail> {
-        if let Some(v) = inline {
-            return Ok(v);
-        }
+    /// The value of `flag` (`--flag=VALUE` or `--flag VALUE`), which must be
+    /// UTF-8: it names files, events and ids that end up in text files.
+    fn value(&mut self, flag: &str) -> Result<String, Fail> {
         let v = self
-            .items
-            .get(self.pos)
-            .cloned()
-            .ok_or_else(|| Fail::usage(format!("{flag} needs a value\n\n{}", self.help)))?;
-        self.pos += 1;
-        Ok(v)
+            .lexer
+            .value()
+            .map_err(|_| Fail::usage(format!("{flag} needs a value\n\n{}", self.help)))?;
+        v.into_string().map_err(|v| {
+            Fail::usage(format!(
+                "{flag}: `{}` is not valid UTF-8; jobprof-record takes UTF-8 paths, names \
+                 and numbers only",
+                v.to_string_lossy()
+            ))
+        })
     }
 
-    fn number<T: std::str::FromStr>(
-        &mut self,
-        flag: &str,
-        inline: Option<String>,
-    ) -> Result<T, Fail> {
-        let v = self.value(flag, inline)?;
+    fn path(&mut self, flag: &str) -> Result<PathBuf, Fail> {
+        self.value(flag).map(PathBuf::from)
+    }
+
+    fn number<T: std::str::FromStr>(&mut self, flag: &str) -> Result<T, Fail> {
+        let v = self.value(flag)?;
         v.parse()
             .map_err(|_| Fail::usage(format!("{flag}: `{v}` is not a valid number")))
+    }
+
+    /// A number of at least 1.
+    fn positive<T: std::str::FromStr + Default + PartialEq>(
+        &mut self,
+        flag: &str,
+    ) -> Result<T, Fail> {
+        let n = self.number(flag)?;
+        if n == T::default() {
+            return Err(Fail::usage(format!("{flag} must be at least 1")));
+        }
+        Ok(n)
     }
 
     fn unknown(&self, flag: &str) -> Fail {
@@ -349,11 +465,12 @@ fn parse_call_graph(v: &str) -> Result<String, Fail> {
 }
 
 /// Parses the whole command line (without the program name).
-pub fn parse(argv: Vec<String>) -> Result<Command, Fail> {
-    let Some(cmd) = argv.first().cloned() else {
+pub fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Command, Fail> {
+    let mut argv = argv.into_iter();
+    let Some(first) = argv.next() else {
         return Err(Fail::usage(format!("no command given\n\n{MAIN_HELP}")));
     };
-    let help = match cmd.as_str() {
+    let (sub, help) = match first.to_str().unwrap_or("") {
         "-h" | "--help" | "help" => return Ok(Command::Help(MAIN_HELP)),
         "-V" | "--version" => {
             return Ok(Command::Help(concat!(
@@ -362,172 +479,190 @@ pub fn parse(argv: Vec<String>) -> Result<Command, Fail> {
                 "\n"
             )))
         }
-        "sidecar" => SIDECAR_HELP,
-        "start" => START_HELP,
-        "stop" => STOP_HELP,
-        "shutdown" => SHUTDOWN_HELP,
-        "wait-ready" => WAIT_HELP,
-        "preflight" => PREFLIGHT_HELP,
-        other => {
+        "sidecar" => (Sub::Sidecar, SIDECAR_HELP),
+        "start" => (Sub::Start, START_HELP),
+        "stop" => (Sub::Stop, STOP_HELP),
+        "shutdown" => (Sub::Shutdown, SHUTDOWN_HELP),
+        "wait-ready" => (Sub::WaitReady, WAIT_HELP),
+        "preflight" => (Sub::Preflight, PREFLIGHT_HELP),
+        _ => {
             return Err(Fail::usage(format!(
-                "unknown command `{other}`\n\n{MAIN_HELP}"
+                "unknown command `{}`\n\n{MAIN_HELP}",
+                first.to_string_lossy()
             )))
         }
     };
-    let mut a = Args {
-        items: argv[1..].to_vec(),
-        pos: 0,
-        help,
-    };
-    if a.items.iter().any(|s| s == "-h" || s == "--help") {
+    let rest: Vec<OsString> = argv.collect();
+    if rest
+        .iter()
+        .any(|s| s == OsStr::new("-h") || s == OsStr::new("--help"))
+    {
         return Ok(Command::Help(help));
     }
+    let mut args = Args {
+        lexer: lexopt::Parser::from_args(rest),
+        help,
+    };
+    let mut raw = Raw::default();
+    while let Some(flag) = args.next_flag()? {
+        if !raw.take(sub, &flag, &mut args)? {
+            return Err(args.unknown(&flag));
+        }
+    }
+    raw.into_command(sub, help)
+}
 
-    let mut token_dir = None;
-    let mut worker = None;
-    let mut out = None;
-    let mut pid = None;
-    let mut query = None;
-    let mut timeout = None;
-    let mut exe_name = None;
-    let mut event = "cpu-clock".to_string();
-    let mut frequency = 99u32;
-    let mut call_graph = "fp".to_string();
-    let mut threads_per_shard = 128usize;
-    let mut start_timeout = 180u64;
-    let mut stop_timeout = 120u64;
-    let mut max_capture = 3600u64;
-    let mut max_shard_size = None;
-    let mut staging = None;
-    let mut symfs_limit = 4u64 << 30;
-    let mut require_symbols = false;
-    let mut prearm = true;
-
-    let sidecar = cmd == "sidecar";
-    let preflight = cmd == "preflight";
-    let driver = cmd == "start" || cmd == "stop";
-    while let Some((flag, inline)) = a.next_flag() {
-        match flag.as_str() {
-            "--token-dir" if !preflight => token_dir = Some(PathBuf::from(a.value(&flag, inline)?)),
-            "--worker" if !preflight => {
-                let v = a.value(&flag, inline)?;
-                worker = Some(validate_worker(&v)?);
-            }
-            "--query" if driver => {
-                let v = a.value(&flag, inline)?;
+impl Raw {
+    /// Reads `flag` (and its value) when `sub` accepts it; false when it
+    /// does not.
+    fn take(&mut self, sub: Sub, flag: &str, a: &mut Args) -> Result<bool, Fail> {
+        match flag {
+            "--token-dir" if !sub.preflight() => self.token_dir = Some(a.path(flag)?),
+            "--worker" if !sub.preflight() => self.worker = Some(validate_worker(&a.value(flag)?)?),
+            "--query" if sub.driver() => {
+                let v = a.value(flag)?;
                 validate_query(&v)?;
-                query = Some(v);
+                self.query = Some(v);
             }
-            "--timeout" if !sidecar && !preflight => timeout = Some(a.number(&flag, inline)?),
-            "--out" if sidecar => out = Some(PathBuf::from(a.value(&flag, inline)?)),
-            "--pid" if sidecar || preflight => {
-                let v: u32 = a.number(&flag, inline)?;
+            "--timeout" if !sub.target() => self.timeout = Some(a.number(flag)?),
+            "--out" if sub.sidecar() => self.out = Some(a.path(flag)?),
+            _ if sub.target() && self.take_target(flag, a)? => {}
+            _ if sub.sidecar() => return self.take_sidecar(flag, a),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The flags of the sidecar and preflight (the worker, event, checks).
+    fn take_target(&mut self, flag: &str, a: &mut Args) -> Result<bool, Fail> {
+        match flag {
+            "--pid" => {
+                let v: u32 = a.number(flag)?;
                 if v == 0 {
                     return Err(Fail::usage("--pid: 0 is not a process id".into()));
                 }
-                pid = Some(PidSource::Pid(v));
+                self.pid = Some(PidSource::Pid(v));
             }
-            "--pid-file" if sidecar || preflight => {
-                pid = Some(PidSource::File(PathBuf::from(a.value(&flag, inline)?)))
-            }
-            "--exe-name" if sidecar || preflight => exe_name = Some(a.value(&flag, inline)?),
-            "--event" if sidecar || preflight => event = a.value(&flag, inline)?,
-            "--frequency" if sidecar || preflight => {
-                frequency = a.number(&flag, inline)?;
-                if frequency == 0 {
-                    return Err(Fail::usage("--frequency must be at least 1".into()));
-                }
-            }
-            "--staging" if sidecar || preflight => {
-                staging = Some(PathBuf::from(a.value(&flag, inline)?))
-            }
-            "--require-symbols" if sidecar || preflight => require_symbols = true,
-            "--no-prearm" if sidecar => prearm = false,
-            "--call-graph" if sidecar => call_graph = parse_call_graph(&a.value(&flag, inline)?)?,
-            "--threads-per-shard" if sidecar => {
-                threads_per_shard = a.number(&flag, inline)?;
-                if threads_per_shard == 0 {
-                    return Err(Fail::usage("--threads-per-shard must be at least 1".into()));
-                }
-            }
-            "--start-timeout" if sidecar => start_timeout = a.number(&flag, inline)?,
-            "--stop-timeout" if sidecar => stop_timeout = a.number(&flag, inline)?,
-            "--max-capture" if sidecar => max_capture = a.number(&flag, inline)?,
-            "--max-shard-size" if sidecar => {
-                let v = a.value(&flag, inline)?;
+            "--pid-file" => self.pid = Some(PidSource::File(a.path(flag)?)),
+            "--exe-name" => self.exe_name = Some(a.value(flag)?),
+            "--event" => self.event = a.value(flag)?,
+            "--frequency" => self.frequency = a.positive(flag)?,
+            "--staging" => self.staging = Some(a.path(flag)?),
+            "--require-symbols" => self.require_symbols = true,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The flags only the sidecar takes (shards, timeouts, limits).
+    fn take_sidecar(&mut self, flag: &str, a: &mut Args) -> Result<bool, Fail> {
+        match flag {
+            "--no-prearm" => self.prearm = false,
+            "--call-graph" => self.call_graph = parse_call_graph(&a.value(flag)?)?,
+            "--threads-per-shard" => self.threads_per_shard = a.positive(flag)?,
+            "--start-timeout" => self.start_timeout = a.number(flag)?,
+            "--stop-timeout" => self.stop_timeout = a.number(flag)?,
+            "--max-capture" => self.max_capture = a.number(flag)?,
+            "--max-shard-size" => {
+                let v = a.value(flag)?;
                 let n = parse_bytes(&v).filter(|&n| n >= 4096).ok_or_else(|| {
                     Fail::usage(format!(
                         "--max-shard-size: `{v}` is not a size of at least 4K (e.g. 2G, 500M)"
                     ))
                 })?;
-                max_shard_size = Some(n);
+                self.max_shard_size = Some(n);
             }
-            "--symfs-limit" if sidecar => {
-                let v = a.value(&flag, inline)?;
-                symfs_limit = parse_bytes(&v).ok_or_else(|| {
+            "--symfs-limit" => {
+                let v = a.value(flag)?;
+                self.symfs_limit = parse_bytes(&v).ok_or_else(|| {
                     Fail::usage(format!(
                         "--symfs-limit: `{v}` is not a size (e.g. 2G, 500M, 123456)"
                     ))
                 })?;
             }
-            _ => return Err(a.unknown(&flag)),
+            _ => return Ok(false),
         }
+        Ok(true)
     }
 
-    let target = |pid: Option<PidSource>| -> Result<TargetOpts, Fail> {
+    /// The worker, event and check options, or the usage error for a
+    /// missing `--pid`/`--pid-file`.
+    fn target(&mut self, help: &str) -> Result<TargetOpts, Fail> {
         Ok(TargetOpts {
-            pid: pid.ok_or_else(|| missing("--pid or --pid-file", help))?,
-            exe_name: exe_name.clone(),
-            event: event.clone(),
-            frequency,
-            require_symbols,
-            staging: staging.clone(),
-            start_timeout,
+            pid: self
+                .pid
+                .take()
+                .ok_or_else(|| missing("--pid or --pid-file", help))?,
+            exe_name: self.exe_name.take(),
+            event: std::mem::take(&mut self.event),
+            frequency: self.frequency,
+            require_symbols: self.require_symbols,
+            staging: self.staging.take(),
+            start_timeout: self.start_timeout,
         })
-    };
-    Ok(match cmd.as_str() {
-        "sidecar" => Command::Sidecar(SidecarOpts {
-            token_dir: token_dir.ok_or_else(|| missing("--token-dir", help))?,
-            worker: worker.ok_or_else(|| missing("--worker", help))?,
-            out: out.ok_or_else(|| missing("--out", help))?,
-            target: target(pid)?,
-            call_graph,
-            threads_per_shard,
-            stop_timeout,
-            max_capture,
-            max_shard_size,
-            symfs_limit,
-            prearm,
-        }),
-        "start" | "stop" => Command::Driver(DriverOpts {
-            start: cmd == "start",
-            token_dir: token_dir.ok_or_else(|| missing("--token-dir", help))?,
-            worker: worker.ok_or_else(|| missing("--worker", help))?,
-            query: query.ok_or_else(|| missing("--query", help))?,
-            timeout: timeout.unwrap_or(if cmd == "start" { 120 } else { 600 }),
-        }),
-        "shutdown" => Command::Shutdown(ShutdownOpts {
-            token_dir: token_dir.ok_or_else(|| missing("--token-dir", help))?,
-            worker: worker.ok_or_else(|| missing("--worker", help))?,
-            timeout: timeout.unwrap_or(600),
-        }),
-        "wait-ready" => Command::WaitReady(WaitOpts {
-            token_dir: token_dir.ok_or_else(|| missing("--token-dir", help))?,
-            worker: worker.ok_or_else(|| missing("--worker", help))?,
-            timeout: timeout.unwrap_or(180),
-        }),
-        _ => Command::Preflight(PreflightOpts {
-            target: target(pid)?,
-        }),
-    })
+    }
+
+    /// The token directory and worker index every subcommand but preflight needs.
+    fn worker(&mut self, help: &str) -> Result<(PathBuf, u32), Fail> {
+        let dir = self
+            .token_dir
+            .take()
+            .ok_or_else(|| missing("--token-dir", help))?;
+        let worker = self.worker.ok_or_else(|| missing("--worker", help))?;
+        Ok((dir, worker))
+    }
+
+    /// Assembles `sub`'s options; fails when a required flag is missing.
+    fn into_command(mut self, sub: Sub, help: &str) -> Result<Command, Fail> {
+        if sub.preflight() {
+            let target = self.target(help)?;
+            return Ok(Command::Preflight(PreflightOpts { target }));
+        }
+        let (token_dir, worker) = self.worker(help)?;
+        Ok(match sub {
+            Sub::Sidecar => Command::Sidecar(SidecarOpts {
+                token_dir,
+                worker,
+                out: self.out.take().ok_or_else(|| missing("--out", help))?,
+                target: self.target(help)?,
+                call_graph: self.call_graph,
+                threads_per_shard: self.threads_per_shard,
+                stop_timeout: self.stop_timeout,
+                max_capture: self.max_capture,
+                max_shard_size: self.max_shard_size,
+                symfs_limit: self.symfs_limit,
+                prearm: self.prearm,
+            }),
+            Sub::Start | Sub::Stop => Command::Driver(DriverOpts {
+                start: sub == Sub::Start,
+                token_dir,
+                worker,
+                query: self.query.ok_or_else(|| missing("--query", help))?,
+                timeout: self
+                    .timeout
+                    .unwrap_or(if sub == Sub::Start { 120 } else { 600 }),
+            }),
+            Sub::Shutdown => Command::Shutdown(ShutdownOpts {
+                token_dir,
+                worker,
+                timeout: self.timeout.unwrap_or(600),
+            }),
+            // wait-ready (preflight returned above).
+            _ => Command::WaitReady(WaitOpts {
+                token_dir,
+                worker,
+                timeout: self.timeout.unwrap_or(180),
+            }),
+        })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn args(s: &str) -> Vec<String> {
-        s.split_whitespace().map(String::from).collect()
+    fn args(s: &str) -> Vec<OsString> {
+        s.split_whitespace().map(OsString::from).collect()
     }
 
     #[test]
@@ -593,5 +728,70 @@ mod tests {
             let e = parse(args(bad)).unwrap_err();
             assert_eq!(e.code, 2, "{bad}: {}", e.message);
         }
+    }
+
+    #[test]
+    fn non_utf8_arguments_are_usage_errors() {
+        use std::os::unix::ffi::OsStringExt;
+        let bad = || OsString::from_vec(b"/tmp/\xff".to_vec());
+        let mut argv = args("start --worker 1 --query q --token-dir");
+        argv.push(bad());
+        let e = parse(argv).unwrap_err();
+        assert_eq!(e.code, 2);
+        assert!(e.message.contains("--token-dir") && e.message.contains("not valid UTF-8"));
+        let e = parse([bad()]).unwrap_err();
+        assert_eq!(e.code, 2);
+        assert!(
+            e.message.starts_with("unknown command `/tmp/\u{fffd}`"),
+            "{}",
+            e.message
+        );
+        let mut argv = args("preflight --pid 1");
+        argv.push(bad());
+        assert_eq!(parse(argv).unwrap_err().code, 2);
+    }
+
+    #[test]
+    fn flags_of_other_subcommands_and_stray_values_are_refused() {
+        for (bad, needle) in [
+            (
+                "stop --token-dir /t --worker 1 --query q --out /x",
+                "unknown argument `--out`",
+            ),
+            (
+                "preflight --pid 1 --worker 2",
+                "unknown argument `--worker`",
+            ),
+            ("preflight --pid 1 stray", "unknown argument `stray`"),
+            ("preflight --pid 1 -x", "unknown argument `-x`"),
+            ("preflight --pid 1 --", "unknown argument `--`"),
+            ("preflight -- --pid 1", "unknown argument `--`"),
+            ("preflight --pid", "--pid needs a value"),
+            (
+                "preflight --pid 1 --require-symbols=yes",
+                "--require-symbols takes no value",
+            ),
+            (
+                "sidecar --token-dir /t --worker 1 --out /o --pid 1 --frequency 0",
+                "--frequency must be at least 1",
+            ),
+        ] {
+            let e = parse(args(bad)).unwrap_err();
+            assert_eq!(e.code, 2, "{bad}");
+            assert!(e.message.starts_with(needle), "{bad}: {}", e.message);
+        }
+        // A value may start with a dash; `--help` anywhere asks for help.
+        let Command::Preflight(p) = parse(args("preflight --pid 1 --exe-name -w")).unwrap() else {
+            panic!()
+        };
+        assert_eq!(p.target.exe_name.as_deref(), Some("-w"));
+        let Command::Preflight(p) = parse(args("preflight --pid 1 --exe-name --")).unwrap() else {
+            panic!()
+        };
+        assert_eq!(p.target.exe_name.as_deref(), Some("--"));
+        assert!(matches!(
+            parse(args("stop --worker x --help")),
+            Ok(Command::Help(_))
+        ));
     }
 }

@@ -3,7 +3,7 @@
 //! Runs next to a benchmark worker during a Slurm job: attaches perf before
 //! each query with sampling off, switches it on for exactly one query
 //! (driver: `jobprof-record start` / `stop`), and leaves all heavy work for
-//! after the job. Hand-parsed arguments, std plus libc only, so the binary
+//! after the job. std plus libc (and lexopt for the arguments), so the binary
 //! is small and static. This file only dispatches, prints errors and exits.
 
 mod capture;
@@ -44,8 +44,7 @@ fn preflight(opts: cli::PreflightOpts) -> Result<(), Fail> {
 }
 
 fn main() -> ExitCode {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    let result = cli::parse(argv).and_then(|cmd| match cmd {
+    let result = cli::parse(std::env::args_os().skip(1)).and_then(|cmd| match cmd {
         Command::Help(text) => {
             print!("{text}");
             Ok(())

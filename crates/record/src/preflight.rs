@@ -237,47 +237,64 @@ pub fn private_dir(dir: &Path) -> Result<(), String> {
 pub fn run(opts: &TargetOpts, pid: u32, staging_root: &Path, worker_dir: Option<&Path>) -> Report {
     let staging = worker_dir.unwrap_or(staging_root);
     let mut r = Report::default();
+    check_perf(&mut r);
+    check_permissions(&mut r);
+    check_nofile(&mut r);
+    check_staging(&mut r, staging_root, worker_dir);
+    let exe = exe_of(pid);
+    check_process(&mut r, opts, pid, exe.as_deref());
+    check_uid(&mut r, pid);
+    if exe.is_some() {
+        symbol_checks(&mut r, opts, pid);
+    }
+    if r.failed().is_empty() {
+        check_test_record(&mut r, opts, pid, staging);
+    }
+    r
+}
 
-    // perf present, and new enough for the control FIFO.
-    match perf_version() {
-        Some(v) => {
-            r.perf_version = v.clone();
-            let help = Command::new(PERF)
-                .args(["record", "-h"])
-                .stdin(Stdio::null())
-                .output()
-                .map(|o| {
-                    let mut s = String::from_utf8_lossy(&o.stdout).into_owned();
-                    s.push_str(&String::from_utf8_lossy(&o.stderr));
-                    s
-                })
-                .unwrap_or_default();
-            let has = |f: &str| help.contains(f);
-            if has("--control") && has("--delay") {
-                r.push(
-                    "perf",
-                    Level::Ok,
-                    format!("{v}; supports --control and --delay"),
-                    "",
-                );
-            } else {
-                r.push(
-                    "perf",
-                    Level::Fail,
-                    format!("{v}: `perf record -h` lists no --control/--delay"),
-                    "install a newer perf (5.10 or later, Debian: linux-perf)",
-                );
-            }
-        }
-        None => r.push(
+/// `perf`: present, and new enough for the control FIFO.
+fn check_perf(r: &mut Report) {
+    let Some(v) = perf_version() else {
+        r.push(
             "perf",
             Level::Fail,
             "`perf --version` did not run".into(),
             "install perf (Debian: apt-get install linux-perf) and put it on PATH",
-        ),
+        );
+        return;
+    };
+    r.perf_version = v.clone();
+    let help = Command::new(PERF)
+        .args(["record", "-h"])
+        .stdin(Stdio::null())
+        .output()
+        .map(|o| {
+            let mut s = String::from_utf8_lossy(&o.stdout).into_owned();
+            s.push_str(&String::from_utf8_lossy(&o.stderr));
+            s
+        })
+        .unwrap_or_default();
+    let has = |f: &str| help.contains(f);
+    if has("--control") && has("--delay") {
+        r.push(
+            "perf",
+            Level::Ok,
+            format!("{v}; supports --control and --delay"),
+            "",
+        );
+    } else {
+        r.push(
+            "perf",
+            Level::Fail,
+            format!("{v}: `perf record -h` lists no --control/--delay"),
+            "install a newer perf (5.10 or later, Debian: linux-perf)",
+        );
     }
+}
 
-    // Permissions.
+/// `permissions`: root, or a perf_event_paranoid that lets us sample.
+fn check_permissions(r: &mut Report) {
     let paranoid = fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "unknown".into());
@@ -300,8 +317,11 @@ pub fn run(opts: &TargetOpts, pid: u32, staging_root: &Path, worker_dir: Option<
         ),
         "run as root or lower /proc/sys/kernel/perf_event_paranoid to 1 (kernel samples need <= 1)",
     );
+}
 
-    // Open files: one fd per thread per shard, plus ring buffers.
+/// `nofile`: one fd per thread per shard, plus ring buffers (the soft limit
+/// is raised to the hard one here).
+fn check_nofile(r: &mut Report) {
     let (soft, hard) = sys::raise_nofile();
     r.push(
         "nofile",
@@ -309,8 +329,11 @@ pub fn run(opts: &TargetOpts, pid: u32, staging_root: &Path, worker_dir: Option<
         format!("open-files limit soft={soft} hard={hard} (soft raised to hard)"),
         "raise the hard limit to >= 65536 (ulimit -Hn / limits.conf / Slurm PropagateResourceLimits)",
     );
+}
 
-    // Staging: private directories, then a write probe.
+/// `staging`: private directories, then a write probe in the deeper one.
+fn check_staging(r: &mut Report, staging_root: &Path, worker_dir: Option<&Path>) {
+    let staging = worker_dir.unwrap_or(staging_root);
     let probe = staging.join(format!(".write-test.{:016x}", sys::random_u64()));
     let checked = private_dir(staging_root)
         .and_then(|_| worker_dir.map_or(Ok(()), private_dir))
@@ -340,119 +363,121 @@ pub fn run(opts: &TargetOpts, pid: u32, staging_root: &Path, worker_dir: Option<
              SLURM_TMPDIR/TMPDIR), or remove the one someone else made",
         ),
     }
+}
 
-    // The target.
-    let exe = exe_of(pid);
-    match &exe {
-        None => r.push(
+/// `process`: the PID runs, and runs the expected executable (`exe`, its
+/// `/proc/PID/exe`, None when unreadable).
+fn check_process(r: &mut Report, opts: &TargetOpts, pid: u32, exe: Option<&str>) {
+    let Some(exe) = exe else {
+        r.push(
             "process",
             Level::Fail,
             format!("/proc/{pid}/exe cannot be read: no such process, or not ours"),
             "pass the worker's PID (--pid or --pid-file), and run the sidecar on the worker's node",
-        ),
-        Some(exe) => {
-            r.exe = exe.clone();
-            let clean = exe.trim_end_matches(" (deleted)");
-            let matches = match &opts.exe_name {
-                None => true,
-                Some(n) if n.contains('/') => clean == n,
-                Some(n) => Path::new(clean)
-                    .file_name()
-                    .is_some_and(|b| b == n.as_str()),
-            };
-            if matches {
-                r.push("process", Level::Ok, format!("pid {pid} runs {exe}"), "");
-            } else {
-                r.push(
-                    "process",
-                    Level::Fail,
-                    format!(
-                        "pid {pid} runs {exe}, not `{}`",
-                        opts.exe_name.as_deref().unwrap_or("")
-                    ),
-                    "the PID file points at the wrong process (a wrapper?); write the worker's own PID",
-                );
-            }
-        }
+        );
+        return;
+    };
+    r.exe = exe.to_string();
+    let clean = exe.trim_end_matches(" (deleted)");
+    let matches = match &opts.exe_name {
+        None => true,
+        Some(n) if n.contains('/') => clean == n,
+        Some(n) => Path::new(clean)
+            .file_name()
+            .is_some_and(|b| b == n.as_str()),
+    };
+    if matches {
+        r.push("process", Level::Ok, format!("pid {pid} runs {exe}"), "");
+    } else {
+        r.push(
+            "process",
+            Level::Fail,
+            format!(
+                "pid {pid} runs {exe}, not `{}`",
+                opts.exe_name.as_deref().unwrap_or("")
+            ),
+            "the PID file points at the wrong process (a wrapper?); write the worker's own PID",
+        );
     }
-    if let Some(uid) = sys::proc_uid(pid) {
-        let me = sys::euid();
-        if uid == me || me == 0 {
-            r.push(
-                "uid",
-                Level::Ok,
-                format!(
-                    "worker uid {uid}, ours {me}{}",
-                    if me == 0 { " (root)" } else { "" }
-                ),
-                "",
-            );
-        } else {
-            r.push(
-                "uid",
-                Level::Fail,
-                format!("worker runs as uid {uid}, we run as uid {me}"),
-                "run the sidecar as the worker's user (same srun step user) or as root",
-            );
-        }
-    }
+}
 
-    if exe.is_some() {
-        symbol_checks(&mut r, opts, pid);
+/// `uid`: we may attach to the worker (same user, or root). No line when
+/// the worker's uid cannot be read (the process check already failed).
+fn check_uid(r: &mut Report, pid: u32) {
+    let Some(uid) = sys::proc_uid(pid) else {
+        return;
+    };
+    let me = sys::euid();
+    if uid == me || me == 0 {
+        r.push(
+            "uid",
+            Level::Ok,
+            format!(
+                "worker uid {uid}, ours {me}{}",
+                if me == 0 { " (root)" } else { "" }
+            ),
+            "",
+        );
+    } else {
+        r.push(
+            "uid",
+            Level::Fail,
+            format!("worker runs as uid {uid}, we run as uid {me}"),
+            "run the sidecar as the worker's user (same srun step user) or as root",
+        );
     }
+}
 
-    // A real, short recording of the target.
-    if r.failed().is_empty() {
-        let tag = sys::random_u64();
-        let data = staging.join(format!(".preflight.{tag:016x}.perf.data"));
-        let log = staging.join(format!(".preflight.{tag:016x}.log"));
-        let started = Instant::now();
-        let status = sys::create_new(&log, 0o600).and_then(|l| {
-            Command::new(PERF)
-                .args(["record", "-q", "-e", &opts.event, "-F"])
-                .arg(opts.frequency.to_string())
-                .arg("-t")
-                .arg(pid.to_string())
-                .arg("-o")
-                .arg(&data)
-                .args(["--", "sleep", "0.2"])
-                .stdin(Stdio::null())
-                .stdout(l.try_clone()?)
-                .stderr(l)
-                .status()
-        });
-        let why = sys::tail(&log, 3);
-        let ok = matches!(&status, Ok(s) if s.success()) && data.exists();
-        if ok {
-            r.push(
-                "test record",
-                Level::Ok,
-                format!(
-                    "0.2 s `perf record -e {} -t {pid}` succeeded ({} ms)",
-                    opts.event,
-                    started.elapsed().as_millis()
-                ),
-                "",
-            );
-        } else {
-            let st = match &status {
-                Ok(s) => sys::describe_status(sys::shell_status(*s)),
-                Err(e) => e.to_string(),
-            };
-            r.push(
-                "test record",
-                Level::Fail,
-                format!(
-                    "`perf record -e {} -t {pid}` failed with {st}: {why}",
-                    opts.event
-                ),
-                "check the event (-e cpu-clock works without a hardware PMU) and perf permissions",
-            );
-        }
-        let _ = fs::remove_file(&data);
-        let _ = fs::remove_file(&log);
+/// `test record`: a real, short recording of the target in `staging`.
+fn check_test_record(r: &mut Report, opts: &TargetOpts, pid: u32, staging: &Path) {
+    let tag = sys::random_u64();
+    let data = staging.join(format!(".preflight.{tag:016x}.perf.data"));
+    let log = staging.join(format!(".preflight.{tag:016x}.log"));
+    let started = Instant::now();
+    let status = sys::create_new(&log, 0o600).and_then(|l| {
+        Command::new(PERF)
+            .args(["record", "-q", "-e", &opts.event, "-F"])
+            .arg(opts.frequency.to_string())
+            .arg("-t")
+            .arg(pid.to_string())
+            .arg("-o")
+            .arg(&data)
+            .args(["--", "sleep", "0.2"])
+            .stdin(Stdio::null())
+            .stdout(l.try_clone()?)
+            .stderr(l)
+            .status()
+    });
+    let why = sys::tail(&log, 3);
+    let ok = matches!(&status, Ok(s) if s.success()) && data.exists();
+    if ok {
+        r.push(
+            "test record",
+            Level::Ok,
+            format!(
+                "0.2 s `perf record -e {} -t {pid}` succeeded ({} ms)",
+                opts.event,
+                started.elapsed().as_millis()
+            ),
+            "",
+        );
+    } else {
+        let st = match &status {
+            Ok(s) => sys::describe_status(sys::shell_status(*s)),
+            Err(e) => e.to_string(),
+        };
+        r.push(
+            "test record",
+            Level::Fail,
+            format!(
+                "`perf record -e {} -t {pid}` failed with {st}: {why}",
+                opts.event
+            ),
+            "check the event (-e cpu-clock works without a hardware PMU) and perf permissions",
+        );
     }
-    r
+    let _ = fs::remove_file(&data);
+    let _ = fs::remove_file(&log);
 }
 
 /// The `symbols` lines, one per class of frame: what will be named in the
@@ -460,23 +485,27 @@ pub fn run(opts: &TargetOpts, pid: u32, staging_root: &Path, worker_dir: Option<
 /// when something will not be. Only the main binary can fail (with
 /// `--require-symbols`); the others warn.
 fn symbol_checks(r: &mut Report, opts: &TargetOpts, pid: u32) {
-    // The main binary.
-    let fail_level = if opts.require_symbols {
-        Level::Fail
-    } else {
-        Level::Warn
-    };
-    let exe = PathBuf::from(format!("/proc/{pid}/exe"));
-    let maps = fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
-    let mappings = symfs::executable_mappings(&maps);
-    let exe_path = fs::read_link(&exe)
+    let exe_path = fs::read_link(format!("/proc/{pid}/exe"))
         .map(|p| {
             p.to_string_lossy()
                 .trim_end_matches(" (deleted)")
                 .to_string()
         })
         .unwrap_or_default();
-    match elf::inspect(&exe) {
+    check_main_binary_symbols(r, opts, pid, &exe_path);
+    check_library_symbols(r, pid, &exe_path);
+    check_kernel_symbols(r, opts);
+}
+
+/// `symbols`, main binary: its own .symtab/.debug_info or separate debug
+/// info; a failure with `--require-symbols`, a warning otherwise.
+fn check_main_binary_symbols(r: &mut Report, opts: &TargetOpts, pid: u32, exe_path: &str) {
+    let fail_level = if opts.require_symbols {
+        Level::Fail
+    } else {
+        Level::Warn
+    };
+    match elf::inspect(&PathBuf::from(format!("/proc/{pid}/exe"))) {
         Ok(info) if info.symtab || info.debug_info => r.push(
             "symbols",
             Level::Ok,
@@ -487,7 +516,7 @@ fn symbol_checks(r: &mut Report, opts: &TargetOpts, pid: u32) {
             ),
             "",
         ),
-        Ok(info) if has_debug_file(pid, &exe_path, &info) => r.push(
+        Ok(info) if has_debug_file(pid, exe_path, &info) => r.push(
             "symbols",
             Level::Ok,
             "main binary: named from its separate debug info".into(),
@@ -508,9 +537,13 @@ fn symbol_checks(r: &mut Report, opts: &TargetOpts, pid: u32) {
             "profile an unstripped ELF build of the worker",
         ),
     }
+}
 
-    // Shared libraries: full symbols in the file or in separate debug info,
-    // else only their exported (.dynsym) symbols.
+/// `symbols`, shared libraries: full symbols in the file or in separate
+/// debug info, else only their exported (.dynsym) symbols (a warning).
+fn check_library_symbols(r: &mut Report, pid: u32, exe_path: &str) {
+    let maps = fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    let mappings = symfs::executable_mappings(&maps);
     let mut without = Vec::new();
     let mut libs = 0;
     for path in mappings.keys().filter(|p| **p != exe_path) {
@@ -544,8 +577,11 @@ fn symbol_checks(r: &mut Report, opts: &TargetOpts, pid: u32) {
              packages; files under /usr/lib/debug/.build-id/) before the job",
         );
     }
+}
 
-    // The kernel.
+/// `symbols`, kernel: /proc/kallsyms shows addresses (a warning when it
+/// hides them), unless the event samples user space only.
+fn check_kernel_symbols(r: &mut Report, opts: &TargetOpts) {
     let restrict = fs::read_to_string("/proc/sys/kernel/kptr_restrict")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "?".into());

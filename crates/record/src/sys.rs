@@ -152,6 +152,17 @@ fn whole_file_lock(kind: i32) -> libc::flock {
 /// process dies; other processes can test it without taking it
 /// ([`lock_holder`]), so a driver probing for a live sidecar never races
 /// a sidecar that is starting.
+///
+/// Why not std's `File::try_lock` (the recorder's only lock, kept on
+/// `fcntl` on purpose): std locks with `flock(2)`, which has no way to
+/// test a lock without taking it and does not say who holds it, while
+/// `F_GETLK` does both ([`lock_holder`]: the driver's probe must neither
+/// take the lock from a sidecar that is starting nor miss the holder's
+/// pid). `fcntl` locks also work across the hosts of NFS and Lustre token
+/// directories, where `flock` is emulated per host or not at all. Their
+/// one trap, being dropped when *any* descriptor of the file is closed by
+/// the process, does not bite: the lock file is opened once, by
+/// `identity::take_lock`, and kept open for the sidecar's life.
 pub fn try_lock(file: &fs::File) -> bool {
     use std::os::unix::io::AsRawFd;
     let l = whole_file_lock(libc::F_WRLCK);

@@ -4,7 +4,7 @@
 //! - `.perf_sidecar_{ready,error,shutdown,done}_wN`: sidecar lifecycle;
 //! - `.perf_{start,started,stop,finished,error}_wN_Q`: per-query handshake;
 //! - `.perf_record_stop_forced_wN`: the stop watchdog had to signal perf;
-//! - `.perf_sidecar_lock_wN`: held (flock) by the running sidecar.
+//! - `.perf_sidecar_lock_wN`: held (a POSIX `fcntl` lock) by the running sidecar.
 //!
 //! Every token is written atomically (temporary file + rename), so a reader
 //! sees it whole or not at all; error tokens always hold a non-empty message.
