@@ -639,11 +639,29 @@ fn perf_children(sidecar: u32) -> Vec<u32> {
             .parse()
             .unwrap();
         if ppid == sidecar && stat.contains("(perf)") {
-            out.push(pid);
+            out.push((shard_of_perf(pid), pid));
         }
     }
+    // In shard order: shards are attached in parallel, so pids need not be.
     out.sort_unstable();
-    out
+    out.into_iter().map(|(_, pid)| pid).collect()
+}
+
+/// The shard a perf child writes: the index that ends its `-o` file name
+/// (`perf.data.K`; a lone shard writes `perf.data`, index 0).
+fn shard_of_perf(pid: u32) -> u32 {
+    let argv = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let args: Vec<&[u8]> = argv.split(|&b| b == 0).collect();
+    let output = args
+        .iter()
+        .position(|a| *a == b"-o")
+        .and_then(|i| args.get(i + 1))
+        .map(|o| String::from_utf8_lossy(o).into_owned())
+        .unwrap_or_default();
+    output
+        .rsplit_once('.')
+        .and_then(|(_, k)| k.parse().ok())
+        .unwrap_or(0)
 }
 
 #[test]
