@@ -1,6 +1,8 @@
 //! The benchmark driver's side of the handshake: `start`, `stop`,
 //! `shutdown` and `wait-ready`. Each writes (at most) one token and polls
-//! (every 0.1 s) for the sidecar's answer. It fails early with the
+//! (every 0.1 s) for the sidecar's answer; `start` and `stop` also watch
+//! the token directory (inotify), so an answer written on this node is
+//! seen at once. It fails early with the
 //! sidecar's own message when an error token appears, fast (exit 4) when no
 //! live sidecar holds the worker's lock for [`GRACE`], and with a timeout
 //! message that says what was awaited and where otherwise.
@@ -16,6 +18,7 @@ use std::time::{Duration, Instant};
 use crate::cli::{DriverOpts, ShutdownOpts, WaitOpts};
 use crate::fail::Fail;
 use crate::identity::{self, read_signed, Probe, SidecarId};
+use crate::sys;
 use crate::tokens::{Tokens, INVALID_PREFIX};
 
 const POLL: Duration = Duration::from_millis(100);
@@ -225,6 +228,9 @@ fn wait(t: &Tokens, q: &str, kind: &str, deadline: Instant, timeout: u64) -> Res
     let want = t.query(kind, q);
     let mut dead = DeadClock(None);
     let mut quick = 0;
+    // Watched before the first look, so that an answer written on this
+    // node wakes us at once (no wake-up is lost between look and wait).
+    let watch = sys::DirWatch::new(&t.dir);
     loop {
         // An error outranks the answer: e.g. a capture cut by --max-capture
         // is `finished` but not what the driver asked for.
@@ -234,11 +240,18 @@ fn wait(t: &Tokens, q: &str, kind: &str, deadline: Instant, timeout: u64) -> Res
         if Tokens::exists(&want) {
             return Ok(());
         }
-        // The answer is looked for every 10 ms (`start` of an armed capture
-        // takes milliseconds); the sidecar's liveness every 100 ms.
+        // The answer is looked for as soon as a token is written on this
+        // node (inotify), at least every 10 ms (`start` of an armed capture
+        // takes milliseconds; a token written on another node through a
+        // shared file system wakes no watch); the sidecar's liveness every
+        // 100 ms.
         if quick < QUICK_PER_POLL {
             quick += 1;
-            sleep(POLL / QUICK_PER_POLL);
+            let step = POLL / QUICK_PER_POLL;
+            match &watch {
+                Some(w) => w.wait(step.as_millis() as i32),
+                None => sleep(step),
+            }
             continue;
         }
         quick = 0;

@@ -23,7 +23,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
@@ -32,7 +32,7 @@ use jobprof_capture_format::EndCause;
 use crate::capture::{ActiveCapture, Context, State};
 use crate::cli::SidecarOpts;
 use crate::fail::Fail;
-use crate::identity::{self, write_signed, SidecarId};
+use crate::identity::{self, write_signed, Lock, SidecarId};
 use crate::preflight;
 use crate::publish;
 use crate::shard::RecordSpec;
@@ -60,7 +60,9 @@ enum Ending {
     WorkerExit,
 }
 
-/// Runs the sidecar to the end.
+/// Runs the sidecar to the end: set up (lock, preflight, symbols), arm the
+/// first capture, write `ready`, serve captures until the end, then end
+/// what runs and publish what is left.
 pub fn run(opts: SidecarOpts) -> Result<(), Fail> {
     let tokens = Tokens::new(&opts.token_dir, opts.worker);
     if !opts.token_dir.is_dir() {
@@ -69,29 +71,8 @@ pub fn run(opts: SidecarOpts) -> Result<(), Fail> {
             opts.token_dir.display()
         )));
     }
-    // One sidecar per worker and token directory: the lock lives as long as
-    // this process (the kernel drops it when we die, so no stale locks), and
-    // names us, so that drivers can tell our tokens from a dead sidecar's.
     let me = SidecarId::me();
-    let lock_path = tokens.sidecar("lock");
-    let lock = match identity::take_lock(&lock_path, &me) {
-        Ok(Some(lock)) => lock,
-        Ok(None) => {
-            return Err(Fail::failed(format!(
-                "another sidecar for worker {} already runs with token directory {} (it holds {}); \
-                 not starting a second one",
-                opts.worker,
-                opts.token_dir.display(),
-                lock_path.display()
-            )))
-        }
-        Err(e) => {
-            return Err(Fail::failed(format!(
-                "cannot lock {}: {e}",
-                lock_path.display()
-            )))
-        }
-    };
+    let lock = lock_worker(&opts, &tokens, &me)?;
     sys::catch_termination();
     tokens.clear_all().map_err(|e| {
         Fail::failed(format!(
@@ -99,54 +80,131 @@ pub fn run(opts: SidecarOpts) -> Result<(), Fail> {
             opts.token_dir.display()
         ))
     })?;
+    let worker = prepare(&opts, &tokens, &me)?;
+    let mut server = Server::new(&opts, &tokens, &me, &worker);
+    // The first capture is armed before `ready`: a driver that waits for
+    // `ready` (wait-ready) then starts its first query in milliseconds.
+    server.arm();
+    write_ready(&tokens, &me, &worker)?;
+    let ending = server.serve();
+    server.wind_down(&ending);
+    let errors = server.publish_rest(&worker);
+    finish(&tokens, &me, &worker, server.published, &ending, errors)?;
+    drop(lock);
+    Ok(())
+}
 
-    let fail = |msg: String| -> Fail {
-        let _ = write_signed(&tokens, &tokens.sidecar("error"), &me, &msg);
-        Fail::failed(msg)
-    };
+/// What the set-up found out about the worker, and where its files go.
+struct Worker {
+    pid: u32,
+    /// The worker's start time (tells it from a later process of that pid).
+    start_time: u64,
+    /// The staging root.
+    staging: PathBuf,
+    /// `STAGING/worker_N`.
+    dir: PathBuf,
+    /// `OUT/worker_N`.
+    out: PathBuf,
+    report: preflight::Report,
+    /// The worker files (symbols, maps) were published at start-up.
+    files_published: bool,
+}
 
+/// Writes the signed error token and returns the failure (exit 1).
+fn fail(tokens: &Tokens, me: &SidecarId, msg: String) -> Fail {
+    let _ = write_signed(tokens, &tokens.sidecar("error"), me, &msg);
+    Fail::failed(msg)
+}
+
+/// One sidecar per worker and token directory: the lock lives as long as
+/// this process (the kernel drops it when we die, so no stale locks), and
+/// names us, so that drivers can tell our tokens from a dead sidecar's.
+fn lock_worker(opts: &SidecarOpts, tokens: &Tokens, me: &SidecarId) -> Result<Lock, Fail> {
+    let lock_path = tokens.sidecar("lock");
+    match identity::take_lock(&lock_path, me) {
+        Ok(Some(lock)) => Ok(lock),
+        Ok(None) => Err(Fail::failed(format!(
+            "another sidecar for worker {} already runs with token directory {} (it holds {}); \
+             not starting a second one",
+            opts.worker,
+            opts.token_dir.display(),
+            lock_path.display()
+        ))),
+        Err(e) => Err(Fail::failed(format!(
+            "cannot lock {}: {e}",
+            lock_path.display()
+        ))),
+    }
+}
+
+/// Finds the worker, runs the preflight (its report is printed and kept in
+/// staging), removes what an earlier sidecar armed, snapshots the symbols
+/// and publishes the worker files.
+fn prepare(opts: &SidecarOpts, tokens: &Tokens, me: &SidecarId) -> Result<Worker, Fail> {
     let pid = match preflight::resolve_pid(&opts.target.pid, opts.target.start_timeout) {
         Ok(p) => p,
         Err(e) => {
-            let _ = write_signed(&tokens, &tokens.sidecar("error"), &me, &e.message);
+            let _ = write_signed(tokens, &tokens.sidecar("error"), me, &e.message);
             return Err(e);
         }
     };
     let Some((_, start_time)) = sys::proc_stat(pid) else {
-        return Err(fail(format!("worker pid {pid}: no such process")));
+        return Err(fail(
+            tokens,
+            me,
+            format!("worker pid {pid}: no such process"),
+        ));
     };
     let staging = preflight::staging_root(opts.target.staging.as_deref());
-    let worker_dir = staging.join(format!("worker_{}", opts.worker));
-    let report = preflight::run(&opts.target, pid, &staging, Some(&worker_dir));
+    let dir = staging.join(format!("worker_{}", opts.worker));
+    let report = preflight::run(&opts.target, pid, &staging, Some(&dir));
     let text = report.text(pid);
     eprint!("{text}");
     if !report.failed().is_empty() {
-        return Err(fail(report.failure_message()));
+        return Err(fail(tokens, me, report.failure_message()));
     }
-    let _ = write_atomic(&worker_dir.join("preflight.txt"), text.as_bytes());
-    remove_armed_leftovers(&worker_dir);
-    // A snapshot an earlier sidecar left here (same staging) is replaced.
+    let _ = write_atomic(&dir.join("preflight.txt"), text.as_bytes());
+    remove_armed_leftovers(&dir);
+    snapshot_symbols(pid, &dir, opts.symfs_limit).map_err(|m| fail(tokens, me, m))?;
+    let out = opts.out.join(format!("worker_{}", opts.worker));
+    let files_published = publish_worker_files(&dir, &out);
+    Ok(Worker {
+        pid,
+        start_time,
+        staging,
+        dir,
+        out,
+        report,
+        files_published,
+    })
+}
+
+/// Snapshots the worker's symbols into `worker_dir/symfs` (replacing one an
+/// earlier sidecar left on the same staging) and logs what was copied.
+fn snapshot_symbols(pid: u32, worker_dir: &Path, limit: u64) -> Result<(), String> {
     let _ = fs::remove_dir_all(worker_dir.join("symfs"));
-    match symfs::snapshot(pid, &worker_dir, opts.symfs_limit) {
-        Ok(s) => log(&format!(
-            "symfs: copied {} files ({} bytes, {} separate debug file(s), kernel symbols {}), skipped {}",
-            s.copied,
-            s.bytes,
-            s.debug_files,
-            if s.kallsyms { "kept" } else { "not available" },
-            s.skipped
-        )),
-        Err(e) => {
-            return Err(fail(format!(
-                "cannot snapshot symbols of pid {pid} into {}: {e}",
-                worker_dir.display()
-            )))
-        }
-    }
-    let out_worker = opts.out.join(format!("worker_{}", opts.worker));
-    // Published now, so that captures published later symbolize even if
-    // this sidecar is killed; retried at shutdown when it fails.
-    let worker_files_published = match publish::worker_files(&worker_dir, &out_worker) {
+    let s = symfs::snapshot(pid, worker_dir, limit).map_err(|e| {
+        format!(
+            "cannot snapshot symbols of pid {pid} into {}: {e}",
+            worker_dir.display()
+        )
+    })?;
+    log(&format!(
+        "symfs: copied {} files ({} bytes, {} separate debug file(s), kernel symbols {}), skipped {}",
+        s.copied,
+        s.bytes,
+        s.debug_files,
+        if s.kallsyms { "kept" } else { "not available" },
+        s.skipped
+    ));
+    Ok(())
+}
+
+/// Publishes the worker files now, so that captures published later
+/// symbolize even if this sidecar is killed; false (retried at shutdown)
+/// when that fails.
+fn publish_worker_files(worker_dir: &Path, out_worker: &Path) -> bool {
+    match publish::worker_files(worker_dir, out_worker) {
         Ok(()) => true,
         Err(e) => {
             log(&format!(
@@ -154,15 +212,19 @@ pub fn run(opts: SidecarOpts) -> Result<(), Fail> {
             ));
             false
         }
-    };
-    let ctx = Context {
+    }
+}
+
+/// What every capture of this sidecar shares.
+fn context(opts: &SidecarOpts, tokens: &Tokens, me: &SidecarId, worker: &Worker) -> Context {
+    Context {
         worker: opts.worker,
-        pid,
-        exe: report.exe.clone(),
+        pid: worker.pid,
+        exe: worker.report.exe.clone(),
         host: me.host.clone(),
         boot_id: sys::boot_id(),
         slurm_job_id: std::env::var("SLURM_JOB_ID").ok().filter(|s| !s.is_empty()),
-        perf_version: report.perf_version.clone(),
+        perf_version: worker.report.perf_version.clone(),
         spec: RecordSpec {
             event: opts.target.event.clone(),
             frequency: opts.target.frequency,
@@ -171,132 +233,79 @@ pub fn run(opts: SidecarOpts) -> Result<(), Fail> {
             max_size: opts.max_shard_size,
         },
         threads_per_shard: opts.threads_per_shard,
-        worker_dir: worker_dir.clone(),
+        worker_dir: worker.dir.clone(),
         shutdown_token: tokens.sidecar("shutdown"),
-    };
-    let stop_timeout = Duration::from_secs(opts.stop_timeout);
-    let mut server = Server {
-        prearm: opts.prearm,
-        arm_wanted: false,
-        armed: None,
-        watch: sys::DirWatch::new(&opts.token_dir),
-        tokens: tokens.clone(),
-        ctx,
-        out_worker: out_worker.clone(),
-        stop_timeout,
-        max_capture: opts.max_capture,
-        pid,
-        start_time,
-        active: None,
-        unpublished: Vec::new(),
-        published: 0,
-        seen: BTreeSet::new(),
-        ended: BTreeMap::new(),
-        arm_seq: 0,
-    };
-    // The first capture is armed before `ready`: a driver that waits for
-    // `ready` (wait-ready) then starts its first query in milliseconds.
-    server.arm_wanted = false;
-    server.arm();
+    }
+}
+
+/// Writes the `ready` token (signed with our identity).
+fn write_ready(tokens: &Tokens, me: &SidecarId, worker: &Worker) -> Result<(), Fail> {
+    let pid = worker.pid;
     write_signed(
-        &tokens,
+        tokens,
         &tokens.sidecar("ready"),
-        &me,
-        &format!("worker_pid={pid} staging={}", worker_dir.display()),
+        me,
+        &format!("worker_pid={pid} staging={}", worker.dir.display()),
     )
     .map_err(|e| {
         Fail::failed(format!(
             "cannot write the ready token in {}: {e}",
-            opts.token_dir.display()
+            tokens.dir.display()
         ))
     })?;
     log(&format!(
         "ready: worker pid {pid}, staging {}",
-        worker_dir.display()
+        worker.dir.display()
     ));
+    Ok(())
+}
 
-    let ending = server.serve();
-    if let Some(a) = server.armed.take() {
-        let dir = a.dir.clone();
-        a.discard();
-        log(&format!(
-            "the armed capture ({}) never sampled: its perf processes killed, {} removed, nothing published",
-            ending_name(&ending, pid),
-            dir.display()
-        ));
-    }
-    let cause = match ending {
-        Ending::Shutdown => EndCause::Shutdown,
-        Ending::Signal(_) => EndCause::Signal,
-        Ending::WorkerExit => EndCause::WorkerExit,
-    };
-    if let Some(mut c) = server.active.take() {
-        let msg = match ending {
-            Ending::WorkerExit => format!(
-                "{INVALID_PREFIX}the worker (pid {pid}) exited during the capture of {}; capture kept, marked invalid",
-                c.query
-            ),
-            _ => format!(
-                "{INVALID_PREFIX}the sidecar was ended ({}) during the capture of {}; capture kept, marked invalid",
-                ending_name(&ending, pid),
-                c.query
-            ),
-        };
-        let q = c.query.clone();
-        server.end(&mut c, cause);
-        server.settle(c);
-        let _ = tokens.write(&tokens.query("error", &q), &msg);
-    }
-
-    // Publish what is left.
-    let mut errors = Vec::new();
-    if !worker_files_published {
-        if let Err(e) = publish::worker_files(&worker_dir, &out_worker) {
-            errors.push(e);
-        }
-    }
-    for c in std::mem::take(&mut server.unpublished) {
-        match publish::capture(&c.dir, &out_worker, &c.meta) {
-            Ok(()) => {
-                server.published += 1;
-                log(&format!(
-                    "published {}",
-                    out_worker.join(&c.query).display()
-                ));
-            }
-            Err(e) => errors.push(e),
-        }
-    }
-    let why = ending_name(&ending, pid);
+/// The last step: fails (error token) when something could not be
+/// published, else writes `done` (and, when the worker exited, the error
+/// token that tells later drivers why) and frees the node-local disk.
+fn finish(
+    tokens: &Tokens,
+    me: &SidecarId,
+    worker: &Worker,
+    published: usize,
+    ending: &Ending,
+    errors: Vec<String>,
+) -> Result<(), Fail> {
+    let pid = worker.pid;
     if !errors.is_empty() {
         let msg = format!(
             "publishing into {} failed: {}; raw data left in {}",
-            out_worker.display(),
+            worker.out.display(),
             errors.join("; "),
-            worker_dir.display()
+            worker.dir.display()
         );
-        return Err(fail(msg));
+        return Err(fail(tokens, me, msg));
     }
     if let Ending::WorkerExit = ending {
         // Drivers calling start after this learn why at once.
         let _ = write_signed(
-            &tokens,
+            tokens,
             &tokens.sidecar("error"),
-            &me,
+            me,
             &format!(
                 "the worker (pid {pid}) exited; the sidecar published its captures and stopped"
             ),
         );
     }
     let done = format!(
-        "published {} capture(s) into {} ({why})",
-        server.published,
-        out_worker.display()
+        "published {published} capture(s) into {} ({})",
+        worker.out.display(),
+        ending_name(ending, pid)
     );
-    write_signed(&tokens, &tokens.sidecar("done"), &me, &done)
+    write_signed(tokens, &tokens.sidecar("done"), me, &done)
         .map_err(|e| Fail::failed(format!("cannot write the done token: {e}")))?;
     log(&done);
-    // Everything is published: free the node-local disk.
+    free_staging(worker);
+    Ok(())
+}
+
+/// Everything is published: frees the node-local disk.
+fn free_staging(worker: &Worker) {
     for name in [
         "preflight.txt",
         "worker.maps",
@@ -304,19 +313,17 @@ pub fn run(opts: SidecarOpts) -> Result<(), Fail> {
         symfs::KALLSYMS,
         symfs::MODULES,
     ] {
-        let _ = fs::remove_file(worker_dir.join(name));
+        let _ = fs::remove_file(worker.dir.join(name));
     }
-    let _ = fs::remove_dir_all(worker_dir.join("symfs"));
-    let _ = fs::remove_dir(&worker_dir);
-    let _ = fs::remove_dir(&staging);
-    drop(lock);
-    Ok(())
+    let _ = fs::remove_dir_all(worker.dir.join("symfs"));
+    let _ = fs::remove_dir(&worker.dir);
+    let _ = fs::remove_dir(&worker.staging);
 }
 
 /// Removes the armed captures (and their FIFO directories) an earlier
 /// sidecar left in this staging (killed, or a requeued job): they never
 /// sampled (a capture is renamed to its query id before it is enabled).
-fn remove_armed_leftovers(worker_dir: &std::path::Path) {
+fn remove_armed_leftovers(worker_dir: &Path) {
     let Ok(entries) = fs::read_dir(worker_dir) else {
         return;
     };
@@ -379,6 +386,90 @@ struct Server {
 }
 
 impl Server {
+    fn new(opts: &SidecarOpts, tokens: &Tokens, me: &SidecarId, worker: &Worker) -> Server {
+        Server {
+            prearm: opts.prearm,
+            arm_wanted: false,
+            armed: None,
+            watch: sys::DirWatch::new(&opts.token_dir),
+            tokens: tokens.clone(),
+            ctx: context(opts, tokens, me, worker),
+            out_worker: worker.out.clone(),
+            stop_timeout: Duration::from_secs(opts.stop_timeout),
+            max_capture: opts.max_capture,
+            pid: worker.pid,
+            start_time: worker.start_time,
+            active: None,
+            unpublished: Vec::new(),
+            published: 0,
+            seen: BTreeSet::new(),
+            ended: BTreeMap::new(),
+            arm_seq: 0,
+        }
+    }
+
+    /// Once serving ended: the armed capture is discarded (it never
+    /// sampled); a running one is ended, marked invalid with the reason,
+    /// and published, and its driver gets the error token.
+    fn wind_down(&mut self, ending: &Ending) {
+        let pid = self.pid;
+        if let Some(a) = self.armed.take() {
+            let dir = a.dir.clone();
+            a.discard();
+            log(&format!(
+                "the armed capture ({}) never sampled: its perf processes killed, {} removed, nothing published",
+                ending_name(ending, pid),
+                dir.display()
+            ));
+        }
+        let cause = match ending {
+            Ending::Shutdown => EndCause::Shutdown,
+            Ending::Signal(_) => EndCause::Signal,
+            Ending::WorkerExit => EndCause::WorkerExit,
+        };
+        if let Some(mut c) = self.active.take() {
+            let msg = match ending {
+                Ending::WorkerExit => format!(
+                    "{INVALID_PREFIX}the worker (pid {pid}) exited during the capture of {}; capture kept, marked invalid",
+                    c.query
+                ),
+                _ => format!(
+                    "{INVALID_PREFIX}the sidecar was ended ({}) during the capture of {}; capture kept, marked invalid",
+                    ending_name(ending, pid),
+                    c.query
+                ),
+            };
+            let q = c.query.clone();
+            self.end(&mut c, cause);
+            self.settle(c);
+            let _ = self.tokens.write(&self.tokens.query("error", &q), &msg);
+        }
+    }
+
+    /// Publishes what could not be published yet (the worker files, ended
+    /// captures); returns what failed.
+    fn publish_rest(&mut self, worker: &Worker) -> Vec<String> {
+        let mut errors = Vec::new();
+        if !worker.files_published {
+            if let Err(e) = publish::worker_files(&worker.dir, &worker.out) {
+                errors.push(e);
+            }
+        }
+        for c in std::mem::take(&mut self.unpublished) {
+            match publish::capture(&c.dir, &worker.out, &c.meta) {
+                Ok(()) => {
+                    self.published += 1;
+                    log(&format!(
+                        "published {}",
+                        worker.out.join(&c.query).display()
+                    ));
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        errors
+    }
+
     fn serve(&mut self) -> Ending {
         let (pid, start_time) = (self.pid, self.start_time);
         loop {
