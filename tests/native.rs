@@ -454,11 +454,24 @@ fn dwarf_capture_native_matches_perf_script() {
     let total: u64 = native.values().sum();
     let deep = weight_through(&native, &["start_thread", "worker", "sort_stage"]);
     assert!(deep > 0, "no unwound worker stacks of {total}: {native:?}");
-    let callback = weight_through(&native, &["sort_stage", "msort_with_tmp", "compare_keys"]);
-    let kernel = weight_through(&native, &["io_stage", "write", "_[k]"]);
+    // (libc's own frames are named only where its debug file is installed.)
+    let callback = weight_through(&native, &["sort_stage", "compare_keys"]);
     assert!(
-        callback > 0 || kernel > 0,
-        "no stack through libc or into the kernel: {native:?}"
+        callback > 0,
+        "no stack through qsort back into the worker: {native:?}"
+    );
+    let kernel: u64 = [
+        "entry_SYSCALL",
+        "asm_sysvec",
+        "asm_common_interrupt",
+        "irqentry",
+    ]
+    .iter()
+    .map(|k| weight_through(&native, &["worker", k]))
+    .sum();
+    assert!(
+        kernel > 0,
+        "no kernel frames above unwound user frames: {native:?}"
     );
 }
 
