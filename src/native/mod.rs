@@ -751,7 +751,21 @@ mod tests {
             (SampleFormat::CALLCHAIN | SampleFormat::REGS_USER | SampleFormat::STACK_USER).bits();
         put(&mut h, 104 + 24, dwarf);
         std::fs::write(&p, &h).unwrap();
-        assert!(check(&p).unwrap_err().contains("--call-graph dwarf"));
+        assert!(check(&p).unwrap_err().contains("lack IP, SP or BP"));
+        // With the registers unwinding needs, the header must say x86_64
+        // (this one has no feature sections at all).
+        put(&mut h, 104 + 80, unwind::NEEDED_REGS);
+        std::fs::write(&p, &h).unwrap();
+        assert!(check(&p).is_err());
+        put(&mut h, 104 + 80, 0);
+        put(
+            &mut h,
+            104 + 24,
+            (SampleFormat::CALLCHAIN | SampleFormat::REGS_USER).bits(),
+        );
+        std::fs::write(&p, &h).unwrap();
+        assert!(check(&p).unwrap_err().contains("not both"));
+        put(&mut h, 104 + 24, dwarf);
         put(&mut h, 104 + 24, SampleFormat::IP.bits());
         std::fs::write(&p, &h).unwrap();
         assert!(check(&p).unwrap_err().contains("no call chains"));
