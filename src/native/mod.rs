@@ -531,7 +531,12 @@ impl Run<'_> {
             return;
         }
         let dso = self.dso_id(path, id);
-        self.unwind.maps_changed(pid);
+        // Anonymous memory (heap, stacks, malloc arenas: `--call-graph
+        // dwarf` records data maps too) has no unwind tables; a sample whose
+        // stack runs into it stops there whatever the unwinder holds.
+        if self.dsos[dso as usize].path.is_some() {
+            self.unwind.maps_changed(pid);
+        }
         self.machine.mmap(
             pid,
             Map {
