@@ -29,7 +29,7 @@
 # --depth runs every query of the workload under that many extra frames: real
 # servers have deep stacks, and perf script's cost grows with them.
 # A >= 500 MB dwarf capture (each sample carries a 16 KiB stack copy):
-#   bash benches/process.sh --call-graph dwarf,16384 --seconds 40 --no-old \
+#   bash benches/process.sh --call-graph dwarf,16384 --seconds 100 --no-old \
 #        --keep /tmp/bench-dwarf
 # (--keep reuses the capture on the next run with the same DIR).
 #
