@@ -172,12 +172,15 @@ fn section(file: &ElfFile64<'_, Endianness>, name: &str) -> Option<(Range<u64>, 
 
 /// A DSO by path and build id.
 type Key = (String, Vec<u8>);
+/// A DSO's tables (`None`: it has none), loaded by the first run that
+/// needs them.
+type Cell = Arc<OnceLock<Option<Arc<DsoUnwind>>>>;
 
 /// Unwind tables of every DSO, loaded by the first run that needs them and
 /// shared by all shards and slices of one symbolizer.
 #[derive(Debug, Default)]
 pub struct Tables {
-    dsos: Mutex<HashMap<Key, Arc<OnceLock<Option<Arc<DsoUnwind>>>>>>,
+    dsos: Mutex<HashMap<Key, Cell>>,
 }
 
 impl Tables {
