@@ -118,6 +118,10 @@ fn make_with(which: Worker, call_graph: &str, seconds: u64) -> Option<Capture> {
     if !util::require(perf_available(), "perf (linux-perf) for tests/native.rs") {
         return None;
     }
+    // One capture at a time: on a loaded 2-core machine, parallel captures
+    // starve each other's workers of samples (and of kernel frames).
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let keep = tempfile::tempdir().unwrap();
     let bin_dir = keep.path().join("bin");
     fs::create_dir_all(&bin_dir).unwrap();
