@@ -418,7 +418,10 @@ impl Symbolizer {
                 }
                 EventRecord::Fork(f) => {
                     run.machine.fork(f.pid, f.ppid, f.tid, f.ptid);
-                    run.unwind.maps_changed(f.pid);
+                    if f.pid != f.ppid {
+                        // A new process (a new thread shares its maps).
+                        run.unwind.maps_changed(f.pid);
+                    }
                 }
                 EventRecord::Mmap(m) => {
                     let path = m.path.as_slice();
