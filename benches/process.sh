@@ -12,8 +12,9 @@
 #       gzip -1 of the text.
 #   (c) jobprof process --force --symbolizer perf RESULT_DIR: the same
 #       pipeline with `perf script` instead of the native symbolizer, side
-#       by side with (a) --symbolizer native (the issue-16 figure; (a) falls
-#       back to perf script on captures native cannot read, e.g. dwarf).
+#       by side with (a) --symbolizer native (the issue-16 figure, for fp
+#       and for dwarf captures alike; (a) falls back to perf script on a
+#       shard native cannot read, and says so in the line it prints).
 # Prints the wall times (best of --runs), the ratios, whether the folded
 # totals are identical, and each side's peak RSS (/usr/bin/time; for (b) the
 # largest of its steps); --no-old skips (b). Then the symbol agreement: the share of sample
@@ -27,6 +28,10 @@
 #        [--keep DIR] [--no-old]
 # --depth runs every query of the workload under that many extra frames: real
 # servers have deep stacks, and perf script's cost grows with them.
+# A >= 500 MB dwarf capture (each sample carries a 16 KiB stack copy):
+#   bash benches/process.sh --call-graph dwarf,16384 --seconds 100 --no-old \
+#        --keep /tmp/bench-dwarf
+# (--keep reuses the capture on the next run with the same DIR).
 #
 # Needs perf, gcc, /usr/bin/time; installs inferno 0.12.8 with cargo when
 # inferno-collapse-perf is missing. Builds jobprof in release mode.
@@ -45,7 +50,7 @@ while [ $# -gt 0 ]; do
     --runs) runs=$2; shift 2 ;;
     --keep) keep=$2; shift 2 ;;
     --no-old) old=0; shift ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
     *) echo "process.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done

@@ -111,8 +111,8 @@ pub struct ProcessArgs {
     /// Who turns perf.data into text: `native` (read perf.data in-process,
     /// no perf needed, several times faster), `perf` (`perf script`), or
     /// `auto`: native for every shard it can read (frame-pointer call
-    /// chains), `perf script` for the others (dwarf call chains, unknown
-    /// records) and when --inline is given. A shard native cannot read falls
+    /// chains, x86-64 dwarf call chains), `perf script` for the others
+    /// (compressed files, unknown records) and when --inline is given. A shard native cannot read falls
     /// back to `perf script` with a warning; summary.json's symbolized_from
     /// says which ran.
     #[arg(long, value_name = "WHO", default_value = "auto")]

@@ -113,7 +113,7 @@ pub fn load(root: &Path, path: &str, build_id: Option<&[u8]>) -> DsoSymbols {
     }
 }
 
-fn map_file(p: &Path) -> Option<memmap2::Mmap> {
+pub(super) fn map_file(p: &Path) -> Option<memmap2::Mmap> {
     let f = File::open(p).ok()?;
     if !f.metadata().ok()?.is_file() {
         return None;

@@ -4,10 +4,11 @@
 //!
 //! [`check`] decides, from the file's header and a walk over its record
 //! headers (no payload is parsed), whether this module can stand in for
-//! `perf script` on a shard: frame-pointer call chains (`-g`), the records
-//! that place code in memory (`MMAP`, `MMAP2`, `COMM`, `FORK`, `EXIT`) and
-//! the ones perf script prints nothing for. Anything else (user register
-//! and stack copies of `--call-graph dwarf`, samples without call chains,
+//! `perf script` on a shard: frame-pointer call chains (`-g`), user register
+//! and stack copies (`--call-graph dwarf`, x86-64, unwound by [`unwind`]),
+//! the records that place code in memory (`MMAP`, `MMAP2`, `COMM`, `FORK`,
+//! `EXIT`) and the ones perf script prints nothing for. Anything else
+//! (samples without call chains, dwarf captures of another architecture,
 //! compressed or pipe-mode files, `KSYMBOL`, `AUX`, `TEXT_POKE`, an unknown
 //! record type) is refused with the reason, and the caller runs
 //! `perf script` for that shard instead.
@@ -25,6 +26,7 @@
 pub mod elf;
 pub mod symbols;
 pub mod threads;
+pub mod unwind;
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -217,21 +219,23 @@ pub fn check(data: &Path) -> Result<(), String> {
     if attr_size < 48 || attrs_len == 0 {
         return Err(bad());
     }
+    let mut dwarf = false;
     let mut at = attrs_off as usize;
     let attrs_end = (attrs_off + attrs_len) as usize;
     while at + attr_size <= attrs_end {
         let sample_type = u64_at(b, at + 24).ok_or_else(bad)?;
         let f = SampleFormat::from_bits_truncate(sample_type);
         if f.intersects(SampleFormat::REGS_USER | SampleFormat::STACK_USER) {
-            return Err(
-                "it has user stack copies (--call-graph dwarf), which are not unwound natively yet"
-                    .into(),
-            );
+            check_dwarf(b, at, attr_size, f)?;
+            dwarf = true;
         }
         if !f.contains(SampleFormat::CALLCHAIN) {
             return Err("its samples have no call chains (recorded without -g)".into());
         }
         at += attr_size;
+    }
+    if dwarf {
+        check_dwarf_arch(data)?;
     }
     if data_len == 0 && b.len() as u64 > data_off {
         return Err("its header gives an empty data section (perf did not finish the file)".into());
@@ -259,6 +263,34 @@ pub fn check(data: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether the user register and stack copies of the attribute at `at` can
+/// be unwound: both present, with IP, SP and BP among the registers.
+fn check_dwarf(b: &[u8], at: usize, attr_size: usize, f: SampleFormat) -> Result<(), String> {
+    if !f.contains(SampleFormat::REGS_USER | SampleFormat::STACK_USER) {
+        return Err("its samples have user registers or a user stack copy, not both".into());
+    }
+    // perf_event_attr.sample_regs_user, after the first 80 bytes.
+    let regs = (attr_size >= 96).then(|| u64_at(b, at + 80)).flatten();
+    if regs.is_none_or(|r| r & unwind::NEEDED_REGS != unwind::NEEDED_REGS) {
+        return Err("its user register copies lack IP, SP or BP (--call-graph dwarf)".into());
+    }
+    Ok(())
+}
+
+/// Dwarf samples are unwound for x86-64 captures only.
+fn check_dwarf_arch(data: &Path) -> Result<(), String> {
+    let file = File::open(data).map_err(|e| format!("cannot open: {e}"))?;
+    let PerfFileReader { perf_file, .. } = PerfFileReader::parse_file(io::BufReader::new(file))
+        .map_err(|e| format!("cannot read the header: {e}"))?;
+    match perf_file.arch() {
+        Ok(Some("x86_64")) => Ok(()),
+        Ok(Some(a)) => Err(format!(
+            "it has --call-graph dwarf samples of {a}, which are unwound natively on x86_64 only"
+        )),
+        _ => Err("it has --call-graph dwarf samples and no architecture in its header".into()),
+    }
+}
+
 /// A DSO by path and build id.
 type DsoKey = (String, Vec<u8>);
 /// A DSO's symbols, loaded by the first run that needs them.
@@ -271,6 +303,7 @@ pub struct Symbolizer {
     root: PathBuf,
     kernel: OnceLock<SymbolTable>,
     dsos: Mutex<HashMap<DsoKey, DsoCell>>,
+    unwind: unwind::Tables,
 }
 
 impl Symbolizer {
@@ -282,6 +315,7 @@ impl Symbolizer {
             root,
             kernel: OnceLock::new(),
             dsos: Mutex::new(HashMap::new()),
+            unwind: unwind::Tables::default(),
         }
     }
 
@@ -343,6 +377,8 @@ impl Symbolizer {
             build_ids,
             frames: rustc_hash::FxHashMap::default(),
             scratch: Vec::new(),
+            unwind: unwind::Unwinding::default(),
+            user: Vec::new(),
             out: Vec::with_capacity(FLUSH + (64 << 10)),
             bytes: 0,
             samples: 0,
@@ -380,7 +416,13 @@ impl Symbolizer {
                     run.machine
                         .comm(c.tid, &String::from_utf8_lossy(&c.name.as_slice()));
                 }
-                EventRecord::Fork(f) => run.machine.fork(f.pid, f.ppid, f.tid, f.ptid),
+                EventRecord::Fork(f) => {
+                    run.machine.fork(f.pid, f.ppid, f.tid, f.ptid);
+                    if f.pid != f.ppid {
+                        // A new process (a new thread shares its maps).
+                        run.unwind.maps_changed(f.pid);
+                    }
+                }
                 EventRecord::Mmap(m) => {
                     let path = m.path.as_slice();
                     run.mmap(m.pid, m.address, m.length, m.page_offset, &path, None);
@@ -432,6 +474,10 @@ struct Run<'a> {
     frames: rustc_hash::FxHashMap<(u32, u64), Box<[u8]>>,
     /// Per-sample call chain, resolved.
     scratch: Vec<(u32, u64)>,
+    /// Dwarf unwinding of user stack copies.
+    unwind: unwind::Unwinding,
+    /// Per-sample unwound user addresses.
+    user: Vec<u64>,
     out: Vec<u8>,
     bytes: u64,
     samples: u64,
@@ -488,6 +534,12 @@ impl Run<'_> {
             return;
         }
         let dso = self.dso_id(path, id);
+        // Anonymous memory (heap, stacks, malloc arenas: `--call-graph
+        // dwarf` records data maps too) has no unwind tables; a sample whose
+        // stack runs into it stops there whatever the unwinder holds.
+        if self.dsos[dso as usize].path.is_some() {
+            self.unwind.maps_changed(pid);
+        }
         self.machine.mmap(
             pid,
             Map {
@@ -560,11 +612,50 @@ impl Run<'_> {
                 });
             }
         }
+        if let (Some(regs), Some((stack, size))) = (&s.user_regs, &s.user_stack) {
+            self.user_frames(pid, regs, &stack.as_slice(), *size, &mut resolved);
+        }
         for &(dso, key) in &resolved {
             self.frame(dso, key);
         }
         self.scratch = resolved;
         self.out.push(b'\n');
+    }
+
+    /// Appends the user frames unwound from a dwarf sample's registers and
+    /// stack copy (`size`: the valid part of `stack`; none when it is 0, as
+    /// in perf).
+    fn user_frames(
+        &mut self,
+        pid: i32,
+        regs: &linux_perf_data::linux_perf_event_reader::Regs<'_>,
+        stack: &[u8],
+        size: u64,
+        resolved: &mut Vec<(u32, u64)>,
+    ) {
+        let stack = &stack[..stack.len().min(size as usize)];
+        if stack.is_empty() {
+            return;
+        }
+        let Run {
+            sym,
+            machine,
+            dsos,
+            unwind,
+            user,
+            ..
+        } = self;
+        let maps = machine.maps_of(pid);
+        let mut load = |id: u32| {
+            let d = dsos.get(id as usize)?;
+            sym.unwind.get(&sym.root, d.path.as_deref()?, &d.build_id)
+        };
+        user.clear();
+        unwind.user_frames(pid, maps, &mut load, regs, stack, user);
+        resolved.extend(user.iter().map(|&ip| match maps.and_then(|m| m.find(ip)) {
+            Some(m) => (m.dso, m.rel(ip)),
+            None => (NO_DSO, ip),
+        }));
     }
 
     fn frame(&mut self, dso: u32, key: u64) {
@@ -668,7 +759,21 @@ mod tests {
             (SampleFormat::CALLCHAIN | SampleFormat::REGS_USER | SampleFormat::STACK_USER).bits();
         put(&mut h, 104 + 24, dwarf);
         std::fs::write(&p, &h).unwrap();
-        assert!(check(&p).unwrap_err().contains("--call-graph dwarf"));
+        assert!(check(&p).unwrap_err().contains("lack IP, SP or BP"));
+        // With the registers unwinding needs, the header must say x86_64
+        // (this one has no feature sections at all).
+        put(&mut h, 104 + 80, unwind::NEEDED_REGS);
+        std::fs::write(&p, &h).unwrap();
+        assert!(check(&p).is_err());
+        put(&mut h, 104 + 80, 0);
+        put(
+            &mut h,
+            104 + 24,
+            (SampleFormat::CALLCHAIN | SampleFormat::REGS_USER).bits(),
+        );
+        std::fs::write(&p, &h).unwrap();
+        assert!(check(&p).unwrap_err().contains("not both"));
+        put(&mut h, 104 + 24, dwarf);
         put(&mut h, 104 + 24, SampleFormat::IP.bits());
         std::fs::write(&p, &h).unwrap();
         assert!(check(&p).unwrap_err().contains("no call chains"));

@@ -80,7 +80,9 @@ fn better(a: &RawSymbol, b: &RawSymbol) -> Ordering {
     if global(a) != global(b) {
         return if global(a) { Less } else { Greater };
     }
-    match underscores(a.name.as_str()).cmp(&underscores(&b.name)) {
+    // perf keeps names demangled, and compares those.
+    let (da, db) = (demangle(&a.name), demangle(&b.name));
+    match underscores(&da).cmp(&underscores(&db)) {
         Ordering::Less => return Less,
         Ordering::Greater => return Greater,
         Ordering::Equal => {}
@@ -88,7 +90,10 @@ fn better(a: &RawSymbol, b: &RawSymbol) -> Ordering {
     if a.name.starts_with("SyS") || a.name.starts_with("compat_SyS") {
         return Greater;
     }
-    if a.name.len() >= b.name.len() {
+    // The longer name; on a tie the one seen first (perf's
+    // `symbols__fixup_duplicate` keeps the earlier symbol-table entry:
+    // `__libc_start_main@@GLIBC_2.34` over `__libc_start_main@GLIBC_2.2.5`).
+    if da.len() > db.len() {
         Less
     } else {
         Greater
@@ -221,8 +226,14 @@ pub fn demangle(name: &str) -> std::borrow::Cow<'_, str> {
     Cow::Borrowed(name)
 }
 
-/// A legacy-mangled Rust symbol ends in `17h<16 hex digits>E`.
+/// A legacy-mangled Rust symbol ends in `17h<16 hex digits>E`, maybe
+/// followed by an LLVM `.llvm.<digits>` suffix (which perf's demangler,
+/// like rustc-demangle, drops).
 fn is_rust_legacy(name: &str) -> bool {
+    let name = match name.rfind(".llvm.") {
+        Some(i) => &name[..i],
+        None => name,
+    };
     let b = name.as_bytes();
     b.len() > 20
         && b.ends_with(b"E")
@@ -257,6 +268,21 @@ mod tests {
                 sym(0x200, 0, Binding::Global, "unsized"),
                 sym(0x200, 8, Binding::Local, "_sized"),
                 sym(0x300, 4, Binding::Global, "tail"),
+                sym(0x400, 4, Binding::Global, "start@@V_2.34"),
+                sym(0x400, 4, Binding::Global, "start@V_2.2.5"),
+                // Equal mangled lengths; the longer demangled name wins.
+                sym(
+                    0x500,
+                    4,
+                    Binding::Global,
+                    "_RNvXsd_NtNtNtCs1_4core3fmt3num3impyNtB9_7Display3fmt",
+                ),
+                sym(
+                    0x500,
+                    4,
+                    Binding::Global,
+                    "_RNvXsi_NtNtNtCs1_4core3fmt3num3impjNtB9_7Display3fmt",
+                ),
             ],
             false,
         );
@@ -267,6 +293,11 @@ mod tests {
         assert!(t.find(0x208).is_none());
         assert!(t.find(0x50).is_none());
         assert_eq!(t.find(0x303).unwrap().name, "tail");
+        assert_eq!(t.find(0x401).unwrap().name, "start@@V_2.34");
+        assert_eq!(
+            demangle(t.find(0x501).unwrap().name),
+            "<usize as core::fmt::Display>::fmt"
+        );
     }
 
     #[test]
@@ -292,6 +323,12 @@ mod tests {
         assert_eq!(
             demangle("_ZN4core3ptr13drop_in_place17h0123456789abcdefE"),
             "core::ptr::drop_in_place"
+        );
+        assert_eq!(
+            demangle(
+                "_ZN3std2rt10lang_start28_$u7b$$u7b$closure$u7d$$u7d$17he6d2b21b4b406f0dE.llvm.4347963086496554761"
+            ),
+            "std::rt::lang_start::{{closure}}"
         );
     }
 }

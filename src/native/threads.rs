@@ -61,6 +61,11 @@ impl Maps {
         self.maps = out;
     }
 
+    /// The maps, by start address.
+    pub fn iter(&self) -> impl Iterator<Item = &Map> {
+        self.maps.iter()
+    }
+
     /// The map holding `ip`.
     pub fn find(&self, ip: u64) -> Option<&Map> {
         let i = self

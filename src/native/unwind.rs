@@ -1,0 +1,384 @@
+//! Dwarf unwinding of `--call-graph dwarf` samples, as `perf script` (6.1,
+//! built with libunwind) does it: each sample carries the user registers
+//! and a copy of the top of the user stack; the user part of its call chain
+//! is recovered from the CFI of the mapped files (framehop over
+//! `.eh_frame_hdr` + `.eh_frame` of the capture's copy of the file, else
+//! `.debug_frame` of the file or of its separate debug file, found as
+//! [`super::elf`] finds symbols). perf's conventions are kept: the first
+//! frame is the sampled IP itself, every later one is its return address
+//! minus one (so it names the calling instruction), at most 127 user frames,
+//! a null address ends the chain, and unwinding stops at an address in no
+//! mapped file or in a file without unwind tables (where perf's libunwind
+//! stops too) or where a stack read falls outside the copy (perf never
+//! reads the copy's last word; a return address past the copy reads as 0,
+//! which perf prints as one last `ffffffffffffffff [unknown]` frame, and a
+//! frame pointer whose save slot lies below the copy poisons the frames
+//! that need it). The tables are read once per DSO and shared
+//! by every shard and time slice of a run ([`Tables`]); each run keeps one
+//! framehop unwinder per process, rebuilt when the process's maps change.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::path::{Component, Path};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
+use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
+use linux_perf_data::linux_perf_event_reader::Regs;
+use object::read::elf::{ElfFile64, ProgramHeader};
+use object::{elf, Endianness, Object, ObjectSection};
+use rustc_hash::FxHashMap;
+
+use super::threads::Maps;
+
+/// The most user frames perf script takes from one unwinding (libunwind's
+/// `ips[]`, `PERF_MAX_STACK_DEPTH`).
+pub const MAX_USER_FRAMES: usize = 127;
+
+/// x86-64 register numbers in `PERF_SAMPLE_REGS_USER`.
+const REG_BP: u64 = 6;
+const REG_SP: u64 = 7;
+const REG_IP: u64 = 8;
+/// The registers unwinding needs (frame pointer, stack pointer, IP).
+pub const NEEDED_REGS: u64 = (1 << REG_BP) | (1 << REG_SP) | (1 << REG_IP);
+
+type Bytes = Arc<[u8]>;
+
+/// The unwind tables of one DSO, in its own (ELF) address space.
+#[derive(Debug, Default)]
+pub struct DsoUnwind {
+    /// `PT_LOAD` segments: (file offset, file size, vaddr).
+    segments: Vec<(u64, u64, u64)>,
+    text: Option<Range<u64>>,
+    got: Option<Range<u64>>,
+    eh_frame: Option<(Range<u64>, Bytes)>,
+    eh_frame_hdr: Option<(Range<u64>, Bytes)>,
+    debug_frame: Option<Bytes>,
+}
+
+impl DsoUnwind {
+    /// Where the ELF's address 0 lies in a process that maps `len` bytes
+    /// of the file from offset `pgoff` at `start`: from the segment that
+    /// begins inside the mapping (mappings start on a page boundary below
+    /// their segment, which lld does not align to pages), else the one
+    /// holding `pgoff`.
+    fn base_avma(&self, start: u64, pgoff: u64, len: u64) -> Option<u64> {
+        let inside = |&&(o, _, _): &&(u64, u64, u64)| o >= pgoff && o - pgoff < len;
+        let holding = |&&(o, sz, _): &&(u64, u64, u64)| pgoff >= o && pgoff < o + sz.max(1);
+        let &(o, _, v) = self
+            .segments
+            .iter()
+            .find(inside)
+            .or_else(|| self.segments.iter().find(holding))?;
+        Some(start.wrapping_add(o).wrapping_sub(pgoff).wrapping_sub(v))
+    }
+
+    fn section_info(&self) -> ExplicitModuleSectionInfo<Bytes> {
+        let (eh_frame_svma, eh_frame) = split(&self.eh_frame);
+        let (eh_frame_hdr_svma, eh_frame_hdr) = split(&self.eh_frame_hdr);
+        ExplicitModuleSectionInfo {
+            base_svma: 0,
+            text_svma: self.text.clone(),
+            got_svma: self.got.clone(),
+            eh_frame_svma,
+            eh_frame,
+            eh_frame_hdr_svma,
+            eh_frame_hdr,
+            debug_frame: self.debug_frame.clone(),
+            ..Default::default()
+        }
+    }
+}
+
+fn split(s: &Option<(Range<u64>, Bytes)>) -> (Option<Range<u64>>, Option<Bytes>) {
+    match s {
+        Some((r, b)) => (Some(r.clone()), Some(b.clone())),
+        None => (None, None),
+    }
+}
+
+/// Reads the unwind tables of the DSO mapped from `path` under `root` (the
+/// symfs, or `/`): `.eh_frame_hdr` + `.eh_frame` of the file itself, as
+/// perf reads them; without those, the first `.debug_frame` among the file
+/// and its debug files. `None`: nothing to unwind with (perf stops there).
+pub fn load(root: &Path, path: &str, build_id: Option<&[u8]>) -> Option<DsoUnwind> {
+    if Path::new(path)
+        .components()
+        .any(|c| c == Component::ParentDir)
+    {
+        return None;
+    }
+    let mut t = DsoUnwind::default();
+    let runtime = root.join(path.trim_start_matches('/'));
+    if let Some(map) = super::elf::map_file(&runtime) {
+        if let Ok(file) = ElfFile64::<Endianness>::parse(&*map) {
+            t.segments = segments(&file);
+            t.text = file.section_by_name(".text").map(|s| svma_range(&s));
+            t.got = file.section_by_name(".got").map(|s| svma_range(&s));
+            if let (Some(hdr), Some(eh)) =
+                (section(&file, ".eh_frame_hdr"), section(&file, ".eh_frame"))
+            {
+                t.eh_frame_hdr = Some(hdr);
+                t.eh_frame = Some(eh);
+            } else {
+                t.debug_frame = section(&file, ".debug_frame").map(|(_, b)| b);
+            }
+        }
+    }
+    if t.eh_frame_hdr.is_none() && t.debug_frame.is_none() {
+        for f in super::elf::candidates(root, path, build_id) {
+            let Some(map) = super::elf::map_file(&f) else {
+                continue;
+            };
+            let Ok(file) = ElfFile64::<Endianness>::parse(&*map) else {
+                continue;
+            };
+            if let Some((_, b)) = section(&file, ".debug_frame") {
+                t.debug_frame = Some(b);
+                if t.segments.is_empty() {
+                    t.segments = segments(&file);
+                }
+                break;
+            }
+        }
+    }
+    let usable = t.eh_frame_hdr.is_some() || t.debug_frame.is_some();
+    (usable && !t.segments.is_empty()).then_some(t)
+}
+
+fn segments(file: &ElfFile64<'_, Endianness>) -> Vec<(u64, u64, u64)> {
+    let e = file.endian();
+    file.elf_program_headers()
+        .iter()
+        .filter(|p| p.p_type(e) == elf::PT_LOAD)
+        .map(|p| (p.p_offset(e), p.p_filesz(e), p.p_vaddr(e)))
+        .collect()
+}
+
+fn svma_range<'d>(s: &impl ObjectSection<'d>) -> Range<u64> {
+    s.address()..s.address() + s.size()
+}
+
+/// A section's address range and (uncompressed) bytes; `None` when it is
+/// missing, empty, or has no bytes in the file (a debug file's `NOBITS`).
+fn section(file: &ElfFile64<'_, Endianness>, name: &str) -> Option<(Range<u64>, Bytes)> {
+    let s = file.section_by_name(name)?;
+    let data = s.uncompressed_data().ok()?;
+    if data.is_empty() {
+        return None;
+    }
+    Some((s.address()..s.address() + s.size(), Arc::from(&*data)))
+}
+
+/// A DSO by path and build id.
+type Key = (String, Vec<u8>);
+/// A DSO's tables (`None`: it has none), loaded by the first run that
+/// needs them.
+type Cell = Arc<OnceLock<Option<Arc<DsoUnwind>>>>;
+
+/// Unwind tables of every DSO, loaded by the first run that needs them and
+/// shared by all shards and slices of one symbolizer.
+#[derive(Debug, Default)]
+pub struct Tables {
+    dsos: Mutex<HashMap<Key, Cell>>,
+}
+
+impl Tables {
+    /// The tables of the DSO mapped from `path` (`build_id` may be empty).
+    pub fn get(&self, root: &Path, path: &str, build_id: &[u8]) -> Option<Arc<DsoUnwind>> {
+        let cell = {
+            let mut m = self.dsos.lock().unwrap_or_else(|e| e.into_inner());
+            m.entry((path.to_string(), build_id.to_vec()))
+                .or_default()
+                .clone()
+        };
+        cell.get_or_init(|| {
+            let id = (!build_id.is_empty()).then_some(build_id);
+            load(root, path, id).map(Arc::new)
+        })
+        .clone()
+    }
+}
+
+/// One run's unwinding state: an unwinder per process, the tables of each
+/// DSO id of the run, framehop's rule cache.
+#[derive(Default)]
+pub struct Unwinding {
+    procs: FxHashMap<i32, UnwinderX86_64<Bytes>>,
+    tables: Vec<Option<Option<Arc<DsoUnwind>>>>,
+    cache: CacheX86_64,
+}
+
+impl std::fmt::Debug for Unwinding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Unwinding")
+            .field("processes", &self.procs.len())
+            .finish()
+    }
+}
+
+impl Unwinding {
+    /// Process `pid`'s maps changed (a new map, a fork): its unwinder is
+    /// rebuilt at its next sample.
+    pub fn maps_changed(&mut self, pid: i32) {
+        self.procs.remove(&pid);
+    }
+
+    fn table(
+        &mut self,
+        dso: u32,
+        load: &mut dyn FnMut(u32) -> Option<Arc<DsoUnwind>>,
+    ) -> Option<&Arc<DsoUnwind>> {
+        let i = dso as usize;
+        if self.tables.len() <= i {
+            self.tables.resize(i + 1, None);
+        }
+        if self.tables[i].is_none() {
+            self.tables[i] = Some(load(dso));
+        }
+        self.tables[i].as_ref().and_then(Option::as_ref)
+    }
+
+    /// The user frames of one sample of process `pid`, callee first, as
+    /// perf script prints them (the IP, then return addresses minus one),
+    /// appended to `out`. `load` gives the unwind tables of a DSO id.
+    pub fn user_frames(
+        &mut self,
+        pid: i32,
+        maps: Option<&Maps>,
+        load: &mut dyn FnMut(u32) -> Option<Arc<DsoUnwind>>,
+        regs: &Regs<'_>,
+        stack: &[u8],
+        out: &mut Vec<u64>,
+    ) {
+        let (Some(ip), Some(sp), Some(bp)) = (regs.get(REG_IP), regs.get(REG_SP), regs.get(REG_BP))
+        else {
+            return;
+        };
+        if ip != 0 {
+            out.push(ip);
+        }
+        let Some(maps) = maps else { return };
+        if !self.procs.contains_key(&pid) {
+            let u = self.build(maps, load);
+            self.procs.insert(pid, u);
+        }
+        // perf reads a word only when it ends before the copy's last byte.
+        let end = sp.saturating_add(stack.len() as u64);
+        let missed = std::cell::Cell::new(false);
+        let mut read = |a: u64| -> Result<u64, ()> {
+            if a < sp || a.checked_add(8).is_none_or(|e| e >= end) {
+                missed.set(true);
+                return Err(());
+            }
+            let at = (a - sp) as usize;
+            let w = stack.get(at..at + 8).ok_or(())?;
+            Ok(u64::from_le_bytes(w.try_into().map_err(|_| ())?))
+        };
+        let mut regs = UnwindRegsX86_64::new(ip, sp, bp);
+        let mut addr = FrameAddress::from_instruction_pointer(ip);
+        for _ in 1..MAX_USER_FRAMES {
+            let covered = maps
+                .find(addr.address_for_lookup())
+                .is_some_and(|m| self.table(m.dso, load).is_some());
+            if !covered {
+                break;
+            }
+            let u = &self.procs[&pid];
+            missed.set(false);
+            match u.unwind_frame(addr, &mut regs, &mut self.cache, &mut read) {
+                Ok(Some(ra)) => match FrameAddress::from_return_address(ra) {
+                    Some(next) => {
+                        out.push(ra - 1);
+                        addr = next;
+                    }
+                    None => break,
+                },
+                // A return address beyond the copy reads as 0 in perf, which
+                // libunwind takes as one more frame (printed as 0 - 1).
+                Err(framehop::Error::CouldNotReadStack(a))
+                    if a >= sp && a.saturating_add(8) >= end =>
+                {
+                    out.push(u64::MAX);
+                    break;
+                }
+                _ => break,
+            }
+            if missed.get() {
+                // The step went on without the caller's frame pointer (its
+                // save slot lies outside the copy; framehop keeps the old
+                // value). libunwind keeps the slot's address instead and
+                // fails when a later frame needs the register: poison it.
+                regs.set_bp(0);
+            }
+        }
+    }
+
+    fn build(
+        &mut self,
+        maps: &Maps,
+        load: &mut dyn FnMut(u32) -> Option<Arc<DsoUnwind>>,
+    ) -> UnwinderX86_64<Bytes> {
+        let mut u = UnwinderX86_64::new();
+        for m in maps.iter() {
+            let Some(t) = self.table(m.dso, load).cloned() else {
+                continue;
+            };
+            let Some(base) = t.base_avma(m.start, m.pgoff, m.end - m.start) else {
+                continue;
+            };
+            u.add_module(Module::new(
+                String::new(),
+                m.start..m.end,
+                base,
+                t.section_info(),
+            ));
+        }
+        u
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_test_binary_has_eh_frame_tables() {
+        let exe = std::env::current_exe().unwrap();
+        let t = load(Path::new("/"), exe.to_str().unwrap(), None).expect("tables");
+        assert!(t.eh_frame_hdr.is_some() && t.eh_frame.is_some());
+        // A mapping of the text segment from its page puts the ELF's
+        // address 0 where the file's start would be, less the segment's
+        // vaddr - offset shift.
+        let &(off, _, vaddr) = t.segments.iter().find(|s| s.0 > 0).unwrap();
+        let page = off & !0xfff;
+        let base = t.base_avma(0x7f00_0000_0000, page, 0x10_0000).unwrap();
+        assert_eq!(base, 0x7f00_0000_0000 - page + off - vaddr);
+    }
+
+    #[test]
+    fn base_from_the_segment_that_starts_in_the_mapping() {
+        // lld's layout: the text segment starts mid-page, 0x1000 above its
+        // file offset.
+        let t = DsoUnwind {
+            segments: vec![(0, 0x16be4, 0), (0x16bf0, 0x477f0, 0x17bf0)],
+            ..Default::default()
+        };
+        let start = 0x5592_7cf5_d000;
+        assert_eq!(t.base_avma(start, 0x16000, 0x49000), Some(start - 0x17000));
+        assert_eq!(
+            t.base_avma(0x5592_7cf4_6000, 0, 0x17000),
+            Some(0x5592_7cf4_6000)
+        );
+        assert_eq!(t.base_avma(start, 0x90000, 0x1000), None);
+    }
+
+    #[test]
+    fn missing_or_climbing_paths_have_no_tables() {
+        let root = tempfile::tempdir().unwrap();
+        assert!(load(root.path(), "/no/such/lib.so", None).is_none());
+        assert!(load(root.path(), "/../../proc/self/exe", None).is_none());
+        let shared = Tables::default();
+        assert!(shared.get(root.path(), "/no/such/lib.so", &[]).is_none());
+    }
+}
