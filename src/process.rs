@@ -972,7 +972,6 @@ impl<'a> Pipeline<'a> {
         for s in &self.cap.shards {
             let ok = match choice {
                 native::Choice::Perf => false,
-                native::Choice::Auto if self.opts.inline => false,
                 _ => match native::check(&s.data_file) {
                     Ok(()) => true,
                     Err(why) => {
@@ -1091,6 +1090,7 @@ impl<'a> Pipeline<'a> {
         let natively = native::Symbolizer::new(native::Options {
             symfs: self.cap.symfs.clone(),
             kallsyms: self.kernel_symbols().file().map(Path::to_path_buf),
+            inline: self.opts.inline,
         });
         // One stream from a big shard that could not be sliced: spare cores
         // go to zstd. Several streams already keep the cores busy, and one

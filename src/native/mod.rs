@@ -23,6 +23,7 @@
 //! boundaries.
 
 pub mod elf;
+pub mod inline;
 pub mod symbols;
 pub mod threads;
 
@@ -53,13 +54,16 @@ pub struct Options {
     /// or `/proc/kallsyms` where that is right. `None` leaves kernel
     /// frames unnamed (`[unknown]`), as perf does under `--symfs`.
     pub kallsyms: Option<PathBuf>,
+    /// Print inline frames where `perf script --inline` prints them
+    /// ([`inline`]).
+    pub inline: bool,
 }
 
 /// Which symbolizer `process` and `reprocess` run (`--symbolizer`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Choice {
     /// Native for every shard [`check`] accepts, `perf script` for the
-    /// rest (and for everything when inline frames are asked for).
+    /// rest.
     #[default]
     Auto,
     /// Native; a shard it cannot read still falls back to `perf script`,
@@ -271,6 +275,7 @@ pub struct Symbolizer {
     root: PathBuf,
     kernel: OnceLock<SymbolTable>,
     dsos: Mutex<HashMap<DsoKey, DsoCell>>,
+    inlines: inline::Cache,
 }
 
 impl Symbolizer {
@@ -282,6 +287,7 @@ impl Symbolizer {
             root,
             kernel: OnceLock::new(),
             dsos: Mutex::new(HashMap::new()),
+            inlines: inline::Cache::default(),
         }
     }
 
@@ -306,6 +312,45 @@ impl Symbolizer {
             Arc::new(elf::load(&self.root, path, id))
         })
         .clone()
+    }
+
+    /// The lines `perf script` prints for file offset `offset` of the DSO
+    /// mapped from `path` (with `build_id`, possibly empty), with inline
+    /// frames expanded when `expand` (as for an unwound call chain under
+    /// `--inline`).
+    pub fn user_frame(&self, path: &str, build_id: &[u8], offset: u64, expand: bool) -> Vec<u8> {
+        let mut line = Vec::new();
+        let syms = self.dso(path, build_id);
+        self.write_user_frame(&mut line, &syms, path, offset, expand);
+        line
+    }
+
+    fn write_user_frame(
+        &self,
+        line: &mut Vec<u8>,
+        syms: &DsoSymbols,
+        dso: &str,
+        addr: u64,
+        expand: bool,
+    ) {
+        let vaddr = syms.to_vaddr(addr);
+        let Some(h) = syms.table.find(vaddr) else {
+            let _ = writeln!(line, "\t{addr:16x} [unknown] ({dso})");
+            return;
+        };
+        let base = symbols::demangle(h.name);
+        if expand {
+            if let Some(d) = syms
+                .source
+                .as_ref()
+                .and_then(|f| self.inlines.get(&self.root, f))
+            {
+                if inline::write_frame(line, addr, &d.chain(vaddr), &base, h.offset, dso) {
+                    return;
+                }
+            }
+        }
+        let _ = writeln!(line, "\t{addr:16x} {base}+{:#x} ({dso})", h.offset);
     }
 
     /// Prints the samples of `data` (those in `slice`, when given) as
@@ -342,6 +387,8 @@ impl Symbolizer {
             dso_ids: HashMap::new(),
             build_ids,
             frames: rustc_hash::FxHashMap::default(),
+            inline_frames: rustc_hash::FxHashMap::default(),
+            expand: false,
             scratch: Vec::new(),
             out: Vec::with_capacity(FLUSH + (64 << 10)),
             bytes: 0,
@@ -430,6 +477,12 @@ struct Run<'a> {
     build_ids: HashMap<Vec<u8>, Vec<u8>>,
     /// Finished frame lines by (DSO, address).
     frames: rustc_hash::FxHashMap<(u32, u64), Box<[u8]>>,
+    /// The same with inline frames expanded.
+    inline_frames: rustc_hash::FxHashMap<(u32, u64), Box<[u8]>>,
+    /// Whether the current sample's user frames get inline frames: under
+    /// `--inline`, for call chains unwound from stack copies only, as in
+    /// perf 6.1 ([`inline`]).
+    expand: bool,
     /// Per-sample call chain, resolved.
     scratch: Vec<(u32, u64)>,
     out: Vec<u8>,
@@ -527,6 +580,7 @@ impl Run<'_> {
             let _ = write!(out, "{:10} ", s.period.unwrap_or(0));
         }
         let _ = writeln!(out, "{event}: ");
+        self.expand = self.sym.opts.inline && has.contains(SampleFormat::STACK_USER);
         let mut mode = s.cpu_mode;
         let mut n = 0;
         // Resolve the chain to (DSO, address) with the process's maps looked
@@ -568,23 +622,42 @@ impl Run<'_> {
     }
 
     fn frame(&mut self, dso: u32, key: u64) {
-        if let Some(line) = self.frames.get(&(dso, key)) {
+        let cache = if self.expand {
+            &mut self.inline_frames
+        } else {
+            &mut self.frames
+        };
+        if let Some(line) = cache.get(&(dso, key)) {
             self.out.extend_from_slice(line);
             return;
         }
-        if self.frames.len() >= FRAME_CACHE {
-            self.frames.clear();
-        }
         let line = self.format_frame((dso != NO_DSO).then_some(dso), key);
         self.out.extend_from_slice(&line);
-        self.frames.insert((dso, key), line);
+        let cache = if self.expand {
+            &mut self.inline_frames
+        } else {
+            &mut self.frames
+        };
+        if cache.len() >= FRAME_CACHE {
+            cache.clear();
+        }
+        cache.insert((dso, key), line);
     }
 
     fn format_frame(&mut self, dso: Option<u32>, addr: u64) -> Box<[u8]> {
         let mut line = Vec::with_capacity(96);
+        if let Some(id) = dso.filter(|&d| d != KERNEL_DSO) {
+            let d = &mut self.dsos[id as usize];
+            let syms = d.symbols.get_or_insert_with(|| match &d.path {
+                Some(p) => self.sym.dso(p, &d.build_id),
+                None => Arc::new(DsoSymbols::default()),
+            });
+            self.sym
+                .write_user_frame(&mut line, syms, &d.name, addr, self.expand);
+            return line.into_boxed_slice();
+        }
         let _ = write!(line, "\t{addr:16x} ");
         match dso {
-            None => line.extend_from_slice(b"[unknown] ([unknown])"),
             Some(KERNEL_DSO) => {
                 let table = self.sym.kernel();
                 match table.find(addr) {
@@ -600,30 +673,7 @@ impl Run<'_> {
                     None => line.extend_from_slice(b"[unknown] ([kernel.kallsyms])"),
                 }
             }
-            Some(id) => {
-                let d = &mut self.dsos[id as usize];
-                if d.symbols.is_none() {
-                    d.symbols = Some(match &d.path {
-                        Some(p) => self.sym.dso(p, &d.build_id),
-                        None => Arc::new(DsoSymbols::default()),
-                    });
-                }
-                let syms = d.symbols.as_ref().expect("loaded above");
-                match syms.table.find(syms.to_vaddr(addr)) {
-                    Some(h) => {
-                        let _ = write!(
-                            line,
-                            "{}+{:#x} ({})",
-                            symbols::demangle(h.name),
-                            h.offset,
-                            d.name
-                        );
-                    }
-                    None => {
-                        let _ = write!(line, "[unknown] ({})", d.name);
-                    }
-                }
-            }
+            _ => line.extend_from_slice(b"[unknown] ([unknown])"),
         }
         line.push(b'\n');
         line.into_boxed_slice()
