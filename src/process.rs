@@ -1072,7 +1072,35 @@ impl<'a> Pipeline<'a> {
     /// parts; the archive is published later, and only when it may replace
     /// the old one ([`Self::publish_archive`]).
     fn symbolize_all(&self, plan: &Plan<'_>, units: &[Unit]) -> Result<Symbolized> {
+        let (script_opts, natively) = self.symbolizers();
+        let zstd_workers = self.zstd_workers(units);
         let jobs = self.opts.jobs().min(units.len()).max(1);
+        let native_runs = units.iter().filter(|u| u.native).count();
+        self.log(format!(
+            "symbolizing: {} run(s) over {} shard(s) ({native_runs} native, {} perf script), {jobs} at once",
+            units.len(),
+            self.cap.shards.len(),
+            units.len() - native_runs
+        ));
+        let spool = Spool::create(&self.dir)?;
+        let how = |unit: &Unit| match plan.perf {
+            _ if unit.native => Symbolize::Native(&natively),
+            Some(perf) => Symbolize::Perf(perf, &script_opts),
+            None => unreachable!("plan() gives a perf to every perf unit"),
+        };
+        let (folded, results) = self.run_units(units, jobs, zstd_workers, &spool, &how);
+        let (shards, failures, parts) = self.collect_results(units, results);
+        Ok(Symbolized {
+            folded,
+            shards,
+            failures,
+            archive: (spool, parts),
+        })
+    }
+
+    /// The `perf script` options and the native symbolizer for this
+    /// capture, both reading the same symbol files and kernel table.
+    fn symbolizers(&self) -> (ScriptOptions, native::Symbolizer) {
         let script_opts = ScriptOptions {
             inline: self.opts.inline,
             symfs: self.cap.symfs.clone(),
@@ -1092,35 +1120,29 @@ impl<'a> Pipeline<'a> {
             kallsyms: self.kernel_symbols().file().map(Path::to_path_buf),
             inline: self.opts.inline,
         });
-        // One stream from a big shard that could not be sliced: spare cores
-        // go to zstd. Several streams already keep the cores busy, and one
-        // zstd thread outruns one `perf script` several times over.
+        (script_opts, natively)
+    }
+
+    /// zstd worker threads per stream: one stream from a big shard that
+    /// could not be sliced gives the spare cores to zstd. Several streams
+    /// already keep the cores busy, and one zstd thread outruns one `perf
+    /// script` several times over.
+    fn zstd_workers(&self, units: &[Unit]) -> u32 {
         let big = self
             .cap
             .shards
             .iter()
             .any(|s| s.bytes.unwrap_or(0) >= self.opts.slice_min_bytes);
-        let zstd_workers = if units.len() == 1 && big && self.opts.jobs() > 1 {
+        if units.len() == 1 && big && self.opts.jobs() > 1 {
             self.opts.jobs() as u32
         } else {
             0
-        };
-        let native_runs = units.iter().filter(|u| u.native).count();
-        self.log(format!(
-            "symbolizing: {} run(s) over {} shard(s) ({native_runs} native, {} perf script), {jobs} at once",
-            units.len(),
-            self.cap.shards.len(),
-            units.len() - native_runs
-        ));
-        let units_bar = self.multi.add(
-            self.progress
-                .bar(units.len() as u64, format!("{} symbolize", self.label)),
-        );
-        let bytes_bar = self
-            .multi
-            .add(self.progress.bytes_counter(format!("{} text", self.label)));
-        // Longest first (estimated by data bytes per slice), so that a big
-        // shard does not start last and run alone; results keep unit order.
+        }
+    }
+
+    /// Unit indexes, longest first (estimated by data bytes per slice), so
+    /// that a big shard does not start last and run alone.
+    fn unit_order(&self, units: &[Unit]) -> Vec<usize> {
         let mut order: Vec<usize> = (0..units.len()).collect();
         let cost = |u: &Unit| {
             let s = &self.cap.shards[u.shard_pos];
@@ -1128,12 +1150,32 @@ impl<'a> Pipeline<'a> {
             s.bytes.unwrap_or(0) / slices.max(1) as u64
         };
         order.sort_by_key(|&i| std::cmp::Reverse(cost(&units[i])));
-        let order = &order;
+        order
+    }
+
+    /// Runs the units on `jobs` threads, each taking the next unit in
+    /// [`Self::unit_order`], while this thread folds the text they send;
+    /// results keep unit order.
+    fn run_units<'s>(
+        &self,
+        units: &[Unit],
+        jobs: usize,
+        zstd_workers: u32,
+        spool: &Spool,
+        how: &(dyn Fn(&Unit) -> Symbolize<'s> + Sync),
+    ) -> (Folded, Vec<UnitResult>) {
+        let units_bar = self.multi.add(
+            self.progress
+                .bar(units.len() as u64, format!("{} symbolize", self.label)),
+        );
+        let bytes_bar = self
+            .multi
+            .add(self.progress.bytes_counter(format!("{} text", self.label)));
+        let order = &self.unit_order(units);
         let next = AtomicUsize::new(0);
         let results: Mutex<Vec<Option<UnitResult>>> =
             Mutex::new((0..units.len()).map(|_| None).collect());
         let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(jobs * 2);
-        let spool = Spool::create(&self.dir)?;
         let folder = Folder::new(self.fold_options());
         let mut stream = folder.stream();
         std::thread::scope(|scope| {
@@ -1142,38 +1184,14 @@ impl<'a> Pipeline<'a> {
                     tx: tx.clone(),
                     zstd_workers,
                     bytes_bar: &bytes_bar,
-                    spool: &spool,
+                    spool,
                 };
-                let (next, results, script_opts, natively) =
-                    (&next, &results, &script_opts, &natively);
-                let units_bar = &units_bar;
+                let (next, results, units_bar) = (&next, &results, &units_bar);
                 scope.spawn(move || {
                     while let Some(&i) = order.get(next.fetch_add(1, Ordering::SeqCst)) {
                         let unit = &units[i];
-                        let how = match plan.perf {
-                            _ if unit.native => Symbolize::Native(natively),
-                            Some(perf) => Symbolize::Perf(perf, script_opts),
-                            None => unreachable!("plan() gives a perf to every perf unit"),
-                        };
-                        let r = self.run_unit(how, unit, &sinks);
-                        if let Ok(o) = &r.outcome {
-                            let s = &self.cap.shards[unit.shard_pos];
-                            let slice = unit
-                                .slice
-                                .map(|sl| format!(" slice {}", sl.to_arg()))
-                                .unwrap_or_default();
-                            self.log(format!(
-                                "shard {}{slice}: {} of text in {:.1}s{}",
-                                s.index,
-                                crate::units::format_bytes(o.bytes),
-                                o.elapsed.as_secs_f64(),
-                                if o.ok() {
-                                    String::new()
-                                } else {
-                                    format!(" - FAILED: {}", o.failure())
-                                }
-                            ));
-                        }
+                        let r = self.run_unit(how(unit), unit, &sinks);
+                        self.log_unit(unit, &r);
                         units_bar.inc(1);
                         results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
                     }
@@ -1186,8 +1204,7 @@ impl<'a> Pipeline<'a> {
         });
         units_bar.finish_and_clear();
         bytes_bar.finish_and_clear();
-        let folded = stream.finish();
-        let results: Vec<UnitResult> = results
+        let results = results
             .into_inner()
             .unwrap_or_else(|e| e.into_inner())
             .into_iter()
@@ -1198,8 +1215,37 @@ impl<'a> Pipeline<'a> {
                 })
             })
             .collect();
+        (stream.finish(), results)
+    }
 
-        // Per shard: slices, bytes, the slowest run, the first failure.
+    /// One log line per finished unit: its text, time and failure.
+    fn log_unit(&self, unit: &Unit, r: &UnitResult) {
+        let Ok(o) = &r.outcome else { return };
+        let s = &self.cap.shards[unit.shard_pos];
+        let slice = unit
+            .slice
+            .map(|sl| format!(" slice {}", sl.to_arg()))
+            .unwrap_or_default();
+        self.log(format!(
+            "shard {}{slice}: {} of text in {:.1}s{}",
+            s.index,
+            crate::units::format_bytes(o.bytes),
+            o.elapsed.as_secs_f64(),
+            if o.ok() {
+                String::new()
+            } else {
+                format!(" - FAILED: {}", o.failure())
+            }
+        ));
+    }
+
+    /// Per shard: slices, bytes, the slowest run, the first failure; and
+    /// the spooled archive parts.
+    fn collect_results(
+        &self,
+        units: &[Unit],
+        results: Vec<UnitResult>,
+    ) -> (Vec<ShardSummary>, Vec<String>, Vec<Spooled>) {
         let mut shards: Vec<ShardSummary> = self
             .cap
             .shards
@@ -1236,12 +1282,7 @@ impl<'a> Pipeline<'a> {
                 parts.push(p);
             }
         }
-        Ok(Symbolized {
-            folded,
-            shards,
-            failures,
-            archive: (spool, parts),
-        })
+        (shards, failures, parts)
     }
 
     /// Runs one `perf script` (or the native symbolizer), teeing its output
