@@ -1088,7 +1088,8 @@ impl<'a> Pipeline<'a> {
             Some(perf) => Symbolize::Perf(perf, &script_opts),
             None => unreachable!("plan() gives a perf to every perf unit"),
         };
-        let (folded, results) = self.run_units(units, jobs, zstd_workers, &spool, &how);
+        let recycle = |block: Vec<u8>| natively.recycle(block);
+        let (folded, results) = self.run_units(units, (jobs, zstd_workers), &spool, &how, &recycle);
         let (shards, failures, parts) = self.collect_results(units, results);
         Ok(Symbolized {
             folded,
@@ -1153,16 +1154,17 @@ impl<'a> Pipeline<'a> {
         order
     }
 
-    /// Runs the units on `jobs` threads, each taking the next unit in
+    /// Runs the units on `jobs` threads (each stream compressed with
+    /// `zstd_workers` extra threads), each taking the next unit in
     /// [`Self::unit_order`], while this thread folds the text they send;
     /// results keep unit order.
     fn run_units<'s>(
         &self,
         units: &[Unit],
-        jobs: usize,
-        zstd_workers: u32,
+        (jobs, zstd_workers): (usize, u32),
         spool: &Spool,
         how: &(dyn Fn(&Unit) -> Symbolize<'s> + Sync),
+        recycle: &dyn Fn(Vec<u8>),
     ) -> (Folded, Vec<UnitResult>) {
         let units_bar = self.multi.add(
             self.progress
@@ -1198,8 +1200,11 @@ impl<'a> Pipeline<'a> {
                 });
             }
             drop(tx);
+            // Blocks end at sample boundaries: folded in place, their
+            // buffers go back to the native symbolizer.
             for block in rx {
-                stream.push(&block);
+                stream.push_whole(&block);
+                recycle(block);
             }
         });
         units_bar.finish_and_clear();

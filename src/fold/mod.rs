@@ -322,6 +322,18 @@ impl StreamFolder {
         }
     }
 
+    /// Adds a block that may end at a sample boundary (a blank line): when
+    /// it does and nothing is pending, it is folded in place, without the
+    /// copy [`Self::push`] makes; otherwise it is pushed. The fold is the
+    /// same either way.
+    pub fn push_whole(&mut self, block: &[u8]) {
+        if self.buf.is_empty() && block.ends_with(b"\n\n") {
+            self.eng.input_block(block, false);
+        } else {
+            self.push(block);
+        }
+    }
+
     /// Folds what is left and returns the result.
     pub fn finish(mut self) -> Folded {
         let block = std::mem::take(&mut self.buf);

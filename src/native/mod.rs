@@ -164,6 +164,8 @@ const MAX_STACK: usize = 127;
 /// Text is handed on in blocks of about this size (the size of the blocks
 /// `process` folds).
 const FLUSH: usize = 4 << 20;
+/// Blocks kept for reuse ([`Symbolizer::recycle`]).
+const SPARE_BLOCKS: usize = 8;
 
 /// Record types whose effect on `perf script`'s default output is fully
 /// reproduced (most print nothing).
@@ -276,6 +278,9 @@ pub struct Symbolizer {
     kernel: OnceLock<SymbolTable>,
     dsos: Mutex<HashMap<DsoKey, DsoCell>>,
     inlines: inline::Cache,
+    /// Text buffers handed back by the consumer ([`Symbolizer::recycle`]):
+    /// reusing them spares the page faults of a fresh 4 MiB per block.
+    spare: Mutex<Vec<Vec<u8>>>,
 }
 
 impl Symbolizer {
@@ -288,6 +293,7 @@ impl Symbolizer {
             kernel: OnceLock::new(),
             dsos: Mutex::new(HashMap::new()),
             inlines: inline::Cache::default(),
+            spare: Mutex::new(Vec::new()),
         }
     }
 
@@ -312,6 +318,26 @@ impl Symbolizer {
             Arc::new(elf::load(&self.root, path, id))
         })
         .clone()
+    }
+
+    /// Takes back a block [`Symbolizer::run`] handed out, once its text is
+    /// used, to fill it again (a few are kept; others are dropped).
+    pub fn recycle(&self, mut block: Vec<u8>) {
+        if block.capacity() < FLUSH {
+            return;
+        }
+        block.clear();
+        let mut spare = self.spare.lock().unwrap_or_else(|e| e.into_inner());
+        if spare.len() < SPARE_BLOCKS {
+            spare.push(block);
+        }
+    }
+
+    fn block(&self) -> Vec<u8> {
+        let mut spare = self.spare.lock().unwrap_or_else(|e| e.into_inner());
+        spare
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(FLUSH + (64 << 10)))
     }
 
     /// The lines `perf script` prints for file offset `offset` of the DSO
@@ -390,7 +416,7 @@ impl Symbolizer {
             inline_frames: rustc_hash::FxHashMap::default(),
             expand: false,
             scratch: Vec::new(),
-            out: Vec::with_capacity(FLUSH + (64 << 10)),
+            out: self.block(),
             bytes: 0,
             samples: 0,
         };
@@ -496,7 +522,7 @@ impl Run<'_> {
             return Ok(());
         }
         self.bytes += self.out.len() as u64;
-        let block = std::mem::replace(&mut self.out, Vec::with_capacity(FLUSH + (64 << 10)));
+        let block = std::mem::replace(&mut self.out, self.sym.block());
         consume(block).map_err(|e| e.to_string())
     }
 
