@@ -415,6 +415,9 @@ impl Symbolizer {
             frames: rustc_hash::FxHashMap::default(),
             inline_frames: rustc_hash::FxHashMap::default(),
             expand: false,
+            stacks: rustc_hash::FxHashMap::default(),
+            stack_key: Vec::new(),
+            stack_bytes: 0,
             scratch: Vec::new(),
             out: self.block(),
             bytes: 0,
@@ -453,7 +456,12 @@ impl Symbolizer {
                     run.machine
                         .comm(c.tid, &String::from_utf8_lossy(&c.name.as_slice()));
                 }
-                EventRecord::Fork(f) => run.machine.fork(f.pid, f.ppid, f.tid, f.ptid),
+                EventRecord::Fork(f) => {
+                    if f.pid != f.ppid {
+                        run.maps_changed();
+                    }
+                    run.machine.fork(f.pid, f.ppid, f.tid, f.ptid)
+                }
                 EventRecord::Mmap(m) => {
                     let path = m.path.as_slice();
                     run.mmap(m.pid, m.address, m.length, m.page_offset, &path, None);
@@ -494,6 +502,8 @@ const NO_DSO: u32 = u32::MAX - 1;
 /// Frame lines cached per run before the cache starts over (bounds memory
 /// on captures with millions of distinct addresses).
 const FRAME_CACHE: usize = 1 << 20;
+/// Bytes of whole-stack text cached per run before that cache starts over.
+const STACK_CACHE_BYTES: usize = 64 << 20;
 
 struct Run<'a> {
     sym: &'a Symbolizer,
@@ -511,6 +521,13 @@ struct Run<'a> {
     expand: bool,
     /// Per-sample call chain, resolved.
     scratch: Vec<(u32, u64)>,
+    /// Frame text of whole frame-pointer stacks by (pid, CPU mode, call
+    /// chain); emptied when maps change.
+    stacks: rustc_hash::FxHashMap<Box<[u64]>, Box<[u8]>>,
+    /// The current sample's key into `stacks`.
+    stack_key: Vec<u64>,
+    /// Bytes held by `stacks`, about.
+    stack_bytes: usize,
     out: Vec<u8>,
     bytes: u64,
     samples: u64,
@@ -524,6 +541,15 @@ impl Run<'_> {
         self.bytes += self.out.len() as u64;
         let block = std::mem::replace(&mut self.out, self.sym.block());
         consume(block).map_err(|e| e.to_string())
+    }
+
+    /// A map was added or a process copied its parent's: stacks printed
+    /// before may read differently now.
+    fn maps_changed(&mut self) {
+        if !self.stacks.is_empty() {
+            self.stacks.clear();
+            self.stack_bytes = 0;
+        }
     }
 
     fn dso_id(&mut self, path: &[u8], build_id: Option<Vec<u8>>) -> u32 {
@@ -555,6 +581,7 @@ impl Run<'_> {
         path: &[u8],
         id: Option<Vec<u8>>,
     ) {
+        self.maps_changed();
         let end = start.saturating_add(len);
         if pid == -1 {
             // Kernel and module maps: kallsyms names them all.
@@ -607,6 +634,13 @@ impl Run<'_> {
         }
         let _ = writeln!(out, "{event}: ");
         self.expand = self.sym.opts.inline && has.contains(SampleFormat::STACK_USER);
+        // A frame-pointer chain's text depends only on the process's maps
+        // and the chain: most samples repeat one printed before.
+        let cacheable = !has.contains(SampleFormat::STACK_USER);
+        if cacheable && self.cached_stack(pid, s) {
+            return;
+        }
+        let start = self.out.len();
         let mut mode = s.cpu_mode;
         let mut n = 0;
         // Resolve the chain to (DSO, address) with the process's maps looked
@@ -644,7 +678,45 @@ impl Run<'_> {
             self.frame(dso, key);
         }
         self.scratch = resolved;
+        if cacheable {
+            self.keep_stack(start);
+        }
         self.out.push(b'\n');
+    }
+
+    /// Prints the frames of a stack printed before for the same process
+    /// and call chain (its key left in `stack_key` either way).
+    fn cached_stack(
+        &mut self,
+        pid: i32,
+        s: &linux_perf_data::linux_perf_event_reader::SampleRecord<'_>,
+    ) -> bool {
+        let key = &mut self.stack_key;
+        key.clear();
+        key.push(pid as u64);
+        key.push(s.cpu_mode as u64);
+        if let Some(chain) = &s.callchain {
+            key.extend((0..chain.len()).map_while(|i| chain.get(i)));
+        }
+        match self.stacks.get(key.as_slice()) {
+            Some(text) => {
+                self.out.extend_from_slice(text);
+                self.out.push(b'\n');
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Remembers the frames printed since `start` under `stack_key`.
+    fn keep_stack(&mut self, start: usize) {
+        let text: Box<[u8]> = self.out[start..].into();
+        self.stack_bytes += text.len() + 8 * self.stack_key.len();
+        if self.stack_bytes > STACK_CACHE_BYTES {
+            self.stacks.clear();
+            self.stack_bytes = 0;
+        }
+        self.stacks.insert(self.stack_key.as_slice().into(), text);
     }
 
     fn frame(&mut self, dso: u32, key: u64) {
