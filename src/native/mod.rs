@@ -391,12 +391,7 @@ impl Symbolizer {
     ) -> Result<Outcome, String> {
         let start = Instant::now();
         let file = File::open(data).map_err(|e| format!("cannot open {}: {e}", data.display()))?;
-        // Records are read from a map of the file: no read(2) copy into a
-        // buffer before the reader copies each record out.
-        // SAFETY: read-only map of a capture file nobody writes while we read.
-        let map = unsafe { memmap2::Mmap::map(&file) }
-            .map_err(|e| format!("cannot map {}: {e}", data.display()))?;
-        let reader = io::Cursor::new(&map[..]);
+        let reader = io::BufReader::with_capacity(1 << 20, file);
         let PerfFileReader {
             mut perf_file,
             mut record_iter,
