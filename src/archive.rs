@@ -28,10 +28,18 @@ use crate::error::{Error, Result};
 /// `perf script` processes on one core, and ~10x smaller than the text.
 pub const DEFAULT_LEVEL: i32 = 3;
 
-/// One compressed stream being written (a zstd frame in a temporary file).
+/// One compressed stream being written (a zstd frame in a temporary file,
+/// or a run of frames written by [`Part::write_block`]).
 pub struct Part {
     encoder: zstd::Encoder<'static, File>,
     raw_bytes: u64,
+    level: i32,
+    workers: u32,
+    /// Whether the stream encoder has taken text (blocks then go through
+    /// it too, to keep the order).
+    streamed: bool,
+    /// Compressor and output buffer of [`Part::write_block`].
+    bulk: Option<(zstd::bulk::Compressor<'static>, Vec<u8>)>,
 }
 
 impl Part {
@@ -48,7 +56,32 @@ impl Part {
         Ok(Part {
             encoder,
             raw_bytes: 0,
+            level,
+            workers,
+            streamed: false,
+            bulk: None,
         })
+    }
+
+    /// Writes `block` (a few MiB of text that a reader may start at) as a
+    /// frame of its own: one copy and one pass less than the stream, at
+    /// the cost of the matches the stream would find across blocks. The
+    /// stream is used instead when it already has text, or when zstd
+    /// worker threads were asked for.
+    pub fn write_block(&mut self, block: &[u8]) -> io::Result<()> {
+        if self.streamed || self.workers > 0 {
+            return self.write_all(block);
+        }
+        if self.bulk.is_none() {
+            self.bulk = Some((zstd::bulk::Compressor::new(self.level)?, Vec::new()));
+        }
+        let (c, out) = self.bulk.as_mut().expect("made above");
+        out.clear();
+        out.reserve(zstd::zstd_safe::compress_bound(block.len()));
+        c.compress_to_buffer(block, out)?;
+        self.encoder.get_mut().write_all(out)?;
+        self.raw_bytes += block.len() as u64;
+        Ok(())
     }
 
     /// Bytes of text written so far (before compression).
@@ -96,6 +129,7 @@ impl Write for Counter {
 
 impl Write for Part {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.streamed = true;
         let n = self.encoder.write(buf)?;
         self.raw_bytes += n as u64;
         Ok(n)

@@ -1327,7 +1327,7 @@ impl<'a> Pipeline<'a> {
                 // Native blocks already end at sample boundaries: they go to
                 // the folder whole, without the chunker's copy.
                 let consume = |block: Vec<u8>| {
-                    part.write_all(&block)?;
+                    part.write_block(&block)?;
                     bytes_bar.inc(block.len() as u64);
                     send(tx, block)
                 };
