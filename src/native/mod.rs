@@ -1,6 +1,6 @@
 //! The native symbolizer: reads a `perf.data` shard directly and prints the
-//! same text `perf script` prints for it (default fields, `--no-inline`),
-//! without running `perf`.
+//! same text `perf script` prints for it (default fields, with or without
+//! `--inline`: [`inline`]), without running `perf`.
 //!
 //! [`check`] decides, from the file's header and a walk over its record
 //! headers (no payload is parsed), whether this module can stand in for
@@ -19,8 +19,10 @@
 //! selection) or the kernel symbol table ([`symbols::parse_kallsyms`]).
 //! Symbol tables are loaded once per DSO and shared by every shard and time
 //! slice run through one [`Symbolizer`]; each run caches finished frame
-//! lines by address. Text goes to a callback in blocks that end at sample
-//! boundaries.
+//! lines by address, and the frame text of whole frame-pointer stacks by
+//! call chain (most samples repeat a stack). Text goes to a callback in
+//! blocks that end at sample boundaries; [`Symbolizer::recycle`] takes the
+//! blocks back for reuse.
 
 pub mod elf;
 pub mod inline;
