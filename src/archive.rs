@@ -2,7 +2,8 @@
 //! that folds the text.
 //!
 //! Each `perf script` process (one shard, or one time slice) compresses its
-//! own output into one zstd frame, in an anonymous temporary file in the
+//! own output into one zstd frame (a native run: one frame per block of
+//! text, [`Part::write_block`]), in an anonymous temporary file in the
 //! capture directory (unlinked from the start, so a killed run leaves
 //! nothing behind); a finished frame is checked (it must decompress to the
 //! text written) and appended to one anonymous [`Spool`] file, so open
