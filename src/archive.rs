@@ -283,4 +283,29 @@ mod tests {
         // The temporary parts were anonymous: only the archive is left.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
+
+    #[test]
+    fn blocks_are_frames_of_their_own_and_keep_their_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let decoded = |p: Part| {
+            let mut f = p.finish().unwrap();
+            let mut z = Vec::new();
+            f.file.read_to_end(&mut z).unwrap();
+            (zstd::decode_all(&z[..]).unwrap(), f.raw_bytes)
+        };
+        // Blocks only: one frame each (and the stream's empty one).
+        let mut p = Part::create(dir.path(), DEFAULT_LEVEL, 0).unwrap();
+        p.write_block(b"a\n\n").unwrap();
+        p.write_block(b"b\n\n").unwrap();
+        assert_eq!(decoded(p), (b"a\n\nb\n\n".to_vec(), 6));
+        // After streamed text, blocks follow it through the stream.
+        let mut p = Part::create(dir.path(), DEFAULT_LEVEL, 0).unwrap();
+        p.write_all(b"s\n\n").unwrap();
+        p.write_block(b"b\n\n").unwrap();
+        assert_eq!(decoded(p), (b"s\n\nb\n\n".to_vec(), 6));
+        // With zstd workers, the stream takes them.
+        let mut p = Part::create(dir.path(), DEFAULT_LEVEL, 2).unwrap();
+        p.write_block(b"m\n\n").unwrap();
+        assert_eq!(decoded(p), (b"m\n\n".to_vec(), 3));
+    }
 }

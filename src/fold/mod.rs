@@ -664,3 +664,34 @@ fn page_size() -> usize {
         4096
     }
 }
+
+#[cfg(test)]
+mod stream_tests {
+    use super::*;
+
+    const TEXT: &str = "w 10 1.000001:   5 cpu-clock: \n\
+        \t    1234 leaf+0x4 (/bin/w)\n\t    5678 main+0x8 (/bin/w)\n\n\
+        w 10 1.000002:   7 cpu-clock: \n\t    5678 main+0x8 (/bin/w)\n\n\
+        w 11 1.000003:   2 cpu-clock: \n\t    1234 leaf+0x4 (/bin/w)\n\n";
+
+    #[test]
+    fn whole_blocks_fold_as_pushed_bytes() {
+        let folder = Folder::new(Options::default());
+        let mut pushed = folder.stream();
+        for b in TEXT.as_bytes().chunks(7) {
+            pushed.push(b);
+        }
+        let pushed = pushed.finish();
+        // Whole samples, a block that does not end at a sample boundary
+        // (pushed), then whole ones again.
+        let (a, rest) = TEXT.split_at(TEXT.find("\n\n").unwrap() + 2);
+        let (b, c) = rest.split_at(10);
+        let mut whole = folder.stream();
+        for block in [a, b, c] {
+            whole.push_whole(block.as_bytes());
+        }
+        let whole = whole.finish();
+        assert_eq!(whole.to_bytes(), pushed.to_bytes());
+        assert!(whole.total() > 0 && !whole.stacks.is_empty());
+    }
+}

@@ -233,17 +233,46 @@ mod tests {
         assert!(!write_frame(&mut Vec::new(), 1, &[], "f", 0, "/x"));
     }
 
+    #[inline(never)]
+    fn a_function_with_a_line() -> usize {
+        std::hint::black_box(7)
+    }
+
+    /// The ELF address of code address `at` of this executable: its file
+    /// offset from /proc/self/maps, through the PT_LOAD segments.
+    fn elf_address(exe: &Path, at: u64) -> u64 {
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        for l in maps.lines().filter(|l| l.ends_with(exe.to_str().unwrap())) {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let (lo, hi) = f[0].split_once('-').unwrap();
+            let lo = u64::from_str_radix(lo, 16).unwrap();
+            let hi = u64::from_str_radix(hi, 16).unwrap();
+            if (lo..hi).contains(&at) {
+                let off = at - lo + u64::from_str_radix(f[2], 16).unwrap();
+                let syms = super::super::elf::load(Path::new("/"), exe.to_str().unwrap(), None);
+                return syms.to_vaddr(off);
+            }
+        }
+        panic!("{at:#x} is in no map of {}", exe.display());
+    }
+
     #[test]
-    fn loads_this_test_binary_once_per_file() {
-        // Test builds carry DWARF; the real lookups are checked against
-        // perf in tests/native.rs.
+    fn names_a_function_of_this_test_binary() {
+        // Test builds carry DWARF (line tables at least, with function
+        // names); the real lookups are checked against perf in
+        // tests/native.rs.
         let exe = std::env::current_exe().unwrap();
-        let Some(d) = Debug::load(Path::new("/"), &exe) else {
-            panic!("no DWARF in {}", exe.display());
-        };
         let c = Cache::default();
         assert!(c.get(Path::new("/"), Path::new("/nonexistent")).is_none());
-        assert!(c.get(Path::new("/"), &exe).is_some());
-        assert!(d.chain(0).is_empty(), "address 0 has no line");
+        let d = c
+            .get(Path::new("/"), &exe)
+            .expect("DWARF in the test binary");
+        assert_eq!(a_function_with_a_line(), 7);
+        let at = a_function_with_a_line as *const () as usize as u64;
+        let chain = d.chain(elf_address(&exe, at));
+        assert!(
+            chain.iter().any(|n| n.contains("a_function_with_a_line")),
+            "{chain:?}"
+        );
     }
 }
