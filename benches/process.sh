@@ -15,6 +15,8 @@
 #       by side with (a) --symbolizer native (the issue-16 figure, for fp
 #       and for dwarf captures alike; (a) falls back to perf script on a
 #       shard native cannot read, and says so in the line it prints).
+#   (d) the same two with --inline: --symbolizer native --inline against
+#       --symbolizer perf --inline (inline frames; docs/native-symbolizer.md).
 # Prints the wall times (best of --runs), the ratios, whether the folded
 # totals are identical, and each side's peak RSS (/usr/bin/time; for (b) the
 # largest of its steps); --no-old skips (b). Then the symbol agreement: the share of sample
@@ -50,7 +52,7 @@ while [ $# -gt 0 ]; do
     --runs) runs=$2; shift 2 ;;
     --keep) keep=$2; shift 2 ;;
     --no-old) old=0; shift ;;
-    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
     *) echo "process.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -131,6 +133,29 @@ run_perf() {
   perf_total=$(awk '{s += $NF} END {printf "%.0f\n", s}' "$capture/stacks.folded")
 }
 
+# (d): native and perf script with --inline; sets inl_{new,perf}_{ms,rss,cpu}.
+run_inline() {
+  local who=$1 t0 log=$work/inline-$1.time
+  t0=$(date +%s%N)
+  /usr/bin/time -v "$jobprof" process --force --inline --symbolizer "$who" "$result" >/dev/null 2>"$log"
+  eval "inl_${who}_ms=$(ms "$t0") inl_${who}_rss=$(peak "$log") inl_${who}_cpu=$(cpu "$log")"
+  if [ "$who" = native ]; then
+    inl_from=$(grep -o '"symbolized_from": "[^"]*"' "$capture/summary.json" | cut -d'"' -f4)
+    inl_native_total=$(awk '{s += $NF} END {printf "%.0f\n", s}' "$capture/stacks.folded")
+  else
+    inl_perf_total=$(awk '{s += $NF} END {printf "%.0f\n", s}' "$capture/stacks.folded")
+  fi
+}
+
+# Keeps the smallest of variable $1 (a number) in variable $2.
+keep_min() {
+  if [ -z "${!2}" ] || awk -v a="${!1}" -v b="${!2}" 'BEGIN {exit !(a < b)}'; then
+    printf -v "$2" '%s' "${!1}"
+    [ -n "${3:-}" ] && printf -v "$3" '%s' "${!4}"
+  fi
+  return 0
+}
+
 run_old() {
   local t0 out=$work/old rss=0 r
   rm -rf "$out"; mkdir -p "$out"
@@ -152,11 +177,21 @@ run_old() {
 }
 
 best_new= best_old= best_perf= best_new_cpu= best_perf_cpu=
+best_inl_native= best_inl_perf= best_inl_native_cpu= best_inl_perf_cpu= best_inl_native_rss= best_inl_perf_rss=
 for ((i = 1; i <= runs; i++)); do
+  # The --inline pair first: the plain native run leaves the outputs the
+  # checks below read.
+  run_inline perf
+  run_inline native
   if [ "$old" = 1 ]; then run_old; else old_ms=0 old_rss=0; fi
   run_perf
   run_new
   echo "run $i: jobprof process native ${new_ms} ms, ${new_cpu} s CPU (peak RSS ${new_rss} KB; $from) | --symbolizer perf ${perf_ms} ms, ${perf_cpu} s CPU (peak RSS ${perf_rss} KB) | old way ${old_ms} ms (peak RSS ${old_rss} KB)"
+  echo "run $i --inline: native ${inl_native_ms} ms, ${inl_native_cpu} s CPU (peak RSS ${inl_native_rss} KB; $inl_from) | --symbolizer perf ${inl_perf_ms} ms, ${inl_perf_cpu} s CPU (peak RSS ${inl_perf_rss} KB)"
+  keep_min inl_native_ms best_inl_native best_inl_native_rss inl_native_rss
+  keep_min inl_perf_ms best_inl_perf best_inl_perf_rss inl_perf_rss
+  keep_min inl_native_cpu best_inl_native_cpu
+  keep_min inl_perf_cpu best_inl_perf_cpu
   if [ -z "$best_new" ] || [ "$new_ms" -lt "$best_new" ]; then best_new=$new_ms; best_new_rss=$new_rss; fi
   if [ -z "$best_perf" ] || [ "$perf_ms" -lt "$best_perf" ]; then best_perf=$perf_ms; best_perf_rss=$perf_rss; fi
   if [ -z "$best_new_cpu" ] || awk -v a="$new_cpu" -v b="$best_new_cpu" 'BEGIN {exit !(a < b)}'; then best_new_cpu=$new_cpu; fi
@@ -174,6 +209,13 @@ echo "(a) jobprof process --force --symbolizer native ($from): best ${best_new} 
 echo "(c) jobprof process --force --symbolizer perf: best ${best_perf} ms, ${best_perf_cpu} s CPU, peak RSS ${best_perf_rss} KB"
 awk -v a="$best_new" -v c="$best_perf" 'BEGIN { printf "native speedup (c)/(a), wall: %.2fx (target >= 5x)\n", c / a }'
 awk -v a="$best_new_cpu" -v c="$best_perf_cpu" 'BEGIN { if (a > 0) printf "native speedup (c)/(a), CPU: %.2fx\n", c / a }'
+echo "(d) --inline: native ($inl_from) best ${best_inl_native} ms, ${best_inl_native_cpu} s CPU, peak RSS ${best_inl_native_rss} KB; perf script best ${best_inl_perf} ms, ${best_inl_perf_cpu} s CPU, peak RSS ${best_inl_perf_rss} KB"
+awk -v a="$best_inl_native" -v c="$best_inl_perf" 'BEGIN { printf "native speedup with --inline, wall: %.2fx (target >= 5x)\n", c / a }'
+awk -v a="$best_inl_native_cpu" -v c="$best_inl_perf_cpu" 'BEGIN { if (a > 0) printf "native speedup with --inline, CPU: %.2fx\n", c / a }'
+if [ "$inl_native_total" != "$inl_perf_total" ]; then
+  echo "--inline folded totals DIFFER: native $inl_native_total, perf script $inl_perf_total" >&2
+  exit 1
+fi
 if [ "$new_total" != "$perf_total" ]; then
   echo "folded totals DIFFER: native $new_total, perf script $perf_total" >&2
   exit 1

@@ -973,7 +973,6 @@ impl<'a> Pipeline<'a> {
         for s in &self.cap.shards {
             let ok = match choice {
                 native::Choice::Perf => false,
-                native::Choice::Auto if self.opts.inline => false,
                 _ => match native::check(&s.data_file) {
                     Ok(()) => true,
                     Err(why) => {
@@ -1074,7 +1073,36 @@ impl<'a> Pipeline<'a> {
     /// parts; the archive is published later, and only when it may replace
     /// the old one ([`Self::publish_archive`]).
     fn symbolize_all(&self, plan: &Plan<'_>, units: &[Unit]) -> Result<Symbolized> {
+        let (script_opts, natively) = self.symbolizers();
+        let zstd_workers = self.zstd_workers(units);
         let jobs = self.opts.jobs().min(units.len()).max(1);
+        let native_runs = units.iter().filter(|u| u.native).count();
+        self.log(format!(
+            "symbolizing: {} run(s) over {} shard(s) ({native_runs} native, {} perf script), {jobs} at once",
+            units.len(),
+            self.cap.shards.len(),
+            units.len() - native_runs
+        ));
+        let spool = Spool::create(&self.dir)?;
+        let how = |unit: &Unit| match plan.perf {
+            _ if unit.native => Symbolize::Native(&natively),
+            Some(perf) => Symbolize::Perf(perf, &script_opts),
+            None => unreachable!("plan() gives a perf to every perf unit"),
+        };
+        let recycle = |block: Vec<u8>| natively.recycle(block);
+        let (folded, results) = self.run_units(units, (jobs, zstd_workers), &spool, &how, &recycle);
+        let (shards, failures, parts) = self.collect_results(units, results);
+        Ok(Symbolized {
+            folded,
+            shards,
+            failures,
+            archive: (spool, parts),
+        })
+    }
+
+    /// The `perf script` options and the native symbolizer for this
+    /// capture, both reading the same symbol files and kernel table.
+    fn symbolizers(&self) -> (ScriptOptions, native::Symbolizer) {
         let script_opts = ScriptOptions {
             inline: self.opts.inline,
             symfs: self.cap.symfs.clone(),
@@ -1092,36 +1120,31 @@ impl<'a> Pipeline<'a> {
         let natively = native::Symbolizer::new(native::Options {
             symfs: self.cap.symfs.clone(),
             kallsyms: self.kernel_symbols().file().map(Path::to_path_buf),
+            inline: self.opts.inline,
         });
-        // One stream from a big shard that could not be sliced: spare cores
-        // go to zstd. Several streams already keep the cores busy, and one
-        // zstd thread outruns one `perf script` several times over.
+        (script_opts, natively)
+    }
+
+    /// zstd worker threads per stream: one stream from a big shard that
+    /// could not be sliced gives the spare cores to zstd. Several streams
+    /// already keep the cores busy, and one zstd thread outruns one `perf
+    /// script` several times over.
+    fn zstd_workers(&self, units: &[Unit]) -> u32 {
         let big = self
             .cap
             .shards
             .iter()
             .any(|s| s.bytes.unwrap_or(0) >= self.opts.slice_min_bytes);
-        let zstd_workers = if units.len() == 1 && big && self.opts.jobs() > 1 {
+        if units.len() == 1 && big && self.opts.jobs() > 1 {
             self.opts.jobs() as u32
         } else {
             0
-        };
-        let native_runs = units.iter().filter(|u| u.native).count();
-        self.log(format!(
-            "symbolizing: {} run(s) over {} shard(s) ({native_runs} native, {} perf script), {jobs} at once",
-            units.len(),
-            self.cap.shards.len(),
-            units.len() - native_runs
-        ));
-        let units_bar = self.multi.add(
-            self.progress
-                .bar(units.len() as u64, format!("{} symbolize", self.label)),
-        );
-        let bytes_bar = self
-            .multi
-            .add(self.progress.bytes_counter(format!("{} text", self.label)));
-        // Longest first (estimated by data bytes per slice), so that a big
-        // shard does not start last and run alone; results keep unit order.
+        }
+    }
+
+    /// Unit indexes, longest first (estimated by data bytes per slice), so
+    /// that a big shard does not start last and run alone.
+    fn unit_order(&self, units: &[Unit]) -> Vec<usize> {
         let mut order: Vec<usize> = (0..units.len()).collect();
         let cost = |u: &Unit| {
             let s = &self.cap.shards[u.shard_pos];
@@ -1129,12 +1152,33 @@ impl<'a> Pipeline<'a> {
             s.bytes.unwrap_or(0) / slices.max(1) as u64
         };
         order.sort_by_key(|&i| std::cmp::Reverse(cost(&units[i])));
-        let order = &order;
+        order
+    }
+
+    /// Runs the units on `jobs` threads (each stream compressed with
+    /// `zstd_workers` extra threads), each taking the next unit in
+    /// [`Self::unit_order`], while this thread folds the text they send;
+    /// results keep unit order.
+    fn run_units<'s>(
+        &self,
+        units: &[Unit],
+        (jobs, zstd_workers): (usize, u32),
+        spool: &Spool,
+        how: &(dyn Fn(&Unit) -> Symbolize<'s> + Sync),
+        recycle: &dyn Fn(Vec<u8>),
+    ) -> (Folded, Vec<UnitResult>) {
+        let units_bar = self.multi.add(
+            self.progress
+                .bar(units.len() as u64, format!("{} symbolize", self.label)),
+        );
+        let bytes_bar = self
+            .multi
+            .add(self.progress.bytes_counter(format!("{} text", self.label)));
+        let order = &self.unit_order(units);
         let next = AtomicUsize::new(0);
         let results: Mutex<Vec<Option<UnitResult>>> =
             Mutex::new((0..units.len()).map(|_| None).collect());
         let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(jobs * 2);
-        let spool = Spool::create(&self.dir)?;
         let folder = Folder::new(self.fold_options());
         let mut stream = folder.stream();
         std::thread::scope(|scope| {
@@ -1143,52 +1187,30 @@ impl<'a> Pipeline<'a> {
                     tx: tx.clone(),
                     zstd_workers,
                     bytes_bar: &bytes_bar,
-                    spool: &spool,
+                    spool,
                 };
-                let (next, results, script_opts, natively) =
-                    (&next, &results, &script_opts, &natively);
-                let units_bar = &units_bar;
+                let (next, results, units_bar) = (&next, &results, &units_bar);
                 scope.spawn(move || {
                     while let Some(&i) = order.get(next.fetch_add(1, Ordering::SeqCst)) {
                         let unit = &units[i];
-                        let how = match plan.perf {
-                            _ if unit.native => Symbolize::Native(natively),
-                            Some(perf) => Symbolize::Perf(perf, script_opts),
-                            None => unreachable!("plan() gives a perf to every perf unit"),
-                        };
-                        let r = self.run_unit(how, unit, &sinks);
-                        if let Ok(o) = &r.outcome {
-                            let s = &self.cap.shards[unit.shard_pos];
-                            let slice = unit
-                                .slice
-                                .map(|sl| format!(" slice {}", sl.to_arg()))
-                                .unwrap_or_default();
-                            self.log(format!(
-                                "shard {}{slice}: {} of text in {:.1}s{}",
-                                s.index,
-                                crate::units::format_bytes(o.bytes),
-                                o.elapsed.as_secs_f64(),
-                                if o.ok() {
-                                    String::new()
-                                } else {
-                                    format!(" - FAILED: {}", o.failure())
-                                }
-                            ));
-                        }
+                        let r = self.run_unit(how(unit), unit, &sinks);
+                        self.log_unit(unit, &r);
                         units_bar.inc(1);
                         results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
                     }
                 });
             }
             drop(tx);
+            // Blocks end at sample boundaries: folded in place, their
+            // buffers go back to the native symbolizer.
             for block in rx {
-                stream.push(&block);
+                stream.push_whole(&block);
+                recycle(block);
             }
         });
         units_bar.finish_and_clear();
         bytes_bar.finish_and_clear();
-        let folded = stream.finish();
-        let results: Vec<UnitResult> = results
+        let results = results
             .into_inner()
             .unwrap_or_else(|e| e.into_inner())
             .into_iter()
@@ -1199,8 +1221,37 @@ impl<'a> Pipeline<'a> {
                 })
             })
             .collect();
+        (stream.finish(), results)
+    }
 
-        // Per shard: slices, bytes, the slowest run, the first failure.
+    /// One log line per finished unit: its text, time and failure.
+    fn log_unit(&self, unit: &Unit, r: &UnitResult) {
+        let Ok(o) = &r.outcome else { return };
+        let s = &self.cap.shards[unit.shard_pos];
+        let slice = unit
+            .slice
+            .map(|sl| format!(" slice {}", sl.to_arg()))
+            .unwrap_or_default();
+        self.log(format!(
+            "shard {}{slice}: {} of text in {:.1}s{}",
+            s.index,
+            crate::units::format_bytes(o.bytes),
+            o.elapsed.as_secs_f64(),
+            if o.ok() {
+                String::new()
+            } else {
+                format!(" - FAILED: {}", o.failure())
+            }
+        ));
+    }
+
+    /// Per shard: slices, bytes, the slowest run, the first failure; and
+    /// the spooled archive parts.
+    fn collect_results(
+        &self,
+        units: &[Unit],
+        results: Vec<UnitResult>,
+    ) -> (Vec<ShardSummary>, Vec<String>, Vec<Spooled>) {
         let mut shards: Vec<ShardSummary> = self
             .cap
             .shards
@@ -1237,12 +1288,7 @@ impl<'a> Pipeline<'a> {
                 parts.push(p);
             }
         }
-        Ok(Symbolized {
-            folded,
-            shards,
-            failures,
-            archive: (spool, parts),
-        })
+        (shards, failures, parts)
     }
 
     /// Runs one `perf script` (or the native symbolizer), teeing its output
@@ -1282,7 +1328,7 @@ impl<'a> Pipeline<'a> {
                 // Native blocks already end at sample boundaries: they go to
                 // the folder whole, without the chunker's copy.
                 let consume = |block: Vec<u8>| {
-                    part.write_all(&block)?;
+                    part.write_block(&block)?;
                     bytes_bar.inc(block.len() as u64);
                     send(tx, block)
                 };

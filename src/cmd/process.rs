@@ -62,8 +62,11 @@ pub struct ProcessArgs {
     #[arg(short = 'j', long, value_name = "N")]
     pub jobs: Option<usize>,
 
-    /// Expand inlined functions in stacks. Off by default: on dwarf captures
-    /// it can make `perf script` 100 times slower.
+    /// Expand inlined functions in stacks, where `perf script --inline`
+    /// does (perf 6.1: call chains unwound from `--call-graph dwarf` stack
+    /// copies; frame-pointer chains get none). Off by default: it can make
+    /// `perf script` 100 times slower; the native symbolizer does it at
+    /// about the cost of plain symbols.
     #[arg(long)]
     pub inline: bool,
 
@@ -112,7 +115,8 @@ pub struct ProcessArgs {
     /// no perf needed, several times faster), `perf` (`perf script`), or
     /// `auto`: native for every shard it can read (frame-pointer call
     /// chains, x86-64 dwarf call chains), `perf script` for the others
-    /// (compressed files, unknown records) and when --inline is given. A shard native cannot read falls
+    /// (compressed files, unknown records), with or without --inline. A
+    /// shard native cannot read falls
     /// back to `perf script` with a warning; summary.json's symbolized_from
     /// says which ran.
     #[arg(long, value_name = "WHO", default_value = "auto")]
@@ -132,14 +136,6 @@ pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
         return Err(
             jobprof::Error::Usage("--jobs and --time-slices must be at least 1".into()).into(),
         );
-    }
-    if args.inline && args.symbolizer == jobprof::native::Choice::Native {
-        return Err(jobprof::Error::Usage(
-            "--inline needs perf script: the native symbolizer does not expand inline frames \
-             yet; use --symbolizer perf or auto"
-                .into(),
-        )
-        .into());
     }
     let mut opts = Options::default();
     opts.symbolizer = args.symbolizer;

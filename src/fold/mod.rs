@@ -322,6 +322,18 @@ impl StreamFolder {
         }
     }
 
+    /// Adds a block that may end at a sample boundary (a blank line): when
+    /// it does and nothing is pending, it is folded in place, without the
+    /// copy [`Self::push`] makes; otherwise it is pushed. The fold is the
+    /// same either way.
+    pub fn push_whole(&mut self, block: &[u8]) {
+        if self.buf.is_empty() && block.ends_with(b"\n\n") {
+            self.eng.input_block(block, false);
+        } else {
+            self.push(block);
+        }
+    }
+
     /// Folds what is left and returns the result.
     pub fn finish(mut self) -> Folded {
         let block = std::mem::take(&mut self.buf);
@@ -650,5 +662,36 @@ fn page_size() -> usize {
         p as usize
     } else {
         4096
+    }
+}
+
+#[cfg(test)]
+mod stream_tests {
+    use super::*;
+
+    const TEXT: &str = "w 10 1.000001:   5 cpu-clock: \n\
+        \t    1234 leaf+0x4 (/bin/w)\n\t    5678 main+0x8 (/bin/w)\n\n\
+        w 10 1.000002:   7 cpu-clock: \n\t    5678 main+0x8 (/bin/w)\n\n\
+        w 11 1.000003:   2 cpu-clock: \n\t    1234 leaf+0x4 (/bin/w)\n\n";
+
+    #[test]
+    fn whole_blocks_fold_as_pushed_bytes() {
+        let folder = Folder::new(Options::default());
+        let mut pushed = folder.stream();
+        for b in TEXT.as_bytes().chunks(7) {
+            pushed.push(b);
+        }
+        let pushed = pushed.finish();
+        // Whole samples, a block that does not end at a sample boundary
+        // (pushed), then whole ones again.
+        let (a, rest) = TEXT.split_at(TEXT.find("\n\n").unwrap() + 2);
+        let (b, c) = rest.split_at(10);
+        let mut whole = folder.stream();
+        for block in [a, b, c] {
+            whole.push_whole(block.as_bytes());
+        }
+        let whole = whole.finish();
+        assert_eq!(whole.to_bytes(), pushed.to_bytes());
+        assert!(whole.total() > 0 && !whole.stacks.is_empty());
     }
 }

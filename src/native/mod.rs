@@ -1,6 +1,6 @@
 //! The native symbolizer: reads a `perf.data` shard directly and prints the
-//! same text `perf script` prints for it (default fields, `--no-inline`),
-//! without running `perf`.
+//! same text `perf script` prints for it (default fields, with or without
+//! `--inline`: [`inline`]), without running `perf`.
 //!
 //! [`check`] decides, from the file's header and a walk over its record
 //! headers (no payload is parsed), whether this module can stand in for
@@ -20,10 +20,13 @@
 //! selection) or the kernel symbol table ([`symbols::parse_kallsyms`]).
 //! Symbol tables are loaded once per DSO and shared by every shard and time
 //! slice run through one [`Symbolizer`]; each run caches finished frame
-//! lines by address. Text goes to a callback in blocks that end at sample
-//! boundaries.
+//! lines by address, and the frame text of whole frame-pointer stacks by
+//! call chain (most samples repeat a stack). Text goes to a callback in
+//! blocks that end at sample boundaries; [`Symbolizer::recycle`] takes the
+//! blocks back for reuse.
 
 pub mod elf;
+pub mod inline;
 pub mod symbols;
 pub mod threads;
 pub mod unwind;
@@ -55,13 +58,16 @@ pub struct Options {
     /// or `/proc/kallsyms` where that is right. `None` leaves kernel
     /// frames unnamed (`[unknown]`), as perf does under `--symfs`.
     pub kallsyms: Option<PathBuf>,
+    /// Print inline frames where `perf script --inline` prints them
+    /// ([`inline`]).
+    pub inline: bool,
 }
 
 /// Which symbolizer `process` and `reprocess` run (`--symbolizer`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Choice {
     /// Native for every shard [`check`] accepts, `perf script` for the
-    /// rest (and for everything when inline frames are asked for).
+    /// rest.
     #[default]
     Auto,
     /// Native; a shard it cannot read still falls back to `perf script`,
@@ -162,6 +168,8 @@ const MAX_STACK: usize = 127;
 /// Text is handed on in blocks of about this size (the size of the blocks
 /// `process` folds).
 const FLUSH: usize = 4 << 20;
+/// Blocks kept for reuse ([`Symbolizer::recycle`]).
+const SPARE_BLOCKS: usize = 8;
 
 /// Record types whose effect on `perf script`'s default output is fully
 /// reproduced (most print nothing).
@@ -304,6 +312,10 @@ pub struct Symbolizer {
     kernel: OnceLock<SymbolTable>,
     dsos: Mutex<HashMap<DsoKey, DsoCell>>,
     unwind: unwind::Tables,
+    inlines: inline::Cache,
+    /// Text buffers handed back by the consumer ([`Symbolizer::recycle`]):
+    /// reusing them spares the page faults of a fresh 4 MiB per block.
+    spare: Mutex<Vec<Vec<u8>>>,
 }
 
 impl Symbolizer {
@@ -316,6 +328,8 @@ impl Symbolizer {
             kernel: OnceLock::new(),
             dsos: Mutex::new(HashMap::new()),
             unwind: unwind::Tables::default(),
+            inlines: inline::Cache::default(),
+            spare: Mutex::new(Vec::new()),
         }
     }
 
@@ -340,6 +354,65 @@ impl Symbolizer {
             Arc::new(elf::load(&self.root, path, id))
         })
         .clone()
+    }
+
+    /// Takes back a block [`Symbolizer::run`] handed out, once its text is
+    /// used, to fill it again (a few are kept; others are dropped).
+    pub fn recycle(&self, mut block: Vec<u8>) {
+        if block.capacity() < FLUSH {
+            return;
+        }
+        block.clear();
+        let mut spare = self.spare.lock().unwrap_or_else(|e| e.into_inner());
+        if spare.len() < SPARE_BLOCKS {
+            spare.push(block);
+        }
+    }
+
+    fn block(&self) -> Vec<u8> {
+        let mut spare = self.spare.lock().unwrap_or_else(|e| e.into_inner());
+        spare
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(FLUSH + (64 << 10)))
+    }
+
+    /// The lines `perf script` prints for file offset `offset` of the DSO
+    /// mapped from `path` (with `build_id`, possibly empty), with inline
+    /// frames expanded when `expand` (as for an unwound call chain under
+    /// `--inline`).
+    pub fn user_frame(&self, path: &str, build_id: &[u8], offset: u64, expand: bool) -> Vec<u8> {
+        let mut line = Vec::new();
+        let syms = self.dso(path, build_id);
+        self.write_user_frame(&mut line, &syms, path, offset, expand);
+        line
+    }
+
+    fn write_user_frame(
+        &self,
+        line: &mut Vec<u8>,
+        syms: &DsoSymbols,
+        dso: &str,
+        addr: u64,
+        expand: bool,
+    ) {
+        let vaddr = syms.to_vaddr(addr);
+        let Some(h) = syms.table.find(vaddr) else {
+            let _ = writeln!(line, "\t{addr:16x} [unknown] ({dso})");
+            return;
+        };
+        let base = symbols::demangle(h.name);
+        if expand {
+            if let Some(d) = syms
+                .source
+                .as_ref()
+                .and_then(|f| self.inlines.get(&self.root, f))
+            {
+                if inline::write_frame(line, addr, &d.chain(vaddr), &base, h.offset, dso) {
+                    return;
+                }
+            }
+        }
+        let _ = writeln!(line, "\t{addr:16x} {base}+{:#x} ({dso})", h.offset);
     }
 
     /// Prints the samples of `data` (those in `slice`, when given) as
@@ -376,10 +449,15 @@ impl Symbolizer {
             dso_ids: HashMap::new(),
             build_ids,
             frames: rustc_hash::FxHashMap::default(),
+            inline_frames: rustc_hash::FxHashMap::default(),
+            expand: false,
+            stacks: rustc_hash::FxHashMap::default(),
+            stack_key: Vec::new(),
+            stack_bytes: 0,
             scratch: Vec::new(),
             unwind: unwind::Unwinding::default(),
             user: Vec::new(),
-            out: Vec::with_capacity(FLUSH + (64 << 10)),
+            out: self.block(),
             bytes: 0,
             samples: 0,
         };
@@ -420,6 +498,7 @@ impl Symbolizer {
                     run.machine.fork(f.pid, f.ppid, f.tid, f.ptid);
                     if f.pid != f.ppid {
                         // A new process (a new thread shares its maps).
+                        run.maps_changed();
                         run.unwind.maps_changed(f.pid);
                     }
                 }
@@ -463,6 +542,8 @@ const NO_DSO: u32 = u32::MAX - 1;
 /// Frame lines cached per run before the cache starts over (bounds memory
 /// on captures with millions of distinct addresses).
 const FRAME_CACHE: usize = 1 << 20;
+/// Bytes of whole-stack text cached per run before that cache starts over.
+const STACK_CACHE_BYTES: usize = 64 << 20;
 
 struct Run<'a> {
     sym: &'a Symbolizer,
@@ -472,12 +553,25 @@ struct Run<'a> {
     build_ids: HashMap<Vec<u8>, Vec<u8>>,
     /// Finished frame lines by (DSO, address).
     frames: rustc_hash::FxHashMap<(u32, u64), Box<[u8]>>,
+    /// The same with inline frames expanded.
+    inline_frames: rustc_hash::FxHashMap<(u32, u64), Box<[u8]>>,
+    /// Whether the current sample's user frames get inline frames: under
+    /// `--inline`, for call chains unwound from stack copies only, as in
+    /// perf 6.1 ([`inline`]).
+    expand: bool,
     /// Per-sample call chain, resolved.
     scratch: Vec<(u32, u64)>,
     /// Dwarf unwinding of user stack copies.
     unwind: unwind::Unwinding,
     /// Per-sample unwound user addresses.
     user: Vec<u64>,
+    /// Frame text of whole frame-pointer stacks by (pid, CPU mode, call
+    /// chain); emptied when maps change.
+    stacks: rustc_hash::FxHashMap<Box<[u64]>, Box<[u8]>>,
+    /// The current sample's key into `stacks`.
+    stack_key: Vec<u64>,
+    /// Bytes held by `stacks`, about.
+    stack_bytes: usize,
     out: Vec<u8>,
     bytes: u64,
     samples: u64,
@@ -489,8 +583,17 @@ impl Run<'_> {
             return Ok(());
         }
         self.bytes += self.out.len() as u64;
-        let block = std::mem::replace(&mut self.out, Vec::with_capacity(FLUSH + (64 << 10)));
+        let block = std::mem::replace(&mut self.out, self.sym.block());
         consume(block).map_err(|e| e.to_string())
+    }
+
+    /// A map was added or a process copied its parent's: stacks printed
+    /// before may read differently now.
+    fn maps_changed(&mut self) {
+        if !self.stacks.is_empty() {
+            self.stacks.clear();
+            self.stack_bytes = 0;
+        }
     }
 
     fn dso_id(&mut self, path: &[u8], build_id: Option<Vec<u8>>) -> u32 {
@@ -522,6 +625,7 @@ impl Run<'_> {
         path: &[u8],
         id: Option<Vec<u8>>,
     ) {
+        self.maps_changed();
         let end = start.saturating_add(len);
         if pid == -1 {
             // Kernel and module maps: kallsyms names them all.
@@ -579,6 +683,14 @@ impl Run<'_> {
             let _ = write!(out, "{:10} ", s.period.unwrap_or(0));
         }
         let _ = writeln!(out, "{event}: ");
+        self.expand = self.sym.opts.inline && has.contains(SampleFormat::STACK_USER);
+        // A frame-pointer chain's text depends only on the process's maps
+        // and the chain: most samples repeat one printed before.
+        let cacheable = !has.contains(SampleFormat::STACK_USER);
+        if cacheable && self.cached_stack(pid, s) {
+            return;
+        }
+        let start = self.out.len();
         let mut mode = s.cpu_mode;
         let mut n = 0;
         // Resolve the chain to (DSO, address) with the process's maps looked
@@ -619,6 +731,9 @@ impl Run<'_> {
             self.frame(dso, key);
         }
         self.scratch = resolved;
+        if cacheable {
+            self.keep_stack(start);
+        }
         self.out.push(b'\n');
     }
 
@@ -658,24 +773,78 @@ impl Run<'_> {
         }));
     }
 
+    /// Prints the frames of a stack printed before for the same process
+    /// and call chain (its key left in `stack_key` either way).
+    fn cached_stack(
+        &mut self,
+        pid: i32,
+        s: &linux_perf_data::linux_perf_event_reader::SampleRecord<'_>,
+    ) -> bool {
+        let key = &mut self.stack_key;
+        key.clear();
+        key.push(pid as u64);
+        key.push(s.cpu_mode as u64);
+        if let Some(chain) = &s.callchain {
+            key.extend((0..chain.len()).map_while(|i| chain.get(i)));
+        }
+        match self.stacks.get(key.as_slice()) {
+            Some(text) => {
+                self.out.extend_from_slice(text);
+                self.out.push(b'\n');
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Remembers the frames printed since `start` under `stack_key`.
+    fn keep_stack(&mut self, start: usize) {
+        let text: Box<[u8]> = self.out[start..].into();
+        self.stack_bytes += text.len() + 8 * self.stack_key.len();
+        if self.stack_bytes > STACK_CACHE_BYTES {
+            self.stacks.clear();
+            self.stack_bytes = 0;
+        }
+        self.stacks.insert(self.stack_key.as_slice().into(), text);
+    }
+
     fn frame(&mut self, dso: u32, key: u64) {
-        if let Some(line) = self.frames.get(&(dso, key)) {
+        let cache = if self.expand {
+            &mut self.inline_frames
+        } else {
+            &mut self.frames
+        };
+        if let Some(line) = cache.get(&(dso, key)) {
             self.out.extend_from_slice(line);
             return;
         }
-        if self.frames.len() >= FRAME_CACHE {
-            self.frames.clear();
-        }
         let line = self.format_frame((dso != NO_DSO).then_some(dso), key);
         self.out.extend_from_slice(&line);
-        self.frames.insert((dso, key), line);
+        let cache = if self.expand {
+            &mut self.inline_frames
+        } else {
+            &mut self.frames
+        };
+        if cache.len() >= FRAME_CACHE {
+            cache.clear();
+        }
+        cache.insert((dso, key), line);
     }
 
     fn format_frame(&mut self, dso: Option<u32>, addr: u64) -> Box<[u8]> {
         let mut line = Vec::with_capacity(96);
+        if let Some(id) = dso.filter(|&d| d != KERNEL_DSO) {
+            let d = &mut self.dsos[id as usize];
+            let syms = d.symbols.get_or_insert_with(|| match &d.path {
+                Some(p) => self.sym.dso(p, &d.build_id),
+                None => Arc::new(DsoSymbols::default()),
+            });
+            self.sym
+                .write_user_frame(&mut line, syms, &d.name, addr, self.expand);
+            return line.into_boxed_slice();
+        }
         let _ = write!(line, "\t{addr:16x} ");
         match dso {
-            None => line.extend_from_slice(b"[unknown] ([unknown])"),
             Some(KERNEL_DSO) => {
                 let table = self.sym.kernel();
                 match table.find(addr) {
@@ -691,30 +860,7 @@ impl Run<'_> {
                     None => line.extend_from_slice(b"[unknown] ([kernel.kallsyms])"),
                 }
             }
-            Some(id) => {
-                let d = &mut self.dsos[id as usize];
-                if d.symbols.is_none() {
-                    d.symbols = Some(match &d.path {
-                        Some(p) => self.sym.dso(p, &d.build_id),
-                        None => Arc::new(DsoSymbols::default()),
-                    });
-                }
-                let syms = d.symbols.as_ref().expect("loaded above");
-                match syms.table.find(syms.to_vaddr(addr)) {
-                    Some(h) => {
-                        let _ = write!(
-                            line,
-                            "{}+{:#x} ({})",
-                            symbols::demangle(h.name),
-                            h.offset,
-                            d.name
-                        );
-                    }
-                    None => {
-                        let _ = write!(line, "[unknown] ({})", d.name);
-                    }
-                }
-            }
+            _ => line.extend_from_slice(b"[unknown] ([unknown])"),
         }
         line.push(b'\n');
         line.into_boxed_slice()
