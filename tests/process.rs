@@ -785,3 +785,28 @@ fn missing_dir_and_bad_options_are_usage_errors() {
     let out = run(&["--formats", "png"], &[t.path()]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn zstd_level_changes_the_archive_size_not_its_text() {
+    let Some(base) = base() else { return };
+    let archive = |level: &str| {
+        let (_t, result) = copy_base(base);
+        let out = run(&["--zstd-level", level], &[&result]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        util::read(&capture_dir(&result, 0, "q1").join("perf.script.zst"))
+    };
+    let (fast, small) = (archive("1"), archive("19"));
+    assert_eq!(
+        zstd::decode_all(&fast[..]).unwrap(),
+        zstd::decode_all(&small[..]).unwrap()
+    );
+    assert!(
+        small.len() < fast.len(),
+        "{} vs {}",
+        small.len(),
+        fast.len()
+    );
+    let (_t, result) = copy_base(base);
+    let out = run(&["--zstd-level", "20"], &[&result]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+}

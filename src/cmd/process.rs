@@ -70,6 +70,13 @@ pub struct ProcessArgs {
     #[arg(long)]
     pub inline: bool,
 
+    /// zstd level of the perf.script.zst archive: 1 (fastest; the default)
+    /// to 19 (smallest). Level 3 makes the archive ~8% smaller and the
+    /// compression ~1.6x slower on `perf script` text.
+    #[arg(long, value_name = "LEVEL", default_value_t = jobprof::archive::DEFAULT_LEVEL,
+          value_parser = clap::value_parser!(i32).range(1..=19))]
+    pub zstd_level: i32,
+
     /// Process captures again even when .postprocess-complete says they are
     /// done.
     #[arg(short, long)]
@@ -142,6 +149,7 @@ pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
     opts.jobs = args.jobs.unwrap_or(0);
     opts.inline = args.inline;
     opts.force = args.force;
+    opts.zstd_level = args.zstd_level;
     opts.formats = Formats::parse(&args.formats)?;
     opts.min_symbolized_pct = args.min_symbolized;
     opts.perf = args.perf;
