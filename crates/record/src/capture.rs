@@ -25,6 +25,7 @@ use jobprof_capture_format::{
 
 use crate::pool;
 use crate::shard::{RecordSpec, Shard};
+use crate::symfs;
 use crate::sys::{self, now_ns};
 use crate::tokens::write_atomic;
 
@@ -214,7 +215,7 @@ impl ActiveCapture {
         // be followed through --inherit, and every shard synthesizes these
         // mappings.
         let before_attach = sys::boot_ticks();
-        let maps = sys::exec_file_maps(ctx.pid)
+        let maps = exec_file_maps(ctx.pid)
             .map_err(|e| format!("cannot read /proc/{}/maps: {e}", ctx.pid))?;
         self.attach(ctx, jobs, count)?;
         if self.shards.is_empty() {
@@ -354,8 +355,7 @@ impl ActiveCapture {
         let Some(view) = self.armed.take() else {
             return Ok(None);
         };
-        let maps =
-            sys::exec_file_maps(pid).map_err(|e| format!("cannot read /proc/{pid}/maps: {e}"))?;
+        let maps = exec_file_maps(pid).map_err(|e| format!("cannot read /proc/{pid}/maps: {e}"))?;
         let new_maps = maps.difference(&view.maps).count();
         let now = sys::list_tids(pid).map_err(|e| format!("cannot list /proc/{pid}/task: {e}"))?;
         let known: BTreeSet<u32> = view
@@ -862,6 +862,12 @@ fn set_aside(worker_dir: &Path, name: &str) -> io::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The worker's executable file mappings ([`symfs::executable_mapping_lines`]).
+fn exec_file_maps(pid: u32) -> io::Result<BTreeSet<String>> {
+    let maps = fs::read_to_string(format!("/proc/{pid}/maps"))?;
+    Ok(symfs::executable_mapping_lines(&maps))
 }
 
 /// "s" unless `n` is 1.

@@ -2,7 +2,6 @@
 //! FIFOs, file locks, process exit statuses and directory copies. No policy
 //! lives here.
 
-use std::collections::BTreeSet;
 use std::ffi::CString;
 use std::fs;
 use std::io::{self, Read, Seek, SeekFrom};
@@ -76,23 +75,6 @@ pub fn list_tids(pid: u32) -> io::Result<Vec<u32>> {
         .collect();
     tids.sort_unstable();
     Ok(tids)
-}
-
-/// The executable mappings of files in `/proc/PID/maps`, each line as the
-/// kernel writes it (address range, offset, device, inode, path): what perf
-/// synthesizes `MMAP` records of when it attaches. Anonymous and
-/// non-executable mappings (thread stacks among them) are left out.
-pub fn exec_file_maps(pid: u32) -> io::Result<BTreeSet<String>> {
-    let text = fs::read_to_string(format!("/proc/{pid}/maps"))?;
-    Ok(text
-        .lines()
-        .filter(|l| {
-            let mut f = l.split_whitespace();
-            let perms = f.nth(1).unwrap_or("");
-            perms.as_bytes().get(2) == Some(&b'x') && f.nth(3).is_some_and(|p| p.starts_with('/'))
-        })
-        .map(str::to_string)
-        .collect())
 }
 
 /// True while thread `tid` of process `pid` exists.
