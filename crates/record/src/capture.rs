@@ -303,10 +303,10 @@ impl ActiveCapture {
 
     fn try_attach_and_enable(&mut self, ctx: &Context) -> Result<(), String> {
         if self.state == State::Armed {
-            self.catch_up(ctx)?;
+            let now = self.catch_up(ctx)?;
             // Checked last, right before `enable`, so that the window in
             // which a change goes unseen is as short as can be.
-            if let Some(why) = self.changed_while_armed(ctx.pid)? {
+            if let Some(why) = self.changed_while_armed(ctx.pid, &now)? {
                 self.attach_anew(ctx, why)?;
             }
         } else {
@@ -351,13 +351,13 @@ impl ActiveCapture {
     /// the first perf started (followed through `--inherit`, but with no
     /// `FORK` or `COMM`: perf would name them `:TID`). Threads that exited
     /// while armed and libraries unmapped while armed lose nothing.
-    fn changed_while_armed(&mut self, pid: u32) -> Result<Option<String>, String> {
+    /// `now`: the worker's threads, listed last.
+    fn changed_while_armed(&mut self, pid: u32, now: &[u32]) -> Result<Option<String>, String> {
         let Some(view) = self.armed.take() else {
             return Ok(None);
         };
         let maps = exec_file_maps(pid).map_err(|e| format!("cannot read /proc/{pid}/maps: {e}"))?;
         let new_maps = maps.difference(&view.maps).count();
-        let now = sys::list_tids(pid).map_err(|e| format!("cannot list /proc/{pid}/task: {e}"))?;
         let known: BTreeSet<u32> = view
             .tids
             .iter()
@@ -440,9 +440,12 @@ impl ActiveCapture {
     /// created by a thread it records (`--inherit`), but without their
     /// `FORK`/`COMM` while armed, so [`ActiveCapture::changed_while_armed`]
     /// has the capture attached anew when there are any.
-    fn catch_up(&mut self, ctx: &Context) -> Result<(), String> {
+    ///
+    /// Returns the worker's threads as listed last: at the start of this,
+    /// or after attaching when it attached new shards.
+    fn catch_up(&mut self, ctx: &Context) -> Result<Vec<u32>, String> {
         let Some(view) = self.armed.as_ref() else {
-            return Ok(());
+            return Ok(Vec::new());
         };
         let (listed, armed_ticks) = (view.tids.clone(), view.ticks);
         let pid = ctx.pid;
@@ -528,8 +531,12 @@ impl ActiveCapture {
             .into_iter()
             .enumerate()
             .map(|(i, t)| (next_index + i as u32, t))
-            .collect();
-        self.attach(ctx, jobs, count)
+            .collect::<Vec<_>>();
+        if jobs.is_empty() {
+            return Ok(now);
+        }
+        self.attach(ctx, jobs, count)?;
+        sys::list_tids(pid).map_err(|e| format!("cannot list /proc/{pid}/task: {e}"))
     }
 
     /// Attaches the shards `jobs` (index, threads) disabled, in parallel (as
