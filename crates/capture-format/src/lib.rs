@@ -232,7 +232,8 @@ pub struct Capture {
     /// When the shards were attached ahead of the query, disabled (the
     /// sidecar's pre-arming, ns since the Unix epoch); `None` when they were
     /// attached at `start`. Threads that exited between this and `start`
-    /// are in `perf-dropped-tids.tsv` (reason `exited while armed`).
+    /// are in `perf-dropped-tids.tsv` (reason `exited while armed`), unless
+    /// the capture was attached anew at `start` (`reattached_because`).
     #[cfg_attr(feature = "serde", serde(default))]
     pub armed_unix_ns: Option<u64>,
     /// Set when the capture was armed but its shards were attached anew at
