@@ -232,9 +232,18 @@ pub struct Capture {
     /// When the shards were attached ahead of the query, disabled (the
     /// sidecar's pre-arming, ns since the Unix epoch); `None` when they were
     /// attached at `start`. Threads that exited between this and `start`
-    /// are in `perf-dropped-tids.tsv` (reason `exited while armed`).
+    /// are in `perf-dropped-tids.tsv` (reason `exited while armed`), unless
+    /// the capture was attached anew at `start` (`reattached_because`).
     #[cfg_attr(feature = "serde", serde(default))]
     pub armed_unix_ns: Option<u64>,
+    /// Set when the capture was armed but its shards were attached anew at
+    /// `start`, and why, counted: the worker mapped executable files or
+    /// created threads while armed (for example "1 executable mapping new,
+    /// 2 threads created while armed"), which perf records nothing of
+    /// while its events are disabled. `None` when the armed shards sampled
+    /// (or the capture was not armed).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub reattached_because: Option<String>,
     /// When `enable` was sent to the first shard (ns since the Unix epoch).
     pub enable_requested_unix_ns: Option<u64>,
     /// When the last shard acknowledged `enable`: sampling is on everywhere
@@ -308,6 +317,7 @@ impl Capture {
             .collect();
         w.array("size_limited", &cuts);
         w.opt_num("armed_unix_ns", self.armed_unix_ns);
+        w.opt_str("reattached_because", self.reattached_because.as_deref());
         w.opt_num("enable_requested_unix_ns", self.enable_requested_unix_ns);
         w.opt_num("enabled_unix_ns", self.enabled_unix_ns);
         w.opt_num("disable_requested_unix_ns", self.disable_requested_unix_ns);
@@ -706,6 +716,7 @@ mod tests {
             dropped_shard_count: 1,
             max_shard_size: Some(1 << 30),
             armed_unix_ns: Some(1_700_000_000_000_000_000),
+            reattached_because: None,
             size_limited: vec![ShardCut {
                 shard: 2,
                 unix_ns: 1_790_000_000_323_456_789,

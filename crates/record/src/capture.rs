@@ -25,6 +25,7 @@ use jobprof_capture_format::{
 
 use crate::pool;
 use crate::shard::{RecordSpec, Shard};
+use crate::symfs;
 use crate::sys::{self, now_ns};
 use crate::tokens::write_atomic;
 
@@ -85,9 +86,22 @@ pub struct ActiveCapture {
     pub state: State,
     /// The directory of the shards' control FIFOs.
     fifo_dir: PathBuf,
-    /// What arming saw: the threads listed, and when (clock ticks since
-    /// boot) the first perf was started.
-    armed: Option<(Vec<u32>, u64)>,
+    /// What arming saw (`None` once used, or when not armed).
+    armed: Option<ArmedView>,
+}
+
+/// What arming saw, to tell at `start` whether the armed shards' records
+/// are complete: perf (6.1) records no `MMAP`, `FORK` or `COMM` while its
+/// events are disabled, and its control FIFO cannot switch its tracking
+/// (dummy) event on alone.
+struct ArmedView {
+    /// The threads listed.
+    tids: Vec<u32>,
+    /// When (clock ticks since boot) the first perf was started.
+    ticks: u64,
+    /// The worker's executable file mappings before the first perf started
+    /// (every shard synthesized these when it attached).
+    maps: BTreeSet<String>,
 }
 
 /// What attaching a set of shards gave.
@@ -143,6 +157,7 @@ impl ActiveCapture {
             dropped_shard_count: 0,
             max_shard_size: ctx.spec.max_size,
             armed_unix_ns: None,
+            reattached_because: None,
             size_limited: vec![],
             enable_requested_unix_ns: None,
             enabled_unix_ns: None,
@@ -197,8 +212,11 @@ impl ActiveCapture {
             .map(|(i, t)| (i as u32, t))
             .collect();
         // Before the first perf starts: no thread created before this can
-        // be followed through --inherit.
+        // be followed through --inherit, and every shard synthesizes these
+        // mappings.
         let before_attach = sys::boot_ticks();
+        let maps = exec_file_maps(ctx.pid)
+            .map_err(|e| format!("cannot read /proc/{}/maps: {e}", ctx.pid))?;
         self.attach(ctx, jobs, count)?;
         if self.shards.is_empty() {
             return Err(format!(
@@ -207,7 +225,11 @@ impl ActiveCapture {
                 ctx.pid
             ));
         }
-        self.armed = Some((tids, before_attach));
+        self.armed = Some(ArmedView {
+            tids,
+            ticks: before_attach,
+            maps,
+        });
         self.meta.armed_unix_ns = Some(now_ns());
         self.count();
         self.save().map_err(|e| {
@@ -281,17 +303,14 @@ impl ActiveCapture {
 
     fn try_attach_and_enable(&mut self, ctx: &Context) -> Result<(), String> {
         if self.state == State::Armed {
-            self.catch_up(ctx)?;
+            let now = self.catch_up(ctx)?;
+            // Checked last, right before `enable`, so that the window in
+            // which a change goes unseen is as short as can be.
+            if let Some(why) = self.changed_while_armed(ctx.pid, &now)? {
+                self.attach_anew(ctx, why)?;
+            }
         } else {
-            let tids = self.list_and_write_targets(ctx.pid, &[])?;
-            let planned = spread(&tids, ctx.threads_per_shard);
-            let count = planned.len() as u32;
-            let jobs = planned
-                .into_iter()
-                .enumerate()
-                .map(|(i, t)| (i as u32, t))
-                .collect();
-            self.attach(ctx, jobs, count)?;
+            self.attach_listed(ctx)?;
         }
         self.state = State::Recording;
         if self.shards.is_empty() {
@@ -310,6 +329,81 @@ impl ActiveCapture {
         // The caller saves capture.json (it says the capture is recording,
         // should the sidecar die) once `started` is written.
         Ok(())
+    }
+
+    /// Lists the worker's threads and attaches them all (the capture not
+    /// armed).
+    fn attach_listed(&mut self, ctx: &Context) -> Result<(), String> {
+        let tids = self.list_and_write_targets(ctx.pid, &[])?;
+        let planned = spread(&tids, ctx.threads_per_shard);
+        let count = planned.len() as u32;
+        let jobs = planned
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| (i as u32, t))
+            .collect();
+        self.attach(ctx, jobs, count)
+    }
+
+    /// What the armed shards have no record of, counted, or `None` when
+    /// nothing: executable files the worker mapped since arming (no `MMAP`:
+    /// their frames would be `[unknown]`) and live threads created since
+    /// the first perf started (followed through `--inherit`, but with no
+    /// `FORK` or `COMM`: perf would name them `:TID`). Threads that exited
+    /// while armed and libraries unmapped while armed lose nothing.
+    /// `now`: the worker's threads, listed last.
+    fn changed_while_armed(&mut self, pid: u32, now: &[u32]) -> Result<Option<String>, String> {
+        let Some(view) = self.armed.take() else {
+            return Ok(None);
+        };
+        let maps = exec_file_maps(pid).map_err(|e| format!("cannot read /proc/{pid}/maps: {e}"))?;
+        let new_maps = maps.difference(&view.maps).count();
+        let known: BTreeSet<u32> = view
+            .tids
+            .iter()
+            .chain(self.shards.iter().flat_map(|s| s.tids.iter()))
+            .copied()
+            .collect();
+        // Created in or after the clock tick the first perf started in (the
+        // same tick counts: it cannot be told apart).
+        let created = now
+            .iter()
+            .filter(|t| !known.contains(t))
+            .filter(|&&t| sys::tid_start_ticks(pid, t).is_some_and(|st| st >= view.ticks))
+            .count();
+        let mut what = Vec::new();
+        if new_maps > 0 {
+            what.push(format!(
+                "{new_maps} executable mapping{} new",
+                plural(new_maps)
+            ));
+        }
+        if created > 0 {
+            what.push(format!("{created} thread{} created", plural(created)));
+        }
+        Ok((!what.is_empty()).then(|| format!("{} while armed", what.join(", "))))
+    }
+
+    /// The armed shards lack records of what changed while armed (`why`):
+    /// they are killed (they never sampled), their files removed, and the
+    /// capture is attached anew, as without arming (in parallel). Says so
+    /// in the log and in `capture.json` (`reattached_because`).
+    fn attach_anew(&mut self, ctx: &Context, why: String) -> Result<(), String> {
+        eprintln!(
+            "jobprof-record sidecar: capture {}: {why}, which perf does not record while \
+             disabled: the armed shards are discarded and the capture attached anew at `start`",
+            self.query
+        );
+        self.meta.reattached_because = Some(why);
+        for s in std::mem::take(&mut self.shards) {
+            let data = s.data.clone();
+            drop(s);
+            let _ = fs::remove_file(data);
+        }
+        self.failed.clear();
+        self.dropped.clear();
+        self.dropped_shards = 0;
+        self.attach_listed(ctx)
     }
 
     /// Lists the worker's threads into `perf-target-tids.txt` (with
@@ -342,13 +436,18 @@ impl ActiveCapture {
     /// attached in new shards: the live threads of a shard whose perf ended
     /// otherwise, and threads created after the listing but in a clock
     /// tick before the first perf started (no perf could follow them).
-    /// Threads created later by a thread perf records are followed by
-    /// `--inherit` and are not attached again (that would count their
-    /// samples twice); a thread created while arming by a thread whose
-    /// shard had not attached yet is not followed, as when attaching at
-    /// `start`.
-    fn catch_up(&mut self, ctx: &Context) -> Result<(), String> {
-        let (listed, armed_ticks) = self.armed.take().unwrap_or_default();
+    /// Threads created later are not attached here: perf follows those
+    /// created by a thread it records (`--inherit`), but without their
+    /// `FORK`/`COMM` while armed, so [`ActiveCapture::changed_while_armed`]
+    /// has the capture attached anew when there are any.
+    ///
+    /// Returns the worker's threads as listed last: at the start of this,
+    /// or after attaching when it attached new shards.
+    fn catch_up(&mut self, ctx: &Context) -> Result<Vec<u32>, String> {
+        let Some(view) = self.armed.as_ref() else {
+            return Ok(Vec::new());
+        };
+        let (listed, armed_ticks) = (view.tids.clone(), view.ticks);
         let pid = ctx.pid;
         // One listing, not one lookup per thread: this is `start`'s path.
         let now = sys::list_tids(pid).map_err(|e| format!("cannot list /proc/{pid}/task: {e}"))?;
@@ -432,8 +531,12 @@ impl ActiveCapture {
             .into_iter()
             .enumerate()
             .map(|(i, t)| (next_index + i as u32, t))
-            .collect();
-        self.attach(ctx, jobs, count)
+            .collect::<Vec<_>>();
+        if jobs.is_empty() {
+            return Ok(now);
+        }
+        self.attach(ctx, jobs, count)?;
+        sys::list_tids(pid).map_err(|e| format!("cannot list /proc/{pid}/task: {e}"))
     }
 
     /// Attaches the shards `jobs` (index, threads) disabled, in parallel (as
@@ -766,6 +869,21 @@ fn set_aside(worker_dir: &Path, name: &str) -> io::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The worker's executable file mappings ([`symfs::executable_mapping_lines`]).
+fn exec_file_maps(pid: u32) -> io::Result<BTreeSet<String>> {
+    let maps = fs::read_to_string(format!("/proc/{pid}/maps"))?;
+    Ok(symfs::executable_mapping_lines(&maps))
+}
+
+/// "s" unless `n` is 1.
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
 }
 
 /// Cuts the sorted `tids` into the fewest shards of at most `per` threads,

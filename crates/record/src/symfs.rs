@@ -21,7 +21,7 @@
 //! destination tree is followed: directories are created only where no
 //! symlink is, files with `O_EXCL | O_NOFOLLOW`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -57,15 +57,7 @@ pub struct Summary {
 /// a ` (deleted)` suffix) to (address range, deleted?).
 pub fn executable_mappings(maps: &str) -> BTreeMap<String, (String, bool)> {
     let mut found = BTreeMap::new();
-    for line in maps.lines() {
-        let mut parts = line.splitn(6, ' ');
-        let (Some(range), Some(perms)) = (parts.next(), parts.next()) else {
-            continue;
-        };
-        let path = parts.nth(3).map(str::trim_start).unwrap_or("");
-        if !perms.contains('x') || !path.starts_with('/') {
-            continue;
-        }
+    for (range, path) in maps.lines().filter_map(executable_file) {
         let (path, deleted) = match path.strip_suffix(" (deleted)") {
             Some(p) => (p, true),
             None => (path, false),
@@ -75,6 +67,24 @@ pub fn executable_mappings(maps: &str) -> BTreeMap<String, (String, bool)> {
             .or_insert_with(|| (range.to_string(), deleted));
     }
     found
+}
+
+/// Every line of a maps text that maps a file executable, as written: what
+/// perf synthesizes `MMAP` records of when it attaches (a file mapped twice
+/// is there twice).
+pub fn executable_mapping_lines(maps: &str) -> BTreeSet<String> {
+    maps.lines()
+        .filter(|l| executable_file(l).is_some())
+        .map(str::to_string)
+        .collect()
+}
+
+/// (address range, path) of a maps line that maps a file executable.
+fn executable_file(line: &str) -> Option<(&str, &str)> {
+    let mut parts = line.splitn(6, ' ');
+    let (range, perms) = (parts.next()?, parts.next()?);
+    let path = parts.nth(3).map(str::trim_start).unwrap_or("");
+    (perms.contains('x') && path.starts_with('/')).then_some((range, path))
 }
 
 /// Where perf looks for the separate debug info of the file at `path`
@@ -394,6 +404,26 @@ mod tests {
         );
         assert_eq!(m["/opt/my lib/old.so"], ("7f06-7f07".to_string(), true));
         assert_eq!(m["/usr/lib/libc.so.6"].0, "7f00-7f01");
+    }
+
+    #[test]
+    fn executable_mapping_lines_keep_every_mapping_of_a_file() {
+        let maps = "\
+55d0-55d1 r--p 00000000 08:01 10 /usr/bin/srv
+7f00-7f01 r-xp 00000000 08:01 11 /usr/lib/libc.so.6
+7f02-7f03 r-xp 00000000 08:01 11 /usr/lib/libc.so.6
+7f04-7f05 r-xp 00000000 00:00 0 \n\
+7f08-7f09 rw-p 00000000 00:00 0                  [stack]
+7ffd-7ffe r-xp 00000000 00:00 0                  [vdso]
+";
+        let lines: Vec<String> = executable_mapping_lines(maps).into_iter().collect();
+        assert_eq!(
+            lines,
+            [
+                "7f00-7f01 r-xp 00000000 08:01 11 /usr/lib/libc.so.6",
+                "7f02-7f03 r-xp 00000000 08:01 11 /usr/lib/libc.so.6",
+            ]
+        );
     }
 
     #[test]
