@@ -350,11 +350,12 @@ fn record_library_and_threads_new_while_armed_are_named() {
         crate::util::output_text(&out)
     );
     let folded = fs::read_to_string(q1.join("stacks.folded")).unwrap();
-    // libm was mapped after the symbol snapshot (taken before `ready`), so
-    // its frames are named by the file, `[libm.so.6]`, as in a capture
-    // attached at `start`; without its MMAP record they would be
+    // libm was mapped after the symbol snapshot (taken before `ready`): the
+    // sidecar adds it (and its debug file) to symfs/ when the capture ends,
+    // so its frames are named by function (`__cos_fma`...), not only by
+    // the file (`[libm.so.6]`); without its MMAP record they would be
     // `[unknown]`.
-    let (mut total, mut named_root, mut in_libm) = (0u64, 0u64, 0u64);
+    let (mut total, mut named_root, mut in_libm, mut in_cos) = (0u64, 0u64, 0u64, 0u64);
     for line in folded.lines() {
         let (stack, n) = line.rsplit_once(' ').unwrap();
         let n: u64 = n.parse().unwrap();
@@ -367,12 +368,21 @@ fn record_library_and_threads_new_while_armed_are_named() {
         }
         if stack
             .split(';')
-            .any(|f| f.contains("libm") || f == "cos" || f == "__cos")
+            .any(|f| f.contains("libm") || f == "cos" || f.starts_with("__cos"))
         {
             in_libm += n;
         }
+        if stack
+            .split(';')
+            .skip(1)
+            .any(|f| f == "cos" || f.starts_with("__cos"))
+        {
+            in_cos += n;
+        }
     }
-    eprintln!("samples: {total}, in late_cos threads {named_root}, in libm {in_libm}");
+    eprintln!(
+        "samples: {total}, in late_cos threads {named_root}, in libm {in_libm}, in cos {in_cos}"
+    );
     assert!(
         named_root > 0,
         "no sample under the threads' names:\n{folded}"
@@ -380,6 +390,18 @@ fn record_library_and_threads_new_while_armed_are_named() {
     assert!(
         in_libm * 2 > named_root,
         "libm's frames are not named:\n{folded}"
+    );
+    assert!(
+        in_cos * 2 > named_root,
+        "libm's functions are not named (named by file only?):\n{folded}"
+    );
+    assert!(log.contains("symfs: added "), "{log}");
+    let manifest = fs::read_to_string(root.join("worker_0/symbol-manifest.tsv")).unwrap();
+    assert!(
+        manifest.lines().any(|l| l.starts_with("binary\t")
+            && l.contains("libm.so.6\t")
+            && l.contains("\tcopied [mapped after ready; added when q1 ended]")),
+        "{manifest}"
     );
     // The sidecar says why it attached again, counted.
     assert!(log.contains("attached anew at `start`"), "{log}");

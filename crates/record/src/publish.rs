@@ -8,7 +8,11 @@
 //!
 //! Worker-level files (`preflight.txt`, `worker.maps`,
 //! `symbol-manifest.tsv`, `symfs/`) are published the same way, once the
-//! snapshot is taken.
+//! snapshot is taken. Files added to the snapshot later (libraries the
+//! worker mapped after `ready`) are published one by one into the
+//! published `symfs/`, each under a temporary name renamed into place, and
+//! then the manifest: a reader processing an earlier capture meanwhile sees
+//! every file either whole or not at all.
 //!
 //! Nothing is written through a symlink: `PERF_ROOT/worker_N` must be a
 //! real directory of ours, the temporary directories are created new, files
@@ -141,5 +145,47 @@ pub fn worker_files(staged_worker: &Path, out_worker: &Path) -> Result<(), Strin
         let _ = clear_stale(&old);
         sys::sync_dir(out_worker);
     }
+    Ok(())
+}
+
+/// Publishes the files `files` (relative to `symfs/`) added to the staged
+/// snapshot of `staged_worker` after the worker files were published, and
+/// then its manifest, into `out_worker`. Each file is linked or copied to a
+/// new temporary name next to its place (directories created only where no
+/// symlink is) and renamed into place.
+pub fn symfs_additions(
+    staged_worker: &Path,
+    out_worker: &Path,
+    files: &[std::path::PathBuf],
+) -> Result<(), String> {
+    out_dir(out_worker)?;
+    let (src_root, dst_root) = (staged_worker.join("symfs"), out_worker.join("symfs"));
+    for rel in files {
+        let (src, dst) = (src_root.join(rel), dst_root.join(rel));
+        let (Some(parent), Some(name)) = (dst.parent(), dst.file_name()) else {
+            continue;
+        };
+        sys::create_dirs_nofollow(out_worker, parent)
+            .map_err(|e| ctx("cannot create", parent, e))?;
+        let tmp = parent.join(format!(
+            ".{}.publishing.{}",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        clear_stale(&tmp)?;
+        let placed = fs::hard_link(&src, &tmp)
+            .or_else(|_| sys::copy_new(&src, &tmp).map(|_| ()))
+            .and_then(|()| fs::rename(&tmp, &dst));
+        if let Err(e) = placed {
+            let _ = fs::remove_file(&tmp);
+            return Err(ctx("cannot publish", &dst, e));
+        }
+    }
+    let manifest = "symbol-manifest.tsv";
+    let data = fs::read(staged_worker.join(manifest))
+        .map_err(|e| ctx("cannot read", &staged_worker.join(manifest), e))?;
+    let dst = out_worker.join(manifest);
+    write_atomic(&dst, &data).map_err(|e| ctx("cannot write", &dst, e))?;
+    sys::sync_dir(out_worker);
     Ok(())
 }
