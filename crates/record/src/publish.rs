@@ -189,3 +189,46 @@ pub fn symfs_additions(
     sys::sync_dir(out_worker);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn symfs_additions_are_renamed_into_place_never_through_a_symlink() {
+        let t = std::env::temp_dir().join(format!("publish-add-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&t);
+        let (staged, out) = (t.join("staging/worker_0"), t.join("out/worker_0"));
+        fs::create_dir_all(staged.join("symfs/usr/lib")).unwrap();
+        fs::write(staged.join("symfs/usr/lib/first.so"), b"first").unwrap();
+        fs::write(staged.join("symbol-manifest.tsv"), b"header\nfirst\n").unwrap();
+        worker_files(&staged, &out).unwrap();
+        // Added after the first publication: a file in a new directory.
+        fs::create_dir_all(staged.join("symfs/opt/plugins")).unwrap();
+        fs::write(staged.join("symfs/opt/plugins/late.so"), b"late").unwrap();
+        fs::write(staged.join("symbol-manifest.tsv"), b"header\nfirst\nlate\n").unwrap();
+        let rel = std::path::PathBuf::from("opt/plugins/late.so");
+        symfs_additions(&staged, &out, std::slice::from_ref(&rel)).unwrap();
+        assert_eq!(fs::read(out.join("symfs").join(&rel)).unwrap(), b"late");
+        assert_eq!(fs::read(out.join("symfs/usr/lib/first.so")).unwrap(), b"first");
+        assert_eq!(
+            fs::read(out.join("symbol-manifest.tsv")).unwrap(),
+            b"header\nfirst\nlate\n"
+        );
+        let names: Vec<_> = fs::read_dir(out.join("symfs/opt/plugins"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["late.so"], "no temporary file left");
+        // A symlink planted in the published tree is not written through.
+        let elsewhere = t.join("elsewhere");
+        fs::create_dir_all(&elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, out.join("symfs/srv")).unwrap();
+        fs::create_dir_all(staged.join("symfs/srv")).unwrap();
+        fs::write(staged.join("symfs/srv/x.so"), b"x").unwrap();
+        let e = symfs_additions(&staged, &out, &["srv/x.so".into()]).unwrap_err();
+        assert!(e.contains("symlink"), "{e}");
+        assert!(fs::read_dir(&elsewhere).unwrap().next().is_none());
+        fs::remove_dir_all(&t).unwrap();
+    }
+}
