@@ -210,7 +210,10 @@ mod tests {
         let rel = std::path::PathBuf::from("opt/plugins/late.so");
         symfs_additions(&staged, &out, std::slice::from_ref(&rel)).unwrap();
         assert_eq!(fs::read(out.join("symfs").join(&rel)).unwrap(), b"late");
-        assert_eq!(fs::read(out.join("symfs/usr/lib/first.so")).unwrap(), b"first");
+        assert_eq!(
+            fs::read(out.join("symfs/usr/lib/first.so")).unwrap(),
+            b"first"
+        );
         assert_eq!(
             fs::read(out.join("symbol-manifest.tsv")).unwrap(),
             b"header\nfirst\nlate\n"

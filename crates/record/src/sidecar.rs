@@ -428,6 +428,10 @@ impl Server {
     /// the capture of `q`), and publishes them: called when a capture has
     /// ended, before it is published, so that its frames in them are named.
     fn add_late_symbols(&mut self, q: &str) {
+        // The worker exited (its pid maybe reused): nothing of it to add.
+        if sys::proc_stat(self.pid).map(|(_, t)| t) != Some(self.start_time) {
+            return;
+        }
         let note = format!(" [mapped after ready; added when {q} ended]");
         let added = symfs::add_new(
             self.pid,
@@ -455,7 +459,9 @@ impl Server {
         if self.files_published {
             if let Err(e) = publish::symfs_additions(&self.worker_dir, &self.out_worker, &a.files) {
                 // Published whole at shutdown instead.
-                log(&format!("symfs: cannot publish the added files yet (retried at shutdown): {e}"));
+                log(&format!(
+                    "symfs: cannot publish the added files yet (retried at shutdown): {e}"
+                ));
                 self.files_published = false;
             }
         }

@@ -613,8 +613,14 @@ mod tests {
         let (_, mut held) = snapshot(me, &dir, u64::MAX).unwrap();
         // Nothing mapped since: nothing added, nothing rewritten.
         let before = fs::read_to_string(dir.join("symbol-manifest.tsv")).unwrap();
-        assert_eq!(add_new(me, &dir, u64::MAX, &mut held, " [late]").unwrap(), Added::default());
-        assert_eq!(fs::read_to_string(dir.join("symbol-manifest.tsv")).unwrap(), before);
+        assert_eq!(
+            add_new(me, &dir, u64::MAX, &mut held, " [late]").unwrap(),
+            Added::default()
+        );
+        assert_eq!(
+            fs::read_to_string(dir.join("symbol-manifest.tsv")).unwrap(),
+            before
+        );
         // As if the test binary had been mapped after the snapshot.
         let exe = std::env::current_exe().unwrap();
         let exe_s = exe.to_str().unwrap().to_string();
@@ -633,7 +639,10 @@ mod tests {
         let a = add_new(me, &dir, u64::MAX, &mut held, " [late]").unwrap();
         assert_eq!(a.summary.copied, 1 + a.summary.debug_files, "{a:?}");
         assert_eq!(a.files[0], rel);
-        assert_eq!(fs::read(dir.join("symfs").join(&rel)).unwrap(), fs::read(&exe).unwrap());
+        assert_eq!(
+            fs::read(dir.join("symfs").join(&rel)).unwrap(),
+            fs::read(&exe).unwrap()
+        );
         assert_eq!(held.bytes, a.summary.bytes + full.bytes);
         let manifest = fs::read_to_string(dir.join("symbol-manifest.tsv")).unwrap();
         assert!(manifest.starts_with(&before), "{manifest}");
@@ -644,7 +653,10 @@ mod tests {
         assert!(manifest.contains("\tcopied [late]\n"), "{manifest}");
         assert!(manifest.contains("--symfs-limit"), "{manifest}");
         // Added once only.
-        assert_eq!(add_new(me, &dir, u64::MAX, &mut held, " [late]").unwrap(), Added::default());
+        assert_eq!(
+            add_new(me, &dir, u64::MAX, &mut held, " [late]").unwrap(),
+            Added::default()
+        );
         fs::remove_dir_all(&dir).unwrap();
     }
 
