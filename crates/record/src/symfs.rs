@@ -1,6 +1,8 @@
-//! The worker-level symbol snapshot, taken once before `ready`, holding
-//! everything `perf script` needs to name frames after the job (when the
-//! container, the deployed binaries or the node may be gone):
+//! The worker-level symbol snapshot, taken before `ready` ([`snapshot`])
+//! and grown at the end of each capture with what the worker mapped since
+//! ([`add_new`]: plugins loaded with `dlopen`), holding everything `perf
+//! script` needs to name frames after the job (when the container, the
+//! deployed binaries or the node may be gone):
 //!
 //! - `worker.maps`: a copy of `/proc/PID/maps`;
 //! - `symfs/<absolute path>`: every executable file-backed mapping, read
