@@ -350,9 +350,10 @@ fn record_library_and_threads_new_while_armed_are_named() {
         crate::util::output_text(&out)
     );
     let folded = fs::read_to_string(q1.join("stacks.folded")).unwrap();
-    // libm was mapped after the symbol snapshot (taken before `ready`), so
-    // its frames are named by the file, `[libm.so.6]`, as in a capture
-    // attached at `start`; without its MMAP record they would be
+    // libm was mapped after the symbol snapshot (taken before `ready`): the
+    // sidecar adds it (and its debug file) to symfs/ when the capture ends,
+    // so its frames are named by function (`__cos_fma`...), not only by
+    // the file (`[libm.so.6]`); without its MMAP record they would be
     // `[unknown]`.
     let (mut total, mut named_root, mut in_libm) = (0u64, 0u64, 0u64);
     for line in folded.lines() {
@@ -367,12 +368,15 @@ fn record_library_and_threads_new_while_armed_are_named() {
         }
         if stack
             .split(';')
-            .any(|f| f.contains("libm") || f == "cos" || f == "__cos")
+            .any(|f| f.contains("libm") || f == "cos" || f.starts_with("__cos"))
         {
             in_libm += n;
         }
     }
-    eprintln!("samples: {total}, in late_cos threads {named_root}, in libm {in_libm}");
+    let (_, in_cos) = late_cos_samples(&folded);
+    eprintln!(
+        "samples: {total}, in late_cos threads {named_root}, in libm {in_libm}, in cos {in_cos}"
+    );
     assert!(
         named_root > 0,
         "no sample under the threads' names:\n{folded}"
@@ -381,6 +385,12 @@ fn record_library_and_threads_new_while_armed_are_named() {
         in_libm * 2 > named_root,
         "libm's frames are not named:\n{folded}"
     );
+    assert!(
+        in_cos * 2 > named_root,
+        "libm's functions are not named (named by file only?):\n{folded}"
+    );
+    assert!(log.contains("symfs: added "), "{log}");
+    assert_libm_added(&root, "q1");
     // The sidecar says why it attached again, counted.
     assert!(log.contains("attached anew at `start`"), "{log}");
 
@@ -394,4 +404,123 @@ fn record_library_and_threads_new_while_armed_are_named() {
         "{meta:?}"
     );
     assert_eq!(meta.target_thread_count, 3, "{meta:?}");
+}
+
+/// A library loaded (and threads started) DURING a capture: the capture
+/// ends, the sidecar adds the library to symfs/ before publishing it, and
+/// its functions are named in the processed stacks.
+#[test]
+fn record_library_loaded_during_a_capture_is_named() {
+    let Some(_) = components() else { return };
+    let Some(prog) = crate::util::program(
+        "record-late-loader",
+        "tests/programs/late_loader.c",
+        &["-O1", "-ldl"],
+    ) else {
+        panic!("cannot build tests/programs/late_loader.c");
+    };
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let cue = tmp.path().join("load");
+    let (tokens, root, staging) = (
+        tmp.path().join("tokens"),
+        tmp.path().join("perf"),
+        tmp.path().join("staging"),
+    );
+    fs::create_dir_all(&tokens).unwrap();
+    let mut worker = Command::new(&prog)
+        .arg(&cue)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = worker.id();
+    let mut sidecar = crate::util::sidecar_command(&tokens, 0, pid, &root, &staging)
+        .args(["--frequency", "999", "--start-timeout", "120"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    crate::util::wait_sidecar_ready(&mut sidecar, &mut worker, &tokens, Duration::from_secs(300));
+    crate::util::record_driver(&tokens, 0, &["start", "--query", "q1"]);
+    fs::write(&cue, "").unwrap();
+    wait_for(
+        "libm loaded and 2 threads started",
+        Duration::from_secs(30),
+        || tids(pid).len() == 3,
+    );
+    sleep(Duration::from_millis(2000));
+    crate::util::record_driver(&tokens, 0, &["stop", "--query", "q1"]);
+    crate::util::record_driver(&tokens, 0, &["shutdown"]);
+    let out = sidecar.wait_with_output().unwrap();
+    let _ = worker.kill();
+    let _ = worker.wait();
+    ok(&out);
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(log.contains("symfs: added "), "{log}");
+    assert_libm_added(&root, "q1");
+    let out = crate::util::jobprof()
+        .arg("process")
+        .arg(&root)
+        .args(["--formats", "folded", "--min-symbolized", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        crate::util::output_text(&out)
+    );
+    let folded = fs::read_to_string(root.join("worker_0/q1/stacks.folded")).unwrap();
+    let (in_threads, in_cos) = late_cos_samples(&folded);
+    eprintln!("in late_cos threads {in_threads}, in cos {in_cos}");
+    assert!(
+        in_threads > 0,
+        "no sample under the threads' names:\n{folded}"
+    );
+    assert!(
+        in_cos * 2 > in_threads,
+        "libm's functions are not named (named by file only?):\n{folded}"
+    );
+}
+
+/// (weight under the `late_cos` threads, weight with a libm `cos` frame
+/// named by function) in a folded text.
+fn late_cos_samples(folded: &str) -> (u64, u64) {
+    let (mut in_threads, mut in_cos) = (0, 0);
+    for line in folded.lines() {
+        let (stack, n) = line.rsplit_once(' ').unwrap();
+        let n: u64 = n.parse().unwrap();
+        let mut frames = stack.split(';');
+        if frames.next().is_some_and(|r| r.starts_with("late_cos")) {
+            in_threads += n;
+            if frames.any(|f| f == "cos" || f.starts_with("__cos")) {
+                in_cos += n;
+            }
+        }
+    }
+    (in_threads, in_cos)
+}
+
+/// The published manifest lists libm (mapped after `ready`) as added when
+/// capture `q` ended, and the published symfs/ holds it.
+fn assert_libm_added(root: &std::path::Path, q: &str) {
+    let manifest = fs::read_to_string(root.join("worker_0/symbol-manifest.tsv")).unwrap();
+    let row = manifest
+        .lines()
+        .find(|l| l.starts_with("binary\t") && l.contains("/libm.so.6\t"))
+        .unwrap_or_else(|| panic!("no row for libm:\n{manifest}"));
+    assert!(
+        row.ends_with(&format!(
+            "\tcopied [mapped after ready; added when {q} ended]"
+        )),
+        "{manifest}"
+    );
+    let path = row.split('\t').nth(1).unwrap();
+    let copy = root
+        .join("worker_0/symfs")
+        .join(path.trim_start_matches('/'));
+    assert_eq!(
+        fs::metadata(&copy).unwrap().len(),
+        fs::metadata(path).unwrap().len()
+    );
 }

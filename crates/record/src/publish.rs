@@ -8,7 +8,11 @@
 //!
 //! Worker-level files (`preflight.txt`, `worker.maps`,
 //! `symbol-manifest.tsv`, `symfs/`) are published the same way, once the
-//! snapshot is taken.
+//! snapshot is taken. Files added to the snapshot later (libraries the
+//! worker mapped after `ready`) are published one by one into the
+//! published `symfs/`, each under a temporary name renamed into place, and
+//! then the manifest: a reader processing an earlier capture meanwhile sees
+//! every file either whole or not at all.
 //!
 //! Nothing is written through a symlink: `PERF_ROOT/worker_N` must be a
 //! real directory of ours, the temporary directories are created new, files
@@ -142,4 +146,92 @@ pub fn worker_files(staged_worker: &Path, out_worker: &Path) -> Result<(), Strin
         sys::sync_dir(out_worker);
     }
     Ok(())
+}
+
+/// Publishes the files `files` (relative to `symfs/`) added to the staged
+/// snapshot of `staged_worker` after the worker files were published, and
+/// then its manifest, into `out_worker`. Each file is linked or copied to a
+/// new temporary name next to its place (directories created only where no
+/// symlink is) and renamed into place.
+pub fn symfs_additions(
+    staged_worker: &Path,
+    out_worker: &Path,
+    files: &[std::path::PathBuf],
+) -> Result<(), String> {
+    out_dir(out_worker)?;
+    let (src_root, dst_root) = (staged_worker.join("symfs"), out_worker.join("symfs"));
+    for rel in files {
+        let (src, dst) = (src_root.join(rel), dst_root.join(rel));
+        let (Some(parent), Some(name)) = (dst.parent(), dst.file_name()) else {
+            continue;
+        };
+        sys::create_dirs_nofollow(out_worker, parent)
+            .map_err(|e| ctx("cannot create", parent, e))?;
+        let tmp = parent.join(format!(
+            ".{}.publishing.{}",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        clear_stale(&tmp)?;
+        let placed = fs::hard_link(&src, &tmp)
+            .or_else(|_| sys::copy_new(&src, &tmp).map(|_| ()))
+            .and_then(|()| fs::rename(&tmp, &dst));
+        if let Err(e) = placed {
+            let _ = fs::remove_file(&tmp);
+            return Err(ctx("cannot publish", &dst, e));
+        }
+    }
+    let manifest = "symbol-manifest.tsv";
+    let data = fs::read(staged_worker.join(manifest))
+        .map_err(|e| ctx("cannot read", &staged_worker.join(manifest), e))?;
+    let dst = out_worker.join(manifest);
+    write_atomic(&dst, &data).map_err(|e| ctx("cannot write", &dst, e))?;
+    sys::sync_dir(out_worker);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn symfs_additions_are_renamed_into_place_never_through_a_symlink() {
+        let t = std::env::temp_dir().join(format!("publish-add-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&t);
+        let (staged, out) = (t.join("staging/worker_0"), t.join("out/worker_0"));
+        fs::create_dir_all(staged.join("symfs/usr/lib")).unwrap();
+        fs::write(staged.join("symfs/usr/lib/first.so"), b"first").unwrap();
+        fs::write(staged.join("symbol-manifest.tsv"), b"header\nfirst\n").unwrap();
+        worker_files(&staged, &out).unwrap();
+        // Added after the first publication: a file in a new directory.
+        fs::create_dir_all(staged.join("symfs/opt/plugins")).unwrap();
+        fs::write(staged.join("symfs/opt/plugins/late.so"), b"late").unwrap();
+        fs::write(staged.join("symbol-manifest.tsv"), b"header\nfirst\nlate\n").unwrap();
+        let rel = std::path::PathBuf::from("opt/plugins/late.so");
+        symfs_additions(&staged, &out, std::slice::from_ref(&rel)).unwrap();
+        assert_eq!(fs::read(out.join("symfs").join(&rel)).unwrap(), b"late");
+        assert_eq!(
+            fs::read(out.join("symfs/usr/lib/first.so")).unwrap(),
+            b"first"
+        );
+        assert_eq!(
+            fs::read(out.join("symbol-manifest.tsv")).unwrap(),
+            b"header\nfirst\nlate\n"
+        );
+        let names: Vec<_> = fs::read_dir(out.join("symfs/opt/plugins"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["late.so"], "no temporary file left");
+        // A symlink planted in the published tree is not written through.
+        let elsewhere = t.join("elsewhere");
+        fs::create_dir_all(&elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, out.join("symfs/srv")).unwrap();
+        fs::create_dir_all(staged.join("symfs/srv")).unwrap();
+        fs::write(staged.join("symfs/srv/x.so"), b"x").unwrap();
+        let e = symfs_additions(&staged, &out, &["srv/x.so".into()]).unwrap_err();
+        assert!(e.contains("symlink"), "{e}");
+        assert!(fs::read_dir(&elsewhere).unwrap().next().is_none());
+        fs::remove_dir_all(&t).unwrap();
+    }
 }

@@ -108,6 +108,8 @@ struct Worker {
     report: preflight::Report,
     /// The worker files (symbols, maps) were published at start-up.
     files_published: bool,
+    /// What the symbol snapshot holds.
+    symbols: symfs::Held,
 }
 
 /// Writes the signed error token and returns the failure (exit 1).
@@ -165,7 +167,7 @@ fn prepare(opts: &SidecarOpts, tokens: &Tokens, me: &SidecarId) -> Result<Worker
     }
     let _ = write_atomic(&dir.join("preflight.txt"), text.as_bytes());
     remove_armed_leftovers(&dir);
-    snapshot_symbols(pid, &dir, opts.symfs_limit).map_err(|m| fail(tokens, me, m))?;
+    let symbols = snapshot_symbols(pid, &dir, opts.symfs_limit).map_err(|m| fail(tokens, me, m))?;
     let out = opts.out.join(format!("worker_{}", opts.worker));
     let files_published = publish_worker_files(&dir, &out);
     Ok(Worker {
@@ -176,14 +178,15 @@ fn prepare(opts: &SidecarOpts, tokens: &Tokens, me: &SidecarId) -> Result<Worker
         out,
         report,
         files_published,
+        symbols,
     })
 }
 
 /// Snapshots the worker's symbols into `worker_dir/symfs` (replacing one an
 /// earlier sidecar left on the same staging) and logs what was copied.
-fn snapshot_symbols(pid: u32, worker_dir: &Path, limit: u64) -> Result<(), String> {
+fn snapshot_symbols(pid: u32, worker_dir: &Path, limit: u64) -> Result<symfs::Held, String> {
     let _ = fs::remove_dir_all(worker_dir.join("symfs"));
-    let s = symfs::snapshot(pid, worker_dir, limit).map_err(|e| {
+    let (s, held) = symfs::snapshot(pid, worker_dir, limit).map_err(|e| {
         format!(
             "cannot snapshot symbols of pid {pid} into {}: {e}",
             worker_dir.display()
@@ -197,7 +200,7 @@ fn snapshot_symbols(pid: u32, worker_dir: &Path, limit: u64) -> Result<(), Strin
         if s.kallsyms { "kept" } else { "not available" },
         s.skipped
     ));
-    Ok(())
+    Ok(held)
 }
 
 /// Publishes the worker files now, so that captures published later
@@ -383,6 +386,14 @@ struct Server {
     armed: Option<ActiveCapture>,
     /// Wakes the loop when a token is written on this node.
     watch: Option<sys::DirWatch>,
+    /// `STAGING/worker_N`, where the symbol snapshot is.
+    worker_dir: PathBuf,
+    /// What the symbol snapshot holds (grown as the worker maps more).
+    symbols: symfs::Held,
+    symfs_limit: u64,
+    /// The worker files were published at start-up (else they are, whole,
+    /// at shutdown).
+    files_published: bool,
 }
 
 impl Server {
@@ -405,6 +416,54 @@ impl Server {
             seen: BTreeSet::new(),
             ended: BTreeMap::new(),
             arm_seq: 0,
+            worker_dir: worker.dir.clone(),
+            symbols: worker.symbols.clone(),
+            symfs_limit: opts.symfs_limit,
+            files_published: worker.files_published,
+        }
+    }
+
+    /// Adds to the symbol snapshot the files the worker maps now that it
+    /// has not looked at yet (libraries loaded after `ready`, even during
+    /// the capture of `q`), and publishes them: called when a capture has
+    /// ended, before it is published, so that its frames in them are named.
+    fn add_late_symbols(&mut self, q: &str) {
+        // The worker exited (its pid maybe reused): nothing of it to add.
+        if sys::proc_stat(self.pid).map(|(_, t)| t) != Some(self.start_time) {
+            return;
+        }
+        let note = format!(" [mapped after ready; added when {q} ended]");
+        let added = symfs::add_new(
+            self.pid,
+            &self.worker_dir,
+            self.symfs_limit,
+            &mut self.symbols,
+            &note,
+        );
+        let a = match added {
+            Ok(a) if a.summary == symfs::Summary::default() => return,
+            Ok(a) => a,
+            Err(e) => {
+                log(&format!(
+                    "symfs: cannot look for files mapped since the snapshot (pid {}): {e}",
+                    self.pid
+                ));
+                return;
+            }
+        };
+        let s = &a.summary;
+        log(&format!(
+            "symfs: added {} file(s) mapped since the snapshot ({} bytes, {} separate debug file(s)) when {q} ended, skipped {}",
+            s.copied, s.bytes, s.debug_files, s.skipped
+        ));
+        if self.files_published {
+            if let Err(e) = publish::symfs_additions(&self.worker_dir, &self.out_worker, &a.files) {
+                // Published whole at shutdown instead.
+                log(&format!(
+                    "symfs: cannot publish the added files yet (retried at shutdown): {e}"
+                ));
+                self.files_published = false;
+            }
         }
     }
 
@@ -450,7 +509,7 @@ impl Server {
     /// captures); returns what failed.
     fn publish_rest(&mut self, worker: &Worker) -> Vec<String> {
         let mut errors = Vec::new();
-        if !worker.files_published {
+        if !self.files_published {
             if let Err(e) = publish::worker_files(&worker.dir, &worker.out) {
                 errors.push(e);
             }
@@ -631,6 +690,7 @@ impl Server {
         if let Some(r) = &c.meta.reason {
             answer.push_str(&format!("\nreason: {r}"));
         }
+        self.add_late_symbols(&c.query);
         let result = publish::capture(&c.dir, &self.out_worker, &c.meta);
         let q = c.query.clone();
         match result {

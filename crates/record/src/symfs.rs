@@ -1,6 +1,8 @@
-//! The worker-level symbol snapshot, taken once before `ready`, holding
-//! everything `perf script` needs to name frames after the job (when the
-//! container, the deployed binaries or the node may be gone):
+//! The worker-level symbol snapshot, taken before `ready` ([`snapshot`])
+//! and grown at the end of each capture with what the worker mapped since
+//! ([`add_new`]: plugins loaded with `dlopen`), holding everything `perf
+//! script` needs to name frames after the job (when the container, the
+//! deployed binaries or the node may be gone):
 //!
 //! - `worker.maps`: a copy of `/proc/PID/maps`;
 //! - `symfs/<absolute path>`: every executable file-backed mapping, read
@@ -130,19 +132,67 @@ pub fn kallsyms_has_addresses(text: &[u8]) -> bool {
         .any(|a| !a.is_empty() && a.iter().any(|&b| b != b'0'))
 }
 
+/// What the snapshot holds, kept by the sidecar to add the files the worker
+/// maps later ([`add_new`]) within the same `--symfs-limit`.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Held {
+    /// The mapped files looked at (absolute, as the worker sees them).
+    paths: BTreeSet<String>,
+    /// Bytes counted against the limit so far.
+    bytes: u64,
+}
+
+/// What [`add_new`] added.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Added {
+    /// This addition alone (files, bytes, skipped, debug files).
+    pub summary: Summary,
+    /// The files copied, relative to `symfs/`.
+    pub files: Vec<PathBuf>,
+}
+
 /// Accumulates the manifest and the byte budget.
 struct Snap<'a> {
     symfs: &'a Path,
     limit: u64,
     manifest: String,
     summary: Summary,
+    /// Files copied into `symfs/`, relative to it.
+    files: Vec<PathBuf>,
+    /// Appended to every status (why a row came after the first snapshot).
+    note: &'a str,
 }
 
 impl Snap<'_> {
+    fn new<'a>(symfs: &'a Path, limit: u64, bytes: u64, note: &'a str) -> Snap<'a> {
+        Snap {
+            symfs,
+            limit,
+            manifest: String::new(),
+            summary: Summary {
+                bytes,
+                ..Summary::default()
+            },
+            files: Vec::new(),
+            note,
+        }
+    }
+
     fn row(&mut self, kind: &str, path: &str, size: Option<u64>, build_id: &str, status: &str) {
         let size = size.map(|n| n.to_string()).unwrap_or_else(|| "-".into());
-        self.manifest
-            .push_str(&format!("{kind}\t{path}\t{size}\t{build_id}\t{status}\n"));
+        let note = self.note;
+        self.manifest.push_str(&format!(
+            "{kind}\t{path}\t{size}\t{build_id}\t{status}{note}\n"
+        ));
+    }
+
+    /// Remembers a file copied to `dst` (below `symfs/`).
+    fn copied(&mut self, dst: &Path, n: u64) {
+        self.summary.bytes += n;
+        self.summary.copied += 1;
+        if let Ok(rel) = dst.strip_prefix(self.symfs) {
+            self.files.push(rel.to_path_buf());
+        }
     }
 
     /// Copies `src` to `dst` within the budget; the manifest status.
@@ -167,8 +217,7 @@ impl Snap<'_> {
             .and_then(|_| sys::copy_new(src, dst));
         match copied {
             Ok(n) => {
-                self.summary.bytes += n;
-                self.summary.copied += 1;
+                self.copied(dst, n);
                 (Some(n), "copied".into())
             }
             Err(e) => {
@@ -255,18 +304,20 @@ impl Snap<'_> {
             self.summary.skipped += 1;
             return format!("skipped: --symfs-limit {} bytes reached", self.limit);
         }
-        let copied = (|| {
+        let copied = (|| -> io::Result<u64> {
             use std::io::Seek;
             if let Some(parent) = dst.parent() {
                 sys::create_dirs_nofollow(self.symfs, parent)?;
             }
             f.seek(io::SeekFrom::Start(0))?;
-            io::copy(f, &mut sys::create_new(dst, 0o644)?)
+            let mut to = sys::create_new(dst, 0o644)?;
+            let n = io::copy(f, &mut to)?;
+            to.sync_all()?;
+            Ok(n)
         })();
         match copied {
             Ok(n) => {
-                self.summary.bytes += n;
-                self.summary.copied += 1;
+                self.copied(dst, n);
                 "copied".into()
             }
             Err(e) => {
@@ -357,27 +408,71 @@ impl Snap<'_> {
 /// `kallsyms`, `modules`, `symbol-manifest.tsv`), copying at most `limit`
 /// bytes. The kernel tables come first: they are small and name every
 /// kernel frame.
-pub fn snapshot(pid: u32, worker_dir: &Path, limit: u64) -> io::Result<Summary> {
+pub fn snapshot(pid: u32, worker_dir: &Path, limit: u64) -> io::Result<(Summary, Held)> {
     let maps = fs::read_to_string(format!("/proc/{pid}/maps"))?;
     write_atomic(&worker_dir.join("worker.maps"), maps.as_bytes())?;
     let symfs = worker_dir.join("symfs");
     // Never through a symlink in the destination tree.
     sys::create_dirs_nofollow(worker_dir, &symfs)?;
-    let mut snap = Snap {
-        symfs: &symfs,
-        limit,
-        manifest: format!("{MANIFEST_HEADER}\n"),
-        summary: Summary::default(),
-    };
+    let mut snap = Snap::new(&symfs, limit, 0, "");
+    snap.manifest = format!("{MANIFEST_HEADER}\n");
     snap.kernel(worker_dir);
+    let mut held = Held::default();
     for (path, (range, deleted)) in executable_mappings(&maps) {
         snap.mapping(pid, &path, &range, deleted);
+        held.paths.insert(path);
     }
     write_atomic(
         &worker_dir.join("symbol-manifest.tsv"),
         snap.manifest.as_bytes(),
     )?;
-    Ok(snap.summary)
+    held.bytes = snap.summary.bytes;
+    Ok((snap.summary, held))
+}
+
+/// Adds to the snapshot in `worker_dir` the files `pid` maps executable now
+/// and the snapshot has not looked at yet (libraries loaded with `dlopen`
+/// after `ready`), with their separate debug info, exactly as [`snapshot`]
+/// copies them and within what is left of `limit`. Their rows are appended
+/// to `symbol-manifest.tsv`, each status followed by `note`. Nothing is
+/// written when nothing new is mapped.
+pub fn add_new(
+    pid: u32,
+    worker_dir: &Path,
+    limit: u64,
+    held: &mut Held,
+    note: &str,
+) -> io::Result<Added> {
+    let maps = fs::read_to_string(format!("/proc/{pid}/maps"))?;
+    let new: Vec<_> = executable_mappings(&maps)
+        .into_iter()
+        .filter(|(path, _)| !held.paths.contains(path))
+        .collect();
+    if new.is_empty() {
+        return Ok(Added::default());
+    }
+    let symfs = worker_dir.join("symfs");
+    sys::create_dirs_nofollow(worker_dir, &symfs)?;
+    let mut snap = Snap::new(&symfs, limit, held.bytes, note);
+    for (path, (range, deleted)) in new {
+        snap.mapping(pid, &path, &range, deleted);
+        held.paths.insert(path);
+    }
+    let manifest_path = worker_dir.join("symbol-manifest.tsv");
+    let mut manifest = match fs::read_to_string(&manifest_path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => format!("{MANIFEST_HEADER}\n"),
+        Err(e) => return Err(e),
+    };
+    manifest.push_str(&snap.manifest);
+    write_atomic(&manifest_path, manifest.as_bytes())?;
+    let mut summary = snap.summary;
+    summary.bytes -= held.bytes;
+    held.bytes += summary.bytes;
+    Ok(Added {
+        summary,
+        files: snap.files,
+    })
 }
 
 #[cfg(test)]
@@ -465,12 +560,7 @@ mod tests {
         fs::create_dir_all(planted.parent().unwrap()).unwrap();
         let secret = t.join("secret");
         fs::write(&secret, b"root:$6$not-for-symfs\n").unwrap();
-        let mut snap = Snap {
-            symfs: &symfs,
-            limit: u64::MAX,
-            manifest: String::new(),
-            summary: Summary::default(),
-        };
+        let mut snap = Snap::new(&symfs, u64::MAX, 0, "");
         let root_s = root.to_str().unwrap();
         // A symlink planted where perf looks, to a file that is not ELF: not
         // copied, listed as absent.
@@ -517,6 +607,62 @@ mod tests {
     }
 
     #[test]
+    fn files_mapped_after_the_snapshot_are_added_within_the_limit() {
+        let dir = std::env::temp_dir().join(format!("symfs-add-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let me = std::process::id();
+        let (_, mut held) = snapshot(me, &dir, u64::MAX).unwrap();
+        // Nothing mapped since: nothing added, nothing rewritten.
+        let before = fs::read_to_string(dir.join("symbol-manifest.tsv")).unwrap();
+        assert_eq!(
+            add_new(me, &dir, u64::MAX, &mut held, " [late]").unwrap(),
+            Added::default()
+        );
+        assert_eq!(
+            fs::read_to_string(dir.join("symbol-manifest.tsv")).unwrap(),
+            before
+        );
+        // As if the test binary had been mapped after the snapshot.
+        let exe = std::env::current_exe().unwrap();
+        let exe_s = exe.to_str().unwrap().to_string();
+        let rel = exe.strip_prefix("/").unwrap().to_path_buf();
+        assert!(held.paths.remove(&exe_s));
+        let size = fs::metadata(dir.join("symfs").join(&rel)).unwrap().len();
+        fs::remove_file(dir.join("symfs").join(&rel)).unwrap();
+        held.bytes -= size;
+        // No room left: skipped, counted, listed.
+        let mut full = held.clone();
+        let a = add_new(me, &dir, full.bytes, &mut full, " [late]").unwrap();
+        assert_eq!((a.summary.copied, a.summary.skipped), (0, 1), "{a:?}");
+        assert!(a.files.is_empty());
+        assert!(!dir.join("symfs").join(&rel).exists());
+        // Room: copied, listed after the first rows with the note.
+        let a = add_new(me, &dir, u64::MAX, &mut held, " [late]").unwrap();
+        assert_eq!(a.summary.copied, 1 + a.summary.debug_files, "{a:?}");
+        assert_eq!(a.files[0], rel);
+        assert_eq!(
+            fs::read(dir.join("symfs").join(&rel)).unwrap(),
+            fs::read(&exe).unwrap()
+        );
+        assert_eq!(held.bytes, a.summary.bytes + full.bytes);
+        let manifest = fs::read_to_string(dir.join("symbol-manifest.tsv")).unwrap();
+        assert!(manifest.starts_with(&before), "{manifest}");
+        assert!(
+            manifest.contains(&format!("binary\t{exe_s}\t{size}\t")),
+            "{manifest}"
+        );
+        assert!(manifest.contains("\tcopied [late]\n"), "{manifest}");
+        assert!(manifest.contains("--symfs-limit"), "{manifest}");
+        // Added once only.
+        assert_eq!(
+            add_new(me, &dir, u64::MAX, &mut held, " [late]").unwrap(),
+            Added::default()
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn hidden_kallsyms_addresses_are_detected() {
         assert!(kallsyms_has_addresses(
             b"0000000000000000 A fixed_percpu_data\nffffffff81000000 T _stext\n"
@@ -532,7 +678,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("symfs-test-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
-        let s = snapshot(std::process::id(), &dir, 1).unwrap();
+        let (s, _) = snapshot(std::process::id(), &dir, 1).unwrap();
         assert_eq!(s.copied, 0);
         assert!(s.skipped >= 1);
         let manifest = fs::read_to_string(dir.join("symbol-manifest.tsv")).unwrap();
@@ -541,7 +687,7 @@ mod tests {
         assert!(!dir.join(KALLSYMS).exists());
         fs::remove_dir_all(&dir).unwrap();
         fs::create_dir_all(&dir).unwrap();
-        let s = snapshot(std::process::id(), &dir, u64::MAX).unwrap();
+        let (s, _) = snapshot(std::process::id(), &dir, u64::MAX).unwrap();
         assert!(s.copied >= 1, "{s:?}");
         let exe = std::env::current_exe().unwrap();
         assert!(dir
