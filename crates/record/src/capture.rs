@@ -204,13 +204,7 @@ impl ActiveCapture {
 
     fn try_arm(&mut self, ctx: &Context) -> Result<(), String> {
         let tids = self.list_and_write_targets(ctx.pid, &[])?;
-        let planned = spread(&tids, ctx.threads_per_shard);
-        let count = planned.len() as u32;
-        let jobs = planned
-            .into_iter()
-            .enumerate()
-            .map(|(i, t)| (i as u32, t))
-            .collect();
+        let (jobs, count) = numbered_shards(&tids, ctx.threads_per_shard);
         // Before the first perf starts: no thread created before this can
         // be followed through --inherit, and every shard synthesizes these
         // mappings.
@@ -335,13 +329,7 @@ impl ActiveCapture {
     /// armed).
     fn attach_listed(&mut self, ctx: &Context) -> Result<(), String> {
         let tids = self.list_and_write_targets(ctx.pid, &[])?;
-        let planned = spread(&tids, ctx.threads_per_shard);
-        let count = planned.len() as u32;
-        let jobs = planned
-            .into_iter()
-            .enumerate()
-            .map(|(i, t)| (i as u32, t))
-            .collect();
+        let (jobs, count) = numbered_shards(&tids, ctx.threads_per_shard);
         self.attach(ctx, jobs, count)
     }
 
@@ -897,6 +885,15 @@ pub fn spread(tids: &[u32], per: usize) -> Vec<Vec<u32>> {
         shards[i % n].push(t);
     }
     shards
+}
+
+/// `tids` spread into shards numbered from 0 (the jobs of
+/// [`Capture::attach`]), and their count.
+fn numbered_shards(tids: &[u32], per: usize) -> (Vec<(u32, Vec<u32>)>, u32) {
+    let planned = spread(tids, per);
+    let count = planned.len() as u32;
+    let jobs = (0..count).zip(planned).collect();
+    (jobs, count)
 }
 
 #[cfg(test)]
