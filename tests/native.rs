@@ -258,6 +258,27 @@ fn agreement(
     (same as f64 / total.max(1) as f64, diffs)
 }
 
+/// Prints the [`agreement`] of `native` with `perf` under `label` and
+/// requires at least 99.5% of the weight on identical stacks, listing the
+/// top differences otherwise.
+fn assert_agreement(label: &str, native: &HashMap<String, u64>, perf: &HashMap<String, u64>) {
+    let (share, diffs) = agreement(native, perf);
+    eprintln!(
+        "{label}: {:.3}% of the weight on identical stacks",
+        100.0 * share
+    );
+    assert!(
+        share >= 0.995,
+        "only {:.3}% of the weight on identical stacks; top differences (native - perf):\n{}",
+        100.0 * share,
+        diffs
+            .iter()
+            .map(|(d, s)| format!("{d:+} {s}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
 fn summary(capture: &Path) -> serde_json::Value {
     serde_json::from_slice(&util::read(&capture.join("summary.json"))).unwrap()
 }
@@ -275,21 +296,7 @@ fn native_agrees_with_perf(c: &Capture) -> HashMap<String, u64> {
     assert!(s["perf_version"].is_null(), "perf did not run: {s}");
     let native = parse_folded(&fs::read_to_string(cap.join("stacks.folded")).unwrap());
     let perf = perf_reference(&cap);
-    let (share, diffs) = agreement(&native, &perf);
-    eprintln!(
-        "native vs perf script: {:.3}% of the weight on identical stacks",
-        100.0 * share
-    );
-    assert!(
-        share >= 0.995,
-        "only {:.3}% of the weight on identical stacks; top differences (native - perf):\n{}",
-        100.0 * share,
-        diffs
-            .iter()
-            .map(|(d, s)| format!("{d:+} {s}"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    assert_agreement("native vs perf script", &native, &perf);
     native
 }
 
@@ -468,21 +475,7 @@ fn inline_agrees_with_perf(c: &Capture) -> (BTreeSet<String>, BTreeSet<String>) 
     assert_eq!(summary(&cap)["symbolized_from"], "native");
     let native = parse_folded(&fs::read_to_string(cap.join("stacks.folded")).unwrap());
     let perf = perf_reference_with(&cap, "--inline");
-    let (share, diffs) = agreement(&native, &perf);
-    eprintln!(
-        "native --inline vs perf script --inline: {:.3}% of the weight on identical stacks",
-        100.0 * share
-    );
-    assert!(
-        share >= 0.995,
-        "only {:.3}% of the weight on identical stacks; top differences (native - perf):\n{}",
-        100.0 * share,
-        diffs
-            .iter()
-            .map(|(d, s)| format!("{d:+} {s}"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    assert_agreement("native --inline vs perf script --inline", &native, &perf);
     let names = |m: &HashMap<String, u64>| -> BTreeSet<String> {
         m.keys()
             .flat_map(|s| s.split(';').map(str::to_string).collect::<Vec<_>>())

@@ -290,7 +290,115 @@ fn record_nofile_limit_too_low_for_arming_says_so_and_does_not_arm() {
 /// stack's root is a thread's name, none `:TID`.
 #[test]
 fn record_library_and_threads_new_while_armed_are_named() {
-    let Some(_) = components() else { return };
+    let Some(late) = late_loader_capture(Cue::WhileArmed) else {
+        return;
+    };
+    let (root, log, folded) = (&late.root, &late.log, &late.folded);
+    let q1 = root.join("worker_0/q1");
+    // libm was mapped after the symbol snapshot (taken before `ready`): the
+    // sidecar adds it (and its debug file) to symfs/ when the capture ends,
+    // so its frames are named by function (`__cos_fma`...), not only by
+    // the file (`[libm.so.6]`); without its MMAP record they would be
+    // `[unknown]`.
+    let (mut total, mut named_root, mut in_libm) = (0u64, 0u64, 0u64);
+    for line in folded.lines() {
+        let (stack, n) = line.rsplit_once(' ').unwrap();
+        let n: u64 = n.parse().unwrap();
+        total += n;
+        let root = stack.split(';').next().unwrap();
+        assert!(!root.starts_with(':'), "a thread without its name: {line}");
+        if root.starts_with("late_cos") {
+            named_root += n;
+            assert!(!stack.contains("[unknown]"), "an unnamed frame: {line}");
+        }
+        if stack
+            .split(';')
+            .any(|f| f.contains("libm") || f == "cos" || f.starts_with("__cos"))
+        {
+            in_libm += n;
+        }
+    }
+    let (_, in_cos) = late_cos_samples(folded);
+    eprintln!(
+        "samples: {total}, in late_cos threads {named_root}, in libm {in_libm}, in cos {in_cos}"
+    );
+    assert!(
+        named_root > 0,
+        "no sample under the threads' names:\n{folded}"
+    );
+    assert!(
+        in_libm * 2 > named_root,
+        "libm's frames are not named:\n{folded}"
+    );
+    assert!(
+        in_cos * 2 > named_root,
+        "libm's functions are not named (named by file only?):\n{folded}"
+    );
+    assert!(log.contains("symfs: added "), "{log}");
+    assert_libm_added(root, "q1");
+    // The sidecar says why it attached again, counted.
+    assert!(log.contains("attached anew at `start`"), "{log}");
+
+    let meta: jobprof_capture_format::Capture =
+        serde_json::from_slice(&crate::util::read(&q1.join("capture.json"))).unwrap();
+    assert!(meta.valid, "{meta:?}");
+    assert!(meta.armed_unix_ns.is_some(), "{meta:?}");
+    let why = meta.reattached_because.clone().unwrap_or_default();
+    assert!(
+        why.contains("1 executable mapping") && why.contains("2 threads"),
+        "{meta:?}"
+    );
+    assert_eq!(meta.target_thread_count, 3, "{meta:?}");
+}
+
+/// A library loaded (and threads started) DURING a capture: the capture
+/// ends, the sidecar adds the library to symfs/ before publishing it, and
+/// its functions are named in the processed stacks.
+#[test]
+fn record_library_loaded_during_a_capture_is_named() {
+    let Some(late) = late_loader_capture(Cue::DuringCapture) else {
+        return;
+    };
+    let (root, log, folded) = (&late.root, &late.log, &late.folded);
+    assert!(log.contains("symfs: added "), "{log}");
+    assert_libm_added(root, "q1");
+    let (in_threads, in_cos) = late_cos_samples(folded);
+    eprintln!("in late_cos threads {in_threads}, in cos {in_cos}");
+    assert!(
+        in_threads > 0,
+        "no sample under the threads' names:\n{folded}"
+    );
+    assert!(
+        in_cos * 2 > in_threads,
+        "libm's functions are not named (named by file only?):\n{folded}"
+    );
+}
+
+/// When tests/programs/late_loader.c is told to load libm and start its
+/// `late_cos` threads.
+#[derive(PartialEq)]
+enum Cue {
+    /// After `ready`, before `start`: while the capture is armed.
+    WhileArmed,
+    /// After `start`.
+    DuringCapture,
+}
+
+/// A late_loader capture `q1` (2 s), processed into stacks.folded.
+struct LateCapture {
+    _tmp: tempfile::TempDir,
+    /// The published perf root.
+    root: std::path::PathBuf,
+    /// The sidecar's stderr.
+    log: String,
+    /// q1's stacks.folded.
+    folded: String,
+}
+
+/// Records tests/programs/late_loader.c with the sidecar, cued as `cue`
+/// says, and processes the capture; None without perf.
+fn late_loader_capture(cue_at: Cue) -> Option<LateCapture> {
+    components()?;
     let Some(prog) = crate::util::program(
         "record-late-loader",
         "tests/programs/late_loader.c",
@@ -321,133 +429,19 @@ fn record_library_and_threads_new_while_armed_are_named() {
         .unwrap();
     // `ready` comes after arming: from here on the shards are armed.
     crate::util::wait_sidecar_ready(&mut sidecar, &mut worker, &tokens, Duration::from_secs(300));
-    fs::write(&cue, "").unwrap();
-    wait_for(
-        "libm loaded and 2 threads started",
-        Duration::from_secs(30),
-        || tids(pid).len() == 3,
-    );
-    crate::util::record_driver(&tokens, 0, &["start", "--query", "q1"]);
-    sleep(Duration::from_millis(2000));
-    crate::util::record_driver(&tokens, 0, &["stop", "--query", "q1"]);
-    crate::util::record_driver(&tokens, 0, &["shutdown"]);
-    let out = sidecar.wait_with_output().unwrap();
-    let _ = worker.kill();
-    let _ = worker.wait();
-    ok(&out);
-    let q1 = root.join("worker_0/q1");
-    let log = String::from_utf8_lossy(&out.stderr).into_owned();
-    let out = crate::util::jobprof()
-        .arg("process")
-        .arg(&root)
-        .args(["--formats", "folded", "--min-symbolized", "0"])
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        crate::util::output_text(&out)
-    );
-    let folded = fs::read_to_string(q1.join("stacks.folded")).unwrap();
-    // libm was mapped after the symbol snapshot (taken before `ready`): the
-    // sidecar adds it (and its debug file) to symfs/ when the capture ends,
-    // so its frames are named by function (`__cos_fma`...), not only by
-    // the file (`[libm.so.6]`); without its MMAP record they would be
-    // `[unknown]`.
-    let (mut total, mut named_root, mut in_libm) = (0u64, 0u64, 0u64);
-    for line in folded.lines() {
-        let (stack, n) = line.rsplit_once(' ').unwrap();
-        let n: u64 = n.parse().unwrap();
-        total += n;
-        let root = stack.split(';').next().unwrap();
-        assert!(!root.starts_with(':'), "a thread without its name: {line}");
-        if root.starts_with("late_cos") {
-            named_root += n;
-            assert!(!stack.contains("[unknown]"), "an unnamed frame: {line}");
-        }
-        if stack
-            .split(';')
-            .any(|f| f.contains("libm") || f == "cos" || f.starts_with("__cos"))
-        {
-            in_libm += n;
-        }
+    let start = || crate::util::record_driver(&tokens, 0, &["start", "--query", "q1"]);
+    if cue_at == Cue::DuringCapture {
+        start();
     }
-    let (_, in_cos) = late_cos_samples(&folded);
-    eprintln!(
-        "samples: {total}, in late_cos threads {named_root}, in libm {in_libm}, in cos {in_cos}"
-    );
-    assert!(
-        named_root > 0,
-        "no sample under the threads' names:\n{folded}"
-    );
-    assert!(
-        in_libm * 2 > named_root,
-        "libm's frames are not named:\n{folded}"
-    );
-    assert!(
-        in_cos * 2 > named_root,
-        "libm's functions are not named (named by file only?):\n{folded}"
-    );
-    assert!(log.contains("symfs: added "), "{log}");
-    assert_libm_added(&root, "q1");
-    // The sidecar says why it attached again, counted.
-    assert!(log.contains("attached anew at `start`"), "{log}");
-
-    let meta: jobprof_capture_format::Capture =
-        serde_json::from_slice(&crate::util::read(&q1.join("capture.json"))).unwrap();
-    assert!(meta.valid, "{meta:?}");
-    assert!(meta.armed_unix_ns.is_some(), "{meta:?}");
-    let why = meta.reattached_because.clone().unwrap_or_default();
-    assert!(
-        why.contains("1 executable mapping") && why.contains("2 threads"),
-        "{meta:?}"
-    );
-    assert_eq!(meta.target_thread_count, 3, "{meta:?}");
-}
-
-/// A library loaded (and threads started) DURING a capture: the capture
-/// ends, the sidecar adds the library to symfs/ before publishing it, and
-/// its functions are named in the processed stacks.
-#[test]
-fn record_library_loaded_during_a_capture_is_named() {
-    let Some(_) = components() else { return };
-    let Some(prog) = crate::util::program(
-        "record-late-loader",
-        "tests/programs/late_loader.c",
-        &["-O1", "-ldl"],
-    ) else {
-        panic!("cannot build tests/programs/late_loader.c");
-    };
-    let _serial = serial();
-    let tmp = tempfile::tempdir().unwrap();
-    let cue = tmp.path().join("load");
-    let (tokens, root, staging) = (
-        tmp.path().join("tokens"),
-        tmp.path().join("perf"),
-        tmp.path().join("staging"),
-    );
-    fs::create_dir_all(&tokens).unwrap();
-    let mut worker = Command::new(&prog)
-        .arg(&cue)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = worker.id();
-    let mut sidecar = crate::util::sidecar_command(&tokens, 0, pid, &root, &staging)
-        .args(["--frequency", "999", "--start-timeout", "120"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    crate::util::wait_sidecar_ready(&mut sidecar, &mut worker, &tokens, Duration::from_secs(300));
-    crate::util::record_driver(&tokens, 0, &["start", "--query", "q1"]);
     fs::write(&cue, "").unwrap();
     wait_for(
         "libm loaded and 2 threads started",
         Duration::from_secs(30),
         || tids(pid).len() == 3,
     );
+    if cue_at == Cue::WhileArmed {
+        start();
+    }
     sleep(Duration::from_millis(2000));
     crate::util::record_driver(&tokens, 0, &["stop", "--query", "q1"]);
     crate::util::record_driver(&tokens, 0, &["shutdown"]);
@@ -456,8 +450,6 @@ fn record_library_loaded_during_a_capture_is_named() {
     let _ = worker.wait();
     ok(&out);
     let log = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(log.contains("symfs: added "), "{log}");
-    assert_libm_added(&root, "q1");
     let out = crate::util::jobprof()
         .arg("process")
         .arg(&root)
@@ -471,16 +463,12 @@ fn record_library_loaded_during_a_capture_is_named() {
         crate::util::output_text(&out)
     );
     let folded = fs::read_to_string(root.join("worker_0/q1/stacks.folded")).unwrap();
-    let (in_threads, in_cos) = late_cos_samples(&folded);
-    eprintln!("in late_cos threads {in_threads}, in cos {in_cos}");
-    assert!(
-        in_threads > 0,
-        "no sample under the threads' names:\n{folded}"
-    );
-    assert!(
-        in_cos * 2 > in_threads,
-        "libm's functions are not named (named by file only?):\n{folded}"
-    );
+    Some(LateCapture {
+        _tmp: tmp,
+        root,
+        log,
+        folded,
+    })
 }
 
 /// (weight under the `late_cos` threads, weight with a libm `cos` frame
