@@ -104,13 +104,19 @@ impl SymbolTable {
     /// Builds a table from `syms`. `kallsyms` makes every symbol end where
     /// the next one starts, as perf does for kernel symbol lists.
     pub fn build(mut syms: Vec<RawSymbol>, kallsyms: bool) -> SymbolTable {
+        // Stable: symbols at one address stay in table order.
         syms.sort_by_key(|s| s.start);
-        // Keep the best of each run of equal starts.
+        // Keep the best of each run of equal starts. For a kernel table
+        // that is the last one listed (`__x64_sys_getppid` over the
+        // `__ia32_sys_getppid` above it): perf 6.1 ends every kallsyms
+        // symbol where the next one starts *before* it drops duplicates,
+        // so all but the last of a run are empty, and `choose_best_symbol`
+        // keeps the one that is not.
         let mut kept: Vec<RawSymbol> = Vec::with_capacity(syms.len());
         for s in syms {
             match kept.last_mut() {
                 Some(last) if last.start == s.start => {
-                    if better(&s, last) == Ordering::Less {
+                    if kallsyms || better(&s, last) == Ordering::Less {
                         *last = s;
                     }
                 }
@@ -314,6 +320,21 @@ mod tests {
         let m = t.find(0xffffffffc0000004).unwrap();
         assert_eq!((m.name, m.module), ("nvme_irq", Some("[nvme]")));
         assert!(parse_kallsyms("0000000000000000 T _text\n").is_empty());
+    }
+
+    #[test]
+    fn kallsyms_aliases_name_the_last_one_listed() {
+        // As perf 6.1 prints them: `__x64_sys_getppid`, though the other
+        // name is longer; a local symbol listed last beats a global one.
+        let t = parse_kallsyms(
+            "ffffffff81377d40 T __ia32_sys_getppid\nffffffff81377d40 T __x64_sys_getppid\n\
+             ffffffff81377d80 T glob\nffffffff81377d80 t loc\nffffffff81377dc0 T next\n",
+        );
+        assert_eq!(
+            t.find(0xffffffff81377d44).unwrap().name,
+            "__x64_sys_getppid"
+        );
+        assert_eq!(t.find(0xffffffff81377d84).unwrap().name, "loc");
     }
 
     #[test]
