@@ -267,6 +267,10 @@ fn assert_agreement(label: &str, native: &HashMap<String, u64>, perf: &HashMap<S
         "{label}: {:.3}% of the weight on identical stacks",
         100.0 * share
     );
+    // The differences within the tolerance too: the next one to explain.
+    for (d, s) in &diffs {
+        eprintln!("  native - perf: {d:+} {s}");
+    }
     assert!(
         share >= 0.995,
         "only {:.3}% of the weight on identical stacks; top differences (native - perf):\n{}",
@@ -330,6 +334,11 @@ fn fp_capture_native_matches_perf_script() {
     assert!(
         kernel.iter().any(|k| all.contains(k)),
         "no named kernel frame in:\n{all}"
+    );
+    // The vDSO, named from the snapshot's symfs/[vdso].
+    assert!(
+        all.contains("__vdso_clock_gettime"),
+        "no named vDSO frame in:\n{all}"
     );
 }
 
@@ -432,6 +441,13 @@ fn dwarf_capture_native_matches_perf_script() {
     assert!(
         kernel > 0,
         "no kernel frames above unwound user frames: {native:?}"
+    );
+    // The vDSO named from the snapshot's symfs/[vdso], on stacks unwound
+    // through it back into the worker.
+    let vdso = weight_through(&native, &["clock_stage", "__vdso_clock_gettime"]);
+    assert!(
+        vdso > 0,
+        "no named vDSO frame under clock_stage: {native:?}"
     );
 }
 

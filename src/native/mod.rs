@@ -601,7 +601,9 @@ impl Run<'_> {
             return id;
         }
         let name = String::from_utf8_lossy(path).into_owned();
-        let readable = name.starts_with('/') && !name.starts_with("//");
+        // `[vdso]`: the snapshot's copy `symfs/[vdso]`, where perf --symfs
+        // looks for it too.
+        let readable = (name.starts_with('/') && !name.starts_with("//")) || name == "[vdso]";
         let build_id = build_id
             .or_else(|| self.build_ids.get(path).cloned())
             .unwrap_or_default();

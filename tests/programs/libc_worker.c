@@ -2,8 +2,9 @@
  * THREADS threads (default 3) plus the main thread loop over stages that
  * spend their time in the program itself (compute_stage, with an inlined
  * helper), in libc (qsort with a callback, snprintf, strlen, memset) and in
- * the kernel (write(2) to /dev/null, getppid(2)), so that recorded stacks
- * hold user, libc and kernel frames.
+ * the kernel (write(2) to /dev/null, getppid(2)) and in the vDSO
+ * (clock_gettime), so that recorded stacks hold user, libc, vDSO and kernel
+ * frames.
  *
  *   libc_worker [THREADS]
  *
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define NI __attribute__((noinline))
@@ -51,6 +53,14 @@ NI void io_stage(int fd) {
     }
 }
 
+NI void clock_stage(void) {
+    struct timespec t;
+    for (int i = 0; i < 20000; i++) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        sink += (unsigned long)t.tv_nsec;
+    }
+}
+
 NI void format_stage(void) {
     char b[128];
     for (int i = 0; i < 2000; i++) {
@@ -72,6 +82,7 @@ NI void *worker(void *arg) {
     for (;;) {
         sort_stage();
         io_stage(fd);
+        clock_stage();
         format_stage();
         compute_stage();
     }

@@ -13,6 +13,10 @@
 //!   in the same directory, its `.debug/` and `/usr/lib/debug/<dir>/`, then
 //!   `/usr/lib/debug/<path>.debug`) and copied to the same path under
 //!   `symfs/`, where `perf --symfs` looks for it;
+//! - `symfs/[vdso]`: the worker's vDSO (the kernel's user-space code for
+//!   `clock_gettime` and friends), read from its memory, where `perf
+//!   --symfs` and the native symbolizer look for it: without it, samples
+//!   in the vDSO are `[unknown]` after the job;
 //! - `kallsyms` and `modules`: the kernel's symbol table and module list,
 //!   next to `symfs/` (perf reads them together with `--kallsyms`). A table
 //!   whose addresses are all zero (`kernel.kptr_restrict`) is not kept.
@@ -34,6 +38,10 @@ use crate::tokens::write_atomic;
 
 /// Header of `symbol-manifest.tsv`.
 pub const MANIFEST_HEADER: &str = "kind\tpath\tbytes\tbuild_id\tstatus";
+
+/// The vDSO's name under `symfs/` (the name perf gives its mapping, and
+/// where `perf --symfs` looks for it).
+pub const VDSO: &str = "[vdso]";
 
 /// The kernel symbol table's name in the worker directory.
 pub const KALLSYMS: &str = "kallsyms";
@@ -327,6 +335,56 @@ impl Snap<'_> {
         }
     }
 
+    /// The worker's vDSO into `symfs/[vdso]`: read from the worker's
+    /// memory, else (when ptrace rules forbid that) the sidecar's own vDSO
+    /// when it has the same size: one kernel maps one vDSO per ABI, and
+    /// perf and the native symbolizer check its build id anyway.
+    fn vdso(&mut self, pid: u32, maps: &str) {
+        let Some(range) = vdso_range(maps) else {
+            return;
+        };
+        let size = range.1 - range.0;
+        let read = read_mem(&format!("/proc/{pid}/mem"), range)
+            .map(|b| (b, "copied"))
+            .or_else(|worker_err| match fs::read_to_string("/proc/self/maps") {
+                Ok(own) => match vdso_range(&own).filter(|r| r.1 - r.0 == size) {
+                    Some(r) => read_mem("/proc/self/mem", r)
+                        .map(|b| (b, "copied (the sidecar's own vDSO, same size)")),
+                    None => Err(worker_err),
+                },
+                Err(_) => Err(worker_err),
+            });
+        let (bytes, how) = match read {
+            Ok(found) if found.0.starts_with(b"\x7fELF") => found,
+            Ok(_) => return self.row("vdso", VDSO, Some(size), "-", "error: not an ELF image"),
+            Err(e) => return self.row("vdso", VDSO, Some(size), "-", &format!("error: {e}")),
+        };
+        if self.summary.bytes + size > self.limit {
+            self.summary.skipped += 1;
+            let status = format!("skipped: --symfs-limit {} bytes reached", self.limit);
+            return self.row("vdso", VDSO, Some(size), "-", &status);
+        }
+        let dst = self.symfs.join(VDSO);
+        let written = (|| -> io::Result<()> {
+            use io::Write;
+            let mut f = sys::create_new(&dst, 0o644)?;
+            f.write_all(&bytes)?;
+            f.sync_all()
+        })();
+        let (id, status) = match written {
+            Ok(()) => {
+                self.copied(&dst, size);
+                let id = elf::inspect(&dst).ok().and_then(|i| i.build_id);
+                (id.unwrap_or_else(|| "-".into()), how.to_string())
+            }
+            Err(e) => {
+                self.summary.skipped += 1;
+                ("-".into(), format!("error: {e}"))
+            }
+        };
+        self.row("vdso", VDSO, Some(size), &id, &status);
+    }
+
     /// `/proc/kallsyms` and `/proc/modules` into `worker_dir`.
     fn kernel(&mut self, worker_dir: &Path) {
         match fs::read("/proc/kallsyms") {
@@ -404,6 +462,23 @@ impl Snap<'_> {
     }
 }
 
+/// The address range of the `[vdso]` mapping in a maps text.
+fn vdso_range(maps: &str) -> Option<(u64, u64)> {
+    let line = maps.lines().find(|l| l.trim_end().ends_with(" [vdso]"))?;
+    let (start, end) = line.split(' ').next()?.split_once('-')?;
+    let start = u64::from_str_radix(start, 16).ok()?;
+    let end = u64::from_str_radix(end, 16).ok()?;
+    (end > start && end - start <= 1 << 20).then_some((start, end))
+}
+
+/// The bytes at `range` of a process's memory (`/proc/PID/mem`).
+fn read_mem(mem: &str, range: (u64, u64)) -> io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0; (range.1 - range.0) as usize];
+    fs::File::open(mem)?.read_exact_at(&mut buf, range.0)?;
+    Ok(buf)
+}
+
 /// Takes the snapshot of `pid` into `worker_dir` (`worker.maps`, `symfs/`,
 /// `kallsyms`, `modules`, `symbol-manifest.tsv`), copying at most `limit`
 /// bytes. The kernel tables come first: they are small and name every
@@ -417,6 +492,7 @@ pub fn snapshot(pid: u32, worker_dir: &Path, limit: u64) -> io::Result<(Summary,
     let mut snap = Snap::new(&symfs, limit, 0, "");
     snap.manifest = format!("{MANIFEST_HEADER}\n");
     snap.kernel(worker_dir);
+    snap.vdso(pid, &maps);
     let mut held = Held::default();
     for (path, (range, deleted)) in executable_mappings(&maps) {
         snap.mapping(pid, &path, &range, deleted);
@@ -479,6 +555,32 @@ pub fn add_new(
 mod tests {
     use super::*;
     use crate::elf::ElfInfo;
+
+    #[test]
+    fn vdso_range_is_read_from_maps() {
+        let maps = "\
+55d0-55d1 r-xp 00000000 08:01 10 /usr/bin/srv
+7ffd0000-7ffd2000 r-xp 00000000 00:00 0                  [vdso]
+";
+        assert_eq!(vdso_range(maps), Some((0x7ffd0000, 0x7ffd2000)));
+        assert_eq!(
+            vdso_range("55d0-55d1 r-xp 00000000 08:01 10 /usr/bin/srv\n"),
+            None
+        );
+        // A file named like the vDSO is not it; neither is a huge range.
+        assert_eq!(vdso_range("1000-2000 r-xp 0 08:01 10 /x/[vdso]x\n"), None);
+        assert_eq!(vdso_range("0-100000000 r-xp 0 00:00 0 [vdso]\n"), None);
+    }
+
+    #[test]
+    fn own_vdso_is_an_elf_image() {
+        let maps = fs::read_to_string("/proc/self/maps").unwrap();
+        let Some(range) = vdso_range(&maps) else {
+            return; // a kernel booted with vdso=0
+        };
+        let bytes = read_mem("/proc/self/mem", range).unwrap();
+        assert!(bytes.starts_with(b"\x7fELF"));
+    }
 
     #[test]
     fn finds_executable_file_mappings_once() {
