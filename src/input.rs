@@ -156,12 +156,8 @@ pub fn open(source: &Source) -> Result<Opened> {
             match detect(head) {
                 Compression::None => {
                     sniff_text(path, head)?;
-                    // SAFETY: the mapping is read-only; jobprof never writes
-                    // to its inputs. If another process truncates the file
-                    // while we read it the next page touched raises SIGBUS,
-                    // which `Mapping` turns into an error naming the file.
-                    let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
-                    Ok(Opened::Mapped(Mapping::new(map, path)))
+                    let map = Mapping::of(&file, path).map_err(|e| Error::io(path, e))?;
+                    Ok(Opened::Mapped(map))
                 }
                 c => Ok(Opened::Stream(decoder(
                     Box::new(BufReader::with_capacity(1 << 20, file)),
@@ -181,9 +177,100 @@ pub struct Mapping {
 }
 
 impl Mapping {
-    fn new(map: Mmap, path: &Path) -> Mapping {
+    /// Maps `file` (opened from `path`, a regular file) read-only and
+    /// guarded: a file that shrinks while it is read ends the process with
+    /// an error naming it, not with a bare SIGBUS.
+    pub(crate) fn of(file: &File, path: &Path) -> io::Result<Mapping> {
+        // SAFETY: the mapping is read-only; jobprof never writes to its
+        // inputs. If another process truncates the file while we read it
+        // the next page touched raises SIGBUS, which the guard registered
+        // here turns into an error naming the file.
+        let map = unsafe { Mmap::map(file) }?;
         let slot = shrink_guard::register(map.as_ptr() as usize, map.len(), path);
-        Mapping { map, slot }
+        Ok(Mapping { map, slot })
+    }
+}
+
+/// Bytes a sequential reader of a [`Mapping`] gets through before it lets
+/// go of the pages behind it.
+pub(crate) const RELEASE_STEP: usize = 16 << 20;
+
+impl Mapping {
+    /// Lets go of the whole pages within `start..end`: they stay in the page
+    /// cache and fault back in if touched again, but no longer count in
+    /// the process's resident memory (a sequential reader of a multi-GB
+    /// file stays small).
+    pub(crate) fn release(&self, start: usize, end: usize) {
+        const PAGE: usize = 4096;
+        let start = start.div_ceil(PAGE) * PAGE;
+        let end = end.min(self.map.len()) / PAGE * PAGE;
+        if end > start {
+            // SAFETY: a read-only shared file mapping: MADV_DONTNEED only
+            // drops the page table entries, and the next access reads the
+            // same bytes back from the page cache.
+            let _ = unsafe {
+                self.map.unchecked_advise_range(
+                    memmap2::UncheckedAdvice::DontNeed,
+                    start,
+                    end - start,
+                )
+            };
+        }
+    }
+}
+
+/// `Read + Seek` over a [`Mapping`] (for parsers that want a reader: one
+/// copy out of the page cache instead of read(2)'s two), releasing the
+/// pages it has read past every [`RELEASE_STEP`] bytes.
+pub(crate) struct MappedReader<'a> {
+    map: &'a Mapping,
+    pos: usize,
+    released: usize,
+}
+
+impl<'a> MappedReader<'a> {
+    /// A reader at the start of `map`.
+    pub(crate) fn new(map: &'a Mapping) -> MappedReader<'a> {
+        MappedReader {
+            map,
+            pos: 0,
+            released: 0,
+        }
+    }
+}
+
+impl Read for MappedReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let rest = self.map.get(self.pos..).unwrap_or_default();
+        let n = rest.len().min(buf.len());
+        buf[..n].copy_from_slice(&rest[..n]);
+        self.pos += n;
+        if self.pos >= self.released + RELEASE_STEP {
+            self.map.release(self.released, self.pos);
+            self.released = self.pos;
+        }
+        Ok(n)
+    }
+}
+
+impl io::Seek for MappedReader<'_> {
+    fn seek(&mut self, to: io::SeekFrom) -> io::Result<u64> {
+        let len = self.map.len() as i128;
+        let new = match to {
+            io::SeekFrom::Start(n) => i128::from(n),
+            io::SeekFrom::End(d) => len + i128::from(d),
+            io::SeekFrom::Current(d) => self.pos as i128 + i128::from(d),
+        };
+        let new = usize::try_from(new).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "seek before the start of the file",
+            )
+        })?;
+        self.pos = new;
+        // A reader that jumps back starts releasing from there.
+        self.released = self.released.min(new);
+        Ok(new as u64)
     }
 }
 
@@ -399,6 +486,46 @@ pub fn sniff_text(path: &Path, head: &[u8]) -> Result<()> {
 mod tests {
     use super::*;
     use std::io::Write;
+
+    /// A file of `len` bytes of a position-dependent pattern.
+    fn patterned(len: usize) -> (tempfile::NamedTempFile, Vec<u8>) {
+        let bytes: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(&bytes).unwrap();
+        (f, bytes)
+    }
+
+    #[test]
+    fn mapped_reader_reads_seeks_and_rereads_released_pages() {
+        use std::io::Seek;
+        let (f, bytes) = patterned(2 * RELEASE_STEP + 12_345);
+        let map = Mapping::of(f.as_file(), f.path()).unwrap();
+        let mut r = MappedReader::new(&map);
+        let mut got = Vec::new();
+        let mut buf = vec![0; 1_000_003];
+        loop {
+            let n = r.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert!(got == bytes, "one pass reads every byte");
+        // Released pages read back the same.
+        assert_eq!(r.seek(io::SeekFrom::Start(0)).unwrap(), 0);
+        let mut again = Vec::new();
+        r.read_to_end(&mut again).unwrap();
+        assert!(again == bytes, "a second pass after the release");
+        r.seek(io::SeekFrom::End(-10)).unwrap();
+        let mut tail = Vec::new();
+        r.read_to_end(&mut tail).unwrap();
+        assert_eq!(tail, bytes[bytes.len() - 10..]);
+        r.seek(io::SeekFrom::Current(-4)).unwrap();
+        assert_eq!(r.read(&mut buf).unwrap(), 4);
+        assert!(r
+            .seek(io::SeekFrom::Current(-(bytes.len() as i64) - 1))
+            .is_err());
+    }
 
     #[test]
     fn refuses_perf_data() {

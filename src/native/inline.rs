@@ -20,6 +20,7 @@
 //! A file's DWARF is loaded once per run of [`Cache`] (shared by every
 //! shard and slice); callers cache the finished lines per address.
 
+use super::elf::map_file;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::Write;
@@ -65,15 +66,6 @@ impl Cache {
         cell.get_or_init(|| Debug::load(root, file).map(Arc::new))
             .clone()
     }
-}
-
-fn map_file(p: &Path) -> Option<memmap2::Mmap> {
-    let f = std::fs::File::open(p).ok()?;
-    if !f.metadata().ok()?.is_file() {
-        return None;
-    }
-    // SAFETY: read-only map of a symbol file nobody writes while we read.
-    unsafe { memmap2::Mmap::map(&f) }.ok()
 }
 
 /// The DWARF sections of `file`, copied out (decompressed) so that the

@@ -427,7 +427,11 @@ impl Symbolizer {
     ) -> Result<Outcome, String> {
         let start = Instant::now();
         let file = File::open(data).map_err(|e| format!("cannot open {}: {e}", data.display()))?;
-        let reader = io::BufReader::with_capacity(1 << 20, file);
+        // Records are read out of a mapping of the page cache: one copy
+        // fewer than read(2) through a buffer.
+        let map = crate::input::Mapping::of(&file, data)
+            .map_err(|e| format!("cannot map {}: {e}", data.display()))?;
+        let reader = crate::input::MappedReader::new(&map);
         let PerfFileReader {
             mut perf_file,
             mut record_iter,
