@@ -24,7 +24,7 @@ use jobprof_capture_format::{
     parse_dropped_tsv, parse_shards_tsv, Capture, EndCause, Phase, ShardRow,
 };
 
-use crate::util::{perf_can_record, recorder, require};
+use crate::util::{perf_can_record, recorder, require, Tmpfs};
 
 mod prearm;
 
@@ -174,7 +174,12 @@ impl Rig {
 
     /// Starts the sidecar and waits for its `ready` token.
     fn sidecar(&mut self, extra: &[&str]) {
-        self.sidecar_args = self.default_args(extra);
+        self.sidecar_with(self.default_args(extra));
+    }
+
+    /// Starts the sidecar with exactly `args` and waits for its `ready`.
+    fn sidecar_with(&mut self, args: Vec<String>) {
+        self.sidecar_args = args;
         let child = self.spawn_sidecar(&self.sidecar_args);
         self.sidecar = Some(child);
         let ready = self.token(".perf_sidecar_ready_w0");
@@ -1276,4 +1281,89 @@ fn unsafe_euid() -> u32 {
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|u| u.parse().ok())
         .unwrap()
+}
+
+/// The symbol snapshot on a disk that fills up in the middle of it (a
+/// tmpfs of 1.6 MB: the worker's small files fit, libc and the kernel
+/// table do not): every file published in symfs/ is whole (the bytes of
+/// the file it copies), what did not fit is listed as an error and is not
+/// there, not even half of it; the sidecar still serves a capture.
+#[test]
+fn record_full_disk_during_the_symbol_snapshot_leaves_no_half_file() {
+    let Some(prog) = components() else { return };
+    if !require(
+        // SAFETY: geteuid has no preconditions.
+        unsafe { libc::geteuid() } == 0,
+        "root (to mount tmpfs)",
+    ) {
+        return;
+    }
+    let Some(disk) = Tmpfs::mount(1600 << 10) else {
+        return;
+    };
+    let _serial = serial();
+    let mut rig = Rig::worker(&prog, 2, 2000, 20_000);
+    let (out, staging) = (disk.mnt.join("out"), disk.mnt.join("staging"));
+    fs::create_dir(&out).unwrap();
+    fs::create_dir(&staging).unwrap();
+    let mut args = rig.default_args(&[]);
+    for (flag, dir) in [("--out", &out), ("--staging", &staging)] {
+        let i = args.iter().position(|a| a == flag).unwrap();
+        args[i + 1] = dir.display().to_string();
+    }
+    rig.sidecar_with(args);
+    ok(&rig.driver("start", "q1"));
+    ok(&rig.driver("stop", "q1"));
+    ok(&rig.shutdown());
+    assert_eq!(rig.finish_sidecar().status.code(), Some(0));
+
+    let worker = out.join("worker_0");
+    let manifest = fs::read_to_string(worker.join("symbol-manifest.tsv")).unwrap();
+    let mut listed = Vec::new();
+    let mut full = 0;
+    for row in manifest.lines().skip(1) {
+        let f: Vec<&str> = row.split('\t').collect();
+        let (kind, path, status) = (f[0], f[1], f[4]);
+        if !matches!(kind, "binary" | "debuginfo" | "vdso") || path.contains(' ') {
+            full += usize::from(status.contains("No space left"));
+            continue;
+        }
+        let copy = worker.join("symfs").join(path.trim_start_matches('/'));
+        if status.starts_with("copied") {
+            if kind != "vdso" {
+                assert!(
+                    fs::read(&copy).unwrap() == fs::read(path).unwrap(),
+                    "{} is not a whole copy of {path}",
+                    copy.display()
+                );
+            }
+            listed.push(copy);
+        } else {
+            full += usize::from(status.contains("No space left"));
+            assert!(
+                fs::symlink_metadata(&copy).is_err(),
+                "{} is there though its copy failed: {row}",
+                copy.display()
+            );
+        }
+    }
+    assert!(full > 0, "the disk never filled up:\n{manifest}");
+    assert!(!listed.is_empty(), "nothing fitted:\n{manifest}");
+    // Nothing in symfs/ the manifest does not vouch for.
+    let mut found = Vec::new();
+    let mut dirs = vec![worker.join("symfs")];
+    while let Some(d) = dirs.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else {
+                found.push(p);
+            }
+        }
+    }
+    found.sort();
+    listed.sort();
+    assert_eq!(found, listed, "\n{manifest}");
+    assert!(worker.join("q1/capture.json").is_file());
 }

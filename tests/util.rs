@@ -381,3 +381,56 @@ pub fn copy_tree(from: &Path, to: &Path) {
         }
     }
 }
+
+/// A tmpfs mounted for one test, unmounted when dropped.
+pub struct Tmpfs {
+    _dir: tempfile::TempDir,
+    pub mnt: PathBuf,
+}
+
+impl Tmpfs {
+    pub fn mount(bytes: u64) -> Option<Tmpfs> {
+        let dir = tempfile::tempdir().unwrap();
+        let mnt = dir.path().join("mnt");
+        std::fs::create_dir(&mnt).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(&mnt)
+            .status()
+            .is_ok_and(|s| s.success());
+        require(ok, "mounting a tmpfs (root)").then_some(Tmpfs { _dir: dir, mnt })
+    }
+
+    pub fn avail(&self) -> u64 {
+        let c = std::ffi::CString::new(self.mnt.to_str().unwrap()).unwrap();
+        // SAFETY: a valid path and a zeroed out-struct.
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: as above: a NUL-terminated path and a struct we own.
+        assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0);
+        st.f_bavail * st.f_frsize
+    }
+
+    /// Fills the filesystem until `free` bytes are left (to the page).
+    pub fn leave_free(&self, free: u64) {
+        let filler = self.mnt.join("filler");
+        let _ = std::fs::remove_file(&filler);
+        let take = self.avail().saturating_sub(free);
+        let f = std::fs::File::create(&filler).unwrap();
+        if take > 0 {
+            use std::os::fd::AsRawFd;
+            // SAFETY: a valid descriptor; tmpfs allocates the pages.
+            let r = unsafe { libc::posix_fallocate(f.as_raw_fd(), 0, take as libc::off_t) };
+            assert_eq!(r, 0, "fallocate {take}");
+        }
+    }
+
+    pub fn free_all(&self) {
+        let _ = std::fs::remove_file(self.mnt.join("filler"));
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
+    }
+}

@@ -72,19 +72,20 @@ pub fn inspect_file(f: &mut File) -> io::Result<ElfInfo> {
         return Ok(ElfInfo::default());
     }
     let table = read_at(f, shoff, shentsize * shnum)?;
-    let section = |i: u64| -> Option<(u64, u64, u64)> {
+    let section = |i: u64| -> Option<(u64, u64, u64, u64)> {
         let o = (i * shentsize) as usize;
         Some((
             u32_at(&table, o)?,
             u64_at(&table, o + 0x18)?,
             u64_at(&table, o + 0x20)?,
+            u32_at(&table, o + 4)?,
         ))
     };
-    let (_, stroff, strsize) = section(shstrndx).ok_or_else(|| bad("bad section table"))?;
+    let (_, stroff, strsize, _) = section(shstrndx).ok_or_else(|| bad("bad section table"))?;
     let names = read_at(f, stroff, strsize)?;
     let mut info = ElfInfo::default();
     for i in 0..shnum {
-        let Some((name_off, off, size)) = section(i) else {
+        let Some((name_off, off, size, kind)) = section(i) else {
             continue;
         };
         let Some(rest) = names.get(name_off as usize..) else {
@@ -94,14 +95,11 @@ pub fn inspect_file(f: &mut File) -> io::Result<ElfInfo> {
         match name {
             b".symtab" => info.symtab = true,
             b".debug_info" => info.debug_info = true,
-            b".note.gnu.build-id" if size <= 4096 => {
-                let note = read_at(f, off, size)?;
-                let namesz = u32_at(&note, 0).unwrap_or(0) as usize;
-                let descsz = u32_at(&note, 4).unwrap_or(0) as usize;
-                let desc = 12 + namesz.div_ceil(4) * 4;
-                if let Some(id) = note.get(desc..desc + descsz) {
-                    info.build_id = Some(id.iter().map(|b| format!("{b:02x}")).collect());
-                }
+            // `.note.gnu.build-id`, or any note section holding it (the
+            // vDSO's `.note` has it after two Linux notes).
+            _ if kind == SHT_NOTE && size <= 4096 && info.build_id.is_none() => {
+                let notes = read_at(f, off, size)?;
+                info.build_id = gnu_build_id(&notes);
             }
             b".gnu_debuglink" if size <= 4096 => {
                 let link = read_at(f, off, size)?;
@@ -119,9 +117,53 @@ pub fn inspect_file(f: &mut File) -> io::Result<ElfInfo> {
     Ok(info)
 }
 
+/// `SHT_NOTE`.
+const SHT_NOTE: u64 = 7;
+
+/// The GNU build id (`NT_GNU_BUILD_ID` of owner `GNU`) among the notes of a
+/// note section, as lowercase hex.
+fn gnu_build_id(notes: &[u8]) -> Option<String> {
+    let mut at = 0;
+    while at + 12 <= notes.len() {
+        let namesz = u32_at(notes, at)? as usize;
+        let descsz = u32_at(notes, at + 4)? as usize;
+        let kind = u32_at(notes, at + 8)?;
+        let name = at + 12;
+        let desc = name + namesz.div_ceil(4) * 4;
+        let next = desc + descsz.div_ceil(4) * 4;
+        if kind == 3 && notes.get(name..name + namesz) == Some(b"GNU\0") {
+            let id = notes.get(desc..desc + descsz)?;
+            return Some(id.iter().map(|b| format!("{b:02x}")).collect());
+        }
+        at = next;
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn build_id_found_after_other_notes() {
+        let mut notes = Vec::new();
+        // A Linux note (type 0, 4 bytes), then the GNU build id.
+        for (name, kind, desc) in [
+            (&b"Linux\0"[..], 0u32, &[1u8, 2, 3, 4][..]),
+            (&b"GNU\0"[..], 3, &[0xe0, 0x25, 0x12][..]),
+        ] {
+            notes.extend((name.len() as u32).to_le_bytes());
+            notes.extend((desc.len() as u32).to_le_bytes());
+            notes.extend(kind.to_le_bytes());
+            notes.extend(name);
+            notes.resize(notes.len().div_ceil(4) * 4, 0);
+            notes.extend(desc);
+            notes.resize(notes.len().div_ceil(4) * 4, 0);
+        }
+        assert_eq!(gnu_build_id(&notes).as_deref(), Some("e02512"));
+        assert_eq!(gnu_build_id(&notes[..20]), None);
+        assert_eq!(gnu_build_id(&[]), None);
+    }
 
     #[test]
     fn reads_our_own_test_binary() {

@@ -318,10 +318,7 @@ impl Snap<'_> {
                 sys::create_dirs_nofollow(self.symfs, parent)?;
             }
             f.seek(io::SeekFrom::Start(0))?;
-            let mut to = sys::create_new(dst, 0o644)?;
-            let n = io::copy(f, &mut to)?;
-            to.sync_all()?;
-            Ok(n)
+            sys::write_new(dst, 0o644, |to| io::copy(f, to))
         })();
         match copied {
             Ok(n) => {
@@ -365,14 +362,11 @@ impl Snap<'_> {
             return self.row("vdso", VDSO, Some(size), "-", &status);
         }
         let dst = self.symfs.join(VDSO);
-        let written = (|| -> io::Result<()> {
-            use io::Write;
-            let mut f = sys::create_new(&dst, 0o644)?;
-            f.write_all(&bytes)?;
-            f.sync_all()
-        })();
+        let written = sys::write_new(&dst, 0o644, |f| {
+            io::Write::write_all(f, &bytes).map(|()| size)
+        });
         let (id, status) = match written {
-            Ok(()) => {
+            Ok(_) => {
                 self.copied(&dst, size);
                 let id = elf::inspect(&dst).ok().and_then(|i| i.build_id);
                 (id.unwrap_or_else(|| "-".into()), how.to_string())

@@ -225,15 +225,29 @@ pub fn read_nofollow(path: &Path) -> io::Result<String> {
     Ok(s)
 }
 
-/// Copies the regular file `src` to the new file `dst` ([`create_new`], the
-/// mode of `src`), flushed to disk.
+/// Creates the new file `dst` ([`create_new`]), lets `fill` write it and
+/// flushes it to disk. When writing fails (a full disk), the half-written
+/// file is removed: nothing partial is left to be published. A `dst` that
+/// already existed is never touched.
+pub fn write_new(
+    dst: &Path,
+    mode: u32,
+    fill: impl FnOnce(&mut fs::File) -> io::Result<u64>,
+) -> io::Result<u64> {
+    let mut to = create_new(dst, mode)?;
+    let written = fill(&mut to).and_then(|n| to.sync_all().map(|()| n));
+    if written.is_err() {
+        let _ = fs::remove_file(dst);
+    }
+    written
+}
+
+/// Copies the regular file `src` to the new file `dst` ([`write_new`], the
+/// mode of `src`).
 pub fn copy_new(src: &Path, dst: &Path) -> io::Result<u64> {
     let mut from = fs::File::open(src)?;
     let mode = from.metadata()?.mode() & 0o777;
-    let mut to = create_new(dst, mode)?;
-    let n = io::copy(&mut from, &mut to)?;
-    to.sync_all()?;
-    Ok(n)
+    write_new(dst, mode, |to| io::copy(&mut from, to))
 }
 
 /// Creates the directory `dir` and any missing parents (mode 0700 for new
@@ -497,7 +511,32 @@ fn count_cpu_list(list: &str) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::count_cpu_list;
+    use super::{count_cpu_list, write_new};
+    use std::fs;
+    use std::io::{self, Write};
+
+    #[test]
+    fn a_write_that_fails_leaves_no_half_file_and_never_touches_what_was_there() {
+        let dir = std::env::temp_dir().join(format!("jobprof-write-new-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir(&dir).unwrap();
+        let dst = dir.join("libx.so");
+        let full = write_new(&dst, 0o644, |f| {
+            f.write_all(b"half an ELF")?;
+            Err(io::Error::from_raw_os_error(28)) // ENOSPC
+        });
+        assert_eq!(full.unwrap_err().raw_os_error(), Some(28));
+        assert!(fs::symlink_metadata(&dst).is_err(), "the half file is gone");
+        // Someone else's link at the destination: refused, left alone.
+        std::os::unix::fs::symlink("/etc/passwd", &dst).unwrap();
+        assert!(write_new(&dst, 0o644, |_| Ok(0)).is_err());
+        assert!(fs::symlink_metadata(&dst).unwrap().file_type().is_symlink());
+        assert_eq!(
+            write_new(&dir.join("ok"), 0o644, |f| f.write_all(b"abc").map(|()| 3)).unwrap(),
+            3
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn cpu_lists_are_counted() {
