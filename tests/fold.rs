@@ -3,6 +3,7 @@
 //! (bless with `JOBPROF_BLESS=1`), the loss fixes, and the CLI's handling of
 //! bad input. Every folding case runs with 1 and N threads.
 
+use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -828,4 +829,22 @@ fn cli_usage_errors_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     let out = jobprof().args(["fold", "--no-such-flag"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn a_line_after_replayed_blocks_is_reported_at_its_own_line() {
+    // The second and third samples' frames are a block folded before
+    // (replayed from the folder's block cache): lines are still counted.
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.script");
+    let sample = "w 1 1.0: 1 cpu-clock:\n\t1 a (/bin/w)\n\t2 b (/bin/w)\n\n";
+    fs::write(&input, format!("{sample}{sample}{sample}\tnot a frame\n")).unwrap();
+    let out = jobprof().arg("fold").arg(&input).output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "w;b;a 3\n");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("in.script:13: frame line outside a sample"),
+        "{err}"
+    );
 }

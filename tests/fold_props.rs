@@ -223,6 +223,70 @@ proptest! {
     }
 }
 
+/// Samples drawn over and over from a small pool, so that whole frame
+/// blocks repeat (what the folder's block cache is for): the pool and the
+/// sequence of picks.
+fn repeated(p_blank: f64) -> impl Strategy<Value = (Vec<String>, Vec<usize>)> {
+    (
+        prop::collection::vec(sample_with_blank(p_blank), 1..4),
+        prop::collection::vec(0usize..4, 0..40),
+    )
+        .prop_map(|(pool, picks)| {
+            let picks = picks.into_iter().map(|i| i % pool.len()).collect();
+            (pool, picks)
+        })
+}
+
+/// `stack -> count` of folded output.
+fn counts(folded: &[u8]) -> std::collections::BTreeMap<String, u64> {
+    let mut m = std::collections::BTreeMap::new();
+    for l in String::from_utf8_lossy(folded).lines() {
+        if let Some((stack, n)) = l.rsplit_once(' ') {
+            *m.entry(stack.to_string()).or_default() += n.parse::<u64>().unwrap();
+        }
+    }
+    m
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn repeated_blocks_compat_is_inferno((pool, picks) in repeated(0.9), opts in options()) {
+        let data: Vec<u8> = picks.iter().map(|&i| pool[i].as_str()).collect::<String>().into_bytes();
+        let Some(want) = crate::fold::inferno_fold_checked(&data, &opts, 1) else {
+            return Ok(());
+        };
+        let mut compat = opts.clone();
+        compat.compat = Compat::Inferno;
+        prop_assert_eq!(jobprof_fold(&data, &compat, 1, 1 << 20), want.clone());
+        prop_assert_eq!(jobprof_fold(&data, &compat, 2, 97), want);
+    }
+
+    #[test]
+    fn repeated_blocks_fold_as_each_sample_alone((pool, picks) in repeated(1.0), opts in options()) {
+        // Every sample ends with a blank line (shrinking may have dropped
+        // it) and the event is given (by default the first one seen picks
+        // it): folding the sequence is the sum of folding each sample on
+        // its own, where nothing repeats.
+        let pool: Vec<String> = pool
+            .into_iter()
+            .map(|s| if s.ends_with("\n\n") { s } else { s + "\n" })
+            .collect();
+        let mut opts = opts;
+        opts.event_filter.get_or_insert_with(|| "cpu-clock".into());
+        let data: Vec<u8> = picks.iter().map(|&i| pool[i].as_str()).collect::<String>().into_bytes();
+        let mut want = std::collections::BTreeMap::new();
+        for &i in &picks {
+            for (stack, n) in counts(&jobprof_fold(pool[i].as_bytes(), &opts, 1, 1 << 20)) {
+                *want.entry(stack).or_insert(0u64) += n;
+            }
+        }
+        prop_assert_eq!(counts(&jobprof_fold(&data, &opts, 1, 1 << 20)), want.clone());
+        prop_assert_eq!(counts(&jobprof_fold(&data, &opts, 2, 211)), want);
+    }
+}
+
 fn total(folded: &[u8]) -> u64 {
     String::from_utf8_lossy(folded)
         .lines()

@@ -43,6 +43,21 @@ impl<'a> Newlines<'a> {
     }
 }
 
+impl<'a> Newlines<'a> {
+    /// Newlines of `hay` from `at` on (positions still count from the
+    /// start of `hay`): for a reader that skipped ahead.
+    pub(crate) fn starting_at(hay: &'a [u8], at: usize) -> Self {
+        Newlines {
+            hay,
+            next_block: at,
+            base: at,
+            mask: 0,
+            high: 0,
+            carried_high: false,
+        }
+    }
+}
+
 impl Iterator for Newlines<'_> {
     /// `(position of the newline, the line before it has a byte > 0x7f)`.
     type Item = (usize, bool);

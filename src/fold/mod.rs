@@ -12,6 +12,7 @@
 //! data-loss bugs fixed (see `crate::compat`). This module reads inputs
 //! through `crate::input` but does not decide where output goes.
 
+mod blocks;
 mod frame;
 mod lines;
 pub mod split;

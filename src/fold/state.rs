@@ -41,6 +41,8 @@ pub(crate) struct FoldState {
     key_buf: Vec<u8>,
     stack_buf: Vec<u32>,
     pub(crate) counters: Counters,
+    /// Whole frame blocks folded before.
+    blocks: super::blocks::BlockCache,
 }
 
 /// Counts kept per state and summed at the end.
@@ -433,6 +435,16 @@ enum Filter {
     SkipRemaining,
 }
 
+/// A frame block folded line by line (`start..end` of the chunk), and the
+/// marks that tell whether anything but the stack changed meanwhile.
+struct Learning {
+    start: usize,
+    end: usize,
+    stack_len: usize,
+    line: u64,
+    marks: (u64, u64, usize, u64),
+}
+
 struct Machine<'s, 'c> {
     st: &'s mut FoldState,
     cfg: &'c Config,
@@ -444,6 +456,11 @@ struct Machine<'s, 'c> {
     header_ok: bool,
     line: u64,
     report: ChunkReport,
+    /// A header was accepted and frames may follow (set by
+    /// `on_header_line`, taken by `fold_chunk`).
+    block_ready: bool,
+    /// Samples ended so far.
+    events: u64,
 }
 
 /// Folds one chunk (which begins at a sample boundary) into `st`.
@@ -468,12 +485,19 @@ pub(crate) fn fold_chunk(
         header_ok: false,
         line: 0,
         report: ChunkReport::default(),
+        block_ready: false,
+        events: 0,
     };
     let mut pos = 0;
     // One SIMD scan over the chunk finds every line end; far cheaper than a
     // memchr call per (short) line.
     let mut newlines = super::lines::Newlines::new(chunk);
+    // A frame block being folded line by line, to be cached at its end.
+    let mut learning: Option<Learning> = None;
     while pos < chunk.len() {
+        if let Some(l) = learning.take_if(|l| pos >= l.end) {
+            m.learned(chunk, l);
+        }
         let (raw, next, terminated, ascii) = match newlines.next() {
             Some((i, high)) => (&chunk[pos..i], i + 1, true, !high),
             None => (&chunk[pos..], chunk.len(), false, chunk[pos..].is_ascii()),
@@ -503,6 +527,19 @@ pub(crate) fn fold_chunk(
             }
         }
         m.line += 1;
+        if std::mem::take(&mut m.block_ready) {
+            // A header just started a sample: its frames may be a block
+            // folded before (or one to remember).
+            learning = None;
+            if let Some(len) = m.st.blocks.block_at(&chunk[pos..]) {
+                if m.replay(&chunk[pos..pos + len]) {
+                    pos += len;
+                    newlines = super::lines::Newlines::starting_at(chunk, pos);
+                } else {
+                    learning = Some(m.learning(pos, len));
+                }
+            }
+        }
     }
     // End of chunk = end of data for this sample.
     m.end_event();
@@ -585,6 +622,7 @@ impl Machine<'_, '_> {
         }
         self.set_pname(&h);
         self.header_ok = true;
+        self.block_ready = h.trailing.is_none();
         if let Some(trailing) = h.trailing {
             if self.cfg.compat {
                 self.on_frame_line(trailing);
@@ -724,7 +762,60 @@ impl Machine<'_, '_> {
         }
     }
 
+    /// Everything but the stack that folding a line can change.
+    fn marks(&self) -> (u64, u64, usize, u64) {
+        let c = &self.st.counters;
+        (
+            c.skipped_lines,
+            c.non_utf8_lines,
+            self.report.skipped.len(),
+            self.events,
+        )
+    }
+
+    /// Applies the cached fold of `block` (the frames after the header just
+    /// read); false when it was not folded before.
+    fn replay(&mut self, block: &[u8]) -> bool {
+        let st = &mut *self.st;
+        let Some(r) = st.blocks.find(block, self.java) else {
+            return false;
+        };
+        st.stack_buf.extend_from_slice(r.ids);
+        self.line += u64::from(r.lines);
+        if r.skip_remaining {
+            self.filter = Filter::SkipRemaining;
+        }
+        true
+    }
+
+    /// Starts watching the block at `start..start + len` as it is folded.
+    fn learning(&self, start: usize, len: usize) -> Learning {
+        Learning {
+            start,
+            end: start + len,
+            stack_len: self.st.stack_buf.len(),
+            line: self.line,
+            marks: self.marks(),
+        }
+    }
+
+    /// Caches the block `l` watched, now folded, if nothing but the stack
+    /// changed (so that a replay does exactly what folding did).
+    fn learned(&mut self, chunk: &[u8], l: Learning) {
+        if !self.in_event || self.marks() != l.marks || self.st.stack_buf.len() < l.stack_len {
+            return;
+        }
+        let st = &mut *self.st;
+        let replay = super::blocks::Replay {
+            ids: &st.stack_buf[l.stack_len..],
+            lines: (self.line - l.line) as u32,
+            skip_remaining: self.filter == Filter::SkipRemaining,
+        };
+        st.blocks.insert(&chunk[l.start..l.end], self.java, replay);
+    }
+
     fn end_event(&mut self) {
+        self.events += 1;
         let st = &mut *self.st;
         let emit = if st.stack_buf.len() > 1 {
             true
