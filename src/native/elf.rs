@@ -122,7 +122,8 @@ pub(super) fn map_file(p: &Path) -> Option<memmap2::Mmap> {
     unsafe { memmap2::Mmap::map(&f) }.ok()
 }
 
-fn load_segments(file: &ElfFile64<'_, Endianness>) -> Vec<(u64, u64, u64)> {
+/// The `PT_LOAD` segments of `file`: (file offset, file size, address).
+pub(super) fn load_segments(file: &ElfFile64<'_, Endianness>) -> Vec<(u64, u64, u64)> {
     let e = file.endian();
     file.elf_program_headers()
         .iter()

@@ -22,10 +22,9 @@
 
 use super::elf::map_file;
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use object::read::elf::ElfFile64;
 use object::{Endianness, Object, ObjectSection};
@@ -47,24 +46,18 @@ impl std::fmt::Debug for Debug {
     }
 }
 
-type Cell = Arc<OnceLock<Option<Arc<Debug>>>>;
-
 /// Loaded DWARF by file, shared by every shard and slice of a run.
 #[derive(Debug, Default)]
 pub struct Cache {
-    files: Mutex<HashMap<PathBuf, Cell>>,
+    files: super::once_map::OnceMap<PathBuf, Option<Arc<Debug>>>,
 }
 
 impl Cache {
     /// The DWARF of `file` (a symbol file found under `root`), loaded by
     /// the first caller; `None` when it has none.
     pub fn get(&self, root: &Path, file: &Path) -> Option<Arc<Debug>> {
-        let cell = {
-            let mut m = self.files.lock().unwrap_or_else(|e| e.into_inner());
-            m.entry(file.to_path_buf()).or_default().clone()
-        };
-        cell.get_or_init(|| Debug::load(root, file).map(Arc::new))
-            .clone()
+        self.files
+            .get_or_load(file.to_path_buf(), || Debug::load(root, file).map(Arc::new))
     }
 }
 

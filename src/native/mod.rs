@@ -27,6 +27,7 @@
 
 pub mod elf;
 pub mod inline;
+pub mod once_map;
 pub mod symbols;
 pub mod threads;
 pub mod unwind;
@@ -300,9 +301,7 @@ fn check_dwarf_arch(data: &Path) -> Result<(), String> {
 }
 
 /// A DSO by path and build id.
-type DsoKey = (String, Vec<u8>);
-/// A DSO's symbols, loaded by the first run that needs them.
-type DsoCell = Arc<OnceLock<Arc<DsoSymbols>>>;
+pub type DsoKey = (String, Vec<u8>);
 
 /// Symbol tables shared by every shard and slice of one run.
 #[derive(Debug)]
@@ -310,7 +309,8 @@ pub struct Symbolizer {
     opts: Options,
     root: PathBuf,
     kernel: OnceLock<SymbolTable>,
-    dsos: Mutex<HashMap<DsoKey, DsoCell>>,
+    /// Each DSO's symbols, loaded by the first run that needs them.
+    dsos: once_map::OnceMap<DsoKey, Arc<DsoSymbols>>,
     unwind: unwind::Tables,
     inlines: inline::Cache,
     /// Text buffers handed back by the consumer ([`Symbolizer::recycle`]):
@@ -326,7 +326,7 @@ impl Symbolizer {
             opts,
             root,
             kernel: OnceLock::new(),
-            dsos: Mutex::new(HashMap::new()),
+            dsos: once_map::OnceMap::default(),
             unwind: unwind::Tables::default(),
             inlines: inline::Cache::default(),
             spare: Mutex::new(Vec::new()),
@@ -343,17 +343,11 @@ impl Symbolizer {
     }
 
     fn dso(&self, path: &str, build_id: &[u8]) -> Arc<DsoSymbols> {
-        let cell = {
-            let mut m = self.dsos.lock().unwrap_or_else(|e| e.into_inner());
-            m.entry((path.to_string(), build_id.to_vec()))
-                .or_default()
-                .clone()
-        };
-        cell.get_or_init(|| {
-            let id = (!build_id.is_empty()).then_some(build_id);
-            Arc::new(elf::load(&self.root, path, id))
-        })
-        .clone()
+        self.dsos
+            .get_or_load((path.to_string(), build_id.to_vec()), || {
+                let id = (!build_id.is_empty()).then_some(build_id);
+                Arc::new(elf::load(&self.root, path, id))
+            })
     }
 
     /// Takes back a block [`Symbolizer::run`] handed out, once its text is

@@ -17,18 +17,19 @@
 //! by every shard and time slice of a run ([`Tables`]); each run keeps one
 //! framehop unwinder per process, rebuilt when the process's maps change.
 
-use std::collections::HashMap;
 use std::ops::Range;
 use std::path::{Component, Path};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
 use linux_perf_data::linux_perf_event_reader::Regs;
-use object::read::elf::{ElfFile64, ProgramHeader};
-use object::{elf, Endianness, Object, ObjectSection};
+use object::read::elf::ElfFile64;
+use object::{Endianness, Object, ObjectSection};
 use rustc_hash::FxHashMap;
 
+use super::elf::load_segments;
+use super::once_map::OnceMap;
 use super::threads::Maps;
 
 /// The most user frames perf script takes from one unwinding (libunwind's
@@ -112,7 +113,7 @@ pub fn load(root: &Path, path: &str, build_id: Option<&[u8]>) -> Option<DsoUnwin
     let runtime = root.join(path.trim_start_matches('/'));
     if let Some(map) = super::elf::map_file(&runtime) {
         if let Ok(file) = ElfFile64::<Endianness>::parse(&*map) {
-            t.segments = segments(&file);
+            t.segments = load_segments(&file);
             t.text = file.section_by_name(".text").map(|s| svma_range(&s));
             t.got = file.section_by_name(".got").map(|s| svma_range(&s));
             if let (Some(hdr), Some(eh)) =
@@ -136,7 +137,7 @@ pub fn load(root: &Path, path: &str, build_id: Option<&[u8]>) -> Option<DsoUnwin
             if let Some((_, b)) = section(&file, ".debug_frame") {
                 t.debug_frame = Some(b);
                 if t.segments.is_empty() {
-                    t.segments = segments(&file);
+                    t.segments = load_segments(&file);
                 }
                 break;
             }
@@ -144,15 +145,6 @@ pub fn load(root: &Path, path: &str, build_id: Option<&[u8]>) -> Option<DsoUnwin
     }
     let usable = t.eh_frame_hdr.is_some() || t.debug_frame.is_some();
     (usable && !t.segments.is_empty()).then_some(t)
-}
-
-fn segments(file: &ElfFile64<'_, Endianness>) -> Vec<(u64, u64, u64)> {
-    let e = file.endian();
-    file.elf_program_headers()
-        .iter()
-        .filter(|p| p.p_type(e) == elf::PT_LOAD)
-        .map(|p| (p.p_offset(e), p.p_filesz(e), p.p_vaddr(e)))
-        .collect()
 }
 
 fn svma_range<'d>(s: &impl ObjectSection<'d>) -> Range<u64> {
@@ -170,33 +162,22 @@ fn section(file: &ElfFile64<'_, Endianness>, name: &str) -> Option<(Range<u64>, 
     Some((s.address()..s.address() + s.size(), Arc::from(&*data)))
 }
 
-/// A DSO by path and build id.
-type Key = (String, Vec<u8>);
-/// A DSO's tables (`None`: it has none), loaded by the first run that
-/// needs them.
-type Cell = Arc<OnceLock<Option<Arc<DsoUnwind>>>>;
-
-/// Unwind tables of every DSO, loaded by the first run that needs them and
-/// shared by all shards and slices of one symbolizer.
+/// Unwind tables of every DSO (`None`: it has none), loaded by the first
+/// run that needs them and shared by all shards and slices of one
+/// symbolizer.
 #[derive(Debug, Default)]
 pub struct Tables {
-    dsos: Mutex<HashMap<Key, Cell>>,
+    dsos: OnceMap<super::DsoKey, Option<Arc<DsoUnwind>>>,
 }
 
 impl Tables {
     /// The tables of the DSO mapped from `path` (`build_id` may be empty).
     pub fn get(&self, root: &Path, path: &str, build_id: &[u8]) -> Option<Arc<DsoUnwind>> {
-        let cell = {
-            let mut m = self.dsos.lock().unwrap_or_else(|e| e.into_inner());
-            m.entry((path.to_string(), build_id.to_vec()))
-                .or_default()
-                .clone()
-        };
-        cell.get_or_init(|| {
-            let id = (!build_id.is_empty()).then_some(build_id);
-            load(root, path, id).map(Arc::new)
-        })
-        .clone()
+        self.dsos
+            .get_or_load((path.to_string(), build_id.to_vec()), || {
+                let id = (!build_id.is_empty()).then_some(build_id);
+                load(root, path, id).map(Arc::new)
+            })
     }
 }
 
