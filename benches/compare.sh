@@ -43,6 +43,7 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+. "$root/benches/lib.sh"
 runs=${RUNS:-3}
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
@@ -73,7 +74,7 @@ fi
 
 if [ -z "${JOBPROF:-}" ]; then
     (cd "$root" && cargo build --release --quiet)
-    JOBPROF=$root/target/$(rustc -vV | sed -n 's/^host: //p')/release/jobprof
+    JOBPROF=$(release_dir "$root")/jobprof
 fi
 [ -x "$JOBPROF" ] || { echo "compare: $JOBPROF is not an executable" >&2; exit 2; }
 

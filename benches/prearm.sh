@@ -23,6 +23,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/benches/lib.sh"
 SIZES=${SIZES:-1000 4000}
 RUNS=${RUNS:-3}
 BUSY=${BUSY:-2}
@@ -30,7 +31,7 @@ WINDOW=${WINDOW:-5}
 
 if [ -z "${REC:-}" ]; then
   cargo build --release -q -p jobprof-record --manifest-path "$ROOT/Cargo.toml"
-  REC=$ROOT/target/x86_64-unknown-linux-gnu/release/jobprof-record
+  REC=$(release_dir "$ROOT")/jobprof-record
 fi
 WORK=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"' EXIT

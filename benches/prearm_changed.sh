@@ -15,12 +15,13 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/benches/lib.sh"
 SIZES=${SIZES:-1000}
 RUNS=${RUNS:-3}
 
 if [ -z "${REC:-}" ]; then
   cargo build --release -q -p jobprof-record --manifest-path "$ROOT/Cargo.toml"
-  REC=$ROOT/target/x86_64-unknown-linux-gnu/release/jobprof-record
+  REC=$(release_dir "$ROOT")/jobprof-record
 fi
 WORK=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"' EXIT

@@ -39,6 +39,7 @@
 # inferno-collapse-perf is missing. Builds jobprof in release mode.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. benches/lib.sh
 
 shards=3 threads=6 seconds=20 freq=999 call_graph=fp depth=60 runs=3 keep= old=1
 while [ $# -gt 0 ]; do
@@ -65,8 +66,7 @@ if [ "$old" = 1 ] && { ! command -v inferno-collapse-perf >/dev/null || ! comman
 fi
 
 cargo build --release --locked --quiet -p jobprof -p jobprof-record
-bin=target/$(rustc -vV | sed -n 's/^host: //p')/release
-[ -x "$bin/jobprof" ] || bin=target/release
+bin=$(release_dir .)
 jobprof=$bin/jobprof
 recorder=$bin/jobprof-record
 

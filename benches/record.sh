@@ -15,13 +15,14 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/benches/lib.sh"
 SIZES=${SIZES:-1000 4000}
 RUNS=${RUNS:-3}
 IDLE_SECS=${IDLE_SECS:-60}
 FREQ=${FREQ:-99}
 
 cargo build --release -q -p jobprof-record --manifest-path "$ROOT/Cargo.toml"
-REC=$ROOT/target/x86_64-unknown-linux-gnu/release/jobprof-record
+REC=$(release_dir "$ROOT")/jobprof-record
 WORK=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"' EXIT
 gcc -O1 -fno-omit-frame-pointer -pthread -o "$WORK/phases" "$ROOT/tests/programs/phases.c"

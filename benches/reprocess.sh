@@ -22,6 +22,7 @@
 # inferno-collapse-perf is missing. Builds jobprof in release mode.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. benches/lib.sh
 
 dirs=200 keep= jobs=2
 while [ $# -gt 0 ]; do
@@ -38,8 +39,7 @@ if ! command -v inferno-collapse-perf >/dev/null 2>&1; then
   cargo install --locked inferno --version 0.12.8
 fi
 cargo build --release --quiet --bin jobprof
-jobprof=target/$(rustc -vV | sed -n 's/^host: //p')/release/jobprof
-[ -x "$jobprof" ] || jobprof=target/release/jobprof
+jobprof=$(release_dir .)/jobprof
 
 if [ -n "$keep" ]; then
   work=$keep
