@@ -209,8 +209,9 @@ fn u64_at(b: &[u8], at: usize) -> Option<u64> {
 /// would; `Err` says why not (for the fallback warning).
 pub fn check(data: &Path) -> Result<(), String> {
     let file = File::open(data).map_err(|e| format!("cannot open: {e}"))?;
-    // SAFETY: read-only map of a capture file nobody writes while we read.
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| format!("cannot map: {e}"))?;
+    // Guarded like the reader's mapping: a file that shrinks while it is
+    // scanned is an error naming it, not a SIGBUS.
+    let map = crate::input::Mapping::of(&file, data).map_err(|e| format!("cannot map: {e}"))?;
     let b: &[u8] = &map;
     if b.get(..8) != Some(b"PERFILE2") {
         return Err("not a little-endian perf.data file in file mode".into());
