@@ -223,6 +223,15 @@ proptest! {
     }
 }
 
+/// The samples of `pool` in the order `picks` names them, as one input.
+fn joined(pool: &[String], picks: &[usize]) -> Vec<u8> {
+    picks
+        .iter()
+        .map(|&i| pool[i].as_str())
+        .collect::<String>()
+        .into_bytes()
+}
+
 /// Samples drawn over and over from a small pool, so that whole frame
 /// blocks repeat (what the folder's block cache is for): the pool and the
 /// sequence of picks.
@@ -253,7 +262,7 @@ proptest! {
 
     #[test]
     fn repeated_blocks_compat_is_inferno((pool, picks) in repeated(0.9), opts in options()) {
-        let data: Vec<u8> = picks.iter().map(|&i| pool[i].as_str()).collect::<String>().into_bytes();
+        let data = joined(&pool, &picks);
         let Some(want) = crate::fold::inferno_fold_checked(&data, &opts, 1) else {
             return Ok(());
         };
@@ -275,7 +284,7 @@ proptest! {
             .collect();
         let mut opts = opts;
         opts.event_filter.get_or_insert_with(|| "cpu-clock".into());
-        let data: Vec<u8> = picks.iter().map(|&i| pool[i].as_str()).collect::<String>().into_bytes();
+        let data = joined(&pool, &picks);
         let mut want = std::collections::BTreeMap::new();
         for &i in &picks {
             for (stack, n) in counts(&jobprof_fold(pool[i].as_bytes(), &opts, 1, 1 << 20)) {
