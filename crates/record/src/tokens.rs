@@ -201,16 +201,12 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
         _ => Path::new("."),
     };
     let tmp = dir.join(format!(".tmp.jobprof.{:016x}", sys::random_u64()));
-    let result = (|| {
-        let mut f = sys::create_new(&tmp, 0o644)?;
-        f.write_all(data)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
+    // write_new removes a half-written `tmp` itself (and never touches a
+    // file that was already there); a failed rename leaves a whole one.
+    sys::write_new(&tmp, 0o644, |f| f.write_all(data).map(|()| 0))?;
+    fs::rename(&tmp, path).inspect_err(|_| {
         let _ = fs::remove_file(&tmp);
-    }
-    result
+    })
 }
 
 #[cfg(test)]
