@@ -652,8 +652,8 @@ fn perf_children(sidecar: u32) -> Vec<u32> {
     out.into_iter().map(|(_, pid)| pid).collect()
 }
 
-/// The shard a perf child writes: the index that ends its `-o` file name
-/// (`perf.data.K`; a lone shard writes `perf.data`, index 0).
+/// The shard a perf child writes: the number that ends its `-o` file name
+/// (`perf.data.partNNN`; a lone shard writes `perf.data`, index 0).
 fn shard_of_perf(pid: u32) -> u32 {
     let argv = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     let args: Vec<&[u8]> = argv.split(|&b| b == 0).collect();
@@ -663,10 +663,8 @@ fn shard_of_perf(pid: u32) -> u32 {
         .and_then(|i| args.get(i + 1))
         .map(|o| String::from_utf8_lossy(o).into_owned())
         .unwrap_or_default();
-    output
-        .rsplit_once('.')
-        .and_then(|(_, k)| k.parse().ok())
-        .unwrap_or(0)
+    let digits = output.len() - output.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    output[output.len() - digits..].parse().unwrap_or(0)
 }
 
 #[test]
