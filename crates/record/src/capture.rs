@@ -797,6 +797,13 @@ impl ActiveCapture {
         if !self.shards.is_empty() {
             self.meta.reach(Phase::Stopped, now_ns());
         }
+        if self.meta.ended_by == Some(EndCause::Stop)
+            && self.shards.iter().any(Shard::failed_on_its_own)
+        {
+            // perf died just before `stop` was seen (a kill the sidecar's
+            // last check had not noticed yet): what ended it was perf.
+            self.meta.ended_by = Some(EndCause::PerfFailure);
+        }
         for s in &self.shards {
             if !matches!(s.status, Some(0) | Some(130)) {
                 self.meta.invalidate(format!(

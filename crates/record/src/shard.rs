@@ -335,6 +335,13 @@ impl Shard {
         }
     }
 
+    /// Whether perf ended with an error or a signal the sidecar did not
+    /// send (the stop watchdog's SIGTERM/SIGKILL are the sidecar's).
+    pub fn failed_on_its_own(&self) -> bool {
+        let by_watchdog = self.term_sent.is_some() || self.kill_sent;
+        self.status.is_some_and(|st| st != 0 && st != 130) && !by_watchdog
+    }
+
     /// Asks perf to stop: `disable` was sent before; now the FIFO `stop`.
     pub fn request_stop(&mut self) {
         if self.stop_requested.is_some() {
