@@ -681,3 +681,66 @@ fn inline_frames_named_as_perf_names_them_on_dwarf_chains() {
     // something.
     assert!(perf_inlined.contains("mix"), "{perf_inlined:?}");
 }
+
+/// Every event record of `data` as (attribute, type, misc, body), in the
+/// order linux-perf-data's own iterator hands them out.
+fn records_by_linux_perf_data(data: &Path) -> Vec<(usize, u32, u16, Vec<u8>)> {
+    use linux_perf_data::{PerfFileReader, PerfFileRecord};
+    let file = fs::File::open(data).unwrap();
+    let PerfFileReader {
+        mut perf_file,
+        mut record_iter,
+    } = PerfFileReader::parse_file(std::io::BufReader::new(file)).unwrap();
+    let mut out = Vec::new();
+    while let Some(rec) = record_iter.next_record(&mut perf_file).unwrap() {
+        if let PerfFileRecord::EventRecord { attr_index, record } = rec {
+            let body = record.data.as_slice().into_owned();
+            out.push((attr_index, record.record_type.0, record.misc, body));
+        }
+    }
+    out
+}
+
+/// The same through the symbolizer's in-place reader.
+fn records_in_place(data: &Path) -> Vec<(usize, u32, u16, Vec<u8>)> {
+    use linux_perf_data::PerfFileReader;
+    let bytes = fs::read(data).unwrap();
+    let PerfFileReader { perf_file, .. } =
+        PerfFileReader::parse_file(std::io::Cursor::new(&bytes[..])).unwrap();
+    let off = u64::from_le_bytes(bytes[40..48].try_into().unwrap()) as usize;
+    let len = u64::from_le_bytes(bytes[48..56].try_into().unwrap()) as usize;
+    let mut it = jobprof::native::records::OrderedRecords::new(
+        &bytes[off..off + len],
+        perf_file.event_attributes(),
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    while let Some((attr, record)) = it.next_record().unwrap() {
+        let body = record.data.as_slice().into_owned();
+        out.push((attr, record.record_type.0, record.misc, body));
+    }
+    out
+}
+
+#[test]
+fn records_in_place_come_in_linux_perf_data_order() {
+    for c in [fp(), dwarf()].into_iter().flatten() {
+        for data in data_files(&c.capture_dir()) {
+            let theirs = records_by_linux_perf_data(&data);
+            let ours = records_in_place(&data);
+            assert!(
+                theirs.len() > 100,
+                "{}: {} records",
+                data.display(),
+                theirs.len()
+            );
+            let first_difference = theirs.iter().zip(&ours).position(|(a, b)| a != b);
+            assert_eq!(
+                (theirs.len(), first_difference),
+                (ours.len(), None),
+                "{}: record counts, and the first record that differs",
+                data.display()
+            );
+        }
+    }
+}

@@ -13,8 +13,10 @@
 //! record type) is refused with the reason, and the caller runs
 //! `perf script` for that shard instead.
 //!
-//! [`Symbolizer::run`] then replays the records in time order
-//! (linux-perf-data sorts them per flush round, as perf does), tracks
+//! [`Symbolizer::run`] then replays the records in time order, read in
+//! place from a mapping of the file and sorted per flush round as perf and
+//! linux-perf-data sort them ([`records`]; linux-perf-data reads the
+//! header, attributes and build ids), tracks
 //! threads and maps ([`threads`]), and names each call-chain address from
 //! the capture's symbol files ([`elf`], perf's file search and symbol
 //! selection) or the kernel symbol table ([`symbols::parse_kallsyms`]).
@@ -28,6 +30,7 @@
 pub mod elf;
 pub mod inline;
 pub mod once_map;
+pub mod records;
 pub mod symbols;
 pub mod threads;
 pub mod unwind;
@@ -121,10 +124,11 @@ pub fn kallsyms_for(symfs: Option<&Path>) -> Option<PathBuf> {
 /// it, else from a pass over the records that reads only sample times.
 pub fn time_range(data: &Path) -> Result<(u64, u64), String> {
     let file = File::open(data).map_err(|e| format!("cannot open: {e}"))?;
+    let map = crate::input::Mapping::of(&file, data).map_err(|e| format!("cannot map: {e}"))?;
     let PerfFileReader {
         mut perf_file,
         mut record_iter,
-    } = PerfFileReader::parse_file(io::BufReader::with_capacity(1 << 20, file))
+    } = PerfFileReader::parse_file(crate::input::MappedReader::new(&map))
         .map_err(|e| format!("cannot read the header: {e}"))?;
     if let Ok(Some(t)) = perf_file.sample_time_range() {
         if t.last_sample_time >= t.first_sample_time && t.last_sample_time > 0 {
@@ -203,6 +207,15 @@ fn record_name(ty: u32) -> String {
 
 fn u64_at(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
+}
+
+/// The data section of a perf.data file's bytes: its offset and its bytes
+/// (`None`: a header too short or a section past the end of the file).
+fn data_section(b: &[u8]) -> Option<(usize, &[u8])> {
+    let (off, len) = (u64_at(b, 40)?, u64_at(b, 48)?);
+    let off = usize::try_from(off).ok()?;
+    let end = off.checked_add(usize::try_from(len).ok()?)?;
+    Some((off, b.get(off..end)?))
 }
 
 /// Whether the native symbolizer can print `data` exactly as perf script
@@ -422,15 +435,15 @@ impl Symbolizer {
     ) -> Result<Outcome, String> {
         let start = Instant::now();
         let file = File::open(data).map_err(|e| format!("cannot open {}: {e}", data.display()))?;
-        // Records are read out of a mapping of the page cache: one copy
-        // fewer than read(2) through a buffer.
+        // Records are read in place in a mapping of the page cache
+        // ([`records`]): no copy at all.
         let map = crate::input::Mapping::of(&file, data)
             .map_err(|e| format!("cannot map {}: {e}", data.display()))?;
-        let reader = crate::input::MappedReader::new(&map);
-        let PerfFileReader {
-            mut perf_file,
-            mut record_iter,
-        } = PerfFileReader::parse_file(reader).map_err(|e| format!("cannot read: {e}"))?;
+        let PerfFileReader { perf_file, .. } =
+            PerfFileReader::parse_file(io::Cursor::new(&map[..]))
+                .map_err(|e| format!("cannot read: {e}"))?;
+        let section = data_section(&map).ok_or("truncated or damaged file header")?;
+        let mut records = records::OrderedRecords::new(section.1, perf_file.event_attributes())?;
         let events: Vec<String> = perf_file
             .event_attributes()
             .iter()
@@ -464,14 +477,13 @@ impl Symbolizer {
             slice.and_then(|s| s.start_ns).unwrap_or(0),
             slice.and_then(|s| s.end_ns).unwrap_or(u64::MAX),
         );
-        loop {
-            let rec = record_iter
-                .next_record(&mut perf_file)
-                .map_err(|e| format!("cannot read a record: {e}"))?;
-            let Some(rec) = rec else { break };
-            let PerfFileRecord::EventRecord { attr_index, record } = rec else {
-                continue;
-            };
+        let mut released = 0;
+        while let Some((attr_index, record)) = records.next_record()? {
+            let low = section.0 + records.low_water();
+            if low >= released + crate::input::RELEASE_STEP {
+                map.release(released, low);
+                released = low;
+            }
             let ty = record.record_type;
             let parsed = record
                 .parse()
