@@ -953,6 +953,29 @@ impl<'a> Pipeline<'a> {
         o
     }
 
+    /// [`native::check`] of every shard, `jobs` at a time: each walks its
+    /// whole file (a second of CPU on a few GB of dwarf capture), which one
+    /// thread would do while the others wait.
+    fn check_shards(&self) -> Vec<Result<(), String>> {
+        let shards = &self.cap.shards;
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let verdicts: Vec<std::sync::OnceLock<Result<(), String>>> =
+            shards.iter().map(|_| std::sync::OnceLock::new()).collect();
+        std::thread::scope(|scope| {
+            for _ in 0..self.opts.jobs().clamp(1, shards.len().max(1)) {
+                scope.spawn(|| loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(s) = shards.get(i) else { break };
+                    let _ = verdicts[i].set(native::check(&s.data_file));
+                });
+            }
+        });
+        verdicts
+            .into_iter()
+            .map(|v| v.into_inner().expect("every shard checked"))
+            .collect()
+    }
+
     /// Per shard: native or `perf script` (`--symbolizer`, and what
     /// [`native::check`] says of the shard). `None` when the text must come
     /// from the capture's symbolized text instead (data files missing, or
@@ -970,10 +993,14 @@ impl<'a> Pipeline<'a> {
         }
         let mut native = Vec::new();
         let mut refused: Vec<(String, Vec<u32>)> = Vec::new();
-        for s in &self.cap.shards {
+        let verdicts = match choice {
+            native::Choice::Perf => Vec::new(),
+            _ => self.check_shards(),
+        };
+        for (i, s) in self.cap.shards.iter().enumerate() {
             let ok = match choice {
                 native::Choice::Perf => false,
-                _ => match native::check(&s.data_file) {
+                _ => match verdicts[i].clone() {
                     Ok(()) => true,
                     Err(why) => {
                         match refused.iter_mut().find(|(w, _)| *w == why) {
