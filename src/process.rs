@@ -496,11 +496,12 @@ impl<'a> Pipeline<'a> {
         for w in &self.cap.warnings {
             self.log(format!("warning: {w}"));
         }
-        // Hashing the inputs is I/O-bound and far cheaper than perf script:
-        // it runs beside symbolization instead of after it.
+        // Hashing the inputs runs beside symbolization instead of after
+        // it.
         let hasher = self.opts.formats.summary.then(|| {
             let paths = self.input_paths();
-            std::thread::spawn(move || hash_all(&paths))
+            let jobs = self.opts.jobs();
+            std::thread::spawn(move || hash_all(&paths, jobs))
         });
         // Stopping early: not left hashing in the background of a bulk
         // reprocess.
@@ -953,29 +954,6 @@ impl<'a> Pipeline<'a> {
         o
     }
 
-    /// [`native::check`] of every shard, `jobs` at a time: each walks its
-    /// whole file (a second of CPU on a few GB of dwarf capture), which one
-    /// thread would do while the others wait.
-    fn check_shards(&self) -> Vec<Result<(), String>> {
-        let shards = &self.cap.shards;
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let verdicts: Vec<std::sync::OnceLock<Result<(), String>>> =
-            shards.iter().map(|_| std::sync::OnceLock::new()).collect();
-        std::thread::scope(|scope| {
-            for _ in 0..self.opts.jobs().clamp(1, shards.len().max(1)) {
-                scope.spawn(|| loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(s) = shards.get(i) else { break };
-                    let _ = verdicts[i].set(native::check(&s.data_file));
-                });
-            }
-        });
-        verdicts
-            .into_iter()
-            .map(|v| v.into_inner().expect("every shard checked"))
-            .collect()
-    }
-
     /// Per shard: native or `perf script` (`--symbolizer`, and what
     /// [`native::check`] says of the shard). `None` when the text must come
     /// from the capture's symbolized text instead (data files missing, or
@@ -995,7 +973,10 @@ impl<'a> Pipeline<'a> {
         let mut refused: Vec<(String, Vec<u32>)> = Vec::new();
         let verdicts = match choice {
             native::Choice::Perf => Vec::new(),
-            _ => self.check_shards(),
+            // Jobs at a time: each check walks its whole file.
+            _ => crate::map_jobs(&self.cap.shards, self.opts.jobs(), |s| {
+                native::check(&s.data_file)
+            }),
         };
         for (i, s) in self.cap.shards.iter().enumerate() {
             let ok = match choice {
@@ -1534,12 +1515,16 @@ fn raw_mode(cap: &ValidCapture) -> Option<u32> {
     .reduce(|a, b| a & b)
 }
 
-/// Sizes and SHA-256 hashes of `paths`, and a warning per unreadable one.
-fn hash_all(paths: &[PathBuf]) -> (Vec<InputFile>, Vec<String>) {
+/// Sizes and SHA-256 hashes of `paths`, `jobs` files at a time, and a
+/// warning per unreadable one. One file after the other, the hash of a
+/// few GB of shards (1.4 GB/s per core with SHA-NI) was still running
+/// alone on one core when symbolizing had ended.
+fn hash_all(paths: &[PathBuf], jobs: usize) -> (Vec<InputFile>, Vec<String>) {
     let mut out = Vec::new();
     let mut warnings = Vec::new();
-    for p in paths {
-        match summary::hash_file(p) {
+    let hashes = crate::map_jobs(paths, jobs, |p| summary::hash_file(p));
+    for (p, hash) in paths.iter().zip(hashes) {
+        match hash {
             Ok((bytes, sha256)) => out.push(InputFile {
                 name: file_name(p),
                 bytes,

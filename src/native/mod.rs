@@ -263,25 +263,51 @@ pub fn check(data: &Path) -> Result<(), String> {
     if data_len == 0 && b.len() as u64 > data_off {
         return Err("its header gives an empty data section (perf did not finish the file)".into());
     }
-    let (mut at, end) = (data_off as usize, (data_off + data_len) as usize);
-    if end > b.len() {
+    let end = data_off.saturating_add(data_len);
+    if end > b.len() as u64 {
         return Err(format!(
             "its data section ends at byte {end}, past the end of the file ({} bytes)",
             b.len()
         ));
     }
+    check_records(&file, data_off, end)
+}
+
+/// Walks the record headers of the data section `start..end` with small
+/// positioned reads: a walk over the mapping would fault in (and map, and
+/// unmap) every page of a multi-GB dwarf capture to read 8 bytes of each
+/// 16 KB sample.
+fn check_records(file: &File, start: u64, end: u64) -> Result<(), String> {
+    use std::os::unix::fs::FileExt;
+    const BLOCK: usize = 4096;
+    let mut buf = vec![0u8; BLOCK];
+    // `buf[..filled]` holds the file's bytes from `base` on.
+    let (mut base, mut filled) = (start, 0usize);
+    let mut at = start;
     while at + 8 <= end {
-        let ty = u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"));
-        let size = usize::from(u16::from_le_bytes(
-            b[at + 6..at + 8].try_into().expect("2 bytes"),
-        ));
+        if at + 8 > base + filled as u64 {
+            // Past a big record the next is likely big too (dwarf samples):
+            // read its header alone rather than 4 KiB of stack copy.
+            let block = if at - base > BLOCK as u64 { 64 } else { BLOCK };
+            filled = block.min((end - at) as usize);
+            base = at;
+            file.read_exact_at(&mut buf[..filled], at).map_err(|e| match e.kind() {
+                io::ErrorKind::UnexpectedEof => {
+                    format!("the file ends before byte {end}, where its data section ends (it shrank while read)")
+                }
+                _ => format!("cannot read at byte {at}: {e}"),
+            })?;
+        }
+        let i = (at - base) as usize;
+        let ty = u32::from_le_bytes(buf[i..i + 4].try_into().expect("4 bytes"));
+        let size = u16::from_le_bytes(buf[i + 6..i + 8].try_into().expect("2 bytes"));
         if size < 8 {
             return Err(format!("damaged record header at byte {at}"));
         }
         if !handled(ty) {
             return Err(format!("it holds {}", record_name(ty)));
         }
-        at += size;
+        at += u64::from(size);
     }
     Ok(())
 }
@@ -945,6 +971,35 @@ mod tests {
         std::fs::write(&p, &h).unwrap();
         assert!(check(&p).unwrap_err().contains("KSYMBOL"));
         h[240..244].copy_from_slice(&68u32.to_le_bytes()); // FINISHED_ROUND
+        std::fs::write(&p, &h).unwrap();
+        assert_eq!(check(&p), Ok(()));
+        // Records of 24 bytes straddle the reads' 4 KiB blocks; the KSYMBOL
+        // after 1,000 of them and 3 big ones is still found, and a data
+        // section longer than the file is named.
+        h.truncate(240);
+        for _ in 0..1000 {
+            h.extend_from_slice(&4u32.to_le_bytes()); // EXIT
+            h.extend_from_slice(&0u16.to_le_bytes());
+            h.extend_from_slice(&24u16.to_le_bytes());
+            h.extend_from_slice(&[0; 16]);
+        }
+        for _ in 0..3 {
+            // Big records (dwarf samples are): read header by header.
+            h.extend_from_slice(&9u32.to_le_bytes()); // SAMPLE
+            h.extend_from_slice(&0u16.to_le_bytes());
+            h.extend_from_slice(&10_000u16.to_le_bytes());
+            h.extend_from_slice(&[0; 9_992]);
+        }
+        h.extend_from_slice(&17u32.to_le_bytes());
+        h.extend_from_slice(&0u16.to_le_bytes());
+        h.extend_from_slice(&8u16.to_le_bytes());
+        put(&mut h, 48, 54_008);
+        std::fs::write(&p, &h).unwrap();
+        assert!(check(&p).unwrap_err().contains("KSYMBOL"));
+        put(&mut h, 48, 54_016);
+        std::fs::write(&p, &h).unwrap();
+        assert!(check(&p).unwrap_err().contains("past the end of the file"));
+        put(&mut h, 48, 54_000);
         std::fs::write(&p, &h).unwrap();
         assert_eq!(check(&p), Ok(()));
     }
