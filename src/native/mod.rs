@@ -480,25 +480,7 @@ impl Symbolizer {
             .build_ids()
             .map(|m| m.into_values().map(|d| (d.path, d.build_id)).collect())
             .unwrap_or_default();
-        let mut run = Run {
-            sym: self,
-            machine: Machine::default(),
-            dsos: Vec::new(),
-            dso_ids: HashMap::new(),
-            build_ids,
-            frames: rustc_hash::FxHashMap::default(),
-            inline_frames: rustc_hash::FxHashMap::default(),
-            expand: false,
-            stacks: rustc_hash::FxHashMap::default(),
-            stack_key: Vec::new(),
-            stack_bytes: 0,
-            scratch: Vec::new(),
-            unwind: unwind::Unwinding::default(),
-            user: Vec::new(),
-            out: self.block(),
-            bytes: 0,
-            samples: 0,
-        };
+        let mut run = Run::new(self, build_ids);
         let (lo, hi) = (
             slice.and_then(|s| s.start_ns).unwrap_or(0),
             slice.and_then(|s| s.end_ns).unwrap_or(u64::MAX),
@@ -514,45 +496,18 @@ impl Symbolizer {
             let parsed = record
                 .parse()
                 .map_err(|e| format!("damaged {ty:?} record: {e}"))?;
-            match parsed {
-                EventRecord::Sample(s) => {
-                    let t = s.timestamp.unwrap_or(0);
-                    if t < lo || t > hi {
-                        continue;
-                    }
-                    let attr = &perf_file.event_attributes()[attr_index];
-                    let has = attr.attributes().sample_format;
-                    run.sample(&s, has, &events[attr_index]);
-                    if run.out.len() >= FLUSH {
-                        run.flush(&mut consume)?;
-                    }
-                }
-                EventRecord::Comm(c) => {
-                    run.machine
-                        .comm(c.tid, &String::from_utf8_lossy(&c.name.as_slice()));
-                }
-                EventRecord::Fork(f) => {
-                    run.machine.fork(f.pid, f.ppid, f.tid, f.ptid);
-                    if f.pid != f.ppid {
-                        // A new process (a new thread shares its maps).
-                        run.maps_changed();
-                        run.unwind.maps_changed(f.pid);
-                    }
-                }
-                EventRecord::Mmap(m) => {
-                    let path = m.path.as_slice();
-                    run.mmap(m.pid, m.address, m.length, m.page_offset, &path, None);
-                }
-                EventRecord::Mmap2(m) => {
-                    let path = m.path.as_slice();
-                    let id = match &m.file_id {
-                        Mmap2FileId::BuildId(b) => Some(b.clone()),
-                        Mmap2FileId::InodeAndVersion(_) => None,
-                    };
-                    run.mmap(m.pid, m.address, m.length, m.page_offset, &path, id);
-                }
-                _ if ty == RecordType::EXIT => {}
-                _ => {}
+            let EventRecord::Sample(s) = parsed else {
+                run.side_band(parsed);
+                continue;
+            };
+            let t = s.timestamp.unwrap_or(0);
+            if t < lo || t > hi {
+                continue;
+            }
+            let attr = &perf_file.event_attributes()[attr_index];
+            run.sample(&s, attr.attributes().sample_format, &events[attr_index]);
+            if run.out.len() >= FLUSH {
+                run.flush(&mut consume)?;
             }
         }
         run.flush(&mut consume)?;
@@ -614,7 +569,62 @@ struct Run<'a> {
     samples: u64,
 }
 
-impl Run<'_> {
+impl<'a> Run<'a> {
+    fn new(sym: &'a Symbolizer, build_ids: HashMap<Vec<u8>, Vec<u8>>) -> Run<'a> {
+        Run {
+            sym,
+            machine: Machine::default(),
+            dsos: Vec::new(),
+            dso_ids: HashMap::new(),
+            build_ids,
+            frames: rustc_hash::FxHashMap::default(),
+            inline_frames: rustc_hash::FxHashMap::default(),
+            expand: false,
+            stacks: rustc_hash::FxHashMap::default(),
+            stack_key: Vec::new(),
+            stack_bytes: 0,
+            scratch: Vec::new(),
+            unwind: unwind::Unwinding::default(),
+            user: Vec::new(),
+            out: sym.block(),
+            bytes: 0,
+            samples: 0,
+        }
+    }
+
+    /// Takes in a record that is not a sample: what maps addresses and
+    /// names threads (the others, `EXIT` among them, change nothing
+    /// `perf script` prints).
+    fn side_band(&mut self, record: EventRecord<'_>) {
+        match record {
+            EventRecord::Comm(c) => {
+                self.machine
+                    .comm(c.tid, &String::from_utf8_lossy(&c.name.as_slice()));
+            }
+            EventRecord::Fork(f) => {
+                self.machine.fork(f.pid, f.ppid, f.tid, f.ptid);
+                if f.pid != f.ppid {
+                    // A new process (a new thread shares its maps).
+                    self.maps_changed();
+                    self.unwind.maps_changed(f.pid);
+                }
+            }
+            EventRecord::Mmap(m) => {
+                let path = m.path.as_slice();
+                self.mmap(m.pid, m.address, m.length, m.page_offset, &path, None);
+            }
+            EventRecord::Mmap2(m) => {
+                let path = m.path.as_slice();
+                let id = match &m.file_id {
+                    Mmap2FileId::BuildId(b) => Some(b.clone()),
+                    Mmap2FileId::InodeAndVersion(_) => None,
+                };
+                self.mmap(m.pid, m.address, m.length, m.page_offset, &path, id);
+            }
+            _ => {}
+        }
+    }
+
     fn flush(&mut self, consume: &mut impl FnMut(Vec<u8>) -> io::Result<()>) -> Result<(), String> {
         if self.out.is_empty() {
             return Ok(());
