@@ -563,52 +563,76 @@ impl<'a> Pipeline<'a> {
         let mut warnings = self.cap.warnings.clone();
         let prepare_start = Instant::now();
         if let Some(plan) = self.plan(&mut warnings) {
-            let kernel = self.kernel_symbols();
-            if let symbolize::KernelSymbols::Unavailable(why) = &kernel {
-                warnings.push(format!("kernel frames unnamed: {why}"));
-            }
-            let units = self.plan_units(&plan);
-            let prepare = prepare_start.elapsed();
-            let t = Instant::now();
-            let Symbolized {
-                folded,
-                shards,
-                failures,
-                archive: parts,
-            } = self.symbolize_all(&plan, &units)?;
-            return Ok(Ok(Pass {
-                stats: StackStats::from_stacks(&folded.stacks),
-                folded,
-                shards,
-                symbolized_from: plan.symbolized_from(),
-                // Only when perf script ran for at least one shard.
-                perf_version: plan
-                    .perf
-                    .filter(|_| plan.native.contains(&false))
-                    .map(|p| p.version.clone()),
-                failures,
-                warnings,
-                prepare,
-                pass: t.elapsed(),
-                parts: Some(parts),
-                kernel: Some(kernel),
-            }));
+            return self.symbolize(&plan, warnings, prepare_start).map(Ok);
         }
-        let Some(text) = &self.cap.script_text else {
-            let why = match self.perf {
-                Err(e) => e.clone(),
-                Ok(_) => "shard data files are missing".into(),
-            };
-            return Ok(Err(Done {
-                status: Status::Failed,
-                message: format!(
-                    "cannot symbolize: {why}; and there is no {} to fold instead",
-                    result_dir::SCRIPT_ZST
-                ),
-                samples: 0,
-                outputs: Vec::new(),
-            }));
-        };
+        match &self.cap.script_text {
+            Some(text) => self.fold_script_text(text, warnings, prepare_start).map(Ok),
+            None => {
+                let why = match self.perf {
+                    Err(e) => e.clone(),
+                    Ok(_) => "shard data files are missing".into(),
+                };
+                Ok(Err(Done {
+                    status: Status::Failed,
+                    message: format!(
+                        "cannot symbolize: {why}; and there is no {} to fold instead",
+                        result_dir::SCRIPT_ZST
+                    ),
+                    samples: 0,
+                    outputs: Vec::new(),
+                }))
+            }
+        }
+    }
+
+    /// Symbolizes the shards as `plan` says (native or `perf script`) and
+    /// folds the text on the way.
+    fn symbolize(
+        &self,
+        plan: &Plan<'_>,
+        mut warnings: Vec<String>,
+        prepare_start: Instant,
+    ) -> Result<Pass> {
+        let kernel = self.kernel_symbols();
+        if let symbolize::KernelSymbols::Unavailable(why) = &kernel {
+            warnings.push(format!("kernel frames unnamed: {why}"));
+        }
+        let units = self.plan_units(plan);
+        let prepare = prepare_start.elapsed();
+        let t = Instant::now();
+        let Symbolized {
+            folded,
+            shards,
+            failures,
+            archive: parts,
+        } = self.symbolize_all(plan, &units)?;
+        Ok(Pass {
+            stats: StackStats::from_stacks(&folded.stacks),
+            folded,
+            shards,
+            symbolized_from: plan.symbolized_from(),
+            // Only when perf script ran for at least one shard.
+            perf_version: plan
+                .perf
+                .filter(|_| plan.native.contains(&false))
+                .map(|p| p.version.clone()),
+            failures,
+            warnings,
+            prepare,
+            pass: t.elapsed(),
+            parts: Some(parts),
+            kernel: Some(kernel),
+        })
+    }
+
+    /// Folds the capture's symbolized text `text` (perf.script.zst), where
+    /// the shards cannot be symbolized here.
+    fn fold_script_text(
+        &self,
+        text: &Path,
+        mut warnings: Vec<String>,
+        prepare_start: Instant,
+    ) -> Result<Pass> {
         let why = match self.perf {
             Err(e) => format!("perf is not usable: {e}"),
             Ok(_) if self.cap.shards.is_empty() => "the capture has no perf.data files".to_string(),
@@ -624,14 +648,14 @@ impl<'a> Pipeline<'a> {
         let prepare = prepare_start.elapsed();
         let t = Instant::now();
         let folder = Folder::new(self.fold_options());
-        let folded = folder.fold_sources(&[Source::Path(text.clone())])?;
+        let folded = folder.fold_sources(&[Source::Path(text.to_path_buf())])?;
         let shards = self
             .cap
             .shards
             .iter()
             .map(|s| shard_summary(s, "not symbolized"))
             .collect();
-        Ok(Ok(Pass {
+        Ok(Pass {
             stats: StackStats::from_stacks(&folded.stacks),
             folded,
             shards,
@@ -643,7 +667,7 @@ impl<'a> Pipeline<'a> {
             pass: t.elapsed(),
             parts: None,
             kernel: None,
-        }))
+        })
     }
 
     /// Never a worse result than the complete one on disk: when shards
