@@ -441,6 +441,44 @@ impl ActiveCapture {
         let now = sys::list_tids(pid).map_err(|e| format!("cannot list /proc/{pid}/task: {e}"))?;
         let live: BTreeSet<u32> = now.iter().copied().collect();
         let mut known: BTreeSet<u32> = listed.iter().copied().collect();
+        let (next_index, again) = self.prune_armed(&live, &mut known);
+        let mut fresh: Vec<u32> = now
+            .iter()
+            .copied()
+            .filter(|t| !known.contains(t))
+            .filter(|&t| sys::tid_start_ticks(pid, t).is_some_and(|st| st < armed_ticks))
+            .collect();
+        fresh.extend(again);
+        fresh.sort_unstable();
+        fresh.dedup();
+        // Threads followed by --inherit are not targets (as for a capture
+        // attached at start: the threads created during it). The file
+        // written when arming stands unless threads were added.
+        if !fresh.is_empty() {
+            self.write_targets(&listed, &fresh)?;
+        }
+        let planned = spread(&fresh, ctx.threads_per_shard);
+        let count = next_index + planned.len() as u32;
+        self.rename_data_files(count)?;
+        let jobs = planned
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| (next_index + i as u32, t))
+            .collect::<Vec<_>>();
+        if jobs.is_empty() {
+            return Ok(now);
+        }
+        self.attach(ctx, jobs, count)?;
+        sys::list_tids(pid).map_err(|e| format!("cannot list /proc/{pid}/task: {e}"))
+    }
+
+    /// Takes out of the armed shards the threads that exited while armed
+    /// (listed as dropped), and the shards that cannot sample: those whose
+    /// threads all exited (dropped, as at attach) and those whose perf
+    /// ended for another reason (their live threads are returned, to be
+    /// attached again). Adds every armed shard's threads to `known`;
+    /// returns the next free shard number too.
+    fn prune_armed(&mut self, live: &BTreeSet<u32>, known: &mut BTreeSet<u32>) -> (u32, Vec<u32>) {
         let mut again = Vec::new();
         let mut next_index = 0;
         let mut kept = Vec::new();
@@ -488,24 +526,12 @@ impl ActiveCapture {
             }
         }
         self.shards = kept;
-        let mut fresh: Vec<u32> = now
-            .iter()
-            .copied()
-            .filter(|t| !known.contains(t))
-            .filter(|&t| sys::tid_start_ticks(pid, t).is_some_and(|st| st < armed_ticks))
-            .collect();
-        fresh.extend(again);
-        fresh.sort_unstable();
-        fresh.dedup();
-        // Threads followed by --inherit are not targets (as for a capture
-        // attached at start: the threads created during it). The file
-        // written when arming stands unless threads were added.
-        if !fresh.is_empty() {
-            self.write_targets(&listed, &fresh)?;
-        }
-        let planned = spread(&fresh, ctx.threads_per_shard);
-        let count = next_index + planned.len() as u32;
-        // Data file names depend on the shard count (one shard: perf.data).
+        (next_index, again)
+    }
+
+    /// Renames the shards' data files for a capture of `count` shards: the
+    /// names depend on the count (one shard: perf.data).
+    fn rename_data_files(&mut self, count: u32) -> Result<(), String> {
         for s in &mut self.shards {
             let want = self.dir.join(data_file_name(s.index, count));
             if want != s.data {
@@ -515,16 +541,7 @@ impl ActiveCapture {
                 s.moved(want, log);
             }
         }
-        let jobs = planned
-            .into_iter()
-            .enumerate()
-            .map(|(i, t)| (next_index + i as u32, t))
-            .collect::<Vec<_>>();
-        if jobs.is_empty() {
-            return Ok(now);
-        }
-        self.attach(ctx, jobs, count)?;
-        sys::list_tids(pid).map_err(|e| format!("cannot list /proc/{pid}/task: {e}"))
+        Ok(())
     }
 
     /// Attaches the shards `jobs` (index, threads) disabled, in parallel (as
@@ -731,6 +748,14 @@ impl ActiveCapture {
         if self.meta.reached(Phase::Enabled) {
             self.meta.ended_by = Some(cause);
         }
+        self.invalidate_for(cause);
+        self.disable_all(stop_timeout);
+        self.stop_all(stop_timeout, on_forced);
+        self.judge_exits();
+    }
+
+    /// What ending by `cause` says of the capture's validity.
+    fn invalidate_for(&mut self, cause: EndCause) {
         match cause {
             EndCause::Stop | EndCause::AttachFailure => {}
             EndCause::MaxCapture => self.meta.invalidate(format!(
@@ -747,15 +772,17 @@ impl ActiveCapture {
                 .meta
                 .invalidate("the sidecar was signalled before stop"),
         }
+    }
 
-        // Switch sampling off everywhere first, so the window ends at one
-        // moment; perf may take a while to write its file after `stop`.
+    /// Switches sampling off everywhere first, so that the window ends at
+    /// one moment (perf may take a while to write its file after `stop`).
+    fn disable_all(&mut self, stop_timeout: Duration) {
         let was_enabled = self.meta.reached(Phase::Enabled);
         if was_enabled {
             self.meta.disable_requested_unix_ns = Some(now_ns());
         }
         // A perf that does not acknowledge within 5 s (or the stop timeout,
-        // when shorter) is left to the stop escalation below.
+        // when shorter) is left to the stop escalation of `stop_all`.
         let ack_wait = Duration::from_secs(5).min(stop_timeout);
         for s in &mut self.shards {
             if !s.poll_exit() {
@@ -767,6 +794,12 @@ impl ActiveCapture {
             self.meta.disabled_unix_ns = Some(now);
             self.meta.reach(Phase::Disabled, now);
         }
+    }
+
+    /// Asks every shard to stop and drives each to its end (FIFO `stop`,
+    /// SIGINT, then the watchdog's SIGTERM/SIGKILL, reported to
+    /// `on_forced`).
+    fn stop_all(&mut self, stop_timeout: Duration, on_forced: &mut dyn FnMut(&str)) {
         for s in &mut self.shards {
             s.request_stop();
         }
@@ -797,6 +830,11 @@ impl ActiveCapture {
         if !self.shards.is_empty() {
             self.meta.reach(Phase::Stopped, now_ns());
         }
+    }
+
+    /// What the shards' exits say of the capture: a perf that died on its
+    /// own, or with a status other than 0 or SIGINT's, invalidates it.
+    fn judge_exits(&mut self) {
         if self.meta.ended_by == Some(EndCause::Stop)
             && self.shards.iter().any(Shard::failed_on_its_own)
         {
