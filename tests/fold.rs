@@ -33,40 +33,26 @@ pub fn load(path: &Path) -> Vec<u8> {
 /// Option sets with inferno-collapse-perf's flags, by the suffix FlameGraph's
 /// results use.
 pub fn option_sets() -> Vec<(&'static str, Options)> {
-    let base = Options::default;
+    // Options is #[non_exhaustive]: each set is the default with a change.
+    fn with(change: fn(&mut Options)) -> Options {
+        let mut o = Options::default();
+        change(&mut o);
+        o
+    }
     vec![
-        ("plain", base()),
-        ("pid", {
-            let mut o = base();
-            o.include_pid = true;
-            o
-        }),
-        ("tid", {
-            let mut o = base();
-            o.include_tid = true;
-            o
-        }),
-        ("kernel", {
-            let mut o = base();
-            o.annotate_kernel = true;
-            o
-        }),
-        ("jit", {
-            let mut o = base();
-            o.annotate_jit = true;
-            o
-        }),
-        ("all", {
-            let mut o = base();
-            o.annotate_kernel = true;
-            o.annotate_jit = true;
-            o
-        }),
-        ("addrs", {
-            let mut o = base();
-            o.include_addrs = true;
-            o
-        }),
+        ("plain", Options::default()),
+        ("pid", with(|o| o.include_pid = true)),
+        ("tid", with(|o| o.include_tid = true)),
+        ("kernel", with(|o| o.annotate_kernel = true)),
+        ("jit", with(|o| o.annotate_jit = true)),
+        (
+            "all",
+            with(|o| {
+                o.annotate_kernel = true;
+                o.annotate_jit = true;
+            }),
+        ),
+        ("addrs", with(|o| o.include_addrs = true)),
     ]
 }
 
