@@ -28,6 +28,7 @@
 //! blocks back for reuse.
 
 pub mod elf;
+mod header;
 pub mod inline;
 pub mod once_map;
 pub mod records;
@@ -125,6 +126,7 @@ pub fn kallsyms_for(symfs: Option<&Path>) -> Option<PathBuf> {
 pub fn time_range(data: &Path) -> Result<(u64, u64), String> {
     let file = File::open(data).map_err(|e| format!("cannot open: {e}"))?;
     let map = crate::input::Mapping::of(&file, data).map_err(|e| format!("cannot map: {e}"))?;
+    header::check(&map)?;
     let PerfFileReader {
         mut perf_file,
         mut record_iter,
@@ -229,6 +231,7 @@ pub fn check(data: &Path) -> Result<(), String> {
     if b.get(..8) != Some(b"PERFILE2") {
         return Err("not a little-endian perf.data file in file mode".into());
     }
+    header::check(b)?;
     let bad = || "truncated or damaged file header".to_string();
     let attr_size = u64_at(b, 16).ok_or_else(bad)? as usize;
     let (attrs_off, attrs_len) = (
@@ -465,6 +468,7 @@ impl Symbolizer {
         // ([`records`]): no copy at all.
         let map = crate::input::Mapping::of(&file, data)
             .map_err(|e| format!("cannot map {}: {e}", data.display()))?;
+        header::check(&map)?;
         let PerfFileReader { perf_file, .. } =
             PerfFileReader::parse_file(io::Cursor::new(&map[..]))
                 .map_err(|e| format!("cannot read: {e}"))?;
@@ -493,6 +497,7 @@ impl Symbolizer {
                 released = low;
             }
             let ty = record.record_type;
+            records::check_sample_layout(&record)?;
             let parsed = record
                 .parse()
                 .map_err(|e| format!("damaged {ty:?} record: {e}"))?;

@@ -231,6 +231,73 @@ impl<'a> OrderedRecords<'a> {
     }
 }
 
+/// Checks what linux-perf-event-reader (0.10) takes on trust in a sample
+/// before it parses it: the callchain length, which it multiplies by 8
+/// without a check, so that a damaged one overflows (a panic where
+/// overflow checks are on, a wrapped and wrong length where they are not).
+/// `Err` names the record as damaged; samples without a callchain, and
+/// every other record, pass.
+pub fn check_sample_layout(record: &RawEventRecord<'_>) -> Result<(), String> {
+    use linux_perf_data::linux_perf_event_reader::{ReadFormat, SampleFormat};
+    let info = &record.parse_info;
+    let format = info.sample_format;
+    if record.record_type != RecordType::SAMPLE || !format.contains(SampleFormat::CALLCHAIN) {
+        return Ok(());
+    }
+    let body = record.data.as_slice();
+    let u64_at = |at: usize| -> Option<u64> {
+        let b = body.get(at..at.checked_add(8)?)?;
+        Some(u64::from_le_bytes(b.try_into().ok()?))
+    };
+    let fixed = [
+        SampleFormat::IDENTIFIER,
+        SampleFormat::IP,
+        SampleFormat::TID,
+        SampleFormat::TIME,
+        SampleFormat::ADDR,
+        SampleFormat::ID,
+        SampleFormat::STREAM_ID,
+        SampleFormat::CPU,
+        SampleFormat::PERIOD,
+    ];
+    let mut at = 8 * fixed.iter().filter(|&&f| format.contains(f)).count();
+    if format.contains(SampleFormat::READ) {
+        // As the reader walks it (a value, or a count and that many).
+        let read = info.read_format;
+        let times = [
+            ReadFormat::TOTAL_TIME_ENABLED,
+            ReadFormat::TOTAL_TIME_RUNNING,
+        ]
+        .iter()
+        .filter(|&&f| read.contains(f))
+        .count();
+        let with_id = usize::from(read.contains(ReadFormat::ID));
+        at = if read.contains(ReadFormat::GROUP) {
+            at + 8 * (1 + times + with_id)
+        } else {
+            let nr = u64_at(at).ok_or("damaged SAMPLE record: cut off in its read values")?;
+            usize::try_from(nr)
+                .ok()
+                .and_then(|n| n.checked_mul(8 * (1 + with_id)))
+                .and_then(|n| n.checked_add(at + 8 * (1 + times)))
+                .ok_or_else(|| format!("damaged SAMPLE record: {nr} read values"))?
+        };
+    }
+    let nr = u64_at(at).ok_or("damaged SAMPLE record: cut off before its callchain")?;
+    let fits = usize::try_from(nr)
+        .ok()
+        .and_then(|n| n.checked_mul(8))
+        .is_some_and(|bytes| bytes <= body.len() - (at + 8));
+    if fits {
+        Ok(())
+    } else {
+        Err(format!(
+            "damaged SAMPLE record: a callchain of {nr} entries in a record of {} bytes",
+            body.len() + HEADER
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,9 +21,11 @@ pub struct Map {
 }
 
 impl Map {
-    /// File offset of `ip` (perf's `map_ip`).
+    /// File offset of `ip` (perf's `map_ip`), in perf's wrapping `u64`
+    /// arithmetic: a damaged `pgoff` gives a wrong offset, as in perf, not
+    /// an overflow.
     pub fn rel(&self, ip: u64) -> u64 {
-        ip - self.start + self.pgoff
+        ip.wrapping_sub(self.start).wrapping_add(self.pgoff)
     }
 }
 
@@ -51,7 +53,7 @@ impl Maps {
             if o.end > m.end {
                 out.push(Map {
                     start: m.end,
-                    pgoff: o.pgoff + (m.end - o.start),
+                    pgoff: o.pgoff.wrapping_add(m.end - o.start),
                     ..o
                 });
             }
