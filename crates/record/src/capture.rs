@@ -116,6 +116,50 @@ struct Attached {
     error: Option<String>,
 }
 
+/// One attach job's result: shard number, threads, threads dropped, and
+/// the shard (`None`: all its threads exited; `Err("")`: skipped).
+type AttachResult = (
+    u32,
+    Vec<u32>,
+    Vec<DroppedTid>,
+    Result<Option<Shard>, String>,
+);
+
+impl Attached {
+    /// Sorts the results of a capture of `count` shards into started,
+    /// dropped, skipped and failed shards.
+    fn of(results: Vec<AttachResult>, count: u32) -> Attached {
+        let mut o = Attached::default();
+        for (i, chunk, dropped, result) in results {
+            o.dropped.extend(dropped);
+            match result {
+                Ok(Some(s)) => o.shards.push(s),
+                // Every thread of the shard exited before perf attached:
+                // the shard is dropped (its threads are listed), the
+                // capture goes on.
+                Ok(None) => o.dropped_shards += 1,
+                // Skipped after another shard failed.
+                Err(e) if e.is_empty() => o.skipped += 1,
+                Err(e) => {
+                    o.failed.push(ShardRow {
+                        shard: i,
+                        phase: ShardPhase::Failed,
+                        perf_pid: 0,
+                        thread_count: 0,
+                        first_tid: chunk.first().copied().unwrap_or(0),
+                        last_tid: chunk.last().copied().unwrap_or(0),
+                        exit_status: None,
+                        data_file: data_file_name(i, count),
+                        data_bytes: 0,
+                    });
+                    o.error.get_or_insert(e);
+                }
+            }
+        }
+        o
+    }
+}
+
 impl ActiveCapture {
     /// Prepares the capture of `query`: its staging directory (mode 0700)
     /// and metadata, written at once (`capture.json` with phase
@@ -590,33 +634,12 @@ impl ActiveCapture {
             }
             (i, chunk, dropped, result)
         });
-        let mut o = Attached::default();
-        for (i, chunk, dropped, result) in results {
-            o.dropped.extend(dropped);
-            match result {
-                Ok(Some(s)) => o.shards.push(s),
-                // Every thread of the shard exited before perf attached:
-                // the shard is dropped (its threads are listed), the
-                // capture goes on.
-                Ok(None) => o.dropped_shards += 1,
-                // Skipped after another shard failed.
-                Err(e) if e.is_empty() => o.skipped += 1,
-                Err(e) => {
-                    o.failed.push(ShardRow {
-                        shard: i,
-                        phase: ShardPhase::Failed,
-                        perf_pid: 0,
-                        thread_count: 0,
-                        first_tid: chunk.first().copied().unwrap_or(0),
-                        last_tid: chunk.last().copied().unwrap_or(0),
-                        exit_status: None,
-                        data_file: data_file_name(i, count),
-                        data_bytes: 0,
-                    });
-                    o.error.get_or_insert(e);
-                }
-            }
-        }
+        self.take_attached(Attached::of(results, count))
+    }
+
+    /// Adds what attaching gave to the capture; the first failure, or the
+    /// interruption, is the error.
+    fn take_attached(&mut self, mut o: Attached) -> Result<(), String> {
         self.shards.append(&mut o.shards);
         self.shards.sort_by_key(|s| s.index);
         self.failed.append(&mut o.failed);

@@ -147,6 +147,43 @@ impl Shard {
     }
 
     fn spawn(&mut self, spec: &RecordSpec, attempt: u32) -> Result<(), String> {
+        self.open_fifos()?;
+        let _ = fs::remove_file(&self.data);
+        let mut log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&self.log)
+            .map_err(|e| format!("cannot write {}: {e}", self.log.display()))?;
+        let mut cmd = self.perf_command(spec);
+        let _ = writeln!(log, "# attempt {attempt}: {cmd:?}");
+        cmd.stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log)
+            // Its own process group: a Ctrl-C meant for the sidecar must not
+            // reach perf directly; the sidecar stops perf in order.
+            .process_group(0);
+        // If the sidecar itself is killed (SIGKILL, OOM), perf must not
+        // record on forever: it gets SIGTERM, finalises its file and exits.
+        // SAFETY: prctl is async-signal-safe; nothing else runs in the child.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot run `{PERF} record`: {e}"))?;
+        self.pid = child.id();
+        self.child = Some(child);
+        self.command("ping", Duration::from_secs(spec.ready_timeout))
+    }
+
+    /// Creates the control FIFO pair anew and opens both ends read-write
+    /// (see the module doc).
+    fn open_fifos(&mut self) -> Result<(), String> {
         for p in [&self.ctl_path, &self.ack_path] {
             let _ = fs::remove_file(p);
             sys::mkfifo(p).map_err(|e| format!("cannot create FIFO {}: {e}", p.display()))?;
@@ -161,14 +198,11 @@ impl Shard {
         };
         self.ctl = Some(open(&self.ctl_path)?);
         self.ack = Some(open(&self.ack_path)?);
-        let _ = fs::remove_file(&self.data);
-        let mut log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o644)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&self.log)
-            .map_err(|e| format!("cannot write {}: {e}", self.log.display()))?;
+        Ok(())
+    }
+
+    /// The `perf record` command line of this shard.
+    fn perf_command(&self, spec: &RecordSpec) -> Command {
         let tids: Vec<String> = self.tids.iter().map(u32::to_string).collect();
         let mut cmd = Command::new(PERF);
         cmd.arg("record")
@@ -202,28 +236,7 @@ impl Shard {
             cmd.arg(format!("--max-size={max}B"));
         }
         cmd.arg("-o").arg(&self.data);
-        let _ = writeln!(log, "# attempt {attempt}: {cmd:?}");
-        cmd.stdin(Stdio::null())
-            .stdout(log.try_clone().map_err(|e| e.to_string())?)
-            .stderr(log)
-            // Its own process group: a Ctrl-C meant for the sidecar must not
-            // reach perf directly; the sidecar stops perf in order.
-            .process_group(0);
-        // If the sidecar itself is killed (SIGKILL, OOM), perf must not
-        // record on forever: it gets SIGTERM, finalises its file and exits.
-        // SAFETY: prctl is async-signal-safe; nothing else runs in the child.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                Ok(())
-            });
-        }
-        let child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot run `{PERF} record`: {e}"))?;
-        self.pid = child.id();
-        self.child = Some(child);
-        self.command("ping", Duration::from_secs(spec.ready_timeout))
+        cmd
     }
 
     /// Sends a control command and waits for its `ack`.
