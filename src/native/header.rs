@@ -8,8 +8,8 @@
 //! process (no panic to catch), or a division by zero. So every section the
 //! header names must lie within the file, and the event descriptions and
 //! the architecture string within their sections, before the file goes to
-//! the parser; a file that fails is damaged, said in the error, and
-//! `process` falls back to `perf script` for it.
+//! the parser; a file that fails is damaged, said in the error (found by
+//! [`super::check`], `process` falls back to `perf script` for the shard).
 
 /// `HEADER_ARCH`: a `perf_header_string` (`u32` length, then the bytes).
 const FEATURE_ARCH: usize = 6;
@@ -24,14 +24,15 @@ fn u32_at(b: &[u8], at: usize) -> Option<u32> {
     ))
 }
 
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+/// The little-endian `u64` at `at` of `b`, when `b` holds it.
+pub(super) fn u64_at(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(
         b.get(at..at.checked_add(8)?)?.try_into().ok()?,
     ))
 }
 
 /// `(offset, size)` at `at` as a range of `b`, when it lies within `b`.
-fn section(b: &[u8], at: usize) -> Option<std::ops::Range<usize>> {
+pub(super) fn section(b: &[u8], at: usize) -> Option<std::ops::Range<usize>> {
     let off = usize::try_from(u64_at(b, at)?).ok()?;
     let end = off.checked_add(usize::try_from(u64_at(b, at + 8)?).ok()?)?;
     (end <= b.len()).then_some(off..end)

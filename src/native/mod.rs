@@ -29,6 +29,7 @@
 
 pub mod elf;
 mod header;
+use header::u64_at;
 pub mod inline;
 pub mod once_map;
 pub mod records;
@@ -207,17 +208,10 @@ fn record_name(ty: u32) -> String {
     format!("{name} records (type {ty})")
 }
 
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
-}
-
 /// The data section of a perf.data file's bytes: its offset and its bytes
 /// (`None`: a header too short or a section past the end of the file).
 fn data_section(b: &[u8]) -> Option<(usize, &[u8])> {
-    let (off, len) = (u64_at(b, 40)?, u64_at(b, 48)?);
-    let off = usize::try_from(off).ok()?;
-    let end = off.checked_add(usize::try_from(len).ok()?)?;
-    Some((off, b.get(off..end)?))
+    header::section(b, 40).map(|r| (r.start, &b[r]))
 }
 
 /// Whether the native symbolizer can print `data` exactly as perf script

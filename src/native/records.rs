@@ -245,10 +245,7 @@ pub fn check_sample_layout(record: &RawEventRecord<'_>) -> Result<(), String> {
         return Ok(());
     }
     let body = record.data.as_slice();
-    let u64_at = |at: usize| -> Option<u64> {
-        let b = body.get(at..at.checked_add(8)?)?;
-        Some(u64::from_le_bytes(b.try_into().ok()?))
-    };
+    let u64_at = |at: usize| super::header::u64_at(&body, at);
     let fixed = [
         SampleFormat::IDENTIFIER,
         SampleFormat::IP,
