@@ -38,6 +38,9 @@ use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use std::ffi::{OsStr, OsString};
+
+pub use crate::confined::Dir;
 use crate::error::{Error, Result};
 
 /// What to do with a symbolic link or special file at the destination.
@@ -63,20 +66,152 @@ pub struct AtomicFile {
 enum Sink {
     /// A temporary file next to the destination, renamed onto it.
     Temp(tempfile::NamedTempFile),
+    /// A temporary file in a confined directory, renamed onto its entry
+    /// with `renameat(2)` (never through a link).
+    At(TempAt),
     /// The destination itself: a device, FIFO or other non-regular file.
     InPlace(fs::File),
+}
+
+/// A temporary file created with `O_EXCL | O_NOFOLLOW` in a [`Dir`],
+/// removed when dropped uncommitted.
+struct TempAt {
+    dir: Dir,
+    tmp: OsString,
+    name: OsString,
+    file: fs::File,
+    kept: bool,
+}
+
+impl Drop for TempAt {
+    fn drop(&mut self) {
+        if !self.kept {
+            let _ = self.dir.remove_file(&self.tmp);
+        }
+    }
+}
+
+/// The temporary's name for `name`: `.NAME.HOST-PID-N.tmp`, naming its
+/// writer, so that a leftover whose writer still runs is told from one a
+/// killed run left ([`leftover_is_stale`]).
+fn temp_name(name: &OsStr, n: u64) -> OsString {
+    let mut t = OsString::from(".");
+    t.push(name);
+    t.push(format!(".{}-{}-{n}.tmp", host(), std::process::id()));
+    t
+}
+
+/// This host's name (without dots and dashes' ambiguity: `-` kept, the
+/// parser reads pid and counter from the end).
+fn host() -> &'static str {
+    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HOST.get_or_init(|| {
+        let mut buf = [0u8; 256];
+        // SAFETY: a valid buffer of the given length.
+        let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
+        let end = buf.iter().position(|&b| b == 0).unwrap_or(0);
+        let h = String::from_utf8_lossy(&buf[..end]).into_owned();
+        if ok && !h.is_empty() && !h.contains('/') {
+            h
+        } else {
+            "host".into()
+        }
+    })
+}
+
+/// Whether `file`, a temporary left beside `dest_name` (`.DEST.*.tmp`),
+/// may be removed: its writer, named in it, is no longer running on this
+/// host. A temporary written on another host is stale only once it is a
+/// day old; one without a writer in its name (older jobprof versions) is
+/// stale. `None` when `file` is no temporary of `dest_name`.
+pub fn leftover_is_stale(file: &OsStr, dest_name: &str, age: std::time::Duration) -> Option<bool> {
+    let s = file.to_str()?;
+    let rest = s.strip_prefix(&format!(".{dest_name}."))?.strip_suffix(".tmp")?;
+    let mut parts = rest.rsplitn(3, '-');
+    let (n, pid, host_part) = (parts.next(), parts.next(), parts.next());
+    let (Some(n), Some(pid), Some(h)) = (n, pid, host_part) else {
+        return Some(true);
+    };
+    let Ok(pid) = pid.parse::<libc::pid_t>() else {
+        return Some(true);
+    };
+    if pid <= 0 || n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return Some(true);
+    }
+    if h != host() {
+        return Some(age > std::time::Duration::from_secs(24 * 3600));
+    }
+    // SAFETY: signal 0 only checks for existence.
+    let r = unsafe { libc::kill(pid, 0) };
+    let alive = r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+    Some(!alive)
+}
+
+/// Removes the temporaries of `names` in `dir` that [`leftover_is_stale`]
+/// calls stale (a killed run's); returns how many. Never follows a link.
+pub fn remove_leftovers_in(dir: &Dir, names: &[&str]) -> usize {
+    let Ok(entries) = dir.names() else {
+        return 0;
+    };
+    let mut removed = 0;
+    for e in entries {
+        let age = || {
+            fs::symlink_metadata(dir.join(&e))
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .unwrap_or_default()
+        };
+        let stale = names
+            .iter()
+            .any(|n| leftover_is_stale(&e, n, age()) == Some(true));
+        if stale && dir.remove_file(&e).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+impl TempAt {
+    fn create(dir: Dir, name: &OsStr) -> Result<TempAt> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        loop {
+            let tmp = temp_name(name, COUNTER.fetch_add(1, Ordering::Relaxed));
+            match dir.open_at(
+                &tmp,
+                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL,
+                0o666,
+            ) {
+                Ok(file) => {
+                    return Ok(TempAt {
+                        dir,
+                        tmp,
+                        name: name.to_os_string(),
+                        file,
+                        kept: false,
+                    })
+                }
+                Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(Error::Io { source, .. }) => return Err(Error::io(dir.join(name), source)),
+                Err(e) => return Err(e),
+            }
+        }
+    }
 }
 
 impl Write for Sink {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
             Sink::Temp(t) => t.write(buf),
+            Sink::At(t) => t.file.write(buf),
             Sink::InPlace(f) => f.write(buf),
         }
     }
     fn flush(&mut self) -> io::Result<()> {
         match self {
             Sink::Temp(t) => t.flush(),
+            Sink::At(t) => t.file.flush(),
             Sink::InPlace(f) => f.flush(),
         }
     }
@@ -148,10 +283,8 @@ impl AtomicFile {
     pub fn open(asked: &Path, policy: Destination, fsync: bool) -> Result<Self> {
         let dest = match policy {
             Destination::Confined => {
-                if let Some(what) = non_regular(asked) {
-                    return Err(not_plain(asked, what));
-                }
-                asked.to_path_buf()
+                let (dir, name) = Dir::parent_of(asked)?;
+                return Self::create_in(&dir, name, fsync);
             }
             Destination::Follow if is_special(asked) => {
                 let file = fs::OpenOptions::new()
@@ -195,15 +328,40 @@ impl AtomicFile {
         })
     }
 
+    /// Starts writing the file `name` in the confined directory `dir`: a
+    /// link or special file there is refused with an error naming it, the
+    /// temporary is created with `O_EXCL | O_NOFOLLOW` beside it and the
+    /// commit is a `renameat(2)` in the same directory, so nothing is
+    /// written outside it whatever is planted or swapped in.
+    pub fn create_in(dir: &Dir, name: impl AsRef<OsStr>, fsync: bool) -> Result<Self> {
+        let name = name.as_ref();
+        let dest = dir.join(name);
+        let mode = match dir.entry(name)? {
+            Some(e) => match e.non_regular() {
+                Some(what) => return Err(not_plain(&dest, what)),
+                None => Some(e.mode & 0o7777),
+            },
+            None => None,
+        };
+        let tmp = TempAt::create(dir.try_clone()?, name)?;
+        Ok(AtomicFile {
+            dest,
+            writer: BufWriter::with_capacity(1 << 20, Sink::At(tmp)),
+            fsync,
+            mode,
+        })
+    }
+
     /// Never more readable than `raw`'s mode allows the group and others:
     /// derived outputs of a capture follow the capture's raw data.
     pub fn limit_mode(&mut self, raw: u32) {
-        let Sink::Temp(t) = self.writer.get_ref() else {
-            return;
+        let file = match self.writer.get_ref() {
+            Sink::Temp(t) => t.as_file(),
+            Sink::At(t) => &t.file,
+            Sink::InPlace(_) => return,
         };
         let current = self.mode.unwrap_or_else(|| {
-            t.as_file()
-                .metadata()
+            file.metadata()
                 .map(|m| m.mode() & 0o7777)
                 .unwrap_or(0o600)
         });
@@ -226,6 +384,7 @@ impl AtomicFile {
             .map_err(|e| Error::io(&dest, e.into_error()))?;
         let tmp = match sink {
             Sink::Temp(tmp) => tmp,
+            Sink::At(tmp) => return commit_at(tmp, self.mode, fsync, &dest),
             // Written in place; nothing to rename (and fsync means nothing
             // for a device or a pipe).
             Sink::InPlace(_) => return Ok(()),
@@ -241,6 +400,30 @@ impl AtomicFile {
         tmp.persist(&dest).map_err(|e| Error::io(&dest, e.error))?;
         Ok(())
     }
+}
+
+/// The confined commit: mode, fsync, `renameat` onto the entry.
+fn commit_at(mut tmp: TempAt, mode: Option<u32>, fsync: bool, dest: &Path) -> Result<()> {
+    if let Some(mode) = mode {
+        tmp.file
+            .set_permissions(fs::Permissions::from_mode(mode))
+            .map_err(|e| Error::io(dest, e))?;
+    }
+    if fsync {
+        tmp.file.sync_all().map_err(|e| Error::io(dest, e))?;
+    }
+    tmp.dir.rename(&tmp.tmp, &tmp.name)?;
+    tmp.kept = true;
+    Ok(())
+}
+
+/// Writes `bytes` to the file `name` in the confined directory `dir`
+/// ([`AtomicFile::create_in`]).
+pub fn write_in(dir: &Dir, name: impl AsRef<OsStr>, fsync: bool, bytes: &[u8]) -> Result<()> {
+    let name = name.as_ref();
+    let mut f = AtomicFile::create_in(dir, name, fsync)?;
+    f.write_all(bytes).map_err(|e| Error::io(dir.join(name), e))?;
+    f.commit()
 }
 
 impl Write for AtomicFile {

@@ -169,6 +169,79 @@ pub fn open(source: &Source) -> Result<Opened> {
     }
 }
 
+/// Whether [`open_regular`] may follow a symbolic link at the path itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Links {
+    /// Follow it (a path the user typed, or one a recorded MMAP names).
+    Follow,
+    /// Refuse it (files jobprof finds on its own inside a tree: `symfs/`,
+    /// `index.json`, `sources.json`).
+    Refuse,
+}
+
+/// The one way jobprof opens an input file it did not get on stdin: with
+/// `O_NONBLOCK` (so a FIFO or device cannot hang the open), then `fstat`:
+/// anything but a regular file is an error naming it and what it is;
+/// `O_NOFOLLOW` too when `links` is [`Links::Refuse`]. The returned file
+/// reads normally (blocking mode restored).
+pub fn open_regular(path: &Path, links: Links) -> Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut flags = libc::O_NONBLOCK;
+    if links == Links::Refuse {
+        flags |= libc::O_NOFOLLOW;
+    }
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) if links == Links::Refuse => {
+                crate::atomic::not_plain(path, "a symbolic link")
+            }
+            _ => Error::io(path, e),
+        })?;
+    regular_blocking(f, path)
+}
+
+/// `f` (opened with `O_NONBLOCK`) when it is a regular file, back in
+/// blocking mode; else an error naming `path` and what it is.
+pub fn regular_blocking(f: File, path: &Path) -> Result<File> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::FileTypeExt;
+    let t = f.metadata().map_err(|e| Error::io(path, e))?.file_type();
+    let what = if t.is_file() {
+        None
+    } else if t.is_dir() {
+        Some("a directory")
+    } else if t.is_fifo() {
+        Some("a FIFO")
+    } else if t.is_char_device() || t.is_block_device() {
+        Some("a device")
+    } else if t.is_socket() {
+        Some("a socket")
+    } else {
+        Some("a special file")
+    };
+    if let Some(what) = what {
+        return Err(Error::io(
+            path,
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("is {what}, not a regular file; refusing to read it (it could block)"),
+            ),
+        ));
+    }
+    let fd = f.as_raw_fd();
+    // SAFETY: fcntl on a descriptor we own.
+    unsafe {
+        let fl = libc::fcntl(fd, libc::F_GETFL);
+        if fl >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, fl & !libc::O_NONBLOCK);
+        }
+    }
+    Ok(f)
+}
+
 /// A mapped input, registered with the SIGBUS handler for as long as it
 /// lives (derefs to the map).
 pub struct Mapping {

@@ -21,8 +21,9 @@ mod scan;
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+
+use crate::confined::Dir;
 
 use crate::error::{Error, Result};
 use crate::process::Status;
@@ -205,10 +206,14 @@ where
 /// Rebuilds the views of one `profiles/perf` directory from disk, holding
 /// its lock. `outcomes` are this run's outcomes of its captures.
 pub fn refresh(perf_root: &Path, outcomes: &[&Outcome], opts: &Options) -> Result<Refreshed> {
-    let _lock = DirLock::take(perf_root)?;
-    let mut index = scan::scan(perf_root, outcomes)?;
-    let (queries, rendered) = queries::update(perf_root, &mut index, opts)?;
-    page::write_index(perf_root, &index)?;
+    // Every view is written through `root`: never through a link planted
+    // at or below `profiles/perf` (crate::confined).
+    let root = Dir::open(perf_root)?;
+    let _lock = DirLock::take(&root)?;
+    remove_view_leftovers(&root);
+    let mut index = scan::scan(perf_root, &root, outcomes)?;
+    let (queries, rendered) = queries::update(perf_root, &root, &mut index, opts)?;
+    page::write_index(&root, &index)?;
     Ok(Refreshed {
         captures: index.captures.len(),
         processed: index
@@ -221,6 +226,22 @@ pub fn refresh(perf_root: &Path, outcomes: &[&Outcome], opts: &Options) -> Resul
     })
 }
 
+/// Removes the temporaries a killed refresh left (`index.html`,
+/// `index.json`, `queries/Q/*`), as the capture directories' are removed.
+fn remove_view_leftovers(root: &Dir) {
+    use crate::atomic::remove_leftovers_in;
+    remove_leftovers_in(root, &[INDEX_HTML, INDEX_JSON]);
+    let Ok(queries) = root.sub(QUERIES_DIR) else {
+        return;
+    };
+    for q in queries.names().unwrap_or_default() {
+        if let Ok(d) = queries.sub(&q) {
+            let names = [SOURCES_JSON, crate::process::HTML, crate::process::FOLDED];
+            remove_leftovers_in(&d, &names);
+        }
+    }
+}
+
 /// An exclusive `flock` on `profiles/perf/.jobprof-index.lock`, released
 /// when dropped or when the process dies.
 struct DirLock {
@@ -228,18 +249,16 @@ struct DirLock {
 }
 
 impl DirLock {
-    fn take(perf_root: &Path) -> Result<DirLock> {
-        let path = perf_root.join(LOCK_FILE);
-        let file = fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o644)
-            // A link planted where the lock goes is not followed.
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)
-            .map_err(|e| Error::io(&path, e))?;
+    fn take(root: &Dir) -> Result<DirLock> {
+        let path = root.join(LOCK_FILE);
+        // A link planted where the lock goes is not followed, a FIFO not
+        // waited on.
+        let file = root.open_at(
+            LOCK_FILE,
+            libc::O_RDWR | libc::O_CREAT | libc::O_NONBLOCK,
+            0o644,
+        )?;
+        let file = crate::input::regular_blocking(file, &path)?;
         loop {
             // std's lock is `flock` on Linux; a signal may interrupt the wait.
             match file.lock() {

@@ -9,7 +9,8 @@ use std::path::Path;
 
 use super::scan::{Index, Row, State};
 use super::{INDEX_HTML, INDEX_JSON};
-use crate::atomic::write_atomic;
+use crate::atomic::write_in;
+use crate::confined::Dir;
 use crate::error::Result;
 use crate::render::html::{esc, group_digits};
 
@@ -299,12 +300,12 @@ fn joined(set: &std::collections::BTreeSet<String>, max: usize) -> String {
 }
 
 /// Writes `index.json` and `index.html` of `perf_root`, each atomically.
-pub fn write_index(perf_root: &Path, index: &Index) -> Result<()> {
+pub fn write_index(root: &Dir, index: &Index) -> Result<()> {
     let mut json = serde_json::to_string_pretty(index).expect("the index serializes");
     json.push('\n');
-    write_atomic(perf_root.join(INDEX_JSON), json.as_bytes())?;
-    let html = index_html(perf_root, index);
-    write_atomic(perf_root.join(INDEX_HTML), html.as_bytes())
+    write_in(root, INDEX_JSON, true, json.as_bytes())?;
+    let html = index_html(root.path(), index);
+    write_in(root, INDEX_HTML, true, html.as_bytes())
 }
 
 fn index_html(perf_root: &Path, index: &Index) -> String {

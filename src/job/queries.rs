@@ -7,22 +7,27 @@
 //! unchanged is not drawn again, so a refresh after one capture redraws one
 //! query.
 
-use std::fs;
 use std::path::Path;
 
 use serde_json::json;
 
 use super::scan::{Index, QueryView, Row, State};
 use super::{Options, QueryRoot, QUERIES_DIR, SOURCES_JSON};
-use crate::atomic::{write_atomic, AtomicFile};
-use crate::error::{Error, Result};
+use crate::atomic::{write_in, AtomicFile};
+use crate::confined::Dir;
+use crate::error::Result;
 use crate::input::Source;
 use crate::process::{FOLDED, HTML};
 use crate::render::{self, folded::read_folded, RenderOptions};
 
 /// Brings every query's merged view up to date and records it in
 /// `index.queries`. Returns (queries with a view, views redrawn).
-pub fn update(perf_root: &Path, index: &mut Index, opts: &Options) -> Result<(usize, usize)> {
+pub fn update(
+    perf_root: &Path,
+    root: &Dir,
+    index: &mut Index,
+    opts: &Options,
+) -> Result<(usize, usize)> {
     let job = index.job.job_ids.iter().next().cloned();
     let mut drawn = 0;
     let mut rendered = 0;
@@ -33,7 +38,6 @@ pub fn update(perf_root: &Path, index: &mut Index, opts: &Options) -> Result<(us
             .copied()
             .filter(|r| r.state == State::Processed && r.folded.is_some())
             .collect();
-        let dir = perf_root.join(QUERIES_DIR).join(&q);
         let mut view = QueryView {
             query: q.clone(),
             workers_merged: merged.iter().filter_map(|r| r.worker).collect(),
@@ -43,7 +47,7 @@ pub fn update(perf_root: &Path, index: &mut Index, opts: &Options) -> Result<(us
             flamegraph: None,
         };
         if merged.is_empty() {
-            remove_view(&dir)?;
+            remove_view(root, &q)?;
         } else {
             let sources = json!({
                 "query": q,
@@ -55,12 +59,15 @@ pub fn update(perf_root: &Path, index: &mut Index, opts: &Options) -> Result<(us
             });
             let sources =
                 serde_json::to_string_pretty(&sources).expect("JSON values serialize") + "\n";
-            let current = fs::read_to_string(dir.join(SOURCES_JSON)).is_ok_and(|s| s == sources)
-                && dir.join(HTML).is_file()
-                && dir.join(FOLDED).is_file();
+            // queries/Q reached one name at a time, never through a link.
+            let dir = root.sub_create(QUERIES_DIR)?.sub_create(&q)?;
+            let is_file = |n: &str| dir.entry(n).ok().flatten().is_some_and(|e| e.is_file());
+            let current = dir.read(SOURCES_JSON).is_ok_and(|s| s == sources.as_bytes())
+                && is_file(HTML)
+                && is_file(FOLDED);
             if !current {
                 draw(perf_root, &dir, &q, job.as_deref(), &merged, opts)?;
-                write_atomic(dir.join(SOURCES_JSON), sources.as_bytes())?;
+                write_in(&dir, SOURCES_JSON, true, sources.as_bytes())?;
                 rendered += 1;
             }
             drawn += 1;
@@ -82,16 +89,20 @@ fn imbalance(rows: &[&Row]) -> Option<f64> {
     (mean > 0.0).then(|| max / mean)
 }
 
-fn remove_view(dir: &Path) -> Result<()> {
+fn remove_view(root: &Dir, q: &str) -> Result<()> {
+    let queries = match root.entry(QUERIES_DIR)? {
+        None => return Ok(()),
+        Some(_) => root.sub(QUERIES_DIR)?,
+    };
+    let dir = match queries.entry(q)? {
+        None => return Ok(()),
+        Some(_) => queries.sub(q)?,
+    };
     // sources.json first: without it a half-removed view is redrawn.
     for name in [SOURCES_JSON, HTML, FOLDED] {
-        match fs::remove_file(dir.join(name)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::io(dir.join(name), e)),
-        }
+        dir.remove_file(name)?;
     }
-    let _ = fs::remove_dir(dir);
+    let _ = queries.remove_dir(q);
     Ok(())
 }
 
@@ -99,7 +110,7 @@ fn remove_view(dir: &Path) -> Result<()> {
 /// and flamegraph page.
 fn draw(
     perf_root: &Path,
-    dir: &Path,
+    dir: &Dir,
     q: &str,
     job: Option<&str>,
     merged: &[&Row],
@@ -119,12 +130,11 @@ fn draw(
             _ => stacks.extend(input.stacks),
         }
     }
-    fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let mut f = AtomicFile::create(dir.join(FOLDED))?;
+    let mut f = AtomicFile::create_in(dir, FOLDED, true)?;
     render::render_folded(&stacks, &mut f)?;
     f.commit()?;
     let ropts = render_options(q, job, merged, opts);
-    let mut f = AtomicFile::create(dir.join(HTML))?;
+    let mut f = AtomicFile::create_in(dir, HTML, true)?;
     render::render_html(&stacks, &ropts, &mut f)?;
     f.commit()
 }

@@ -6,7 +6,6 @@
 //! instead of hiding the capture.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs;
 use std::path::Path;
 
 use jobprof_capture_format::Capture;
@@ -14,6 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{Outcome, INDEX_JSON};
+use crate::confined::Dir;
 use crate::error::Result;
 use crate::process::{Status, HTML, SUMMARY, SVG};
 use crate::result_dir::{self, CaptureDir, Completion, Filter};
@@ -151,9 +151,9 @@ pub struct Index {
 }
 
 /// Reads every capture of `perf_root`.
-pub fn scan(perf_root: &Path, outcomes: &[&Outcome]) -> Result<Index> {
+pub fn scan(perf_root: &Path, root: &Dir, outcomes: &[&Outcome]) -> Result<Index> {
     let found = result_dir::discover(&[perf_root.to_path_buf()], &Filter::default())?;
-    let earlier = earlier_failures(perf_root);
+    let earlier = earlier_failures(root);
     let mut header = Header::default();
     let mut rows = Vec::with_capacity(found.len());
     for c in &found {
@@ -172,11 +172,12 @@ pub fn scan(perf_root: &Path, outcomes: &[&Outcome]) -> Result<Index> {
 
 /// Failures recorded by an earlier refresh (perhaps another array task's):
 /// a capture that failed before writing anything leaves no other trace.
-fn earlier_failures(perf_root: &Path) -> BTreeMap<String, String> {
-    let Ok(text) = fs::read_to_string(perf_root.join(INDEX_JSON)) else {
+fn earlier_failures(root: &Dir) -> BTreeMap<String, String> {
+    // Never through a link, never waiting on a FIFO (the lock is held).
+    let Ok(text) = root.read(INDEX_JSON) else {
         return BTreeMap::new();
     };
-    let Ok(v) = serde_json::from_str::<Value>(&text) else {
+    let Ok(v) = serde_json::from_slice::<Value>(&text) else {
         return BTreeMap::new();
     };
     let mut out = BTreeMap::new();
@@ -191,7 +192,7 @@ fn earlier_failures(perf_root: &Path) -> BTreeMap<String, String> {
 }
 
 fn read_json(path: &Path) -> Option<Value> {
-    serde_json::from_str(&fs::read_to_string(path).ok()?).ok()
+    serde_json::from_str(&result_dir::read_plain(path).ok()?).ok()
 }
 
 fn row(
@@ -203,13 +204,14 @@ fn row(
 ) -> Row {
     let label = c.label();
     let meta: Option<Capture> =
-        fs::read_to_string(c.dir.join(jobprof_capture_format::CAPTURE_JSON))
+        result_dir::read_plain(&c.dir.join(jobprof_capture_format::CAPTURE_JSON))
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok());
     let summary = read_json(&c.dir.join(SUMMARY));
     let rel = |name: &str| {
         let p = c.dir.join(name);
-        p.is_file()
+        // Only a regular file of the capture itself, never a link's target.
+        result_dir::is_plain_file(&p)
             .then(|| {
                 p.strip_prefix(perf_root)
                     .ok()

@@ -864,19 +864,12 @@ pub fn write_marker(dir: &Path, marker: &Marker, mode_limit: Option<u32>) -> Res
 /// [`crate::atomic::AtomicFile`] names them) for the given output names.
 /// Returns how many were removed.
 pub fn remove_stale_temporaries(dir: &Path, names: &[&str]) -> usize {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return 0;
-    };
-    let mut removed = 0;
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let stale =
-            name.ends_with(".tmp") && names.iter().any(|n| name.starts_with(&format!(".{n}.")));
-        if stale && fs::remove_file(e.path()).is_ok() {
-            removed += 1;
-        }
+    // A temporary whose writer still runs (another run on the same
+    // capture) is not a leftover: see crate::atomic::leftover_is_stale.
+    match crate::confined::Dir::open(dir) {
+        Ok(d) => crate::atomic::remove_leftovers_in(&d, names),
+        Err(_) => 0,
     }
-    removed
 }
 
 #[cfg(test)]
