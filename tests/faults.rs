@@ -28,12 +28,12 @@ const OUTPUTS: [&str; 6] = [
     ".postprocess-complete",
 ];
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
 }
 
-fn have(tool: &str) -> bool {
+pub(crate) fn have(tool: &str) -> bool {
     Command::new("sh")
         .args(["-c", &format!("command -v {tool}")])
         .stdout(Stdio::null())
@@ -249,7 +249,7 @@ fn killed_at_random_points_then_rerun_gives_identical_outputs() {
 }
 
 /// Runs `sh -c script` as `nobody`.
-fn as_nobody(script: &str) {
+pub(crate) fn as_nobody(script: &str) {
     let st = Command::new("setpriv")
         .args([
             "--reuid=nobody",
