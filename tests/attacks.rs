@@ -191,3 +191,134 @@ fn a_run_never_removes_the_temporaries_of_another_run_on_the_same_capture() {
     assert!(!killed.exists(), "a killed run's temporary survived");
 }
 
+
+fn mkfifo(p: &Path) {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o666) }, 0, "{}", p.display());
+}
+
+/// Runs `c` to its end or kills it after `secs` (then: `None`).
+fn within(mut c: std::process::Command, secs: u64) -> Option<std::process::Output> {
+    use std::process::Stdio;
+    let mut child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return Some(child.wait_with_output().unwrap());
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+const DEMO_EXE: &str = "opt/jobprof-demo/demo_worker";
+
+#[test]
+fn a_fifo_among_the_symbol_files_never_hangs_a_run() {
+    for cmd in ["process", "reprocess"] {
+        let t = tempfile::tempdir().unwrap();
+        let result = t.path().join("r");
+        copy_demo(&result);
+        let symfs = result.join("profiles/perf/worker_0/symfs");
+        let debug = symfs.join("usr/lib/debug").join(format!("{DEMO_EXE}.debug"));
+        fs::create_dir_all(debug.parent().unwrap()).unwrap();
+        mkfifo(&debug);
+        let mut c = jobprof();
+        c.arg(cmd).arg(&result);
+        let o = within(c, 120).unwrap_or_else(|| panic!("{cmd}: hung on the FIFO {}", debug.display()));
+        assert!(o.status.success(), "{cmd}: {}", output_text(&o));
+        assert!(
+            output_text(&o).contains("100.0% named at the leaf"),
+            "{cmd}: the real file beside the FIFO names the frames: {}",
+            output_text(&o)
+        );
+    }
+}
+
+#[test]
+fn a_fifo_at_index_json_or_sources_json_never_hangs_the_locked_refresh() {
+    for name in ["index.json", "queries/q01/sources.json"] {
+        let t = tempfile::tempdir().unwrap();
+        let result = t.path().join("r");
+        copy_demo(&result);
+        let perf = result.join("profiles/perf");
+        if name.starts_with("queries") {
+            let o = jobprof().arg("process").arg(&result).output().unwrap();
+            assert!(o.status.success(), "{}", output_text(&o));
+            fs::remove_file(perf.join(name)).unwrap();
+        }
+        mkfifo(&perf.join(name));
+        let mut c = jobprof();
+        c.arg("process").arg("--force").arg(&result);
+        let o = within(c, 120).unwrap_or_else(|| panic!("hung on a FIFO at {name}"));
+        let text = output_text(&o);
+        assert_eq!(o.status.code(), Some(1), "{name}: {text}");
+        assert!(
+            text.contains(name) && text.contains("special file"),
+            "{name}: the error names the FIFO: {text}"
+        );
+    }
+}
+
+#[test]
+fn a_symbolic_link_inside_symfs_is_not_followed() {
+    let t = tempfile::tempdir().unwrap();
+    let result = t.path().join("r");
+    copy_demo(&result);
+    let exe = result.join("profiles/perf/worker_0/symfs").join(DEMO_EXE);
+    // The real file moved outside the tree, a link left in its place.
+    let private = t.path().join("priv");
+    fs::rename(&exe, &private).unwrap();
+    fs::set_permissions(&private, fs::Permissions::from_mode(0o600)).unwrap();
+    std::os::unix::fs::symlink(&private, &exe).unwrap();
+    let o = jobprof().arg("process").arg(&result).output().unwrap();
+    let text = output_text(&o);
+    assert!(o.status.success(), "{text}");
+    assert!(
+        !text.contains("100.0% named at the leaf"),
+        "the linked file's symbols were read: {text}"
+    );
+    let folded = fs::read_to_string(exe.parent().unwrap().join("../../../q01/stacks.folded"));
+    let folded = folded.unwrap_or_default();
+    assert!(!folded.contains("main"), "a symbol of the linked file: {folded}");
+}
+
+#[test]
+fn the_recorder_never_waits_on_a_fifo_pid_file() {
+    let t = tempfile::tempdir().unwrap();
+    let fifo = t.path().join("pid");
+    mkfifo(&fifo);
+    let sidecar = [
+        "--token-dir",
+        "T",
+        "--worker",
+        "0",
+        "--out",
+        "O",
+        "--staging",
+        "S",
+        "--start-timeout",
+        "30",
+    ];
+    for (sub, extra) in [("preflight", &[][..]), ("sidecar", &sidecar[..])] {
+        let mut c = std::process::Command::new(util::recorder());
+        c.current_dir(t.path()).arg(sub).arg("--pid-file").arg(&fifo);
+        for d in ["T", "O"] {
+            let _ = fs::create_dir(t.path().join(d));
+        }
+        c.args(extra);
+        let o = within(c, 20).unwrap_or_else(|| panic!("{sub}: waits on the FIFO pid file"));
+        let text = output_text(&o);
+        assert_eq!(o.status.code(), Some(2), "{sub}: {text}");
+        assert!(text.contains("is a FIFO"), "{sub}: {text}");
+    }
+}

@@ -75,7 +75,7 @@ pub fn load(root: &Path, path: &str, build_id: Option<&[u8]>) -> DsoSymbols {
     let mut chosen: Option<(Vec<RawSymbol>, PathBuf)> = None;
     let mut plt = Vec::new();
     for f in &files {
-        let Some(map) = map_file(f) else { continue };
+        let Some(map) = map_file(root, f) else { continue };
         let Ok(file) = ElfFile64::<Endianness>::parse(&*map) else {
             continue;
         };
@@ -113,13 +113,35 @@ pub fn load(root: &Path, path: &str, build_id: Option<&[u8]>) -> DsoSymbols {
     }
 }
 
-pub(super) fn map_file(p: &Path) -> Option<memmap2::Mmap> {
-    let f = File::open(p).ok()?;
-    if !f.metadata().ok()?.is_file() {
-        return None;
-    }
+pub(super) fn map_file(root: &Path, p: &Path) -> Option<memmap2::Mmap> {
+    let f = open_symbol_file(root, p).ok()?;
     // SAFETY: read-only map of a symbol file nobody writes while we read.
     unsafe { memmap2::Mmap::map(&f) }.ok()
+}
+
+/// Opens the symbol file `p` found under `root`. Under a capture's
+/// `symfs/` it is reached from there one name at a time, never through a
+/// symbolic link (a link there could show a file the capture's owner may
+/// not read: docs/reliability.md); under `/` (no snapshot: the paths the
+/// recorded MMAPs name) links are followed, as perf does. A FIFO or device
+/// is refused either way, without blocking.
+pub(crate) fn open_symbol_file(root: &Path, p: &Path) -> crate::Result<File> {
+    use crate::input::{open_regular, Links};
+    if root == Path::new("/") {
+        return open_regular(p, Links::Follow);
+    }
+    let not_under = || {
+        crate::Error::io(
+            p,
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "is not under the symfs"),
+        )
+    };
+    let rel = p.strip_prefix(root).map_err(|_| not_under())?;
+    let name = rel.file_name().ok_or_else(not_under)?;
+    let parent = rel.parent().unwrap_or(Path::new(""));
+    crate::confined::Dir::open(root)?
+        .walk(parent, false)?
+        .open_read(name)
 }
 
 /// The `PT_LOAD` segments of `file`: (file offset, file size, address).

@@ -111,11 +111,11 @@ impl Debug {
     /// Loads the DWARF of `file` (and of its supplementary file); `None`
     /// when it has no `.debug_info` or cannot be read.
     pub fn load(root: &Path, file: &Path) -> Option<Debug> {
-        let map = map_file(file)?;
+        let map = map_file(root, file)?;
         let elf = ElfFile64::<Endianness>::parse(&*map).ok()?;
         let mut dwarf = sections(&elf)?;
         if let Some(sup) = supplementary(root, file, &elf) {
-            let sup_map = map_file(&sup)?;
+            let sup_map = map_file(root, &sup)?;
             let sup_elf = ElfFile64::<Endianness>::parse(&*sup_map).ok()?;
             if let Some(s) = sections(&sup_elf) {
                 dwarf.sup = Some(Arc::new(s));

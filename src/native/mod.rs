@@ -372,9 +372,22 @@ impl Symbolizer {
 
     fn kernel(&self) -> &SymbolTable {
         self.kernel.get_or_init(|| match &self.opts.kallsyms {
-            Some(p) => std::fs::read_to_string(p)
-                .map(|t| symbols::parse_kallsyms(&t))
-                .unwrap_or_default(),
+            // The snapshot beside symfs/ is never read through a link;
+            // a FIFO or device is refused without blocking.
+            Some(p) => {
+                let links = match p.starts_with("/proc") {
+                    true => crate::input::Links::Follow,
+                    false => crate::input::Links::Refuse,
+                };
+                crate::input::open_regular(p, links)
+                    .ok()
+                    .and_then(|mut f| {
+                        let mut t = String::new();
+                        std::io::Read::read_to_string(&mut f, &mut t).ok()?;
+                        Some(symbols::parse_kallsyms(&t))
+                    })
+                    .unwrap_or_default()
+            }
             None => SymbolTable::default(),
         })
     }

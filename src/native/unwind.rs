@@ -111,7 +111,7 @@ pub fn load(root: &Path, path: &str, build_id: Option<&[u8]>) -> Option<DsoUnwin
     }
     let mut t = DsoUnwind::default();
     let runtime = root.join(path.trim_start_matches('/'));
-    if let Some(map) = super::elf::map_file(&runtime) {
+    if let Some(map) = super::elf::map_file(root, &runtime) {
         if let Ok(file) = ElfFile64::<Endianness>::parse(&*map) {
             t.segments = load_segments(&file);
             t.text = file.section_by_name(".text").map(|s| svma_range(&s));
@@ -128,7 +128,7 @@ pub fn load(root: &Path, path: &str, build_id: Option<&[u8]>) -> Option<DsoUnwin
     }
     if t.eh_frame_hdr.is_none() && t.debug_frame.is_none() {
         for f in super::elf::candidates(root, path, build_id) {
-            let Some(map) = super::elf::map_file(&f) else {
+            let Some(map) = super::elf::map_file(root, &f) else {
                 continue;
             };
             let Ok(file) = ElfFile64::<Endianness>::parse(&*map) else {

@@ -131,12 +131,23 @@ pub fn resolve_pid(src: &PidSource, timeout: u64) -> Result<u32, Fail> {
     };
     let deadline = Instant::now() + Duration::from_secs(timeout);
     loop {
-        if let Ok(s) = fs::read_to_string(file) {
-            if let Ok(p) = s.trim().parse::<u32>() {
-                if p > 0 {
-                    return Ok(p);
+        match sys::read_regular(file) {
+            Ok(s) => {
+                if let Ok(p) = s.trim().parse::<u32>() {
+                    if p > 0 {
+                        return Ok(p);
+                    }
                 }
             }
+            // A FIFO or device never becomes a PID file: no waiting on it.
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
+                return Err(Fail::usage(format!(
+                    "--pid-file {}: {e}; the driver must write the worker's PID into a \
+                     regular file",
+                    file.display()
+                )));
+            }
+            Err(_) => {}
         }
         if Instant::now() >= deadline {
             return Err(Fail::timeout(format!(

@@ -225,6 +225,36 @@ pub fn read_nofollow(path: &Path) -> io::Result<String> {
     Ok(s)
 }
 
+/// Reads a small text file the user named (links followed), opened with
+/// `O_NONBLOCK` and checked with `fstat`: a FIFO, device or directory is an
+/// error of kind `InvalidInput` saying what it is, never a wait.
+pub fn read_regular(path: &Path) -> io::Result<String> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let mut f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let t = f.metadata()?.file_type();
+    if !t.is_file() {
+        let what = if t.is_fifo() {
+            "a FIFO"
+        } else if t.is_dir() {
+            "a directory"
+        } else if t.is_char_device() || t.is_block_device() {
+            "a device"
+        } else {
+            "a special file"
+        };
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("is {what}, not a regular file"),
+        ));
+    }
+    let mut s = String::new();
+    f.read_to_string(&mut s)?;
+    Ok(s)
+}
+
 /// Creates the new file `dst` ([`create_new`]), lets `fill` write it and
 /// flushes it to disk. When writing fails (a full disk), the half-written
 /// file is removed: nothing partial is left to be published. A `dst` that
