@@ -322,3 +322,39 @@ fn the_recorder_never_waits_on_a_fifo_pid_file() {
         assert!(text.contains("is a FIFO"), "{sub}: {text}");
     }
 }
+
+#[test]
+fn flat_stream_input_over_a_block_folds_and_never_spins() {
+    use std::io::Write;
+    let t = tempfile::tempdir().unwrap();
+    let mut text = Vec::new();
+    for i in 0..600_000 {
+        writeln!(text, "prog 1 {i}.000001: 1 cpu-clock: 4004 main+0x4 (/bin/prog)").unwrap();
+    }
+    let plain = t.path().join("flat.txt");
+    fs::write(&plain, &text).unwrap();
+    let gz = t.path().join("flat.txt.gz");
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    enc.write_all(&text).unwrap();
+    fs::write(&gz, enc.finish().unwrap()).unwrap();
+    let zst = t.path().join("flat.txt.zst");
+    fs::write(&zst, zstd::encode_all(&text[..], 1).unwrap()).unwrap();
+    for (what, arg, stdin) in [
+        ("stdin", None, Some(&plain)),
+        (".gz", Some(&gz), None),
+        (".zst", Some(&zst), None),
+        ("mapped", Some(&plain), None),
+    ] {
+        let mut c = jobprof();
+        c.arg("fold");
+        if let Some(a) = arg {
+            c.arg(a);
+        }
+        if let Some(p) = stdin {
+            c.stdin(fs::File::open(p).unwrap());
+        }
+        let o = within(c, 120).unwrap_or_else(|| panic!("{what}: still folding after 120 s"));
+        assert!(o.status.success(), "{what}: {}", output_text(&o));
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "prog;main 600000\n", "{what}");
+    }
+}

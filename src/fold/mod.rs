@@ -300,6 +300,7 @@ impl Folder {
         StreamFolder {
             eng: Engine::new(&self.opts),
             buf: Vec::new(),
+            scanned: 0,
         }
     }
 }
@@ -308,6 +309,8 @@ impl Folder {
 pub struct StreamFolder {
     eng: Engine,
     buf: Vec<u8>,
+    /// `buf[..scanned]` holds no block cut (searched already).
+    scanned: usize,
 }
 
 impl StreamFolder {
@@ -315,10 +318,16 @@ impl StreamFolder {
     pub fn push(&mut self, bytes: &[u8]) {
         self.buf.extend_from_slice(bytes);
         if self.buf.len() >= self.eng.block_size {
-            if let Some(cut) = last_boundary(&self.buf) {
-                let rest = self.buf.split_off(cut);
-                let block = std::mem::replace(&mut self.buf, rest);
-                self.eng.input_block(&block, false);
+            // Only the bytes not searched before: a block without a cut
+            // grows, it is never rescanned whole per push.
+            match stream_cut(&self.buf, self.scanned, self.eng.cfg.compat) {
+                Some(cut) => {
+                    let rest = self.buf.split_off(cut);
+                    let block = std::mem::replace(&mut self.buf, rest);
+                    self.scanned = 0;
+                    self.eng.input_block(&block, false);
+                }
+                None => self.scanned = self.buf.len(),
             }
         }
     }
@@ -329,6 +338,7 @@ impl StreamFolder {
     /// same either way.
     pub fn push_whole(&mut self, block: &[u8]) {
         if self.buf.is_empty() && block.ends_with(b"\n\n") {
+            self.scanned = 0;
             self.eng.input_block(block, false);
         } else {
             self.push(block);
@@ -353,9 +363,48 @@ impl Write for StreamFolder {
     }
 }
 
-/// Index just past the last blank line (`\n\n`) in `buf`.
-fn last_boundary(buf: &[u8]) -> Option<usize> {
-    memchr::memmem::rfind(buf, b"\n\n").map(|i| i + 2)
+/// Where a block of stream input may end, searching `buf[from..]` (the
+/// bounded-block rule): just past the last blank line, or, outside
+/// `--compat inferno`, at the start of the last unindented line that
+/// parses as a sample header: `perf script` without call chains prints one
+/// line per sample and no blank line, and the fold ends a sample at such a
+/// line anyway, so the cut changes nothing (the output is that of the
+/// mapped file, folded whole). `None`: no cut yet; the caller reads on and
+/// the block grows (in compat mode, as a mapped file's single chunk does).
+fn stream_cut(buf: &[u8], from: usize, compat: bool) -> Option<usize> {
+    let start = from.saturating_sub(1).min(buf.len());
+    if let Some(i) = memchr::memmem::rfind(&buf[start..], b"\n\n") {
+        return Some(start + i + 2);
+    }
+    if compat {
+        return None;
+    }
+    // The last line starts, newest first (a bounded look back: one header
+    // line among the last 64 is plenty for flat input).
+    let mut end = buf.len();
+    for _ in 0..64 {
+        let nl = memchr::memrchr(b'\n', &buf[start..end])?;
+        let ls = start + nl + 1;
+        let line_end = memchr::memchr(b'\n', &buf[ls..]).map_or(buf.len(), |i| ls + i);
+        if starts_a_sample(&buf[ls..line_end]) {
+            return Some(ls);
+        }
+        end = start + nl;
+    }
+    None
+}
+
+/// An unindented, non-comment line that parses as a sample header.
+fn starts_a_sample(line: &[u8]) -> bool {
+    let Some(&first) = line.first() else {
+        return false;
+    };
+    if first == b'#' || perf_script::is_ascii_ws(first) {
+        return false;
+    }
+    std::str::from_utf8(line)
+        .ok()
+        .is_some_and(|l| perf_script::parse_header_fixed(l.trim_end()).is_some())
 }
 
 /// Index just past the first blank line at or after `from`, or `buf.len()`.
@@ -539,17 +588,20 @@ impl Engine {
     /// boundary) while the pool folds the previous one.
     fn input_stream(&mut self, mut stream: input::Stream) -> Result<()> {
         let block_size = self.block_size;
+        let compat = self.cfg.compat;
         let (tx, rx) = mpsc::sync_channel::<Result<Vec<u8>>>(1);
         let path: PathBuf = stream.path().to_path_buf();
         std::thread::scope(|scope| -> Result<()> {
             scope.spawn(move || {
                 let mut carry: Vec<u8> = Vec::new();
+                // `carry[..scanned]` holds no cut: read on past it.
+                let mut scanned = 0;
                 loop {
                     let mut buf = std::mem::take(&mut carry);
-                    let want = buf.len().max(block_size) + block_size.min(1 << 20);
-                    buf.reserve(want.saturating_sub(buf.len()));
+                    let fill = block_size.max(scanned + block_size.min(1 << 20));
+                    buf.reserve(fill.saturating_sub(buf.len()));
                     let mut eof = false;
-                    while buf.len() < block_size {
+                    while buf.len() < fill {
                         let old = buf.len();
                         buf.resize(old + (1 << 20), 0);
                         match stream.read(&mut buf[old..]) {
@@ -569,13 +621,16 @@ impl Engine {
                         let _ = tx.send(Ok(buf));
                         return;
                     }
-                    if let Some(cut) = last_boundary(&buf) {
+                    if let Some(cut) = stream_cut(&buf, scanned, compat) {
                         carry = buf.split_off(cut);
+                        scanned = 0;
                         if tx.send(Ok(buf)).is_err() {
                             return;
                         }
                     } else {
-                        // No sample boundary yet: keep reading into the same buffer.
+                        // No cut yet: keep reading into the same buffer
+                        // (the loop above reads at least 1 MiB more).
+                        scanned = buf.len();
                         carry = buf;
                     }
                 }
@@ -694,5 +749,44 @@ mod stream_tests {
         let whole = whole.finish();
         assert_eq!(whole.to_bytes(), pushed.to_bytes());
         assert!(whole.total() > 0 && !whole.stacks.is_empty());
+    }
+
+    /// Flat input (one header line per sample, no blank line) and a mix of
+    /// it with call-chain samples: pushed in small pieces through 4 KiB
+    /// blocks and streamed from a gzip file, it folds as the whole text
+    /// does, and the stream does not spin once a block has no blank line.
+    #[test]
+    fn flat_input_is_cut_at_sample_headers_with_the_whole_texts_output() {
+        use std::io::Write as _;
+        let mut text = String::new();
+        for i in 0..3000 {
+            text.push_str(&format!(
+                "prog {} {i}.000001: 1 cpu-clock: 4004 f{}+0x4 (/bin/prog)\n",
+                i % 7,
+                i % 13
+            ));
+            if i % 500 == 0 {
+                text.push_str("prog 1 9.0: 3 cpu-clock: \n\t 1 leaf+0x1 (/bin/p)\n\n");
+            }
+        }
+        let opts = Options {
+            block_size: 4096,
+            ..Options::default()
+        };
+        let folder = Folder::new(opts);
+        let whole = Folder::new(Options::default()).fold_bytes(text.as_bytes());
+        let mut pushed = folder.stream();
+        for b in text.as_bytes().chunks(333) {
+            pushed.push(b);
+        }
+        assert_eq!(pushed.finish().to_bytes(), whole.to_bytes());
+        let dir = tempfile::tempdir().unwrap();
+        let gz = dir.path().join("flat.gz");
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(text.as_bytes()).unwrap();
+        std::fs::write(&gz, enc.finish().unwrap()).unwrap();
+        let streamed = folder.fold_sources(&[Source::Path(gz)]).unwrap();
+        assert_eq!(streamed.to_bytes(), whole.to_bytes());
+        assert_eq!(whole.total(), 3000 + 6 * 3);
     }
 }
