@@ -19,7 +19,7 @@
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::archive::{self, Part, Spool, Spooled};
@@ -1116,9 +1116,12 @@ impl<'a> Pipeline<'a> {
             units.len() - native_runs
         ));
         let spool = Spool::create(&self.dir)?;
+        // perf 6.1 names JIT frames from this host's /tmp: renamed from the
+        // capture's snapshot instead.
+        let jit_maps = Arc::new(crate::jit::JitMaps::load(&self.cap.found.dir));
         let how = |unit: &Unit| match plan.perf {
             _ if unit.native => Symbolize::Native(&natively),
-            Some(perf) => Symbolize::Perf(perf, &script_opts),
+            Some(perf) => Symbolize::Perf(perf, &script_opts, &jit_maps),
             None => unreachable!("plan() gives a perf to every perf unit"),
         };
         let recycle = |block: Vec<u8>| natively.recycle(block);
@@ -1153,6 +1156,7 @@ impl<'a> Pipeline<'a> {
             symfs: self.cap.symfs.clone(),
             kallsyms: self.kernel_symbols().file().map(Path::to_path_buf),
             inline: self.opts.inline,
+            jit: Some(self.cap.found.dir.clone()),
         });
         (script_opts, natively)
     }
@@ -1344,9 +1348,10 @@ impl<'a> Pipeline<'a> {
         };
         let mut chunker = Chunker::default();
         let (outcome, program) = match how {
-            Symbolize::Perf(perf, script_opts) => {
+            Symbolize::Perf(perf, script_opts, jit_maps) => {
                 let args = symbolize::script_argv(&unit.data, script_opts, unit.slice.as_ref());
-                let consume = |bytes: &[u8]| {
+                let mut rewrite = crate::jit::ScriptRewrite::new(Arc::clone(jit_maps));
+                let mut sink = |bytes: &[u8]| -> io::Result<()> {
                     part.write_all(bytes)?;
                     bytes_bar.inc(bytes.len() as u64);
                     if let Some(block) = chunker.push(bytes) {
@@ -1354,7 +1359,17 @@ impl<'a> Pipeline<'a> {
                     }
                     Ok(())
                 };
-                (symbolize::run(perf, &args, consume), perf.program.clone())
+                let mut renamed = Vec::new();
+                let r = symbolize::run(perf, &args, |b| {
+                    renamed.clear();
+                    rewrite.push(b, &mut renamed);
+                    sink(&renamed)
+                });
+                // A last line without its newline (perf ends with one).
+                let mut rest = Vec::new();
+                rewrite.finish(&mut rest);
+                let r = r.and_then(|o| sink(&rest).map(|()| o));
+                (r, perf.program.clone())
             }
             Symbolize::Native(n) => {
                 // Native blocks already end at sample boundaries: they go to
@@ -1418,7 +1433,7 @@ struct UnitSinks<'s> {
 
 /// How one unit is symbolized.
 enum Symbolize<'a> {
-    Perf(&'a PerfTool, &'a ScriptOptions),
+    Perf(&'a PerfTool, &'a ScriptOptions, &'a Arc<crate::jit::JitMaps>),
     Native(&'a native::Symbolizer),
 }
 
