@@ -288,6 +288,88 @@ impl ScriptRewrite {
     }
 }
 
+/// The JIT figures of `summary.json` (`jit`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct JitFigures {
+    /// Share (0..1) of the weight whose leaf frame is JIT-compiled code.
+    pub ratio: f64,
+    /// Share (0..1) of that weight whose leaf is named.
+    pub named_ratio: f64,
+    /// Where JIT frames were named from (`snapshot Q/jit: ...`), or
+    /// `none: why`.
+    pub symbols: String,
+}
+
+/// What `capture_dir/jit/` holds, for `summary.json` and the log; `Err`
+/// with why JIT frames stay unnamed when there is none.
+pub fn describe_snapshot(capture_dir: &Path) -> Result<String, String> {
+    match std::fs::read_dir(capture_dir.join(JIT_DIR)) {
+        Ok(entries) => {
+            let files = entries.flatten().count();
+            Ok(format!("snapshot {JIT_DIR}/: {files} file(s)"))
+        }
+        Err(_) => Err(
+            "the capture has no JIT symbol snapshot (jit/): it was recorded before \
+             jobprof-record took one, or with --jit-maps off, so JIT frames stay unnamed \
+             ([anon], [perf-PID.map]); re-record with jobprof-record --jit-maps auto"
+                .to_string(),
+        ),
+    }
+}
+
+/// Takes the `_[j]` marks the fold put on JIT frames off `folded` (merging
+/// stacks that become equal) and returns the JIT figures; `None` when no
+/// frame is JIT code.
+pub fn take_figures(folded: &mut crate::fold::Folded, capture_dir: &Path) -> Option<JitFigures> {
+    const MARK: &str = "_[j]";
+    let (mut total, mut jit, mut named) = (0u128, 0u128, 0u128);
+    let mut any = false;
+    for (stack, n) in &mut folded.stacks {
+        total += u128::from(*n);
+        if !stack.contains(MARK) {
+            continue;
+        }
+        any = true;
+        let leaf = stack.rsplit(';').next().unwrap_or("");
+        if let Some(name) = leaf.strip_suffix(MARK) {
+            jit += u128::from(*n);
+            if !crate::summary::is_unknown_frame(name) {
+                named += u128::from(*n);
+            }
+        }
+        *stack = stack.replace("_[j];", ";");
+        if let Some(s) = stack.strip_suffix(MARK) {
+            *stack = s.to_string();
+        }
+    }
+    if !any {
+        return None;
+    }
+    folded.stacks.sort_by(|a, b| a.0.cmp(&b.0));
+    folded.stacks.dedup_by(|later, kept| {
+        let same = later.0 == kept.0;
+        if same {
+            kept.1 = crate::counts::add(kept.1, later.1);
+        }
+        same
+    });
+    folded.stats.unique_stacks = folded.stacks.len() as u64;
+    let ratio = |a: u128, b: u128| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+    Some(JitFigures {
+        ratio: ratio(jit, total),
+        named_ratio: ratio(named, jit),
+        symbols: describe_snapshot(capture_dir).unwrap_or_else(|why| format!("none: {why}")),
+    })
+}
+
+/// The warning for JIT weight a capture without a snapshot cannot name.
+pub fn warning(f: &JitFigures) -> Option<String> {
+    let unnamed = 100.0 * f.ratio * (1.0 - f.named_ratio);
+    let why = f.symbols.strip_prefix("none: ")?;
+    (unnamed > crate::summary::DSO_WARN_PCT)
+        .then(|| format!("{unnamed:.1}% of the weight is in unnamed JIT code: {why}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

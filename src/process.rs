@@ -419,6 +419,8 @@ struct Symbolized {
 /// What one symbolize-and-fold pass produced, before anything is written.
 struct Pass {
     folded: Folded,
+    /// JIT figures (`None`: no JIT frame).
+    jit: Option<crate::jit::JitFigures>,
     stats: StackStats,
     shards: Vec<ShardSummary>,
     symbolized_from: String,
@@ -519,6 +521,10 @@ impl<'a> Pipeline<'a> {
             self.log(format!("warning: {w}"));
             pass.warnings.push(w);
         }
+        if let Some(w) = pass.jit.as_ref().and_then(crate::jit::warning) {
+            self.log(format!("warning: {w}"));
+            pass.warnings.push(w);
+        }
         let quality = pass.quality();
         if let Some(done) = self.keep_previous(&pass, &quality, previous.as_ref()) {
             return stop(hasher, done);
@@ -601,12 +607,14 @@ impl<'a> Pipeline<'a> {
         let prepare = prepare_start.elapsed();
         let t = Instant::now();
         let Symbolized {
-            folded,
+            mut folded,
             shards,
             failures,
             archive: parts,
         } = self.symbolize_all(plan, &units)?;
+        let jit = crate::jit::take_figures(&mut folded, &self.cap.found.dir);
         Ok(Pass {
+            jit,
             stats: StackStats::from_stacks(&folded.stacks),
             folded,
             shards,
@@ -648,7 +656,8 @@ impl<'a> Pipeline<'a> {
         let prepare = prepare_start.elapsed();
         let t = Instant::now();
         let folder = Folder::new(self.fold_options());
-        let folded = folder.fold_sources(&[Source::Path(text.to_path_buf())])?;
+        let mut folded = folder.fold_sources(&[Source::Path(text.to_path_buf())])?;
+        let jit = crate::jit::take_figures(&mut folded, &self.cap.found.dir);
         let shards = self
             .cap
             .shards
@@ -656,6 +665,7 @@ impl<'a> Pipeline<'a> {
             .map(|s| shard_summary(s, "not symbolized"))
             .collect();
         Ok(Pass {
+            jit,
             stats: StackStats::from_stacks(&folded.stacks),
             folded,
             shards,
@@ -833,6 +843,7 @@ impl<'a> Pipeline<'a> {
             unnamed_by_dso: stats.unnamed_by_dso.clone(),
             truncated_roots: stats.truncated_roots.clone(),
             kernel_symbols: pass.kernel.as_ref().map(|k| k.describe()),
+            jit: pass.jit.clone(),
             skipped_lines: folded.stats.skipped_lines,
             shards: pass.shards.clone(),
             symbolized_from: pass.symbolized_from.clone(),
@@ -941,6 +952,8 @@ impl<'a> Pipeline<'a> {
             // Streamed text is folded in 8 MiB steps (1 MiB tasks): enough
             // for every thread, and peak memory stays a few blocks.
             block_size: 8 << 20,
+            // Marked to count them (crate::jit::take_figures), then unmarked.
+            annotate_jit: true,
             ..fold::Options::default()
         }
     }
