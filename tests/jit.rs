@@ -295,6 +295,12 @@ fn check_as(c: &Captured, what: &str, hot: &[&str], leaves: bool) {
     }
 }
 
+/// A directory for the classes outside `/tmp` (which a private-`/tmp`
+/// worker does not see).
+fn classes_dir() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
 fn java_worker(dir: &Path, private_tmp: bool) -> Child {
     javac(dir);
     let cp = dir.to_str().unwrap();
@@ -317,7 +323,7 @@ fn jvm_map_written_on_request() {
     if !java_ready() {
         return;
     }
-    let classes = tempfile::tempdir().unwrap();
+    let classes = classes_dir();
     let c = capture(java_worker(classes.path(), false), "", |_| {});
     let row = manifest_row(&c.manifest(), "perfmap");
     assert!(row.contains("copied, written on request (") && row.contains("Compiler.perfmap"), "{row}");
@@ -344,7 +350,7 @@ fn jvm_map_written_beforehand() {
     if !java_ready() {
         return;
     }
-    let classes = tempfile::tempdir().unwrap();
+    let classes = classes_dir();
     let jcmd = |pid: u32| {
         let o = Command::new("jcmd")
             .args([&pid.to_string(), "Compiler.perfmap"])
@@ -363,7 +369,7 @@ fn jvm_in_its_own_mount_namespace() {
     if !java_ready() {
         return;
     }
-    let classes = tempfile::tempdir().unwrap();
+    let classes = classes_dir();
     let c = capture(java_worker(classes.path(), true), "", |pid| {
         assert!(!Path::new(&format!("/tmp/perf-{pid}.map")).exists());
     });
@@ -394,9 +400,26 @@ fn node_with_perf_basic_prof() {
 /// 3.11, which cannot): skipped, loudly, elsewhere, also under CI.
 #[test]
 fn python_with_x_perf_where_there_is_one() {
-    let python = ["python3.13", "python3.12", "python3"].into_iter().find(|p| {
+    // On PATH, or installed by pyenv (this machine's Debian 12 has 3.11).
+    let mut candidates: Vec<PathBuf> = ["python3.13", "python3.12", "python3"]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+    let pyenv = std::env::var("PYENV_ROOT")
+        .map(PathBuf::from)
+        .or_else(|_| std::env::var("HOME").map(|h| Path::new(&h).join(".pyenv")));
+    if let Some(versions) = pyenv.ok().and_then(|r| fs::read_dir(r.join("versions")).ok()) {
+        let mut found: Vec<PathBuf> = versions
+            .flatten()
+            .map(|e| e.path().join("bin/python3"))
+            .collect();
+        found.sort();
+        candidates.extend(found.into_iter().rev());
+    }
+    let python = candidates.into_iter().find(|p| {
         Command::new(p)
             .args(["-c", "import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)"])
+            .stderr(Stdio::null())
             .status()
             .is_ok_and(|s| s.success())
     });
@@ -408,6 +431,8 @@ fn python_with_x_perf_where_there_is_one() {
         return;
     }
     let py = util::repo_root().join("tests/programs/hot.py");
+    let python = python.to_str().unwrap();
+    eprintln!("python: {python}");
     let worker = spawn(&[python, "-X", "perf", py.to_str().unwrap(), "300"], false);
     let c = capture(worker, "", |_| {});
     let _ = fs::remove_file(format!("/tmp/perf-{}.map", c.pid));
