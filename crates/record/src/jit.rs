@@ -40,6 +40,8 @@ pub enum Runtime {
     HotSpot {
         /// The JDK's `jcmd` when this machine has it, else `jcmd`.
         jcmd: String,
+        /// The JDK's `jcmd` as the worker sees it.
+        own_jcmd: Option<String>,
     },
     /// Node.js (V8).
     Node,
@@ -60,11 +62,12 @@ impl Runtime {
         {
             // .../lib/server/libjvm.so -> .../bin/jcmd
             let home = Path::new(jvm).parent().and_then(Path::parent).and_then(Path::parent);
-            let jcmd = home
-                .map(|h| h.join("bin/jcmd"))
-                .filter(|j| j.is_file())
-                .map_or_else(|| "jcmd".to_string(), |j| j.to_string_lossy().into_owned());
-            return Runtime::HotSpot { jcmd };
+            let own_jcmd = home.map(|h| h.join("bin/jcmd").to_string_lossy().into_owned());
+            let jcmd = own_jcmd
+                .clone()
+                .filter(|j| Path::new(j).is_file())
+                .unwrap_or_else(|| "jcmd".to_string());
+            return Runtime::HotSpot { jcmd, own_jcmd };
         }
         if base == "node" || base == "nodejs" {
             return Runtime::Node;
@@ -178,10 +181,37 @@ impl Asked {
     }
 }
 
+/// True when `pid` lives in another mount namespace than this process.
+fn other_mount_ns(pid: u32) -> bool {
+    let ns = |p: &str| fs::read_link(format!("/proc/{p}/ns/mnt")).ok();
+    let (ours, theirs) = (ns("self"), ns(&pid.to_string()));
+    ours.is_some() && theirs.is_some() && ours != theirs
+}
+
 /// Runs `jcmd PID Compiler.perfmap` as the worker's user, killed after
-/// `timeout`.
-pub fn ask_hotspot(jcmd: &str, pid: u32, timeout: Duration) -> Asked {
-    let command = format!("{jcmd} {pid} Compiler.perfmap");
+/// `timeout`. A worker in another mount namespace but in ours of PIDs (a
+/// private `/tmp`: `unshare -m`, systemd's PrivateTmp) is asked from inside
+/// its mount namespace, with its own JDK's `jcmd`: JDK 17's attach looks
+/// for the JVM's socket in the caller's `/tmp` unless the PIDs differ (a
+/// container of its own PID namespace, which jcmd handles itself through
+/// `/proc/PID/root`).
+pub fn ask_hotspot(runtime: &Runtime, pid: u32, timeout: Duration) -> Asked {
+    let Runtime::HotSpot { jcmd, own_jcmd } = runtime else {
+        return Asked {
+            command: String::new(),
+            elapsed: Duration::ZERO,
+            failure: Some("not a HotSpot JVM".into()),
+        };
+    };
+    let enter = other_mount_ns(pid) && ns_pid(pid) == pid && sys::euid() == 0;
+    let jcmd = match (enter, own_jcmd) {
+        (true, Some(own)) => own.as_str(),
+        _ => jcmd.as_str(),
+    };
+    let command = format!(
+        "{jcmd} {pid} Compiler.perfmap{}",
+        if enter { " (in its mount namespace)" } else { "" }
+    );
     let start = Instant::now();
     let mut cmd = Command::new(jcmd);
     cmd.arg(pid.to_string())
@@ -189,19 +219,72 @@ pub fn ask_hotspot(jcmd: &str, pid: u32, timeout: Duration) -> Asked {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
-    if let Some((uid, gid)) = ids_of(pid) {
-        if sys::euid() == 0 && uid != 0 {
-            cmd.uid(uid).gid(gid);
+    let ids = ids_of(pid).filter(|&(uid, _)| sys::euid() == 0 && uid != 0);
+    let mnt = if enter {
+        match fs::File::open(format!("/proc/{pid}/ns/mnt")) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                return Asked {
+                    command,
+                    elapsed: start.elapsed(),
+                    failure: Some(format!("cannot open its mount namespace: {e}")),
+                }
+            }
+        }
+    } else {
+        None
+    };
+    match mnt {
+        Some(f) => {
+            use std::os::fd::AsRawFd;
+            let fd = f.as_raw_fd();
+            // SAFETY: between fork and exec only async-signal-safe system
+            // calls run (setns, setgroups, setgid, setuid); `f` outlives
+            // the spawn. The namespace is entered as root, then the
+            // worker's user is taken.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::setns(fd, libc::CLONE_NEWNS) != 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    if let Some((uid, gid)) = ids {
+                        if libc::setgroups(0, std::ptr::null()) != 0
+                            || libc::setgid(gid) != 0
+                            || libc::setuid(uid) != 0
+                        {
+                            return Err(io::Error::last_os_error());
+                        }
+                    }
+                    Ok(())
+                });
+            }
+            let failure = spawn_and_wait(&mut cmd, timeout);
+            drop(f);
+            Asked {
+                command,
+                elapsed: start.elapsed(),
+                failure,
+            }
+        }
+        None => {
+            if let Some((uid, gid)) = ids {
+                cmd.uid(uid).gid(gid);
+            }
+            let failure = spawn_and_wait(&mut cmd, timeout);
+            Asked {
+                command,
+                elapsed: start.elapsed(),
+                failure,
+            }
         }
     }
-    let failure = match cmd.spawn() {
+}
+
+/// Spawns `cmd` and waits for it up to `timeout`; `None` on success.
+fn spawn_and_wait(cmd: &mut Command, timeout: Duration) -> Option<String> {
+    match cmd.spawn() {
         Err(e) => Some(format!("cannot run it: {e}")),
         Ok(mut child) => wait_for(&mut child, timeout),
-    };
-    Asked {
-        command,
-        elapsed: start.elapsed(),
-        failure,
     }
 }
 
@@ -281,8 +364,8 @@ pub fn snapshot(
             .is_ok_and(|m| m >= since)
     };
     let mut how = String::new();
-    if let (Runtime::HotSpot { jcmd }, true, false) = (&runtime, ask, fresh(&src)) {
-        let asked = ask_hotspot(jcmd, pid, JCMD_TIMEOUT);
+    if let (Runtime::HotSpot { .. }, true, false) = (&runtime, ask, fresh(&src)) {
+        let asked = ask_hotspot(&runtime, pid, JCMD_TIMEOUT);
         how = format!(", {}", asked.describe());
     }
     let dst = capture_dir.join(JIT_DIR).join(format!("perf-{pid}.map"));
