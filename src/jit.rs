@@ -199,7 +199,10 @@ impl JitMaps {
 
 /// The PID in `perf-1234.map` (with `prefix`, `suffix`).
 pub fn pid_in(name: &str, prefix: &str, suffix: &str) -> Option<u32> {
-    name.strip_prefix(prefix)?.strip_suffix(suffix)?.parse().ok()
+    name.strip_prefix(prefix)?
+        .strip_suffix(suffix)?
+        .parse()
+        .ok()
 }
 
 /// True when a DSO name perf prints is JIT code: a perf map's name (what
@@ -512,7 +515,10 @@ mod tests {
         assert!(j.symbols.starts_with("none: "), "{}", j.symbols);
         // 20% of the weight in unnamed JIT code, and no snapshot: said.
         let w = warning(&j).unwrap();
-        assert!(w.starts_with("20.0% of the weight is in unnamed JIT code: the capture has no JIT"), "{w}");
+        assert!(
+            w.starts_with("20.0% of the weight is in unnamed JIT code: the capture has no JIT"),
+            "{w}"
+        );
         let stacks: Vec<_> = f.stacks.iter().map(|(s, n)| (s.as_str(), *n)).collect();
         assert_eq!(
             stacks,

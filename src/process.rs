@@ -1446,7 +1446,11 @@ struct UnitSinks<'s> {
 
 /// How one unit is symbolized.
 enum Symbolize<'a> {
-    Perf(&'a PerfTool, &'a ScriptOptions, &'a Arc<crate::jit::JitMaps>),
+    Perf(
+        &'a PerfTool,
+        &'a ScriptOptions,
+        &'a Arc<crate::jit::JitMaps>,
+    ),
     Native(&'a native::Symbolizer),
 }
 

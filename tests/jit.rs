@@ -24,8 +24,10 @@ const SECONDS: u64 = 3;
 fn java_ready() -> bool {
     let ok = Command::new("javac").arg("-version").output().is_ok()
         && Command::new("jcmd").arg("-h").output().is_ok();
-    util::require(ok, "OpenJDK 17+ (java, javac, jcmd: apt-get install openjdk-17-jdk-headless)")
-        && util::require(util::perf_can_record(), "perf that can record")
+    util::require(
+        ok,
+        "OpenJDK 17+ (java, javac, jcmd: apt-get install openjdk-17-jdk-headless)",
+    ) && util::require(util::perf_can_record(), "perf that can record")
 }
 
 fn node_ready() -> bool {
@@ -124,7 +126,13 @@ fn capture(mut worker: Child, options: &str, during: impl FnOnce(u32)) -> Captur
     let _ = worker.wait();
     assert!(out.status.success(), "sidecar: {}", output_text(&out));
     let log = output_text(&out);
-    eprintln!("{}", log.lines().filter(|l| l.contains("jit")).collect::<Vec<_>>().join("\n"));
+    eprintln!(
+        "{}",
+        log.lines()
+            .filter(|l| l.contains("jit"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
     Captured {
         keep,
         pid,
@@ -196,12 +204,20 @@ fn with_host_map<T>(pid: u32, text: &[u8], f: impl FnOnce() -> T) -> T {
 /// What the node's perf names: `perf script` on the raw shards, no
 /// `--symfs`, with the worker's map in `/tmp`, folded by `jobprof fold`.
 fn reference(c: &Captured, tmp: &Path) -> HashMap<String, u64> {
-    let map = c.worker_map.clone().expect("the worker had a perf map at stop");
+    let map = c
+        .worker_map
+        .clone()
+        .expect("the worker had a perf map at stop");
     let text = with_host_map(c.pid, &map, || {
         let mut all = Vec::new();
         for e in fs::read_dir(c.capture_dir()).unwrap() {
             let p = e.unwrap().path();
-            if !p.file_name().unwrap().to_string_lossy().starts_with("perf.data") {
+            if !p
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("perf.data")
+            {
                 continue;
             }
             let out = Command::new("perf")
@@ -216,7 +232,13 @@ fn reference(c: &Captured, tmp: &Path) -> HashMap<String, u64> {
     });
     let (txt, out) = (tmp.join("reference.txt"), tmp.join("reference.folded"));
     fs::write(&txt, text).unwrap();
-    let o = jobprof().arg("fold").arg(&txt).arg("-o").arg(&out).output().unwrap();
+    let o = jobprof()
+        .arg("fold")
+        .arg(&txt)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", output_text(&o));
     folded(&out)
 }
@@ -241,7 +263,10 @@ fn process(c: &Captured, tmp: &Path, symbolizer: &str, edit: impl Fn(&Path)) -> 
     });
     assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let text = fs::read_to_string(dir.join("stacks.folded")).unwrap();
-    assert!(!text.contains("HOST_TMP_MAP"), "named from this host's /tmp");
+    assert!(
+        !text.contains("HOST_TMP_MAP"),
+        "named from this host's /tmp"
+    );
     dir
 }
 
@@ -273,11 +298,20 @@ fn check_as(c: &Captured, what: &str, hot: &[&str], leaves: bool) {
             100.0 * named,
             s["jit"]
         );
-        let mut diff: Vec<_> = ours.iter().filter(|(k, v)| theirs.get(*k) != Some(v)).collect();
+        let mut diff: Vec<_> = ours
+            .iter()
+            .filter(|(k, v)| theirs.get(*k) != Some(v))
+            .collect();
         diff.sort_by(|x, y| y.1.cmp(x.1));
         diff.truncate(8);
-        assert!(a >= 0.95, "{what} {symbolizer}: agreement {a:.4}; {diff:#?}");
-        assert!(named >= 0.90, "{what} {symbolizer}: {named:.3} named: {s:#}");
+        assert!(
+            a >= 0.95,
+            "{what} {symbolizer}: agreement {a:.4}; {diff:#?}"
+        );
+        assert!(
+            named >= 0.90,
+            "{what} {symbolizer}: {named:.3} named: {s:#}"
+        );
         if !leaves {
             // Python's map names trampolines into the interpreter: they show
             // where the interpreter has frame pointers to walk through.
@@ -287,7 +321,10 @@ fn check_as(c: &Captured, what: &str, hot: &[&str], leaves: bool) {
                     stack_share(&theirs, |fr| fr.contains(f)),
                 );
                 eprintln!("{what} {symbolizer}: {f} in {a:.3} of the weight (perf script: {b:.3})");
-                assert!(a > 0.05 && (a - b).abs() < 0.02, "{what} {symbolizer}: {f} {a:.3} vs {b:.3}");
+                assert!(
+                    a > 0.05 && (a - b).abs() < 0.02,
+                    "{what} {symbolizer}: {f} {a:.3} vs {b:.3}"
+                );
             }
             let jit = &s["jit"];
             assert!(jit["stack_ratio"].as_f64().unwrap() > 0.9, "{s:#}");
@@ -335,7 +372,10 @@ fn jvm_map_written_on_request() {
     let classes = classes_dir();
     let c = capture(java_worker(classes.path(), false), "", |_| {});
     let row = manifest_row(&c.manifest(), "perfmap");
-    assert!(row.contains("copied, written on request (") && row.contains("Compiler.perfmap"), "{row}");
+    assert!(
+        row.contains("copied, written on request (") && row.contains("Compiler.perfmap"),
+        "{row}"
+    );
     assert!(row.ends_with("[taken when q1 ended]"), "{row}");
     check(&c, "JVM, map on request", &["Hot.alpha", "Hot.beta"]);
 
@@ -351,7 +391,10 @@ fn jvm_map_written_on_request() {
     assert_eq!(s["jit"]["named_ratio"].as_f64(), Some(0.0), "{s:#}");
     let warnings = s["warnings"].to_string();
     assert!(warnings.contains("no JIT symbol snapshot"), "{warnings}");
-    assert!(!warnings.contains("install its debug package"), "{warnings}");
+    assert!(
+        !warnings.contains("install its debug package"),
+        "{warnings}"
+    );
 }
 
 #[test]
@@ -370,7 +413,11 @@ fn jvm_map_written_beforehand() {
     let c = capture(java_worker(classes.path(), false), "", jcmd);
     let row = manifest_row(&c.manifest(), "perfmap");
     assert!(row.contains("\tcopied [taken when q1 ended]"), "{row}");
-    check(&c, "JVM, map written beforehand", &["Hot.alpha", "Hot.beta"]);
+    check(
+        &c,
+        "JVM, map written beforehand",
+        &["Hot.alpha", "Hot.beta"],
+    );
 }
 
 #[test]
@@ -382,7 +429,10 @@ fn jvm_in_its_own_mount_namespace() {
     let c = capture(java_worker(classes.path(), true), "", |pid| {
         assert!(!Path::new(&format!("/tmp/perf-{pid}.map")).exists());
     });
-    assert!(!Path::new(&format!("/tmp/perf-{}.map", c.pid)).exists(), "its /tmp is private");
+    assert!(
+        !Path::new(&format!("/tmp/perf-{}.map", c.pid)).exists(),
+        "its /tmp is private"
+    );
     let row = manifest_row(&c.manifest(), "perfmap");
     assert!(row.contains("copied, written on request ("), "{row}");
     check(&c, "JVM, private /tmp", &["Hot.alpha", "Hot.beta"]);
@@ -419,7 +469,10 @@ fn python_with_x_perf_where_there_is_one() {
     let pyenv = std::env::var("PYENV_ROOT")
         .map(PathBuf::from)
         .or_else(|_| std::env::var("HOME").map(|h| Path::new(&h).join(".pyenv")));
-    if let Some(versions) = pyenv.ok().and_then(|r| fs::read_dir(r.join("versions")).ok()) {
+    if let Some(versions) = pyenv
+        .ok()
+        .and_then(|r| fs::read_dir(r.join("versions")).ok())
+    {
         let mut found: Vec<PathBuf> = versions
             .flatten()
             .map(|e| e.path().join("bin/python3"))
@@ -429,7 +482,10 @@ fn python_with_x_perf_where_there_is_one() {
     }
     let python = candidates.into_iter().find(|p| {
         Command::new(p)
-            .args(["-c", "import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)"])
+            .args([
+                "-c",
+                "import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)",
+            ])
             .stderr(Stdio::null())
             .status()
             .is_ok_and(|s| s.success())

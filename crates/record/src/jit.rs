@@ -61,7 +61,10 @@ impl Runtime {
             .find(|p| p.ends_with("/libjvm.so"))
         {
             // .../lib/server/libjvm.so -> .../bin/jcmd
-            let home = Path::new(jvm).parent().and_then(Path::parent).and_then(Path::parent);
+            let home = Path::new(jvm)
+                .parent()
+                .and_then(Path::parent)
+                .and_then(Path::parent);
             let own_jcmd = home.map(|h| h.join("bin/jcmd").to_string_lossy().into_owned());
             let jcmd = own_jcmd
                 .clone()
@@ -210,7 +213,11 @@ pub fn ask_hotspot(runtime: &Runtime, pid: u32, timeout: Duration) -> Asked {
     };
     let command = format!(
         "{jcmd} {pid} Compiler.perfmap{}",
-        if enter { " (in its mount namespace)" } else { "" }
+        if enter {
+            " (in its mount namespace)"
+        } else {
+            ""
+        }
     );
     let start = Instant::now();
     let mut cmd = Command::new(jcmd);
@@ -302,10 +309,7 @@ fn wait_for(child: &mut std::process::Child, timeout: Duration) -> Option<String
                 let refused = out.contains("Exception") || out.contains("Unknown diagnostic");
                 return match (st.success(), refused) {
                     (true, false) => None,
-                    _ => Some(format!(
-                        "{st}: {}",
-                        out.lines().last().unwrap_or("").trim()
-                    )),
+                    _ => Some(format!("{st}: {}", out.lines().last().unwrap_or("").trim())),
                 };
             }
             Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
@@ -377,14 +381,16 @@ pub fn snapshot(
         (s, _) => format!("{s}{how}"),
     };
     let size = fs::metadata(&dst).ok().map(|m| m.len());
-    t.rows.push_str(&row("perfmap", &shown, size, &format!("{status}{note}")));
+    t.rows
+        .push_str(&row("perfmap", &shown, size, &format!("{status}{note}")));
     // One jitdump per process (the runtime writes one).
     for d in dumps.into_iter().take(1) {
         let dst = capture_dir.join(JIT_DIR).join(format!("jit-{pid}.dump"));
         let src = PathBuf::from(format!("/proc/{pid}/root{d}"));
         let status = copy_in(&src, &dst, capture_dir, room, &mut t);
         let size = fs::metadata(&dst).ok().map(|m| m.len());
-        t.rows.push_str(&row("jitdump", &d, size, &format!("{status}{note}")));
+        t.rows
+            .push_str(&row("jitdump", &d, size, &format!("{status}{note}")));
     }
     t.log = format!(
         "jit: {} (pid {pid}, {shown} in its namespace): {status}; {} file(s), {} bytes",
@@ -485,14 +491,21 @@ pub fn preflight(pid: u32) -> Option<(bool, String, &'static str)> {
         .split(|&b| b == 0)
         .map(|a| String::from_utf8_lossy(a).into_owned())
         .collect();
-    let has = |a: &str| args.iter().any(|x| x == a || x.starts_with(&format!("{a}=")));
+    let has = |a: &str| {
+        args.iter()
+            .any(|x| x == a || x.starts_with(&format!("{a}=")))
+    };
     let map = format!("/tmp/perf-{}.map", ns_pid(pid));
     let have_map = Path::new(&format!("/proc/{pid}/root{map}")).is_file();
     let seen = format!(
         "{}: JIT code seen ({} KiB anonymous executable memory{})",
         runtime.name(),
         anon >> 10,
-        if dumps.is_empty() { "" } else { ", a jitdump file" }
+        if dumps.is_empty() {
+            ""
+        } else {
+            ", a jitdump file"
+        }
     );
     Some(match &runtime {
         Runtime::HotSpot { .. } if !has("-XX:+PreserveFramePointer") => (
@@ -600,11 +613,17 @@ mod tests {
         let mut t = Taken::default();
         let s = copy_in(&link, &dst, &d.join("out"), u64::MAX, &mut t);
         assert!(s.starts_with("error"), "{s}");
-        assert_eq!(copy_in(&src, &dst, &d.join("out"), 3, &mut t), "skipped: --symfs-limit reached");
+        assert_eq!(
+            copy_in(&src, &dst, &d.join("out"), 3, &mut t),
+            "skipped: --symfs-limit reached"
+        );
         assert_eq!(copy_in(&src, &dst, &d.join("out"), 100, &mut t), "copied");
         assert_eq!(fs::read_to_string(&dst).unwrap(), "1000 10 f\n");
         assert_eq!((t.bytes, t.copied), (10, 1));
-        assert_eq!(copy_in(&d.join("none"), &dst, &d.join("out"), 100, &mut t), "absent");
+        assert_eq!(
+            copy_in(&d.join("none"), &dst, &d.join("out"), 100, &mut t),
+            "absent"
+        );
         fs::remove_dir_all(&d).unwrap();
     }
 

@@ -491,7 +491,9 @@ impl Server {
         self.symbols.count(t.bytes);
         log(&t.log);
         if let Err(e) = crate::jit::append_manifest(&self.worker_dir, &t.rows) {
-            log(&format!("jit: cannot list the JIT maps in the manifest: {e}"));
+            log(&format!(
+                "jit: cannot list the JIT maps in the manifest: {e}"
+            ));
             return;
         }
         if self.files_published {
