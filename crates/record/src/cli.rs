@@ -716,6 +716,23 @@ mod tests {
         assert_eq!(s.call_graph, "dwarf,8192");
         assert_eq!(s.symfs_limit, 1 << 20);
         assert_eq!(s.max_shard_size, Some(2 << 30));
+        assert!(s.jit_maps, "--jit-maps auto by default");
+    }
+
+    #[test]
+    fn jit_maps_auto_or_off() {
+        let base = "sidecar --token-dir /t --worker 0 --out /o --pid 42 --jit-maps";
+        let sidecar = |v: &str| parse(args(&format!("{base} {v}")));
+        let Ok(Command::Sidecar(s)) = sidecar("off") else {
+            panic!()
+        };
+        assert!(!s.jit_maps);
+        let Ok(Command::Sidecar(s)) = sidecar("auto") else {
+            panic!()
+        };
+        assert!(s.jit_maps);
+        let Err(e) = sidecar("always") else { panic!() };
+        assert!(e.message.contains("--jit-maps: `always`"), "{}", e.message);
     }
 
     #[test]
