@@ -35,6 +35,7 @@ mod digest;
 pub mod error;
 pub mod fold;
 pub mod input;
+pub mod jit;
 pub mod job;
 pub mod native;
 pub mod nsys;

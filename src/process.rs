@@ -19,7 +19,7 @@
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::archive::{self, Part, Spool, Spooled};
@@ -419,6 +419,8 @@ struct Symbolized {
 /// What one symbolize-and-fold pass produced, before anything is written.
 struct Pass {
     folded: Folded,
+    /// JIT figures (`None`: no JIT frame).
+    jit: Option<crate::jit::JitFigures>,
     stats: StackStats,
     shards: Vec<ShardSummary>,
     symbolized_from: String,
@@ -519,6 +521,10 @@ impl<'a> Pipeline<'a> {
             self.log(format!("warning: {w}"));
             pass.warnings.push(w);
         }
+        if let Some(w) = pass.jit.as_ref().and_then(crate::jit::warning) {
+            self.log(format!("warning: {w}"));
+            pass.warnings.push(w);
+        }
         let quality = pass.quality();
         if let Some(done) = self.keep_previous(&pass, &quality, previous.as_ref()) {
             return stop(hasher, done);
@@ -601,12 +607,14 @@ impl<'a> Pipeline<'a> {
         let prepare = prepare_start.elapsed();
         let t = Instant::now();
         let Symbolized {
-            folded,
+            mut folded,
             shards,
             failures,
             archive: parts,
         } = self.symbolize_all(plan, &units)?;
+        let jit = crate::jit::take_figures(&mut folded, &self.cap.found.dir);
         Ok(Pass {
+            jit,
             stats: StackStats::from_stacks(&folded.stacks),
             folded,
             shards,
@@ -648,7 +656,8 @@ impl<'a> Pipeline<'a> {
         let prepare = prepare_start.elapsed();
         let t = Instant::now();
         let folder = Folder::new(self.fold_options());
-        let folded = folder.fold_sources(&[Source::Path(text.to_path_buf())])?;
+        let mut folded = folder.fold_sources(&[Source::Path(text.to_path_buf())])?;
+        let jit = crate::jit::take_figures(&mut folded, &self.cap.found.dir);
         let shards = self
             .cap
             .shards
@@ -656,6 +665,7 @@ impl<'a> Pipeline<'a> {
             .map(|s| shard_summary(s, "not symbolized"))
             .collect();
         Ok(Pass {
+            jit,
             stats: StackStats::from_stacks(&folded.stacks),
             folded,
             shards,
@@ -833,6 +843,7 @@ impl<'a> Pipeline<'a> {
             unnamed_by_dso: stats.unnamed_by_dso.clone(),
             truncated_roots: stats.truncated_roots.clone(),
             kernel_symbols: pass.kernel.as_ref().map(|k| k.describe()),
+            jit: pass.jit.clone(),
             skipped_lines: folded.stats.skipped_lines,
             shards: pass.shards.clone(),
             symbolized_from: pass.symbolized_from.clone(),
@@ -941,6 +952,8 @@ impl<'a> Pipeline<'a> {
             // Streamed text is folded in 8 MiB steps (1 MiB tasks): enough
             // for every thread, and peak memory stays a few blocks.
             block_size: 8 << 20,
+            // Marked to count them (crate::jit::take_figures), then unmarked.
+            annotate_jit: true,
             ..fold::Options::default()
         }
     }
@@ -1116,9 +1129,12 @@ impl<'a> Pipeline<'a> {
             units.len() - native_runs
         ));
         let spool = Spool::create(&self.dir)?;
+        // perf 6.1 names JIT frames from this host's /tmp: renamed from the
+        // capture's snapshot instead.
+        let jit_maps = Arc::new(crate::jit::JitMaps::load(&self.cap.found.dir));
         let how = |unit: &Unit| match plan.perf {
             _ if unit.native => Symbolize::Native(&natively),
-            Some(perf) => Symbolize::Perf(perf, &script_opts),
+            Some(perf) => Symbolize::Perf(perf, &script_opts, &jit_maps),
             None => unreachable!("plan() gives a perf to every perf unit"),
         };
         let recycle = |block: Vec<u8>| natively.recycle(block);
@@ -1153,6 +1169,7 @@ impl<'a> Pipeline<'a> {
             symfs: self.cap.symfs.clone(),
             kallsyms: self.kernel_symbols().file().map(Path::to_path_buf),
             inline: self.opts.inline,
+            jit: Some(self.cap.found.dir.clone()),
         });
         (script_opts, natively)
     }
@@ -1344,9 +1361,10 @@ impl<'a> Pipeline<'a> {
         };
         let mut chunker = Chunker::default();
         let (outcome, program) = match how {
-            Symbolize::Perf(perf, script_opts) => {
+            Symbolize::Perf(perf, script_opts, jit_maps) => {
                 let args = symbolize::script_argv(&unit.data, script_opts, unit.slice.as_ref());
-                let consume = |bytes: &[u8]| {
+                let mut rewrite = crate::jit::ScriptRewrite::new(Arc::clone(jit_maps));
+                let mut sink = |bytes: &[u8]| -> io::Result<()> {
                     part.write_all(bytes)?;
                     bytes_bar.inc(bytes.len() as u64);
                     if let Some(block) = chunker.push(bytes) {
@@ -1354,7 +1372,17 @@ impl<'a> Pipeline<'a> {
                     }
                     Ok(())
                 };
-                (symbolize::run(perf, &args, consume), perf.program.clone())
+                let mut renamed = Vec::new();
+                let r = symbolize::run(perf, &args, |b| {
+                    renamed.clear();
+                    rewrite.push(b, &mut renamed);
+                    sink(&renamed)
+                });
+                // A last line without its newline (perf ends with one).
+                let mut rest = Vec::new();
+                rewrite.finish(&mut rest);
+                let r = r.and_then(|o| sink(&rest).map(|()| o));
+                (r, perf.program.clone())
             }
             Symbolize::Native(n) => {
                 // Native blocks already end at sample boundaries: they go to
@@ -1418,7 +1446,11 @@ struct UnitSinks<'s> {
 
 /// How one unit is symbolized.
 enum Symbolize<'a> {
-    Perf(&'a PerfTool, &'a ScriptOptions),
+    Perf(
+        &'a PerfTool,
+        &'a ScriptOptions,
+        &'a Arc<crate::jit::JitMaps>,
+    ),
     Native(&'a native::Symbolizer),
 }
 

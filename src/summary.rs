@@ -292,7 +292,16 @@ impl StackStats {
             if d.percent <= DSO_WARN_PCT {
                 continue;
             }
+            let jit_dso = crate::jit::pid_in(&d.dso, "perf-", ".map").is_some()
+                || d.dso == "anon"
+                || (d.dso.starts_with("jitted-") && d.dso.ends_with(".so"));
             let fix = match d.dso.as_str() {
+                _ if jit_dso => {
+                    "JIT-compiled code its runtime's perf map does not name (no debug package \
+                     can): the runtime must write /tmp/perf-PID.map before stop (JVM: \
+                     jobprof-record --jit-maps auto asks it, JDK 17+; Node: --perf-basic-prof; \
+                     Python 3.12+: -X perf); see jit in summary.json and symbol-manifest.tsv"
+                }
                 "[kernel.kallsyms]" => {
                     "kernel symbols were not available: record with jobprof-record as root or \
                      with kernel.kptr_restrict=0 so that kallsyms is snapshotted (see \
@@ -442,6 +451,9 @@ pub struct Summary {
     /// Where kernel frames were named from (`snapshot PATH`, the live
     /// `/proc/kallsyms`, perf's default, or `none: why`).
     pub kernel_symbols: Option<String>,
+    /// JIT-compiled code: its share of the weight, the share of it named,
+    /// and where the names came from (`None`: no JIT frame).
+    pub jit: Option<crate::jit::JitFigures>,
     /// Lines of `perf script` output that were not understood.
     pub skipped_lines: u64,
     /// Shards.

@@ -7,6 +7,7 @@ mod cli;
 mod faults;
 mod fold;
 mod fold_props;
+mod jit;
 mod job;
 mod native;
 mod nsys;

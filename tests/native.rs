@@ -609,6 +609,7 @@ fn inline_frames_named_as_perf_names_them_on_dwarf_chains() {
         symfs: Some(symfs.clone()),
         kallsyms: None,
         inline: true,
+        jit: None,
     });
     let (mut same, mut total) = (0u64, 0u64);
     let mut diffs: HashMap<(String, String), u64> = HashMap::new();
@@ -806,6 +807,7 @@ mod damaged {
             symfs: Some(shard.symfs.clone()),
             kallsyms: shard.kallsyms.clone(),
             inline: true,
+            jit: None,
         });
         let mut text = 0;
         let ran = sym.run(&path, None, |block| {

@@ -140,6 +140,8 @@ fn is_vmlinux(module: &str) -> bool {
 
 fn is_jit(module: &str) -> bool {
     (module.starts_with("/tmp/perf-") && module.ends_with(".map"))
+        // The native symbolizer's name for it without a JIT snapshot.
+        || module == "//anon"
         || (module.contains("/jitted-") && module.ends_with(".so"))
 }
 

@@ -67,6 +67,10 @@ pub struct Options {
     /// Print inline frames where `perf script --inline` prints them
     /// ([`inline`]).
     pub inline: bool,
+    /// The capture directory whose `jit/` snapshot names JIT code
+    /// ([`crate::jit`]); `None`, or a capture without `jit/`, leaves
+    /// anonymous executable memory `[unknown] (//anon)` as before.
+    pub jit: Option<PathBuf>,
 }
 
 /// Which symbolizer `process` and `reprocess` run (`--symbolizer`).
@@ -346,6 +350,7 @@ pub struct Symbolizer {
     opts: Options,
     root: PathBuf,
     kernel: OnceLock<SymbolTable>,
+    jit: OnceLock<crate::jit::JitMaps>,
     /// Each DSO's symbols, loaded by the first run that needs them.
     dsos: once_map::OnceMap<DsoKey, Arc<DsoSymbols>>,
     unwind: unwind::Tables,
@@ -363,6 +368,7 @@ impl Symbolizer {
             opts,
             root,
             kernel: OnceLock::new(),
+            jit: OnceLock::new(),
             dsos: once_map::OnceMap::default(),
             unwind: unwind::Tables::default(),
             inlines: inline::Cache::default(),
@@ -389,6 +395,14 @@ impl Symbolizer {
                     .unwrap_or_default()
             }
             None => SymbolTable::default(),
+        })
+    }
+
+    /// The capture's JIT snapshot (empty without one).
+    fn jit(&self) -> &crate::jit::JitMaps {
+        self.jit.get_or_init(|| match &self.opts.jit {
+            Some(dir) => crate::jit::JitMaps::load(dir),
+            None => crate::jit::JitMaps::default(),
         })
     }
 
@@ -539,6 +553,9 @@ struct Dso {
     path: Option<String>,
     build_id: Vec<u8>,
     symbols: Option<Arc<DsoSymbols>>,
+    /// JIT code: its process's functions from the snapshot (addresses are
+    /// absolute, as in a perf map).
+    jit: Option<Option<Arc<crate::jit::PerfMap>>>,
 }
 
 const KERNEL_DSO: u32 = u32::MAX;
@@ -623,6 +640,7 @@ impl<'a> Run<'a> {
             }
             EventRecord::Mmap(m) => {
                 let path = m.path.as_slice();
+                let path = self.jit_name(m.pid, m.is_executable, &path);
                 self.mmap(m.pid, m.address, m.length, m.page_offset, &path, None);
             }
             EventRecord::Mmap2(m) => {
@@ -631,6 +649,8 @@ impl<'a> Run<'a> {
                     Mmap2FileId::BuildId(b) => Some(b.clone()),
                     Mmap2FileId::InodeAndVersion(_) => None,
                 };
+                let exec = m.protection & 4 != 0; // PROT_EXEC
+                let path = self.jit_name(m.pid, exec, &path);
                 self.mmap(m.pid, m.address, m.length, m.page_offset, &path, id);
             }
             _ => {}
@@ -655,6 +675,20 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// The name perf gives an anonymous executable mapping when the
+    /// capture has a JIT snapshot: `/tmp/perf-PID.map` (perf 6.1's
+    /// `map__new`); other mappings keep theirs.
+    fn jit_name<'p>(&self, pid: i32, exec: bool, path: &'p [u8]) -> std::borrow::Cow<'p, [u8]> {
+        let anon = path == b"//anon"
+            || path.starts_with(b"/dev/zero")
+            || path.starts_with(b"/anon_hugepage");
+        if exec && anon && pid > 0 && self.sym.jit().dir.is_some() {
+            std::borrow::Cow::Owned(format!("/tmp/perf-{pid}.map").into_bytes())
+        } else {
+            std::borrow::Cow::Borrowed(path)
+        }
+    }
+
     fn dso_id(&mut self, path: &[u8], build_id: Option<Vec<u8>>) -> u32 {
         if let Some(&id) = self.dso_ids.get(path) {
             return id;
@@ -666,12 +700,15 @@ impl<'a> Run<'a> {
         let build_id = build_id
             .or_else(|| self.build_ids.get(path).cloned())
             .unwrap_or_default();
+        let jit = crate::jit::pid_in(&name, "/tmp/perf-", ".map")
+            .map(|pid| self.sym.jit().of(pid).cloned());
         let id = self.dsos.len() as u32;
         self.dsos.push(Dso {
-            path: readable.then(|| name.clone()),
+            path: (readable && jit.is_none()).then(|| name.clone()),
             name,
             build_id,
             symbols: None,
+            jit,
         });
         self.dso_ids.insert(path.to_vec(), id);
         id
@@ -699,6 +736,12 @@ impl<'a> Run<'a> {
             return;
         }
         let dso = self.dso_id(path, id);
+        // A perf map holds absolute addresses.
+        let pgoff = if self.dsos[dso as usize].jit.is_some() {
+            start
+        } else {
+            pgoff
+        };
         // Anonymous memory (heap, stacks, malloc arenas: `--call-graph
         // dwarf` records data maps too) has no unwind tables; a sample whose
         // stack runs into it stops there whatever the unwinder holds.
@@ -896,6 +939,17 @@ impl<'a> Run<'a> {
         let mut line = Vec::with_capacity(96);
         if let Some(id) = dso.filter(|&d| d != KERNEL_DSO) {
             let d = &mut self.dsos[id as usize];
+            if let Some(jit) = &d.jit {
+                match jit.as_ref().and_then(|m| m.find(addr)) {
+                    Some((name, off)) => {
+                        let _ = writeln!(line, "\t{addr:16x} {name}+{off:#x} ({})", d.name);
+                    }
+                    None => {
+                        let _ = writeln!(line, "\t{addr:16x} [unknown] ({})", d.name);
+                    }
+                }
+                return line.into_boxed_slice();
+            }
             let syms = d.symbols.get_or_insert_with(|| match &d.path {
                 Some(p) => self.sym.dso(p, &d.build_id),
                 None => Arc::new(DsoSymbols::default()),

@@ -45,7 +45,7 @@ Usage:
       [--exe-name NAME] [--event cpu-clock] [--frequency 99] [--call-graph fp|dwarf[,SIZE]]
       [--threads-per-shard 128] [--start-timeout SECS] [--stop-timeout SECS]
       [--max-capture SECS] [--max-shard-size SIZE] [--staging DIR] [--symfs-limit BYTES]
-      [--require-symbols] [--no-prearm]
+      [--require-symbols] [--no-prearm] [--jit-maps auto|off]
 
 Runs the preflight checks, snapshots the worker's executable mappings and
 their separate debug info into symfs/ and the kernel's kallsyms next to it,
@@ -88,6 +88,10 @@ Options:
   --require-symbols        fail when the worker's binary has no .symtab/.debug_info
   --no-prearm              attach the shards at `start` instead of ahead of time
                            (in parallel, as many at once as there are cores)
+  --jit-maps auto|off      at each stop, copy the worker's perf map (/tmp/perf-PID.map)
+                           and jitdump into the capture's jit/, asking a HotSpot JVM
+                           to write its map (jcmd PID Compiler.perfmap) when it has
+                           none (default auto)
 ";
 
 const START_HELP: &str = "\
@@ -227,6 +231,8 @@ pub struct SidecarOpts {
     pub symfs_limit: u64,
     /// Attach the next capture's shards ahead of its `start`.
     pub prearm: bool,
+    /// Snapshot JIT perf maps at each stop (and ask a JVM for one).
+    pub jit_maps: bool,
 }
 
 /// `start`/`stop` options.
@@ -326,6 +332,7 @@ struct Raw {
     symfs_limit: u64,
     require_symbols: bool,
     prearm: bool,
+    jit_maps: bool,
 }
 
 impl Default for Raw {
@@ -350,6 +357,7 @@ impl Default for Raw {
             symfs_limit: 4 << 30,
             require_symbols: false,
             prearm: true,
+            jit_maps: true,
         }
     }
 }
@@ -558,6 +566,17 @@ impl Raw {
     fn take_sidecar(&mut self, flag: &str, a: &mut Args) -> Result<bool, Fail> {
         match flag {
             "--no-prearm" => self.prearm = false,
+            "--jit-maps" => {
+                self.jit_maps = match a.value(flag)?.as_str() {
+                    "auto" => true,
+                    "off" => false,
+                    v => {
+                        return Err(Fail::usage(format!(
+                            "--jit-maps: `{v}` is neither auto nor off"
+                        )))
+                    }
+                }
+            }
             "--call-graph" => self.call_graph = parse_call_graph(&a.value(flag)?)?,
             "--threads-per-shard" => self.threads_per_shard = a.positive(flag)?,
             "--start-timeout" => self.start_timeout = a.number(flag)?,
@@ -632,6 +651,7 @@ impl Raw {
                 max_shard_size: self.max_shard_size,
                 symfs_limit: self.symfs_limit,
                 prearm: self.prearm,
+                jit_maps: self.jit_maps,
             }),
             Sub::Start | Sub::Stop => Command::Driver(DriverOpts {
                 start: sub == Sub::Start,
@@ -696,6 +716,23 @@ mod tests {
         assert_eq!(s.call_graph, "dwarf,8192");
         assert_eq!(s.symfs_limit, 1 << 20);
         assert_eq!(s.max_shard_size, Some(2 << 30));
+        assert!(s.jit_maps, "--jit-maps auto by default");
+    }
+
+    #[test]
+    fn jit_maps_auto_or_off() {
+        let base = "sidecar --token-dir /t --worker 0 --out /o --pid 42 --jit-maps";
+        let sidecar = |v: &str| parse(args(&format!("{base} {v}")));
+        let Ok(Command::Sidecar(s)) = sidecar("off") else {
+            panic!()
+        };
+        assert!(!s.jit_maps);
+        let Ok(Command::Sidecar(s)) = sidecar("auto") else {
+            panic!()
+        };
+        assert!(s.jit_maps);
+        let Err(e) = sidecar("always") else { panic!() };
+        assert!(e.message.contains("--jit-maps: `always`"), "{}", e.message);
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod driver;
 mod elf;
 mod fail;
 mod identity;
+mod jit;
 mod pool;
 mod preflight;
 mod publish;

@@ -506,6 +506,10 @@ fn symbol_checks(r: &mut Report, opts: &TargetOpts, pid: u32) {
     check_main_binary_symbols(r, opts, pid, &exe_path);
     check_library_symbols(r, pid, &exe_path);
     check_kernel_symbols(r, opts);
+    if let Some((ok, detail, fix)) = crate::jit::preflight(pid) {
+        let level = if ok { Level::Ok } else { Level::Warn };
+        r.push("jit", level, detail, fix);
+    }
 }
 
 /// `symbols`, main binary: its own .symtab/.debug_info or separate debug

@@ -391,6 +391,8 @@ struct Server {
     /// What the symbol snapshot holds (grown as the worker maps more).
     symbols: symfs::Held,
     symfs_limit: u64,
+    /// `--jit-maps auto`: snapshot JIT maps at each stop.
+    jit_maps: bool,
     /// The worker files were published at start-up (else they are, whole,
     /// at shutdown).
     files_published: bool,
@@ -419,6 +421,7 @@ impl Server {
             worker_dir: worker.dir.clone(),
             symbols: worker.symbols.clone(),
             symfs_limit: opts.symfs_limit,
+            jit_maps: opts.jit_maps,
             files_published: worker.files_published,
         }
     }
@@ -461,6 +464,42 @@ impl Server {
                 // Published whole at shutdown instead.
                 log(&format!(
                     "symfs: cannot publish the added files yet (retried at shutdown): {e}"
+                ));
+                self.files_published = false;
+            }
+        }
+    }
+
+    /// Copies the worker's JIT maps into the capture (asking a JVM to write
+    /// its map first), within what is left of `--symfs-limit`, and lists
+    /// them in the manifest: after the query, before the capture is
+    /// published and `stop` returns.
+    fn snapshot_jit(&mut self, c: &ActiveCapture) {
+        if !self.jit_maps || sys::proc_stat(self.pid).map(|(_, t)| t) != Some(self.start_time) {
+            return;
+        }
+        let since = c
+            .enabled_at
+            .and_then(|t| std::time::SystemTime::now().checked_sub(t.elapsed()))
+            .unwrap_or(std::time::UNIX_EPOCH);
+        let room = self.symfs_limit.saturating_sub(self.symbols.bytes());
+        let note = format!(" [taken when {} ended]", c.query);
+        let t = crate::jit::snapshot(self.pid, &c.dir, room, since, true, &note);
+        if t.rows.is_empty() {
+            return;
+        }
+        self.symbols.count(t.bytes);
+        log(&t.log);
+        if let Err(e) = crate::jit::append_manifest(&self.worker_dir, &t.rows) {
+            log(&format!(
+                "jit: cannot list the JIT maps in the manifest: {e}"
+            ));
+            return;
+        }
+        if self.files_published {
+            if let Err(e) = publish::symfs_additions(&self.worker_dir, &self.out_worker, &[]) {
+                log(&format!(
+                    "jit: cannot publish the manifest yet (retried at shutdown): {e}"
                 ));
                 self.files_published = false;
             }
@@ -690,6 +729,7 @@ impl Server {
         if let Some(r) = &c.meta.reason {
             answer.push_str(&format!("\nreason: {r}"));
         }
+        self.snapshot_jit(&c);
         self.add_late_symbols(&c.query);
         let result = publish::capture(&c.dir, &self.out_worker, &c.meta);
         let q = c.query.clone();

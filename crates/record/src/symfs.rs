@@ -150,6 +150,18 @@ pub struct Held {
     bytes: u64,
 }
 
+impl Held {
+    /// Bytes counted against the limit so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Counts `n` more bytes (copied into the capture's `jit/`).
+    pub fn count(&mut self, n: u64) {
+        self.bytes += n;
+    }
+}
+
 /// What [`add_new`] added.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Added {
