@@ -105,12 +105,43 @@ impl Split {
         Split::new((id - min) / step, count).map(Some)
     }
 
-    /// Whether this task takes the item at `position` of the sorted list of
-    /// all items. Round robin over the sorted list: every item goes to
-    /// exactly one task, and the tasks' shares differ by at most one.
-    pub fn takes(&self, position: usize) -> bool {
-        position % self.count == self.index
+    /// Whether this task takes the item whose key (its path below the root
+    /// it was found under, [`share_key`]) is `key`. By a hash of the key,
+    /// not by position: every item goes to exactly one task, and an item
+    /// stays with its task when result directories appear or vanish
+    /// between the tasks' starts (with positions, every later item shifted
+    /// and was never done). Shares are even on average, not to one item.
+    pub fn takes(&self, key: &[u8]) -> bool {
+        (stable_hash(key) % self.count as u64) as usize == self.index
     }
+}
+
+/// The key an item is shared by: its path below the root it was found
+/// under (the same for every task, whatever the mount point).
+pub fn share_key<'a>(dir: &'a Path, roots: &[PathBuf]) -> &'a [u8] {
+    use std::os::unix::ffi::OsStrExt;
+    let rel = roots
+        .iter()
+        .find_map(|r| dir.strip_prefix(r).ok())
+        .unwrap_or(dir);
+    rel.as_os_str().as_bytes()
+}
+
+/// FNV-1a, then the splitmix64 finalizer: the same on every host and
+/// build (std's hasher is seeded per process).
+fn stable_hash(key: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in key {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}
+
+impl Split {
 }
 
 /// What kind of work a directory found in the tree calls for.
@@ -583,9 +614,10 @@ pub fn run(roots: &[PathBuf], opts: &Options, progress: &Progress) -> Result<Rep
     let mine: Vec<Item> = found
         .items
         .into_iter()
-        .enumerate()
-        .filter(|(i, _)| opts.split.is_none_or(|s| s.takes(*i)))
-        .map(|(_, item)| item)
+        .filter(|item| {
+            let key = share_key(&item.capture.dir, roots);
+            opts.split.is_none_or(|s| s.takes(key))
+        })
         .collect();
     let mut report = Report {
         result_dirs: found.result_dirs,
@@ -1089,7 +1121,9 @@ mod tests {
                 let mut seen = vec![0; n];
                 for index in 0..count {
                     let s = Split::new(index, count).unwrap();
-                    (0..n).filter(|p| s.takes(*p)).for_each(|p| seen[p] += 1);
+                    (0..n)
+                        .filter(|p| s.takes(format!("result_dir_{p}/worker_0/q1").as_bytes()))
+                        .for_each(|p| seen[p] += 1);
                 }
                 assert!(seen.iter().all(|c| *c == 1), "{count} tasks, {n} items");
             }

@@ -361,3 +361,52 @@ fn flat_stream_input_over_a_block_folds_and_never_spins() {
         assert_eq!(String::from_utf8_lossy(&o.stdout), "prog;main 160000\n", "{what}");
     }
 }
+
+#[test]
+fn array_shares_stay_put_when_a_result_dir_appears_between_task_starts() {
+    let t = tempfile::tempdir().unwrap();
+    let rp = t.path().join("rp");
+    for i in 1..=6 {
+        copy_demo(&rp.join(format!("result_dir_{i}")));
+    }
+    let task = |index: &str| {
+        let o = jobprof()
+            .args(["reprocess", "-q", "--jobs", "1", "--array-count", "2", "--array-index", index])
+            .arg(&rp)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "task {index}: {}", output_text(&o));
+    };
+    task("0");
+    copy_demo(&rp.join("result_dir_0"));
+    task("1");
+    for i in 1..=6 {
+        let cap = rp.join(format!("result_dir_{i}/profiles/perf/worker_0/q01"));
+        assert!(
+            cap.join(".postprocess-complete").is_file(),
+            "{}: given to no task once result_dir_0 appeared",
+            cap.display()
+        );
+    }
+}
+
+#[test]
+fn absurd_counts_are_usage_errors_naming_the_limit() {
+    let t = tempfile::tempdir().unwrap();
+    let result = t.path().join("r");
+    copy_demo(&result);
+    for args in [
+        &["process", "--time-slices", "4000000000"][..],
+        &["process", "--time-slices", "1000000"],
+        &["process", "--jobs", "1000000"],
+        &["reprocess", "--jobs", "1000000"],
+    ] {
+        let mut c = jobprof();
+        c.args(args).arg(&result);
+        let o = within(c, 60).unwrap_or_else(|| panic!("{args:?}: still running after 60 s"));
+        let text = output_text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {text}");
+        assert!(text.contains("more than the limit of 1024"), "{args:?}: {text}");
+        assert!(!text.contains("panicked") && !text.contains("backtrace"), "{text}");
+    }
+}

@@ -170,9 +170,7 @@ impl FoldArgs {
 }
 
 pub fn run(args: FoldArgs) -> anyhow::Result<ExitCode> {
-    if args.threads == Some(0) {
-        return Err(jobprof::Error::Usage("--threads must be at least 1".into()).into());
-    }
+    super::check_count("--threads", args.threads, super::MAX_JOBS)?;
     let sources = args.sources();
     if sources.iter().filter(|s| **s == Source::Stdin).count() > 1 {
         return Err(jobprof::Error::Usage("stdin (`-`) can be given only once".into()).into());

@@ -9,3 +9,22 @@ pub mod process;
 pub mod render;
 pub mod repl;
 pub mod reprocess;
+
+/// The most worker threads `--jobs`/`--threads` may ask for: far above
+/// any node's cores, far below what exhausts a process's threads.
+pub const MAX_JOBS: usize = 1024;
+/// The most time slices per shard `--time-slices` may ask for (each is one
+/// `perf script` run or one pass of the native symbolizer).
+pub const MAX_TIME_SLICES: usize = 1024;
+
+/// A count option, checked: at least 1 and at most `max`, else a usage
+/// error (exit 2) naming the flag and the limit.
+pub fn check_count(flag: &str, value: Option<usize>, max: usize) -> Result<(), jobprof::Error> {
+    match value {
+        Some(0) => Err(jobprof::Error::Usage(format!("{flag} must be at least 1"))),
+        Some(v) if v > max => Err(jobprof::Error::Usage(format!(
+            "{flag} {v} is more than the limit of {max}"
+        ))),
+        _ => Ok(()),
+    }
+}

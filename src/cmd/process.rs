@@ -139,11 +139,8 @@ pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
-    if args.jobs == Some(0) || args.time_slices == Some(0) {
-        return Err(
-            jobprof::Error::Usage("--jobs and --time-slices must be at least 1".into()).into(),
-        );
-    }
+    super::check_count("--jobs", args.jobs, super::MAX_JOBS)?;
+    super::check_count("--time-slices", args.time_slices, super::MAX_TIME_SLICES)?;
     let mut opts = Options::default();
     opts.symbolizer = args.symbolizer;
     opts.jobs = args.jobs.unwrap_or(0);

@@ -144,9 +144,7 @@ fn env_jobs() -> Option<usize> {
 
 /// Runs `jobprof reprocess`.
 pub fn run(args: ReprocessArgs) -> anyhow::Result<ExitCode> {
-    if args.jobs == Some(0) {
-        return Err(jobprof::Error::Usage("--jobs must be at least 1".into()).into());
-    }
+    super::check_count("--jobs", args.jobs, super::MAX_JOBS)?;
     let formats = Formats::parse(&args.formats)?;
     if args.sbatch {
         return submit_or_print(&args);
