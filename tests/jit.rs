@@ -50,6 +50,11 @@ fn javac(dir: &Path) {
 /// Starts `argv` (under `unshare -m` with a private tmpfs on `/tmp` when
 /// `private_tmp`) and waits for its `started` line.
 fn spawn(argv: &[&str], private_tmp: bool) -> Child {
+    spawn_in(argv, private_tmp, &util::repo_root())
+}
+
+/// [`spawn`] in the working directory `cwd`.
+fn spawn_in(argv: &[&str], private_tmp: bool, cwd: &Path) -> Child {
     let mut cmd = if private_tmp {
         // `unshare` execs the shell, which execs the runtime: the PID is the
         // worker's, and its /tmp is no one else's.
@@ -65,6 +70,7 @@ fn spawn(argv: &[&str], private_tmp: bool) -> Child {
         c
     };
     let mut child = cmd
+        .current_dir(cwd)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -453,6 +459,54 @@ fn node_with_perf_basic_prof() {
     let row = manifest_row(&c.manifest(), "perfmap");
     assert!(row.contains("\tcopied [taken when q1 ended]"), "{row}");
     check(&c, "Node", &["alpha", "beta"]);
+}
+
+/// Node with `--perf-prof`: no perf map, a jitdump file (`jit-PID.dump` in
+/// its working directory, mapped executable) that the sidecar copies and
+/// both symbolizers read the code loads of. (The node's own perf names
+/// these only after `perf inject --jit`: not compared here.)
+#[test]
+fn node_with_a_jitdump() {
+    if !node_ready() {
+        return;
+    }
+    let cwd = classes_dir();
+    let js = util::repo_root().join("tests/programs/hot.js");
+    let worker = spawn_in(
+        &["node", "--perf-prof", js.to_str().unwrap(), "300"],
+        false,
+        cwd.path(),
+    );
+    let c = capture(worker, "", |_| {});
+    let manifest = c.manifest();
+    let row = manifest_row(&manifest, "jitdump");
+    assert!(row.contains(&format!("/jit-{}.dump\t", c.pid)), "{row}");
+    assert!(row.contains("\tcopied [taken when q1 ended]"), "{row}");
+    assert!(c
+        .capture_dir()
+        .join(format!("jit/jit-{}.dump", c.pid))
+        .is_file());
+    // V8 writes the dump through a stdio buffer: the code compiled during
+    // the query is in it only once flushed (at exit, or a full buffer), so
+    // what is checked is that the code loads the dump holds at stop (its
+    // builtins' copies) name frames that are unnamed without it.
+    let tmp = tempfile::tempdir().unwrap();
+    let named = |s: &serde_json::Value| s["jit"]["frames_named_ratio"].as_f64().unwrap();
+    for symbolizer in ["native", "perf"] {
+        let with = summary(&process(&c, tmp.path(), symbolizer, |_| {}));
+        let other = tempfile::tempdir().unwrap();
+        let without = summary(&process(&c, other.path(), symbolizer, |d| {
+            fs::remove_file(d.join(format!("jit/jit-{}.dump", c.pid))).unwrap();
+        }));
+        eprintln!(
+            "jit Node jitdump ({symbolizer}): jit {} (without the dump: {})",
+            with["jit"], without["jit"]
+        );
+        assert!(
+            named(&with) > named(&without) + 0.05,
+            "{with:#}\n{without:#}"
+        );
+    }
 }
 
 /// Python 3.12+ with `-X perf`, where the machine has one (Debian 12 has
