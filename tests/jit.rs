@@ -462,9 +462,12 @@ fn node_with_perf_basic_prof() {
         return;
     }
     let js = util::repo_root().join("tests/programs/hot.js");
-    let worker = spawn(
+    // V8 leaves its isolate log in its working directory.
+    let cwd = classes_dir();
+    let worker = spawn_in(
         &["node", "--perf-basic-prof", js.to_str().unwrap(), "300"],
         false,
+        cwd.path(),
     );
     let c = capture(worker, "", |_| {});
     let _ = fs::remove_file(format!("/tmp/perf-{}.map", c.pid));
