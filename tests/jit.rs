@@ -50,6 +50,11 @@ fn javac(dir: &Path) {
 /// Starts `argv` (under `unshare -m` with a private tmpfs on `/tmp` when
 /// `private_tmp`) and waits for its `started` line.
 fn spawn(argv: &[&str], private_tmp: bool) -> Child {
+    spawn_in(argv, private_tmp, &util::repo_root())
+}
+
+/// [`spawn`] in the working directory `cwd`.
+fn spawn_in(argv: &[&str], private_tmp: bool, cwd: &Path) -> Child {
     let mut cmd = if private_tmp {
         // `unshare` execs the shell, which execs the runtime: the PID is the
         // worker's, and its /tmp is no one else's.
@@ -65,6 +70,7 @@ fn spawn(argv: &[&str], private_tmp: bool) -> Child {
         c
     };
     let mut child = cmd
+        .current_dir(cwd)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -100,7 +106,19 @@ impl Captured {
 /// Captures `SECONDS` of `worker` with the real sidecar (`options` added);
 /// `during` runs while it samples. The worker's own map is read (through
 /// its `/proc/PID/root`) after `stop`, before it is killed.
-fn capture(mut worker: Child, options: &str, during: impl FnOnce(u32)) -> Captured {
+fn capture(worker: Child, options: &str, during: impl FnOnce(u32)) -> Captured {
+    capture_then(worker, options, during, |w| {
+        let _ = w.kill();
+    })
+}
+
+/// [`capture`], ending the worker with `end` (then waiting for it).
+fn capture_then(
+    mut worker: Child,
+    options: &str,
+    during: impl FnOnce(u32),
+    end: impl FnOnce(&mut Child),
+) -> Captured {
     let keep = tempfile::tempdir().unwrap();
     let (tokens, root) = (keep.path().join("tokens"), keep.path().join("result"));
     fs::create_dir_all(&tokens).unwrap();
@@ -122,7 +140,7 @@ fn capture(mut worker: Child, options: &str, during: impl FnOnce(u32)) -> Captur
     let worker_map = fs::read(format!("/proc/{pid}/root/tmp/perf-{nspid}.map")).ok();
     util::record_driver(&tokens, 0, &["shutdown"]);
     let out = sidecar.wait_with_output().unwrap();
-    let _ = worker.kill();
+    end(&mut worker);
     let _ = worker.wait();
     assert!(out.status.success(), "sidecar: {}", output_text(&out));
     let log = output_text(&out);
@@ -444,15 +462,84 @@ fn node_with_perf_basic_prof() {
         return;
     }
     let js = util::repo_root().join("tests/programs/hot.js");
-    let worker = spawn(
+    // V8 leaves its isolate log in its working directory.
+    let cwd = classes_dir();
+    let worker = spawn_in(
         &["node", "--perf-basic-prof", js.to_str().unwrap(), "300"],
         false,
+        cwd.path(),
     );
     let c = capture(worker, "", |_| {});
     let _ = fs::remove_file(format!("/tmp/perf-{}.map", c.pid));
     let row = manifest_row(&c.manifest(), "perfmap");
     assert!(row.contains("\tcopied [taken when q1 ended]"), "{row}");
     check(&c, "Node", &["alpha", "beta"]);
+}
+
+/// Node with `--perf-prof`: no perf map, a jitdump file (`jit-PID.dump` in
+/// its working directory, mapped executable) that the sidecar copies and
+/// both symbolizers read the code loads of. (The node's own perf names
+/// these only after `perf inject --jit`: not compared here.)
+#[test]
+fn node_with_a_jitdump() {
+    if !node_ready() {
+        return;
+    }
+    let cwd = classes_dir();
+    let js = util::repo_root().join("tests/programs/hot.js");
+    // V8 writes the dump through a stdio buffer: what it holds at stop
+    // depends on when it was last flushed. The worker runs on to its own
+    // end (the whole dump written), and that dump then stands in for the
+    // snapshot's, to check the code loads name the hot functions.
+    let seconds = 45;
+    let worker = spawn_in(
+        &[
+            "node",
+            "--perf-prof",
+            js.to_str().unwrap(),
+            &seconds.to_string(),
+        ],
+        false,
+        cwd.path(),
+    );
+    let started = std::time::Instant::now();
+    let c = capture_then(
+        worker,
+        "",
+        |_| {},
+        |w| {
+            let left = Duration::from_secs(seconds + 30).saturating_sub(started.elapsed());
+            let deadline = std::time::Instant::now() + left;
+            while w.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        },
+    );
+    let manifest = c.manifest();
+    let row = manifest_row(&manifest, "jitdump");
+    assert!(row.contains(&format!("/jit-{}.dump\t", c.pid)), "{row}");
+    assert!(row.contains("\tcopied [taken when q1 ended]"), "{row}");
+    let snap = c.capture_dir().join(format!("jit/jit-{}.dump", c.pid));
+    assert!(snap.is_file());
+    let whole = cwd.path().join(format!("jit-{}.dump", c.pid));
+    assert!(
+        fs::metadata(&whole).unwrap().len() >= fs::metadata(&snap).unwrap().len(),
+        "the snapshot is a prefix of the dump"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    for symbolizer in ["native", "perf"] {
+        let dir = process(&c, tmp.path(), symbolizer, |d| {
+            fs::copy(&whole, d.join(format!("jit/jit-{}.dump", c.pid))).unwrap();
+        });
+        let ours = folded(&dir.join("stacks.folded"));
+        let s = summary(&dir);
+        eprintln!("jit Node jitdump ({symbolizer}): jit {}", s["jit"]);
+        for f in ["alpha", "beta"] {
+            let share = leaf_share(&ours, |l| l.contains(f));
+            assert!(share > 0.05, "jitdump {symbolizer}: {f} leaves {share:.3}");
+        }
+        assert!(s["jit"]["named_ratio"].as_f64().unwrap() > 0.9, "{s:#}");
+    }
 }
 
 /// Python 3.12+ with `-X perf`, where the machine has one (Debian 12 has

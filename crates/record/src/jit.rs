@@ -377,6 +377,9 @@ pub fn snapshot(
     let status = match (status.as_str(), fresh(&src) || how.is_empty()) {
         ("copied", true) => format!("copied{how}"),
         ("copied", false) => format!("copied (older than the capture){how}"),
+        (s, _) if s.starts_with("absent") && !dumps.is_empty() => {
+            format!("{s}{how}; named from its jitdump")
+        }
         (s, _) if s.starts_with("absent") => format!("{s}{how}; {}", advice(&runtime)),
         (s, _) => format!("{s}{how}"),
     };
@@ -518,7 +521,7 @@ pub fn preflight(pid: u32) -> Option<(bool, String, &'static str)> {
             format!("{seen}; named from {map}, written on request at each stop (jcmd PID Compiler.perfmap; needs JDK 17+, --jit-maps auto)"),
             "",
         ),
-        Runtime::Node if !has("--perf-basic-prof") && !has("--perf-basic-prof-only-functions") && !have_map => (
+        Runtime::Node if !has("--perf-basic-prof") && !has("--perf-basic-prof-only-functions") && !have_map && dumps.is_empty() => (
             false,
             format!("{seen}; no perf map: its frames will be [perf-PID.map]"),
             "start node with --perf-basic-prof (and --interpreted-frames-native-stack for interpreted frames)",
@@ -531,9 +534,14 @@ pub fn preflight(pid: u32) -> Option<(bool, String, &'static str)> {
             ),
             "Python 3.12+: run with -X perf (or PYTHONPERFSUPPORT=1)",
         ),
-        _ if have_map || !dumps.is_empty() => (
+        _ if have_map => (
             true,
             format!("{seen}; named from {map}, copied at each stop"),
+            "",
+        ),
+        _ if !dumps.is_empty() => (
+            true,
+            format!("{seen}; named from its jitdump, copied at each stop (what the runtime has flushed to it)"),
             "",
         ),
         _ => (
