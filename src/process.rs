@@ -138,8 +138,9 @@ pub struct Options {
     /// What to write.
     pub formats: Formats,
     /// Refuse to render below this percentage of the sample weight with a
-    /// named leaf frame (`symbolized_ratio`).
-    pub min_symbolized_pct: f64,
+    /// named leaf frame (`symbolized_ratio`); `None` (the default): always
+    /// draw, with the few-symbols warning below 5%.
+    pub min_symbolized_pct: Option<f64>,
     /// The perf to run; `None` = `perf` on `PATH`.
     pub perf: Option<PathBuf>,
     /// Time slices per shard; `None` = automatic (only when there are fewer
@@ -163,7 +164,7 @@ impl Default for Options {
             inline: false,
             force: false,
             formats: Formats::default(),
-            min_symbolized_pct: 5.0,
+            min_symbolized_pct: None,
             perf: None,
             time_slices: None,
             slice_min_bytes: 4 << 20,
@@ -335,7 +336,7 @@ pub fn process_capture(
     };
     let wanted = opts.formats.names();
     if !opts.force {
-        match result_dir::completion(&found.dir, &wanted) {
+        match result_dir::completion(&found.out_dir(), &wanted) {
             Completion::Done(m) => {
                 report.status = Status::Skipped;
                 report.message = format!(
@@ -478,7 +479,9 @@ impl<'a> Pipeline<'a> {
             multi,
             start,
             label: cap.found.label(),
-            dir: cap.found.dir.clone(),
+            // The old pipeline's captures get their outputs in a
+            // subdirectory: its own files are never touched.
+            dir: cap.found.out_dir(),
         }
     }
 
@@ -490,6 +493,7 @@ impl<'a> Pipeline<'a> {
     }
 
     fn run(self) -> Result<Done> {
+        result_dir::ensure_output_dir(&self.cap.found.dir)?;
         self.remove_leftovers();
         // Read before anything changes: what the outputs on disk are worth.
         let previous = result_dir::previous_quality(&self.dir);
@@ -515,7 +519,7 @@ impl<'a> Pipeline<'a> {
             Ok(pass) => pass,
             Err(done) => return stop(hasher, done),
         };
-        for w in pass.stats.warnings() {
+        for w in pass.stats.warnings().into_iter().chain(pass.stats.symbol_warning()) {
             self.log(format!("warning: {w}"));
             pass.warnings.push(w);
         }
@@ -750,13 +754,16 @@ impl<'a> Pipeline<'a> {
         if pass.folded.stacks.is_empty() {
             pass.failures.push("no samples to fold".into());
             None
-        } else if renders_pictures && symbolized_pct < self.opts.min_symbolized_pct {
+        } else if let Some(min) = self
+            .opts
+            .min_symbolized_pct
+            .filter(|min| renders_pictures && symbolized_pct < *min)
+        {
             Some(format!(
-                "only {symbolized_pct:.1}% of the weight has a named leaf frame (minimum {}%): \
-                 symbols are missing; check that symfs/ was published with the capture and \
-                 holds the worker's binaries with .symtab or .debug_info, that perf runs on the \
-                 capture's architecture, or lower --min-symbolized",
-                self.opts.min_symbolized_pct
+                "only {symbolized_pct:.1}% of the weight has a named leaf frame (--min-symbolized \
+                 {min}%): symbols are missing; check that symfs/ was published with the capture \
+                 and holds the worker's binaries with .symtab or .debug_info, that perf runs on \
+                 the capture's architecture, or lower --min-symbolized"
             ))
         } else {
             None
@@ -779,7 +786,7 @@ impl<'a> Pipeline<'a> {
         refused: bool,
         outputs: &mut Vec<String>,
     ) -> Result<()> {
-        let render_opts = self.render_options(&pass.folded);
+        let render_opts = self.render_options(&pass.folded, &pass.stats);
         for format in &self.opts.formats.render {
             let is_picture = *format != Format::Folded;
             if pass.folded.stacks.is_empty() || (is_picture && refused) {
@@ -827,6 +834,8 @@ impl<'a> Pipeline<'a> {
             period_total: stats.period_total,
             unique_stacks: folded.stats.unique_stacks,
             symbolized_ratio: stats.symbolized_ratio,
+            named_stack_ratio: stats.named_stack_ratio,
+            symbol_warning: stats.symbol_warning(),
             unnamed_stack_ratio: stats.unnamed_stack_ratio,
             unknown_frame_ratio: stats.unknown_frame_ratio,
             truncated_ratio: stats.truncated_ratio,
@@ -855,6 +864,7 @@ impl<'a> Pipeline<'a> {
                 render: secs(render_time),
                 total: secs(self.start.elapsed()),
             },
+            old_pipeline: self.cap.legacy.clone(),
         };
         let mut f = self.output(SUMMARY)?;
         f.write_all(s.to_json().as_bytes())
@@ -945,7 +955,7 @@ impl<'a> Pipeline<'a> {
         }
     }
 
-    fn render_options(&self, folded: &Folded) -> RenderOptions {
+    fn render_options(&self, folded: &Folded, stats: &StackStats) -> RenderOptions {
         let worker = self.cap.found.worker.map(|w| w.to_string());
         let event = folded
             .stats
@@ -963,9 +973,14 @@ impl<'a> Pipeline<'a> {
         if let Some(ev) = &event {
             let base = crate::perf_script::event_base(ev);
             o.subtitle = Some(format!(
-                "{ev} · {} samples · {} shard(s)",
+                "{ev} · {} samples · {} shard(s) · {}{}",
                 folded.stats.samples,
-                self.cap.shards.len()
+                self.cap.shards.len(),
+                stats.symbol_figures(),
+                stats
+                    .symbol_warning()
+                    .map(|_| " · warning: few symbols, see summary.json")
+                    .unwrap_or_default()
             ));
             // Folded counts are sample periods: nanoseconds for the
             // software clocks, events otherwise.
@@ -1502,7 +1517,7 @@ impl Pipeline<'_> {
             jobprof_capture_format::SHARDS_TSV,
         ]
         .iter()
-        .map(|n| self.dir.join(n))
+        .map(|n| self.cap.found.dir.join(n))
         .filter(|p| result_dir::is_plain_file(p))
         .collect();
         paths.extend(

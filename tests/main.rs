@@ -7,6 +7,7 @@ mod faults;
 mod fold;
 mod fold_props;
 mod job;
+mod legacy;
 mod native;
 mod nsys;
 mod process;

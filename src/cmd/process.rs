@@ -91,11 +91,12 @@ pub struct ProcessArgs {
     pub formats: String,
 
     /// Refuse to draw a flamegraph when less than PCT percent of the sample
-    /// weight has a named leaf frame (`symbolized_ratio` in summary.json;
-    /// missing symbols or a wrong symfs/ make useless pictures);
-    /// stacks.folded and summary.json are still written.
-    #[arg(long, value_name = "PCT", default_value_t = 5.0)]
-    pub min_symbolized: f64,
+    /// weight has a named leaf frame (`symbolized_ratio` in summary.json);
+    /// stacks.folded and summary.json are still written. Without it every
+    /// capture is drawn; below 5% the page header, the job page and
+    /// summary.json (`symbol_warning`) say that symbols are few.
+    #[arg(long, value_name = "PCT")]
+    pub min_symbolized: Option<f64>,
 
     /// The perf executable [default: `perf` on PATH].
     #[arg(long, value_name = "PATH")]
@@ -132,10 +133,9 @@ pub struct ProcessArgs {
 
 /// Runs `jobprof process`.
 pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
-    if !(0.0..=100.0).contains(&args.min_symbolized) {
+    if let Some(min) = args.min_symbolized.filter(|m| !(0.0..=100.0).contains(m)) {
         return Err(jobprof::Error::Usage(format!(
-            "--min-symbolized {}: give a percentage between 0 and 100",
-            args.min_symbolized
+            "--min-symbolized {min}: give a percentage between 0 and 100"
         ))
         .into());
     }
