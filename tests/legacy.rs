@@ -333,3 +333,31 @@ fn old_result_dirs_are_refused_by_the_old_rule_with_its_reasons() {
         output_text(&out)
     );
 }
+
+#[test]
+fn every_capture_is_drawn_with_the_symbol_figures_and_min_symbolized_refuses_only_when_given() {
+    let Some(seeds) = seeds() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let a = copy_seed(&seeds, "result_dir_4242", tmp.path());
+    // Without the worker's binary none of its frames are named: almost
+    // no named leaf, yet every stack says in which DSO its time went.
+    fs::remove_dir_all(a.join("profiles/perf/worker_0/symfs")).unwrap();
+    let out = process(&["--symbolizer", "native"], &[&a]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let q = capture(&a, "Q1_iter1");
+    let s = summary(&q);
+    assert!(s["symbolized_ratio"].as_f64().unwrap() < 0.05, "{s:#}");
+    let warning = s["symbol_warning"].as_str().expect("symbol_warning");
+    assert!(warning.contains("few symbols") && warning.contains("presto_server"), "{warning}");
+    assert!(s["render_refused"].is_null());
+    let page = fs::read_to_string(q.join("jobprof/flamegraph.html")).unwrap();
+    assert!(page.contains("named leaves") && page.contains("warning: few symbols"));
+    let index = fs::read_to_string(a.join("profiles/perf/index.html")).unwrap();
+    assert!(index.contains("few symbols"), "the job page shows the warning");
+    assert!(util::stderr(&out).contains("warning: few symbols"));
+    // Given, --min-symbolized refuses to draw below it.
+    let out = process(&["--force", "--min-symbolized", "5"], &[&a]);
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("not rendered"));
+    assert!(summary(&q)["render_refused"].is_string());
+}
