@@ -42,6 +42,7 @@ pub mod process;
 pub mod progress;
 pub mod render;
 pub mod repl;
+pub mod report;
 pub mod reprocess;
 pub mod result_dir;
 pub mod slurm;

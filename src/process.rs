@@ -62,6 +62,8 @@ pub struct Formats {
     pub render: Vec<Format>,
     /// Whether to write `summary.json`.
     pub summary: bool,
+    /// Whether to write `report.txt` ([`crate::report`]).
+    pub report: bool,
 }
 
 impl Default for Formats {
@@ -69,6 +71,7 @@ impl Default for Formats {
         Formats {
             render: vec![Format::Folded, Format::Svg, Format::Html],
             summary: true,
+            report: true,
         }
     }
 }
@@ -80,28 +83,34 @@ impl Formats {
         let mut f = Formats {
             render: Vec::new(),
             summary: false,
+            report: false,
         };
         for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             if item == "summary" {
                 f.summary = true;
                 continue;
             }
+            if item == "report" {
+                f.report = true;
+                continue;
+            }
             if item.eq_ignore_ascii_case("all") {
                 f.summary = true;
+                f.report = true;
                 f.render = Format::ALL.to_vec();
                 continue;
             }
             let format: Format = item.parse().map_err(|_| {
                 Error::Usage(format!(
                     "--formats: unknown format `{item}`; use a comma-separated list of \
-                     svg, html, folded, summary, speedscope, or all"
+                     svg, html, folded, summary, report, speedscope, or all"
                 ))
             })?;
             if !f.render.contains(&format) {
                 f.render.push(format);
             }
         }
-        if f.render.is_empty() && !f.summary {
+        if f.render.is_empty() && !f.summary && !f.report {
             return Err(Error::Usage("--formats: name at least one format".into()));
         }
         // Folded first: it is the cheapest and the one kept when rendering
@@ -118,6 +127,9 @@ impl Formats {
             .iter()
             .map(|f| output_name(*f).to_string())
             .collect();
+        if self.report {
+            v.push(crate::report::REPORT_TXT.to_string());
+        }
         if self.summary {
             v.push(SUMMARY.to_string());
         }
@@ -537,6 +549,10 @@ impl<'a> Pipeline<'a> {
         let render_start = Instant::now();
         let render_refused = self.render_refusal(&mut pass);
         self.render_outputs(&mut pass, render_refused.is_some(), &mut outputs)?;
+        if self.opts.formats.report {
+            self.write_report(&pass, archive_bytes.is_some())?;
+            outputs.push(crate::report::REPORT_TXT.to_string());
+        }
         let render_time = render_start.elapsed();
         if self.opts.formats.summary {
             let (inputs, hash_warnings) = hasher.map(join_hasher).unwrap_or_default();
@@ -738,6 +754,40 @@ impl<'a> Pipeline<'a> {
             crate::units::format_bytes(sizes.compressed_bytes)
         ));
         Ok(Some(sizes.raw_bytes))
+    }
+
+    /// `report.txt`: from the text just archived (or the capture's own
+    /// text that was folded), which keeps each frame's DSO; from the folded
+    /// stacks when there is neither.
+    fn write_report(&self, pass: &Pass, archived: bool) -> Result<()> {
+        let text = if archived {
+            Some(self.dir.join(result_dir::SCRIPT_ZST))
+        } else if pass.kernel.is_none() {
+            self.cap.script_text.clone()
+        } else {
+            None
+        };
+        let mut profile = match text {
+            Some(t) => crate::report::read::path(&t)?,
+            None => crate::report::read::folded_stacks(&pass.folded.stacks, ""),
+        };
+        profile.source = self.label.clone();
+        profile.shards = Some(self.cap.shards.len());
+        let opts = crate::report::Options {
+            sections: self.report_sections(pass),
+            ..crate::report::Options::default()
+        };
+        let name = crate::report::REPORT_TXT;
+        let mut f = self.output(name)?;
+        crate::report::write(&profile, &opts, &mut f).map_err(|e| Error::io(self.dir.join(name), e))?;
+        f.flush().map_err(|e| Error::io(self.dir.join(name), e))?;
+        f.commit()
+    }
+
+    /// Further sections of `report.txt` after the functions (per-thread
+    /// totals, off-CPU time: none yet).
+    fn report_sections(&self, _pass: &Pass) -> Vec<crate::report::Section> {
+        Vec::new()
     }
 
     /// Why pictures are not drawn (too little symbolized), if so; a fold
@@ -1638,7 +1688,9 @@ mod tests {
         let all = Formats::parse("svg,all").unwrap();
         assert_eq!(all.render.len(), Format::ALL.len());
         assert!(all.summary);
-        assert_eq!(all.names().len(), Format::ALL.len() + 1);
+        assert_eq!(all.names().len(), Format::ALL.len() + 2);
+        assert!(Formats::default().names().contains(&"report.txt".to_string()));
+        assert_eq!(Formats::parse("report").unwrap().names(), ["report.txt"]);
     }
 
     #[test]

@@ -13,6 +13,7 @@ mod nsys;
 mod process;
 mod record;
 mod render;
+mod report;
 mod reprocess;
 mod slurm;
 mod slurm_e2e;

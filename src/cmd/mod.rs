@@ -8,4 +8,5 @@ pub mod nsys;
 pub mod process;
 pub mod render;
 pub mod repl;
+pub mod report;
 pub mod reprocess;

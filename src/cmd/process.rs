@@ -84,10 +84,11 @@ pub struct ProcessArgs {
 
     /// Outputs to write, comma separated: svg (flamegraph.svg), html
     /// (flamegraph.html, one offline page), folded (stacks.folded), summary
-    /// (summary.json), speedscope (profile.speedscope.json, for speedscope.app
+    /// (summary.json), report (report.txt, the functions by self time as
+    /// `perf report --stdio --no-children` over all shards), speedscope (profile.speedscope.json, for speedscope.app
     /// when a big profile makes the SVG slow), or all. perf.script.zst is
     /// always written when perf script runs.
-    #[arg(long, value_name = "LIST", default_value = "svg,html,folded,summary")]
+    #[arg(long, value_name = "LIST", default_value = "svg,html,folded,summary,report")]
     pub formats: String,
 
     /// Refuse to draw a flamegraph when less than PCT percent of the sample
