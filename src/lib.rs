@@ -27,6 +27,7 @@
 
 pub mod archive;
 pub mod atomic;
+pub mod build_ids;
 mod bytes;
 pub mod compat;
 pub mod counts;

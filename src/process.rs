@@ -549,15 +549,18 @@ impl<'a> Pipeline<'a> {
         let render_start = Instant::now();
         let render_refused = self.render_refusal(&mut pass);
         self.render_outputs(&mut pass, render_refused.is_some(), &mut outputs)?;
+        let mut build_ids = Vec::new();
         if self.opts.formats.report {
-            self.write_report(&pass, archive_bytes.is_some())?;
+            let profile = self.report_profile(&pass, archive_bytes.is_some())?;
+            self.write_report(&pass, &profile)?;
             outputs.push(crate::report::REPORT_TXT.to_string());
+            build_ids = self.write_build_ids(&profile, &mut pass.warnings, &mut outputs)?;
         }
         let render_time = render_start.elapsed();
         if self.opts.formats.summary {
             let (inputs, hash_warnings) = hasher.map(join_hasher).unwrap_or_default();
             pass.warnings.extend(hash_warnings);
-            self.write_summary(&pass, inputs, &outputs, &render_refused, render_time)?;
+            self.write_summary(&pass, inputs, &outputs, &render_refused, render_time, build_ids)?;
             outputs.push(SUMMARY.to_string());
         }
         self.finish(pass, render_refused, outputs, quality, archive_bytes)
@@ -759,7 +762,7 @@ impl<'a> Pipeline<'a> {
     /// `report.txt`: from the text just archived (or the capture's own
     /// text that was folded), which keeps each frame's DSO; from the folded
     /// stacks when there is neither.
-    fn write_report(&self, pass: &Pass, archived: bool) -> Result<()> {
+    fn report_profile(&self, pass: &Pass, archived: bool) -> Result<crate::report::Profile> {
         let text = if archived {
             Some(self.dir.join(result_dir::SCRIPT_ZST))
         } else if pass.kernel.is_none() {
@@ -773,15 +776,47 @@ impl<'a> Pipeline<'a> {
         };
         profile.source = self.label.clone();
         profile.shards = Some(self.cap.shards.len());
+        Ok(profile)
+    }
+
+    fn write_report(&self, pass: &Pass, profile: &crate::report::Profile) -> Result<()> {
         let opts = crate::report::Options {
             sections: self.report_sections(pass),
             ..crate::report::Options::default()
         };
         let name = crate::report::REPORT_TXT;
         let mut f = self.output(name)?;
-        crate::report::write(&profile, &opts, &mut f).map_err(|e| Error::io(self.dir.join(name), e))?;
+        crate::report::write(profile, &opts, &mut f).map_err(|e| Error::io(self.dir.join(name), e))?;
         f.flush().map_err(|e| Error::io(self.dir.join(name), e))?;
         f.commit()
+    }
+
+    /// `build-ids.txt`: the build ids of the DSOs a sample hit, from the
+    /// shards' headers (none when the shards are gone). Returns the list
+    /// for `summary.json`.
+    fn write_build_ids(
+        &self,
+        profile: &crate::report::Profile,
+        warnings: &mut Vec<String>,
+        outputs: &mut Vec<String>,
+    ) -> Result<Vec<crate::build_ids::BuildId>> {
+        if !self.cap.has_all_data() {
+            return Ok(Vec::new());
+        }
+        let shards: Vec<PathBuf> = self.cap.shards.iter().map(|s| s.data_file.clone()).collect();
+        let (ids, problems) = crate::build_ids::of_shards(&shards);
+        warnings.extend(problems);
+        let hit: std::collections::HashSet<String> =
+            profile.frames.iter().map(|f| f.dso.clone()).collect();
+        let ids = crate::build_ids::hit_only(ids, &hit);
+        let name = crate::build_ids::BUILD_IDS_TXT;
+        let mut f = self.output(name)?;
+        f.write_all(crate::build_ids::text(&ids).as_bytes())
+            .and_then(|()| f.flush())
+            .map_err(|e| Error::io(self.dir.join(name), e))?;
+        f.commit()?;
+        outputs.push(name.to_string());
+        Ok(ids)
     }
 
     /// Further sections of `report.txt` after the functions (per-thread
@@ -862,6 +897,7 @@ impl<'a> Pipeline<'a> {
         outputs: &[String],
         render_refused: &Option<String>,
         render_time: Duration,
+        build_ids: Vec<crate::build_ids::BuildId>,
     ) -> Result<()> {
         let (folded, stats) = (&pass.folded, &pass.stats);
         let s = Summary {
@@ -915,6 +951,7 @@ impl<'a> Pipeline<'a> {
                 total: secs(self.start.elapsed()),
             },
             old_pipeline: self.cap.legacy.clone(),
+            build_ids,
         };
         let mut f = self.output(SUMMARY)?;
         f.write_all(s.to_json().as_bytes())

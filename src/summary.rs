@@ -524,6 +524,8 @@ pub struct Summary {
     /// captures.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub old_pipeline: Option<crate::result_dir::legacy::Facts>,
+    /// Build id and path of each DSO a sample hit (`build-ids.txt`).
+    pub build_ids: Vec<crate::build_ids::BuildId>,
 }
 
 impl Summary {

@@ -361,3 +361,56 @@ fn every_capture_is_drawn_with_the_symbol_figures_and_min_symbolized_refuses_onl
     assert!(String::from_utf8_lossy(&out.stdout).contains("not rendered"));
     assert!(summary(&q)["render_refused"].is_string());
 }
+
+/// `perf buildid-list` of the shards (each line once).
+fn perf_buildid_list(q: &Path, hits: bool) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    for e in fs::read_dir(q).unwrap().flatten() {
+        let n = e.file_name().to_string_lossy().into_owned();
+        if n == "perf.data" || n.starts_with("perf.data.part") {
+            let mut c = std::process::Command::new("perf");
+            c.args(["buildid-list", "-i"]).arg(e.path());
+            if hits {
+                c.arg("--with-hits");
+            }
+            let o = c.output().unwrap();
+            out.extend(String::from_utf8_lossy(&o.stdout).lines().map(String::from));
+        }
+    }
+    out
+}
+
+#[test]
+fn build_ids_of_the_dsos_samples_hit_as_perf_buildid_list_prints_them() {
+    let Some(seeds) = seeds() else { return };
+    if !util::require(util::perf_available(), "perf") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let a = copy_seed(&seeds, "result_dir_4242", tmp.path());
+    let b = copy_seed(&seeds, "result_dir_4243", tmp.path());
+    let out = process(&[], &[&a, &b]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    for q in [capture(&a, "Q1_iter1"), capture(&b, "Q5_iter1")] {
+        let text = fs::read_to_string(q.join("jobprof/build-ids.txt")).unwrap();
+        let ours: std::collections::BTreeSet<String> = text.lines().map(String::from).collect();
+        // Every DSO a sampled address is in (perf's --with-hits), and only
+        // DSOs of the header's table (what `perf buildid-list` prints):
+        // here also libc, whose frames are in every call chain, but not
+        // the vDSO or the dynamic loader no sample touched.
+        let hits = perf_buildid_list(&q, true);
+        let all = perf_buildid_list(&q, false);
+        assert!(ours.is_superset(&hits), "{ours:?} lacks some of {hits:?}");
+        assert!(ours.is_subset(&all), "{ours:?} not in {all:?}");
+        assert!(text.contains("/usr/lib/x86_64-linux-gnu/libc.so.6\n"), "{text}");
+        assert!(!text.contains("[vdso]") && !text.contains("ld-linux"), "{text}");
+        let s = summary(&q);
+        let listed: Vec<String> = s["build_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| format!("{} {}", b["build_id"].as_str().unwrap(), b["path"].as_str().unwrap()))
+            .collect();
+        assert_eq!(listed, text.lines().collect::<Vec<_>>());
+    }
+}
