@@ -143,8 +143,12 @@ impl Formats {
 pub struct Options {
     /// Concurrent `perf script` processes (and fold threads); 0 = cores.
     pub jobs: usize,
-    /// Expand inlined functions (slow on dwarf captures).
+    /// `--inline`: expand inlined functions in the shards `perf script`
+    /// symbolizes too (slow on dwarf captures). The native symbolizer
+    /// expands them unless `no_inline`.
     pub inline: bool,
+    /// `--no-inline`: no inline frames at all.
+    pub no_inline: bool,
     /// Process completed captures again.
     pub force: bool,
     /// What to write.
@@ -174,6 +178,7 @@ impl Default for Options {
         Options {
             jobs: 0,
             inline: false,
+            no_inline: false,
             force: false,
             formats: Formats::default(),
             min_symbolized_pct: None,
@@ -625,10 +630,11 @@ impl<'a> Pipeline<'a> {
         let t = Instant::now();
         let Symbolized {
             folded,
-            shards,
+            mut shards,
             failures,
             archive: parts,
         } = self.symbolize_all(plan, &units)?;
+        self.note_inline(plan, &mut shards);
         Ok(Pass {
             stats: StackStats::from_stacks(&folded.stacks),
             folded,
@@ -1234,11 +1240,60 @@ impl<'a> Pipeline<'a> {
         })
     }
 
+    /// Inline frames from the native symbolizer: they cost about nothing
+    /// there, so on unless `--no-inline`.
+    fn native_inline(&self) -> bool {
+        !self.opts.no_inline
+    }
+
+    /// Inline frames from `perf script`: it can get 100 times slower, so
+    /// only with `--inline`.
+    fn perf_inline(&self) -> bool {
+        self.opts.inline && !self.opts.no_inline
+    }
+
+    /// Marks each shard with whether it has inline frames, and logs which.
+    fn note_inline(&self, plan: &Plan<'_>, shards: &mut [ShardSummary]) {
+        let mut with = Vec::new();
+        let mut without = Vec::new();
+        for (pos, s) in self.cap.shards.iter().enumerate() {
+            let native = plan.native.get(pos).copied().unwrap_or(false);
+            let inline = if native {
+                self.native_inline()
+            } else {
+                self.perf_inline()
+            };
+            if let Some(sum) = shards.iter_mut().find(|x| x.index == s.index) {
+                sum.inline = Some(inline);
+            }
+            let who = if native { "native" } else { "perf script" };
+            if inline {
+                with.push(format!("{} ({who})", s.index));
+            } else {
+                without.push(format!("{} ({who})", s.index));
+            }
+        }
+        let why = if self.opts.no_inline {
+            "--no-inline"
+        } else {
+            "perf script expands them only with --inline"
+        };
+        match (with.is_empty(), without.is_empty()) {
+            (_, true) => self.log("inline frames: in every shard"),
+            (true, _) => self.log(format!("inline frames: none ({why})")),
+            _ => self.log(format!(
+                "inline frames: in shard(s) {}; not in shard(s) {} ({why})",
+                with.join(", "),
+                without.join(", ")
+            )),
+        }
+    }
+
     /// The `perf script` options and the native symbolizer for this
     /// capture, both reading the same symbol files and kernel table.
     fn symbolizers(&self) -> (ScriptOptions, native::Symbolizer) {
         let script_opts = ScriptOptions {
-            inline: self.opts.inline,
+            inline: self.perf_inline(),
             symfs: self.cap.symfs.clone(),
             kallsyms: self.kernel_symbols().file().map(Path::to_path_buf),
         };
@@ -1254,7 +1309,7 @@ impl<'a> Pipeline<'a> {
         let natively = native::Symbolizer::new(native::Options {
             symfs: self.cap.symfs.clone(),
             kallsyms: self.kernel_symbols().file().map(Path::to_path_buf),
-            inline: self.opts.inline,
+            inline: self.native_inline(),
         });
         (script_opts, natively)
     }
@@ -1699,6 +1754,7 @@ fn shard_summary(s: &crate::result_dir::Shard, status: &str) -> ShardSummary {
         seconds: 0.0,
         status: status.into(),
         error: None,
+        inline: None,
     }
 }
 

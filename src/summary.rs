@@ -424,6 +424,9 @@ pub struct ShardSummary {
     pub status: String,
     /// Why it failed.
     pub error: Option<String>,
+    /// Whether its stacks have inline frames (expanded where perf 6.1
+    /// prints them); `None` when the capture's own text was folded.
+    pub inline: Option<bool>,
 }
 
 /// Where the time went, in seconds.

@@ -414,3 +414,38 @@ fn build_ids_of_the_dsos_samples_hit_as_perf_buildid_list_prints_them() {
         assert_eq!(listed, text.lines().collect::<Vec<_>>());
     }
 }
+
+#[test]
+fn inline_frames_by_default_natively_and_perf_script_only_with_inline() {
+    let Some(seeds) = seeds() else { return };
+    if !util::require(util::perf_available(), "perf") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let b = copy_seed(&seeds, "result_dir_4243", tmp.path());
+    let q = capture(&b, "Q5_iter1");
+    let cases: [(&[&str], bool, &str); 5] = [
+        (&[], true, "inline frames: in every shard"),
+        (&["--inline"], true, "inline frames: in every shard"),
+        (&["--no-inline"], false, "inline frames: none (--no-inline)"),
+        (
+            &["--symbolizer", "perf"],
+            false,
+            "inline frames: none (perf script expands them only with --inline)",
+        ),
+        (&["--symbolizer", "perf", "--inline"], true, "inline frames: in every shard"),
+    ];
+    let mut folded = Vec::new();
+    for (args, inline, log) in cases {
+        let out = process(&[&["--force"], args].concat(), &[&b]);
+        assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+        assert!(util::stderr(&out).contains(log), "{args:?}: {}", output_text(&out));
+        assert_eq!(summary(&q)["shards"][0]["inline"], inline, "{args:?}");
+        folded.push(fs::read_to_string(q.join("jobprof/stacks.folded")).unwrap());
+    }
+    // The native default is `--inline`; without inline frames both
+    // symbolizers agree (how native inline frames compare with `perf
+    // script --inline` is tests/native.rs's business).
+    assert_eq!(folded[0], folded[1], "native default differs from --inline");
+    assert_eq!(folded[2], folded[3], "--no-inline native and perf script differ");
+}

@@ -62,13 +62,19 @@ pub struct ProcessArgs {
     #[arg(short = 'j', long, value_name = "N")]
     pub jobs: Option<usize>,
 
-    /// Expand inlined functions in stacks, where `perf script --inline`
-    /// does (perf 6.1: call chains unwound from `--call-graph dwarf` stack
-    /// copies; frame-pointer chains get none). Off by default: it can make
-    /// `perf script` 100 times slower; the native symbolizer does it at
-    /// about the cost of plain symbols.
-    #[arg(long)]
+    /// Expand inlined functions also in the shards `perf script`
+    /// symbolizes (it can make `perf script` 100 times slower). The native
+    /// symbolizer expands them by default, at about the cost of plain
+    /// symbols, where `perf script --inline` does (perf 6.1: call chains
+    /// unwound from `--call-graph dwarf` stack copies; frame-pointer chains
+    /// get none). The log and summary.json (`shards[].inline`) say which
+    /// shards have them.
+    #[arg(long, conflicts_with = "no_inline")]
     pub inline: bool,
+
+    /// No inline frames, not even from the native symbolizer.
+    #[arg(long)]
+    pub no_inline: bool,
 
     /// zstd level of the perf.script.zst archive: 1 (fastest; the default)
     /// to 19 (smallest). Level 3 makes the archive ~8% smaller and the
@@ -149,6 +155,7 @@ pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
     opts.symbolizer = args.symbolizer;
     opts.jobs = args.jobs.unwrap_or(0);
     opts.inline = args.inline;
+    opts.no_inline = args.no_inline;
     opts.force = args.force;
     opts.zstd_level = args.zstd_level;
     opts.formats = Formats::parse(&args.formats)?;
