@@ -449,3 +449,48 @@ fn inline_frames_by_default_natively_and_perf_script_only_with_inline() {
     assert_eq!(folded[0], folded[1], "native default differs from --inline");
     assert_eq!(folded[2], folded[3], "--no-inline native and perf script differ");
 }
+
+#[test]
+fn jobprof_record_takes_the_old_samplers_event_cpu_clock_u() {
+    if !util::require(util::perf_can_record(), "perf record") {
+        return;
+    }
+    let Some(exe) = util::program("legacy_demo_worker", "fixtures/src/demo_worker.c", &["-O2", "-g"])
+    else {
+        util::require(false, "gcc (to build fixtures/src/demo_worker.c)");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let mut worker = std::process::Command::new(&exe)
+        .args(["60", "4"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let rd = tmp.path().join("result");
+    // The old sampler's event and stack size, at a frequency that gives a
+    // few hundred samples in 2 s.
+    util::capture_q1(
+        tmp.path(),
+        &rd.join("profiles/perf"),
+        &mut worker,
+        "--event cpu-clock:u --frequency 499 --call-graph dwarf,8192 --start-timeout 30 \
+         --stop-timeout 20",
+        &[],
+        2,
+        std::time::Duration::from_secs(60),
+    );
+    let q = rd.join("profiles/perf/worker_0/q1");
+    let cap: serde_json::Value =
+        serde_json::from_slice(&util::read(&q.join("capture.json"))).unwrap();
+    assert_eq!(cap["event"], "cpu-clock:u");
+    let out = process(&[], &[&rd]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let s: serde_json::Value =
+        serde_json::from_slice(&util::read(&q.join("summary.json"))).unwrap();
+    assert_eq!(s["event"], "cpu-clock:u", "{s:#}");
+    assert!(s["samples"].as_u64().unwrap() > 50, "{s:#}");
+    // `:u`: user space only, no kernel frame anywhere.
+    let folded = fs::read_to_string(q.join("stacks.folded")).unwrap();
+    assert!(!folded.contains("kernel.kallsyms"), "{folded}");
+    assert!(folded.contains("demo_"), "{folded}");
+}
