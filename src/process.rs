@@ -536,7 +536,12 @@ impl<'a> Pipeline<'a> {
             Ok(pass) => pass,
             Err(done) => return stop(hasher, done),
         };
-        for w in pass.stats.warnings().into_iter().chain(pass.stats.symbol_warning()) {
+        for w in pass
+            .stats
+            .warnings()
+            .into_iter()
+            .chain(pass.stats.symbol_warning())
+        {
             self.log(format!("warning: {w}"));
             pass.warnings.push(w);
         }
@@ -565,7 +570,14 @@ impl<'a> Pipeline<'a> {
         if self.opts.formats.summary {
             let (inputs, hash_warnings) = hasher.map(join_hasher).unwrap_or_default();
             pass.warnings.extend(hash_warnings);
-            self.write_summary(&pass, inputs, &outputs, &render_refused, render_time, build_ids)?;
+            self.write_summary(
+                &pass,
+                inputs,
+                &outputs,
+                &render_refused,
+                render_time,
+                build_ids,
+            )?;
             outputs.push(SUMMARY.to_string());
         }
         self.finish(pass, render_refused, outputs, quality, archive_bytes)
@@ -792,7 +804,8 @@ impl<'a> Pipeline<'a> {
         };
         let name = crate::report::REPORT_TXT;
         let mut f = self.output(name)?;
-        crate::report::write(profile, &opts, &mut f).map_err(|e| Error::io(self.dir.join(name), e))?;
+        crate::report::write(profile, &opts, &mut f)
+            .map_err(|e| Error::io(self.dir.join(name), e))?;
         f.flush().map_err(|e| Error::io(self.dir.join(name), e))?;
         f.commit()
     }
@@ -809,7 +822,12 @@ impl<'a> Pipeline<'a> {
         if !self.cap.has_all_data() {
             return Ok(Vec::new());
         }
-        let shards: Vec<PathBuf> = self.cap.shards.iter().map(|s| s.data_file.clone()).collect();
+        let shards: Vec<PathBuf> = self
+            .cap
+            .shards
+            .iter()
+            .map(|s| s.data_file.clone())
+            .collect();
         let (ids, problems) = crate::build_ids::of_shards(&shards);
         warnings.extend(problems);
         let hit: std::collections::HashSet<String> =
@@ -1782,7 +1800,9 @@ mod tests {
         assert_eq!(all.render.len(), Format::ALL.len());
         assert!(all.summary);
         assert_eq!(all.names().len(), Format::ALL.len() + 2);
-        assert!(Formats::default().names().contains(&"report.txt".to_string()));
+        assert!(Formats::default()
+            .names()
+            .contains(&"report.txt".to_string()));
         assert_eq!(Formats::parse("report").unwrap().names(), ["report.txt"]);
     }
 

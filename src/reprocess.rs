@@ -448,7 +448,11 @@ pub fn plan(item: &Item, opts: &Options) -> Plan {
         }
     };
     let gz = dir.join(result_dir::SCRIPT_GZ).is_file();
-    let zst = item.capture.out_dir().join(result_dir::SCRIPT_ZST).is_file();
+    let zst = item
+        .capture
+        .out_dir()
+        .join(result_dir::SCRIPT_ZST)
+        .is_file();
     let is_capture = item.kind == Kind::Capture;
     Plan {
         outputs,

@@ -17,8 +17,11 @@ use crate::util::{self, jobprof, output_text};
 /// a failure under CI).
 pub(crate) fn seeds() -> Option<PathBuf> {
     let p = util::repo_root().join("../shared/seed-captures");
-    util::require(p.is_dir(), "../shared/seed-captures (the old pipeline's result dirs)")
-        .then_some(p)
+    util::require(
+        p.is_dir(),
+        "../shared/seed-captures (the old pipeline's result dirs)",
+    )
+    .then_some(p)
 }
 
 /// A writable copy of the seed result directory `name` under `tmp`.
@@ -47,7 +50,10 @@ fn old_files(rd: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
             } else if !(p.parent() == Some(&rd.join("profiles/perf"))
                 && (name.starts_with("index.") || name.starts_with('.')))
             {
-                out.insert(p.strip_prefix(rd).unwrap().to_path_buf(), fs::read(&p).unwrap());
+                out.insert(
+                    p.strip_prefix(rd).unwrap().to_path_buf(),
+                    fs::read(&p).unwrap(),
+                );
             }
         }
     }
@@ -97,12 +103,12 @@ fn in_old_naming(text: &str) -> HashMap<String, u64> {
         let frames: Vec<String> = stack
             .split(';')
             .skip(1)
-            .map(|f| {
-                match f.strip_prefix('[').and_then(|x| x.strip_suffix(']')) {
+            .map(
+                |f| match f.strip_prefix('[').and_then(|x| x.strip_suffix(']')) {
                     Some(dso) => format!("[unknown:{dso}]"),
                     None => f.to_string(),
-                }
-            })
+                },
+            )
             .collect();
         *m.entry(frames.join(";")).or_default() += n;
     }
@@ -181,7 +187,12 @@ fn old_result_dirs_process_with_both_symbolizers_untouched_and_a_rerun_does_noth
         assert_eq!(old_files(&b), before_b, "the old pipeline's files changed");
         // The job page carries the old pipeline's facts.
         let page = fs::read_to_string(a.join("profiles/perf/index.html")).unwrap();
-        for fact in ["499 Hz", "old shell pipeline", "sample loss 0%", "worker exe"] {
+        for fact in [
+            "499 Hz",
+            "old shell pipeline",
+            "sample loss 0%",
+            "worker exe",
+        ] {
             assert!(page.contains(fact), "job page lacks {fact}");
         }
         // A rerun is a no-op: every capture skipped, nothing rewritten.
@@ -189,7 +200,12 @@ fn old_result_dirs_process_with_both_symbolizers_untouched_and_a_rerun_does_noth
         let again = process(&["--symbolizer", symbolizer], &[&a, &b]);
         assert_eq!(again.status.code(), Some(0), "{}", output_text(&again));
         let text = String::from_utf8_lossy(&again.stdout);
-        assert_eq!(text.matches(": skipped").count(), 3, "{}", output_text(&again));
+        assert_eq!(
+            text.matches(": skipped").count(),
+            3,
+            "{}",
+            output_text(&again)
+        );
         assert_eq!(
             fs::read(capture(&a, "Q1_iter1").join("jobprof/summary.json")).unwrap(),
             outputs
@@ -218,7 +234,11 @@ fn old_result_dir_without_perf_and_without_its_shards_folds_its_perf_script_gz()
     fs::create_dir(&b).unwrap();
     let b = copy_seed(&seeds, "result_dir_4242", &b);
     for q in ["Q1_iter1", "Q2_iter1"] {
-        for n in ["perf.data.part000", "perf.data.part001", "perf.data.part002"] {
+        for n in [
+            "perf.data.part000",
+            "perf.data.part001",
+            "perf.data.part002",
+        ] {
             fs::remove_file(capture(&b, q).join(n)).unwrap();
         }
     }
@@ -310,16 +330,24 @@ fn old_result_dirs_are_refused_by_the_old_rule_with_its_reasons() {
             "expected `{reason}`: {}",
             output_text(&out)
         );
-        assert!(!q1.join("jobprof").exists(), "a refused capture got outputs");
+        assert!(
+            !q1.join("jobprof").exists(),
+            "a refused capture got outputs"
+        );
     }
     // A shard that did not stop cleanly, and a data file too few.
     let tsv = q2.join("perf-shards.tsv");
     let rows = fs::read_to_string(&tsv).unwrap();
     fs::remove_file(&tsv).unwrap();
-    fs::write(&tsv, rows.replacen("\t0\tperf.data.part001", "\t1\tperf.data.part001", 1)).unwrap();
+    fs::write(
+        &tsv,
+        rows.replacen("\t0\tperf.data.part001", "\t1\tperf.data.part001", 1),
+    )
+    .unwrap();
     let out = process(&["--query", "Q2_iter1"], &[&a]);
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains("shard 1 (phase stopped) ended with exit status 1"),
+        String::from_utf8_lossy(&out.stdout)
+            .contains("shard 1 (phase stopped) ended with exit status 1"),
         "{}",
         output_text(&out)
     );
@@ -328,7 +356,8 @@ fn old_result_dirs_are_refused_by_the_old_rule_with_its_reasons() {
     fs::remove_file(q2.join("perf.data.part002")).unwrap();
     let out = process(&["--query", "Q2_iter1"], &[&a]);
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains("the capture holds perf.data.part000, perf.data.part001"),
+        String::from_utf8_lossy(&out.stdout)
+            .contains("the capture holds perf.data.part000, perf.data.part001"),
         "{}",
         output_text(&out)
     );
@@ -348,12 +377,18 @@ fn every_capture_is_drawn_with_the_symbol_figures_and_min_symbolized_refuses_onl
     let s = summary(&q);
     assert!(s["symbolized_ratio"].as_f64().unwrap() < 0.05, "{s:#}");
     let warning = s["symbol_warning"].as_str().expect("symbol_warning");
-    assert!(warning.contains("few symbols") && warning.contains("presto_server"), "{warning}");
+    assert!(
+        warning.contains("few symbols") && warning.contains("presto_server"),
+        "{warning}"
+    );
     assert!(s["render_refused"].is_null());
     let page = fs::read_to_string(q.join("jobprof/flamegraph.html")).unwrap();
     assert!(page.contains("named leaves") && page.contains("warning: few symbols"));
     let index = fs::read_to_string(a.join("profiles/perf/index.html")).unwrap();
-    assert!(index.contains("few symbols"), "the job page shows the warning");
+    assert!(
+        index.contains("few symbols"),
+        "the job page shows the warning"
+    );
     assert!(util::stderr(&out).contains("warning: few symbols"));
     // Given, --min-symbolized refuses to draw below it.
     let out = process(&["--force", "--min-symbolized", "5"], &[&a]);
@@ -402,14 +437,26 @@ fn build_ids_of_the_dsos_samples_hit_as_perf_buildid_list_prints_them() {
         let all = perf_buildid_list(&q, false);
         assert!(ours.is_superset(&hits), "{ours:?} lacks some of {hits:?}");
         assert!(ours.is_subset(&all), "{ours:?} not in {all:?}");
-        assert!(text.contains("/usr/lib/x86_64-linux-gnu/libc.so.6\n"), "{text}");
-        assert!(!text.contains("[vdso]") && !text.contains("ld-linux"), "{text}");
+        assert!(
+            text.contains("/usr/lib/x86_64-linux-gnu/libc.so.6\n"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("[vdso]") && !text.contains("ld-linux"),
+            "{text}"
+        );
         let s = summary(&q);
         let listed: Vec<String> = s["build_ids"]
             .as_array()
             .unwrap()
             .iter()
-            .map(|b| format!("{} {}", b["build_id"].as_str().unwrap(), b["path"].as_str().unwrap()))
+            .map(|b| {
+                format!(
+                    "{} {}",
+                    b["build_id"].as_str().unwrap(),
+                    b["path"].as_str().unwrap()
+                )
+            })
             .collect();
         assert_eq!(listed, text.lines().collect::<Vec<_>>());
     }
@@ -433,13 +480,21 @@ fn inline_frames_by_default_natively_and_perf_script_only_with_inline() {
             false,
             "inline frames: none (perf script expands them only with --inline)",
         ),
-        (&["--symbolizer", "perf", "--inline"], true, "inline frames: in every shard"),
+        (
+            &["--symbolizer", "perf", "--inline"],
+            true,
+            "inline frames: in every shard",
+        ),
     ];
     let mut folded = Vec::new();
     for (args, inline, log) in cases {
         let out = process(&[&["--force"], args].concat(), &[&b]);
         assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
-        assert!(util::stderr(&out).contains(log), "{args:?}: {}", output_text(&out));
+        assert!(
+            util::stderr(&out).contains(log),
+            "{args:?}: {}",
+            output_text(&out)
+        );
         assert_eq!(summary(&q)["shards"][0]["inline"], inline, "{args:?}");
         folded.push(fs::read_to_string(q.join("jobprof/stacks.folded")).unwrap());
     }
@@ -447,7 +502,10 @@ fn inline_frames_by_default_natively_and_perf_script_only_with_inline() {
     // symbolizers agree (how native inline frames compare with `perf
     // script --inline` is tests/native.rs's business).
     assert_eq!(folded[0], folded[1], "native default differs from --inline");
-    assert_eq!(folded[2], folded[3], "--no-inline native and perf script differ");
+    assert_eq!(
+        folded[2], folded[3],
+        "--no-inline native and perf script differ"
+    );
 }
 
 #[test]
@@ -455,8 +513,11 @@ fn jobprof_record_takes_the_old_samplers_event_cpu_clock_u() {
     if !util::require(util::perf_can_record(), "perf record") {
         return;
     }
-    let Some(exe) = util::program("legacy_demo_worker", "fixtures/src/demo_worker.c", &["-O2", "-g"])
-    else {
+    let Some(exe) = util::program(
+        "legacy_demo_worker",
+        "fixtures/src/demo_worker.c",
+        &["-O2", "-g"],
+    ) else {
         util::require(false, "gcc (to build fixtures/src/demo_worker.c)");
         return;
     };

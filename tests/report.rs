@@ -31,14 +31,25 @@ fn perf_report_shares(capture: &Path, symfs: &Path) -> BTreeMap<(String, String)
     for shard in shards {
         let out = Command::new("perf")
             .args(["report", "--stdio", "--no-children", "--show-total-period"])
-            .args(["-g", "none", "--percent-limit", "0", "--sort", "dso,sym", "--symfs"])
+            .args([
+                "-g",
+                "none",
+                "--percent-limit",
+                "0",
+                "--sort",
+                "dso,sym",
+                "--symfs",
+            ])
             .arg(symfs)
             .arg("-i")
             .arg(&shard)
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
-        for l in text.lines().filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit())) {
+        for l in text
+            .lines()
+            .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        {
             // `  97.92%    1509018024  presto_server  [.] burn`
             let f: Vec<&str> = l.split_whitespace().collect();
             if f.len() < 5 || !f[0].ends_with('%') {
@@ -90,8 +101,14 @@ fn assert_like_perf_report(capture: &Path, symfs: &Path, report: &str) {
     }
     for ((dso, sym), o) in &ours {
         if *o >= 0.5 && sym != "[unknown]" {
-            let p = perf.get(&(dso.clone(), sym.clone())).copied().unwrap_or(0.0);
-            assert!((o - p).abs() <= 0.5, "{sym}: jobprof {o}%, perf report {p}%");
+            let p = perf
+                .get(&(dso.clone(), sym.clone()))
+                .copied()
+                .unwrap_or(0.0);
+            assert!(
+                (o - p).abs() <= 0.5,
+                "{sym}: jobprof {o}%, perf report {p}%"
+            );
         }
     }
 }
@@ -107,7 +124,11 @@ fn report_txt_matches_perf_report_over_all_shards_and_jobprof_report_prints_it()
     let b = copy_seed(&seeds, "result_dir_4243", tmp.path());
     let out = jobprof().arg("process").arg(&a).arg(&b).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
-    for (rd, q, shards) in [(&a, "Q1_iter1", 3), (&a, "Q2_iter1", 3), (&b, "Q5_iter1", 1)] {
+    for (rd, q, shards) in [
+        (&a, "Q1_iter1", 3),
+        (&a, "Q2_iter1", 3),
+        (&b, "Q5_iter1", 1),
+    ] {
         let w = rd.join("profiles/perf/worker_0");
         let q = w.join(q);
         let report = fs::read_to_string(q.join("jobprof/report.txt")).unwrap();
@@ -142,8 +163,14 @@ fn report_txt_matches_perf_report_over_all_shards_and_jobprof_report_prints_it()
         .output()
         .unwrap();
     let folded = String::from_utf8_lossy(&folded.stdout);
-    assert!(folded.contains("97.92%  -") && folded.contains("burn"), "{folded}");
-    assert_eq!(folded.matches("[.] ").count() + folded.matches("[k] ").count(), 1);
+    assert!(
+        folded.contains("97.92%  -") && folded.contains("burn"),
+        "{folded}"
+    );
+    assert_eq!(
+        folded.matches("[.] ").count() + folded.matches("[k] ").count(),
+        1
+    );
     assert!(folded.contains("more function(s)"), "{folded}");
     // Not a profile: exit 2, the file named.
     let bad = tmp.path().join("notes.txt");

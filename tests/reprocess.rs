@@ -161,7 +161,8 @@ fn reprocess_recompress_keeps_the_gz_and_replace_archives_deletes_it_last() {
     assert_eq!(out.status.code(), Some(0), "{}", util::output_text(&out));
     assert!(!q.join("perf.script.gz").exists());
     assert!(
-        out_dir.join("perf.script.zst").is_file() && out_dir.join(".postprocess-complete").is_file()
+        out_dir.join("perf.script.zst").is_file()
+            && out_dir.join(".postprocess-complete").is_file()
     );
 }
 

@@ -114,7 +114,13 @@ fn process_copy(c: &Captured, tmp: &Path, edit: impl Fn(&Path)) -> (PathBuf, Str
         .arg("process")
         .arg(&dst)
         // Compared with `perf script --no-inline` below.
-        .args(["--formats", "folded,summary", "--min-symbolized", "0", "--no-inline"])
+        .args([
+            "--formats",
+            "folded,summary",
+            "--min-symbolized",
+            "0",
+            "--no-inline",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));

@@ -447,7 +447,9 @@ pub fn old_pipeline_metadata(shards: usize, job_id: &str, event: &str) -> String
     let files: Vec<String> = if shards == 1 {
         vec!["perf.data".into()]
     } else {
-        (0..shards).map(|i| format!("perf.data.part{i:03}")).collect()
+        (0..shards)
+            .map(|i| format!("perf.data.part{i:03}"))
+            .collect()
     };
     format!(
         "capture_phase=start\n{common}perf_control_handshake=enabled\nperf_shard_count={shards}\n\

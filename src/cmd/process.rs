@@ -94,7 +94,11 @@ pub struct ProcessArgs {
     /// `perf report --stdio --no-children` over all shards), speedscope (profile.speedscope.json, for speedscope.app
     /// when a big profile makes the SVG slow), or all. perf.script.zst is
     /// always written when perf script runs.
-    #[arg(long, value_name = "LIST", default_value = "svg,html,folded,summary,report")]
+    #[arg(
+        long,
+        value_name = "LIST",
+        default_value = "svg,html,folded,summary,report"
+    )]
     pub formats: String,
 
     /// Refuse to draw a flamegraph when less than PCT percent of the sample

@@ -112,7 +112,11 @@ pub struct ReprocessArgs {
 
     /// Outputs to write (as for `jobprof process`): svg, html, folded,
     /// summary, report, speedscope, or all.
-    #[arg(long, value_name = "LIST", default_value = "svg,html,folded,summary,report")]
+    #[arg(
+        long,
+        value_name = "LIST",
+        default_value = "svg,html,folded,summary,report"
+    )]
     pub formats: String,
 
     /// The perf executable [default: `perf` on PATH].

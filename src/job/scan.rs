@@ -396,7 +396,10 @@ fn note_header(h: &mut Header, c: &CaptureDir, meta: Option<&Capture>, summary: 
     if let Some(j) = summary.and_then(|s| s["job_id"].as_str()) {
         h.job_ids.insert(j.to_string());
     }
-    if let Some(old) = summary.map(|s| &s["old_pipeline"]).filter(|o| o.is_object()) {
+    if let Some(old) = summary
+        .map(|s| &s["old_pipeline"])
+        .filter(|o| o.is_object())
+    {
         note_old_pipeline(h, old);
     }
 }

@@ -183,7 +183,10 @@ fn entries(p: &Profile) -> Vec<Entry> {
             let weight = chains.iter().fold(0u64, |a, c| crate::counts::add(a, c.1));
             let mut paths: Vec<(Vec<u32>, u64)> =
                 chains.into_iter().map(|(c, w)| (c.clone(), w)).collect();
-            paths.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| names(p, &a.0).cmp(&names(p, &b.0))));
+            paths.sort_by(|a, b| {
+                b.1.cmp(&a.1)
+                    .then_with(|| names(p, &a.0).cmp(&names(p, &b.0)))
+            });
             Entry {
                 frame,
                 weight,
@@ -275,7 +278,11 @@ fn write_header(p: &Profile, total: u64, out: &mut dyn Write) -> io::Result<()> 
         .shards
         .map(|n| format!(", {n} shard(s) together"))
         .unwrap_or_default();
-    writeln!(out, "{}", fit(&format!("# jobprof report: {}{shards}", p.source)))?;
+    writeln!(
+        out,
+        "{}",
+        fit(&format!("# jobprof report: {}{shards}", p.source))
+    )?;
     writeln!(
         out,
         "# Samples: {}  of event '{}'",
@@ -284,7 +291,11 @@ fn write_header(p: &Profile, total: u64, out: &mut dyn Write) -> io::Result<()> 
     )?;
     writeln!(out, "# Event count: {total}")?;
     if let Some((a, b)) = p.window {
-        writeln!(out, "# Window: {:.3} s (first to last sample)", (b - a).max(0.0))?;
+        writeln!(
+            out,
+            "# Window: {:.3} s (first to last sample)",
+            (b - a).max(0.0)
+        )?;
     }
     let (leaf, any) = p.symbol_shares();
     writeln!(
@@ -342,7 +353,11 @@ fn write_paths(
             writeln!(out, "{}", fit(&format!("{indent}{f}")))?;
         }
         if chain.len() > opts.depth {
-            writeln!(out, "{indent}... ({} more callers)", chain.len() - opts.depth)?;
+            writeln!(
+                out,
+                "{indent}... ({} more callers)",
+                chain.len() - opts.depth
+            )?;
         }
         if !single {
             writeln!(out, "            |")?;
@@ -396,7 +411,10 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains("99.75%  w              [.] burn"), "{text}");
         assert!(text.contains("|--74.81%--burn"), "{text}");
-        assert!(text.contains("0.25%  libc.so.6      [.] [unknown]"), "{text}");
+        assert!(
+            text.contains("0.25%  libc.so.6      [.] [unknown]"),
+            "{text}"
+        );
         assert!(text.contains("99.8% of the weight has a named leaf, 100.0% a named"));
         assert!(text.lines().all(|l| l.chars().count() <= WIDTH), "{text}");
         let mut out = Vec::new();
@@ -406,6 +424,9 @@ mod tests {
         };
         write(&profile(), &opts, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
-        assert!(!text.contains("[unknown]") && text.contains("1 more function(s)"), "{text}");
+        assert!(
+            !text.contains("[unknown]") && text.contains("1 more function(s)"),
+            "{text}"
+        );
     }
 }

@@ -291,7 +291,10 @@ fn folded_frame(f: &str) -> Frame {
             dso: dso.into(),
         };
     }
-    let f = f.strip_suffix("_[j]").or(f.strip_suffix("_[i]")).unwrap_or(f);
+    let f = f
+        .strip_suffix("_[j]")
+        .or(f.strip_suffix("_[i]"))
+        .unwrap_or(f);
     Frame {
         symbol: f.into(),
         dso: "-".into(),
@@ -350,7 +353,10 @@ mod tests {
             dso: "w".into()
         }));
         let mut l = Lines::default();
-        for line in ["w;[unknown:libc.so.6];busy;burn 3", "w;burn;[[kernel.kallsyms]] 1"] {
+        for line in [
+            "w;[unknown:libc.so.6];busy;burn 3",
+            "w;burn;[[kernel.kallsyms]] 1",
+        ] {
             l.push(line.as_bytes());
         }
         let p = l.finish(Path::new("x")).unwrap();

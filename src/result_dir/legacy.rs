@@ -359,7 +359,11 @@ fn checked_shards(found: &CaptureDir, blocks: &[Block]) -> Checked<Vec<Shard>> {
         .iter()
         .rev()
         .find_map(|b| b.get("perf_data_shards"))
-        .ok_or_else(|| refuse(format!("{NAME} has no perf_data_shards line (phase publish_start)")))?;
+        .ok_or_else(|| {
+            refuse(format!(
+                "{NAME} has no perf_data_shards line (phase publish_start)"
+            ))
+        })?;
     let count: usize = count
         .parse()
         .map_err(|_| refuse(format!("{NAME}: perf_data_shards={count} is not a number")))?;
@@ -398,7 +402,9 @@ pub fn data_file_names(count: usize) -> Vec<String> {
     if count == 1 {
         vec!["perf.data".into()]
     } else {
-        (0..count).map(|i| format!("perf.data.part{i:03}")).collect()
+        (0..count)
+            .map(|i| format!("perf.data.part{i:03}"))
+            .collect()
     }
 }
 
@@ -435,9 +441,7 @@ pub fn parse_shards(text: &str) -> std::result::Result<Vec<LegacyShard>, String>
         col("exit_status"),
         col("data_file"),
     ) else {
-        return Err(
-            "the header needs the columns shard, phase, exit_status and data_file".into(),
-        );
+        return Err("the header needs the columns shard, phase, exit_status and data_file".into());
     };
     let c_bytes = col("data_bytes");
     let mut out = Vec::new();
@@ -454,9 +458,10 @@ pub fn parse_shards(text: &str) -> std::result::Result<Vec<LegacyShard>, String>
         let status = field(c_status)?;
         let exit_status = match status {
             "" | "-" => None,
-            s => Some(s.parse().map_err(|_| {
-                format!("line {}: exit_status `{s}` is not a number", i + 1)
-            })?),
+            s => Some(
+                s.parse()
+                    .map_err(|_| format!("line {}: exit_status `{s}` is not a number", i + 1))?,
+            ),
         };
         out.push(LegacyShard {
             shard,
@@ -532,7 +537,10 @@ mod tests {
             }]
         );
         assert_eq!(data_file_names(1), ["perf.data"]);
-        assert_eq!(data_file_names(2), ["perf.data.part000", "perf.data.part001"]);
+        assert_eq!(
+            data_file_names(2),
+            ["perf.data.part000", "perf.data.part001"]
+        );
         assert!(parse_shards("0\tstopped\t1\n").is_err());
     }
 }
