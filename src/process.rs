@@ -936,11 +936,7 @@ impl<'a> Pipeline<'a> {
             layout: self.cap.layout,
             validated: self.cap.validated,
             samples: folded.stats.samples,
-            event: folded
-                .stats
-                .event
-                .clone()
-                .or_else(|| self.cap.event.clone()),
+            event: self.event(folded),
             period_total: stats.period_total,
             unique_stacks: folded.stats.unique_stacks,
             symbolized_ratio: stats.symbolized_ratio,
@@ -1066,13 +1062,20 @@ impl<'a> Pipeline<'a> {
         }
     }
 
+    /// The event folded, as the capture recorded it when that is the same
+    /// event (`cpu-clock:u`: the text may name it without its modifier).
+    fn event(&self, folded: &Folded) -> Option<String> {
+        let base = crate::perf_script::event_base;
+        match (&folded.stats.event, &self.cap.event) {
+            (Some(f), Some(c)) if base(f) == base(c) => Some(c.clone()),
+            (Some(f), _) => Some(f.clone()),
+            (None, c) => c.clone(),
+        }
+    }
+
     fn render_options(&self, folded: &Folded, stats: &StackStats) -> RenderOptions {
         let worker = self.cap.found.worker.map(|w| w.to_string());
-        let event = folded
-            .stats
-            .event
-            .clone()
-            .or_else(|| self.cap.event.clone());
+        let event = self.event(folded);
         let mut o = RenderOptions {
             title: render::capture_title(
                 self.cap.job_id.as_deref(),
