@@ -862,21 +862,20 @@ impl<'a> Pipeline<'a> {
             .any(|f| *f != Format::Folded);
         if pass.folded.stacks.is_empty() {
             pass.failures.push("no samples to fold".into());
-            None
-        } else if let Some(min) = self
-            .opts
+            return None;
+        }
+        self.opts
             .min_symbolized_pct
             .filter(|min| renders_pictures && symbolized_pct < *min)
-        {
-            Some(format!(
-                "only {symbolized_pct:.1}% of the weight has a named leaf frame (--min-symbolized \
-                 {min}%): symbols are missing; check that symfs/ was published with the capture \
-                 and holds the worker's binaries with .symtab or .debug_info, that perf runs on \
-                 the capture's architecture, or lower --min-symbolized"
-            ))
-        } else {
-            None
-        }
+            .map(|min| {
+                format!(
+                    "only {symbolized_pct:.1}% of the weight has a named leaf frame \
+                     (--min-symbolized {min}%): symbols are missing; check that symfs/ was \
+                     published with the capture and holds the worker's binaries with .symtab or \
+                     .debug_info, that perf runs on the capture's architecture, or lower \
+                     --min-symbolized"
+                )
+            })
     }
 
     /// An output file in the capture directory: never through a planted

@@ -284,6 +284,9 @@ fn old_result_dir_without_perf_and_without_its_shards_folds_its_perf_script_gz()
     );
 }
 
+/// A change to a capture's metadata text.
+type Edit = Box<dyn Fn(&str) -> String>;
+
 /// Rewrites the capture's metadata (a copy) with `edit`.
 fn edit_metadata(q: &Path, edit: impl Fn(&str) -> String) {
     let p = q.join("capture-metadata.txt");
@@ -302,7 +305,7 @@ fn old_result_dirs_are_refused_by_the_old_rule_with_its_reasons() {
     let a = copy_seed(&seeds, "result_dir_4242", tmp.path());
     let q1 = capture(&a, "Q1_iter1");
     let q2 = capture(&a, "Q2_iter1");
-    let cases: Vec<(Box<dyn Fn(&str) -> String>, &str)> = vec![
+    let cases: Vec<(Edit, &str)> = vec![
         (
             Box::new(|t: &str| {
                 let start = t.split("capture_phase=stop").next().unwrap();
