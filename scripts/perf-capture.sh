@@ -99,7 +99,7 @@ for st in "${statuses[@]}"; do
   if [ "$st" != 0 ] && [ "$st" != 130 ]; then valid=false reason="\"a shard ended with exit status $st\""; fi
 done
 if [ "$legacy" = 1 ]; then
-  printf 'shard\tphase\tperf_pid\tthread_count\tfirst_tid\tlast_tid\topen_fds\texit_status\tdata_file\tdata_bytes\n' > "$stage/perf-shards.tsv"
+  printf 'shard\tphase\tperf_pid\tthread_count\tfirst_tid\tlast_tid\tcurrent_open_fds\topen_fds_at_enable\texit_status\tdata_file\tdata_bytes\n' > "$stage/perf-shards.tsv"
 else
   printf 'shard\tphase\tperf_pid\tthread_count\tfirst_tid\tlast_tid\texit_status\tdata_file\tdata_bytes\n' > "$stage/perf-shards.tsv"
   printf 'shard\tattempt\ttid\treason\n' > "$stage/perf-dropped-tids.tsv"
@@ -107,8 +107,10 @@ fi
 for ((s = 0; s < count; s++)); do
   bytes=$(stat -c %s "$stage/${files[s]}")
   if [ "$legacy" = 1 ]; then
-    printf '%s\tstopped\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$s" "${pids[s]}" "${counts[s]}" \
-      "${firsts[s]}" "${lasts[s]}" 0 "${statuses[s]}" "${files[s]}" "$bytes" >> "$stage/perf-shards.tsv"
+    # The old manifest names perf.data.partNNN even for a lone perf.data.
+    printf '%s\tstopped\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(printf %03d "$s")" "${pids[s]}" \
+      "${counts[s]}" "${firsts[s]}" "${lasts[s]}" 0 0 "${statuses[s]}" \
+      "$(printf 'perf.data.part%03d' "$s")" "$bytes" >> "$stage/perf-shards.tsv"
   else
     printf '%s\tstopped\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$s" "${pids[s]}" "${counts[s]}" \
       "${firsts[s]}" "${lasts[s]}" "${statuses[s]}" "${files[s]}" "$bytes" >> "$stage/perf-shards.tsv"
@@ -118,17 +120,41 @@ perf_version=$(perf --version)
 exe=$(readlink "/proc/$pid/exe" 2>/dev/null || echo unknown)
 t_published=$(now_ns)
 if [ "$legacy" = 1 ]; then
-  cat > "$stage/capture-metadata.txt" <<EOF
-# written by scripts/perf-capture.sh --legacy (old shell pipeline layout)
-valid=$([ "$valid" = true ] && echo 1 || echo 0)
-handshake=enabled
-phases=requested,attached,enabled,disabled,stopped,queued,published
-shard_count=$count
-worker=$worker
-query=$query
-job_id=$job_id
+  # The old sampler's format: one block per phase, the facts repeated.
+  common="timestamp_utc=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+hostname=$(hostname -s)
+slurm_job_id=${job_id:-unknown}
+worker_id=$worker
+worker_pid=$pid
+query_profile_id=$query
 event=$event
-perf_version=$perf_version
+frequency=$freq
+call_graph=$call_graph
+user_regs=perf-default
+worker_exe=$exe"
+  total=0; for f in "${files[@]}"; do total=$((total + $(stat -c %s "$stage/$f"))); done
+  cat > "$stage/capture-metadata.txt" <<EOF
+capture_phase=start
+$common
+perf_target_mode=sharded-tids-with-inheritance
+perf_threads_per_shard=$per
+perf_control_handshake=enabled
+perf_shard_count=$count
+capture_phase=stop
+$common
+node_local_perf_data_shards=$count
+node_local_perf_data_bytes=$total
+capture_phase=queued
+$common
+sample_loss=0%
+capture_valid=$([ "$valid" = true ] && echo 1 || echo 0)
+capture_phase=publish_start
+$common
+perf_data_shards=$count
+perf_data_bytes=$total
+perf_data_files=$(IFS=,; echo "${files[*]}")
+capture_phase=published
+$common
 EOF
 else
   job_json=null; [ -z "$job_id" ] || job_json="\"$job_id\""

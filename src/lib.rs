@@ -28,6 +28,7 @@
 pub mod archive;
 pub mod atomic;
 pub mod confined;
+pub mod build_ids;
 mod bytes;
 pub mod compat;
 pub mod counts;
@@ -44,6 +45,7 @@ pub mod process;
 pub mod progress;
 pub mod render;
 pub mod repl;
+pub mod report;
 pub mod reprocess;
 pub mod result_dir;
 pub mod slurm;

@@ -62,6 +62,8 @@ pub struct Formats {
     pub render: Vec<Format>,
     /// Whether to write `summary.json`.
     pub summary: bool,
+    /// Whether to write `report.txt` ([`crate::report`]).
+    pub report: bool,
 }
 
 impl Default for Formats {
@@ -69,6 +71,7 @@ impl Default for Formats {
         Formats {
             render: vec![Format::Folded, Format::Svg, Format::Html],
             summary: true,
+            report: true,
         }
     }
 }
@@ -80,28 +83,34 @@ impl Formats {
         let mut f = Formats {
             render: Vec::new(),
             summary: false,
+            report: false,
         };
         for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             if item == "summary" {
                 f.summary = true;
                 continue;
             }
+            if item == "report" {
+                f.report = true;
+                continue;
+            }
             if item.eq_ignore_ascii_case("all") {
                 f.summary = true;
+                f.report = true;
                 f.render = Format::ALL.to_vec();
                 continue;
             }
             let format: Format = item.parse().map_err(|_| {
                 Error::Usage(format!(
                     "--formats: unknown format `{item}`; use a comma-separated list of \
-                     svg, html, folded, summary, speedscope, or all"
+                     svg, html, folded, summary, report, speedscope, or all"
                 ))
             })?;
             if !f.render.contains(&format) {
                 f.render.push(format);
             }
         }
-        if f.render.is_empty() && !f.summary {
+        if f.render.is_empty() && !f.summary && !f.report {
             return Err(Error::Usage("--formats: name at least one format".into()));
         }
         // Folded first: it is the cheapest and the one kept when rendering
@@ -118,6 +127,9 @@ impl Formats {
             .iter()
             .map(|f| output_name(*f).to_string())
             .collect();
+        if self.report {
+            v.push(crate::report::REPORT_TXT.to_string());
+        }
         if self.summary {
             v.push(SUMMARY.to_string());
         }
@@ -131,15 +143,20 @@ impl Formats {
 pub struct Options {
     /// Concurrent `perf script` processes (and fold threads); 0 = cores.
     pub jobs: usize,
-    /// Expand inlined functions (slow on dwarf captures).
+    /// `--inline`: expand inlined functions in the shards `perf script`
+    /// symbolizes too (slow on dwarf captures). The native symbolizer
+    /// expands them unless `no_inline`.
     pub inline: bool,
+    /// `--no-inline`: no inline frames at all.
+    pub no_inline: bool,
     /// Process completed captures again.
     pub force: bool,
     /// What to write.
     pub formats: Formats,
     /// Refuse to render below this percentage of the sample weight with a
-    /// named leaf frame (`symbolized_ratio`).
-    pub min_symbolized_pct: f64,
+    /// named leaf frame (`symbolized_ratio`); `None` (the default): always
+    /// draw, with the few-symbols warning below 5%.
+    pub min_symbolized_pct: Option<f64>,
     /// The perf to run; `None` = `perf` on `PATH`.
     pub perf: Option<PathBuf>,
     /// Time slices per shard; `None` = automatic (only when there are fewer
@@ -161,9 +178,10 @@ impl Default for Options {
         Options {
             jobs: 0,
             inline: false,
+            no_inline: false,
             force: false,
             formats: Formats::default(),
-            min_symbolized_pct: 5.0,
+            min_symbolized_pct: None,
             perf: None,
             time_slices: None,
             slice_min_bytes: 4 << 20,
@@ -335,7 +353,7 @@ pub fn process_capture(
     };
     let wanted = opts.formats.names();
     if !opts.force {
-        match result_dir::completion(&found.dir, &wanted) {
+        match result_dir::completion(&found.out_dir(), &wanted) {
             Completion::Done(m) => {
                 report.status = Status::Skipped;
                 report.message = format!(
@@ -480,7 +498,9 @@ impl<'a> Pipeline<'a> {
             multi,
             start,
             label: cap.found.label(),
-            dir: cap.found.dir.clone(),
+            // The old pipeline's captures get their outputs in a
+            // subdirectory: its own files are never touched.
+            dir: cap.found.out_dir(),
         }
     }
 
@@ -492,6 +512,7 @@ impl<'a> Pipeline<'a> {
     }
 
     fn run(self) -> Result<Done> {
+        result_dir::ensure_output_dir(&self.cap.found.dir)?;
         self.remove_leftovers();
         // Read before anything changes: what the outputs on disk are worth.
         let previous = result_dir::previous_quality(&self.dir);
@@ -517,7 +538,12 @@ impl<'a> Pipeline<'a> {
             Ok(pass) => pass,
             Err(done) => return stop(hasher, done),
         };
-        for w in pass.stats.warnings() {
+        for w in pass
+            .stats
+            .warnings()
+            .into_iter()
+            .chain(pass.stats.symbol_warning())
+        {
             self.log(format!("warning: {w}"));
             pass.warnings.push(w);
         }
@@ -539,11 +565,25 @@ impl<'a> Pipeline<'a> {
         let render_start = Instant::now();
         let render_refused = self.render_refusal(&mut pass);
         self.render_outputs(&mut pass, render_refused.is_some(), &mut outputs)?;
+        let mut build_ids = Vec::new();
+        if self.opts.formats.report {
+            let profile = self.report_profile(&pass, archive_bytes.is_some())?;
+            self.write_report(&pass, &profile)?;
+            outputs.push(crate::report::REPORT_TXT.to_string());
+            build_ids = self.write_build_ids(&profile, &mut pass.warnings, &mut outputs)?;
+        }
         let render_time = render_start.elapsed();
         if self.opts.formats.summary {
             let (inputs, hash_warnings) = hasher.map(join_hasher).unwrap_or_default();
             pass.warnings.extend(hash_warnings);
-            self.write_summary(&pass, inputs, &outputs, &render_refused, render_time)?;
+            self.write_summary(
+                &pass,
+                inputs,
+                &outputs,
+                &render_refused,
+                render_time,
+                build_ids,
+            )?;
             outputs.push(SUMMARY.to_string());
         }
         self.finish(pass, render_refused, outputs, quality, archive_bytes)
@@ -608,11 +648,12 @@ impl<'a> Pipeline<'a> {
         let t = Instant::now();
         let Symbolized {
             mut folded,
-            shards,
+            mut shards,
             failures,
             archive: parts,
         } = self.symbolize_all(plan, &units)?;
         let jit = crate::jit::take_figures(&mut folded, &self.cap.found.dir);
+        self.note_inline(plan, &mut shards);
         Ok(Pass {
             jit,
             stats: StackStats::from_stacks(&folded.stacks),
@@ -746,6 +787,78 @@ impl<'a> Pipeline<'a> {
         Ok(Some(sizes.raw_bytes))
     }
 
+    /// `report.txt`: from the text just archived (or the capture's own
+    /// text that was folded), which keeps each frame's DSO; from the folded
+    /// stacks when there is neither.
+    fn report_profile(&self, pass: &Pass, archived: bool) -> Result<crate::report::Profile> {
+        let text = if archived {
+            Some(self.dir.join(result_dir::SCRIPT_ZST))
+        } else if pass.kernel.is_none() {
+            self.cap.script_text.clone()
+        } else {
+            None
+        };
+        let mut profile = match text {
+            Some(t) => crate::report::read::path(&t)?,
+            None => crate::report::read::folded_stacks(&pass.folded.stacks, ""),
+        };
+        profile.source = self.label.clone();
+        profile.shards = Some(self.cap.shards.len());
+        Ok(profile)
+    }
+
+    fn write_report(&self, pass: &Pass, profile: &crate::report::Profile) -> Result<()> {
+        let opts = crate::report::Options {
+            sections: self.report_sections(pass),
+            ..crate::report::Options::default()
+        };
+        let name = crate::report::REPORT_TXT;
+        let mut f = self.output(name)?;
+        crate::report::write(profile, &opts, &mut f)
+            .map_err(|e| Error::io(self.dir.join(name), e))?;
+        f.flush().map_err(|e| Error::io(self.dir.join(name), e))?;
+        f.commit()
+    }
+
+    /// `build-ids.txt`: the build ids of the DSOs a sample hit, from the
+    /// shards' headers (none when the shards are gone). Returns the list
+    /// for `summary.json`.
+    fn write_build_ids(
+        &self,
+        profile: &crate::report::Profile,
+        warnings: &mut Vec<String>,
+        outputs: &mut Vec<String>,
+    ) -> Result<Vec<crate::build_ids::BuildId>> {
+        if !self.cap.has_all_data() {
+            return Ok(Vec::new());
+        }
+        let shards: Vec<PathBuf> = self
+            .cap
+            .shards
+            .iter()
+            .map(|s| s.data_file.clone())
+            .collect();
+        let (ids, problems) = crate::build_ids::of_shards(&shards);
+        warnings.extend(problems);
+        let hit: std::collections::HashSet<String> =
+            profile.frames.iter().map(|f| f.dso.clone()).collect();
+        let ids = crate::build_ids::hit_only(ids, &hit);
+        let name = crate::build_ids::BUILD_IDS_TXT;
+        let mut f = self.output(name)?;
+        f.write_all(crate::build_ids::text(&ids).as_bytes())
+            .and_then(|()| f.flush())
+            .map_err(|e| Error::io(self.dir.join(name), e))?;
+        f.commit()?;
+        outputs.push(name.to_string());
+        Ok(ids)
+    }
+
+    /// Further sections of `report.txt` after the functions (per-thread
+    /// totals, off-CPU time: none yet).
+    fn report_sections(&self, _pass: &Pass) -> Vec<crate::report::Section> {
+        Vec::new()
+    }
+
     /// Why pictures are not drawn (too little symbolized), if so; a fold
     /// with no samples is a failure.
     fn render_refusal(&self, pass: &mut Pass) -> Option<String> {
@@ -759,18 +872,20 @@ impl<'a> Pipeline<'a> {
             .any(|f| *f != Format::Folded);
         if pass.folded.stacks.is_empty() {
             pass.failures.push("no samples to fold".into());
-            None
-        } else if renders_pictures && symbolized_pct < self.opts.min_symbolized_pct {
-            Some(format!(
-                "only {symbolized_pct:.1}% of the weight has a named leaf frame (minimum {}%): \
-                 symbols are missing; check that symfs/ was published with the capture and \
-                 holds the worker's binaries with .symtab or .debug_info, that perf runs on the \
-                 capture's architecture, or lower --min-symbolized",
-                self.opts.min_symbolized_pct
-            ))
-        } else {
-            None
+            return None;
         }
+        self.opts
+            .min_symbolized_pct
+            .filter(|min| renders_pictures && symbolized_pct < *min)
+            .map(|min| {
+                format!(
+                    "only {symbolized_pct:.1}% of the weight has a named leaf frame \
+                     (--min-symbolized {min}%): symbols are missing; check that symfs/ was \
+                     published with the capture and holds the worker's binaries with .symtab or \
+                     .debug_info, that perf runs on the capture's architecture, or lower \
+                     --min-symbolized"
+                )
+            })
     }
 
     /// An output file in the capture directory: never through a planted
@@ -789,7 +904,7 @@ impl<'a> Pipeline<'a> {
         refused: bool,
         outputs: &mut Vec<String>,
     ) -> Result<()> {
-        let render_opts = self.render_options(&pass.folded);
+        let render_opts = self.render_options(&pass.folded, &pass.stats);
         for format in &self.opts.formats.render {
             let is_picture = *format != Format::Folded;
             if pass.folded.stacks.is_empty() || (is_picture && refused) {
@@ -815,6 +930,7 @@ impl<'a> Pipeline<'a> {
         outputs: &[String],
         render_refused: &Option<String>,
         render_time: Duration,
+        build_ids: Vec<crate::build_ids::BuildId>,
     ) -> Result<()> {
         let (folded, stats) = (&pass.folded, &pass.stats);
         let s = Summary {
@@ -829,14 +945,12 @@ impl<'a> Pipeline<'a> {
             layout: self.cap.layout,
             validated: self.cap.validated,
             samples: folded.stats.samples,
-            event: folded
-                .stats
-                .event
-                .clone()
-                .or_else(|| self.cap.event.clone()),
+            event: self.event(folded),
             period_total: stats.period_total,
             unique_stacks: folded.stats.unique_stacks,
             symbolized_ratio: stats.symbolized_ratio,
+            named_stack_ratio: stats.named_stack_ratio,
+            symbol_warning: stats.symbol_warning(),
             unnamed_stack_ratio: stats.unnamed_stack_ratio,
             unknown_frame_ratio: stats.unknown_frame_ratio,
             truncated_ratio: stats.truncated_ratio,
@@ -866,6 +980,8 @@ impl<'a> Pipeline<'a> {
                 render: secs(render_time),
                 total: secs(self.start.elapsed()),
             },
+            old_pipeline: self.cap.legacy.clone(),
+            build_ids,
         };
         let mut f = self.output(SUMMARY)?;
         f.write_all(s.to_json().as_bytes())
@@ -958,13 +1074,20 @@ impl<'a> Pipeline<'a> {
         }
     }
 
-    fn render_options(&self, folded: &Folded) -> RenderOptions {
+    /// The event folded, as the capture recorded it when that is the same
+    /// event (`cpu-clock:u`: the text may name it without its modifier).
+    fn event(&self, folded: &Folded) -> Option<String> {
+        let base = crate::perf_script::event_base;
+        match (&folded.stats.event, &self.cap.event) {
+            (Some(f), Some(c)) if base(f) == base(c) => Some(c.clone()),
+            (Some(f), _) => Some(f.clone()),
+            (None, c) => c.clone(),
+        }
+    }
+
+    fn render_options(&self, folded: &Folded, stats: &StackStats) -> RenderOptions {
         let worker = self.cap.found.worker.map(|w| w.to_string());
-        let event = folded
-            .stats
-            .event
-            .clone()
-            .or_else(|| self.cap.event.clone());
+        let event = self.event(folded);
         let mut o = RenderOptions {
             title: render::capture_title(
                 self.cap.job_id.as_deref(),
@@ -976,9 +1099,14 @@ impl<'a> Pipeline<'a> {
         if let Some(ev) = &event {
             let base = crate::perf_script::event_base(ev);
             o.subtitle = Some(format!(
-                "{ev} · {} samples · {} shard(s)",
+                "{ev} · {} samples · {} shard(s) · {}{}",
                 folded.stats.samples,
-                self.cap.shards.len()
+                self.cap.shards.len(),
+                stats.symbol_figures(),
+                stats
+                    .symbol_warning()
+                    .map(|_| " · warning: few symbols, see summary.json")
+                    .unwrap_or_default()
             ));
             // Folded counts are sample periods: nanoseconds for the
             // software clocks, events otherwise.
@@ -1148,11 +1276,60 @@ impl<'a> Pipeline<'a> {
         })
     }
 
+    /// Inline frames from the native symbolizer: they cost about nothing
+    /// there, so on unless `--no-inline`.
+    fn native_inline(&self) -> bool {
+        !self.opts.no_inline
+    }
+
+    /// Inline frames from `perf script`: it can get 100 times slower, so
+    /// only with `--inline`.
+    fn perf_inline(&self) -> bool {
+        self.opts.inline && !self.opts.no_inline
+    }
+
+    /// Marks each shard with whether it has inline frames, and logs which.
+    fn note_inline(&self, plan: &Plan<'_>, shards: &mut [ShardSummary]) {
+        let mut with = Vec::new();
+        let mut without = Vec::new();
+        for (pos, s) in self.cap.shards.iter().enumerate() {
+            let native = plan.native.get(pos).copied().unwrap_or(false);
+            let inline = if native {
+                self.native_inline()
+            } else {
+                self.perf_inline()
+            };
+            if let Some(sum) = shards.iter_mut().find(|x| x.index == s.index) {
+                sum.inline = Some(inline);
+            }
+            let who = if native { "native" } else { "perf script" };
+            if inline {
+                with.push(format!("{} ({who})", s.index));
+            } else {
+                without.push(format!("{} ({who})", s.index));
+            }
+        }
+        let why = if self.opts.no_inline {
+            "--no-inline"
+        } else {
+            "perf script expands them only with --inline"
+        };
+        match (with.is_empty(), without.is_empty()) {
+            (_, true) => self.log("inline frames: in every shard"),
+            (true, _) => self.log(format!("inline frames: none ({why})")),
+            _ => self.log(format!(
+                "inline frames: in shard(s) {}; not in shard(s) {} ({why})",
+                with.join(", "),
+                without.join(", ")
+            )),
+        }
+    }
+
     /// The `perf script` options and the native symbolizer for this
     /// capture, both reading the same symbol files and kernel table.
     fn symbolizers(&self) -> (ScriptOptions, native::Symbolizer) {
         let script_opts = ScriptOptions {
-            inline: self.opts.inline,
+            inline: self.perf_inline(),
             symfs: self.cap.symfs.clone(),
             kallsyms: self.kernel_symbols().file().map(Path::to_path_buf),
         };
@@ -1168,7 +1345,7 @@ impl<'a> Pipeline<'a> {
         let natively = native::Symbolizer::new(native::Options {
             symfs: self.cap.symfs.clone(),
             kallsyms: self.kernel_symbols().file().map(Path::to_path_buf),
-            inline: self.opts.inline,
+            inline: self.native_inline(),
             jit: Some(self.cap.found.dir.clone()),
         });
         (script_opts, natively)
@@ -1534,7 +1711,7 @@ impl Pipeline<'_> {
             jobprof_capture_format::SHARDS_TSV,
         ]
         .iter()
-        .map(|n| self.dir.join(n))
+        .map(|n| self.cap.found.dir.join(n))
         .filter(|p| result_dir::is_plain_file(p))
         .collect();
         paths.extend(
@@ -1629,6 +1806,7 @@ fn shard_summary(s: &crate::result_dir::Shard, status: &str) -> ShardSummary {
         seconds: 0.0,
         status: status.into(),
         error: None,
+        inline: None,
     }
 }
 
@@ -1655,7 +1833,11 @@ mod tests {
         let all = Formats::parse("svg,all").unwrap();
         assert_eq!(all.render.len(), Format::ALL.len());
         assert!(all.summary);
-        assert_eq!(all.names().len(), Format::ALL.len() + 1);
+        assert_eq!(all.names().len(), Format::ALL.len() + 2);
+        assert!(Formats::default()
+            .names()
+            .contains(&"report.txt".to_string()));
+        assert_eq!(Formats::parse("report").unwrap().names(), ["report.txt"]);
     }
 
     #[test]

@@ -472,14 +472,18 @@ pub fn plan(item: &Item, opts: &Options) -> Plan {
     let outputs = if opts.force {
         Some("--force".to_string())
     } else {
-        match result_dir::completion(dir, &wanted) {
+        match result_dir::completion(&item.capture.out_dir(), &wanted) {
             Completion::Done(_) => None,
             Completion::NotDone => Some("not processed yet".to_string()),
             Completion::Stale(why) => Some(why),
         }
     };
     let gz = dir.join(result_dir::SCRIPT_GZ).is_file();
-    let zst = dir.join(result_dir::SCRIPT_ZST).is_file();
+    let zst = item
+        .capture
+        .out_dir()
+        .join(result_dir::SCRIPT_ZST)
+        .is_file();
     let is_capture = item.kind == Kind::Capture;
     Plan {
         outputs,
@@ -821,11 +825,12 @@ fn recompress_step(
     popts: &process::Options,
 ) -> std::result::Result<Option<String>, String> {
     let gz = dir.join(result_dir::SCRIPT_GZ);
-    let zst = dir.join(result_dir::SCRIPT_ZST);
+    let out = result_dir::ensure_output_dir(dir).map_err(|e| e.to_string())?;
+    let zst = out.join(result_dir::SCRIPT_ZST);
     if result_dir::is_plain_file(&zst) {
         return Ok(None);
     }
-    result_dir::remove_stale_temporaries(dir, &[result_dir::SCRIPT_ZST]);
+    result_dir::remove_stale_temporaries(&out, &[result_dir::SCRIPT_ZST]);
     let (raw, packed) = recompress(&gz, &zst, popts.zstd_level)
         .map_err(|e| format!("recompressing {}: {e}", gz.display()))?;
     Ok(Some(format!(
@@ -840,9 +845,10 @@ fn recompress_step(
 /// are complete: the .gz is the last copy of the symbolized text otherwise.
 fn replace_step(dir: &Path, opts: &Options) -> std::result::Result<Option<String>, String> {
     let gz = dir.join(result_dir::SCRIPT_GZ);
-    let zst = dir.join(result_dir::SCRIPT_ZST);
+    let out = result_dir::output_dir(dir);
+    let zst = out.join(result_dir::SCRIPT_ZST);
     let complete = matches!(
-        result_dir::completion(dir, &opts.process.formats.names()),
+        result_dir::completion(&out, &opts.process.formats.names()),
         Completion::Done(_)
     );
     if !(result_dir::is_plain_file(&zst) && complete) {

@@ -69,6 +69,9 @@ pub struct StackStats {
     /// Share (0..1) of the period whose leaf frame (where the sample was
     /// taken) is named.
     pub symbolized_ratio: f64,
+    /// Share (0..1) of the period whose stack has at least one named frame
+    /// (the old pipeline's renderer drew at 5% of call chains by this).
+    pub named_stack_ratio: f64,
     /// Share (0..1) of the period whose stack has at least one unnamed frame.
     pub unnamed_stack_ratio: f64,
     /// Share (0..1) of frames (weighted by period, process name excluded)
@@ -152,6 +155,7 @@ pub fn is_thread_entry(frame: &str) -> bool {
 struct Tally<'a> {
     total: u64,
     leaf_named: u64,
+    any_named: u64,
     any_unnamed: u64,
     truncated: u64,
     frames: u128,
@@ -179,6 +183,7 @@ impl<'a> Tally<'a> {
         let _process = parts.next();
         let mut root = None;
         let mut leaf = None;
+        let mut named = false;
         self.seen.clear();
         self.dsos.clear();
         for f in parts {
@@ -189,6 +194,8 @@ impl<'a> Tally<'a> {
                 if !self.dsos.contains(&dso) {
                     self.dsos.push(dso);
                 }
+            } else {
+                named = true;
             }
             if !self.seen.contains(&f) {
                 self.seen.push(f);
@@ -201,6 +208,9 @@ impl<'a> Tally<'a> {
         }
         if !self.dsos.is_empty() {
             self.any_unnamed = crate::counts::add(self.any_unnamed, count);
+        }
+        if named {
+            self.any_named = crate::counts::add(self.any_named, count);
         }
         if leaf.is_some_and(|l| !is_unknown_frame(l)) {
             self.leaf_named = crate::counts::add(self.leaf_named, count);
@@ -237,6 +247,7 @@ impl<'a> Tally<'a> {
         StackStats {
             period_total: total,
             symbolized_ratio: ratio(u128::from(self.leaf_named), t),
+            named_stack_ratio: ratio(u128::from(self.any_named), t),
             unnamed_stack_ratio: ratio(u128::from(self.any_unnamed), t),
             unknown_frame_ratio: ratio(self.unknown, self.frames),
             truncated_ratio: ratio(u128::from(self.truncated), t),
@@ -263,6 +274,38 @@ impl StackStats {
             tally.add(stack, *count);
         }
         tally.stats()
+    }
+
+    /// The symbol figures in one phrase, for page headers and the report:
+    /// `3.0% named leaves, 61.2% of stacks with a named frame`.
+    pub fn symbol_figures(&self) -> String {
+        format!(
+            "{:.1}% named leaves, {:.1}% of stacks with a named frame",
+            100.0 * self.symbolized_ratio,
+            100.0 * self.named_stack_ratio
+        )
+    }
+
+    /// The warning that goes with every picture drawn from too few named
+    /// leaves (below [`SYMBOL_WARN_PCT`]%): the picture is drawn anyway
+    /// (unnamed frames still say in which DSO the time went), and the
+    /// reader is told how far to trust it.
+    pub fn symbol_warning(&self) -> Option<String> {
+        let leaf = 100.0 * self.symbolized_ratio;
+        (self.period_total > 0 && leaf < SYMBOL_WARN_PCT).then(|| {
+            let dso = self
+                .unnamed_by_dso
+                .first()
+                .map(|d| format!("; most unnamed frames are in {} ({:.1}%)", d.dso, d.percent))
+                .unwrap_or_default();
+            format!(
+                "few symbols: only {leaf:.1}% of the weight has a named leaf frame and {:.1}% \
+                 of it a named frame at all{dso}: the picture shows in which DSO the time went, \
+                 not in which function; check symfs/ (the worker's binaries with .symtab or \
+                 .debug_info)",
+                100.0 * self.named_stack_ratio
+            )
+        })
     }
 
     /// One warning per figure that is bad enough to mislead a reader of the
@@ -326,6 +369,10 @@ impl StackStats {
     }
 }
 
+/// Below this share of weight with a named leaf (percent), every picture
+/// carries [`StackStats::symbol_warning`].
+pub const SYMBOL_WARN_PCT: f64 = 5.0;
+
 /// Above this share of truncated weight (percent), [`StackStats::warnings`]
 /// warns.
 pub const TRUNCATED_WARN_PCT: f64 = 10.0;
@@ -386,6 +433,9 @@ pub struct ShardSummary {
     pub status: String,
     /// Why it failed.
     pub error: Option<String>,
+    /// Whether its stacks have inline frames (expanded where perf 6.1
+    /// prints them); `None` when the capture's own text was folded.
+    pub inline: Option<bool>,
 }
 
 /// Where the time went, in seconds.
@@ -436,6 +486,11 @@ pub struct Summary {
     pub unique_stacks: u64,
     /// Share of the period whose leaf frame is named (0..1).
     pub symbolized_ratio: f64,
+    /// Share of the period whose stack has at least one named frame (0..1).
+    pub named_stack_ratio: f64,
+    /// The few-symbols warning ([`StackStats::symbol_warning`]), when the
+    /// named leaf share is below 5%: the pictures are drawn anyway.
+    pub symbol_warning: Option<String>,
     /// Share of the period whose stack has at least one unnamed frame
     /// (0..1).
     pub unnamed_stack_ratio: f64,
@@ -480,6 +535,12 @@ pub struct Summary {
     pub warnings: Vec<String>,
     /// Timings.
     pub timings: Timings,
+    /// The old shell pipeline's facts (`capture-metadata.txt`), for its
+    /// captures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub old_pipeline: Option<crate::result_dir::legacy::Facts>,
+    /// Build id and path of each DSO a sample hit (`build-ids.txt`).
+    pub build_ids: Vec<crate::build_ids::BuildId>,
 }
 
 impl Summary {

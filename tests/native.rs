@@ -160,10 +160,18 @@ fn copy(c: &Capture) -> (tempfile::TempDir, PathBuf) {
 }
 
 fn process(result: &Path, args: &[&str]) -> Output {
+    // The native symbolizer expands inline frames by default; these tests
+    // compare with `perf script --no-inline` unless they ask for --inline.
+    let inline = if args.contains(&"--inline") {
+        None
+    } else {
+        Some("--no-inline")
+    };
     jobprof()
         .arg("process")
         .arg(result)
         .args(["--formats", "folded,summary"])
+        .args(inline)
         .args(args)
         .output()
         .unwrap()

@@ -613,11 +613,7 @@ fn legacy_layout_with_data_and_with_only_its_gzip_text() {
     fs::remove_file(q1.join("capture.json")).unwrap();
     fs::write(
         q1.join("capture-metadata.txt"),
-        format!(
-            "valid=1\nhandshake=enabled\nphases=requested,attached,enabled,stopped,queued,published\n\
-             shard_count=3\njob_id=777\nevent={}\n",
-            cap["event"].as_str().unwrap()
-        ),
+        util::old_pipeline_metadata(3, "777", cap["event"].as_str().unwrap()),
     )
     .unwrap();
     let tsv = fs::read_to_string(q1.join("perf-shards.tsv")).unwrap();
@@ -669,6 +665,8 @@ fn legacy_layout_with_data_and_with_only_its_gzip_text() {
         "{}",
         text(&out)
     );
+    // jobprof's outputs of an old-pipeline capture are in its jobprof/.
+    let (q1, q2) = (q1.join("jobprof"), q2.join("jobprof"));
     for d in [&q1, &q2] {
         let s = summary(d);
         assert_eq!(s["layout"], "legacy");

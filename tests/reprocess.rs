@@ -40,7 +40,7 @@ fn result_dir(root: &Path, name: &str, old: bool) -> PathBuf {
         fs::write(q.join("perf.script.gz"), gz.finish().unwrap()).unwrap();
         fs::write(
             q.join("capture-metadata.txt"),
-            "valid=1\nhandshake=enabled\nphases=enabled,stopped,queued,published\nshard_count=2\n",
+            util::old_pipeline_metadata(2, "unknown", "cpu-clock"),
         )
         .unwrap();
     } else {
@@ -72,7 +72,8 @@ fn reprocess_finds_all_layouts_at_any_depth_and_a_second_run_does_nothing() {
     let bad = result_dir(root, "result_dir_4", true);
     fs::write(
         bad.join("capture-metadata.txt"),
-        "valid=0\nreason=worker exited\n",
+        util::old_pipeline_metadata(2, "unknown", "cpu-clock")
+            .replace("capture_valid=1", "capture_valid=0\nreason=worker exited"),
     )
     .unwrap();
     // symfs/ trees are never walked into as result dirs.
@@ -98,7 +99,9 @@ fn reprocess_finds_all_layouts_at_any_depth_and_a_second_run_does_nothing() {
         s.contains(&format!("{}: capture-metadata.txt marks", bad.display())),
         "{s}"
     );
-    for q in [&new, &old] {
+    // The old pipeline's capture gets jobprof's outputs in its jobprof/.
+    let old_out = old.join("jobprof");
+    for q in [&new, &old_out] {
         for f in [
             ".postprocess-complete",
             "stacks.folded",
@@ -111,7 +114,7 @@ fn reprocess_finds_all_layouts_at_any_depth_and_a_second_run_does_nothing() {
     }
     assert_eq!(
         fs::read(new.join("stacks.folded")).unwrap(),
-        fs::read(old.join("stacks.folded")).unwrap(),
+        fs::read(old_out.join("stacks.folded")).unwrap(),
         "the .gz and .zst texts fold alike"
     );
     assert!(old.join("perf.script.gz").is_file() && !old.join("perf.script.zst").exists());
@@ -143,7 +146,9 @@ fn reprocess_recompress_keeps_the_gz_and_replace_archives_deletes_it_last() {
     let out = jobprof(&["--recompress"], &[tmp.path()]);
     assert_eq!(out.status.code(), Some(0), "{}", util::output_text(&out));
     assert!(q.join("perf.script.gz").is_file());
-    let zst = zstd::decode_all(&util::read(&q.join("perf.script.zst"))[..]).unwrap();
+    // An old-pipeline capture: jobprof's files are in its jobprof/.
+    let out_dir = q.join("jobprof");
+    let zst = zstd::decode_all(&util::read(&out_dir.join("perf.script.zst"))[..]).unwrap();
     assert_eq!(zst, script_text, "perf.script.zst holds the same text");
     // Complete and recompressed: --recompress has nothing more to do.
     let out = jobprof(&["--recompress"], &[tmp.path()]);
@@ -155,7 +160,10 @@ fn reprocess_recompress_keeps_the_gz_and_replace_archives_deletes_it_last() {
     let out = jobprof(&["--replace-archives"], &[tmp.path()]);
     assert_eq!(out.status.code(), Some(0), "{}", util::output_text(&out));
     assert!(!q.join("perf.script.gz").exists());
-    assert!(q.join("perf.script.zst").is_file() && q.join(".postprocess-complete").is_file());
+    assert!(
+        out_dir.join("perf.script.zst").is_file()
+            && out_dir.join(".postprocess-complete").is_file()
+    );
 }
 
 #[test]
@@ -165,7 +173,7 @@ fn reprocess_array_split_covers_every_capture_once_and_resumes() {
         .map(|i| result_dir(tmp.path(), &format!("result_dir_{i}"), i % 2 == 0))
         .collect();
     // A run killed half-way: a temporary file and no marker.
-    fs::write(caps[0].join(".stacks.folded.abc123.tmp"), "partial").unwrap();
+    fs::write(caps[1].join(".stacks.folded.abc123.tmp"), "partial").unwrap();
     let mut counts = vec![0; caps.len()];
     for i in 0..2 {
         let out = Command::new(env!("CARGO_BIN_EXE_jobprof"))
@@ -184,7 +192,7 @@ fn reprocess_array_split_covers_every_capture_once_and_resumes() {
         }
     }
     assert_eq!(counts, [1, 1, 1, 1, 1]);
-    assert!(!caps[0].join(".stacks.folded.abc123.tmp").exists());
+    assert!(!caps[1].join(".stacks.folded.abc123.tmp").exists());
 }
 
 #[test]

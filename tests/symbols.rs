@@ -113,7 +113,14 @@ fn process_copy(c: &Captured, tmp: &Path, edit: impl Fn(&Path)) -> (PathBuf, Str
     let out = jobprof()
         .arg("process")
         .arg(&dst)
-        .args(["--formats", "folded,summary", "--min-symbolized", "0"])
+        // Compared with `perf script --no-inline` below.
+        .args([
+            "--formats",
+            "folded,summary",
+            "--min-symbolized",
+            "0",
+            "--no-inline",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));

@@ -434,3 +434,29 @@ impl Drop for Tmpfs {
         let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
     }
 }
+
+/// `capture-metadata.txt` as the old shell pipeline's sampler writes it:
+/// one block per phase (start, stop, queued, publish_start, published),
+/// the capture's facts repeated in each, for `shards` shards.
+pub fn old_pipeline_metadata(shards: usize, job_id: &str, event: &str) -> String {
+    let common = format!(
+        "timestamp_utc=2026-12-02T04:28:48Z\nhostname=vm\nslurm_job_id={job_id}\nworker_id=0\n\
+         worker_pid=1\nquery_profile_id=q\nevent={event}\nfrequency=499\ncall_graph=fp\n\
+         user_regs=perf-default\nworker_exe=/opt/demo\n"
+    );
+    let files: Vec<String> = if shards == 1 {
+        vec!["perf.data".into()]
+    } else {
+        (0..shards)
+            .map(|i| format!("perf.data.part{i:03}"))
+            .collect()
+    };
+    format!(
+        "capture_phase=start\n{common}perf_control_handshake=enabled\nperf_shard_count={shards}\n\
+         capture_phase=stop\n{common}\
+         capture_phase=queued\n{common}sample_loss=0%\ncapture_valid=1\n\
+         capture_phase=publish_start\n{common}perf_data_shards={shards}\nperf_data_files={}\n\
+         capture_phase=published\n{common}",
+        files.join(",")
+    )
+}

@@ -8,6 +8,7 @@ pub mod nsys;
 pub mod process;
 pub mod render;
 pub mod repl;
+pub mod report;
 pub mod reprocess;
 
 /// The most worker threads `--jobs`/`--threads` may ask for: far above

@@ -62,13 +62,19 @@ pub struct ProcessArgs {
     #[arg(short = 'j', long, value_name = "N")]
     pub jobs: Option<usize>,
 
-    /// Expand inlined functions in stacks, where `perf script --inline`
-    /// does (perf 6.1: call chains unwound from `--call-graph dwarf` stack
-    /// copies; frame-pointer chains get none). Off by default: it can make
-    /// `perf script` 100 times slower; the native symbolizer does it at
-    /// about the cost of plain symbols.
-    #[arg(long)]
+    /// Expand inlined functions also in the shards `perf script`
+    /// symbolizes (it can make `perf script` 100 times slower). The native
+    /// symbolizer expands them by default, at about the cost of plain
+    /// symbols, where `perf script --inline` does (perf 6.1: call chains
+    /// unwound from `--call-graph dwarf` stack copies; frame-pointer chains
+    /// get none). The log and summary.json (`shards[].inline`) say which
+    /// shards have them.
+    #[arg(long, conflicts_with = "no_inline")]
     pub inline: bool,
+
+    /// No inline frames, not even from the native symbolizer.
+    #[arg(long)]
+    pub no_inline: bool,
 
     /// zstd level of the perf.script.zst archive: 1 (fastest; the default)
     /// to 19 (smallest). Level 3 makes the archive ~8% smaller and the
@@ -84,18 +90,24 @@ pub struct ProcessArgs {
 
     /// Outputs to write, comma separated: svg (flamegraph.svg), html
     /// (flamegraph.html, one offline page), folded (stacks.folded), summary
-    /// (summary.json), speedscope (profile.speedscope.json, for speedscope.app
+    /// (summary.json), report (report.txt, the functions by self time as
+    /// `perf report --stdio --no-children` over all shards), speedscope (profile.speedscope.json, for speedscope.app
     /// when a big profile makes the SVG slow), or all. perf.script.zst is
     /// always written when perf script runs.
-    #[arg(long, value_name = "LIST", default_value = "svg,html,folded,summary")]
+    #[arg(
+        long,
+        value_name = "LIST",
+        default_value = "svg,html,folded,summary,report"
+    )]
     pub formats: String,
 
     /// Refuse to draw a flamegraph when less than PCT percent of the sample
-    /// weight has a named leaf frame (`symbolized_ratio` in summary.json;
-    /// missing symbols or a wrong symfs/ make useless pictures);
-    /// stacks.folded and summary.json are still written.
-    #[arg(long, value_name = "PCT", default_value_t = 5.0)]
-    pub min_symbolized: f64,
+    /// weight has a named leaf frame (`symbolized_ratio` in summary.json);
+    /// stacks.folded and summary.json are still written. Without it every
+    /// capture is drawn; below 5% the page header, the job page and
+    /// summary.json (`symbol_warning`) say that symbols are few.
+    #[arg(long, value_name = "PCT")]
+    pub min_symbolized: Option<f64>,
 
     /// The perf executable [default: `perf` on PATH].
     #[arg(long, value_name = "PATH")]
@@ -132,10 +144,9 @@ pub struct ProcessArgs {
 
 /// Runs `jobprof process`.
 pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
-    if !(0.0..=100.0).contains(&args.min_symbolized) {
+    if let Some(min) = args.min_symbolized.filter(|m| !(0.0..=100.0).contains(m)) {
         return Err(jobprof::Error::Usage(format!(
-            "--min-symbolized {}: give a percentage between 0 and 100",
-            args.min_symbolized
+            "--min-symbolized {min}: give a percentage between 0 and 100"
         ))
         .into());
     }
@@ -145,6 +156,7 @@ pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
     opts.symbolizer = args.symbolizer;
     opts.jobs = args.jobs.unwrap_or(0);
     opts.inline = args.inline;
+    opts.no_inline = args.no_inline;
     opts.force = args.force;
     opts.zstd_level = args.zstd_level;
     opts.formats = Formats::parse(&args.formats)?;

@@ -111,8 +111,12 @@ pub struct ReprocessArgs {
     pub time: Option<Duration>,
 
     /// Outputs to write (as for `jobprof process`): svg, html, folded,
-    /// summary, speedscope, or all.
-    #[arg(long, value_name = "LIST", default_value = "svg,html,folded,summary")]
+    /// summary, report, speedscope, or all.
+    #[arg(
+        long,
+        value_name = "LIST",
+        default_value = "svg,html,folded,summary,report"
+    )]
     pub formats: String,
 
     /// The perf executable [default: `perf` on PATH].
@@ -239,7 +243,7 @@ fn forwarded_args(args: &ReprocessArgs) -> Vec<String> {
     if args.replace_archives {
         v.push("--replace-archives".into());
     }
-    if args.formats != "svg,html,folded,summary" {
+    if args.formats != "svg,html,folded,summary,report" {
         v.push(format!("--formats={}", args.formats));
     }
     if let Some(p) = &args.perf {

@@ -92,13 +92,13 @@ pub fn load_run(root: &Path, query: Option<&str>) -> Result<Run> {
     let mut event = None;
     for c in found.iter().filter(|c| query.is_none_or(|q| c.query == q)) {
         let entry = queries.entry(c.query.clone()).or_default();
-        let folded = c.dir.join(FOLDED);
+        let folded = c.out_dir().join(FOLDED);
         if !folded.is_file() {
             entry.missing.push(c.label());
             continue;
         }
         if event.is_none() {
-            event = fs::read_to_string(c.dir.join(crate::process::SUMMARY))
+            event = fs::read_to_string(c.out_dir().join(crate::process::SUMMARY))
                 .ok()
                 .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
                 .and_then(|v| v["event"].as_str().map(str::to_string));

@@ -207,9 +207,10 @@ fn row(
         result_dir::read_plain(&c.dir.join(jobprof_capture_format::CAPTURE_JSON))
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok());
-    let summary = read_json(&c.dir.join(SUMMARY));
+    let out = c.out_dir();
+    let summary = read_json(&out.join(SUMMARY));
     let rel = |name: &str| {
-        let p = c.dir.join(name);
+        let p = out.join(name);
         // Only a regular file of the capture itself, never a link's target.
         result_dir::is_plain_file(&p)
             .then(|| {
@@ -239,13 +240,22 @@ fn row(
     };
     if let Some(s) = &summary {
         read_summary(s, &mut r);
+        if r.host.is_none() {
+            r.host = s["old_pipeline"]["hostname"].as_str().map(str::to_string);
+        }
     }
     let (state, reason) = state_of(c, summary.as_ref(), outcome, earlier.get(&label));
     r.state = state;
-    r.reason = reason;
+    // A capture drawn from few symbols says so where its state is shown.
+    r.reason = reason.or_else(|| {
+        summary
+            .as_ref()
+            .and_then(|s| s["symbol_warning"].as_str())
+            .map(str::to_string)
+    });
     if state == State::Processed {
         r.folded = rel(crate::process::FOLDED);
-        if let Completion::Done(m) = result_dir::completion(&c.dir, &[]) {
+        if let Completion::Done(m) = result_dir::completion(&out, &[]) {
             r.completed = Some(m.completed);
         }
     }
@@ -313,7 +323,7 @@ fn state_of(
     if let Err(refusal) = result_dir::validate(c) {
         return (State::Refused, Some(refusal.0));
     }
-    match result_dir::completion(&c.dir, &[]) {
+    match result_dir::completion(&c.out_dir(), &[]) {
         Completion::Done(_) => return (State::Processed, None),
         Completion::Stale(why) if summary.is_some() => return (State::Outdated, Some(why)),
         _ => {}
@@ -387,6 +397,38 @@ fn note_header(h: &mut Header, c: &CaptureDir, meta: Option<&Capture>, summary: 
     }
     if let Some(j) = summary.and_then(|s| s["job_id"].as_str()) {
         h.job_ids.insert(j.to_string());
+    }
+    if let Some(old) = summary
+        .map(|s| &s["old_pipeline"])
+        .filter(|o| o.is_object())
+    {
+        note_old_pipeline(h, old);
+    }
+}
+
+/// The old shell pipeline's facts (`old_pipeline` in summary.json) in the
+/// job header: its event, frequency, call graph, sample loss, shards and
+/// worker executable.
+fn note_old_pipeline(h: &mut Header, old: &Value) {
+    let mut set = |k: &str, v: Option<String>| {
+        if let Some(v) = v.filter(|v| !v.is_empty()) {
+            h.settings.entry(k.to_string()).or_default().insert(v);
+        }
+    };
+    let text = |k: &str| old[k].as_str().map(str::to_string);
+    set("event", text("event"));
+    set("frequency", text("frequency").map(|f| format!("{f} Hz")));
+    set("call graph", text("call_graph"));
+    set(
+        "threads per shard",
+        old["threads_per_shard"].as_u64().map(|n| n.to_string()),
+    );
+    set("shards", old["shard_count"].as_u64().map(|n| n.to_string()));
+    set("sample loss", text("sample_loss"));
+    set("worker exe", text("worker_exe"));
+    set("recorder", Some("old shell pipeline".into()));
+    if let Some(host) = text("hostname") {
+        h.hosts.insert(host);
     }
 }
 

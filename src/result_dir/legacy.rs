@@ -1,177 +1,338 @@
 //! Captures written by the old shell pipeline, a first-class input.
 //!
-//! Its `capture-metadata.txt` holds `key=value` lines (`#` starts a comment;
-//! keys are matched case-insensitively, `-` and `_` alike). The keys read:
+//! Its sampler appends `capture-metadata.txt` one block per phase: each
+//! block starts `capture_phase=<phase>` (`start`, `stop`, `queued`,
+//! `publish_start`, `published`; a start that failed ends at
+//! `attach_failed`) and repeats the capture's facts (`timestamp_utc`,
+//! `hostname`, `slurm_job_id`, `worker_pid`, `event`, `frequency`,
+//! `call_graph`, `user_regs`, `worker_exe`, ...) before the keys of its
+//! phase (`perf_control_handshake` and `perf_shard_count` at `start`,
+//! `sample_loss` and `capture_valid` at `queued`, `perf_data_shards` and
+//! `perf_data_files` at `publish_start`). Keys repeat from block to block,
+//! so the file is read as a list of blocks ([`parse_blocks`]), never as one
+//! map. Its `perf-shards.tsv` has the header `shard phase perf_pid
+//! thread_count first_tid last_tid current_open_fds open_fds_at_enable
+//! exit_status data_file data_bytes` (read by column name).
 //!
-//! | key | meaning |
-//! |---|---|
-//! | `valid` (or `capture_valid`) | `1`/`true`/`yes` or `0`/`false`/`no`; required |
-//! | `reason` (or `invalid_reason`) | why it is invalid |
-//! | `handshake` (or `handshake_state`) | must be `enabled` (or `handshake_enabled=1`); required |
-//! | `phases` | the phases reached, comma or space separated; or one `phase_NAME=...` line per phase; must include `queued` and `published` |
-//! | `shard_count` (or `shards`) | number of shards; required |
-//! | `job_id` / `slurm_job_id`, `event`, `perf_version` | facts for the summary |
-//!
-//! Its `perf-shards.tsv` has the columns `shard, phase, perf_pid,
-//! thread_count, first_tid, last_tid, open_fds, exit_status, data_file,
-//! data_bytes`: read by header name when a header line is present,
-//! otherwise by that position. Only `exit_status` (0 or 130 are clean),
-//! `shard`, `data_file` and `data_bytes` matter here. This module only
-//! reads; it never writes the old formats.
+//! Validation is the old post-processing's own rule, in its order: a start
+//! that failed (`attach_failed`) is refused with that phase named; then
+//! `capture_valid` must not be 0, the handshake must have been
+//! `enabled`, the phases must include `queued` and `published`, every
+//! manifest row must be `stopped` with exit status 0 or 130, and exactly
+//! `perf_data_shards` data files must be there: `perf.data` for one shard
+//! (whose row still names `perf.data.part000`), `perf.data.partNNN` for
+//! several. A post-processed capture whose data files were removed is still
+//! accepted when its `perf.script.gz` is there (the caller folds it). This
+//! module only reads; it never writes or removes the old pipeline's files.
 
-use std::collections::HashMap;
 use std::path::Path;
+
+use serde::Serialize;
 
 use super::{refuse, CaptureDir, Layout, Refusal, Shard, ValidCapture};
 
 type Checked<T> = std::result::Result<T, Refusal>;
 
-fn norm(key: &str) -> String {
-    key.trim().to_ascii_lowercase().replace('-', "_")
+/// The name of the metadata file, for messages.
+const NAME: &str = super::LEGACY_METADATA;
+
+/// One phase block of `capture-metadata.txt`, its `key=value` lines in
+/// file order (`capture_phase` itself excluded).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Block {
+    /// The block's `capture_phase=` value (empty for lines before the
+    /// first one).
+    pub phase: String,
+    /// Its lines, keys trimmed, in order.
+    pub entries: Vec<(String, String)>,
 }
 
-/// Parses `key=value` lines into a map with normalized keys.
-pub fn parse_metadata(text: &str) -> HashMap<String, String> {
-    let mut map = HashMap::new();
+impl Block {
+    /// The value of `key` in this block (the last one when it repeats).
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.entries
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Splits `capture-metadata.txt` into its phase blocks.
+pub fn parse_blocks(text: &str) -> Vec<Block> {
+    let mut blocks: Vec<Block> = Vec::new();
     for line in text.lines() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        if let Some((k, v)) = line.split_once('=') {
-            let v = v.trim().trim_matches('"').to_string();
-            map.insert(norm(k), v);
+        let Some((k, v)) = line.split_once('=') else {
+            continue;
+        };
+        let (k, v) = (k.trim(), v.trim());
+        if k == "capture_phase" {
+            blocks.push(Block {
+                phase: v.to_string(),
+                entries: Vec::new(),
+            });
+            continue;
+        }
+        if blocks.is_empty() {
+            blocks.push(Block {
+                phase: String::new(),
+                entries: Vec::new(),
+            });
+        }
+        let last = blocks.last_mut().expect("pushed above");
+        last.entries.push((k.to_string(), v.to_string()));
+    }
+    blocks
+}
+
+/// The capture's facts, as the old pipeline recorded them: what
+/// `summary.json` (`old_pipeline`) and the job page carry.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Facts {
+    /// The phases reached, in file order.
+    pub phases: Vec<String>,
+    /// `slurm_job_id` (`unknown` outside Slurm).
+    pub slurm_job_id: Option<String>,
+    /// `hostname`.
+    pub hostname: Option<String>,
+    /// `worker_id`.
+    pub worker_id: Option<String>,
+    /// `worker_pid`.
+    pub worker_pid: Option<String>,
+    /// `worker_exe`.
+    pub worker_exe: Option<String>,
+    /// `query_profile_id`.
+    pub query_profile_id: Option<String>,
+    /// `event` (perf `-e`).
+    pub event: Option<String>,
+    /// `frequency` (perf `-F`, Hz).
+    pub frequency: Option<String>,
+    /// `call_graph` (`fp`, `dwarf,8192`).
+    pub call_graph: Option<String>,
+    /// `user_regs`.
+    pub user_regs: Option<String>,
+    /// `sample_loss` (phase `queued`).
+    pub sample_loss: Option<String>,
+    /// `perf_shard_count` (phase `start`).
+    pub shard_count: Option<u32>,
+    /// `perf_threads_per_shard` (phase `start`).
+    pub threads_per_shard: Option<u32>,
+    /// `perf_data_bytes` (phase `publish_start`).
+    pub data_bytes: Option<u64>,
+    /// `timestamp_utc` of phase `start`.
+    pub started_utc: Option<String>,
+    /// `timestamp_utc` of phase `stop`.
+    pub stopped_utc: Option<String>,
+}
+
+impl Facts {
+    /// Reads the facts from the blocks: each key from the last block that
+    /// has it, the phase keys from their phase.
+    pub fn of(blocks: &[Block]) -> Facts {
+        let any = |key: &str| blocks.iter().rev().find_map(|b| b.get(key));
+        let own = |key: &str| any(key).map(str::to_string);
+        let in_phase = |phase: &str, key: &str| {
+            blocks
+                .iter()
+                .filter(|b| b.phase == phase)
+                .find_map(|b| b.get(key))
+                .map(str::to_string)
+        };
+        Facts {
+            phases: blocks
+                .iter()
+                .filter(|b| !b.phase.is_empty())
+                .map(|b| b.phase.clone())
+                .collect(),
+            slurm_job_id: own("slurm_job_id"),
+            hostname: own("hostname"),
+            worker_id: own("worker_id"),
+            worker_pid: own("worker_pid"),
+            worker_exe: own("worker_exe"),
+            query_profile_id: own("query_profile_id"),
+            event: own("event"),
+            frequency: own("frequency"),
+            call_graph: own("call_graph"),
+            user_regs: own("user_regs"),
+            sample_loss: own("sample_loss"),
+            shard_count: any("perf_shard_count").and_then(|v| v.parse().ok()),
+            threads_per_shard: any("perf_threads_per_shard").and_then(|v| v.parse().ok()),
+            data_bytes: any("perf_data_bytes").and_then(|v| v.parse().ok()),
+            started_utc: in_phase("start", "timestamp_utc"),
+            stopped_utc: in_phase("stop", "timestamp_utc"),
         }
     }
-    map
-}
 
-fn get<'a>(m: &'a HashMap<String, String>, keys: &[&str]) -> Option<&'a str> {
-    keys.iter().find_map(|k| m.get(*k).map(String::as_str))
-}
+    /// The Slurm job id, `None` for the `unknown` written outside Slurm.
+    pub fn job_id(&self) -> Option<String> {
+        self.slurm_job_id
+            .clone()
+            .filter(|j| !j.is_empty() && j != "unknown")
+    }
 
-fn truthy(v: &str) -> Option<bool> {
-    match v.trim().to_ascii_lowercase().as_str() {
-        "1" | "true" | "yes" | "y" | "valid" | "ok" => Some(true),
-        "0" | "false" | "no" | "n" | "invalid" => Some(false),
-        _ => None,
+    /// One line for the job page: `cpu-clock 499 Hz, fp, 3 shard(s), ...`.
+    pub fn line(&self) -> String {
+        let mut v = Vec::new();
+        if let Some(e) = &self.event {
+            v.push(e.clone());
+        }
+        if let Some(f) = &self.frequency {
+            v.push(format!("{f} Hz"));
+        }
+        if let Some(c) = &self.call_graph {
+            v.push(format!("call graph {c}"));
+        }
+        if let Some(n) = self.shard_count {
+            v.push(format!("{n} shard(s)"));
+        }
+        if let Some(l) = &self.sample_loss {
+            v.push(format!("sample loss {l}"));
+        }
+        if let Some(x) = &self.worker_exe {
+            v.push(x.clone());
+        }
+        v.join(", ")
     }
 }
 
-/// Validates an old-pipeline capture (see the module docs for the keys).
+/// True when `text` is the old pipeline's phased metadata.
+pub fn is_phased(text: &str) -> bool {
+    text.lines()
+        .any(|l| l.trim_start().starts_with("capture_phase="))
+}
+
+/// Validates an old-pipeline capture by the old post-processing's rule
+/// (see the module docs).
 pub fn validate(found: &CaptureDir, meta_path: &Path) -> Checked<ValidCapture> {
     let text = super::read_plain(meta_path)
         .map_err(|e| refuse(format!("cannot read {}: {e}", meta_path.display())))?;
-    let m = parse_metadata(&text);
-    check_valid(&m)?;
-    check_handshake(&m)?;
-    check_phases(&m)?;
-    let rows = checked_shards(found, &m)?;
+    if !is_phased(&text) {
+        return Err(refuse(format!(
+            "{}: no `capture_phase=` line: not the old pipeline's capture metadata",
+            meta_path.display()
+        )));
+    }
+    let blocks = parse_blocks(&text);
+    let facts = Facts::of(&blocks);
+    check_start(&blocks, &facts)?;
+    check_valid(&blocks, &facts)?;
+    check_handshake(&blocks)?;
+    check_phases(&facts)?;
+    let shards = checked_shards(found, &blocks)?;
     Ok(ValidCapture {
         found: found.clone(),
         layout: Layout::Legacy,
-        job_id: get(&m, &["slurm_job_id", "job_id", "jobid"]).map(str::to_string),
-        event: get(&m, &["event", "perf_event"]).map(str::to_string),
-        recorded_with: get(&m, &["perf_version"]).map(str::to_string),
-        shards: rows
-            .into_iter()
-            .map(|r| {
-                Ok(Shard {
-                    index: r.shard,
-                    data_file: super::plain_data_file(&found.dir, r.shard, &r.data_file)?,
-                    manifest_bytes: r.data_bytes,
-                    bytes: None,
-                })
-            })
-            .collect::<Checked<Vec<_>>>()?,
+        job_id: facts.job_id(),
+        event: facts.event.clone(),
+        recorded_with: None,
+        shards,
         symfs: None,
         kallsyms: None,
-        host: get(&m, &["host", "hostname", "node"]).map(str::to_string),
+        host: facts.hostname.clone(),
         boot_id: None,
         script_text: None,
         warnings: Vec::new(),
         validated: true,
+        legacy: Some(facts),
     })
 }
 
-/// `valid=` says the capture is valid.
-fn check_valid(m: &HashMap<String, String>) -> Checked<()> {
-    let name = super::LEGACY_METADATA;
-    let valid = get(m, &["valid", "capture_valid"])
-        .ok_or_else(|| refuse(format!("{name} has no `valid=` line")))?;
-    match truthy(valid) {
-        Some(true) => {}
-        Some(false) => {
-            return Err(refuse(format!(
-                "{name} marks the capture invalid: {}",
-                get(m, &["reason", "invalid_reason"]).unwrap_or("no reason given")
-            )))
-        }
-        None => {
-            return Err(refuse(format!(
-                "{name}: `valid={valid}` is not 1/0 or true/false"
-            )))
-        }
-    }
-    Ok(())
+/// A start that failed: refused with its phase named.
+fn check_start(blocks: &[Block], facts: &Facts) -> Checked<()> {
+    let Some(failed) = blocks.iter().find(|b| b.phase == "attach_failed") else {
+        return Ok(());
+    };
+    let why = ["reason", "error", "failure_reason", "attach_error"]
+        .iter()
+        .find_map(|k| failed.get(k))
+        .map(|r| format!(": {r}"))
+        .unwrap_or_default();
+    Err(refuse(format!(
+        "{NAME}: the capture never started (phase attach_failed after {}){why}",
+        phases_before(facts, "attach_failed")
+    )))
 }
 
-/// The handshake enabled sampling.
-fn check_handshake(m: &HashMap<String, String>) -> Checked<()> {
-    let name = super::LEGACY_METADATA;
-    let enabled = match (
-        get(m, &["handshake", "handshake_state"]),
-        get(m, &["handshake_enabled"]),
-    ) {
-        (Some(h), _) => h.eq_ignore_ascii_case("enabled"),
-        (None, Some(e)) => truthy(e) == Some(true),
-        (None, None) => return Err(refuse(format!("{name} has no `handshake=` line"))),
-    };
-    if !enabled {
-        return Err(refuse(format!(
-            "handshake never enabled sampling ({name}: handshake={})",
-            get(m, &["handshake", "handshake_state", "handshake_enabled"]).unwrap_or("")
-        )));
+fn phases_before(facts: &Facts, phase: &str) -> String {
+    let before: Vec<&str> = facts
+        .phases
+        .iter()
+        .take_while(|p| *p != phase)
+        .map(String::as_str)
+        .collect();
+    if before.is_empty() {
+        "no other phase".into()
+    } else {
+        before.join(", ")
     }
-    Ok(())
+}
+
+/// `capture_valid` is not 0 (in any block).
+fn check_valid(blocks: &[Block], facts: &Facts) -> Checked<()> {
+    let invalid = blocks
+        .iter()
+        .find(|b| b.get("capture_valid").is_some_and(|v| v.trim() == "0"));
+    let Some(b) = invalid else {
+        return Ok(());
+    };
+    let why = ["capture_invalid_reason", "invalid_reason", "reason"]
+        .iter()
+        .find_map(|k| b.get(k))
+        .map(|r| format!(": {r}"))
+        .unwrap_or_default();
+    let loss = facts
+        .sample_loss
+        .as_deref()
+        .map(|l| format!(" (sample_loss={l})"))
+        .unwrap_or_default();
+    Err(refuse(format!(
+        "{NAME} marks the capture invalid: capture_valid=0 in phase {}{loss}{why}",
+        b.phase
+    )))
+}
+
+/// `perf_control_handshake=enabled`.
+fn check_handshake(blocks: &[Block]) -> Checked<()> {
+    let value = blocks
+        .iter()
+        .rev()
+        .find_map(|b| b.get("perf_control_handshake"));
+    match value {
+        Some("enabled") => Ok(()),
+        Some(other) => Err(refuse(format!(
+            "handshake never enabled sampling ({NAME}: perf_control_handshake={other})"
+        ))),
+        None => Err(refuse(format!(
+            "handshake never enabled sampling ({NAME} has no perf_control_handshake line)"
+        ))),
+    }
 }
 
 /// The capture went through the `queued` and `published` phases.
-fn check_phases(m: &HashMap<String, String>) -> Checked<()> {
-    let name = super::LEGACY_METADATA;
-    let mut phases: Vec<String> = get(m, &["phases"])
-        .map(|p| {
-            p.split([',', ' ', ';'])
-                .filter(|s| !s.is_empty())
-                .map(|s| s.to_ascii_lowercase())
-                .collect()
-        })
-        .unwrap_or_default();
-    phases.extend(
-        m.keys()
-            .filter_map(|k| k.strip_prefix("phase_").map(str::to_string)),
-    );
+fn check_phases(facts: &Facts) -> Checked<()> {
     let missing: Vec<&str> = ["queued", "published"]
         .into_iter()
-        .filter(|p| !phases.iter().any(|q| q == p))
+        .filter(|p| !facts.phases.iter().any(|q| q == p))
         .collect();
-    if !missing.is_empty() {
-        return Err(refuse(format!(
-            "{name} misses phase(s) {}: the capture was not queued and published completely",
-            missing.join(", ")
-        )));
+    if missing.is_empty() {
+        return Ok(());
     }
-    Ok(())
+    Err(refuse(format!(
+        "{NAME} misses phase(s) {} (phases: {}): the capture was not queued and published \
+         completely",
+        missing.join(", "),
+        facts.phases.join(", ")
+    )))
 }
 
-/// The shard manifest: as many shards as `shard_count=` says, each ended
-/// by exit status 0 or 130.
-fn checked_shards(found: &CaptureDir, m: &HashMap<String, String>) -> Checked<Vec<LegacyShard>> {
-    let name = super::LEGACY_METADATA;
-    let count: usize = get(m, &["shard_count", "shards"])
-        .ok_or_else(|| refuse(format!("{name} has no `shard_count=` line")))?
-        .parse()
-        .map_err(|_| refuse(format!("{name}: shard_count is not a number")))?;
+/// The manifest's rows, each stopped with exit 0 or 130, and the data
+/// files: exactly `perf_data_shards` of them, or none (then the caller
+/// needs the capture's `perf.script.gz`).
+fn checked_shards(found: &CaptureDir, blocks: &[Block]) -> Checked<Vec<Shard>> {
     let tsv = found.dir.join(jobprof_capture_format::SHARDS_TSV);
     let manifest = super::read_plain(&tsv).map_err(|e| {
         refuse(format!(
@@ -180,25 +341,71 @@ fn checked_shards(found: &CaptureDir, m: &HashMap<String, String>) -> Checked<Ve
         ))
     })?;
     let rows = parse_shards(&manifest).map_err(|e| refuse(format!("{}: {e}", tsv.display())))?;
-    if rows.len() != count {
-        return Err(refuse(format!(
-            "perf-shards.tsv lists {} shard(s), {name} says {count}",
-            rows.len()
-        )));
-    }
     if let Some(bad) = rows
         .iter()
-        .find(|r| !matches!(r.exit_status, Some(0) | Some(130)))
+        .find(|r| r.phase != "stopped" || !matches!(r.exit_status, Some(0) | Some(130)))
     {
         return Err(refuse(format!(
-            "shard {} ended with exit status {}, not 0 or 130: its data is incomplete",
+            "shard {} (phase {}) ended with exit status {}, not stopped with 0 or 130: its data \
+             is incomplete",
             bad.shard,
+            bad.phase,
             bad.exit_status
                 .map(|s| s.to_string())
                 .unwrap_or_else(|| "none".into())
         )));
     }
-    Ok(rows)
+    let count = blocks
+        .iter()
+        .rev()
+        .find_map(|b| b.get("perf_data_shards"))
+        .ok_or_else(|| {
+            refuse(format!(
+                "{NAME} has no perf_data_shards line (phase publish_start)"
+            ))
+        })?;
+    let count: usize = count
+        .parse()
+        .map_err(|_| refuse(format!("{NAME}: perf_data_shards={count} is not a number")))?;
+    if rows.len() != count {
+        return Err(refuse(format!(
+            "perf-shards.tsv lists {} shard(s), {NAME} says perf_data_shards={count}",
+            rows.len()
+        )));
+    }
+    let names = data_file_names(count);
+    let present = super::data_files_in(&found.dir).unwrap_or_default();
+    let wanted: Vec<_> = names.iter().map(|n| found.dir.join(n)).collect();
+    if !present.is_empty() && present != wanted {
+        let list: Vec<String> = present.iter().map(|p| super::file_name(p)).collect();
+        return Err(refuse(format!(
+            "{NAME} says perf_data_shards={count} ({}), the capture holds {}",
+            names.join(", "),
+            list.join(", ")
+        )));
+    }
+    Ok(rows
+        .iter()
+        .zip(wanted)
+        .map(|(r, data_file)| Shard {
+            index: r.shard,
+            data_file,
+            manifest_bytes: r.data_bytes,
+            bytes: None,
+        })
+        .collect())
+}
+
+/// The data files of `count` shards as the old sampler published them:
+/// `perf.data` for one, `perf.data.partNNN` for several.
+pub fn data_file_names(count: usize) -> Vec<String> {
+    if count == 1 {
+        vec!["perf.data".into()]
+    } else {
+        (0..count)
+            .map(|i| format!("perf.data.part{i:03}"))
+            .collect()
+    }
 }
 
 /// One row of an old `perf-shards.tsv`.
@@ -206,52 +413,35 @@ fn checked_shards(found: &CaptureDir, m: &HashMap<String, String>) -> Checked<Ve
 pub struct LegacyShard {
     /// Shard number.
     pub shard: u32,
+    /// The shard's last phase (`stopped`).
+    pub phase: String,
     /// perf's exit status (`None` when the column is empty or `-`).
     pub exit_status: Option<i32>,
-    /// Data file name, relative to the capture directory.
+    /// The data file the row names (`perf.data.partNNN`, even for a single
+    /// shard published as `perf.data`).
     pub data_file: String,
     /// Recorded size, when present.
     pub data_bytes: Option<u64>,
 }
 
-/// The old pipeline's columns, for a manifest without a header line. Not
-/// `jobprof_capture_format::SHARDS_HEADER`, on purpose: the old scripts
-/// wrote `open_fds` too, and these files are history that does not follow
-/// the recorder's format when it changes.
-const POSITIONAL: [&str; 10] = [
-    "shard",
-    "phase",
-    "perf_pid",
-    "thread_count",
-    "first_tid",
-    "last_tid",
-    "open_fds",
-    "exit_status",
-    "data_file",
-    "data_bytes",
-];
-
-/// Parses an old-pipeline shard manifest (tab separated; header optional).
+/// Parses an old-pipeline shard manifest (tab separated, with its header).
 pub fn parse_shards(text: &str) -> std::result::Result<Vec<LegacyShard>, String> {
     let mut lines = text
         .lines()
         .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty() && !l.starts_with('#'))
-        .peekable();
-    let has_header = lines
-        .peek()
-        .is_some_and(|(_, l)| !l.trim_start().starts_with(|c: char| c.is_ascii_digit()));
-    let columns: Vec<String> = if has_header {
-        let (_, h) = lines.next().expect("peeked");
-        h.split('\t').map(|c| norm(c).replace(' ', "_")).collect()
-    } else {
-        POSITIONAL.iter().map(|s| s.to_string()).collect()
+        .filter(|(_, l)| !l.trim().is_empty() && !l.starts_with('#'));
+    let Some((_, header)) = lines.next() else {
+        return Err("empty: no header line".into());
     };
-    let col = |name: &str| columns.iter().position(|c| c == name);
-    let (Some(c_shard), Some(c_status), Some(c_file)) =
-        (col("shard"), col("exit_status"), col("data_file"))
-    else {
-        return Err("the header needs the columns shard, exit_status and data_file".into());
+    let columns: Vec<&str> = header.split('\t').map(str::trim).collect();
+    let col = |name: &str| columns.iter().position(|c| *c == name);
+    let (Some(c_shard), Some(c_phase), Some(c_status), Some(c_file)) = (
+        col("shard"),
+        col("phase"),
+        col("exit_status"),
+        col("data_file"),
+    ) else {
+        return Err("the header needs the columns shard, phase, exit_status and data_file".into());
     };
     let c_bytes = col("data_bytes");
     let mut out = Vec::new();
@@ -266,27 +456,19 @@ pub fn parse_shards(text: &str) -> std::result::Result<Vec<LegacyShard>, String>
             .parse()
             .map_err(|_| format!("line {}: shard `{}` is not a number", i + 1, f[c_shard]))?;
         let status = field(c_status)?;
-        let exit_status =
-            if status.is_empty() || status == "-" {
-                None
-            } else {
-                Some(status.parse().map_err(|_| {
-                    format!("line {}: exit_status `{status}` is not a number", i + 1)
-                })?)
-            };
-        let data_file = field(c_file)?.to_string();
-        if data_file.is_empty() || data_file.contains("..") || data_file.starts_with('/') {
-            return Err(format!(
-                "line {}: data_file `{data_file}` must be a file name in the capture directory",
-                i + 1
-            ));
-        }
-        let data_bytes = c_bytes.and_then(|c| f.get(c)).and_then(|s| s.parse().ok());
+        let exit_status = match status {
+            "" | "-" => None,
+            s => Some(
+                s.parse()
+                    .map_err(|_| format!("line {}: exit_status `{s}` is not a number", i + 1))?,
+            ),
+        };
         out.push(LegacyShard {
             shard,
+            phase: field(c_phase)?.to_string(),
             exit_status,
-            data_file,
-            data_bytes,
+            data_file: field(c_file)?.to_string(),
+            data_bytes: c_bytes.and_then(|c| f.get(c)).and_then(|s| s.parse().ok()),
         });
     }
     Ok(out)
@@ -296,30 +478,69 @@ pub fn parse_shards(text: &str) -> std::result::Result<Vec<LegacyShard>, String>
 mod tests {
     use super::*;
 
+    const META: &str = "capture_phase=start\nslurm_job_id=unknown\nevent=cpu-clock\n\
+        perf_control_handshake=enabled\nperf_shard_count=3\ncapture_phase=stop\n\
+        event=cpu-clock\ncapture_phase=queued\nsample_loss=0%\ncapture_valid=1\n\
+        capture_phase=publish_start\nperf_data_shards=3\ncapture_phase=published\n";
+
     #[test]
-    fn metadata_keys_are_normalized() {
-        let m = parse_metadata("# c\nValid=1\nhandshake-state = enabled\nphases=a, b\n\nx");
-        assert_eq!(m.get("valid").unwrap(), "1");
-        assert_eq!(m.get("handshake_state").unwrap(), "enabled");
-        assert_eq!(m.get("phases").unwrap(), "a, b");
+    fn blocks_keep_repeated_keys_per_phase() {
+        let b = parse_blocks(META);
+        let phases: Vec<&str> = b.iter().map(|b| b.phase.as_str()).collect();
+        assert_eq!(
+            phases,
+            ["start", "stop", "queued", "publish_start", "published"]
+        );
+        assert_eq!(b[0].get("event"), Some("cpu-clock"));
+        assert_eq!(b[1].get("event"), Some("cpu-clock"));
+        let f = Facts::of(&b);
+        assert_eq!(f.job_id(), None, "`unknown` is no job id");
+        assert_eq!(f.shard_count, Some(3));
+        assert_eq!(f.sample_loss.as_deref(), Some("0%"));
+        assert!(is_phased(META) && !is_phased("valid=1\n"));
     }
 
     #[test]
-    fn shards_with_and_without_header() {
-        let with = "shard\tphase\tperf_pid\tthread_count\tfirst_tid\tlast_tid\topen fds\texit_status\tdata_file\tdata_bytes\n\
-                    0\tstopped\t10\t128\t1\t128\t300\t130\tperf.data.part000\t4096\n";
-        let rows = parse_shards(with).unwrap();
+    fn refusals_name_the_phase() {
+        let failed = "capture_phase=start\nperf_control_handshake=enabled\n\
+                      capture_phase=attach_failed\nreason=perf died\n";
+        let b = parse_blocks(failed);
+        let e = check_start(&b, &Facts::of(&b)).unwrap_err();
+        assert!(e.0.contains("attach_failed after start): perf died"), "{e}");
+        let invalid = META.replace("capture_valid=1", "capture_valid=0");
+        let b = parse_blocks(&invalid);
+        let e = check_valid(&b, &Facts::of(&b)).unwrap_err();
+        assert!(e.0.contains("capture_valid=0 in phase queued"), "{e}");
+        let b = parse_blocks(&META.replace("=enabled", "=disabled"));
+        assert!(check_handshake(&b).unwrap_err().0.contains("=disabled"));
+        let b = parse_blocks(&META.replace("capture_phase=published\n", ""));
+        assert!(check_phases(&Facts::of(&b))
+            .unwrap_err()
+            .0
+            .contains("misses phase(s) published"));
+    }
+
+    #[test]
+    fn shards_by_header_and_the_single_shard_name() {
+        let tsv = "shard\tphase\tperf_pid\tthread_count\tfirst_tid\tlast_tid\tcurrent_open_fds\t\
+                   open_fds_at_enable\texit_status\tdata_file\tdata_bytes\n\
+                   000\tstopped\t30746\t17\t1\t17\t0\t117\t130\tperf.data.part000\t4096\n";
+        let rows = parse_shards(tsv).unwrap();
         assert_eq!(
             rows,
             vec![LegacyShard {
                 shard: 0,
+                phase: "stopped".into(),
                 exit_status: Some(130),
                 data_file: "perf.data.part000".into(),
                 data_bytes: Some(4096)
             }]
         );
-        let without = "1\tstopped\t10\t3\t1\t3\t9\t0\tperf.data\t7\n";
-        assert_eq!(parse_shards(without).unwrap()[0].shard, 1);
-        assert!(parse_shards("0\tx\t1\t1\t1\t1\t1\t0\t../etc\t1\n").is_err());
+        assert_eq!(data_file_names(1), ["perf.data"]);
+        assert_eq!(
+            data_file_names(2),
+            ["perf.data.part000", "perf.data.part001"]
+        );
+        assert!(parse_shards("0\tstopped\t1\n").is_err());
     }
 }

@@ -73,9 +73,53 @@ impl CaptureDir {
         }
     }
 
+    /// Where jobprof writes this capture's outputs: [`output_dir`].
+    pub fn out_dir(&self) -> PathBuf {
+        output_dir(&self.dir)
+    }
+
     /// The worker directory (`worker_N/`), holding the shared `symfs/`.
     pub fn worker_dir(&self) -> Option<&Path> {
         self.dir.parent()
+    }
+}
+
+/// The subdirectory of an old-pipeline capture that holds jobprof's
+/// outputs: the old post-processing wrote `stacks.folded`,
+/// `flamegraph.html`, `build-ids.txt` and its own `.postprocess-complete`
+/// in the capture directory, and jobprof never modifies those.
+pub const LEGACY_OUTPUT_DIR: &str = "jobprof";
+
+/// Where jobprof writes a capture's outputs: the capture directory itself,
+/// or [`LEGACY_OUTPUT_DIR`] inside it for a capture of the old pipeline
+/// (one with `capture-metadata.txt`), whose own files stay untouched.
+pub fn output_dir(dir: &Path) -> PathBuf {
+    if is_plain_file(&dir.join(LEGACY_METADATA)) {
+        dir.join(LEGACY_OUTPUT_DIR)
+    } else {
+        dir.to_path_buf()
+    }
+}
+
+/// Creates [`output_dir`] when it is a subdirectory that is not there yet;
+/// refuses one that is a symbolic link or not a directory.
+pub fn ensure_output_dir(dir: &Path) -> Result<PathBuf> {
+    let out = output_dir(dir);
+    if out == dir {
+        return Ok(out);
+    }
+    match fs::symlink_metadata(&out) {
+        Ok(m) if m.is_dir() => Ok(out),
+        Ok(_) => Err(Error::Usage(format!(
+            "{}: is not a directory (a symbolic link or a file); jobprof writes the outputs of \
+             an old-pipeline capture there and refuses to follow it",
+            out.display()
+        ))),
+        Err(_) => match fs::create_dir(&out) {
+            Ok(()) => Ok(out),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(out),
+            Err(e) => Err(Error::io(&out, e)),
+        },
     }
 }
 
@@ -385,6 +429,8 @@ pub struct ValidCapture {
     /// Symbolized text already in the capture (`perf.script.zst`, else the
     /// old pipeline's `perf.script.gz`).
     pub script_text: Option<PathBuf>,
+    /// The old pipeline's facts (`capture-metadata.txt`), for its captures.
+    pub legacy: Option<legacy::Facts>,
     /// Things worth saying that do not stop processing (size mismatches).
     pub warnings: Vec<String>,
     /// False when the directory has no capture metadata (derived files
@@ -440,10 +486,13 @@ pub fn validate(found: &CaptureDir) -> std::result::Result<ValidCapture, Refusal
         .and_then(|s| s.parent())
         .map(|d| d.join(KALLSYMS))
         .filter(|p| is_plain_file(p));
-    v.script_text = [SCRIPT_ZST, SCRIPT_GZ]
-        .into_iter()
-        .map(|n| dir.join(n))
-        .find(|p| is_plain_file(p));
+    v.script_text = [
+        found.out_dir().join(SCRIPT_ZST),
+        dir.join(SCRIPT_ZST),
+        dir.join(SCRIPT_GZ),
+    ]
+    .into_iter()
+    .find(|p| is_plain_file(p));
     for s in &mut v.shards {
         s.bytes = match fs::symlink_metadata(&s.data_file) {
             Ok(m) if m.is_file() => Some(m.len()),
@@ -545,6 +594,7 @@ fn unvalidated(found: &CaptureDir) -> std::result::Result<ValidCapture, Refusal>
         script_text: None,
         warnings: vec![warning.to_string()],
         validated: false,
+        legacy: None,
     })
 }
 
@@ -572,6 +622,7 @@ fn validate_record(found: &CaptureDir, json: &Path) -> std::result::Result<Valid
         script_text: None,
         warnings: size_limit_warnings(&cap),
         validated: true,
+        legacy: None,
     })
 }
 

@@ -1,0 +1,72 @@
+//! `jobprof report PATH`: the text report of a capture, `perf script` text
+//! or folded stacks, on stdout (or `-o FILE`).
+
+use std::path::PathBuf;
+
+use clap::Args;
+use jobprof::atomic::{AtomicFile, Destination};
+use jobprof::report::{self, Options};
+use jobprof::ExitCode;
+
+/// Print a capture's functions by self time, like `perf report --stdio
+/// --no-children` but over all shards together, with the event, samples,
+/// window and symbol figures on top; 80 columns wide.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  jobprof report result_dir_123/profiles/perf/worker_0/q17
+  jobprof report perf.script.zst --limit 20
+  jobprof report stacks.folded --percent-limit 1
+
+Exit status: 0 printed; 2 bad usage or an input that is neither a capture,
+perf script text nor folded stacks.")]
+pub struct ReportArgs {
+    /// A capture directory (RESULT_DIR/profiles/perf/worker_N/QUERY), a
+    /// `perf script` text file (plain, .gz or .zst) or folded stacks; `-`
+    /// reads stdin.
+    #[arg(value_name = "PATH")]
+    pub path: PathBuf,
+
+    /// Leave out functions (and call paths) below PCT percent of the
+    /// weight, as `perf report --percent-limit`.
+    #[arg(long, value_name = "PCT", default_value_t = 0.1)]
+    pub percent_limit: f64,
+
+    /// Print at most N functions.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+
+    /// Write to this file (atomically) instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+/// Runs `jobprof report`.
+pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
+    if !(0.0..=100.0).contains(&args.percent_limit) {
+        return Err(jobprof::Error::Usage(format!(
+            "--percent-limit {}: give a percentage between 0 and 100",
+            args.percent_limit
+        ))
+        .into());
+    }
+    let profile = report::read::path(&args.path)?;
+    let opts = Options {
+        percent_limit: args.percent_limit,
+        limit: args.limit,
+        ..Options::default()
+    };
+    let mut text = Vec::new();
+    report::write(&profile, &opts, &mut text)?;
+    match &args.output {
+        Some(path) => {
+            let mut f = AtomicFile::open(path, Destination::Follow, false)?;
+            std::io::Write::write_all(&mut f, &text).map_err(|e| jobprof::Error::io(path, e))?;
+            f.commit()?;
+        }
+        None => {
+            use std::io::Write as _;
+            std::io::stdout().lock().write_all(&text)?;
+        }
+    }
+    Ok(ExitCode::Success)
+}

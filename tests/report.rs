@@ -1,0 +1,181 @@
+//! `report.txt` and `jobprof report`: checked against real `perf report
+//! --stdio --no-children` on the old pipeline's captures (same top
+//! functions, shares within 0.5 points, over all shards together), and
+//! read from a capture directory, `perf script` text and folded stacks
+//! alike, deterministic and 80 columns wide.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use crate::legacy::{copy_seed, seeds};
+use crate::util::{self, jobprof, output_text};
+
+/// `(dso, symbol) -> percent` of all shards together, from `perf report
+/// --no-children --show-total-period` of each shard (whose own
+/// percentages are per shard): the periods are summed.
+fn perf_report_shares(capture: &Path, symfs: &Path) -> BTreeMap<(String, String), f64> {
+    let mut periods: BTreeMap<(String, String), u64> = BTreeMap::new();
+    let mut shards: Vec<_> = fs::read_dir(capture)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy();
+            n == "perf.data" || n.starts_with("perf.data.part")
+        })
+        .collect();
+    shards.sort();
+    assert!(!shards.is_empty());
+    for shard in shards {
+        let out = Command::new("perf")
+            .args(["report", "--stdio", "--no-children", "--show-total-period"])
+            .args([
+                "-g",
+                "none",
+                "--percent-limit",
+                "0",
+                "--sort",
+                "dso,sym",
+                "--symfs",
+            ])
+            .arg(symfs)
+            .arg("-i")
+            .arg(&shard)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        for l in text
+            .lines()
+            .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        {
+            // `  97.92%    1509018024  presto_server  [.] burn`
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() < 5 || !f[0].ends_with('%') {
+                continue;
+            }
+            let period: u64 = f[1].parse().unwrap();
+            let key = (f[2].to_string(), f[4..].join(" "));
+            *periods.entry(key).or_default() += period;
+        }
+    }
+    let total: u64 = periods.values().sum();
+    periods
+        .into_iter()
+        .map(|(k, p)| (k, 100.0 * p as f64 / total as f64))
+        .collect()
+}
+
+/// `(dso, symbol) -> percent` of a jobprof report's entries.
+fn jobprof_shares(report: &str) -> BTreeMap<(String, String), f64> {
+    let mut out = BTreeMap::new();
+    for l in report.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() >= 4 && f[0].ends_with('%') && f[2].starts_with('[') && f[2].len() == 3 {
+            let pct: f64 = f[0].trim_end_matches('%').parse().unwrap();
+            out.insert((f[1].to_string(), f[3..].join(" ")), pct);
+        }
+    }
+    out
+}
+
+fn assert_like_perf_report(capture: &Path, symfs: &Path, report: &str) {
+    let perf = perf_report_shares(capture, symfs);
+    let ours = jobprof_shares(report);
+    // The named functions perf reports at 0.5% or more (perf prints
+    // unnamed ones as raw addresses, one entry each; jobprof one
+    // `[unknown]` per DSO).
+    let top: Vec<(&(String, String), &f64)> = perf
+        .iter()
+        .filter(|((_, s), p)| **p >= 0.5 && !s.contains("0x"))
+        .collect();
+    assert!(!top.is_empty(), "perf report found no named function");
+    for (key, p) in top {
+        let o = ours.get(key).copied().unwrap_or(0.0);
+        assert!(
+            (o - p).abs() <= 0.5,
+            "{}: {key:?}: perf report {p:.2}%, jobprof {o:.2}%\n{report}",
+            capture.display()
+        );
+    }
+    for ((dso, sym), o) in &ours {
+        if *o >= 0.5 && sym != "[unknown]" {
+            let p = perf
+                .get(&(dso.clone(), sym.clone()))
+                .copied()
+                .unwrap_or(0.0);
+            assert!(
+                (o - p).abs() <= 0.5,
+                "{sym}: jobprof {o}%, perf report {p}%"
+            );
+        }
+    }
+}
+
+#[test]
+fn report_txt_matches_perf_report_over_all_shards_and_jobprof_report_prints_it() {
+    let Some(seeds) = seeds() else { return };
+    if !util::require(util::perf_available(), "perf") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let a = copy_seed(&seeds, "result_dir_4242", tmp.path());
+    let b = copy_seed(&seeds, "result_dir_4243", tmp.path());
+    let out = jobprof().arg("process").arg(&a).arg(&b).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    for (rd, q, shards) in [
+        (&a, "Q1_iter1", 3),
+        (&a, "Q2_iter1", 3),
+        (&b, "Q5_iter1", 1),
+    ] {
+        let w = rd.join("profiles/perf/worker_0");
+        let q = w.join(q);
+        let report = fs::read_to_string(q.join("jobprof/report.txt")).unwrap();
+        assert!(
+            report.contains(&format!("{shards} shard(s) together"))
+                && report.contains("of event 'cpu-clock'")
+                && report.contains("# Window: ")
+                && report.contains("named leaf"),
+            "{report}"
+        );
+        assert!(report.lines().all(|l| l.chars().count() <= 80), "{report}");
+        assert_like_perf_report(&q, &w.join("symfs"), &report);
+        // `jobprof report DIR` prints the same, every time.
+        let printed = jobprof().arg("report").arg(&q).output().unwrap();
+        assert_eq!(printed.status.code(), Some(0), "{}", output_text(&printed));
+        assert_eq!(String::from_utf8_lossy(&printed.stdout), report);
+    }
+    let q1 = a.join("profiles/perf/worker_0/Q1_iter1");
+    // From the old pipeline's perf.script.gz (all shards in one text) and
+    // from folded stacks: the same functions.
+    let gz = jobprof()
+        .arg("report")
+        .arg(q1.join("perf.script.gz"))
+        .output()
+        .unwrap();
+    assert_eq!(gz.status.code(), Some(0), "{}", output_text(&gz));
+    let gz = String::from_utf8_lossy(&gz.stdout);
+    assert_like_perf_report(&q1, &a.join("profiles/perf/worker_0/symfs"), &gz);
+    let folded = jobprof()
+        .args(["report", "--limit", "1"])
+        .arg(q1.join("jobprof/stacks.folded"))
+        .output()
+        .unwrap();
+    let folded = String::from_utf8_lossy(&folded.stdout);
+    assert!(
+        folded.contains("97.92%  -") && folded.contains("burn"),
+        "{folded}"
+    );
+    assert_eq!(
+        folded.matches("[.] ").count() + folded.matches("[k] ").count(),
+        1
+    );
+    assert!(folded.contains("more function(s)"), "{folded}");
+    // Not a profile: exit 2, the file named.
+    let bad = tmp.path().join("notes.txt");
+    fs::write(&bad, "hello\n").unwrap();
+    let out = jobprof().arg("report").arg(&bad).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    assert!(util::stderr(&out).contains("notes.txt"));
+}
