@@ -15,6 +15,7 @@ mod identity;
 mod pool;
 mod preflight;
 mod publish;
+mod regs;
 mod shard;
 mod sidecar;
 mod symfs;
