@@ -515,7 +515,8 @@ impl<'a> Pipeline<'a> {
             Ok(pass) => pass,
             Err(done) => return stop(hasher, done),
         };
-        for w in pass.stats.warnings() {
+        let facts = self.capture_facts();
+        for w in pass.stats.warnings_for(facts.as_ref().map(|f| f.call_graph())) {
             self.log(format!("warning: {w}"));
             pass.warnings.push(w);
         }
@@ -562,11 +563,19 @@ impl<'a> Pipeline<'a> {
     fn symbolize_or_fold(&self) -> Result<std::result::Result<Pass, Done>> {
         let mut warnings = self.cap.warnings.clone();
         let prepare_start = Instant::now();
-        if let Some(plan) = self.plan(&mut warnings) {
+        let mut cross = None;
+        if let Some(plan) = self.plan(&mut warnings, &mut cross) {
             return self.symbolize(&plan, warnings, prepare_start).map(Ok);
         }
         match &self.cap.script_text {
             Some(text) => self.fold_script_text(text, warnings, prepare_start).map(Ok),
+            // Stacks perf would draw wrongly are refused, never drawn.
+            None if cross.is_some() => Ok(Err(Done {
+                status: Status::Failed,
+                message: cross.unwrap_or_default(),
+                samples: 0,
+                outputs: Vec::new(),
+            })),
             None => {
                 let why = match self.perf {
                     Err(e) => e.clone(),
@@ -807,6 +816,7 @@ impl<'a> Pipeline<'a> {
         render_time: Duration,
     ) -> Result<()> {
         let (folded, stats) = (&pass.folded, &pass.stats);
+        let facts = self.capture_facts();
         let s = Summary {
             tool: "jobprof".into(),
             tool_version: env!("CARGO_PKG_VERSION").into(),
@@ -841,6 +851,9 @@ impl<'a> Pipeline<'a> {
             inputs,
             perf_version: pass.perf_version.clone(),
             recorded_with: self.cap.recorded_with.clone(),
+            capture_arch: facts.as_ref().and_then(|f| f.arch.clone()),
+            host_arch: native::arch::host().to_string(),
+            call_graph: facts.map(|f| f.call_graph().to_string()),
             outputs: outputs.to_vec(),
             render_refused: render_refused.clone(),
             warnings: pass
@@ -982,7 +995,9 @@ impl<'a> Pipeline<'a> {
     /// [`native::check`] says of the shard). `None` when the text must come
     /// from the capture's symbolized text instead (data files missing, or
     /// perf needed and unusable).
-    fn plan(&self, warnings: &mut Vec<String>) -> Option<Plan<'a>> {
+    /// `cross` gets the refusal when a shard would go to `perf script` on a
+    /// host that cannot unwind its architecture ([`native::arch`]).
+    fn plan(&self, warnings: &mut Vec<String>, cross: &mut Option<String>) -> Option<Plan<'a>> {
         if !self.cap.has_all_data() {
             return None;
         }
@@ -1018,6 +1033,15 @@ impl<'a> Pipeline<'a> {
             };
             native.push(ok);
         }
+        if let Some(why) = self.cross_arch(&native) {
+            let msg = format!(
+                "{why}; process it on a node of that architecture, or with --symbolizer native \
+                 (auto) where the native symbolizer takes the shard"
+            );
+            self.log(format!("warning: {msg}"));
+            *cross = Some(msg);
+            return None;
+        }
         for (why, shards) in refused {
             let list: Vec<String> = shards.iter().map(u32::to_string).collect();
             let msg = format!(
@@ -1032,6 +1056,25 @@ impl<'a> Pipeline<'a> {
             return None;
         }
         Some(Plan { native, perf })
+    }
+
+    /// The first shard's header facts (architecture, call-graph mode).
+    fn capture_facts(&self) -> Option<native::arch::Facts> {
+        native::arch::facts(&self.cap.shards.first()?.data_file)
+    }
+
+    /// Why `perf script` here would draw the stacks of the shards that would
+    /// go to it (`native[i]` false) wrongly, naming them (`None`: it would not).
+    fn cross_arch(&self, native: &[bool]) -> Option<String> {
+        let mut bad: Vec<String> = Vec::new();
+        let mut reason = None;
+        for (s, _) in self.cap.shards.iter().zip(native).filter(|(_, n)| !**n) {
+            if let Some(why) = native::arch::perf_mismatch(&s.data_file) {
+                bad.push(s.index.to_string());
+                reason.get_or_insert(why);
+            }
+        }
+        reason.map(|why| format!("cannot symbolize shard(s) {} with perf script: {why}", bad.join(", ")))
     }
 
     /// Shards, cut into time slices when there are fewer shards than jobs.

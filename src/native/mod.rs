@@ -27,6 +27,7 @@
 //! blocks that end at sample boundaries; [`Symbolizer::recycle`] takes the
 //! blocks back for reuse.
 
+pub mod arch;
 pub mod elf;
 mod header;
 use header::u64_at;
