@@ -516,7 +516,10 @@ impl<'a> Pipeline<'a> {
             Err(done) => return stop(hasher, done),
         };
         let facts = self.capture_facts();
-        for w in pass.stats.warnings_for(facts.as_ref().map(|f| f.call_graph())) {
+        for w in pass
+            .stats
+            .warnings_for(facts.as_ref().map(|f| f.call_graph()))
+        {
             self.log(format!("warning: {w}"));
             pass.warnings.push(w);
         }
@@ -1074,7 +1077,12 @@ impl<'a> Pipeline<'a> {
                 reason.get_or_insert(why);
             }
         }
-        reason.map(|why| format!("cannot symbolize shard(s) {} with perf script: {why}", bad.join(", ")))
+        reason.map(|why| {
+            format!(
+                "cannot symbolize shard(s) {} with perf script: {why}",
+                bad.join(", ")
+            )
+        })
     }
 
     /// Shards, cut into time slices when there are fewer shards than jobs.

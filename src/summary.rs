@@ -594,8 +594,16 @@ mod tests {
         );
         assert!(w[2].contains("[kernel.kallsyms]: ") && w[2].contains("kptr_restrict"));
         let w = s.warnings_for(Some("dwarf"));
-        assert!(!w[0].contains("record with --call-graph dwarf,"), "{}", w[0]);
-        assert!(w[0].contains("it was recorded with --call-graph dwarf"), "{}", w[0]);
+        assert!(
+            !w[0].contains("record with --call-graph dwarf,"),
+            "{}",
+            w[0]
+        );
+        assert!(
+            w[0].contains("it was recorded with --call-graph dwarf"),
+            "{}",
+            w[0]
+        );
         assert!(s.warnings_for(Some("fp"))[0].contains("record with --call-graph dwarf, or"));
         let good = StackStats::from_stacks(&[("w;_start;main".to_string(), 99)]);
         assert!(good.warnings().is_empty());

@@ -2,6 +2,7 @@
 //! area. Modules that need real components (perf, Slurm) say so loudly when
 //! those are missing, and fail under CI (`CI=true`).
 
+mod arm64;
 mod cli;
 mod faults;
 mod fold;

@@ -1001,16 +1001,32 @@ mod tests {
         let dwarf = SampleFormat::CALLCHAIN | SampleFormat::REGS_USER | SampleFormat::STACK_USER;
         let fp_lr = SampleFormat::CALLCHAIN | SampleFormat::REGS_USER;
         let lr = 1 << unwind::A64_LR;
-        assert_eq!(check_regs(Some("x86_64"), dwarf, Some(unwind::NEEDED_REGS)), Ok(()));
-        assert!(check_regs(Some("x86_64"), dwarf, Some(0)).unwrap_err().contains("IP, SP or BP"));
-        assert!(check_regs(Some("x86_64"), fp_lr, Some(lr)).unwrap_err().contains("not both"));
-        assert_eq!(check_regs(Some("aarch64"), dwarf, Some(unwind::A64_NEEDED_REGS)), Ok(()));
-        assert!(check_regs(Some("aarch64"), dwarf, Some(lr)).unwrap_err().contains("x29 or LR"));
+        assert_eq!(
+            check_regs(Some("x86_64"), dwarf, Some(unwind::NEEDED_REGS)),
+            Ok(())
+        );
+        assert!(check_regs(Some("x86_64"), dwarf, Some(0))
+            .unwrap_err()
+            .contains("IP, SP or BP"));
+        assert!(check_regs(Some("x86_64"), fp_lr, Some(lr))
+            .unwrap_err()
+            .contains("not both"));
+        assert_eq!(
+            check_regs(Some("aarch64"), dwarf, Some(unwind::A64_NEEDED_REGS)),
+            Ok(())
+        );
+        assert!(check_regs(Some("aarch64"), dwarf, Some(lr))
+            .unwrap_err()
+            .contains("x29 or LR"));
         // aarch64 -g: perf records LR for its leaf rule.
         assert_eq!(check_regs(Some("aarch64"), fp_lr, Some(lr)), Ok(()));
         let stack_only = SampleFormat::CALLCHAIN | SampleFormat::STACK_USER;
-        assert!(check_regs(Some("aarch64"), stack_only, None).unwrap_err().contains("not both"));
-        assert!(check_regs(Some("riscv64"), dwarf, Some(u64::MAX)).unwrap_err().contains("riscv64"));
+        assert!(check_regs(Some("aarch64"), stack_only, None)
+            .unwrap_err()
+            .contains("not both"));
+        assert!(check_regs(Some("riscv64"), dwarf, Some(u64::MAX))
+            .unwrap_err()
+            .contains("riscv64"));
     }
 
     #[test]

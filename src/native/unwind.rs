@@ -53,8 +53,7 @@ pub const A64_LR: u64 = 30;
 const A64_SP: u64 = 31;
 const A64_PC: u64 = 32;
 /// The aarch64 registers dwarf unwinding needs (x29, LR, SP, PC).
-pub const A64_NEEDED_REGS: u64 =
-    (1 << A64_FP) | (1 << A64_LR) | (1 << A64_SP) | (1 << A64_PC);
+pub const A64_NEEDED_REGS: u64 = (1 << A64_FP) | (1 << A64_LR) | (1 << A64_SP) | (1 << A64_PC);
 
 type Bytes = Arc<[u8]>;
 

@@ -496,9 +496,7 @@ fn check_test_record(r: &mut Report, opts: &TargetOpts, pid: u32, staging: &Path
         r.push(
             "test record",
             Level::Fail,
-            format!(
-                "`perf record {shown} -t {pid}` failed with {st}: {why}"
-            ),
+            format!("`perf record {shown} -t {pid}` failed with {st}: {why}"),
             "check the event (-e cpu-clock works without a hardware PMU) and perf permissions",
         );
     }
@@ -694,7 +692,9 @@ mod tests {
         assert_eq!(record_options(&o)[2], "--user-regs=sp,pc");
         let mut r = Report::default();
         check_user_regs(&mut r, &o);
-        assert!(r.checks[0].detail.contains("--user-regs=sp,pc (given with --user-regs)"));
+        assert!(r.checks[0]
+            .detail
+            .contains("--user-regs=sp,pc (given with --user-regs)"));
     }
 
     #[test]

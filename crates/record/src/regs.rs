@@ -55,9 +55,8 @@ pub fn user_regs(
 /// Checks a `--user-regs` value: comma-separated register names.
 pub fn parse(v: &str) -> Result<String, String> {
     let ok = !v.is_empty()
-        && v.split(',').all(|r| {
-            !r.is_empty() && r.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-        });
+        && v.split(',')
+            .all(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'));
     if ok {
         Ok(v.to_string())
     } else {
@@ -92,7 +91,10 @@ mod tests {
         let r = user_regs("dwarf", "cpu-clock", "aarch64", Some("sp,pc")).unwrap();
         assert_eq!(r.regs, "sp,pc");
         let r = user_regs("fp", "cycles", "x86_64", Some("ip")).unwrap();
-        assert_eq!((r.regs.as_str(), r.why.as_str()), ("ip", "given with --user-regs"));
+        assert_eq!(
+            (r.regs.as_str(), r.why.as_str()),
+            ("ip", "given with --user-regs")
+        );
     }
 
     #[test]
