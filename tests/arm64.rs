@@ -17,26 +17,34 @@ use std::process::Output;
 use crate::native::{assert_agreement, parse_folded};
 use crate::util::{self, jobprof, output_text as text};
 
-/// The fixture `name` (`fp` or `dwarf`) unpacked as a result directory of
-/// the original pipeline's flat layout: `perf/perf.data.0`, `perf/symfs/`,
-/// `perf/kallsyms`.
+/// The fixture capture `name` (`fp` or `dwarf`) as a result directory of
+/// the original pipeline's flat layout: `perf/perf.data.0`, and the shared
+/// `perf/symfs/` and `perf/kallsyms` of the guest.
 fn unpack(name: &str) -> (tempfile::TempDir, PathBuf) {
     let t = tempfile::tempdir().unwrap();
     let rd = t.path().join("result_dir_arm64");
     let perf = rd.join("perf");
     fs::create_dir_all(&perf).unwrap();
-    let f = fs::File::open(util::fixtures().join(format!("arm64/{name}.tar.zst"))).unwrap();
+    let f = fs::File::open(arm64(&format!("{name}.perf.data.zst"))).unwrap();
+    fs::write(perf.join("perf.data.0"), zstd::decode_all(f).unwrap()).unwrap();
+    let k = fs::File::open(arm64("kallsyms.zst")).unwrap();
+    fs::write(perf.join("kallsyms"), zstd::decode_all(k).unwrap()).unwrap();
+    let f = fs::File::open(arm64("symfs.tar.zst")).unwrap();
     tar::Archive::new(zstd::Decoder::new(f).unwrap())
         .unpack(&perf)
         .unwrap();
-    fs::rename(perf.join("perf.data"), perf.join("perf.data.0")).unwrap();
     (t, rd)
+}
+
+/// A file of fixtures/arm64.
+fn arm64(name: &str) -> PathBuf {
+    util::fixtures().join("arm64").join(name)
 }
 
 /// The guest's own `perf script` text (`noinline` or `inline`) folded by
 /// `jobprof fold`.
 fn truth(name: &str, kind: &str, dir: &Path) -> HashMap<String, u64> {
-    let zst = util::fixtures().join(format!("arm64/{name}.perf-script.{kind}.txt.zst"));
+    let zst = arm64(&format!("{name}.perf-script.{kind}.txt.zst"));
     let txt = dir.join(format!("truth.{name}.{kind}.txt"));
     fs::write(
         &txt,
@@ -145,4 +153,48 @@ fn perf_script_of_another_architecture_is_refused_not_drawn() {
             "{name}: drawn anyway"
         );
     }
+}
+
+/// perf's arm64 LR rule on the guest-built shared library's real CFI: LR
+/// holds the return address in a frameless leaf and in a prologue before
+/// the frame record is stored, not after it; and at the first instruction
+/// of a PLT entry, not inside one.
+#[test]
+fn the_lr_rule_follows_the_cfi_of_the_guests_library() {
+    use object::{Object, ObjectSection, ObjectSymbol};
+    let (t, rd) = unpack("fp");
+    let root = rd.join("perf/symfs");
+    let lib = "/root/work/bin/libwork.so";
+    let bytes = fs::read(root.join(lib.trim_start_matches('/'))).unwrap();
+    let file = object::File::parse(&*bytes).unwrap();
+    let sym = |name: &str| {
+        file.symbols()
+            .find(|s| s.name() == Ok(name))
+            .unwrap_or_else(|| panic!("{name} in {lib}"))
+            .address()
+    };
+    let t64 = jobprof::native::unwind::load(&root, lib, None).expect("unwind tables");
+    let (leaf, sort) = (sym("lib_leaf"), sym("lib_sort"));
+    assert!(
+        t64.return_address_in_lr(leaf),
+        "frameless leaf, first instruction"
+    );
+    assert!(t64.return_address_in_lr(leaf + 8), "frameless leaf, body");
+    assert!(
+        t64.return_address_in_lr(sort),
+        "prologue, before the frame record"
+    );
+    // gcc 12.2 -O1: sub sp; stp x29, x30, [sp]; mov x29, sp; ... (LR saved)
+    assert!(
+        !t64.return_address_in_lr(sort + 12),
+        "after the frame record"
+    );
+    let plt = file.section_by_name(".plt").expect(".plt").address();
+    assert!(
+        t64.return_address_in_lr(plt + 32),
+        "first PLT entry's first instruction"
+    );
+    assert!(!t64.return_address_in_lr(plt + 36), "inside a PLT entry");
+    assert!(!t64.return_address_in_lr(plt), "PLT0");
+    drop(t);
 }

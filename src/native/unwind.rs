@@ -361,10 +361,9 @@ fn walk<A: UnwindArch>(
         out.push(ip);
     }
     let Some(maps) = maps else { return };
-    if !st.procs.contains_key(&pid) {
-        let u = build::<A>(tables, maps, load);
-        st.procs.insert(pid, u);
-    }
+    st.procs
+        .entry(pid)
+        .or_insert_with(|| build::<A>(tables, maps, load));
     // perf reads a word only when it ends before the copy's last byte.
     let end = sp.saturating_add(stack.len() as u64);
     let missed = std::cell::Cell::new(false);

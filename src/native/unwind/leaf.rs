@@ -79,9 +79,9 @@ impl DsoUnwind {
     /// The first instruction of a PLT entry (after the 32-byte PLT0 header,
     /// entries of 16 bytes): what libunwind's `is_plt_entry` matches.
     fn plt_entry_start(&self, svma: u64) -> bool {
-        self.plt
-            .as_ref()
-            .is_some_and(|p| svma >= p.start + 32 && svma < p.end && (svma - p.start) % 16 == 0)
+        self.plt.as_ref().is_some_and(|p| {
+            svma >= p.start + 32 && svma < p.end && (svma - p.start).is_multiple_of(16)
+        })
     }
 }
 
