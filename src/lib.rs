@@ -34,6 +34,7 @@ mod digest;
 pub mod error;
 pub mod fold;
 pub mod input;
+pub mod input_stamp;
 pub mod job;
 pub mod native;
 pub mod nsys;

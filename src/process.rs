@@ -501,7 +501,9 @@ impl<'a> Pipeline<'a> {
         let hasher = self.opts.formats.summary.then(|| {
             let paths = self.input_paths();
             let jobs = self.opts.jobs();
-            std::thread::spawn(move || hash_all(&paths, jobs))
+            // Read before the marker is cleared: unchanged inputs keep their hash.
+            let known = result_dir::previous_inputs(&self.dir);
+            std::thread::spawn(move || hash_all(&paths, jobs, &known))
         });
         // Stopping early: not left hashing in the background of a bulk
         // reprocess.
@@ -538,13 +540,22 @@ impl<'a> Pipeline<'a> {
         let render_refused = self.render_refusal(&mut pass);
         self.render_outputs(&mut pass, render_refused.is_some(), &mut outputs)?;
         let render_time = render_start.elapsed();
+        let mut stamps = Stamps::new();
         if self.opts.formats.summary {
-            let (inputs, hash_warnings) = hasher.map(join_hasher).unwrap_or_default();
+            let (inputs, hash_warnings, s) = hasher.map(join_hasher).unwrap_or_default();
             pass.warnings.extend(hash_warnings);
+            stamps = s;
             self.write_summary(&pass, inputs, &outputs, &render_refused, render_time)?;
             outputs.push(SUMMARY.to_string());
         }
-        self.finish(pass, render_refused, outputs, quality, archive_bytes)
+        self.finish(
+            pass,
+            render_refused,
+            outputs,
+            quality,
+            archive_bytes,
+            stamps,
+        )
     }
 
     /// Removes temporary files a killed run left behind.
@@ -887,6 +898,7 @@ impl<'a> Pipeline<'a> {
         outputs: Vec<String>,
         quality: Quality,
         archive_bytes: Option<u64>,
+        stamps: Stamps,
     ) -> Result<Done> {
         let samples = pass.folded.stats.samples;
         if !pass.failures.is_empty() {
@@ -905,17 +917,15 @@ impl<'a> Pipeline<'a> {
                 outputs,
             });
         }
-        result_dir::write_marker(
-            &self.dir,
-            &Marker::new(
-                outputs.clone(),
-                Some(result_dir::Quality {
-                    archive_text_bytes: archive_bytes,
-                    ..quality
-                }),
-            ),
-            self.raw_mode,
-        )?;
+        let mut marker = Marker::new(
+            outputs.clone(),
+            Some(result_dir::Quality {
+                archive_text_bytes: archive_bytes,
+                ..quality
+            }),
+        );
+        marker.inputs = stamps;
+        result_dir::write_marker(&self.dir, &marker, self.raw_mode)?;
         let shards_word = match self.cap.shards.len() {
             1 => "1 shard".to_string(),
             n => format!("{n} shards"),
@@ -1594,28 +1604,42 @@ fn raw_mode(cap: &ValidCapture) -> Option<u32> {
 /// warning per unreadable one. One file after the other, the hash of a
 /// few GB of shards (1.4 GB/s per core with SHA-NI) was still running
 /// alone on one core when symbolizing had ended.
-fn hash_all(paths: &[PathBuf], jobs: usize) -> (Vec<InputFile>, Vec<String>) {
+/// An input whose size, mtime and inode match its stamp in `known` (the
+/// previous run's marker) keeps the recorded hash ([`crate::input_stamp`]).
+fn hash_all(paths: &[PathBuf], jobs: usize, known: &Stamps) -> Hashed {
     let mut out = Vec::new();
     let mut warnings = Vec::new();
-    let hashes = crate::map_jobs(paths, jobs, |p| summary::hash_file(p));
+    let mut stamps = Stamps::new();
+    let hashes = crate::map_jobs(paths, jobs, |p| {
+        let prev = known.get(&file_name(p));
+        crate::input_stamp::hash_reusing(p, prev, summary::hash_file)
+    });
     for (p, hash) in paths.iter().zip(hashes) {
         match hash {
-            Ok((bytes, sha256)) => out.push(InputFile {
-                name: file_name(p),
-                bytes,
-                sha256,
-            }),
+            Ok((bytes, sha256, stamp)) => {
+                if let Some(s) = stamp {
+                    stamps.insert(file_name(p), s);
+                }
+                out.push(InputFile {
+                    name: file_name(p),
+                    bytes,
+                    sha256,
+                })
+            }
             Err(e) => warnings.push(format!("cannot hash {}: {e}", p.display())),
         }
     }
-    (out, warnings)
+    (out, warnings, stamps)
 }
+
+/// Input stamps by the name `summary.json` lists the input under.
+type Stamps = std::collections::BTreeMap<String, crate::input_stamp::InputStamp>;
+/// The inputs' sizes and hashes, warnings, and the stamps for the marker.
+type Hashed = (Vec<InputFile>, Vec<String>, Stamps);
 
 /// The hashing thread's result. A panic there (a bug) is not an empty
 /// inputs list in silence: the summary then lists no inputs and says why.
-fn join_hasher(
-    h: std::thread::JoinHandle<(Vec<InputFile>, Vec<String>)>,
-) -> (Vec<InputFile>, Vec<String>) {
+fn join_hasher(h: std::thread::JoinHandle<Hashed>) -> Hashed {
     h.join().unwrap_or_else(|panic| {
         let why = panic
             .downcast_ref::<&str>()
@@ -1623,7 +1647,7 @@ fn join_hasher(
             .or_else(|| panic.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "no message".to_string());
         let warning = format!("hashing the inputs failed (a bug: {why}); no inputs are listed");
-        (Vec::new(), vec![warning])
+        (Vec::new(), vec![warning], Stamps::new())
     })
 }
 
