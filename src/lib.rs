@@ -37,6 +37,7 @@ pub mod error;
 pub mod fold;
 pub mod input;
 pub mod jit;
+pub mod input_stamp;
 pub mod job;
 pub mod native;
 pub mod nsys;

@@ -524,7 +524,9 @@ impl<'a> Pipeline<'a> {
         let hasher = self.opts.formats.summary.then(|| {
             let paths = self.input_paths();
             let jobs = self.opts.jobs();
-            std::thread::spawn(move || hash_all(&paths, jobs))
+            // Read before the marker is cleared: unchanged inputs keep their hash.
+            let known = result_dir::previous_inputs(&self.dir);
+            std::thread::spawn(move || hash_all(&paths, jobs, &known))
         });
         // Stopping early: not left hashing in the background of a bulk
         // reprocess.
@@ -538,9 +540,10 @@ impl<'a> Pipeline<'a> {
             Ok(pass) => pass,
             Err(done) => return stop(hasher, done),
         };
+        let facts = self.capture_facts();
         for w in pass
             .stats
-            .warnings()
+            .warnings_for(facts.as_ref().map(|f| f.call_graph()))
             .into_iter()
             .chain(pass.stats.symbol_warning())
         {
@@ -573,9 +576,11 @@ impl<'a> Pipeline<'a> {
             build_ids = self.write_build_ids(&profile, &mut pass.warnings, &mut outputs)?;
         }
         let render_time = render_start.elapsed();
+        let mut stamps = Stamps::new();
         if self.opts.formats.summary {
-            let (inputs, hash_warnings) = hasher.map(join_hasher).unwrap_or_default();
+            let (inputs, hash_warnings, s) = hasher.map(join_hasher).unwrap_or_default();
             pass.warnings.extend(hash_warnings);
+            stamps = s;
             self.write_summary(
                 &pass,
                 inputs,
@@ -586,7 +591,14 @@ impl<'a> Pipeline<'a> {
             )?;
             outputs.push(SUMMARY.to_string());
         }
-        self.finish(pass, render_refused, outputs, quality, archive_bytes)
+        self.finish(
+            pass,
+            render_refused,
+            outputs,
+            quality,
+            archive_bytes,
+            stamps,
+        )
     }
 
     /// Removes temporary files a killed run left behind.
@@ -608,11 +620,19 @@ impl<'a> Pipeline<'a> {
     fn symbolize_or_fold(&self) -> Result<std::result::Result<Pass, Done>> {
         let mut warnings = self.cap.warnings.clone();
         let prepare_start = Instant::now();
-        if let Some(plan) = self.plan(&mut warnings) {
+        let mut cross = None;
+        if let Some(plan) = self.plan(&mut warnings, &mut cross) {
             return self.symbolize(&plan, warnings, prepare_start).map(Ok);
         }
         match &self.cap.script_text {
             Some(text) => self.fold_script_text(text, warnings, prepare_start).map(Ok),
+            // Stacks perf would draw wrongly are refused, never drawn.
+            None if cross.is_some() => Ok(Err(Done {
+                status: Status::Failed,
+                message: cross.unwrap_or_default(),
+                samples: 0,
+                outputs: Vec::new(),
+            })),
             None => {
                 let why = match self.perf {
                     Err(e) => e.clone(),
@@ -933,6 +953,7 @@ impl<'a> Pipeline<'a> {
         build_ids: Vec<crate::build_ids::BuildId>,
     ) -> Result<()> {
         let (folded, stats) = (&pass.folded, &pass.stats);
+        let facts = self.capture_facts();
         let s = Summary {
             tool: "jobprof".into(),
             tool_version: env!("CARGO_PKG_VERSION").into(),
@@ -966,6 +987,9 @@ impl<'a> Pipeline<'a> {
             inputs,
             perf_version: pass.perf_version.clone(),
             recorded_with: self.cap.recorded_with.clone(),
+            capture_arch: facts.as_ref().and_then(|f| f.arch.clone()),
+            host_arch: native::arch::host().to_string(),
+            call_graph: facts.map(|f| f.call_graph().to_string()),
             outputs: outputs.to_vec(),
             render_refused: render_refused.clone(),
             warnings: pass
@@ -998,6 +1022,7 @@ impl<'a> Pipeline<'a> {
         outputs: Vec<String>,
         quality: Quality,
         archive_bytes: Option<u64>,
+        stamps: Stamps,
     ) -> Result<Done> {
         let samples = pass.folded.stats.samples;
         if !pass.failures.is_empty() {
@@ -1016,17 +1041,15 @@ impl<'a> Pipeline<'a> {
                 outputs,
             });
         }
-        result_dir::write_marker(
-            &self.dir,
-            &Marker::new(
-                outputs.clone(),
-                Some(result_dir::Quality {
-                    archive_text_bytes: archive_bytes,
-                    ..quality
-                }),
-            ),
-            self.raw_mode,
-        )?;
+        let mut marker = Marker::new(
+            outputs.clone(),
+            Some(result_dir::Quality {
+                archive_text_bytes: archive_bytes,
+                ..quality
+            }),
+        );
+        marker.inputs = stamps;
+        result_dir::write_marker(&self.dir, &marker, self.raw_mode)?;
         let shards_word = match self.cap.shards.len() {
             1 => "1 shard".to_string(),
             n => format!("{n} shards"),
@@ -1123,7 +1146,9 @@ impl<'a> Pipeline<'a> {
     /// [`native::check`] says of the shard). `None` when the text must come
     /// from the capture's symbolized text instead (data files missing, or
     /// perf needed and unusable).
-    fn plan(&self, warnings: &mut Vec<String>) -> Option<Plan<'a>> {
+    /// `cross` gets the refusal when a shard would go to `perf script` on a
+    /// host that cannot unwind its architecture ([`native::arch`]).
+    fn plan(&self, warnings: &mut Vec<String>, cross: &mut Option<String>) -> Option<Plan<'a>> {
         if !self.cap.has_all_data() {
             return None;
         }
@@ -1159,6 +1184,15 @@ impl<'a> Pipeline<'a> {
             };
             native.push(ok);
         }
+        if let Some(why) = self.cross_arch(&native) {
+            let msg = format!(
+                "{why}; process it on a node of that architecture, or with --symbolizer native \
+                 (auto) where the native symbolizer takes the shard"
+            );
+            self.log(format!("warning: {msg}"));
+            *cross = Some(msg);
+            return None;
+        }
         for (why, shards) in refused {
             let list: Vec<String> = shards.iter().map(u32::to_string).collect();
             let msg = format!(
@@ -1173,6 +1207,30 @@ impl<'a> Pipeline<'a> {
             return None;
         }
         Some(Plan { native, perf })
+    }
+
+    /// The first shard's header facts (architecture, call-graph mode).
+    fn capture_facts(&self) -> Option<native::arch::Facts> {
+        native::arch::facts(&self.cap.shards.first()?.data_file)
+    }
+
+    /// Why `perf script` here would draw the stacks of the shards that would
+    /// go to it (`native[i]` false) wrongly, naming them (`None`: it would not).
+    fn cross_arch(&self, native: &[bool]) -> Option<String> {
+        let mut bad: Vec<String> = Vec::new();
+        let mut reason = None;
+        for (s, _) in self.cap.shards.iter().zip(native).filter(|(_, n)| !**n) {
+            if let Some(why) = native::arch::perf_mismatch(&s.data_file) {
+                bad.push(s.index.to_string());
+                reason.get_or_insert(why);
+            }
+        }
+        reason.map(|why| {
+            format!(
+                "cannot symbolize shard(s) {} with perf script: {why}",
+                bad.join(", ")
+            )
+        })
     }
 
     /// Shards, cut into time slices when there are fewer shards than jobs.
@@ -1752,28 +1810,42 @@ fn raw_mode(cap: &ValidCapture) -> Option<u32> {
 /// warning per unreadable one. One file after the other, the hash of a
 /// few GB of shards (1.4 GB/s per core with SHA-NI) was still running
 /// alone on one core when symbolizing had ended.
-fn hash_all(paths: &[PathBuf], jobs: usize) -> (Vec<InputFile>, Vec<String>) {
+/// An input whose size, mtime and inode match its stamp in `known` (the
+/// previous run's marker) keeps the recorded hash ([`crate::input_stamp`]).
+fn hash_all(paths: &[PathBuf], jobs: usize, known: &Stamps) -> Hashed {
     let mut out = Vec::new();
     let mut warnings = Vec::new();
-    let hashes = crate::map_jobs(paths, jobs, |p| summary::hash_file(p));
+    let mut stamps = Stamps::new();
+    let hashes = crate::map_jobs(paths, jobs, |p| {
+        let prev = known.get(&file_name(p));
+        crate::input_stamp::hash_reusing(p, prev, summary::hash_file)
+    });
     for (p, hash) in paths.iter().zip(hashes) {
         match hash {
-            Ok((bytes, sha256)) => out.push(InputFile {
-                name: file_name(p),
-                bytes,
-                sha256,
-            }),
+            Ok((bytes, sha256, stamp)) => {
+                if let Some(s) = stamp {
+                    stamps.insert(file_name(p), s);
+                }
+                out.push(InputFile {
+                    name: file_name(p),
+                    bytes,
+                    sha256,
+                })
+            }
             Err(e) => warnings.push(format!("cannot hash {}: {e}", p.display())),
         }
     }
-    (out, warnings)
+    (out, warnings, stamps)
 }
+
+/// Input stamps by the name `summary.json` lists the input under.
+type Stamps = std::collections::BTreeMap<String, crate::input_stamp::InputStamp>;
+/// The inputs' sizes and hashes, warnings, and the stamps for the marker.
+type Hashed = (Vec<InputFile>, Vec<String>, Stamps);
 
 /// The hashing thread's result. A panic there (a bug) is not an empty
 /// inputs list in silence: the summary then lists no inputs and says why.
-fn join_hasher(
-    h: std::thread::JoinHandle<(Vec<InputFile>, Vec<String>)>,
-) -> (Vec<InputFile>, Vec<String>) {
+fn join_hasher(h: std::thread::JoinHandle<Hashed>) -> Hashed {
     h.join().unwrap_or_else(|panic| {
         let why = panic
             .downcast_ref::<&str>()
@@ -1781,7 +1853,7 @@ fn join_hasher(
             .or_else(|| panic.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "no message".to_string());
         let warning = format!("hashing the inputs failed (a bug: {why}); no inputs are listed");
-        (Vec::new(), vec![warning])
+        (Vec::new(), vec![warning], Stamps::new())
     })
 }
 

@@ -313,6 +313,14 @@ impl StackStats {
     /// [`TRUNCATED_WARN_PCT`]% of the weight truncated, or more than
     /// [`DSO_WARN_PCT`]% unnamed in one DSO.
     pub fn warnings(&self) -> Vec<String> {
+        self.warnings_for(None)
+    }
+
+    /// [`StackStats::warnings`] for a capture recorded with `call_graph`
+    /// (`fp` or `dwarf`; `None`: not known): the advice fits the mode used
+    /// (no "record with --call-graph dwarf" for a dwarf capture).
+    pub fn warnings_for(&self, call_graph: Option<&str>) -> Vec<String> {
+        let dwarf = call_graph == Some("dwarf");
         let mut out = Vec::new();
         let truncated = 100.0 * self.truncated_ratio;
         if truncated > TRUNCATED_WARN_PCT {
@@ -322,12 +330,19 @@ impl StackStats {
                 .take(3)
                 .map(|r| format!("{} {:.1}%", r.name, r.percent))
                 .collect();
+            let fix = if dwarf {
+                "it was recorded with --call-graph dwarf: the stack copies were too small for \
+                 these stacks (record with a larger one, e.g. --call-graph dwarf,32768), or the \
+                 code where they stop has no unwind tables (.eh_frame)"
+            } else {
+                "record with --call-graph dwarf, or build the program and its libraries \
+                 with -fno-omit-frame-pointer (static glibc and most distribution libraries have \
+                 no frame pointers)"
+            };
             out.push(format!(
                 "{truncated:.1}% of the weight is in truncated stacks (they stop at {} instead of \
                  a thread entry such as _start, main or start_thread): the unwinder lost the \
-                 callers; record with --call-graph dwarf, or build the program and its libraries \
-                 with -fno-omit-frame-pointer (static glibc and most distribution libraries have \
-                 no frame pointers)",
+                 callers; {fix}",
                 roots.join(", ")
             ));
         }
@@ -349,6 +364,10 @@ impl StackStats {
                     "kernel symbols were not available: record with jobprof-record as root or \
                      with kernel.kptr_restrict=0 so that kallsyms is snapshotted (see \
                      kernel_symbols in summary.json)"
+                }
+                "[unknown]" if dwarf => {
+                    "these addresses are in no mapping: code without unwind tables, or a stack \
+                     copy too small (record with a larger --call-graph dwarf,SIZE)"
                 }
                 "[unknown]" => {
                     "these addresses are in no mapping, usually a broken frame-pointer chain: \
@@ -527,6 +546,13 @@ pub struct Summary {
     pub perf_version: Option<String>,
     /// `perf --version` of the perf that recorded, when known.
     pub recorded_with: Option<String>,
+    /// The recording machine's architecture from the first shard's header
+    /// (`x86_64`, `aarch64`; `None`: no data file, or not in the header).
+    pub capture_arch: Option<String>,
+    /// The architecture of the host that processed it.
+    pub host_arch: String,
+    /// `fp` or `dwarf`, from the first shard's header (`None`: no data file).
+    pub call_graph: Option<String>,
     /// Output files written, besides this one and the marker.
     pub outputs: Vec<String>,
     /// Why the flamegraph was not rendered, when it was not.
@@ -640,6 +666,18 @@ mod tests {
             w[1]
         );
         assert!(w[2].contains("[kernel.kallsyms]: ") && w[2].contains("kptr_restrict"));
+        let w = s.warnings_for(Some("dwarf"));
+        assert!(
+            !w[0].contains("record with --call-graph dwarf,"),
+            "{}",
+            w[0]
+        );
+        assert!(
+            w[0].contains("it was recorded with --call-graph dwarf"),
+            "{}",
+            w[0]
+        );
+        assert!(s.warnings_for(Some("fp"))[0].contains("record with --call-graph dwarf, or"));
         let good = StackStats::from_stacks(&[("w;_start;main".to_string(), 99)]);
         assert!(good.warnings().is_empty());
         assert_eq!(good.symbolized_ratio, 1.0);

@@ -3,6 +3,7 @@
 //! those are missing, and fail under CI (`CI=true`).
 
 mod attacks;
+mod arm64;
 mod cli;
 mod faults;
 mod fold;

@@ -190,7 +190,7 @@ fn data_files(dir: &Path) -> Vec<PathBuf> {
     v
 }
 
-fn parse_folded(text: &str) -> HashMap<String, u64> {
+pub fn parse_folded(text: &str) -> HashMap<String, u64> {
     let mut m = HashMap::new();
     for l in text.lines() {
         let (stack, n) = l.rsplit_once(' ').unwrap();
@@ -269,7 +269,7 @@ fn agreement(
 /// Prints the [`agreement`] of `native` with `perf` under `label` and
 /// requires at least 99.5% of the weight on identical stacks, listing the
 /// top differences otherwise.
-fn assert_agreement(label: &str, native: &HashMap<String, u64>, perf: &HashMap<String, u64>) {
+pub fn assert_agreement(label: &str, native: &HashMap<String, u64>, perf: &HashMap<String, u64>) {
     let (share, diffs) = agreement(native, perf);
     eprintln!(
         "{label}: {:.3}% of the weight on identical stacks",

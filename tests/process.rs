@@ -825,3 +825,56 @@ fn zstd_level_changes_the_archive_size_not_its_text() {
     let out = run(&["--zstd-level", "20"], &[&result]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
 }
+
+/// A rerun takes an unchanged input's SHA-256 from the marker (size, mtime
+/// and inode match) instead of reading the file again; a changed input is
+/// hashed again.
+#[test]
+fn rerun_reuses_the_hash_of_unchanged_inputs() {
+    let t = tempfile::tempdir().unwrap();
+    let result = t.path().join("result_dir_demo");
+    util::copy_demo(&result);
+    let run = || {
+        let o = jobprof()
+            .args(["process", "--force"])
+            .arg(&result)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    };
+    run();
+    let dir = capture_dir(&result, 0, "q01");
+    let marker = dir.join(".postprocess-complete");
+    let m: serde_json::Value = serde_json::from_slice(&fs::read(&marker).unwrap()).unwrap();
+    let (name, stamp) = m["inputs"]
+        .as_object()
+        .and_then(|o| o.iter().next())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .expect("the marker stamps the inputs");
+    let listed = |s: &serde_json::Value| {
+        s["inputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["name"] == name.as_str())
+            .map(|i| i["sha256"].as_str().unwrap().to_string())
+            .unwrap()
+    };
+    assert_eq!(listed(&summary(&dir)), stamp["sha256"].as_str().unwrap());
+    // A recorded hash that matches no content: believed while the file is
+    // unchanged (so it was not read again) ...
+    edit_json(&marker, |m| {
+        m["inputs"][&name]["sha256"] = "recorded".into()
+    });
+    run();
+    assert_eq!(listed(&summary(&dir)), "recorded");
+    // ... and replaced once the file's mtime changes.
+    let f = fs::File::options()
+        .write(true)
+        .open(dir.join(&name))
+        .unwrap();
+    f.set_modified(SystemTime::UNIX_EPOCH + Duration::from_secs(7))
+        .unwrap();
+    run();
+    assert_eq!(listed(&summary(&dir)), stamp["sha256"].as_str().unwrap());
+}

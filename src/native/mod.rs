@@ -27,6 +27,7 @@
 //! blocks that end at sample boundaries; [`Symbolizer::recycle`] takes the
 //! blocks back for reuse.
 
+pub mod arch;
 pub mod elf;
 mod header;
 use header::u64_at;
@@ -243,23 +244,28 @@ pub fn check(data: &Path) -> Result<(), String> {
     if attr_size < 48 || attrs_len == 0 {
         return Err(bad());
     }
-    let mut dwarf = false;
+    // (sample format, sample_regs_user) of the events with user registers.
+    let mut with_regs = Vec::new();
     let mut at = attrs_off as usize;
     let attrs_end = (attrs_off + attrs_len) as usize;
     while at + attr_size <= attrs_end {
         let sample_type = u64_at(b, at + 24).ok_or_else(bad)?;
         let f = SampleFormat::from_bits_truncate(sample_type);
         if f.intersects(SampleFormat::REGS_USER | SampleFormat::STACK_USER) {
-            check_dwarf(b, at, attr_size, f)?;
-            dwarf = true;
+            // perf_event_attr.sample_regs_user, after the first 80 bytes.
+            let regs = (attr_size >= 96).then(|| u64_at(b, at + 80)).flatten();
+            with_regs.push((f, regs));
         }
         if !f.contains(SampleFormat::CALLCHAIN) {
             return Err("its samples have no call chains (recorded without -g)".into());
         }
         at += attr_size;
     }
-    if dwarf {
-        check_dwarf_arch(data)?;
+    if !with_regs.is_empty() {
+        let arch = arch::facts(data).and_then(|f| f.arch);
+        for &(f, regs) in &with_regs {
+            check_regs(arch.as_deref(), f, regs)?;
+        }
     }
     if data_len == 0 && b.len() as u64 > data_off {
         return Err("its header gives an empty data section (perf did not finish the file)".into());
@@ -313,31 +319,31 @@ fn check_records(file: &File, start: u64, end: u64) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether the user register and stack copies of the attribute at `at` can
-/// be unwound: both present, with IP, SP and BP among the registers.
-fn check_dwarf(b: &[u8], at: usize, attr_size: usize, f: SampleFormat) -> Result<(), String> {
-    if !f.contains(SampleFormat::REGS_USER | SampleFormat::STACK_USER) {
-        return Err("its samples have user registers or a user stack copy, not both".into());
-    }
-    // perf_event_attr.sample_regs_user, after the first 80 bytes.
-    let regs = (attr_size >= 96).then(|| u64_at(b, at + 80)).flatten();
-    if regs.is_none_or(|r| r & unwind::NEEDED_REGS != unwind::NEEDED_REGS) {
-        return Err("its user register copies lack IP, SP or BP (--call-graph dwarf)".into());
-    }
-    Ok(())
-}
-
-/// Dwarf samples are unwound for x86-64 captures only.
-fn check_dwarf_arch(data: &Path) -> Result<(), String> {
-    let file = File::open(data).map_err(|e| format!("cannot open: {e}"))?;
-    let PerfFileReader { perf_file, .. } = PerfFileReader::parse_file(io::BufReader::new(file))
-        .map_err(|e| format!("cannot read the header: {e}"))?;
-    match perf_file.arch() {
-        Ok(Some("x86_64")) => Ok(()),
-        Ok(Some(a)) => Err(format!(
-            "it has --call-graph dwarf samples of {a}, which are unwound natively on x86_64 only"
+/// Whether the user registers (and stack copies) of an event with sample
+/// format `f` and register mask `regs`, recorded on `arch`, can be
+/// unwound: x86-64 and aarch64 dwarf samples with the registers unwinding
+/// needs, and aarch64 frame-pointer samples with the link register perf
+/// records for its leaf rule ([`unwind`]).
+fn check_regs(arch: Option<&str>, f: SampleFormat, regs: Option<u64>) -> Result<(), String> {
+    let dwarf = f.contains(SampleFormat::REGS_USER | SampleFormat::STACK_USER);
+    let has = |need: u64| regs.is_some_and(|r| r & need == need);
+    match arch.map(arch::normalized) {
+        Some("x86_64") if dwarf && has(unwind::NEEDED_REGS) => Ok(()),
+        Some("x86_64") if dwarf => {
+            Err("its user register copies lack IP, SP or BP (--call-graph dwarf)".into())
+        }
+        Some("aarch64") if dwarf && has(unwind::A64_NEEDED_REGS) => Ok(()),
+        Some("aarch64") if dwarf => {
+            Err("its user register copies lack PC, SP, x29 or LR (--call-graph dwarf)".into())
+        }
+        Some("aarch64") if !f.contains(SampleFormat::STACK_USER) => Ok(()),
+        _ if !dwarf => {
+            Err("its samples have user registers or a user stack copy, not both".into())
+        }
+        Some(a) => Err(format!(
+            "it has --call-graph dwarf samples of {a}, which are unwound natively on x86_64 and aarch64 only"
         )),
-        _ => Err("it has --call-graph dwarf samples and no architecture in its header".into()),
+        None => Err("it has --call-graph dwarf samples and no architecture in its header".into()),
     }
 }
 
@@ -505,7 +511,8 @@ impl Symbolizer {
             .build_ids()
             .map(|m| m.into_values().map(|d| (d.path, d.build_id)).collect())
             .unwrap_or_default();
-        let mut run = Run::new(self, build_ids);
+        let aarch64 = perf_file.arch().ok().flatten().map(arch::normalized) == Some("aarch64");
+        let mut run = Run::new(self, build_ids, aarch64);
         let (lo, hi) = (
             slice.and_then(|s| s.start_ns).unwrap_or(0),
             slice.and_then(|s| s.end_ns).unwrap_or(u64::MAX),
@@ -543,6 +550,37 @@ impl Symbolizer {
             elapsed: start.elapsed(),
         })
     }
+}
+
+/// The frame perf's arm64 rule puts after the leaf at `pc` of a
+/// frame-pointer chain: LR - 1 where one libunwind step from PC, LR and
+/// SP = 0 takes the return address from LR ([`unwind`]'s `leaf`); `cache`
+/// keeps the answer per (DSO, address).
+fn leaf_caller(
+    sym: &Symbolizer,
+    dsos: &[Dso],
+    cache: &mut rustc_hash::FxHashMap<(u32, u64), bool>,
+    maps: Option<&threads::Maps>,
+    pc: u64,
+    lr: u64,
+) -> Option<u64> {
+    let m = maps?.find(pc)?;
+    let key = (m.dso, m.rel(pc));
+    let in_lr = *cache.entry(key).or_insert_with(|| {
+        let Some(d) = dsos.get(m.dso as usize) else {
+            return false;
+        };
+        let Some(t) = d
+            .path
+            .as_deref()
+            .and_then(|p| sym.unwind.get(&sym.root, p, &d.build_id))
+        else {
+            return false;
+        };
+        t.base_avma(m.start, m.pgoff, m.end - m.start)
+            .is_some_and(|base| t.return_address_in_lr(pc.wrapping_sub(base)))
+    });
+    (in_lr && lr != 0).then(|| lr - 1)
 }
 
 /// A DSO as one run knows it.
@@ -584,6 +622,10 @@ struct Run<'a> {
     scratch: Vec<(u32, u64)>,
     /// Dwarf unwinding of user stack copies.
     unwind: unwind::Unwinding,
+    /// An aarch64 capture: frame-pointer chains get perf's LR rule.
+    aarch64: bool,
+    /// Per (DSO, address): whether perf's LR rule takes LR there.
+    lr_rule: rustc_hash::FxHashMap<(u32, u64), bool>,
     /// Per-sample unwound user addresses.
     user: Vec<u64>,
     /// Frame text of whole frame-pointer stacks by (pid, CPU mode, call
@@ -599,7 +641,7 @@ struct Run<'a> {
 }
 
 impl<'a> Run<'a> {
-    fn new(sym: &'a Symbolizer, build_ids: HashMap<Vec<u8>, Vec<u8>>) -> Run<'a> {
+    fn new(sym: &'a Symbolizer, build_ids: HashMap<Vec<u8>, Vec<u8>>, aarch64: bool) -> Run<'a> {
         Run {
             sym,
             machine: Machine::default(),
@@ -613,7 +655,9 @@ impl<'a> Run<'a> {
             stack_key: Vec::new(),
             stack_bytes: 0,
             scratch: Vec::new(),
-            unwind: unwind::Unwinding::default(),
+            unwind: unwind::Unwinding::new(aarch64),
+            aarch64,
+            lr_rule: rustc_hash::FxHashMap::default(),
             user: Vec::new(),
             out: sym.block(),
             bytes: 0,
@@ -791,7 +835,12 @@ impl<'a> Run<'a> {
         // A frame-pointer chain's text depends only on the process's maps
         // and the chain: most samples repeat one printed before.
         let cacheable = !has.contains(SampleFormat::STACK_USER);
-        if cacheable && self.cached_stack(pid, s) {
+        // perf's arm64 rule: the leaf's caller from the sampled LR.
+        let lr = match (&s.user_regs, self.aarch64 && cacheable) {
+            (Some(r), true) => r.get(unwind::A64_LR),
+            _ => None,
+        };
+        if cacheable && self.cached_stack(pid, s, lr) {
             return;
         }
         let start = self.out.len();
@@ -818,6 +867,20 @@ impl<'a> Run<'a> {
                     continue;
                 }
                 n += 1;
+                if let (Some(lr), CpuMode::User, true) = (lr, mode, i >= 2) {
+                    if chain.get(i - 2) == Some(PERF_CONTEXT_USER) {
+                        let pc = chain.get(i - 1).unwrap_or(0);
+                        let (sym, dsos, cache) = (self.sym, &self.dsos, &mut self.lr_rule);
+                        if let Some(c) =
+                            leaf_caller(sym, dsos, cache, maps, pc, lr).filter(|&c| c != ip)
+                        {
+                            resolved.push(match maps.and_then(|m| m.find(c)) {
+                                Some(m) => (m.dso, m.rel(c)),
+                                None => (NO_DSO, c),
+                            });
+                        }
+                    }
+                }
                 resolved.push(match mode {
                     CpuMode::Kernel if self.machine.kernel.find(ip).is_some() => (KERNEL_DSO, ip),
                     CpuMode::User => match maps.and_then(|m| m.find(ip)) {
@@ -883,11 +946,14 @@ impl<'a> Run<'a> {
         &mut self,
         pid: i32,
         s: &linux_perf_data::linux_perf_event_reader::SampleRecord<'_>,
+        lr: Option<u64>,
     ) -> bool {
         let key = &mut self.stack_key;
         key.clear();
         key.push(pid as u64);
         key.push(s.cpu_mode as u64);
+        // The frame perf adds from LR depends on it.
+        key.extend(lr);
         if let Some(chain) = &s.callchain {
             key.extend((0..chain.len()).map_while(|i| chain.get(i)));
         }
@@ -998,6 +1064,39 @@ mod tests {
     }
 
     #[test]
+    fn registers_unwinding_needs_per_architecture() {
+        let dwarf = SampleFormat::CALLCHAIN | SampleFormat::REGS_USER | SampleFormat::STACK_USER;
+        let fp_lr = SampleFormat::CALLCHAIN | SampleFormat::REGS_USER;
+        let lr = 1 << unwind::A64_LR;
+        assert_eq!(
+            check_regs(Some("x86_64"), dwarf, Some(unwind::NEEDED_REGS)),
+            Ok(())
+        );
+        assert!(check_regs(Some("x86_64"), dwarf, Some(0))
+            .unwrap_err()
+            .contains("IP, SP or BP"));
+        assert!(check_regs(Some("x86_64"), fp_lr, Some(lr))
+            .unwrap_err()
+            .contains("not both"));
+        assert_eq!(
+            check_regs(Some("aarch64"), dwarf, Some(unwind::A64_NEEDED_REGS)),
+            Ok(())
+        );
+        assert!(check_regs(Some("aarch64"), dwarf, Some(lr))
+            .unwrap_err()
+            .contains("x29 or LR"));
+        // aarch64 -g: perf records LR for its leaf rule.
+        assert_eq!(check_regs(Some("aarch64"), fp_lr, Some(lr)), Ok(()));
+        let stack_only = SampleFormat::CALLCHAIN | SampleFormat::STACK_USER;
+        assert!(check_regs(Some("aarch64"), stack_only, None)
+            .unwrap_err()
+            .contains("not both"));
+        assert!(check_regs(Some("riscv64"), dwarf, Some(u64::MAX))
+            .unwrap_err()
+            .contains("riscv64"));
+    }
+
+    #[test]
     fn check_refuses_what_it_cannot_read_with_the_reason() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("perf.data");
@@ -1020,9 +1119,9 @@ mod tests {
             (SampleFormat::CALLCHAIN | SampleFormat::REGS_USER | SampleFormat::STACK_USER).bits();
         put(&mut h, 104 + 24, dwarf);
         std::fs::write(&p, &h).unwrap();
-        assert!(check(&p).unwrap_err().contains("lack IP, SP or BP"));
-        // With the registers unwinding needs, the header must say x86_64
-        // (this one has no feature sections at all).
+        // Which registers unwinding needs depends on the architecture, which
+        // the header must give (this one has no feature sections at all).
+        assert!(check(&p).unwrap_err().contains("no architecture"));
         put(&mut h, 104 + 80, unwind::NEEDED_REGS);
         std::fs::write(&p, &h).unwrap();
         assert!(check(&p).is_err());

@@ -21,12 +21,15 @@ use std::ops::Range;
 use std::path::{Component, Path};
 use std::sync::Arc;
 
+use framehop::aarch64::{CacheAarch64, PtrAuthMask, UnwindRegsAarch64, UnwinderAarch64};
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
 use linux_perf_data::linux_perf_event_reader::Regs;
 use object::read::elf::ElfFile64;
 use object::{Endianness, Object, ObjectSection};
 use rustc_hash::FxHashMap;
+
+mod leaf;
 
 use super::elf::load_segments;
 use super::once_map::OnceMap;
@@ -43,6 +46,15 @@ const REG_IP: u64 = 8;
 /// The registers unwinding needs (frame pointer, stack pointer, IP).
 pub const NEEDED_REGS: u64 = (1 << REG_BP) | (1 << REG_SP) | (1 << REG_IP);
 
+/// aarch64 register numbers in `PERF_SAMPLE_REGS_USER` (x0-x30, sp, pc).
+const A64_FP: u64 = 29;
+/// The link register, x30.
+pub const A64_LR: u64 = 30;
+const A64_SP: u64 = 31;
+const A64_PC: u64 = 32;
+/// The aarch64 registers dwarf unwinding needs (x29, LR, SP, PC).
+pub const A64_NEEDED_REGS: u64 = (1 << A64_FP) | (1 << A64_LR) | (1 << A64_SP) | (1 << A64_PC);
+
 type Bytes = Arc<[u8]>;
 
 /// The unwind tables of one DSO, in its own (ELF) address space.
@@ -52,6 +64,8 @@ pub struct DsoUnwind {
     segments: Vec<(u64, u64, u64)>,
     text: Option<Range<u64>>,
     got: Option<Range<u64>>,
+    /// `.plt` (perf's arm64 LR rule, [`leaf`]).
+    plt: Option<Range<u64>>,
     eh_frame: Option<(Range<u64>, Bytes)>,
     eh_frame_hdr: Option<(Range<u64>, Bytes)>,
     debug_frame: Option<Bytes>,
@@ -63,7 +77,7 @@ impl DsoUnwind {
     /// begins inside the mapping (mappings start on a page boundary below
     /// their segment, which lld does not align to pages), else the one
     /// holding `pgoff`.
-    fn base_avma(&self, start: u64, pgoff: u64, len: u64) -> Option<u64> {
+    pub fn base_avma(&self, start: u64, pgoff: u64, len: u64) -> Option<u64> {
         let inside = |&&(o, _, _): &&(u64, u64, u64)| o >= pgoff && o - pgoff < len;
         let holding = |&&(o, sz, _): &&(u64, u64, u64)| pgoff >= o && pgoff < o + sz.max(1);
         let &(o, _, v) = self
@@ -116,6 +130,7 @@ pub fn load(root: &Path, path: &str, build_id: Option<&[u8]>) -> Option<DsoUnwin
             t.segments = load_segments(&file);
             t.text = file.section_by_name(".text").map(|s| svma_range(&s));
             t.got = file.section_by_name(".got").map(|s| svma_range(&s));
+            t.plt = file.section_by_name(".plt").map(|s| svma_range(&s));
             if let (Some(hdr), Some(eh)) =
                 (section(&file, ".eh_frame_hdr"), section(&file, ".eh_frame"))
             {
@@ -181,43 +196,128 @@ impl Tables {
     }
 }
 
+/// What unwinding one architecture's stacks takes: framehop's unwinder,
+/// registers and rule cache for it, and where perf puts the registers.
+trait UnwindArch {
+    type Unwinder: Unwinder<UnwindRegs = Self::Regs, Cache = Self::Cache, Module = Module<Bytes>>
+        + Default;
+    type Regs;
+    type Cache: Default;
+    /// The sampled IP and the registers unwinding starts from.
+    fn regs(r: &Regs<'_>) -> Option<(u64, Self::Regs)>;
+    /// Forgets the frame pointer (its save slot lay outside the copy).
+    fn poison_fp(r: &mut Self::Regs);
+    /// The stack pointer (where the stack copy starts).
+    fn sp(r: &Self::Regs) -> u64;
+}
+
+/// x86-64: IP, SP and BP.
+struct X86;
+impl UnwindArch for X86 {
+    type Unwinder = UnwinderX86_64<Bytes>;
+    type Regs = UnwindRegsX86_64;
+    type Cache = CacheX86_64;
+    fn regs(r: &Regs<'_>) -> Option<(u64, UnwindRegsX86_64)> {
+        let (ip, sp, bp) = (r.get(REG_IP)?, r.get(REG_SP)?, r.get(REG_BP)?);
+        Some((ip, UnwindRegsX86_64::new(ip, sp, bp)))
+    }
+    fn poison_fp(r: &mut UnwindRegsX86_64) {
+        r.set_bp(0);
+    }
+    fn sp(r: &UnwindRegsX86_64) -> u64 {
+        r.sp()
+    }
+}
+
+/// aarch64: PC, SP, x29 (frame pointer) and LR (x30), the pointer
+/// authentication code stripped from return addresses as the kernel does
+/// (user addresses have at most 48 bits).
+struct A64;
+impl UnwindArch for A64 {
+    type Unwinder = UnwinderAarch64<Bytes>;
+    type Regs = UnwindRegsAarch64;
+    type Cache = CacheAarch64;
+    fn regs(r: &Regs<'_>) -> Option<(u64, UnwindRegsAarch64)> {
+        let (pc, sp) = (r.get(A64_PC)?, r.get(A64_SP)?);
+        let (fp, lr) = (r.get(A64_FP)?, r.get(A64_LR)?);
+        let regs = UnwindRegsAarch64::new_with_ptr_auth_mask(PAC_MASK, lr, sp, fp);
+        Some((PAC_MASK.strip_ptr_auth(pc), regs))
+    }
+    fn poison_fp(r: &mut UnwindRegsAarch64) {
+        r.set_fp(0);
+    }
+    fn sp(r: &UnwindRegsAarch64) -> u64 {
+        r.sp()
+    }
+}
+
+/// Return addresses keep their low 48 bits (the PAC lives above them).
+const PAC_MASK: PtrAuthMask = PtrAuthMask(u64::MAX >> 16);
+
+/// One architecture's unwinders (one per process) and rule cache.
+struct State<A: UnwindArch> {
+    procs: FxHashMap<i32, A::Unwinder>,
+    cache: A::Cache,
+}
+
+impl<A: UnwindArch> Default for State<A> {
+    fn default() -> Self {
+        State {
+            procs: FxHashMap::default(),
+            cache: A::Cache::default(),
+        }
+    }
+}
+
 /// One run's unwinding state: an unwinder per process, the tables of each
-/// DSO id of the run, framehop's rule cache.
+/// DSO id of the run, framehop's rule cache; for x86-64 or aarch64 stacks.
 #[derive(Default)]
 pub struct Unwinding {
-    procs: FxHashMap<i32, UnwinderX86_64<Bytes>>,
+    aarch64: bool,
+    x86: State<X86>,
+    a64: State<A64>,
     tables: Vec<Option<Option<Arc<DsoUnwind>>>>,
-    cache: CacheX86_64,
 }
 
 impl std::fmt::Debug for Unwinding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Unwinding")
-            .field("processes", &self.procs.len())
+            .field("aarch64", &self.aarch64)
+            .field("processes", &(self.x86.procs.len() + self.a64.procs.len()))
             .finish()
     }
 }
 
+/// Looks up the unwind tables of DSO `dso`, loading them once per run.
+fn table<'t>(
+    tables: &'t mut Vec<Option<Option<Arc<DsoUnwind>>>>,
+    dso: u32,
+    load: &mut dyn FnMut(u32) -> Option<Arc<DsoUnwind>>,
+) -> Option<&'t Arc<DsoUnwind>> {
+    let i = dso as usize;
+    if tables.len() <= i {
+        tables.resize(i + 1, None);
+    }
+    if tables[i].is_none() {
+        tables[i] = Some(load(dso));
+    }
+    tables[i].as_ref().and_then(Option::as_ref)
+}
+
 impl Unwinding {
+    /// Unwinding of aarch64 stacks (`true`) or x86-64 ones.
+    pub fn new(aarch64: bool) -> Unwinding {
+        Unwinding {
+            aarch64,
+            ..Unwinding::default()
+        }
+    }
+
     /// Process `pid`'s maps changed (a new map, a fork): its unwinder is
     /// rebuilt at its next sample.
     pub fn maps_changed(&mut self, pid: i32) {
-        self.procs.remove(&pid);
-    }
-
-    fn table(
-        &mut self,
-        dso: u32,
-        load: &mut dyn FnMut(u32) -> Option<Arc<DsoUnwind>>,
-    ) -> Option<&Arc<DsoUnwind>> {
-        let i = dso as usize;
-        if self.tables.len() <= i {
-            self.tables.resize(i + 1, None);
-        }
-        if self.tables[i].is_none() {
-            self.tables[i] = Some(load(dso));
-        }
-        self.tables[i].as_ref().and_then(Option::as_ref)
+        self.x86.procs.remove(&pid);
+        self.a64.procs.remove(&pid);
     }
 
     /// The user frames of one sample of process `pid`, callee first, as
@@ -232,91 +332,107 @@ impl Unwinding {
         stack: &[u8],
         out: &mut Vec<u64>,
     ) {
-        let (Some(ip), Some(sp), Some(bp)) = (regs.get(REG_IP), regs.get(REG_SP), regs.get(REG_BP))
-        else {
-            return;
-        };
-        if ip != 0 {
-            out.push(ip);
+        let tables = &mut self.tables;
+        if self.aarch64 {
+            walk::<A64>(&mut self.a64, tables, pid, maps, load, regs, stack, out);
+        } else {
+            walk::<X86>(&mut self.x86, tables, pid, maps, load, regs, stack, out);
         }
-        let Some(maps) = maps else { return };
-        if !self.procs.contains_key(&pid) {
-            let u = self.build(maps, load);
-            self.procs.insert(pid, u);
+    }
+}
+
+/// [`Unwinding::user_frames`] for architecture `A`.
+#[allow(clippy::too_many_arguments)]
+fn walk<A: UnwindArch>(
+    st: &mut State<A>,
+    tables: &mut Vec<Option<Option<Arc<DsoUnwind>>>>,
+    pid: i32,
+    maps: Option<&Maps>,
+    load: &mut dyn FnMut(u32) -> Option<Arc<DsoUnwind>>,
+    regs: &Regs<'_>,
+    stack: &[u8],
+    out: &mut Vec<u64>,
+) {
+    let Some((ip, mut regs)) = A::regs(regs) else {
+        return;
+    };
+    let sp = A::sp(&regs);
+    if ip != 0 {
+        out.push(ip);
+    }
+    let Some(maps) = maps else { return };
+    st.procs
+        .entry(pid)
+        .or_insert_with(|| build::<A>(tables, maps, load));
+    // perf reads a word only when it ends before the copy's last byte.
+    let end = sp.saturating_add(stack.len() as u64);
+    let missed = std::cell::Cell::new(false);
+    let mut read = |a: u64| -> Result<u64, ()> {
+        if a < sp || a.checked_add(8).is_none_or(|e| e >= end) {
+            missed.set(true);
+            return Err(());
         }
-        // perf reads a word only when it ends before the copy's last byte.
-        let end = sp.saturating_add(stack.len() as u64);
-        let missed = std::cell::Cell::new(false);
-        let mut read = |a: u64| -> Result<u64, ()> {
-            if a < sp || a.checked_add(8).is_none_or(|e| e >= end) {
-                missed.set(true);
-                return Err(());
-            }
-            let at = (a - sp) as usize;
-            let w = stack.get(at..at + 8).ok_or(())?;
-            Ok(u64::from_le_bytes(w.try_into().map_err(|_| ())?))
-        };
-        let mut regs = UnwindRegsX86_64::new(ip, sp, bp);
-        let mut addr = FrameAddress::from_instruction_pointer(ip);
-        for _ in 1..MAX_USER_FRAMES {
-            let covered = maps
-                .find(addr.address_for_lookup())
-                .is_some_and(|m| self.table(m.dso, load).is_some());
-            if !covered {
+        let at = (a - sp) as usize;
+        let w = stack.get(at..at + 8).ok_or(())?;
+        Ok(u64::from_le_bytes(w.try_into().map_err(|_| ())?))
+    };
+    let mut addr = FrameAddress::from_instruction_pointer(ip);
+    for _ in 1..MAX_USER_FRAMES {
+        let covered = maps
+            .find(addr.address_for_lookup())
+            .is_some_and(|m| table(tables, m.dso, load).is_some());
+        if !covered {
+            break;
+        }
+        let u = &st.procs[&pid];
+        missed.set(false);
+        match u.unwind_frame(addr, &mut regs, &mut st.cache, &mut read) {
+            Ok(Some(ra)) => match FrameAddress::from_return_address(ra) {
+                Some(next) => {
+                    out.push(ra - 1);
+                    addr = next;
+                }
+                None => break,
+            },
+            // A return address beyond the copy reads as 0 in perf, which
+            // libunwind takes as one more frame (printed as 0 - 1).
+            Err(framehop::Error::CouldNotReadStack(a)) if a >= sp && a.saturating_add(8) >= end => {
+                out.push(u64::MAX);
                 break;
             }
-            let u = &self.procs[&pid];
-            missed.set(false);
-            match u.unwind_frame(addr, &mut regs, &mut self.cache, &mut read) {
-                Ok(Some(ra)) => match FrameAddress::from_return_address(ra) {
-                    Some(next) => {
-                        out.push(ra - 1);
-                        addr = next;
-                    }
-                    None => break,
-                },
-                // A return address beyond the copy reads as 0 in perf, which
-                // libunwind takes as one more frame (printed as 0 - 1).
-                Err(framehop::Error::CouldNotReadStack(a))
-                    if a >= sp && a.saturating_add(8) >= end =>
-                {
-                    out.push(u64::MAX);
-                    break;
-                }
-                _ => break,
-            }
-            if missed.get() {
-                // The step went on without the caller's frame pointer (its
-                // save slot lies outside the copy; framehop keeps the old
-                // value). libunwind keeps the slot's address instead and
-                // fails when a later frame needs the register: poison it.
-                regs.set_bp(0);
-            }
+            _ => break,
+        }
+        if missed.get() {
+            // The step went on without the caller's frame pointer (its
+            // save slot lies outside the copy; framehop keeps the old
+            // value). libunwind keeps the slot's address instead and
+            // fails when a later frame needs the register: poison it.
+            A::poison_fp(&mut regs);
         }
     }
+}
 
-    fn build(
-        &mut self,
-        maps: &Maps,
-        load: &mut dyn FnMut(u32) -> Option<Arc<DsoUnwind>>,
-    ) -> UnwinderX86_64<Bytes> {
-        let mut u = UnwinderX86_64::new();
-        for m in maps.iter() {
-            let Some(t) = self.table(m.dso, load).cloned() else {
-                continue;
-            };
-            let Some(base) = t.base_avma(m.start, m.pgoff, m.end - m.start) else {
-                continue;
-            };
-            u.add_module(Module::new(
-                String::new(),
-                m.start..m.end,
-                base,
-                t.section_info(),
-            ));
-        }
-        u
+fn build<A: UnwindArch>(
+    tables: &mut Vec<Option<Option<Arc<DsoUnwind>>>>,
+    maps: &Maps,
+    load: &mut dyn FnMut(u32) -> Option<Arc<DsoUnwind>>,
+) -> A::Unwinder {
+    let mut u = A::Unwinder::default();
+    for m in maps.iter() {
+        let Some(t) = table(tables, m.dso, load).cloned() else {
+            continue;
+        };
+        let Some(base) = t.base_avma(m.start, m.pgoff, m.end - m.start) else {
+            continue;
+        };
+        u.add_module(Module::new(
+            String::new(),
+            m.start..m.end,
+            base,
+            t.section_info(),
+        ));
     }
+    u
 }
 
 #[cfg(test)]

@@ -773,6 +773,11 @@ pub struct Marker {
     /// with worse ones (`None` in markers of older versions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quality: Option<Quality>,
+    /// Each input's size, mtime, inode and SHA-256 (by the name
+    /// `summary.json` lists it under): a rerun does not hash an unchanged
+    /// input again ([`crate::input_stamp`]).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub inputs: std::collections::BTreeMap<String, crate::input_stamp::InputStamp>,
 }
 
 impl Marker {
@@ -787,6 +792,7 @@ impl Marker {
             outputs,
             sizes: Default::default(),
             quality,
+            inputs: Default::default(),
         }
     }
 }
@@ -875,6 +881,17 @@ pub fn previous_quality(dir: &Path) -> Option<Quality> {
         return None;
     }
     marker.quality
+}
+
+/// The input stamps the marker recorded (empty without a readable marker).
+pub fn previous_inputs(
+    dir: &Path,
+) -> std::collections::BTreeMap<String, crate::input_stamp::InputStamp> {
+    read_plain(&dir.join(MARKER))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Marker>(&t).ok())
+        .map(|m| m.inputs)
+        .unwrap_or_default()
 }
 
 /// Removes the marker before outputs are rewritten, so an interrupted run
@@ -967,6 +984,7 @@ mod tests {
             outputs: wanted.clone(),
             sizes: Default::default(),
             quality: None,
+            inputs: Default::default(),
         };
         write_marker(dir.path(), &m, None).unwrap();
         assert!(
@@ -999,6 +1017,7 @@ mod tests {
             outputs: wanted.clone(),
             sizes: Default::default(),
             quality: None,
+            inputs: Default::default(),
         };
         write_marker(dir.path(), &m, None).unwrap();
         let Completion::Done(read) = completion(dir.path(), &wanted) else {

@@ -200,6 +200,12 @@ pub struct Capture {
     pub frequency: u32,
     /// Call-graph mode: `fp` or `dwarf[,SIZE]`.
     pub call_graph: String,
+    /// `perf record --user-regs` when the recorder passed one (on aarch64,
+    /// dwarf with a software event gets the VG-free mask
+    /// `x0,...,x28,x29,lr,sp,pc`); `None`: perf's own choice, and in
+    /// captures made before it was recorded.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub user_regs: Option<String>,
     /// `perf --version` of the perf that recorded.
     pub perf_version: String,
     /// The most threads one perf process (shard) was given.
@@ -303,6 +309,7 @@ impl Capture {
         w.str("event", &self.event);
         w.num("frequency", self.frequency as u64);
         w.str("call_graph", &self.call_graph);
+        w.opt_str("user_regs", self.user_regs.as_deref());
         w.str("perf_version", &self.perf_version);
         w.num("threads_per_shard", self.threads_per_shard as u64);
         w.num("shard_count", self.shard_count as u64);
@@ -708,6 +715,7 @@ mod tests {
             event: "cpu-clock".into(),
             frequency: 99,
             call_graph: "dwarf,8192".into(),
+            user_regs: None,
             perf_version: "perf version 6.1.187".into(),
             threads_per_shard: 128,
             shard_count: 3,

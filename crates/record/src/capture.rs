@@ -193,6 +193,7 @@ impl ActiveCapture {
             event: ctx.spec.event.clone(),
             frequency: ctx.spec.frequency,
             call_graph: ctx.spec.call_graph.clone(),
+            user_regs: ctx.spec.user_regs.clone(),
             perf_version: ctx.perf_version.clone(),
             threads_per_shard: ctx.threads_per_shard as u32,
             shard_count: 0,

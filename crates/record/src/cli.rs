@@ -43,7 +43,7 @@ jobprof-record sidecar: serve query-bounded perf captures of one worker
 Usage:
   jobprof-record sidecar --token-dir DIR --worker N --out PERF_ROOT (--pid PID | --pid-file FILE)
       [--exe-name NAME] [--event cpu-clock] [--frequency 99] [--call-graph fp|dwarf[,SIZE]]
-      [--threads-per-shard 128] [--start-timeout SECS] [--stop-timeout SECS]
+      [--user-regs REGS] [--threads-per-shard 128] [--start-timeout SECS] [--stop-timeout SECS]
       [--max-capture SECS] [--max-shard-size SIZE] [--staging DIR] [--symfs-limit BYTES]
       [--require-symbols] [--no-prearm] [--jit-maps auto|off]
 
@@ -71,6 +71,10 @@ Options:
   --event EVENT            perf event (default cpu-clock; no hardware PMU needed)
   --frequency HZ           sampling frequency (default 99)
   --call-graph MODE        fp (default) or dwarf[,SIZE]
+  --user-regs REGS         perf record --user-regs (comma-separated registers); on aarch64,
+                           dwarf with cpu-clock/task-clock gets x0,...,x28,x29,lr,sp,pc
+                           by default (perf's own mask holds SVE's VG, which software
+                           events reject: EOPNOTSUPP on Grace)
   --threads-per-shard N    most threads per perf process (default 128)
   --start-timeout SECS     wait for the PID file, and per attempt for a perf
                            shard to answer ping (default 180)
@@ -151,14 +155,16 @@ jobprof-record preflight: check that a worker can be profiled, print a report
 
 Usage:
   jobprof-record preflight (--pid PID | --pid-file FILE) [--exe-name NAME] [--require-symbols]
-      [--event cpu-clock] [--frequency 99] [--staging DIR]
+      [--event cpu-clock] [--frequency 99] [--call-graph fp|dwarf[,SIZE]] [--user-regs REGS]
+      [--staging DIR]
 
 Checks: perf is present and supports --control and --delay; perf_event_paranoid
 and whether we are root; the open-files limit (soft raised to hard, warning
 under 65536); the staging directory is writable; /proc/PID/exe matches
 --exe-name; same uid (or root); the binary has .symtab or .debug_info (a
 failure with --require-symbols, a warning otherwise); a 0.2 s test
-`perf record` on the worker succeeds. Exit 1 names each failed check and its fix.
+`perf record` on the worker with the capture's event, call graph and user
+registers succeeds (the report says which --user-regs applies). Exit 1 names each failed check and its fix.
 ";
 
 /// Which subcommand was asked for, with its parsed options.
@@ -204,6 +210,22 @@ pub struct TargetOpts {
     pub staging: Option<PathBuf>,
     /// Seconds to wait for the PID file and for a shard's ping.
     pub start_timeout: u64,
+    /// `fp` or `dwarf[,SIZE]` (the test record uses it too).
+    pub call_graph: String,
+    /// `--user-regs` as given (`None`: the automatic rule, [`crate::regs`]).
+    pub explicit_user_regs: Option<String>,
+}
+
+impl TargetOpts {
+    /// The `--user-regs` perf is given on this node, and why.
+    pub fn user_regs(&self) -> Option<crate::regs::UserRegs> {
+        crate::regs::user_regs(
+            &self.call_graph,
+            &self.event,
+            std::env::consts::ARCH,
+            self.explicit_user_regs.as_deref(),
+        )
+    }
 }
 
 /// `sidecar` options.
@@ -333,6 +355,7 @@ struct Raw {
     require_symbols: bool,
     prearm: bool,
     jit_maps: bool,
+    user_regs: Option<String>,
 }
 
 impl Default for Raw {
@@ -358,6 +381,7 @@ impl Default for Raw {
             require_symbols: false,
             prearm: true,
             jit_maps: true,
+            user_regs: None,
         }
     }
 }
@@ -557,6 +581,11 @@ impl Raw {
             "--frequency" => self.frequency = a.positive(flag)?,
             "--staging" => self.staging = Some(a.path(flag)?),
             "--require-symbols" => self.require_symbols = true,
+            "--call-graph" => self.call_graph = parse_call_graph(&a.value(flag)?)?,
+            "--user-regs" => {
+                let v = a.value(flag)?;
+                self.user_regs = Some(crate::regs::parse(&v).map_err(Fail::usage)?);
+            }
             _ => return Ok(false),
         }
         Ok(true)
@@ -577,7 +606,6 @@ impl Raw {
                     }
                 }
             }
-            "--call-graph" => self.call_graph = parse_call_graph(&a.value(flag)?)?,
             "--threads-per-shard" => self.threads_per_shard = a.positive(flag)?,
             "--start-timeout" => self.start_timeout = a.number(flag)?,
             "--stop-timeout" => self.stop_timeout = a.number(flag)?,
@@ -618,6 +646,8 @@ impl Raw {
             require_symbols: self.require_symbols,
             staging: self.staging.take(),
             start_timeout: self.start_timeout,
+            call_graph: self.call_graph.clone(),
+            explicit_user_regs: self.user_regs.take(),
         })
     }
 
@@ -733,6 +763,20 @@ mod tests {
         assert!(s.jit_maps);
         let Err(e) = sidecar("always") else { panic!() };
         assert!(e.message.contains("--jit-maps: `always`"), "{}", e.message);
+    }
+
+    #[test]
+    fn user_regs_and_call_graph_reach_the_target_options() {
+        let c = parse(args("sidecar --token-dir /t --worker 0 --out /o --pid 42 --call-graph dwarf --user-regs x29,lr,sp,pc")).unwrap();
+        let Command::Sidecar(s) = c else { panic!() };
+        assert_eq!(s.target.call_graph, "dwarf");
+        assert_eq!(s.target.explicit_user_regs.as_deref(), Some("x29,lr,sp,pc"));
+        assert_eq!(s.target.user_regs().unwrap().regs, "x29,lr,sp,pc");
+        let c = parse(args("preflight --pid 42 --call-graph dwarf,4096")).unwrap();
+        let Command::Preflight(p) = c else { panic!() };
+        assert_eq!(p.target.call_graph, "dwarf,4096");
+        let e = parse(args("preflight --pid 42 --user-regs x0,,pc")).unwrap_err();
+        assert!(e.to_string().contains("--user-regs"), "{e}");
     }
 
     #[test]

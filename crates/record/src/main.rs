@@ -16,6 +16,7 @@ mod jit;
 mod pool;
 mod preflight;
 mod publish;
+mod regs;
 mod shard;
 mod sidecar;
 mod symfs;

@@ -258,6 +258,7 @@ pub fn run(opts: &TargetOpts, pid: u32, staging_root: &Path, worker_dir: Option<
     if exe.is_some() {
         symbol_checks(&mut r, opts, pid);
     }
+    check_user_regs(&mut r, opts);
     if r.failed().is_empty() {
         check_test_record(&mut r, opts, pid, staging);
     }
@@ -439,16 +440,43 @@ fn check_uid(r: &mut Report, pid: u32) {
     }
 }
 
+/// The call-graph and `--user-regs` options of the capture's `perf record`.
+fn record_options(opts: &TargetOpts) -> Vec<String> {
+    let mut v = match opts.call_graph.as_str() {
+        "fp" => vec!["-g".to_string()],
+        cg => vec!["--call-graph".to_string(), cg.to_string()],
+    };
+    if let Some(r) = opts.user_regs() {
+        v.push(format!("--user-regs={}", r.regs));
+    }
+    v
+}
+
+/// `user regs`: which `--user-regs` the capture passes, and why (a note;
+/// the test record checks that perf takes it).
+fn check_user_regs(r: &mut Report, opts: &TargetOpts) {
+    let detail = match opts.user_regs() {
+        Some(u) => format!("--user-regs={} ({})", u.regs, u.why),
+        None => "perf's own (no --user-regs)".to_string(),
+    };
+    r.push("user regs", Level::Ok, detail, "");
+}
+
 /// `test record`: a real, short recording of the target in `staging`.
 fn check_test_record(r: &mut Report, opts: &TargetOpts, pid: u32, staging: &Path) {
     let tag = sys::random_u64();
     let data = staging.join(format!(".preflight.{tag:016x}.perf.data"));
     let log = staging.join(format!(".preflight.{tag:016x}.log"));
     let started = Instant::now();
+    // The capture's own options: a mask or call graph perf or the kernel
+    // refuses fails here, not at the first `start`.
+    let extra = record_options(opts);
+    let shown = format!("-e {} {}", opts.event, extra.join(" "));
     let status = sys::create_new(&log, 0o600).and_then(|l| {
         Command::new(PERF)
             .args(["record", "-q", "-e", &opts.event, "-F"])
             .arg(opts.frequency.to_string())
+            .args(&extra)
             .arg("-t")
             .arg(pid.to_string())
             .arg("-o")
@@ -466,8 +494,7 @@ fn check_test_record(r: &mut Report, opts: &TargetOpts, pid: u32, staging: &Path
             "test record",
             Level::Ok,
             format!(
-                "0.2 s `perf record -e {} -t {pid}` succeeded ({} ms)",
-                opts.event,
+                "0.2 s `perf record {shown} -t {pid}` succeeded ({} ms)",
                 started.elapsed().as_millis()
             ),
             "",
@@ -480,10 +507,7 @@ fn check_test_record(r: &mut Report, opts: &TargetOpts, pid: u32, staging: &Path
         r.push(
             "test record",
             Level::Fail,
-            format!(
-                "`perf record -e {} -t {pid}` failed with {st}: {why}",
-                opts.event
-            ),
+            format!("`perf record {shown} -t {pid}` failed with {st}: {why}"),
             "check the event (-e cpu-clock works without a hardware PMU) and perf permissions",
         );
     }
@@ -664,7 +688,28 @@ mod tests {
             require_symbols: false,
             staging: None,
             start_timeout: 1,
+            call_graph: "fp".into(),
+            explicit_user_regs: None,
         }
+    }
+
+    #[test]
+    fn the_test_record_uses_the_captures_call_graph_and_registers() {
+        let mut o = opts("cpu-clock");
+        assert_eq!(record_options(&o), ["-g"]);
+        o.call_graph = "dwarf,8192".into();
+        let v = record_options(&o);
+        assert_eq!(v[..2], ["--call-graph", "dwarf,8192"]);
+        // The automatic aarch64 rule where this test runs on aarch64.
+        let auto = std::env::consts::ARCH == "aarch64";
+        assert_eq!(v.len() == 3, auto, "{v:?}");
+        o.explicit_user_regs = Some("sp,pc".into());
+        assert_eq!(record_options(&o)[2], "--user-regs=sp,pc");
+        let mut r = Report::default();
+        check_user_regs(&mut r, &o);
+        assert!(r.checks[0]
+            .detail
+            .contains("--user-regs=sp,pc (given with --user-regs)"));
     }
 
     #[test]

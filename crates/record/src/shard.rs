@@ -31,6 +31,8 @@ pub struct RecordSpec {
     pub frequency: u32,
     /// `fp` or `dwarf[,SIZE]`.
     pub call_graph: String,
+    /// `--user-regs` (`None`: perf's own mask), [`crate::regs`].
+    pub user_regs: Option<String>,
     /// Seconds to wait for the ping answer of one attempt.
     pub ready_timeout: u64,
     /// `--max-size` in bytes: perf stops by itself when its file reaches it.
@@ -230,6 +232,9 @@ impl Shard {
             cmd.arg("-g");
         } else {
             cmd.arg("--call-graph").arg(&spec.call_graph);
+        }
+        if let Some(r) = &spec.user_regs {
+            cmd.arg(format!("--user-regs={r}"));
         }
         if let Some(max) = spec.max_size {
             // perf wants a unit letter; B is bytes.
@@ -464,6 +469,7 @@ mod tests {
             event: "cpu-clock".into(),
             frequency: 99,
             call_graph: "fp".into(),
+            user_regs: None,
             ready_timeout: 1,
             max_size: None,
         };

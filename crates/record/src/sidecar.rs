@@ -232,6 +232,7 @@ fn context(opts: &SidecarOpts, tokens: &Tokens, me: &SidecarId, worker: &Worker)
             event: opts.target.event.clone(),
             frequency: opts.target.frequency,
             call_graph: opts.call_graph.clone(),
+            user_regs: opts.target.user_regs().map(|r| r.regs),
             ready_timeout: opts.target.start_timeout.max(1),
             max_size: opts.max_shard_size,
         },

@@ -1,0 +1,295 @@
+#!/bin/bash
+# Real aarch64 perf captures on an x86-64 Debian 12 host: a Debian 12 arm64 guest under
+# qemu-system-aarch64 (TCG, no KVM) with perf 6.1 on an arm64 kernel builds the fixture worker
+# (fixtures/src/arm64: a C++ executable and a shared library), records fp and dwarf captures of it
+# with cpu-clock (plain perf, and jobprof-record cross-built for aarch64), prints the guest's own
+# `perf script` text as ground truth and copies everything out (after ../shared/tools/arm64-vm.sh).
+# Usage: OUTD=DIR SRC=CHECKOUT scripts/arm64-vm.sh [STAGE...]
+#   stages: host jobprof rootfs image boot collect (default: all, in order)
+# Idempotent: each stage skips work whose result is already there (delete the file to redo it).
+# Cache: $C (default /var/cache/arm64-vm: debian debs, the rootfs, its ext4 image, the kernel and
+# initrd, the cross-built jobprof-record). Measured on the project machine (2 cores): debootstrap's
+# second stage ~33 min the first time, boot ~31 s. Run it at low priority on a shared machine:
+#   OUTD=/tmp/arm64-out SRC=$PWD nice -n 19 ionice -c3 scripts/arm64-vm.sh > /tmp/arm64-vm.log 2>&1 &
+# Then: bash fixtures/make-arm64-fixtures.sh /tmp/arm64-out
+set -euo pipefail
+C=${C:-/var/cache/arm64-vm}
+OUTD=${OUTD:-}
+STEER=${STEER:-$(cd "$(dirname "$0")/.." && pwd)}
+OUTD=${OUTD:?set OUTD to where the captures should go}
+SRC=${SRC:?set SRC to the project checkout}
+MIRROR=${MIRROR:-$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null)}
+SUITE=bookworm
+ROOTFS=${ROOTFS:-$C/rootfs}
+SHARE=$C/share
+IMG=${IMG:-$C/rootfs.ext4}
+mkdir -p "$C" "$SHARE"
+T0=$(date +%s)
+t() { echo "[arm64-vm $(date +%T) +$(( $(date +%s) - T0 ))s] $*"; }
+timed() { local s; s=$(date +%s); "$@"; local rc=$?; t "$1 took $(( $(date +%s) - s ))s (rc=$rc)"; return $rc; }
+
+# ---------------------------------------------------------------- host packages
+st_host() {
+  local want="qemu-system-arm qemu-user-static binfmt-support debootstrap gcc-aarch64-linux-gnu libc6-dev-arm64-cross e2fsprogs zstd"
+  if ! dpkg -s $want >/dev/null 2>&1; then
+    apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $want
+  fi
+  # binfmt_misc (for the debootstrap second stage in a chroot through qemu-aarch64-static)
+  [ -e /proc/sys/fs/binfmt_misc/register ] || mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
+  [ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] || update-binfmts --enable qemu-aarch64
+  qemu-system-aarch64 --version | head -1
+}
+
+# ---------------------------------------------------------------- aarch64 jobprof (cross build from a copy)
+st_jobprof() {
+  local b=$C/jobprof-src
+  if [ ! -x "$b/target/aarch64-unknown-linux-gnu/release/jobprof-record" ]; then
+    rustup target list --installed | grep -qx aarch64-unknown-linux-gnu || rustup target add aarch64-unknown-linux-gnu
+    mkdir -p "$b"
+    # a copy of the checkout (tracked + untracked files, no target/): the project checkout stays untouched
+    (cd "$SRC" && tar --exclude=./target -cf - .) | (cd "$b" && tar -xf -)
+    (cd "$b" && CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
+      cargo build --release --locked --target aarch64-unknown-linux-gnu -p jobprof-record)
+  fi
+  file "$b/target/aarch64-unknown-linux-gnu/release/jobprof-record"
+  (cd "$SRC" && git rev-parse HEAD) > "$C/jobprof-commit.txt"
+}
+
+# ---------------------------------------------------------------- Debian 12 arm64 rootfs
+GUEST_PKGS=systemd-sysv,udev,kmod,initramfs-tools,linux-image-arm64,linux-perf,gcc,g++,libc6-dev,libc6-dbg,procps,zstd,binutils,file,elfutils
+st_rootfs() {
+  if [ ! -e "$ROOTFS/.stage1" ]; then
+    rm -rf "$ROOTFS"; mkdir -p "$ROOTFS" "$C/debs"
+    debootstrap --arch=arm64 --foreign --variant=minbase --include="$GUEST_PKGS" \
+      --cache-dir="$C/debs" "$SUITE" "$ROOTFS" "$MIRROR"
+    # No initramfs-tools initrd at all: mkinitramfs under qemu-user takes ~10 min on an idle
+    # machine and over an hour on a loaded one (one modinfo per module); st_image builds a minimal
+    # initrd on the host instead (the second stage runs with INITRD=No, which the kernel hook
+    # honours; update_initramfs=no also skips later triggers; dpkg keeps this pre-existing
+    # conffile: debootstrap configures with --force-confold)
+    mkdir -p "$ROOTFS/etc/initramfs-tools"; echo update_initramfs=no > "$ROOTFS/etc/initramfs-tools/update-initramfs.conf"
+    touch "$ROOTFS/.stage1"
+  fi
+  if [ ! -e "$ROOTFS/.stage2" ]; then
+    # the binfmt entry (flags PF, no F) runs /usr/libexec/qemu-binfmt/aarch64-binfmt-P inside the chroot
+    mkdir -p "$ROOTFS/usr/libexec/qemu-binfmt" "$ROOTFS/usr/bin"
+    cp /usr/bin/qemu-aarch64-static "$ROOTFS/usr/bin/"
+    ln -sf ../../bin/qemu-aarch64-static "$ROOTFS/usr/libexec/qemu-binfmt/aarch64-binfmt-P"
+    if [ -e "$ROOTFS/.stage2-tried" ] && [ -e "$ROOTFS/debootstrap" ] && [ -e "$ROOTFS/var/lib/dpkg/status" ]; then
+      # a second stage that died in its last steps (a trigger, disk full, a killed mkinitramfs):
+      # finish dpkg's pending work, still without an initramfs-tools initrd
+      sed -i 's/^update_initramfs=.*/update_initramfs=no/' "$ROOTFS/etc/initramfs-tools/update-initramfs.conf"
+      chroot "$ROOTFS" env INITRD=No dpkg --force-confold --configure -a
+      rm -f "$ROOTFS"/boot/initrd.img-*.new "$ROOTFS"/boot/initrd.img-*.dpkg-bak
+      rm -rf "$ROOTFS/debootstrap"
+    else
+      touch "$ROOTFS/.stage2-tried"
+      chroot "$ROOTFS" env INITRD=No /debootstrap/debootstrap --second-stage
+    fi
+    touch "$ROOTFS/.stage2"
+  fi
+  # the second stage mounts proc and sys in the chroot; never copy them (cp -a / mkfs -d of a live /proc fills the disk)
+  for m in proc sys; do mountpoint -q "$ROOTFS/$m" && umount "$ROOTFS/$m"; done
+  if [ ! -e "$ROOTFS/.configured" ]; then
+    echo "deb $MIRROR $SUITE main" > "$ROOTFS/etc/apt/sources.list"
+    echo arm64vm > "$ROOTFS/etc/hostname"
+    printf '/dev/vda / ext4 rw,relatime 0 1\n' > "$ROOTFS/etc/fstab"
+    chroot "$ROOTFS" passwd -d root >/dev/null
+    # no update-initramfs here: st_image builds a minimal initrd on the host; 9p and 9pnet_virtio
+    # load from / after boot
+    # boot job: mount the host share, run its guest-run.sh, power off
+    cat > "$ROOTFS/usr/local/sbin/guest-boot.sh" <<'EOF'
+#!/bin/sh
+mkdir -p /mnt/host
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=1048576 host0 /mnt/host || { echo "GUEST: 9p mount failed"; systemctl poweroff; exit 1; }
+if [ -x /mnt/host/guest-run.sh ] && [ ! -e /mnt/host/no-run ]; then
+  /mnt/host/guest-run.sh > /mnt/host/guest-run.log 2>&1; echo "GUEST: guest-run.sh rc=$?" | tee -a /mnt/host/guest-run.log
+fi
+sync; umount /mnt/host
+[ -e /etc/no-poweroff ] || systemctl poweroff
+EOF
+    chmod +x "$ROOTFS/usr/local/sbin/guest-boot.sh"
+    cat > "$ROOTFS/etc/systemd/system/guest-run.service" <<'EOF'
+[Unit]
+Description=run /mnt/host/guest-run.sh then power off
+After=local-fs.target systemd-modules-load.service
+[Service]
+Type=oneshot
+ExecStart=/usr/local/sbin/guest-boot.sh
+StandardOutput=journal+console
+StandardError=journal+console
+TimeoutStartSec=infinity
+[Install]
+WantedBy=multi-user.target
+EOF
+    ln -sf /etc/systemd/system/guest-run.service "$ROOTFS/etc/systemd/system/multi-user.target.wants/guest-run.service"
+    chroot "$ROOTFS" apt-get clean
+    rm -f "$ROOTFS/usr/bin/qemu-aarch64-static" "$ROOTFS/usr/libexec/qemu-binfmt/aarch64-binfmt-P"
+    touch "$ROOTFS/.configured"
+  fi
+  ls "$ROOTFS"/boot/
+  chroot "$ROOTFS" /bin/true 2>/dev/null || true
+  dpkg-query --admindir="$ROOTFS/var/lib/dpkg" -W linux-image-arm64 linux-perf gcc libc6 libc6-dbg 'linux-image-*-arm64' | tee "$C/guest-packages.txt"
+}
+
+# ---------------------------------------------------------------- ext4 image, kernel, initrd
+st_image() {
+  if [ ! -s "$IMG" ] || [ "$ROOTFS/.configured" -nt "$IMG" ]; then
+    rm -f "$IMG"
+    for m in proc sys; do ! mountpoint -q "$ROOTFS/$m" || { echo "$ROOTFS/$m is mounted"; return 1; }; done
+    mkfs.ext4 -q -L root -d "$ROOTFS" "$IMG" 3G
+  fi
+  cp -L "$ROOTFS/vmlinuz" "$C/vmlinuz"
+  [ -s "$C/initrd.img" ] && [ "$C/initrd.img" -nt "$ROOTFS/.configured" ] || make_initrd "$C/initrd.img"
+  ls -l "$IMG" "$C/vmlinuz" "$C/initrd.img"
+}
+
+# A minimal initrd made on the host: a static aarch64 /init that loads virtio-mmio, virtio-blk and
+# ext4 (with its dependencies) from the guest's modules, mounts /dev/vda and execs its /sbin/init.
+make_initrd() {
+  local out=$1 w=$C/initrd-build kv
+  kv=$(basename "$(readlink -f "$ROOTFS/vmlinuz")"); kv=${kv#vmlinuz-}
+  local M=$ROOTFS/lib/modules/$kv/kernel
+  rm -rf "$w"; mkdir -p "$w"
+  cp "$STEER/scripts/arm64-vm-init.c" "$w/init.c"
+  aarch64-linux-gnu-gcc -static -O2 -o "$w/init" "$w/init.c"
+  python3 "$STEER/scripts/arm64-vm-cpio.py" "$out" "init=$w/init" "m/crc16.ko=$M/lib/crc16.ko" \
+    "m/mbcache.ko=$M/fs/mbcache.ko" "m/jbd2.ko=$M/fs/jbd2/jbd2.ko" "m/ext4.ko=$M/fs/ext4/ext4.ko" \
+    "m/virtio_mmio.ko=$M/drivers/virtio/virtio_mmio.ko" "m/virtio_blk.ko=$M/drivers/block/virtio_blk.ko"
+}
+
+# ---------------------------------------------------------------- boot and run the guest script
+st_boot() {
+  set +e   # this stage reports failures instead of stopping at them
+  local aj=$C/jobprof-src/target/aarch64-unknown-linux-gnu/release
+  rm -rf "$SHARE/out"; mkdir -p "$SHARE/out"
+  rm -rf "$SHARE/src"; mkdir -p "$SHARE/src"; cp "$SRC/fixtures/src/arm64/worker.cpp" "$SRC/fixtures/src/arm64/libwork.c" "$SHARE/src/"
+  if [ -x "$aj/jobprof-record" ]; then   # stripped copies (the release build keeps debug info)
+    aarch64-linux-gnu-strip -o "$SHARE/jobprof-record" "$aj/jobprof-record"
+  fi
+  write_guest_run > "$SHARE/guest-run.sh"; chmod +x "$SHARE/guest-run.sh"
+  local img=$C/run.ext4
+  cp --sparse=always "$IMG" "$img"       # a fresh disk per boot: every run starts from the same image
+  timeout 3000 qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on -smp 2 -m 2048 -nographic -no-reboot \
+    -kernel "$C/vmlinuz" -initrd "$C/initrd.img" \
+    -append 'root=/dev/vda rw console=ttyAMA0 systemd.show_status=1 quiet' \
+    -drive file="$img",format=raw,if=none,id=hd0 -device virtio-blk-device,drive=hd0 \
+    -virtfs local,path="$SHARE",mount_tag=host0,security_model=none,id=host0 \
+    -nic none </dev/null 2>&1 | tee "$C/console.log" | grep --line-buffered -E 'GUEST|Kernel panic|Reached target|guest-run|Power' || true
+  grep -E '^GUEST' "$SHARE/guest-run.log" || true
+  ls -la "$SHARE/out"
+  set -e
+}
+
+# The script the guest runs at boot (from the 9p share, so it can change without a new image).
+write_guest_run() {
+  cat <<'EOF'
+#!/bin/bash
+# Runs inside the Debian 12 arm64 guest, as root, from /mnt/host (9p share of the host).
+set -u
+H=/mnt/host; O=$H/out; W=/root/work
+g() { echo "GUEST $(date +%T) $*"; }
+T0=$(date +%s)
+mkdir -p $O $W/bin
+sysctl -w kernel.kptr_restrict=0 kernel.perf_event_paranoid=-1 >/dev/null
+uname -a > $O/uname.txt; perf --version > $O/perf-version.txt; perf version --build-options > $O/perf-build-options.txt 2>&1
+gcc --version | head -1 > $O/gcc-version.txt
+dpkg-query -W linux-perf 'linux-image-*' libc6 libc6-dbg gcc-12 g++-12 > $O/guest-packages.txt
+cat /proc/cpuinfo > $O/cpuinfo.txt
+g "uname: $(uname -r), $(perf --version)"
+# the worker: a C++ executable and its shared library (fixtures/src/arm64)
+cp $H/src/worker.cpp $H/src/libwork.c $W/bin/
+cd $W/bin
+s=$(date +%s)
+gcc -O1 -g -fno-omit-frame-pointer -fPIC -shared -o libwork.so libwork.c &&
+  g++ -O1 -g -fno-omit-frame-pointer -pthread -o worker worker.cpp -L. -lwork -Wl,-rpath,'$ORIGIN'
+g "build rc=$? took $(( $(date +%s) - s ))s"
+cd $W
+REGS=x0,x1,x2,x3,x4,x5,x6,x7,x8,x9,x10,x11,x12,x13,x14,x15,x16,x17,x18,x19,x20,x21,x22,x23,x24,x25,x26,x27,x28,x29,lr,sp,pc
+start_worker() { rm -rf $W/ctl; mkdir -p $W/ctl; $W/bin/worker $W/ctl $1 & WPID=$!; sleep 0.5; }
+stop_worker() { kill $WPID; wait $WPID 2>/dev/null; }
+cue() { ( sleep $1; touch $W/ctl/b; sleep $1; touch $W/ctl/c ) & }
+# 1. fp (-g): 2 threads, phases a, b, c one second each
+start_worker 2; cue 1
+perf record -e cpu-clock -F 499 -g -p $WPID -o $W/fp.perf.data -- sleep 3 > $O/fp.record.log 2>&1; g "fp record rc=$?"
+stop_worker
+# 2. dwarf,8192 with cpu-clock and the VG-free register mask: 1 thread, 99 Hz (small stack copies)
+start_worker 1; cue 1
+perf record -e cpu-clock -F 99 --call-graph dwarf,8192 --user-regs=$REGS -p $WPID -o $W/dwarf.perf.data -- sleep 3 > $O/dwarf.record.log 2>&1; g "dwarf record rc=$?"
+stop_worker
+# 3. perf's own mask with cpu-clock + dwarf (the register rule's reason: VG in the mask)
+start_worker 1
+perf record -e cpu-clock -F 99 --call-graph dwarf,8192 -p $WPID -o $W/vg.perf.data -- sleep 1 > $O/vg-default.record.log 2>&1; g "dwarf cpu-clock default mask rc=$?"
+perf evlist -v -i $W/vg.perf.data > $O/vg-default.evlist.txt 2>&1
+perf record -e cpu-clock -F 99 --call-graph dwarf,8192 --user-regs=$REGS -p $WPID -o $W/vg2.perf.data -- sleep 1 > $O/vg-regs.record.log 2>&1; g "dwarf cpu-clock --user-regs rc=$?"
+perf evlist -v -i $W/vg2.perf.data > $O/vg-regs.evlist.txt 2>&1
+stop_worker
+# 4. ground truth and the files for off-node symbolization, one folder per capture
+for k in fp dwarf; do
+  F=$O/fx-$k; mkdir -p $F/symfs
+  cp $W/$k.perf.data $F/perf.data
+  perf script -i $W/$k.perf.data --no-inline > $F/perf-script.noinline.txt 2> $F/perf-script.noinline.err; g "perf script --no-inline $k rc=$?"
+  perf script -i $W/$k.perf.data > $F/perf-script.inline.txt 2> $F/perf-script.inline.err; g "perf script $k rc=$?"
+  perf buildid-list -i $W/$k.perf.data > $F/buildids.txt 2>&1
+  perf evlist -v -i $W/$k.perf.data > $F/evlist.txt 2>&1
+  perf report -i $W/$k.perf.data --header-only > $F/header.txt 2>&1
+  cat /proc/kallsyms > $F/kallsyms
+  awk '{print $2}' $F/buildids.txt | sort -u | while read -r p; do
+    case "$p" in /*) [ -f "$p" ] && { mkdir -p $F/symfs$(dirname $p); cp -L $p $F/symfs$p; } ;; esac
+  done
+  # the vDSO as perf record saved it
+  v=$(ls /root/.debug/\[vdso\]/*/vdso 2>/dev/null | head -1); [ -n "$v" ] && cp "$v" "$F/symfs/[vdso]"
+  # separate debug info by build id (libc6-dbg: /usr/lib/debug/.build-id/xx/yyyy.debug)
+  awk '{print $1}' $F/buildids.txt | sort -u | while read -r id; do
+    d=/usr/lib/debug/.build-id/${id:0:2}/${id:2}.debug
+    [ -f $d ] && { mkdir -p $F/symfs$(dirname $d); cp -L $d $F/symfs$d; }
+  done
+  find $F/symfs -type f | sort > $F/symfs-files.txt
+done
+# 5. jobprof-record end to end: fp and dwarf,8192 (its default event, cpu-clock: the register rule)
+if [ -x $H/jobprof-record ]; then
+  cp $H/jobprof-record /usr/local/bin/; JR=/usr/local/bin/jobprof-record
+  for cg in fp dwarf,8192; do
+    n=${cg%%,*}; RD=$W/jr-$n; TOK=$W/tok-$n
+    rm -rf $RD $TOK; mkdir -p $RD/profiles/perf $TOK
+    start_worker 1
+    s=$(date +%s)
+    $JR sidecar --token-dir $TOK --worker 0 --pid $WPID --out $RD/profiles/perf --frequency 99 --call-graph $cg > $O/jr-$n-sidecar.log 2>&1 & SPID=$!
+    $JR start --token-dir $TOK --worker 0 --query q01 --timeout 300 >> $O/jr-$n-ctl.log 2>&1; g "jr $n start rc=$?"
+    touch $W/ctl/b; sleep 3
+    $JR stop --token-dir $TOK --worker 0 --query q01 --timeout 300 >> $O/jr-$n-ctl.log 2>&1; g "jr $n stop rc=$?"
+    $JR shutdown --token-dir $TOK --worker 0 --timeout 300 >> $O/jr-$n-ctl.log 2>&1; g "jr $n shutdown rc=$?"
+    wait $SPID; g "jr $n sidecar rc=$? took $(( $(date +%s) - s ))s"
+    stop_worker
+    for f in $RD/profiles/perf/worker_0/q01/perf.data*; do
+      [ -f "$f" ] || continue
+      perf script -i $f --no-inline > $O/jr-$n.$(basename $f).perf-script.noinline.txt 2> $O/jr-$n.$(basename $f).perf-script.err
+      perf evlist -v -i $f > $O/jr-$n.$(basename $f).evlist.txt 2>&1
+    done
+    tar -C $W -cf $O/jr-$n.tar jr-$n
+  done
+fi
+g "done in $(( $(date +%s) - T0 ))s"
+EOF
+}
+
+# ---------------------------------------------------------------- copy the guest's outputs out
+# $OUTD gets the guest's out/ as is (fx-fp/, fx-dwarf/: perf.data, symfs/, kallsyms, the guest's perf
+# script text; jr-*.tar: jobprof-record's result dirs; logs). fixtures/make-arm64-fixtures.sh packs fixtures from it.
+st_collect() {
+  local o=$SHARE/out
+  [ -s "$o/fx-fp/perf.data" ] || { echo "no guest outputs in $o"; return 1; }
+  rm -rf "$OUTD"; mkdir -p "$OUTD"; cp -a "$o/." "$OUTD/"
+  cp "$C/guest-packages.txt" "$C/jobprof-commit.txt" "$OUTD/" 2>/dev/null || true
+  du -sh "$OUTD"; ls -la "$OUTD"
+}
+
+# main in a function: bash parses it whole before running it, so editing this file while it runs is safe
+main() {
+  trap 'echo "[arm64-vm] FAILED at line $LINENO: $BASH_COMMAND" >&2' ERR
+  local STAGES=("$@") s; [ ${#STAGES[@]} -gt 0 ] || STAGES=(host jobprof rootfs image boot collect)
+  for s in "${STAGES[@]}"; do t "stage $s"; timed "st_$s"; done
+  t "all done"
+}
+main "$@"; exit $?
