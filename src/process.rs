@@ -52,6 +52,7 @@ pub fn output_name(format: Format) -> &'static str {
         Format::Svg => SVG,
         Format::Html => HTML,
         Format::Speedscope => SPEEDSCOPE,
+        Format::Pprof => crate::pprof::PPROF,
     }
 }
 
@@ -94,7 +95,7 @@ impl Formats {
             let format: Format = item.parse().map_err(|_| {
                 Error::Usage(format!(
                     "--formats: unknown format `{item}`; use a comma-separated list of \
-                     svg, html, folded, summary, speedscope, or all"
+                     svg, html, folded, summary, speedscope, pprof, or all"
                 ))
             })?;
             if !f.render.contains(&format) {
@@ -532,7 +533,13 @@ impl<'a> Pipeline<'a> {
         }
         let render_start = Instant::now();
         let render_refused = self.render_refusal(&mut pass);
-        self.render_outputs(&mut pass, render_refused.is_some(), &mut outputs)?;
+        let text = self.folded_text(&pass, archive_bytes.is_some());
+        self.render_outputs(
+            &mut pass,
+            render_refused.is_some(),
+            text.as_deref(),
+            &mut outputs,
+        )?;
         let render_time = render_start.elapsed();
         if self.opts.formats.summary {
             let (inputs, hash_warnings) = hasher.map(join_hasher).unwrap_or_default();
@@ -773,10 +780,37 @@ impl<'a> Pipeline<'a> {
         Ok(f)
     }
 
+    /// The capture's profile from the perf script text `text` (what was
+    /// folded), with addresses, mappings and per-thread labels.
+    fn write_pprof(&self, pass: &Pass, text: &Path, f: &mut AtomicFile) -> Result<()> {
+        let event = pass.folded.stats.event.clone();
+        let opts = fold::Options {
+            event_filter: event.clone(),
+            ..self.fold_options()
+        };
+        let facts = crate::pprof::capture::facts(self.cap, event);
+        let out = self.dir.join(crate::pprof::PPROF);
+        crate::pprof::capture::write(text, &out, &opts, facts, &mut *f, |_| {})?;
+        f.flush().map_err(|e| Error::io(&out, e))
+    }
+
+    /// The perf script text this pass folded, when it is on disk: the
+    /// archive just published, or the capture's own text.
+    fn folded_text(&self, pass: &Pass, archive_published: bool) -> Option<PathBuf> {
+        if archive_published {
+            Some(self.dir.join(result_dir::SCRIPT_ZST))
+        } else if pass.kernel.is_none() {
+            self.cap.script_text.clone()
+        } else {
+            None
+        }
+    }
+
     fn render_outputs(
         &self,
         pass: &mut Pass,
         refused: bool,
+        text: Option<&Path>,
         outputs: &mut Vec<String>,
     ) -> Result<()> {
         let render_opts = self.render_options(&pass.folded);
@@ -787,6 +821,14 @@ impl<'a> Pipeline<'a> {
             }
             let name = output_name(*format);
             let mut f = self.output(name)?;
+            if *format == Format::Pprof {
+                if let Some(text) = text {
+                    self.write_pprof(pass, text, &mut f)?;
+                    f.commit()?;
+                    outputs.push(name.to_string());
+                    continue;
+                }
+            }
             if let Err(e) = render::render(*format, &pass.folded.stacks, &render_opts, &mut f) {
                 pass.failures.push(format!("{name}: {e}"));
                 continue;
