@@ -780,18 +780,39 @@ impl<'a> Pipeline<'a> {
         Ok(f)
     }
 
-    /// The capture's profile from the perf script text `text` (what was
-    /// folded), with addresses, mappings and per-thread labels.
-    fn write_pprof(&self, pass: &Pass, text: &Path, f: &mut AtomicFile) -> Result<()> {
+    /// One walk over the perf script text `text` (what was folded): the
+    /// capture's profile.pb.gz (with addresses, mappings and per-thread
+    /// labels) when `pprof` is open, and the page's timeline when asked.
+    fn walk_text(
+        &self,
+        pass: &Pass,
+        text: &Path,
+        pprof: Option<&mut AtomicFile>,
+        timeline: bool,
+    ) -> Result<Option<render::timeline::Timeline>> {
         let event = pass.folded.stats.event.clone();
         let opts = fold::Options {
             event_filter: event.clone(),
             ..self.fold_options()
         };
-        let facts = crate::pprof::capture::facts(self.cap, event);
-        let out = self.dir.join(crate::pprof::PPROF);
-        crate::pprof::capture::write(text, &out, &opts, facts, &mut *f, |_| {})?;
-        f.flush().map_err(|e| Error::io(&out, e))
+        let mut tl = timeline.then(render::timeline::Timeline::new);
+        let mut tap = |s: &crate::samples::Sample<'_>| {
+            if let Some(t) = tl.as_mut() {
+                t.add(s);
+            }
+        };
+        match pprof {
+            Some(f) => {
+                let facts = crate::pprof::capture::facts(self.cap, event);
+                let out = self.dir.join(crate::pprof::PPROF);
+                crate::pprof::capture::write(text, &out, &opts, facts, &mut *f, tap)?;
+                f.flush().map_err(|e| Error::io(&out, e))?;
+            }
+            None => {
+                crate::samples::walk(text, &opts, |s| tap(s))?;
+            }
+        }
+        Ok(tl)
     }
 
     /// The perf script text this pass folded, when it is on disk: the
@@ -814,22 +835,38 @@ impl<'a> Pipeline<'a> {
         outputs: &mut Vec<String>,
     ) -> Result<()> {
         let render_opts = self.render_options(&pass.folded);
+        let wants = |f: Format| self.opts.formats.render.contains(&f);
+        let mut timeline = None;
+        if let Some(text) = text.filter(|_| !pass.folded.stacks.is_empty() && !refused) {
+            let mut pprof = wants(Format::Pprof)
+                .then(|| self.output(crate::pprof::PPROF))
+                .transpose()?;
+            timeline = self.walk_text(pass, text, pprof.as_mut(), wants(Format::Html))?;
+            if let Some(f) = pprof {
+                f.commit()?;
+            }
+        }
         for format in &self.opts.formats.render {
             let is_picture = *format != Format::Folded;
             if pass.folded.stacks.is_empty() || (is_picture && refused) {
                 continue;
             }
             let name = output_name(*format);
-            let mut f = self.output(name)?;
-            if *format == Format::Pprof {
-                if let Some(text) = text {
-                    self.write_pprof(pass, text, &mut f)?;
-                    f.commit()?;
-                    outputs.push(name.to_string());
-                    continue;
-                }
+            if *format == Format::Pprof && text.is_some() {
+                outputs.push(name.to_string());
+                continue;
             }
-            if let Err(e) = render::render(*format, &pass.folded.stacks, &render_opts, &mut f) {
+            let mut f = self.output(name)?;
+            let drawn = match format {
+                Format::Html => render::render_html_with_timeline(
+                    &pass.folded.stacks,
+                    &render_opts,
+                    timeline.as_ref(),
+                    &mut f,
+                ),
+                _ => render::render(*format, &pass.folded.stacks, &render_opts, &mut f),
+            };
+            if let Err(e) = drawn {
                 pass.failures.push(format!("{name}: {e}"));
                 continue;
             }

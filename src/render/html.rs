@@ -210,8 +210,20 @@ pub(crate) fn wrap<W: Write>(
     summary: &Summary,
     w: W,
 ) -> Result<()> {
+    wrap_with(svg, opts, summary, None, w)
+}
+
+/// [`wrap`] with a timeline above the flamegraph when `timeline` (its
+/// embedded JSON) is given.
+pub(crate) fn wrap_with<W: Write>(
+    svg: &[u8],
+    opts: &RenderOptions,
+    summary: &Summary,
+    timeline: Option<&str>,
+    w: W,
+) -> Result<()> {
     let mut w = io::BufWriter::new(w);
-    write_page(svg, opts, summary, &mut w)
+    write_page(svg, opts, summary, timeline, &mut w)
         .and_then(|()| w.flush())
         .map_err(|source| Error::Write {
             format: Format::Html,
@@ -223,6 +235,7 @@ fn write_page<W: Write>(
     svg: &[u8],
     opts: &RenderOptions,
     summary: &Summary,
+    timeline: Option<&str>,
     w: &mut W,
 ) -> io::Result<()> {
     let title = esc(&opts.title);
@@ -231,8 +244,13 @@ fn write_page<W: Write>(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
          <meta name=\"generator\" content=\"jobprof {}\">\n<title>{title}</title>\n\
-         <style>{STYLE}</style>\n<script>{PRE_SCRIPT}</script>\n</head>\n<body>\n",
-        env!("CARGO_PKG_VERSION")
+         <style>{STYLE}{}</style>\n<script>{PRE_SCRIPT}</script>\n</head>\n<body>\n",
+        env!("CARGO_PKG_VERSION"),
+        if timeline.is_some() {
+            super::timeline_page::style()
+        } else {
+            ""
+        }
     )?;
     write!(w, "<header id=\"jp-header\">\n<h1>{title}</h1>\n")?;
     if let Some(sub) = &opts.subtitle {
@@ -258,11 +276,15 @@ fn write_page<W: Write>(
         writeln!(w, "<span class=\"jp-note\">{}</span>", esc(note))?;
     }
     w.write_all(b"</header>\n<main id=\"jp-main\">\n")?;
+    if let Some(json) = timeline {
+        super::timeline_page::write_section(json, w)?;
+    }
     inline_svg(svg, w)?;
-    write!(
-        w,
-        "\n</main>\n<script>{POST_SCRIPT}</script>\n</body>\n</html>\n"
-    )?;
+    write!(w, "\n</main>\n<script>{POST_SCRIPT}</script>\n")?;
+    if timeline.is_some() {
+        super::timeline_page::write_script(w)?;
+    }
+    w.write_all(b"</body>\n</html>\n")?;
     Ok(())
 }
 

@@ -15,6 +15,8 @@ pub mod diff;
 pub mod folded;
 pub(crate) mod html;
 pub mod speedscope;
+pub mod timeline;
+pub(crate) mod timeline_page;
 
 use std::fmt;
 use std::io::{self, Write};
@@ -441,6 +443,17 @@ pub fn render_html<S: AsRef<str>, W: Write>(
     opts: &RenderOptions,
     w: W,
 ) -> Result<()> {
+    render_html_with_timeline(stacks, opts, None, w)
+}
+
+/// [`render_html`] with a FlameScope-style timeline above the flamegraph
+/// (see [`timeline`]) when `timeline` has timed samples.
+pub fn render_html_with_timeline<S: AsRef<str>, W: Write>(
+    stacks: &[(S, u64)],
+    opts: &RenderOptions,
+    timeline: Option<&timeline::Timeline>,
+    w: W,
+) -> Result<()> {
     let ordered = frame_ordered(stacks);
     let mut svg = Vec::new();
     svg_from_ordered(&ordered, opts, &mut svg, Format::Html)?;
@@ -449,7 +462,10 @@ pub fn render_html<S: AsRef<str>, W: Write>(
         stacks: ordered.len() as u64,
         note: None,
     };
-    html::wrap(&svg, opts, &summary, w)
+    let json = timeline
+        .filter(|t| !t.is_empty())
+        .map(timeline::Timeline::to_json);
+    html::wrap_with(&svg, opts, &summary, json.as_deref(), w)
 }
 
 /// Renders stacks in speedscope's JSON file format: one "sampled" profile,
