@@ -185,6 +185,7 @@ fn is_process_output(name: &str) -> bool {
             "stacks.folded",
             "summary.json",
             "profile.speedscope.json",
+            "profile.pb.gz",
             "index.html",
             "index.json",
             ".jobprof-index.lock",
