@@ -17,4 +17,5 @@ mod reprocess;
 mod slurm;
 mod slurm_e2e;
 mod symbols;
+mod timeline;
 mod util;

@@ -185,6 +185,25 @@ const SCRIPT: &str = r##"
   pick.value = st.thread;
   totals = cellTotals();
   show();
+  // `?jobprof-tl-drag=A-B` (cell numbers): the browser test drags from
+  // cell A to cell B with real mouse events and records the outcome.
+  var drill = new URLSearchParams(window.location.search).get("jobprof-tl-drag");
+  if (drill) {
+    var ab = drill.split("-").map(Number), r = canvas.getBoundingClientRect();
+    var at = function (c) {
+      return { bubbles: true, view: window,
+        clientX: r.left + (Math.floor(c / ROWS) * cw + cw / 2) * r.width / canvas.width,
+        clientY: r.top + ((c % ROWS) * ch + ch / 2) * r.height / canvas.height };
+    };
+    canvas.dispatchEvent(new MouseEvent("mousedown", at(ab[0])));
+    canvas.dispatchEvent(new MouseEvent("mousemove", at(ab[1])));
+    canvas.dispatchEvent(new MouseEvent("mouseup", at(ab[1])));
+    var pre = document.createElement("pre");
+    pre.id = "jp-tl-selftest";
+    pre.textContent = JSON.stringify({ hash: window.location.hash, a: st.a, b: st.b,
+      svgHidden: !!(svg() && svg().style.display === "none") });
+    document.body.appendChild(pre);
+  }
   window.addEventListener("hashchange", function () {
     st.a = st.b = st.thread = -1; readHash(); pick.value = st.thread; totals = cellTotals(); show();
   });
