@@ -858,10 +858,13 @@ impl<'a> Pipeline<'a> {
             }
             let mut f = self.output(name)?;
             let drawn = match format {
-                Format::Html => render::render_html_with_timeline(
+                Format::Html => render::render_html_with(
                     &pass.folded.stacks,
                     &render_opts,
-                    timeline.as_ref(),
+                    &render::PageExtras {
+                        timeline: timeline.as_ref(),
+                        ..Default::default()
+                    },
                     &mut f,
                 ),
                 _ => render::render(*format, &pass.folded.stacks, &render_opts, &mut f),

@@ -176,7 +176,7 @@ fn process_writes_a_profile_go_pprof_reads_with_the_folded_figures() {
     let o = jobprof()
         .arg("process")
         .arg(&cap)
-        .args(["--formats", "folded,pprof,summary"])
+        .args(["--formats", "folded,html,pprof,summary"])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
@@ -225,6 +225,23 @@ fn process_writes_a_profile_go_pprof_reads_with_the_folded_figures() {
         r.addressed * 2 > r.locations.len(),
         "most locations have an address"
     );
+    // The merged query's profile: the query's folded stacks, labelled.
+    let q = t.path().join("profiles/perf/queries/q01");
+    let r = raw(&q.join("profile.pb.gz"));
+    let got: BTreeMap<String, u64> = r.stacks.iter().map(|(s, v)| (s.clone(), v[0])).collect();
+    assert_eq!(got, folded(&q.join("stacks.folded")));
+    assert!(r
+        .labels
+        .iter()
+        .all(|l| l.contains("query:[q01]") && l.contains("worker:[0]")));
+    // Its page links to the worker's page, which has the timeline.
+    let own = std::fs::read_to_string(cap.join("flamegraph.html")).unwrap();
+    assert!(
+        own.contains("id=\"jp-tl-data\""),
+        "the worker's page has a timeline"
+    );
+    let page = std::fs::read_to_string(q.join("flamegraph.html")).unwrap();
+    assert!(page.contains("href=\"..&#47;..&#47;worker_0&#47;q01&#47;flamegraph.html\""));
 }
 
 #[test]

@@ -223,8 +223,9 @@ pub fn from_stacks<'a, W: Write>(
     columns: &Columns,
     w: W,
 ) -> io::Result<W> {
+    // Folded text has one number per stack: the weight is the only column.
     let meta = Meta {
-        sample_types: columns.sample_types(),
+        sample_types: vec![columns.weight.clone()],
         period_type: Some(columns.weight.clone()),
         comments: vec![format!("jobprof {}", env!("CARGO_PKG_VERSION"))],
         ..Meta::default()

@@ -210,20 +210,21 @@ pub(crate) fn wrap<W: Write>(
     summary: &Summary,
     w: W,
 ) -> Result<()> {
-    wrap_with(svg, opts, summary, None, w)
+    wrap_with(svg, opts, summary, None, &[], w)
 }
 
 /// [`wrap`] with a timeline above the flamegraph when `timeline` (its
-/// embedded JSON) is given.
+/// embedded JSON) is given, and `(text, href)` links in the header.
 pub(crate) fn wrap_with<W: Write>(
     svg: &[u8],
     opts: &RenderOptions,
     summary: &Summary,
     timeline: Option<&str>,
+    links: &[(String, String)],
     w: W,
 ) -> Result<()> {
     let mut w = io::BufWriter::new(w);
-    write_page(svg, opts, summary, timeline, &mut w)
+    write_page(svg, opts, summary, timeline, links, &mut w)
         .and_then(|()| w.flush())
         .map_err(|source| Error::Write {
             format: Format::Html,
@@ -236,6 +237,7 @@ fn write_page<W: Write>(
     opts: &RenderOptions,
     summary: &Summary,
     timeline: Option<&str>,
+    links: &[(String, String)],
     w: &mut W,
 ) -> io::Result<()> {
     let title = esc(&opts.title);
@@ -274,6 +276,13 @@ fn write_page<W: Write>(
     )?;
     if let Some(note) = &summary.note {
         writeln!(w, "<span class=\"jp-note\">{}</span>", esc(note))?;
+    }
+    if !links.is_empty() {
+        w.write_all(b"<nav class=\"jp-facts\" id=\"jp-links\">")?;
+        for (text, href) in links {
+            write!(w, "<a href=\"{}\">{}</a> ", esc(href), esc(text))?;
+        }
+        w.write_all(b"</nav>\n")?;
     }
     w.write_all(b"</header>\n<main id=\"jp-main\">\n")?;
     if let Some(json) = timeline {

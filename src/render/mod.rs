@@ -443,15 +443,25 @@ pub fn render_html<S: AsRef<str>, W: Write>(
     opts: &RenderOptions,
     w: W,
 ) -> Result<()> {
-    render_html_with_timeline(stacks, opts, None, w)
+    render_html_with(stacks, opts, &PageExtras::default(), w)
 }
 
-/// [`render_html`] with a FlameScope-style timeline above the flamegraph
-/// (see [`timeline`]) when `timeline` has timed samples.
-pub fn render_html_with_timeline<S: AsRef<str>, W: Write>(
+/// What a flamegraph page can show besides the flamegraph.
+#[derive(Debug, Default)]
+pub struct PageExtras<'a> {
+    /// A FlameScope-style timeline above the flamegraph (see [`timeline`]),
+    /// drawn when it has timed samples.
+    pub timeline: Option<&'a timeline::Timeline>,
+    /// Links in the header, `(text, href)` (e.g. each worker's page with
+    /// its timeline, from a merged query's page).
+    pub links: Vec<(String, String)>,
+}
+
+/// [`render_html`] with `extras`.
+pub fn render_html_with<S: AsRef<str>, W: Write>(
     stacks: &[(S, u64)],
     opts: &RenderOptions,
-    timeline: Option<&timeline::Timeline>,
+    extras: &PageExtras<'_>,
     w: W,
 ) -> Result<()> {
     let ordered = frame_ordered(stacks);
@@ -462,10 +472,11 @@ pub fn render_html_with_timeline<S: AsRef<str>, W: Write>(
         stacks: ordered.len() as u64,
         note: None,
     };
-    let json = timeline
+    let json = extras
+        .timeline
         .filter(|t| !t.is_empty())
         .map(timeline::Timeline::to_json);
-    html::wrap_with(&svg, opts, &summary, json.as_deref(), w)
+    html::wrap_with(&svg, opts, &summary, json.as_deref(), &extras.links, w)
 }
 
 /// Renders stacks in speedscope's JSON file format: one "sampled" profile,
