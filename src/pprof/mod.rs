@@ -275,3 +275,55 @@ pub fn build_ids(perf_data: &Path) -> HashMap<String, String> {
         })
         .unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message;
+
+    fn decode(gz: &[u8]) -> proto::Profile {
+        let mut raw = Vec::new();
+        io::Read::read_to_end(&mut flate2::read::GzDecoder::new(gz), &mut raw).unwrap();
+        proto::Profile::decode(&raw[..]).unwrap()
+    }
+
+    /// fixtures/dwarf-inline.perf.txt (perf script --inline of a
+    /// `--call-graph dwarf` capture): inlined functions become extra lines
+    /// of the location they were inlined at, and the weights are the fold's.
+    #[test]
+    fn inline_frames_are_lines_of_one_location() {
+        let text = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/dwarf-inline.perf.txt");
+        let folded = crate::fold::Folder::default()
+            .fold_sources(&[crate::input::Source::Path(text.clone())])
+            .unwrap();
+        let opts = crate::fold::Options {
+            event_filter: folded.stats.event.clone(),
+            ..Default::default()
+        };
+        let facts = Facts {
+            event: folded.stats.event.clone(),
+            ..Facts::default()
+        };
+        let mut p = TextProfile::new(facts, Vec::new());
+        let n = crate::samples::walk(&text, &opts, |s| p.add(s).unwrap()).unwrap();
+        assert_eq!(n, folded.stats.samples);
+        let prof = decode(&p.finish().unwrap());
+        let weight: i64 = prof.sample.iter().map(|s| s.value[1]).sum();
+        assert_eq!(weight as u64, folded.total());
+        let count: i64 = prof.sample.iter().map(|s| s.value[0]).sum();
+        assert_eq!(count as u64, folded.stats.samples);
+        let name = |l: &proto::Line| {
+            let f = &prof.function[l.function_id as usize - 1];
+            prof.string_table[f.name as usize].clone()
+        };
+        let inlined = prof
+            .location
+            .iter()
+            .find(|l| l.line.len() >= 3)
+            .expect("a location with inlined functions");
+        assert_ne!(inlined.address, 0);
+        let names: Vec<String> = inlined.line.iter().map(name).collect();
+        assert!(names.contains(&"rotl".to_string()), "{names:?}");
+        assert!(prof.mapping.iter().any(|m| m.has_inline_frames));
+    }
+}

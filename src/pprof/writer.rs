@@ -134,7 +134,8 @@ impl<W: Write> Writer<W> {
         }
         let id = self.location_table.len() as u64 + 1;
         if key.2.len() > 1 {
-            if let Some(m) = self.mapping_table.get_mut(mapping_id as usize - 1) {
+            let at = (mapping_id as usize).checked_sub(1);
+            if let Some(m) = at.and_then(|i| self.mapping_table.get_mut(i)) {
                 m.has_inline_frames = true;
             }
         }
