@@ -85,7 +85,8 @@ pub struct ProcessArgs {
     /// Outputs to write, comma separated: svg (flamegraph.svg), html
     /// (flamegraph.html, one offline page), folded (stacks.folded), summary
     /// (summary.json), speedscope (profile.speedscope.json, for speedscope.app
-    /// when a big profile makes the SVG slow), or all. perf.script.zst is
+    /// when a big profile makes the SVG slow), pprof (profile.pb.gz, for go
+    /// tool pprof, Pyroscope, Parca), or all. perf.script.zst is
     /// always written when perf script runs.
     #[arg(long, value_name = "LIST", default_value = "svg,html,folded,summary")]
     pub formats: String,

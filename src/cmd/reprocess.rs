@@ -111,7 +111,7 @@ pub struct ReprocessArgs {
     pub time: Option<Duration>,
 
     /// Outputs to write (as for `jobprof process`): svg, html, folded,
-    /// summary, speedscope, or all.
+    /// summary, speedscope, pprof, or all.
     #[arg(long, value_name = "LIST", default_value = "svg,html,folded,summary")]
     pub formats: String,
 

@@ -184,7 +184,12 @@ const SCRIPT: &str = r##"
   readHash();
   pick.value = st.thread;
   totals = cellTotals();
+  var t0 = performance.now();
   show();
+  // When the timeline (and a selection's flamegraph) was drawn, and how long
+  // that draw took, for benches/pprof-timeline.sh.
+  document.documentElement.setAttribute("data-jp-tl-ready-ms", performance.now().toFixed(0));
+  document.documentElement.setAttribute("data-jp-tl-draw-ms", (performance.now() - t0).toFixed(0));
   // `?jobprof-tl-drag=A-B` (cell numbers): the browser test drags from
   // cell A to cell B with real mouse events and records the outcome.
   var drill = new URLSearchParams(window.location.search).get("jobprof-tl-drag");
