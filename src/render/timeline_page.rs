@@ -38,7 +38,7 @@ const SCRIPT: &str = r##"
   for (var i = 0; i < N; i++) if (kids[i]) kids[i].sort(function (a, b) {
     var x = D.frames[frame[a]], y = D.frames[frame[b]]; return x < y ? -1 : x > y ? 1 : 0; });
   var cols = Math.max(1, Math.ceil(D.cells / ROWS));
-  var cw = Math.max(4, Math.min(24, Math.floor(1200 / cols))), ch = 6, AXIS = 14;
+  var cw = Math.max(4, Math.min(48, Math.floor(1200 / cols))), ch = 6, AXIS = 14;
   var canvas = document.getElementById("jp-tl-heat"), flame = document.getElementById("jp-tl-flame");
   var info = document.getElementById("jp-tl-info"), pick = document.getElementById("jp-tl-thread");
   canvas.width = cols * cw; canvas.height = ROWS * ch + AXIS;
