@@ -155,13 +155,15 @@ fn one_sample(folder: &Folder, s: &[u8], each: &mut impl FnMut(&Sample<'_>)) -> 
     let Some(header_line) = lines.next() else {
         return false;
     };
-    let Some(h) = perf_script::parse_header_fixed(header_line) else {
-        return false;
-    };
     let folded = folder.fold_bytes(s);
     let Some((stack, weight)) = folded.stacks.first() else {
         return false;
     };
+    // What the folder folded always counts; a header this parser does not
+    // read (simpleperf's, say) leaves the thread unknown.
+    let h = perf_script::parse_header_fixed(header_line)
+        .or_else(|| perf_script::parse_header_simpleperf(header_line));
+    let (comm, pid, tid) = h.map_or(("?", "?", "?"), |h| (h.comm, h.pid, h.tid));
     let frames: Vec<RawFrame<'_>> = lines
         .filter_map(perf_script::parse_frame_fixed)
         .map(|f| RawFrame {
@@ -170,9 +172,9 @@ fn one_sample(folder: &Folder, s: &[u8], each: &mut impl FnMut(&Sample<'_>)) -> 
         })
         .collect();
     each(&Sample {
-        comm: h.comm,
-        pid: h.pid,
-        tid: h.tid,
+        comm,
+        pid,
+        tid,
         time_ns: time_ns(header_line),
         weight: *weight,
         stack,

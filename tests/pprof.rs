@@ -282,3 +282,86 @@ fn render_writes_a_profile_of_folded_stacks() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&out2).unwrap());
 }
+
+/// A copy of the demo capture whose only data is `copies` repetitions of
+/// its perf script text (no perf.data: `process` folds that text).
+fn demo_text_capture(root: &Path, copies: usize) -> std::path::PathBuf {
+    use std::io::{Read, Write};
+    util::copy_demo(root);
+    let cap = root.join("profiles/perf/worker_0/q01");
+    let mut text = Vec::new();
+    zstd::Decoder::new(std::fs::File::open(cap.join("perf.script.zst")).unwrap())
+        .unwrap()
+        .read_to_end(&mut text)
+        .unwrap();
+    for e in std::fs::read_dir(&cap).unwrap() {
+        let p = e.unwrap().path();
+        if p.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("perf.data.")
+        {
+            std::fs::remove_file(p).unwrap();
+        }
+    }
+    let f = std::fs::File::create(cap.join("perf.script.zst")).unwrap();
+    let mut z = zstd::Encoder::new(f, 1).unwrap();
+    for _ in 0..copies {
+        z.write_all(&text).unwrap();
+    }
+    z.finish().unwrap();
+    cap
+}
+
+/// Runs `cmd` to its end; whether it succeeded and its peak resident set
+/// (KiB), from wait4's rusage of that child alone.
+fn peak_rss_kib(cmd: &mut Command) -> (bool, i64) {
+    let child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value of that plain C struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child (not yet reaped: `child` is never
+    // waited on), with pointers to live locals.
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+    assert_eq!(r, pid, "wait4: {}", std::io::Error::last_os_error());
+    let ok = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+    (ok, ru.ru_maxrss)
+}
+
+/// The profile is streamed: on 24 MB of perf script text (~38,000
+/// samples) `process --formats folded,pprof` peaks at most a few MB above
+/// `--formats folded` alone (the fold's own peak), so neither the text nor
+/// the samples are held for the profile.
+#[test]
+fn pprof_is_written_in_bounded_memory() {
+    if !require_go() {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let cap = demo_text_capture(t.path(), 64);
+    let run = |formats: &str| {
+        let (ok, rss) = peak_rss_kib(jobprof().arg("process").arg(&cap).args([
+            "--force",
+            "--jobs",
+            "1",
+            "--formats",
+            formats,
+        ]));
+        assert!(ok, "process --formats {formats} failed");
+        rss
+    };
+    let folded_only = run("folded");
+    let with_pprof = run("folded,pprof");
+    let r = raw(&cap.join("profile.pb.gz"));
+    let samples: u64 = r.stacks.values().map(|v| v[0]).sum();
+    assert_eq!(samples, 64 * 601);
+    assert!(
+        with_pprof - folded_only < 8 * 1024,
+        "peak RSS {folded_only} KiB folding, {with_pprof} KiB also writing {samples} samples' pprof"
+    );
+}
