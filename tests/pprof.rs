@@ -71,11 +71,10 @@ fn raw(file: &Path) -> Raw {
         }
         match section {
             "Samples:" => {
-                if let Some((vals, ids)) = line.split_once(':').filter(|(v, _)| {
-                    v.trim()
-                        .split_whitespace()
-                        .all(|x| x.parse::<u64>().is_ok())
-                }) {
+                if let Some((vals, ids)) = line
+                    .split_once(':')
+                    .filter(|(v, _)| v.split_whitespace().all(|x| x.parse::<u64>().is_ok()))
+                {
                     let vals: Vec<u64> = vals
                         .split_whitespace()
                         .map(|x| x.parse().unwrap())
@@ -315,6 +314,8 @@ fn demo_text_capture(root: &Path, copies: usize) -> std::path::PathBuf {
 
 /// Runs `cmd` to its end; whether it succeeded and its peak resident set
 /// (KiB), from wait4's rusage of that child alone.
+// wait4 reaps the child (std's wait cannot say its rusage).
+#[allow(clippy::zombie_processes)]
 fn peak_rss_kib(cmd: &mut Command) -> (bool, i64) {
     let child = cmd
         .stdout(Stdio::null())

@@ -241,5 +241,5 @@ pub(crate) fn write_section<W: Write>(json: &str, w: &mut W) -> io::Result<()> {
 
 /// Writes the timeline's script (after the page's own).
 pub(crate) fn write_script<W: Write>(w: &mut W) -> io::Result<()> {
-    write!(w, "<script>{SCRIPT}</script>\n")
+    writeln!(w, "<script>{SCRIPT}</script>")
 }
