@@ -52,6 +52,7 @@ pub fn output_name(format: Format) -> &'static str {
         Format::Svg => SVG,
         Format::Html => HTML,
         Format::Speedscope => SPEEDSCOPE,
+        Format::Pprof => crate::pprof::PPROF,
     }
 }
 
@@ -103,7 +104,7 @@ impl Formats {
             let format: Format = item.parse().map_err(|_| {
                 Error::Usage(format!(
                     "--formats: unknown format `{item}`; use a comma-separated list of \
-                     svg, html, folded, summary, report, speedscope, or all"
+                     svg, html, folded, summary, report, speedscope, pprof, or all"
                 ))
             })?;
             if !f.render.contains(&format) {
@@ -567,7 +568,13 @@ impl<'a> Pipeline<'a> {
         }
         let render_start = Instant::now();
         let render_refused = self.render_refusal(&mut pass);
-        self.render_outputs(&mut pass, render_refused.is_some(), &mut outputs)?;
+        let text = self.folded_text(&pass, archive_bytes.is_some());
+        self.render_outputs(
+            &mut pass,
+            render_refused.is_some(),
+            text.as_deref(),
+            &mut outputs,
+        )?;
         let mut build_ids = Vec::new();
         if self.opts.formats.report {
             let profile = self.report_profile(&pass, archive_bytes.is_some())?;
@@ -918,21 +925,96 @@ impl<'a> Pipeline<'a> {
         Ok(f)
     }
 
+    /// One walk over the perf script text `text` (what was folded): the
+    /// capture's profile.pb.gz (with addresses, mappings and per-thread
+    /// labels) when `pprof` is open, and the page's timeline when asked.
+    fn walk_text(
+        &self,
+        pass: &Pass,
+        text: &Path,
+        pprof: Option<&mut AtomicFile>,
+        timeline: bool,
+    ) -> Result<Option<render::timeline::Timeline>> {
+        let event = pass.folded.stats.event.clone();
+        let opts = fold::Options {
+            event_filter: event.clone(),
+            ..self.fold_options()
+        };
+        let mut tl = timeline.then(render::timeline::Timeline::new);
+        let mut tap = |s: &crate::samples::Sample<'_>| {
+            if let Some(t) = tl.as_mut() {
+                t.add(s);
+            }
+        };
+        match pprof {
+            Some(f) => {
+                let facts = crate::pprof::capture::facts(self.cap, event);
+                let out = self.dir.join(crate::pprof::PPROF);
+                crate::pprof::capture::write(text, &out, &opts, facts, &mut *f, tap)?;
+                f.flush().map_err(|e| Error::io(&out, e))?;
+            }
+            None => {
+                crate::samples::walk(text, &opts, |s| tap(s))?;
+            }
+        }
+        Ok(tl)
+    }
+
+    /// The perf script text this pass folded, when it is on disk: the
+    /// archive just published, or the capture's own text.
+    fn folded_text(&self, pass: &Pass, archive_published: bool) -> Option<PathBuf> {
+        if archive_published {
+            Some(self.dir.join(result_dir::SCRIPT_ZST))
+        } else if pass.kernel.is_none() {
+            self.cap.script_text.clone()
+        } else {
+            None
+        }
+    }
+
     fn render_outputs(
         &self,
         pass: &mut Pass,
         refused: bool,
+        text: Option<&Path>,
         outputs: &mut Vec<String>,
     ) -> Result<()> {
         let render_opts = self.render_options(&pass.folded, &pass.stats);
+        let wants = |f: Format| self.opts.formats.render.contains(&f);
+        let mut timeline = None;
+        if let Some(text) = text.filter(|_| !pass.folded.stacks.is_empty() && !refused) {
+            let mut pprof = wants(Format::Pprof)
+                .then(|| self.output(crate::pprof::PPROF))
+                .transpose()?;
+            timeline = self.walk_text(pass, text, pprof.as_mut(), wants(Format::Html))?;
+            if let Some(f) = pprof {
+                f.commit()?;
+            }
+        }
         for format in &self.opts.formats.render {
             let is_picture = *format != Format::Folded;
             if pass.folded.stacks.is_empty() || (is_picture && refused) {
                 continue;
             }
             let name = output_name(*format);
+            if *format == Format::Pprof && text.is_some() {
+                outputs.push(name.to_string());
+                continue;
+            }
             let mut f = self.output(name)?;
-            if let Err(e) = render::render(*format, &pass.folded.stacks, &render_opts, &mut f) {
+            let drawn = match format {
+                Format::Html => render::render_html_with(
+                    &pass.folded.stacks,
+                    &render_opts,
+                    &render::PageExtras {
+                        timeline: timeline.as_ref(),
+                        ..Default::default()
+                    },
+                    &mut f,
+                ),
+                _ => render::render(*format, &pass.folded.stacks, &render_opts, &mut f),
+            };
+            if let Err(e) = drawn {
                 pass.failures.push(format!("{name}: {e}"));
                 continue;
             }

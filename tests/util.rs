@@ -185,6 +185,7 @@ fn is_process_output(name: &str) -> bool {
             "stacks.folded",
             "summary.json",
             "profile.speedscope.json",
+            "profile.pb.gz",
             "index.html",
             "index.json",
             ".jobprof-index.lock",
@@ -459,4 +460,44 @@ pub fn old_pipeline_metadata(shards: usize, job_id: &str, event: &str) -> String
          capture_phase=published\n{common}",
         files.join(",")
     )
+}
+
+/// The headless Chromium on PATH, if any.
+pub fn chromium() -> Option<&'static str> {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|c| {
+            Command::new(c)
+                .arg("--version")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+}
+
+/// The DOM of `url` after its scripts ran (headless Chromium's
+/// `--dump-dom`, a fresh profile, no network use beyond the page).
+pub fn dump_dom_url(url: &str) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let out = Command::new(chromium().expect("callers require chromium"))
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--virtual-time-budget=10000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg("--dump-dom")
+        .arg(url)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(dom.contains("<html"), "no DOM; stderr: {}", stderr(&out));
+    dom
 }

@@ -49,7 +49,7 @@ pub struct FoldArgs {
     pub split_by: Option<SplitByArg>,
 
     /// With --split-by: formats to write per group, comma-separated:
-    /// folded, svg, html, speedscope, or all.
+    /// folded, svg, html, speedscope, pprof, or all.
     #[arg(
         long,
         value_name = "LIST",

@@ -92,7 +92,8 @@ pub struct ProcessArgs {
     /// (flamegraph.html, one offline page), folded (stacks.folded), summary
     /// (summary.json), report (report.txt, the functions by self time as
     /// `perf report --stdio --no-children` over all shards), speedscope (profile.speedscope.json, for speedscope.app
-    /// when a big profile makes the SVG slow), or all. perf.script.zst is
+    /// when a big profile makes the SVG slow), pprof (profile.pb.gz, for go
+    /// tool pprof, Pyroscope, Parca), or all. perf.script.zst is
     /// always written when perf script runs.
     #[arg(
         long,

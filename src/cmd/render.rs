@@ -46,8 +46,9 @@ pub struct LookArgs {
     )]
     pub count_name: String,
 
-    /// Output format: svg, html, speedscope, folded [default: from the
-    /// output's extension (.svg, .html, .json, .folded); svg on stdout].
+    /// Output format: svg, html, speedscope, folded, pprof [default: from
+    /// the output's extension (.svg, .html, .json, .folded, .pb.gz); svg on
+    /// stdout].
     #[arg(long, value_name = "FORMAT")]
     pub format: Option<String>,
 }

@@ -111,7 +111,7 @@ pub struct ReprocessArgs {
     pub time: Option<Duration>,
 
     /// Outputs to write (as for `jobprof process`): svg, html, folded,
-    /// summary, report, speedscope, or all.
+    /// summary, report, speedscope, pprof, or all.
     #[arg(
         long,
         value_name = "LIST",

@@ -64,7 +64,8 @@ pub fn update(
             let is_file = |n: &str| dir.entry(n).ok().flatten().is_some_and(|e| e.is_file());
             let current = dir.read(SOURCES_JSON).is_ok_and(|s| s == sources.as_bytes())
                 && is_file(HTML)
-                && is_file(FOLDED);
+                && is_file(FOLDED)
+                && is_file(crate::pprof::PPROF);
             if !current {
                 draw(perf_root, &dir, &q, job.as_deref(), &merged, opts)?;
                 write_in(&dir, SOURCES_JSON, true, sources.as_bytes())?;
@@ -99,7 +100,7 @@ fn remove_view(root: &Dir, q: &str) -> Result<()> {
         Some(_) => queries.sub(q)?,
     };
     // sources.json first: without it a half-removed view is redrawn.
-    for name in [SOURCES_JSON, HTML, FOLDED] {
+    for name in [SOURCES_JSON, HTML, FOLDED, crate::pprof::PPROF] {
         dir.remove_file(name)?;
     }
     let _ = queries.remove_dir(q);
@@ -117,9 +118,11 @@ fn draw(
     opts: &Options,
 ) -> Result<()> {
     let mut stacks: Vec<(String, u64)> = Vec::new();
+    let mut labelled: Vec<(usize, Option<u32>)> = Vec::new();
     for r in merged {
         let rel = r.folded.as_deref().expect("filtered on folded");
         let input = read_folded(&[Source::Path(perf_root.join(rel))])?;
+        labelled.push((input.stacks.len(), r.worker));
         match (opts.query_root, r.worker) {
             (QueryRoot::Worker, Some(w)) => stacks.extend(
                 input
@@ -134,8 +137,52 @@ fn draw(
     render::render_folded(&stacks, &mut f)?;
     f.commit()?;
     let ropts = render_options(q, job, merged, opts);
+    write_pprof(dir, q, &stacks, &labelled, &ropts)?;
+    // Each worker's own page has the timeline of its capture.
+    let links = merged
+        .iter()
+        .filter_map(|r| {
+            let page = r.flamegraph.as_deref()?;
+            let text = match r.worker {
+                Some(w) => format!("worker {w} (timeline)"),
+                None => format!("{} (timeline)", r.capture),
+            };
+            Some((text, format!("../../{page}")))
+        })
+        .collect();
+    let extras = render::PageExtras {
+        links,
+        ..Default::default()
+    };
     let mut f = AtomicFile::create_in(dir, HTML, true)?;
-    render::render_html(&stacks, &ropts, &mut f)?;
+    render::render_html_with(&stacks, &ropts, &extras, &mut f)?;
+    f.commit()
+}
+
+/// The merged query's `profile.pb.gz`: every worker's stacks as samples
+/// labelled `query` and `worker` (`labelled`: how many stacks in a row
+/// came from which worker).
+fn write_pprof(
+    dir: &Dir,
+    q: &str,
+    stacks: &[(String, u64)],
+    labelled: &[(usize, Option<u32>)],
+    ropts: &RenderOptions,
+) -> Result<()> {
+    let workers = labelled
+        .iter()
+        .flat_map(|&(n, w)| std::iter::repeat_n(w, n));
+    let rows = stacks.iter().zip(workers).map(|((s, c), w)| {
+        let mut labels = vec![("query".to_string(), q.to_string())];
+        if let Some(w) = w {
+            labels.push(("worker".to_string(), w.to_string()));
+        }
+        (s.as_str(), *c, labels)
+    });
+    let columns = crate::pprof::Columns::for_count_name(&ropts.count_name);
+    let path = dir.join(crate::pprof::PPROF);
+    let mut f = AtomicFile::create_in(dir, crate::pprof::PPROF, true)?;
+    crate::pprof::from_stacks(rows, &columns, &mut f).map_err(|e| Error::io(&path, e))?;
     f.commit()
 }
 

@@ -160,7 +160,7 @@ pub fn render_diff<S: AsRef<str>, T: AsRef<str>, W: Write>(
             return Ok(summary);
         }
         Format::Svg | Format::Html => {}
-        Format::Speedscope => {
+        Format::Speedscope | Format::Pprof => {
             return Err(Error::Unsupported {
                 op: "a differential flamegraph",
                 format,

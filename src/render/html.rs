@@ -210,8 +210,21 @@ pub(crate) fn wrap<W: Write>(
     summary: &Summary,
     w: W,
 ) -> Result<()> {
+    wrap_with(svg, opts, summary, None, &[], w)
+}
+
+/// [`wrap`] with a timeline above the flamegraph when `timeline` (its
+/// embedded JSON) is given, and `(text, href)` links in the header.
+pub(crate) fn wrap_with<W: Write>(
+    svg: &[u8],
+    opts: &RenderOptions,
+    summary: &Summary,
+    timeline: Option<&str>,
+    links: &[(String, String)],
+    w: W,
+) -> Result<()> {
     let mut w = io::BufWriter::new(w);
-    write_page(svg, opts, summary, &mut w)
+    write_page(svg, opts, summary, timeline, links, &mut w)
         .and_then(|()| w.flush())
         .map_err(|source| Error::Write {
             format: Format::Html,
@@ -223,6 +236,8 @@ fn write_page<W: Write>(
     svg: &[u8],
     opts: &RenderOptions,
     summary: &Summary,
+    timeline: Option<&str>,
+    links: &[(String, String)],
     w: &mut W,
 ) -> io::Result<()> {
     let title = esc(&opts.title);
@@ -231,8 +246,13 @@ fn write_page<W: Write>(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
          <meta name=\"generator\" content=\"jobprof {}\">\n<title>{title}</title>\n\
-         <style>{STYLE}</style>\n<script>{PRE_SCRIPT}</script>\n</head>\n<body>\n",
-        env!("CARGO_PKG_VERSION")
+         <style>{STYLE}{}</style>\n<script>{PRE_SCRIPT}</script>\n</head>\n<body>\n",
+        env!("CARGO_PKG_VERSION"),
+        if timeline.is_some() {
+            super::timeline_page::style()
+        } else {
+            ""
+        }
     )?;
     write!(w, "<header id=\"jp-header\">\n<h1>{title}</h1>\n")?;
     if let Some(sub) = &opts.subtitle {
@@ -257,12 +277,23 @@ fn write_page<W: Write>(
     if let Some(note) = &summary.note {
         writeln!(w, "<span class=\"jp-note\">{}</span>", esc(note))?;
     }
+    if !links.is_empty() {
+        w.write_all(b"<nav class=\"jp-facts\" id=\"jp-links\">")?;
+        for (text, href) in links {
+            write!(w, "<a href=\"{}\">{}</a> ", esc(href), esc(text))?;
+        }
+        w.write_all(b"</nav>\n")?;
+    }
     w.write_all(b"</header>\n<main id=\"jp-main\">\n")?;
+    if let Some(json) = timeline {
+        super::timeline_page::write_section(json, w)?;
+    }
     inline_svg(svg, w)?;
-    write!(
-        w,
-        "\n</main>\n<script>{POST_SCRIPT}</script>\n</body>\n</html>\n"
-    )?;
+    write!(w, "\n</main>\n<script>{POST_SCRIPT}</script>\n")?;
+    if timeline.is_some() {
+        super::timeline_page::write_script(w)?;
+    }
+    w.write_all(b"</body>\n</html>\n")?;
     Ok(())
 }
 

@@ -15,6 +15,8 @@ pub mod diff;
 pub mod folded;
 pub(crate) mod html;
 pub mod speedscope;
+pub mod timeline;
+pub(crate) mod timeline_page;
 
 use std::fmt;
 use std::io::{self, Write};
@@ -61,13 +63,13 @@ pub enum Error {
     },
 
     /// `--format` (or an output name) asked for a format that does not exist.
-    #[error("unknown output format `{0}`; use one of svg, html, speedscope, folded")]
+    #[error("unknown output format `{0}`; use one of svg, html, speedscope, folded, pprof")]
     UnknownFormat(String),
 
     /// The output's extension does not say which format to write.
     #[error(
         "{0}: cannot tell the output format from the name; \
-         end it in .svg, .html, .json (speedscope) or .folded, or pass --format"
+         end it in .svg, .html, .json (speedscope), .folded or .pb.gz (pprof), or pass --format"
     )]
     FormatFromPath(String),
 
@@ -138,15 +140,18 @@ pub enum Format {
     Speedscope,
     /// Collapsed stacks, `stack count` lines (`.folded`).
     Folded,
+    /// Google's pprof format, gzipped `profile.proto` (`.pb.gz`).
+    Pprof,
 }
 
 impl Format {
     /// Every format, in the order `--formats all` writes them.
-    pub const ALL: [Format; 4] = [
+    pub const ALL: [Format; 5] = [
         Format::Folded,
         Format::Svg,
         Format::Html,
         Format::Speedscope,
+        Format::Pprof,
     ];
 
     /// The name used on the command line.
@@ -156,6 +161,7 @@ impl Format {
             Format::Html => "html",
             Format::Speedscope => "speedscope",
             Format::Folded => "folded",
+            Format::Pprof => "pprof",
         }
     }
 
@@ -166,6 +172,7 @@ impl Format {
             Format::Html => "html",
             Format::Speedscope => "speedscope.json",
             Format::Folded => "folded",
+            Format::Pprof => "pb.gz",
         }
     }
 
@@ -175,6 +182,9 @@ impl Format {
             .file_name()
             .map(|n| n.to_string_lossy().to_ascii_lowercase())
             .unwrap_or_default();
+        if name.ends_with(".pb.gz") || name.ends_with(".pprof") {
+            return Ok(Format::Pprof);
+        }
         let ext = name.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
         match ext {
             "svg" => Ok(Format::Svg),
@@ -217,6 +227,7 @@ impl FromStr for Format {
             "html" | "htm" => Ok(Format::Html),
             "speedscope" | "json" => Ok(Format::Speedscope),
             "folded" | "collapsed" => Ok(Format::Folded),
+            "pprof" => Ok(Format::Pprof),
             _ => Err(Error::UnknownFormat(s.to_string())),
         }
     }
@@ -432,6 +443,27 @@ pub fn render_html<S: AsRef<str>, W: Write>(
     opts: &RenderOptions,
     w: W,
 ) -> Result<()> {
+    render_html_with(stacks, opts, &PageExtras::default(), w)
+}
+
+/// What a flamegraph page can show besides the flamegraph.
+#[derive(Debug, Default)]
+pub struct PageExtras<'a> {
+    /// A FlameScope-style timeline above the flamegraph (see [`timeline`]),
+    /// drawn when it has timed samples.
+    pub timeline: Option<&'a timeline::Timeline>,
+    /// Links in the header, `(text, href)` (e.g. each worker's page with
+    /// its timeline, from a merged query's page).
+    pub links: Vec<(String, String)>,
+}
+
+/// [`render_html`] with `extras`.
+pub fn render_html_with<S: AsRef<str>, W: Write>(
+    stacks: &[(S, u64)],
+    opts: &RenderOptions,
+    extras: &PageExtras<'_>,
+    w: W,
+) -> Result<()> {
     let ordered = frame_ordered(stacks);
     let mut svg = Vec::new();
     svg_from_ordered(&ordered, opts, &mut svg, Format::Html)?;
@@ -440,7 +472,11 @@ pub fn render_html<S: AsRef<str>, W: Write>(
         stacks: ordered.len() as u64,
         note: None,
     };
-    html::wrap(&svg, opts, &summary, w)
+    let json = extras
+        .timeline
+        .filter(|t| !t.is_empty())
+        .map(timeline::Timeline::to_json);
+    html::wrap_with(&svg, opts, &summary, json.as_deref(), &extras.links, w)
 }
 
 /// Renders stacks in speedscope's JSON file format: one "sampled" profile,
@@ -502,6 +538,29 @@ pub fn render_folded<S: AsRef<str>, W: Write>(stacks: &[(S, u64)], w: W) -> Resu
     })
 }
 
+/// Writes stacks as a gzipped pprof profile: one sample per stack, one
+/// location per frame, the counts in a column named after
+/// `opts.count_name` (`ns`: `cpu/nanoseconds`).
+pub fn render_pprof<S: AsRef<str>, W: Write>(
+    stacks: &[(S, u64)],
+    opts: &RenderOptions,
+    w: W,
+) -> Result<()> {
+    if total(stacks) == 0 {
+        return Err(Error::Empty {
+            what: "the input".into(),
+        });
+    }
+    let columns = crate::pprof::Columns::for_count_name(&opts.count_name);
+    let rows = stacks.iter().map(|(s, c)| (s.as_ref(), *c, Vec::new()));
+    crate::pprof::from_stacks(rows, &columns, w)
+        .map(drop)
+        .map_err(|source| Error::Write {
+            format: Format::Pprof,
+            source,
+        })
+}
+
 /// Renders stacks in `format`.
 pub fn render<S: AsRef<str>, W: Write>(
     format: Format,
@@ -514,6 +573,7 @@ pub fn render<S: AsRef<str>, W: Write>(
         Format::Html => render_html(stacks, opts, w),
         Format::Speedscope => render_speedscope(stacks, opts, w),
         Format::Folded => render_folded(stacks, w),
+        Format::Pprof => render_pprof(stacks, opts, w),
     }
 }
 
@@ -543,7 +603,7 @@ mod tests {
             Format::parse_list("svg, html,svg").unwrap(),
             vec![Format::Svg, Format::Html]
         );
-        assert!(Format::parse_list("all").unwrap().len() == 4);
+        assert!(Format::parse_list("all").unwrap().len() == 5);
         assert!("png".parse::<Format>().is_err());
         assert_eq!(
             Format::from_path(Path::new("x/p.speedscope.json")).unwrap(),
