@@ -37,6 +37,7 @@ pub mod input;
 pub mod job;
 pub mod native;
 pub mod nsys;
+pub mod offcpu;
 pub mod perf_script;
 pub mod process;
 pub mod progress;

@@ -24,7 +24,7 @@ Usage:
   jobprof-record stop      --token-dir DIR --worker N --query Q [--timeout SECS]
   jobprof-record shutdown  --token-dir DIR --worker N [--timeout SECS]
   jobprof-record wait-ready --token-dir DIR --worker N [--timeout SECS]
-  jobprof-record preflight (--pid PID | --pid-file FILE) [--exe-name NAME] [--require-symbols]
+  jobprof-record preflight (--pid PID | --pid-file FILE) [--exe-name NAME] [--require-symbols] [--off-cpu]
 
 The sidecar runs next to the worker during the job (e.g. `srun --overlap`),
 attaches perf disabled, samples exactly between the driver's `start` and
@@ -45,7 +45,7 @@ Usage:
       [--exe-name NAME] [--event cpu-clock] [--frequency 99] [--call-graph fp|dwarf[,SIZE]]
       [--threads-per-shard 128] [--start-timeout SECS] [--stop-timeout SECS]
       [--max-capture SECS] [--max-shard-size SIZE] [--staging DIR] [--symfs-limit BYTES]
-      [--require-symbols] [--no-prearm]
+      [--require-symbols] [--no-prearm] [--off-cpu]
 
 Runs the preflight checks, snapshots the worker's executable mappings and
 their separate debug info into symfs/ and the kernel's kallsyms next to it,
@@ -88,6 +88,9 @@ Options:
   --require-symbols        fail when the worker's binary has no .symtab/.debug_info
   --no-prearm              attach the shards at `start` instead of ahead of time
                            (in parallel, as many at once as there are cores)
+  --off-cpu                also record every switch-out (sched:sched_switch, with the
+                           same call chains) and switch events, for off-CPU and
+                           wall-clock profiles (needs tracefs; docs/off-cpu.md)
 ";
 
 const START_HELP: &str = "\
@@ -146,7 +149,7 @@ const PREFLIGHT_HELP: &str = "\
 jobprof-record preflight: check that a worker can be profiled, print a report
 
 Usage:
-  jobprof-record preflight (--pid PID | --pid-file FILE) [--exe-name NAME] [--require-symbols]
+  jobprof-record preflight (--pid PID | --pid-file FILE) [--exe-name NAME] [--require-symbols] [--off-cpu]
       [--event cpu-clock] [--frequency 99] [--staging DIR]
 
 Checks: perf is present and supports --control and --delay; perf_event_paranoid
@@ -196,6 +199,8 @@ pub struct TargetOpts {
     pub frequency: u32,
     /// Fail without symbols.
     pub require_symbols: bool,
+    /// `--off-cpu`: record switch-outs and switch events too.
+    pub off_cpu: bool,
     /// Explicit staging directory.
     pub staging: Option<PathBuf>,
     /// Seconds to wait for the PID file and for a shard's ping.
@@ -326,6 +331,7 @@ struct Raw {
     symfs_limit: u64,
     require_symbols: bool,
     prearm: bool,
+    off_cpu: bool,
 }
 
 impl Default for Raw {
@@ -350,6 +356,7 @@ impl Default for Raw {
             symfs_limit: 4 << 30,
             require_symbols: false,
             prearm: true,
+            off_cpu: false,
         }
     }
 }
@@ -549,6 +556,7 @@ impl Raw {
             "--frequency" => self.frequency = a.positive(flag)?,
             "--staging" => self.staging = Some(a.path(flag)?),
             "--require-symbols" => self.require_symbols = true,
+            "--off-cpu" => self.off_cpu = true,
             _ => return Ok(false),
         }
         Ok(true)
@@ -597,6 +605,7 @@ impl Raw {
             event: std::mem::take(&mut self.event),
             frequency: self.frequency,
             require_symbols: self.require_symbols,
+            off_cpu: self.off_cpu,
             staging: self.staging.take(),
             start_timeout: self.start_timeout,
         })

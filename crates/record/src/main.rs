@@ -12,6 +12,7 @@ mod driver;
 mod elf;
 mod fail;
 mod identity;
+mod offcpu;
 mod pool;
 mod preflight;
 mod publish;
