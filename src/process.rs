@@ -34,6 +34,8 @@ use crate::result_dir::{self, CaptureDir, Completion, Marker, Quality, ValidCapt
 use crate::summary::{self, InputFile, ShardSummary, StackStats, Summary, Timings};
 use crate::symbolize::{self, PerfTool, RunOutcome, ScriptOptions, TimeSlice};
 
+mod off_cpu;
+
 /// Name of the folded stacks output.
 pub const FOLDED: &str = "stacks.folded";
 /// Name of the SVG flamegraph.
@@ -367,6 +369,15 @@ pub fn process_capture(
     report
 }
 
+/// What `write_summary` records of the outputs: their names, why the
+/// flamegraph was refused, render time, the off-CPU section.
+type Written<'a> = (
+    &'a [String],
+    &'a Option<String>,
+    Duration,
+    Option<crate::offcpu::Summary>,
+);
+
 struct Done {
     status: Status,
     message: String,
@@ -533,11 +544,13 @@ impl<'a> Pipeline<'a> {
         let render_start = Instant::now();
         let render_refused = self.render_refusal(&mut pass);
         self.render_outputs(&mut pass, render_refused.is_some(), &mut outputs)?;
+        let off_cpu = self.off_cpu_outputs(&mut pass, &mut outputs)?;
         let render_time = render_start.elapsed();
         if self.opts.formats.summary {
             let (inputs, hash_warnings) = hasher.map(join_hasher).unwrap_or_default();
             pass.warnings.extend(hash_warnings);
-            self.write_summary(&pass, inputs, &outputs, &render_refused, render_time)?;
+            let written = (&outputs[..], &render_refused, render_time, off_cpu);
+            self.write_summary(&pass, inputs, written)?;
             outputs.push(SUMMARY.to_string());
         }
         self.finish(pass, render_refused, outputs, quality, archive_bytes)
@@ -798,14 +811,8 @@ impl<'a> Pipeline<'a> {
         Ok(())
     }
 
-    fn write_summary(
-        &self,
-        pass: &Pass,
-        inputs: Vec<InputFile>,
-        outputs: &[String],
-        render_refused: &Option<String>,
-        render_time: Duration,
-    ) -> Result<()> {
+    fn write_summary(&self, pass: &Pass, inputs: Vec<InputFile>, written: Written<'_>) -> Result<()> {
+        let (outputs, render_refused, render_time, off_cpu) = written;
         let (folded, stats) = (&pass.folded, &pass.stats);
         let s = Summary {
             tool: "jobprof".into(),
@@ -855,6 +862,7 @@ impl<'a> Pipeline<'a> {
                 render: secs(render_time),
                 total: secs(self.start.elapsed()),
             },
+            off_cpu,
         };
         let mut f = self.output(SUMMARY)?;
         f.write_all(s.to_json().as_bytes())
@@ -937,6 +945,9 @@ impl<'a> Pipeline<'a> {
 
     fn fold_options(&self) -> fold::Options {
         fold::Options {
+            // Off-CPU captures also hold switch-out samples; the on-CPU
+            // profile is the sampling event's alone.
+            event_filter: self.off_cpu_shards().then(|| self.cap.event.clone()).flatten(),
             threads: self.opts.jobs(),
             // Streamed text is folded in 8 MiB steps (1 MiB tasks): enough
             // for every thread, and peak memory stays a few blocks.

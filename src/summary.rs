@@ -468,6 +468,9 @@ pub struct Summary {
     pub warnings: Vec<String>,
     /// Timings.
     pub timings: Timings,
+    /// Off-CPU totals per thread, for captures recorded with `--off-cpu`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub off_cpu: Option<crate::offcpu::Summary>,
 }
 
 impl Summary {

@@ -9,6 +9,7 @@ mod fold_props;
 mod job;
 mod native;
 mod nsys;
+mod offcpu;
 mod process;
 mod record;
 mod render;

@@ -363,8 +363,14 @@ impl Accounts {
         for tid in tids {
             self.finish_thread(tid, end);
         }
-        let mut threads: Vec<ThreadTotals> =
-            self.threads.into_values().map(|t| t.totals).collect();
+        let mut threads: Vec<ThreadTotals> = self
+            .threads
+            .into_values()
+            .map(|t| ThreadTotals {
+                comm: t.comm,
+                ..t.totals
+            })
+            .collect();
         threads.sort_by_key(|t| t.tid);
         Finished {
             start: self.start,

@@ -256,3 +256,47 @@ pub fn thread_table(s: &Summary) -> String {
     }
     out
 }
+
+/// The frames drawn in a fixed colour (blue off the CPU, purple runnable).
+pub fn marked_frames() -> Vec<crate::render::marked::Marked<'static>> {
+    const BLUE: u32 = 0x4f7fd0;
+    const PURPLE: u32 = 0xa070d0;
+    vec![
+        (State::Runnable.frame(), PURPLE),
+        (State::Sleeping.frame(), BLUE),
+        (State::Disk.frame(), 0x2f5fa0),
+        (State::Other.frame(), BLUE),
+        (State::Unknown.frame(), 0x8fa8d0),
+        (account::BEFORE_WINDOW, 0x8fa8d0),
+        (account::NOT_YET_RUN, PURPLE),
+        (account::UNKNOWN_STACK, 0x8fa8d0),
+    ]
+}
+
+/// The off-CPU pass over a capture's shards (`jobs` at a time): `None`
+/// when no shard was recorded with `--off-cpu`.
+pub fn analyze_capture(
+    perf: &PerfTool,
+    opts: &ScriptOptions,
+    shards: &[&Path],
+    event: Option<&str>,
+    jobs: usize,
+) -> Result<Option<Profiles>, String> {
+    let recorded_shards: Vec<&Path> = shards.iter().copied().filter(|d| recorded(d)).collect();
+    if recorded_shards.is_empty() {
+        return Ok(None);
+    }
+    let window = window(&recorded_shards)?;
+    let results = crate::map_jobs(&recorded_shards, jobs, |d| {
+        analyze_shard(perf, opts, d, window, event)
+    });
+    let mut all = Finished {
+        start: window.0,
+        end: window.1,
+        ..Finished::default()
+    };
+    for r in results {
+        all.merge(r?);
+    }
+    Ok(Some(Profiles::from_finished(all)))
+}

@@ -144,13 +144,14 @@ fn parse_record(line: &str) -> Option<Event> {
     let h = parse_header_fixed(line)?;
     let tid = h.tid.parse().ok()?;
     let event = h.event?.to_string();
+    let period = h.period.or_else(|| period_before(line, &event)).unwrap_or(1);
     let prev_state = h.trailing.and_then(|t| field(t, "prev_state=")).map(String::from);
     Some(Event::Sample {
         tid,
         comm: h.comm.to_string(),
         time,
         event,
-        period: h.period.unwrap_or(1),
+        period,
         prev_state,
         stack: Vec::new(),
     })
@@ -194,6 +195,18 @@ fn side_band(line: &str, rec: &str, time: u64) -> Option<Event> {
                 Event::Exit { tid, time }
             });
         }
+    }
+    None
+}
+
+/// The period: the number just before `EVENT:` (perf pads it with spaces).
+fn period_before(line: &str, event: &str) -> Option<u64> {
+    let mut prev: Option<&str> = None;
+    for tok in line.split_ascii_whitespace() {
+        if tok.strip_suffix(':') == Some(event) {
+            return prev?.parse().ok();
+        }
+        prev = Some(tok);
     }
     None
 }
@@ -254,7 +267,7 @@ bash 27004 [001]   823.796127: sched:sched_switch: prev_comm=bash prev_pid=27004
 bash 27004   823.796156: PERF_RECORD_SWITCH OUT preempt
 bash 27008   823.796159: PERF_RECORD_SWITCH IN         
 bash 27004   823.796079: PERF_RECORD_FORK(27008:27009):(27004:27004)
-bash 27004 [000] 823.8:   10101010 cpu-clock: 
+bash 27004  823.800000000:   10101010          cpu-clock: 
 \t1234 main (/bin/w)
 ";
         let v = events(text);
