@@ -211,3 +211,41 @@ fn offcpu_capture_without_off_cpu_has_no_off_cpu_outputs() {
         .unwrap()
         .contains("burn_loop"));
 }
+
+#[test]
+fn offcpu_capture_without_switch_data_says_so() {
+    let Some(_) = components("offcpu-worker", "tests/programs/offcpu.c", &["-O0", "-g"]) else {
+        return;
+    };
+    let _one = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let cue = dir.path().join("cue");
+    // One thread asleep the whole capture: no sample, no switch.
+    let script = format!("touch '{}.ack'; exec sleep 120", cue.display());
+    let mut worker = Command::new("sh")
+        .args(["-c", &script])
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let root = dir.path().join("out");
+    capture_q1(
+        dir.path(),
+        &root,
+        &mut worker,
+        "--off-cpu",
+        &[],
+        1,
+        Duration::from_secs(120),
+    );
+    let out = jobprof().arg("process").arg(&root).output().unwrap();
+    let cap = root.join("worker_0/q1");
+    let s = summary(&cap);
+    let why = s["off_cpu"]["not_drawn"].as_str().unwrap_or_default();
+    assert!(why.contains("no off-CPU time to draw"), "{s}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no off-CPU time to draw"),
+        "{}",
+        output_text(&out)
+    );
+    assert!(!cap.join("offcpu.svg").exists());
+}

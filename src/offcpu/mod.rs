@@ -286,7 +286,21 @@ pub fn analyze_capture(
     if recorded_shards.is_empty() {
         return Ok(None);
     }
-    let window = window(&recorded_shards)?;
+    let window = match window(&recorded_shards) {
+        Ok(w) => w,
+        Err(why) => {
+            let summary = Summary {
+                not_drawn: Some(format!(
+                    "no sample and no switch-out in the capture ({why}): no off-CPU time to draw"
+                )),
+                ..Summary::default()
+            };
+            return Ok(Some(Profiles {
+                summary,
+                ..Profiles::default()
+            }));
+        }
+    };
     let results = crate::map_jobs(&recorded_shards, jobs, |d| {
         analyze_shard(perf, opts, d, window, event)
     });
