@@ -46,69 +46,66 @@ rate() {
   echo "$a $b" | awk '{printf "%d\n", ($3 - $1) / (($4 - $2) / 1e9)}'
 }
 ratio() { awk -v x="$1" -v b="$2" 'BEGIN {printf "%.3f", x / b}'; }
+# sidecar W DIR ARGS...: starts the sidecar of worker index W for $WPID,
+# waits until ready. Sets SPID_W and TOK_W.
 sidecar() {
-  local d=$1
-  shift
+  local w=$1 d=$2
+  shift 2
   rm -rf "$d"
   mkdir -p "$d/tok" "$d/out"
-  TOK=$d/tok
-  "$REC" sidecar --token-dir "$TOK" --worker 0 --out "$d/out" --pid "$WPID" \
+  "$REC" sidecar --token-dir "$d/tok" --worker "$w" --out "$d/out" --pid "$WPID" \
     --staging "$d/staging" --symfs-limit 64M --frequency 99 "$@" 2>"$d/sidecar.log" &
-  SPID=$!
-  "$REC" wait-ready --token-dir "$TOK" --worker 0 --timeout 1200 >/dev/null
+  eval "SPID_$w=$!"
+  "$REC" wait-ready --token-dir "$d/tok" --worker "$w" --timeout 1200 >/dev/null
 }
 end_sidecar() {
-  "$REC" shutdown --token-dir "$TOK" --worker 0 --timeout 1200 >/dev/null
-  wait "$SPID" || true
+  "$REC" shutdown --token-dir "$2/tok" --worker "$1" --timeout 1200 >/dev/null
+  eval "wait \$SPID_$1" || true
 }
 wait_armed() { until [ "$(grep -c "armed the next capture" "$1/sidecar.log" || true)" -ge "$2" ]; do sleep 0.2; done; }
-drv() { "$REC" "$1" --token-dir "$TOK" --worker 0 --query "$2" --timeout 1200 >/dev/null; }
-# bytes_per_s DIR: perf.data bytes of its captures per second of sampling.
+drv() { "$REC" "$1" --token-dir "$3/tok" --worker "$4" --query "$2" --timeout 1200 >/dev/null; }
+# bytes_per_s DIR W: perf.data bytes of its captures per second of sampling.
 bytes_per_s() {
   local total=0 q
-  for q in "$1"/out/worker_0/*/; do
+  for q in "$1"/out/worker_"$2"/*/; do
     total=$((total + $(cat "$q"perf.data* 2>/dev/null | wc -c)))
   done
   awk -v b="$total" -v n="$RUNS" -v w="$WINDOW" 'BEGIN {printf "%.0f", b / n / w}'
 }
 
-# one NAME LABEL: RUNS captures in each mode of the running worker $WPID ($OUT).
+# one NAME LABEL: both sidecars armed on the running worker $WPID ($OUT):
+# plain sampling as worker index 0, --off-cpu as index 1; each run measures
+# armed, plain, armed, --off-cpu back to back, so that the drift of a shared
+# machine hits both modes alike.
 one() {
-  local name=$1 label=$2 mode d r armed=() plain=() off=() a s
-  declare -A cost size
-  for mode in plain off-cpu; do
-    d=$WORK/$name-$mode
-    if [ "$mode" = off-cpu ]; then sidecar "$d" --off-cpu; else sidecar "$d"; fi
-    local costs=()
-    for r in $(seq "$RUNS"); do
-      wait_armed "$d" "$r"
-      a=$(rate "$OUT")
-      drv start "q$r"
-      s=$(rate "$OUT")
-      drv stop "q$r"
-      armed+=("$a")
-      costs+=("$(ratio "$s" "$a")")
-      if [ "$mode" = off-cpu ]; then off+=("$s"); else plain+=("$s"); fi
-    done
-    end_sidecar
-    cost[$mode]=$(m "${costs[@]}")
-    size[$mode]=$(bytes_per_s "$d")
+  local name=$1 label=$2 r a1 s1 a2 s2 pc=() oc=() po=()
+  local dp=$WORK/$name-plain do=$WORK/$name-off-cpu
+  sidecar 0 "$dp"
+  sidecar 1 "$do" --off-cpu
+  for r in $(seq "$RUNS"); do
+    wait_armed "$dp" "$r"; wait_armed "$do" "$r"
+    a1=$(rate "$OUT"); drv start "q$r" "$dp" 0; s1=$(rate "$OUT"); drv stop "q$r" "$dp" 0
+    a2=$(rate "$OUT"); drv start "q$r" "$do" 1; s2=$(rate "$OUT"); drv stop "q$r" "$do" 1
+    pc+=("$(ratio "$s1" "$a1")") oc+=("$(ratio "$s2" "$a2")") po+=("$(ratio "$s2" "$s1")")
+    echo "$label: run $r: work/s armed $a1, plain $s1, armed $a2, --off-cpu $s2"
   done
-  echo "$label: work/s armed $(m "${armed[@]}"), sampling plain $(m "${plain[@]}"), --off-cpu $(m "${off[@]}")"
-  echo "$label: sampling/armed throughput plain ${cost[plain]}, --off-cpu ${cost[off-cpu]};" \
-    "--off-cpu/plain $(ratio "$(m "${off[@]}")" "$(m "${plain[@]}")")"
-  echo "$label: capture bytes/s plain ${size[plain]}, --off-cpu ${size[off-cpu]}" \
-    "($(ratio "${size[off-cpu]}" "${size[plain]}")x)"
+  end_sidecar 0 "$dp"
+  end_sidecar 1 "$do"
+  echo "$label: throughput while sampling / while armed (median): plain $(m "${pc[@]}")," \
+    "--off-cpu $(m "${oc[@]}"); --off-cpu / plain $(m "${po[@]}")"
+  local sp so
+  sp=$(bytes_per_s "$dp" 0) so=$(bytes_per_s "$do" 1)
+  echo "$label: capture bytes/s plain $sp, --off-cpu $so ($(ratio "$so" "$sp")x)"
   local t0 t1 log sw secs
   log=$WORK/$name-process.log
   t0=$(date +%s%N)
-  "$JP" process "$WORK/$name-off-cpu/out" >"$log" 2>&1 || true
+  "$JP" process "$do/out" >"$log" 2>&1 || true
   t1=$(date +%s%N)
   sw=$(sed -n 's/.*off-CPU: \([0-9]*\) switch-outs.*/\1/p' "$log" | awk '{s += $1} END {print s + 0}')
   secs=$(sed -n 's/.*off-CPU: .* ms (\([0-9.]*\) s)$/\1/p' "$log" | awk '{s += $1} END {print s + 0}')
-  echo "$label: jobprof process of the --off-cpu captures $(((t1 - t0) / 1000000)) ms;" \
-    "off-CPU pass $secs s for $sw switch-outs =" \
-    "$(awk -v s="$secs" -v n="$sw" 'BEGIN {if (n > 0) printf "%.2f", s / n * 1e6; else print "n/a"}') s per million"
+  echo "$label: jobprof process of the $RUNS --off-cpu captures $(((t1 - t0) / 1000000)) ms," \
+    "of which the off-CPU pass $secs s for $sw switch-outs" \
+    "($(awk -v s="$secs" -v n="$sw" 'BEGIN {if (n >= 100000) printf "%.1f s per million", s / n * 1e6; else print "too few for a per-million figure"}'))"
 }
 
 echo "jobprof-record $("$REC" --version | cut -d' ' -f2), $(perf --version), $(nproc) cores," \

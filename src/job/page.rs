@@ -175,7 +175,7 @@ impl Cell {
 }
 
 /// A path as an `href`: each segment percent-encoded where it must be.
-fn href_esc(path: &str) -> String {
+pub(super) fn href_esc(path: &str) -> String {
     let mut o = String::with_capacity(path.len());
     for b in path.bytes() {
         match b {
@@ -423,7 +423,10 @@ fn queries_section(index: &Index) -> Section {
                     label: "Flamegraph",
                     num: false,
                 },
-            ],
+            ]
+            .into_iter()
+            .chain(super::offcpu_views::page_cols())
+            .collect(),
             rows,
         },
     }
@@ -469,6 +472,9 @@ fn capture_cells(r: &Row) -> Vec<Cell> {
         },
         Cell::link("flamegraph", r.flamegraph.as_deref()),
     ]
+    .into_iter()
+    .chain(super::offcpu_views::page_cells(r.off_cpu.as_ref()))
+    .collect()
 }
 
 fn captures_section(index: &Index) -> Section {

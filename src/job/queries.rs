@@ -84,7 +84,8 @@ fn imbalance(rows: &[&Row]) -> Option<f64> {
 
 fn remove_view(dir: &Path) -> Result<()> {
     // sources.json first: without it a half-removed view is redrawn.
-    for name in [SOURCES_JSON, HTML, FOLDED] {
+    let views = super::offcpu_views::FILES;
+    for name in [SOURCES_JSON, HTML, FOLDED].iter().chain(views.iter()) {
         match fs::remove_file(dir.join(name)) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -126,7 +127,8 @@ fn draw(
     let ropts = render_options(q, job, merged, opts);
     let mut f = AtomicFile::create(dir.join(HTML))?;
     render::render_html(&stacks, &ropts, &mut f)?;
-    f.commit()
+    f.commit()?;
+    super::offcpu_views::draw(perf_root, dir, merged, opts.query_root, &ropts)
 }
 
 fn render_options(q: &str, job: Option<&str>, merged: &[&Row], opts: &Options) -> RenderOptions {
