@@ -811,7 +811,12 @@ impl<'a> Pipeline<'a> {
         Ok(())
     }
 
-    fn write_summary(&self, pass: &Pass, inputs: Vec<InputFile>, written: Written<'_>) -> Result<()> {
+    fn write_summary(
+        &self,
+        pass: &Pass,
+        inputs: Vec<InputFile>,
+        written: Written<'_>,
+    ) -> Result<()> {
         let (outputs, render_refused, render_time, off_cpu) = written;
         let (folded, stats) = (&pass.folded, &pass.stats);
         let s = Summary {
@@ -947,7 +952,10 @@ impl<'a> Pipeline<'a> {
         fold::Options {
             // Off-CPU captures also hold switch-out samples; the on-CPU
             // profile is the sampling event's alone.
-            event_filter: self.off_cpu_shards().then(|| self.cap.event.clone()).flatten(),
+            event_filter: self
+                .off_cpu_shards()
+                .then(|| self.cap.event.clone())
+                .flatten(),
             threads: self.opts.jobs(),
             // Streamed text is folded in 8 MiB steps (1 MiB tasks): enough
             // for every thread, and peak memory stays a few blocks.

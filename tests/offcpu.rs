@@ -26,7 +26,10 @@ static LOCK: Mutex<()> = Mutex::new(());
 
 /// perf, tracefs and the worker program, or a loud skip.
 fn components(name: &str, src: &str, flags: &[&str]) -> Option<PathBuf> {
-    if !require(perf_can_record(), "perf that can record (install linux-perf, run as root)") {
+    if !require(
+        perf_can_record(),
+        "perf that can record (install linux-perf, run as root)",
+    ) {
         return None;
     }
     let tracefs = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
@@ -44,7 +47,7 @@ fn components(name: &str, src: &str, flags: &[&str]) -> Option<PathBuf> {
 
 /// Starts `prog ARGS` and waits for its `CUE.ack`.
 fn launch(prog: &Path, cue: &Path, args: &[&str]) -> Child {
-    let child = Command::new(prog)
+    let mut child = Command::new(prog)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -57,6 +60,8 @@ fn launch(prog: &Path, cue: &Path, args: &[&str]) -> Child {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    let _ = child.kill();
+    let _ = child.wait();
     panic!("{} never wrote {}", prog.display(), ack.display());
 }
 
@@ -126,7 +131,12 @@ fn offcpu_burn_sleep_wait_shares_and_a_thread_blocked_all_window() {
     let s = summary(&cap);
     let window = s["off_cpu"]["window_ns"].as_u64().unwrap();
     assert!(window > 3_000_000_000, "window {window} ns");
-    for name in ["offcpu.folded", "offcpu.svg", "offcpu.html", "wallclock.folded"] {
+    for name in [
+        "offcpu.folded",
+        "offcpu.svg",
+        "offcpu.html",
+        "wallclock.folded",
+    ] {
         assert!(cap.join(name).is_file(), "{name} missing");
     }
     let sleep = share(&cap.join("offcpu.folded"), "phase_sleep", window);
@@ -141,13 +151,18 @@ fn offcpu_burn_sleep_wait_shares_and_a_thread_blocked_all_window() {
     assert!(off.lines().any(|l| l.contains("phase_sleep")
         && l.contains("nanosleep")
         && l.contains("[off-cpu S: sleeping]")));
-    assert!(off.lines().any(|l| l.contains("phase_wait") && l.contains("futex")));
+    assert!(off
+        .lines()
+        .any(|l| l.contains("phase_wait") && l.contains("futex")));
     // Every thread lived the whole window: its time adds up to it.
     let ts = threads(&s);
     assert!(ts.len() >= 4, "{ts:?}");
     for t in ts {
         let tot = total(t);
-        assert!(tot.abs_diff(window) <= window / 100, "{t} vs window {window}");
+        assert!(
+            tot.abs_diff(window) <= window / 100,
+            "{t} vs window {window}"
+        );
     }
     // The main thread sat in pthread_join: no switch in the window.
     let blocked = ts
@@ -159,6 +174,53 @@ fn offcpu_burn_sleep_wait_shares_and_a_thread_blocked_all_window() {
     // The colours: the state frames are drawn blue/purple.
     let svg = fs::read_to_string(cap.join("wallclock.svg")).unwrap();
     assert!(svg.contains("rgb(79,127,208)"), "no blue off-CPU frame");
+    job_views_and_diff(&cap);
+}
+
+/// The query's merged views, the job page's columns and `jobprof diff
+/// --kind` of a processed `--off-cpu` capture.
+fn job_views_and_diff(cap: &Path) {
+    let root = cap.parent().unwrap().parent().unwrap();
+    let q = root.join("queries/q1");
+    for name in [
+        "offcpu.folded",
+        "offcpu.html",
+        "wallclock.folded",
+        "wallclock.html",
+    ] {
+        assert!(q.join(name).is_file(), "queries/q1/{name} missing");
+    }
+    // One worker, root frame = worker: the merged view is the capture's.
+    let merged = crate::util::folded_total(&q.join("offcpu.folded"));
+    assert_eq!(
+        merged,
+        crate::util::folded_total(&cap.join("offcpu.folded"))
+    );
+    let page = fs::read_to_string(root.join("index.html")).unwrap();
+    assert!(page.contains("On-CPU") && page.contains("worker_0/q1/offcpu.html"));
+    for kind in ["off-cpu", "wall-clock"] {
+        let out = root.join(format!("diff-{kind}.folded"));
+        let o = jobprof()
+            .args(["diff", "--kind", kind, "--query", "q1"])
+            .arg(root)
+            .arg(root)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "diff --kind {kind}: {}",
+            output_text(&o)
+        );
+        let text = fs::read_to_string(&out).unwrap();
+        let wanted = if kind == "off-cpu" {
+            "[off-cpu S: sleeping]"
+        } else {
+            "phase_burn"
+        };
+        assert!(text.contains(wanted), "diff --kind {kind}");
+    }
 }
 
 #[test]
@@ -180,12 +242,18 @@ fn offcpu_churning_worker_accounts_each_thread_within_the_window() {
     let mut short = 0;
     for t in ts {
         let tot = total(t);
-        assert!(tot <= window + window / 100, "{t}: more than the window {window}");
+        assert!(
+            tot <= window + window / 100,
+            "{t}: more than the window {window}"
+        );
         if tot < window / 2 {
             short += 1;
         }
     }
-    assert!(short > 10, "only {short} threads lived less than half the window");
+    assert!(
+        short > 10,
+        "only {short} threads lived less than half the window"
+    );
     assert!(o["switch_samples"].as_u64().unwrap() > 100, "{o}");
     let wall = crate::util::folded_total(&cap.join("wallclock.folded"));
     assert!(wall > 0);

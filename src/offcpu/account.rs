@@ -336,7 +336,8 @@ impl Accounts {
         let (start, end) = (self.start, self.end);
         let t = self.thread(tid);
         if let Some(since) = t.running_since.take() {
-            t.totals.add(None, time.min(end).saturating_sub(since.max(start)));
+            t.totals
+                .add(None, time.min(end).saturating_sub(since.max(start)));
         }
         t.exited = Some(time);
         if let Some(p) = t.pending.take() {
@@ -390,7 +391,8 @@ impl Accounts {
         if let Some(since) = t.running_since.take() {
             let start = self.start;
             let t = self.thread(tid);
-            t.totals.add(None, stop.min(end).saturating_sub(since.max(start)));
+            t.totals
+                .add(None, stop.min(end).saturating_sub(since.max(start)));
         }
         let t = self.thread(tid);
         if let Some(p) = t.pending.take() {

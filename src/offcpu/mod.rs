@@ -314,3 +314,42 @@ pub fn analyze_capture(
     }
     Ok(Some(Profiles::from_finished(all)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_thread_table_lists_threads_busiest_first_with_shares_of_the_window() {
+        let t = |tid, on, s| ThreadTotals {
+            tid,
+            comm: format!("w{tid}"),
+            on_cpu_ns: on,
+            sleeping_ns: s,
+            ..ThreadTotals::default()
+        };
+        let s = Summary {
+            window_ns: 1_000_000_000,
+            thread_count: 2,
+            switch_samples: 9,
+            threads: vec![t(1, 100_000_000, 900_000_000), t(2, 600_000_000, 0)],
+            ..Summary::default()
+        };
+        let table = thread_table(&s);
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(lines[0].contains("window 1000.0 ms, 2 threads, 9 switch-outs"));
+        assert!(lines[2].trim_start().starts_with("2  w2"), "{table}");
+        assert!(lines[3].contains("100.0ms  10%") && lines[3].contains("900.0ms  90%"));
+    }
+
+    #[test]
+    fn a_capture_without_switches_is_not_drawn() {
+        let p = Profiles::from_finished(Finished {
+            start: 0,
+            end: 10,
+            ..Finished::default()
+        });
+        assert!(p.summary.not_drawn.is_some());
+        assert!(p.off_cpu.is_empty() && p.wall_clock.is_empty());
+    }
+}

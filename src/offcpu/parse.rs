@@ -144,8 +144,14 @@ fn parse_record(line: &str) -> Option<Event> {
     let h = parse_header_fixed(line)?;
     let tid = h.tid.parse().ok()?;
     let event = h.event?.to_string();
-    let period = h.period.or_else(|| period_before(line, &event)).unwrap_or(1);
-    let prev_state = h.trailing.and_then(|t| field(t, "prev_state=")).map(String::from);
+    let period = h
+        .period
+        .or_else(|| period_before(line, &event))
+        .unwrap_or(1);
+    let prev_state = h
+        .trailing
+        .and_then(|t| field(t, "prev_state="))
+        .map(String::from);
     Some(Event::Sample {
         tid,
         comm: h.comm.to_string(),
@@ -300,8 +306,17 @@ bash 27004  823.800000000:   10101010          cpu-clock:
                 preempt: true
             }
         );
-        assert!(matches!(v[3], Event::Switch { out: false, tid: 27008, .. }));
+        assert!(matches!(
+            v[3],
+            Event::Switch {
+                out: false,
+                tid: 27008,
+                ..
+            }
+        ));
         assert!(matches!(v[4], Event::Fork { tid: 27009, .. }));
-        assert!(matches!(&v[5], Event::Sample { period: 10101010, event, .. } if event == "cpu-clock"));
+        assert!(
+            matches!(&v[5], Event::Sample { period: 10101010, event, .. } if event == "cpu-clock")
+        );
     }
 }

@@ -56,15 +56,15 @@ impl Pipeline<'_> {
         let started = Instant::now();
         let shards = self.shard_files();
         let event = self.cap.event.as_deref();
-        let profiles = match offcpu::analyze_capture(perf, &script, &shards, event, self.opts.jobs())
-        {
-            Ok(Some(p)) => p,
-            Ok(None) => return Ok(None),
-            Err(e) => {
-                pass.failures.push(format!("off-CPU pass: {e}"));
-                return Ok(None);
-            }
-        };
+        let profiles =
+            match offcpu::analyze_capture(perf, &script, &shards, event, self.opts.jobs()) {
+                Ok(Some(p)) => p,
+                Ok(None) => return Ok(None),
+                Err(e) => {
+                    pass.failures.push(format!("off-CPU pass: {e}"));
+                    return Ok(None);
+                }
+            };
         let s = &profiles.summary;
         if let Some(why) = &s.not_drawn {
             self.log(format!("warning: off-CPU: {why}"));

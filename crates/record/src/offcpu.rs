@@ -29,7 +29,10 @@ const TRACEFS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
 /// events with it.
 pub fn event_args(cmd: &mut Command, event: &str, frequency: u32, off_cpu: bool) {
     if !off_cpu {
-        cmd.arg("-e").arg(event).arg("-F").arg(frequency.to_string());
+        cmd.arg("-e")
+            .arg(event)
+            .arg("-F")
+            .arg(frequency.to_string());
         return;
     }
     cmd.arg("-e")
