@@ -41,6 +41,7 @@ pub mod input_stamp;
 pub mod job;
 pub mod native;
 pub mod nsys;
+pub mod offcpu;
 pub mod perf_script;
 pub mod pprof;
 pub mod process;

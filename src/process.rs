@@ -34,6 +34,8 @@ use crate::result_dir::{self, CaptureDir, Completion, Marker, Quality, ValidCapt
 use crate::summary::{self, InputFile, ShardSummary, StackStats, Summary, Timings};
 use crate::symbolize::{self, PerfTool, RunOutcome, ScriptOptions, TimeSlice};
 
+mod off_cpu;
+
 /// Name of the folded stacks output.
 pub const FOLDED: &str = "stacks.folded";
 /// Name of the SVG flamegraph.
@@ -386,6 +388,15 @@ pub fn process_capture(
     report
 }
 
+/// What `write_summary` records of the outputs: their names, why the
+/// flamegraph was refused, render time, the off-CPU section.
+type Written<'a> = (
+    &'a [String],
+    &'a Option<String>,
+    Duration,
+    Option<crate::offcpu::Summary>,
+);
+
 struct Done {
     status: Status,
     message: String,
@@ -575,6 +586,7 @@ impl<'a> Pipeline<'a> {
             text.as_deref(),
             &mut outputs,
         )?;
+        let off_cpu = self.off_cpu_outputs(&mut pass, &mut outputs)?;
         let mut build_ids = Vec::new();
         if self.opts.formats.report {
             let profile = self.report_profile(&pass, archive_bytes.is_some())?;
@@ -588,14 +600,8 @@ impl<'a> Pipeline<'a> {
             let (inputs, hash_warnings, s) = hasher.map(join_hasher).unwrap_or_default();
             pass.warnings.extend(hash_warnings);
             stamps = s;
-            self.write_summary(
-                &pass,
-                inputs,
-                &outputs,
-                &render_refused,
-                render_time,
-                build_ids,
-            )?;
+            let written = (&outputs[..], &render_refused, render_time, off_cpu);
+            self.write_summary(&pass, inputs, written, build_ids)?;
             outputs.push(SUMMARY.to_string());
         }
         self.finish(
@@ -1029,11 +1035,10 @@ impl<'a> Pipeline<'a> {
         &self,
         pass: &Pass,
         inputs: Vec<InputFile>,
-        outputs: &[String],
-        render_refused: &Option<String>,
-        render_time: Duration,
+        written: Written<'_>,
         build_ids: Vec<crate::build_ids::BuildId>,
     ) -> Result<()> {
+        let (outputs, render_refused, render_time, off_cpu) = written;
         let (folded, stats) = (&pass.folded, &pass.stats);
         let facts = self.capture_facts();
         let s = Summary {
@@ -1088,6 +1093,7 @@ impl<'a> Pipeline<'a> {
             },
             old_pipeline: self.cap.legacy.clone(),
             build_ids,
+            off_cpu,
         };
         let mut f = self.output(SUMMARY)?;
         f.write_all(s.to_json().as_bytes())
@@ -1169,6 +1175,12 @@ impl<'a> Pipeline<'a> {
 
     fn fold_options(&self) -> fold::Options {
         fold::Options {
+            // Off-CPU captures also hold switch-out samples; the on-CPU
+            // profile is the sampling event's alone.
+            event_filter: self
+                .off_cpu_shards()
+                .then(|| self.cap.event.clone())
+                .flatten(),
             threads: self.opts.jobs(),
             // Streamed text is folded in 8 MiB steps (1 MiB tasks): enough
             // for every thread, and peak memory stays a few blocks.

@@ -567,6 +567,9 @@ pub struct Summary {
     pub old_pipeline: Option<crate::result_dir::legacy::Facts>,
     /// Build id and path of each DSO a sample hit (`build-ids.txt`).
     pub build_ids: Vec<crate::build_ids::BuildId>,
+    /// Off-CPU totals per thread, for captures recorded with `--off-cpu`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub off_cpu: Option<crate::offcpu::Summary>,
 }
 
 impl Summary {

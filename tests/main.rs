@@ -14,6 +14,7 @@ mod legacy;
 mod native;
 mod nsys;
 mod pprof;
+mod offcpu;
 mod process;
 mod record;
 mod render;

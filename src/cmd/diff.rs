@@ -53,6 +53,14 @@ pub struct DiffArgs {
     #[arg(long, value_name = "Q")]
     pub query: Option<String>,
 
+    /// With two result or capture directories: which profile to compare:
+    /// on-cpu (stacks.folded), off-cpu (offcpu.folded) or wall-clock
+    /// (wallclock.folded; the last two need captures recorded with
+    /// `jobprof-record sidecar --off-cpu`).
+    #[arg(long, value_name = "KIND", default_value = "on-cpu",
+          value_parser = ["on-cpu", "off-cpu", "wall-clock"])]
+    pub kind: String,
+
     /// Scale BEFORE's counts so its total equals AFTER's (compare the shape
     /// of runs of different lengths or sampling rates).
     #[arg(long)]
@@ -144,10 +152,17 @@ pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
 fn run_dirs(args: DiffArgs) -> anyhow::Result<ExitCode> {
     let captures = jobdiff::is_capture_dir(&args.before) && jobdiff::is_capture_dir(&args.after);
     let query = args.query.as_deref();
-    let before = jobdiff::load_run(&args.before, query.filter(|_| !captures))?;
-    let after = jobdiff::load_run(&args.after, query.filter(|_| !captures))?;
+    let folded = match args.kind.as_str() {
+        "off-cpu" => jobprof::offcpu::OFFCPU_FOLDED,
+        "wall-clock" => jobprof::offcpu::WALLCLOCK_FOLDED,
+        _ => jobprof::process::FOLDED,
+    };
+    let before = jobdiff::load_run_of(&args.before, query.filter(|_| !captures), folded)?;
+    let after = jobdiff::load_run_of(&args.after, query.filter(|_| !captures), folded)?;
+    // Off-CPU and wall-clock profiles count ns whatever the event.
+    let ns = (args.kind != "on-cpu").then(|| "ns".to_string());
     if let Some((b, a, q)) = one_pair(captures, query, &before, &after)? {
-        let count = jobdiff::count_name(&before, &after);
+        let count = ns.clone().or_else(|| jobdiff::count_name(&before, &after));
         return diff_one(&args, b, a, &q, count);
     }
     let out_dir = every_query_dir(&args)?;
@@ -157,7 +172,7 @@ fn run_dirs(args: DiffArgs) -> anyhow::Result<ExitCode> {
     };
     let mut opts = args.look.options("Differential Flame Graph", "hot")?;
     if args.look.count_name == "samples" {
-        if let Some(n) = jobdiff::count_name(&before, &after) {
+        if let Some(n) = ns.or_else(|| jobdiff::count_name(&before, &after)) {
             opts.count_name = n;
         }
     }

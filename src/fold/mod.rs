@@ -13,7 +13,7 @@
 //! through `crate::input` but does not decide where output goes.
 
 mod blocks;
-mod frame;
+pub(crate) mod frame;
 mod lines;
 pub mod split;
 mod state;

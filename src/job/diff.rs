@@ -72,6 +72,13 @@ pub fn count_name(before: &Run, after: &Run) -> Option<String> {
 /// `profiles/perf`, a `worker_N` directory or one capture directory),
 /// narrowed to `query`, and merges each query's workers.
 pub fn load_run(root: &Path, query: Option<&str>) -> Result<Run> {
+    load_run_of(root, query, FOLDED)
+}
+
+/// [`load_run`] for the profile in each capture's `folded` file
+/// (`stacks.folded`, or `offcpu.folded`/`wallclock.folded` of captures
+/// recorded with `--off-cpu`).
+pub fn load_run_of(root: &Path, query: Option<&str>, folded: &str) -> Result<Run> {
     let found = result_dir::discover(&[root.to_path_buf()], &Filter::default())?;
     let all: Vec<String> = {
         let mut v: Vec<String> = found.iter().map(|c| c.query.clone()).collect();
@@ -92,7 +99,7 @@ pub fn load_run(root: &Path, query: Option<&str>) -> Result<Run> {
     let mut event = None;
     for c in found.iter().filter(|c| query.is_none_or(|q| c.query == q)) {
         let entry = queries.entry(c.query.clone()).or_default();
-        let folded = c.out_dir().join(FOLDED);
+        let folded = c.out_dir().join(folded);
         if !folded.is_file() {
             entry.missing.push(c.label());
             continue;

@@ -15,6 +15,7 @@
 //! query by query. This module neither symbolizes nor folds captures.
 
 pub mod diff;
+mod offcpu_views;
 mod page;
 mod queries;
 mod scan;

@@ -176,7 +176,7 @@ impl Cell {
 }
 
 /// A path as an `href`: each segment percent-encoded where it must be.
-fn href_esc(path: &str) -> String {
+pub(super) fn href_esc(path: &str) -> String {
     let mut o = String::with_capacity(path.len());
     for b in path.bytes() {
         match b {
@@ -424,7 +424,10 @@ fn queries_section(index: &Index) -> Section {
                     label: "Flamegraph",
                     num: false,
                 },
-            ],
+            ]
+            .into_iter()
+            .chain(super::offcpu_views::page_cols())
+            .collect(),
             rows,
         },
     }
@@ -470,6 +473,9 @@ fn capture_cells(r: &Row) -> Vec<Cell> {
         },
         Cell::link("flamegraph", r.flamegraph.as_deref()),
     ]
+    .into_iter()
+    .chain(super::offcpu_views::page_cells(r.off_cpu.as_ref()))
+    .collect()
 }
 
 fn captures_section(index: &Index) -> Section {

@@ -100,7 +100,11 @@ fn remove_view(root: &Dir, q: &str) -> Result<()> {
         Some(_) => queries.sub(q)?,
     };
     // sources.json first: without it a half-removed view is redrawn.
-    for name in [SOURCES_JSON, HTML, FOLDED, crate::pprof::PPROF] {
+    let views = super::offcpu_views::FILES;
+    for name in [SOURCES_JSON, HTML, FOLDED, crate::pprof::PPROF]
+        .iter()
+        .chain(views.iter())
+    {
         dir.remove_file(name)?;
     }
     let _ = queries.remove_dir(q);
@@ -156,7 +160,8 @@ fn draw(
     };
     let mut f = AtomicFile::create_in(dir, HTML, true)?;
     render::render_html_with(&stacks, &ropts, &extras, &mut f)?;
-    f.commit()
+    f.commit()?;
+    super::offcpu_views::draw(perf_root, dir, merged, opts.query_root, &ropts)
 }
 
 /// The merged query's `profile.pb.gz`: every worker's stacks as samples

@@ -98,6 +98,9 @@ pub struct Row {
     /// When its marker says it was completed.
     #[serde(skip)]
     pub completed: Option<String>,
+    /// On/off-CPU shares and views, for captures recorded with `--off-cpu`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub off_cpu: Option<super::offcpu_views::Cells>,
 }
 
 /// The job header.
@@ -237,12 +240,14 @@ fn row(
         flamegraph: rel(HTML).or_else(|| rel(SVG)),
         folded: None,
         completed: None,
+        off_cpu: None,
     };
     if let Some(s) = &summary {
         read_summary(s, &mut r);
         if r.host.is_none() {
             r.host = s["old_pipeline"]["hostname"].as_str().map(str::to_string);
         }
+        r.off_cpu = super::offcpu_views::cells(s, rel);
     }
     let (state, reason) = state_of(c, summary.as_ref(), outcome, earlier.get(&label));
     r.state = state;
@@ -467,6 +472,7 @@ mod tests {
             flamegraph: None,
             folded: None,
             completed: None,
+            off_cpu: None,
         };
         read_summary(&s, &mut r);
         assert_eq!(r.samples, Some(7));

@@ -24,7 +24,7 @@ Usage:
   jobprof-record stop      --token-dir DIR --worker N --query Q [--timeout SECS]
   jobprof-record shutdown  --token-dir DIR --worker N [--timeout SECS]
   jobprof-record wait-ready --token-dir DIR --worker N [--timeout SECS]
-  jobprof-record preflight (--pid PID | --pid-file FILE) [--exe-name NAME] [--require-symbols]
+  jobprof-record preflight (--pid PID | --pid-file FILE) [--exe-name NAME] [--require-symbols] [--off-cpu]
 
 The sidecar runs next to the worker during the job (e.g. `srun --overlap`),
 attaches perf disabled, samples exactly between the driver's `start` and
@@ -45,7 +45,7 @@ Usage:
       [--exe-name NAME] [--event cpu-clock] [--frequency 99] [--call-graph fp|dwarf[,SIZE]]
       [--user-regs REGS] [--threads-per-shard 128] [--start-timeout SECS] [--stop-timeout SECS]
       [--max-capture SECS] [--max-shard-size SIZE] [--staging DIR] [--symfs-limit BYTES]
-      [--require-symbols] [--no-prearm] [--jit-maps auto|off]
+      [--require-symbols] [--no-prearm] [--jit-maps auto|off] [--off-cpu]
 
 Runs the preflight checks, snapshots the worker's executable mappings and
 their separate debug info into symfs/ and the kernel's kallsyms next to it,
@@ -96,6 +96,9 @@ Options:
                            and jitdump into the capture's jit/, asking a HotSpot JVM
                            to write its map (jcmd PID Compiler.perfmap) when it has
                            none (default auto)
+  --off-cpu                also record every switch-out (sched:sched_switch, with the
+                           same call chains) and switch events, for off-CPU and
+                           wall-clock profiles (needs tracefs; docs/off-cpu.md)
 ";
 
 const START_HELP: &str = "\
@@ -154,7 +157,7 @@ const PREFLIGHT_HELP: &str = "\
 jobprof-record preflight: check that a worker can be profiled, print a report
 
 Usage:
-  jobprof-record preflight (--pid PID | --pid-file FILE) [--exe-name NAME] [--require-symbols]
+  jobprof-record preflight (--pid PID | --pid-file FILE) [--exe-name NAME] [--require-symbols] [--off-cpu]
       [--event cpu-clock] [--frequency 99] [--call-graph fp|dwarf[,SIZE]] [--user-regs REGS]
       [--staging DIR]
 
@@ -206,6 +209,8 @@ pub struct TargetOpts {
     pub frequency: u32,
     /// Fail without symbols.
     pub require_symbols: bool,
+    /// `--off-cpu`: record switch-outs and switch events too.
+    pub off_cpu: bool,
     /// Explicit staging directory.
     pub staging: Option<PathBuf>,
     /// Seconds to wait for the PID file and for a shard's ping.
@@ -356,6 +361,7 @@ struct Raw {
     prearm: bool,
     jit_maps: bool,
     user_regs: Option<String>,
+    off_cpu: bool,
 }
 
 impl Default for Raw {
@@ -382,6 +388,7 @@ impl Default for Raw {
             prearm: true,
             jit_maps: true,
             user_regs: None,
+            off_cpu: false,
         }
     }
 }
@@ -586,6 +593,7 @@ impl Raw {
                 let v = a.value(flag)?;
                 self.user_regs = Some(crate::regs::parse(&v).map_err(Fail::usage)?);
             }
+            "--off-cpu" => self.off_cpu = true,
             _ => return Ok(false),
         }
         Ok(true)
@@ -644,6 +652,7 @@ impl Raw {
             event: std::mem::take(&mut self.event),
             frequency: self.frequency,
             require_symbols: self.require_symbols,
+            off_cpu: self.off_cpu,
             staging: self.staging.take(),
             start_timeout: self.start_timeout,
             call_graph: self.call_graph.clone(),

@@ -13,6 +13,7 @@ mod elf;
 mod fail;
 mod identity;
 mod jit;
+mod offcpu;
 mod pool;
 mod preflight;
 mod publish;

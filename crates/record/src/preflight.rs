@@ -250,6 +250,9 @@ pub fn run(opts: &TargetOpts, pid: u32, staging_root: &Path, worker_dir: Option<
     let mut r = Report::default();
     check_perf(&mut r);
     check_permissions(&mut r);
+    if opts.off_cpu {
+        check_tracefs(&mut r);
+    }
     check_nofile(&mut r);
     check_staging(&mut r, staging_root, worker_dir);
     let exe = exe_of(pid);
@@ -329,6 +332,14 @@ fn check_permissions(r: &mut Report) {
         ),
         "run as root or lower /proc/sys/kernel/perf_event_paranoid to 1 (kernel samples need <= 1)",
     );
+}
+
+/// `tracefs` (with `--off-cpu`): the switch tracepoint can be opened.
+fn check_tracefs(r: &mut Report) {
+    match crate::offcpu::check_tracefs() {
+        Ok(detail) => r.push("tracefs", Level::Ok, detail, ""),
+        Err((detail, fix)) => r.push("tracefs", Level::Fail, detail, &fix),
+    }
 }
 
 /// `nofile`: one fd per thread per shard, plus ring buffers (the soft limit
@@ -473,10 +484,10 @@ fn check_test_record(r: &mut Report, opts: &TargetOpts, pid: u32, staging: &Path
     let extra = record_options(opts);
     let shown = format!("-e {} {}", opts.event, extra.join(" "));
     let status = sys::create_new(&log, 0o600).and_then(|l| {
-        Command::new(PERF)
-            .args(["record", "-q", "-e", &opts.event, "-F"])
-            .arg(opts.frequency.to_string())
-            .args(&extra)
+        let mut cmd = Command::new(PERF);
+        cmd.args(["record", "-q"]);
+        crate::offcpu::event_args(&mut cmd, &opts.event, opts.frequency, opts.off_cpu);
+        cmd.args(&extra)
             .arg("-t")
             .arg(pid.to_string())
             .arg("-o")
@@ -686,6 +697,7 @@ mod tests {
             event: event.into(),
             frequency: 99,
             require_symbols: false,
+            off_cpu: false,
             staging: None,
             start_timeout: 1,
             call_graph: "fp".into(),

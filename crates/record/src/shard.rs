@@ -37,6 +37,8 @@ pub struct RecordSpec {
     pub ready_timeout: u64,
     /// `--max-size` in bytes: perf stops by itself when its file reaches it.
     pub max_size: Option<u64>,
+    /// `--off-cpu`: also record `sched:sched_switch` and switch events.
+    pub off_cpu: bool,
 }
 
 /// What perf prints when `--max-size` stopped it.
@@ -223,11 +225,8 @@ impl Shard {
             .arg("--buildid-all")
             .arg("--no-buildid-cache")
             .arg("-t")
-            .arg(tids.join(","))
-            .arg("-e")
-            .arg(&spec.event)
-            .arg("-F")
-            .arg(spec.frequency.to_string());
+            .arg(tids.join(","));
+        crate::offcpu::event_args(&mut cmd, &spec.event, spec.frequency, spec.off_cpu);
         if spec.call_graph == "fp" {
             cmd.arg("-g");
         } else {
@@ -472,6 +471,7 @@ mod tests {
             user_regs: None,
             ready_timeout: 1,
             max_size: None,
+            off_cpu: false,
         };
         let dir = std::env::temp_dir();
         let mut dropped = Vec::new();

@@ -235,6 +235,7 @@ fn context(opts: &SidecarOpts, tokens: &Tokens, me: &SidecarId, worker: &Worker)
             user_regs: opts.target.user_regs().map(|r| r.regs),
             ready_timeout: opts.target.start_timeout.max(1),
             max_size: opts.max_shard_size,
+            off_cpu: opts.target.off_cpu,
         },
         threads_per_shard: opts.threads_per_shard,
         worker_dir: worker.dir.clone(),

@@ -1,0 +1,319 @@
+//! Off-CPU and wall-clock profiles (issue 28) from real captures: the real
+//! sidecar with `--off-cpu` next to real workers, then `jobprof process`.
+//!
+//! - tests/programs/offcpu.c: a query thread that per 200 ms burns 50 ms,
+//!   sleeps 100 ms in nanosleep and waits 50 ms on a condition variable
+//!   signalled by another thread, self-timed against the clock so that the
+//!   shares hold on a loaded machine; its main thread blocks in
+//!   pthread_join for the whole window.
+//! - tests/programs/churn.c: threads born and ending during the window.
+//!
+//! Needs perf that can record, tracefs and gcc; without them each test says
+//! so loudly and fails under CI=true. One capture at a time (a lock), so
+//! that perf sessions do not starve each other on a small machine.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::util::{capture_q1, jobprof, output_text, perf_can_record, program, require};
+
+static LOCK: Mutex<()> = Mutex::new(());
+
+/// perf, tracefs and the worker program, or a loud skip.
+fn components(name: &str, src: &str, flags: &[&str]) -> Option<PathBuf> {
+    if !require(
+        perf_can_record(),
+        "perf that can record (install linux-perf, run as root)",
+    ) {
+        return None;
+    }
+    let tracefs = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+        .iter()
+        .any(|d| Path::new(d).join("events/sched/sched_switch/id").exists());
+    if !require(
+        tracefs,
+        "tracefs with sched:sched_switch (mount -t tracefs nodev /sys/kernel/tracing)",
+    ) {
+        return None;
+    }
+    let prog = program(name, src, flags);
+    require(prog.is_some(), &format!("gcc (to build {src})")).then_some(prog?)
+}
+
+/// Starts `prog ARGS` and waits for its `CUE.ack`.
+fn launch(prog: &Path, cue: &Path, args: &[&str]) -> Child {
+    let mut child = Command::new(prog)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let ack = PathBuf::from(format!("{}.ack", cue.display()));
+    for _ in 0..500 {
+        if ack.exists() {
+            return child;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("{} never wrote {}", prog.display(), ack.display());
+}
+
+/// Captures q1 of `worker` for `seconds` with `options`, processes it and
+/// returns the capture directory.
+fn capture_and_process(dir: &Path, worker: &mut Child, options: &str, seconds: u64) -> PathBuf {
+    let root = dir.join("out");
+    capture_q1(
+        dir,
+        &root,
+        worker,
+        options,
+        &[],
+        seconds,
+        Duration::from_secs(120),
+    );
+    let out = jobprof().arg("process").arg(&root).output().unwrap();
+    assert!(out.status.success(), "process: {}", output_text(&out));
+    root.join("worker_0/q1")
+}
+
+fn summary(cap: &Path) -> Value {
+    serde_json::from_slice(&fs::read(cap.join("summary.json")).unwrap()).unwrap()
+}
+
+/// The share of `window` that the stacks of `folded` containing `frame` hold.
+fn share(folded: &Path, frame: &str, window: u64) -> f64 {
+    let text = fs::read_to_string(folded).unwrap();
+    let ns: u64 = text
+        .lines()
+        .filter(|l| l.split(';').any(|f| f.starts_with(frame)))
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+        .sum();
+    ns as f64 / window as f64
+}
+
+fn threads(s: &Value) -> &Vec<Value> {
+    s["off_cpu"]["threads"].as_array().unwrap()
+}
+
+fn total(t: &Value) -> u64 {
+    [
+        "on_cpu_ns",
+        "runnable_ns",
+        "sleeping_ns",
+        "uninterruptible_ns",
+        "other_ns",
+        "unknown_ns",
+    ]
+    .iter()
+    .map(|k| t[k].as_u64().unwrap())
+    .sum()
+}
+
+#[test]
+fn offcpu_burn_sleep_wait_shares_and_a_thread_blocked_all_window() {
+    let Some(prog) = components("offcpu-worker", "tests/programs/offcpu.c", &["-O0", "-g"]) else {
+        return;
+    };
+    let _one = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let cue = dir.path().join("cue");
+    let mut worker = launch(&prog, &cue, &[cue.to_str().unwrap()]);
+    // dwarf: glibc has no frame pointers, and the condvar wait's user
+    // frames are below pthread_cond_wait.
+    let cap = capture_and_process(dir.path(), &mut worker, "--off-cpu --call-graph dwarf", 4);
+    let s = summary(&cap);
+    let window = s["off_cpu"]["window_ns"].as_u64().unwrap();
+    assert!(window > 3_000_000_000, "window {window} ns");
+    for name in [
+        "offcpu.folded",
+        "offcpu.svg",
+        "offcpu.html",
+        "wallclock.folded",
+    ] {
+        assert!(cap.join(name).is_file(), "{name} missing");
+    }
+    let sleep = share(&cap.join("offcpu.folded"), "phase_sleep", window);
+    let wait = share(&cap.join("offcpu.folded"), "phase_wait", window);
+    let burn = share(&cap.join("wallclock.folded"), "phase_burn", window);
+    let report = format!("sleep {sleep:.3} wait {wait:.3} burn {burn:.3}");
+    assert!((sleep - 0.50).abs() <= 0.10, "{report}");
+    assert!((wait - 0.25).abs() <= 0.05, "{report}");
+    assert!((burn - 0.25).abs() <= 0.06, "{report}");
+    // The sleep is S, on the nanosleep path; the wait is on a futex.
+    let off = fs::read_to_string(cap.join("offcpu.folded")).unwrap();
+    assert!(off.lines().any(|l| l.contains("phase_sleep")
+        && l.contains("nanosleep")
+        && l.contains("[off-cpu S: sleeping]")));
+    assert!(off
+        .lines()
+        .any(|l| l.contains("phase_wait") && l.contains("futex")));
+    // Every thread lived the whole window: its time adds up to it.
+    let ts = threads(&s);
+    assert!(ts.len() >= 4, "{ts:?}");
+    for t in ts {
+        let tot = total(t);
+        assert!(
+            tot.abs_diff(window) <= window / 100,
+            "{t} vs window {window}"
+        );
+    }
+    // The main thread sat in pthread_join: no switch in the window.
+    let blocked = ts
+        .iter()
+        .filter(|t| t["switches"] == 0 && t["unknown_ns"].as_u64() == Some(window))
+        .count();
+    assert_eq!(blocked, 1, "{ts:?}");
+    assert!(off.contains("[blocked since before the window]"));
+    // The colours: the state frames are drawn blue/purple.
+    let svg = fs::read_to_string(cap.join("wallclock.svg")).unwrap();
+    assert!(svg.contains("rgb(79,127,208)"), "no blue off-CPU frame");
+    job_views_and_diff(&cap);
+}
+
+/// The query's merged views, the job page's columns and `jobprof diff
+/// --kind` of a processed `--off-cpu` capture.
+fn job_views_and_diff(cap: &Path) {
+    let root = cap.parent().unwrap().parent().unwrap();
+    let q = root.join("queries/q1");
+    for name in [
+        "offcpu.folded",
+        "offcpu.html",
+        "wallclock.folded",
+        "wallclock.html",
+    ] {
+        assert!(q.join(name).is_file(), "queries/q1/{name} missing");
+    }
+    // One worker, root frame = worker: the merged view is the capture's.
+    let merged = crate::util::folded_total(&q.join("offcpu.folded"));
+    assert_eq!(
+        merged,
+        crate::util::folded_total(&cap.join("offcpu.folded"))
+    );
+    let page = fs::read_to_string(root.join("index.html")).unwrap();
+    assert!(page.contains("On-CPU") && page.contains("worker_0/q1/offcpu.html"));
+    for kind in ["off-cpu", "wall-clock"] {
+        let out = root.join(format!("diff-{kind}.folded"));
+        let o = jobprof()
+            .args(["diff", "--kind", kind, "--query", "q1"])
+            .arg(root)
+            .arg(root)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "diff --kind {kind}: {}",
+            output_text(&o)
+        );
+        let text = fs::read_to_string(&out).unwrap();
+        let wanted = if kind == "off-cpu" {
+            "[off-cpu S: sleeping]"
+        } else {
+            "phase_burn"
+        };
+        assert!(text.contains(wanted), "diff --kind {kind}");
+    }
+}
+
+#[test]
+fn offcpu_churning_worker_accounts_each_thread_within_the_window() {
+    let Some(prog) = components("offcpu-churn", "tests/programs/churn.c", &["-O1"]) else {
+        return;
+    };
+    let _one = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let cue = dir.path().join("cue");
+    let mut worker = launch(&prog, &cue, &["15", cue.to_str().unwrap(), "200"]);
+    let cap = capture_and_process(dir.path(), &mut worker, "--off-cpu --frequency 999", 2);
+    let s = summary(&cap);
+    let o = &s["off_cpu"];
+    let window = o["window_ns"].as_u64().unwrap();
+    let ts = threads(&s);
+    // The 16 long-lived threads and short-lived ones born in the window.
+    assert!(ts.len() > 30, "{} threads", ts.len());
+    let mut short = 0;
+    for t in ts {
+        let tot = total(t);
+        assert!(
+            tot <= window + window / 100,
+            "{t}: more than the window {window}"
+        );
+        if tot < window / 2 {
+            short += 1;
+        }
+    }
+    assert!(
+        short > 10,
+        "only {short} threads lived less than half the window"
+    );
+    assert!(o["switch_samples"].as_u64().unwrap() > 100, "{o}");
+    let wall = crate::util::folded_total(&cap.join("wallclock.folded"));
+    assert!(wall > 0);
+    assert!(fs::read_to_string(cap.join("offcpu.folded"))
+        .unwrap()
+        .contains("churn_"));
+}
+
+#[test]
+fn offcpu_capture_without_off_cpu_has_no_off_cpu_outputs() {
+    let Some(prog) = components("offcpu-worker", "tests/programs/offcpu.c", &["-O0", "-g"]) else {
+        return;
+    };
+    let _one = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let cue = dir.path().join("cue");
+    let mut worker = launch(&prog, &cue, &[cue.to_str().unwrap()]);
+    let cap = capture_and_process(dir.path(), &mut worker, "", 1);
+    assert!(!cap.join("offcpu.folded").exists());
+    assert!(summary(&cap).get("off_cpu").is_none());
+    // The on-CPU profile is unchanged by the option's existence.
+    assert!(fs::read_to_string(cap.join("stacks.folded"))
+        .unwrap()
+        .contains("burn_loop"));
+}
+
+#[test]
+fn offcpu_capture_without_switch_data_says_so() {
+    let Some(_) = components("offcpu-worker", "tests/programs/offcpu.c", &["-O0", "-g"]) else {
+        return;
+    };
+    let _one = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let cue = dir.path().join("cue");
+    // One thread asleep the whole capture: no sample, no switch.
+    let script = format!("touch '{}.ack'; exec sleep 120", cue.display());
+    let mut worker = Command::new("sh")
+        .args(["-c", &script])
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let root = dir.path().join("out");
+    capture_q1(
+        dir.path(),
+        &root,
+        &mut worker,
+        "--off-cpu",
+        &[],
+        1,
+        Duration::from_secs(120),
+    );
+    let out = jobprof().arg("process").arg(&root).output().unwrap();
+    let cap = root.join("worker_0/q1");
+    let s = summary(&cap);
+    let why = s["off_cpu"]["not_drawn"].as_str().unwrap_or_default();
+    assert!(why.contains("no off-CPU time to draw"), "{s}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no off-CPU time to draw"),
+        "{}",
+        output_text(&out)
+    );
+    assert!(!cap.join("offcpu.svg").exists());
+}
