@@ -15,7 +15,7 @@ use super::scan::{Index, QueryView, Row, State};
 use super::{Options, QueryRoot, QUERIES_DIR, SOURCES_JSON};
 use crate::atomic::{write_in, AtomicFile};
 use crate::confined::Dir;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::input::Source;
 use crate::process::{FOLDED, HTML};
 use crate::render::{self, folded::read_folded, RenderOptions};

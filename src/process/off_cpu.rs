@@ -88,7 +88,7 @@ impl Pipeline<'_> {
         p: &Profiles,
         outputs: &mut Vec<String>,
     ) -> Result<()> {
-        let base = self.render_options(&pass.folded);
+        let base = self.render_options(&pass.folded, &pass.stats);
         let window_ms = p.summary.window_ns as f64 / 1e6;
         let kinds = [
             ("offcpu", &p.off_cpu, "off-CPU", "io"),
