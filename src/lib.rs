@@ -27,9 +27,9 @@
 
 pub mod archive;
 pub mod atomic;
-pub mod confined;
 mod bytes;
 pub mod compat;
+pub mod confined;
 pub mod counts;
 mod digest;
 pub mod error;
