@@ -126,7 +126,9 @@ fn host() -> &'static str {
 /// stale. `None` when `file` is no temporary of `dest_name`.
 pub fn leftover_is_stale(file: &OsStr, dest_name: &str, age: std::time::Duration) -> Option<bool> {
     let s = file.to_str()?;
-    let rest = s.strip_prefix(&format!(".{dest_name}."))?.strip_suffix(".tmp")?;
+    let rest = s
+        .strip_prefix(&format!(".{dest_name}."))?
+        .strip_suffix(".tmp")?;
     let mut parts = rest.rsplitn(3, '-');
     let (n, pid, host_part) = (parts.next(), parts.next(), parts.next());
     let (Some(n), Some(pid), Some(h)) = (n, pid, host_part) else {
@@ -178,11 +180,7 @@ impl TempAt {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         loop {
             let tmp = temp_name(name, COUNTER.fetch_add(1, Ordering::Relaxed));
-            match dir.open_at(
-                &tmp,
-                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL,
-                0o666,
-            ) {
+            match dir.open_at(&tmp, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o666) {
                 Ok(file) => {
                     return Ok(TempAt {
                         dir,
@@ -360,11 +358,9 @@ impl AtomicFile {
             Sink::At(t) => &t.file,
             Sink::InPlace(_) => return,
         };
-        let current = self.mode.unwrap_or_else(|| {
-            file.metadata()
-                .map(|m| m.mode() & 0o7777)
-                .unwrap_or(0o600)
-        });
+        let current = self
+            .mode
+            .unwrap_or_else(|| file.metadata().map(|m| m.mode() & 0o7777).unwrap_or(0o600));
         self.mode = Some(current & (raw | 0o700));
     }
 
@@ -422,7 +418,8 @@ fn commit_at(mut tmp: TempAt, mode: Option<u32>, fsync: bool, dest: &Path) -> Re
 pub fn write_in(dir: &Dir, name: impl AsRef<OsStr>, fsync: bool, bytes: &[u8]) -> Result<()> {
     let name = name.as_ref();
     let mut f = AtomicFile::create_in(dir, name, fsync)?;
-    f.write_all(bytes).map_err(|e| Error::io(dir.join(name), e))?;
+    f.write_all(bytes)
+        .map_err(|e| Error::io(dir.join(name), e))?;
     f.commit()
 }
 

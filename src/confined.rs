@@ -383,7 +383,11 @@ mod tests {
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         let d = Dir::open(t.path()).unwrap();
         assert_eq!(d.read("a").unwrap(), b"x");
-        assert!(d.read("l").unwrap_err().to_string().contains("symbolic link"));
+        assert!(d
+            .read("l")
+            .unwrap_err()
+            .to_string()
+            .contains("symbolic link"));
         assert!(d.read("p").unwrap_err().to_string().contains("FIFO"));
         let mut names = d.names().unwrap();
         names.sort();

@@ -27,10 +27,10 @@
 
 pub mod archive;
 pub mod atomic;
-pub mod confined;
 pub mod build_ids;
 mod bytes;
 pub mod compat;
+pub mod confined;
 pub mod counts;
 mod digest;
 pub mod error;

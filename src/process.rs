@@ -263,7 +263,7 @@ impl CaptureReport {
     pub fn line(&self) -> String {
         format!(
             "{}: {} ({:.1}s): {}",
-            self.dir.display(),
+            crate::progress::printable(&self.dir),
             self.status.as_str(),
             self.elapsed.as_secs_f64(),
             self.message
@@ -519,8 +519,11 @@ impl<'a> Pipeline<'a> {
     /// Logs `msg` prefixed with the capture directory (which names the
     /// result directory: lines of many captures stay readable).
     fn log(&self, msg: impl AsRef<str>) {
-        self.progress
-            .log(format!("{}: {}", self.dir.display(), msg.as_ref()));
+        self.progress.log(format!(
+            "{}: {}",
+            crate::progress::printable(&self.dir),
+            msg.as_ref()
+        ));
     }
 
     fn run(self) -> Result<Done> {

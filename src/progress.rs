@@ -173,6 +173,21 @@ impl Progress {
     }
 }
 
+/// `path` for a one-line message: control characters (a newline in a
+/// directory name) escaped, so a name cannot split or forge a line.
+pub fn printable(path: &std::path::Path) -> String {
+    let text = path.display().to_string();
+    if !text.chars().any(char::is_control) {
+        return text;
+    }
+    text.chars()
+        .flat_map(|c| match c.is_control() {
+            true => c.escape_default().collect::<Vec<_>>(),
+            false => vec![c],
+        })
+        .collect()
+}
+
 /// The current time as an RFC 3339 UTC timestamp with second precision.
 pub fn utc_timestamp() -> String {
     let secs = SystemTime::now()

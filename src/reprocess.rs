@@ -141,8 +141,7 @@ fn stable_hash(key: &[u8]) -> u64 {
     h ^ (h >> 31)
 }
 
-impl Split {
-}
+impl Split {}
 
 /// What kind of work a directory found in the tree calls for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -600,7 +599,11 @@ impl Report {
             }
             s.push_str(&format!("{title}:\n"));
             for o in list {
-                s.push_str(&format!("  {}: {}\n", o.dir.display(), o.message));
+                s.push_str(&format!(
+                    "  {}: {}\n",
+                    crate::progress::printable(&o.dir),
+                    o.message
+                ));
             }
         }
         s
@@ -738,7 +741,7 @@ fn work_all(
                     bar.suspend(|| {
                         progress.result(format!(
                             "{}: {} ({:.1}s): {}",
-                            o.dir.display(),
+                            crate::progress::printable(&o.dir),
                             o.status.as_str(),
                             o.elapsed.as_secs_f64(),
                             o.message

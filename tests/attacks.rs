@@ -65,7 +65,10 @@ impl Shared {
             "{context}: the victim outside the tree was written"
         );
         let inside: Vec<_> = fs::read_dir(&self.vdir).unwrap().collect();
-        assert!(inside.is_empty(), "{context}: written into the outside dir: {inside:?}");
+        assert!(
+            inside.is_empty(),
+            "{context}: written into the outside dir: {inside:?}"
+        );
     }
 }
 
@@ -113,10 +116,7 @@ fn job_views_are_never_written_through_links_planted_by_another_user() {
                 text.contains("is a symbolic link") && text.contains("not written"),
                 "{context}: {text}"
             );
-            assert!(
-                !text.contains("panicked"),
-                "{context}: {text}"
-            );
+            assert!(!text.contains("panicked"), "{context}: {text}");
         }
     }
 }
@@ -145,7 +145,10 @@ fn leftovers_of_killed_job_view_writers_are_removed_live_ones_kept() {
     let q = perf.join("queries/q01");
     let host = hostname();
     let dead = dead_pid();
-    let mut sleeper = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
     let stale = [
         q.join(".flamegraph.html.a1B2c3.tmp"),
         q.join(format!(".stacks.folded.{host}-{dead}-0.tmp")),
@@ -178,7 +181,10 @@ fn a_run_never_removes_the_temporaries_of_another_run_on_the_same_capture() {
     copy_demo(&result);
     let cap = result.join("profiles/perf/worker_0/q01");
     let host = hostname();
-    let mut sleeper = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
     let theirs = cap.join(format!(".perf.script.zst.{host}-{}-0.tmp", sleeper.id()));
     let killed = cap.join(format!(".perf.script.zst.{host}-{}-0.tmp", dead_pid()));
     fs::write(&theirs, "being written").unwrap();
@@ -187,15 +193,22 @@ fn a_run_never_removes_the_temporaries_of_another_run_on_the_same_capture() {
     let _ = sleeper.kill();
     let _ = sleeper.wait();
     assert!(o.status.success(), "{}", output_text(&o));
-    assert!(theirs.exists(), "the other run's temporary was removed as a leftover");
+    assert!(
+        theirs.exists(),
+        "the other run's temporary was removed as a leftover"
+    );
     assert!(!killed.exists(), "a killed run's temporary survived");
 }
-
 
 fn mkfifo(p: &Path) {
     let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
     // SAFETY: a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o666) }, 0, "{}", p.display());
+    assert_eq!(
+        unsafe { libc::mkfifo(c.as_ptr(), 0o666) },
+        0,
+        "{}",
+        p.display()
+    );
 }
 
 /// Runs `c` to its end or kills it after `secs` (then: `None`).
@@ -229,12 +242,15 @@ fn a_fifo_among_the_symbol_files_never_hangs_a_run() {
         let result = t.path().join("r");
         copy_demo(&result);
         let symfs = result.join("profiles/perf/worker_0/symfs");
-        let debug = symfs.join("usr/lib/debug").join(format!("{DEMO_EXE}.debug"));
+        let debug = symfs
+            .join("usr/lib/debug")
+            .join(format!("{DEMO_EXE}.debug"));
         fs::create_dir_all(debug.parent().unwrap()).unwrap();
         mkfifo(&debug);
         let mut c = jobprof();
         c.arg(cmd).arg(&result);
-        let o = within(c, 120).unwrap_or_else(|| panic!("{cmd}: hung on the FIFO {}", debug.display()));
+        let o =
+            within(c, 120).unwrap_or_else(|| panic!("{cmd}: hung on the FIFO {}", debug.display()));
         assert!(o.status.success(), "{cmd}: {}", output_text(&o));
         assert!(
             output_text(&o).contains("100.0% named at the leaf"),
@@ -289,7 +305,10 @@ fn a_symbolic_link_inside_symfs_is_not_followed() {
     );
     let folded = fs::read_to_string(exe.parent().unwrap().join("../../../q01/stacks.folded"));
     let folded = folded.unwrap_or_default();
-    assert!(!folded.contains("main"), "a symbol of the linked file: {folded}");
+    assert!(
+        !folded.contains("main"),
+        "a symbol of the linked file: {folded}"
+    );
 }
 
 #[test]
@@ -311,7 +330,10 @@ fn the_recorder_never_waits_on_a_fifo_pid_file() {
     ];
     for (sub, extra) in [("preflight", &[][..]), ("sidecar", &sidecar[..])] {
         let mut c = std::process::Command::new(util::recorder());
-        c.current_dir(t.path()).arg(sub).arg("--pid-file").arg(&fifo);
+        c.current_dir(t.path())
+            .arg(sub)
+            .arg("--pid-file")
+            .arg(&fifo);
         for d in ["T", "O"] {
             let _ = fs::create_dir(t.path().join(d));
         }
@@ -332,7 +354,11 @@ fn flat_stream_input_over_a_block_folds_and_never_spins() {
     let lib = "x".repeat(200);
     let mut text = Vec::new();
     for i in 0..160_000 {
-        writeln!(text, "prog 1 {i}.000001: 1 cpu-clock: 4004 main+0x4 (/{lib}/prog)").unwrap();
+        writeln!(
+            text,
+            "prog 1 {i}.000001: 1 cpu-clock: 4004 main+0x4 (/{lib}/prog)"
+        )
+        .unwrap();
     }
     assert!(text.len() > 32 << 20);
     let plain = t.path().join("flat.txt");
@@ -358,7 +384,11 @@ fn flat_stream_input_over_a_block_folds_and_never_spins() {
         }
         let o = within(c, 300).unwrap_or_else(|| panic!("{what}: still folding after 300 s"));
         assert!(o.status.success(), "{what}: {}", output_text(&o));
-        assert_eq!(String::from_utf8_lossy(&o.stdout), "prog;main 160000\n", "{what}");
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout),
+            "prog;main 160000\n",
+            "{what}"
+        );
     }
 }
 
@@ -371,7 +401,16 @@ fn array_shares_stay_put_when_a_result_dir_appears_between_task_starts() {
     }
     let task = |index: &str| {
         let o = jobprof()
-            .args(["reprocess", "-q", "--jobs", "1", "--array-count", "2", "--array-index", index])
+            .args([
+                "reprocess",
+                "-q",
+                "--jobs",
+                "1",
+                "--array-count",
+                "2",
+                "--array-index",
+                index,
+            ])
             .arg(&rp)
             .output()
             .unwrap();
@@ -406,7 +445,44 @@ fn absurd_counts_are_usage_errors_naming_the_limit() {
         let o = within(c, 60).unwrap_or_else(|| panic!("{args:?}: still running after 60 s"));
         let text = output_text(&o);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {text}");
-        assert!(text.contains("more than the limit of 1024"), "{args:?}: {text}");
-        assert!(!text.contains("panicked") && !text.contains("backtrace"), "{text}");
+        assert!(
+            text.contains("more than the limit of 1024"),
+            "{args:?}: {text}"
+        );
+        assert!(
+            !text.contains("panicked") && !text.contains("backtrace"),
+            "{text}"
+        );
     }
+}
+
+#[test]
+fn odd_query_directory_names_never_break_the_job_views_or_the_result_lines() {
+    use std::os::unix::ffi::OsStrExt;
+    let t = tempfile::tempdir().unwrap();
+    let result = t.path().join("r");
+    copy_demo(&result);
+    let worker = result.join("profiles/perf/worker_0");
+    let bad = worker.join(std::ffi::OsStr::from_bytes(b"q\xff"));
+    let newline = worker.join("q\nFORGED: failed");
+    util::copy_tree(&worker.join("q01"), &bad);
+    util::copy_tree(&worker.join("q01"), &newline);
+    let o = jobprof().arg("process").arg(&result).output().unwrap();
+    let text = output_text(&o);
+    assert!(o.status.success(), "{text}");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("job index of 3 capture(s), 2 processed"),
+        "{text}"
+    );
+    assert!(
+        stdout.lines().all(|l| !l.starts_with("FORGED")),
+        "a newline in a name split a result line: {stdout}"
+    );
+    assert!(stdout.contains("q\\nFORGED: failed: processed"), "{stdout}");
+    let index = fs::read_to_string(result.join("profiles/perf/index.json")).unwrap();
+    assert!(index.contains("is not UTF-8"), "{index}");
+    assert!(result
+        .join("profiles/perf/queries/q01/flamegraph.html")
+        .is_file());
 }

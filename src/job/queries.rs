@@ -62,7 +62,9 @@ pub fn update(
             // queries/Q reached one name at a time, never through a link.
             let dir = root.sub_create(QUERIES_DIR)?.sub_create(&q)?;
             let is_file = |n: &str| dir.entry(n).ok().flatten().is_some_and(|e| e.is_file());
-            let current = dir.read(SOURCES_JSON).is_ok_and(|s| s == sources.as_bytes())
+            let current = dir
+                .read(SOURCES_JSON)
+                .is_ok_and(|s| s == sources.as_bytes())
                 && is_file(HTML)
                 && is_file(FOLDED)
                 && is_file(crate::pprof::PPROF);

@@ -249,7 +249,15 @@ fn row(
         }
         r.off_cpu = super::offcpu_views::cells(s, rel);
     }
-    let (state, reason) = state_of(c, summary.as_ref(), outcome, earlier.get(&label));
+    let (state, reason) = match not_utf8(c) {
+        // The page and index.json name files by text: a name that is not
+        // UTF-8 cannot be linked or merged; that capture alone is refused.
+        Some(why) => (State::Refused, Some(why)),
+        None => state_of(c, summary.as_ref(), outcome, earlier.get(&label)),
+    };
+    if state == State::Refused {
+        r.flamegraph = None;
+    }
     r.state = state;
     // A capture drawn from few symbols says so where its state is shown.
     r.reason = reason.or_else(|| {
@@ -266,6 +274,18 @@ fn row(
     }
     note_header(header, c, meta.as_ref(), summary.as_ref());
     r
+}
+
+/// Why the views cannot name `c` (a worker or query directory name that
+/// is not UTF-8), or `None`.
+fn not_utf8(c: &CaptureDir) -> Option<String> {
+    let bad = c.dir.iter().rev().take(2).any(|n| n.to_str().is_none());
+    bad.then(|| {
+        format!(
+            "the directory name {:?} is not UTF-8; the job views cannot name it (rename it)",
+            c.dir.file_name().unwrap_or_default()
+        )
+    })
 }
 
 fn window(m: &Capture) -> Option<f64> {

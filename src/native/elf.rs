@@ -75,7 +75,9 @@ pub fn load(root: &Path, path: &str, build_id: Option<&[u8]>) -> DsoSymbols {
     let mut chosen: Option<(Vec<RawSymbol>, PathBuf)> = None;
     let mut plt = Vec::new();
     for f in &files {
-        let Some(map) = map_file(root, f) else { continue };
+        let Some(map) = map_file(root, f) else {
+            continue;
+        };
         let Ok(file) = ElfFile64::<Endianness>::parse(&*map) else {
             continue;
         };
