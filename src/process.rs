@@ -619,7 +619,11 @@ impl<'a> Pipeline<'a> {
 
     /// Removes temporary files a killed run left behind.
     fn remove_leftovers(&self) {
-        let mut names: Vec<&str> = vec![result_dir::SCRIPT_ZST, result_dir::MARKER];
+        let mut names: Vec<&str> = vec![
+            result_dir::SCRIPT_ZST,
+            result_dir::MARKER,
+            crate::build_ids::BUILD_IDS_TXT,
+        ];
         let formats = self.opts.formats.names();
         names.extend(formats.iter().map(String::as_str));
         let stale = result_dir::remove_stale_temporaries(&self.dir, &names);
