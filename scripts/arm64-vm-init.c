@@ -17,7 +17,7 @@ static void load(const char *p) {
 int main(void) {
     mkdir("/dev", 0755); mkdir("/proc", 0755); mkdir("/newroot", 0755);
     mount("devtmpfs", "/dev", "devtmpfs", 0, 0);
-    const char *mods[] = {"/m/crc16.ko", "/m/mbcache.ko", "/m/jbd2.ko", "/m/ext4.ko",
+    const char *mods[] = {"/m/crc32c_generic.ko", "/m/crc16.ko", "/m/mbcache.ko", "/m/jbd2.ko", "/m/ext4.ko",
                           "/m/virtio_mmio.ko", "/m/virtio_blk.ko", 0};
     for (int i = 0; mods[i]; i++) load(mods[i]);
     for (int i = 0; i < 200 && access("/dev/vda", F_OK) != 0; i++) usleep(50000);

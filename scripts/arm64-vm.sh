@@ -155,6 +155,7 @@ make_initrd() {
   cp "$STEER/scripts/arm64-vm-init.c" "$w/init.c"
   aarch64-linux-gnu-gcc -static -O2 -o "$w/init" "$w/init.c"
   python3 "$STEER/scripts/arm64-vm-cpio.py" "$out" "init=$w/init" "m/crc16.ko=$M/lib/crc16.ko" \
+    "m/crc32c_generic.ko=$M/crypto/crc32c_generic.ko" \
     "m/mbcache.ko=$M/fs/mbcache.ko" "m/jbd2.ko=$M/fs/jbd2/jbd2.ko" "m/ext4.ko=$M/fs/ext4/ext4.ko" \
     "m/virtio_mmio.ko=$M/drivers/virtio/virtio_mmio.ko" "m/virtio_blk.ko=$M/drivers/block/virtio_blk.ko"
 }
