@@ -146,7 +146,8 @@ st_image() {
 }
 
 # A minimal initrd made on the host: a static aarch64 /init that loads virtio-mmio, virtio-blk and
-# ext4 (with its dependencies) from the guest's modules, mounts /dev/vda and execs its /sbin/init.
+# ext4 (with its dependencies) and the 9p share's modules from the guest's, mounts /dev/vda and
+# execs its /sbin/init.
 make_initrd() {
   local out=$1 w=$C/initrd-build kv
   kv=$(basename "$(readlink -f "$ROOTFS/vmlinuz")"); kv=${kv#vmlinuz-}
@@ -155,8 +156,14 @@ make_initrd() {
   cp "$STEER/scripts/arm64-vm-init.c" "$w/init.c"
   aarch64-linux-gnu-gcc -static -O2 -o "$w/init" "$w/init.c"
   python3 "$STEER/scripts/arm64-vm-cpio.py" "$out" "init=$w/init" "m/crc16.ko=$M/lib/crc16.ko" \
+    "m/crc32c_generic.ko=$M/crypto/crc32c_generic.ko" \
     "m/mbcache.ko=$M/fs/mbcache.ko" "m/jbd2.ko=$M/fs/jbd2/jbd2.ko" "m/ext4.ko=$M/fs/ext4/ext4.ko" \
-    "m/virtio_mmio.ko=$M/drivers/virtio/virtio_mmio.ko" "m/virtio_blk.ko=$M/drivers/block/virtio_blk.ko"
+    "m/virtio_mmio.ko=$M/drivers/virtio/virtio_mmio.ko" "m/virtio_blk.ko=$M/drivers/block/virtio_blk.ko" \
+    "m/virtio_pci_legacy_dev.ko=$M/drivers/virtio/virtio_pci_legacy_dev.ko" \
+    "m/virtio_pci_modern_dev.ko=$M/drivers/virtio/virtio_pci_modern_dev.ko" \
+    "m/virtio_pci.ko=$M/drivers/virtio/virtio_pci.ko" "m/netfs.ko=$M/fs/netfs/netfs.ko" \
+    "m/fscache.ko=$M/fs/fscache/fscache.ko" "m/9pnet.ko=$M/net/9p/9pnet.ko" \
+    "m/9pnet_virtio.ko=$M/net/9p/9pnet_virtio.ko" "m/9p.ko=$M/fs/9p/9p.ko"
 }
 
 # ---------------------------------------------------------------- boot and run the guest script
