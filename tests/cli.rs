@@ -315,6 +315,7 @@ fn process_results_on_stdout_only_and_quiet() {
             "stacks.folded",
             "summary.json",
             "profile.speedscope.json",
+            "profile.pb.gz",
         ] {
             assert!(cap.join(f).exists(), "--formats all: {f}");
         }
