@@ -593,7 +593,7 @@ impl<'a> Pipeline<'a> {
         let mut build_ids = Vec::new();
         if self.opts.formats.report {
             let profile = self.report_profile(&pass, archive_bytes.is_some())?;
-            self.write_report(&pass, &profile)?;
+            self.write_report(&profile, off_cpu.as_ref())?;
             outputs.push(crate::report::REPORT_TXT.to_string());
             build_ids = self.write_build_ids(&profile, &mut pass.warnings, &mut outputs)?;
         }
@@ -847,9 +847,13 @@ impl<'a> Pipeline<'a> {
         Ok(profile)
     }
 
-    fn write_report(&self, pass: &Pass, profile: &crate::report::Profile) -> Result<()> {
+    fn write_report(
+        &self,
+        profile: &crate::report::Profile,
+        off_cpu: Option<&crate::offcpu::Summary>,
+    ) -> Result<()> {
         let opts = crate::report::Options {
-            sections: self.report_sections(pass),
+            sections: Self::report_sections(off_cpu),
             ..crate::report::Options::default()
         };
         let name = crate::report::REPORT_TXT;
@@ -895,8 +899,19 @@ impl<'a> Pipeline<'a> {
 
     /// Further sections of `report.txt` after the functions (per-thread
     /// totals, off-CPU time: none yet).
-    fn report_sections(&self, _pass: &Pass) -> Vec<crate::report::Section> {
-        Vec::new()
+    /// The report's sections after the functions: the per-thread on-CPU,
+    /// runnable and blocked time of a capture recorded with `--off-cpu`.
+    fn report_sections(off_cpu: Option<&crate::offcpu::Summary>) -> Vec<crate::report::Section> {
+        off_cpu
+            .map(|s| crate::report::Section {
+                title: "time per thread (on-CPU, runnable, blocked; from --off-cpu)".into(),
+                lines: crate::offcpu::thread_table(s)
+                    .lines()
+                    .map(str::to_string)
+                    .collect(),
+            })
+            .into_iter()
+            .collect()
     }
 
     /// Why pictures are not drawn (too little symbolized), if so; a fold

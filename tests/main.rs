@@ -2,8 +2,8 @@
 //! area. Modules that need real components (perf, Slurm) say so loudly when
 //! those are missing, and fail under CI (`CI=true`).
 
-mod attacks;
 mod arm64;
+mod attacks;
 mod cli;
 mod faults;
 mod fold;
@@ -13,8 +13,8 @@ mod job;
 mod legacy;
 mod native;
 mod nsys;
-mod pprof;
 mod offcpu;
+mod pprof;
 mod process;
 mod record;
 mod render;

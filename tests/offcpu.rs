@@ -139,6 +139,10 @@ fn offcpu_burn_sleep_wait_shares_and_a_thread_blocked_all_window() {
     ] {
         assert!(cap.join(name).is_file(), "{name} missing");
     }
+    // report.txt ends with the per-thread totals.
+    let text = fs::read_to_string(cap.join("report.txt")).unwrap();
+    assert!(text.contains("# time per thread"), "{text}");
+    assert!(text.contains("Off-CPU: window"), "{text}");
     let sleep = share(&cap.join("offcpu.folded"), "phase_sleep", window);
     let wait = share(&cap.join("offcpu.folded"), "phase_wait", window);
     let burn = share(&cap.join("wallclock.folded"), "phase_burn", window);
