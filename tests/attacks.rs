@@ -203,12 +203,8 @@ fn a_run_never_removes_the_temporaries_of_another_run_on_the_same_capture() {
 fn mkfifo(p: &Path) {
     let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
     // SAFETY: a valid NUL-terminated path.
-    assert_eq!(
-        unsafe { libc::mkfifo(c.as_ptr(), 0o666) },
-        0,
-        "{}",
-        p.display()
-    );
+    let r = unsafe { libc::mkfifo(c.as_ptr(), 0o666) };
+    assert_eq!(r, 0, "{}", p.display());
 }
 
 /// Runs `c` to its end or kills it after `secs` (then: `None`).
