@@ -187,7 +187,10 @@ fn handled(ty: u32) -> bool {
         ty,
         1..=10 // MMAP LOST COMM EXIT THROTTLE UNTHROTTLE FORK READ SAMPLE MMAP2
         | 13..=16 // LOST_SAMPLES SWITCH SWITCH_CPU_WIDE NAMESPACES
-        | 18 | 19 // BPF_EVENT CGROUP
+        // KSYMBOL: kernel symbols of BPF programs and trampolines (systemd
+        // loads some on every boot); samples in them print as `[unknown]`
+        // where perf names the program (docs/native-symbolizer.md).
+        | 17 | 18 | 19 // KSYMBOL BPF_EVENT CGROUP
         | 64..=69 // HEADER_ATTR EVENT_TYPE TRACING_DATA BUILD_ID FINISHED_ROUND ID_INDEX
         | 72..=80 // AUXTRACE_ERROR THREAD_MAP CPU_MAP STAT_CONFIG STAT STAT_ROUND EVENT_UPDATE TIME_CONV HEADER_FEATURE
         | 82 // FINISHED_INIT

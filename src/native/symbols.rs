@@ -223,7 +223,8 @@ pub fn demangle(name: &str) -> std::borrow::Cow<'_, str> {
     }
     if name.starts_with("_Z") {
         if let Ok(sym) = cpp_demangle::Symbol::new(name.as_bytes()) {
-            let opts = cpp_demangle::DemangleOptions::new();
+            // perf demangles with DMGL_NO_OPTS: no parameters, no return type.
+            let opts = cpp_demangle::DemangleOptions::new().no_params().no_return_type();
             if let Ok(s) = sym.demangle_with_options(&opts) {
                 return Cow::Owned(s);
             }
