@@ -224,7 +224,9 @@ pub fn demangle(name: &str) -> std::borrow::Cow<'_, str> {
     if name.starts_with("_Z") {
         if let Ok(sym) = cpp_demangle::Symbol::new(name.as_bytes()) {
             // perf demangles with DMGL_NO_OPTS: no parameters, no return type.
-            let opts = cpp_demangle::DemangleOptions::new().no_params().no_return_type();
+            let opts = cpp_demangle::DemangleOptions::new()
+                .no_params()
+                .no_return_type();
             if let Ok(s) = sym.demangle_with_options(&opts) {
                 return Cow::Owned(s);
             }
