@@ -1300,15 +1300,6 @@ impl<'a> Pipeline<'a> {
             };
             native.push(ok);
         }
-        if let Some(why) = self.cross_arch(&native) {
-            let msg = format!(
-                "{why}; process it on a node of that architecture, or with --symbolizer native \
-                 (auto) where the native symbolizer takes the shard"
-            );
-            self.log(format!("warning: {msg}"));
-            *cross = Some(msg);
-            return None;
-        }
         for (why, shards) in refused {
             let list: Vec<String> = shards.iter().map(u32::to_string).collect();
             let msg = format!(
@@ -1317,6 +1308,15 @@ impl<'a> Pipeline<'a> {
             );
             self.log(format!("warning: {msg}"));
             warnings.push(msg);
+        }
+        if let Some(why) = self.cross_arch(&native) {
+            let msg = format!(
+                "{why}; process it on a node of that architecture, or with --symbolizer native \
+                 (auto) where the native symbolizer takes the shard"
+            );
+            self.log(format!("warning: {msg}"));
+            *cross = Some(msg);
+            return None;
         }
         let perf = self.perf.as_ref().ok();
         if native.iter().any(|n| !n) && perf.is_none() {

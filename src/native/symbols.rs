@@ -223,7 +223,10 @@ pub fn demangle(name: &str) -> std::borrow::Cow<'_, str> {
     }
     if name.starts_with("_Z") {
         if let Ok(sym) = cpp_demangle::Symbol::new(name.as_bytes()) {
-            let opts = cpp_demangle::DemangleOptions::new();
+            // perf demangles with DMGL_NO_OPTS: no parameters, no return type.
+            let opts = cpp_demangle::DemangleOptions::new()
+                .no_params()
+                .no_return_type();
             if let Ok(s) = sym.demangle_with_options(&opts) {
                 return Cow::Owned(s);
             }
@@ -340,7 +343,12 @@ mod tests {
     #[test]
     fn demangles_cpp_and_rust() {
         assert_eq!(demangle("main"), "main");
-        assert_eq!(demangle("_ZN3foo3barEv"), "foo::bar()");
+        // As perf prints it (DMGL_NO_OPTS): no parameters, no return type.
+        assert_eq!(demangle("_ZN3foo3barEv"), "foo::bar");
+        assert_eq!(
+            demangle("_ZN4work9sort_someImEEvRSt6vectorIT_SaIS2_EE"),
+            "work::sort_some<unsigned long>"
+        );
         assert_eq!(
             demangle("_ZN4core3ptr13drop_in_place17h0123456789abcdefE"),
             "core::ptr::drop_in_place"
