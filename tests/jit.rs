@@ -275,6 +275,9 @@ fn process(c: &Captured, tmp: &Path, symbolizer: &str, edit: impl Fn(&Path)) -> 
             .arg("process")
             .arg(&dst)
             .args(["--formats", "folded,summary", "--min-symbolized", "0"])
+            // The truth is `perf script` without inline frames; native
+            // runs expand them by default.
+            .arg("--no-inline")
             .arg(format!("--symbolizer={symbolizer}"))
             .output()
             .unwrap()
