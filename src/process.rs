@@ -831,7 +831,11 @@ impl<'a> Pipeline<'a> {
     /// text that was folded), which keeps each frame's DSO; from the folded
     /// stacks when there is neither.
     fn report_profile(&self, pass: &Pass, archived: bool) -> Result<crate::report::Profile> {
-        let text = if archived {
+        // A capture without samples (an off-CPU capture of a thread that
+        // only slept) gets a report of nothing, not a failure.
+        let text = if pass.folded.stacks.is_empty() {
+            None
+        } else if archived {
             Some(self.dir.join(result_dir::SCRIPT_ZST))
         } else if pass.kernel.is_none() {
             self.cap.script_text.clone()

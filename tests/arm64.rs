@@ -92,6 +92,10 @@ fn native_agrees_with(
 ) -> HashMap<String, u64> {
     let (t, rd) = unpack(name);
     let mut args = vec!["--symbolizer", "native"];
+    if kind == "noinline" {
+        // Native runs expand inline frames unless told not to.
+        args.push("--no-inline");
+    }
     args.extend_from_slice(extra);
     let o = process(&rd, &args);
     assert!(o.status.success(), "{}", text(&o));

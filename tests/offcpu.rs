@@ -311,6 +311,11 @@ fn offcpu_capture_without_switch_data_says_so() {
     );
     let out = jobprof().arg("process").arg(&root).output().unwrap();
     let cap = root.join("worker_0/q1");
+    assert!(
+        cap.join("summary.json").is_file(),
+        "no summary.json: {}",
+        output_text(&out)
+    );
     let s = summary(&cap);
     let why = s["off_cpu"]["not_drawn"].as_str().unwrap_or_default();
     assert!(why.contains("no off-CPU time to draw"), "{s}");
