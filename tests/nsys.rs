@@ -1468,3 +1468,36 @@ fn a_scan_past_the_timeout_ends_with_the_timeout_outcome_and_a_manifest() {
         stderr(&out)
     );
 }
+
+#[test]
+fn plan_refuses_a_nul_byte_and_prints_control_characters_escaped() {
+    // A NUL byte can be in no argv word: refused, naming where it is.
+    plan_fails(
+        "",
+        r#"env = { TAG = "a\u0000b" }"#,
+        &[],
+        &["launch.env.TAG: contains a NUL byte"],
+    );
+    // Other control characters are printed escaped, on one line.
+    let out = plan_with(
+        "",
+        r#"env = { BANNER = "line1\nline2\u001b[31m" }"#,
+        &[],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        !text.trim_end().contains('\n') && !text.contains('\u{1b}'),
+        "{text:?}"
+    );
+    assert!(text.contains(r"BANNER=$'line1\nline2\x1b[31m'"), "{text}");
+    let panel = stdout(&plan_with(
+        "",
+        r#"env = { BANNER = "x\u0007" }"#,
+        &[],
+        &["--dry-run"],
+    ));
+    assert!(!panel.contains('\u{7}'), "{panel:?}");
+    assert!(panel.contains(r"BANNER=$'x\x07'"), "{panel}");
+}
