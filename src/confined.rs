@@ -67,6 +67,14 @@ fn step_error(path: &Path, e: io::Error, is_link: impl FnOnce() -> bool) -> Erro
 pub struct Entry {
     /// `st_mode`.
     pub mode: u32,
+    /// `st_dev`: with `ino`, what identifies a directory without its path.
+    pub dev: u64,
+    /// `st_ino`.
+    pub ino: u64,
+    /// `st_size` in bytes.
+    pub size: u64,
+    /// `st_mtime` in nanoseconds since the epoch.
+    pub mtime_ns: i64,
 }
 
 impl Entry {
@@ -249,7 +257,13 @@ impl Dir {
             )
         };
         if r == 0 {
-            return Ok(Some(Entry { mode: st.st_mode }));
+            return Ok(Some(Entry {
+                mode: st.st_mode,
+                dev: st.st_dev,
+                ino: st.st_ino,
+                size: u64::try_from(st.st_size).unwrap_or(0),
+                mtime_ns: st.st_mtime.saturating_mul(1_000_000_000) + st.st_mtime_nsec,
+            }));
         }
         let e = io::Error::last_os_error();
         match e.raw_os_error() {

@@ -1371,3 +1371,133 @@ profiling_mode = "often""#,
         ],
     );
 }
+
+/// Depth of the deep trees: 2 bytes a level, past PATH_MAX (4096).
+const DEEP: usize = 2100;
+
+/// Makes `DEEP` nested directories `d/d/...` under `base` (one
+/// `mkdirat` at a time, so no path is ever too long) with `bytes` written
+/// to `name` at the bottom.
+fn deep_report(base: &Path, name: &str, bytes: &str) {
+    use std::io::Write;
+    fs::create_dir_all(base).unwrap();
+    let mut dir = jobprof::confined::Dir::open(base).unwrap();
+    for _ in 0..DEEP {
+        dir = dir.sub_create("d").unwrap();
+    }
+    let mut f = dir
+        .open_at(name, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o644)
+        .unwrap();
+    f.write_all(bytes.as_bytes()).unwrap();
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[test]
+fn collect_finds_rescues_and_archives_reports_deeper_than_path_max_in_time() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("reports");
+    let rt = d.path().join("runtime-rank1");
+    deep_report(&root, "5_a_rank0.nsys-rep", "rank zero, deep");
+    deep_report(&rt, "5_b_rank1.nsys-rep", "rank one, deep in its workspace");
+    let started = Instant::now();
+    let out = run(jobprof()
+        .args(["nsys", "collect", "--report-root"])
+        .arg(&root)
+        .arg("--runtime-dir")
+        .arg(&rt)
+        .args(["--expect-ranks", "2", "--archive", "--poll", POLL])
+        .args(["--settle", "500ms", "--timeout", "20s"]));
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // Before the walk by descriptor: 193 s, then exit 2 "File name too long".
+    assert!(took < Duration::from_secs(60), "took {took:?}");
+    let m = manifest(&root);
+    assert_eq!(m["status"], "complete");
+    assert_eq!(m["scan_incomplete"], false);
+    let deep = "d/".repeat(DEEP);
+    let e0 = entry(&m, "5_a_rank0.nsys-rep");
+    assert_eq!(e0["path"], format!("{deep}5_a_rank0.nsys-rep"));
+    assert_eq!(e0["sha256"], sha256_hex(b"rank zero, deep"));
+    let e1 = entry(&m, "5_b_rank1.nsys-rep");
+    assert_eq!(e1["source"], "rescued");
+    assert_eq!(e1["path"], format!("rescued/{deep}5_b_rank1.nsys-rep"));
+    assert_eq!(e1["sha256"], sha256_hex(b"rank one, deep in its workspace"));
+    // The archive holds both deep reports under their long names.
+    let file = fs::File::open(root.join("reports.tar.zst")).unwrap();
+    let mut tar = tar::Archive::new(zstd::Decoder::new(file).unwrap());
+    let mut names: Vec<String> = tar
+        .entries()
+        .unwrap()
+        .map(|e| e.unwrap().path().unwrap().display().to_string())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            format!("{deep}5_a_rank0.nsys-rep"),
+            "manifest.json".to_string(),
+            format!("rescued/{deep}5_b_rank1.nsys-rep"),
+        ]
+    );
+}
+
+#[test]
+fn a_scan_past_the_timeout_ends_with_the_timeout_outcome_and_a_manifest() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("reports");
+    deep_report(&root, "6_a_rank0.nsys-rep", "deep");
+    // Walking 2,100 directories takes far longer than 1ms: the scan is cut.
+    let out = run(jobprof()
+        .args(["nsys", "collect", "--report-root"])
+        .arg(&root)
+        .args(["--expect-ranks", "1", "--poll", POLL, "--settle", "500ms"])
+        .args(["--timeout", "1ms"]));
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    let m = manifest(&root);
+    assert_eq!(m["scan_incomplete"], true);
+    assert_eq!(m["status"], "missing-ranks");
+    assert!(
+        stderr(&out).contains("did not finish before the timeout"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn plan_refuses_a_nul_byte_and_prints_control_characters_escaped() {
+    // A NUL byte can be in no argv word: refused, naming where it is.
+    plan_fails(
+        "",
+        r#"env = { TAG = "a\u0000b" }"#,
+        &[],
+        &["launch.env.TAG: contains a NUL byte"],
+    );
+    // Other control characters are printed escaped, on one line.
+    let out = plan_with(
+        "",
+        r#"env = { BANNER = "line1\nline2\u001b[31m" }"#,
+        &[],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        !text.trim_end().contains('\n') && !text.contains('\u{1b}'),
+        "{text:?}"
+    );
+    assert!(text.contains(r"BANNER=$'line1\nline2\x1b[31m'"), "{text}");
+    let panel = stdout(&plan_with(
+        "",
+        r#"env = { BANNER = "x\u0007" }"#,
+        &[],
+        &["--dry-run"],
+    ));
+    assert!(!panel.contains('\u{7}'), "{panel:?}");
+    assert!(panel.contains(r"BANNER=$'x\x07'"), "{panel}");
+}

@@ -396,10 +396,9 @@ impl Symbolizer {
                 };
                 crate::input::open_regular(p, links)
                     .ok()
-                    .and_then(|mut f| {
-                        let mut t = String::new();
-                        std::io::Read::read_to_string(&mut f, &mut t).ok()?;
-                        Some(symbols::parse_kallsyms(&t))
+                    .and_then(|f| {
+                        let f = std::io::BufReader::with_capacity(1 << 16, f);
+                        symbols::read_kallsyms(f).ok()
                     })
                     .unwrap_or_default()
             }

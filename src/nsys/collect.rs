@@ -24,7 +24,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use super::duration::format_duration;
-use super::{compact_ranks, Error, Log, ReportName, REPORT_SUFFIX};
+use super::{compact_ranks, Error, Log, ReportName};
 use crate::atomic::{AtomicFile, Destination};
 use crate::digest::Sha256Reader;
 use crate::progress::{format_utc, Progress};
@@ -139,6 +139,7 @@ struct Stamp {
 }
 
 impl Stamp {
+    #[cfg(test)]
     fn of(m: &fs::Metadata) -> Stamp {
         Stamp {
             bytes: m.len(),
@@ -159,11 +160,21 @@ impl Baseline {
     /// Records every report under the report root and the runtime dirs.
     pub fn take(opts: &CollectOptions) -> Result<Baseline> {
         let mut files = HashMap::new();
-        for f in scan(&opts.report_root, &opts.runtime_dirs)? {
-            files.insert(f.path, f.stamp);
-        }
-        for dir in &opts.runtime_dirs {
-            for f in scan(dir, &[])? {
+        let deadline = Instant::now() + opts.timeout;
+        let mut roots = vec![(&opts.report_root, opts.runtime_dirs.as_slice())];
+        roots.extend(opts.runtime_dirs.iter().map(|d| (d, &[][..])));
+        for (root, skip) in roots {
+            let (found, cut) = scan(root, skip, Some(deadline))?;
+            if cut {
+                return Err(Error::Usage(format!(
+                    "{}: listing the reports that already exist (the baseline) took longer \
+                     than --timeout {}; give a report root holding fewer files, or a longer \
+                     --timeout",
+                    root.display(),
+                    format_duration(opts.timeout)
+                )));
+            }
+            for f in found {
                 files.insert(f.path, f.stamp);
             }
         }
@@ -306,6 +317,10 @@ pub struct Manifest {
     pub elapsed_s: f64,
     /// The archive, relative to the report root, when one was written.
     pub archive: Option<PathBuf>,
+    /// True when the last scan of the report tree did not finish before the
+    /// timeout (the reports are those of the last whole poll, if any).
+    #[serde(default)]
+    pub scan_incomplete: bool,
     /// One entry per report and per missing rank, by rank then path.
     pub reports: Vec<ReportEntry>,
 }
@@ -353,7 +368,13 @@ impl Collection {
             }),
             OverallStatus::Timeout => {
                 let mut changing = named(ReportStatus::Incomplete);
-                if changing.is_empty() {
+                if m.scan_incomplete {
+                    changing.push(format!(
+                        "(the scan of the report tree did not finish within the timeout of {}s; \
+                         the manifest lists what the last whole poll found)",
+                        m.timeout_s
+                    ));
+                } else if changing.is_empty() {
                     changing.push(format!(
                         "(none changed in the last {}s, but the settle window of {}s had not \
                          passed since the last change or since waiting began)",
@@ -378,54 +399,34 @@ struct Found {
     stamp: Stamp,
 }
 
-/// Finds `*.nsys-rep` files under `root` (recursively, following no
-/// symbolic link: a linked report or directory is not collected, so a link
-/// planted in a report tree cannot make jobprof read, rescue or archive a
-/// file elsewhere), skipping the directories in `skip`. Files that vanish
-/// during the walk are left out.
-fn scan(root: &Path, skip: &[PathBuf]) -> Result<Vec<Found>> {
-    let skip: Vec<PathBuf> = skip
+/// Finds `*.nsys-rep` files under `root` (recursively, at any depth,
+/// following no symbolic link: a linked report or directory is not
+/// collected, so a link planted in a report tree cannot make jobprof read,
+/// rescue or archive a file elsewhere), skipping the directories in `skip`
+/// (recognised by device and inode, see [`mod@super::walk`]). Files that
+/// vanish during the walk are left out. The second value is true when
+/// `deadline` passed before the walk finished (what it found is returned).
+fn scan(root: &Path, skip: &[PathBuf], deadline: Option<Instant>) -> Result<(Vec<Found>, bool)> {
+    let skip: Vec<(u64, u64)> = skip
         .iter()
-        .filter_map(|d| fs::canonicalize(d).ok())
+        .filter_map(|d| fs::metadata(d).ok())
+        .map(|m| (m.dev(), m.ino()))
         .collect();
-    let mut out = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let entries = match fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound && dir != root => continue,
-            Err(e) => return Err(Error::io(&dir, e)),
-        };
-        for entry in entries {
-            let entry = entry.map_err(|e| Error::io(&dir, e))?;
-            let path = entry.path();
-            let Ok(ft) = entry.file_type() else { continue };
-            if ft.is_dir() {
-                let canon = fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
-                if !skip.contains(&canon) {
-                    stack.push(path);
-                }
-                continue;
-            }
-            if !entry.file_name().to_string_lossy().ends_with(REPORT_SUFFIX) {
-                continue;
-            }
-            let meta = match fs::symlink_metadata(&path) {
-                Ok(m) if m.is_file() => m,
-                Ok(_) => continue,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(Error::io(&path, e)),
-            };
-            let rel = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
-            out.push(Found {
-                path,
-                rel,
-                stamp: Stamp::of(&meta),
-            });
-        }
-    }
+    let walked = super::walk::walk(root, &skip, deadline)?;
+    let mut out: Vec<Found> = walked
+        .hits
+        .into_iter()
+        .map(|h| Found {
+            path: root.join(&h.rel),
+            rel: h.rel,
+            stamp: Stamp {
+                bytes: h.size,
+                mtime_ns: h.mtime_ns,
+            },
+        })
+        .collect();
     out.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(out)
+    Ok((out, walked.cut))
 }
 
 /// What one file last looked like and when that last changed.
@@ -519,21 +520,27 @@ impl Current {
 }
 
 /// Copies new or grown reports from the runtime dirs into `DIR/rescued/`.
-/// Returns the map from rescued copy to its origin.
+/// Returns the map from rescued copy to its origin, and whether a scan was
+/// cut by `deadline`.
 fn rescue(
     opts: &CollectOptions,
     baseline: Option<&Baseline>,
     watch: &mut Watch,
     sources: &mut Vec<(PathBuf, Stamp)>,
+    deadline: Instant,
     log: &Log,
-) -> Result<HashMap<PathBuf, PathBuf>> {
+) -> Result<(HashMap<PathBuf, PathBuf>, bool)> {
     let rescued_root = opts.report_root.join(RESCUED_DIR);
     let mut origins: HashMap<PathBuf, PathBuf> = HashMap::new();
     for dir in &opts.runtime_dirs {
         if !dir.is_dir() {
             continue;
         }
-        for f in scan(dir, &[])? {
+        let (found, cut) = scan(dir, &[], Some(deadline))?;
+        if cut {
+            return Ok((origins, true));
+        }
+        for f in found {
             if baseline.is_some_and(|b| b.ignores(&f.path, f.stamp)) {
                 continue;
             }
@@ -552,7 +559,7 @@ fn rescue(
                 continue;
             }
             origins.insert(dest.clone(), f.path.clone());
-            let existing = fs::metadata(&dest).ok().map(|m| m.len());
+            let existing = rescued_size(&opts.report_root, &f.rel);
             match existing {
                 Some(len) if len == f.stamp.bytes => continue,
                 Some(len) if len > f.stamp.bytes => {
@@ -569,7 +576,7 @@ fn rescue(
                 }
                 _ => {}
             }
-            let copied = copy_atomic(&f.path, &dest, &opts.report_root)?;
+            let copied = copy_atomic(dir, &f.rel, &opts.report_root)?;
             log.line(format!(
                 "rescued {} ({copied} bytes) -> {}",
                 f.path.display(),
@@ -577,38 +584,36 @@ fn rescue(
             ));
         }
     }
-    Ok(origins)
+    Ok((origins, false))
 }
 
-/// Opens a report for reading without following a symbolic link.
-fn open_nofollow(path: &Path) -> Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| Error::io(path, e))
+/// Opens the report `rel` under `root` for reading, one directory at a
+/// time (any depth, no symbolic link, never blocking on a special file).
+fn open_report(root: &Path, rel: &Path) -> Result<File> {
+    let (dir, name) = super::walk::parent_in(root, rel, false)?;
+    Ok(dir.open_read(name)?)
 }
 
-/// Copies `src` to `dest` through a temporary name in `dest`'s directory
-/// (which does not end in `.nsys-rep`, so scans never see a partial copy).
-/// Every directory between `root` and `dest` must be a real directory,
-/// not a planted symbolic link.
-fn copy_atomic(src: &Path, dest: &Path, root: &Path) -> Result<u64> {
-    if let Some(parent) = dest.parent() {
-        fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
-        let below = parent.strip_prefix(root).unwrap_or(parent);
-        let mut dir = root.to_path_buf();
-        for part in below.components() {
-            dir.push(part);
-            if let Some(what) = crate::atomic::non_regular(&dir).filter(|w| *w != "a directory") {
-                return Err(crate::atomic::not_plain(&dir, what).into());
-            }
-        }
-    }
-    let mut input = open_nofollow(src)?;
-    let mut out = AtomicFile::open(dest, Destination::Confined, true)?;
-    let n = io::copy(&mut input, &mut out).map_err(|e| Error::io(src, e))?;
+/// The size of the rescued copy of the runtime-dir report `rel`, if any.
+fn rescued_size(report_root: &Path, rel: &Path) -> Option<u64> {
+    let rel = Path::new(RESCUED_DIR).join(rel);
+    let (dir, name) = super::walk::parent_in(report_root, &rel, false).ok()?;
+    let e = dir.entry(name).ok()??;
+    e.is_file().then_some(e.size)
+}
+
+/// Copies the report `rel` of the runtime dir `src_root` to
+/// `report_root/rescued/rel` through a temporary name beside it (which does
+/// not end in `.nsys-rep`, so scans never see a partial copy). Both sides
+/// are reached one directory at a time, so a planted symbolic link on the
+/// way is refused and no depth is too deep.
+fn copy_atomic(src_root: &Path, rel: &Path, report_root: &Path) -> Result<u64> {
+    let src = src_root.join(rel);
+    let mut input = open_report(src_root, rel)?;
+    let dest = Path::new(RESCUED_DIR).join(rel);
+    let (dir, name) = super::walk::parent_in(report_root, &dest, true)?;
+    let mut out = AtomicFile::create_in(&dir, name, true)?;
+    let n = io::copy(&mut input, &mut out).map_err(|e| Error::io(&src, e))?;
     out.commit()?;
     Ok(n)
 }
@@ -717,6 +722,7 @@ fn new_manifest(
         finished_at: String::new(),
         elapsed_s: 0.0,
         archive: None,
+        scan_incomplete: polled.cut,
         reports: entries,
     }
 }
@@ -800,6 +806,8 @@ struct Polled {
     ignored: usize,
     /// Every report seen at any poll: one that vanished is recorded missing.
     ever: BTreeMap<PathBuf, (PathBuf, ReportName, u64)>,
+    /// The last scan was cut by the deadline.
+    cut: bool,
 }
 
 /// Polls every `opts.poll` until the reports have settled (every expected
@@ -815,9 +823,25 @@ fn poll_until_settled(
     let mut watch = Watch::new(Instant::now());
     let mut poll_no = 0u64;
     let mut ever = BTreeMap::new();
+    let mut last_whole: Option<(Vec<Current>, usize)> = None;
     loop {
         poll_no += 1;
-        let (reports, ignored, changed, now) = poll_reports(opts, baseline, &mut watch, log)?;
+        let looked = poll_reports(opts, baseline, &mut watch, deadline, log)?;
+        let (changed, now, cut) = (looked.changed, looked.now, looked.cut);
+        // A scan cut by the deadline saw only part of the tree: the last
+        // whole poll (if any) is what is known, and nothing counts as
+        // settled.
+        let (reports, ignored) = match (cut, last_whole.take()) {
+            (true, Some(whole)) => whole,
+            (_, _) => (looked.reports, looked.ignored),
+        };
+        if cut {
+            log.line(format!(
+                "the scan of the report tree did not finish before the timeout ({}); \
+                 recording what the last whole poll found",
+                format_duration(opts.timeout)
+            ));
+        }
         for r in &reports {
             ever.insert(
                 r.found.path.clone(),
@@ -837,8 +861,11 @@ fn poll_until_settled(
             })
             .count();
         let quiet_for = now.duration_since(watch.last_change);
-        let settled =
-            !reports.is_empty() && empty == 0 && missing.is_empty() && quiet_for >= opts.settle;
+        let settled = !cut
+            && !reports.is_empty()
+            && empty == 0
+            && missing.is_empty()
+            && quiet_for >= opts.settle;
         let seen = PollSeen {
             reports: &reports,
             missing: &missing,
@@ -857,7 +884,8 @@ fn poll_until_settled(
 
         let status = if settled {
             OverallStatus::Complete
-        } else if now < deadline {
+        } else if now < deadline && !cut {
+            last_whole = Some((reports, ignored));
             std::thread::sleep(opts.poll.min(deadline - now));
             continue;
         } else if !missing.is_empty() || reports.is_empty() {
@@ -873,6 +901,7 @@ fn poll_until_settled(
             missing,
             ignored,
             ever,
+            cut,
         });
     }
 }
@@ -920,18 +949,35 @@ impl PollSeen<'_> {
     }
 }
 
+/// What one poll found.
+struct Looked {
+    reports: Vec<Current>,
+    /// How many were left out as the baseline's.
+    ignored: usize,
+    /// The paths that changed since the last poll.
+    changed: BTreeSet<PathBuf>,
+    /// When it looked.
+    now: Instant,
+    /// A scan was cut by the deadline: `reports` is what it found so far.
+    cut: bool,
+}
+
 /// One poll: rescues what the ranks left in their runtime dirs, scans for
-/// reports, leaves out the baseline's. Returns the reports, how many were
-/// left out, the paths that changed since the last poll, and when it looked.
+/// reports, leaves out the baseline's.
 fn poll_reports(
     opts: &CollectOptions,
     baseline: Option<&Baseline>,
     watch: &mut Watch,
+    deadline: Instant,
     log: &Log,
-) -> Result<(Vec<Current>, usize, BTreeSet<PathBuf>, Instant)> {
+) -> Result<Looked> {
     let mut sources = Vec::new();
-    let origins = rescue(opts, baseline, watch, &mut sources, log)?;
-    let found = scan(&opts.report_root, &opts.runtime_dirs)?;
+    let (origins, rescue_cut) = rescue(opts, baseline, watch, &mut sources, deadline, log)?;
+    let (found, cut) = if rescue_cut {
+        (Vec::new(), true)
+    } else {
+        scan(&opts.report_root, &opts.runtime_dirs, Some(deadline))?
+    };
     let all = found.len();
     let found: Vec<Found> = found
         .into_iter()
@@ -965,7 +1011,13 @@ fn poll_reports(
             }
         })
         .collect();
-    Ok((reports, ignored, changed, now))
+    Ok(Looked {
+        reports,
+        ignored,
+        changed,
+        now,
+        cut,
+    })
 }
 
 /// The manifest's report entries (sorted by rank, unranked last), with the
@@ -1099,7 +1151,7 @@ fn hash_and_archive(
             continue;
         };
         let path = opts.report_root.join(&rel);
-        let file = match open_nofollow(&path) {
+        let file = match open_report(&opts.report_root, &rel) {
             Ok(f) => f,
             Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
                 log.line(format!(
@@ -1234,7 +1286,12 @@ fn adopt(
     if (0..opts.expect_ranks.unwrap_or(0)).any(|r| !ranks.contains(&r)) {
         return Ok(None);
     }
-    for f in scan(&opts.report_root, &opts.runtime_dirs)? {
+    let deadline = Some(Instant::now() + opts.timeout);
+    let (found, cut) = scan(&opts.report_root, &opts.runtime_dirs, deadline)?;
+    if cut {
+        return Ok(None);
+    }
+    for f in found {
         match listed.get(&f.rel) {
             Some(e) if e.bytes == f.stamp.bytes && e.mtime_unix_ns == Some(f.stamp.mtime_ns) => {}
             Some(_) => return Ok(None),
@@ -1244,7 +1301,7 @@ fn adopt(
     }
     // Every listed file must still be there.
     for rel in listed.keys() {
-        if !opts.report_root.join(rel).is_file() {
+        if open_report(&opts.report_root, rel).is_err() {
             return Ok(None);
         }
     }
@@ -1253,7 +1310,11 @@ fn adopt(
         if !dir.is_dir() {
             continue;
         }
-        for f in scan(dir, &[])? {
+        let (found, cut) = scan(dir, &[], deadline)?;
+        if cut {
+            return Ok(None);
+        }
+        for f in found {
             let rel = Path::new(RESCUED_DIR).join(&f.rel);
             match listed.get(&rel) {
                 Some(e) if e.bytes == f.stamp.bytes => {}
@@ -1290,6 +1351,11 @@ mod tests {
         }
     }
 
+    /// A deadline that never passes in a test.
+    fn far() -> Instant {
+        Instant::now() + Duration::from_secs(3600)
+    }
+
     #[test]
     fn scan_finds_reports_recursively_and_skips_other_files() {
         let d = tempfile::tempdir().unwrap();
@@ -1297,7 +1363,7 @@ mod tests {
         write(&d.path().join("rescued/w/1_b_rank1.nsys-rep"), b"yy");
         write(&d.path().join("direct/.1_a_rank2.nsys-rep.abc.tmp"), b"z");
         write(&d.path().join("direct/1_a_rank0.qdstrm"), b"z");
-        let found = scan(d.path(), &[]).unwrap();
+        let (found, _) = scan(d.path(), &[], None).unwrap();
         let rels: Vec<_> = found.iter().map(|f| f.rel.clone()).collect();
         assert_eq!(
             rels,
@@ -1415,11 +1481,13 @@ mod tests {
         let mut watch = Watch::new(Instant::now());
         let p = Log::new(&Progress::silent(), Duration::from_secs(1), "test");
         let dest = root.join("rescued/sub/3_n_rank0.nsys-rep");
-        let origins = rescue(&opts, None, &mut watch, &mut Vec::new(), &p).unwrap();
+        let origins = rescue(&opts, None, &mut watch, &mut Vec::new(), far(), &p)
+            .unwrap()
+            .0;
         assert_eq!(origins.get(&dest), Some(&src));
         assert_eq!(fs::read(&dest).unwrap(), b"1234");
         let before = fs::metadata(&dest).unwrap().ino();
-        rescue(&opts, None, &mut watch, &mut Vec::new(), &p).unwrap();
+        rescue(&opts, None, &mut watch, &mut Vec::new(), far(), &p).unwrap();
         assert_eq!(
             fs::metadata(&dest).unwrap().ino(),
             before,
@@ -1431,11 +1499,11 @@ mod tests {
             .unwrap()
             .write_all(b"56")
             .unwrap();
-        rescue(&opts, None, &mut watch, &mut Vec::new(), &p).unwrap();
+        rescue(&opts, None, &mut watch, &mut Vec::new(), far(), &p).unwrap();
         assert_eq!(fs::read(&dest).unwrap(), b"123456");
         // A shrunken source never shrinks the copy.
         fs::write(&src, b"1").unwrap();
-        rescue(&opts, None, &mut watch, &mut Vec::new(), &p).unwrap();
+        rescue(&opts, None, &mut watch, &mut Vec::new(), far(), &p).unwrap();
         assert_eq!(fs::read(&dest).unwrap(), b"123456");
         // No temporary files are left behind.
         let names: Vec<_> = fs::read_dir(dest.parent().unwrap())

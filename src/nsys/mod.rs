@@ -25,6 +25,7 @@ pub mod duration;
 pub mod flush;
 pub mod plan;
 pub mod setup;
+mod walk;
 
 use std::fmt::Write as _;
 use std::path::PathBuf;

@@ -29,7 +29,6 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::{Error, REPORT_PATTERN};
-use crate::slurm::shell_quote;
 
 /// The profiler a config selects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -348,7 +347,7 @@ impl Plan {
                 v.join(INDENT)
             }
         };
-        let path = |p: Option<&Path>| p.map_or("(n/a)".into(), |p| p.display().to_string());
+        let path = |p: Option<&Path>| p.map_or("(n/a)".into(), crate::progress::printable);
         let mode = match (self.mode, &self.backend) {
             (Some(m), Some(b)) => format!("{} (backend {b})", m.name()),
             (Some(m), None) => m.name().to_string(),
@@ -395,6 +394,60 @@ impl Plan {
             out.push_str(&format!("  {k:<14} {v}\n"));
         }
         out
+    }
+}
+
+/// `word` quoted for a shell, as one line: a word with a control character
+/// (a newline, an escape) is written in ANSI-C quoting (`$'a\nb'`, which
+/// bash, zsh and ksh read back as the same word), so printing a plan never
+/// writes a raw control character to the terminal or splits its line.
+fn shell_quote(word: &str) -> String {
+    if !word.chars().any(char::is_control) {
+        return crate::slurm::shell_quote(word);
+    }
+    let mut out = String::from("$'");
+    for c in word.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\'' => out.push_str("\\'"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x80 && c.is_control() => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// Problems for every string of the config holding a NUL byte: no command
+/// line word, environment value or path can hold one.
+fn nul_bytes(value: &toml::Value, key: &str, p: &mut Vec<String>) {
+    match value {
+        toml::Value::String(v) if v.contains('\0') => p.push(format!(
+            "{key}: contains a NUL byte, which no command line word, environment value \
+             or path can hold; remove it"
+        )),
+        toml::Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                nul_bytes(v, &format!("{key}[{i}]"), p);
+            }
+        }
+        toml::Value::Table(t) => {
+            for (k, v) in t {
+                let sub = if key.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{key}.{k}")
+                };
+                nul_bytes(v, &sub, p);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -540,6 +593,7 @@ impl ProfilingConfig {
             }
         };
         let mut problems = unknown_keys(&table, FIELDS, "");
+        nul_bytes(&toml::Value::Table(table.clone()), "", &mut problems);
         let mut invalid = BTreeSet::new();
         let p = &mut problems;
         let i = &mut invalid;

@@ -479,6 +479,9 @@ fn check_test_record(r: &mut Report, opts: &TargetOpts, pid: u32, staging: &Path
     let data = staging.join(format!(".preflight.{tag:016x}.perf.data"));
     let log = staging.join(format!(".preflight.{tag:016x}.log"));
     let started = Instant::now();
+    // The worker's start time: a failure after it exited is its exit, not
+    // the event's or perf's permissions.
+    let born = sys::proc_stat(pid).map(|(_, start)| start);
     // The capture's own options: a mask or call graph perf or the kernel
     // refuses fails here, not at the first `start`.
     let extra = record_options(opts);
@@ -515,12 +518,23 @@ fn check_test_record(r: &mut Report, opts: &TargetOpts, pid: u32, staging: &Path
             Ok(s) => sys::describe_status(sys::shell_status(*s)),
             Err(e) => e.to_string(),
         };
-        r.push(
-            "test record",
-            Level::Fail,
-            format!("`perf record {shown} -t {pid}` failed with {st}: {why}"),
-            "check the event (-e cpu-clock works without a hardware PMU) and perf permissions",
-        );
+        let gone = born.is_none_or(|start| !sys::alive(pid, start));
+        let (detail, fix) = if gone {
+            (
+                format!(
+                    "the worker (pid {pid}) exited during the preflight, so \
+                     `perf record {shown} -t {pid}` had nothing to record ({st}: {why})"
+                ),
+                "the worker ended before the capture could start: start the sidecar while \
+                 the worker runs (or check why the worker exits this early)",
+            )
+        } else {
+            (
+                format!("`perf record {shown} -t {pid}` failed with {st}: {why}"),
+                "check the event (-e cpu-clock works without a hardware PMU) and perf permissions",
+            )
+        };
+        r.push("test record", Level::Fail, detail, fix);
     }
     let _ = fs::remove_file(&data);
     let _ = fs::remove_file(&log);
@@ -703,6 +717,42 @@ mod tests {
             call_graph: "fp".into(),
             explicit_user_regs: None,
         }
+    }
+
+    #[test]
+    fn a_worker_that_exits_during_the_test_record_is_named_as_exited() {
+        let staging = std::env::temp_dir().join(format!(
+            "jobprof-preflight-exit-{}-{:x}",
+            std::process::id(),
+            sys::random_u64()
+        ));
+        fs::create_dir(&staging).unwrap();
+        // A reaped child: its pid names no process any more.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        let mut r = Report::default();
+        check_test_record(&mut r, &opts("cpu-clock"), pid, &staging);
+        let c = &r.checks[0];
+        assert_eq!(c.level, Level::Fail);
+        assert!(
+            c.detail.contains(&format!("the worker (pid {pid}) exited")),
+            "{}",
+            c.detail
+        );
+        assert!(!c.fix.contains("permissions"), "{}", c.fix);
+        // A live worker with an event perf refuses is still the event's fault.
+        let mut r = Report::default();
+        let me = std::process::id();
+        check_test_record(&mut r, &opts("no-such-event"), me, &staging);
+        assert_eq!(r.checks[0].level, Level::Fail);
+        assert!(
+            r.checks[0].fix.contains("permissions"),
+            "{}",
+            r.checks[0].fix
+        );
+        assert!(!r.checks[0].detail.contains("exited"));
+        fs::remove_dir(&staging).unwrap();
     }
 
     #[test]
