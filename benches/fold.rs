@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use jobprof::fold::{Compat, Folder, Options};
+use jobprof::text::fold::{Compat, Folder, Options};
 
 const TARGET_BYTES: usize = 32 << 20;
 

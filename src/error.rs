@@ -114,12 +114,12 @@ pub enum Error {
     /// A Slurm command failed, or the job asked about is unknown or not
     /// running.
     #[error(transparent)]
-    Slurm(#[from] crate::slurm::Error),
+    Slurm(#[from] crate::sys::slurm::Error),
 
     /// Rendering failed: nothing to draw, a bad option, or the output could
     /// not be written.
     #[error(transparent)]
-    Render(#[from] crate::render::Error),
+    Render(#[from] crate::output::render::Error),
 }
 
 impl Error {

@@ -1,21 +1,37 @@
 //! jobprof turns profiling captures of cluster (Slurm) jobs into flamegraphs,
 //! summaries and compact archives.
 //!
-//! The modules follow the data's way through the tool: [`input`] opens files
-//! (memory map or stream, with magic-byte sniffing), [`perf_script`] parses
-//! `perf script` lines, [`fold`] turns the text into collapsed stacks,
-//! [`render`] draws flamegraphs (SVG, offline HTML, speedscope), and the
-//! later stages process result directories (and draw their job-level views,
-//! [`job`]), talk to Slurm ([`slurm`],
-//! [`repl`]) and gather Nsight Systems reports ([`nsys`]). Every file is
-//! written through [`atomic`]; progress is drawn only by [`progress`]; all
-//! errors are [`Error`], mapped onto one [`ExitCode`] contract. Only the
+//! The modules are the stages a capture goes through, in the order the data
+//! flows; a stage imports only the stages it builds on (earlier ones, and
+//! [`sys`] beneath them all), never a later one:
+//!
+//! 1. [`capture`]: result directories and capture directories: their layout
+//!    and output names, the one walker that finds captures, validation
+//!    (jobprof-record's and the old pipeline's formats), the completion marker.
+//! 2. [`symbolize`]: `perf.data` shards into `perf script` text, by `perf
+//!    script` or the native reader and unwinder; JIT maps; build ids.
+//! 3. [`text`]: `perf script` text into collapsed stacks: parsing, folding,
+//!    the inferno-compatible mode, off-CPU accounting.
+//! 4. [`output`]: what stacks become: flamegraphs, `summary.json`, the text
+//!    report, pprof, the compressed archive.
+//! 5. [`pipeline`]: `jobprof process` on one capture: the stages above, run
+//!    unit by unit, published atomically.
+//! 6. [`bulk`]: `jobprof reprocess`: many result directories, locally or as a
+//!    Slurm array.
+//! 7. [`views`]: the job-level pages and per-query merges over a result
+//!    directory, built from what [`capture`] finds and [`output`] wrote.
+//! 8. [`nsys`]: Nsight Systems reports: collect, flush, plan.
+//! 9. [`sys`]: what every stage stands on: atomic writes, confined
+//!    directories, input mapping, digests, external commands, locks, units,
+//!    progress, Slurm's commands.
+//!
+//! All errors are [`Error`], mapped onto one [`ExitCode`] contract. Only the
 //! `jobprof` binary prints to the user or exits.
 //!
 //! Folding in a few lines:
 //!
 //! ```
-//! use jobprof::fold::{Folder, Options};
+//! use jobprof::text::fold::{Folder, Options};
 //!
 //! let text = b"worker 42 1.0: 1000 cpu-clock:\n\tffff scan (/bin/w)\n\tfff0 main (/bin/w)\n\n\
 //!              worker 42 1.1: 1000 cpu-clock:\n\n";
@@ -25,37 +41,17 @@
 //! assert_eq!(folded.total(), 2000);
 //! ```
 
-pub mod archive;
-pub mod atomic;
-pub mod build_ids;
-mod bytes;
-pub mod compat;
-pub mod confined;
-pub mod counts;
-mod digest;
-pub mod error;
-pub mod fold;
-pub mod input;
-pub mod input_stamp;
-pub mod jit;
-pub mod job;
-pub mod native;
-pub mod nsys;
-pub mod offcpu;
-pub mod perf_script;
-pub mod pprof;
-pub mod process;
-pub mod progress;
-pub mod render;
-pub mod repl;
-pub mod report;
-pub mod reprocess;
-pub mod result_dir;
-pub mod samples;
-pub mod slurm;
-pub mod summary;
+pub mod capture;
 pub mod symbolize;
-pub mod units;
+pub mod text;
+pub mod output;
+pub mod pipeline;
+pub mod bulk;
+pub mod views;
+pub mod nsys;
+pub mod sys;
+
+pub mod error;
 
 pub use error::{Error, ExitCode, Result};
 

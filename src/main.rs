@@ -67,8 +67,8 @@ fn main() -> ExitCode {
         Command::Completions(args) => cmd::generate::completions(args, Cli::command()),
         Command::ManPages(args) => cmd::generate::man_pages(args, Cli::command()),
     };
-    if jobprof::counts::saturated() {
-        jobprof::errln!("jobprof: {}", jobprof::counts::WARNING);
+    if jobprof::sys::counts::saturated() {
+        jobprof::errln!("jobprof: {}", jobprof::sys::counts::WARNING);
     }
     match result {
         Ok(code) => ExitCode::from(code.code()),

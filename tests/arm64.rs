@@ -206,7 +206,7 @@ fn the_lr_rule_follows_the_cfi_of_the_guests_library() {
             .unwrap_or_else(|| panic!("{name} in {lib}"))
             .address()
     };
-    let t64 = jobprof::native::unwind::load(&root, lib, None).expect("unwind tables");
+    let t64 = jobprof::symbolize::native::unwind::load(&root, lib, None).expect("unwind tables");
     let (leaf, sort) = (sym("lib_leaf"), sym("lib_sort"));
     assert!(
         t64.return_address_in_lr(leaf),

@@ -7,7 +7,7 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use jobprof::fold::{Compat, Folder, Options};
+use jobprof::text::fold::{Compat, Folder, Options};
 
 use crate::util::jobprof;
 use crate::util::{self, read, shared_compat};
@@ -406,7 +406,7 @@ fn capture_cut_at_the_start_keeps_the_samples_that_follow() {
     assert_eq!(f.stats.skipped_lines, 3);
     assert_eq!(
         f.stats.first_skipped[1].kind,
-        jobprof::fold::SkippedKind::OrphanFrame
+        jobprof::text::fold::SkippedKind::OrphanFrame
     );
 }
 

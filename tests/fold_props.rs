@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 
-use jobprof::fold::{Compat, Options};
+use jobprof::text::fold::{Compat, Options};
 
 use crate::fold::{inferno_fold, jobprof_fold};
 
@@ -173,7 +173,7 @@ proptest! {
     #[test]
     fn compat_output_is_inferno_output(data in input(), opts in options()) {
         // Where inferno crashes (no event in the first sample) there is no
-        // output to match; see src/compat.rs.
+        // output to match; see src/text/compat.rs.
         let Some(want) = crate::fold::inferno_fold_checked(&data, &opts, 1) else {
             return Ok(());
         };

@@ -613,7 +613,7 @@ fn inline_frames_named_as_perf_names_them_on_dwarf_chains() {
     let Some(c) = dwarf() else { return };
     let cap = c.capture_dir();
     let symfs = symfs_of(&cap);
-    let sym = jobprof::native::Symbolizer::new(jobprof::native::Options {
+    let sym = jobprof::symbolize::native::Symbolizer::new(jobprof::symbolize::native::Options {
         symfs: Some(symfs.clone()),
         kallsyms: None,
         inline: true,
@@ -718,7 +718,7 @@ fn records_in_place(data: &Path) -> Vec<(usize, u32, u16, Vec<u8>)> {
         PerfFileReader::parse_file(std::io::Cursor::new(&bytes[..])).unwrap();
     let off = u64::from_le_bytes(bytes[40..48].try_into().unwrap()) as usize;
     let len = u64::from_le_bytes(bytes[48..56].try_into().unwrap()) as usize;
-    let mut it = jobprof::native::records::OrderedRecords::new(
+    let mut it = jobprof::symbolize::native::records::OrderedRecords::new(
         &bytes[off..off + len],
         perf_file.event_attributes(),
     )
@@ -809,14 +809,15 @@ mod damaged {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("perf.data");
         std::fs::write(&path, bytes).unwrap();
-        let checked = jobprof::native::check(&path);
-        let _ = jobprof::native::time_range(&path);
-        let sym = jobprof::native::Symbolizer::new(jobprof::native::Options {
-            symfs: Some(shard.symfs.clone()),
-            kallsyms: shard.kallsyms.clone(),
-            inline: true,
-            jit: None,
-        });
+        let checked = jobprof::symbolize::native::check(&path);
+        let _ = jobprof::symbolize::native::time_range(&path);
+        let sym =
+            jobprof::symbolize::native::Symbolizer::new(jobprof::symbolize::native::Options {
+                symfs: Some(shard.symfs.clone()),
+                kallsyms: shard.kallsyms.clone(),
+                inline: true,
+                jit: None,
+            });
         let mut text = 0;
         let ran = sym.run(&path, None, |block| {
             text += block.len();

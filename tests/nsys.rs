@@ -1381,7 +1381,7 @@ const DEEP: usize = 2100;
 fn deep_report(base: &Path, name: &str, bytes: &str) {
     use std::io::Write;
     fs::create_dir_all(base).unwrap();
-    let mut dir = jobprof::confined::Dir::open(base).unwrap();
+    let mut dir = jobprof::sys::confined::Dir::open(base).unwrap();
     for _ in 0..DEEP {
         dir = dir.sub_create("d").unwrap();
     }

@@ -11,7 +11,7 @@ use std::process::{Command, Output, Stdio};
 use quick_xml::events::Event;
 use quick_xml::Reader;
 
-use jobprof::render::speedscope;
+use jobprof::output::render::speedscope;
 
 use crate::util;
 use crate::util::{folded_total, jobprof, stderr};

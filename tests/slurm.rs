@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use jobprof::slurm::{JobId, JobState, Slurm};
+use jobprof::sys::slurm::{JobId, JobState, Slurm};
 
 use crate::util;
 

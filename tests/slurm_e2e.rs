@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use jobprof::slurm::{self, JobId, JobState, Slurm};
+use jobprof::sys::slurm::{self, JobId, JobState, Slurm};
 
 use crate::util;
 

@@ -3,7 +3,7 @@
 //! depend on threads or chunking.
 #![no_main]
 
-use jobprof::fold::{Compat, Folder, Options};
+use jobprof::text::fold::{Compat, Folder, Options};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,7 +1,7 @@
 //! Runs every line parser on arbitrary text: none may panic.
 #![no_main]
 
-use jobprof::perf_script as ps;
+use jobprof::text::perf_script as ps;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -5,11 +5,11 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use jobprof::input::Source;
-use jobprof::job::diff::{self as jobdiff, QueryStacks};
-use jobprof::render::diff::render_diff;
-use jobprof::render::folded::read_folded;
-use jobprof::render::Format;
+use jobprof::output::render::diff::render_diff;
+use jobprof::output::render::folded::read_folded;
+use jobprof::output::render::Format;
+use jobprof::sys::input::Source;
+use jobprof::views::diff::{self as jobdiff, QueryStacks};
 use jobprof::ExitCode;
 
 use super::render::{refuse_overwriting_inputs, warn_bad_lines, write_output, LookArgs};
@@ -153,9 +153,9 @@ fn run_dirs(args: DiffArgs) -> anyhow::Result<ExitCode> {
     let captures = jobdiff::is_capture_dir(&args.before) && jobdiff::is_capture_dir(&args.after);
     let query = args.query.as_deref();
     let folded = match args.kind.as_str() {
-        "off-cpu" => jobprof::offcpu::OFFCPU_FOLDED,
-        "wall-clock" => jobprof::offcpu::WALLCLOCK_FOLDED,
-        _ => jobprof::process::FOLDED,
+        "off-cpu" => jobprof::text::offcpu::OFFCPU_FOLDED,
+        "wall-clock" => jobprof::text::offcpu::WALLCLOCK_FOLDED,
+        _ => jobprof::pipeline::FOLDED,
     };
     let before = jobdiff::load_run_of(&args.before, query.filter(|_| !captures), folded)?;
     let after = jobdiff::load_run_of(&args.after, query.filter(|_| !captures), folded)?;
@@ -283,7 +283,7 @@ fn print_changes(diff: &jobdiff::RunDiff, count_name: &str, out_dir: &Path) -> a
                 .unwrap_or_default()
         )?;
     }
-    jobprof::outln!("{}", out_dir.join(jobprof::job::INDEX_HTML).display())?;
+    jobprof::outln!("{}", out_dir.join(jobprof::views::INDEX_HTML).display())?;
     Ok(())
 }
 

@@ -6,11 +6,11 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 
-use jobprof::atomic::AtomicFile;
-use jobprof::fold::split::{split_by, write_split, SplitBy};
-use jobprof::fold::{Compat, Folded, Folder, Options, SkippedKind};
-use jobprof::input::Source;
-use jobprof::render::{Format, RenderOptions};
+use jobprof::output::render::{Format, RenderOptions};
+use jobprof::sys::atomic::AtomicFile;
+use jobprof::sys::input::Source;
+use jobprof::text::fold::split::{split_by, write_split, SplitBy};
+use jobprof::text::fold::{Compat, Folded, Folder, Options, SkippedKind};
 use jobprof::ExitCode;
 
 /// Fold `perf script` text into collapsed stacks (`frame;frame;... count`).

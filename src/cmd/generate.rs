@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use clap_complete::Shell;
 
-use jobprof::atomic::AtomicFile;
+use jobprof::sys::atomic::AtomicFile;
 use jobprof::ExitCode;
 
 /// Print a shell completion script for jobprof on stdout.

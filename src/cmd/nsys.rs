@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use jobprof::nsys::{self, CollectOptions, Collection, FlushOptions, Plan};
-use jobprof::progress::Progress;
+use jobprof::sys::progress::Progress;
 
 /// Settle, collect and archive Nsight Systems reports of multi-rank jobs;
 /// plan, set up and tear down nsight-slurm runs.
@@ -176,7 +176,7 @@ missing ranks. A failing Slurm or nsight-slurm command is logged, not fatal.")]
 pub struct FlushArgs {
     /// The Slurm job whose reports are flushed (an array task as 1234_5).
     #[arg(long, value_name = "JOBID")]
-    job: jobprof::slurm::JobId,
+    job: jobprof::sys::slurm::JobId,
 
     /// Steps with this name are sent SIGTERM, which makes their ranks
     /// write their reports.
@@ -318,7 +318,7 @@ pub struct TeardownArgs {
 
     /// The Slurm job whose reports are flushed (with --flush).
     #[arg(long, value_name = "JOBID", requires = "flush")]
-    job: Option<jobprof::slurm::JobId>,
+    job: Option<jobprof::sys::slurm::JobId>,
 
     /// Steps with this name are sent SIGTERM by the flush.
     #[arg(long, value_name = "NAME", default_value = nsys::flush::DEFAULT_CONNECTOR_STEP_NAME)]

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use jobprof::process::{self, Formats, Options};
-use jobprof::progress::Progress;
-use jobprof::result_dir::Filter;
+use jobprof::capture::Filter;
+use jobprof::pipeline::{self, Formats, Options};
+use jobprof::sys::progress::Progress;
 use jobprof::ExitCode;
 
 /// Turn the raw perf captures of a result directory into flamegraphs,
@@ -79,7 +79,7 @@ pub struct ProcessArgs {
     /// zstd level of the perf.script.zst archive: 1 (fastest; the default)
     /// to 19 (smallest). Level 3 makes the archive ~8% smaller and the
     /// compression ~1.6x slower on `perf script` text.
-    #[arg(long, value_name = "LEVEL", default_value_t = jobprof::archive::DEFAULT_LEVEL,
+    #[arg(long, value_name = "LEVEL", default_value_t = jobprof::output::archive::DEFAULT_LEVEL,
           value_parser = clap::value_parser!(i32).range(1..=19))]
     pub zstd_level: i32,
 
@@ -140,7 +140,7 @@ pub struct ProcessArgs {
     /// back to `perf script` with a warning; summary.json's symbolized_from
     /// says which ran.
     #[arg(long, value_name = "WHO", default_value = "auto")]
-    pub symbolizer: jobprof::native::Choice,
+    pub symbolizer: jobprof::symbolize::native::Choice,
 }
 
 /// Runs `jobprof process`.
@@ -176,7 +176,7 @@ pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
     };
     // The result lines, one per capture, go to stdout as each capture ends;
     // log lines and bars to stderr.
-    let report = process::run(&args.dirs, &filter, &opts, &progress)?;
+    let report = pipeline::run(&args.dirs, &filter, &opts, &progress)?;
     for v in &report.views {
         jobprof::outln!("{}", v.line())?;
     }

@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::Args;
 
-use jobprof::atomic::AtomicFile;
-use jobprof::input::Source;
-use jobprof::render::folded::{read_folded, FoldedInput};
-use jobprof::render::{self, Format, RenderOptions};
+use jobprof::output::render::folded::{read_folded, FoldedInput};
+use jobprof::output::render::{self, Format, RenderOptions};
+use jobprof::sys::atomic::AtomicFile;
+use jobprof::sys::input::Source;
 use jobprof::ExitCode;
 
 /// Options shared by `render` and `diff`: how the flamegraph looks.

@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use clap::Args;
-use jobprof::progress::Progress;
-use jobprof::repl::{self, ReplOptions};
-use jobprof::slurm::{self, display_argv, JobId, Slurm};
+use jobprof::sys::progress::Progress;
+use jobprof::sys::slurm::repl::{self, ReplOptions};
+use jobprof::sys::slurm::{self, display_argv, JobId, Slurm};
 
 /// Open the Presto CLI on the coordinator (first node) of a running Slurm
 /// job, as an `srun --overlap` step inside the job; with --file, run a SQL

@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use jobprof::atomic::{AtomicFile, Destination};
-use jobprof::report::{self, Options};
+use jobprof::output::report::{self, Options};
+use jobprof::sys::atomic::{AtomicFile, Destination};
 use jobprof::ExitCode;
 
 /// Print a capture's functions by self time, like `perf report --stdio

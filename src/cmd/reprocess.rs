@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use clap::Args;
 
-use jobprof::process::{self, Formats};
-use jobprof::progress::Progress;
-use jobprof::reprocess::{self, ArrayJob, Options, Split};
-use jobprof::slurm::Slurm;
-use jobprof::units;
+use jobprof::bulk::{self, ArrayJob, Options, Split};
+use jobprof::pipeline::{self, Formats};
+use jobprof::sys::progress::Progress;
+use jobprof::sys::slurm::Slurm;
+use jobprof::sys::units;
 use jobprof::ExitCode;
 
 /// Bring every result directory under ROOT up to date: process captures
@@ -71,7 +71,7 @@ pub struct ReprocessArgs {
     /// zstd level of the perf.script.zst archives (also of --recompress): 1 (fastest; the default)
     /// to 19 (smallest). Level 3 makes the archive ~8% smaller and the
     /// compression ~1.6x slower on `perf script` text.
-    #[arg(long, value_name = "LEVEL", default_value_t = jobprof::archive::DEFAULT_LEVEL,
+    #[arg(long, value_name = "LEVEL", default_value_t = jobprof::output::archive::DEFAULT_LEVEL,
           value_parser = clap::value_parser!(i32).range(1..=19))]
     pub zstd_level: i32,
 
@@ -136,7 +136,7 @@ pub struct ReprocessArgs {
     /// Who turns perf.data into text (as for `jobprof process`): native,
     /// perf, or auto (native where it can read the shard).
     #[arg(long, value_name = "WHO", default_value = "auto")]
-    pub symbolizer: jobprof::native::Choice,
+    pub symbolizer: jobprof::symbolize::native::Choice,
 }
 
 fn env_jobs() -> Option<usize> {
@@ -182,11 +182,11 @@ pub fn run(args: ReprocessArgs) -> anyhow::Result<ExitCode> {
     };
     // The result lines of the captures worked on go to stdout as each ends
     // (the per-task log of an array job); a dry run lists its plan here.
-    let report = reprocess::run(&args.roots, &opts, &progress)?;
+    let report = bulk::run(&args.roots, &opts, &progress)?;
     if report.dry_run {
         for o in &report.outcomes {
             let what = match o.status {
-                process::Status::Processed => "to do",
+                pipeline::Status::Processed => "to do",
                 s => s.as_str(),
             };
             jobprof::outln!(
@@ -216,12 +216,12 @@ fn submit_or_print(args: &ReprocessArgs) -> anyhow::Result<ExitCode> {
         cpus_per_task: args.jobs,
         extra_args: forwarded_args(args),
     };
-    let script = reprocess::array_script(&job)?;
+    let script = bulk::array_script(&job)?;
     if !args.submit {
         jobprof::out!("{script}")?;
         return Ok(ExitCode::Success);
     }
-    let id = reprocess::submit(&Slurm::new(), &script)?;
+    let id = bulk::submit(&Slurm::new(), &script)?;
     jobprof::outln!("{}", id.as_str())?;
     jobprof::errln!(
         "jobprof: submitted array job {} (per-task logs: jobprof-reprocess-{}_N.out)",
@@ -255,7 +255,7 @@ fn forwarded_args(args: &ReprocessArgs) -> Vec<String> {
     if args.quiet {
         v.push("--quiet".into());
     }
-    if args.symbolizer != jobprof::native::Choice::Auto {
+    if args.symbolizer != jobprof::symbolize::native::Choice::Auto {
         v.push(format!("--symbolizer={}", args.symbolizer.as_str()));
     }
     v

@@ -25,9 +25,9 @@ use serde::{Deserialize, Serialize};
 
 use super::duration::format_duration;
 use super::{compact_ranks, Error, Log, ReportName};
-use crate::atomic::{AtomicFile, Destination};
-use crate::digest::Sha256Reader;
-use crate::progress::{format_utc, Progress};
+use crate::sys::atomic::{AtomicFile, Destination};
+use crate::sys::digest::Sha256Reader;
+use crate::sys::progress::{format_utc, Progress};
 
 /// Name of the lock file collectors take in the report root.
 pub const LOCK_FILE: &str = ".jobprof-nsys.lock";
@@ -775,7 +775,7 @@ pub fn collect_logged(
     log.finish();
     hash_and_archive(opts, &mut manifest, archive_path.as_deref(), start, log)?;
     let json = manifest_json(&manifest)?;
-    crate::atomic::write_with(&manifest_path, Destination::Confined, true, &json)?;
+    crate::sys::atomic::write_with(&manifest_path, Destination::Confined, true, &json)?;
     log.line(format!(
         "wrote {} ({}, {} report(s), {} bytes, {})",
         manifest_path.display(),
@@ -926,7 +926,7 @@ impl PollSeen<'_> {
         let mut line = format!(
             "poll {poll_no}: {} report(s), {}, {} growing, {empty} empty",
             reports.len(),
-            crate::units::format_bytes(total),
+            crate::sys::units::format_bytes(total),
             self.growing
         );
         if !missing.is_empty() {

@@ -3,7 +3,7 @@
 //! collect them.
 //!
 //! External programs (`nsight-slurm`, and `squeue`/`scancel` through the
-//! argv builders of [`crate::slurm`]) are run from argv vectors (never a
+//! argv builders of [`crate::sys::slurm`]) are run from argv vectors (never a
 //! shell string) with a time limit; each command line and its result is
 //! logged. A failing command is logged and the sequence goes on: skipping the
 //! later steps would lose reports, and the collection decides the outcome. This module does not kill jobs or steps
@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use super::collect::{collect_logged, Baseline, CollectOptions, Collection};
 use super::{Error, Log};
-use crate::progress::Progress;
-use crate::slurm::{self, JobId, Slurm, Step};
+use crate::sys::progress::Progress;
+use crate::sys::slurm::{self, JobId, Slurm, Step};
 
 /// The step name `nsight-slurm` gives its connector steps.
 pub const DEFAULT_CONNECTOR_STEP_NAME: &str = "nsight-slurm-connector";

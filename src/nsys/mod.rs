@@ -42,13 +42,13 @@ pub use setup::{setup, teardown, SetupOutcome, Wrapper};
 /// (elapsed seconds of the timeout), so commands and polls are always shown.
 #[derive(Debug)]
 pub struct Log {
-    progress: crate::progress::Progress,
+    progress: crate::sys::progress::Progress,
     bar: indicatif::ProgressBar,
 }
 
 impl Log {
     /// A log whose bar counts seconds up to `limit`.
-    pub fn new(progress: &crate::progress::Progress, limit: Duration, what: &str) -> Log {
+    pub fn new(progress: &crate::sys::progress::Progress, limit: Duration, what: &str) -> Log {
         Log {
             progress: progress.clone(),
             bar: progress.bar(limit.as_secs().max(1), what),
@@ -60,7 +60,7 @@ impl Log {
         if self.progress.draws_bars() {
             self.bar.println(format!(
                 "[jobprof {}] {}",
-                crate::progress::utc_timestamp(),
+                crate::sys::progress::utc_timestamp(),
                 msg.as_ref()
             ));
         } else {
@@ -79,7 +79,7 @@ impl Log {
     }
 
     /// The progress factory behind this log.
-    pub fn progress(&self) -> &crate::progress::Progress {
+    pub fn progress(&self) -> &crate::sys::progress::Progress {
         &self.progress
     }
 }

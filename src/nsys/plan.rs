@@ -347,7 +347,7 @@ impl Plan {
                 v.join(INDENT)
             }
         };
-        let path = |p: Option<&Path>| p.map_or("(n/a)".into(), crate::progress::printable);
+        let path = |p: Option<&Path>| p.map_or("(n/a)".into(), crate::sys::progress::printable);
         let mode = match (self.mode, &self.backend) {
             (Some(m), Some(b)) => format!("{} (backend {b})", m.name()),
             (Some(m), None) => m.name().to_string(),
@@ -403,7 +403,7 @@ impl Plan {
 /// writes a raw control character to the terminal or splits its line.
 fn shell_quote(word: &str) -> String {
     if !word.chars().any(char::is_control) {
-        return crate::slurm::shell_quote(word);
+        return crate::sys::slurm::shell_quote(word);
     }
     let mut out = String::from("$'");
     for c in word.chars() {

@@ -34,7 +34,7 @@ use super::collect::Collection;
 use super::flush::{flush, CommandOutcome, ExternalCommand, FlushOptions};
 use super::plan::{Dirs, Plan, ProfilerType};
 use super::{Error, Log};
-use crate::progress::Progress;
+use crate::sys::progress::Progress;
 
 /// The set-up record under `log_dir`.
 pub const STATE_FILE: &str = ".jobprof-nsight-slurm.json";
@@ -161,13 +161,13 @@ fn append_call(path: &Path, cmd: &ExternalCommand, outcome: &CommandOutcome) -> 
             format!(
                 "{}={}",
                 k.to_string_lossy(),
-                crate::slurm::shell_quote(&v.to_string_lossy())
+                crate::sys::slurm::shell_quote(&v.to_string_lossy())
             )
         })
         .collect();
     let mut text = format!(
         "[{}] $ {} {}\n",
-        crate::progress::utc_timestamp(),
+        crate::sys::progress::utc_timestamp(),
         env.join(" "),
         cmd.display()
     );
@@ -186,7 +186,7 @@ fn append_call(path: &Path, cmd: &ExternalCommand, outcome: &CommandOutcome) -> 
     };
     text.push_str(&format!(
         "[{}] {result}\n",
-        crate::progress::utc_timestamp()
+        crate::sys::progress::utc_timestamp()
     ));
     let mut f = OpenOptions::new()
         .append(true)
@@ -403,7 +403,7 @@ fn configure(
         wrapper.run_checked(call, log)?;
     }
     let json = serde_json::to_vec_pretty(wanted).expect("the set-up record serializes");
-    crate::atomic::write_atomic(&state, &json).map_err(Error::from)
+    crate::sys::atomic::write_atomic(&state, &json).map_err(Error::from)
 }
 
 /// Optionally flushes the reports (`flush` options with the report root

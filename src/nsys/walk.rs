@@ -2,7 +2,7 @@
 //! at a time.
 //!
 //! Every step below the root is `openat(2)` of one name relative to its
-//! parent's descriptor ([`crate::confined::Dir`]), so a tree of any depth
+//! parent's descriptor ([`crate::sys::confined::Dir`]), so a tree of any depth
 //! is walked (no path is ever longer than one name: reports deeper than
 //! `PATH_MAX` are found like any other), no symbolic link is followed, and
 //! no directory is canonicalized: directories to leave out are recognised
@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::{Error, REPORT_SUFFIX};
-use crate::confined::Dir;
+use crate::sys::confined::Dir;
 
 /// Directory levels between two descriptors the walk keeps open.
 const KEEP_EVERY: usize = 32;

@@ -1,0 +1,75 @@
+//! A capture's `profile.pb.gz` from its symbolized text: the facts of the
+//! capture (labels, window, frequency, build ids of its shards) and one walk
+//! over the text ([`crate::text::samples::walk`]) feeding [`TextProfile`]; other
+//! per-sample consumers (the page's timeline) ride along on the same walk.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+
+use super::{Facts, TextProfile};
+use crate::capture::ValidCapture;
+use crate::error::{Error, Result};
+use crate::text::fold;
+use crate::text::samples::{self, Sample};
+
+/// The facts of `cap` for its profile; `event` is the folded event.
+pub fn facts(cap: &ValidCapture, event: Option<String>) -> Facts {
+    let mut labels = Vec::new();
+    if let Some(w) = cap.found.worker {
+        labels.push(("worker".to_string(), w.to_string()));
+    }
+    labels.push(("query".to_string(), cap.found.query.clone()));
+    if let Some(h) = &cap.host {
+        labels.push(("node".to_string(), h.clone()));
+    }
+    let json: Option<serde_json::Value> =
+        std::fs::read_to_string(cap.found.dir.join(jobprof_capture_format::CAPTURE_JSON))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok());
+    let field = |k: &str| {
+        json.as_ref()
+            .and_then(|j| j.get(k))
+            .and_then(|v| v.as_u64())
+    };
+    let mut build_ids = HashMap::new();
+    for s in &cap.shards {
+        if s.data_file.is_file() {
+            build_ids.extend(super::build_ids(&s.data_file));
+        }
+    }
+    Facts {
+        labels,
+        event,
+        start_unix_ns: field("enabled_unix_ns"),
+        end_unix_ns: field("disabled_unix_ns"),
+        frequency: field("frequency"),
+        build_ids,
+    }
+}
+
+/// Writes the profile of the perf script text at `text` (folded with
+/// `opts`) to `out` (the file `out_path`), calling `tap` with every sample
+/// too. Returns `out` and the samples written.
+pub fn write<W: Write>(
+    text: &Path,
+    out_path: &Path,
+    opts: &fold::Options,
+    facts: Facts,
+    out: W,
+    mut tap: impl FnMut(&Sample<'_>),
+) -> Result<(W, u64)> {
+    let mut profile = TextProfile::new(facts, out);
+    let mut failed = None;
+    let n = samples::walk(text, opts, |s| {
+        tap(s);
+        if failed.is_none() {
+            failed = profile.add(s).err();
+        }
+    })?;
+    if let Some(e) = failed {
+        return Err(Error::io(out_path, e));
+    }
+    let out = profile.finish().map_err(|e| Error::io(out_path, e))?;
+    Ok((out, n))
+}

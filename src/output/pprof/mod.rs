@@ -1,0 +1,329 @@
+//! Google's pprof format (gzipped `profile.proto`), which `go tool pprof`,
+//! Grafana Pyroscope and Parca read: `profile.pb.gz` per capture (from its
+//! perf script text, with addresses, mappings, inline frames and per-thread
+//! labels) and per merged query or folded input (from folded stacks).
+//!
+//! Value columns are `samples/count` and the folded weight: `cpu/nanoseconds`
+//! for the software clocks (`cpu-clock`, `task-clock`, whose periods are
+//! nanoseconds), `EVENT/count` otherwise. [`Columns`] is the one place that
+//! says which columns a profile has and what one sample adds to each, so
+//! further columns (off-CPU and wall time from switch data) are one variant
+//! more. Function names are the frames of `stacks.folded`, so pprof's totals
+//! and top functions equal jobprof's folded figures.
+
+pub mod capture;
+pub mod proto;
+pub mod writer;
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+use std::path::Path;
+
+pub use writer::{MappingKey, Meta, Writer};
+
+use crate::text::samples::Sample;
+
+/// The file name of a pprof output.
+pub const PPROF: &str = "profile.pb.gz";
+
+/// Which value columns a profile has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Columns {
+    /// `(type, unit)` of the folded weight's column.
+    pub weight: (String, String),
+}
+
+impl Columns {
+    /// The columns for samples of `event` (`None`: unknown, counted only).
+    pub fn for_event(event: Option<&str>) -> Columns {
+        let base = event.map(crate::text::perf_script::event_base);
+        let weight = match base {
+            Some(b) if b.ends_with("-clock") => ("cpu".into(), "nanoseconds".into()),
+            Some(b) => (b.to_string(), "count".into()),
+            None => ("weight".into(), "count".into()),
+        };
+        Columns { weight }
+    }
+
+    /// The columns for folded stacks whose counts are `count_name`
+    /// (`ns` for the clocks, `samples` when counted).
+    pub fn for_count_name(count_name: &str) -> Columns {
+        let weight = match count_name {
+            "ns" | "nanoseconds" => ("cpu".into(), "nanoseconds".into()),
+            "" | "samples" => ("samples".into(), "count".into()),
+            other => (other.to_string(), "count".into()),
+        };
+        Columns { weight }
+    }
+
+    /// The sample types, in order: `samples/count` first (when not the
+    /// weight itself), then the weight.
+    pub fn sample_types(&self) -> Vec<(String, String)> {
+        let samples = ("samples".to_string(), "count".to_string());
+        if self.weight == samples {
+            vec![samples]
+        } else {
+            vec![samples, self.weight.clone()]
+        }
+    }
+
+    /// The values one sample of weight `weight` adds.
+    pub fn values(&self, weight: u64) -> Vec<i64> {
+        let w = i64::try_from(weight).unwrap_or(i64::MAX);
+        if self.sample_types().len() == 1 {
+            vec![w]
+        } else {
+            vec![1, w]
+        }
+    }
+}
+
+/// What a capture's profile says besides its samples.
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    /// Labels of every sample (`worker`, `query`, `node`).
+    pub labels: Vec<(String, String)>,
+    /// The sampled event.
+    pub event: Option<String>,
+    /// When sampling was enabled, nanoseconds since the Unix epoch.
+    pub start_unix_ns: Option<u64>,
+    /// When it was disabled.
+    pub end_unix_ns: Option<u64>,
+    /// Sampling frequency (Hz), when recorded.
+    pub frequency: Option<u64>,
+    /// Build ids (hex) by DSO path, from the shards' perf.data headers.
+    pub build_ids: HashMap<String, String>,
+}
+
+/// A capture's profile being written from its samples, one at a time.
+pub struct TextProfile<W: Write> {
+    w: Writer<W>,
+    facts: Facts,
+    columns: Columns,
+    first_ns: Option<u64>,
+    last_ns: Option<u64>,
+    mappings: HashMap<String, MappingKey>,
+}
+
+impl<W: Write> TextProfile<W> {
+    /// Starts the profile of a capture with `facts`, written to `out`.
+    pub fn new(facts: Facts, out: W) -> Self {
+        let columns = Columns::for_event(facts.event.as_deref());
+        let meta = Meta {
+            sample_types: columns.sample_types(),
+            ..Meta::default()
+        };
+        TextProfile {
+            w: Writer::new(meta, out),
+            facts,
+            columns,
+            first_ns: None,
+            last_ns: None,
+            mappings: HashMap::new(),
+        }
+    }
+
+    /// Adds one sample.
+    pub fn add(&mut self, s: &Sample<'_>) -> io::Result<()> {
+        if let Some(t) = s.time_ns {
+            self.first_ns = Some(self.first_ns.map_or(t, |f| f.min(t)));
+            self.last_ns = Some(self.last_ns.map_or(t, |l| l.max(t)));
+        }
+        let locations = self.locations(s);
+        let mut labels: Vec<(&str, &str)> = self
+            .facts
+            .labels
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        labels.push(("comm", s.comm));
+        if s.pid != "?" {
+            labels.push(("pid", s.pid));
+        }
+        labels.push(("tid", s.tid));
+        let values = self.columns.values(s.weight);
+        self.w.sample(&locations, &values, &labels)
+    }
+
+    /// The sample's locations, leaf first. Where the frame lines match the
+    /// folded frames one to one (the root being the comm), each location
+    /// gets its address and mapping, with inlined functions as extra lines
+    /// of the location they were inlined at; otherwise one location per
+    /// folded frame, without an address.
+    fn locations(&mut self, s: &Sample<'_>) -> Vec<u64> {
+        let names: Vec<&str> = s.stack.split(';').rev().collect();
+        if names.len() != s.frames.len() + 1 {
+            return names
+                .iter()
+                .map(|n| self.w.location(&[n], 0, None))
+                .collect();
+        }
+        let mut out = Vec::with_capacity(names.len());
+        let mut group: Vec<&str> = Vec::new();
+        for (frame, name) in s.frames.iter().zip(&names) {
+            group.push(name);
+            if frame.is_inlined() {
+                continue;
+            }
+            let mapping = self.mapping(frame.module);
+            out.push(self.w.location(&group, frame.address, mapping.as_ref()));
+            group.clear();
+        }
+        // Inlined lines with no frame after them, then the comm root.
+        for n in group.iter().chain(names.last()) {
+            out.push(self.w.location(&[n], 0, None));
+        }
+        out
+    }
+
+    fn mapping(&mut self, module: &str) -> Option<MappingKey> {
+        if module.is_empty() || module == "unknown" || module == "[unknown]" {
+            return None;
+        }
+        if let Some(m) = self.mappings.get(module) {
+            return Some(m.clone());
+        }
+        let key = MappingKey {
+            file: module.to_string(),
+            build_id: self.facts.build_ids.get(module).cloned(),
+        };
+        self.mappings.insert(module.to_string(), key.clone());
+        Some(key)
+    }
+
+    /// Writes the tables and window, and returns the output.
+    pub fn finish(mut self) -> io::Result<W> {
+        let f = &self.facts;
+        let span = match (self.first_ns, self.last_ns, f.start_unix_ns, f.end_unix_ns) {
+            (Some(a), Some(b), _, _) => b - a,
+            (_, _, Some(a), Some(b)) if b > a => b - a,
+            _ => 0,
+        };
+        let period = match f.frequency {
+            Some(hz) if hz > 0 && self.columns.weight.1 == "nanoseconds" => 1_000_000_000 / hz,
+            _ => 0,
+        };
+        let mut comments: Vec<String> = f.event.iter().map(|ev| format!("event: {ev}")).collect();
+        comments.push(format!("jobprof {}", env!("CARGO_PKG_VERSION")));
+        let time_nanos = f.start_unix_ns.map_or(0, |t| t as i64);
+        let meta = self.w.meta_mut();
+        meta.time_nanos = time_nanos;
+        meta.duration_nanos = span as i64;
+        meta.period_type = Some(self.columns.weight.clone());
+        meta.period = period as i64;
+        meta.comments = comments;
+        self.w.finish()
+    }
+}
+
+/// Writes folded stacks as a profile: one sample per stack, each with its
+/// own labels, one location per frame (no addresses: folded text has none).
+pub fn from_stacks<'a, W: Write>(
+    stacks: impl IntoIterator<Item = (&'a str, u64, Vec<(String, String)>)>,
+    columns: &Columns,
+    w: W,
+) -> io::Result<W> {
+    // Folded text has one number per stack: the weight is the only column.
+    let meta = Meta {
+        sample_types: vec![columns.weight.clone()],
+        period_type: Some(columns.weight.clone()),
+        comments: vec![format!("jobprof {}", env!("CARGO_PKG_VERSION"))],
+        ..Meta::default()
+    };
+    let mut w = Writer::new(meta, w);
+    for (stack, count, labels) in stacks {
+        if count == 0 || stack.trim().is_empty() {
+            continue;
+        }
+        let locations: Vec<u64> = stack
+            .trim()
+            .split(';')
+            .rev()
+            .map(|n| w.location(&[n], 0, None))
+            .collect();
+        let labels: Vec<(&str, &str)> = labels
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let v = i64::try_from(count).unwrap_or(i64::MAX);
+        w.sample(&locations, &[v], &labels)?;
+    }
+    w.finish()
+}
+
+/// Build ids (hex) by DSO path from a perf.data file's header; empty when
+/// the file has none or cannot be read (the profile then has mappings
+/// without build ids).
+pub fn build_ids(perf_data: &Path) -> HashMap<String, String> {
+    let Ok(file) = std::fs::File::open(perf_data) else {
+        return HashMap::new();
+    };
+    let Ok(reader) = linux_perf_data::PerfFileReader::parse_file(io::BufReader::new(file)) else {
+        return HashMap::new();
+    };
+    reader
+        .perf_file
+        .build_ids()
+        .map(|m| {
+            m.into_values()
+                .filter(|d| d.build_id.iter().any(|&b| b != 0))
+                .map(|d| {
+                    let hex: String = d.build_id.iter().map(|b| format!("{b:02x}")).collect();
+                    (String::from_utf8_lossy(&d.path).into_owned(), hex)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message;
+
+    fn decode(gz: &[u8]) -> proto::Profile {
+        let mut raw = Vec::new();
+        io::Read::read_to_end(&mut flate2::read::GzDecoder::new(gz), &mut raw).unwrap();
+        proto::Profile::decode(&raw[..]).unwrap()
+    }
+
+    /// fixtures/dwarf-inline.perf.txt (perf script --inline of a
+    /// `--call-graph dwarf` capture): inlined functions become extra lines
+    /// of the location they were inlined at, and the weights are the fold's.
+    #[test]
+    fn inline_frames_are_lines_of_one_location() {
+        let text = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/dwarf-inline.perf.txt");
+        let folded = crate::text::fold::Folder::default()
+            .fold_sources(&[crate::sys::input::Source::Path(text.clone())])
+            .unwrap();
+        let opts = crate::text::fold::Options {
+            event_filter: folded.stats.event.clone(),
+            ..Default::default()
+        };
+        let facts = Facts {
+            event: folded.stats.event.clone(),
+            ..Facts::default()
+        };
+        let mut p = TextProfile::new(facts, Vec::new());
+        let n = crate::text::samples::walk(&text, &opts, |s| p.add(s).unwrap()).unwrap();
+        assert_eq!(n, folded.stats.samples);
+        let prof = decode(&p.finish().unwrap());
+        let weight: i64 = prof.sample.iter().map(|s| s.value[1]).sum();
+        assert_eq!(weight as u64, folded.total());
+        let count: i64 = prof.sample.iter().map(|s| s.value[0]).sum();
+        assert_eq!(count as u64, folded.stats.samples);
+        let name = |l: &proto::Line| {
+            let f = &prof.function[l.function_id as usize - 1];
+            prof.string_table[f.name as usize].clone()
+        };
+        let inlined = prof
+            .location
+            .iter()
+            .find(|l| l.line.len() >= 3)
+            .expect("a location with inlined functions");
+        assert_ne!(inlined.address, 0);
+        let names: Vec<String> = inlined.line.iter().map(name).collect();
+        assert!(names.contains(&"rotl".to_string()), "{names:?}");
+        assert!(prof.mapping.iter().any(|m| m.has_inline_frames));
+    }
+}

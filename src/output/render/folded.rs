@@ -1,0 +1,337 @@
+//! Reading collapsed stacks (`frame;frame;... COUNT` lines) written by any
+//! tool: jobprof, inferno, FlameGraph's stackcollapse scripts, py-spy, ...
+//!
+//! Inputs are read line by line (memory-mapped, or streamed when compressed
+//! or piped) and merged into one map from stack to count, so memory grows
+//! with the number of distinct stacks, not with the input size. Several
+//! inputs are summed. Lines that are not `stack count` are counted and the
+//! first few are kept with their file and line number for the caller to
+//! report; they never abort the read. Blank lines and lines starting with
+//! `#` are comments.
+
+use std::path::PathBuf;
+
+use rustc_hash::FxHashMap;
+
+use crate::error::Result;
+use crate::sys::input::{self, Opened, Source};
+
+/// How many bad lines are kept for reporting.
+const KEEP_BAD: usize = 10;
+
+/// A line that could not be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadLine {
+    /// The input it came from.
+    pub path: PathBuf,
+    /// 1-based line number.
+    pub line: u64,
+    /// What is wrong.
+    pub reason: &'static str,
+    /// The line (at most 200 characters).
+    pub text: String,
+}
+
+impl std::fmt::Display for BadLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}:{}: {}: `{}`",
+            self.path.display(),
+            self.line,
+            self.reason,
+            self.text
+        )
+    }
+}
+
+/// Stacks read from folded inputs.
+#[derive(Debug, Clone, Default)]
+pub struct FoldedInput {
+    /// Distinct stacks with their summed counts, sorted bytewise.
+    pub stacks: Vec<(String, u64)>,
+    /// Lines read (all inputs).
+    pub lines: u64,
+    /// Lines that were not `stack count` (comments and blanks excluded).
+    pub bad_lines: u64,
+    /// The first few bad lines.
+    pub first_bad: Vec<BadLine>,
+    /// Lines that were not valid UTF-8 (read with U+FFFD replacements).
+    pub non_utf8_lines: u64,
+    /// The first input whose bad lines look like `perf script` output
+    /// (sample headers, tab-indented frames): it needs `jobprof fold` first.
+    pub perf_script_text: Option<std::path::PathBuf>,
+}
+
+impl FoldedInput {
+    /// Sum of all counts.
+    pub fn total(&self) -> u64 {
+        crate::sys::counts::sum(self.stacks.iter().map(|(_, c)| *c))
+    }
+
+    /// The error to report when nothing usable was read: the first bad line
+    /// when there was one, "empty" otherwise.
+    pub fn nothing_usable(&self, what: &str) -> super::Error {
+        if let Some(path) = &self.perf_script_text {
+            let fold = if path.as_os_str() == "<stdin>" || path.as_os_str() == "-" {
+                "perf script | jobprof fold | jobprof render > flamegraph.svg".to_string()
+            } else {
+                format!(
+                    "jobprof fold {} | jobprof render > flamegraph.svg",
+                    path.display()
+                )
+            };
+            return super::Error::PerfScriptText {
+                path: path.display().to_string(),
+                fold,
+            };
+        }
+        match self.first_bad.first() {
+            Some(b) => super::Error::BadLine {
+                path: b.path.display().to_string(),
+                line: b.line,
+                reason: b.reason,
+                text: b.text.clone(),
+            },
+            None => super::Error::Empty {
+                what: what.to_string(),
+            },
+        }
+    }
+}
+
+#[derive(Default)]
+struct Merger {
+    map: FxHashMap<String, u64>,
+    out: FoldedInput,
+}
+
+impl Merger {
+    fn line(&mut self, path: &std::path::Path, lineno: u64, raw: &[u8]) {
+        self.out.lines += 1;
+        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+        let text = match std::str::from_utf8(raw) {
+            Ok(s) => std::borrow::Cow::Borrowed(s),
+            Err(_) => {
+                self.out.non_utf8_lines += 1;
+                String::from_utf8_lossy(raw)
+            }
+        };
+        let line = text.trim();
+        if line.is_empty() || line.starts_with('#') {
+            return;
+        }
+        let (stack, count) = match line.rfind([' ', '\t']) {
+            Some(i) => (line[..i].trim_end(), &line[i + 1..]),
+            None => {
+                return self.bad(path, lineno, line, "no count at the end of the line");
+            }
+        };
+        let count: u64 = match count.parse() {
+            Ok(c) => c,
+            Err(_) if count.contains('.') && count.replace('.', "").parse::<u64>().is_ok() => {
+                return self.bad(
+                    path,
+                    lineno,
+                    line,
+                    "fractional count; scale the counts to integers",
+                );
+            }
+            Err(_) => return self.bad(path, lineno, line, "the last word is not a count"),
+        };
+        if stack.is_empty() {
+            return self.bad(path, lineno, line, "empty stack");
+        }
+        if count == 0 {
+            return;
+        }
+        match self.map.get_mut(stack) {
+            Some(c) => *c = crate::sys::counts::add(*c, count),
+            None => {
+                self.map.insert(stack.to_string(), count);
+            }
+        }
+    }
+
+    fn bad(&mut self, path: &std::path::Path, lineno: u64, line: &str, reason: &'static str) {
+        self.out.bad_lines += 1;
+        if self.out.perf_script_text.is_none() && looks_like_perf_script(line) {
+            self.out.perf_script_text = Some(path.to_path_buf());
+        }
+        if self.out.first_bad.len() < KEEP_BAD {
+            self.out.first_bad.push(BadLine {
+                path: path.to_path_buf(),
+                line: lineno,
+                reason,
+                text: line.chars().take(200).collect(),
+            });
+        }
+    }
+
+    fn finish(mut self) -> FoldedInput {
+        let mut stacks: Vec<(String, u64)> = self.map.into_iter().collect();
+        stacks.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        self.out.stacks = stacks;
+        self.out
+    }
+}
+
+/// Whether a (trimmed) line that is not `stack count` is a line of `perf
+/// script` output: a frame (`ADDR symbol+off (dso)`) or a sample header
+/// (`comm pid [cpu] time: period event:`).
+fn looks_like_perf_script(line: &str) -> bool {
+    let first = line.split_whitespace().next().unwrap_or("");
+    let frame = first.len() >= 2
+        && first.bytes().all(|b| b.is_ascii_hexdigit())
+        && line.contains(" (")
+        && line.ends_with(')');
+    let header = line.ends_with(':') && line.split_whitespace().any(is_cpu_or_time);
+    frame || header
+}
+
+/// `[003]` (a CPU) or `12345.678901:` (a timestamp) in a sample header.
+fn is_cpu_or_time(w: &str) -> bool {
+    let cpu = w
+        .strip_prefix('[')
+        .and_then(|w| w.strip_suffix(']'))
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    let time = w
+        .strip_suffix(':')
+        .is_some_and(|t| t.contains('.') && t.parse::<f64>().is_ok());
+    cpu || time
+}
+
+/// Reads and merges folded inputs (plain, `.gz` or `.zst`; `-` is stdin).
+/// Fails only when an input cannot be opened or read; bad lines are counted
+/// in the result.
+pub fn read_folded(sources: &[Source]) -> Result<FoldedInput> {
+    let mut m = Merger::default();
+    for src in sources {
+        let path = src.display_path();
+        match input::open(src)? {
+            Opened::Empty => {}
+            Opened::Mapped(map) => {
+                let _ = map.advise(memmap2::Advice::Sequential);
+                for (i, line) in split_lines(&map).enumerate() {
+                    m.line(&path, i as u64 + 1, line);
+                }
+            }
+            Opened::Stream(mut s) => {
+                let mut buf = vec![0u8; 1 << 20];
+                let mut carry: Vec<u8> = Vec::new();
+                let mut lineno = 0u64;
+                loop {
+                    let n = s.read(&mut buf)?;
+                    if n == 0 {
+                        break;
+                    }
+                    let mut chunk = &buf[..n];
+                    while let Some(nl) = memchr::memchr(b'\n', chunk) {
+                        lineno += 1;
+                        if carry.is_empty() {
+                            m.line(&path, lineno, &chunk[..nl]);
+                        } else {
+                            carry.extend_from_slice(&chunk[..nl]);
+                            m.line(&path, lineno, &carry);
+                            carry.clear();
+                        }
+                        chunk = &chunk[nl + 1..];
+                    }
+                    carry.extend_from_slice(chunk);
+                }
+                if !carry.is_empty() {
+                    m.line(&path, lineno + 1, &carry);
+                }
+            }
+        }
+    }
+    Ok(m.finish())
+}
+
+/// Lines of `data` without their `\n`; a last line without one is included.
+fn split_lines(data: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = data;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        match memchr::memchr(b'\n', rest) {
+            Some(i) => {
+                let line = &rest[..i];
+                rest = &rest[i + 1..];
+                Some(line)
+            }
+            None => {
+                let line = rest;
+                rest = &[];
+                Some(line)
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str) -> FoldedInput {
+        let mut m = Merger::default();
+        for (i, l) in split_lines(text.as_bytes()).enumerate() {
+            m.line(std::path::Path::new("x.folded"), i as u64 + 1, l);
+        }
+        m.finish()
+    }
+
+    #[test]
+    fn merges_and_reports_bad_lines() {
+        let r = read("a;b 1\n# comment\n\na;b 2\r\nc\t4\nnocount\nx;y 1.5\nz 0\n");
+        assert_eq!(r.stacks, vec![("a;b".into(), 3), ("c".into(), 4)]);
+        assert_eq!(r.bad_lines, 2);
+        assert_eq!(r.first_bad[0].line, 6);
+        assert_eq!(r.first_bad[0].reason, "no count at the end of the line");
+        assert_eq!(r.first_bad[1].line, 7);
+        assert!(r.first_bad[1].reason.starts_with("fractional"));
+    }
+
+    #[test]
+    fn frames_with_spaces_are_kept() {
+        let r = read("main;(anonymous namespace)::f 7\n");
+        assert_eq!(r.stacks, vec![("main;(anonymous namespace)::f".into(), 7)]);
+    }
+
+    #[test]
+    fn perf_script_text_is_named_with_the_fold_command() {
+        let text = "demo_worker 4242/4243 [001] 12345.678901:   10101010 cpu-clock:\n\
+                    \t    5555555551a9 demo_run_query+0x19 (/opt/demo)\n\
+                    \t    7f0000001000 [unknown] ([unknown])\n\n";
+        let r = read(text);
+        assert!(r.stacks.is_empty());
+        let msg = r.nothing_usable("x.folded").to_string();
+        assert!(msg.contains("x.folded is `perf script` text"), "{msg}");
+        assert!(
+            msg.contains("jobprof fold x.folded | jobprof render"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn folded_stacks_and_other_junk_are_not_perf_script() {
+        for line in [
+            "main;f 1",
+            "just some words",
+            "deadbeef",
+            "a (b)",
+            "time: 12",
+            "header ends: [x]:",
+        ] {
+            assert!(!looks_like_perf_script(line), "{line}");
+        }
+        assert!(looks_like_perf_script(
+            "ffffffff81000000 do_syscall_64+0x1 ([kernel.kallsyms])"
+        ));
+        assert!(looks_like_perf_script("xz 100 [000] 1.5: 1 cycles:"));
+        assert!(looks_like_perf_script(
+            "xz 100/101 12.000001: 250000 cpu-clock:u:"
+        ));
+    }
+}

@@ -1,0 +1,624 @@
+//! Rendering collapsed stacks (`a;b;c count`) into what people look at: an
+//! interactive SVG flamegraph (inferno's, with hover details, click to zoom
+//! and search with match percentage), one self-contained offline HTML page
+//! around it, speedscope's JSON file format, and plain folded text; plus
+//! differential flamegraphs of two profiles (see [`diff`]).
+//!
+//! Every renderer takes stacks as `(stack, count)` pairs and writes to any
+//! [`io::Write`]; reading folded files from disk lives in [`folded`]. The
+//! frame tree is laid out in frame order (a stack's frames compared one by
+//! one), so one call path is always drawn as one frame; inferno's own line
+//! sort can split a frame when a sibling's name extends it (`main`,
+//! `main.cold`). This module does not decide file names or where output goes.
+
+pub mod diff;
+pub mod folded;
+pub(crate) mod html;
+pub mod marked;
+pub mod speedscope;
+pub mod timeline;
+pub(crate) mod timeline_page;
+
+use std::fmt;
+use std::io::{self, Write};
+use std::path::Path;
+use std::str::FromStr;
+
+use inferno::flamegraph::{self, Direction};
+
+pub use inferno::flamegraph::color::Palette;
+
+/// Errors of the rendering stage.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// There is nothing to draw.
+    #[error("nothing to render: {what} has no stacks with a non-zero count")]
+    Empty {
+        /// What was empty (an input name, or "the input").
+        what: String,
+    },
+
+    /// A folded input had no usable line at all.
+    #[error(
+        "{path}:{line}: {reason}: `{text}`; folded stacks are lines of `frame;frame;... COUNT`"
+    )]
+    BadLine {
+        /// The input file.
+        path: String,
+        /// 1-based line number.
+        line: u64,
+        /// What is wrong with it.
+        reason: &'static str,
+        /// The line (at most 200 characters).
+        text: String,
+    },
+
+    /// A `render` input is `perf script` text, not folded stacks.
+    #[error("{path} is `perf script` text, not folded stacks; fold it first: `{fold}`")]
+    PerfScriptText {
+        /// The input file.
+        path: String,
+        /// The command line that folds and renders it.
+        fold: String,
+    },
+
+    /// `--format` (or an output name) asked for a format that does not exist.
+    #[error("unknown output format `{0}`; use one of svg, html, speedscope, folded, pprof")]
+    UnknownFormat(String),
+
+    /// The output's extension does not say which format to write.
+    #[error(
+        "{0}: cannot tell the output format from the name; \
+         end it in .svg, .html, .json (speedscope), .folded or .pb.gz (pprof), or pass --format"
+    )]
+    FormatFromPath(String),
+
+    /// A colour palette or search colour that inferno does not know.
+    #[error("{0}")]
+    BadOption(String),
+
+    /// The format cannot be produced by this operation (e.g. a differential
+    /// flamegraph as speedscope JSON).
+    #[error("{op} cannot write {format} output; use {supported}")]
+    Unsupported {
+        /// The operation.
+        op: &'static str,
+        /// The format asked for.
+        format: Format,
+        /// What it can write.
+        supported: &'static str,
+    },
+
+    /// Writing the output failed.
+    #[error("writing the {format} output: {source}")]
+    Write {
+        /// The format being written.
+        format: Format,
+        /// What the writer said.
+        #[source]
+        source: io::Error,
+    },
+
+    /// A consistency check inside the renderer failed (a bug in jobprof).
+    #[error("internal error while rendering (please report): {0}")]
+    Internal(String),
+}
+
+impl Error {
+    /// Whether the error is the user's input or options (exit code 2) rather
+    /// than failed work (exit code 1).
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            Error::Empty { .. }
+                | Error::BadLine { .. }
+                | Error::PerfScriptText { .. }
+                | Error::UnknownFormat(_)
+                | Error::FormatFromPath(_)
+                | Error::BadOption(_)
+                | Error::Unsupported { .. }
+        )
+    }
+
+    /// True for a broken pipe while writing (e.g. `| head`).
+    pub fn is_broken_pipe(&self) -> bool {
+        matches!(self, Error::Write { source, .. } if source.kind() == io::ErrorKind::BrokenPipe)
+    }
+}
+
+/// Result type of this module.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// An output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// Interactive SVG flamegraph (`.svg`).
+    Svg,
+    /// One self-contained HTML page around the SVG, offline (`.html`).
+    Html,
+    /// speedscope's JSON file format (`.json`, `.speedscope.json`).
+    Speedscope,
+    /// Collapsed stacks, `stack count` lines (`.folded`).
+    Folded,
+    /// Google's pprof format, gzipped `profile.proto` (`.pb.gz`).
+    Pprof,
+}
+
+impl Format {
+    /// Every format, in the order `--formats all` writes them.
+    pub const ALL: [Format; 5] = [
+        Format::Folded,
+        Format::Svg,
+        Format::Html,
+        Format::Speedscope,
+        Format::Pprof,
+    ];
+
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Svg => "svg",
+            Format::Html => "html",
+            Format::Speedscope => "speedscope",
+            Format::Folded => "folded",
+            Format::Pprof => "pprof",
+        }
+    }
+
+    /// The conventional file extension (without the dot).
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::Svg => "svg",
+            Format::Html => "html",
+            Format::Speedscope => "speedscope.json",
+            Format::Folded => "folded",
+            Format::Pprof => "pb.gz",
+        }
+    }
+
+    /// The format a file name asks for, by its extension.
+    pub fn from_path(path: &Path) -> Result<Format> {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().to_ascii_lowercase())
+            .unwrap_or_default();
+        if name.ends_with(".pb.gz") || name.ends_with(".pprof") {
+            return Ok(Format::Pprof);
+        }
+        let ext = name.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
+        match ext {
+            "svg" => Ok(Format::Svg),
+            "html" | "htm" => Ok(Format::Html),
+            "json" => Ok(Format::Speedscope),
+            "folded" | "collapsed" => Ok(Format::Folded),
+            _ => Err(Error::FormatFromPath(path.display().to_string())),
+        }
+    }
+
+    /// Parses a comma-separated list (`svg,html`); `all` means every format.
+    /// Duplicates are dropped, order is kept.
+    pub fn parse_list(s: &str) -> Result<Vec<Format>> {
+        let mut out = Vec::new();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let add: Vec<Format> = if part.eq_ignore_ascii_case("all") {
+                Format::ALL.to_vec()
+            } else {
+                vec![part.parse()?]
+            };
+            for f in add {
+                if !out.contains(&f) {
+                    out.push(f);
+                }
+            }
+        }
+        if out.is_empty() {
+            return Err(Error::UnknownFormat(s.to_string()));
+        }
+        Ok(out)
+    }
+}
+
+impl FromStr for Format {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Format> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "svg" => Ok(Format::Svg),
+            "html" | "htm" => Ok(Format::Html),
+            "speedscope" | "json" => Ok(Format::Speedscope),
+            "folded" | "collapsed" => Ok(Format::Folded),
+            "pprof" => Ok(Format::Pprof),
+            _ => Err(Error::UnknownFormat(s.to_string())),
+        }
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How to draw a flamegraph. `Default` gives inferno's look with
+/// deterministic colours (the same input renders to the same bytes).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RenderOptions {
+    /// Title at the top of the image (and the HTML page's title).
+    pub title: String,
+    /// Second line under the title (e.g. event and capture details).
+    pub subtitle: Option<String>,
+    /// Image width in pixels; `None` = fluid, the image fills the window.
+    pub width: Option<usize>,
+    /// Omit frames narrower than this percentage of the total (inferno's
+    /// default 0.1); they are summed in their parents anyway.
+    pub min_width_pct: f64,
+    /// Colour palette (`hot`, `mem`, `io`, `java`, `rust`, `python`, ...).
+    pub colors: Palette,
+    /// Icicle graph: roots at the top, stacks grow downwards.
+    pub inverted: bool,
+    /// What the counts are (`samples`, `ns`, ...), shown in tooltips.
+    pub count_name: String,
+    /// Label before the hovered frame's details (`Function:`).
+    pub name_type: String,
+    /// Colour of frames matching a search, `#rrggbb`.
+    pub search_color: String,
+    /// Same colour for the same function name in every render (instead of
+    /// inferno's random jitter), so reruns produce identical files.
+    pub deterministic: bool,
+}
+
+impl Default for RenderOptions {
+    fn default() -> Self {
+        RenderOptions {
+            title: "Flame Graph".to_string(),
+            subtitle: None,
+            width: None,
+            min_width_pct: 0.1,
+            colors: Palette::from_str("hot").expect("inferno knows `hot`"),
+            inverted: false,
+            count_name: "samples".to_string(),
+            name_type: "Function:".to_string(),
+            search_color: "#e600e6".to_string(),
+            deterministic: true,
+        }
+    }
+}
+
+impl RenderOptions {
+    /// Parses a palette name as `--colors` takes it.
+    pub fn parse_palette(name: &str) -> Result<Palette> {
+        Palette::from_str(name).map_err(|_| {
+            Error::BadOption(format!(
+                "unknown colour palette `{name}`; use one of hot, mem, io, wakeup, java, js, \
+                 perl, python, rust, red, green, blue, aqua, yellow, purple, orange"
+            ))
+        })
+    }
+
+    fn inferno(&self) -> Result<flamegraph::Options<'static>> {
+        let mut o = flamegraph::Options::default();
+        o.title = self.title.clone();
+        o.subtitle = self.subtitle.clone();
+        o.image_width = self.width;
+        if !(self.min_width_pct >= 0.0 && self.min_width_pct <= 100.0) {
+            return Err(Error::BadOption(format!(
+                "--minwidth {} is not a percentage between 0 and 100",
+                self.min_width_pct
+            )));
+        }
+        o.min_width = self.min_width_pct;
+        o.colors = self.colors;
+        o.direction = if self.inverted {
+            Direction::Inverted
+        } else {
+            Direction::Straight
+        };
+        o.count_name = self.count_name.clone();
+        o.name_type = self.name_type.clone();
+        o.search_color = self.search_color.parse().map_err(|_| {
+            Error::BadOption(format!(
+                "search colour `{}` is not a #rrggbb colour",
+                self.search_color
+            ))
+        })?;
+        o.deterministic = self.deterministic;
+        // Lines are handed over in frame order (see `inferno_lines`);
+        // flame-chart mode keeps that order instead of re-sorting by text.
+        o.flame_chart = true;
+        Ok(o)
+    }
+}
+
+/// A title naming the job, worker and query a capture belongs to, e.g.
+/// `job 4242 · worker 3 · query q17`; parts that are `None` are left out.
+pub fn capture_title(job: Option<&str>, worker: Option<&str>, query: Option<&str>) -> String {
+    let parts: Vec<String> = [("job", job), ("worker", worker), ("query", query)]
+        .iter()
+        .filter_map(|(k, v)| v.map(|v| format!("{k} {v}")))
+        .collect();
+    if parts.is_empty() {
+        "Flame Graph".to_string()
+    } else {
+        parts.join(" · ")
+    }
+}
+
+/// Stacks with a non-zero count, trimmed, in frame order: compared frame by
+/// frame, so that every call path is contiguous and becomes one frame.
+pub(crate) fn frame_ordered<S: AsRef<str>>(stacks: &[(S, u64)]) -> Vec<(&str, u64)> {
+    let mut v: Vec<(&str, u64)> = stacks
+        .iter()
+        .map(|(s, c)| (s.as_ref().trim(), *c))
+        .filter(|(s, c)| *c > 0 && !s.is_empty())
+        .collect();
+    v.sort_unstable_by(|a, b| a.0.split(';').cmp(b.0.split(';')));
+    // Equal stacks (possible when the caller did not merge) become one.
+    v.dedup_by(|later, earlier| {
+        if later.0 == earlier.0 {
+            earlier.1 = crate::sys::counts::add(earlier.1, later.1);
+            true
+        } else {
+            false
+        }
+    });
+    v
+}
+
+/// inferno's input lines for stacks in frame order, reversed because
+/// flame-chart mode reverses them back. Two details of inferno's line parser
+/// are neutralised here: a stack whose last word is a number would be read
+/// as a second count (a differential line), and a line starting with `# ` is
+/// a comment; in both cases the space becomes a no-break space.
+pub(crate) fn inferno_lines(ordered: &[(&str, u64)]) -> Vec<String> {
+    let mut num = itoa::Buffer::new();
+    // inferno adds counts without overflow checks: scale down to fit.
+    let shift = crate::sys::counts::shift_to_fit(ordered.iter().map(|(_, c)| *c));
+    ordered
+        .iter()
+        .rev()
+        .filter(|(_, count)| count >> shift > 0)
+        .map(|(stack, count)| {
+            let mut line = String::with_capacity(stack.len() + 21);
+            line.push_str(&protect_stack(stack));
+            line.push(' ');
+            line.push_str(num.format(*count >> shift));
+            line
+        })
+        .collect()
+}
+
+fn protect_stack(stack: &str) -> std::borrow::Cow<'_, str> {
+    let mut s = std::borrow::Cow::Borrowed(stack);
+    if let Some(i) = s.rfind(' ') {
+        let word = &s[i + 1..];
+        if !word.is_empty() && word.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+            s.to_mut().replace_range(i..i + 1, "\u{a0}");
+        }
+    }
+    if s.starts_with("# ") {
+        s.to_mut().replace_range(1..2, "\u{a0}");
+    }
+    s
+}
+
+/// Sum of counts.
+pub fn total<S: AsRef<str>>(stacks: &[(S, u64)]) -> u64 {
+    crate::sys::counts::sum(stacks.iter().map(|(_, c)| *c))
+}
+
+/// Renders stacks as an interactive SVG flamegraph.
+pub fn render_svg<S: AsRef<str>, W: Write>(
+    stacks: &[(S, u64)],
+    opts: &RenderOptions,
+    w: W,
+) -> Result<()> {
+    let ordered = frame_ordered(stacks);
+    svg_from_ordered(&ordered, opts, w, Format::Svg)
+}
+
+fn svg_from_ordered<W: Write>(
+    ordered: &[(&str, u64)],
+    opts: &RenderOptions,
+    w: W,
+    format: Format,
+) -> Result<()> {
+    if ordered.is_empty() {
+        return Err(Error::Empty {
+            what: "the input".into(),
+        });
+    }
+    let mut io = opts.inferno()?;
+    let lines = inferno_lines(ordered);
+    flamegraph::from_lines(&mut io, lines.iter().map(String::as_str), w)
+        .map_err(|source| Error::Write { format, source })
+}
+
+/// Renders stacks as one self-contained HTML page: a header with title and
+/// totals, a search box (case-insensitive) and a reset-zoom button wired to
+/// the inline SVG's own functions, and Enter on a focused frame zooms. The
+/// page references nothing outside itself.
+pub fn render_html<S: AsRef<str>, W: Write>(
+    stacks: &[(S, u64)],
+    opts: &RenderOptions,
+    w: W,
+) -> Result<()> {
+    render_html_with(stacks, opts, &PageExtras::default(), w)
+}
+
+/// What a flamegraph page can show besides the flamegraph.
+#[derive(Debug, Default)]
+pub struct PageExtras<'a> {
+    /// A FlameScope-style timeline above the flamegraph (see [`timeline`]),
+    /// drawn when it has timed samples.
+    pub timeline: Option<&'a timeline::Timeline>,
+    /// Links in the header, `(text, href)` (e.g. each worker's page with
+    /// its timeline, from a merged query's page).
+    pub links: Vec<(String, String)>,
+}
+
+/// [`render_html`] with `extras`.
+pub fn render_html_with<S: AsRef<str>, W: Write>(
+    stacks: &[(S, u64)],
+    opts: &RenderOptions,
+    extras: &PageExtras<'_>,
+    w: W,
+) -> Result<()> {
+    let ordered = frame_ordered(stacks);
+    let mut svg = Vec::new();
+    svg_from_ordered(&ordered, opts, &mut svg, Format::Html)?;
+    let summary = html::Summary {
+        total: crate::sys::counts::sum(ordered.iter().map(|(_, c)| *c)),
+        stacks: ordered.len() as u64,
+        note: None,
+    };
+    let json = extras
+        .timeline
+        .filter(|t| !t.is_empty())
+        .map(timeline::Timeline::to_json);
+    html::wrap_with(&svg, opts, &summary, json.as_deref(), &extras.links, w)
+}
+
+/// Renders stacks in speedscope's JSON file format: one "sampled" profile,
+/// one sample per distinct stack (frame indexes root first) weighted by its
+/// count.
+pub fn render_speedscope<S: AsRef<str>, W: Write>(
+    stacks: &[(S, u64)],
+    opts: &RenderOptions,
+    w: W,
+) -> Result<()> {
+    let ordered = frame_ordered(stacks);
+    if ordered.is_empty() {
+        return Err(Error::Empty {
+            what: "the input".into(),
+        });
+    }
+    let file = speedscope::File::from_stacks(&ordered, &opts.title, &opts.count_name);
+    let mut w = io::BufWriter::new(w);
+    serde_json::to_writer(&mut w, &file)
+        .map_err(io::Error::from)
+        .and_then(|()| w.write_all(b"\n"))
+        .and_then(|()| w.flush())
+        .map_err(|source| Error::Write {
+            format: Format::Speedscope,
+            source,
+        })
+}
+
+/// Writes stacks as folded text (`stack count` lines), sorted bytewise and
+/// with equal stacks merged.
+pub fn render_folded<S: AsRef<str>, W: Write>(stacks: &[(S, u64)], w: W) -> Result<()> {
+    let mut v: Vec<(&str, u64)> = stacks
+        .iter()
+        .map(|(s, c)| (s.as_ref(), *c))
+        .filter(|(_, c)| *c > 0)
+        .collect();
+    v.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let mut w = io::BufWriter::new(w);
+    let mut num = itoa::Buffer::new();
+    let mut i = 0;
+    let res = (|| {
+        while i < v.len() {
+            let (stack, mut count) = v[i];
+            i += 1;
+            while i < v.len() && v[i].0 == stack {
+                count = crate::sys::counts::add(count, v[i].1);
+                i += 1;
+            }
+            w.write_all(stack.as_bytes())?;
+            w.write_all(b" ")?;
+            w.write_all(num.format(count).as_bytes())?;
+            w.write_all(b"\n")?;
+        }
+        w.flush()
+    })();
+    res.map_err(|source| Error::Write {
+        format: Format::Folded,
+        source,
+    })
+}
+
+/// Writes stacks as a gzipped pprof profile: one sample per stack, one
+/// location per frame, the counts in a column named after
+/// `opts.count_name` (`ns`: `cpu/nanoseconds`).
+pub fn render_pprof<S: AsRef<str>, W: Write>(
+    stacks: &[(S, u64)],
+    opts: &RenderOptions,
+    w: W,
+) -> Result<()> {
+    if total(stacks) == 0 {
+        return Err(Error::Empty {
+            what: "the input".into(),
+        });
+    }
+    let columns = crate::output::pprof::Columns::for_count_name(&opts.count_name);
+    let rows = stacks.iter().map(|(s, c)| (s.as_ref(), *c, Vec::new()));
+    crate::output::pprof::from_stacks(rows, &columns, w)
+        .map(drop)
+        .map_err(|source| Error::Write {
+            format: Format::Pprof,
+            source,
+        })
+}
+
+/// Renders stacks in `format`.
+pub fn render<S: AsRef<str>, W: Write>(
+    format: Format,
+    stacks: &[(S, u64)],
+    opts: &RenderOptions,
+    w: W,
+) -> Result<()> {
+    match format {
+        Format::Svg => render_svg(stacks, opts, w),
+        Format::Html => render_html(stacks, opts, w),
+        Format::Speedscope => render_speedscope(stacks, opts, w),
+        Format::Folded => render_folded(stacks, w),
+        Format::Pprof => render_pprof(stacks, opts, w),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_order_keeps_a_call_path_together() {
+        let stacks = [("main;f", 1u64), ("main.cold", 2), ("main", 3)];
+        let o = frame_ordered(&stacks);
+        let names: Vec<&str> = o.iter().map(|(s, _)| *s).collect();
+        assert_eq!(names, ["main", "main;f", "main.cold"]);
+    }
+
+    #[test]
+    fn numeric_last_word_is_protected() {
+        assert_eq!(protect_stack("a;foo 12"), "a;foo\u{a0}12");
+        assert_eq!(protect_stack("a;foo bar"), "a;foo bar");
+        assert_eq!(protect_stack("# x;y"), "#\u{a0}x;y");
+    }
+
+    #[test]
+    fn formats_parse() {
+        assert_eq!("SVG".parse::<Format>().unwrap(), Format::Svg);
+        assert_eq!(
+            Format::parse_list("svg, html,svg").unwrap(),
+            vec![Format::Svg, Format::Html]
+        );
+        assert!(Format::parse_list("all").unwrap().len() == 5);
+        assert!("png".parse::<Format>().is_err());
+        assert_eq!(
+            Format::from_path(Path::new("x/p.speedscope.json")).unwrap(),
+            Format::Speedscope
+        );
+        assert!(Format::from_path(Path::new("out")).is_err());
+    }
+
+    #[test]
+    fn capture_titles() {
+        assert_eq!(
+            capture_title(Some("42"), Some("3"), Some("q1")),
+            "job 42 · worker 3 · query q1"
+        );
+        assert_eq!(capture_title(None, None, None), "Flame Graph");
+    }
+}

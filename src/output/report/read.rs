@@ -1,0 +1,373 @@
+//! Building a [`Profile`] for the report: from `perf script` text (plain,
+//! `.gz` or `.zst`, recognised by their magic bytes), from folded stacks,
+//! or from a capture directory (its symbolized text, else its folded
+//! stacks).
+//!
+//! `perf script` samples keep their DSOs and times: frames are `(symbol
+//! without offset, DSO file name)`, inline frames (`(inlined)` lines) are
+//! counted in their function, as `perf report`'s entries are, and only the
+//! first event seen is read. Folded stacks carry no DSO: their first frame
+//! is taken for the process name (jobprof, inferno and FlameGraph put it
+//! there) and left out, unnamed frames (`[libc.so.6]`, the old pipeline's
+//! `[unknown:libc.so.6]`) become `[unknown]` in that DSO, `_[k]` frames
+//! are kernel frames.
+
+use std::path::{Path, PathBuf};
+
+use super::{Frame, Profile};
+use crate::capture::{self, Filter};
+use crate::error::{Error, Result};
+use crate::sys::input::{self, Opened, Source};
+use crate::text::perf_script;
+
+/// What kind of text an input holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `perf script` output.
+    Script,
+    /// Folded stacks (`frame;frame;... count`).
+    Folded,
+}
+
+/// Reads `path`: a capture directory, or a file of `perf script` text or
+/// folded stacks (told apart by their first lines).
+pub fn path(path: &Path) -> Result<Profile> {
+    if path.is_dir() {
+        return capture_dir(path);
+    }
+    let src = Source::from_arg(path);
+    let mut lines = Lines::default();
+    each_line(&src, |l| lines.push(l))?;
+    let mut p = lines.finish(&src.display_path())?;
+    p.source = src.display_path().display().to_string();
+    Ok(p)
+}
+
+/// Reads the capture in `dir`: jobprof's `perf.script.zst`, else the old
+/// pipeline's `perf.script.gz`, else the folded stacks.
+pub fn capture_dir(dir: &Path) -> Result<Profile> {
+    let found = capture::discover(&[dir.to_path_buf()], &Filter::default())?;
+    let [c] = found.as_slice() else {
+        return Err(Error::Usage(format!(
+            "{}: holds {} captures; pass one capture directory (RESULT_DIR/profiles/perf/\
+             worker_N/QUERY)",
+            dir.display(),
+            found.len()
+        )));
+    };
+    let out = c.out_dir();
+    let candidates: Vec<PathBuf> = vec![
+        out.join(capture::SCRIPT_ZST),
+        c.dir.join(capture::SCRIPT_ZST),
+        c.dir.join(capture::SCRIPT_GZ),
+        out.join(crate::pipeline::FOLDED),
+        c.dir.join(crate::pipeline::FOLDED),
+    ];
+    let Some(text) = candidates.iter().find(|p| capture::is_plain_file(p)) else {
+        return Err(Error::Usage(format!(
+            "{}: no symbolized text (perf.script.zst, perf.script.gz) or stacks.folded; run \
+             `jobprof process` on it first",
+            dir.display()
+        )));
+    };
+    let mut p = path(text)?;
+    p.source = c.label();
+    p.shards = capture::validate(c).ok().map(|v| v.shards.len());
+    Ok(p)
+}
+
+/// The profile of folded stacks already in memory (`process;...;leaf`,
+/// count), when no symbolized text is there to read.
+pub fn folded_stacks(stacks: &[(String, u64)], source: &str) -> Profile {
+    let mut lines = Lines {
+        kind: Some(Kind::Folded),
+        ..Lines::default()
+    };
+    for (stack, n) in stacks {
+        lines.folded(&format!("{stack} {n}"));
+    }
+    let mut p = lines.p;
+    p.source = source.to_string();
+    p
+}
+
+/// Calls `f` with each line of `src` (without its newline).
+fn each_line(src: &Source, mut f: impl FnMut(&[u8])) -> Result<()> {
+    match input::open(src)? {
+        Opened::Empty => Ok(()),
+        Opened::Mapped(map) => {
+            for l in map[..].split(|&b| b == b'\n') {
+                f(l);
+            }
+            Ok(())
+        }
+        Opened::Stream(mut s) => {
+            let mut buf = vec![0u8; 1 << 20];
+            let mut carry: Vec<u8> = Vec::new();
+            loop {
+                let n = s.read(&mut buf)?;
+                if n == 0 {
+                    break;
+                }
+                carry.extend_from_slice(&buf[..n]);
+                let mut start = 0;
+                while let Some(i) = carry[start..].iter().position(|&b| b == b'\n') {
+                    f(&carry[start..start + i]);
+                    start += i + 1;
+                }
+                carry.drain(..start);
+            }
+            if !carry.is_empty() {
+                f(&carry);
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The line-by-line reader of either kind.
+#[derive(Default)]
+struct Lines {
+    kind: Option<Kind>,
+    p: Profile,
+    /// The sample being read: its weight and frames, leaf first.
+    sample: Option<(u64, Vec<u32>)>,
+    skipping: bool,
+    bad: u64,
+}
+
+impl Lines {
+    fn push(&mut self, raw: &[u8]) {
+        let line = String::from_utf8_lossy(raw);
+        let line = line.trim_end_matches('\r');
+        if line.trim().is_empty() {
+            self.end_sample();
+            return;
+        }
+        if line.starts_with('#') {
+            return;
+        }
+        let kind = *self.kind.get_or_insert_with(|| kind_of(line));
+        match kind {
+            Kind::Folded => self.folded(line),
+            Kind::Script => self.script(line),
+        }
+    }
+
+    fn folded(&mut self, line: &str) {
+        let Some((stack, n)) = line.trim_end().rsplit_once(' ') else {
+            self.bad += 1;
+            return;
+        };
+        let Ok(n) = n.parse::<u64>() else {
+            self.bad += 1;
+            return;
+        };
+        let mut frames: Vec<&str> = stack.split(';').collect();
+        if frames.len() > 1 {
+            frames.remove(0);
+        }
+        let chain: Vec<u32> = frames
+            .iter()
+            .rev()
+            .map(|f| self.p.intern(folded_frame(f)))
+            .collect();
+        self.p.samples += 1;
+        self.p.add(chain, n);
+    }
+
+    fn script(&mut self, line: &str) {
+        let indented = line.starts_with([' ', '\t']);
+        if !indented {
+            self.end_sample();
+            self.header(line);
+            return;
+        }
+        if self.skipping {
+            return;
+        }
+        let Some((_, frames)) = self.sample.as_mut() else {
+            return;
+        };
+        let trimmed = perf_script::trim_end(line);
+        let Some(fl) = perf_script::parse_frame_fixed(trimmed) else {
+            self.bad += 1;
+            return;
+        };
+        if fl.module == "inlined" {
+            return;
+        }
+        let symbol = match perf_script::strip_offset(fl.rawfunc).trim() {
+            "" => "[unknown]".to_string(),
+            s => s.to_string(),
+        };
+        let frame = Frame {
+            symbol,
+            dso: dso_name(fl.module),
+        };
+        let i = self.p.intern(frame);
+        frames.push(i);
+    }
+
+    fn header(&mut self, line: &str) {
+        let Some(h) = perf_script::parse_header_fixed(line) else {
+            self.bad += 1;
+            self.skipping = true;
+            return;
+        };
+        let event = h.event.unwrap_or("").trim_end_matches(':').to_string();
+        match &self.p.event {
+            Some(e) if *e != event => {
+                self.skipping = true;
+                return;
+            }
+            None => self.p.event = Some(event),
+            _ => {}
+        }
+        self.skipping = false;
+        if let Some(t) = sample_time(line) {
+            let w = self.p.window.get_or_insert((t, t));
+            w.0 = w.0.min(t);
+            w.1 = w.1.max(t);
+        }
+        self.sample = Some((h.period.unwrap_or(1), Vec::new()));
+    }
+
+    fn end_sample(&mut self) {
+        if let Some((w, chain)) = self.sample.take() {
+            if !chain.is_empty() {
+                self.p.samples += 1;
+                self.p.add(chain, w);
+            }
+        }
+    }
+
+    fn finish(mut self, path: &Path) -> Result<Profile> {
+        self.end_sample();
+        if self.p.chains.is_empty() {
+            return Err(Error::Usage(format!(
+                "{}: no samples: neither `perf script` text nor folded stacks ({} line(s) not \
+                 understood)",
+                path.display(),
+                self.bad
+            )));
+        }
+        Ok(self.p)
+    }
+}
+
+/// Folded stacks end in a count and have no indented lines.
+fn kind_of(first: &str) -> Kind {
+    let folded = !first.starts_with([' ', '\t'])
+        && first
+            .trim_end()
+            .rsplit_once(' ')
+            .is_some_and(|(s, n)| !s.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        && perf_script::parse_header_fixed(first).is_none_or(|h| h.event.is_none());
+    if folded {
+        Kind::Folded
+    } else {
+        Kind::Script
+    }
+}
+
+/// A folded frame as a [`Frame`]: `[libc.so.6]`, `[unknown:libc.so.6]`,
+/// `name_[k]`.
+fn folded_frame(f: &str) -> Frame {
+    if let Some(name) = f.strip_suffix("_[k]") {
+        return Frame {
+            symbol: if crate::output::summary::is_unknown_frame(name) {
+                "[unknown]".into()
+            } else {
+                name.into()
+            },
+            dso: "[kernel.kallsyms]".into(),
+        };
+    }
+    if let Some(dso) = crate::output::summary::unnamed_dso(f) {
+        let dso = dso.strip_prefix("unknown:").unwrap_or(dso);
+        return Frame {
+            symbol: "[unknown]".into(),
+            dso: dso.into(),
+        };
+    }
+    let f = f
+        .strip_suffix("_[j]")
+        .or(f.strip_suffix("_[i]"))
+        .unwrap_or(f);
+    Frame {
+        symbol: f.into(),
+        dso: "-".into(),
+    }
+}
+
+/// `/usr/lib/x86_64-linux-gnu/libc.so.6` -> `libc.so.6`; `[kernel.kallsyms]`
+/// and `[unknown]` stay.
+fn dso_name(module: &str) -> String {
+    if module.starts_with('[') {
+        return module.to_string();
+    }
+    Path::new(module)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| module.to_string())
+}
+
+/// The `12345.678901:` time of a sample header line.
+fn sample_time(line: &str) -> Option<f64> {
+    line.split_ascii_whitespace().find_map(|t| {
+        let t = t.strip_suffix(':')?;
+        let (a, b) = t.split_once('.')?;
+        (!a.is_empty()
+            && a.bytes().all(|c| c.is_ascii_digit())
+            && b.bytes().all(|c| c.is_ascii_digit()))
+        .then(|| t.parse().ok())
+        .flatten()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn script_and_folded_are_read_alike() {
+        let script = "w 10 100.500000:     250 cpu-clock: \n\
+                      \t    1159 burn+0x19 (/opt/w)\n\
+                      \t    1200 busy+0x1 (/opt/w)\n\
+                      \t    7f00 [unknown] (/usr/lib/libc.so.6)\n\n\
+                      w 10 101.000000:     250 cpu-clock: \n\
+                      \tffffffff8100 [unknown] ([kernel.kallsyms])\n\
+                      \t    1159 burn+0x19 (/opt/w)\n\n";
+        let mut l = Lines::default();
+        for line in script.split('\n') {
+            l.push(line.as_bytes());
+        }
+        let p = l.finish(Path::new("x")).unwrap();
+        assert_eq!(p.samples, 2);
+        assert_eq!(p.total(), 500);
+        assert_eq!(p.event.as_deref(), Some("cpu-clock"));
+        assert_eq!(p.window, Some((100.5, 101.0)));
+        assert!(p.frames.contains(&Frame {
+            symbol: "burn".into(),
+            dso: "w".into()
+        }));
+        let mut l = Lines::default();
+        for line in [
+            "w;[unknown:libc.so.6];busy;burn 3",
+            "w;burn;[[kernel.kallsyms]] 1",
+        ] {
+            l.push(line.as_bytes());
+        }
+        let p = l.finish(Path::new("x")).unwrap();
+        assert_eq!(p.total(), 4);
+        assert!(p.frames.contains(&Frame {
+            symbol: "[unknown]".into(),
+            dso: "libc.so.6".into()
+        }));
+        assert!(p.frames.contains(&Frame {
+            symbol: "[unknown]".into(),
+            dso: "[kernel.kallsyms]".into()
+        }));
+    }
+}

@@ -1,0 +1,721 @@
+//! `summary.json`: the numbers a person or a script reads first about one
+//! processed capture (samples, event, period total, shards, how much was
+//! symbolized, the top functions by self and total time, the inputs with
+//! sizes and hashes, versions and timings).
+//!
+//! [`StackStats::from_stacks`] derives the symbol statistics from folded
+//! stacks; [`Summary`] is the serde type written to disk. The first frame of
+//! every folded stack is the process name (the fold's root), not a function:
+//! it is left out of the function lists and of every ratio. A frame is
+//! unnamed when perf could not name it: the fold spells those `[unknown]`
+//! or `[dso-name]`, and the DSO in the brackets is what the per-DSO figures
+//! count. The headline figure is the share of weight whose leaf frame is
+//! named; a stack is truncated when its root frame is not a thread entry.
+//! [`StackStats::warnings`] turns bad figures into one warning each, with
+//! the likely fix. This module does not read captures.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, BufReader};
+use std::path::Path;
+
+use serde::Serialize;
+
+/// How many functions each top list holds.
+pub const TOP_N: usize = 50;
+
+/// True for a frame perf could not name (`[unknown]`, `[libc.so.6]`,
+/// `[unknown]_[k]`).
+pub fn is_unknown_frame(frame: &str) -> bool {
+    let f = frame
+        .strip_suffix("_[k]")
+        .or_else(|| frame.strip_suffix("_[j]"))
+        .or_else(|| frame.strip_suffix("_[i]"))
+        .unwrap_or(frame);
+    f.starts_with('[') && f.ends_with(']')
+}
+
+/// One function's share.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FunctionShare {
+    /// The frame name.
+    pub name: String,
+    /// Its period (samples weighted by period, as in the folded file).
+    pub period: u64,
+    /// Percent of the period total.
+    pub percent: f64,
+}
+
+/// Weight of the stacks with an unnamed frame in one DSO.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DsoShare {
+    /// The DSO's file name as perf printed it (`libc.so.6`,
+    /// `[kernel.kallsyms]`), or `[unknown]` for addresses in no mapping.
+    pub dso: String,
+    /// Period of the stacks with at least one unnamed frame in it.
+    pub period: u64,
+    /// Percent of the period total.
+    pub percent: f64,
+}
+
+/// How many DSOs [`StackStats::unnamed_by_dso`] lists.
+pub const TOP_DSOS: usize = 10;
+
+/// Symbol statistics of folded stacks.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct StackStats {
+    /// Sum of all counts.
+    pub period_total: u64,
+    /// Share (0..1) of the period whose leaf frame (where the sample was
+    /// taken) is named.
+    pub symbolized_ratio: f64,
+    /// Share (0..1) of the period whose stack has at least one named frame
+    /// (the old pipeline's renderer drew at 5% of call chains by this).
+    pub named_stack_ratio: f64,
+    /// Share (0..1) of the period whose stack has at least one unnamed frame.
+    pub unnamed_stack_ratio: f64,
+    /// Share (0..1) of frames (weighted by period, process name excluded)
+    /// that perf could not name.
+    pub unknown_frame_ratio: f64,
+    /// Share (0..1) of the period whose root frame is not a thread entry
+    /// ([`is_thread_entry`]): the unwinder lost the callers.
+    pub truncated_ratio: f64,
+    /// The DSOs with unnamed frames, most weight first (at most
+    /// [`TOP_DSOS`]).
+    pub unnamed_by_dso: Vec<DsoShare>,
+    /// The root frames of truncated stacks, most weight first (at most 5).
+    pub truncated_roots: Vec<FunctionShare>,
+    /// Top functions by self time (leaf frames).
+    pub top_self: Vec<FunctionShare>,
+    /// Top functions by total time (anywhere in the stack, counted once per
+    /// stack even under recursion).
+    pub top_total: Vec<FunctionShare>,
+}
+
+/// The DSO an unnamed frame belongs to: `[libc.so.6]` -> `libc.so.6`,
+/// `[[kernel.kallsyms]]` -> `[kernel.kallsyms]`, `[libc.so.6 <7f01>]`
+/// (`--addrs`) -> `libc.so.6`. `None` for a named frame.
+pub fn unnamed_dso(frame: &str) -> Option<&str> {
+    if !is_unknown_frame(frame) {
+        return None;
+    }
+    let f = frame
+        .strip_suffix("_[k]")
+        .or_else(|| frame.strip_suffix("_[j]"))
+        .or_else(|| frame.strip_suffix("_[i]"))
+        .unwrap_or(frame);
+    let inner = &f[1..f.len() - 1];
+    let inner = match inner.rfind(" <") {
+        Some(i) if inner.ends_with('>') => &inner[..i],
+        _ => inner,
+    };
+    Some(match inner {
+        "unknown" => "[unknown]",
+        other => other,
+    })
+}
+
+/// True for a frame where a thread's stack legitimately begins: the
+/// program's `_start`/`main` (and glibc's `__libc_start_*`), a thread's
+/// `start_thread`/`clone`/`clone3`, or a kernel entry (`entry_*`,
+/// `ret_from_fork*`, `asm_*`, the idle task's `*startup_64*`, arm64's
+/// `el0t_*`/`el1h_*`), the roots of kernel-only stacks.
+pub fn is_thread_entry(frame: &str) -> bool {
+    let f = frame.strip_suffix("_[k]").unwrap_or(frame);
+    matches!(
+        f,
+        "_start"
+            | "main"
+            | "__libc_start_main"
+            | "__libc_start_call_main"
+            | "start_thread"
+            | "clone"
+            | "clone3"
+            | "__clone"
+            | "__clone3"
+            | "thread_start"
+            | "start_kernel"
+            | "x86_64_start_kernel"
+            | "rest_init"
+    ) || [
+        "entry_",
+        "ret_from_fork",
+        "asm_",
+        "el0t_",
+        "el1h_",
+        "xen_start",
+    ]
+    .iter()
+    .any(|p| f.starts_with(p))
+        || f.contains("startup_64")
+}
+
+/// The sums [`StackStats::from_stacks`] collects, one stack at a time.
+#[derive(Default)]
+struct Tally<'a> {
+    total: u64,
+    leaf_named: u64,
+    any_named: u64,
+    any_unnamed: u64,
+    truncated: u64,
+    frames: u128,
+    unknown: u128,
+    self_t: HashMap<&'a str, u64>,
+    total_t: HashMap<&'a str, u64>,
+    by_dso: HashMap<&'a str, u64>,
+    cut_roots: HashMap<&'a str, u64>,
+    /// Scratch, per stack: the frames and unnamed DSOs already counted.
+    seen: Vec<&'a str>,
+    dsos: Vec<&'a str>,
+}
+
+/// `m[key] += count`, saturating.
+fn bump<'a>(m: &mut HashMap<&'a str, u64>, key: &'a str, count: u64) {
+    let t = m.entry(key).or_default();
+    *t = crate::sys::counts::add(*t, count);
+}
+
+impl<'a> Tally<'a> {
+    /// Counts one folded stack (`process;root;...;leaf`) of weight `count`.
+    fn add(&mut self, stack: &'a str, count: u64) {
+        self.total = crate::sys::counts::add(self.total, count);
+        let mut parts = stack.split(';');
+        let _process = parts.next();
+        let mut root = None;
+        let mut leaf = None;
+        let mut named = false;
+        self.seen.clear();
+        self.dsos.clear();
+        for f in parts {
+            root.get_or_insert(f);
+            self.frames += u128::from(count);
+            if let Some(dso) = unnamed_dso(f) {
+                self.unknown += u128::from(count);
+                if !self.dsos.contains(&dso) {
+                    self.dsos.push(dso);
+                }
+            } else {
+                named = true;
+            }
+            if !self.seen.contains(&f) {
+                self.seen.push(f);
+                bump(&mut self.total_t, f, count);
+            }
+            leaf = Some(f);
+        }
+        for d in &self.dsos {
+            bump(&mut self.by_dso, d, count);
+        }
+        if !self.dsos.is_empty() {
+            self.any_unnamed = crate::sys::counts::add(self.any_unnamed, count);
+        }
+        if named {
+            self.any_named = crate::sys::counts::add(self.any_named, count);
+        }
+        if leaf.is_some_and(|l| !is_unknown_frame(l)) {
+            self.leaf_named = crate::sys::counts::add(self.leaf_named, count);
+        }
+        match root {
+            Some(r) if is_thread_entry(r) => {}
+            r => {
+                self.truncated = crate::sys::counts::add(self.truncated, count);
+                bump(&mut self.cut_roots, r.unwrap_or("(no frames)"), count);
+            }
+        }
+        if let Some(l) = leaf {
+            bump(&mut self.self_t, l, count);
+        }
+    }
+
+    /// The ratios and top lists of what was counted.
+    fn stats(self) -> StackStats {
+        let total = self.total;
+        let ratio = |a: u128, b: u128| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+        let top = |m: HashMap<&str, u64>, n: usize| {
+            let mut v: Vec<(&str, u64)> = m.into_iter().collect();
+            v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+            v.truncate(n);
+            v.into_iter()
+                .map(|(name, period)| FunctionShare {
+                    name: name.to_string(),
+                    period,
+                    percent: round2(100.0 * ratio(u128::from(period), u128::from(total))),
+                })
+                .collect::<Vec<_>>()
+        };
+        let t = u128::from(total);
+        StackStats {
+            period_total: total,
+            symbolized_ratio: ratio(u128::from(self.leaf_named), t),
+            named_stack_ratio: ratio(u128::from(self.any_named), t),
+            unnamed_stack_ratio: ratio(u128::from(self.any_unnamed), t),
+            unknown_frame_ratio: ratio(self.unknown, self.frames),
+            truncated_ratio: ratio(u128::from(self.truncated), t),
+            unnamed_by_dso: top(self.by_dso, TOP_DSOS)
+                .into_iter()
+                .map(|f| DsoShare {
+                    dso: f.name,
+                    period: f.period,
+                    percent: f.percent,
+                })
+                .collect(),
+            truncated_roots: top(self.cut_roots, 5),
+            top_self: top(self.self_t, TOP_N),
+            top_total: top(self.total_t, TOP_N),
+        }
+    }
+}
+
+impl StackStats {
+    /// Computes the statistics of `(stack, count)` pairs.
+    pub fn from_stacks(stacks: &[(String, u64)]) -> StackStats {
+        let mut tally = Tally::default();
+        for (stack, count) in stacks {
+            tally.add(stack, *count);
+        }
+        tally.stats()
+    }
+
+    /// The symbol figures in one phrase, for page headers and the report:
+    /// `3.0% named leaves, 61.2% of stacks with a named frame`.
+    pub fn symbol_figures(&self) -> String {
+        format!(
+            "{:.1}% named leaves, {:.1}% of stacks with a named frame",
+            100.0 * self.symbolized_ratio,
+            100.0 * self.named_stack_ratio
+        )
+    }
+
+    /// The warning that goes with every picture drawn from too few named
+    /// leaves (below [`SYMBOL_WARN_PCT`]%): the picture is drawn anyway
+    /// (unnamed frames still say in which DSO the time went), and the
+    /// reader is told how far to trust it.
+    pub fn symbol_warning(&self) -> Option<String> {
+        let leaf = 100.0 * self.symbolized_ratio;
+        (self.period_total > 0 && leaf < SYMBOL_WARN_PCT).then(|| {
+            let dso = self
+                .unnamed_by_dso
+                .first()
+                .map(|d| format!("; most unnamed frames are in {} ({:.1}%)", d.dso, d.percent))
+                .unwrap_or_default();
+            format!(
+                "few symbols: only {leaf:.1}% of the weight has a named leaf frame and {:.1}% \
+                 of it a named frame at all{dso}: the picture shows in which DSO the time went, \
+                 not in which function; check symfs/ (the worker's binaries with .symtab or \
+                 .debug_info)",
+                100.0 * self.named_stack_ratio
+            )
+        })
+    }
+
+    /// One warning per figure that is bad enough to mislead a reader of the
+    /// flamegraph, each with its likely fix: more than
+    /// [`TRUNCATED_WARN_PCT`]% of the weight truncated, or more than
+    /// [`DSO_WARN_PCT`]% unnamed in one DSO.
+    pub fn warnings(&self) -> Vec<String> {
+        self.warnings_for(None)
+    }
+
+    /// [`StackStats::warnings`] for a capture recorded with `call_graph`
+    /// (`fp` or `dwarf`; `None`: not known): the advice fits the mode used
+    /// (no "record with --call-graph dwarf" for a dwarf capture).
+    pub fn warnings_for(&self, call_graph: Option<&str>) -> Vec<String> {
+        let dwarf = call_graph == Some("dwarf");
+        let mut out = Vec::new();
+        let truncated = 100.0 * self.truncated_ratio;
+        if truncated > TRUNCATED_WARN_PCT {
+            let roots: Vec<String> = self
+                .truncated_roots
+                .iter()
+                .take(3)
+                .map(|r| format!("{} {:.1}%", r.name, r.percent))
+                .collect();
+            let fix = if dwarf {
+                "it was recorded with --call-graph dwarf: the stack copies were too small for \
+                 these stacks (record with a larger one, e.g. --call-graph dwarf,32768), or the \
+                 code where they stop has no unwind tables (.eh_frame)"
+            } else {
+                "record with --call-graph dwarf, or build the program and its libraries \
+                 with -fno-omit-frame-pointer (static glibc and most distribution libraries have \
+                 no frame pointers)"
+            };
+            out.push(format!(
+                "{truncated:.1}% of the weight is in truncated stacks (they stop at {} instead of \
+                 a thread entry such as _start, main or start_thread): the unwinder lost the \
+                 callers; {fix}",
+                roots.join(", ")
+            ));
+        }
+        for d in &self.unnamed_by_dso {
+            if d.percent <= DSO_WARN_PCT {
+                continue;
+            }
+            let jit_dso = crate::symbolize::jit::pid_in(&d.dso, "perf-", ".map").is_some()
+                || d.dso == "anon"
+                || (d.dso.starts_with("jitted-") && d.dso.ends_with(".so"));
+            let fix = match d.dso.as_str() {
+                _ if jit_dso => {
+                    "JIT-compiled code its runtime's perf map does not name (no debug package \
+                     can): the runtime must write /tmp/perf-PID.map before stop (JVM: \
+                     jobprof-record --jit-maps auto asks it, JDK 17+; Node: --perf-basic-prof; \
+                     Python 3.12+: -X perf); see jit in summary.json and symbol-manifest.tsv"
+                }
+                "[kernel.kallsyms]" => {
+                    "kernel symbols were not available: record with jobprof-record as root or \
+                     with kernel.kptr_restrict=0 so that kallsyms is snapshotted (see \
+                     kernel_symbols in summary.json)"
+                }
+                "[unknown]" if dwarf => {
+                    "these addresses are in no mapping: code without unwind tables, or a stack \
+                     copy too small (record with a larger --call-graph dwarf,SIZE)"
+                }
+                "[unknown]" => {
+                    "these addresses are in no mapping, usually a broken frame-pointer chain: \
+                     record with --call-graph dwarf or build with -fno-omit-frame-pointer"
+                }
+                _ => {
+                    "its symbols are missing: install its debug package (debug info by build id \
+                     under /usr/lib/debug/.build-id) on the node before recording, or deploy it \
+                     unstripped; symbol-manifest.tsv shows what was snapshotted"
+                }
+            };
+            out.push(format!(
+                "{:.1}% of the weight has unnamed frames in {}: {fix}",
+                d.percent, d.dso
+            ));
+        }
+        out
+    }
+}
+
+/// Below this share of weight with a named leaf (percent), every picture
+/// carries [`StackStats::symbol_warning`].
+pub const SYMBOL_WARN_PCT: f64 = 5.0;
+
+/// Above this share of truncated weight (percent), [`StackStats::warnings`]
+/// warns.
+pub const TRUNCATED_WARN_PCT: f64 = 10.0;
+/// Above this share of weight unnamed in one DSO (percent),
+/// [`StackStats::warnings`] warns.
+pub const DSO_WARN_PCT: f64 = 5.0;
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+/// One input file of the capture.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InputFile {
+    /// Name relative to the capture directory.
+    pub name: String,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// SHA-256 of the content, hex (what `sha256sum` prints).
+    pub sha256: String,
+}
+
+/// Hashes a file (SHA-256): its size and hex digest.
+pub fn hash_file(path: &Path) -> io::Result<(u64, String)> {
+    let file = File::open(path)?;
+    // These are perf.data files of up to gigabytes: hashed from a mapping
+    // of the page cache, not copied out of it (a tenth less CPU than
+    // reading them); anything that cannot be mapped is streamed.
+    let meta = file.metadata()?;
+    if meta.is_file() && meta.len() > 0 {
+        if let Ok(map) = crate::sys::input::Mapping::of(&file, path) {
+            let _ = map.advise(memmap2::Advice::Sequential);
+            return Ok((
+                map.len() as u64,
+                crate::sys::digest::sha256_hex_mapped(&map),
+            ));
+        }
+    }
+    let file = BufReader::with_capacity(1 << 20, file);
+    let mut r = crate::sys::digest::Sha256Reader::new(file);
+    io::copy(&mut r, &mut io::sink())?;
+    Ok((r.bytes_read(), r.hex_digest()))
+}
+
+/// One shard (or the symbolized text it came from) as processed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ShardSummary {
+    /// Shard number.
+    pub index: u32,
+    /// The data file's name.
+    pub data_file: String,
+    /// Its size (0 when it was not there).
+    pub data_bytes: u64,
+    /// `perf script` runs (time slices) it was split into.
+    pub slices: usize,
+    /// Text bytes `perf script` printed for it.
+    pub text_bytes: u64,
+    /// Seconds spent in its slowest `perf script` run.
+    pub seconds: f64,
+    /// `ok` or `failed`.
+    pub status: String,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// Whether its stacks have inline frames (expanded where perf 6.1
+    /// prints them); `None` when the capture's own text was folded.
+    pub inline: Option<bool>,
+}
+
+/// Where the time went, in seconds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Timings {
+    /// Validation and planning (time ranges).
+    pub prepare: f64,
+    /// Symbolizing, folding and archiving (one pass).
+    pub symbolize_fold: f64,
+    /// Rendering.
+    pub render: f64,
+    /// Everything, up to writing the summary.
+    pub total: f64,
+}
+
+/// The content of `summary.json`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    /// `jobprof`.
+    pub tool: String,
+    /// jobprof's version.
+    pub tool_version: String,
+    /// [`crate::capture::OUTPUT_VERSION`].
+    pub output_version: u32,
+    /// When the summary was written (UTC).
+    pub created: String,
+    /// `worker_N/Q`.
+    pub capture: String,
+    /// Worker index.
+    pub worker: Option<u32>,
+    /// Query id.
+    pub query: String,
+    /// Slurm job id, when recorded.
+    pub job_id: Option<String>,
+    /// `record` (jobprof-record) or `legacy` (old shell pipeline).
+    pub layout: crate::capture::Layout,
+    /// False when the capture had no metadata to validate (derived files
+    /// only, or the original pipeline's flat layout): nothing vouches that
+    /// it was complete.
+    pub validated: bool,
+    /// Samples folded.
+    pub samples: u64,
+    /// The event folded.
+    pub event: Option<String>,
+    /// Sum of sample periods (the folded file's total).
+    pub period_total: u64,
+    /// Distinct stacks.
+    pub unique_stacks: u64,
+    /// Share of the period whose leaf frame is named (0..1).
+    pub symbolized_ratio: f64,
+    /// Share of the period whose stack has at least one named frame (0..1).
+    pub named_stack_ratio: f64,
+    /// The few-symbols warning ([`StackStats::symbol_warning`]), when the
+    /// named leaf share is below 5%: the pictures are drawn anyway.
+    pub symbol_warning: Option<String>,
+    /// Share of the period whose stack has at least one unnamed frame
+    /// (0..1).
+    pub unnamed_stack_ratio: f64,
+    /// Share of frames perf could not name (0..1).
+    pub unknown_frame_ratio: f64,
+    /// Share of the period whose root frame is not a thread entry (0..1).
+    pub truncated_ratio: f64,
+    /// The DSOs with unnamed frames (top 10), with the weight of the stacks
+    /// that have one.
+    pub unnamed_by_dso: Vec<DsoShare>,
+    /// Root frames of the truncated stacks (top 5).
+    pub truncated_roots: Vec<FunctionShare>,
+    /// Where kernel frames were named from (`snapshot PATH`, the live
+    /// `/proc/kallsyms`, perf's default, or `none: why`).
+    pub kernel_symbols: Option<String>,
+    /// JIT-compiled code: its share of the weight, the share of it named,
+    /// and where the names came from (`None`: no JIT frame).
+    pub jit: Option<crate::symbolize::jit::JitFigures>,
+    /// Lines of `perf script` output that were not understood.
+    pub skipped_lines: u64,
+    /// Shards.
+    pub shards: Vec<ShardSummary>,
+    /// How the text was obtained: `perf script` or the name of the
+    /// symbolized text file folded instead.
+    pub symbolized_from: String,
+    /// Top functions by self time.
+    pub top_self: Vec<FunctionShare>,
+    /// Top functions by total time.
+    pub top_total: Vec<FunctionShare>,
+    /// Input files with sizes and hashes.
+    pub inputs: Vec<InputFile>,
+    /// `perf --version` of the perf that symbolized (none when the text was
+    /// folded from an archive).
+    pub perf_version: Option<String>,
+    /// `perf --version` of the perf that recorded, when known.
+    pub recorded_with: Option<String>,
+    /// The recording machine's architecture from the first shard's header
+    /// (`x86_64`, `aarch64`; `None`: no data file, or not in the header).
+    pub capture_arch: Option<String>,
+    /// The architecture of the host that processed it.
+    pub host_arch: String,
+    /// `fp` or `dwarf`, from the first shard's header (`None`: no data file).
+    pub call_graph: Option<String>,
+    /// Output files written, besides this one and the marker.
+    pub outputs: Vec<String>,
+    /// Why the flamegraph was not rendered, when it was not.
+    pub render_refused: Option<String>,
+    /// Things that went wrong without stopping the capture.
+    pub warnings: Vec<String>,
+    /// Timings.
+    pub timings: Timings,
+    /// The old shell pipeline's facts (`capture-metadata.txt`), for its
+    /// captures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub old_pipeline: Option<crate::capture::legacy::Facts>,
+    /// Build id and path of each DSO a sample hit (`build-ids.txt`).
+    pub build_ids: Vec<crate::symbolize::build_ids::BuildId>,
+    /// Off-CPU totals per thread, for captures recorded with `--off-cpu`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub off_cpu: Option<crate::text::offcpu::Summary>,
+}
+
+impl Summary {
+    /// Pretty JSON with a trailing newline.
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).expect("a summary always serializes");
+        s.push('\n');
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_frames() {
+        assert!(is_unknown_frame("[unknown]"));
+        assert!(is_unknown_frame("[libc.so.6]"));
+        assert!(is_unknown_frame("[kernel.kallsyms]_[k]"));
+        assert!(!is_unknown_frame("main"));
+        assert!(!is_unknown_frame("do_sys_open_[k]"));
+        assert!(!is_unknown_frame("std::vector<int>::operator[]"));
+    }
+
+    #[test]
+    fn unnamed_dsos() {
+        assert_eq!(unnamed_dso("[libc.so.6]"), Some("libc.so.6"));
+        assert_eq!(
+            unnamed_dso("[[kernel.kallsyms]]_[k]"),
+            Some("[kernel.kallsyms]")
+        );
+        assert_eq!(
+            unnamed_dso("[[kernel.kallsyms]]"),
+            Some("[kernel.kallsyms]")
+        );
+        assert_eq!(unnamed_dso("[unknown]"), Some("[unknown]"));
+        assert_eq!(unnamed_dso("[libc.so.6 <7f01>]"), Some("libc.so.6"));
+        assert_eq!(unnamed_dso("main"), None);
+    }
+
+    #[test]
+    fn thread_entries() {
+        for f in [
+            "_start",
+            "start_thread",
+            "clone3",
+            "main",
+            "entry_SYSCALL_64_after_hwframe",
+            "ret_from_fork_asm_[k]",
+            "secondary_startup_64_no_verify",
+        ] {
+            assert!(is_thread_entry(f), "{f}");
+        }
+        for f in [
+            "[libc.so.6]",
+            "__libc_write",
+            "do_syscall_64",
+            "[unknown]",
+            "f",
+        ] {
+            assert!(!is_thread_entry(f), "{f}");
+        }
+    }
+
+    #[test]
+    fn honest_figures_count_placeholders_as_unnamed() {
+        // The old figure (any named frame) said 100% here.
+        let stacks = vec![
+            ("w;_start;main;work".to_string(), 50),
+            ("w;clone3;start_thread;[libc.so.6]".to_string(), 30),
+            (
+                "w;[libc.so.6];[[kernel.kallsyms]];[[kernel.kallsyms]]".to_string(),
+                20,
+            ),
+        ];
+        let s = StackStats::from_stacks(&stacks);
+        assert!((s.symbolized_ratio - 0.5).abs() < 1e-9);
+        assert!((s.unnamed_stack_ratio - 0.5).abs() < 1e-9);
+        assert!((s.truncated_ratio - 0.2).abs() < 1e-9);
+        assert_eq!(s.unnamed_by_dso[0].dso, "libc.so.6");
+        assert_eq!(s.unnamed_by_dso[0].period, 50);
+        assert_eq!(s.unnamed_by_dso[1].dso, "[kernel.kallsyms]");
+        assert_eq!(s.unnamed_by_dso[1].period, 20, "counted once per stack");
+        assert_eq!(s.truncated_roots[0].name, "[libc.so.6]");
+        let w = s.warnings();
+        assert_eq!(w.len(), 3, "{w:#?}");
+        assert!(
+            w[0].contains("20.0% of the weight is in truncated stacks"),
+            "{}",
+            w[0]
+        );
+        assert!(w[0].contains("--call-graph dwarf"));
+        assert!(
+            w[1].contains("libc.so.6: ") && w[1].contains("debug package"),
+            "{}",
+            w[1]
+        );
+        assert!(w[2].contains("[kernel.kallsyms]: ") && w[2].contains("kptr_restrict"));
+        let w = s.warnings_for(Some("dwarf"));
+        assert!(
+            !w[0].contains("record with --call-graph dwarf,"),
+            "{}",
+            w[0]
+        );
+        assert!(
+            w[0].contains("it was recorded with --call-graph dwarf"),
+            "{}",
+            w[0]
+        );
+        assert!(s.warnings_for(Some("fp"))[0].contains("record with --call-graph dwarf, or"));
+        let good = StackStats::from_stacks(&[("w;_start;main".to_string(), 99)]);
+        assert!(good.warnings().is_empty());
+        assert_eq!(good.symbolized_ratio, 1.0);
+        assert_eq!(good.truncated_ratio, 0.0);
+    }
+
+    #[test]
+    fn self_total_and_ratios() {
+        let stacks = vec![
+            ("app;main;f;g".to_string(), 6),
+            ("app;main;f;f".to_string(), 2),
+            ("app;[libc.so.6];[unknown]".to_string(), 2),
+        ];
+        let s = StackStats::from_stacks(&stacks);
+        assert_eq!(s.period_total, 10);
+        assert!((s.symbolized_ratio - 0.8).abs() < 1e-9);
+        assert!((s.unnamed_stack_ratio - 0.2).abs() < 1e-9);
+        assert!((s.truncated_ratio - 0.2).abs() < 1e-9);
+        // frames: 3*6 + 3*2 + 2*2 = 28, unknown 4.
+        assert!((s.unknown_frame_ratio - 4.0 / 28.0).abs() < 1e-9);
+        assert_eq!(s.top_self[0].name, "g");
+        assert_eq!(s.top_self[0].period, 6);
+        assert_eq!(s.top_self[0].percent, 60.0);
+        let f = s.top_total.iter().find(|x| x.name == "f").unwrap();
+        assert_eq!(f.period, 8, "recursion counted once per stack");
+        assert!(s.top_total.iter().all(|x| x.name != "app"));
+    }
+
+    #[test]
+    fn empty_is_all_zero() {
+        let s = StackStats::from_stacks(&[]);
+        assert_eq!(s.symbolized_ratio, 0.0);
+        assert!(s.top_self.is_empty());
+    }
+}

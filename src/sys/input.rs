@@ -1,0 +1,688 @@
+//! Opening inputs: memory-mapped files, or byte streams for compressed files
+//! (`.gz`, `.zst`, recognised by their magic bytes, not their names), pipes
+//! and stdin.
+//!
+//! Sniffing refuses binary `perf.data` files (magic `PERFILE2`) and other
+//! binary data with a message that says what to do instead. This module
+//! hands out bytes; it knows nothing about the `perf script` format beyond
+//! "text". It never modifies its inputs.
+//!
+//! A mapped file that another process truncates while it is read would
+//! raise SIGBUS on the next page touched; [`Mapping`] registers each map
+//! with a SIGBUS handler that turns that into a one-line error naming the
+//! file and exit code 2 (bad input), never a crash.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+
+use crate::error::{Error, Result};
+
+/// Where an input comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A file (or FIFO) on disk.
+    Path(PathBuf),
+    /// Standard input (`-` on the command line).
+    Stdin,
+}
+
+impl Source {
+    /// `-` means stdin; anything else is a path.
+    pub fn from_arg(arg: impl AsRef<Path>) -> Self {
+        if arg.as_ref() == Path::new("-") {
+            Source::Stdin
+        } else {
+            Source::Path(arg.as_ref().to_path_buf())
+        }
+    }
+
+    /// The name used in messages.
+    pub fn display_path(&self) -> PathBuf {
+        match self {
+            Source::Path(p) => p.clone(),
+            Source::Stdin => PathBuf::from("<stdin>"),
+        }
+    }
+}
+
+/// The compression detected on an input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// Plain text.
+    None,
+    /// gzip (`1f 8b`), possibly multi-member.
+    Gzip,
+    /// zstd (`28 b5 2f fd`), possibly multi-frame.
+    Zstd,
+}
+
+impl Compression {
+    fn name(self) -> &'static str {
+        match self {
+            Compression::None => "plain",
+            Compression::Gzip => "gzip",
+            Compression::Zstd => "zstd",
+        }
+    }
+}
+
+/// An opened input, ready to be read.
+pub enum Opened {
+    /// A regular file mapped into memory.
+    Mapped(Mapping),
+    /// An empty file.
+    Empty,
+    /// A stream (decompressed on the fly where needed).
+    Stream(Stream),
+}
+
+/// A readable input stream that names its source in errors.
+pub struct Stream {
+    reader: Box<dyn Read + Send>,
+    path: PathBuf,
+    compression: Compression,
+    sniffed: bool,
+}
+
+impl Stream {
+    /// Reads into `buf`, mapping decoder failures onto [`Error::Corrupt`] and
+    /// I/O failures onto [`Error::Io`], both naming the input. The first
+    /// decoded bytes are sniffed once for binary data.
+    pub fn read(&mut self, buf: &mut [u8]) -> Result<usize> {
+        loop {
+            match self.reader.read(buf) {
+                Ok(n) => {
+                    if !self.sniffed && n > 0 {
+                        self.sniffed = true;
+                        sniff_text(&self.path, &buf[..n])?;
+                    }
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    return Err(match self.compression {
+                        Compression::None => Error::io(&self.path, e),
+                        c => Error::Corrupt {
+                            path: self.path.clone(),
+                            format: c.name(),
+                            source: e,
+                        },
+                    })
+                }
+            }
+        }
+    }
+
+    /// The input's name for messages.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+const PERF_DATA_MAGIC: &[u8] = b"PERFILE2";
+const GZIP_MAGIC: &[u8] = &[0x1f, 0x8b];
+const ZSTD_MAGIC: &[u8] = &[0x28, 0xb5, 0x2f, 0xfd];
+
+/// Opens `source`: maps a plain regular file, streams everything else.
+pub fn open(source: &Source) -> Result<Opened> {
+    match source {
+        Source::Stdin => {
+            let stdin = BufReader::with_capacity(1 << 20, io::stdin());
+            open_stream(Box::new(stdin), PathBuf::from("<stdin>"))
+        }
+        Source::Path(path) => {
+            let file = File::open(path).map_err(|e| Error::io(path, e))?;
+            let meta = file.metadata().map_err(|e| Error::io(path, e))?;
+            if meta.is_dir() {
+                return Err(Error::io(
+                    path,
+                    io::Error::new(io::ErrorKind::InvalidInput, "is a directory, not a file"),
+                ));
+            }
+            if !meta.is_file() {
+                // FIFOs, character devices, /dev/stdin: stream them.
+                let r = BufReader::with_capacity(1 << 20, file);
+                return open_stream(Box::new(r), path.clone());
+            }
+            if meta.len() == 0 {
+                return Ok(Opened::Empty);
+            }
+            let mut head = [0u8; 4096];
+            let n = read_head(&file, &mut head).map_err(|e| Error::io(path, e))?;
+            let head = &head[..n];
+            match detect(head) {
+                Compression::None => {
+                    sniff_text(path, head)?;
+                    let map = Mapping::of(&file, path).map_err(|e| Error::io(path, e))?;
+                    Ok(Opened::Mapped(map))
+                }
+                c => Ok(Opened::Stream(decoder(
+                    Box::new(BufReader::with_capacity(1 << 20, file)),
+                    c,
+                    path.clone(),
+                )?)),
+            }
+        }
+    }
+}
+
+/// Whether [`open_regular`] may follow a symbolic link at the path itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Links {
+    /// Follow it (a path the user typed, or one a recorded MMAP names).
+    Follow,
+    /// Refuse it (files jobprof finds on its own inside a tree: `symfs/`,
+    /// `index.json`, `sources.json`).
+    Refuse,
+}
+
+/// The one way jobprof opens an input file it did not get on stdin: with
+/// `O_NONBLOCK` (so a FIFO or device cannot hang the open), then `fstat`:
+/// anything but a regular file is an error naming it and what it is;
+/// `O_NOFOLLOW` too when `links` is [`Links::Refuse`]. The returned file
+/// reads normally (blocking mode restored).
+pub fn open_regular(path: &Path, links: Links) -> Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut flags = libc::O_NONBLOCK;
+    if links == Links::Refuse {
+        flags |= libc::O_NOFOLLOW;
+    }
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) if links == Links::Refuse => {
+                crate::sys::atomic::not_plain(path, "a symbolic link")
+            }
+            _ => Error::io(path, e),
+        })?;
+    regular_blocking(f, path)
+}
+
+/// `f` (opened with `O_NONBLOCK`) when it is a regular file, back in
+/// blocking mode; else an error naming `path` and what it is.
+pub fn regular_blocking(f: File, path: &Path) -> Result<File> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::FileTypeExt;
+    let t = f.metadata().map_err(|e| Error::io(path, e))?.file_type();
+    let what = if t.is_file() {
+        None
+    } else if t.is_dir() {
+        Some("a directory")
+    } else if t.is_fifo() {
+        Some("a FIFO")
+    } else if t.is_char_device() || t.is_block_device() {
+        Some("a device")
+    } else if t.is_socket() {
+        Some("a socket")
+    } else {
+        Some("a special file")
+    };
+    if let Some(what) = what {
+        return Err(Error::io(
+            path,
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("is {what}, not a regular file; refusing to read it (it could block)"),
+            ),
+        ));
+    }
+    let fd = f.as_raw_fd();
+    // SAFETY: fcntl on a descriptor we own.
+    unsafe {
+        let fl = libc::fcntl(fd, libc::F_GETFL);
+        if fl >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, fl & !libc::O_NONBLOCK);
+        }
+    }
+    Ok(f)
+}
+
+/// A mapped input, registered with the SIGBUS handler for as long as it
+/// lives (derefs to the map).
+pub struct Mapping {
+    map: Mmap,
+    slot: Option<usize>,
+}
+
+impl Mapping {
+    /// Maps `file` (opened from `path`, a regular file) read-only and
+    /// guarded: a file that shrinks while it is read ends the process with
+    /// an error naming it, not with a bare SIGBUS.
+    pub(crate) fn of(file: &File, path: &Path) -> io::Result<Mapping> {
+        // SAFETY: the mapping is read-only; jobprof never writes to its
+        // inputs. If another process truncates the file while we read it
+        // the next page touched raises SIGBUS, which the guard registered
+        // here turns into an error naming the file.
+        let map = unsafe { Mmap::map(file) }?;
+        let slot = shrink_guard::register(map.as_ptr() as usize, map.len(), path);
+        Ok(Mapping { map, slot })
+    }
+}
+
+/// Bytes a sequential reader of a [`Mapping`] gets through before it lets
+/// go of the pages behind it.
+pub(crate) const RELEASE_STEP: usize = 16 << 20;
+
+impl Mapping {
+    /// Lets go of the whole pages within `start..end`: they stay in the page
+    /// cache and fault back in if touched again, but no longer count in
+    /// the process's resident memory (a sequential reader of a multi-GB
+    /// file stays small).
+    pub(crate) fn release(&self, start: usize, end: usize) {
+        const PAGE: usize = 4096;
+        let start = start.div_ceil(PAGE) * PAGE;
+        let end = end.min(self.map.len()) / PAGE * PAGE;
+        if end > start {
+            // SAFETY: a read-only shared file mapping: MADV_DONTNEED only
+            // drops the page table entries, and the next access reads the
+            // same bytes back from the page cache.
+            let _ = unsafe {
+                self.map.unchecked_advise_range(
+                    memmap2::UncheckedAdvice::DontNeed,
+                    start,
+                    end - start,
+                )
+            };
+        }
+    }
+}
+
+/// `Read + Seek` over a [`Mapping`] (for parsers that want a reader: one
+/// copy out of the page cache instead of read(2)'s two), releasing the
+/// pages it has read past every [`RELEASE_STEP`] bytes.
+pub(crate) struct MappedReader<'a> {
+    map: &'a Mapping,
+    pos: usize,
+    released: usize,
+}
+
+impl<'a> MappedReader<'a> {
+    /// A reader at the start of `map`.
+    pub(crate) fn new(map: &'a Mapping) -> MappedReader<'a> {
+        MappedReader {
+            map,
+            pos: 0,
+            released: 0,
+        }
+    }
+}
+
+impl Read for MappedReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let rest = self.map.get(self.pos..).unwrap_or_default();
+        let n = rest.len().min(buf.len());
+        buf[..n].copy_from_slice(&rest[..n]);
+        self.pos += n;
+        if self.pos >= self.released + RELEASE_STEP {
+            self.map.release(self.released, self.pos);
+            self.released = self.pos;
+        }
+        Ok(n)
+    }
+}
+
+impl io::Seek for MappedReader<'_> {
+    fn seek(&mut self, to: io::SeekFrom) -> io::Result<u64> {
+        let len = self.map.len() as i128;
+        let new = match to {
+            io::SeekFrom::Start(n) => i128::from(n),
+            io::SeekFrom::End(d) => len + i128::from(d),
+            io::SeekFrom::Current(d) => self.pos as i128 + i128::from(d),
+        };
+        let new = usize::try_from(new).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "seek before the start of the file",
+            )
+        })?;
+        self.pos = new;
+        // A reader that jumps back starts releasing from there.
+        self.released = self.released.min(new);
+        Ok(new as u64)
+    }
+}
+
+impl std::ops::Deref for Mapping {
+    type Target = Mmap;
+    fn deref(&self) -> &Mmap {
+        &self.map
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot {
+            shrink_guard::unregister(slot);
+        }
+    }
+}
+
+/// The SIGBUS handler for mapped inputs that shrink while read.
+mod shrink_guard {
+    use std::path::Path;
+    use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+    use std::sync::Once;
+
+    /// Maps registered at once (more are read unguarded, as before: SIGBUS
+    /// then kills the process the usual way). Folding maps one file at a
+    /// time per input; 64 is ample.
+    const SLOTS: usize = 64;
+
+    struct Slot {
+        start: AtomicUsize,
+        len: AtomicUsize,
+        /// A leaked `Box<[u8]>`'s data (the message), or null when free.
+        msg: AtomicPtr<u8>,
+        msg_len: AtomicUsize,
+    }
+
+    #[allow(clippy::declare_interior_mutable_const)]
+    const FREE: Slot = Slot {
+        start: AtomicUsize::new(0),
+        len: AtomicUsize::new(0),
+        msg: AtomicPtr::new(std::ptr::null_mut()),
+        msg_len: AtomicUsize::new(0),
+    };
+    static TABLE: [Slot; SLOTS] = [FREE; SLOTS];
+    static INSTALL: Once = Once::new();
+
+    pub fn register(start: usize, len: usize, path: &Path) -> Option<usize> {
+        INSTALL.call_once(install);
+        let text = format!(
+            "jobprof: error: {}: the file shrank while it was being read (truncated or \
+             replaced by another process?); run again once it is no longer written\n",
+            path.display()
+        );
+        let msg: Box<[u8]> = text.into_bytes().into_boxed_slice();
+        let msg_len = msg.len();
+        let ptr = Box::into_raw(msg) as *mut u8;
+        for (i, slot) in TABLE.iter().enumerate() {
+            if slot
+                .msg
+                .compare_exchange(
+                    std::ptr::null_mut(),
+                    ptr,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+            {
+                slot.msg_len.store(msg_len, Ordering::Release);
+                slot.start.store(start, Ordering::Release);
+                slot.len.store(len, Ordering::Release);
+                return Some(i);
+            }
+        }
+        // SAFETY: `ptr` came from Box::into_raw of a slice of `msg_len` bytes.
+        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, msg_len)) });
+        None
+    }
+
+    pub fn unregister(i: usize) {
+        let slot = &TABLE[i];
+        slot.len.store(0, Ordering::Release);
+        slot.start.store(0, Ordering::Release);
+        let len = slot.msg_len.load(Ordering::Acquire);
+        let ptr = slot.msg.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        if !ptr.is_null() {
+            // SAFETY: the slot owned this leaked box; it is free now.
+            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)) });
+        }
+    }
+
+    fn install() {
+        // SAFETY: a zeroed sigaction with a valid handler and SA_SIGINFO.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_sigbus as *const () as usize;
+            sa.sa_flags = libc::SA_SIGINFO;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(libc::SIGBUS, &sa, std::ptr::null_mut());
+        }
+    }
+
+    /// Async-signal-safe: atomics, write(2) and _exit(2) only.
+    extern "C" fn on_sigbus(
+        _sig: libc::c_int,
+        info: *mut libc::siginfo_t,
+        _ctx: *mut libc::c_void,
+    ) {
+        // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
+        let addr = unsafe { (*info).si_addr() } as usize;
+        for slot in &TABLE {
+            let start = slot.start.load(Ordering::Acquire);
+            let len = slot.len.load(Ordering::Acquire);
+            if len > 0 && addr >= start && addr < start + len {
+                let msg = slot.msg.load(Ordering::Acquire);
+                let msg_len = slot.msg_len.load(Ordering::Acquire);
+                // SAFETY: write(2) and _exit(2) are async-signal-safe; the
+                // message stays alive while its map is registered.
+                unsafe {
+                    if !msg.is_null() {
+                        libc::write(2, msg as *const libc::c_void, msg_len);
+                    }
+                    libc::_exit(2);
+                }
+            }
+        }
+        // Not one of ours: the default action (the process dies of SIGBUS
+        // when the faulting access is retried).
+        // SAFETY: resetting a signal disposition.
+        unsafe {
+            libc::signal(libc::SIGBUS, libc::SIG_DFL);
+        }
+    }
+}
+
+fn read_head(file: &File, buf: &mut [u8]) -> io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read_at(&mut buf[n..], n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+fn open_stream(mut reader: Box<dyn BufRead + Send>, path: PathBuf) -> Result<Opened> {
+    let head = reader.fill_buf().map_err(|e| Error::io(&path, e))?;
+    let c = detect(head);
+    Ok(Opened::Stream(decoder(reader, c, path)?))
+}
+
+fn decoder(reader: Box<dyn BufRead + Send>, c: Compression, path: PathBuf) -> Result<Stream> {
+    let reader: Box<dyn Read + Send> = match c {
+        Compression::None => reader,
+        Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(reader)),
+        Compression::Zstd => {
+            let d =
+                zstd::stream::read::Decoder::with_buffer(reader).map_err(|e| Error::Corrupt {
+                    path: path.clone(),
+                    format: "zstd",
+                    source: e,
+                })?;
+            Box::new(d)
+        }
+    };
+    Ok(Stream {
+        reader,
+        path,
+        compression: c,
+        sniffed: false,
+    })
+}
+
+/// Recognises compressed streams by their magic bytes.
+pub fn detect(head: &[u8]) -> Compression {
+    if head.starts_with(GZIP_MAGIC) {
+        Compression::Gzip
+    } else if head.starts_with(ZSTD_MAGIC) {
+        Compression::Zstd
+    } else {
+        Compression::None
+    }
+}
+
+/// Refuses `perf.data` and other binary data, judged on the first bytes.
+pub fn sniff_text(path: &Path, head: &[u8]) -> Result<()> {
+    if head.starts_with(PERF_DATA_MAGIC) {
+        return Err(Error::PerfData {
+            path: path.to_path_buf(),
+        });
+    }
+    let what = if head.starts_with(b"\x7fELF") {
+        Some("an ELF executable or object")
+    } else if head.iter().take(4096).any(|&b| b == 0) {
+        Some("it contains NUL bytes")
+    } else {
+        None
+    };
+    match what {
+        Some(w) => Err(Error::Binary {
+            path: path.to_path_buf(),
+            what: w.to_string(),
+        }),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// A file of `len` bytes of a position-dependent pattern.
+    fn patterned(len: usize) -> (tempfile::NamedTempFile, Vec<u8>) {
+        let bytes: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(&bytes).unwrap();
+        (f, bytes)
+    }
+
+    #[test]
+    fn mapped_reader_reads_seeks_and_rereads_released_pages() {
+        use std::io::Seek;
+        let (f, bytes) = patterned(2 * RELEASE_STEP + 12_345);
+        let map = Mapping::of(f.as_file(), f.path()).unwrap();
+        let mut r = MappedReader::new(&map);
+        let mut got = Vec::new();
+        let mut buf = vec![0; 1_000_003];
+        loop {
+            let n = r.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert!(got == bytes, "one pass reads every byte");
+        // Released pages read back the same.
+        assert_eq!(r.seek(io::SeekFrom::Start(0)).unwrap(), 0);
+        let mut again = Vec::new();
+        r.read_to_end(&mut again).unwrap();
+        assert!(again == bytes, "a second pass after the release");
+        r.seek(io::SeekFrom::End(-10)).unwrap();
+        let mut tail = Vec::new();
+        r.read_to_end(&mut tail).unwrap();
+        assert_eq!(tail, bytes[bytes.len() - 10..]);
+        r.seek(io::SeekFrom::Current(-4)).unwrap();
+        assert_eq!(r.read(&mut buf).unwrap(), 4);
+        assert!(r
+            .seek(io::SeekFrom::Current(-(bytes.len() as i64) - 1))
+            .is_err());
+    }
+
+    #[test]
+    fn refuses_perf_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("perf.data");
+        std::fs::write(&p, b"PERFILE2\0\0\0\x68").unwrap();
+        let err = open(&Source::Path(p.clone())).err().unwrap();
+        assert!(matches!(err, Error::PerfData { .. }));
+        assert!(err.to_string().contains("perf script"));
+        assert!(err.to_string().contains(&*p.to_string_lossy()));
+    }
+
+    #[test]
+    fn refuses_perf_data_inside_gzip() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.gz");
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(b"PERFILE2 binary").unwrap();
+        std::fs::write(&p, enc.finish().unwrap()).unwrap();
+        let Opened::Stream(mut s) = open(&Source::Path(p)).unwrap() else {
+            panic!()
+        };
+        let mut buf = [0u8; 64];
+        assert!(matches!(s.read(&mut buf), Err(Error::PerfData { .. })));
+    }
+
+    #[test]
+    fn missing_file_names_the_path() {
+        let err = open(&Source::Path("/no/such/jobprof-input".into()))
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("/no/such/jobprof-input"));
+        assert_eq!(err.exit_code(), crate::ExitCode::Usage);
+    }
+
+    #[test]
+    fn detects_compression() {
+        assert_eq!(detect(&[0x1f, 0x8b, 8]), Compression::Gzip);
+        assert_eq!(detect(&[0x28, 0xb5, 0x2f, 0xfd]), Compression::Zstd);
+        assert_eq!(detect(b"comm 1 2.0: 1 cpu-clock:"), Compression::None);
+    }
+
+    #[test]
+    fn a_mapped_file_that_shrinks_is_an_error_naming_it_not_a_crash() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shrinking.perf.txt");
+        let page = "comm 1 1.0: 1 cpu-clock:\n\tf (x)\n\n".repeat(4096);
+        std::fs::write(&path, &page).unwrap();
+        let mut fds = [0; 2];
+        // SAFETY: a valid two-element array.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: the child only maps, truncates, reads and exits.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: in the child: stderr onto the pipe.
+            unsafe { libc::dup2(fds[1], 2) };
+            let Ok(Opened::Mapped(map)) = open(&Source::Path(path.clone())) else {
+                // SAFETY: leaving the child.
+                unsafe { libc::_exit(9) };
+            };
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .and_then(|f| f.set_len(0))
+                .ok();
+            let last = map[map.len() - 1];
+            // SAFETY: leaving the child (never reached: the read faults).
+            unsafe { libc::_exit(i32::from(last)) };
+        }
+        // SAFETY: the parent side of the pipe and the child's status.
+        unsafe { libc::close(fds[1]) };
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        let mut err = String::new();
+        use std::os::fd::FromRawFd;
+        // SAFETY: the read end is ours alone.
+        let mut r = unsafe { File::from_raw_fd(fds[0]) };
+        r.read_to_string(&mut err).unwrap();
+        assert!(libc::WIFEXITED(status), "killed by a signal: {status}");
+        assert_eq!(libc::WEXITSTATUS(status), 2, "{err}");
+        assert!(
+            err.contains("shrinking.perf.txt") && err.contains("shrank"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,14 @@
+//! `perf script` text into stacks: the line parsers ([`perf_script`]), the
+//! byte-level scanning they stand on ([`bytes`]), folding into collapsed
+//! stacks ([`fold`]) with what `--compat inferno` turns off ([`compat`]), the
+//! sample-by-sample walk for outputs that need more than folded stacks
+//! ([`samples`]), and the off-CPU accounting of switch records ([`offcpu`]).
+//! This stage reads text and returns values; where they are written is
+//! [`crate::output`]'s business.
+
+pub(crate) mod bytes;
+pub mod compat;
+pub mod fold;
+pub mod offcpu;
+pub mod perf_script;
+pub mod samples;

@@ -1,0 +1,357 @@
+//! Off-CPU and wall-clock profiles of captures recorded with
+//! `jobprof-record sidecar --off-cpu` (`sched:sched_switch` with call chains
+//! and `--switch-events` next to the samples; docs/off-cpu.md).
+//!
+//! Each shard's records are read once more, as `perf script
+//! --show-switch-events --show-task-events` text ([`parse`]), by a
+//! per-thread state machine ([`account`]) that attributes every gap between
+//! a switch-out and the thread's next switch-in to the switch-out's stack,
+//! cut to the capture's window (the first and last sample of its shards).
+//! [`Profiles`] turns the result into `offcpu.folded` (ns off the CPU, a
+//! leaf frame naming the state), `wallclock.folded` (the sampling event's
+//! periods, ns for the software clocks, plus the off-CPU ns: a thread's
+//! total is its time in the window) and the per-thread totals for
+//! `summary.json`; [`thread_table`] formats those for `report.txt`.
+
+pub mod account;
+pub mod parse;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::Stdio;
+
+use serde::Serialize;
+
+pub use account::{Accounts, Finished, State, ThreadTotals};
+
+use crate::symbolize::perf::{PerfTool, ScriptOptions};
+
+/// The tracepoint `--off-cpu` records at each switch-out.
+pub const TRACEPOINT: &str = "sched:sched_switch";
+/// The off-CPU profile's file name.
+pub const OFFCPU_FOLDED: &str = "offcpu.folded";
+/// The wall-clock profile's file name.
+pub const WALLCLOCK_FOLDED: &str = "wallclock.folded";
+
+/// Whether a shard was recorded with `--off-cpu` (its events include the
+/// switch tracepoint). Unreadable files say no; the main pass reports them.
+pub fn recorded(data: &Path) -> bool {
+    let Ok(file) = std::fs::File::open(data) else {
+        return false;
+    };
+    let Ok(map) = crate::sys::input::Mapping::of(&file, data) else {
+        return false;
+    };
+    let Ok(r) =
+        linux_perf_data::PerfFileReader::parse_file(crate::sys::input::MappedReader::new(&map))
+    else {
+        return false;
+    };
+    r.perf_file
+        .event_attributes()
+        .iter()
+        .any(|a| a.name() == Some(TRACEPOINT))
+}
+
+/// The `perf script` arguments of the off-CPU pass over one shard.
+pub fn script_argv(data: &Path, opts: &ScriptOptions) -> Vec<std::ffi::OsString> {
+    let mut a = crate::symbolize::perf::script_argv(data, opts, None);
+    for extra in ["--ns", "--show-switch-events", "--show-task-events"] {
+        a.push(extra.into());
+    }
+    a
+}
+
+/// Reads perf-script text into `acc`.
+pub fn read_text(text: impl BufRead, acc: &mut Accounts) -> std::io::Result<()> {
+    let mut p = parse::LineParser::default();
+    let mut emit = |e| acc.event(e);
+    let mut text = text;
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        if text.read_until(b'\n', &mut buf)? == 0 {
+            break;
+        }
+        let line = String::from_utf8_lossy(&buf);
+        p.line(line.trim_end_matches(['\n', '\r']), &mut emit);
+    }
+    p.finish(&mut emit);
+    Ok(())
+}
+
+/// Runs the off-CPU pass over one shard with `perf script`, streaming.
+pub fn analyze_shard(
+    perf: &PerfTool,
+    opts: &ScriptOptions,
+    data: &Path,
+    window: (u64, u64),
+    event: Option<&str>,
+) -> Result<Finished, String> {
+    let mut child = perf
+        .command(&script_argv(data, opts))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("{}: cannot run perf script: {e}", data.display()))?;
+    let mut acc = Accounts::new(window.0, window.1, event);
+    let out = child.stdout.take().expect("stdout is piped");
+    let read = read_text(BufReader::with_capacity(1 << 20, out), &mut acc);
+    let status = child.wait().map_err(|e| e.to_string())?;
+    read.map_err(|e| format!("{}: reading perf script: {e}", data.display()))?;
+    if !status.success() {
+        return Err(format!(
+            "{}: perf script (off-CPU pass) failed: {status}",
+            data.display()
+        ));
+    }
+    Ok(acc.finish())
+}
+
+/// The capture's window: the first and last sample over its shards.
+pub fn window(shards: &[&Path]) -> Result<(u64, u64), String> {
+    let mut w: Option<(u64, u64)> = None;
+    for d in shards {
+        let (a, b) =
+            crate::symbolize::native::time_range(d).map_err(|e| format!("{}: {e}", d.display()))?;
+        w = Some(w.map_or((a, b), |(x, y)| (x.min(a), y.max(b))));
+    }
+    w.ok_or_else(|| "no shard has samples".into())
+}
+
+/// Totals over all threads, in ns.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct AllThreads {
+    /// Running.
+    pub on_cpu_ns: u64,
+    /// Preempted (`R`).
+    pub runnable_ns: u64,
+    /// Sleeping (`S`).
+    pub sleeping_ns: u64,
+    /// Uninterruptible (`D`).
+    pub uninterruptible_ns: u64,
+    /// Other states.
+    pub other_ns: u64,
+    /// Unknown (blocked since before the window, or unrecorded).
+    pub unknown_ns: u64,
+}
+
+/// The `off_cpu` section of `summary.json`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    /// Window length in ns (first to last sample of the capture).
+    pub window_ns: u64,
+    /// Threads seen.
+    pub thread_count: usize,
+    /// `sched:sched_switch` samples (switch-outs with stacks).
+    pub switch_samples: u64,
+    /// `PERF_RECORD_SWITCH` records (ins and outs).
+    pub switch_records: u64,
+    /// All threads together.
+    pub totals: AllThreads,
+    /// Per thread, by tid.
+    pub threads: Vec<ThreadTotals>,
+    /// Why nothing was drawn, when nothing was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_drawn: Option<String>,
+}
+
+/// The two profiles and the summary of one capture.
+#[derive(Debug, Default)]
+pub struct Profiles {
+    /// Off-CPU ns per stack.
+    pub off_cpu: Vec<(String, u64)>,
+    /// On-CPU periods plus off-CPU ns per stack.
+    pub wall_clock: Vec<(String, u64)>,
+    /// For `summary.json`.
+    pub summary: Summary,
+}
+
+impl Profiles {
+    /// From the merged result of every shard.
+    pub fn from_finished(f: Finished) -> Profiles {
+        let mut totals = AllThreads::default();
+        for t in &f.threads {
+            totals.on_cpu_ns += t.on_cpu_ns;
+            totals.runnable_ns += t.runnable_ns;
+            totals.sleeping_ns += t.sleeping_ns;
+            totals.uninterruptible_ns += t.uninterruptible_ns;
+            totals.other_ns += t.other_ns;
+            totals.unknown_ns += t.unknown_ns;
+        }
+        let not_drawn = (f.switch_records == 0 && f.switch_samples == 0).then(|| {
+            "the capture has no switch records or sched:sched_switch samples \
+             (recorded without --off-cpu, or perf lost them): no off-CPU time to draw"
+                .to_string()
+        });
+        let mut wall: std::collections::HashMap<String, u64> = f.on_cpu;
+        for (k, v) in &f.off_cpu {
+            *wall.entry(k.clone()).or_default() += v;
+        }
+        let sorted = |m: std::collections::HashMap<String, u64>| {
+            let mut v: Vec<(String, u64)> = m.into_iter().filter(|(_, c)| *c > 0).collect();
+            v.sort_unstable();
+            v
+        };
+        let summary = Summary {
+            window_ns: f.end - f.start,
+            thread_count: f.threads.len(),
+            switch_samples: f.switch_samples,
+            switch_records: f.switch_records,
+            totals,
+            threads: f.threads,
+            not_drawn: not_drawn.clone(),
+        };
+        if not_drawn.is_some() {
+            return Profiles {
+                summary,
+                ..Profiles::default()
+            };
+        }
+        Profiles {
+            off_cpu: sorted(f.off_cpu),
+            wall_clock: sorted(wall),
+            summary,
+        }
+    }
+}
+
+/// The per-thread totals as a text table (for `report.txt`): one line per
+/// thread, busiest wall time first, ms and % of the window.
+pub fn thread_table(s: &Summary) -> String {
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let pct = |ns: u64| {
+        if s.window_ns == 0 {
+            0.0
+        } else {
+            100.0 * ns as f64 / s.window_ns as f64
+        }
+    };
+    let mut out = format!(
+        "Off-CPU: window {:.1} ms, {} threads, {} switch-outs\n\
+         {:>8}  {:<16} {:>12} {:>12} {:>12} {:>12} {:>12}\n",
+        ms(s.window_ns),
+        s.thread_count,
+        s.switch_samples,
+        "tid",
+        "comm",
+        "on-CPU",
+        "runnable",
+        "sleeping S",
+        "blocked D",
+        "other/unkn.",
+    );
+    let mut rows: Vec<&ThreadTotals> = s.threads.iter().collect();
+    rows.sort_by(|a, b| b.on_cpu_ns.cmp(&a.on_cpu_ns).then(a.tid.cmp(&b.tid)));
+    for t in rows {
+        let cell = |ns: u64| format!("{:.1}ms {:>3.0}%", ms(ns), pct(ns));
+        out.push_str(&format!(
+            "{:>8}  {:<16} {:>12} {:>12} {:>12} {:>12} {:>12}\n",
+            t.tid,
+            t.comm.chars().take(16).collect::<String>(),
+            cell(t.on_cpu_ns),
+            cell(t.runnable_ns),
+            cell(t.sleeping_ns),
+            cell(t.uninterruptible_ns),
+            cell(t.other_ns + t.unknown_ns),
+        ));
+    }
+    out
+}
+
+/// The frames drawn in a fixed colour (blue off the CPU, purple runnable).
+pub fn marked_frames() -> Vec<crate::output::render::marked::Marked<'static>> {
+    const BLUE: u32 = 0x4f7fd0;
+    const PURPLE: u32 = 0xa070d0;
+    vec![
+        (State::Runnable.frame(), PURPLE),
+        (State::Sleeping.frame(), BLUE),
+        (State::Disk.frame(), 0x2f5fa0),
+        (State::Other.frame(), BLUE),
+        (State::Unknown.frame(), 0x8fa8d0),
+        (account::BEFORE_WINDOW, 0x8fa8d0),
+        (account::NOT_YET_RUN, PURPLE),
+        (account::UNKNOWN_STACK, 0x8fa8d0),
+    ]
+}
+
+/// The off-CPU pass over a capture's shards (`jobs` at a time): `None`
+/// when no shard was recorded with `--off-cpu`.
+pub fn analyze_capture(
+    perf: &PerfTool,
+    opts: &ScriptOptions,
+    shards: &[&Path],
+    event: Option<&str>,
+    jobs: usize,
+) -> Result<Option<Profiles>, String> {
+    let recorded_shards: Vec<&Path> = shards.iter().copied().filter(|d| recorded(d)).collect();
+    if recorded_shards.is_empty() {
+        return Ok(None);
+    }
+    let window = match window(&recorded_shards) {
+        Ok(w) => w,
+        Err(why) => {
+            let summary = Summary {
+                not_drawn: Some(format!(
+                    "no sample and no switch-out in the capture ({why}): no off-CPU time to draw"
+                )),
+                ..Summary::default()
+            };
+            return Ok(Some(Profiles {
+                summary,
+                ..Profiles::default()
+            }));
+        }
+    };
+    let results = crate::map_jobs(&recorded_shards, jobs, |d| {
+        analyze_shard(perf, opts, d, window, event)
+    });
+    let mut all = Finished {
+        start: window.0,
+        end: window.1,
+        ..Finished::default()
+    };
+    for r in results {
+        all.merge(r?);
+    }
+    Ok(Some(Profiles::from_finished(all)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_thread_table_lists_threads_busiest_first_with_shares_of_the_window() {
+        let t = |tid, on, s| ThreadTotals {
+            tid,
+            comm: format!("w{tid}"),
+            on_cpu_ns: on,
+            sleeping_ns: s,
+            ..ThreadTotals::default()
+        };
+        let s = Summary {
+            window_ns: 1_000_000_000,
+            thread_count: 2,
+            switch_samples: 9,
+            threads: vec![t(1, 100_000_000, 900_000_000), t(2, 600_000_000, 0)],
+            ..Summary::default()
+        };
+        let table = thread_table(&s);
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(lines[0].contains("window 1000.0 ms, 2 threads, 9 switch-outs"));
+        assert!(lines[2].trim_start().starts_with("2  w2"), "{table}");
+        assert!(lines[3].contains("100.0ms  10%") && lines[3].contains("900.0ms  90%"));
+    }
+
+    #[test]
+    fn a_capture_without_switches_is_not_drawn() {
+        let p = Profiles::from_finished(Finished {
+            start: 0,
+            end: 10,
+            ..Finished::default()
+        });
+        assert!(p.summary.not_drawn.is_some());
+        assert!(p.off_cpu.is_empty() && p.wall_clock.is_empty());
+    }
+}

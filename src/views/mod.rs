@@ -1,0 +1,294 @@
+//! Job-level views: what a result directory looks like as a whole, after
+//! its captures were processed one by one.
+//!
+//! After `jobprof process` or `reprocess`, [`after_run`] refreshes, for every
+//! result directory it touched, `profiles/perf/index.html` (one offline page:
+//! a sortable table of every capture, query x worker, with its numbers, its
+//! state and a link to its flamegraph, under a short job header) and
+//! `index.json` (the same table for scripts), plus one flamegraph per query
+//! merged over all its workers (`profiles/perf/queries/<Q>/`). Everything is
+//! rebuilt from what is on disk (the captures' `summary.json`, markers and
+//! metadata; no re-folding), under an exclusive lock on
+//! `profiles/perf/.jobprof-index.lock`, and written atomically: when several
+//! array tasks finish at once, the last one to take the lock sees every
+//! task's outputs, so the final page is complete. [`diff`] compares two runs
+//! query by query. This module neither symbolizes nor folds captures.
+
+pub mod diff;
+mod offcpu_views;
+mod page;
+mod queries;
+mod scan;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::sys::confined::Dir;
+
+use crate::error::{Error, Result};
+use crate::pipeline::Status;
+
+pub use scan::{Header, Index, QueryView, Row, Share, State};
+
+/// The job page, in `profiles/perf/`.
+pub const INDEX_HTML: &str = "index.html";
+/// The job table for scripts, next to it.
+pub const INDEX_JSON: &str = "index.json";
+/// The per-query merged views, `profiles/perf/queries/<Q>/`.
+pub const QUERIES_DIR: &str = "queries";
+/// What a query's merged flamegraph was made from, `queries/<Q>/`.
+pub const SOURCES_JSON: &str = "sources.json";
+/// The lock serializing refreshes of one result directory.
+pub const LOCK_FILE: &str = ".jobprof-index.lock";
+
+/// What the per-query flamegraphs put at the root of every stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum QueryRoot {
+    /// `worker_N` as the root frame: one tower per worker, so imbalance
+    /// between workers shows (the default).
+    #[default]
+    Worker,
+    /// No extra frame: the workers' stacks summed.
+    None,
+}
+
+impl QueryRoot {
+    /// The word used in options and `sources.json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueryRoot::Worker => "worker",
+            QueryRoot::None => "none",
+        }
+    }
+}
+
+impl std::str::FromStr for QueryRoot {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<QueryRoot> {
+        match s {
+            "worker" => Ok(QueryRoot::Worker),
+            "none" => Ok(QueryRoot::None),
+            _ => Err(Error::Usage(format!(
+                "--query-root {s}: use `worker` (one tower per worker) or `none` (workers summed)"
+            ))),
+        }
+    }
+}
+
+/// Options of the job-level views.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct Options {
+    /// Root frame of the per-query flamegraphs.
+    pub query_root: QueryRoot,
+}
+
+/// What this run learnt about one capture; states that leave nothing on
+/// disk (a failure before any output) are only known from here.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The capture directory.
+    pub dir: PathBuf,
+    /// How it ended.
+    pub status: Status,
+    /// What was done, or why not.
+    pub message: String,
+}
+
+/// The refreshed views of one result directory.
+#[derive(Debug, Clone)]
+pub struct Refreshed {
+    /// Captures listed in the index.
+    pub captures: usize,
+    /// Of those, processed completely.
+    pub processed: usize,
+    /// Queries with a merged flamegraph.
+    pub queries: usize,
+    /// Merged flamegraphs rewritten by this refresh (the others were
+    /// current).
+    pub queries_rendered: usize,
+}
+
+/// The outcome of refreshing one result directory's views.
+#[derive(Debug, Clone)]
+pub struct ViewReport {
+    /// `RESULT_DIR/profiles/perf`.
+    pub perf_root: PathBuf,
+    /// What was written, or why not (the error's message).
+    pub result: std::result::Result<Refreshed, String>,
+}
+
+impl ViewReport {
+    /// One line for the run's report.
+    pub fn line(&self) -> String {
+        let page = self.perf_root.join(INDEX_HTML);
+        match &self.result {
+            Ok(r) => format!(
+                "{}: job index of {} capture(s), {} processed; {} query flamegraph(s), {} redrawn",
+                page.display(),
+                r.captures,
+                r.processed,
+                r.queries,
+                r.queries_rendered
+            ),
+            Err(e) => format!("{}: not written: {e}", page.display()),
+        }
+    }
+}
+
+impl From<&crate::pipeline::CaptureReport> for Outcome {
+    fn from(c: &crate::pipeline::CaptureReport) -> Outcome {
+        Outcome {
+            dir: c.dir.clone(),
+            status: c.status,
+            message: c.message.clone(),
+        }
+    }
+}
+
+impl From<&crate::bulk::Outcome> for Outcome {
+    fn from(o: &crate::bulk::Outcome) -> Outcome {
+        Outcome {
+            dir: o.dir.clone(),
+            status: o.status,
+            message: o.message.clone(),
+        }
+    }
+}
+
+/// True when any view could not be written.
+pub fn any_failed(views: &[ViewReport]) -> bool {
+    views.iter().any(|v| v.result.is_err())
+}
+
+/// `RESULT_DIR/profiles/perf` of a capture at `.../worker_N/Q`, or `None`
+/// for a capture outside that layout.
+pub fn perf_root_of(capture_dir: &Path) -> Option<PathBuf> {
+    let worker = capture_dir.parent()?;
+    let name = worker.file_name()?.to_str()?;
+    let n = name.strip_prefix("worker_")?;
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(worker.parent()?.to_path_buf())
+}
+
+/// Refreshes the views of every result directory the outcomes belong to
+/// (skipped captures included: a directory processed before views existed
+/// gets them). One report per result directory, sorted by path.
+pub fn after_run<'a, T>(
+    outcomes: impl IntoIterator<Item = &'a T>,
+    opts: &Options,
+) -> Vec<ViewReport>
+where
+    T: 'a,
+    &'a T: Into<Outcome>,
+{
+    let outcomes: Vec<Outcome> = outcomes.into_iter().map(Into::into).collect();
+    let mut roots: BTreeMap<PathBuf, Vec<&Outcome>> = BTreeMap::new();
+    for o in &outcomes {
+        if let Some(root) = perf_root_of(&o.dir) {
+            roots.entry(root).or_default().push(o);
+        }
+    }
+    roots
+        .into_iter()
+        .map(|(root, outs)| {
+            let result = refresh(&root, &outs, opts).map_err(|e| e.to_string());
+            ViewReport {
+                perf_root: root,
+                result,
+            }
+        })
+        .collect()
+}
+
+/// Rebuilds the views of one `profiles/perf` directory from disk, holding
+/// its lock. `outcomes` are this run's outcomes of its captures.
+pub fn refresh(perf_root: &Path, outcomes: &[&Outcome], opts: &Options) -> Result<Refreshed> {
+    // Every view is written through `root`: never through a link planted
+    // at or below `profiles/perf` (crate::sys::confined).
+    let root = Dir::open(perf_root)?;
+    let _lock = DirLock::take(&root)?;
+    remove_view_leftovers(&root);
+    let mut index = scan::scan(perf_root, &root, outcomes)?;
+    let (queries, rendered) = queries::update(perf_root, &root, &mut index, opts)?;
+    page::write_index(&root, &index)?;
+    Ok(Refreshed {
+        captures: index.captures.len(),
+        processed: index
+            .captures
+            .iter()
+            .filter(|r| r.state == State::Processed)
+            .count(),
+        queries,
+        queries_rendered: rendered,
+    })
+}
+
+/// Removes the temporaries a killed refresh left (`index.html`,
+/// `index.json`, `queries/Q/*`), as the capture directories' are removed.
+fn remove_view_leftovers(root: &Dir) {
+    use crate::sys::atomic::remove_leftovers_in;
+    remove_leftovers_in(root, &[INDEX_HTML, INDEX_JSON]);
+    let Ok(queries) = root.sub(QUERIES_DIR) else {
+        return;
+    };
+    for q in queries.names().unwrap_or_default() {
+        if let Ok(d) = queries.sub(&q) {
+            let names = [SOURCES_JSON, crate::pipeline::HTML, crate::pipeline::FOLDED];
+            remove_leftovers_in(&d, &names);
+        }
+    }
+}
+
+/// An exclusive `flock` on `profiles/perf/.jobprof-index.lock`, released
+/// when dropped or when the process dies.
+struct DirLock {
+    _file: fs::File,
+}
+
+impl DirLock {
+    fn take(root: &Dir) -> Result<DirLock> {
+        let path = root.join(LOCK_FILE);
+        // A link planted where the lock goes is not followed, a FIFO not
+        // waited on.
+        let file = root.open_at(
+            LOCK_FILE,
+            libc::O_RDWR | libc::O_CREAT | libc::O_NONBLOCK,
+            0o644,
+        )?;
+        let file = crate::sys::input::regular_blocking(file, &path)?;
+        loop {
+            // std's lock is `flock` on Linux; a signal may interrupt the wait.
+            match file.lock() {
+                Ok(()) => return Ok(DirLock { _file: file }),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io(&path, e)),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn perf_root_needs_a_worker_parent() {
+        assert_eq!(
+            perf_root_of(Path::new("/r/profiles/perf/worker_3/q1")),
+            Some(PathBuf::from("/r/profiles/perf"))
+        );
+        assert_eq!(perf_root_of(Path::new("/r/q1")), None);
+        assert_eq!(perf_root_of(Path::new("/r/worker_x/q1")), None);
+    }
+
+    #[test]
+    fn query_root_words() {
+        assert_eq!("worker".parse::<QueryRoot>().unwrap(), QueryRoot::Worker);
+        assert_eq!("none".parse::<QueryRoot>().unwrap(), QueryRoot::None);
+        assert!("host".parse::<QueryRoot>().is_err());
+    }
+}

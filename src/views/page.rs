@@ -1,0 +1,592 @@
+//! The job pages: self-contained offline HTML (inline style and script, no
+//! request, no `http(s)://` text) with sortable tables: the job index
+//! (`profiles/perf/index.html`, with `index.json` beside it) and the index
+//! of a run-versus-run diff. A column header sorts its table on click (again
+//! to reverse); `?sort=KEY` or `?sort=-KEY` in the URL sorts on load.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use super::scan::{Index, Row, State};
+use super::{INDEX_HTML, INDEX_JSON};
+use crate::error::Result;
+use crate::output::render::html::{esc, group_digits};
+use crate::sys::atomic::write_in;
+use crate::sys::confined::Dir;
+
+const STYLE: &str = r##"
+body { margin: 0; font-family: sans-serif; color: #222; background: #fff; }
+header { padding: 0.6em 1em; border-bottom: 1px solid #ddd; background: #f6f6f6; }
+header h1 { font-size: 1.2em; margin: 0 0 0.3em 0; }
+dl.jp-facts { display: grid; grid-template-columns: max-content auto; gap: 0.1em 1em; margin: 0; font-size: 0.9em; }
+dl.jp-facts dt { color: #555; }
+dl.jp-facts dd { margin: 0; }
+main { padding: 0.5em 1em 2em 1em; }
+h2 { font-size: 1.05em; margin: 1em 0 0.4em 0; }
+p.jp-note { font-size: 0.9em; color: #555; margin: 0.2em 0 0.6em 0; }
+table { border-collapse: collapse; font-size: 0.88em; }
+th, td { border: 1px solid #ddd; padding: 0.25em 0.5em; text-align: left; vertical-align: top; }
+th { background: #eee; cursor: pointer; user-select: none; white-space: nowrap; }
+th[aria-sort="ascending"]::after { content: " \25B2"; }
+th[aria-sort="descending"]::after { content: " \25BC"; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+tr.st-failed td.st, tr.st-refused td.st { color: #b00; font-weight: bold; }
+tr.st-not-rendered td.st, tr.st-outdated td.st { color: #a60; font-weight: bold; }
+tr.st-not-processed td.st { color: #777; }
+td.st small { display: block; font-weight: normal; color: #555; max-width: 36em; }
+td.fns { font-family: monospace; font-size: 0.95em; }
+td.up, span.up { color: #b00; } td.down, span.down { color: #00b; }
+"##;
+
+/// Sorting: every `table.jp-sortable` sorts by a clicked header, on the
+/// cells' `data-v` (numbers when the header has `data-num`). With
+/// `?jobprof-selftest=sort&table=ID` the page clicks each header of table
+/// ID (default: the first) twice and writes what it saw into `<pre id="jp-selftest">`
+/// (for the browser test).
+const SCRIPT: &str = r##"
+(function () {
+  function key(td, num) {
+    var v = td.getAttribute("data-v");
+    if (v === null) v = td.textContent;
+    if (!num) return v.toLowerCase();
+    var n = parseFloat(v);
+    return isNaN(n) ? -Infinity : n;
+  }
+  function sortBy(table, col, desc) {
+    var ths = table.tHead.rows[0].cells;
+    var num = ths[col].hasAttribute("data-num");
+    var body = table.tBodies[0];
+    var rows = Array.prototype.slice.call(body.rows);
+    rows.sort(function (a, b) {
+      var x = key(a.cells[col], num), y = key(b.cells[col], num);
+      var c = x < y ? -1 : x > y ? 1 : 0;
+      return desc ? -c : c;
+    });
+    rows.forEach(function (r) { body.appendChild(r); });
+    for (var i = 0; i < ths.length; i++) ths[i].removeAttribute("aria-sort");
+    ths[col].setAttribute("aria-sort", desc ? "descending" : "ascending");
+  }
+  function column(table, name) {
+    var ths = table.tHead.rows[0].cells;
+    for (var i = 0; i < ths.length; i++) if (ths[i].getAttribute("data-key") === name) return i;
+    return -1;
+  }
+  function wire(table) {
+    var ths = table.tHead.rows[0].cells;
+    Array.prototype.forEach.call(ths, function (th, i) {
+      th.tabIndex = 0;
+      function go() {
+        var desc = th.getAttribute("aria-sort") === "ascending" ||
+          (th.getAttribute("aria-sort") === null && th.hasAttribute("data-num"));
+        sortBy(table, i, desc);
+      }
+      th.addEventListener("click", go);
+      th.addEventListener("keydown", function (e) { if (e.key === "Enter") go(); });
+    });
+  }
+  function selfTest(table) {
+    var out = [];
+    var ths = table.tHead.rows[0].cells;
+    for (var i = 0; i < ths.length; i++) {
+      var k = ths[i].getAttribute("data-key");
+      for (var n = 0; n < 2; n++) {
+        ths[i].dispatchEvent(new MouseEvent("click", { bubbles: true }));
+        var vals = Array.prototype.map.call(table.tBodies[0].rows, function (r) {
+          var td = r.cells[i];
+          var v = td.getAttribute("data-v");
+          return v === null ? td.textContent : v;
+        });
+        out.push({ key: k, sort: ths[i].getAttribute("aria-sort"), values: vals });
+      }
+    }
+    var pre = document.createElement("pre");
+    pre.id = "jp-selftest";
+    pre.textContent = JSON.stringify(out);
+    document.body.appendChild(pre);
+  }
+  var tables = document.querySelectorAll("table.jp-sortable");
+  Array.prototype.forEach.call(tables, wire);
+  var p = new URLSearchParams(window.location.search);
+  var s = p.get("sort");
+  if (s) {
+    var desc = s.charAt(0) === "-";
+    var name = desc ? s.slice(1) : s;
+    Array.prototype.forEach.call(tables, function (t) {
+      var c = column(t, name);
+      if (c >= 0) sortBy(t, c, desc);
+    });
+  }
+  if (p.get("jobprof-selftest") === "sort" && tables.length) {
+    selfTest(document.getElementById(p.get("table") || "") || tables[0]);
+  }
+})();
+"##;
+
+/// A table column.
+pub struct Col {
+    /// Sort key (`?sort=KEY`), also the `data-key` attribute.
+    pub key: &'static str,
+    /// Header text.
+    pub label: &'static str,
+    /// Numeric (sorted by number, right-aligned).
+    pub num: bool,
+}
+
+/// A cell: HTML content (already escaped) and the value it sorts by.
+pub struct Cell {
+    /// Content (escaped HTML).
+    pub html: String,
+    /// Sort value (`data-v`); `None` sorts by the text.
+    pub v: Option<String>,
+    /// Extra class.
+    pub class: &'static str,
+}
+
+impl Cell {
+    /// Text (escaped here), sorted by itself.
+    pub fn text(s: &str) -> Cell {
+        Cell {
+            html: esc(s),
+            v: None,
+            class: "",
+        }
+    }
+
+    /// A number shown as `shown`, sorted by `v` ("-" and no value sort
+    /// first ascending).
+    pub fn num(shown: String, v: Option<f64>) -> Cell {
+        Cell {
+            html: esc(&shown),
+            v: Some(v.map_or_else(|| "-1e300".to_string(), |x| x.to_string())),
+            class: "num",
+        }
+    }
+
+    /// A link (relative path), or "-" without one.
+    pub fn link(text: &str, href: Option<&str>) -> Cell {
+        match href {
+            Some(h) => Cell {
+                html: format!("<a href=\"{}\">{}</a>", href_esc(h), esc(text)),
+                v: Some(text.to_string()),
+                class: "",
+            },
+            None => Cell::text("-"),
+        }
+    }
+}
+
+/// A path as an `href`: each segment percent-encoded where it must be.
+pub(super) fn href_esc(path: &str) -> String {
+    let mut o = String::with_capacity(path.len());
+    for b in path.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                o.push(b as char)
+            }
+            _ => {
+                let _ = write!(o, "%{b:02X}");
+            }
+        }
+    }
+    o
+}
+
+/// A sortable table.
+pub struct Table {
+    /// `id` of the table element.
+    pub id: &'static str,
+    /// Columns.
+    pub cols: Vec<Col>,
+    /// Rows: (row class, cells).
+    pub rows: Vec<(String, Vec<Cell>)>,
+}
+
+impl Table {
+    fn write(&self, out: &mut String) {
+        let _ = write!(
+            out,
+            "<table class=\"jp-sortable\" id=\"{}\">\n<thead><tr>",
+            self.id
+        );
+        for c in &self.cols {
+            let num = if c.num { " data-num" } else { "" };
+            let _ = write!(
+                out,
+                "<th data-key=\"{}\"{num} title=\"Sort by {}\">{}</th>",
+                c.key,
+                esc(c.label),
+                esc(c.label)
+            );
+        }
+        out.push_str("</tr></thead>\n<tbody>\n");
+        for (class, cells) in &self.rows {
+            let _ = write!(out, "<tr class=\"{}\">", esc(class));
+            for c in cells {
+                out.push_str("<td");
+                if !c.class.is_empty() {
+                    let _ = write!(out, " class=\"{}\"", c.class);
+                }
+                if let Some(v) = &c.v {
+                    let _ = write!(out, " data-v=\"{}\"", esc(v));
+                }
+                let _ = write!(out, ">{}</td>", c.html);
+            }
+            out.push_str("</tr>\n");
+        }
+        out.push_str("</tbody>\n</table>\n");
+    }
+}
+
+/// A section of a page: heading, a note, a table.
+pub struct Section {
+    /// `<h2>` text.
+    pub heading: String,
+    /// A line under it.
+    pub note: Option<String>,
+    /// The table.
+    pub table: Table,
+}
+
+/// A whole page: title, header facts (label, value), sections.
+pub fn page(title: &str, facts: &[(String, String)], sections: &[Section]) -> String {
+    let mut o = String::with_capacity(16 << 10);
+    let _ = write!(
+        o,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <meta name=\"generator\" content=\"jobprof {}\">\n<title>{}</title>\n\
+         <style>{STYLE}</style>\n</head>\n<body>\n<header>\n<h1>{}</h1>\n<dl class=\"jp-facts\">\n",
+        env!("CARGO_PKG_VERSION"),
+        esc(title),
+        esc(title)
+    );
+    for (k, v) in facts {
+        let _ = writeln!(o, "<dt>{}</dt><dd>{}</dd>", esc(k), esc(v));
+    }
+    o.push_str("</dl>\n</header>\n<main>\n");
+    for s in sections {
+        let _ = writeln!(o, "<h2>{}</h2>", esc(&s.heading));
+        if let Some(n) = &s.note {
+            let _ = writeln!(o, "<p class=\"jp-note\">{}</p>", esc(n));
+        }
+        s.table.write(&mut o);
+    }
+    let _ = write!(o, "</main>\n<script>{SCRIPT}</script>\n</body>\n</html>\n");
+    o
+}
+
+/// `0.9731` as `97.3%`; `None` as `-`.
+pub fn pct(share: Option<f64>) -> String {
+    share.map_or("-".into(), |s| format!("{:.1}%", 100.0 * s))
+}
+
+fn opt_digits(n: Option<u64>) -> String {
+    n.map_or("-".into(), group_digits)
+}
+
+fn joined(set: &std::collections::BTreeSet<String>, max: usize) -> String {
+    if set.is_empty() {
+        return "-".into();
+    }
+    let mut v: Vec<&str> = set.iter().map(String::as_str).take(max).collect();
+    let more = set.len().saturating_sub(max);
+    let extra = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    v.dedup();
+    format!("{}{extra}", v.join(", "))
+}
+
+/// Writes `index.json` and `index.html` of `perf_root`, each atomically.
+pub fn write_index(root: &Dir, index: &Index) -> Result<()> {
+    let mut json = serde_json::to_string_pretty(index).expect("the index serializes");
+    json.push('\n');
+    write_in(root, INDEX_JSON, true, json.as_bytes())?;
+    let html = index_html(root.path(), index);
+    write_in(root, INDEX_HTML, true, html.as_bytes())
+}
+
+fn index_html(perf_root: &Path, index: &Index) -> String {
+    let h = &index.job;
+    let result_name = perf_root
+        .parent()
+        .and_then(Path::parent)
+        .and_then(Path::file_name)
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let title = match h.job_ids.len() {
+        0 => format!("{result_name}: job profile"),
+        _ => format!("job {} · {result_name}", joined(&h.job_ids, 3)),
+    };
+    let mut counts: Vec<String> = Vec::new();
+    for st in [
+        State::Processed,
+        State::NotRendered,
+        State::Failed,
+        State::Refused,
+        State::Outdated,
+        State::NotProcessed,
+    ] {
+        let n = index.captures.iter().filter(|r| r.state == st).count();
+        if n > 0 {
+            counts.push(format!("{n} {}", st.as_str()));
+        }
+    }
+    let mut facts = vec![
+        ("Job".to_string(), joined(&h.job_ids, 5)),
+        (
+            "Nodes".to_string(),
+            format!("{} ({})", h.hosts.len(), joined(&h.hosts, 8)),
+        ),
+        (
+            "Workers".to_string(),
+            format!(
+                "{} · queries {} · captures {}",
+                h.workers.len(),
+                h.queries.len(),
+                index.captures.len()
+            ),
+        ),
+        ("State".to_string(), counts.join(", ")),
+    ];
+    let settings: Vec<String> = h
+        .settings
+        .iter()
+        .map(|(k, v)| format!("{k} {}", joined(v, 3)))
+        .collect();
+    facts.push(("Capture".to_string(), settings.join(" · ")));
+    facts.push((
+        "Written".to_string(),
+        format!(
+            "{} by jobprof {} from the captures' summaries",
+            index.generated, index.tool_version
+        ),
+    ));
+    let sections = [queries_section(index), captures_section(index)];
+    page(&title, &facts, &sections)
+}
+
+fn queries_section(index: &Index) -> Section {
+    let rows = index
+        .queries
+        .iter()
+        .map(|q| {
+            let cells = vec![
+                Cell::text(&q.query),
+                Cell::num(
+                    format!("{} of {}", q.workers_merged.len(), q.captures),
+                    Some(q.workers_merged.len() as f64),
+                ),
+                Cell::num(group_digits(q.samples), Some(q.samples as f64)),
+                Cell::num(
+                    q.imbalance.map_or("-".into(), |x| format!("{x:.2}")),
+                    q.imbalance,
+                ),
+                Cell::link("all workers", q.flamegraph.as_deref()),
+            ];
+            (String::new(), cells)
+        })
+        .collect();
+    Section {
+        heading: "Queries".into(),
+        note: Some(
+            "One flamegraph per query, merged over its completely processed workers \
+             (imbalance: the largest worker's samples over the mean; 1.00 = balanced)."
+                .into(),
+        ),
+        table: Table {
+            id: "jp-queries",
+            cols: vec![
+                Col {
+                    key: "query",
+                    label: "Query",
+                    num: false,
+                },
+                Col {
+                    key: "workers",
+                    label: "Workers merged",
+                    num: true,
+                },
+                Col {
+                    key: "samples",
+                    label: "Samples",
+                    num: true,
+                },
+                Col {
+                    key: "imbalance",
+                    label: "Imbalance",
+                    num: true,
+                },
+                Col {
+                    key: "flamegraph",
+                    label: "Flamegraph",
+                    num: false,
+                },
+            ]
+            .into_iter()
+            .chain(super::offcpu_views::page_cols())
+            .collect(),
+            rows,
+        },
+    }
+}
+
+fn capture_cells(r: &Row) -> Vec<Cell> {
+    let state = {
+        let reason = r
+            .reason
+            .as_deref()
+            .map_or(String::new(), |why| format!("<small>{}</small>", esc(why)));
+        Cell {
+            html: format!("{}{reason}", esc(r.state.as_str())),
+            v: Some(r.state.as_str().to_string()),
+            class: "st",
+        }
+    };
+    let fns = r
+        .top_self
+        .iter()
+        .map(|f| format!("{} {:.1}%", esc(&f.name), f.percent))
+        .collect::<Vec<_>>()
+        .join("<br>");
+    vec![
+        Cell::text(&r.query),
+        Cell::num(
+            r.worker.map_or("-".into(), |w| w.to_string()),
+            r.worker.map(f64::from),
+        ),
+        Cell::text(r.host.as_deref().unwrap_or("-")),
+        state,
+        Cell::num(opt_digits(r.samples), r.samples.map(|x| x as f64)),
+        Cell::num(
+            r.window_seconds.map_or("-".into(), |s| format!("{s:.2}")),
+            r.window_seconds,
+        ),
+        Cell::num(pct(r.symbolized_share), r.symbolized_share),
+        Cell::num(pct(r.truncated_share), r.truncated_share),
+        Cell {
+            html: if fns.is_empty() { "-".into() } else { fns },
+            v: r.top_self.first().map(|f| f.name.clone()),
+            class: "fns",
+        },
+        Cell::link("flamegraph", r.flamegraph.as_deref()),
+    ]
+    .into_iter()
+    .chain(super::offcpu_views::page_cells(r.off_cpu.as_ref()))
+    .collect()
+}
+
+fn captures_section(index: &Index) -> Section {
+    let rows = index
+        .captures
+        .iter()
+        .map(|r| {
+            let class = format!("st-{}", r.state.as_str().replace(' ', "-"));
+            (class, capture_cells(r))
+        })
+        .collect();
+    Section {
+        heading: "Captures".into(),
+        note: Some(
+            "One row per query and worker. Window: seconds sampled; symbolized: samples \
+             with a named frame; truncated: samples whose stack was cut short (\"-\" where \
+             the summary does not say)."
+                .into(),
+        ),
+        table: Table {
+            id: "jp-captures",
+            cols: vec![
+                Col {
+                    key: "query",
+                    label: "Query",
+                    num: false,
+                },
+                Col {
+                    key: "worker",
+                    label: "Worker",
+                    num: true,
+                },
+                Col {
+                    key: "host",
+                    label: "Node",
+                    num: false,
+                },
+                Col {
+                    key: "state",
+                    label: "State",
+                    num: false,
+                },
+                Col {
+                    key: "samples",
+                    label: "Samples",
+                    num: true,
+                },
+                Col {
+                    key: "window",
+                    label: "Window (s)",
+                    num: true,
+                },
+                Col {
+                    key: "symbolized",
+                    label: "Symbolized",
+                    num: true,
+                },
+                Col {
+                    key: "truncated",
+                    label: "Truncated",
+                    num: true,
+                },
+                Col {
+                    key: "top",
+                    label: "Top self functions",
+                    num: false,
+                },
+                Col {
+                    key: "flamegraph",
+                    label: "Flamegraph",
+                    num: false,
+                },
+            ],
+            rows,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hrefs_are_encoded() {
+        assert_eq!(
+            href_esc("worker_0/q 1/flamegraph.html"),
+            "worker_0/q%201/flamegraph.html"
+        );
+        assert_eq!(href_esc("a\"b"), "a%22b");
+    }
+
+    #[test]
+    fn pages_name_no_url() {
+        let p = page(
+            "t",
+            &[("k".into(), "v://x".into())],
+            &[Section {
+                heading: "h".into(),
+                note: None,
+                table: Table {
+                    id: "x",
+                    cols: vec![Col {
+                        key: "a",
+                        label: "A",
+                        num: true,
+                    }],
+                    rows: vec![(String::new(), vec![Cell::num("1".into(), Some(1.0))])],
+                },
+            }],
+        );
+        assert!(!p.contains("://"), "{p}");
+        assert!(p.contains("data-v=\"1\""));
+    }
+}

@@ -1,0 +1,225 @@
+//! One flamegraph per query over all its workers:
+//! `profiles/perf/queries/<Q>/stacks.folded` and `flamegraph.html`, merged
+//! from the `stacks.folded` of the query's completely processed captures,
+//! with `worker_N` as the root frame by default (one tower per worker, so
+//! imbalance shows). `sources.json`, written last, names the captures (and
+//! when each was completed) a view was drawn from; a view whose sources are
+//! unchanged is not drawn again, so a refresh after one capture redraws one
+//! query.
+
+use std::path::Path;
+
+use serde_json::json;
+
+use super::scan::{Index, QueryView, Row, State};
+use super::{Options, QueryRoot, QUERIES_DIR, SOURCES_JSON};
+use crate::error::{Error, Result};
+use crate::output::render::{self, folded::read_folded, RenderOptions};
+use crate::pipeline::{FOLDED, HTML};
+use crate::sys::atomic::{write_in, AtomicFile};
+use crate::sys::confined::Dir;
+use crate::sys::input::Source;
+
+/// Brings every query's merged view up to date and records it in
+/// `index.queries`. Returns (queries with a view, views redrawn).
+pub fn update(
+    perf_root: &Path,
+    root: &Dir,
+    index: &mut Index,
+    opts: &Options,
+) -> Result<(usize, usize)> {
+    let job = index.job.job_ids.iter().next().cloned();
+    let mut drawn = 0;
+    let mut rendered = 0;
+    for q in index.job.queries.clone() {
+        let rows: Vec<&Row> = index.captures.iter().filter(|r| r.query == q).collect();
+        let merged: Vec<&Row> = rows
+            .iter()
+            .copied()
+            .filter(|r| r.state == State::Processed && r.folded.is_some())
+            .collect();
+        let mut view = QueryView {
+            query: q.clone(),
+            workers_merged: merged.iter().filter_map(|r| r.worker).collect(),
+            captures: rows.len(),
+            samples: merged.iter().filter_map(|r| r.samples).sum(),
+            imbalance: imbalance(&merged),
+            flamegraph: None,
+        };
+        if merged.is_empty() {
+            remove_view(root, &q)?;
+        } else {
+            let sources = json!({
+                "query": q,
+                "root": opts.query_root.as_str(),
+                "captures": merged.iter().map(|r| json!({
+                    "capture": r.capture,
+                    "completed": r.completed,
+                })).collect::<Vec<_>>(),
+            });
+            let sources =
+                serde_json::to_string_pretty(&sources).expect("JSON values serialize") + "\n";
+            // queries/Q reached one name at a time, never through a link.
+            let dir = root.sub_create(QUERIES_DIR)?.sub_create(&q)?;
+            let is_file = |n: &str| dir.entry(n).ok().flatten().is_some_and(|e| e.is_file());
+            let current = dir
+                .read(SOURCES_JSON)
+                .is_ok_and(|s| s == sources.as_bytes())
+                && is_file(HTML)
+                && is_file(FOLDED)
+                && is_file(crate::output::pprof::PPROF);
+            if !current {
+                draw(perf_root, &dir, &q, job.as_deref(), &merged, opts)?;
+                write_in(&dir, SOURCES_JSON, true, sources.as_bytes())?;
+                rendered += 1;
+            }
+            drawn += 1;
+            view.flamegraph = Some(format!("{QUERIES_DIR}/{q}/{HTML}"));
+        }
+        index.queries.push(view);
+    }
+    Ok((drawn, rendered))
+}
+
+/// Largest worker's samples over the mean of the merged workers.
+fn imbalance(rows: &[&Row]) -> Option<f64> {
+    let samples: Vec<u64> = rows.iter().filter_map(|r| r.samples).collect();
+    if samples.len() < 2 {
+        return None;
+    }
+    let mean = samples.iter().sum::<u64>() as f64 / samples.len() as f64;
+    let max = *samples.iter().max()? as f64;
+    (mean > 0.0).then(|| max / mean)
+}
+
+fn remove_view(root: &Dir, q: &str) -> Result<()> {
+    let queries = match root.entry(QUERIES_DIR)? {
+        None => return Ok(()),
+        Some(_) => root.sub(QUERIES_DIR)?,
+    };
+    let dir = match queries.entry(q)? {
+        None => return Ok(()),
+        Some(_) => queries.sub(q)?,
+    };
+    // sources.json first: without it a half-removed view is redrawn.
+    let views = super::offcpu_views::FILES;
+    for name in [SOURCES_JSON, HTML, FOLDED, crate::output::pprof::PPROF]
+        .iter()
+        .chain(views.iter())
+    {
+        dir.remove_file(name)?;
+    }
+    let _ = queries.remove_dir(q);
+    Ok(())
+}
+
+/// Merges the workers' folded stacks and writes the query's folded stacks
+/// and flamegraph page.
+fn draw(
+    perf_root: &Path,
+    dir: &Dir,
+    q: &str,
+    job: Option<&str>,
+    merged: &[&Row],
+    opts: &Options,
+) -> Result<()> {
+    let mut stacks: Vec<(String, u64)> = Vec::new();
+    let mut labelled: Vec<(usize, Option<u32>)> = Vec::new();
+    for r in merged {
+        let rel = r.folded.as_deref().expect("filtered on folded");
+        let input = read_folded(&[Source::Path(perf_root.join(rel))])?;
+        labelled.push((input.stacks.len(), r.worker));
+        match (opts.query_root, r.worker) {
+            (QueryRoot::Worker, Some(w)) => stacks.extend(
+                input
+                    .stacks
+                    .into_iter()
+                    .map(|(s, c)| (format!("worker_{w};{s}"), c)),
+            ),
+            _ => stacks.extend(input.stacks),
+        }
+    }
+    let mut f = AtomicFile::create_in(dir, FOLDED, true)?;
+    render::render_folded(&stacks, &mut f)?;
+    f.commit()?;
+    let ropts = render_options(q, job, merged, opts);
+    write_pprof(dir, q, &stacks, &labelled, &ropts)?;
+    // Each worker's own page has the timeline of its capture.
+    let links = merged
+        .iter()
+        .filter_map(|r| {
+            let page = r.flamegraph.as_deref()?;
+            let text = match r.worker {
+                Some(w) => format!("worker {w} (timeline)"),
+                None => format!("{} (timeline)", r.capture),
+            };
+            Some((text, format!("../../{page}")))
+        })
+        .collect();
+    let extras = render::PageExtras {
+        links,
+        ..Default::default()
+    };
+    let mut f = AtomicFile::create_in(dir, HTML, true)?;
+    render::render_html_with(&stacks, &ropts, &extras, &mut f)?;
+    f.commit()?;
+    super::offcpu_views::draw(perf_root, dir, merged, opts.query_root, &ropts)
+}
+
+/// The merged query's `profile.pb.gz`: every worker's stacks as samples
+/// labelled `query` and `worker` (`labelled`: how many stacks in a row
+/// came from which worker).
+fn write_pprof(
+    dir: &Dir,
+    q: &str,
+    stacks: &[(String, u64)],
+    labelled: &[(usize, Option<u32>)],
+    ropts: &RenderOptions,
+) -> Result<()> {
+    let workers = labelled
+        .iter()
+        .flat_map(|&(n, w)| std::iter::repeat_n(w, n));
+    let rows = stacks.iter().zip(workers).map(|((s, c), w)| {
+        let mut labels = vec![("query".to_string(), q.to_string())];
+        if let Some(w) = w {
+            labels.push(("worker".to_string(), w.to_string()));
+        }
+        (s.as_str(), *c, labels)
+    });
+    let columns = crate::output::pprof::Columns::for_count_name(&ropts.count_name);
+    let path = dir.join(crate::output::pprof::PPROF);
+    let mut f = AtomicFile::create_in(dir, crate::output::pprof::PPROF, true)?;
+    crate::output::pprof::from_stacks(rows, &columns, &mut f).map_err(|e| Error::io(&path, e))?;
+    f.commit()
+}
+
+fn render_options(q: &str, job: Option<&str>, merged: &[&Row], opts: &Options) -> RenderOptions {
+    let workers = match merged.len() {
+        1 => "1 worker".to_string(),
+        n => format!("{n} workers"),
+    };
+    let event = merged.iter().find_map(|r| r.event.clone());
+    let mut facts = vec![workers];
+    if let Some(ev) = &event {
+        facts.insert(0, ev.clone());
+    }
+    if opts.query_root == QueryRoot::Worker {
+        facts.push("root frame = worker".into());
+    }
+    let mut o = RenderOptions {
+        title: format!(
+            "{} · all workers",
+            render::capture_title(job, None, Some(q))
+        ),
+        subtitle: Some(facts.join(" · ")),
+        ..RenderOptions::default()
+    };
+    if let Some(ev) = &event {
+        if crate::text::perf_script::event_base(ev).ends_with("-clock") {
+            "ns".clone_into(&mut o.count_name);
+        } else {
+            crate::text::perf_script::event_base(ev).clone_into(&mut o.count_name);
+        }
+    }
+    o
+}
