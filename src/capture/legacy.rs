@@ -29,7 +29,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::{refuse, CaptureDir, Layout, Refusal, Shard, ValidCapture};
+use super::validate::{refuse, Layout, Refusal, Shard, ValidCapture};
+use super::CaptureDir;
 
 type Checked<T> = std::result::Result<T, Refusal>;
 
@@ -374,10 +375,10 @@ fn checked_shards(found: &CaptureDir, blocks: &[Block]) -> Checked<Vec<Shard>> {
         )));
     }
     let names = data_file_names(count);
-    let present = super::data_files_in(&found.dir).unwrap_or_default();
+    let present = super::validate::data_files_in(&found.dir).unwrap_or_default();
     let wanted: Vec<_> = names.iter().map(|n| found.dir.join(n)).collect();
     if !present.is_empty() && present != wanted {
-        let list: Vec<String> = present.iter().map(|p| super::file_name(p)).collect();
+        let list: Vec<String> = present.iter().map(|p| super::validate::file_name(p)).collect();
         return Err(refuse(format!(
             "{NAME} says perf_data_shards={count} ({}), the capture holds {}",
             names.join(", "),

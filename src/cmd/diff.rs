@@ -155,7 +155,7 @@ fn run_dirs(args: DiffArgs) -> anyhow::Result<ExitCode> {
     let folded = match args.kind.as_str() {
         "off-cpu" => jobprof::text::offcpu::OFFCPU_FOLDED,
         "wall-clock" => jobprof::text::offcpu::WALLCLOCK_FOLDED,
-        _ => jobprof::pipeline::FOLDED,
+        _ => jobprof::capture::FOLDED,
     };
     let before = jobdiff::load_run_of(&args.before, query.filter(|_| !captures), folded)?;
     let after = jobdiff::load_run_of(&args.after, query.filter(|_| !captures), folded)?;

@@ -7,6 +7,7 @@ use clap::Args;
 
 use jobprof::capture::Filter;
 use jobprof::pipeline::{self, Formats, Options};
+use jobprof::views;
 use jobprof::sys::progress::Progress;
 use jobprof::ExitCode;
 
@@ -164,7 +165,8 @@ pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
     opts.min_symbolized_pct = args.min_symbolized;
     opts.perf = args.perf;
     opts.time_slices = args.time_slices;
-    opts.job.query_root = args.query_root.parse()?;
+    let mut views = views::Options::default();
+    views.query_root = args.query_root.parse()?;
     let filter = Filter {
         workers: args.worker,
         queries: args.query,
@@ -177,7 +179,8 @@ pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
     // The result lines, one per capture, go to stdout as each capture ends;
     // log lines and bars to stderr.
     let report = pipeline::run(&args.dirs, &filter, &opts, &progress)?;
-    for v in &report.views {
+    let views = views::after_run(&report.captures, &views);
+    for v in &views {
         jobprof::outln!("{}", v.line())?;
     }
     let failed = report
@@ -191,5 +194,5 @@ pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
             report.captures.len()
         );
     }
-    Ok(report.exit_code())
+    Ok(views::exit_code(report.exit_code(), &views))
 }

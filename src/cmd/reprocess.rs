@@ -6,11 +6,14 @@ use std::time::Duration;
 
 use clap::Args;
 
-use jobprof::bulk::{self, ArrayJob, Options, Split};
-use jobprof::pipeline::{self, Formats};
+use jobprof::bulk::{self, Options, Split};
+use jobprof::capture::Status;
+use jobprof::pipeline::Formats;
 use jobprof::sys::progress::Progress;
+use jobprof::sys::slurm::array::{self, ArrayJob};
 use jobprof::sys::slurm::Slurm;
 use jobprof::sys::units;
+use jobprof::views;
 use jobprof::ExitCode;
 
 /// Bring every result directory under ROOT up to date: process captures
@@ -172,7 +175,8 @@ pub fn run(args: ReprocessArgs) -> anyhow::Result<ExitCode> {
     opts.split = split;
     opts.process.formats = formats;
     opts.process.perf = args.perf;
-    opts.process.job.query_root = args.query_root.parse()?;
+    let mut view_opts = views::Options::default();
+    view_opts.query_root = args.query_root.parse()?;
     opts.process.symbolizer = args.symbolizer;
     opts.process.zstd_level = args.zstd_level;
     let progress = if args.quiet {
@@ -183,10 +187,16 @@ pub fn run(args: ReprocessArgs) -> anyhow::Result<ExitCode> {
     // The result lines of the captures worked on go to stdout as each ends
     // (the per-task log of an array job); a dry run lists its plan here.
     let report = bulk::run(&args.roots, &opts, &progress)?;
+    // A dry run changes nothing, the job views included.
+    let views = if report.dry_run {
+        Vec::new()
+    } else {
+        views::after_run(&report.outcomes, &view_opts)
+    };
     if report.dry_run {
         for o in &report.outcomes {
             let what = match o.status {
-                pipeline::Status::Processed => "to do",
+                Status::Processed => "to do",
                 s => s.as_str(),
             };
             jobprof::outln!(
@@ -197,11 +207,11 @@ pub fn run(args: ReprocessArgs) -> anyhow::Result<ExitCode> {
             )?;
         }
     }
-    for v in &report.views {
+    for v in &views {
         jobprof::outln!("{}", v.line())?;
     }
     jobprof::out!("{}", report.table())?;
-    Ok(report.exit_code())
+    Ok(views::exit_code(report.exit_code(), &views))
 }
 
 fn submit_or_print(args: &ReprocessArgs) -> anyhow::Result<ExitCode> {
@@ -221,7 +231,7 @@ fn submit_or_print(args: &ReprocessArgs) -> anyhow::Result<ExitCode> {
         jobprof::out!("{script}")?;
         return Ok(ExitCode::Success);
     }
-    let id = bulk::submit(&Slurm::new(), &script)?;
+    let id = array::submit(&Slurm::new(), &script)?;
     jobprof::outln!("{}", id.as_str())?;
     jobprof::errln!(
         "jobprof: submitted array job {} (per-task logs: jobprof-reprocess-{}_N.out)",

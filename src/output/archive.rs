@@ -15,9 +15,10 @@
 //! compressed bytes ever touch the disk. When one stream is all there is,
 //! zstd's own worker threads compress it ([`Part::create`] `workers`).
 //!
-//! This module does not know what the text is.
+//! [`recompress`] turns the old pipeline's `perf.script.gz` into such an
+//! archive. This module does not know what the text is.
 
-use std::fs::File;
+use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 use std::sync::Mutex;
@@ -251,6 +252,38 @@ pub fn publish(
     out.flush().map_err(|e| Error::io(dest, e))?;
     out.commit()?;
     Ok(sizes)
+}
+
+/// Streams `gz` (gzip, possibly multi-member) into `zst` (one zstd frame,
+/// written atomically). Returns the text and compressed sizes.
+pub fn recompress(gz: &Path, zst: &Path, level: i32) -> Result<(u64, u64)> {
+    let file = fs::File::open(gz).map_err(|e| Error::io(gz, e))?;
+    let mut decoder = flate2::read::MultiGzDecoder::new(io::BufReader::new(file));
+    let out = AtomicFile::open(zst, Destination::Confined, true)?;
+    let mut encoder = zstd::Encoder::new(out, level).map_err(|e| Error::io(zst, e))?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut raw = 0u64;
+    loop {
+        let n = match decoder.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(source) => {
+                return Err(Error::Corrupt {
+                    path: gz.to_path_buf(),
+                    format: "gzip",
+                    source,
+                })
+            }
+        };
+        raw += n as u64;
+        encoder
+            .write_all(&buf[..n])
+            .map_err(|e| Error::io(zst, e))?;
+    }
+    let out = encoder.finish().map_err(|e| Error::io(zst, e))?;
+    out.commit()?;
+    Ok((raw, fs::metadata(zst).map(|m| m.len()).unwrap_or(0)))
 }
 
 #[cfg(test)]

@@ -22,7 +22,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::capture::{self, CaptureDir, Completion, Marker, Quality, ValidCapture};
+use crate::capture::{
+    self, CaptureDir, Completion, Marker, Outcome, Quality, Status, ValidCapture, FOLDED, HTML,
+    SPEEDSCOPE, SUMMARY, SVG,
+};
 use crate::error::{Error, ExitCode, Result};
 use crate::output::archive::{self, Part, Spool, Spooled};
 use crate::output::render::{self, Format, RenderOptions};
@@ -35,17 +38,6 @@ use crate::sys::progress::Progress;
 use crate::text::fold::{self, Folded, Folder};
 
 mod off_cpu;
-
-/// Name of the folded stacks output.
-pub const FOLDED: &str = "stacks.folded";
-/// Name of the SVG flamegraph.
-pub const SVG: &str = "flamegraph.svg";
-/// Name of the offline HTML page.
-pub const HTML: &str = "flamegraph.html";
-/// Name of the speedscope profile.
-pub const SPEEDSCOPE: &str = "profile.speedscope.json";
-/// Name of the summary.
-pub const SUMMARY: &str = "summary.json";
 
 /// The file a format is written to.
 pub fn output_name(format: Format) -> &'static str {
@@ -170,8 +162,6 @@ pub struct Options {
     pub slice_min_bytes: u64,
     /// zstd level of the archive.
     pub zstd_level: i32,
-    /// The job-level views refreshed after the run.
-    pub job: crate::views::Options,
     /// Native symbolizer, `perf script`, or native where it can.
     pub symbolizer: native::Choice,
 }
@@ -189,7 +179,6 @@ impl Default for Options {
             time_slices: None,
             slice_min_bytes: 4 << 20,
             zstd_level: archive::DEFAULT_LEVEL,
-            job: crate::views::Options::default(),
             symbolizer: native::Choice::Auto,
         }
     }
@@ -201,92 +190,18 @@ impl Options {
     }
 }
 
-/// How one capture ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    /// All outputs written, marker written.
-    Processed,
-    /// Already complete; nothing done.
-    Skipped,
-    /// Validation refused it; nothing written.
-    Refused,
-    /// Too little was symbolized: folded stacks and summary written, no
-    /// flamegraph, no marker.
-    RenderRefused,
-    /// Something failed (a shard, perf, an output); what could be written
-    /// was, but no marker.
-    Failed,
-}
-
-impl Status {
-    /// Lower-case word for reports.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Processed => "processed",
-            Status::Skipped => "skipped",
-            Status::Refused => "refused",
-            Status::RenderRefused => "not rendered",
-            Status::Failed => "failed",
-        }
-    }
-
-    /// True when the outcome counts against the exit code.
-    pub fn is_failure(self) -> bool {
-        matches!(
-            self,
-            Status::Refused | Status::RenderRefused | Status::Failed
-        )
-    }
-}
-
-/// The outcome of one capture.
-#[derive(Debug, Clone)]
-pub struct CaptureReport {
-    /// `worker_N/Q`.
-    pub label: String,
-    /// The capture directory.
-    pub dir: PathBuf,
-    /// How it ended.
-    pub status: Status,
-    /// One line: what was done, or why not.
-    pub message: String,
-    /// Samples folded (0 when none).
-    pub samples: u64,
-    /// Files written.
-    pub outputs: Vec<String>,
-    /// Wall time spent on it.
-    pub elapsed: Duration,
-}
-
-impl CaptureReport {
-    /// The result line: `DIR: processed (1.2s): ...`.
-    pub fn line(&self) -> String {
-        format!(
-            "{}: {} ({:.1}s): {}",
-            crate::sys::progress::printable(&self.dir),
-            self.status.as_str(),
-            self.elapsed.as_secs_f64(),
-            self.message
-        )
-    }
-}
-
 /// The outcome of a whole run.
 #[derive(Debug, Clone, Default)]
 pub struct Report {
     /// One entry per capture, in discovery order.
-    pub captures: Vec<CaptureReport>,
-    /// The job-level views refreshed, one per result directory.
-    pub views: Vec<crate::views::ViewReport>,
+    pub captures: Vec<Outcome>,
 }
 
 impl Report {
     /// 0 when every capture was processed or skipped, 1 when any was
-    /// refused or failed (or a job view could not be written).
+    /// refused or failed.
     pub fn exit_code(&self) -> ExitCode {
-        if self.captures.iter().any(|c| c.status.is_failure())
-            || crate::views::any_failed(&self.views)
-        {
+        if self.captures.iter().any(|c| c.status.is_failure()) {
             ExitCode::Failed
         } else {
             ExitCode::Success
@@ -323,7 +238,6 @@ pub fn run(
         report.captures.push(r);
     }
     overall.finish_and_clear();
-    report.views = crate::views::after_run(&report.captures, &opts.job);
     Ok(report)
 }
 
@@ -334,15 +248,12 @@ pub fn process_capture(
     perf: &std::result::Result<PerfTool, String>,
     progress: &Progress,
     multi: &indicatif::MultiProgress,
-) -> CaptureReport {
+) -> Outcome {
     let start = Instant::now();
-    let mut report = CaptureReport {
-        label: found.label(),
+    let mut report = Outcome {
         dir: found.dir.clone(),
         status: Status::Failed,
         message: String::new(),
-        samples: 0,
-        outputs: Vec::new(),
         elapsed: Duration::ZERO,
     };
     let capture = match capture::validate(found) {
@@ -376,8 +287,6 @@ pub fn process_capture(
         Ok(done) => {
             report.status = done.status;
             report.message = done.message;
-            report.samples = done.samples;
-            report.outputs = done.outputs;
         }
         Err(e) => {
             report.status = Status::Failed;
@@ -400,8 +309,6 @@ type Written<'a> = (
 struct Done {
     status: Status,
     message: String,
-    samples: u64,
-    outputs: Vec<String>,
 }
 
 /// One unit of symbolizing work: a shard, or a time slice of one, by
@@ -650,8 +557,6 @@ impl<'a> Pipeline<'a> {
             None if cross.is_some() => Ok(Err(Done {
                 status: Status::Failed,
                 message: cross.unwrap_or_default(),
-                samples: 0,
-                outputs: Vec::new(),
             })),
             None => {
                 let why = match self.perf {
@@ -664,8 +569,6 @@ impl<'a> Pipeline<'a> {
                         "cannot symbolize: {why}; and there is no {} to fold instead",
                         capture::SCRIPT_ZST
                     ),
-                    samples: 0,
-                    outputs: Vec::new(),
                 }))
             }
         }
@@ -791,8 +694,6 @@ impl<'a> Pipeline<'a> {
         Some(Done {
             status: Status::Failed,
             message: format!("{why}; kept the previous complete outputs unchanged"),
-            samples: now.samples,
-            outputs: Vec::new(),
         })
     }
 
@@ -1149,16 +1050,12 @@ impl<'a> Pipeline<'a> {
             return Ok(Done {
                 status: Status::Failed,
                 message: pass.failures.join("; "),
-                samples,
-                outputs,
             });
         }
         if let Some(why) = render_refused {
             return Ok(Done {
                 status: Status::RenderRefused,
                 message: format!("flamegraph not rendered: {why}"),
-                samples,
-                outputs,
             });
         }
         let mut marker = Marker::new(
@@ -1189,8 +1086,6 @@ impl<'a> Pipeline<'a> {
                 100.0 * pass.stats.truncated_ratio,
                 outputs.join(", ")
             ),
-            samples,
-            outputs,
         })
     }
 
@@ -2063,18 +1958,14 @@ mod tests {
 
     #[test]
     fn exit_code_counts_failures() {
-        let mk = |status| CaptureReport {
-            label: "w".into(),
+        let mk = |status| Outcome {
             dir: PathBuf::new(),
             status,
             message: String::new(),
-            samples: 0,
-            outputs: vec![],
             elapsed: Duration::ZERO,
         };
         let mut r = Report {
             captures: vec![mk(Status::Processed), mk(Status::Skipped)],
-            ..Report::default()
         };
         assert_eq!(r.exit_code(), ExitCode::Success);
         r.captures.push(mk(Status::Refused));

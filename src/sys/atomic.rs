@@ -5,8 +5,8 @@
 //! (so the final `rename` never crosses a filesystem), flushed and fsynced,
 //! then renamed over the destination. Outputs that a later marker vouches
 //! for can skip the fsync ([`AtomicFile::create_deferred`]): a crash may
-//! then leave them empty or short, which the marker's recorded sizes reveal
-//! (see `crate::capture::write_marker`); a killed process never can. A
+//! then leave them empty or short, which the sizes recorded in a capture's
+//! completion marker reveal; a killed process never can. A
 //! reader therefore sees either the old file or the complete new one, never
 //! a partial file; if the writer is dropped without [`AtomicFile::commit`]
 //! (an error, a panic, a kill), the temporary file is removed and the

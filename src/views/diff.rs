@@ -21,7 +21,7 @@ use crate::output::render::diff::render_diff;
 use crate::output::render::folded::read_folded;
 use crate::output::render::html::group_digits;
 use crate::output::render::{Format, RenderOptions};
-use crate::pipeline::FOLDED;
+use crate::capture::FOLDED;
 use crate::sys::atomic::{write_atomic, AtomicFile};
 use crate::sys::input::Source;
 
@@ -105,7 +105,7 @@ pub fn load_run_of(root: &Path, query: Option<&str>, folded: &str) -> Result<Run
             continue;
         }
         if event.is_none() {
-            event = fs::read_to_string(c.out_dir().join(crate::pipeline::SUMMARY))
+            event = fs::read_to_string(c.out_dir().join(crate::capture::SUMMARY))
                 .ok()
                 .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
                 .and_then(|v| v["event"].as_str().map(str::to_string));

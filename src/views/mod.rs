@@ -1,7 +1,8 @@
 //! Job-level views: what a result directory looks like as a whole, after
 //! its captures were processed one by one.
 //!
-//! After `jobprof process` or `reprocess`, [`after_run`] refreshes, for every
+//! After a run of `jobprof process` or `reprocess` (the binary calls it
+//! with the run's [`Outcome`]s), [`after_run`] refreshes, for every
 //! result directory it touched, `profiles/perf/index.html` (one offline page:
 //! a sortable table of every capture, query x worker, with its numbers, its
 //! state and a link to its flamegraph, under a short job header) and
@@ -26,8 +27,8 @@ use std::path::{Path, PathBuf};
 
 use crate::sys::confined::Dir;
 
-use crate::error::{Error, Result};
-use crate::pipeline::Status;
+use crate::capture::Outcome;
+use crate::error::{Error, ExitCode, Result};
 
 pub use scan::{Header, Index, QueryView, Row, Share, State};
 
@@ -84,18 +85,6 @@ pub struct Options {
     pub query_root: QueryRoot,
 }
 
-/// What this run learnt about one capture; states that leave nothing on
-/// disk (a failure before any output) are only known from here.
-#[derive(Debug, Clone)]
-pub struct Outcome {
-    /// The capture directory.
-    pub dir: PathBuf,
-    /// How it ended.
-    pub status: Status,
-    /// What was done, or why not.
-    pub message: String,
-}
-
 /// The refreshed views of one result directory.
 #[derive(Debug, Clone)]
 pub struct Refreshed {
@@ -111,12 +100,12 @@ pub struct Refreshed {
 }
 
 /// The outcome of refreshing one result directory's views.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct ViewReport {
     /// `RESULT_DIR/profiles/perf`.
     pub perf_root: PathBuf,
-    /// What was written, or why not (the error's message).
-    pub result: std::result::Result<Refreshed, String>,
+    /// What was written, or why not.
+    pub result: Result<Refreshed>,
 }
 
 impl ViewReport {
@@ -137,29 +126,19 @@ impl ViewReport {
     }
 }
 
-impl From<&crate::pipeline::CaptureReport> for Outcome {
-    fn from(c: &crate::pipeline::CaptureReport) -> Outcome {
-        Outcome {
-            dir: c.dir.clone(),
-            status: c.status,
-            message: c.message.clone(),
-        }
-    }
-}
-
-impl From<&crate::bulk::Outcome> for Outcome {
-    fn from(o: &crate::bulk::Outcome) -> Outcome {
-        Outcome {
-            dir: o.dir.clone(),
-            status: o.status,
-            message: o.message.clone(),
-        }
-    }
-}
-
 /// True when any view could not be written.
 pub fn any_failed(views: &[ViewReport]) -> bool {
     views.iter().any(|v| v.result.is_err())
+}
+
+/// A run's exit code with its views': [`ExitCode::Failed`] when any view
+/// could not be written, else `run`'s.
+pub fn exit_code(run: ExitCode, views: &[ViewReport]) -> ExitCode {
+    if any_failed(views) {
+        ExitCode::Failed
+    } else {
+        run
+    }
 }
 
 /// `RESULT_DIR/profiles/perf` of a capture at `.../worker_N/Q`, or `None`
@@ -174,20 +153,13 @@ pub fn perf_root_of(capture_dir: &Path) -> Option<PathBuf> {
     Some(worker.parent()?.to_path_buf())
 }
 
-/// Refreshes the views of every result directory the outcomes belong to
-/// (skipped captures included: a directory processed before views existed
-/// gets them). One report per result directory, sorted by path.
-pub fn after_run<'a, T>(
-    outcomes: impl IntoIterator<Item = &'a T>,
-    opts: &Options,
-) -> Vec<ViewReport>
-where
-    T: 'a,
-    &'a T: Into<Outcome>,
-{
-    let outcomes: Vec<Outcome> = outcomes.into_iter().map(Into::into).collect();
+/// Refreshes the views of every result directory the outcomes of a run
+/// (`jobprof process` or `reprocess`) belong to (skipped captures
+/// included: a directory processed before views existed gets them). One
+/// report per result directory, sorted by path.
+pub fn after_run(outcomes: &[Outcome], opts: &Options) -> Vec<ViewReport> {
     let mut roots: BTreeMap<PathBuf, Vec<&Outcome>> = BTreeMap::new();
-    for o in &outcomes {
+    for o in outcomes {
         if let Some(root) = perf_root_of(&o.dir) {
             roots.entry(root).or_default().push(o);
         }
@@ -195,7 +167,7 @@ where
     roots
         .into_iter()
         .map(|(root, outs)| {
-            let result = refresh(&root, &outs, opts).map_err(|e| e.to_string());
+            let result = refresh(&root, &outs, opts);
             ViewReport {
                 perf_root: root,
                 result,
@@ -237,7 +209,7 @@ fn remove_view_leftovers(root: &Dir) {
     };
     for q in queries.names().unwrap_or_default() {
         if let Ok(d) = queries.sub(&q) {
-            let names = [SOURCES_JSON, crate::pipeline::HTML, crate::pipeline::FOLDED];
+            let names = [SOURCES_JSON, crate::capture::HTML, crate::capture::FOLDED];
             remove_leftovers_in(&d, &names);
         }
     }

@@ -12,10 +12,11 @@ use jobprof_capture_format::Capture;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{Outcome, INDEX_JSON};
+use super::INDEX_JSON;
+use crate::capture::Outcome;
 use crate::capture::{self, CaptureDir, Completion, Filter};
 use crate::error::Result;
-use crate::pipeline::{Status, HTML, SUMMARY, SVG};
+use crate::capture::{Status, HTML, SUMMARY, SVG};
 use crate::sys::confined::Dir;
 
 /// How far a capture got.
@@ -267,7 +268,7 @@ fn row(
             .map(str::to_string)
     });
     if state == State::Processed {
-        r.folded = rel(crate::pipeline::FOLDED);
+        r.folded = rel(crate::capture::FOLDED);
         if let Completion::Done(m) = capture::completion(&out, &[]) {
             r.completed = Some(m.completed);
         }

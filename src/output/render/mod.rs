@@ -15,6 +15,7 @@ pub mod diff;
 pub mod folded;
 pub(crate) mod html;
 pub mod marked;
+pub mod redraw;
 pub mod speedscope;
 pub mod timeline;
 pub(crate) mod timeline_page;

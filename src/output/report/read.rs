@@ -60,8 +60,8 @@ pub fn capture_dir(dir: &Path) -> Result<Profile> {
         out.join(capture::SCRIPT_ZST),
         c.dir.join(capture::SCRIPT_ZST),
         c.dir.join(capture::SCRIPT_GZ),
-        out.join(crate::pipeline::FOLDED),
-        c.dir.join(crate::pipeline::FOLDED),
+        out.join(crate::capture::FOLDED),
+        c.dir.join(crate::capture::FOLDED),
     ];
     let Some(text) = candidates.iter().find(|p| capture::is_plain_file(p)) else {
         return Err(Error::Usage(format!(

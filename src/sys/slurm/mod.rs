@@ -13,6 +13,7 @@
 //! does not print, and does not retry: a failing command is an [`Error`] that
 //! carries the argv and what the command said on stderr.
 
+pub mod array;
 pub mod repl;
 
 use std::ffi::{OsStr, OsString};
