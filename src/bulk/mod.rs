@@ -72,7 +72,6 @@ impl Options {
     }
 }
 
-
 /// Reprocesses every capture under `roots` (this task's share when
 /// `opts.split` is set). Errors only for bad usage (roots without
 /// captures, an unusable `--perf`); per-directory problems are in the

@@ -107,7 +107,6 @@ fn stable_hash(key: &[u8]) -> u64 {
     h ^ (h >> 31)
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

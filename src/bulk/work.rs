@@ -143,10 +143,7 @@ fn write_outputs(
 /// perf.script.gz recompressed to perf.script.zst, unless processing has
 /// just written a fresh perf.script.zst (then recompressing the old text
 /// is pointless: None).
-fn recompress_step(
-    dir: &Path,
-    popts: &pipeline::Options,
-) -> Result<Option<String>, Error> {
+fn recompress_step(dir: &Path, popts: &pipeline::Options) -> Result<Option<String>, Error> {
     let gz = dir.join(capture::SCRIPT_GZ);
     let out = capture::ensure_output_dir(dir)?;
     let zst = out.join(capture::SCRIPT_ZST);

@@ -27,7 +27,7 @@
 
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::validate::{refuse, Layout, Refusal, Shard, ValidCapture};
 use super::CaptureDir;
@@ -92,7 +92,8 @@ pub fn parse_blocks(text: &str) -> Vec<Block> {
 
 /// The capture's facts, as the old pipeline recorded them: what
 /// `summary.json` (`old_pipeline`) and the job page carry.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Facts {
     /// The phases reached, in file order.
     pub phases: Vec<String>,
@@ -378,7 +379,10 @@ fn checked_shards(found: &CaptureDir, blocks: &[Block]) -> Checked<Vec<Shard>> {
     let present = super::validate::data_files_in(&found.dir).unwrap_or_default();
     let wanted: Vec<_> = names.iter().map(|n| found.dir.join(n)).collect();
     if !present.is_empty() && present != wanted {
-        let list: Vec<String> = present.iter().map(|p| super::validate::file_name(p)).collect();
+        let list: Vec<String> = present
+            .iter()
+            .map(|p| super::validate::file_name(p))
+            .collect();
         return Err(refuse(format!(
             "{NAME} says perf_data_shards={count} ({}), the capture holds {}",
             names.join(", "),

@@ -214,7 +214,6 @@ pub fn remove_stale_temporaries(dir: &Path, names: &[&str]) -> usize {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

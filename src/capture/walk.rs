@@ -372,10 +372,7 @@ pub fn discover(roots: &[PathBuf], filter: &Filter) -> Result<Vec<CaptureDir>> {
 pub fn find(roots: &[PathBuf]) -> Result<Found> {
     let mut w = Walk::default();
     for root in roots {
-        check_root(
-            root,
-            "pass directories that hold result_dir_* directories",
-        )?;
+        check_root(root, "pass directories that hold result_dir_* directories")?;
         let before = w.found.len();
         of_root(root, Reach::Deep, &mut w)?;
         if w.found.len() == before && w.unreadable.is_empty() {
@@ -390,10 +387,12 @@ pub fn find(roots: &[PathBuf]) -> Result<Found> {
     let mut items: Vec<Item> = w
         .found
         .into_iter()
-        .filter_map(|(capture, c)| Some(Item {
-            capture,
-            kind: c.kind()?,
-        }))
+        .filter_map(|(capture, c)| {
+            Some(Item {
+                capture,
+                kind: c.kind()?,
+            })
+        })
         .collect();
     items.sort_by(|a, b| a.capture.dir.cmp(&b.capture.dir));
     items.dedup_by(|a, b| a.capture.dir == b.capture.dir);
@@ -443,7 +442,12 @@ mod tests {
     fn discover_and_find_skip_symfs_and_hidden_directories() {
         let root = tempfile::tempdir().unwrap();
         let perf = root.path().join("result_dir_7/profiles/perf");
-        for q in ["worker_0/q1", "worker_0/symfs", "worker_0/.q2.publishing", "worker_2/q1"] {
+        for q in [
+            "worker_0/q1",
+            "worker_0/symfs",
+            "worker_0/.q2.publishing",
+            "worker_2/q1",
+        ] {
             fs::create_dir_all(perf.join(q)).unwrap();
             fs::write(perf.join(q).join("perf.data"), "").unwrap();
         }

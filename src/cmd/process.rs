@@ -7,8 +7,8 @@ use clap::Args;
 
 use jobprof::capture::Filter;
 use jobprof::pipeline::{self, Formats, Options};
-use jobprof::views;
 use jobprof::sys::progress::Progress;
+use jobprof::views;
 use jobprof::ExitCode;
 
 /// Turn the raw perf captures of a result directory into flamegraphs,

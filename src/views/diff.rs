@@ -15,13 +15,13 @@ use serde::Serialize;
 
 use super::page::{self, Cell, Col, Section, Table};
 use super::{INDEX_HTML, INDEX_JSON};
+use crate::capture::FOLDED;
 use crate::capture::{self, Filter};
 use crate::error::{Error, Result};
 use crate::output::render::diff::render_diff;
 use crate::output::render::folded::read_folded;
 use crate::output::render::html::group_digits;
 use crate::output::render::{Format, RenderOptions};
-use crate::capture::FOLDED;
 use crate::sys::atomic::{write_atomic, AtomicFile};
 use crate::sys::input::Source;
 
@@ -107,8 +107,8 @@ pub fn load_run_of(root: &Path, query: Option<&str>, folded: &str) -> Result<Run
         if event.is_none() {
             event = fs::read_to_string(c.out_dir().join(crate::capture::SUMMARY))
                 .ok()
-                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-                .and_then(|v| v["event"].as_str().map(str::to_string));
+                .and_then(|t| super::summary::SummaryFields::parse(&t))
+                .and_then(|s| s.event);
         }
         let input = read_folded(&[Source::Path(folded)])?;
         entry.bad_lines += input.bad_lines;

@@ -20,6 +20,7 @@ mod offcpu_views;
 mod page;
 mod queries;
 mod scan;
+pub mod summary;
 
 use std::collections::BTreeMap;
 use std::fs;

@@ -8,6 +8,7 @@
 use std::path::Path;
 
 use super::scan::Row;
+use super::summary::SummaryFields;
 use super::QueryRoot;
 use crate::error::Result;
 use crate::output::render::{self, folded::read_folded, Format, RenderOptions};
@@ -109,26 +110,26 @@ pub struct Cells {
 
 /// The cells of a summary with an `off_cpu` section; `rel` gives an
 /// output's path relative to `profiles/perf` when it exists.
-pub fn cells(summary: &serde_json::Value, rel: impl Fn(&str) -> Option<String>) -> Option<Cells> {
-    let t = &summary.get("off_cpu")?["totals"];
-    let ns = |k: &str| t[k].as_u64().unwrap_or(0) as f64;
-    let on = ns("on_cpu_ns");
+pub fn cells(summary: &SummaryFields, rel: impl Fn(&str) -> Option<String>) -> Option<Cells> {
+    let t = &summary.off_cpu.as_ref()?.totals;
+    let ns = |x: u64| x as f64;
+    let on = ns(t.on_cpu_ns);
     let off: f64 = [
-        "runnable_ns",
-        "sleeping_ns",
-        "uninterruptible_ns",
-        "other_ns",
-        "unknown_ns",
+        t.runnable_ns,
+        t.sleeping_ns,
+        t.uninterruptible_ns,
+        t.other_ns,
+        t.unknown_ns,
     ]
     .iter()
-    .map(|k| ns(k))
+    .map(|k| ns(*k))
     .sum();
     let all = on + off;
     let share = |x: f64| if all > 0.0 { x / all } else { 0.0 };
     Some(Cells {
         on_cpu_share: share(on),
         off_cpu_share: share(off),
-        runnable_share: share(ns("runnable_ns")),
+        runnable_share: share(ns(t.runnable_ns)),
         offcpu: rel("offcpu.html").or_else(|| rel("offcpu.svg")),
         wallclock: rel("wallclock.html").or_else(|| rel("wallclock.svg")),
     })

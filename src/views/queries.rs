@@ -13,9 +13,9 @@ use serde_json::json;
 
 use super::scan::{Index, QueryView, Row, State};
 use super::{Options, QueryRoot, QUERIES_DIR, SOURCES_JSON};
+use crate::capture::{FOLDED, HTML};
 use crate::error::{Error, Result};
 use crate::output::render::{self, folded::read_folded, RenderOptions};
-use crate::capture::{FOLDED, HTML};
 use crate::sys::atomic::{write_in, AtomicFile};
 use crate::sys::confined::Dir;
 use crate::sys::input::Source;

@@ -1,7 +1,7 @@
 //! The job table, read from disk: one [`Row`] per capture of a
 //! `profiles/perf` directory, with its state and the numbers of its
 //! `summary.json`, and the job header gathered from the captures'
-//! `capture.json`. Summaries are read field by field, leniently: a field a
+//! `capture.json`. Summaries are read typed ([`super::summary`]): a field a
 //! summary lacks (written by an older or newer jobprof) is shown as "-"
 //! instead of hiding the capture.
 
@@ -12,11 +12,12 @@ use jobprof_capture_format::Capture;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::summary::{Ratio, SummaryFields};
 use super::INDEX_JSON;
 use crate::capture::Outcome;
-use crate::capture::{self, CaptureDir, Completion, Filter};
-use crate::error::Result;
+use crate::capture::{self, legacy::Facts, CaptureDir, Completion, Filter};
 use crate::capture::{Status, HTML, SUMMARY, SVG};
+use crate::error::Result;
 use crate::sys::confined::Dir;
 
 /// How far a capture got.
@@ -195,10 +196,6 @@ fn earlier_failures(root: &Dir) -> BTreeMap<String, String> {
     out
 }
 
-fn read_json(path: &Path) -> Option<Value> {
-    serde_json::from_str(&capture::read_plain(path).ok()?).ok()
-}
-
 fn row(
     perf_root: &Path,
     c: &CaptureDir,
@@ -212,7 +209,7 @@ fn row(
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok());
     let out = c.out_dir();
-    let summary = read_json(&out.join(SUMMARY));
+    let summary = SummaryFields::read(&out.join(SUMMARY));
     let rel = |name: &str| {
         let p = out.join(name);
         // Only a regular file of the capture itself, never a link's target.
@@ -246,7 +243,7 @@ fn row(
     if let Some(s) = &summary {
         read_summary(s, &mut r);
         if r.host.is_none() {
-            r.host = s["old_pipeline"]["hostname"].as_str().map(str::to_string);
+            r.host = s.old_pipeline.as_ref().and_then(|o| o.hostname.clone());
         }
         r.off_cpu = super::offcpu_views::cells(s, rel);
     }
@@ -261,12 +258,7 @@ fn row(
     }
     r.state = state;
     // A capture drawn from few symbols says so where its state is shown.
-    r.reason = reason.or_else(|| {
-        summary
-            .as_ref()
-            .and_then(|s| s["symbol_warning"].as_str())
-            .map(str::to_string)
-    });
+    r.reason = reason.or_else(|| summary.as_ref().and_then(|s| s.symbol_warning.clone()));
     if state == State::Processed {
         r.folded = rel(crate::capture::FOLDED);
         if let Completion::Done(m) = capture::completion(&out, &[]) {
@@ -294,55 +286,31 @@ fn window(m: &Capture) -> Option<f64> {
     (off >= on).then(|| (off - on) as f64 / 1e9)
 }
 
-/// The summary fields the page shows. The symbolized share is
-/// `symbolized_ratio` (or `symbolized_share`); the truncated share is the
-/// first of `truncated_share`, `truncated_ratio`, `truncated_stack_ratio`,
-/// `truncated_stacks_ratio` or `truncated` that is a number (or an object
-/// with a numeric `share` or `ratio`).
-fn read_summary(s: &Value, r: &mut Row) {
-    r.samples = s["samples"].as_u64();
-    r.period_total = s["period_total"].as_u64();
-    if let Some(e) = s["event"].as_str() {
-        r.event = Some(e.to_string());
+/// The summary fields the page shows.
+fn read_summary(s: &SummaryFields, r: &mut Row) {
+    r.samples = s.samples;
+    r.period_total = s.period_total;
+    if let Some(e) = &s.event {
+        r.event = Some(e.clone());
     }
-    r.symbolized_share = first_ratio(s, &["symbolized_ratio", "symbolized_share"]);
-    r.truncated_share = first_ratio(
-        s,
-        &[
-            "truncated_share",
-            "truncated_ratio",
-            "truncated_stack_ratio",
-            "truncated_stacks_ratio",
-            "truncated",
-        ],
-    );
-    r.top_self = s["top_self"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    r.symbolized_share = s.symbolized_ratio.and_then(Ratio::value);
+    r.truncated_share = s.truncated_ratio.and_then(Ratio::value);
+    r.top_self = s
+        .top_self
+        .iter()
         .filter_map(|f| {
             Some(Share {
-                name: f["name"].as_str()?.to_string(),
-                percent: f["percent"].as_f64().unwrap_or(0.0),
+                name: f.name.clone()?,
+                percent: f.percent,
             })
         })
         .take(3)
         .collect();
 }
 
-fn first_ratio(s: &Value, names: &[&str]) -> Option<f64> {
-    names.iter().find_map(|n| match &s[*n] {
-        Value::Number(x) => x.as_f64(),
-        Value::Object(o) => ["share", "ratio"]
-            .iter()
-            .find_map(|k| o.get(*k).and_then(Value::as_f64)),
-        _ => None,
-    })
-}
-
 fn state_of(
     c: &CaptureDir,
-    summary: Option<&Value>,
+    summary: Option<&SummaryFields>,
     outcome: Option<&Outcome>,
     earlier: Option<&String>,
 ) -> (State, Option<String>) {
@@ -358,20 +326,14 @@ fn state_of(
         .filter(|o| o.status.is_failure())
         .map(|o| o.message.clone());
     if let Some(s) = summary {
-        if let Some(why) = s["render_refused"].as_str() {
-            return (State::NotRendered, Some(why.to_string()));
+        if let Some(why) = &s.render_refused {
+            return (State::NotRendered, Some(why.clone()));
         }
-        let warnings: Vec<&str> = s["warnings"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
         let why = this_run.unwrap_or_else(|| {
-            if warnings.is_empty() {
+            if s.warnings.is_empty() {
                 "no completion marker (interrupted, or being processed now)".to_string()
             } else {
-                warnings.join("; ")
+                s.warnings.join("; ")
             }
         });
         return (State::Failed, Some(why));
@@ -391,7 +353,12 @@ fn state_of(
     }
 }
 
-fn note_header(h: &mut Header, c: &CaptureDir, meta: Option<&Capture>, summary: Option<&Value>) {
+fn note_header(
+    h: &mut Header,
+    c: &CaptureDir,
+    meta: Option<&Capture>,
+    summary: Option<&SummaryFields>,
+) {
     if let Some(w) = c.worker {
         h.workers.insert(w);
     }
@@ -421,13 +388,10 @@ fn note_header(h: &mut Header, c: &CaptureDir, meta: Option<&Capture>, summary: 
             h.hosts.insert(m.host.clone());
         }
     }
-    if let Some(j) = summary.and_then(|s| s["job_id"].as_str()) {
-        h.job_ids.insert(j.to_string());
+    if let Some(j) = summary.and_then(|s| s.job_id.clone()) {
+        h.job_ids.insert(j);
     }
-    if let Some(old) = summary
-        .map(|s| &s["old_pipeline"])
-        .filter(|o| o.is_object())
-    {
+    if let Some(old) = summary.and_then(|s| s.old_pipeline.as_ref()) {
         note_old_pipeline(h, old);
     }
 }
@@ -435,26 +399,28 @@ fn note_header(h: &mut Header, c: &CaptureDir, meta: Option<&Capture>, summary: 
 /// The old shell pipeline's facts (`old_pipeline` in summary.json) in the
 /// job header: its event, frequency, call graph, sample loss, shards and
 /// worker executable.
-fn note_old_pipeline(h: &mut Header, old: &Value) {
+fn note_old_pipeline(h: &mut Header, old: &Facts) {
     let mut set = |k: &str, v: Option<String>| {
         if let Some(v) = v.filter(|v| !v.is_empty()) {
             h.settings.entry(k.to_string()).or_default().insert(v);
         }
     };
-    let text = |k: &str| old[k].as_str().map(str::to_string);
-    set("event", text("event"));
-    set("frequency", text("frequency").map(|f| format!("{f} Hz")));
-    set("call graph", text("call_graph"));
+    set("event", old.event.clone());
+    set(
+        "frequency",
+        old.frequency.as_ref().map(|f| format!("{f} Hz")),
+    );
+    set("call graph", old.call_graph.clone());
     set(
         "threads per shard",
-        old["threads_per_shard"].as_u64().map(|n| n.to_string()),
+        old.threads_per_shard.map(|n| n.to_string()),
     );
-    set("shards", old["shard_count"].as_u64().map(|n| n.to_string()));
-    set("sample loss", text("sample_loss"));
-    set("worker exe", text("worker_exe"));
+    set("shards", old.shard_count.map(|n| n.to_string()));
+    set("sample loss", old.sample_loss.clone());
+    set("worker exe", old.worker_exe.clone());
     set("recorder", Some("old shell pipeline".into()));
-    if let Some(host) = text("hostname") {
-        h.hosts.insert(host);
+    if let Some(host) = &old.hostname {
+        h.hosts.insert(host.clone());
     }
 }
 
@@ -463,19 +429,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ratios_are_read_from_any_known_field() {
-        let s: Value = serde_json::json!({"symbolized_ratio": 0.5, "truncated": {"share": 0.25}});
-        assert_eq!(first_ratio(&s, &["symbolized_ratio"]), Some(0.5));
-        assert_eq!(
-            first_ratio(&s, &["truncated_share", "truncated"]),
-            Some(0.25)
-        );
-        assert_eq!(first_ratio(&s, &["absent"]), None);
-    }
-
-    #[test]
     fn old_summaries_leave_dashes() {
-        let s: Value = serde_json::json!({"samples": 7, "top_self": [{"name": "f"}]});
+        let s = SummaryFields::parse(r#"{"samples": 7, "top_self": [{"name": "f"}]}"#).unwrap();
         let mut r = Row {
             capture: "worker_0/q".into(),
             worker: Some(0),

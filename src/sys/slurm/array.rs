@@ -63,7 +63,12 @@ fn sbatch_value(name: &str, v: &str) -> Result<String> {
 /// (the array's size when `job.array_count` does not give one). The
 /// command line is built as an argv and every word quoted, so any path
 /// works.
-pub fn script(job: &ArrayJob, roots: &[PathBuf], captures: usize, pending: usize) -> Result<String> {
+pub fn script(
+    job: &ArrayJob,
+    roots: &[PathBuf],
+    captures: usize,
+    pending: usize,
+) -> Result<String> {
     let count = match job.array_count {
         Some(0) => return Err(Error::Usage("--array-count must be at least 1".into())),
         Some(n) => n,
