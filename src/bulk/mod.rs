@@ -31,9 +31,9 @@ use crate::output::render::{self, Format, RenderOptions};
 use crate::pipeline::{self, Status};
 use crate::symbolize::perf::PerfTool;
 use crate::sys::atomic::{AtomicFile, Destination};
+use crate::sys::exec::shell_quote;
 use crate::sys::input::Source;
 use crate::sys::progress::Progress;
-use crate::sys::slurm::shell_quote;
 
 /// The old pipeline's folded stacks, the input of a render-only directory.
 pub const FOLDED: &str = pipeline::FOLDED;
@@ -1022,7 +1022,7 @@ pub fn array_script(job: &ArrayJob) -> Result<String> {
     s.push_str(&format!(
         "# Written by `jobprof reprocess --sbatch` (jobprof {}) on {}.\n",
         env!("CARGO_PKG_VERSION"),
-        crate::sys::progress::utc_timestamp()
+        crate::sys::units::utc_timestamp()
     ));
     s.push_str(&format!(
         "# {count} array task(s) share the {} capture(s) under the roots below ({pending} to do\n\
