@@ -59,7 +59,7 @@ impl Marker {
             tool: "jobprof".into(),
             tool_version: env!("CARGO_PKG_VERSION").into(),
             output_version: OUTPUT_VERSION,
-            completed: crate::sys::progress::utc_timestamp(),
+            completed: crate::sys::units::utc_timestamp(),
             outputs,
             sizes: Default::default(),
             quality,

@@ -6,6 +6,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use jobprof::nsys::{self, CollectOptions, Collection, FlushOptions, Plan};
 use jobprof::sys::progress::Progress;
+use jobprof::sys::units;
 
 /// Settle, collect and archive Nsight Systems reports of multi-rank jobs;
 /// plan, set up and tear down nsight-slurm runs.
@@ -87,16 +88,16 @@ pub struct SettleArgs {
     /// How long no report may change size or mtime before all count as
     /// written: 500ms, 20s, 2m30s, 1h30m, HH:MM:SS; a bare number means
     /// seconds.
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = nsys::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = units::parse_duration)]
     settle: Duration,
 
     /// Give up after this long (including any wait for another collector);
     /// the exit code then says why.
-    #[arg(long, value_name = "DURATION", default_value = "600s", value_parser = nsys::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "600s", value_parser = units::parse_duration)]
     timeout: Duration,
 
     /// Time between two looks at the reports; one status line is printed per poll.
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = nsys::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = units::parse_duration)]
     poll: Duration,
 
     /// Ignore reports that already existed when the command started, as long
@@ -239,7 +240,7 @@ pub struct WrapperArgs {
 
     /// The time limit of each nsight-slurm call; a call still running then
     /// is killed and counts as failed.
-    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = nsys::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = units::parse_duration)]
     call_timeout: Duration,
 }
 

@@ -7,9 +7,10 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use clap::Args;
+use jobprof::sys::exec::display_argv;
 use jobprof::sys::progress::Progress;
 use jobprof::sys::slurm::repl::{self, ReplOptions};
-use jobprof::sys::slurm::{self, display_argv, JobId, Slurm};
+use jobprof::sys::slurm::{self, JobId, Slurm};
 
 /// Open the Presto CLI on the coordinator (first node) of a running Slurm
 /// job, as an `srun --overlap` step inside the job; with --file, run a SQL

@@ -14,28 +14,32 @@
 //!   stop the sessions, take a baseline, signal the connector steps, collect;
 //! - [`plan`] validates a profiling config and builds the worker launch argv;
 //! - [`mod@setup`] configures the `nsight-slurm` wrapper and starts its
-//!   coordinator before the first worker step, and stops it at the end.
+//!   coordinator before the first worker step, and stops it at the end;
+//! - [`mod@wrapper`] is how every `nsight-slurm` call is made and logged.
 //!
 //! It never deletes, truncates or rewrites a report, and it does not run
 //! `nsys` itself or open reports: it only weighs, copies, hashes and archives
 //! them.
 
 pub mod collect;
-pub mod duration;
 pub mod flush;
 pub mod plan;
 pub mod setup;
 mod walk;
+pub mod wrapper;
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::sys::exec::{self, ExternalCommand};
+use crate::sys::units::format_duration;
+
 pub use collect::{collect, CollectOptions, Collection, Manifest, ReportEntry, ReportStatus};
-pub use duration::parse_duration;
 pub use flush::{flush, FlushOptions};
 pub use plan::{Dirs, Plan, ProfilingConfig};
-pub use setup::{setup, teardown, SetupOutcome, Wrapper};
+pub use setup::{setup, teardown, SetupOutcome};
+pub use wrapper::Wrapper;
 
 /// Status lines for a long-running nsys command: plain timestamped log lines
 /// off a terminal, and on a terminal lines printed above one progress bar
@@ -60,7 +64,7 @@ impl Log {
         if self.progress.draws_bars() {
             self.bar.println(format!(
                 "[jobprof {}] {}",
-                crate::sys::progress::utc_timestamp(),
+                crate::sys::units::utc_timestamp(),
                 msg.as_ref()
             ));
         } else {
@@ -76,6 +80,38 @@ impl Log {
     /// Removes the bar (before another one is drawn).
     pub fn finish(&self) {
         self.bar.finish_and_clear();
+    }
+
+    /// Runs `cmd` (see [`crate::sys::exec`]), logging its command line
+    /// before and its result after.
+    pub fn run(&self, cmd: &ExternalCommand) -> Result<exec::Output, exec::Error> {
+        self.line(format!("running: {}", cmd.display()));
+        let outcome = cmd.run();
+        let name = cmd.program();
+        let detail = |s: &str| {
+            let s = s.trim();
+            if s.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", s.lines().take(5).collect::<Vec<_>>().join(" | "))
+            }
+        };
+        match &outcome {
+            Err(why) => self.line(format!("{name} failed: {why}")),
+            Ok(out) if out.success() => {
+                self.line(format!("{name} exited 0{}", detail(&out.stdout)))
+            }
+            Ok(out) => self.line(format!(
+                "{name} failed ({}){}",
+                out.status,
+                detail(if out.stderr.trim().is_empty() {
+                    &out.stdout
+                } else {
+                    &out.stderr
+                })
+            )),
+        }
+        outcome
     }
 
     /// The progress factory behind this log.
@@ -99,7 +135,7 @@ pub enum Error {
     #[error(
         "timed out after {}: reports were still being written: {}; \
          wait longer with a larger --timeout (see {})",
-        duration::format_duration(*waited), list(changing), manifest.display()
+        format_duration(*waited), list(changing), manifest.display()
     )]
     Timeout {
         /// How long the collector waited.
@@ -115,7 +151,7 @@ pub enum Error {
     #[error(
         "timed out after {}: {} report(s) stayed empty (0 bytes): {}; \
          the profiled process never wrote its report (killed before its session ended?) (see {})",
-        duration::format_duration(*waited), empty.len(), list(empty), manifest.display()
+        format_duration(*waited), empty.len(), list(empty), manifest.display()
     )]
     EmptyReports {
         /// How long the collector waited.
@@ -130,7 +166,7 @@ pub enum Error {
     #[error(
         "timed out after {}: {}{}; check that every rank ran under nsys and wrote to {} \
          (or pass its runtime workspace with --runtime-dir) (see {})",
-        duration::format_duration(*waited), missing_text(ranks), also_empty_text(also_empty),
+        format_duration(*waited), missing_text(ranks), also_empty_text(also_empty),
         report_root.display(), manifest.display()
     )]
     MissingRanks {
@@ -151,7 +187,7 @@ pub enum Error {
     #[error(
         "timed out after {}: another collector held {} the whole time; \
          wait for it (its manifest has the result) or give a longer --timeout",
-        duration::format_duration(*waited), lock.display()
+        format_duration(*waited), lock.display()
     )]
     LockTimeout {
         /// How long this collector waited.

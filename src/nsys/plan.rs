@@ -403,7 +403,7 @@ impl Plan {
 /// writes a raw control character to the terminal or splits its line.
 fn shell_quote(word: &str) -> String {
     if !word.chars().any(char::is_control) {
-        return crate::sys::slurm::shell_quote(word);
+        return crate::sys::exec::shell_quote(word);
     }
     let mut out = String::from("$'");
     for c in word.chars() {

@@ -978,7 +978,7 @@ impl<'a> Pipeline<'a> {
             tool: "jobprof".into(),
             tool_version: env!("CARGO_PKG_VERSION").into(),
             output_version: capture::OUTPUT_VERSION,
-            created: crate::sys::progress::utc_timestamp(),
+            created: crate::sys::units::utc_timestamp(),
             capture: self.label.clone(),
             worker: self.cap.found.worker,
             query: self.cap.found.query.clone(),

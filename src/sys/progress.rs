@@ -7,7 +7,6 @@
 //! is being processed.
 
 use std::io::IsTerminal;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -161,7 +160,11 @@ impl Progress {
         if self.quiet || self.draw {
             return;
         }
-        crate::errln!("[jobprof {}] {}", utc_timestamp(), msg.as_ref());
+        crate::errln!(
+            "[jobprof {}] {}",
+            crate::sys::units::utc_timestamp(),
+            msg.as_ref()
+        );
     }
 
     fn target(&self) -> ProgressDrawTarget {
@@ -188,35 +191,9 @@ pub fn printable(path: &std::path::Path) -> String {
         .collect()
 }
 
-/// The current time as an RFC 3339 UTC timestamp with second precision.
-pub fn utc_timestamp() -> String {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    format_utc(secs)
-}
-
-/// Formats seconds since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ`. RFC 3339
-/// years have four digits: a later time (a file's wild mtime) reads as the
-/// last second of 9999.
-pub fn format_utc(secs: u64) -> String {
-    const LAST_RFC3339_SECOND: u64 = 253_402_300_799;
-    let t = UNIX_EPOCH + Duration::from_secs(secs.min(LAST_RFC3339_SECOND));
-    humantime::format_rfc3339_seconds(t).to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn formats_known_instants() {
-        assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
-        assert_eq!(format_utc(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(format_utc(1_796_017_286), "2026-11-30T05:41:26Z");
-        assert_eq!(format_utc(u64::MAX), "9999-12-31T23:59:59Z");
-    }
 
     #[test]
     fn silent_hides_bars() {

@@ -1,28 +1,45 @@
-//! Durations and sizes as people type and read them: the one parser of
-//! durations every option uses (`500ms`, `90s`, `2m30s`, `1h30m`, Slurm's
-//! `HH:MM:SS`, a bare number of seconds) and the one way sizes are printed
-//! (`12.3 MiB`). Nothing here sleeps or touches files.
+//! Durations, sizes and times as people type and read them: the one parser
+//! of durations every option uses (`500ms`, `90s`, `2m30s`, `1h30m`, Slurm's
+//! `HH:MM:SS`, a bare number of seconds), the one way durations, sizes
+//! (`12.3 MiB`) and instants (RFC 3339 UTC, `2026-11-30T05:41:26Z`) are
+//! printed. Nothing here sleeps or touches files.
 //!
-//! Written by hand rather than with humantime: humantime has no bare
-//! numbers, no fractions (`1.5s`) and no `HH:MM:SS`, which jobs scripts and
-//! Slurm users need.
+//! The duration parser is written by hand rather than with humantime:
+//! humantime has no bare numbers, no fractions (`1.5s`) and no `HH:MM:SS`,
+//! which jobs scripts and Slurm users need (instants are printed with it).
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Why a text is not a duration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DurationError {
+    /// Not one of the accepted forms.
+    #[error(
+        "`{0}` is not a duration: use 500ms, 20s, 2m30s, 1h30m, HH:MM:SS \
+         (Slurm's form), or a bare number of seconds"
+    )]
+    NotADuration(String),
+
+    /// More than a billion seconds.
+    #[error("`{0}` is too long a duration")]
+    TooLong(String),
+}
 
 /// Parses a duration: a bare number of seconds (`90`, `1.5`), numbers with
 /// units in decreasing order (`500ms`, `20s`, `2m30s`, `1h30m`, `1d12h`;
 /// units `ms`, `s`, `m`/`min`, `h`, `d`), or Slurm's clock forms
 /// (`MM:SS`, `HH:MM:SS`, `D-HH:MM:SS`). The error says what was wrong and
 /// shows the accepted forms.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let t = text.trim();
     let secs = if t.contains(':') || t.contains('-') {
-        clock(t).ok_or_else(|| help(text))?
+        clock(t).ok_or_else(|| DurationError::NotADuration(text.to_string()))?
     } else {
-        with_units(t).ok_or_else(|| help(text))?
+        with_units(t).ok_or_else(|| DurationError::NotADuration(text.to_string()))?
     };
     if !secs.is_finite() || secs > 1e9 {
-        return Err(format!("`{text}` is too long a duration"));
+        return Err(DurationError::TooLong(text.to_string()));
     }
     Ok(Duration::from_secs_f64(secs))
 }
@@ -98,13 +115,6 @@ fn number_value(n: &str) -> Option<f64> {
     n.parse().ok()
 }
 
-fn help(text: &str) -> String {
-    format!(
-        "`{text}` is not a duration: use 500ms, 20s, 2m30s, 1h30m, HH:MM:SS \
-         (Slurm's form), or a bare number of seconds"
-    )
-}
-
 /// Formats a duration for messages, in the form [`parse_duration`] reads:
 /// `500ms`, `20s`, `1.5s`, `2m`, `2m30s`, `1h30m`, `2h0m5s`.
 pub fn format_duration(d: Duration) -> String {
@@ -154,6 +164,24 @@ pub fn format_bytes(n: u64) -> String {
     } else {
         format!("{v:.1} {}", UNITS[unit])
     }
+}
+
+/// The current time as an RFC 3339 UTC timestamp with second precision.
+pub fn utc_timestamp() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    format_utc(secs)
+}
+
+/// Formats seconds since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ`. RFC 3339
+/// years have four digits: a later time (a file's wild mtime) reads as the
+/// last second of 9999.
+pub fn format_utc(secs: u64) -> String {
+    const LAST_RFC3339_SECOND: u64 = 253_402_300_799;
+    let t = UNIX_EPOCH + Duration::from_secs(secs.min(LAST_RFC3339_SECOND));
+    humantime::format_rfc3339_seconds(t).to_string()
 }
 
 #[cfg(test)]
@@ -219,10 +247,18 @@ mod tests {
             "-1:00",
             "1.5:00",
         ] {
-            let err = parse_duration(bad).unwrap_err();
+            let err = parse_duration(bad).unwrap_err().to_string();
             assert!(err.contains("2m30s"), "{bad}: {err}");
         }
-        assert!(parse_duration("99999999999h").is_err());
+        assert_eq!(
+            parse_duration("99999999999h").unwrap_err().to_string(),
+            "`99999999999h` is too long a duration"
+        );
+        assert_eq!(
+            parse_duration("5x").unwrap_err().to_string(),
+            "`5x` is not a duration: use 500ms, 20s, 2m30s, 1h30m, HH:MM:SS \
+             (Slurm's form), or a bare number of seconds"
+        );
     }
 
     #[test]
@@ -248,6 +284,14 @@ mod tests {
         assert_eq!(slurm_time(Duration::from_millis(1500)), "00:00:02");
         assert_eq!(slurm_time(Duration::from_secs(7200)), "02:00:00");
         assert_eq!(slurm_time(Duration::from_secs(93_600)), "1-02:00:00");
+    }
+
+    #[test]
+    fn formats_known_instants() {
+        assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(format_utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(format_utc(1_796_017_286), "2026-11-30T05:41:26Z");
+        assert_eq!(format_utc(u64::MAX), "9999-12-31T23:59:59Z");
     }
 
     #[test]

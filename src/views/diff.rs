@@ -456,7 +456,7 @@ fn index_facts(d: &RunDiff) -> Vec<(String, String)> {
             "Written".to_string(),
             format!(
                 "{} by jobprof {}",
-                crate::sys::progress::utc_timestamp(),
+                crate::sys::units::utc_timestamp(),
                 env!("CARGO_PKG_VERSION")
             ),
         ),

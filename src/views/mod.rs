@@ -23,10 +23,10 @@ mod scan;
 pub mod summary;
 
 use std::collections::BTreeMap;
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::sys::confined::Dir;
+use crate::sys::lock::DirLock;
 
 use crate::capture::Outcome;
 use crate::error::{Error, ExitCode, Result};
@@ -183,7 +183,7 @@ pub fn refresh(perf_root: &Path, outcomes: &[&Outcome], opts: &Options) -> Resul
     // Every view is written through `root`: never through a link planted
     // at or below `profiles/perf` (crate::sys::confined).
     let root = Dir::open(perf_root)?;
-    let _lock = DirLock::take(&root)?;
+    let _lock = DirLock::wait(&root, LOCK_FILE)?;
     remove_view_leftovers(&root);
     let mut index = scan::scan(perf_root, &root, outcomes)?;
     let (queries, rendered) = queries::update(perf_root, &root, &mut index, opts)?;
@@ -212,34 +212,6 @@ fn remove_view_leftovers(root: &Dir) {
         if let Ok(d) = queries.sub(&q) {
             let names = [SOURCES_JSON, crate::capture::HTML, crate::capture::FOLDED];
             remove_leftovers_in(&d, &names);
-        }
-    }
-}
-
-/// An exclusive `flock` on `profiles/perf/.jobprof-index.lock`, released
-/// when dropped or when the process dies.
-struct DirLock {
-    _file: fs::File,
-}
-
-impl DirLock {
-    fn take(root: &Dir) -> Result<DirLock> {
-        let path = root.join(LOCK_FILE);
-        // A link planted where the lock goes is not followed, a FIFO not
-        // waited on.
-        let file = root.open_at(
-            LOCK_FILE,
-            libc::O_RDWR | libc::O_CREAT | libc::O_NONBLOCK,
-            0o644,
-        )?;
-        let file = crate::sys::input::regular_blocking(file, &path)?;
-        loop {
-            // std's lock is `flock` on Linux; a signal may interrupt the wait.
-            match file.lock() {
-                Ok(()) => return Ok(DirLock { _file: file }),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(Error::io(&path, e)),
-            }
         }
     }
 }

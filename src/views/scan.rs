@@ -168,7 +168,7 @@ pub fn scan(perf_root: &Path, root: &Dir, outcomes: &[&Outcome]) -> Result<Index
     Ok(Index {
         tool: "jobprof".into(),
         tool_version: env!("CARGO_PKG_VERSION").into(),
-        generated: crate::sys::progress::utc_timestamp(),
+        generated: crate::sys::units::utc_timestamp(),
         job: header,
         captures: rows,
         queries: Vec::new(),

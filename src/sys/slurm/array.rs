@@ -8,7 +8,8 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::{shell_quote, JobId, Slurm};
+use super::{JobId, Slurm};
+use crate::sys::exec::shell_quote;
 use crate::error::{Error, Result};
 
 /// The sbatch array job that runs a reprocessing ([`script`]).
@@ -90,7 +91,7 @@ pub fn script(
     s.push_str(&format!(
         "# Written by `jobprof reprocess --sbatch` (jobprof {}) on {}.\n",
         env!("CARGO_PKG_VERSION"),
-        crate::sys::progress::utc_timestamp()
+        crate::sys::units::utc_timestamp()
     ));
     s.push_str(&format!(
         "# {count} array task(s) share the {} capture(s) under the roots below ({pending} to do\n\

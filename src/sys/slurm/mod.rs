@@ -9,6 +9,12 @@
 //! `PATH`; [`Slurm::with_program`] points one at another executable (a fake
 //! that records its argv in tests, or a site wrapper).
 //!
+//! Every command run here (`squeue`, `scontrol`, `sbatch`, `scancel`) goes
+//! through [`crate::sys::exec`] with a time limit, [`COMMAND_LIMIT`] (60 s)
+//! unless [`Slurm::with_limit`] says otherwise: a controller that does not
+//! answer makes the call return [`Error::Timeout`] instead of hanging.
+//! (`srun` is not run here: `jobprof repl` hands it the terminal.)
+//!
 //! It does not decide what to run in a job (that is `repl`, `reprocess`, ...),
 //! does not print, and does not retry: a failing command is an [`Error`] that
 //! carries the argv and what the command said on stderr.
@@ -19,7 +25,14 @@ pub mod repl;
 use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::io;
-use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use crate::sys::exec::{self, display_argv, ExternalCommand, Output};
+
+/// How long one Slurm command may run before its process group is killed
+/// (Slurm's own client gives up on a silent controller after its
+/// `MessageTimeout`, 10 s by default, and a few retries).
+pub const COMMAND_LIMIT: Duration = Duration::from_secs(60);
 
 /// What can go wrong when asking Slurm something.
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +56,19 @@ pub enum Error {
         /// What the operating system said.
         #[source]
         source: io::Error,
+    },
+
+    /// A Slurm command did not finish within its time limit (it was killed).
+    #[error(
+        "`{command}` did not finish within {}s and was killed; is the Slurm controller \
+         up and answering (`scontrol ping`)?",
+        limit.as_secs()
+    )]
+    Timeout {
+        /// The argv, joined for display only.
+        command: String,
+        /// The limit it ran past.
+        limit: Duration,
     },
 
     /// A Slurm command ran and exited unsuccessfully.
@@ -293,6 +319,7 @@ pub struct Slurm {
     srun: OsString,
     sbatch: OsString,
     scancel: OsString,
+    limit: Duration,
 }
 
 impl Default for Slurm {
@@ -303,6 +330,7 @@ impl Default for Slurm {
             srun: "srun".into(),
             sbatch: "sbatch".into(),
             scancel: "scancel".into(),
+            limit: COMMAND_LIMIT,
         }
     }
 }
@@ -316,29 +344,6 @@ where
     std::iter::once(program.to_owned())
         .chain(args.into_iter().map(Into::into))
         .collect()
-}
-
-/// Joins an argv for messages (not for running: quoting is approximate).
-pub fn display_argv(argv: &[OsString]) -> String {
-    argv.iter()
-        .map(|a| shell_quote(&a.to_string_lossy()))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// Quotes one word for a POSIX shell (batch scripts, logged command lines):
-/// as is when it only holds characters every shell leaves alone, else in
-/// single quotes (`'` written as `'\''`).
-pub fn shell_quote(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b));
-    if plain {
-        word.to_string()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
-    }
 }
 
 impl Slurm {
@@ -358,6 +363,18 @@ impl Slurm {
         };
         *slot = program.into();
         self
+    }
+
+    /// Gives every command `limit` to finish (instead of [`COMMAND_LIMIT`]).
+    pub fn with_limit(mut self, limit: Duration) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    /// `argv` as a command with this Slurm's time limit (for callers that
+    /// run and log Slurm commands themselves, as the nsys flush does).
+    pub fn command(&self, argv: Vec<OsString>) -> ExternalCommand {
+        ExternalCommand::new(argv, self.limit)
     }
 
     // --- argv builders ---------------------------------------------------
@@ -441,49 +458,48 @@ impl Slurm {
 
     // --- running ---------------------------------------------------------
 
-    /// Runs `argv` with stdin closed and returns its output, whatever its
-    /// exit status; only a failure to start is an error.
-    fn output(argv: &[OsString]) -> Result<Output, Error> {
-        let Some((program, args)) = argv.split_first() else {
-            return Err(Error::Spawn {
+    /// Runs `argv` with stdin closed and this Slurm's time limit, and
+    /// returns its output whatever its exit status; a failure to start or
+    /// to finish in time is an error.
+    fn output(&self, argv: &[OsString]) -> Result<Output, Error> {
+        self.command(argv.to_vec()).run().map_err(|e| match e {
+            exec::Error::Empty => Error::Spawn {
                 program: String::new(),
                 source: io::Error::new(io::ErrorKind::InvalidInput, "empty argv"),
-            });
-        };
-        Command::new(program)
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|source| Error::Spawn {
-                program: program.to_string_lossy().into_owned(),
-                source,
-            })
+            },
+            exec::Error::Spawn { program, source } | exec::Error::Wait { program, source } => {
+                Error::Spawn { program, source }
+            }
+            exec::Error::Timeout { limit, .. } => Error::Timeout {
+                command: display_argv(argv),
+                limit,
+            },
+        })
     }
 
     /// Runs `argv` and returns its stdout; a non-zero exit is an error.
-    pub fn run(argv: &[OsString]) -> Result<String, Error> {
-        let out = Self::output(argv)?;
-        if !out.status.success() {
+    pub fn run(&self, argv: &[OsString]) -> Result<String, Error> {
+        let out = self.output(argv)?;
+        if !out.success() {
             return Err(failed(argv, &out));
         }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        Ok(out.stdout)
     }
 
     /// Every line `squeue` has for the job (several for an array job); an
     /// empty list when Slurm does not know the job.
     pub fn job(&self, job: &JobId) -> Result<Vec<JobInfo>, Error> {
         let argv = self.squeue_job_argv(job);
-        let out = Self::output(&argv)?;
-        if !out.status.success() {
+        let out = self.output(&argv)?;
+        if !out.success() {
             // squeue exits 1 with "Invalid job id specified" for ids it has
             // never seen or has purged (MinJobAge); that is an answer.
-            if String::from_utf8_lossy(&out.stderr).contains("Invalid job id") {
+            if out.stderr.contains("Invalid job id") {
                 return Ok(Vec::new());
             }
             return Err(failed(&argv, &out));
         }
-        parse_jobs(&String::from_utf8_lossy(&out.stdout))
-            .map_err(|(what, output)| parse_error(&argv, what, output))
+        parse_jobs(&out.stdout).map_err(|(what, output)| parse_error(&argv, what, output))
     }
 
     /// The state of a job: the first line's state, or `None` when unknown.
@@ -524,22 +540,21 @@ impl Slurm {
         if list.trim().is_empty() {
             return Ok(Vec::new());
         }
-        Ok(parse_hostnames(&Self::run(&self.hostnames_argv(list))?))
+        Ok(parse_hostnames(&self.run(&self.hostnames_argv(list))?))
     }
 
     /// The steps of a job (`1234.batch`, `1234.0`, ...); empty when the job
     /// has none or is unknown.
     pub fn steps(&self, job: &JobId) -> Result<Vec<Step>, Error> {
         let argv = self.squeue_steps_argv(job);
-        let out = Self::output(&argv)?;
-        if !out.status.success() {
-            if String::from_utf8_lossy(&out.stderr).contains("Invalid job id") {
+        let out = self.output(&argv)?;
+        if !out.success() {
+            if out.stderr.contains("Invalid job id") {
                 return Ok(Vec::new());
             }
             return Err(failed(&argv, &out));
         }
-        parse_steps(&String::from_utf8_lossy(&out.stdout))
-            .map_err(|(what, output)| parse_error(&argv, what, output))
+        parse_steps(&out.stdout).map_err(|(what, output)| parse_error(&argv, what, output))
     }
 
     /// Submits a batch job (`sbatch --parsable ARGS...`) and returns its id.
@@ -549,23 +564,23 @@ impl Slurm {
         S: Into<OsString>,
     {
         let argv = self.sbatch_argv(args);
-        let out = Self::run(&argv)?;
+        let out = self.run(&argv)?;
         parse_sbatch_parsable(&out).map_err(|(what, output)| parse_error(&argv, what, output))
     }
 
     /// Sends `signal` (`TERM`, `USR1`, ...) to a job's steps.
     pub fn signal(&self, job: &JobId, signal: &str) -> Result<(), Error> {
-        Self::run(&self.scancel_signal_argv(job, signal)).map(drop)
+        self.run(&self.scancel_signal_argv(job, signal)).map(drop)
     }
 
     /// Cancels a job.
     pub fn cancel(&self, job: &JobId) -> Result<(), Error> {
-        Self::run(&self.scancel_argv(job)).map(drop)
+        self.run(&self.scancel_argv(job)).map(drop)
     }
 }
 
 fn failed(argv: &[OsString], out: &Output) -> Error {
-    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+    let stderr = out.stderr.trim().to_owned();
     Error::Failed {
         command: display_argv(argv),
         status: out.status.to_string(),
@@ -846,22 +861,26 @@ mod tests {
     }
 
     #[test]
-    fn shell_quote_leaves_plain_words_alone() {
-        assert_eq!(shell_quote("/a/b-c_d.e"), "/a/b-c_d.e");
-        assert_eq!(shell_quote("abc-1.2/x"), "abc-1.2/x");
-        assert_eq!(shell_quote("a b"), "'a b'");
-        assert_eq!(shell_quote("it's"), r"'it'\''s'");
-        assert_eq!(shell_quote("$HOME"), "'$HOME'");
-        assert_eq!(shell_quote(""), "''");
-    }
-
-    #[test]
-    fn display_argv_quotes_what_a_shell_would_split() {
-        let v: Vec<OsString> = ["srun", "-w", "n1", "SELECT 'x';", ""]
-            .iter()
-            .map(OsString::from)
-            .collect();
-        assert_eq!(display_argv(&v), r#"srun -w n1 'SELECT '\''x'\'';' ''"#);
+    fn a_squeue_that_hangs_is_killed_at_the_limit() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let fake = d.path().join("squeue");
+        std::fs::write(&fake, "#!/bin/sh\nsleep 30\n").unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let s = Slurm::new()
+            .with_program(Tool::Squeue, &fake)
+            .with_limit(Duration::from_millis(500));
+        let t = std::time::Instant::now();
+        let e = s.job(&job("42")).unwrap_err();
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "returned after {:?}",
+            t.elapsed()
+        );
+        assert!(matches!(e, Error::Timeout { .. }), "{e:?}");
+        assert!(e.to_string().contains("did not finish within 0s"), "{e}");
+        assert!(matches!(s.steps(&job("42")), Err(Error::Timeout { .. })));
+        assert_eq!(Slurm::new().limit, COMMAND_LIMIT);
     }
 
     #[test]
