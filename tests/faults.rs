@@ -15,9 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::process::{base, capture_dir, copy_base, data_files, edit_json, perf_counts, summary};
-use crate::util::jobprof;
 use crate::util::{self, copy_tree, output_text, Tmpfs};
+use crate::util::{as_nobody, have, is_root, jobprof};
+use crate::util::{base, capture_dir, copy_base, data_files, edit_json, perf_counts, summary};
 
 const OUTPUTS: [&str; 6] = [
     "perf.script.zst",
@@ -27,19 +27,6 @@ const OUTPUTS: [&str; 6] = [
     "summary.json",
     ".postprocess-complete",
 ];
-
-pub(crate) fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-pub(crate) fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
 
 /// Sample headers in an archive's text (`perf script` default output).
 fn archive_samples(path: &Path) -> u64 {
@@ -246,22 +233,6 @@ fn killed_at_random_points_then_rerun_gives_identical_outputs() {
             "after the rerun",
         );
     }
-}
-
-/// Runs `sh -c script` as `nobody`.
-pub(crate) fn as_nobody(script: &str) {
-    let st = Command::new("setpriv")
-        .args([
-            "--reuid=nobody",
-            "--regid=nogroup",
-            "--clear-groups",
-            "sh",
-            "-c",
-            script,
-        ])
-        .status()
-        .unwrap();
-    assert!(st.success(), "as nobody: {script}");
 }
 
 /// Everything under `dir`: name, mode and content.

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::util::summary;
 use crate::util::{capture_q1, jobprof, output_text, perf_can_record, program, require};
 
 static LOCK: Mutex<()> = Mutex::new(());
@@ -81,10 +82,6 @@ fn capture_and_process(dir: &Path, worker: &mut Child, options: &str, seconds: u
     let out = jobprof().arg("process").arg(&root).output().unwrap();
     assert!(out.status.success(), "process: {}", output_text(&out));
     root.join("worker_0/q1")
-}
-
-fn summary(cap: &Path) -> Value {
-    serde_json::from_slice(&fs::read(cap.join("summary.json")).unwrap()).unwrap()
 }
 
 /// The share of `window` that the stacks of `folded` containing `frame` hold.

@@ -14,6 +14,7 @@ use quick_xml::Reader;
 use jobprof::output::render::speedscope;
 
 use crate::util;
+use crate::util::{chromium, dump_dom, have};
 use crate::util::{folded_total, jobprof, stderr};
 
 fn run(args: &[&std::ffi::OsStr]) -> Output {
@@ -599,14 +600,6 @@ fn split_by_comm_and_pid() {
     assert_eq!(o.status.code(), Some(2));
 }
 
-fn have(cmd: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {cmd}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 /// A real multi-threaded process (xz with 2 worker threads) recorded with
 /// perf, symbolized with PIDs (`-F +pid`), and split per thread and per
 /// process: per-thread totals add up to the whole fold, there are at least
@@ -682,39 +675,6 @@ fn split_by_tid_on_a_real_perf_capture() {
 
 // ---------------------------------------------------------------------------
 // A real browser.
-
-fn chromium() -> Option<&'static str> {
-    ["chromium", "chromium-browser", "google-chrome"]
-        .into_iter()
-        .find(|c| have(c))
-}
-
-/// The DOM of `html` (with `query`) after its scripts ran, from headless
-/// Chromium's `--dump-dom`.
-fn dump_dom(html: &Path, query: &str) -> String {
-    let profile = tempfile::tempdir().unwrap();
-    let url = format!("file://{}?{query}", html.display());
-    let out = Command::new(chromium().unwrap())
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--virtual-time-budget=10000",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg("--dump-dom")
-        .arg(&url)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let dom = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(dom.contains("<html"), "no DOM; stderr: {}", stderr(&out));
-    dom
-}
 
 /// Loads the HTML page with `?jobprof-selftest=NAME`, which makes the page
 /// click frame NAME, press the reset button, focus the frame and press

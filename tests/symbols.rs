@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use crate::util::jobprof;
 use crate::util::{self, output_text};
+use crate::util::{agreement, folded, summary};
 
 /// One published capture of the worker: `<keep>/result/worker_0/q1`.
 struct Captured {
@@ -77,26 +78,6 @@ fn ready() -> bool {
             Path::new("/usr/lib/debug/.build-id").is_dir(),
             "separate debug info for libc (Debian: apt-get install libc6-dbg)",
         )
-}
-
-/// `(stack, weight)` of a folded file.
-fn folded(path: &Path) -> HashMap<String, u64> {
-    let mut m = HashMap::new();
-    for line in fs::read_to_string(path).unwrap().lines() {
-        let (stack, n) = line.rsplit_once(' ').unwrap();
-        *m.entry(stack.to_string()).or_default() += n.parse::<u64>().unwrap();
-    }
-    m
-}
-
-/// Share of `a`'s weight that `b` has on the identical stack.
-fn agreement(a: &HashMap<String, u64>, b: &HashMap<String, u64>) -> f64 {
-    let total: u64 = a.values().sum();
-    let same: u64 = a
-        .iter()
-        .map(|(s, n)| (*n).min(b.get(s).copied().unwrap_or(0)))
-        .sum();
-    same as f64 / total.max(1) as f64
 }
 
 /// Processes a private copy of the capture; returns its directory.
@@ -161,10 +142,6 @@ fn reference_folded(c: &Captured, tmp: &Path) -> PathBuf {
         .unwrap();
     assert!(out.status.success(), "{}", output_text(&out));
     folded
-}
-
-fn summary(dir: &Path) -> serde_json::Value {
-    serde_json::from_slice(&fs::read(dir.join("summary.json")).unwrap()).unwrap()
 }
 
 /// Weight share of stacks containing a frame that satisfies `pred`.
