@@ -515,11 +515,9 @@ fn the_open_file_soft_limit_is_raised_to_the_hard_one() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !started.exists() {
-        assert!(Instant::now() < deadline, "perf script never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    util::wait_for("perf script to start", Duration::from_secs(60), || {
+        started.exists()
+    });
     let limits = fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap();
     let _ = child.kill();
     let _ = child.wait();
@@ -721,11 +719,9 @@ fn a_report_that_vanishes_during_collect_is_missing_with_a_warning() {
         .spawn()
         .unwrap();
     // Polling starts once the collector holds its lock.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !reports.join(".jobprof-nsys.lock").exists() {
-        assert!(Instant::now() < deadline, "the collector never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    util::wait_for("the collector to start", Duration::from_secs(60), || {
+        reports.join(".jobprof-nsys.lock").exists()
+    });
     std::thread::sleep(Duration::from_millis(500));
     fs::remove_file(&gone).unwrap();
     let out = child.wait_with_output().unwrap();

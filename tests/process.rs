@@ -412,11 +412,9 @@ fn killed_run_leaves_nothing_half_written_and_is_completed_next_time() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while fs::read_to_string(&started).map_or(0, |s| s.lines().count()) < 1 {
-        assert!(Instant::now() < deadline, "perf script never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    util::wait_for("perf script to start", Duration::from_secs(30), || {
+        fs::read_to_string(&started).map_or(0, |s| s.lines().count()) >= 1
+    });
     child.kill().unwrap();
     child.wait().unwrap();
     for pid in fs::read_to_string(&started).unwrap().lines() {

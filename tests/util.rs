@@ -565,15 +565,24 @@ pub fn wait_for(what: &str, timeout: Duration, done: impl FnMut() -> bool) {
 }
 
 /// Polls `done` every `every`; panics naming `what` after `timeout`.
-pub fn wait_every(what: &str, timeout: Duration, every: Duration, mut done: impl FnMut() -> bool) {
+pub fn wait_every(what: &str, timeout: Duration, every: Duration, done: impl FnMut() -> bool) {
+    assert!(
+        poll_until(timeout, every, done),
+        "timed out after {timeout:?} waiting for {what}"
+    );
+}
+
+/// Polls `done` every `every` until it holds (`true`) or `timeout` passes
+/// (`false`), for callers that clean up before they fail.
+pub fn poll_until(timeout: Duration, every: Duration, mut done: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + timeout;
     while !done() {
-        assert!(
-            Instant::now() < end,
-            "timed out after {timeout:?} waiting for {what}"
-        );
+        if Instant::now() >= end {
+            return false;
+        }
         sleep(every);
     }
+    true
 }
 
 // ---------------------------------------------------------------------------
