@@ -53,15 +53,7 @@ fn truth(name: &str, kind: &str, dir: &Path) -> HashMap<String, u64> {
     )
     .unwrap();
     let folded = dir.join(format!("truth.{name}.{kind}.folded"));
-    let o = jobprof()
-        .arg("fold")
-        .arg(&txt)
-        .arg("-o")
-        .arg(&folded)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "jobprof fold: {}", text(&o));
-    util::folded(&folded)
+    util::fold_file(&txt, &folded)
 }
 
 fn process(rd: &Path, args: &[&str]) -> Output {

@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use crate::util::{self, jobprof, output_text};
-use crate::util::{agreement, folded, summary};
+use crate::util::{agreement, folded, stack_share, summary};
 
 /// Seconds of sampling per capture.
 const SECONDS: u64 = 3;
@@ -175,17 +175,6 @@ fn leaf_share(stacks: &HashMap<String, u64>, pred: impl Fn(&str) -> bool) -> f64
     let hit: u64 = stacks
         .iter()
         .filter(|(s, _)| pred(s.rsplit(';').next().unwrap_or("")))
-        .map(|(_, n)| n)
-        .sum();
-    hit as f64 / total.max(1) as f64
-}
-
-/// Share of the weight with a frame that satisfies `pred`.
-fn stack_share(stacks: &HashMap<String, u64>, pred: impl Fn(&str) -> bool) -> f64 {
-    let total: u64 = stacks.values().sum();
-    let hit: u64 = stacks
-        .iter()
-        .filter(|(s, _)| s.split(';').skip(1).any(&pred))
         .map(|(_, n)| n)
         .sum();
     hit as f64 / total.max(1) as f64

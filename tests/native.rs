@@ -220,15 +220,7 @@ fn perf_reference_with(capture: &Path, flag: &str) -> HashMap<String, u64> {
     }
     fs::write(&script, all).unwrap();
     let folded = capture.join("reference.folded");
-    let o = jobprof()
-        .arg("fold")
-        .arg(&script)
-        .arg("-o")
-        .arg(&folded)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "jobprof fold: {}", text(&o));
-    util::folded(&folded)
+    util::fold_file(&script, &folded)
 }
 
 /// Share of the reference weight on stacks both sides have with the same

@@ -72,6 +72,13 @@ fn setup(name: &str, src: &str, flags: &[&str]) -> Option<Setup> {
     })
 }
 
+/// [`Setup`] for tests/programs/offcpu.c, and the worker started.
+fn offcpu_worker() -> Option<(Setup, Child)> {
+    let s = setup("offcpu-worker", OFFCPU_C, &["-O0", "-g"])?;
+    let worker = launch(&s.prog, &s.cue, &[s.cue.to_str().unwrap()]);
+    Some((s, worker))
+}
+
 /// Starts `prog ARGS` and waits for its `CUE.ack`.
 fn launch(prog: &Path, cue: &Path, args: &[&str]) -> Child {
     let mut child = Command::new(prog)
@@ -140,16 +147,10 @@ fn total(t: &Value) -> u64 {
 
 #[test]
 fn offcpu_burn_sleep_wait_shares_and_a_thread_blocked_all_window() {
-    let Some(Setup {
-        prog,
-        dir,
-        cue,
-        _one,
-    }) = setup("offcpu-worker", OFFCPU_C, &["-O0", "-g"])
-    else {
+    let Some((s, mut worker)) = offcpu_worker() else {
         return;
     };
-    let mut worker = launch(&prog, &cue, &[cue.to_str().unwrap()]);
+    let dir = &s.dir;
     // dwarf: glibc has no frame pointers, and the condvar wait's user
     // frames are below pthread_cond_wait.
     let cap = capture_and_process(dir.path(), &mut worker, "--off-cpu --call-graph dwarf", 4);
@@ -296,16 +297,10 @@ fn offcpu_churning_worker_accounts_each_thread_within_the_window() {
 
 #[test]
 fn offcpu_capture_without_off_cpu_has_no_off_cpu_outputs() {
-    let Some(Setup {
-        prog,
-        dir,
-        cue,
-        _one,
-    }) = setup("offcpu-worker", OFFCPU_C, &["-O0", "-g"])
-    else {
+    let Some((s, mut worker)) = offcpu_worker() else {
         return;
     };
-    let mut worker = launch(&prog, &cue, &[cue.to_str().unwrap()]);
+    let dir = &s.dir;
     let cap = capture_and_process(dir.path(), &mut worker, "", 1);
     assert!(!cap.join("offcpu.folded").exists());
     assert!(summary(&cap).get("off_cpu").is_none());

@@ -631,6 +631,31 @@ pub fn agreement(a: &HashMap<String, u64>, b: &HashMap<String, u64>) -> f64 {
     same as f64 / total.max(1) as f64
 }
 
+/// Share of the weight on stacks with a frame (below the process-name
+/// root) that satisfies `pred`.
+pub fn stack_share(stacks: &HashMap<String, u64>, pred: impl Fn(&str) -> bool) -> f64 {
+    let total: u64 = stacks.values().sum();
+    let hit: u64 = stacks
+        .iter()
+        .filter(|(s, _)| s.split(';').skip(1).any(&pred))
+        .map(|(_, n)| n)
+        .sum();
+    hit as f64 / total.max(1) as f64
+}
+
+/// `jobprof fold INPUT -o OUTPUT`, asserted to succeed; the stacks written.
+pub fn fold_file(input: &Path, output: &Path) -> HashMap<String, u64> {
+    let o = jobprof()
+        .arg("fold")
+        .arg(input)
+        .arg("-o")
+        .arg(output)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "jobprof fold: {}", output_text(&o));
+    folded(output)
+}
+
 // ---------------------------------------------------------------------------
 // Shared captures.
 
