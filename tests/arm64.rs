@@ -14,7 +14,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use crate::native::{assert_agreement, parse_folded};
+use crate::native::assert_agreement;
+use crate::util::folded;
 use crate::util::{self, jobprof, output_text as text};
 
 /// The fixture capture `name` (`fp` or `dwarf`) as a result directory of
@@ -52,15 +53,7 @@ fn truth(name: &str, kind: &str, dir: &Path) -> HashMap<String, u64> {
     )
     .unwrap();
     let folded = dir.join(format!("truth.{name}.{kind}.folded"));
-    let o = jobprof()
-        .arg("fold")
-        .arg(&txt)
-        .arg("-o")
-        .arg(&folded)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "jobprof fold: {}", text(&o));
-    parse_folded(&fs::read_to_string(&folded).unwrap())
+    util::fold_file(&txt, &folded)
 }
 
 fn process(rd: &Path, args: &[&str]) -> Output {
@@ -70,10 +63,6 @@ fn process(rd: &Path, args: &[&str]) -> Output {
         .args(args)
         .output()
         .unwrap()
-}
-
-fn summary(rd: &Path) -> serde_json::Value {
-    serde_json::from_slice(&util::read(&rd.join("perf/summary.json"))).unwrap()
 }
 
 /// Processes fixture `name` natively (with `extra` options) and checks it
@@ -99,7 +88,7 @@ fn native_agrees_with(
     args.extend_from_slice(extra);
     let o = process(&rd, &args);
     assert!(o.status.success(), "{}", text(&o));
-    let s = summary(&rd);
+    let s = util::summary(&rd.join("perf"));
     assert_eq!(s["symbolized_from"], "native", "{s}");
     assert!(s["perf_version"].is_null(), "perf did not run: {s}");
     assert_eq!(s["capture_arch"], "aarch64", "{s}");
@@ -109,7 +98,7 @@ fn native_agrees_with(
         if name == "dwarf" { "dwarf" } else { "fp" },
         "{s}"
     );
-    let got = parse_folded(&fs::read_to_string(rd.join("perf/stacks.folded")).unwrap());
+    let got = folded(&rd.join("perf/stacks.folded"));
     let mut want = HashMap::new();
     for (s, w) in truth(name, kind, t.path()) {
         *want.entry(known(&s)).or_insert(0) += w;

@@ -10,8 +10,8 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::faults::{as_nobody, have, is_root};
 use crate::util::{self, copy_demo, jobprof, output_text};
+use crate::util::{as_nobody, have, is_root};
 
 /// The demo result directory copied into a 0755 temporary directory,
 /// writable by everyone below (a shared results tree), with `victim`

@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use crate::util;
+use crate::util::stdout;
 use crate::util::{jobprof, stderr};
 
 fn run(args: &[&str]) -> Output {
@@ -25,10 +26,6 @@ fn run_stdin(args: &[&str], input: &[u8]) -> Output {
         .unwrap();
     child.stdin.take().unwrap().write_all(input).unwrap();
     child.wait_with_output().unwrap()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 /// The subcommands `jobprof ARGS --help` lists under "Commands:".

@@ -15,9 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::process::{base, capture_dir, copy_base, data_files, edit_json, perf_counts, summary};
-use crate::util::jobprof;
 use crate::util::{self, copy_tree, output_text, Tmpfs};
+use crate::util::{as_nobody, have, is_root, jobprof};
+use crate::util::{base, capture_dir, copy_base, data_files, edit_json, perf_counts, summary};
 
 const OUTPUTS: [&str; 6] = [
     "perf.script.zst",
@@ -27,19 +27,6 @@ const OUTPUTS: [&str; 6] = [
     "summary.json",
     ".postprocess-complete",
 ];
-
-pub(crate) fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-pub(crate) fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
 
 /// Sample headers in an archive's text (`perf script` default output).
 fn archive_samples(path: &Path) -> u64 {
@@ -246,22 +233,6 @@ fn killed_at_random_points_then_rerun_gives_identical_outputs() {
             "after the rerun",
         );
     }
-}
-
-/// Runs `sh -c script` as `nobody`.
-pub(crate) fn as_nobody(script: &str) {
-    let st = Command::new("setpriv")
-        .args([
-            "--reuid=nobody",
-            "--regid=nogroup",
-            "--clear-groups",
-            "sh",
-            "-c",
-            script,
-        ])
-        .status()
-        .unwrap();
-    assert!(st.success(), "as nobody: {script}");
 }
 
 /// Everything under `dir`: name, mode and content.
@@ -544,11 +515,9 @@ fn the_open_file_soft_limit_is_raised_to_the_hard_one() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !started.exists() {
-        assert!(Instant::now() < deadline, "perf script never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    util::wait_for("perf script to start", Duration::from_secs(60), || {
+        started.exists()
+    });
     let limits = fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap();
     let _ = child.kill();
     let _ = child.wait();
@@ -750,11 +719,9 @@ fn a_report_that_vanishes_during_collect_is_missing_with_a_warning() {
         .spawn()
         .unwrap();
     // Polling starts once the collector holds its lock.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !reports.join(".jobprof-nsys.lock").exists() {
-        assert!(Instant::now() < deadline, "the collector never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    util::wait_for("the collector to start", Duration::from_secs(60), || {
+        reports.join(".jobprof-nsys.lock").exists()
+    });
     std::thread::sleep(Duration::from_millis(500));
     fs::remove_file(&gone).unwrap();
     let out = child.wait_with_output().unwrap();

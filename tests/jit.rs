@@ -17,6 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use crate::util::{self, jobprof, output_text};
+use crate::util::{agreement, folded, stack_share, summary};
 
 /// Seconds of sampling per capture.
 const SECONDS: u64 = 3;
@@ -168,42 +169,12 @@ fn ns_pid(pid: u32) -> u32 {
         .unwrap_or(pid)
 }
 
-fn folded(path: &Path) -> HashMap<String, u64> {
-    let mut m = HashMap::new();
-    for line in fs::read_to_string(path).unwrap().lines() {
-        let (stack, n) = line.rsplit_once(' ').unwrap();
-        *m.entry(stack.to_string()).or_default() += n.parse::<u64>().unwrap();
-    }
-    m
-}
-
-/// Share of `a`'s weight that `b` has on the identical stack.
-fn agreement(a: &HashMap<String, u64>, b: &HashMap<String, u64>) -> f64 {
-    let total: u64 = a.values().sum();
-    let same: u64 = a
-        .iter()
-        .map(|(s, n)| (*n).min(b.get(s).copied().unwrap_or(0)))
-        .sum();
-    same as f64 / total.max(1) as f64
-}
-
 /// Share of the weight whose leaf satisfies `pred`.
 fn leaf_share(stacks: &HashMap<String, u64>, pred: impl Fn(&str) -> bool) -> f64 {
     let total: u64 = stacks.values().sum();
     let hit: u64 = stacks
         .iter()
         .filter(|(s, _)| pred(s.rsplit(';').next().unwrap_or("")))
-        .map(|(_, n)| n)
-        .sum();
-    hit as f64 / total.max(1) as f64
-}
-
-/// Share of the weight with a frame that satisfies `pred`.
-fn stack_share(stacks: &HashMap<String, u64>, pred: impl Fn(&str) -> bool) -> f64 {
-    let total: u64 = stacks.values().sum();
-    let hit: u64 = stacks
-        .iter()
-        .filter(|(s, _)| s.split(';').skip(1).any(&pred))
         .map(|(_, n)| n)
         .sum();
     hit as f64 / total.max(1) as f64
@@ -289,10 +260,6 @@ fn process(c: &Captured, tmp: &Path, symbolizer: &str, edit: impl Fn(&Path)) -> 
         "named from this host's /tmp"
     );
     dir
-}
-
-fn summary(dir: &Path) -> serde_json::Value {
-    serde_json::from_slice(&fs::read(dir.join("summary.json")).unwrap()).unwrap()
 }
 
 /// Both symbolizers against the reference: >= 95% of the weight on the

@@ -13,13 +13,13 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
-use std::thread::sleep;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::util::jobprof;
 use crate::util::{self, copy_tree, output_text, perf_can_record, require};
+use crate::util::{chromium, dump_dom, ok, wait_for};
 
 const QUERIES: [(&str, char, &str); 3] = [
     ("q1", 'A', "query_alpha_work"),
@@ -27,25 +27,14 @@ const QUERIES: [(&str, char, &str); 3] = [
     ("q3", 'C', "query_gamma_work"),
 ];
 
+/// Waits generously: on a loaded shared machine a sidecar can take a
+/// minute to get ready.
+const SIDECAR_WAIT: Duration = Duration::from_secs(300);
+
 fn queries_program(dir: &Path) -> PathBuf {
     let exe = dir.join("job_queries");
     util::gcc("tests/programs/job_queries.c", &exe, &["-O1"]).unwrap_or_else(|e| panic!("{e}"));
     exe
-}
-
-/// Waits generously: on a loaded shared machine a sidecar can take a
-/// minute to get ready.
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let end = Instant::now() + Duration::from_secs(300);
-    while !done() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        sleep(Duration::from_millis(20));
-    }
-}
-
-#[track_caller]
-fn ok(out: &Output) {
-    assert!(out.status.success(), "{}", output_text(out));
 }
 
 /// Kills what it holds when a recording panics half-way.
@@ -79,7 +68,7 @@ fn record_worker(
     let pid = worker.id();
     let mut reaper = Reaper(vec![worker]);
     let acked = |seq: usize| fs::read_to_string(&ack).is_ok_and(|s| s.trim() == seq.to_string());
-    wait_for("the worker to start", || acked(0));
+    wait_for("the worker to start", SIDECAR_WAIT, || acked(0));
     let staging = scratch.join(format!("staging{w}"));
     let sidecar = util::sidecar_command(&tokens, w, pid, perf_root, &staging)
         .args(["--frequency", "499", "--threads-per-shard", "3"])
@@ -91,13 +80,15 @@ fn record_worker(
         .unwrap();
     reaper.0.push(sidecar);
     let ready = tokens.join(format!(".perf_sidecar_ready_w{w}"));
-    wait_for("the sidecar to be ready", || ready.exists());
+    wait_for("the sidecar to be ready", SIDECAR_WAIT, || ready.exists());
     let rec = |args: &[&str]| util::record_driver(&tokens, w, args);
     for (i, ((q, phase, _), n)) in QUERIES.iter().zip(units).enumerate() {
         rec(&["start", "--query", q]);
         // The query: a fixed amount of work, then its window closes.
         fs::write(&cue, format!("{} {phase} {n}\n", i + 1)).unwrap();
-        wait_for("the worker to finish the query", || acked(i + 1));
+        wait_for("the worker to finish the query", SIDECAR_WAIT, || {
+            acked(i + 1)
+        });
         rec(&["stop", "--query", q]);
     }
     rec(&["shutdown"]);
@@ -280,45 +271,6 @@ fn index_lists_every_capture_with_its_numbers_and_links() {
     assert_eq!(hrefs.len(), 9, "{hrefs:?}");
     let html = fs::read_to_string(perf.join("index.html")).unwrap();
     assert!(html.contains("job 5001"), "no job header");
-}
-
-fn chromium() -> Option<&'static str> {
-    ["chromium", "chromium-browser", "google-chrome"]
-        .into_iter()
-        .find(|c| {
-            Command::new("sh")
-                .args(["-c", &format!("command -v {c}")])
-                .stdout(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        })
-}
-
-/// The DOM after the page's scripts ran, in headless Chromium with every
-/// host name unresolvable (the page must not need the network).
-fn dump_dom(html: &Path, query: &str) -> String {
-    let profile = tempfile::tempdir().unwrap();
-    let out = Command::new(chromium().unwrap())
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--host-resolver-rules=MAP * ~NOTFOUND",
-            "--virtual-time-budget=10000",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg("--dump-dom")
-        .arg(format!("file://{}?{query}", html.display()))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let dom = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(dom.contains("<html"), "no DOM: {}", output_text(&out));
-    dom
 }
 
 fn selftest(html: &Path, table: &str) -> Vec<Value> {

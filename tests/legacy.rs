@@ -12,24 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use crate::util::{self, jobprof, output_text};
-
-/// `../shared/seed-captures`, when present (skipped loudly otherwise;
-/// a failure under CI).
-pub(crate) fn seeds() -> Option<PathBuf> {
-    let p = util::repo_root().join("../shared/seed-captures");
-    util::require(
-        p.is_dir(),
-        "../shared/seed-captures (the old pipeline's result dirs)",
-    )
-    .then_some(p)
-}
-
-/// A writable copy of the seed result directory `name` under `tmp`.
-pub(crate) fn copy_seed(seeds: &Path, name: &str, tmp: &Path) -> PathBuf {
-    let to = tmp.join(name);
-    util::copy_tree(&seeds.join(name), &to);
-    to
-}
+use crate::util::{copy_seed, parse_folded, seeds};
 
 fn capture(rd: &Path, q: &str) -> PathBuf {
     rd.join("profiles/perf/worker_0").join(q)
@@ -72,8 +55,7 @@ fn process(args: &[&str], dirs: &[&Path]) -> Output {
 }
 
 fn summary(q: &Path) -> serde_json::Value {
-    let p = q.join("jobprof/summary.json");
-    serde_json::from_slice(&util::read(&p)).unwrap()
+    util::summary(&q.join("jobprof"))
 }
 
 /// Stacks and their share of the total (percent).
@@ -83,15 +65,6 @@ fn shares(stacks: HashMap<String, u64>) -> HashMap<String, f64> {
         .into_iter()
         .map(|(s, n)| (s, 100.0 * n as f64 / total as f64))
         .collect()
-}
-
-fn parse_folded(text: &str) -> HashMap<String, u64> {
-    let mut m = HashMap::new();
-    for l in text.lines().filter(|l| !l.is_empty()) {
-        let (s, n) = l.rsplit_once(' ').unwrap();
-        *m.entry(s.to_string()).or_default() += n.parse::<u64>().unwrap();
-    }
-    m
 }
 
 /// jobprof's folded stacks in the old pipeline's naming: no process-name

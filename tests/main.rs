@@ -10,6 +10,7 @@ mod fold;
 mod fold_props;
 mod jit;
 mod job;
+mod layout;
 mod legacy;
 mod native;
 mod nsys;

@@ -17,6 +17,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::util::{self, jobprof, output_text as text};
+use crate::util::{folded, parse_folded, summary};
 
 /// One recorded result directory and the capture directory in it.
 struct Capture {
@@ -190,15 +191,6 @@ fn data_files(dir: &Path) -> Vec<PathBuf> {
     v
 }
 
-pub fn parse_folded(text: &str) -> HashMap<String, u64> {
-    let mut m = HashMap::new();
-    for l in text.lines() {
-        let (stack, n) = l.rsplit_once(' ').unwrap();
-        *m.entry(stack.to_string()).or_default() += n.parse::<u64>().unwrap();
-    }
-    m
-}
-
 /// `perf script` on every shard as `jobprof process` runs it (with the
 /// kernel snapshot), folded by `jobprof fold`.
 fn perf_reference(capture: &Path) -> HashMap<String, u64> {
@@ -228,15 +220,7 @@ fn perf_reference_with(capture: &Path, flag: &str) -> HashMap<String, u64> {
     }
     fs::write(&script, all).unwrap();
     let folded = capture.join("reference.folded");
-    let o = jobprof()
-        .arg("fold")
-        .arg(&script)
-        .arg("-o")
-        .arg(&folded)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "jobprof fold: {}", text(&o));
-    parse_folded(&fs::read_to_string(&folded).unwrap())
+    util::fold_file(&script, &folded)
 }
 
 /// Share of the reference weight on stacks both sides have with the same
@@ -291,10 +275,6 @@ pub fn assert_agreement(label: &str, native: &HashMap<String, u64>, perf: &HashM
     );
 }
 
-fn summary(capture: &Path) -> serde_json::Value {
-    serde_json::from_slice(&util::read(&capture.join("summary.json"))).unwrap()
-}
-
 /// Processes a copy of `c` natively (no fallback, no perf run) and checks
 /// that at least 99.5% of the weight lies on the stacks `perf script`
 /// gives; returns the native folded stacks.
@@ -306,7 +286,7 @@ fn native_agrees_with_perf(c: &Capture) -> HashMap<String, u64> {
     let s = summary(&cap);
     assert_eq!(s["symbolized_from"], "native", "{s}");
     assert!(s["perf_version"].is_null(), "perf did not run: {s}");
-    let native = parse_folded(&fs::read_to_string(cap.join("stacks.folded")).unwrap());
+    let native = folded(&cap.join("stacks.folded"));
     let perf = perf_reference(&cap);
     assert_agreement("native vs perf script", &native, &perf);
     native
@@ -395,10 +375,10 @@ fn native_needs_no_perf_and_slices_lose_nothing() {
         assert_eq!(sh["slices"], 3, "{s}");
     }
     assert!(s["perf_version"].is_null(), "{s}");
-    let sliced = parse_folded(&fs::read_to_string(cap.join("stacks.folded")).unwrap());
+    let sliced = folded(&cap.join("stacks.folded"));
     let o = process(&result, &["--force", "--symbolizer", "native"]);
     assert!(o.status.success(), "{}", text(&o));
-    let whole = parse_folded(&fs::read_to_string(cap.join("stacks.folded")).unwrap());
+    let whole = folded(&cap.join("stacks.folded"));
     assert_eq!(sliced, whole, "time slices changed the stacks");
     let s = summary(&cap);
     assert!(s["shards"].as_array().unwrap().len() >= 2, "{s}");
@@ -497,7 +477,7 @@ fn inline_agrees_with_perf(c: &Capture) -> (BTreeSet<String>, BTreeSet<String>) 
     let o = process(&result, &["--inline"]);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(summary(&cap)["symbolized_from"], "native");
-    let native = parse_folded(&fs::read_to_string(cap.join("stacks.folded")).unwrap());
+    let native = folded(&cap.join("stacks.folded"));
     let perf = perf_reference_with(&cap, "--inline");
     assert_agreement("native --inline vs perf script --inline", &native, &perf);
     let names = |m: &HashMap<String, u64>| -> BTreeSet<String> {

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
 use crate::util::require;
+use crate::util::stdout;
 use crate::util::{jobprof, slurm_available, stderr};
 
 mod setup;
@@ -35,10 +36,6 @@ fn run(cmd: &mut Command) -> Output {
         String::from_utf8_lossy(&out.stderr)
     );
     out
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 fn collect_cmd(root: &Path) -> Command {

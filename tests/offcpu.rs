@@ -15,14 +15,17 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::util::{self, summary};
 use crate::util::{capture_q1, jobprof, output_text, perf_can_record, program, require};
 
 static LOCK: Mutex<()> = Mutex::new(());
+
+const OFFCPU_C: &str = "tests/programs/offcpu.c";
 
 /// perf, tracefs and the worker program, or a loud skip.
 fn components(name: &str, src: &str, flags: &[&str]) -> Option<PathBuf> {
@@ -45,6 +48,37 @@ fn components(name: &str, src: &str, flags: &[&str]) -> Option<PathBuf> {
     require(prog.is_some(), &format!("gcc (to build {src})")).then_some(prog?)
 }
 
+/// What every test here starts from: the worker program built, the lock
+/// that keeps captures one at a time held, a temporary directory and the
+/// worker's cue path in it.
+struct Setup {
+    prog: PathBuf,
+    dir: tempfile::TempDir,
+    cue: PathBuf,
+    _one: MutexGuard<'static, ()>,
+}
+
+/// [`Setup`] with the worker `name` built from `src`, or a loud skip.
+fn setup(name: &str, src: &str, flags: &[&str]) -> Option<Setup> {
+    let prog = components(name, src, flags)?;
+    let _one = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let cue = dir.path().join("cue");
+    Some(Setup {
+        prog,
+        dir,
+        cue,
+        _one,
+    })
+}
+
+/// [`Setup`] for tests/programs/offcpu.c, and the worker started.
+fn offcpu_worker() -> Option<(Setup, Child)> {
+    let s = setup("offcpu-worker", OFFCPU_C, &["-O0", "-g"])?;
+    let worker = launch(&s.prog, &s.cue, &[s.cue.to_str().unwrap()]);
+    Some((s, worker))
+}
+
 /// Starts `prog ARGS` and waits for its `CUE.ack`.
 fn launch(prog: &Path, cue: &Path, args: &[&str]) -> Child {
     let mut child = Command::new(prog)
@@ -54,11 +88,10 @@ fn launch(prog: &Path, cue: &Path, args: &[&str]) -> Child {
         .spawn()
         .unwrap();
     let ack = PathBuf::from(format!("{}.ack", cue.display()));
-    for _ in 0..500 {
-        if ack.exists() {
-            return child;
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    if util::poll_until(Duration::from_secs(10), Duration::from_millis(20), || {
+        ack.exists()
+    }) {
+        return child;
     }
     let _ = child.kill();
     let _ = child.wait();
@@ -81,10 +114,6 @@ fn capture_and_process(dir: &Path, worker: &mut Child, options: &str, seconds: u
     let out = jobprof().arg("process").arg(&root).output().unwrap();
     assert!(out.status.success(), "process: {}", output_text(&out));
     root.join("worker_0/q1")
-}
-
-fn summary(cap: &Path) -> Value {
-    serde_json::from_slice(&fs::read(cap.join("summary.json")).unwrap()).unwrap()
 }
 
 /// The share of `window` that the stacks of `folded` containing `frame` hold.
@@ -118,13 +147,10 @@ fn total(t: &Value) -> u64 {
 
 #[test]
 fn offcpu_burn_sleep_wait_shares_and_a_thread_blocked_all_window() {
-    let Some(prog) = components("offcpu-worker", "tests/programs/offcpu.c", &["-O0", "-g"]) else {
+    let Some((s, mut worker)) = offcpu_worker() else {
         return;
     };
-    let _one = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let cue = dir.path().join("cue");
-    let mut worker = launch(&prog, &cue, &[cue.to_str().unwrap()]);
+    let dir = &s.dir;
     // dwarf: glibc has no frame pointers, and the condvar wait's user
     // frames are below pthread_cond_wait.
     let cap = capture_and_process(dir.path(), &mut worker, "--off-cpu --call-graph dwarf", 4);
@@ -229,12 +255,15 @@ fn job_views_and_diff(cap: &Path) {
 
 #[test]
 fn offcpu_churning_worker_accounts_each_thread_within_the_window() {
-    let Some(prog) = components("offcpu-churn", "tests/programs/churn.c", &["-O1"]) else {
+    let Some(Setup {
+        prog,
+        dir,
+        cue,
+        _one,
+    }) = setup("offcpu-churn", "tests/programs/churn.c", &["-O1"])
+    else {
         return;
     };
-    let _one = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let cue = dir.path().join("cue");
     let mut worker = launch(&prog, &cue, &["15", cue.to_str().unwrap(), "200"]);
     let cap = capture_and_process(dir.path(), &mut worker, "--off-cpu --frequency 999", 2);
     let s = summary(&cap);
@@ -268,13 +297,10 @@ fn offcpu_churning_worker_accounts_each_thread_within_the_window() {
 
 #[test]
 fn offcpu_capture_without_off_cpu_has_no_off_cpu_outputs() {
-    let Some(prog) = components("offcpu-worker", "tests/programs/offcpu.c", &["-O0", "-g"]) else {
+    let Some((s, mut worker)) = offcpu_worker() else {
         return;
     };
-    let _one = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let cue = dir.path().join("cue");
-    let mut worker = launch(&prog, &cue, &[cue.to_str().unwrap()]);
+    let dir = &s.dir;
     let cap = capture_and_process(dir.path(), &mut worker, "", 1);
     assert!(!cap.join("offcpu.folded").exists());
     assert!(summary(&cap).get("off_cpu").is_none());
@@ -286,12 +312,10 @@ fn offcpu_capture_without_off_cpu_has_no_off_cpu_outputs() {
 
 #[test]
 fn offcpu_capture_without_switch_data_says_so() {
-    let Some(_) = components("offcpu-worker", "tests/programs/offcpu.c", &["-O0", "-g"]) else {
+    let Some(Setup { dir, cue, _one, .. }) = setup("offcpu-worker", OFFCPU_C, &["-O0", "-g"])
+    else {
         return;
     };
-    let _one = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let cue = dir.path().join("cue");
     // One thread asleep the whole capture: no sample, no switch.
     let script = format!("touch '{}.ack'; exec sleep 120", cue.display());
     let mut worker = Command::new("sh")

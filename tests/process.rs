@@ -12,81 +12,11 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::util::{self, copy_tree, output_text as text};
+use crate::util::{base, capture_dir, copy_base, data_files, edit_json, perf_counts, summary};
 use crate::util::{folded_total, jobprof};
-
-/// The capture made once: `<dir>/profiles/perf/worker_0/q1` with 3 shards,
-/// and the worker's `symfs/`.
-pub(crate) struct Base {
-    _keep: tempfile::TempDir,
-    pub(crate) result_dir: PathBuf,
-}
-
-static BASE: OnceLock<Option<Base>> = OnceLock::new();
-
-pub(crate) fn base() -> Option<&'static Base> {
-    BASE.get_or_init(|| {
-        if !util::require(
-            util::perf_available(),
-            "perf (linux-perf) for tests/process.rs",
-        ) {
-            return None;
-        }
-        Some(make_base())
-    })
-    .as_ref()
-}
-
-fn make_base() -> Base {
-    let keep = tempfile::tempdir().unwrap();
-    let bin_dir = keep.path().join("bin");
-    fs::create_dir_all(&bin_dir).unwrap();
-    let exe = bin_dir.join("demo_worker");
-    util::gcc(
-        "fixtures/src/demo_worker.c",
-        &exe,
-        &["-O2", "-g", "-static"],
-    )
-    .unwrap_or_else(|e| panic!("building the test workload: {e}"));
-    // 6 threads + the main thread, 3 per shard: 3 shards.
-    let mut worker = Command::new(&exe)
-        .args(["60", "6"])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let result_dir = keep.path().join("result");
-    // The real capture sidecar, as a job runs it.
-    util::capture_q1(
-        keep.path(),
-        &result_dir.join("profiles/perf"),
-        &mut worker,
-        "--frequency 499 --threads-per-shard 3 --start-timeout 30 --stop-timeout 20",
-        &[("SLURM_JOB_ID", "4242")],
-        2,
-        Duration::from_secs(60),
-    );
-    // After the job the binary is gone: only symfs/ can name its frames.
-    fs::remove_dir_all(&bin_dir).unwrap();
-    Base {
-        _keep: keep,
-        result_dir,
-    }
-}
-
-/// A private copy of the base result directory.
-pub(crate) fn copy_base(base: &Base) -> (tempfile::TempDir, PathBuf) {
-    let t = tempfile::tempdir().unwrap();
-    let dst = t.path().join("result");
-    copy_tree(&base.result_dir, &dst);
-    (t, dst)
-}
-
-pub(crate) fn capture_dir(result: &Path, worker: u32, q: &str) -> PathBuf {
-    result.join(format!("profiles/perf/worker_{worker}/{q}"))
-}
 
 fn run(args: &[&str], dirs: &[&Path]) -> Output {
     jobprof()
@@ -95,51 +25,6 @@ fn run(args: &[&str], dirs: &[&Path]) -> Output {
         .args(args)
         .output()
         .unwrap()
-}
-
-/// (samples, sum of periods) of `files` according to perf itself.
-pub(crate) fn perf_counts(files: &[PathBuf], symfs: &Path) -> (u64, u64) {
-    let (mut n, mut sum) = (0u64, 0u64);
-    for f in files {
-        let out = Command::new("perf")
-            .args(["script", "-f", "-F", "period", "--symfs"])
-            .arg(symfs)
-            .arg("-i")
-            .arg(f)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "perf script -F period {}",
-            f.display()
-        );
-        for l in String::from_utf8_lossy(&out.stdout).lines() {
-            if let Ok(p) = l.trim().parse::<u64>() {
-                n += 1;
-                sum += p;
-            }
-        }
-    }
-    (n, sum)
-}
-
-pub(crate) fn data_files(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("perf.data")
-        })
-        .collect();
-    v.sort();
-    v
-}
-
-pub(crate) fn summary(dir: &Path) -> serde_json::Value {
-    serde_json::from_slice(&util::read(&dir.join("summary.json"))).unwrap()
 }
 
 fn mtimes(dir: &Path) -> BTreeMap<String, SystemTime> {
@@ -347,12 +232,6 @@ fn rerun_without_force_changes_nothing() {
     assert_ne!(after["summary.json"], before["summary.json"]);
 }
 
-pub(crate) fn edit_json(path: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
-    let mut v: serde_json::Value = serde_json::from_slice(&util::read(path)).unwrap();
-    edit(&mut v);
-    fs::write(path, serde_json::to_string_pretty(&v).unwrap()).unwrap();
-}
-
 #[test]
 fn invalid_captures_refused_with_reasons_valid_one_processed() {
     let Some(base) = base() else { return };
@@ -533,11 +412,9 @@ fn killed_run_leaves_nothing_half_written_and_is_completed_next_time() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while fs::read_to_string(&started).map_or(0, |s| s.lines().count()) < 1 {
-        assert!(Instant::now() < deadline, "perf script never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    util::wait_for("perf script to start", Duration::from_secs(30), || {
+        fs::read_to_string(&started).map_or(0, |s| s.lines().count()) >= 1
+    });
     child.kill().unwrap();
     child.wait().unwrap();
     for pid in fs::read_to_string(&started).unwrap().lines() {

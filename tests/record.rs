@@ -24,6 +24,7 @@ use jobprof_capture_format::{
     parse_dropped_tsv, parse_shards_tsv, Capture, EndCause, Phase, ShardRow,
 };
 
+use crate::util::{as_nobody, ok, wait_for};
 use crate::util::{perf_can_record, recorder, require, Tmpfs};
 
 mod prearm;
@@ -53,14 +54,6 @@ fn components() -> Option<PathBuf> {
         return None;
     }
     prog
-}
-
-fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
-    let end = Instant::now() + timeout;
-    while !done() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        sleep(Duration::from_millis(20));
-    }
 }
 
 /// A worker process, its sidecar and their directories.
@@ -283,17 +276,6 @@ fn unsafe_kill(pid: u32, sig: i32) {
         .status()
         .unwrap();
     assert!(status.success(), "kill -{sig} {pid}");
-}
-
-#[track_caller]
-fn ok(out: &Output) {
-    assert!(
-        out.status.success(),
-        "failed ({:?}):\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 #[track_caller]
@@ -1096,22 +1078,6 @@ fn record_max_shard_size_stops_a_shard_cleanly() {
     ok(&jobprof(&[Path::new("process"), &rig.path("out")]));
     let summary = fs::read_to_string(rig.capture_dir("q1").join("summary.json")).unwrap();
     assert!(summary.contains("--max-shard-size"), "{summary}");
-}
-
-/// Runs `cmd` as user nobody (the attacker).
-fn as_nobody(cmd: &str) {
-    let status = Command::new("setpriv")
-        .args([
-            "--reuid=nobody",
-            "--regid=nogroup",
-            "--clear-groups",
-            "sh",
-            "-c",
-            cmd,
-        ])
-        .status()
-        .unwrap();
-    assert!(status.success(), "as nobody: {cmd}");
 }
 
 #[test]

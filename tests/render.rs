@@ -14,6 +14,7 @@ use quick_xml::Reader;
 use jobprof::output::render::speedscope;
 
 use crate::util;
+use crate::util::{chromium, dump_dom, have};
 use crate::util::{folded_total, jobprof, stderr};
 
 fn run(args: &[&std::ffi::OsStr]) -> Output {
@@ -523,6 +524,17 @@ fn read_index(dir: &Path) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// `jobprof fold INPUT --split-by BY EXTRA... -o OUT`, asserted to
+/// succeed; the rows of the `index.tsv` it wrote.
+fn split(input: &Path, by: &str, extra: &[&str], out: &Path) -> Vec<Vec<String>> {
+    let mut args = vec![os("fold"), input.as_os_str(), os("--split-by"), os(by)];
+    args.extend(extra.iter().map(|a| os(a)));
+    args.extend([os("-o"), out.as_os_str()]);
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    read_index(out)
+}
+
 #[test]
 fn split_by_tid_writes_one_file_per_thread() {
     for threads in [1u32, 4] {
@@ -531,20 +543,8 @@ fn split_by_tid_writes_one_file_per_thread() {
             let (text, totals) = perf_script_threads(threads);
             let input = write(dir.path(), "perf.script", &text);
             let out = dir.path().join("split");
-            let o = run(&[
-                os("fold"),
-                input.as_os_str(),
-                os("-j"),
-                os(fold_threads),
-                os("--split-by"),
-                os("tid"),
-                os("--formats"),
-                os("folded,svg"),
-                os("-o"),
-                out.as_os_str(),
-            ]);
-            assert!(o.status.success(), "{}", stderr(&o));
-            let index = read_index(&out);
+            let extra = ["-j", fold_threads, "--formats", "folded,svg"];
+            let index = split(&input, "tid", &extra, &out);
             assert_eq!(index.len(), totals.len());
             let mut got = BTreeMap::new();
             for row in &index {
@@ -577,17 +577,7 @@ fn split_by_comm_and_pid() {
         ("comm", vec![("srv_worker", 12000u64), ("cc1plus", 500)]),
         ("pid", vec![("srv_worker-100", 12000), ("cc1plus-7", 500)]),
     ] {
-        let out = dir.path().join(by);
-        let o = run(&[
-            os("fold"),
-            input.as_os_str(),
-            os("--split-by"),
-            os(by),
-            os("-o"),
-            out.as_os_str(),
-        ]);
-        assert!(o.status.success(), "{}", stderr(&o));
-        let got: Vec<(String, u64)> = read_index(&out)
+        let got: Vec<(String, u64)> = split(&input, by, &[], &dir.path().join(by))
             .iter()
             .map(|r| (r[0].clone(), r[1].parse().unwrap()))
             .collect();
@@ -597,14 +587,6 @@ fn split_by_comm_and_pid() {
     // --split-by needs -o.
     let o = run(&[os("fold"), input.as_os_str(), os("--split-by"), os("tid")]);
     assert_eq!(o.status.code(), Some(2));
-}
-
-fn have(cmd: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {cmd}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 /// A real multi-threaded process (xz with 2 worker threads) recorded with
@@ -649,23 +631,14 @@ fn split_by_tid_on_a_real_perf_capture() {
         whole.as_os_str(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let split = |by: &str| {
+    let split_adding_up = |by: &str| {
         let out = dir.path().join(by);
-        let o = run(&[
-            os("fold"),
-            input.as_os_str(),
-            os("--split-by"),
-            os(by),
-            os("-o"),
-            out.as_os_str(),
-        ]);
-        assert!(o.status.success(), "{}", stderr(&o));
-        let index = read_index(&out);
+        let index = split(&input, by, &[], &out);
         let sum: u64 = index.iter().map(|r| folded_total(&out.join(&r[4]))).sum();
         assert_eq!(sum, folded_total(&whole), "--split-by {by}");
         index
     };
-    let by_tid = split("tid");
+    let by_tid = split_adding_up("tid");
     let xz: Vec<&str> = by_tid
         .iter()
         .filter(|r| r[0].starts_with("xz-"))
@@ -675,46 +648,13 @@ fn split_by_tid_on_a_real_perf_capture() {
     let xz_pids: std::collections::HashSet<&str> =
         xz.iter().map(|k| k.split('/').next().unwrap()).collect();
     assert_eq!(xz_pids.len(), 1, "{xz:?}");
-    let by_pid = split("pid");
+    let by_pid = split_adding_up("pid");
     let xz_pid = *xz_pids.iter().next().unwrap();
     assert!(by_pid.iter().any(|r| r[0] == xz_pid), "{by_pid:?}");
 }
 
 // ---------------------------------------------------------------------------
 // A real browser.
-
-fn chromium() -> Option<&'static str> {
-    ["chromium", "chromium-browser", "google-chrome"]
-        .into_iter()
-        .find(|c| have(c))
-}
-
-/// The DOM of `html` (with `query`) after its scripts ran, from headless
-/// Chromium's `--dump-dom`.
-fn dump_dom(html: &Path, query: &str) -> String {
-    let profile = tempfile::tempdir().unwrap();
-    let url = format!("file://{}?{query}", html.display());
-    let out = Command::new(chromium().unwrap())
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--virtual-time-budget=10000",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg("--dump-dom")
-        .arg(&url)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let dom = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(dom.contains("<html"), "no DOM; stderr: {}", stderr(&out));
-    dom
-}
 
 /// Loads the HTML page with `?jobprof-selftest=NAME`, which makes the page
 /// click frame NAME, press the reset button, focus the frame and press

@@ -9,8 +9,8 @@ use std::fs;
 use std::path::Path;
 use std::process::Command;
 
-use crate::legacy::{copy_seed, seeds};
 use crate::util::{self, jobprof, output_text};
+use crate::util::{copy_seed, seeds};
 
 /// `(dso, symbol) -> percent` of all shards together, from `perf report
 /// --no-children --show-total-period` of each shard (whose own

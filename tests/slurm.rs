@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use jobprof::sys::slurm::{JobId, JobState, Slurm};
 
@@ -51,21 +51,24 @@ fn submit_with(dir: &Path, options: &[&str], wrap: &str) -> Job {
     Job { id }
 }
 
-/// Polls the job's state until `done` says so; panics after JOB_TIMEOUT.
+/// Polls the job's state every 100 ms until `done` says so; panics after
+/// JOB_TIMEOUT.
 fn wait_for(job: &JobId, what: &str, done: impl Fn(&JobState) -> bool) -> JobState {
     let slurm = Slurm::new();
-    let start = Instant::now();
-    loop {
-        let state = slurm.job_state(job).expect("squeue answers");
-        if let Some(state) = state.filter(|s| done(s)) {
-            return state;
-        }
-        assert!(
-            start.elapsed() < JOB_TIMEOUT,
-            "job {job} not {what} after {JOB_TIMEOUT:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let mut reached = None;
+    util::wait_every(
+        &format!("job {job} to be {what}"),
+        JOB_TIMEOUT,
+        Duration::from_millis(100),
+        || {
+            reached = slurm
+                .job_state(job)
+                .expect("squeue answers")
+                .filter(|s| done(s));
+            reached.is_some()
+        },
+    );
+    reached.unwrap()
 }
 
 /// Writes an executable `presto-cli` stand-in into `dir` that records one

@@ -9,7 +9,6 @@
 //! without a kallsyms snapshot: the live table on the same host and boot,
 //! unnamed kernel frames and a warning otherwise.
 
-use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -18,6 +17,7 @@ use std::time::Duration;
 
 use crate::util::jobprof;
 use crate::util::{self, output_text};
+use crate::util::{agreement, folded, stack_share, summary};
 
 /// One published capture of the worker: `<keep>/result/worker_0/q1`.
 struct Captured {
@@ -77,26 +77,6 @@ fn ready() -> bool {
             Path::new("/usr/lib/debug/.build-id").is_dir(),
             "separate debug info for libc (Debian: apt-get install libc6-dbg)",
         )
-}
-
-/// `(stack, weight)` of a folded file.
-fn folded(path: &Path) -> HashMap<String, u64> {
-    let mut m = HashMap::new();
-    for line in fs::read_to_string(path).unwrap().lines() {
-        let (stack, n) = line.rsplit_once(' ').unwrap();
-        *m.entry(stack.to_string()).or_default() += n.parse::<u64>().unwrap();
-    }
-    m
-}
-
-/// Share of `a`'s weight that `b` has on the identical stack.
-fn agreement(a: &HashMap<String, u64>, b: &HashMap<String, u64>) -> f64 {
-    let total: u64 = a.values().sum();
-    let same: u64 = a
-        .iter()
-        .map(|(s, n)| (*n).min(b.get(s).copied().unwrap_or(0)))
-        .sum();
-    same as f64 / total.max(1) as f64
 }
 
 /// Processes a private copy of the capture; returns its directory.
@@ -163,21 +143,6 @@ fn reference_folded(c: &Captured, tmp: &Path) -> PathBuf {
     folded
 }
 
-fn summary(dir: &Path) -> serde_json::Value {
-    serde_json::from_slice(&fs::read(dir.join("summary.json")).unwrap()).unwrap()
-}
-
-/// Weight share of stacks containing a frame that satisfies `pred`.
-fn share(stacks: &HashMap<String, u64>, pred: impl Fn(&str) -> bool) -> f64 {
-    let total: u64 = stacks.values().sum();
-    let hit: u64 = stacks
-        .iter()
-        .filter(|(s, _)| s.split(';').skip(1).any(&pred))
-        .map(|(_, n)| n)
-        .sum();
-    hit as f64 / total.max(1) as f64
-}
-
 fn check_reference(c: &Captured, mode: &str) {
     let tmp = tempfile::tempdir().unwrap();
     let (dir, log) = process_copy(c, tmp.path(), |_| {});
@@ -207,7 +172,7 @@ fn check_reference(c: &Captured, mode: &str) {
     );
 
     // The frames that matter are there, named.
-    let kernel = share(&ours, |f| {
+    let kernel = stack_share(&ours, |f| {
         [
             "ksys_read",
             "ksys_write",
@@ -217,21 +182,21 @@ fn check_reference(c: &Captured, mode: &str) {
         ]
         .contains(&f)
     });
-    let libc = share(&ours, |f| {
+    let libc = stack_share(&ours, |f| {
         f.starts_with("msort_with_tmp")
             || f == "qsort_r"
             || f.starts_with("__memmove")
             || f.starts_with("__vfprintf")
             || f.starts_with("__printf_fp")
     });
-    let own = share(&ours, |f| {
+    let own = stack_share(&ours, |f| {
         ["spin_own", "use_libc", "cmp_ulong"].contains(&f)
     });
     assert!(kernel > 0.01, "{mode}: kernel frames named in {kernel:.3}");
     assert!(libc > 0.05, "{mode}: libc frames named in {libc:.3}");
     assert!(own > 0.05, "{mode}: own frames named in {own:.3}");
     assert_eq!(
-        share(&ours, |f| f == "[[kernel.kallsyms]]"),
+        stack_share(&ours, |f| f == "[[kernel.kallsyms]]"),
         0.0,
         "{mode}: no unnamed kernel frame"
     );
@@ -293,8 +258,8 @@ fn without_a_snapshot_the_live_table_only_on_the_same_boot() {
     let named = |dir: &Path| {
         let s = folded(&dir.join("stacks.folded"));
         (
-            share(&s, |f| f == "do_syscall_64"),
-            share(&s, |f| f == "[[kernel.kallsyms]]"),
+            stack_share(&s, |f| f == "do_syscall_64"),
+            stack_share(&s, |f| f == "[[kernel.kallsyms]]"),
         )
     };
     // Same host and boot: /proc/kallsyms here is the sampled kernel's.

@@ -10,7 +10,7 @@ use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::util::{self, jobprof, stderr};
 
@@ -19,14 +19,12 @@ const B: &str = "phase_beta_work";
 
 fn wait_ack(cue: &Path, phase: char) {
     let ack = cue.with_extension("ack");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !fs::read_to_string(&ack).is_ok_and(|s| s.trim() == phase.to_string()) {
-        assert!(
-            Instant::now() < deadline,
-            "the worker never switched to {phase}"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    util::wait_every(
+        &format!("the worker to switch to {phase}"),
+        Duration::from_secs(30),
+        Duration::from_millis(5),
+        || fs::read_to_string(&ack).is_ok_and(|s| s.trim() == phase.to_string()),
+    );
 }
 
 /// Records phase A for `secs`, then phase B for `secs`, and processes the

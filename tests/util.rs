@@ -2,9 +2,12 @@
 
 #![allow(dead_code)]
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
+use std::thread::sleep;
+use std::time::{Duration, Instant};
 
 /// The repository root (where Cargo.toml is).
 pub fn repo_root() -> PathBuf {
@@ -477,7 +480,8 @@ pub fn chromium() -> Option<&'static str> {
 }
 
 /// The DOM of `url` after its scripts ran (headless Chromium's
-/// `--dump-dom`, a fresh profile, no network use beyond the page).
+/// `--dump-dom`, a fresh profile), with every host name unresolvable: the
+/// page must not need the network.
 pub fn dump_dom_url(url: &str) -> String {
     let profile = tempfile::tempdir().unwrap();
     let out = Command::new(chromium().expect("callers require chromium"))
@@ -489,6 +493,7 @@ pub fn dump_dom_url(url: &str) -> String {
             "--disable-background-networking",
             "--disable-component-update",
             "--disable-sync",
+            "--host-resolver-rules=MAP * ~NOTFOUND",
             "--virtual-time-budget=10000",
         ])
         .arg(format!("--user-data-dir={}", profile.path().display()))
@@ -498,6 +503,291 @@ pub fn dump_dom_url(url: &str) -> String {
         .output()
         .unwrap();
     let dom = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(dom.contains("<html"), "no DOM; stderr: {}", stderr(&out));
+    assert!(dom.contains("<html"), "no DOM: {}", output_text(&out));
     dom
+}
+
+/// [`dump_dom_url`] of the local page `html` with the query string `query`.
+pub fn dump_dom(html: &Path, query: &str) -> String {
+    dump_dom_url(&format!("file://{}?{query}", html.display()))
+}
+
+// ---------------------------------------------------------------------------
+// Commands and waiting.
+
+/// True when `cmd` is on PATH (`command -v`).
+pub fn have(cmd: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {cmd}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// True when the tests run as root.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Runs `sh -c script` as user `nobody` (the attacker who plants files);
+/// panics naming the script when it fails.
+pub fn as_nobody(script: &str) {
+    let st = Command::new("setpriv")
+        .args([
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            "sh",
+            "-c",
+            script,
+        ])
+        .status()
+        .unwrap();
+    assert!(st.success(), "as nobody: {script}");
+}
+
+/// Asserts that a finished command succeeded, printing its status, stdout
+/// and stderr otherwise.
+#[track_caller]
+pub fn ok(out: &Output) {
+    assert!(out.status.success(), "{}", output_text(out));
+}
+
+/// A command's stdout as text.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Polls `done` every 20 ms; panics naming `what` after `timeout`.
+pub fn wait_for(what: &str, timeout: Duration, done: impl FnMut() -> bool) {
+    wait_every(what, timeout, Duration::from_millis(20), done)
+}
+
+/// Polls `done` every `every`; panics naming `what` after `timeout`.
+pub fn wait_every(what: &str, timeout: Duration, every: Duration, done: impl FnMut() -> bool) {
+    assert!(
+        poll_until(timeout, every, done),
+        "timed out after {timeout:?} waiting for {what}"
+    );
+}
+
+/// Polls `done` every `every` until it holds (`true`) or `timeout` passes
+/// (`false`), for callers that clean up before they fail.
+pub fn poll_until(timeout: Duration, every: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + timeout;
+    while !done() {
+        if Instant::now() >= end {
+            return false;
+        }
+        sleep(every);
+    }
+    true
+}
+
+// ---------------------------------------------------------------------------
+// Reading jobprof's outputs.
+
+/// A JSON file, parsed (panics naming the file).
+pub fn json(path: &Path) -> serde_json::Value {
+    serde_json::from_slice(&read(path)).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// `dir/summary.json`, parsed.
+pub fn summary(dir: &Path) -> serde_json::Value {
+    json(&dir.join("summary.json"))
+}
+
+/// Rewrites the JSON file `path` through `edit`.
+pub fn edit_json(path: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    let mut v = json(path);
+    edit(&mut v);
+    std::fs::write(path, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+}
+
+/// `(stack, weight)` of folded text (`stack COUNT` lines; a stack seen
+/// twice adds up).
+pub fn parse_folded(text: &str) -> HashMap<String, u64> {
+    let mut m = HashMap::new();
+    for l in text.lines().filter(|l| !l.is_empty()) {
+        let (stack, n) = l.rsplit_once(' ').unwrap();
+        *m.entry(stack.to_string()).or_default() += n.parse::<u64>().unwrap();
+    }
+    m
+}
+
+/// `(stack, weight)` of a folded file.
+pub fn folded(path: &Path) -> HashMap<String, u64> {
+    parse_folded(&String::from_utf8(read(path)).unwrap())
+}
+
+/// Share of `a`'s weight that `b` has on the identical stack.
+pub fn agreement(a: &HashMap<String, u64>, b: &HashMap<String, u64>) -> f64 {
+    let total: u64 = a.values().sum();
+    let same: u64 = a
+        .iter()
+        .map(|(s, n)| (*n).min(b.get(s).copied().unwrap_or(0)))
+        .sum();
+    same as f64 / total.max(1) as f64
+}
+
+/// Share of the weight on stacks with a frame (below the process-name
+/// root) that satisfies `pred`.
+pub fn stack_share(stacks: &HashMap<String, u64>, pred: impl Fn(&str) -> bool) -> f64 {
+    let total: u64 = stacks.values().sum();
+    let hit: u64 = stacks
+        .iter()
+        .filter(|(s, _)| s.split(';').skip(1).any(&pred))
+        .map(|(_, n)| n)
+        .sum();
+    hit as f64 / total.max(1) as f64
+}
+
+/// `jobprof fold INPUT -o OUTPUT`, asserted to succeed; the stacks written.
+pub fn fold_file(input: &Path, output: &Path) -> HashMap<String, u64> {
+    let o = jobprof()
+        .arg("fold")
+        .arg(input)
+        .arg("-o")
+        .arg(output)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "jobprof fold: {}", output_text(&o));
+    folded(output)
+}
+
+// ---------------------------------------------------------------------------
+// Shared captures.
+
+/// `../shared/seed-captures`, when present (skipped loudly otherwise;
+/// a failure under CI).
+pub fn seeds() -> Option<PathBuf> {
+    let p = repo_root().join("../shared/seed-captures");
+    require(
+        p.is_dir(),
+        "../shared/seed-captures (the old pipeline's result dirs)",
+    )
+    .then_some(p)
+}
+
+/// A writable copy of the seed result directory `name` under `tmp`.
+pub fn copy_seed(seeds: &Path, name: &str, tmp: &Path) -> PathBuf {
+    let to = tmp.join(name);
+    copy_tree(&seeds.join(name), &to);
+    to
+}
+
+// ---------------------------------------------------------------------------
+// The real capture tests/process.rs and tests/faults.rs share.
+
+/// The capture made once: `<dir>/profiles/perf/worker_0/q1` with 3 shards,
+/// and the worker's `symfs/`.
+pub struct Base {
+    _keep: tempfile::TempDir,
+    pub result_dir: PathBuf,
+}
+
+static BASE: OnceLock<Option<Base>> = OnceLock::new();
+
+/// The base capture, recorded on first use (`None`, skipped loudly, without
+/// perf).
+pub fn base() -> Option<&'static Base> {
+    BASE.get_or_init(|| {
+        if !require(perf_available(), "perf (linux-perf) for tests/process.rs") {
+            return None;
+        }
+        Some(make_base())
+    })
+    .as_ref()
+}
+
+fn make_base() -> Base {
+    let keep = tempfile::tempdir().unwrap();
+    let bin_dir = keep.path().join("bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let exe = bin_dir.join("demo_worker");
+    gcc(
+        "fixtures/src/demo_worker.c",
+        &exe,
+        &["-O2", "-g", "-static"],
+    )
+    .unwrap_or_else(|e| panic!("building the test workload: {e}"));
+    // 6 threads + the main thread, 3 per shard: 3 shards.
+    let mut worker = Command::new(&exe)
+        .args(["60", "6"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let result_dir = keep.path().join("result");
+    // The real capture sidecar, as a job runs it.
+    capture_q1(
+        keep.path(),
+        &result_dir.join("profiles/perf"),
+        &mut worker,
+        "--frequency 499 --threads-per-shard 3 --start-timeout 30 --stop-timeout 20",
+        &[("SLURM_JOB_ID", "4242")],
+        2,
+        Duration::from_secs(60),
+    );
+    // After the job the binary is gone: only symfs/ can name its frames.
+    std::fs::remove_dir_all(&bin_dir).unwrap();
+    Base {
+        _keep: keep,
+        result_dir,
+    }
+}
+
+/// A private copy of the base result directory.
+pub fn copy_base(base: &Base) -> (tempfile::TempDir, PathBuf) {
+    let t = tempfile::tempdir().unwrap();
+    let dst = t.path().join("result");
+    copy_tree(&base.result_dir, &dst);
+    (t, dst)
+}
+
+/// The capture directory of query `q` of worker `worker` under `result`.
+pub fn capture_dir(result: &Path, worker: u32, q: &str) -> PathBuf {
+    result.join(format!("profiles/perf/worker_{worker}/{q}"))
+}
+
+/// (samples, sum of periods) of `files` according to perf itself.
+pub fn perf_counts(files: &[PathBuf], symfs: &Path) -> (u64, u64) {
+    let (mut n, mut sum) = (0u64, 0u64);
+    for f in files {
+        let out = Command::new("perf")
+            .args(["script", "-f", "-F", "period", "--symfs"])
+            .arg(symfs)
+            .arg("-i")
+            .arg(f)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "perf script -F period {}",
+            f.display()
+        );
+        for l in String::from_utf8_lossy(&out.stdout).lines() {
+            if let Ok(p) = l.trim().parse::<u64>() {
+                n += 1;
+                sum += p;
+            }
+        }
+    }
+    (n, sum)
+}
+
+/// The `perf.data*` files of `dir`, sorted.
+pub fn data_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("perf.data")
+        })
+        .collect();
+    v.sort();
+    v
 }

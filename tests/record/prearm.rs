@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use jobprof_capture_format::{parse_dropped_tsv, EndCause, Phase};
 
-use super::{components, counters_agree, ok, perf_children, serial, total_samples, wait_for, Rig};
+use super::{components, counters_agree, perf_children, serial, total_samples, Rig};
+use crate::util::{ok, wait_for};
 
 /// The staging directories of armed captures (`.armed-N`).
 fn armed_dirs(rig: &Rig) -> Vec<String> {
