@@ -9,8 +9,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::{JobId, Slurm};
-use crate::sys::exec::shell_quote;
 use crate::error::{Error, Result};
+use crate::sys::exec::shell_quote;
 
 /// The sbatch array job that runs a reprocessing ([`script`]).
 #[derive(Debug, Clone)]
