@@ -95,8 +95,6 @@ pub fn plan(item: &Item, opts: &Options) -> Plan {
     }
 }
 
-/// How one directory ended.
-
 /// What a dry run says of `item`: what would be done, or why not.
 pub(super) fn dry_run(item: &Item, plan: &Plan) -> Outcome {
     let mut o = Outcome {
@@ -119,8 +117,6 @@ pub(super) fn dry_run(item: &Item, plan: &Plan) -> Outcome {
     o.message = format!("would {}", plan.describe(item.kind));
     o
 }
-
-/// Brings `todo` up to date, `opts.jobs()` captures at a time, with one
 
 /// The sbatch script of a job array that runs `jobprof reprocess` over
 /// `job.roots` ([`array::script`]): the roots made absolute, the array as

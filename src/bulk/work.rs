@@ -27,7 +27,7 @@ pub enum Error {
         /// The old archive.
         gz: PathBuf,
         /// What went wrong.
-        source: crate::Error,
+        source: Box<crate::Error>,
     },
     /// `perf.script.gz` could not be deleted.
     #[error("cannot delete {}: {source}", gz.display())]
@@ -154,7 +154,7 @@ fn recompress_step(dir: &Path, popts: &pipeline::Options) -> Result<Option<Strin
     let (raw, packed) =
         archive::recompress(&gz, &zst, popts.zstd_level).map_err(|source| Error::Recompress {
             gz: gz.clone(),
-            source,
+            source: Box::new(source),
         })?;
     Ok(Some(format!(
         "{} recompressed to {} ({raw} bytes of text, {} -> {packed} bytes)",
