@@ -10,6 +10,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::capture::{self, legacy::Facts};
+use crate::text::offcpu::AllThreads;
 
 /// The fields of one capture's `summary.json` that the views show.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -90,26 +91,9 @@ pub struct TopFunction {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(default)]
 pub struct OffCpu {
-    /// Totals over all threads, in ns.
-    pub totals: OffCpuTotals,
-}
-
-/// Time by thread state over all threads, in ns.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(default)]
-pub struct OffCpuTotals {
-    /// Running.
-    pub on_cpu_ns: u64,
-    /// Preempted (`R`).
-    pub runnable_ns: u64,
-    /// Sleeping (`S`).
-    pub sleeping_ns: u64,
-    /// Uninterruptible (`D`).
-    pub uninterruptible_ns: u64,
-    /// Other states.
-    pub other_ns: u64,
-    /// Unknown (blocked since before the window, or unrecorded).
-    pub unknown_ns: u64,
+    /// Totals over all threads, in ns: the type `summary.json` is written
+    /// from, so writer and reader cannot drift apart.
+    pub totals: AllThreads,
 }
 
 impl SummaryFields {

@@ -119,8 +119,10 @@ pub fn window(shards: &[&Path]) -> Result<(u64, u64), String> {
     w.ok_or_else(|| "no shard has samples".into())
 }
 
-/// Totals over all threads, in ns.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+/// Totals over all threads, in ns. The job views read `summary.json`
+/// back into this same type (fields missing from older files are 0).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct AllThreads {
     /// Running.
     pub on_cpu_ns: u64,
