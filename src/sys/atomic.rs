@@ -234,33 +234,6 @@ fn resolve_link(dest: &Path) -> PathBuf {
     }
 }
 
-/// The error for a confined destination that is a link or special file.
-pub fn not_plain(path: &Path, what: &str) -> Error {
-    Error::io(
-        path,
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("is {what}, not a regular file; refusing to follow or write it (planted by someone?)"),
-        ),
-    )
-}
-
-/// What sits at `path`, without following a link: `None` for a regular file
-/// or nothing, else a description for [`not_plain`].
-pub fn non_regular(path: &Path) -> Option<&'static str> {
-    let m = fs::symlink_metadata(path).ok()?;
-    let t = m.file_type();
-    if t.is_file() {
-        None
-    } else if t.is_symlink() {
-        Some("a symbolic link")
-    } else if t.is_dir() {
-        Some("a directory")
-    } else {
-        Some("a special file")
-    }
-}
-
 impl AtomicFile {
     /// Starts writing `dest`, a path the user named
     /// ([`Destination::Follow`]). [`commit`](Self::commit) fsyncs it before
@@ -336,7 +309,7 @@ impl AtomicFile {
         let dest = dir.join(name);
         let mode = match dir.entry(name)? {
             Some(e) => match e.non_regular() {
-                Some(what) => return Err(not_plain(&dest, what)),
+                Some(what) => return Err(crate::sys::file_kind::not_plain(&dest, what)),
                 None => Some(e.mode & 0o7777),
             },
             None => None,

@@ -46,10 +46,10 @@ fn plain_name(name: &OsStr) -> bool {
 fn step_error(path: &Path, e: io::Error, is_link: impl FnOnce() -> bool) -> Error {
     let code = e.raw_os_error();
     if matches!(code, Some(libc::ELOOP | libc::ENOTDIR)) && is_link() {
-        return crate::sys::atomic::not_plain(path, "a symbolic link");
+        return crate::sys::file_kind::not_plain(path, "a symbolic link");
     }
     match code {
-        Some(libc::ELOOP) => crate::sys::atomic::not_plain(path, "a symbolic link"),
+        Some(libc::ELOOP) => crate::sys::file_kind::not_plain(path, "a symbolic link"),
         Some(libc::ENOTDIR) => Error::io(
             path,
             io::Error::new(
@@ -89,7 +89,7 @@ impl Entry {
     pub fn is_dir(self) -> bool {
         self.kind() == libc::S_IFDIR
     }
-    /// Words for [`crate::sys::atomic::not_plain`] when this is not a regular file.
+    /// Words for [`crate::sys::file_kind::not_plain`] when this is not a regular file.
     pub fn non_regular(self) -> Option<&'static str> {
         match self.kind() {
             libc::S_IFREG => None,
@@ -290,7 +290,7 @@ impl Dir {
             let e = io::Error::last_os_error();
             return Err(match e.raw_os_error() {
                 Some(libc::ELOOP) => {
-                    crate::sys::atomic::not_plain(&self.join(name), "a symbolic link")
+                    crate::sys::file_kind::not_plain(&self.join(name), "a symbolic link")
                 }
                 _ => Error::io(self.join(name), e),
             });
@@ -305,7 +305,7 @@ impl Dir {
     pub fn open_read(&self, name: impl AsRef<OsStr>) -> Result<File> {
         let name = name.as_ref();
         let f = self.open_at(name, libc::O_RDONLY | libc::O_NONBLOCK, 0)?;
-        crate::sys::input::regular_blocking(f, &self.join(name))
+        crate::sys::file_kind::regular_blocking(f, &self.join(name))
     }
 
     /// Reads the regular file `name` whole (see [`Dir::open_read`]).

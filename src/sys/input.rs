@@ -196,50 +196,11 @@ pub fn open_regular(path: &Path, links: Links) -> Result<File> {
         .open(path)
         .map_err(|e| match e.raw_os_error() {
             Some(libc::ELOOP) if links == Links::Refuse => {
-                crate::sys::atomic::not_plain(path, "a symbolic link")
+                crate::sys::file_kind::not_plain(path, "a symbolic link")
             }
             _ => Error::io(path, e),
         })?;
-    regular_blocking(f, path)
-}
-
-/// `f` (opened with `O_NONBLOCK`) when it is a regular file, back in
-/// blocking mode; else an error naming `path` and what it is.
-pub fn regular_blocking(f: File, path: &Path) -> Result<File> {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::fs::FileTypeExt;
-    let t = f.metadata().map_err(|e| Error::io(path, e))?.file_type();
-    let what = if t.is_file() {
-        None
-    } else if t.is_dir() {
-        Some("a directory")
-    } else if t.is_fifo() {
-        Some("a FIFO")
-    } else if t.is_char_device() || t.is_block_device() {
-        Some("a device")
-    } else if t.is_socket() {
-        Some("a socket")
-    } else {
-        Some("a special file")
-    };
-    if let Some(what) = what {
-        return Err(Error::io(
-            path,
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("is {what}, not a regular file; refusing to read it (it could block)"),
-            ),
-        ));
-    }
-    let fd = f.as_raw_fd();
-    // SAFETY: fcntl on a descriptor we own.
-    unsafe {
-        let fl = libc::fcntl(fd, libc::F_GETFL);
-        if fl >= 0 {
-            libc::fcntl(fd, libc::F_SETFL, fl & !libc::O_NONBLOCK);
-        }
-    }
-    Ok(f)
+    crate::sys::file_kind::regular_blocking(f, path)
 }
 
 /// A mapped input, registered with the SIGBUS handler for as long as it

@@ -39,7 +39,7 @@ impl DirLock {
     /// nothing but a regular file accepted, never blocking on the open.
     fn open(dir: &Dir, name: &str) -> Result<File> {
         let file = dir.open_at(name, libc::O_RDWR | libc::O_CREAT | libc::O_NONBLOCK, 0o644)?;
-        crate::sys::input::regular_blocking(file, &dir.join(name))
+        crate::sys::file_kind::regular_blocking(file, &dir.join(name))
     }
 
     /// Takes the lock on `dir/name`, waiting as long as another process
