@@ -1,7 +1,7 @@
 //! Validation: whether a capture found on disk may be post-processed,
 //! decided before any time is spent on it. A capture of `jobprof-record`
 //! must have gone through the whole handshake with clean shards; the old
-//! pipeline's captures are checked in [`super::legacy`]; a refusal is one
+//! pipeline's captures are checked by its own rule ([`legacy`]); a refusal is one
 //! line that says why ([`Refusal`]).
 
 use std::fs;
@@ -14,7 +14,7 @@ use super::layout::{
     is_data_file, is_plain_dir, is_plain_file, numbered_data_files, read_plain, CaptureDir,
     KALLSYMS, LEGACY_METADATA, SCRIPT_GZ, SCRIPT_ZST,
 };
-use super::legacy;
+pub mod legacy;
 
 /// Which writer made a capture.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -66,7 +66,7 @@ pub struct ValidCapture {
     /// old pipeline's `perf.script.gz`).
     pub script_text: Option<PathBuf>,
     /// The old pipeline's facts (`capture-metadata.txt`), for its captures.
-    pub legacy: Option<legacy::Facts>,
+    pub legacy: Option<crate::capture::legacy::Facts>,
     /// Things worth saying that do not stop processing (size mismatches).
     pub warnings: Vec<String>,
     /// False when the directory has no capture metadata (derived files
