@@ -7,10 +7,9 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use super::manifest::{
-    manifest_json, Manifest, OverallStatus, ReportEntry, ReportStatus, MANIFEST_FILE,
-};
+use super::manifest::{manifest_json, Manifest, ReportEntry, MANIFEST_FILE};
 use super::scan::{open_report, unix_now};
+use super::status::{OverallStatus, ReportStatus};
 use super::{CollectOptions, Result};
 use crate::nsys::{Error, Log};
 use crate::sys::atomic::{AtomicFile, Destination};

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::rescue::RESCUED_DIR;
 use super::scan::{open_report, scan, Baseline};
 use super::settle::{Current, Polled};
+use super::status::{OverallStatus, ReportStatus, Source};
 use super::{CollectOptions, Collection, Result};
 use crate::nsys::{Error, Log, ReportName};
 use crate::sys::atomic::Destination;
@@ -20,44 +21,6 @@ use crate::sys::units::{format_duration, format_utc};
 
 /// Manifest file name (in the report root) unless `--manifest` says otherwise.
 pub const MANIFEST_FILE: &str = "manifest.json";
-
-/// Where a collected report came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Source {
-    /// Written by the rank straight into the report root.
-    Direct,
-    /// Copied out of a runtime workspace into `DIR/rescued/`.
-    Rescued,
-}
-
-/// The state of one report (or expected rank) in the manifest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ReportStatus {
-    /// Non-empty and unchanged for the whole settle window.
-    Ok,
-    /// 0 bytes.
-    Empty,
-    /// Its size or mtime changed within the last settle window.
-    Incomplete,
-    /// An expected rank without any report.
-    Missing,
-}
-
-/// The overall outcome of a collection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum OverallStatus {
-    /// Settled and complete: exit 0.
-    Complete,
-    /// Reports were still changing at the timeout: exit 3.
-    Timeout,
-    /// Some reports stayed empty: exit 4.
-    Empty,
-    /// Expected ranks (or any report at all) never appeared: exit 5.
-    MissingRanks,
-}
 
 /// One report, or one expected rank without a report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

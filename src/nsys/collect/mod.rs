@@ -1,8 +1,9 @@
 //! Collecting `.nsys-rep` reports: the driver that takes the report root's
 //! lock, waits for the reports to settle ([`mod@settle`], finding them with
 //! [`mod@scan`] and rescuing them from runtime workspaces with
-//! [`mod@rescue`]), then writes the manifest ([`mod@manifest`]) and the
-//! optional archive ([`mod@archive`]).
+//! [`mod@rescue`]), then writes the manifest ([`mod@manifest`]; the status
+//! words both use are in [`mod@status`]) and the optional archive
+//! ([`mod@archive`]).
 //!
 //! A report is only complete once its writer stopped: nsys writes nothing
 //! until its session ends and then writes for minutes, so a report can exist
@@ -23,6 +24,7 @@ pub mod manifest;
 mod rescue;
 mod scan;
 mod settle;
+pub mod status;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -39,9 +41,10 @@ use crate::sys::progress::Progress;
 use crate::sys::units::format_utc;
 
 pub use archive::ARCHIVE_FILE;
-pub use manifest::{Manifest, OverallStatus, ReportEntry, ReportStatus, Source, MANIFEST_FILE};
+pub use manifest::{Manifest, ReportEntry, MANIFEST_FILE};
 pub use rescue::RESCUED_DIR;
 pub use scan::Baseline;
+pub use status::{OverallStatus, ReportStatus, Source};
 
 /// Name of the lock file collectors take in the report root.
 pub const LOCK_FILE: &str = ".jobprof-nsys.lock";

@@ -8,9 +8,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::manifest::{OverallStatus, Source};
 use super::rescue::{rescue, RESCUED_DIR};
 use super::scan::{scan, unix_now, Baseline, Found, Stamp};
+use super::status::{OverallStatus, Source};
 use super::{CollectOptions, Result};
 use crate::nsys::{compact_ranks, Log, ReportName};
 use crate::sys::units::format_duration;
