@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::scan::{Index, Row, State};
+use super::scan::{Index, OffCpuCells, Row, State};
 use super::{INDEX_HTML, INDEX_JSON};
 use crate::error::Result;
 use crate::output::render::html::{esc, group_digits};
@@ -426,7 +426,7 @@ fn queries_section(index: &Index) -> Section {
                 },
             ]
             .into_iter()
-            .chain(super::offcpu_views::page_cols())
+            .chain(offcpu_cols())
             .collect(),
             rows,
         },
@@ -474,7 +474,7 @@ fn capture_cells(r: &Row) -> Vec<Cell> {
         Cell::link("flamegraph", r.flamegraph.as_deref()),
     ]
     .into_iter()
-    .chain(super::offcpu_views::page_cells(r.off_cpu.as_ref()))
+    .chain(offcpu_cells(r.off_cpu.as_ref()))
     .collect()
 }
 
@@ -554,6 +554,53 @@ fn captures_section(index: &Index) -> Section {
     }
 }
 
+/// The page cells of the on/off/wall columns ("-" without off-CPU data).
+pub fn offcpu_cells(c: Option<&OffCpuCells>) -> Vec<Cell> {
+    let pct = |x: f64| format!("{:.1}%", 100.0 * x);
+    match c {
+        None => vec![Cell::text("-"), Cell::text("-"), Cell::text("-")],
+        Some(c) => vec![
+            Cell::num(pct(c.on_cpu_share), Some(c.on_cpu_share)),
+            Cell::num(
+                format!("{} ({} R)", pct(c.off_cpu_share), pct(c.runnable_share)),
+                Some(c.off_cpu_share),
+            ),
+            match (&c.offcpu, &c.wallclock) {
+                (Some(o), Some(w)) => Cell {
+                    html: format!(
+                        "<a href=\"{}\">off-CPU</a> <a href=\"{}\">wall</a>",
+                        href_esc(o),
+                        href_esc(w)
+                    ),
+                    v: Some("off-CPU".into()),
+                    class: "",
+                },
+                _ => Cell::text("-"),
+            },
+        ],
+    }
+}
+
+/// The page columns of [`offcpu_cells`].
+pub fn offcpu_cols() -> Vec<Col> {
+    vec![
+        Col {
+            key: "on_cpu",
+            label: "On-CPU",
+            num: true,
+        },
+        Col {
+            key: "off_cpu",
+            label: "Off-CPU",
+            num: true,
+        },
+        Col {
+            key: "wall",
+            label: "Off-CPU / wall",
+            num: false,
+        },
+    ]
+}
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -102,7 +102,7 @@ pub struct Row {
     pub completed: Option<String>,
     /// On/off-CPU shares and views, for captures recorded with `--off-cpu`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub off_cpu: Option<super::offcpu_views::Cells>,
+    pub off_cpu: Option<OffCpuCells>,
 }
 
 /// The job header.
@@ -245,7 +245,7 @@ fn row(
         if r.host.is_none() {
             r.host = s.old_pipeline.as_ref().and_then(|o| o.hostname.clone());
         }
-        r.off_cpu = super::offcpu_views::cells(s, rel);
+        r.off_cpu = offcpu_cells(s, rel);
     }
     let (state, reason) = match not_utf8(c) {
         // The page and index.json name files by text: a name that is not
@@ -422,6 +422,52 @@ fn note_old_pipeline(h: &mut Header, old: &Facts) {
     if let Some(host) = &old.hostname {
         h.hosts.insert(host.clone());
     }
+}
+
+/// A capture's on/off/wall columns on the job page, from the `off_cpu`
+/// section of its `summary.json`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct OffCpuCells {
+    /// Share (0..1) of the threads' time in the window spent on the CPU.
+    pub on_cpu_share: f64,
+    /// Share (0..1) off the CPU (all states).
+    pub off_cpu_share: f64,
+    /// Of that, runnable (preempted, waiting for a CPU).
+    pub runnable_share: f64,
+    /// The capture's off-CPU flamegraph, relative to `profiles/perf`.
+    pub offcpu: Option<String>,
+    /// The capture's wall-clock flamegraph, relative to `profiles/perf`.
+    pub wallclock: Option<String>,
+}
+
+/// The cells of a summary with an `off_cpu` section; `rel` gives an
+/// output's path relative to `profiles/perf` when it exists.
+pub fn offcpu_cells(
+    summary: &SummaryFields,
+    rel: impl Fn(&str) -> Option<String>,
+) -> Option<OffCpuCells> {
+    let t = &summary.off_cpu.as_ref()?.totals;
+    let ns = |x: u64| x as f64;
+    let on = ns(t.on_cpu_ns);
+    let off: f64 = [
+        t.runnable_ns,
+        t.sleeping_ns,
+        t.uninterruptible_ns,
+        t.other_ns,
+        t.unknown_ns,
+    ]
+    .iter()
+    .map(|k| ns(*k))
+    .sum();
+    let all = on + off;
+    let share = |x: f64| if all > 0.0 { x / all } else { 0.0 };
+    Some(OffCpuCells {
+        on_cpu_share: share(on),
+        off_cpu_share: share(off),
+        runnable_share: share(ns(t.runnable_ns)),
+        offcpu: rel("offcpu.html").or_else(|| rel("offcpu.svg")),
+        wallclock: rel("wallclock.html").or_else(|| rel("wallclock.svg")),
+    })
 }
 
 #[cfg(test)]
