@@ -357,7 +357,7 @@ struct Symbolized {
 struct Pass {
     folded: Folded,
     /// JIT figures (`None`: no JIT frame).
-    jit: Option<crate::symbolize::jit::JitFigures>,
+    jit: Option<crate::output::summary::jit::JitFigures>,
     stats: StackStats,
     shards: Vec<ShardSummary>,
     symbolized_from: String,
@@ -472,7 +472,11 @@ impl<'a> Pipeline<'a> {
             self.log(format!("warning: {w}"));
             pass.warnings.push(w);
         }
-        if let Some(w) = pass.jit.as_ref().and_then(crate::symbolize::jit::warning) {
+        if let Some(w) = pass
+            .jit
+            .as_ref()
+            .and_then(crate::output::summary::jit::warning)
+        {
             self.log(format!("warning: {w}"));
             pass.warnings.push(w);
         }
@@ -595,7 +599,7 @@ impl<'a> Pipeline<'a> {
             failures,
             archive: parts,
         } = self.symbolize_all(plan, &units)?;
-        let jit = crate::symbolize::jit::take_figures(&mut folded, &self.cap.found.dir);
+        let jit = crate::output::summary::jit::take_figures(&mut folded, &self.cap.found.dir);
         self.note_inline(plan, &mut shards);
         Ok(Pass {
             jit,
@@ -641,7 +645,7 @@ impl<'a> Pipeline<'a> {
         let t = Instant::now();
         let folder = Folder::new(self.fold_options());
         let mut folded = folder.fold_sources(&[Source::Path(text.to_path_buf())])?;
-        let jit = crate::symbolize::jit::take_figures(&mut folded, &self.cap.found.dir);
+        let jit = crate::output::summary::jit::take_figures(&mut folded, &self.cap.found.dir);
         let shards = self
             .cap
             .shards
@@ -1112,7 +1116,7 @@ impl<'a> Pipeline<'a> {
             // Streamed text is folded in 8 MiB steps (1 MiB tasks): enough
             // for every thread, and peak memory stays a few blocks.
             block_size: 8 << 20,
-            // Marked to count them (crate::symbolize::jit::take_figures), then unmarked.
+            // Marked to count them (crate::output::summary::jit::take_figures), then unmarked.
             annotate_jit: true,
             ..fold::Options::default()
         }

@@ -12,7 +12,10 @@
 //! count. The headline figure is the share of weight whose leaf frame is
 //! named; a stack is truncated when its root frame is not a thread entry.
 //! [`StackStats::warnings`] turns bad figures into one warning each, with
-//! the likely fix. This module does not read captures.
+//! the likely fix. The JIT figures are counted in [`jit`]. This module
+//! does not read captures.
+
+pub mod jit;
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -530,7 +533,7 @@ pub struct Summary {
     pub kernel_symbols: Option<String>,
     /// JIT-compiled code: its share of the weight, the share of it named,
     /// and where the names came from (`None`: no JIT frame).
-    pub jit: Option<crate::symbolize::jit::JitFigures>,
+    pub jit: Option<crate::output::summary::jit::JitFigures>,
     /// Lines of `perf script` output that were not understood.
     pub skipped_lines: u64,
     /// Shards.
