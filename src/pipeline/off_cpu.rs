@@ -129,7 +129,7 @@ impl Pipeline<'_> {
         o: &RenderOptions,
     ) -> Result<()> {
         let mut f = self.output(name)?;
-        let marked = offcpu::marked_frames();
+        let marked = render::marked::offcpu_frames();
         if let Err(e) = render::marked::render_marked(format, stacks, o, &marked, &mut f) {
             pass.failures.push(format!("{name}: {e}"));
             return Ok(());

@@ -14,7 +14,7 @@ use crate::output::render::{self, folded::read_folded, Format, RenderOptions};
 use crate::sys::atomic::AtomicFile;
 use crate::sys::confined::Dir;
 use crate::sys::input::Source;
-use crate::text::offcpu::{marked_frames, OFFCPU_FOLDED, WALLCLOCK_FOLDED};
+use crate::text::offcpu::{OFFCPU_FOLDED, WALLCLOCK_FOLDED};
 
 /// The views' files, for removal with the query's view.
 pub const FILES: [&str; 4] = [
@@ -52,7 +52,13 @@ pub fn draw(
             ..base.clone()
         };
         let mut f = AtomicFile::create_in(dir, html, true)?;
-        render::marked::render_marked(Format::Html, &stacks, &o, &marked_frames(), &mut f)?;
+        render::marked::render_marked(
+            Format::Html,
+            &stacks,
+            &o,
+            &render::marked::offcpu_frames(),
+            &mut f,
+        )?;
         f.commit()?;
     }
     Ok(())

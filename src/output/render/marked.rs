@@ -1,6 +1,7 @@
 //! Flamegraphs in which some frames have a fixed colour: the off-CPU state
 //! frames of `offcpu.*` and `wallclock.*` (blue for sleeping and blocked,
-//! purple for runnable) stand out from the palette's on-CPU colours. The
+//! purple for runnable; [`offcpu_frames`]) stand out from the palette's
+//! on-CPU colours. The
 //! rest is [`super::render`]'s; only SVG and HTML have colours, the other
 //! formats render as usual.
 
@@ -10,9 +11,26 @@ use inferno::flamegraph::color::{Color, PaletteMap};
 use inferno::flamegraph::{self};
 
 use super::{frame_ordered, html, inferno_lines, Error, Format, RenderOptions, Result};
+use crate::text::offcpu;
 
 /// A frame name and its colour (`0xRRGGBB`).
 pub type Marked<'a> = (&'a str, u32);
+
+/// The frames drawn in a fixed colour (blue off the CPU, purple runnable).
+pub fn offcpu_frames() -> Vec<Marked<'static>> {
+    const BLUE: u32 = 0x4f7fd0;
+    const PURPLE: u32 = 0xa070d0;
+    vec![
+        (offcpu::State::Runnable.frame(), PURPLE),
+        (offcpu::State::Sleeping.frame(), BLUE),
+        (offcpu::State::Disk.frame(), 0x2f5fa0),
+        (offcpu::State::Other.frame(), BLUE),
+        (offcpu::State::Unknown.frame(), 0x8fa8d0),
+        (offcpu::account::BEFORE_WINDOW, 0x8fa8d0),
+        (offcpu::account::NOT_YET_RUN, PURPLE),
+        (offcpu::account::UNKNOWN_STACK, 0x8fa8d0),
+    ]
+}
 
 /// Renders `stacks` in `format`, frames named in `marked` in their colour.
 pub fn render_marked<S: AsRef<str>, W: Write>(

@@ -261,22 +261,6 @@ pub fn thread_table(s: &Summary) -> String {
     out
 }
 
-/// The frames drawn in a fixed colour (blue off the CPU, purple runnable).
-pub fn marked_frames() -> Vec<crate::output::render::marked::Marked<'static>> {
-    const BLUE: u32 = 0x4f7fd0;
-    const PURPLE: u32 = 0xa070d0;
-    vec![
-        (State::Runnable.frame(), PURPLE),
-        (State::Sleeping.frame(), BLUE),
-        (State::Disk.frame(), 0x2f5fa0),
-        (State::Other.frame(), BLUE),
-        (State::Unknown.frame(), 0x8fa8d0),
-        (account::BEFORE_WINDOW, 0x8fa8d0),
-        (account::NOT_YET_RUN, PURPLE),
-        (account::UNKNOWN_STACK, 0x8fa8d0),
-    ]
-}
-
 /// The off-CPU pass over a capture's shards (`jobs` at a time): `None`
 /// when no shard was recorded with `--off-cpu`.
 pub fn analyze_capture(
