@@ -1,9 +1,8 @@
 //! Flamegraphs in which some frames have a fixed colour: the off-CPU state
 //! frames of `offcpu.*` and `wallclock.*` (blue for sleeping and blocked,
 //! purple for runnable; [`offcpu_frames`]) stand out from the palette's
-//! on-CPU colours. The
-//! rest is [`super::render`]'s; only SVG and HTML have colours, the other
-//! formats render as usual.
+//! on-CPU colours. The rest is [`super::render`]'s; only SVG and HTML have
+//! colours, the other formats render as usual.
 
 use std::io::Write;
 
