@@ -7,9 +7,10 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 
 use jobprof::output::render::{Format, RenderOptions};
+use jobprof::output::split::write_split;
 use jobprof::sys::atomic::AtomicFile;
 use jobprof::sys::input::Source;
-use jobprof::text::fold::split::{split_by, write_split, SplitBy};
+use jobprof::text::fold::split::{split_by, SplitBy};
 use jobprof::text::fold::{Compat, Folded, Folder, Options, SkippedKind};
 use jobprof::ExitCode;
 

@@ -3,23 +3,18 @@
 //! `comm-PID/TID` (with `include_tid`). Per-thread views are what users of
 //! the peer tools keep asking for.
 //!
-//! [`split_by`] groups the stacks; [`write_split`] writes each group in the
-//! chosen formats into a directory, under file names made safe and unique,
-//! plus an `index.tsv`. Comm names may themselves contain `-` and `/`
+//! [`split_by`] groups the stacks, each with a file-name stem made safe and
+//! unique; [`crate::output::split`] writes them. Comm names may themselves contain `-` and `/`
 //! (`kworker/u8:2-events`), so the PID and TID are parsed from the right.
 
 use std::collections::HashSet;
 use std::fmt;
-use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use rustc_hash::FxHashMap;
 
 use super::Options;
 use crate::error::{Error, Result};
-use crate::output::render::{self, Format, RenderOptions};
-use crate::sys::atomic::{write_atomic, AtomicFile};
 
 /// What to split by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -191,77 +186,6 @@ pub fn unique_stem(key: &str, used: &mut HashSet<String>) -> String {
         n += 1;
     }
     stem
-}
-
-/// What [`write_split`] wrote.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Written {
-    /// The group's name.
-    pub key: String,
-    /// Files written for it, in `formats` order.
-    pub files: Vec<PathBuf>,
-    /// Its total count.
-    pub total: u64,
-    /// Its distinct stacks.
-    pub stacks: usize,
-}
-
-/// Writes each group into `dir` (created if missing) as `STEM.EXT` for
-/// every format, each file atomically, then `index.tsv` (group, samples,
-/// percent, stacks, files; largest first). Flamegraphs are titled with the
-/// group's name after `opts.title`.
-pub fn write_split(
-    dir: &Path,
-    groups: &[Group],
-    formats: &[Format],
-    opts: &RenderOptions,
-) -> Result<Vec<Written>> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let grand = crate::sys::counts::sum(groups.iter().map(|g| g.total));
-    let mut written = Vec::with_capacity(groups.len());
-    for g in groups {
-        let mut look = opts.clone();
-        look.title = if opts.title.is_empty() {
-            g.key.clone()
-        } else {
-            format!("{} · {}", opts.title, g.key)
-        };
-        let mut files = Vec::new();
-        for &f in formats {
-            let path = dir.join(format!("{}.{}", g.stem, f.extension()));
-            let mut out = AtomicFile::create(&path)?;
-            render::render(f, &g.stacks, &look, &mut out)?;
-            out.commit()?;
-            files.push(path);
-        }
-        written.push(Written {
-            key: g.key.clone(),
-            files,
-            total: g.total,
-            stacks: g.stacks.len(),
-        });
-    }
-    let mut index = Vec::new();
-    writeln!(index, "group\t{}\tpercent\tstacks\tfiles", opts.count_name).expect("Vec write");
-    for w in &written {
-        let names: Vec<String> = w
-            .files
-            .iter()
-            .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-            .collect();
-        writeln!(
-            index,
-            "{}\t{}\t{:.2}\t{}\t{}",
-            w.key.replace(['\t', '\n'], " "),
-            w.total,
-            100.0 * w.total as f64 / grand.max(1) as f64,
-            w.stacks,
-            names.join(",")
-        )
-        .expect("Vec write");
-    }
-    write_atomic(dir.join("index.tsv"), &index)?;
-    Ok(written)
 }
 
 #[cfg(test)]
