@@ -156,12 +156,65 @@ pub(super) fn poll_until_settled(
                 format_duration(opts.timeout)
             ));
         }
-        for r in &reports {
-            ever.insert(
-                r.found.path.clone(),
-                (r.found.rel.clone(), r.name.clone(), r.found.stamp.bytes),
-            );
+        remember(&mut ever, &reports);
+        let quiet_for = now.duration_since(watch.last_change);
+        let seen = PollSeen::of(&reports, &changed, quiet_for, opts, cut);
+        log.tick(start.elapsed());
+        log.line(seen.line(
+            poll_no,
+            opts.settle,
+            deadline.saturating_duration_since(now),
+        ));
+        if !seen.settled && now < deadline && !cut {
+            last_whole = Some((reports, ignored));
+            std::thread::sleep(opts.poll.min(deadline - now));
+            continue;
         }
+        let status = seen.status();
+        let PollSeen { missing, .. } = seen;
+        return Ok(Polled {
+            reports,
+            status,
+            missing,
+            ignored,
+            ever,
+            cut,
+        });
+    }
+}
+
+/// Adds the reports of one poll to every report seen (a report that
+/// vanishes later is recorded missing).
+fn remember(ever: &mut BTreeMap<PathBuf, (PathBuf, ReportName, u64)>, reports: &[Current]) {
+    for r in reports {
+        ever.insert(
+            r.found.path.clone(),
+            (r.found.rel.clone(), r.name.clone(), r.found.stamp.bytes),
+        );
+    }
+}
+
+/// What one poll saw, for its status line.
+struct PollSeen<'a> {
+    reports: &'a [Current],
+    missing: Vec<u32>,
+    empty: usize,
+    growing: usize,
+    quiet_for: Duration,
+    settled: bool,
+}
+
+impl<'a> PollSeen<'a> {
+    /// What `reports` say after a poll: which expected ranks are missing,
+    /// how many are empty or grew (`changed`), and whether they settled
+    /// (quiet for the settle window, none missing or empty, the scan whole).
+    fn of(
+        reports: &'a [Current],
+        changed: &BTreeSet<PathBuf>,
+        quiet_for: Duration,
+        opts: &CollectOptions,
+        cut: bool,
+    ) -> PollSeen<'a> {
         let present: BTreeSet<u32> = reports.iter().filter_map(|r| r.name.rank).collect();
         let missing: Vec<u32> = (0..opts.expect_ranks.unwrap_or(0))
             .filter(|r| !present.contains(r))
@@ -174,68 +227,39 @@ pub(super) fn poll_until_settled(
                     || r.origin.as_ref().is_some_and(|o| changed.contains(o))
             })
             .count();
-        let quiet_for = now.duration_since(watch.last_change);
         let settled = !cut
             && !reports.is_empty()
             && empty == 0
             && missing.is_empty()
             && quiet_for >= opts.settle;
-        let seen = PollSeen {
-            reports: &reports,
-            missing: &missing,
+        PollSeen {
+            reports,
+            missing,
             empty,
             growing,
             quiet_for,
             settled,
-        };
-        let line = seen.line(
-            poll_no,
-            opts.settle,
-            deadline.saturating_duration_since(now),
-        );
-        log.tick(start.elapsed());
-        log.line(line);
+        }
+    }
 
-        let status = if settled {
+    /// The collection's status when polling stops here.
+    fn status(&self) -> OverallStatus {
+        if self.settled {
             OverallStatus::Complete
-        } else if now < deadline && !cut {
-            last_whole = Some((reports, ignored));
-            std::thread::sleep(opts.poll.min(deadline - now));
-            continue;
-        } else if !missing.is_empty() || reports.is_empty() {
+        } else if !self.missing.is_empty() || self.reports.is_empty() {
             OverallStatus::MissingRanks
-        } else if empty > 0 {
+        } else if self.empty > 0 {
             OverallStatus::Empty
         } else {
             OverallStatus::Timeout
-        };
-        return Ok(Polled {
-            reports,
-            status,
-            missing,
-            ignored,
-            ever,
-            cut,
-        });
+        }
     }
-}
 
-/// What one poll saw, for its status line.
-struct PollSeen<'a> {
-    reports: &'a [Current],
-    missing: &'a [u32],
-    empty: usize,
-    growing: usize,
-    quiet_for: Duration,
-    settled: bool,
-}
-
-impl PollSeen<'_> {
     /// `poll N: R report(s), SIZE, G growing, E empty[, missing ranks ...];
     /// settled | settles in ..., times out in ...` (`left`: until the
     /// deadline).
     fn line(&self, poll_no: u64, settle: Duration, left: Duration) -> String {
-        let (reports, missing, empty) = (self.reports, self.missing, self.empty);
+        let (reports, missing, empty) = (self.reports, &self.missing, self.empty);
         let total: u64 = reports.iter().map(|r| r.found.stamp.bytes).sum();
         let mut line = format!(
             "poll {poll_no}: {} report(s), {}, {} growing, {empty} empty",
