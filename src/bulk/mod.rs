@@ -78,25 +78,20 @@ impl Options {
 /// report.
 pub fn run(roots: &[PathBuf], opts: &Options, progress: &Progress) -> Result<Report> {
     let found = capture::find(roots)?;
-    let total = found.items.len();
-    let unreadable = found.unreadable;
-    let mine: Vec<Item> = found
-        .items
-        .into_iter()
-        .filter(|item| {
-            let key = share_key(&item.capture.dir, roots);
-            opts.split.is_none_or(|s| s.takes(key))
-        })
-        .collect();
     let mut report = Report {
         result_dirs: found.result_dirs,
-        total,
+        total: found.items.len(),
         split: opts.split,
         outcomes: Vec::new(),
         dry_run: opts.dry_run,
     };
-    let planned: Vec<(Item, Plan)> = mine
+    let planned: Vec<(Item, Plan)> = found
+        .items
         .into_iter()
+        .filter(|item| {
+            opts.split
+                .is_none_or(|s| s.takes(share_key(&item.capture.dir, roots)))
+        })
         .map(|item| {
             let p = plan(&item, opts);
             (item, p)
@@ -105,14 +100,14 @@ pub fn run(roots: &[PathBuf], opts: &Options, progress: &Progress) -> Result<Rep
     // Every task sees the same unreadable directories; the first reports
     // them.
     if opts.split.is_none_or(|s| s.index == 0) {
-        for (dir, why) in &unreadable {
-            report.outcomes.push(Outcome {
+        report
+            .outcomes
+            .extend(found.unreadable.iter().map(|(dir, why)| Outcome {
                 dir: dir.clone(),
                 status: Status::Failed,
                 message: format!("not searched for captures: {why}"),
                 elapsed: Duration::ZERO,
-            });
-        }
+            }));
     }
     if opts.dry_run {
         report
@@ -124,15 +119,31 @@ pub fn run(roots: &[PathBuf], opts: &Options, progress: &Progress) -> Result<Rep
     if let (Some(p), Err(e)) = (&opts.process.perf, &perf) {
         return Err(Error::Usage(format!("--perf {}: {e}", p.display())));
     }
+    report
+        .outcomes
+        .extend(bring_up_to_date(planned, opts, &perf, progress));
+    report.outcomes.sort_by(|a, b| a.dir.cmp(&b.dir));
+    Ok(report)
+}
+
+/// Works through the planned captures that need work (the others are
+/// skipped as already complete), saying how many first.
+fn bring_up_to_date(
+    planned: Vec<(Item, Plan)>,
+    opts: &Options,
+    perf: &std::result::Result<PerfTool, String>,
+    progress: &Progress,
+) -> Vec<Outcome> {
     let (todo, done): (Vec<_>, Vec<_>) = planned.into_iter().partition(|(_, p)| !p.is_empty());
-    for (item, _) in &done {
-        report.outcomes.push(Outcome {
+    let mut outcomes: Vec<Outcome> = done
+        .iter()
+        .map(|(item, _)| Outcome {
             dir: item.capture.dir.clone(),
             status: Status::Skipped,
             message: "already complete".into(),
             elapsed: Duration::ZERO,
-        });
-    }
+        })
+        .collect();
     if !todo.is_empty() {
         progress.log(format!(
             "{} of {} director(ies) to bring up to date ({} already complete)",
@@ -141,9 +152,6 @@ pub fn run(roots: &[PathBuf], opts: &Options, progress: &Progress) -> Result<Rep
             done.len()
         ));
     }
-    report
-        .outcomes
-        .extend(work::work_all(&todo, opts, &perf, progress));
-    report.outcomes.sort_by(|a, b| a.dir.cmp(&b.dir));
-    Ok(report)
+    outcomes.extend(work::work_all(&todo, opts, perf, progress));
+    outcomes
 }
