@@ -35,6 +35,7 @@ use crate::symbolize::perf::{self, PerfTool, RunOutcome, ScriptOptions, TimeSlic
 use crate::sys::atomic::{AtomicFile, Destination};
 use crate::sys::input::Source;
 use crate::sys::progress::Progress;
+use crate::text::boundary::Chunker;
 use crate::text::fold::{self, Folded, Folder};
 
 mod off_cpu;
@@ -1735,51 +1736,6 @@ fn send(tx: &mpsc::SyncSender<Vec<u8>>, block: Vec<u8>) -> io::Result<()> {
         .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the folder stopped"))
 }
 
-/// Cuts a stream into blocks that end at sample boundaries (blank lines),
-/// so blocks from different `perf script` processes can be folded in any
-/// interleaving.
-#[derive(Default)]
-struct Chunker {
-    pending: Vec<u8>,
-}
-
-struct Tail {
-    block: Vec<u8>,
-    /// Bytes added to end the stream at a sample boundary (also archived,
-    /// so the archive is exactly what was folded).
-    extra: Vec<u8>,
-}
-
-const BLOCK: usize = 4 << 20;
-
-impl Chunker {
-    fn push(&mut self, bytes: &[u8]) -> Option<Vec<u8>> {
-        self.pending.extend_from_slice(bytes);
-        if self.pending.len() < BLOCK {
-            return None;
-        }
-        let cut = memchr::memmem::rfind(&self.pending, b"\n\n")? + 2;
-        let rest = self.pending.split_off(cut);
-        Some(std::mem::replace(&mut self.pending, rest))
-    }
-
-    fn finish(self) -> Tail {
-        let mut block = self.pending;
-        let extra: &[u8] = if block.is_empty() || block.ends_with(b"\n\n") {
-            b""
-        } else if block.ends_with(b"\n") {
-            b"\n"
-        } else {
-            b"\n\n"
-        };
-        block.extend_from_slice(extra);
-        Tail {
-            block,
-            extra: extra.to_vec(),
-        }
-    }
-}
-
 impl Pipeline<'_> {
     /// The capture's inputs worth a hash: metadata, manifest, data files,
     /// and the symbolized text when it is what gets folded.
@@ -1931,29 +1887,6 @@ mod tests {
             .names()
             .contains(&"report.txt".to_string()));
         assert_eq!(Formats::parse("report").unwrap().names(), ["report.txt"]);
-    }
-
-    #[test]
-    fn chunker_cuts_at_sample_boundaries_and_loses_nothing() {
-        let sample = b"comm 1 1.0: 1 cpu-clock:\n\tf (x)\n\n";
-        let mut input = Vec::new();
-        while input.len() < 3 * BLOCK {
-            input.extend_from_slice(sample);
-        }
-        input.extend_from_slice(b"comm 1 2.0: 1 cpu-clock:\n\tlast (x)\n");
-        let mut c = Chunker::default();
-        let mut out = Vec::new();
-        for piece in input.chunks(100_003) {
-            if let Some(b) = c.push(piece) {
-                assert!(b.ends_with(b"\n\n"));
-                out.extend_from_slice(&b);
-            }
-        }
-        let tail = c.finish();
-        assert_eq!(tail.extra, b"\n");
-        out.extend_from_slice(&tail.block);
-        input.extend_from_slice(&tail.extra);
-        assert_eq!(out, input);
     }
 
     #[test]
