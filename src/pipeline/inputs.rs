@@ -92,7 +92,7 @@ pub(super) fn hash_all(paths: &[PathBuf], jobs: usize, known: &Stamps) -> Hashed
 pub(super) type Stamps = std::collections::BTreeMap<String, crate::capture::stamp::InputStamp>;
 
 /// The inputs' sizes and hashes, warnings, and the stamps for the marker.
-type Hashed = (Vec<InputFile>, Vec<String>, Stamps);
+pub(super) type Hashed = (Vec<InputFile>, Vec<String>, Stamps);
 
 /// The hashing thread's result. A panic there (a bug) is not an empty
 /// inputs list in silence: the summary then lists no inputs and says why.

@@ -301,10 +301,26 @@ impl Pipeline<'_> {
         written: Written<'_>,
         build_ids: Vec<crate::symbolize::build_ids::BuildId>,
     ) -> Result<()> {
+        let s = self.summary(pass, inputs, written, build_ids);
+        let mut f = self.output(SUMMARY)?;
+        f.write_all(s.to_json().as_bytes())
+            .and_then(|()| f.flush())
+            .map_err(|e| Error::io(self.dir.join(SUMMARY), e))?;
+        f.commit()
+    }
+
+    /// What `summary.json` says of this pass and its outputs.
+    fn summary(
+        &self,
+        pass: &Pass,
+        inputs: Vec<InputFile>,
+        written: Written<'_>,
+        build_ids: Vec<crate::symbolize::build_ids::BuildId>,
+    ) -> Summary {
         let (outputs, render_refused, render_time, off_cpu) = written;
         let (folded, stats) = (&pass.folded, &pass.stats);
         let facts = self.capture_facts();
-        let s = Summary {
+        Summary {
             tool: "jobprof".into(),
             tool_version: env!("CARGO_PKG_VERSION").into(),
             output_version: capture::OUTPUT_VERSION,
@@ -348,21 +364,11 @@ impl Pipeline<'_> {
                 .chain(pass.failures.iter())
                 .cloned()
                 .collect(),
-            timings: Timings {
-                prepare: secs(pass.prepare),
-                symbolize_fold: secs(pass.pass),
-                render: secs(render_time),
-                total: secs(self.start.elapsed()),
-            },
+            timings: self.timings(pass, render_time),
             old_pipeline: self.cap.legacy.clone(),
             build_ids,
             off_cpu,
-        };
-        let mut f = self.output(SUMMARY)?;
-        f.write_all(s.to_json().as_bytes())
-            .and_then(|()| f.flush())
-            .map_err(|e| Error::io(self.dir.join(SUMMARY), e))?;
-        f.commit()
+        }
     }
 
     /// The event folded, as the capture recorded it when that is the same
@@ -373,6 +379,16 @@ impl Pipeline<'_> {
             (Some(f), Some(c)) if base(f) == base(c) => Some(c.clone()),
             (Some(f), _) => Some(f.clone()),
             (None, c) => c.clone(),
+        }
+    }
+
+    /// The summary's timings in seconds, the total up to now.
+    fn timings(&self, pass: &Pass, render_time: Duration) -> Timings {
+        Timings {
+            prepare: secs(pass.prepare),
+            symbolize_fold: secs(pass.pass),
+            render: secs(render_time),
+            total: secs(self.start.elapsed()),
         }
     }
 

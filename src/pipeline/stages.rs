@@ -5,9 +5,10 @@
 //! symbolizes, `publish` and `off_cpu` write, `inputs` hashes.
 
 use std::path::Path;
+use std::thread::JoinHandle;
 use std::time::Instant;
 
-use super::inputs::{hash_all, join_hasher, Stamps};
+use super::inputs::{hash_all, join_hasher, Hashed, Stamps};
 use super::units::{shard_summary, Plan, Symbolized};
 use super::{file_name, Done, Pass, Pipeline};
 use crate::capture::{self, Marker, Quality, Status, SUMMARY};
@@ -26,18 +27,10 @@ impl Pipeline<'_> {
         for w in &self.cap.warnings {
             self.log(format!("warning: {w}"));
         }
-        // Hashing the inputs runs beside symbolization instead of after
-        // it.
-        let hasher = self.opts.formats.summary.then(|| {
-            let paths = self.input_paths();
-            let jobs = self.opts.jobs();
-            // Read before the marker is cleared: unchanged inputs keep their hash.
-            let known = capture::previous_inputs(&self.dir);
-            std::thread::spawn(move || hash_all(&paths, jobs, &known))
-        });
+        let hasher = self.spawn_hasher();
         // Stopping early: not left hashing in the background of a bulk
         // reprocess.
-        let stop = |hasher: Option<std::thread::JoinHandle<_>>, done: Done| {
+        let stop = |hasher: Option<JoinHandle<_>>, done: Done| {
             if let Some(h) = hasher {
                 let _ = h.join();
             }
@@ -47,6 +40,29 @@ impl Pipeline<'_> {
             Ok(pass) => pass,
             Err(done) => return stop(hasher, done),
         };
+        self.warn_of_stacks(&mut pass);
+        let quality = pass.quality();
+        if let Some(done) = self.keep_previous(&pass, &quality, previous.as_ref()) {
+            return stop(hasher, done);
+        }
+        self.write_outputs(pass, quality, hasher)
+    }
+
+    /// Hashing the inputs runs beside symbolization instead of after
+    /// it.
+    fn spawn_hasher(&self) -> Option<JoinHandle<Hashed>> {
+        self.opts.formats.summary.then(|| {
+            let paths = self.input_paths();
+            let jobs = self.opts.jobs();
+            // Read before the marker is cleared: unchanged inputs keep their hash.
+            let known = capture::previous_inputs(&self.dir);
+            std::thread::spawn(move || hash_all(&paths, jobs, &known))
+        })
+    }
+
+    /// Logs and records what the folded stacks warn of: the call-graph
+    /// mode's and the symbols' warnings, and the JIT frames'.
+    fn warn_of_stacks(&self, pass: &mut Pass) {
         let facts = self.capture_facts();
         for w in pass
             .stats
@@ -61,10 +77,16 @@ impl Pipeline<'_> {
             self.log(format!("warning: {w}"));
             pass.warnings.push(w);
         }
-        let quality = pass.quality();
-        if let Some(done) = self.keep_previous(&pass, &quality, previous.as_ref()) {
-            return stop(hasher, done);
-        }
+    }
+
+    /// Replaces the outputs: archive, rendered outputs, off-CPU ones,
+    /// report and build ids, summary; then [`Self::finish`].
+    fn write_outputs(
+        &self,
+        mut pass: Pass,
+        quality: Quality,
+        hasher: Option<JoinHandle<Hashed>>,
+    ) -> Result<Done> {
         // From here on outputs change: no marker may vouch for a mix.
         capture::clear_marker(&self.dir)?;
         let mut outputs = Vec::new();

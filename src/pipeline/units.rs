@@ -84,6 +84,27 @@ impl<'a> Pipeline<'a> {
         if choice == native::Choice::Auto && self.perf.is_err() && self.cap.script_text.is_some() {
             return None;
         }
+        let native = self.native_shards(choice, warnings);
+        if let Some(why) = self.cross_arch(&native) {
+            let msg = format!(
+                "{why}; process it on a node of that architecture, or with --symbolizer native \
+                 (auto) where the native symbolizer takes the shard"
+            );
+            self.log(format!("warning: {msg}"));
+            *cross = Some(msg);
+            return None;
+        }
+        let perf = self.perf.as_ref().ok();
+        if native.iter().any(|n| !n) && perf.is_none() {
+            return None;
+        }
+        Some(Plan { native, perf })
+    }
+
+    /// Per shard: whether the native symbolizer takes it (`choice`, and
+    /// what [`native::check`] says); each reason it refuses shards for is
+    /// logged and warned of once, naming them.
+    fn native_shards(&self, choice: native::Choice, warnings: &mut Vec<String>) -> Vec<bool> {
         let mut native = Vec::new();
         let mut refused: Vec<(String, Vec<u32>)> = Vec::new();
         let verdicts = match choice {
@@ -118,20 +139,7 @@ impl<'a> Pipeline<'a> {
             self.log(format!("warning: {msg}"));
             warnings.push(msg);
         }
-        if let Some(why) = self.cross_arch(&native) {
-            let msg = format!(
-                "{why}; process it on a node of that architecture, or with --symbolizer native \
-                 (auto) where the native symbolizer takes the shard"
-            );
-            self.log(format!("warning: {msg}"));
-            *cross = Some(msg);
-            return None;
-        }
-        let perf = self.perf.as_ref().ok();
-        if native.iter().any(|n| !n) && perf.is_none() {
-            return None;
-        }
-        Some(Plan { native, perf })
+        native
     }
 
     /// Why `perf script` here would draw the stacks of the shards that would
@@ -175,25 +183,7 @@ impl<'a> Pipeline<'a> {
                 None => 1,
             };
             let is_native = plan.native[pos];
-            let slices = if want > 1 {
-                let range = match plan.perf {
-                    _ if is_native => native::time_range(&s.data_file),
-                    Some(perf) => perf::time_range(perf, &s.data_file),
-                    None => Err("no perf".into()),
-                };
-                match range {
-                    Ok((first, last)) => perf::plan_slices(first, last, want),
-                    Err(e) => {
-                        self.log(format!(
-                            "shard {}: not split into time slices ({e})",
-                            s.index
-                        ));
-                        Vec::new()
-                    }
-                }
-            } else {
-                Vec::new()
-            };
+            let slices = self.time_slices(plan, s, is_native, want);
             if slices.len() > 1 {
                 self.log(format!(
                     "shard {} ({}): {} time slices",
@@ -217,6 +207,35 @@ impl<'a> Pipeline<'a> {
             }
         }
         units
+    }
+
+    /// `want` time slices of shard `s`, from its time range; none when
+    /// `want` is 1 or the range cannot be read.
+    fn time_slices(
+        &self,
+        plan: &Plan<'_>,
+        s: &capture::Shard,
+        is_native: bool,
+        want: usize,
+    ) -> Vec<TimeSlice> {
+        if want <= 1 {
+            return Vec::new();
+        }
+        let range = match plan.perf {
+            _ if is_native => native::time_range(&s.data_file),
+            Some(perf) => perf::time_range(perf, &s.data_file),
+            None => Err("no perf".into()),
+        };
+        match range {
+            Ok((first, last)) => perf::plan_slices(first, last, want),
+            Err(e) => {
+                self.log(format!(
+                    "shard {}: not split into time slices ({e})",
+                    s.index
+                ));
+                Vec::new()
+            }
+        }
     }
 
     /// Runs every unit (up to `jobs` at once), folding their output as it
@@ -414,18 +433,7 @@ impl<'a> Pipeline<'a> {
         });
         units_bar.finish_and_clear();
         bytes_bar.finish_and_clear();
-        let results = results
-            .into_inner()
-            .unwrap_or_else(|e| e.into_inner())
-            .into_iter()
-            .map(|r| {
-                r.unwrap_or(UnitResult {
-                    outcome: Err("not run".into()),
-                    part: None,
-                })
-            })
-            .collect();
-        (stream.finish(), results)
+        (stream.finish(), in_unit_order(results))
     }
 
     /// One log line per finished unit: its text, time and failure.
@@ -517,26 +525,8 @@ impl<'a> Pipeline<'a> {
         let mut chunker = Chunker::default();
         let (outcome, program) = match how {
             Symbolize::Perf(perf, script_opts, jit_maps) => {
-                let args = perf::script_argv(&unit.data, script_opts, unit.slice.as_ref());
-                let mut rewrite = crate::symbolize::jit::ScriptRewrite::new(Arc::clone(jit_maps));
-                let mut sink = |bytes: &[u8]| -> io::Result<()> {
-                    part.write_all(bytes)?;
-                    bytes_bar.inc(bytes.len() as u64);
-                    if let Some(block) = chunker.push(bytes) {
-                        send(tx, block)?;
-                    }
-                    Ok(())
-                };
-                let mut renamed = Vec::new();
-                let r = perf::run(perf, &args, |b| {
-                    renamed.clear();
-                    rewrite.push(b, &mut renamed);
-                    sink(&renamed)
-                });
-                // A last line without its newline (perf ends with one).
-                let mut rest = Vec::new();
-                rewrite.finish(&mut rest);
-                let r = r.and_then(|o| sink(&rest).map(|()| o));
+                let how = (perf, script_opts, jit_maps);
+                let r = run_perf(how, unit, &mut part, &mut chunker, sinks);
                 (r, perf.program.clone())
             }
             Symbolize::Native(n) => {
@@ -568,8 +558,18 @@ impl<'a> Pipeline<'a> {
             (Ok(o), Ok(())) => Ok(o),
             (Err(e), _) => Err(format!("cannot run `{}`: {e}", program.display())),
         };
-        // A part that cannot be finished or checked (a full disk) fails
-        // its shard: the archive is never published without it.
+        self.finish_part(part, spool, outcome)
+    }
+
+    /// Finishes and spools the compressed `part` of a unit's text. A part
+    /// that cannot be finished or checked (a full disk) fails its shard:
+    /// the archive is never published without it.
+    fn finish_part(
+        &self,
+        part: Part,
+        spool: &Spool,
+        outcome: std::result::Result<RunOutcome, String>,
+    ) -> UnitResult {
         match part.finish().and_then(|p| spool.append(p)) {
             Ok(p) => UnitResult {
                 outcome,
@@ -590,6 +590,22 @@ impl<'a> Pipeline<'a> {
     }
 }
 
+/// The units' results in unit order; a unit without one counts as not
+/// run.
+fn in_unit_order(results: Mutex<Vec<Option<UnitResult>>>) -> Vec<UnitResult> {
+    results
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .into_iter()
+        .map(|r| {
+            r.unwrap_or(UnitResult {
+                outcome: Err("not run".into()),
+                part: None,
+            })
+        })
+        .collect()
+}
+
 /// Where one `perf script` run's text goes: the fold channel and the
 /// archive spool.
 struct UnitSinks<'s> {
@@ -607,6 +623,43 @@ enum Symbolize<'a> {
         &'a Arc<crate::symbolize::jit::JitMaps>,
     ),
     Native(&'a native::Symbolizer),
+}
+
+/// Runs `perf script` over `unit`, JIT frames renamed from the capture's
+/// maps, teeing its text into `part` and, cut at sample boundaries by
+/// `chunker`, into the fold channel.
+fn run_perf(
+    (perf, script_opts, jit_maps): (
+        &PerfTool,
+        &ScriptOptions,
+        &Arc<crate::symbolize::jit::JitMaps>,
+    ),
+    unit: &Unit,
+    part: &mut Part,
+    chunker: &mut Chunker,
+    sinks: &UnitSinks<'_>,
+) -> io::Result<RunOutcome> {
+    let UnitSinks { tx, bytes_bar, .. } = sinks;
+    let args = perf::script_argv(&unit.data, script_opts, unit.slice.as_ref());
+    let mut rewrite = crate::symbolize::jit::ScriptRewrite::new(Arc::clone(jit_maps));
+    let mut sink = |bytes: &[u8]| -> io::Result<()> {
+        part.write_all(bytes)?;
+        bytes_bar.inc(bytes.len() as u64);
+        if let Some(block) = chunker.push(bytes) {
+            send(tx, block)?;
+        }
+        Ok(())
+    };
+    let mut renamed = Vec::new();
+    let r = perf::run(perf, &args, |b| {
+        renamed.clear();
+        rewrite.push(b, &mut renamed);
+        sink(&renamed)
+    });
+    // A last line without its newline (perf ends with one).
+    let mut rest = Vec::new();
+    rewrite.finish(&mut rest);
+    r.and_then(|o| sink(&rest).map(|()| o))
 }
 
 /// A native run in the shape of a `perf script` run's outcome.
