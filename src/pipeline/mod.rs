@@ -18,8 +18,9 @@
 //!
 //! The files: this one holds the public API and what the others share
 //! (`Pipeline`, one capture's run, and `Pass`, what symbolizing produced);
-//! `stages` runs the stages in order, `units` symbolizes, `publish` writes
-//! the outputs, `off_cpu` the off-CPU ones, and `inputs` hashes the inputs.
+//! `stages` runs the stages in order, `plan` decides how the shards are
+//! symbolized and `units` runs that, `publish` writes the outputs,
+//! `off_cpu` the off-CPU ones, and `inputs` hashes the inputs.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -39,6 +40,7 @@ use crate::text::fold::Folded;
 
 mod inputs;
 mod off_cpu;
+mod plan;
 mod publish;
 mod stages;
 mod units;

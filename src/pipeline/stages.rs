@@ -1,15 +1,16 @@
 //! One capture's run, stage by stage: symbolize and fold (or fold the
 //! capture's own text), keep the previous complete outputs when this run
 //! came out worse, write the outputs, and finish with the outcome and, last,
-//! the marker. What each stage does is in the sibling files: `units`
-//! symbolizes, `publish` and `off_cpu` write, `inputs` hashes.
+//! the marker. What each stage does is in the sibling files: `plan` and
+//! `units` symbolize, `publish` and `off_cpu` write, `inputs` hashes.
 
 use std::path::Path;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
 use super::inputs::{hash_all, join_hasher, Hashed, Stamps};
-use super::units::{shard_summary, Plan, Symbolized};
+use super::plan::Plan;
+use super::units::{shard_summary, Symbolized};
 use super::{file_name, Done, Pass, Pipeline};
 use crate::capture::{self, Marker, Quality, Status, SUMMARY};
 use crate::error::Result;
