@@ -303,6 +303,7 @@ pub fn process_capture(
     report
 }
 
+/// How one capture's run ended: its status and the line saying why.
 struct Done {
     status: Status,
     message: String,
@@ -340,6 +341,8 @@ impl Pass {
     }
 }
 
+/// One capture's run: the capture, the options, where progress goes and
+/// where the outputs go.
 struct Pipeline<'a> {
     cap: &'a ValidCapture,
     /// Permission bits of the capture's raw data, ANDed: derived outputs
@@ -389,12 +392,14 @@ impl<'a> Pipeline<'a> {
     }
 }
 
+/// The last component of `p` (all of `p` when it has none).
 fn file_name(p: &Path) -> String {
     p.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| p.display().to_string())
 }
 
+/// Seconds rounded to the millisecond, as `summary.json` records them.
 fn secs(d: Duration) -> f64 {
     (d.as_secs_f64() * 1000.0).round() / 1000.0
 }

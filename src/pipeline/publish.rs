@@ -136,8 +136,6 @@ impl Pipeline<'_> {
         Ok(ids)
     }
 
-    /// Further sections of `report.txt` after the functions (per-thread
-    /// totals, off-CPU time: none yet).
     /// The report's sections after the functions: the per-thread on-CPU,
     /// runnable and blocked time of a capture recorded with `--off-cpu`.
     fn report_sections(
@@ -241,6 +239,10 @@ impl Pipeline<'_> {
         }
     }
 
+    /// Writes the rendered formats asked for (pictures only when not
+    /// `refused`), with the pprof profile and the page's timeline from one
+    /// walk over `text` when it is on disk. A format that fails to draw
+    /// fails the pass, not the run.
     pub(super) fn render_outputs(
         &self,
         pass: &mut Pass,
@@ -294,6 +296,7 @@ impl Pipeline<'_> {
         Ok(())
     }
 
+    /// Writes `summary.json`.
     pub(super) fn write_summary(
         &self,
         pass: &Pass,
@@ -371,6 +374,16 @@ impl Pipeline<'_> {
         }
     }
 
+    /// The summary's timings in seconds, the total up to now.
+    fn timings(&self, pass: &Pass, render_time: Duration) -> Timings {
+        Timings {
+            prepare: secs(pass.prepare),
+            symbolize_fold: secs(pass.pass),
+            render: secs(render_time),
+            total: secs(self.start.elapsed()),
+        }
+    }
+
     /// The event folded, as the capture recorded it when that is the same
     /// event (`cpu-clock:u`: the text may name it without its modifier).
     fn event(&self, folded: &Folded) -> Option<String> {
@@ -382,16 +395,8 @@ impl Pipeline<'_> {
         }
     }
 
-    /// The summary's timings in seconds, the total up to now.
-    fn timings(&self, pass: &Pass, render_time: Duration) -> Timings {
-        Timings {
-            prepare: secs(pass.prepare),
-            symbolize_fold: secs(pass.pass),
-            render: secs(render_time),
-            total: secs(self.start.elapsed()),
-        }
-    }
-
+    /// The flamegraphs' title, subtitle (event, samples, shards, symbol
+    /// figures) and count unit.
     pub(super) fn render_options(&self, folded: &Folded, stats: &StackStats) -> RenderOptions {
         let worker = self.cap.found.worker.map(|w| w.to_string());
         let event = self.event(folded);
