@@ -245,7 +245,7 @@ pub fn run(
 pub fn process_capture(
     found: &CaptureDir,
     opts: &Options,
-    perf: &std::result::Result<PerfTool, String>,
+    perf: &std::result::Result<PerfTool, perf::Error>,
     progress: &Progress,
     multi: &indicatif::MultiProgress,
 ) -> Outcome {
@@ -391,7 +391,7 @@ struct Pipeline<'a> {
     /// are never more readable.
     raw_mode: Option<u32>,
     opts: &'a Options,
-    perf: &'a std::result::Result<PerfTool, String>,
+    perf: &'a std::result::Result<PerfTool, perf::Error>,
     progress: &'a Progress,
     multi: &'a indicatif::MultiProgress,
     start: Instant,
@@ -403,7 +403,7 @@ impl<'a> Pipeline<'a> {
     fn new(
         cap: &'a ValidCapture,
         opts: &'a Options,
-        perf: &'a std::result::Result<PerfTool, String>,
+        perf: &'a std::result::Result<PerfTool, perf::Error>,
         progress: &'a Progress,
         multi: &'a indicatif::MultiProgress,
         start: Instant,
@@ -560,7 +560,7 @@ impl<'a> Pipeline<'a> {
             })),
             None => {
                 let why = match self.perf {
-                    Err(e) => e.clone(),
+                    Err(e) => e.to_string(),
                     Ok(_) => "shard data files are missing".into(),
                 };
                 Ok(Err(Done {
@@ -1192,9 +1192,10 @@ impl<'a> Pipeline<'a> {
         for (i, s) in self.cap.shards.iter().enumerate() {
             let ok = match choice {
                 native::Choice::Perf => false,
-                _ => match verdicts[i].clone() {
+                _ => match &verdicts[i] {
                     Ok(()) => true,
                     Err(why) => {
+                        let why = why.to_string();
                         match refused.iter_mut().find(|(w, _)| *w == why) {
                             Some((_, v)) => v.push(s.index),
                             None => refused.push((why, vec![s.index])),
@@ -1278,9 +1279,9 @@ impl<'a> Pipeline<'a> {
             let is_native = plan.native[pos];
             let slices = if want > 1 {
                 let range = match plan.perf {
-                    _ if is_native => native::time_range(&s.data_file),
-                    Some(perf) => perf::time_range(perf, &s.data_file),
-                    None => Err("no perf".into()),
+                    _ if is_native => native::time_range(&s.data_file).map_err(|e| e.to_string()),
+                    Some(perf) => perf::time_range(perf, &s.data_file).map_err(|e| e.to_string()),
+                    None => Err("no perf".to_string()),
                 };
                 match range {
                     Ok((first, last)) => perf::plan_slices(first, last, want),
@@ -1711,7 +1712,7 @@ enum Symbolize<'a> {
 }
 
 /// A native run in the shape of a `perf script` run's outcome.
-fn native_outcome(r: std::result::Result<native::Outcome, String>) -> RunOutcome {
+fn native_outcome(r: std::result::Result<native::Outcome, native::Error>) -> RunOutcome {
     match r {
         Ok(o) => RunOutcome {
             bytes: o.bytes,
