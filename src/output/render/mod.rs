@@ -121,11 +121,6 @@ impl Error {
                 | Error::Unsupported { .. }
         )
     }
-
-    /// True for a broken pipe while writing (e.g. `| head`).
-    pub fn is_broken_pipe(&self) -> bool {
-        matches!(self, Error::Write { source, .. } if source.kind() == io::ErrorKind::BrokenPipe)
-    }
 }
 
 /// Result type of this module.
