@@ -7,7 +7,6 @@
 //! or unreadable input, 3-5 the `nsys collect` outcomes; a broken pipe on
 //! stdout counts as success.
 
-use std::io;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
