@@ -168,21 +168,32 @@ pub fn is_broken_pipe(err: &(dyn std::error::Error + 'static)) -> bool {
 mod tests {
     use super::*;
 
+    /// A stage's error: an output write with its io::Error as source.
+    #[derive(Debug, thiserror::Error)]
+    enum Stage {
+        #[error("writing out.svg: {source}")]
+        Write {
+            #[source]
+            source: io::Error,
+        },
+    }
+
+    /// A wrapper that forwards, as `Error`'s stage variants do.
+    #[derive(Debug, thiserror::Error)]
+    enum Outer {
+        #[error(transparent)]
+        Stage(#[from] Stage),
+    }
+
     #[test]
     fn broken_pipes_are_found_under_any_wrapper() {
         let pipe = || io::Error::new(io::ErrorKind::BrokenPipe, "closed");
         assert!(is_broken_pipe(&pipe()));
         assert!(is_broken_pipe(&Error::io("out.svg", pipe())));
-        let render = crate::output::render::Error::Write {
-            format: crate::output::render::Format::Svg,
-            source: pipe(),
-        };
-        assert!(is_broken_pipe(&Error::Render(render)));
-        let nsys = crate::nsys::Error::Io {
-            path: "report.nsys-rep".into(),
-            source: pipe(),
-        };
-        assert!(is_broken_pipe(&Error::Nsys(nsys)));
+        let deep = Outer::Stage(Stage::Write { source: pipe() });
+        assert!(is_broken_pipe(&deep));
+        let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(deep);
+        assert!(is_broken_pipe(boxed.as_ref()));
         let other = io::Error::new(io::ErrorKind::PermissionDenied, "no");
         assert!(!is_broken_pipe(&Error::io("out.svg", other)));
         assert!(!is_broken_pipe(&Error::Usage("bad".into())));

@@ -579,6 +579,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_broken_pipe_while_writing_is_found_through_crate_error() {
+        let source = io::Error::new(io::ErrorKind::BrokenPipe, "closed");
+        let e = crate::Error::Render(Error::Write {
+            format: Format::Svg,
+            source,
+        });
+        assert!(crate::error::is_broken_pipe(&e));
+        assert!(!crate::error::is_broken_pipe(&Error::Internal("x".into())));
+    }
+
+    #[test]
     fn frame_order_keeps_a_call_path_together() {
         let stacks = [("main;f", 1u64), ("main.cold", 2), ("main", 3)];
         let o = frame_ordered(&stacks);
