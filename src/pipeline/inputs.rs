@@ -66,7 +66,7 @@ pub(super) fn hash_all(paths: &[PathBuf], jobs: usize, known: &Stamps) -> Hashed
     let mut out = Vec::new();
     let mut warnings = Vec::new();
     let mut stamps = Stamps::new();
-    let hashes = crate::map_jobs(paths, jobs, |p| {
+    let hashes = crate::sys::jobs::map_jobs(paths, jobs, |p| {
         let prev = known.get(&file_name(p));
         crate::capture::stamp::hash_reusing(p, prev, summary::hash_file)
     });

@@ -251,7 +251,7 @@ pub fn run(
 pub fn process_capture(
     found: &CaptureDir,
     opts: &Options,
-    perf: &std::result::Result<PerfTool, String>,
+    perf: &std::result::Result<PerfTool, perf::Error>,
     progress: &Progress,
     multi: &indicatif::MultiProgress,
 ) -> Outcome {
@@ -349,7 +349,7 @@ struct Pipeline<'a> {
     /// are never more readable.
     raw_mode: Option<u32>,
     opts: &'a Options,
-    perf: &'a std::result::Result<PerfTool, String>,
+    perf: &'a std::result::Result<PerfTool, perf::Error>,
     progress: &'a Progress,
     multi: &'a indicatif::MultiProgress,
     start: Instant,
@@ -361,7 +361,7 @@ impl<'a> Pipeline<'a> {
     fn new(
         cap: &'a ValidCapture,
         opts: &'a Options,
-        perf: &'a std::result::Result<PerfTool, String>,
+        perf: &'a std::result::Result<PerfTool, perf::Error>,
         progress: &'a Progress,
         multi: &'a indicatif::MultiProgress,
         start: Instant,

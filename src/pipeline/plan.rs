@@ -89,16 +89,17 @@ impl<'a> Pipeline<'a> {
         let verdicts = match choice {
             native::Choice::Perf => Vec::new(),
             // Jobs at a time: each check walks its whole file.
-            _ => crate::map_jobs(&self.cap.shards, self.opts.jobs(), |s| {
+            _ => crate::sys::jobs::map_jobs(&self.cap.shards, self.opts.jobs(), |s| {
                 native::check(&s.data_file)
             }),
         };
         for (i, s) in self.cap.shards.iter().enumerate() {
             let ok = match choice {
                 native::Choice::Perf => false,
-                _ => match verdicts[i].clone() {
+                _ => match &verdicts[i] {
                     Ok(()) => true,
                     Err(why) => {
+                        let why = why.to_string();
                         match refused.iter_mut().find(|(w, _)| *w == why) {
                             Some((_, v)) => v.push(s.index),
                             None => refused.push((why, vec![s.index])),
@@ -201,9 +202,9 @@ impl<'a> Pipeline<'a> {
             return Vec::new();
         }
         let range = match plan.perf {
-            _ if is_native => native::time_range(&s.data_file),
-            Some(perf) => perf::time_range(perf, &s.data_file),
-            None => Err("no perf".into()),
+            _ if is_native => native::time_range(&s.data_file).map_err(|e| e.to_string()),
+            Some(perf) => perf::time_range(perf, &s.data_file).map_err(|e| e.to_string()),
+            None => Err("no perf".to_string()),
         };
         match range {
             Ok((first, last)) => perf::plan_slices(first, last, want),

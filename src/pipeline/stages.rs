@@ -172,7 +172,7 @@ impl Pipeline<'_> {
             })),
             None => {
                 let why = match self.perf {
-                    Err(e) => e.clone(),
+                    Err(e) => e.to_string(),
                     Ok(_) => "shard data files are missing".into(),
                 };
                 Ok(Err(Done {

@@ -21,8 +21,26 @@ use crate::text::boundary::Chunker;
 use crate::text::fold::{Folded, Folder};
 
 struct UnitResult {
-    outcome: std::result::Result<RunOutcome, String>,
+    outcome: std::result::Result<RunOutcome, UnitError>,
     part: Option<Spooled>,
+}
+
+/// Why a unit has no run outcome (its shard fails with this message).
+#[derive(Debug, thiserror::Error)]
+enum UnitError {
+    /// Its compressed part could not be created.
+    #[error(transparent)]
+    Part(crate::Error),
+    /// The symbolizer could not be started or read.
+    #[error("cannot run `{}`: {source}", program.display())]
+    Run {
+        program: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// It never ran (its worker stopped first).
+    #[error("not run")]
+    NotRun,
 }
 
 /// What the `perf script` runs produced: the fold, per-shard summaries,
@@ -203,7 +221,7 @@ impl Pipeline<'_> {
                     sh.seconds = sh.seconds.max(secs(o.elapsed));
                     (!o.ok()).then(|| o.failure())
                 }
-                Err(e) => Some(e.clone()),
+                Err(e) => Some(e.to_string()),
             };
             if let Some(e) = err {
                 if sh.error.is_none() {
@@ -239,7 +257,7 @@ impl Pipeline<'_> {
             Ok(p) => p,
             Err(e) => {
                 return UnitResult {
-                    outcome: Err(e.to_string()),
+                    outcome: Err(UnitError::Part(e)),
                     part: None,
                 }
             }
@@ -278,7 +296,7 @@ impl Pipeline<'_> {
                 Ok(o)
             }
             (Ok(o), Ok(())) => Ok(o),
-            (Err(e), _) => Err(format!("cannot run `{}`: {e}", program.display())),
+            (Err(source), _) => Err(UnitError::Run { program, source }),
         };
         self.finish_part(part, spool, outcome)
     }
@@ -290,7 +308,7 @@ impl Pipeline<'_> {
         &self,
         part: Part,
         spool: &Spool,
-        outcome: std::result::Result<RunOutcome, String>,
+        outcome: std::result::Result<RunOutcome, UnitError>,
     ) -> UnitResult {
         match part.finish().and_then(|p| spool.append(p)) {
             Ok(p) => UnitResult {
@@ -321,7 +339,7 @@ fn in_unit_order(results: Mutex<Vec<Option<UnitResult>>>) -> Vec<UnitResult> {
         .into_iter()
         .map(|r| {
             r.unwrap_or(UnitResult {
-                outcome: Err("not run".into()),
+                outcome: Err(UnitError::NotRun),
                 part: None,
             })
         })
@@ -385,7 +403,7 @@ fn run_perf(
 }
 
 /// A native run in the shape of a `perf script` run's outcome.
-fn native_outcome(r: std::result::Result<native::Outcome, String>) -> RunOutcome {
+fn native_outcome(r: std::result::Result<native::Outcome, native::Error>) -> RunOutcome {
     match r {
         Ok(o) => RunOutcome {
             bytes: o.bytes,

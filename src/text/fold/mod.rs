@@ -546,29 +546,20 @@ impl Engine {
     /// Folds a memory-mapped file in one parallel pass (no barrier between
     /// windows), dropping each chunk's pages as soon as it is folded so that
     /// resident memory stays flat whatever the file size.
-    fn input_mmap(&mut self, map: &memmap2::Mmap) {
+    fn input_mmap(&mut self, map: &input::Mapping) {
         let _ = map.advise(memmap2::Advice::Sequential);
-        let page = page_size();
+        let page = input::page_size();
         let base = map.as_ptr() as usize;
         let release = |chunk: &[u8]| {
             let start = chunk.as_ptr() as usize - base;
             // Faulting in this chunk's pages made the kernel map
             // neighbouring pages too (fault-around, whole large folios): up
             // to MAP_SLACK of the previous, already released chunk, and of
-            // the next one, which releases its own.
+            // the next one, which releases its own. A neighbour chunk that
+            // shares an edge page faults it in again, with the same bytes.
             let first = start.saturating_sub(MAP_SLACK) / page * page;
             let last = (start + chunk.len()).div_ceil(page) * page;
-            // SAFETY: a read-only, private file mapping that is never
-            // written: dropping pages only makes a later read (a neighbour
-            // chunk sharing an edge page) fault them in again from the page
-            // cache, with the same bytes.
-            unsafe {
-                let _ = map.unchecked_advise_range(
-                    memmap2::UncheckedAdvice::DontNeed,
-                    first,
-                    last.min(map.len()) - first,
-                );
-            }
+            map.release(first, last);
         };
         self.fold_chunks(map, true, &release);
     }
@@ -699,16 +690,6 @@ impl Engine {
 /// in the page cache: `fault_around_bytes` (64 KiB by default), or a whole
 /// large folio, at most a PMD (2 MiB).
 const MAP_SLACK: usize = 2 << 20;
-
-fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p > 0 {
-        p as usize
-    } else {
-        4096
-    }
-}
 
 #[cfg(test)]
 mod stream_tests {
