@@ -574,12 +574,13 @@ fn leaf_caller(
         let Some(d) = dsos.get(m.dso as usize) else {
             return false;
         };
+        // No unwind tables: libunwind finds no FDE and falls back to LR.
         let Some(t) = d
             .path
             .as_deref()
             .and_then(|p| sym.unwind.get(&sym.root, p, &d.build_id))
         else {
-            return false;
+            return true;
         };
         t.base_avma(m.start, m.pgoff, m.end - m.start)
             .is_some_and(|base| t.return_address_in_lr(pc.wrapping_sub(base)))

@@ -25,7 +25,7 @@ use framehop::aarch64::{CacheAarch64, PtrAuthMask, UnwindRegsAarch64, UnwinderAa
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
 use linux_perf_data::linux_perf_event_reader::Regs;
-use object::read::elf::ElfFile64;
+use object::read::elf::{ElfFile64, ProgramHeader};
 use object::{Endianness, Object, ObjectSection};
 use rustc_hash::FxHashMap;
 
@@ -64,8 +64,9 @@ pub struct DsoUnwind {
     segments: Vec<(u64, u64, u64)>,
     text: Option<Range<u64>>,
     got: Option<Range<u64>>,
-    /// `.plt` (perf's arm64 LR rule, [`leaf`]).
-    plt: Option<Range<u64>>,
+    /// The executable `PT_LOAD` segments, page-aligned: what perf maps of
+    /// the file (perf's arm64 LR rule reads nothing else, [`leaf`]).
+    exec: Vec<Range<u64>>,
     eh_frame: Option<(Range<u64>, Bytes)>,
     eh_frame_hdr: Option<(Range<u64>, Bytes)>,
     debug_frame: Option<Bytes>,
@@ -130,7 +131,7 @@ pub fn load(root: &Path, path: &str, build_id: Option<&[u8]>) -> Option<DsoUnwin
             t.segments = load_segments(&file);
             t.text = file.section_by_name(".text").map(|s| svma_range(&s));
             t.got = file.section_by_name(".got").map(|s| svma_range(&s));
-            t.plt = file.section_by_name(".plt").map(|s| svma_range(&s));
+            t.exec = exec_segments(&file);
             if let (Some(hdr), Some(eh)) =
                 (section(&file, ".eh_frame_hdr"), section(&file, ".eh_frame"))
             {
@@ -153,6 +154,7 @@ pub fn load(root: &Path, path: &str, build_id: Option<&[u8]>) -> Option<DsoUnwin
                 t.debug_frame = Some(b);
                 if t.segments.is_empty() {
                     t.segments = load_segments(&file);
+                    t.exec = exec_segments(&file);
                 }
                 break;
             }
@@ -160,6 +162,20 @@ pub fn load(root: &Path, path: &str, build_id: Option<&[u8]>) -> Option<DsoUnwin
     }
     let usable = t.eh_frame_hdr.is_some() || t.debug_frame.is_some();
     (usable && !t.segments.is_empty()).then_some(t)
+}
+
+/// The executable `PT_LOAD` segments' addresses, widened to 4 KiB pages
+/// as the kernel maps them.
+fn exec_segments(file: &ElfFile64<'_, Endianness>) -> Vec<Range<u64>> {
+    let e = file.endian();
+    file.elf_program_headers()
+        .iter()
+        .filter(|p| p.p_type(e) == object::elf::PT_LOAD && p.p_flags(e) & object::elf::PF_X != 0)
+        .map(|p| {
+            let (v, n) = (p.p_vaddr(e), p.p_memsz(e));
+            (v & !0xfff)..(v.saturating_add(n).saturating_add(0xfff) & !0xfff)
+        })
+        .collect()
 }
 
 fn svma_range<'d>(s: &impl ObjectSection<'d>) -> Range<u64> {
