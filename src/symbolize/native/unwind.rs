@@ -30,6 +30,7 @@ use object::{Endianness, Object, ObjectSection};
 use rustc_hash::FxHashMap;
 
 mod leaf;
+mod root;
 
 use super::elf::load_segments;
 use super::once_map::OnceMap;
@@ -225,6 +226,11 @@ trait UnwindArch {
     fn poison_fp(r: &mut Self::Regs);
     /// The stack pointer (where the stack copy starts).
     fn sp(r: &Self::Regs) -> u64;
+    /// The root of the stack from a frame record with a null frame
+    /// pointer that ended it ([`root`]), as perf's libunwind takes it.
+    fn root(_trail: &root::Trail) -> Option<u64> {
+        None
+    }
 }
 
 /// x86-64: IP, SP and BP.
@@ -264,6 +270,9 @@ impl UnwindArch for A64 {
     }
     fn sp(r: &UnwindRegsAarch64) -> u64 {
         r.sp()
+    }
+    fn root(trail: &root::Trail) -> Option<u64> {
+        trail.root(|a| PAC_MASK.strip_ptr_auth(a))
     }
 }
 
@@ -383,6 +392,7 @@ fn walk<A: UnwindArch>(
     // perf reads a word only when it ends before the copy's last byte.
     let end = sp.saturating_add(stack.len() as u64);
     let missed = std::cell::Cell::new(false);
+    let trail = std::cell::Cell::new(root::Trail::default());
     let mut read = |a: u64| -> Result<u64, ()> {
         if a < sp || a.checked_add(8).is_none_or(|e| e >= end) {
             missed.set(true);
@@ -390,7 +400,11 @@ fn walk<A: UnwindArch>(
         }
         let at = (a - sp) as usize;
         let w = stack.get(at..at + 8).ok_or(())?;
-        Ok(u64::from_le_bytes(w.try_into().map_err(|_| ())?))
+        let v = u64::from_le_bytes(w.try_into().map_err(|_| ())?);
+        let mut t = trail.get();
+        t.read(a, v);
+        trail.set(t);
+        Ok(v)
     };
     let mut addr = FrameAddress::from_instruction_pointer(ip);
     for _ in 1..MAX_USER_FRAMES {
@@ -402,6 +416,7 @@ fn walk<A: UnwindArch>(
         }
         let u = &st.procs[&pid];
         missed.set(false);
+        trail.take();
         match u.unwind_frame(addr, &mut regs, &mut st.cache, &mut read) {
             Ok(Some(ra)) => match FrameAddress::from_return_address(ra) {
                 Some(next) => {
@@ -414,6 +429,12 @@ fn walk<A: UnwindArch>(
             // libunwind takes as one more frame (printed as 0 - 1).
             Err(framehop::Error::CouldNotReadStack(a)) if a >= sp && a.saturating_add(8) >= end => {
                 out.push(u64::MAX);
+                break;
+            }
+            Ok(None) => {
+                if let Some(ra) = A::root(&trail.get()) {
+                    out.push(ra - 1);
+                }
                 break;
             }
             _ => break,
