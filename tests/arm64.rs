@@ -104,6 +104,19 @@ fn weight_through(stacks: &HashMap<String, u64>, frames: &[&str]) -> u64 {
 }
 
 #[test]
+fn fp_chains_agree_with_the_guests_perf_script() {
+    let got = native_agrees("fp", "noinline", &[]);
+    // The frame perf's arm64 rule puts back from LR: the frameless leaf
+    // lib_leaf (libwork.so) under its caller busy_c (without the rule:
+    // busy_c is missing).
+    let leaf = weight_through(&got, &["work::busy_c", "lib_leaf"]);
+    assert!(
+        leaf > 0,
+        "no weight on busy_c;lib_leaf: the LR rule did not apply"
+    );
+}
+
+#[test]
 fn dwarf_stacks_agree_with_the_guests_perf_script() {
     let got = native_agrees("dwarf", "noinline", &[]);
     assert!(weight_through(&got, &["work::busy_c", "lib_leaf"]) > 0);
