@@ -123,7 +123,6 @@ fn dwarf_stacks_agree_with_the_guests_perf_script() {
 }
 
 #[test]
-#[ignore = "known gap: 10.417% with --inline on the committed fixture: cpp_demangle's names of inline frames' templates differ from perf's (libiberty's)"]
 fn dwarf_inline_frames_agree_with_the_guests_perf_script() {
     native_agrees("dwarf", "inline", &["--inline"]);
 }

@@ -475,7 +475,7 @@ impl Symbolizer {
                 .as_ref()
                 .and_then(|f| self.inlines.get(&self.root, f))
             {
-                if inline::write_frame(line, addr, &d.chain(vaddr), &base, h.offset, dso) {
+                if inline::write_frame(line, addr, &d.chain(vaddr, h.name), &base, h.offset, dso) {
                     return;
                 }
             }
