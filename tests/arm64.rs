@@ -68,17 +68,6 @@ fn process(rd: &Path, args: &[&str]) -> Output {
 /// Processes fixture `name` natively (with `extra` options) and checks it
 /// against the guest's `kind` text; returns the native stacks.
 fn native_agrees(name: &str, kind: &str, extra: &[&str]) -> HashMap<String, u64> {
-    native_agrees_with(name, kind, extra, |s| s.to_string())
-}
-
-/// [`native_agrees`] with the guest's stacks passed through `known` (a
-/// known, documented difference taken out) first.
-fn native_agrees_with(
-    name: &str,
-    kind: &str,
-    extra: &[&str],
-    known: impl Fn(&str) -> String,
-) -> HashMap<String, u64> {
     let (t, rd) = unpack(name);
     let mut args = vec!["--symbolizer", "native"];
     if kind == "noinline" {
@@ -99,10 +88,7 @@ fn native_agrees_with(
         "{s}"
     );
     let got = folded(&rd.join("perf/stacks.folded"));
-    let mut want = HashMap::new();
-    for (s, w) in truth(name, kind, t.path()) {
-        *want.entry(known(&s)).or_insert(0) += w;
-    }
+    let want = truth(name, kind, t.path());
     assert_agreement(&format!("aarch64 {name} ({kind})"), &got, &want);
     got
 }
@@ -117,42 +103,28 @@ fn weight_through(stacks: &HashMap<String, u64>, frames: &[&str]) -> u64 {
         .sum()
 }
 
-/// Known gap (dwarf): the guest's perf unwinds one frame further at the
-/// root of thread stacks (`thread_start`, libc's clone3 entry, whose CFI
-/// marks the return address undefined) than native does.
-fn without_thread_start(s: &str) -> String {
-    s.replacen(";thread_start;start_thread;", ";start_thread;", 1)
-}
-
 #[test]
-#[ignore = "known gap: 98.6% on the committed fixture; perf 6.1's libunwind also takes LR in some leaves whose CFI saves it (docs/native-symbolizer.md)"]
 fn fp_chains_agree_with_the_guests_perf_script() {
     let got = native_agrees("fp", "noinline", &[]);
     // The frame perf's arm64 rule puts back from LR: the frameless leaf
-    // burn under its caller busy_a (without the rule: busy_a is missing).
-    let leaf = weight_through(&got, &["work::busy_a", "work::burn"]);
+    // lib_leaf (libwork.so) under its caller busy_c (without the rule:
+    // busy_c is missing).
+    let leaf = weight_through(&got, &["work::busy_c", "lib_leaf"]);
     assert!(
         leaf > 0,
-        "no weight on busy_a;burn: the LR rule did not apply"
+        "no weight on busy_c;lib_leaf: the LR rule did not apply"
     );
 }
 
 #[test]
-#[ignore = "known gap: native stops below thread_start at the root of thread stacks (see without_thread_start)"]
 fn dwarf_stacks_agree_with_the_guests_perf_script() {
     let got = native_agrees("dwarf", "noinline", &[]);
-    assert!(weight_through(&got, &["work::busy_a", "work::burn"]) > 0);
+    assert!(weight_through(&got, &["work::busy_c", "lib_leaf"]) > 0);
 }
 
 #[test]
-fn dwarf_stacks_agree_but_for_the_thread_start_root() {
-    native_agrees_with("dwarf", "noinline", &[], without_thread_start);
-}
-
-#[test]
-#[ignore = "known gap: 10.4% with --inline on the committed fixture, not yet explained"]
-fn dwarf_inline_frames_agree_but_for_the_thread_start_root() {
-    native_agrees_with("dwarf", "inline", &["--inline"], without_thread_start);
+fn dwarf_inline_frames_agree_with_the_guests_perf_script() {
+    native_agrees("dwarf", "inline", &["--inline"]);
 }
 
 #[test]
@@ -177,26 +149,33 @@ fn perf_script_of_another_architecture_is_refused_not_drawn() {
     }
 }
 
-/// perf's arm64 LR rule on the guest-built shared library's real CFI: LR
-/// holds the return address in a frameless leaf and in a prologue before
-/// the frame record is stored, not after it; and at the first instruction
-/// of a PLT entry, not inside one.
+/// perf's arm64 LR rule (libunwind 1.6.2's step from PC, LR and SP = 0)
+/// on the guest-built files' real CFI: LR holds the return address in a
+/// frameless leaf and in a prologue before the frame record is stored, not
+/// after it; libunwind falls back to LR wherever its DWARF step fails
+/// before it reads the return address: anywhere in the PLT (no FDE) and in
+/// C++ code whose CIE names the personality routine through
+/// `DW.ref.__gxx_personality_v0` in `.data`, which perf does not map.
 #[test]
-fn the_lr_rule_follows_the_cfi_of_the_guests_library() {
+fn the_lr_rule_follows_the_cfi_of_the_guests_files() {
     use object::{Object, ObjectSection, ObjectSymbol};
     let (t, rd) = unpack("fp");
     let root = rd.join("perf/symfs");
-    let lib = "/root/work/bin/libwork.so";
-    let bytes = fs::read(root.join(lib.trim_start_matches('/'))).unwrap();
-    let file = object::File::parse(&*bytes).unwrap();
-    let sym = |name: &str| {
+    let read = |path: &str| fs::read(root.join(path.trim_start_matches('/'))).unwrap();
+    let sym = |file: &object::File, name: &str| {
         file.symbols()
             .find(|s| s.name() == Ok(name))
-            .unwrap_or_else(|| panic!("{name} in {lib}"))
+            .unwrap_or_else(|| panic!("{name}"))
             .address()
     };
-    let t64 = jobprof::symbolize::native::unwind::load(&root, lib, None).expect("unwind tables");
-    let (leaf, sort) = (sym("lib_leaf"), sym("lib_sort"));
+    let load = |path: &str| {
+        jobprof::symbolize::native::unwind::load(&root, path, None).expect("unwind tables")
+    };
+    let lib = "/root/work/bin/libwork.so";
+    let bytes = read(lib);
+    let file = object::File::parse(&*bytes).unwrap();
+    let t64 = load(lib);
+    let (leaf, sort) = (sym(&file, "lib_leaf"), sym(&file, "lib_sort"));
     assert!(
         t64.return_address_in_lr(leaf),
         "frameless leaf, first instruction"
@@ -212,11 +191,16 @@ fn the_lr_rule_follows_the_cfi_of_the_guests_library() {
         "after the frame record"
     );
     let plt = file.section_by_name(".plt").expect(".plt").address();
-    assert!(
-        t64.return_address_in_lr(plt + 32),
-        "first PLT entry's first instruction"
-    );
-    assert!(!t64.return_address_in_lr(plt + 36), "inside a PLT entry");
-    assert!(!t64.return_address_in_lr(plt), "PLT0");
+    for at in [plt, plt + 32, plt + 36] {
+        assert!(t64.return_address_in_lr(at), "PLT + {}: no FDE", at - plt);
+    }
+    // The guest's perf: `work::busy_c+0x70;work::busy_c+0x6f` (LR after a
+    // call returned), the frame record stored long before.
+    let exe = "/root/work/bin/worker";
+    let bytes = read(exe);
+    let file = object::File::parse(&*bytes).unwrap();
+    let w = load(exe);
+    let busy_c = sym(&file, "_ZN4work6busy_cEv");
+    assert!(w.return_address_in_lr(busy_c + 0x70), "C++ FDE (zPLR)");
     drop(t);
 }

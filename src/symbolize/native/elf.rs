@@ -218,7 +218,8 @@ fn read_symbols(file: &ElfFile64<'_, Endianness>, dynamic: bool) -> Vec<RawSymbo
 
 /// `name@plt` symbols for the lazy-binding `.plt` stubs of x86-64 and
 /// AArch64, one per `.rela.plt` entry in order after the PLT header, as
-/// perf 6.1 synthesizes them (an `IRELATIVE` entry has no name: `@plt`);
+/// perf 6.1 synthesizes them (the target's name demangled, then `@plt`;
+/// an `IRELATIVE` entry has no name: `@plt`);
 /// none unless `.rela.plt` refers to `.dynsym`.
 fn plt_symbols(file: &ElfFile64<'_, Endianness>) -> Vec<RawSymbol> {
     let e = file.endian();
@@ -272,7 +273,8 @@ fn plt_symbols(file: &ElfFile64<'_, Endianness>) -> Vec<RawSymbol> {
             size: entry,
             binding: Binding::Global,
             untyped: false,
-            name: format!("{name}@plt"),
+            // perf demangles the target's name, then adds `@plt`.
+            name: format!("{}@plt", super::symbols::demangle(&name)),
             module: None,
         });
     }

@@ -128,9 +128,10 @@ impl Debug {
     }
 
     /// The raw (mangled) function names perf's addr2line records give for
-    /// `vaddr`, innermost first (`??` where a record has no function);
-    /// empty when perf keeps no inline list (no line for the address).
-    pub fn chain(&self, vaddr: u64) -> Vec<String> {
+    /// `vaddr` in the function of ELF symbol `symbol` (raw), innermost
+    /// first (`??` where a record has no function); empty when perf keeps
+    /// no inline list (no line for the address).
+    pub fn chain(&self, vaddr: u64, symbol: &str) -> Vec<String> {
         let ctx = self.ctx.lock().unwrap_or_else(|e| e.into_inner());
         let mut out = Vec::new();
         let Ok(mut frames) = ctx.find_frames(vaddr).skip_all_loads() else {
@@ -147,10 +148,43 @@ impl Debug {
                 .as_ref()
                 .and_then(|n| n.raw_name().ok())
                 .map_or_else(|| "??".to_string(), |n| n.into_owned());
-            out.push(name);
+            let lang = f.function.as_ref().and_then(|n| n.language);
+            if out.is_empty() && !is_linkage_name(&name, lang) {
+                out.push(symbol.to_string());
+            } else {
+                out.push(name);
+            }
         }
         out
     }
+}
+
+/// Whether binutils takes `name` (a DWARF function's name in a unit of
+/// language `lang`) as the function's linkage name: a mangled name (from
+/// `DW_AT_linkage_name`), or any name in a language without mangling
+/// (binutils' `mangle_style` 0: C, Fortran 77, Pascal, ...). For the
+/// innermost record only, binutils' `addr2line` names any other (a C++
+/// lambda's `operator()`) by the ELF symbol holding the address instead,
+/// which perf then prints as the plain frame line.
+fn is_linkage_name(name: &str, lang: Option<gimli::DwLang>) -> bool {
+    use gimli::constants::*;
+    if name.starts_with("_Z") || name.starts_with("_R") || name == "??" {
+        return true;
+    }
+    const UNMANGLED: [gimli::DwLang; 11] = [
+        DW_LANG_C89,
+        DW_LANG_C,
+        DW_LANG_C99,
+        DW_LANG_C11,
+        DW_LANG_Cobol74,
+        DW_LANG_Cobol85,
+        DW_LANG_Fortran77,
+        DW_LANG_Pascal83,
+        DW_LANG_PLI,
+        DW_LANG_UPC,
+        DW_LANG_Mips_Assembler,
+    ];
+    lang.is_some_and(|l| UNMANGLED.contains(&l))
 }
 
 /// Writes the frame at `addr` (printed address) in ELF symbol `base`
@@ -254,7 +288,7 @@ mod tests {
             .expect("DWARF in the test binary");
         assert_eq!(a_function_with_a_line(), 7);
         let at = a_function_with_a_line as *const () as usize as u64;
-        let chain = d.chain(elf_address(&exe, at));
+        let chain = d.chain(elf_address(&exe, at), "sym");
         assert!(
             chain.iter().any(|n| n.contains("a_function_with_a_line")),
             "{chain:?}"

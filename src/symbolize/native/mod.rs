@@ -465,7 +465,7 @@ impl Symbolizer {
                 .as_ref()
                 .and_then(|f| self.inlines.get(&self.root, f))
             {
-                if inline::write_frame(line, addr, &d.chain(vaddr), &base, h.offset, dso) {
+                if inline::write_frame(line, addr, &d.chain(vaddr, h.name), &base, h.offset, dso) {
                     return;
                 }
             }
@@ -561,12 +561,13 @@ fn leaf_caller(
         let Some(d) = dsos.get(m.dso as usize) else {
             return false;
         };
+        // No unwind tables: libunwind finds no FDE and falls back to LR.
         let Some(t) = d
             .path
             .as_deref()
             .and_then(|p| sym.unwind.get(&sym.root, p, &d.build_id))
         else {
-            return false;
+            return true;
         };
         t.base_avma(m.start, m.pgoff, m.end - m.start)
             .is_some_and(|base| t.return_address_in_lr(pc.wrapping_sub(base)))

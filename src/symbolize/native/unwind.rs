@@ -25,11 +25,12 @@ use framehop::aarch64::{CacheAarch64, PtrAuthMask, UnwindRegsAarch64, UnwinderAa
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
 use linux_perf_data::linux_perf_event_reader::Regs;
-use object::read::elf::ElfFile64;
+use object::read::elf::{ElfFile64, ProgramHeader};
 use object::{Endianness, Object, ObjectSection};
 use rustc_hash::FxHashMap;
 
 mod leaf;
+mod root;
 
 use super::elf::load_segments;
 use super::once_map::OnceMap;
@@ -64,8 +65,9 @@ pub struct DsoUnwind {
     segments: Vec<(u64, u64, u64)>,
     text: Option<Range<u64>>,
     got: Option<Range<u64>>,
-    /// `.plt` (perf's arm64 LR rule, [`leaf`]).
-    plt: Option<Range<u64>>,
+    /// The executable `PT_LOAD` segments, page-aligned: what perf maps of
+    /// the file (perf's arm64 LR rule reads nothing else, [`leaf`]).
+    exec: Vec<Range<u64>>,
     eh_frame: Option<(Range<u64>, Bytes)>,
     eh_frame_hdr: Option<(Range<u64>, Bytes)>,
     debug_frame: Option<Bytes>,
@@ -130,7 +132,7 @@ pub fn load(root: &Path, path: &str, build_id: Option<&[u8]>) -> Option<DsoUnwin
             t.segments = load_segments(&file);
             t.text = file.section_by_name(".text").map(|s| svma_range(&s));
             t.got = file.section_by_name(".got").map(|s| svma_range(&s));
-            t.plt = file.section_by_name(".plt").map(|s| svma_range(&s));
+            t.exec = exec_segments(&file);
             if let (Some(hdr), Some(eh)) =
                 (section(&file, ".eh_frame_hdr"), section(&file, ".eh_frame"))
             {
@@ -153,6 +155,7 @@ pub fn load(root: &Path, path: &str, build_id: Option<&[u8]>) -> Option<DsoUnwin
                 t.debug_frame = Some(b);
                 if t.segments.is_empty() {
                     t.segments = load_segments(&file);
+                    t.exec = exec_segments(&file);
                 }
                 break;
             }
@@ -160,6 +163,20 @@ pub fn load(root: &Path, path: &str, build_id: Option<&[u8]>) -> Option<DsoUnwin
     }
     let usable = t.eh_frame_hdr.is_some() || t.debug_frame.is_some();
     (usable && !t.segments.is_empty()).then_some(t)
+}
+
+/// The executable `PT_LOAD` segments' addresses, widened to 4 KiB pages
+/// as the kernel maps them.
+fn exec_segments(file: &ElfFile64<'_, Endianness>) -> Vec<Range<u64>> {
+    let e = file.endian();
+    file.elf_program_headers()
+        .iter()
+        .filter(|p| p.p_type(e) == object::elf::PT_LOAD && p.p_flags(e) & object::elf::PF_X != 0)
+        .map(|p| {
+            let (v, n) = (p.p_vaddr(e), p.p_memsz(e));
+            (v & !0xfff)..(v.saturating_add(n).saturating_add(0xfff) & !0xfff)
+        })
+        .collect()
 }
 
 fn svma_range<'d>(s: &impl ObjectSection<'d>) -> Range<u64> {
@@ -209,6 +226,11 @@ trait UnwindArch {
     fn poison_fp(r: &mut Self::Regs);
     /// The stack pointer (where the stack copy starts).
     fn sp(r: &Self::Regs) -> u64;
+    /// The root of the stack from a frame record with a null frame
+    /// pointer that ended it ([`root`]), as perf's libunwind takes it.
+    fn root(_trail: &root::Trail) -> Option<u64> {
+        None
+    }
 }
 
 /// x86-64: IP, SP and BP.
@@ -248,6 +270,9 @@ impl UnwindArch for A64 {
     }
     fn sp(r: &UnwindRegsAarch64) -> u64 {
         r.sp()
+    }
+    fn root(trail: &root::Trail) -> Option<u64> {
+        trail.root(|a| PAC_MASK.strip_ptr_auth(a))
     }
 }
 
@@ -367,6 +392,7 @@ fn walk<A: UnwindArch>(
     // perf reads a word only when it ends before the copy's last byte.
     let end = sp.saturating_add(stack.len() as u64);
     let missed = std::cell::Cell::new(false);
+    let trail = std::cell::Cell::new(root::Trail::default());
     let mut read = |a: u64| -> Result<u64, ()> {
         if a < sp || a.checked_add(8).is_none_or(|e| e >= end) {
             missed.set(true);
@@ -374,7 +400,11 @@ fn walk<A: UnwindArch>(
         }
         let at = (a - sp) as usize;
         let w = stack.get(at..at + 8).ok_or(())?;
-        Ok(u64::from_le_bytes(w.try_into().map_err(|_| ())?))
+        let v = u64::from_le_bytes(w.try_into().map_err(|_| ())?);
+        let mut t = trail.get();
+        t.read(a, v);
+        trail.set(t);
+        Ok(v)
     };
     let mut addr = FrameAddress::from_instruction_pointer(ip);
     for _ in 1..MAX_USER_FRAMES {
@@ -386,6 +416,7 @@ fn walk<A: UnwindArch>(
         }
         let u = &st.procs[&pid];
         missed.set(false);
+        trail.take();
         match u.unwind_frame(addr, &mut regs, &mut st.cache, &mut read) {
             Ok(Some(ra)) => match FrameAddress::from_return_address(ra) {
                 Some(next) => {
@@ -398,6 +429,12 @@ fn walk<A: UnwindArch>(
             // libunwind takes as one more frame (printed as 0 - 1).
             Err(framehop::Error::CouldNotReadStack(a)) if a >= sp && a.saturating_add(8) >= end => {
                 out.push(u64::MAX);
+                break;
+            }
+            Ok(None) => {
+                if let Some(ra) = A::root(&trail.get()) {
+                    out.push(ra - 1);
+                }
                 break;
             }
             _ => break,
