@@ -19,7 +19,7 @@
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::capture::{
@@ -30,6 +30,7 @@ use crate::error::{Error, ExitCode, Result};
 use crate::output::archive::{self, Part, Spool, Spooled};
 use crate::output::render::{self, Format, RenderOptions};
 use crate::output::summary::{self, InputFile, ShardSummary, StackStats, Summary, Timings};
+use crate::symbolize::kernel::{self, KernelSymbols};
 use crate::symbolize::native;
 use crate::symbolize::perf::{self, PerfTool, RunOutcome, ScriptOptions, TimeSlice};
 use crate::sys::atomic::{AtomicFile, Destination};
@@ -371,7 +372,7 @@ struct Pass {
     /// Where kernel frames got their names, when the shards' perf.data
     /// were symbolized (natively or by `perf script`); `None` when the
     /// capture's own text was folded.
-    kernel: Option<perf::KernelSymbols>,
+    kernel: Option<KernelSymbols>,
 }
 
 impl Pass {
@@ -397,6 +398,9 @@ struct Pipeline<'a> {
     start: Instant,
     label: String,
     dir: PathBuf,
+    /// Where kernel frames get their names, decided once (a copy of the
+    /// live table lives as long as the pipeline).
+    kernel: OnceLock<KernelSymbols>,
 }
 
 impl<'a> Pipeline<'a> {
@@ -420,6 +424,7 @@ impl<'a> Pipeline<'a> {
             // The old pipeline's captures get their outputs in a
             // subdirectory: its own files are never touched.
             dir: cap.found.out_dir(),
+            kernel: OnceLock::new(),
         }
     }
 
@@ -586,8 +591,8 @@ impl<'a> Pipeline<'a> {
         mut warnings: Vec<String>,
         prepare_start: Instant,
     ) -> Result<Pass> {
-        let kernel = self.kernel_symbols();
-        if let perf::KernelSymbols::Unavailable(why) = &kernel {
+        let kernel = self.kernel_symbols().clone();
+        if let KernelSymbols::Unavailable(why) = &kernel {
             warnings.push(format!("kernel frames unnamed: {why}"));
         }
         let units = self.plan_units(plan);
@@ -1093,15 +1098,37 @@ impl<'a> Pipeline<'a> {
         })
     }
 
-    /// Where kernel frames get their names ([`symbolize::kernel_symbols`]).
-    fn kernel_symbols(&self) -> perf::KernelSymbols {
-        let (host, boot) = perf::this_host_and_boot();
-        perf::kernel_symbols(
-            self.cap.kallsyms.as_deref(),
-            self.cap.symfs.is_some(),
-            (self.cap.host.as_deref(), self.cap.boot_id.as_deref()),
-            (host.as_deref(), boot.as_deref()),
-        )
+    /// Where kernel frames get their names ([`kernel::kernel_symbols`]).
+    fn kernel_symbols(&self) -> &KernelSymbols {
+        self.kernel.get_or_init(|| {
+            let (host, boot) = kernel::this_host_and_boot();
+            let needs_ids = self.cap.kallsyms.is_none() && self.cap.symfs.is_some();
+            let (recorded, running) = match needs_ids {
+                true => (
+                    kernel::recorded_kernel_build_id(&self.present_shards()),
+                    kernel::running_kernel_build_id(),
+                ),
+                false => (None, None),
+            };
+            let machines = kernel::Machines {
+                recorded: (self.cap.host.as_deref(), self.cap.boot_id.as_deref()),
+                here: (host.as_deref(), boot.as_deref()),
+                recorded_kernel: recorded.as_deref(),
+                running_kernel: running.as_deref(),
+            };
+            kernel::kernel_symbols(
+                self.cap.kallsyms.as_deref(),
+                self.cap.symfs.is_some(),
+                machines,
+                kernel::core_table,
+            )
+        })
+    }
+
+    /// The data files of the shards that are on disk.
+    fn present_shards(&self) -> Vec<PathBuf> {
+        let present = self.cap.shards.iter().filter(|s| s.bytes.is_some());
+        present.map(|s| s.data_file.clone()).collect()
     }
 
     fn fold_options(&self) -> fold::Options {

@@ -632,6 +632,9 @@ struct Run<'a> {
     lr_rule: rustc_hash::FxHashMap<(u32, u64), bool>,
     /// Per-sample unwound user addresses.
     user: Vec<u64>,
+    /// The core kernel's map as perf recorded it (start, end, and `pgoff`:
+    /// the sampled boot's `_text`).
+    kernel_text: Option<(u64, u64, u64)>,
     /// Frame text of whole frame-pointer stacks by (pid, CPU mode, call
     /// chain); emptied when maps change.
     stacks: rustc_hash::FxHashMap<Box<[u64]>, Box<[u8]>>,
@@ -649,6 +652,7 @@ impl<'a> Run<'a> {
         Run {
             sym,
             machine: Machine::default(),
+            kernel_text: None,
             dsos: Vec::new(),
             dso_ids: HashMap::new(),
             build_ids,
@@ -775,6 +779,9 @@ impl<'a> Run<'a> {
         let end = start.saturating_add(len);
         if pid == -1 {
             // Kernel and module maps: kallsyms names them all.
+            if path.starts_with(b"[kernel.kallsyms]") {
+                self.kernel_text = Some((start, end, pgoff));
+            }
             self.machine.kernel.insert(Map {
                 start,
                 end,
@@ -1005,6 +1012,19 @@ impl<'a> Run<'a> {
         cache.insert((dso, key), line);
     }
 
+    /// `addr` moved by KASLR's offset from the sampled boot to the boot
+    /// `table` describes (its `_text` against the `_text` perf recorded as
+    /// the kernel map's `pgoff`), as perf does; module addresses, and
+    /// tables without `_text`, stay as they are.
+    fn kernel_address(&self, addr: u64, table: &SymbolTable) -> u64 {
+        match (self.kernel_text, table.text()) {
+            (Some((start, end, pgoff)), Some(text)) if (start..end).contains(&addr) => {
+                addr.wrapping_sub(pgoff).wrapping_add(text)
+            }
+            _ => addr,
+        }
+    }
+
     fn format_frame(&mut self, dso: Option<u32>, addr: u64) -> Box<[u8]> {
         let mut line = Vec::with_capacity(96);
         if let Some(id) = dso.filter(|&d| d != KERNEL_DSO) {
@@ -1032,7 +1052,7 @@ impl<'a> Run<'a> {
         match dso {
             Some(KERNEL_DSO) => {
                 let table = self.sym.kernel();
-                match table.find(addr) {
+                match table.find(self.kernel_address(addr, table)) {
                     Some(h) => {
                         let _ = write!(
                             line,
