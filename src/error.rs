@@ -149,16 +149,53 @@ impl Error {
             Error::Render(_) => ExitCode::Failed,
         }
     }
+}
 
-    /// True when the error is a broken pipe on our output (e.g. `| head`),
-    /// which the binary treats as success.
-    pub fn is_broken_pipe(&self) -> bool {
-        match self {
-            Error::Io { source, .. } | Error::Nsys(crate::nsys::Error::Io { source, .. }) => {
-                source.kind() == io::ErrorKind::BrokenPipe
-            }
-            Error::Render(e) => e.is_broken_pipe(),
-            _ => false,
-        }
+/// True when `err` or one of its causes ([`std::error::Error::source`]) is
+/// an I/O error of kind `BrokenPipe`: our output went to a reader that
+/// stopped (e.g. `| head`), which the binary treats as success. Every error
+/// enum keeps the `io::Error` of an output write as its `#[source]` (a
+/// `transparent` variant forwards its inner error's), so it is found
+/// however deep it sits.
+pub fn is_broken_pipe(err: &(dyn std::error::Error + 'static)) -> bool {
+    std::iter::successors(Some(err), |e| e.source()).any(|e| {
+        e.downcast_ref::<io::Error>()
+            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stage's error: an output write with its io::Error as source.
+    #[derive(Debug, thiserror::Error)]
+    enum Stage {
+        #[error("writing out.svg: {source}")]
+        Write {
+            #[source]
+            source: io::Error,
+        },
+    }
+
+    /// A wrapper that forwards, as `Error`'s stage variants do.
+    #[derive(Debug, thiserror::Error)]
+    enum Outer {
+        #[error(transparent)]
+        Stage(#[from] Stage),
+    }
+
+    #[test]
+    fn broken_pipes_are_found_under_any_wrapper() {
+        let pipe = || io::Error::new(io::ErrorKind::BrokenPipe, "closed");
+        assert!(is_broken_pipe(&pipe()));
+        assert!(is_broken_pipe(&Error::io("out.svg", pipe())));
+        let deep = Outer::Stage(Stage::Write { source: pipe() });
+        assert!(is_broken_pipe(&deep));
+        let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(deep);
+        assert!(is_broken_pipe(boxed.as_ref()));
+        let other = io::Error::new(io::ErrorKind::PermissionDenied, "no");
+        assert!(!is_broken_pipe(&Error::io("out.svg", other)));
+        assert!(!is_broken_pipe(&Error::Usage("bad".into())));
     }
 }

@@ -55,58 +55,11 @@ pub mod error;
 
 pub use error::{Error, ExitCode, Result};
 
-/// `f` of each item, on up to `jobs` threads at once, in the items' order
-/// (for a few long, independent tasks such as one per file).
-pub(crate) fn map_jobs<T: Sync, R: Send>(
-    items: &[T],
-    jobs: usize,
-    f: impl Fn(&T) -> R + Sync,
-) -> Vec<R> {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let next = AtomicUsize::new(0);
-    let results: Vec<std::sync::Mutex<Option<R>>> =
-        items.iter().map(|_| std::sync::Mutex::new(None)).collect();
-    std::thread::scope(|scope| {
-        for _ in 0..jobs.clamp(1, items.len().max(1)) {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(item) = items.get(i) else { break };
-                let r = f(item);
-                *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
-            });
-        }
-    });
-    results
-        .into_iter()
-        .map(|r| {
-            let r = r.into_inner().unwrap_or_else(|e| e.into_inner());
-            r.expect("every item was mapped")
-        })
-        .collect()
-}
-
 /// A `--jobs`/`--threads` value, where 0 means one per core.
 pub(crate) fn jobs_or_cores(requested: usize) -> usize {
     if requested == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     } else {
         requested
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn map_jobs_keeps_the_order_whatever_the_threads() {
-        let items: Vec<u64> = (0..100).collect();
-        for jobs in [0, 1, 3, 200] {
-            let out = super::map_jobs(&items, jobs, |&i| {
-                // Later items finish first.
-                std::thread::sleep(std::time::Duration::from_micros(100 - i));
-                i * i
-            });
-            assert_eq!(out, items.iter().map(|i| i * i).collect::<Vec<_>>());
-        }
-        assert!(super::map_jobs(&[] as &[u8], 4, |_| 0).is_empty());
     }
 }

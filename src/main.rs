@@ -7,7 +7,6 @@
 //! or unreadable input, 3-5 the `nsys collect` outcomes; a broken pipe on
 //! stdout counts as success.
 
-use std::io;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
@@ -144,11 +143,7 @@ fn exit_for_error(err: &anyhow::Error) -> ExitCode {
     ExitCode::from(code.code())
 }
 
+/// A broken pipe anywhere in `err`'s chain of causes.
 fn is_broken_pipe(err: &anyhow::Error) -> bool {
-    err.chain().any(|c| {
-        c.downcast_ref::<io::Error>()
-            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
-            || c.downcast_ref::<jobprof::Error>()
-                .is_some_and(|e| e.is_broken_pipe())
-    })
+    jobprof::error::is_broken_pipe(err.as_ref())
 }

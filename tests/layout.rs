@@ -496,7 +496,6 @@ fn sources(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
 }
 
 #[test]
-#[ignore = "until the #24 merges land"]
 fn the_library_is_layered_by_stage_without_cycles() {
     let root = crate::util::repo_root();
     let mut files = Vec::new();

@@ -244,3 +244,45 @@ fn reprocess_sbatch_prints_a_quoted_array_script() {
     let bad = jobprof(&["--sbatch", "--partition", "a b"], &[&root]);
     assert_eq!(bad.status.code(), Some(2), "{}", util::output_text(&bad));
 }
+
+#[test]
+fn reprocess_passes_inline_and_min_symbolized_to_the_pipeline_and_the_array() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rd = tmp.path().join("result_dir_demo");
+    util::copy_demo(&rd);
+    // Without its symfs/ the demo's user frames go unnamed: below 100%.
+    fs::remove_dir_all(rd.join("profiles/perf/worker_0/symfs")).unwrap();
+    let args = ["--no-inline", "--min-symbolized", "100"];
+    let out = jobprof(&[&args[..], &["--symbolizer", "native"]].concat(), &[&rd]);
+    assert_eq!(out.status.code(), Some(1), "{}", util::output_text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("not rendered"));
+    assert!(
+        util::stderr(&out).contains("inline frames: none (--no-inline)"),
+        "{}",
+        util::output_text(&out)
+    );
+    let q = rd.join("profiles/perf/worker_0/q01");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&util::read(&q.join("summary.json"))).unwrap();
+    assert!(summary["render_refused"].is_string(), "{summary}");
+    assert_eq!(summary["shards"][0]["inline"], false);
+    // The array's tasks get the same options.
+    let out = jobprof(
+        &[
+            &args[..],
+            &["--sbatch", "--array-count", "2", "--zstd-level", "3"],
+        ]
+        .concat(),
+        &[&rd],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", util::output_text(&out));
+    let script = String::from_utf8_lossy(&out.stdout);
+    let exec = script.lines().find(|l| l.starts_with("exec ")).unwrap();
+    assert!(
+        exec.contains("reprocess --no-inline --zstd-level=3 --min-symbolized=100 -- "),
+        "{exec}"
+    );
+    // A bad percentage is refused before anything runs, --sbatch included.
+    let out = jobprof(&["--sbatch", "--min-symbolized", "150"], &[&rd]);
+    assert_eq!(out.status.code(), Some(2), "{}", util::output_text(&out));
+}

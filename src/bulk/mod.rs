@@ -131,7 +131,7 @@ pub fn run(roots: &[PathBuf], opts: &Options, progress: &Progress) -> Result<Rep
 fn bring_up_to_date(
     planned: Vec<(Item, Plan)>,
     opts: &Options,
-    perf: &std::result::Result<PerfTool, String>,
+    perf: &std::result::Result<PerfTool, crate::symbolize::perf::Error>,
     progress: &Progress,
 ) -> Vec<Outcome> {
     let (todo, done): (Vec<_>, Vec<_>) = planned.into_iter().partition(|(_, p)| !p.is_empty());

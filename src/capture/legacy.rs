@@ -217,14 +217,49 @@ pub struct LegacyShard {
     pub data_bytes: Option<u64>,
 }
 
+/// What is wrong with an old-pipeline shard manifest.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ManifestError {
+    /// No header line.
+    #[error("empty: no header line")]
+    Empty,
+    /// The header lacks a column the rows need.
+    #[error("the header needs the columns shard, phase, exit_status and data_file")]
+    Columns,
+    /// A row (1-based line) with too few fields.
+    #[error("line {line}: only {fields} fields")]
+    Fields {
+        /// The line number.
+        line: usize,
+        /// Fields it has.
+        fields: usize,
+    },
+    /// A shard number that is not one.
+    #[error("line {line}: shard `{value}` is not a number")]
+    Shard {
+        /// The line number.
+        line: usize,
+        /// What the field says.
+        value: String,
+    },
+    /// An exit status that is not a number.
+    #[error("line {line}: exit_status `{value}` is not a number")]
+    ExitStatus {
+        /// The line number.
+        line: usize,
+        /// What the field says.
+        value: String,
+    },
+}
+
 /// Parses an old-pipeline shard manifest (tab separated, with its header).
-pub fn parse_shards(text: &str) -> std::result::Result<Vec<LegacyShard>, String> {
+pub fn parse_shards(text: &str) -> std::result::Result<Vec<LegacyShard>, ManifestError> {
     let mut lines = text
         .lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty() && !l.starts_with('#'));
     let Some((_, header)) = lines.next() else {
-        return Err("empty: no header line".into());
+        return Err(ManifestError::Empty);
     };
     let columns: Vec<&str> = header.split('\t').map(str::trim).collect();
     let col = |name: &str| columns.iter().position(|c| *c == name);
@@ -234,27 +269,29 @@ pub fn parse_shards(text: &str) -> std::result::Result<Vec<LegacyShard>, String>
         col("exit_status"),
         col("data_file"),
     ) else {
-        return Err("the header needs the columns shard, phase, exit_status and data_file".into());
+        return Err(ManifestError::Columns);
     };
     let c_bytes = col("data_bytes");
     let mut out = Vec::new();
     for (i, line) in lines {
         let f: Vec<&str> = line.split('\t').map(str::trim).collect();
         let field = |c: usize| {
-            f.get(c)
-                .copied()
-                .ok_or_else(|| format!("line {}: only {} fields", i + 1, f.len()))
+            f.get(c).copied().ok_or(ManifestError::Fields {
+                line: i + 1,
+                fields: f.len(),
+            })
         };
-        let shard = field(c_shard)?
-            .parse()
-            .map_err(|_| format!("line {}: shard `{}` is not a number", i + 1, f[c_shard]))?;
+        let shard = field(c_shard)?.parse().map_err(|_| ManifestError::Shard {
+            line: i + 1,
+            value: f[c_shard].to_string(),
+        })?;
         let status = field(c_status)?;
         let exit_status = match status {
             "" | "-" => None,
-            s => Some(
-                s.parse()
-                    .map_err(|_| format!("line {}: exit_status `{s}` is not a number", i + 1))?,
-            ),
+            s => Some(s.parse().map_err(|_| ManifestError::ExitStatus {
+                line: i + 1,
+                value: s.to_string(),
+            })?),
         };
         out.push(LegacyShard {
             shard,

@@ -8,13 +8,13 @@ use clap::Args;
 
 use jobprof::bulk::{self, Options, Split};
 use jobprof::capture::Status;
-use jobprof::pipeline::Formats;
-use jobprof::sys::progress::Progress;
 use jobprof::sys::slurm::array::{self, ArrayJob};
 use jobprof::sys::slurm::Slurm;
 use jobprof::sys::units;
 use jobprof::views;
 use jobprof::ExitCode;
+
+use super::pipeline_args::PipelineArgs;
 
 /// Bring every result directory under ROOT up to date: process captures
 /// never processed, or processed by an older jobprof.
@@ -41,6 +41,7 @@ use jobprof::ExitCode;
 #[command(after_help = "Examples:
   jobprof reprocess /shared/results --dry-run
   jobprof reprocess /shared/results --jobs 8 --recompress
+  jobprof reprocess /shared/results --no-inline --min-symbolized 20 --formats all
   jobprof reprocess /shared/results --sbatch --array-count 32 --partition cpu --time 2:00:00
   jobprof reprocess /shared/results --sbatch --submit --array-count 32 --time 1h30m
 
@@ -70,13 +71,6 @@ pub struct ReprocessArgs {
     /// kept).
     #[arg(long)]
     pub recompress: bool,
-
-    /// zstd level of the perf.script.zst archives (also of --recompress): 1 (fastest; the default)
-    /// to 19 (smallest). Level 3 makes the archive ~8% smaller and the
-    /// compression ~1.6x slower on `perf script` text.
-    #[arg(long, value_name = "LEVEL", default_value_t = jobprof::output::archive::DEFAULT_LEVEL,
-          value_parser = clap::value_parser!(i32).range(1..=19))]
-    pub zstd_level: i32,
 
     /// Like --recompress, then delete perf.script.gz once perf.script.zst
     /// and all outputs of the capture are complete.
@@ -113,33 +107,8 @@ pub struct ReprocessArgs {
     #[arg(long, value_name = "DURATION", requires = "sbatch", value_parser = units::parse_duration)]
     pub time: Option<Duration>,
 
-    /// Outputs to write (as for `jobprof process`): svg, html, folded,
-    /// summary, report, speedscope, pprof, or all.
-    #[arg(
-        long,
-        value_name = "LIST",
-        default_value = "svg,html,folded,summary,report"
-    )]
-    pub formats: String,
-
-    /// The perf executable [default: `perf` on PATH].
-    #[arg(long, value_name = "PATH")]
-    pub perf: Option<PathBuf>,
-
-    /// Root frame of the per-query flamegraphs (as for `jobprof process`):
-    /// worker or none.
-    #[arg(long, value_name = "ROOT", default_value = "worker", value_parser = ["worker", "none"])]
-    pub query_root: String,
-
-    /// No progress bars or log lines on stderr; the result lines, the
-    /// table (stdout) and errors remain.
-    #[arg(short, long)]
-    pub quiet: bool,
-
-    /// Who turns perf.data into text (as for `jobprof process`): native,
-    /// perf, or auto (native where it can read the shard).
-    #[arg(long, value_name = "WHO", default_value = "auto")]
-    pub symbolizer: jobprof::symbolize::native::Choice,
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
 }
 
 fn env_jobs() -> Option<usize> {
@@ -152,7 +121,7 @@ fn env_jobs() -> Option<usize> {
 /// Runs `jobprof reprocess`.
 pub fn run(args: ReprocessArgs) -> anyhow::Result<ExitCode> {
     super::check_count("--jobs", args.jobs, super::MAX_JOBS)?;
-    let formats = Formats::parse(&args.formats)?;
+    let process = args.pipeline.options()?;
     if args.sbatch {
         return submit_or_print(&args);
     }
@@ -173,17 +142,9 @@ pub fn run(args: ReprocessArgs) -> anyhow::Result<ExitCode> {
     opts.recompress = args.recompress;
     opts.replace_archives = args.replace_archives;
     opts.split = split;
-    opts.process.formats = formats;
-    opts.process.perf = args.perf;
-    let mut view_opts = views::Options::default();
-    view_opts.query_root = args.query_root.parse()?;
-    opts.process.symbolizer = args.symbolizer;
-    opts.process.zstd_level = args.zstd_level;
-    let progress = if args.quiet {
-        Progress::quiet()
-    } else {
-        Progress::from_env()
-    };
+    opts.process = process;
+    let view_opts = args.pipeline.view_options()?;
+    let progress = args.pipeline.progress();
     // The result lines of the captures worked on go to stdout as each ends
     // (the per-task log of an array job); a dry run lists its plan here.
     let report = bulk::run(&args.roots, &opts, &progress)?;
@@ -253,20 +214,6 @@ fn forwarded_args(args: &ReprocessArgs) -> Vec<String> {
     if args.replace_archives {
         v.push("--replace-archives".into());
     }
-    if args.formats != "svg,html,folded,summary,report" {
-        v.push(format!("--formats={}", args.formats));
-    }
-    if let Some(p) = &args.perf {
-        v.push(format!("--perf={}", p.display()));
-    }
-    if args.query_root != "worker" {
-        v.push(format!("--query-root={}", args.query_root));
-    }
-    if args.quiet {
-        v.push("--quiet".into());
-    }
-    if args.symbolizer != jobprof::symbolize::native::Choice::Auto {
-        v.push(format!("--symbolizer={}", args.symbolizer.as_str()));
-    }
+    v.extend(args.pipeline.to_argv());
     v
 }

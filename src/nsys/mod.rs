@@ -364,6 +364,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_broken_pipe_on_a_report_is_found_through_crate_error() {
+        let source = std::io::Error::new(std::io::ErrorKind::BrokenPipe, "closed");
+        let e = crate::Error::Nsys(Error::Io {
+            path: "r.nsys-rep".into(),
+            source,
+        });
+        assert!(crate::error::is_broken_pipe(&e));
+    }
+
+    #[test]
     fn parses_launch_pattern_names() {
         let n = ReportName::parse("4242_gpu-node-07_rank13.nsys-rep");
         assert_eq!(n.job.as_deref(), Some("4242"));

@@ -1186,9 +1186,9 @@ log_dir = "/shared/run1"
 command = ["python", "serve.py"]
 "#;
 
-    fn plan(extra_top: &str, extra_launch: &str) -> Result<Plan, String> {
+    fn plan(extra_top: &str, extra_launch: &str) -> Result<Plan, Error> {
         let text = BASE.replace("[launch]", &format!("{extra_top}\n[launch]")) + extra_launch;
-        Plan::from_toml(&text, Path::new("cfg.toml")).map_err(|e| e.to_string())
+        Plan::from_toml(&text, Path::new("cfg.toml"))
     }
 
     #[test]
@@ -1236,7 +1236,8 @@ command = ["python", "serve.py"]
             "tool_option = 1\nreport_root = \"/r\"\nprofiling_mode = \"often\"\nwindows = \"1-2\"",
             "shell = true\nenv = { \"1X\" = \"y\" }",
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         for needle in [
             "6 problems",
             "tool_option: unknown field",

@@ -44,13 +44,22 @@ pub fn of_shards(shards: &[PathBuf]) -> (Vec<BuildId>, Vec<String>) {
     (all.into_iter().collect(), warnings)
 }
 
-fn of_shard(path: &Path) -> Result<Vec<BuildId>, String> {
-    let file = File::open(path).map_err(|e| e.to_string())?;
-    let PerfFileReader { perf_file, .. } = PerfFileReader::parse_file(io::BufReader::new(file))
-        .map_err(|e| format!("cannot read the header: {e}"))?;
-    let table = perf_file
-        .build_ids()
-        .map_err(|e| format!("cannot read the build-id table: {e}"))?;
+/// Why a shard's build ids could not be read.
+#[derive(Debug, thiserror::Error)]
+enum ShardError {
+    #[error("{0}")]
+    Open(#[source] io::Error),
+    #[error("cannot read the header: {0}")]
+    Header(#[source] linux_perf_data::Error),
+    #[error("cannot read the build-id table: {0}")]
+    Table(#[source] linux_perf_data::Error),
+}
+
+fn of_shard(path: &Path) -> Result<Vec<BuildId>, ShardError> {
+    let file = File::open(path).map_err(ShardError::Open)?;
+    let PerfFileReader { perf_file, .. } =
+        PerfFileReader::parse_file(io::BufReader::new(file)).map_err(ShardError::Header)?;
+    let table = perf_file.build_ids().map_err(ShardError::Table)?;
     Ok(table
         .into_values()
         .map(|d| BuildId {

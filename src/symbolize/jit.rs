@@ -291,20 +291,24 @@ impl ScriptRewrite {
     }
 }
 
+/// The capture has no JIT snapshot: why its JIT frames stay unnamed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the capture has no JIT symbol snapshot (jit/): it was recorded before \
+     jobprof-record took one, or with --jit-maps off, so JIT frames stay unnamed \
+     ([anon], [perf-PID.map]); re-record with jobprof-record --jit-maps auto"
+)]
+pub struct NoSnapshot;
+
 /// What `capture_dir/jit/` holds, for `summary.json` and the log; `Err`
-/// with why JIT frames stay unnamed when there is none.
-pub fn describe_snapshot(capture_dir: &Path) -> Result<String, String> {
+/// when there is none.
+pub fn describe_snapshot(capture_dir: &Path) -> Result<String, NoSnapshot> {
     match std::fs::read_dir(capture_dir.join(JIT_DIR)) {
         Ok(entries) => {
             let files = entries.flatten().count();
             Ok(format!("snapshot {JIT_DIR}/: {files} file(s)"))
         }
-        Err(_) => Err(
-            "the capture has no JIT symbol snapshot (jit/): it was recorded before \
-             jobprof-record took one, or with --jit-maps off, so JIT frames stay unnamed \
-             ([anon], [perf-PID.map]); re-record with jobprof-record --jit-maps auto"
-                .to_string(),
-        ),
+        Err(_) => Err(NoSnapshot),
     }
 }
 

@@ -22,8 +22,53 @@
 use std::ffi::OsString;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
+
+/// Why perf is not usable, or could not give a shard's time range.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// `perf --version` could not be started.
+    #[error(
+        "cannot run `{} --version`: {source} (install linux-perf, or pass --perf PATH)",
+        program.display()
+    )]
+    Missing {
+        /// The program tried.
+        program: PathBuf,
+        /// What went wrong.
+        #[source]
+        source: io::Error,
+    },
+    /// `perf --version` failed or printed no version.
+    #[error("`{} --version` failed: {stderr}", program.display())]
+    Broken {
+        /// The program tried.
+        program: PathBuf,
+        /// The first line of its stderr.
+        stderr: String,
+    },
+    /// A perf command (named) could not be started.
+    #[error("cannot run {what}: {source}")]
+    Run {
+        /// `perf report` or `perf script`.
+        what: &'static str,
+        /// What went wrong.
+        #[source]
+        source: io::Error,
+    },
+    /// The `perf script -F time` scan failed.
+    #[error("perf script -F time failed ({status}): {stderr}")]
+    TimeScan {
+        /// How it ended.
+        status: ExitStatus,
+        /// The first line of its stderr.
+        stderr: String,
+    },
+    /// The scan found no sample.
+    #[error("no samples")]
+    NoSamples,
+}
 
 /// A usable `perf` executable and what `perf --version` said.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,7 +84,7 @@ impl PerfTool {
     /// `perf --version` to make sure it works (Debian's `/usr/bin/perf` is a
     /// wrapper that fails when no perf matches the running kernel). The
     /// error says what to install or pass.
-    pub fn find(explicit: Option<&Path>) -> Result<PerfTool, String> {
+    pub fn find(explicit: Option<&Path>) -> Result<PerfTool, Error> {
         let program = explicit
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("perf"));
@@ -47,19 +92,16 @@ impl PerfTool {
             .arg("--version")
             .stdin(Stdio::null())
             .output()
-            .map_err(|e| {
-                format!(
-                    "cannot run `{} --version`: {e} (install linux-perf, or pass --perf PATH)",
-                    program.display()
-                )
+            .map_err(|source| Error::Missing {
+                program: program.clone(),
+                source,
             })?;
         let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
         if !out.status.success() || !version.starts_with("perf version") {
-            return Err(format!(
-                "`{} --version` failed: {}",
-                program.display(),
-                first_line(&String::from_utf8_lossy(&out.stderr))
-            ));
+            return Err(Error::Broken {
+                program,
+                stderr: first_line(&String::from_utf8_lossy(&out.stderr)).to_string(),
+            });
         }
         Ok(PerfTool { program, version })
     }
@@ -198,12 +240,15 @@ pub fn parse_header_time_range(text: &str) -> Option<(u64, u64)> {
 
 /// The time range of `data`'s samples (nanoseconds, perf clock): from the
 /// header when it has one, else by scanning sample times.
-pub fn time_range(perf: &PerfTool, data: &Path) -> Result<(u64, u64), String> {
+pub fn time_range(perf: &PerfTool, data: &Path) -> Result<(u64, u64), Error> {
     let out = perf
         .command(&header_argv(data))
         .stderr(Stdio::null())
         .output()
-        .map_err(|e| format!("cannot run perf report: {e}"))?;
+        .map_err(|source| Error::Run {
+            what: "perf report",
+            source,
+        })?;
     if let Some(r) = parse_header_time_range(&String::from_utf8_lossy(&out.stdout)) {
         return Ok(r);
     }
@@ -211,13 +256,15 @@ pub fn time_range(perf: &PerfTool, data: &Path) -> Result<(u64, u64), String> {
         .command(&time_scan_argv(data))
         .stderr(Stdio::piped())
         .output()
-        .map_err(|e| format!("cannot run perf script: {e}"))?;
+        .map_err(|source| Error::Run {
+            what: "perf script",
+            source,
+        })?;
     if !out.status.success() {
-        return Err(format!(
-            "perf script -F time failed ({}): {}",
-            out.status,
-            first_line(&String::from_utf8_lossy(&out.stderr))
-        ));
+        return Err(Error::TimeScan {
+            status: out.status,
+            stderr: first_line(&String::from_utf8_lossy(&out.stderr)).to_string(),
+        });
     }
     let mut range: Option<(u64, u64)> = None;
     for t in String::from_utf8_lossy(&out.stdout)
@@ -229,7 +276,7 @@ pub fn time_range(perf: &PerfTool, data: &Path) -> Result<(u64, u64), String> {
             Some((a, b)) => (a.min(t), b.max(t)),
         });
     }
-    range.ok_or_else(|| "no samples".to_string())
+    range.ok_or(Error::NoSamples)
 }
 
 /// Cuts `[first, last]` into `n` slices that cover every nanosecond exactly

@@ -7,10 +7,15 @@
 //! hands out bytes; it knows nothing about the `perf script` format beyond
 //! "text". It never modifies its inputs.
 //!
-//! A mapped file that another process truncates while it is read would
-//! raise SIGBUS on the next page touched; [`Mapping`] registers each map
-//! with a SIGBUS handler that turns that into a one-line error naming the
-//! file and exit code 2 (bad input), never a crash.
+//! A [`Mapping`] is a shared, read-only map of the file: it is sound only
+//! while nobody else changes or truncates the file, which is why
+//! [`Mapping::of`] is `unsafe` and its callers say why that holds for
+//! them. A file truncated anyway would raise SIGBUS on the next page
+//! touched past its new end; [`Mapping`] registers each map with a SIGBUS
+//! handler that then writes a one-line message naming the file and ends the
+//! process with `_exit(2)` (exit code 2, bad input) instead of a bare
+//! SIGBUS. That is no error a caller can handle: the process is gone. A
+//! change in place is not caught at all.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
@@ -156,7 +161,14 @@ pub fn open(source: &Source) -> Result<Opened> {
             match detect(head) {
                 Compression::None => {
                     sniff_text(path, head)?;
-                    let map = Mapping::of(&file, path).map_err(|e| Error::io(path, e))?;
+                    // SAFETY: the user hands us a finished text file to
+                    // read; jobprof never writes its inputs. One truncated
+                    // while folded ends the process with a message (the
+                    // SIGBUS guard); appending to it is harmless (the map
+                    // keeps its length); rewriting it in place while it is
+                    // folded is not supported (as with ripgrep).
+                    let map =
+                        unsafe { Mapping::of(&file, path) }.map_err(|e| Error::io(path, e))?;
                     Ok(Opened::Mapped(map))
                 }
                 c => Ok(Opened::Stream(decoder(
@@ -211,14 +223,21 @@ pub struct Mapping {
 }
 
 impl Mapping {
-    /// Maps `file` (opened from `path`, a regular file) read-only and
-    /// guarded: a file that shrinks while it is read ends the process with
-    /// an error naming it, not with a bare SIGBUS.
-    pub(crate) fn of(file: &File, path: &Path) -> io::Result<Mapping> {
-        // SAFETY: the mapping is read-only; jobprof never writes to its
-        // inputs. If another process truncates the file while we read it
-        // the next page touched raises SIGBUS, which the guard registered
-        // here turns into an error naming the file.
+    /// Maps `file` (opened from `path`, a regular file) read-only, shared,
+    /// and guarded: a file that shrinks while it is read ends the process
+    /// (`_exit(2)`) with a message naming it, not with a bare SIGBUS.
+    ///
+    /// # Safety
+    ///
+    /// Nobody may change or truncate the file while the mapping lives: the
+    /// map is shared, so another process's writes show through the `&[u8]`
+    /// it derefs to (undefined behaviour), and a truncation makes touching
+    /// the lost pages raise SIGBUS (which the guard turns into a message
+    /// and `_exit(2)`, not into an error). jobprof itself never writes the
+    /// files it maps.
+    pub(crate) unsafe fn of(file: &File, path: &Path) -> io::Result<Mapping> {
+        // SAFETY: the caller promises that nobody changes or truncates the
+        // file while it is mapped (this function's `# Safety`).
         let map = unsafe { Mmap::map(file) }?;
         let slot = shrink_guard::register(map.as_ptr() as usize, map.len(), path);
         Ok(Mapping { map, slot })
@@ -234,14 +253,18 @@ impl Mapping {
     /// cache and fault back in if touched again, but no longer count in
     /// the process's resident memory (a sequential reader of a multi-GB
     /// file stays small).
+    /// The map's last page counts as whole (it is, in memory) when `end`
+    /// reaches the map's end.
     pub(crate) fn release(&self, start: usize, end: usize) {
-        const PAGE: usize = 4096;
-        let start = start.div_ceil(PAGE) * PAGE;
-        let end = end.min(self.map.len()) / PAGE * PAGE;
+        let page = page_size();
+        let len = self.map.len();
+        let start = start.div_ceil(page) * page;
+        let end = if end >= len { len } else { end / page * page };
         if end > start {
-            // SAFETY: a read-only shared file mapping: MADV_DONTNEED only
-            // drops the page table entries, and the next access reads the
-            // same bytes back from the page cache.
+            // SAFETY: a read-only, shared file mapping of a file nobody
+            // changes (`of`'s promise): MADV_DONTNEED only drops the page
+            // table entries, and the next access reads the same bytes back
+            // from the page cache.
             let _ = unsafe {
                 self.map.unchecked_advise_range(
                     memmap2::UncheckedAdvice::DontNeed,
@@ -250,6 +273,17 @@ impl Mapping {
                 )
             };
         }
+    }
+}
+
+/// The size of a memory page (sysconf; 4096 if it will not say).
+pub(crate) fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as usize
+    } else {
+        4096
     }
 }
 
@@ -533,7 +567,9 @@ mod tests {
     fn mapped_reader_reads_seeks_and_rereads_released_pages() {
         use std::io::Seek;
         let (f, bytes) = patterned(2 * RELEASE_STEP + 12_345);
-        let map = Mapping::of(f.as_file(), f.path()).unwrap();
+        // SAFETY: the test's own temporary file, written before and never
+        // after.
+        let map = unsafe { Mapping::of(f.as_file(), f.path()) }.unwrap();
         let mut r = MappedReader::new(&map);
         let mut got = Vec::new();
         let mut buf = vec![0; 1_000_003];

@@ -5,8 +5,9 @@
 //! mapping inputs ([`input`]), SHA-256 ([`digest`]), overflow-safe sums of
 //! periods ([`counts`]), durations, sizes and times as people type and read
 //! them ([`units`]), progress bars and log lines ([`progress`]), the one
-//! runner of external commands, with time limits ([`exec`]), and Slurm's
-//! commands ([`slurm`]).
+//! runner of external commands, with time limits ([`exec`]), a few long
+//! tasks on a bounded number of threads ([`jobs`]), and Slurm's commands
+//! ([`slurm`]).
 
 pub mod atomic;
 pub mod confined;
@@ -15,6 +16,7 @@ pub(crate) mod digest;
 pub mod exec;
 pub mod file_kind;
 pub mod input;
+pub(crate) mod jobs;
 pub mod lock;
 pub mod progress;
 pub mod slurm;

@@ -1,11 +1,13 @@
 //! `perf script` text into stacks: the line parsers ([`perf_script`]), the
-//! byte-level scanning they stand on ([`bytes`]), folding into collapsed
+//! byte-level scanning they stand on ([`bytes`]), where samples end
+//! ([`boundary`]), folding into collapsed
 //! stacks ([`fold`]) with what `--compat inferno` turns off ([`compat`]), the
 //! sample-by-sample walk for outputs that need more than folded stacks
 //! ([`samples`]), and the off-CPU accounting of switch records ([`offcpu`]).
 //! This stage reads text and returns values; where they are written is
 //! [`crate::output`]'s business.
 
+pub mod boundary;
 pub(crate) mod bytes;
 pub mod compat;
 pub mod fold;

@@ -13,6 +13,7 @@ use std::path::Path;
 
 use crate::error::Result;
 use crate::sys::input::{self, Opened, Source};
+use crate::text::boundary;
 use crate::text::fold::{self, Folder};
 use crate::text::perf_script;
 
@@ -89,7 +90,7 @@ pub fn walk(path: &Path, opts: &fold::Options, mut each: impl FnMut(&Sample<'_>)
                     let end = if got == 0 {
                         buf.len()
                     } else {
-                        last_boundary(&buf)
+                        boundary::last(&buf).unwrap_or(0)
                     };
                     on_block(&buf[..end]);
                     buf.drain(..end);
@@ -107,15 +108,7 @@ pub fn walk(path: &Path, opts: &fold::Options, mut each: impl FnMut(&Sample<'_>)
 /// `at + BLOCK`, or the end.
 fn cut(map: &[u8], at: usize) -> usize {
     let want = (at + BLOCK).min(map.len());
-    if want == map.len() {
-        return want;
-    }
-    memchr::memmem::find(&map[want..], b"\n\n").map_or(map.len(), |i| want + i + 2)
-}
-
-/// Just past the last blank line of `buf` (0 when there is none).
-fn last_boundary(buf: &[u8]) -> usize {
-    memchr::memmem::rfind(buf, b"\n\n").map_or(0, |i| i + 2)
+    boundary::next(map, want).unwrap_or(map.len())
 }
 
 /// The samples of a block: runs of non-empty lines.
@@ -140,7 +133,8 @@ impl<'a> Iterator for Samples<'a> {
             return None;
         }
         let start = self.at;
-        let end = memchr::memmem::find(&t[start..], b"\n\n").map_or(t.len(), |i| start + i + 1);
+        // The sample keeps its last newline, not the blank line after it.
+        let end = boundary::next(t, start).map_or(t.len(), |b| b - 1);
         self.at = end;
         Some(&t[start..end])
     }

@@ -121,11 +121,6 @@ impl Error {
                 | Error::Unsupported { .. }
         )
     }
-
-    /// True for a broken pipe while writing (e.g. `| head`).
-    pub fn is_broken_pipe(&self) -> bool {
-        matches!(self, Error::Write { source, .. } if source.kind() == io::ErrorKind::BrokenPipe)
-    }
 }
 
 /// Result type of this module.
@@ -582,6 +577,17 @@ pub fn render<S: AsRef<str>, W: Write>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_broken_pipe_while_writing_is_found_through_crate_error() {
+        let source = io::Error::new(io::ErrorKind::BrokenPipe, "closed");
+        let e = crate::Error::Render(Error::Write {
+            format: Format::Svg,
+            source,
+        });
+        assert!(crate::error::is_broken_pipe(&e));
+        assert!(!crate::error::is_broken_pipe(&Error::Internal("x".into())));
+    }
 
     #[test]
     fn frame_order_keeps_a_call_path_together() {

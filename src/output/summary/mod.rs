@@ -425,7 +425,11 @@ pub fn hash_file(path: &Path) -> io::Result<(u64, String)> {
     // reading them); anything that cannot be mapped is streamed.
     let meta = file.metadata()?;
     if meta.is_file() && meta.len() > 0 {
-        if let Ok(map) = crate::sys::input::Mapping::of(&file, path) {
+        // SAFETY: the files hashed are a capture's published perf.data
+        // shards: finished, and never written by jobprof (or anyone, once
+        // published); a truncation would end the process with a message
+        // (the SIGBUS guard), not read changed bytes.
+        if let Ok(map) = unsafe { crate::sys::input::Mapping::of(&file, path) } {
             let _ = map.advise(memmap2::Advice::Sequential);
             return Ok((
                 map.len() as u64,

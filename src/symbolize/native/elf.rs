@@ -117,7 +117,12 @@ pub fn load(root: &Path, path: &str, build_id: Option<&[u8]>) -> DsoSymbols {
 
 pub(super) fn map_file(root: &Path, p: &Path) -> Option<memmap2::Mmap> {
     let f = open_symbol_file(root, p).ok()?;
-    // SAFETY: read-only map of a symbol file nobody writes while we read.
+    // SAFETY: a symbol file under a capture's symfs/ (copies published with
+    // the capture, written by nobody after), or with no symfs the live
+    // system's binaries, which package managers replace by renaming a new
+    // file over them, never by writing the old one in place. This map is
+    // not registered with the SIGBUS guard: one truncated anyway kills the
+    // process with SIGBUS.
     unsafe { memmap2::Mmap::map(&f) }.ok()
 }
 

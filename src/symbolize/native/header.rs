@@ -11,12 +11,14 @@
 //! the parser; a file that fails is damaged, said in the error (found by
 //! [`super::check`], `process` falls back to `perf script` for the shard).
 
+use super::error::{Error, HeaderDamage};
+
 /// `HEADER_ARCH`: a `perf_header_string` (`u32` length, then the bytes).
 const FEATURE_ARCH: usize = 6;
 /// `HEADER_EVENT_DESC`: the event attributes with their names and ids.
 const FEATURE_EVENT_DESC: usize = 12;
 /// Size of `struct perf_file_header`.
-const HEADER_SIZE: usize = 104;
+pub(super) const HEADER_SIZE: usize = 104;
 
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_le_bytes(
@@ -40,23 +42,20 @@ pub(super) fn section(b: &[u8], at: usize) -> Option<std::ops::Range<usize>> {
 
 /// Checks the header of the little-endian perf.data file `b` (the whole
 /// file) as the module doc says; `Err` says what is damaged.
-pub fn check(b: &[u8]) -> Result<(), String> {
-    let bad = |what: String| Err(format!("damaged file header: {what}"));
+pub fn check(b: &[u8]) -> Result<(), Error> {
+    let bad = |what| Err(Error::DamagedHeader(what));
     if b.len() < HEADER_SIZE {
-        return bad(format!(
-            "the file has {} bytes, a header {HEADER_SIZE}",
-            b.len()
-        ));
+        return bad(HeaderDamage::Short(b.len()));
     }
     if u64_at(b, 16) == Some(0) {
-        return bad("an attribute size of 0".into());
+        return bad(HeaderDamage::ZeroAttrSize);
     }
     let mut data = 0..0;
     for (name, at) in [("attributes", 24), ("data", 40), ("event types", 56)] {
         match section(b, at) {
             Some(r) if at == 40 => data = r,
             Some(_) => {}
-            None => return bad(format!("its {name} section lies past the end of the file")),
+            None => return bad(HeaderDamage::SectionPastEnd(name)),
         }
     }
     // One (offset, size) per feature flag set, right after the data
@@ -64,9 +63,7 @@ pub fn check(b: &[u8]) -> Result<(), String> {
     let mut table = data.end;
     for feature in (0..256).filter(|&bit| b[72 + bit / 8] & (1 << (bit % 8)) != 0) {
         let Some(r) = section(b, table) else {
-            return bad(format!(
-                "feature section {feature} lies past the end of the file"
-            ));
+            return bad(HeaderDamage::FeaturePastEnd(feature));
         };
         let ok = match feature {
             FEATURE_ARCH => string_fits(&b[r], 0).is_some(),
@@ -74,9 +71,7 @@ pub fn check(b: &[u8]) -> Result<(), String> {
             _ => true,
         };
         if !ok {
-            return bad(format!(
-                "feature section {feature} holds more than its size"
-            ));
+            return bad(HeaderDamage::FeatureOverfull(feature));
         }
         table += 16;
     }
@@ -161,20 +156,27 @@ mod tests {
     fn a_header_that_holds_together_passes() {
         let arch = [3u8, 0, 0, 0, b'x', b'8', b'6'];
         let desc = event_desc(1, 128, 2, b"cpu-clock\0", 2);
-        assert_eq!(check(&file(&[6, 12], &[&arch, &desc])), Ok(()));
+        assert!(check(&file(&[6, 12], &[&arch, &desc])).is_ok());
     }
 
     #[test]
     fn sections_past_the_end_or_counts_above_their_section_are_damage() {
         let mut past = file(&[], &[]);
         past[48..56].copy_from_slice(&u64::MAX.to_le_bytes());
-        assert!(check(&past).unwrap_err().contains("data section"));
+        assert!(check(&past)
+            .unwrap_err()
+            .to_string()
+            .contains("data section"));
         let mut zero = file(&[], &[]);
         zero[16..24].fill(0);
-        assert!(check(&zero).unwrap_err().contains("attribute size of 0"));
+        assert!(check(&zero)
+            .unwrap_err()
+            .to_string()
+            .contains("attribute size of 0"));
         // A feature flag set with no table entry after the data.
         assert!(check(&file(&[2], &[]))
             .unwrap_err()
+            .to_string()
             .contains("feature section 2"));
         let mut huge = file(&[2], &[&[0u8; 8]]);
         let n = huge.len();
@@ -189,6 +191,7 @@ mod tests {
         ] {
             assert!(check(&file(&[12], &[&desc]))
                 .unwrap_err()
+                .to_string()
                 .contains("feature section 12"));
         }
         assert!(check(&[0u8; 50]).is_err());

@@ -29,6 +29,7 @@
 
 pub mod arch;
 pub mod elf;
+mod error;
 mod header;
 use header::u64_at;
 pub mod inline;
@@ -52,6 +53,7 @@ use linux_perf_data::{PerfFileReader, PerfFileRecord};
 
 use crate::symbolize::perf::TimeSlice;
 use elf::DsoSymbols;
+pub use error::{Error, HeaderDamage, SampleDamage};
 use symbols::SymbolTable;
 use threads::{Machine, Map};
 
@@ -89,14 +91,14 @@ pub enum Choice {
 }
 
 impl std::str::FromStr for Choice {
-    type Err = String;
+    type Err = Error;
 
-    fn from_str(s: &str) -> Result<Choice, String> {
+    fn from_str(s: &str) -> Result<Choice, Error> {
         match s {
             "auto" => Ok(Choice::Auto),
             "native" => Ok(Choice::Native),
             "perf" => Ok(Choice::Perf),
-            _ => Err(format!("`{s}`: use native, perf or auto")),
+            _ => Err(Error::UnknownChoice(s.to_string())),
         }
     }
 }
@@ -129,16 +131,14 @@ pub fn kallsyms_for(symfs: Option<&Path>) -> Option<PathBuf> {
 /// The time of the first and last sample, for cutting a shard into time
 /// slices: from the file's header (perf's `HEADER_SAMPLE_TIME`) when it has
 /// it, else from a pass over the records that reads only sample times.
-pub fn time_range(data: &Path) -> Result<(u64, u64), String> {
-    let file = File::open(data).map_err(|e| format!("cannot open: {e}"))?;
-    let map =
-        crate::sys::input::Mapping::of(&file, data).map_err(|e| format!("cannot map: {e}"))?;
+pub fn time_range(data: &Path) -> Result<(u64, u64), Error> {
+    let (_file, map) = open_and_map(data, None)?;
     header::check(&map)?;
     let PerfFileReader {
         mut perf_file,
         mut record_iter,
     } = PerfFileReader::parse_file(crate::sys::input::MappedReader::new(&map))
-        .map_err(|e| format!("cannot read the header: {e}"))?;
+        .map_err(Error::Header)?;
     if let Ok(Some(t)) = perf_file.sample_time_range() {
         if t.last_sample_time >= t.first_sample_time && t.last_sample_time > 0 {
             return Ok((t.first_sample_time, t.last_sample_time));
@@ -147,7 +147,7 @@ pub fn time_range(data: &Path) -> Result<(u64, u64), String> {
     let mut range: Option<(u64, u64)> = None;
     while let Some(rec) = record_iter
         .next_record(&mut perf_file)
-        .map_err(|e| format!("cannot read a record: {e}"))?
+        .map_err(Error::Record)?
     {
         let PerfFileRecord::EventRecord { record, .. } = rec else {
             continue;
@@ -159,7 +159,28 @@ pub fn time_range(data: &Path) -> Result<(u64, u64), String> {
             range = Some(range.map_or((t, t), |(a, b)| (a.min(t), b.max(t))));
         }
     }
-    range.ok_or_else(|| "no timed samples".into())
+    range.ok_or(Error::NoTimedSamples)
+}
+
+/// Opens and maps `data`; `named`: the path the errors name, if any.
+fn open_and_map(
+    data: &Path,
+    named: Option<&Path>,
+) -> Result<(File, crate::sys::input::Mapping), Error> {
+    let path = || named.map(Path::to_path_buf);
+    let file = File::open(data).map_err(|source| Error::Open {
+        path: path(),
+        source,
+    })?;
+    // SAFETY: `data` is a perf.data shard of a finished capture: perf has
+    // closed it and jobprof never writes it. A truncation anyway ends the
+    // process with a message naming the file (the SIGBUS guard).
+    let map =
+        unsafe { crate::sys::input::Mapping::of(&file, data) }.map_err(|source| Error::Map {
+            path: path(),
+            source,
+        })?;
+    Ok((file, map))
 }
 
 /// How one native run ended.
@@ -202,21 +223,6 @@ fn handled(ty: u32) -> bool {
     )
 }
 
-fn record_name(ty: u32) -> String {
-    let name = match ty {
-        11 => "AUX",
-        12 => "ITRACE_START",
-        17 => "KSYMBOL",
-        20 => "TEXT_POKE",
-        21 => "AUX_OUTPUT_HW_ID",
-        70 => "AUXTRACE_INFO",
-        71 => "AUXTRACE",
-        81 => "COMPRESSED",
-        _ => "unknown",
-    };
-    format!("{name} records (type {ty})")
-}
-
 /// The data section of a perf.data file's bytes: its offset and its bytes
 /// (`None`: a header too short or a section past the end of the file).
 fn data_section(b: &[u8]) -> Option<(usize, &[u8])> {
@@ -225,18 +231,14 @@ fn data_section(b: &[u8]) -> Option<(usize, &[u8])> {
 
 /// Whether the native symbolizer can print `data` exactly as perf script
 /// would; `Err` says why not (for the fallback warning).
-pub fn check(data: &Path) -> Result<(), String> {
-    let file = File::open(data).map_err(|e| format!("cannot open: {e}"))?;
-    // Guarded like the reader's mapping: a file that shrinks while it is
-    // scanned is an error naming it, not a SIGBUS.
-    let map =
-        crate::sys::input::Mapping::of(&file, data).map_err(|e| format!("cannot map: {e}"))?;
+pub fn check(data: &Path) -> Result<(), Error> {
+    let (file, map) = open_and_map(data, None)?;
     let b: &[u8] = &map;
     if b.get(..8) != Some(b"PERFILE2") {
-        return Err("not a little-endian perf.data file in file mode".into());
+        return Err(Error::NotPerfFile);
     }
     header::check(b)?;
-    let bad = || "truncated or damaged file header".to_string();
+    let bad = || Error::TruncatedHeader;
     let attr_size = u64_at(b, 16).ok_or_else(bad)? as usize;
     let (attrs_off, attrs_len) = (
         u64_at(b, 24).ok_or_else(bad)?,
@@ -262,7 +264,7 @@ pub fn check(data: &Path) -> Result<(), String> {
             with_regs.push((f, regs));
         }
         if !f.contains(SampleFormat::CALLCHAIN) {
-            return Err("its samples have no call chains (recorded without -g)".into());
+            return Err(Error::NoCallChains);
         }
         at += attr_size;
     }
@@ -273,14 +275,11 @@ pub fn check(data: &Path) -> Result<(), String> {
         }
     }
     if data_len == 0 && b.len() as u64 > data_off {
-        return Err("its header gives an empty data section (perf did not finish the file)".into());
+        return Err(Error::EmptyData);
     }
     let end = data_off.saturating_add(data_len);
     if end > b.len() as u64 {
-        return Err(format!(
-            "its data section ends at byte {end}, past the end of the file ({} bytes)",
-            b.len()
-        ));
+        return Err(Error::DataPastEnd { end, len: b.len() });
     }
     check_records(&file, data_off, end)
 }
@@ -289,7 +288,7 @@ pub fn check(data: &Path) -> Result<(), String> {
 /// positioned reads: a walk over the mapping would fault in (and map, and
 /// unmap) every page of a multi-GB dwarf capture to read 8 bytes of each
 /// 16 KB sample.
-fn check_records(file: &File, start: u64, end: u64) -> Result<(), String> {
+fn check_records(file: &File, start: u64, end: u64) -> Result<(), Error> {
     use std::os::unix::fs::FileExt;
     const BLOCK: usize = 4096;
     let mut buf = vec![0u8; BLOCK];
@@ -303,21 +302,20 @@ fn check_records(file: &File, start: u64, end: u64) -> Result<(), String> {
             let block = if at - base > BLOCK as u64 { 64 } else { BLOCK };
             filled = block.min((end - at) as usize);
             base = at;
-            file.read_exact_at(&mut buf[..filled], at).map_err(|e| match e.kind() {
-                io::ErrorKind::UnexpectedEof => {
-                    format!("the file ends before byte {end}, where its data section ends (it shrank while read)")
-                }
-                _ => format!("cannot read at byte {at}: {e}"),
-            })?;
+            file.read_exact_at(&mut buf[..filled], at)
+                .map_err(|source| match source.kind() {
+                    io::ErrorKind::UnexpectedEof => Error::Shrank { end },
+                    _ => Error::ReadAt { at, source },
+                })?;
         }
         let i = (at - base) as usize;
         let ty = u32::from_le_bytes(buf[i..i + 4].try_into().expect("4 bytes"));
         let size = u16::from_le_bytes(buf[i + 6..i + 8].try_into().expect("2 bytes"));
         if size < 8 {
-            return Err(format!("damaged record header at byte {at}"));
+            return Err(Error::DamagedRecordHeader(at));
         }
         if !handled(ty) {
-            return Err(format!("it holds {}", record_name(ty)));
+            return Err(Error::Unhandled(ty));
         }
         at += u64::from(size);
     }
@@ -329,26 +327,18 @@ fn check_records(file: &File, start: u64, end: u64) -> Result<(), String> {
 /// unwound: x86-64 and aarch64 dwarf samples with the registers unwinding
 /// needs, and aarch64 frame-pointer samples with the link register perf
 /// records for its leaf rule ([`unwind`]).
-fn check_regs(arch: Option<&str>, f: SampleFormat, regs: Option<u64>) -> Result<(), String> {
+fn check_regs(arch: Option<&str>, f: SampleFormat, regs: Option<u64>) -> Result<(), Error> {
     let dwarf = f.contains(SampleFormat::REGS_USER | SampleFormat::STACK_USER);
     let has = |need: u64| regs.is_some_and(|r| r & need == need);
     match arch.map(arch::normalized) {
         Some("x86_64") if dwarf && has(unwind::NEEDED_REGS) => Ok(()),
-        Some("x86_64") if dwarf => {
-            Err("its user register copies lack IP, SP or BP (--call-graph dwarf)".into())
-        }
+        Some("x86_64") if dwarf => Err(Error::RegsLacking("IP, SP or BP")),
         Some("aarch64") if dwarf && has(unwind::A64_NEEDED_REGS) => Ok(()),
-        Some("aarch64") if dwarf => {
-            Err("its user register copies lack PC, SP, x29 or LR (--call-graph dwarf)".into())
-        }
+        Some("aarch64") if dwarf => Err(Error::RegsLacking("PC, SP, x29 or LR")),
         Some("aarch64") if !f.contains(SampleFormat::STACK_USER) => Ok(()),
-        _ if !dwarf => {
-            Err("its samples have user registers or a user stack copy, not both".into())
-        }
-        Some(a) => Err(format!(
-            "it has --call-graph dwarf samples of {a}, which are unwound natively on x86_64 and aarch64 only"
-        )),
-        None => Err("it has --call-graph dwarf samples and no architecture in its header".into()),
+        _ if !dwarf => Err(Error::RegsOrStack),
+        Some(a) => Err(Error::DwarfArch(a.to_string())),
+        None => Err(Error::NoArch),
     }
 }
 
@@ -492,18 +482,15 @@ impl Symbolizer {
         data: &Path,
         slice: Option<&TimeSlice>,
         mut consume: impl FnMut(Vec<u8>) -> io::Result<()>,
-    ) -> Result<Outcome, String> {
+    ) -> Result<Outcome, Error> {
         let start = Instant::now();
-        let file = File::open(data).map_err(|e| format!("cannot open {}: {e}", data.display()))?;
         // Records are read in place in a mapping of the page cache
         // ([`records`]): no copy at all.
-        let map = crate::sys::input::Mapping::of(&file, data)
-            .map_err(|e| format!("cannot map {}: {e}", data.display()))?;
+        let (_file, map) = open_and_map(data, Some(data))?;
         header::check(&map)?;
         let PerfFileReader { perf_file, .. } =
-            PerfFileReader::parse_file(io::Cursor::new(&map[..]))
-                .map_err(|e| format!("cannot read: {e}"))?;
-        let section = data_section(&map).ok_or("truncated or damaged file header")?;
+            PerfFileReader::parse_file(io::Cursor::new(&map[..])).map_err(Error::Read)?;
+        let section = data_section(&map).ok_or(Error::TruncatedHeader)?;
         let mut records = records::OrderedRecords::new(section.1, perf_file.event_attributes())?;
         let events: Vec<String> = perf_file
             .event_attributes()
@@ -532,7 +519,7 @@ impl Symbolizer {
             records::check_sample_layout(&record)?;
             let parsed = record
                 .parse()
-                .map_err(|e| format!("damaged {ty:?} record: {e}"))?;
+                .map_err(|source| Error::DamagedRecord { ty, source })?;
             let EventRecord::Sample(s) = parsed else {
                 run.side_band(parsed);
                 continue;
@@ -709,13 +696,13 @@ impl<'a> Run<'a> {
         }
     }
 
-    fn flush(&mut self, consume: &mut impl FnMut(Vec<u8>) -> io::Result<()>) -> Result<(), String> {
+    fn flush(&mut self, consume: &mut impl FnMut(Vec<u8>) -> io::Result<()>) -> Result<(), Error> {
         if self.out.is_empty() {
             return Ok(());
         }
         self.bytes += self.out.len() as u64;
         let block = std::mem::replace(&mut self.out, self.sym.block());
-        consume(block).map_err(|e| e.to_string())
+        consume(block).map_err(Error::Consume)
     }
 
     /// A map was added or a process copied its parent's: stacks printed
@@ -1079,11 +1066,12 @@ mod tests {
     #[test]
     fn choice_parses_the_three_words() {
         for c in [Choice::Auto, Choice::Native, Choice::Perf] {
-            assert_eq!(c.as_str().parse::<Choice>(), Ok(c));
+            assert_eq!(c.as_str().parse::<Choice>().ok(), Some(c));
         }
         assert!("fast"
             .parse::<Choice>()
             .unwrap_err()
+            .to_string()
             .contains("native, perf or auto"));
     }
 
@@ -1092,31 +1080,30 @@ mod tests {
         let dwarf = SampleFormat::CALLCHAIN | SampleFormat::REGS_USER | SampleFormat::STACK_USER;
         let fp_lr = SampleFormat::CALLCHAIN | SampleFormat::REGS_USER;
         let lr = 1 << unwind::A64_LR;
-        assert_eq!(
-            check_regs(Some("x86_64"), dwarf, Some(unwind::NEEDED_REGS)),
-            Ok(())
-        );
+        assert!(check_regs(Some("x86_64"), dwarf, Some(unwind::NEEDED_REGS)).is_ok());
         assert!(check_regs(Some("x86_64"), dwarf, Some(0))
             .unwrap_err()
+            .to_string()
             .contains("IP, SP or BP"));
         assert!(check_regs(Some("x86_64"), fp_lr, Some(lr))
             .unwrap_err()
+            .to_string()
             .contains("not both"));
-        assert_eq!(
-            check_regs(Some("aarch64"), dwarf, Some(unwind::A64_NEEDED_REGS)),
-            Ok(())
-        );
+        assert!(check_regs(Some("aarch64"), dwarf, Some(unwind::A64_NEEDED_REGS)).is_ok());
         assert!(check_regs(Some("aarch64"), dwarf, Some(lr))
             .unwrap_err()
+            .to_string()
             .contains("x29 or LR"));
         // aarch64 -g: perf records LR for its leaf rule.
-        assert_eq!(check_regs(Some("aarch64"), fp_lr, Some(lr)), Ok(()));
+        assert!(check_regs(Some("aarch64"), fp_lr, Some(lr)).is_ok());
         let stack_only = SampleFormat::CALLCHAIN | SampleFormat::STACK_USER;
         assert!(check_regs(Some("aarch64"), stack_only, None)
             .unwrap_err()
+            .to_string()
             .contains("not both"));
         assert!(check_regs(Some("riscv64"), dwarf, Some(u64::MAX))
             .unwrap_err()
+            .to_string()
             .contains("riscv64"));
     }
 
@@ -1127,6 +1114,7 @@ mod tests {
         std::fs::write(&p, b"not perf at all").unwrap();
         assert!(check(&p)
             .unwrap_err()
+            .to_string()
             .contains("not a little-endian perf.data"));
         // A header whose attribute section asks for user stack copies.
         let mut h = vec![0u8; 104 + 136];
@@ -1145,7 +1133,10 @@ mod tests {
         std::fs::write(&p, &h).unwrap();
         // Which registers unwinding needs depends on the architecture, which
         // the header must give (this one has no feature sections at all).
-        assert!(check(&p).unwrap_err().contains("no architecture"));
+        assert!(check(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("no architecture"));
         put(&mut h, 104 + 80, unwind::NEEDED_REGS);
         std::fs::write(&p, &h).unwrap();
         assert!(check(&p).is_err());
@@ -1156,11 +1147,14 @@ mod tests {
             (SampleFormat::CALLCHAIN | SampleFormat::REGS_USER).bits(),
         );
         std::fs::write(&p, &h).unwrap();
-        assert!(check(&p).unwrap_err().contains("not both"));
+        assert!(check(&p).unwrap_err().to_string().contains("not both"));
         put(&mut h, 104 + 24, dwarf);
         put(&mut h, 104 + 24, SampleFormat::IP.bits());
         std::fs::write(&p, &h).unwrap();
-        assert!(check(&p).unwrap_err().contains("no call chains"));
+        assert!(check(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("no call chains"));
         // Call chains, and one AUX record in the data section.
         put(&mut h, 104 + 24, SampleFormat::CALLCHAIN.bits());
         h.extend_from_slice(&11u32.to_le_bytes());
@@ -1168,10 +1162,10 @@ mod tests {
         h.extend_from_slice(&8u16.to_le_bytes());
         put(&mut h, 48, 8);
         std::fs::write(&p, &h).unwrap();
-        assert!(check(&p).unwrap_err().contains("AUX"));
+        assert!(check(&p).unwrap_err().to_string().contains("AUX"));
         h[240..244].copy_from_slice(&68u32.to_le_bytes()); // FINISHED_ROUND
         std::fs::write(&p, &h).unwrap();
-        assert_eq!(check(&p), Ok(()));
+        assert!(check(&p).is_ok());
         // Records of 24 bytes straddle the reads' 4 KiB blocks; the AUX
         // after 1,000 of them and 3 big ones is still found, and a data
         // section longer than the file is named.
@@ -1194,13 +1188,16 @@ mod tests {
         h.extend_from_slice(&8u16.to_le_bytes());
         put(&mut h, 48, 54_008);
         std::fs::write(&p, &h).unwrap();
-        assert!(check(&p).unwrap_err().contains("AUX"));
+        assert!(check(&p).unwrap_err().to_string().contains("AUX"));
         put(&mut h, 48, 54_016);
         std::fs::write(&p, &h).unwrap();
-        assert!(check(&p).unwrap_err().contains("past the end of the file"));
+        assert!(check(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("past the end of the file"));
         put(&mut h, 48, 54_000);
         std::fs::write(&p, &h).unwrap();
-        assert_eq!(check(&p), Ok(()));
+        assert!(check(&p).is_ok());
     }
 
     #[test]

@@ -24,6 +24,8 @@ use linux_perf_data::linux_perf_event_reader::{
 };
 use linux_perf_data::{AttributeDescription, Endianness};
 
+use super::error::{Error, SampleDamage};
+
 /// `PERF_RECORD_FINISHED_ROUND`.
 const FINISHED_ROUND: u32 = 68;
 /// Size of a record header (type, misc, size).
@@ -74,13 +76,13 @@ pub struct OrderedRecords<'a> {
 impl<'a> OrderedRecords<'a> {
     /// Records of `data` (the file's data section) described by `attrs`
     /// (the file's event attributes, in header order).
-    pub fn new(data: &'a [u8], attrs: &[AttributeDescription]) -> Result<Self, String> {
+    pub fn new(data: &'a [u8], attrs: &[AttributeDescription]) -> Result<Self, Error> {
         let infos: Vec<RecordParseInfo> = attrs
             .iter()
             .map(|a| RecordParseInfo::new(&a.attr, Endianness::LittleEndian))
             .collect();
         let Some((first, rest)) = infos.split_first() else {
-            return Err("the file describes no event".into());
+            return Err(Error::NoEvent);
         };
         let ids = if rest.is_empty() {
             Ids::One
@@ -94,7 +96,7 @@ impl<'a> OrderedRecords<'a> {
                     && id_all(a) == id_all(&attrs[0])
             });
             if !same {
-                return Err("its events cannot be told apart (no common id layout)".into());
+                return Err(Error::EventsIndistinct);
             }
             Ids::Identifier(id_all(&attrs[0]))
         };
@@ -119,7 +121,7 @@ impl<'a> OrderedRecords<'a> {
 
     /// The next event record and the index of its attribute; `None` at the
     /// end of the data section.
-    pub fn next_record(&mut self) -> Result<Option<(usize, RawEventRecord<'a>)>, String> {
+    pub fn next_record(&mut self) -> Result<Option<(usize, RawEventRecord<'a>)>, Error> {
         while self.outgoing.is_empty() {
             if !self.read_round()? {
                 self.finish();
@@ -146,7 +148,7 @@ impl<'a> OrderedRecords<'a> {
 
     /// Reads records up to the next round mark that leaves records to hand
     /// out; false at the end of the data.
-    fn read_round(&mut self) -> Result<bool, String> {
+    fn read_round(&mut self) -> Result<bool, Error> {
         while self.at + HEADER <= self.data.len() {
             let offset = self.at;
             let h = &self.data[offset..offset + HEADER];
@@ -154,9 +156,7 @@ impl<'a> OrderedRecords<'a> {
             let misc = u16::from_le_bytes([h[4], h[5]]);
             let size = usize::from(u16::from_le_bytes([h[6], h[7]]));
             if size < HEADER || offset + size > self.data.len() {
-                return Err(format!(
-                    "damaged record header at byte {offset} of the data section"
-                ));
+                return Err(Error::DamagedRecordInData(offset));
             }
             self.at += size;
             if ty == FINISHED_ROUND {
@@ -237,7 +237,7 @@ impl<'a> OrderedRecords<'a> {
 /// overflow checks are on, a wrapped and wrong length where they are not).
 /// `Err` names the record as damaged; samples without a callchain, and
 /// every other record, pass.
-pub fn check_sample_layout(record: &RawEventRecord<'_>) -> Result<(), String> {
+pub fn check_sample_layout(record: &RawEventRecord<'_>) -> Result<(), Error> {
     use linux_perf_data::linux_perf_event_reader::{ReadFormat, SampleFormat};
     let info = &record.parse_info;
     let format = info.sample_format;
@@ -246,6 +246,7 @@ pub fn check_sample_layout(record: &RawEventRecord<'_>) -> Result<(), String> {
     }
     let body = record.data.as_slice();
     let u64_at = |at: usize| super::header::u64_at(&body, at);
+    let damaged = Error::DamagedSample;
     let fixed = [
         SampleFormat::IDENTIFIER,
         SampleFormat::IP,
@@ -272,15 +273,15 @@ pub fn check_sample_layout(record: &RawEventRecord<'_>) -> Result<(), String> {
         at = if read.contains(ReadFormat::GROUP) {
             at + 8 * (1 + times + with_id)
         } else {
-            let nr = u64_at(at).ok_or("damaged SAMPLE record: cut off in its read values")?;
+            let nr = u64_at(at).ok_or(damaged(SampleDamage::CutInReadValues))?;
             usize::try_from(nr)
                 .ok()
                 .and_then(|n| n.checked_mul(8 * (1 + with_id)))
                 .and_then(|n| n.checked_add(at + 8 * (1 + times)))
-                .ok_or_else(|| format!("damaged SAMPLE record: {nr} read values"))?
+                .ok_or(damaged(SampleDamage::ReadValues(nr)))?
         };
     }
-    let nr = u64_at(at).ok_or("damaged SAMPLE record: cut off before its callchain")?;
+    let nr = u64_at(at).ok_or(damaged(SampleDamage::CutBeforeCallchain))?;
     let fits = usize::try_from(nr)
         .ok()
         .and_then(|n| n.checked_mul(8))
@@ -288,10 +289,10 @@ pub fn check_sample_layout(record: &RawEventRecord<'_>) -> Result<(), String> {
     if fits {
         Ok(())
     } else {
-        Err(format!(
-            "damaged SAMPLE record: a callchain of {nr} entries in a record of {} bytes",
-            body.len() + HEADER
-        ))
+        Err(damaged(SampleDamage::Callchain {
+            nr,
+            bytes: body.len() + HEADER,
+        }))
     }
 }
 
@@ -363,7 +364,7 @@ mod tests {
             ..OrderedRecords::new(&data, &[dummy_attr()]).unwrap()
         };
         let err = it.next_record().unwrap_err();
-        assert!(err.contains("byte 24"), "{err}");
+        assert!(err.to_string().contains("byte 24"), "{err}");
     }
 
     proptest::proptest! {

@@ -9,8 +9,10 @@
 //!
 //! Two modes share this engine: `--compat inferno` (byte-identical to
 //! `inferno-collapse-perf` 0.12.8) and the default, the same with the peers'
-//! data-loss bugs fixed (see `crate::text::compat`). This module reads inputs
-//! through `crate::sys::input` but does not decide where output goes.
+//! data-loss bugs fixed (see `crate::text::compat`). Inputs are read through
+//! `crate::sys::input`, and the cuts are found by `crate::text::boundary`.
+//! The fold is returned, never written: [`split`] groups folded stacks per
+//! process or thread, and `crate::output::split` writes the groups.
 
 mod blocks;
 pub(crate) mod frame;
@@ -28,7 +30,7 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::sys::input::{self, Opened, Source};
-use crate::text::perf_script;
+use crate::text::{boundary, perf_script};
 use frame::FrameSettings;
 use state::{fold_chunk, ChunkReport, FoldState};
 
@@ -337,7 +339,7 @@ impl StreamFolder {
     /// copy [`Self::push`] makes; otherwise it is pushed. The fold is the
     /// same either way.
     pub fn push_whole(&mut self, block: &[u8]) {
-        if self.buf.is_empty() && block.ends_with(b"\n\n") {
+        if self.buf.is_empty() && boundary::ends_at(block) {
             self.scanned = 0;
             self.eng.input_block(block, false);
         } else {
@@ -373,8 +375,8 @@ impl Write for StreamFolder {
 /// the block grows (in compat mode, as a mapped file's single chunk does).
 fn stream_cut(buf: &[u8], from: usize, compat: bool) -> Option<usize> {
     let start = from.saturating_sub(1).min(buf.len());
-    if let Some(i) = memchr::memmem::rfind(&buf[start..], b"\n\n") {
-        return Some(start + i + 2);
+    if let Some(cut) = boundary::last(&buf[start..]) {
+        return Some(start + cut);
     }
     if compat {
         return None;
@@ -405,19 +407,6 @@ fn starts_a_sample(line: &[u8]) -> bool {
     std::str::from_utf8(line)
         .ok()
         .is_some_and(|l| perf_script::parse_header_fixed(l.trim_end()).is_some())
-}
-
-/// Index just past the first blank line at or after `from`, or `buf.len()`.
-fn next_boundary(buf: &[u8], from: usize) -> usize {
-    if from >= buf.len() {
-        return buf.len();
-    }
-    // Start one byte early so a `\n\n` straddling `from` is found.
-    let start = from.saturating_sub(1);
-    match memchr::memmem::find(&buf[start..], b"\n\n") {
-        Some(i) => start + i + 2,
-        None => buf.len(),
-    }
 }
 
 struct Engine {
@@ -522,7 +511,7 @@ impl Engine {
         let mut pos = 0;
         let mut scanned = 0;
         while pos < data.len() {
-            let end = next_boundary(data, pos + self.chunk_size);
+            let end = boundary::next(data, pos + self.chunk_size).unwrap_or(data.len());
             chunks.push(&data[pos..end]);
             pos = end;
             // The search touched a page near each boundary, and the kernel
@@ -557,29 +546,20 @@ impl Engine {
     /// Folds a memory-mapped file in one parallel pass (no barrier between
     /// windows), dropping each chunk's pages as soon as it is folded so that
     /// resident memory stays flat whatever the file size.
-    fn input_mmap(&mut self, map: &memmap2::Mmap) {
+    fn input_mmap(&mut self, map: &input::Mapping) {
         let _ = map.advise(memmap2::Advice::Sequential);
-        let page = page_size();
+        let page = input::page_size();
         let base = map.as_ptr() as usize;
         let release = |chunk: &[u8]| {
             let start = chunk.as_ptr() as usize - base;
             // Faulting in this chunk's pages made the kernel map
             // neighbouring pages too (fault-around, whole large folios): up
             // to MAP_SLACK of the previous, already released chunk, and of
-            // the next one, which releases its own.
+            // the next one, which releases its own. A neighbour chunk that
+            // shares an edge page faults it in again, with the same bytes.
             let first = start.saturating_sub(MAP_SLACK) / page * page;
             let last = (start + chunk.len()).div_ceil(page) * page;
-            // SAFETY: a read-only, private file mapping that is never
-            // written: dropping pages only makes a later read (a neighbour
-            // chunk sharing an edge page) fault them in again from the page
-            // cache, with the same bytes.
-            unsafe {
-                let _ = map.unchecked_advise_range(
-                    memmap2::UncheckedAdvice::DontNeed,
-                    first,
-                    last.min(map.len()) - first,
-                );
-            }
+            map.release(first, last);
         };
         self.fold_chunks(map, true, &release);
     }
@@ -710,16 +690,6 @@ impl Engine {
 /// in the page cache: `fault_around_bytes` (64 KiB by default), or a whole
 /// large folio, at most a PMD (2 MiB).
 const MAP_SLACK: usize = 2 << 20;
-
-fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p > 0 {
-        p as usize
-    } else {
-        4096
-    }
-}
 
 #[cfg(test)]
 mod stream_tests {

@@ -101,7 +101,7 @@ impl<'a> FrameKey<'a> {
     /// `line[rest_start..]` (without `--addrs`).
     fn after_address(line: &'a [u8], rest_start: usize) -> Self {
         let rest = &line[rest_start..];
-        if let Some(last) = perf_script::rfind_byte(rest, rest.len(), b' ') {
+        if let Some(last) = crate::text::bytes::rfind_byte(rest, rest.len(), b' ') {
             let (a, b) = (&rest[..last], &rest[last..]);
             // `b` is " (DSO)": cutting the offset from `a` cannot change how
             // either parser splits the line, so the names are the same.

@@ -17,14 +17,60 @@ pub mod account;
 pub mod parse;
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::Stdio;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
 
 use serde::Serialize;
 
 pub use account::{Accounts, Finished, State, ThreadTotals};
 
 use crate::symbolize::perf::{PerfTool, ScriptOptions};
+
+/// Why the off-CPU pass over a capture failed, or found no window.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// `perf script` could not be started on a shard.
+    #[error("{}: cannot run perf script: {source}", data.display())]
+    Start {
+        /// The shard.
+        data: PathBuf,
+        /// What went wrong.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Waiting for `perf script` failed.
+    #[error("{0}")]
+    Wait(#[source] std::io::Error),
+    /// Its output could not be read.
+    #[error("{}: reading perf script: {source}", data.display())]
+    Read {
+        /// The shard.
+        data: PathBuf,
+        /// What went wrong.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `perf script` failed.
+    #[error("{}: perf script (off-CPU pass) failed: {status}", data.display())]
+    Failed {
+        /// The shard.
+        data: PathBuf,
+        /// How it ended.
+        status: ExitStatus,
+    },
+    /// A shard's sample times could not be read.
+    #[error("{}: {source}", data.display())]
+    Window {
+        /// The shard.
+        data: PathBuf,
+        /// Why.
+        #[source]
+        source: crate::symbolize::native::Error,
+    },
+    /// No shard has a sample.
+    #[error("no shard has samples")]
+    NoSamples,
+}
 
 /// The tracepoint `--off-cpu` records at each switch-out.
 pub const TRACEPOINT: &str = "sched:sched_switch";
@@ -39,7 +85,9 @@ pub fn recorded(data: &Path) -> bool {
     let Ok(file) = std::fs::File::open(data) else {
         return false;
     };
-    let Ok(map) = crate::sys::input::Mapping::of(&file, data) else {
+    // SAFETY: a shard of a finished capture, which jobprof never writes
+    // and perf no longer does; truncation is caught by the SIGBUS guard.
+    let Ok(map) = (unsafe { crate::sys::input::Mapping::of(&file, data) }) else {
         return false;
     };
     let Ok(r) =
@@ -87,36 +135,44 @@ pub fn analyze_shard(
     data: &Path,
     window: (u64, u64),
     event: Option<&str>,
-) -> Result<Finished, String> {
+) -> Result<Finished, Error> {
     let mut child = perf
         .command(&script_argv(data, opts))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|e| format!("{}: cannot run perf script: {e}", data.display()))?;
+        .map_err(|source| Error::Start {
+            data: data.to_path_buf(),
+            source,
+        })?;
     let mut acc = Accounts::new(window.0, window.1, event);
     let out = child.stdout.take().expect("stdout is piped");
     let read = read_text(BufReader::with_capacity(1 << 20, out), &mut acc);
-    let status = child.wait().map_err(|e| e.to_string())?;
-    read.map_err(|e| format!("{}: reading perf script: {e}", data.display()))?;
+    let status = child.wait().map_err(Error::Wait)?;
+    read.map_err(|source| Error::Read {
+        data: data.to_path_buf(),
+        source,
+    })?;
     if !status.success() {
-        return Err(format!(
-            "{}: perf script (off-CPU pass) failed: {status}",
-            data.display()
-        ));
+        return Err(Error::Failed {
+            data: data.to_path_buf(),
+            status,
+        });
     }
     Ok(acc.finish())
 }
 
 /// The capture's window: the first and last sample over its shards.
-pub fn window(shards: &[&Path]) -> Result<(u64, u64), String> {
+pub fn window(shards: &[&Path]) -> Result<(u64, u64), Error> {
     let mut w: Option<(u64, u64)> = None;
     for d in shards {
-        let (a, b) =
-            crate::symbolize::native::time_range(d).map_err(|e| format!("{}: {e}", d.display()))?;
+        let (a, b) = crate::symbolize::native::time_range(d).map_err(|source| Error::Window {
+            data: d.to_path_buf(),
+            source,
+        })?;
         w = Some(w.map_or((a, b), |(x, y)| (x.min(a), y.max(b))));
     }
-    w.ok_or_else(|| "no shard has samples".into())
+    w.ok_or(Error::NoSamples)
 }
 
 /// Totals over all threads, in ns. The job views read `summary.json`
@@ -269,7 +325,7 @@ pub fn analyze_capture(
     shards: &[&Path],
     event: Option<&str>,
     jobs: usize,
-) -> Result<Option<Profiles>, String> {
+) -> Result<Option<Profiles>, Error> {
     let recorded_shards: Vec<&Path> = shards.iter().copied().filter(|d| recorded(d)).collect();
     if recorded_shards.is_empty() {
         return Ok(None);
@@ -289,7 +345,7 @@ pub fn analyze_capture(
             }));
         }
     };
-    let results = crate::map_jobs(&recorded_shards, jobs, |d| {
+    let results = crate::sys::jobs::map_jobs(&recorded_shards, jobs, |d| {
         analyze_shard(perf, opts, d, window, event)
     });
     let mut all = Finished {

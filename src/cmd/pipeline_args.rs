@@ -1,0 +1,159 @@
+//! The options `jobprof process` and `jobprof reprocess` share: how the
+//! per-capture pipeline symbolizes, compresses, draws and reports, turned
+//! into [`pipeline::Options`] in one place.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use jobprof::output::archive::DEFAULT_LEVEL;
+use jobprof::pipeline::{self, Formats};
+use jobprof::symbolize::native::Choice;
+use jobprof::sys::progress::Progress;
+use jobprof::views;
+
+/// `--formats` when not given.
+pub const DEFAULT_FORMATS: &str = "svg,html,folded,summary,report";
+
+/// The pipeline's options, flattened into `process` and `reprocess`.
+#[derive(Debug, Clone, Args)]
+pub struct PipelineArgs {
+    /// Expand inlined functions also in the shards `perf script`
+    /// symbolizes (it can make `perf script` 100 times slower). The native
+    /// symbolizer expands them by default, at about the cost of plain
+    /// symbols, where `perf script --inline` does (perf 6.1: call chains
+    /// unwound from `--call-graph dwarf` stack copies; frame-pointer chains
+    /// get none). The log and summary.json (`shards[].inline`) say which
+    /// shards have them.
+    #[arg(long, conflicts_with = "no_inline")]
+    pub inline: bool,
+
+    /// No inline frames, not even from the native symbolizer.
+    #[arg(long)]
+    pub no_inline: bool,
+
+    /// zstd level of the perf.script.zst archives (also of reprocess
+    /// --recompress): 1 (fastest; the default) to 19 (smallest). Level 3
+    /// makes the archive ~8% smaller and the compression ~1.6x slower on
+    /// `perf script` text.
+    #[arg(long, value_name = "LEVEL", default_value_t = DEFAULT_LEVEL,
+          value_parser = clap::value_parser!(i32).range(1..=19))]
+    pub zstd_level: i32,
+
+    /// Outputs to write, comma separated: svg (flamegraph.svg), html
+    /// (flamegraph.html, one offline page), folded (stacks.folded), summary
+    /// (summary.json), report (report.txt, the functions by self time as
+    /// `perf report --stdio --no-children` over all shards), speedscope
+    /// (profile.speedscope.json, for speedscope.app when a big profile
+    /// makes the SVG slow), pprof (profile.pb.gz, for go tool pprof,
+    /// Pyroscope, Parca), or all. perf.script.zst is always written when
+    /// perf.data is symbolized.
+    #[arg(long, value_name = "LIST", default_value = DEFAULT_FORMATS)]
+    pub formats: String,
+
+    /// Refuse to draw a flamegraph when less than PCT percent of the sample
+    /// weight has a named leaf frame (`symbolized_ratio` in summary.json);
+    /// stacks.folded and summary.json are still written. Without it every
+    /// capture is drawn; below 5% the page header, the job page and
+    /// summary.json (`symbol_warning`) say that symbols are few.
+    #[arg(long, value_name = "PCT")]
+    pub min_symbolized: Option<f64>,
+
+    /// The perf executable [default: `perf` on PATH].
+    #[arg(long, value_name = "PATH")]
+    pub perf: Option<PathBuf>,
+
+    /// Root frame of the per-query flamegraphs merged over all workers
+    /// (profiles/perf/queries/QUERY/): `worker` puts each worker's stacks
+    /// under a `worker_N` frame, so imbalance between workers shows; `none`
+    /// sums the workers' stacks.
+    #[arg(long, value_name = "ROOT", default_value = "worker", value_parser = ["worker", "none"])]
+    pub query_root: String,
+
+    /// No progress bars or log lines on stderr; what goes to stdout (the
+    /// result lines, reprocess's table) and errors remain.
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// Who turns perf.data into text: `native` (read perf.data in-process,
+    /// no perf needed, several times faster), `perf` (`perf script`), or
+    /// `auto`: native for every shard it can read (frame-pointer call
+    /// chains, x86-64 and aarch64 dwarf call chains), `perf script` for the
+    /// others (compressed files, unknown records), with or without
+    /// --inline. A shard native cannot read falls back to `perf script`
+    /// with a warning; summary.json's symbolized_from says which ran.
+    #[arg(long, value_name = "WHO", default_value = "auto")]
+    pub symbolizer: Choice,
+}
+
+impl PipelineArgs {
+    /// The pipeline's options from these arguments (checked; `jobs`,
+    /// `force` and `time_slices` are left to the command).
+    pub fn options(&self) -> anyhow::Result<pipeline::Options> {
+        if let Some(min) = self.min_symbolized.filter(|m| !(0.0..=100.0).contains(m)) {
+            return Err(jobprof::Error::Usage(format!(
+                "--min-symbolized {min}: give a percentage between 0 and 100"
+            ))
+            .into());
+        }
+        let mut opts = pipeline::Options::default();
+        opts.symbolizer = self.symbolizer;
+        opts.inline = self.inline;
+        opts.no_inline = self.no_inline;
+        opts.zstd_level = self.zstd_level;
+        opts.formats = Formats::parse(&self.formats)?;
+        opts.min_symbolized_pct = self.min_symbolized;
+        opts.perf = self.perf.clone();
+        Ok(opts)
+    }
+
+    /// The job views' options (`--query-root`).
+    pub fn view_options(&self) -> anyhow::Result<views::Options> {
+        let mut v = views::Options::default();
+        v.query_root = self.query_root.parse()?;
+        Ok(v)
+    }
+
+    /// Progress on stderr, or none with `--quiet`.
+    pub fn progress(&self) -> Progress {
+        if self.quiet {
+            Progress::quiet()
+        } else {
+            Progress::from_env()
+        }
+    }
+
+    /// These options as command-line words, those that differ from their
+    /// defaults only (for the tasks of a `reprocess --sbatch` array).
+    pub fn to_argv(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        if self.inline {
+            v.push("--inline".into());
+        }
+        if self.no_inline {
+            v.push("--no-inline".into());
+        }
+        if self.zstd_level != DEFAULT_LEVEL {
+            v.push(format!("--zstd-level={}", self.zstd_level));
+        }
+        if self.formats != DEFAULT_FORMATS {
+            v.push(format!("--formats={}", self.formats));
+        }
+        if let Some(pct) = self.min_symbolized {
+            v.push(format!("--min-symbolized={pct}"));
+        }
+        if let Some(p) = &self.perf {
+            v.push(format!("--perf={}", p.display()));
+        }
+        if self.query_root != "worker" {
+            v.push(format!("--query-root={}", self.query_root));
+        }
+        if self.quiet {
+            v.push("--quiet".into());
+        }
+        if self.symbolizer != Choice::Auto {
+            v.push(format!("--symbolizer={}", self.symbolizer.as_str()));
+        }
+        v
+    }
+}

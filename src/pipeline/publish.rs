@@ -1,0 +1,433 @@
+//! Writing a pass's outputs into the capture directory: the archive
+//! (published only when every shard succeeded), the rendered outputs and the
+//! pprof profile, `report.txt`, `build-ids.txt` and `summary.json`, each
+//! through an `AtomicFile` never more readable than the raw data.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::{output_name, secs, Pass, Pipeline};
+use crate::capture::{self, SUMMARY};
+use crate::error::{Error, Result};
+use crate::output::archive;
+use crate::output::render::{self, Format, RenderOptions};
+use crate::output::summary::{InputFile, StackStats, Summary, Timings};
+use crate::symbolize::native;
+use crate::sys::atomic::{AtomicFile, Destination};
+use crate::text::fold::{self, Folded};
+
+/// What `write_summary` records of the outputs: their names, why the
+/// flamegraph was refused, render time, the off-CPU section.
+type Written<'a> = (
+    &'a [String],
+    &'a Option<String>,
+    Duration,
+    Option<crate::text::offcpu::Summary>,
+);
+
+impl Pipeline<'_> {
+    /// Publishes the new archive when `perf script` produced one and every
+    /// shard succeeded; returns its text bytes. With a failed shard the
+    /// previous archive (if any) stays: it is never replaced by one that
+    /// misses a shard.
+    pub(super) fn publish_archive(&self, pass: &mut Pass) -> Result<Option<u64>> {
+        let Some(parts) = pass.parts.take() else {
+            return Ok(None);
+        };
+        if !pass.failures.is_empty() {
+            self.log(format!(
+                "{} not replaced: a shard failed",
+                capture::SCRIPT_ZST
+            ));
+            return Ok(None);
+        }
+        let (spool, parts) = parts;
+        let sizes = archive::publish(
+            &self.dir.join(capture::SCRIPT_ZST),
+            spool,
+            &parts,
+            self.raw_mode,
+        )?;
+        self.log(format!(
+            "{}: {} of text in {}",
+            capture::SCRIPT_ZST,
+            crate::sys::units::format_bytes(sizes.raw_bytes),
+            crate::sys::units::format_bytes(sizes.compressed_bytes)
+        ));
+        Ok(Some(sizes.raw_bytes))
+    }
+
+    /// `report.txt`: from the text just archived (or the capture's own
+    /// text that was folded), which keeps each frame's DSO; from the folded
+    /// stacks when there is neither.
+    pub(super) fn report_profile(
+        &self,
+        pass: &Pass,
+        archived: bool,
+    ) -> Result<crate::output::report::Profile> {
+        // A capture without samples (an off-CPU capture of a thread that
+        // only slept) gets a report of nothing, not a failure.
+        let text = if pass.folded.stacks.is_empty() {
+            None
+        } else if archived {
+            Some(self.dir.join(capture::SCRIPT_ZST))
+        } else if pass.kernel.is_none() {
+            self.cap.script_text.clone()
+        } else {
+            None
+        };
+        let mut profile = match text {
+            Some(t) => crate::output::report::read::path(&t)?,
+            None => crate::output::report::read::folded_stacks(&pass.folded.stacks, ""),
+        };
+        profile.source = self.label.clone();
+        profile.shards = Some(self.cap.shards.len());
+        Ok(profile)
+    }
+
+    pub(super) fn write_report(
+        &self,
+        profile: &crate::output::report::Profile,
+        off_cpu: Option<&crate::text::offcpu::Summary>,
+    ) -> Result<()> {
+        let opts = crate::output::report::Options {
+            sections: Self::report_sections(off_cpu),
+            ..crate::output::report::Options::default()
+        };
+        let name = crate::output::report::REPORT_TXT;
+        let mut f = self.output(name)?;
+        crate::output::report::write(profile, &opts, &mut f)
+            .map_err(|e| Error::io(self.dir.join(name), e))?;
+        f.flush().map_err(|e| Error::io(self.dir.join(name), e))?;
+        f.commit()
+    }
+
+    /// `build-ids.txt`: the build ids of the DSOs a sample hit, from the
+    /// shards' headers (none when the shards are gone). Returns the list
+    /// for `summary.json`.
+    pub(super) fn write_build_ids(
+        &self,
+        profile: &crate::output::report::Profile,
+        warnings: &mut Vec<String>,
+        outputs: &mut Vec<String>,
+    ) -> Result<Vec<crate::symbolize::build_ids::BuildId>> {
+        if !self.cap.has_all_data() {
+            return Ok(Vec::new());
+        }
+        let shards: Vec<PathBuf> = self
+            .cap
+            .shards
+            .iter()
+            .map(|s| s.data_file.clone())
+            .collect();
+        let (ids, problems) = crate::symbolize::build_ids::of_shards(&shards);
+        warnings.extend(problems);
+        let hit: std::collections::HashSet<String> =
+            profile.frames.iter().map(|f| f.dso.clone()).collect();
+        let ids = crate::symbolize::build_ids::hit_only(ids, &hit);
+        let name = crate::symbolize::build_ids::BUILD_IDS_TXT;
+        let mut f = self.output(name)?;
+        f.write_all(crate::symbolize::build_ids::text(&ids).as_bytes())
+            .and_then(|()| f.flush())
+            .map_err(|e| Error::io(self.dir.join(name), e))?;
+        f.commit()?;
+        outputs.push(name.to_string());
+        Ok(ids)
+    }
+
+    /// The report's sections after the functions: the per-thread on-CPU,
+    /// runnable and blocked time of a capture recorded with `--off-cpu`.
+    fn report_sections(
+        off_cpu: Option<&crate::text::offcpu::Summary>,
+    ) -> Vec<crate::output::report::Section> {
+        off_cpu
+            .map(|s| crate::output::report::Section {
+                title: "time per thread (on-CPU, runnable, blocked; from --off-cpu)".into(),
+                lines: crate::text::offcpu::thread_table(s)
+                    .lines()
+                    .map(str::to_string)
+                    .collect(),
+            })
+            .into_iter()
+            .collect()
+    }
+
+    /// Why pictures are not drawn (too little symbolized), if so; a fold
+    /// with no samples is a failure.
+    pub(super) fn render_refusal(&self, pass: &mut Pass) -> Option<String> {
+        let stats = &pass.stats;
+        let symbolized_pct = 100.0 * stats.symbolized_ratio;
+        let renders_pictures = self
+            .opts
+            .formats
+            .render
+            .iter()
+            .any(|f| *f != Format::Folded);
+        if pass.folded.stacks.is_empty() {
+            pass.failures.push("no samples to fold".into());
+            return None;
+        }
+        self.opts
+            .min_symbolized_pct
+            .filter(|min| renders_pictures && symbolized_pct < *min)
+            .map(|min| {
+                format!(
+                    "only {symbolized_pct:.1}% of the weight has a named leaf frame \
+                     (--min-symbolized {min}%): symbols are missing; check that symfs/ was \
+                     published with the capture and holds the worker's binaries with .symtab or \
+                     .debug_info, that perf runs on the capture's architecture, or lower \
+                     --min-symbolized"
+                )
+            })
+    }
+
+    /// An output file in the capture directory: never through a planted
+    /// link, never more readable than the raw data.
+    pub(super) fn output(&self, name: &str) -> Result<AtomicFile> {
+        let mut f = AtomicFile::open(&self.dir.join(name), Destination::Confined, false)?;
+        if let Some(m) = self.raw_mode {
+            f.limit_mode(m);
+        }
+        Ok(f)
+    }
+
+    /// One walk over the perf script text `text` (what was folded): the
+    /// capture's profile.pb.gz (with addresses, mappings and per-thread
+    /// labels) when `pprof` is open, and the page's timeline when asked.
+    fn walk_text(
+        &self,
+        pass: &Pass,
+        text: &Path,
+        pprof: Option<&mut AtomicFile>,
+        timeline: bool,
+    ) -> Result<Option<render::timeline::Timeline>> {
+        let event = pass.folded.stats.event.clone();
+        let opts = fold::Options {
+            event_filter: event.clone(),
+            ..self.fold_options()
+        };
+        let mut tl = timeline.then(render::timeline::Timeline::new);
+        let mut tap = |s: &crate::text::samples::Sample<'_>| {
+            if let Some(t) = tl.as_mut() {
+                t.add(s);
+            }
+        };
+        match pprof {
+            Some(f) => {
+                let facts = crate::output::pprof::capture::facts(self.cap, event);
+                let out = self.dir.join(crate::output::pprof::PPROF);
+                crate::output::pprof::capture::write(text, &out, &opts, facts, &mut *f, tap)?;
+                f.flush().map_err(|e| Error::io(&out, e))?;
+            }
+            None => {
+                crate::text::samples::walk(text, &opts, |s| tap(s))?;
+            }
+        }
+        Ok(tl)
+    }
+
+    /// The perf script text this pass folded, when it is on disk: the
+    /// archive just published, or the capture's own text.
+    pub(super) fn folded_text(&self, pass: &Pass, archive_published: bool) -> Option<PathBuf> {
+        if archive_published {
+            Some(self.dir.join(capture::SCRIPT_ZST))
+        } else if pass.kernel.is_none() {
+            self.cap.script_text.clone()
+        } else {
+            None
+        }
+    }
+
+    /// Writes the rendered formats asked for (pictures only when not
+    /// `refused`), with the pprof profile and the page's timeline from one
+    /// walk over `text` when it is on disk. A format that fails to draw
+    /// fails the pass, not the run.
+    pub(super) fn render_outputs(
+        &self,
+        pass: &mut Pass,
+        refused: bool,
+        text: Option<&Path>,
+        outputs: &mut Vec<String>,
+    ) -> Result<()> {
+        let render_opts = self.render_options(&pass.folded, &pass.stats);
+        let wants = |f: Format| self.opts.formats.render.contains(&f);
+        let mut timeline = None;
+        if let Some(text) = text.filter(|_| !pass.folded.stacks.is_empty() && !refused) {
+            let mut pprof = wants(Format::Pprof)
+                .then(|| self.output(crate::output::pprof::PPROF))
+                .transpose()?;
+            timeline = self.walk_text(pass, text, pprof.as_mut(), wants(Format::Html))?;
+            if let Some(f) = pprof {
+                f.commit()?;
+            }
+        }
+        for format in &self.opts.formats.render {
+            let is_picture = *format != Format::Folded;
+            if pass.folded.stacks.is_empty() || (is_picture && refused) {
+                continue;
+            }
+            let name = output_name(*format);
+            if *format == Format::Pprof && text.is_some() {
+                outputs.push(name.to_string());
+                continue;
+            }
+            let mut f = self.output(name)?;
+            let drawn = match format {
+                Format::Html => render::render_html_with(
+                    &pass.folded.stacks,
+                    &render_opts,
+                    &render::PageExtras {
+                        timeline: timeline.as_ref(),
+                        ..Default::default()
+                    },
+                    &mut f,
+                ),
+                _ => render::render(*format, &pass.folded.stacks, &render_opts, &mut f),
+            };
+            if let Err(e) = drawn {
+                pass.failures.push(format!("{name}: {e}"));
+                continue;
+            }
+            f.flush().map_err(|e| Error::io(self.dir.join(name), e))?;
+            f.commit()?;
+            outputs.push(name.to_string());
+        }
+        Ok(())
+    }
+
+    /// Writes `summary.json`.
+    pub(super) fn write_summary(
+        &self,
+        pass: &Pass,
+        inputs: Vec<InputFile>,
+        written: Written<'_>,
+        build_ids: Vec<crate::symbolize::build_ids::BuildId>,
+    ) -> Result<()> {
+        let s = self.summary(pass, inputs, written, build_ids);
+        let mut f = self.output(SUMMARY)?;
+        f.write_all(s.to_json().as_bytes())
+            .and_then(|()| f.flush())
+            .map_err(|e| Error::io(self.dir.join(SUMMARY), e))?;
+        f.commit()
+    }
+
+    /// What `summary.json` says of this pass and its outputs.
+    fn summary(
+        &self,
+        pass: &Pass,
+        inputs: Vec<InputFile>,
+        written: Written<'_>,
+        build_ids: Vec<crate::symbolize::build_ids::BuildId>,
+    ) -> Summary {
+        let (outputs, render_refused, render_time, off_cpu) = written;
+        let (folded, stats) = (&pass.folded, &pass.stats);
+        let facts = self.capture_facts();
+        Summary {
+            tool: "jobprof".into(),
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+            output_version: capture::OUTPUT_VERSION,
+            created: crate::sys::units::utc_timestamp(),
+            capture: self.label.clone(),
+            worker: self.cap.found.worker,
+            query: self.cap.found.query.clone(),
+            job_id: self.cap.job_id.clone(),
+            layout: self.cap.layout,
+            validated: self.cap.validated,
+            samples: folded.stats.samples,
+            event: self.event(folded),
+            period_total: stats.period_total,
+            unique_stacks: folded.stats.unique_stacks,
+            symbolized_ratio: stats.symbolized_ratio,
+            named_stack_ratio: stats.named_stack_ratio,
+            symbol_warning: stats.symbol_warning(),
+            unnamed_stack_ratio: stats.unnamed_stack_ratio,
+            unknown_frame_ratio: stats.unknown_frame_ratio,
+            truncated_ratio: stats.truncated_ratio,
+            unnamed_by_dso: stats.unnamed_by_dso.clone(),
+            truncated_roots: stats.truncated_roots.clone(),
+            kernel_symbols: pass.kernel.as_ref().map(|k| k.describe()),
+            jit: pass.jit.clone(),
+            skipped_lines: folded.stats.skipped_lines,
+            shards: pass.shards.clone(),
+            symbolized_from: pass.symbolized_from.clone(),
+            top_self: stats.top_self.clone(),
+            top_total: stats.top_total.clone(),
+            inputs,
+            perf_version: pass.perf_version.clone(),
+            recorded_with: self.cap.recorded_with.clone(),
+            capture_arch: facts.as_ref().and_then(|f| f.arch.clone()),
+            host_arch: native::arch::host().to_string(),
+            call_graph: facts.map(|f| f.call_graph().to_string()),
+            outputs: outputs.to_vec(),
+            render_refused: render_refused.clone(),
+            warnings: pass
+                .warnings
+                .iter()
+                .chain(pass.failures.iter())
+                .cloned()
+                .collect(),
+            timings: self.timings(pass, render_time),
+            old_pipeline: self.cap.legacy.clone(),
+            build_ids,
+            off_cpu,
+        }
+    }
+
+    /// The summary's timings in seconds, the total up to now.
+    fn timings(&self, pass: &Pass, render_time: Duration) -> Timings {
+        Timings {
+            prepare: secs(pass.prepare),
+            symbolize_fold: secs(pass.pass),
+            render: secs(render_time),
+            total: secs(self.start.elapsed()),
+        }
+    }
+
+    /// The event folded, as the capture recorded it when that is the same
+    /// event (`cpu-clock:u`: the text may name it without its modifier).
+    fn event(&self, folded: &Folded) -> Option<String> {
+        let base = crate::text::perf_script::event_base;
+        match (&folded.stats.event, &self.cap.event) {
+            (Some(f), Some(c)) if base(f) == base(c) => Some(c.clone()),
+            (Some(f), _) => Some(f.clone()),
+            (None, c) => c.clone(),
+        }
+    }
+
+    /// The flamegraphs' title, subtitle (event, samples, shards, symbol
+    /// figures) and count unit.
+    pub(super) fn render_options(&self, folded: &Folded, stats: &StackStats) -> RenderOptions {
+        let worker = self.cap.found.worker.map(|w| w.to_string());
+        let event = self.event(folded);
+        let mut o = RenderOptions {
+            title: render::capture_title(
+                self.cap.job_id.as_deref(),
+                worker.as_deref(),
+                Some(&self.cap.found.query),
+            ),
+            ..RenderOptions::default()
+        };
+        if let Some(ev) = &event {
+            let base = crate::text::perf_script::event_base(ev);
+            o.subtitle = Some(format!(
+                "{ev} · {} samples · {} shard(s) · {}{}",
+                folded.stats.samples,
+                self.cap.shards.len(),
+                stats.symbol_figures(),
+                stats
+                    .symbol_warning()
+                    .map(|_| " · warning: few symbols, see summary.json")
+                    .unwrap_or_default()
+            ));
+            // Folded counts are sample periods: nanoseconds for the
+            // software clocks, events otherwise.
+            o.count_name = if base.ends_with("-clock") {
+                "ns".into()
+            } else {
+                base.to_string()
+            };
+        }
+        o
+    }
+}

@@ -1,0 +1,443 @@
+//! Running a capture's units of symbolizing work (planned in `plan`) up
+//! to `jobs` at once: each unit's text is teed into a compressed, spooled
+//! archive part and, cut at sample boundaries, into the fold on this
+//! thread; then the results per shard.
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+use super::plan::{Plan, Unit};
+use super::{file_name, secs, Pipeline};
+use crate::capture;
+use crate::error::Result;
+use crate::output::archive::{Part, Spool, Spooled};
+use crate::output::summary::ShardSummary;
+use crate::symbolize::native;
+use crate::symbolize::perf::{self, PerfTool, RunOutcome, ScriptOptions};
+use crate::text::boundary::Chunker;
+use crate::text::fold::{Folded, Folder};
+
+struct UnitResult {
+    outcome: std::result::Result<RunOutcome, UnitError>,
+    part: Option<Spooled>,
+}
+
+/// Why a unit has no run outcome (its shard fails with this message).
+#[derive(Debug, thiserror::Error)]
+enum UnitError {
+    /// Its compressed part could not be created.
+    #[error(transparent)]
+    Part(crate::Error),
+    /// The symbolizer could not be started or read.
+    #[error("cannot run `{}`: {source}", program.display())]
+    Run {
+        program: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// It never ran (its worker stopped first).
+    #[error("not run")]
+    NotRun,
+}
+
+/// What the `perf script` runs produced: the fold, per-shard summaries,
+/// failures, and the new archive's spooled parts in order.
+pub(super) struct Symbolized {
+    pub(super) folded: Folded,
+    pub(super) shards: Vec<ShardSummary>,
+    pub(super) failures: Vec<String>,
+    pub(super) archive: (Spool, Vec<Spooled>),
+}
+
+impl Pipeline<'_> {
+    /// Runs every unit (up to `jobs` at once), folding their output as it
+    /// streams and compressing it in the same pass into checked, spooled
+    /// parts; the archive is published later, and only when it may replace
+    /// the old one ([`Self::publish_archive`]).
+    pub(super) fn symbolize_all(&self, plan: &Plan<'_>, units: &[Unit]) -> Result<Symbolized> {
+        let (script_opts, natively) = self.symbolizers();
+        let zstd_workers = self.zstd_workers(units);
+        let jobs = self.opts.jobs().min(units.len()).max(1);
+        let native_runs = units.iter().filter(|u| u.native).count();
+        self.log(format!(
+            "symbolizing: {} run(s) over {} shard(s) ({native_runs} native, {} perf script), {jobs} at once",
+            units.len(),
+            self.cap.shards.len(),
+            units.len() - native_runs
+        ));
+        let spool = Spool::create(&self.dir)?;
+        // perf 6.1 names JIT frames from this host's /tmp: renamed from the
+        // capture's snapshot instead.
+        let jit_maps = Arc::new(crate::symbolize::jit::JitMaps::load(&self.cap.found.dir));
+        let how = |unit: &Unit| match plan.perf {
+            _ if unit.native => Symbolize::Native(&natively),
+            Some(perf) => Symbolize::Perf(perf, &script_opts, &jit_maps),
+            None => unreachable!("plan() gives a perf to every perf unit"),
+        };
+        let recycle = |block: Vec<u8>| natively.recycle(block);
+        let (folded, results) = self.run_units(units, (jobs, zstd_workers), &spool, &how, &recycle);
+        let (shards, failures, parts) = self.collect_results(units, results);
+        Ok(Symbolized {
+            folded,
+            shards,
+            failures,
+            archive: (spool, parts),
+        })
+    }
+
+    /// zstd worker threads per stream: one stream from a big shard that
+    /// could not be sliced gives the spare cores to zstd. Several streams
+    /// already keep the cores busy, and one zstd thread outruns one `perf
+    /// script` several times over.
+    fn zstd_workers(&self, units: &[Unit]) -> u32 {
+        let big = self
+            .cap
+            .shards
+            .iter()
+            .any(|s| s.bytes.unwrap_or(0) >= self.opts.slice_min_bytes);
+        if units.len() == 1 && big && self.opts.jobs() > 1 {
+            self.opts.jobs() as u32
+        } else {
+            0
+        }
+    }
+
+    /// Unit indexes, longest first (estimated by data bytes per slice), so
+    /// that a big shard does not start last and run alone.
+    fn unit_order(&self, units: &[Unit]) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..units.len()).collect();
+        let cost = |u: &Unit| {
+            let s = &self.cap.shards[u.shard_pos];
+            let slices = units.iter().filter(|v| v.shard_pos == u.shard_pos).count();
+            s.bytes.unwrap_or(0) / slices.max(1) as u64
+        };
+        order.sort_by_key(|&i| std::cmp::Reverse(cost(&units[i])));
+        order
+    }
+
+    /// Runs the units on `jobs` threads (each stream compressed with
+    /// `zstd_workers` extra threads), each taking the next unit in
+    /// [`Self::unit_order`], while this thread folds the text they send;
+    /// results keep unit order.
+    fn run_units<'s>(
+        &self,
+        units: &[Unit],
+        (jobs, zstd_workers): (usize, u32),
+        spool: &Spool,
+        how: &(dyn Fn(&Unit) -> Symbolize<'s> + Sync),
+        recycle: &dyn Fn(Vec<u8>),
+    ) -> (Folded, Vec<UnitResult>) {
+        let units_bar = self.multi.add(
+            self.progress
+                .bar(units.len() as u64, format!("{} symbolize", self.label)),
+        );
+        let bytes_bar = self
+            .multi
+            .add(self.progress.bytes_counter(format!("{} text", self.label)));
+        let order = &self.unit_order(units);
+        let next = AtomicUsize::new(0);
+        let results: Mutex<Vec<Option<UnitResult>>> =
+            Mutex::new((0..units.len()).map(|_| None).collect());
+        let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(jobs * 2);
+        let folder = Folder::new(self.fold_options());
+        let mut stream = folder.stream();
+        std::thread::scope(|scope| {
+            for _ in 0..jobs {
+                let sinks = UnitSinks {
+                    tx: tx.clone(),
+                    zstd_workers,
+                    bytes_bar: &bytes_bar,
+                    spool,
+                };
+                let (next, results, units_bar) = (&next, &results, &units_bar);
+                scope.spawn(move || {
+                    while let Some(&i) = order.get(next.fetch_add(1, Ordering::SeqCst)) {
+                        let unit = &units[i];
+                        let r = self.run_unit(how(unit), unit, &sinks);
+                        self.log_unit(unit, &r);
+                        units_bar.inc(1);
+                        results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
+                    }
+                });
+            }
+            drop(tx);
+            // Blocks end at sample boundaries: folded in place, their
+            // buffers go back to the native symbolizer.
+            for block in rx {
+                stream.push_whole(&block);
+                recycle(block);
+            }
+        });
+        units_bar.finish_and_clear();
+        bytes_bar.finish_and_clear();
+        (stream.finish(), in_unit_order(results))
+    }
+
+    /// One log line per finished unit: its text, time and failure.
+    fn log_unit(&self, unit: &Unit, r: &UnitResult) {
+        let Ok(o) = &r.outcome else { return };
+        let s = &self.cap.shards[unit.shard_pos];
+        let slice = unit
+            .slice
+            .map(|sl| format!(" slice {}", sl.to_arg()))
+            .unwrap_or_default();
+        self.log(format!(
+            "shard {}{slice}: {} of text in {:.1}s{}",
+            s.index,
+            crate::sys::units::format_bytes(o.bytes),
+            o.elapsed.as_secs_f64(),
+            if o.ok() {
+                String::new()
+            } else {
+                format!(" - FAILED: {}", o.failure())
+            }
+        ));
+    }
+
+    /// Per shard: slices, bytes, the slowest run, the first failure; and
+    /// the spooled archive parts.
+    fn collect_results(
+        &self,
+        units: &[Unit],
+        results: Vec<UnitResult>,
+    ) -> (Vec<ShardSummary>, Vec<String>, Vec<Spooled>) {
+        let mut shards: Vec<ShardSummary> = self
+            .cap
+            .shards
+            .iter()
+            .map(|s| shard_summary(s, "ok"))
+            .collect();
+        let mut failures = Vec::new();
+        let mut parts = Vec::new();
+        for (unit, r) in units.iter().zip(results) {
+            let sh = &mut shards[unit.shard_pos];
+            sh.slices += 1;
+            let err = match &r.outcome {
+                Ok(o) => {
+                    sh.text_bytes += o.bytes;
+                    sh.seconds = sh.seconds.max(secs(o.elapsed));
+                    (!o.ok()).then(|| o.failure())
+                }
+                Err(e) => Some(e.to_string()),
+            };
+            if let Some(e) = err {
+                if sh.error.is_none() {
+                    let hint = if e.contains("exit status") {
+                        " (corrupt or truncated perf.data?)"
+                    } else {
+                        ""
+                    };
+                    let msg = format!("shard {} ({}): {e}{hint}", sh.index, sh.data_file);
+                    failures.push(msg);
+                    sh.error = Some(format!("{e}{hint}"));
+                    sh.status = "failed".into();
+                }
+            }
+            if let Some(p) = r.part {
+                parts.push(p);
+            }
+        }
+        (shards, failures, parts)
+    }
+
+    /// Runs one `perf script` (or the native symbolizer), teeing its output
+    /// into a compressed part and (cut at sample boundaries) into the fold
+    /// channel.
+    fn run_unit(&self, how: Symbolize<'_>, unit: &Unit, sinks: &UnitSinks<'_>) -> UnitResult {
+        let UnitSinks {
+            tx,
+            zstd_workers,
+            bytes_bar,
+            spool,
+        } = sinks;
+        let mut part = match Part::create(&self.dir, self.opts.zstd_level, *zstd_workers) {
+            Ok(p) => p,
+            Err(e) => {
+                return UnitResult {
+                    outcome: Err(UnitError::Part(e)),
+                    part: None,
+                }
+            }
+        };
+        let mut chunker = Chunker::default();
+        let (outcome, program) = match how {
+            Symbolize::Perf(perf, script_opts, jit_maps) => {
+                let how = (perf, script_opts, jit_maps);
+                let r = run_perf(how, unit, &mut part, &mut chunker, sinks);
+                (r, perf.program.clone())
+            }
+            Symbolize::Native(n) => {
+                // Native blocks already end at sample boundaries: they go to
+                // the folder whole, without the chunker's copy.
+                let consume = |block: Vec<u8>| {
+                    part.write_block(&block)?;
+                    bytes_bar.inc(block.len() as u64);
+                    send(tx, block)
+                };
+                let r = n.run(&unit.data, unit.slice.as_ref(), consume);
+                (Ok(native_outcome(r)), PathBuf::from("native symbolizer"))
+            }
+        };
+        let tail = chunker.finish();
+        let write_tail = || -> io::Result<()> {
+            part.write_all(&tail.extra)?;
+            if !tail.block.is_empty() {
+                send(tx, tail.block)?;
+            }
+            Ok(())
+        };
+        let tail_result = write_tail();
+        let outcome = match (outcome, tail_result) {
+            (Ok(mut o), Err(e)) => {
+                o.consumer_error.get_or_insert(e.to_string());
+                Ok(o)
+            }
+            (Ok(o), Ok(())) => Ok(o),
+            (Err(source), _) => Err(UnitError::Run { program, source }),
+        };
+        self.finish_part(part, spool, outcome)
+    }
+
+    /// Finishes and spools the compressed `part` of a unit's text. A part
+    /// that cannot be finished or checked (a full disk) fails its shard:
+    /// the archive is never published without it.
+    fn finish_part(
+        &self,
+        part: Part,
+        spool: &Spool,
+        outcome: std::result::Result<RunOutcome, UnitError>,
+    ) -> UnitResult {
+        match part.finish().and_then(|p| spool.append(p)) {
+            Ok(p) => UnitResult {
+                outcome,
+                part: Some(p),
+            },
+            Err(e) => UnitResult {
+                outcome: outcome.map(|mut o| {
+                    o.consumer_error.get_or_insert(format!(
+                        "{}: compressed part in {}: {e}",
+                        capture::SCRIPT_ZST,
+                        self.dir.display()
+                    ));
+                    o
+                }),
+                part: None,
+            },
+        }
+    }
+}
+
+/// The units' results in unit order; a unit without one counts as not
+/// run.
+fn in_unit_order(results: Mutex<Vec<Option<UnitResult>>>) -> Vec<UnitResult> {
+    results
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .into_iter()
+        .map(|r| {
+            r.unwrap_or(UnitResult {
+                outcome: Err(UnitError::NotRun),
+                part: None,
+            })
+        })
+        .collect()
+}
+
+/// Where one `perf script` run's text goes: the fold channel and the
+/// archive spool.
+struct UnitSinks<'s> {
+    tx: mpsc::SyncSender<Vec<u8>>,
+    zstd_workers: u32,
+    bytes_bar: &'s indicatif::ProgressBar,
+    spool: &'s Spool,
+}
+
+/// How one unit is symbolized.
+enum Symbolize<'a> {
+    Perf(
+        &'a PerfTool,
+        &'a ScriptOptions,
+        &'a Arc<crate::symbolize::jit::JitMaps>,
+    ),
+    Native(&'a native::Symbolizer),
+}
+
+/// Runs `perf script` over `unit`, JIT frames renamed from the capture's
+/// maps, teeing its text into `part` and, cut at sample boundaries by
+/// `chunker`, into the fold channel.
+fn run_perf(
+    (perf, script_opts, jit_maps): (
+        &PerfTool,
+        &ScriptOptions,
+        &Arc<crate::symbolize::jit::JitMaps>,
+    ),
+    unit: &Unit,
+    part: &mut Part,
+    chunker: &mut Chunker,
+    sinks: &UnitSinks<'_>,
+) -> io::Result<RunOutcome> {
+    let UnitSinks { tx, bytes_bar, .. } = sinks;
+    let args = perf::script_argv(&unit.data, script_opts, unit.slice.as_ref());
+    let mut rewrite = crate::symbolize::jit::ScriptRewrite::new(Arc::clone(jit_maps));
+    let mut sink = |bytes: &[u8]| -> io::Result<()> {
+        part.write_all(bytes)?;
+        bytes_bar.inc(bytes.len() as u64);
+        if let Some(block) = chunker.push(bytes) {
+            send(tx, block)?;
+        }
+        Ok(())
+    };
+    let mut renamed = Vec::new();
+    let r = perf::run(perf, &args, |b| {
+        renamed.clear();
+        rewrite.push(b, &mut renamed);
+        sink(&renamed)
+    });
+    // A last line without its newline (perf ends with one).
+    let mut rest = Vec::new();
+    rewrite.finish(&mut rest);
+    r.and_then(|o| sink(&rest).map(|()| o))
+}
+
+/// A native run in the shape of a `perf script` run's outcome.
+fn native_outcome(r: std::result::Result<native::Outcome, native::Error>) -> RunOutcome {
+    match r {
+        Ok(o) => RunOutcome {
+            bytes: o.bytes,
+            exit_code: Some(0),
+            stderr_tail: String::new(),
+            elapsed: o.elapsed,
+            consumer_error: None,
+        },
+        Err(e) => RunOutcome {
+            bytes: 0,
+            exit_code: None,
+            stderr_tail: String::new(),
+            elapsed: Duration::ZERO,
+            consumer_error: Some(format!("native symbolizer: {e}")),
+        },
+    }
+}
+
+fn send(tx: &mpsc::SyncSender<Vec<u8>>, block: Vec<u8>) -> io::Result<()> {
+    tx.send(block)
+        .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the folder stopped"))
+}
+
+/// A shard's summary line before any `perf script` run was counted.
+pub(super) fn shard_summary(s: &crate::capture::Shard, status: &str) -> ShardSummary {
+    ShardSummary {
+        index: s.index,
+        data_file: file_name(&s.data_file),
+        data_bytes: s.bytes.unwrap_or(0),
+        slices: 0,
+        text_bytes: 0,
+        seconds: 0.0,
+        status: status.into(),
+        error: None,
+        inline: None,
+    }
+}
