@@ -203,7 +203,7 @@ fn copy_core(kallsyms: impl BufRead, out: &mut impl Write) -> std::io::Result<us
     let mut named = 0;
     for line in kallsyms.split(b'\n') {
         let line = line?;
-        if line.ends_with(b"]") && line.contains(&b'[') {
+        if line.is_empty() || (line.ends_with(b"]") && line.contains(&b'[')) {
             continue;
         }
         if line
@@ -352,7 +352,7 @@ mod tests {
                         ffffffffc0000000 t nvme_irq\t[nvme]\n";
         let mut out = Vec::new();
         assert_eq!(copy_core(kallsyms.as_bytes(), &mut out).unwrap(), 2);
-        assert_eq!(out, b"ffffffff81000000 T _text\nffffffff81000100 t f\n\n");
+        assert_eq!(out, b"ffffffff81000000 T _text\nffffffff81000100 t f\n");
         let hidden = "0000000000000000 T _text\n";
         assert_eq!(copy_core(hidden.as_bytes(), &mut Vec::new()).unwrap(), 0);
     }

@@ -999,19 +999,6 @@ impl<'a> Run<'a> {
         cache.insert((dso, key), line);
     }
 
-    /// `addr` moved by KASLR's offset from the sampled boot to the boot
-    /// `table` describes (its `_text` against the `_text` perf recorded as
-    /// the kernel map's `pgoff`), as perf does; module addresses, and
-    /// tables without `_text`, stay as they are.
-    fn kernel_address(&self, addr: u64, table: &SymbolTable) -> u64 {
-        match (self.kernel_text, table.text()) {
-            (Some((start, end, pgoff)), Some(text)) if (start..end).contains(&addr) => {
-                addr.wrapping_sub(pgoff).wrapping_add(text)
-            }
-            _ => addr,
-        }
-    }
-
     fn format_frame(&mut self, dso: Option<u32>, addr: u64) -> Box<[u8]> {
         let mut line = Vec::with_capacity(96);
         if let Some(id) = dso.filter(|&d| d != KERNEL_DSO) {
@@ -1039,7 +1026,7 @@ impl<'a> Run<'a> {
         match dso {
             Some(KERNEL_DSO) => {
                 let table = self.sym.kernel();
-                match table.find(self.kernel_address(addr, table)) {
+                match table.find(kernel_address(addr, self.kernel_text, table.text())) {
                     Some(h) => {
                         let _ = write!(
                             line,
@@ -1056,6 +1043,19 @@ impl<'a> Run<'a> {
         }
         line.push(b'\n');
         line.into_boxed_slice()
+    }
+}
+
+/// `addr` moved by KASLR's offset from the sampled boot to the boot a
+/// kernel table describes (its `_text`, `text`, against the `_text` perf
+/// recorded as the core kernel map's `pgoff`), as perf does; module
+/// addresses, and tables without `_text`, stay as they are.
+fn kernel_address(addr: u64, core: Option<(u64, u64, u64)>, text: Option<u64>) -> u64 {
+    match (core, text) {
+        (Some((start, end, pgoff)), Some(text)) if (start..end).contains(&addr) => {
+            addr.wrapping_sub(pgoff).wrapping_add(text)
+        }
+        _ => addr,
     }
 }
 
@@ -1198,6 +1198,32 @@ mod tests {
         put(&mut h, 48, 54_000);
         std::fs::write(&p, &h).unwrap();
         assert!(check(&p).is_ok());
+    }
+
+    #[test]
+    fn kernel_addresses_move_by_the_kaslr_offset_modules_do_not() {
+        let core = Some((
+            0xffff_ffff_a100_0000,
+            0xffff_ffff_a200_0000,
+            0xffff_ffff_a100_0000,
+        ));
+        let here = Some(0xffff_ffff_8100_0000);
+        assert_eq!(
+            kernel_address(0xffff_ffff_a13a_e453, core, here),
+            0xffff_ffff_813a_e453
+        );
+        assert_eq!(
+            kernel_address(0xffff_ffff_c000_0010, core, here),
+            0xffff_ffff_c000_0010
+        );
+        assert_eq!(
+            kernel_address(0xffff_ffff_a13a_e453, core, None),
+            0xffff_ffff_a13a_e453
+        );
+        assert_eq!(
+            kernel_address(0xffff_ffff_a13a_e453, None, here),
+            0xffff_ffff_a13a_e453
+        );
     }
 
     #[test]
