@@ -93,12 +93,18 @@ fn in_old_naming(text: &str) -> HashMap<String, u64> {
     m
 }
 
-/// jobprof's stacks of capture `q`, folded again from its archive with
-/// kernel frames marked `_[k]`.
+/// jobprof's stacks of capture `q`, folded again from the text it folded
+/// (its archive, else the old pipeline's `perf.script.gz`) with kernel
+/// frames marked `_[k]`.
 fn folded_with_kernel_marks(q: &Path) -> String {
+    let archive = q.join("jobprof/perf.script.zst");
+    let text = match archive.is_file() {
+        true => archive,
+        false => q.join("perf.script.gz"),
+    };
     let out = jobprof()
         .args(["fold", "--kernel"])
-        .arg(q.join("jobprof/perf.script.zst"))
+        .arg(text)
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", output_text(&out));
@@ -254,6 +260,9 @@ fn old_result_dir_without_perf_and_without_its_shards_folds_its_perf_script_gz()
     for q in ["Q1_iter1", "Q2_iter1"] {
         let q = capture(&b, q);
         assert_eq!(summary(&q)["symbolized_from"], "perf.script.gz");
+        // Its postprocess-metadata.txt says the text has inline frames.
+        assert_eq!(summary(&q)["shards"][0]["inline"], true);
+        assert!(util::stderr(&out).contains("postprocess_inline_expansion=enabled"));
         assert_facts(&q, "fp", 3);
         assert_same_stacks_as_old(&q);
     }

@@ -255,11 +255,26 @@ impl Pipeline<'_> {
         let folder = Folder::new(self.fold_options());
         let mut folded = folder.fold_sources(&[Source::Path(text.to_path_buf())])?;
         let jit = crate::output::summary::jit::take_figures(&mut folded, &self.cap.found.dir);
+        // The old post-processing's text says whether it has inline frames.
+        let inline = (name == capture::SCRIPT_GZ)
+            .then(|| capture::legacy::postprocess_inline(&self.cap.found.dir))
+            .flatten();
+        if let Some(inline) = inline {
+            let has = if inline { "in every shard" } else { "none" };
+            self.log(format!(
+                "inline frames: {has} (the old post-processing's {name}, \
+                 postprocess_inline_expansion={})",
+                if inline { "enabled" } else { "disabled" }
+            ));
+        }
         let shards = self
             .cap
             .shards
             .iter()
-            .map(|s| shard_summary(s, "not symbolized"))
+            .map(|s| crate::output::summary::ShardSummary {
+                inline,
+                ..shard_summary(s, "not symbolized")
+            })
             .collect();
         Ok(Pass {
             jit,
