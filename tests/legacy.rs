@@ -67,8 +67,10 @@ fn shares(stacks: HashMap<String, u64>) -> HashMap<String, f64> {
         .collect()
 }
 
-/// jobprof's folded stacks in the old pipeline's naming: no process-name
-/// root, unnamed frames `[unknown:<dso file name>]`, `;` inside names
+/// jobprof's folded stacks (folded with `--kernel`) in the old pipeline's
+/// naming: no process-name root, unnamed frames `[unknown:<dso file
+/// name>]`, kernel frames all unnamed (it had no kernel table; jobprof
+/// names them when this machine runs the sampled kernel), `;` inside names
 /// (there are none in these captures) left alone.
 fn in_old_naming(text: &str) -> HashMap<String, u64> {
     let mut m = HashMap::new();
@@ -76,16 +78,37 @@ fn in_old_naming(text: &str) -> HashMap<String, u64> {
         let frames: Vec<String> = stack
             .split(';')
             .skip(1)
-            .map(
-                |f| match f.strip_prefix('[').and_then(|x| x.strip_suffix(']')) {
+            .map(|f| {
+                if f.ends_with("_[k]") {
+                    return "[unknown:[kernel.kallsyms]]".to_string();
+                }
+                match f.strip_prefix('[').and_then(|x| x.strip_suffix(']')) {
                     Some(dso) => format!("[unknown:{dso}]"),
                     None => f.to_string(),
-                },
-            )
+                }
+            })
             .collect();
         *m.entry(frames.join(";")).or_default() += n;
     }
     m
+}
+
+/// jobprof's stacks of capture `q`, folded again from the text it folded
+/// (its archive, else the old pipeline's `perf.script.gz`) with kernel
+/// frames marked `_[k]`.
+fn folded_with_kernel_marks(q: &Path) -> String {
+    let archive = q.join("jobprof/perf.script.zst");
+    let text = match archive.is_file() {
+        true => archive,
+        false => q.join("perf.script.gz"),
+    };
+    let out = jobprof()
+        .args(["fold", "--kernel"])
+        .arg(text)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", output_text(&out));
+    String::from_utf8(out.stdout).unwrap()
 }
 
 /// The stacks of jobprof's output and of the old `stacks.folded` are the
@@ -94,9 +117,7 @@ fn assert_same_stacks_as_old(q: &Path) {
     let old = shares(parse_folded(
         &fs::read_to_string(q.join("stacks.folded")).unwrap(),
     ));
-    let new = shares(in_old_naming(
-        &fs::read_to_string(q.join("jobprof/stacks.folded")).unwrap(),
-    ));
+    let new = shares(in_old_naming(&folded_with_kernel_marks(q)));
     let mut keys: Vec<&String> = old.keys().chain(new.keys()).collect();
     keys.sort();
     keys.dedup();
@@ -239,6 +260,9 @@ fn old_result_dir_without_perf_and_without_its_shards_folds_its_perf_script_gz()
     for q in ["Q1_iter1", "Q2_iter1"] {
         let q = capture(&b, q);
         assert_eq!(summary(&q)["symbolized_from"], "perf.script.gz");
+        // Its postprocess-metadata.txt says the text has inline frames.
+        assert_eq!(summary(&q)["shards"][0]["inline"], true);
+        assert!(util::stderr(&out).contains("postprocess_inline_expansion=enabled"));
         assert_facts(&q, "fp", 3);
         assert_same_stacks_as_old(&q);
     }
@@ -269,6 +293,50 @@ fn edit_metadata(q: &Path, edit: impl Fn(&str) -> String) {
     perm.set_readonly(false);
     fs::set_permissions(&p, perm).unwrap();
     fs::write(&p, edit(&text)).unwrap();
+}
+
+#[test]
+fn kernel_frames_its_report_left_as_addresses_are_named_on_a_node_running_that_kernel() {
+    let Some(seeds) = seeds() else { return };
+    if !util::require(util::perf_available(), "perf") {
+        return;
+    }
+    let q1 = capture(&seeds.join("result_dir_4242"), "Q1_iter1");
+    let ids = fs::read_to_string(q1.join("build-ids.txt")).unwrap();
+    let sampled = ids
+        .lines()
+        .find_map(|l| l.strip_suffix(" [kernel.kallsyms]"));
+    let running = jobprof::symbolize::kernel::running_kernel_build_id();
+    if sampled.is_none() || running.as_deref() != sampled {
+        // A property of the machine, not a missing tool: the core-table
+        // path itself is tested on every machine in tests/symbols.rs.
+        eprintln!("skipped: this machine does not run the seed's kernel {sampled:?} ({running:?})");
+        return;
+    }
+    let raw = |report: &str| report.lines().filter(|l| l.contains("[k] 0x")).count();
+    let old = fs::read_to_string(q1.join("perf-report.txt")).unwrap();
+    assert!(raw(&old) > 0, "the old report names kernel frames already");
+    let mut folded = Vec::new();
+    for symbolizer in ["native", "perf"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = copy_seed(&seeds, "result_dir_4242", tmp.path());
+        let out = process(&["--symbolizer", symbolizer], &[&a]);
+        assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+        let q = capture(&a, "Q1_iter1");
+        let from = summary(&q)["kernel_symbols"].as_str().unwrap().to_string();
+        assert!(
+            from.starts_with("/proc/kallsyms, core kernel only"),
+            "{from}"
+        );
+        let report = fs::read_to_string(q.join("jobprof/report.txt")).unwrap();
+        assert_eq!(raw(&report), 0, "{symbolizer}: {report}");
+        assert!(report.contains("[k] finish_task_switch"), "{report}");
+        folded.push(fs::read_to_string(q.join("jobprof/stacks.folded")).unwrap());
+    }
+    assert_eq!(
+        folded[0], folded[1],
+        "native and perf script name the kernel differently"
+    );
 }
 
 #[test]

@@ -252,8 +252,26 @@ fn set_boot_id(worker: &Path, boot: &str) {
     fs::write(&p, serde_json::to_vec_pretty(&cap).unwrap()).unwrap();
 }
 
+/// Makes the shards of capture `q` say they sampled another kernel: the
+/// running kernel's build id `kernel` (hex) in their headers, changed.
+fn another_kernel(q: &Path, kernel: &str) {
+    let id: Vec<u8> = (0..kernel.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&kernel[i..i + 2], 16).unwrap())
+        .collect();
+    for e in fs::read_dir(q).unwrap().flatten() {
+        if !e.file_name().to_string_lossy().starts_with("perf.data") {
+            continue;
+        }
+        let mut data = fs::read(e.path()).unwrap();
+        let at = data.windows(id.len()).rposition(|w| w == id).unwrap();
+        data[at] ^= 0xff;
+        fs::write(e.path(), data).unwrap();
+    }
+}
+
 #[test]
-fn without_a_snapshot_the_live_table_only_on_the_same_boot() {
+fn without_a_snapshot_the_live_table_only_on_the_same_boot_or_kernel() {
     let Some(c) = fp_capture() else { return };
     let named = |dir: &Path| {
         let s = folded(&dir.join("stacks.folded"));
@@ -278,16 +296,44 @@ fn without_a_snapshot_the_live_table_only_on_the_same_boot() {
     let (ok, unnamed) = named(&dir);
     assert!(ok > 0.01 && unnamed == 0.0, "{ok} {unnamed}");
 
-    // Another boot: kernel frames stay unnamed, and the summary says why.
+    // Another boot of the same kernel (the same node after a reboot,
+    // another node of one image): the core kernel's table, KASLR's offset
+    // taken off.
+    let Some(kernel) = jobprof::symbolize::kernel::running_kernel_build_id() else {
+        eprintln!("skipped the other-boot cases: no kernel build id in /sys/kernel/notes");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _) = process_copy(c, tmp.path(), |w| {
+        fs::remove_file(w.join("kallsyms")).unwrap();
+        set_boot_id(w, "00000000-0000-0000-0000-000000000000");
+    });
+    let from = summary(&dir)["kernel_symbols"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        from.starts_with("/proc/kallsyms, core kernel only"),
+        "{from}"
+    );
+    assert!(from.contains(&kernel), "{from}");
+    let (ok, unnamed) = named(&dir);
+    assert!(ok > 0.01 && unnamed == 0.0, "{ok} {unnamed}");
+
+    // Another boot of another kernel: kernel frames stay unnamed, and the
+    // summary says why.
     let tmp = tempfile::tempdir().unwrap();
     let (dir, log) = process_copy(c, tmp.path(), |w| {
         fs::remove_file(w.join("kallsyms")).unwrap();
         set_boot_id(w, "00000000-0000-0000-0000-000000000000");
+        another_kernel(&w.join("q1"), &kernel);
     });
     let s = summary(&dir);
     let why = s["kernel_symbols"].as_str().unwrap();
     assert!(
-        why.starts_with("none: ") && why.contains("another boot"),
+        why.starts_with("none: ")
+            && why.contains("another boot")
+            && why.contains("is not this machine's"),
         "{why}"
     );
     let (ok, unnamed) = named(&dir);

@@ -14,6 +14,8 @@ pub const SCRIPT_ZST: &str = "perf.script.zst";
 pub const SCRIPT_GZ: &str = "perf.script.gz";
 /// The old pipeline's capture metadata (key=value lines).
 pub const LEGACY_METADATA: &str = "capture-metadata.txt";
+/// The old post-processing's own record of how it made its outputs.
+pub const LEGACY_POSTPROCESS_METADATA: &str = "postprocess-metadata.txt";
 
 /// Name of the folded stacks output.
 pub const FOLDED: &str = "stacks.folded";

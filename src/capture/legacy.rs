@@ -17,6 +17,8 @@
 //! Its validity rule is in [`super::validate::legacy`]. This module only
 //! reads; it never writes or removes the old pipeline's files.
 
+use std::path::Path;
+
 use serde::{Deserialize, Serialize};
 
 /// One phase block of `capture-metadata.txt`, its `key=value` lines in
@@ -180,6 +182,23 @@ impl Facts {
             v.push(x.clone());
         }
         v.join(", ")
+    }
+}
+
+/// Whether the old post-processing expanded inline frames in the
+/// `perf.script.gz` it left in `dir` (`postprocess_inline_expansion=` of
+/// its `postprocess-metadata.txt`: `enabled` or `disabled`); `None` when it
+/// did not say.
+pub fn postprocess_inline(dir: &Path) -> Option<bool> {
+    let text = super::read_plain(&dir.join(super::layout::LEGACY_POSTPROCESS_METADATA)).ok()?;
+    let value = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("postprocess_inline_expansion="))
+        .last()?;
+    match value.trim() {
+        "enabled" | "1" | "true" => Some(true),
+        "disabled" | "0" | "false" => Some(false),
+        _ => None,
     }
 }
 

@@ -18,7 +18,10 @@ pub const MARKER: &str = ".postprocess-complete";
 /// Version of the set of outputs `jobprof process` writes. Raise it when an
 /// output changes meaning or a new output is added, so that captures
 /// completed by an older jobprof are processed again (without `--force`).
-pub const OUTPUT_VERSION: u32 = 1;
+/// 2: `report.txt`, `build-ids.txt`, the off-CPU and wall-clock profiles,
+/// `profile.pb.gz`, and kernel frames named from the running kernel's
+/// table when the capture's kernel build id is its.
+pub const OUTPUT_VERSION: u32 = 2;
 
 /// The content of `.postprocess-complete`: who completed the capture, when,
 /// and which outputs it wrote.

@@ -23,6 +23,7 @@
 //! `off_cpu` the off-CPU ones, and `inputs` hashes the inputs.
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crate::capture::{
@@ -33,6 +34,7 @@ use crate::error::{Error, ExitCode, Result};
 use crate::output::archive::{self, Spool, Spooled};
 use crate::output::render::Format;
 use crate::output::summary::{ShardSummary, StackStats};
+use crate::symbolize::kernel::KernelSymbols;
 use crate::symbolize::native;
 use crate::symbolize::perf::{self, PerfTool};
 use crate::sys::progress::Progress;
@@ -327,7 +329,7 @@ struct Pass {
     /// Where kernel frames got their names, when the shards' perf.data
     /// were symbolized (natively or by `perf script`); `None` when the
     /// capture's own text was folded.
-    kernel: Option<perf::KernelSymbols>,
+    kernel: Option<KernelSymbols>,
 }
 
 impl Pass {
@@ -355,6 +357,9 @@ struct Pipeline<'a> {
     start: Instant,
     label: String,
     dir: PathBuf,
+    /// Where kernel frames get their names, decided once (a copy of the
+    /// live table lives as long as the pipeline).
+    kernel: OnceLock<KernelSymbols>,
 }
 
 impl<'a> Pipeline<'a> {
@@ -378,6 +383,7 @@ impl<'a> Pipeline<'a> {
             // The old pipeline's captures get their outputs in a
             // subdirectory: its own files are never touched.
             dir: cap.found.out_dir(),
+            kernel: OnceLock::new(),
         }
     }
 

@@ -4,7 +4,7 @@
 //! the marker. What each stage does is in the sibling files: `plan` and
 //! `units` symbolize, `publish` and `off_cpu` write, `inputs` hashes.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -15,7 +15,8 @@ use super::{file_name, Done, Pass, Pipeline};
 use crate::capture::{self, Marker, Quality, Status, SUMMARY};
 use crate::error::Result;
 use crate::output::summary::StackStats;
-use crate::symbolize::{native, perf};
+use crate::symbolize::kernel::{self, KernelSymbols};
+use crate::symbolize::native;
 use crate::sys::input::Source;
 use crate::text::fold::{self, Folder};
 
@@ -194,8 +195,8 @@ impl Pipeline<'_> {
         mut warnings: Vec<String>,
         prepare_start: Instant,
     ) -> Result<Pass> {
-        let kernel = self.kernel_symbols();
-        if let perf::KernelSymbols::Unavailable(why) = &kernel {
+        let kernel = self.kernel_symbols().clone();
+        if let KernelSymbols::Unavailable(why) = &kernel {
             warnings.push(format!("kernel frames unnamed: {why}"));
         }
         let units = self.plan_units(plan);
@@ -254,11 +255,26 @@ impl Pipeline<'_> {
         let folder = Folder::new(self.fold_options());
         let mut folded = folder.fold_sources(&[Source::Path(text.to_path_buf())])?;
         let jit = crate::output::summary::jit::take_figures(&mut folded, &self.cap.found.dir);
+        // The old post-processing's text says whether it has inline frames.
+        let inline = (name == capture::SCRIPT_GZ)
+            .then(|| capture::legacy::postprocess_inline(&self.cap.found.dir))
+            .flatten();
+        if let Some(inline) = inline {
+            let has = if inline { "in every shard" } else { "none" };
+            self.log(format!(
+                "inline frames: {has} (the old post-processing's {name}, \
+                 postprocess_inline_expansion={})",
+                if inline { "enabled" } else { "disabled" }
+            ));
+        }
         let shards = self
             .cap
             .shards
             .iter()
-            .map(|s| shard_summary(s, "not symbolized"))
+            .map(|s| crate::output::summary::ShardSummary {
+                inline,
+                ..shard_summary(s, "not symbolized")
+            })
             .collect();
         Ok(Pass {
             jit,
@@ -363,15 +379,38 @@ impl Pipeline<'_> {
         })
     }
 
-    /// Where kernel frames get their names ([`symbolize::kernel_symbols`]).
-    pub(super) fn kernel_symbols(&self) -> perf::KernelSymbols {
-        let (host, boot) = perf::this_host_and_boot();
-        perf::kernel_symbols(
-            self.cap.kallsyms.as_deref(),
-            self.cap.symfs.is_some(),
-            (self.cap.host.as_deref(), self.cap.boot_id.as_deref()),
-            (host.as_deref(), boot.as_deref()),
-        )
+    /// Where kernel frames get their names ([`kernel::kernel_symbols`]),
+    /// decided at the first call.
+    pub(super) fn kernel_symbols(&self) -> &KernelSymbols {
+        self.kernel.get_or_init(|| {
+            let (host, boot) = kernel::this_host_and_boot();
+            let needs_ids = self.cap.kallsyms.is_none() && self.cap.symfs.is_some();
+            let (recorded, running) = match needs_ids {
+                true => (
+                    kernel::recorded_kernel_build_id(&self.present_shards()),
+                    kernel::running_kernel_build_id(),
+                ),
+                false => (None, None),
+            };
+            let machines = kernel::Machines {
+                recorded: (self.cap.host.as_deref(), self.cap.boot_id.as_deref()),
+                here: (host.as_deref(), boot.as_deref()),
+                recorded_kernel: recorded.as_deref(),
+                running_kernel: running.as_deref(),
+            };
+            kernel::kernel_symbols(
+                self.cap.kallsyms.as_deref(),
+                self.cap.symfs.is_some(),
+                machines,
+                kernel::core_table,
+            )
+        })
+    }
+
+    /// The data files of the shards that are on disk.
+    fn present_shards(&self) -> Vec<PathBuf> {
+        let present = self.cap.shards.iter().filter(|s| s.bytes.is_some());
+        present.map(|s| s.data_file.clone()).collect()
     }
 
     pub(super) fn fold_options(&self) -> fold::Options {

@@ -3,10 +3,12 @@
 //! native reader and unwinder ([`native`]), which reads the records and the
 //! capture's symbol snapshot itself. JIT-compiled frames are named from the
 //! capture's own perf maps and jitdump files ([`jit`]); the build ids of the
-//! DSOs the samples hit come from the shards' headers ([`build_ids`]). The
+//! DSOs the samples hit come from the shards' headers ([`build_ids`]), and
+//! kernel frames are named from the table [`kernel`] picks. The
 //! text this stage prints is what [`crate::text`] folds.
 
 pub mod build_ids;
 pub mod jit;
+pub mod kernel;
 pub mod native;
 pub mod perf;

@@ -620,6 +620,9 @@ struct Run<'a> {
     lr_rule: rustc_hash::FxHashMap<(u32, u64), bool>,
     /// Per-sample unwound user addresses.
     user: Vec<u64>,
+    /// The core kernel's map as perf recorded it (start, end, and `pgoff`:
+    /// the sampled boot's `_text`).
+    kernel_text: Option<(u64, u64, u64)>,
     /// Frame text of whole frame-pointer stacks by (pid, CPU mode, call
     /// chain); emptied when maps change.
     stacks: rustc_hash::FxHashMap<Box<[u64]>, Box<[u8]>>,
@@ -637,6 +640,7 @@ impl<'a> Run<'a> {
         Run {
             sym,
             machine: Machine::default(),
+            kernel_text: None,
             dsos: Vec::new(),
             dso_ids: HashMap::new(),
             build_ids,
@@ -763,6 +767,9 @@ impl<'a> Run<'a> {
         let end = start.saturating_add(len);
         if pid == -1 {
             // Kernel and module maps: kallsyms names them all.
+            if path.starts_with(b"[kernel.kallsyms]") {
+                self.kernel_text = Some((start, end, pgoff));
+            }
             self.machine.kernel.insert(Map {
                 start,
                 end,
@@ -1020,7 +1027,7 @@ impl<'a> Run<'a> {
         match dso {
             Some(KERNEL_DSO) => {
                 let table = self.sym.kernel();
-                match table.find(addr) {
+                match table.find(kernel_address(addr, self.kernel_text, table.text())) {
                     Some(h) => {
                         let _ = write!(
                             line,
@@ -1037,6 +1044,19 @@ impl<'a> Run<'a> {
         }
         line.push(b'\n');
         line.into_boxed_slice()
+    }
+}
+
+/// `addr` moved by KASLR's offset from the sampled boot to the boot a
+/// kernel table describes (its `_text`, `text`, against the `_text` perf
+/// recorded as the core kernel map's `pgoff`), as perf does; module
+/// addresses, and tables without `_text`, stay as they are.
+fn kernel_address(addr: u64, core: Option<(u64, u64, u64)>, text: Option<u64>) -> u64 {
+    match (core, text) {
+        (Some((start, end, pgoff)), Some(text)) if (start..end).contains(&addr) => {
+            addr.wrapping_sub(pgoff).wrapping_add(text)
+        }
+        _ => addr,
     }
 }
 
@@ -1179,6 +1199,32 @@ mod tests {
         put(&mut h, 48, 54_000);
         std::fs::write(&p, &h).unwrap();
         assert!(check(&p).is_ok());
+    }
+
+    #[test]
+    fn kernel_addresses_move_by_the_kaslr_offset_modules_do_not() {
+        let core = Some((
+            0xffff_ffff_a100_0000,
+            0xffff_ffff_a200_0000,
+            0xffff_ffff_a100_0000,
+        ));
+        let here = Some(0xffff_ffff_8100_0000);
+        assert_eq!(
+            kernel_address(0xffff_ffff_a13a_e453, core, here),
+            0xffff_ffff_813a_e453
+        );
+        assert_eq!(
+            kernel_address(0xffff_ffff_c000_0010, core, here),
+            0xffff_ffff_c000_0010
+        );
+        assert_eq!(
+            kernel_address(0xffff_ffff_a13a_e453, core, None),
+            0xffff_ffff_a13a_e453
+        );
+        assert_eq!(
+            kernel_address(0xffff_ffff_a13a_e453, None, here),
+            0xffff_ffff_a13a_e453
+        );
     }
 
     #[test]

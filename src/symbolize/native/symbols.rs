@@ -58,6 +58,9 @@ pub struct SymbolTable {
     syms: Vec<Sym>,
     names: String,
     modules: Vec<Box<str>>,
+    /// A kernel table's `_text`: where the core kernel starts in the boot
+    /// the table describes.
+    text: Option<u64>,
 }
 
 /// A symbol found for an address.
@@ -183,6 +186,11 @@ impl SymbolTable {
         self.syms.is_empty()
     }
 
+    /// A kernel table's `_text` address, when it lists one.
+    pub fn text(&self) -> Option<u64> {
+        self.text
+    }
+
     /// The symbol containing `addr`.
     pub fn find(&self, addr: u64) -> Option<Hit<'_>> {
         let i = self
@@ -265,6 +273,9 @@ pub fn read_kallsyms(mut input: impl std::io::BufRead) -> std::io::Result<Symbol
             .next()
             .filter(|m| m.starts_with('[') && m.ends_with(']'))
             .map_or(NO_MODULE, |m| modules.id(m));
+        if name == "_text" && module == NO_MODULE {
+            t.text = Some(start);
+        }
         let sym = t.sym(start, name, module);
         t.syms.push(sym);
     }
