@@ -193,8 +193,8 @@ pub fn postprocess_inline(dir: &Path) -> Option<bool> {
     let text = super::read_plain(&dir.join(super::layout::LEGACY_POSTPROCESS_METADATA)).ok()?;
     let value = text
         .lines()
-        .filter_map(|l| l.trim().strip_prefix("postprocess_inline_expansion="))
-        .last()?;
+        .rev()
+        .find_map(|l| l.trim().strip_prefix("postprocess_inline_expansion="))?;
     match value.trim() {
         "enabled" | "1" | "true" => Some(true),
         "disabled" | "0" | "false" => Some(false),
