@@ -810,6 +810,46 @@ impl<'a> Run<'a> {
     ) {
         self.samples += 1;
         let pid = s.pid.unwrap_or(-1);
+        self.write_header(s, has, event);
+        self.expand = self.sym.opts.inline && has.contains(SampleFormat::STACK_USER);
+        // A frame-pointer chain's text depends only on the process's maps
+        // and the chain: most samples repeat one printed before.
+        let cacheable = !has.contains(SampleFormat::STACK_USER);
+        // perf's arm64 rule: the leaf's caller from the sampled LR.
+        let lr = match (&s.user_regs, self.aarch64 && cacheable) {
+            (Some(r), true) => r.get(unwind::A64_LR),
+            _ => None,
+        };
+        if cacheable && self.cached_stack(pid, s, lr) {
+            return;
+        }
+        let start = self.out.len();
+        // Resolve the chain to (DSO, address) with the process's maps looked
+        // up once, then print each frame from the cache.
+        let mut resolved = std::mem::take(&mut self.scratch);
+        resolved.clear();
+        self.resolve_chain(s, pid, lr, &mut resolved);
+        if let (Some(regs), Some((stack, size))) = (&s.user_regs, &s.user_stack) {
+            self.user_frames(pid, regs, &stack.as_slice(), *size, &mut resolved);
+        }
+        for &(dso, key) in &resolved {
+            self.frame(dso, key);
+        }
+        self.scratch = resolved;
+        if cacheable {
+            self.keep_stack(start);
+        }
+        self.out.push(b'\n');
+    }
+
+    /// The sample's header line, as `perf script` prints it: comm, TID, CPU,
+    /// time, period (each when recorded) and the event.
+    fn write_header(
+        &mut self,
+        s: &linux_perf_data::linux_perf_event_reader::SampleRecord<'_>,
+        has: SampleFormat,
+        event: &str,
+    ) {
         let tid = s.tid.unwrap_or(-1);
         let comm = self.machine.comm_of(tid);
         let out = &mut self.out;
@@ -830,25 +870,20 @@ impl<'a> Run<'a> {
             let _ = write!(out, "{:10} ", s.period.unwrap_or(0));
         }
         let _ = writeln!(out, "{event}: ");
-        self.expand = self.sym.opts.inline && has.contains(SampleFormat::STACK_USER);
-        // A frame-pointer chain's text depends only on the process's maps
-        // and the chain: most samples repeat one printed before.
-        let cacheable = !has.contains(SampleFormat::STACK_USER);
-        // perf's arm64 rule: the leaf's caller from the sampled LR.
-        let lr = match (&s.user_regs, self.aarch64 && cacheable) {
-            (Some(r), true) => r.get(unwind::A64_LR),
-            _ => None,
-        };
-        if cacheable && self.cached_stack(pid, s, lr) {
-            return;
-        }
-        let start = self.out.len();
+    }
+
+    /// The sample's call chain as (DSO, address) pairs in `resolved`, with
+    /// perf's context markers followed and, on aarch64, the leaf's caller
+    /// from `lr` put in where perf's rule puts it.
+    fn resolve_chain(
+        &mut self,
+        s: &linux_perf_data::linux_perf_event_reader::SampleRecord<'_>,
+        pid: i32,
+        lr: Option<u64>,
+        resolved: &mut Vec<(u32, u64)>,
+    ) {
         let mut mode = s.cpu_mode;
         let mut n = 0;
-        // Resolve the chain to (DSO, address) with the process's maps looked
-        // up once, then print each frame from the cache.
-        let mut resolved = std::mem::take(&mut self.scratch);
-        resolved.clear();
         let maps = self.machine.maps_of(pid);
         if let Some(chain) = &s.callchain {
             for i in 0..chain.len() {
@@ -890,17 +925,6 @@ impl<'a> Run<'a> {
                 });
             }
         }
-        if let (Some(regs), Some((stack, size))) = (&s.user_regs, &s.user_stack) {
-            self.user_frames(pid, regs, &stack.as_slice(), *size, &mut resolved);
-        }
-        for &(dso, key) in &resolved {
-            self.frame(dso, key);
-        }
-        self.scratch = resolved;
-        if cacheable {
-            self.keep_stack(start);
-        }
-        self.out.push(b'\n');
     }
 
     /// Appends the user frames unwound from a dwarf sample's registers and
