@@ -405,6 +405,30 @@ fn collect_gives_up_on_a_lock_held_past_the_timeout() {
 }
 
 #[test]
+fn collect_refuses_a_link_planted_where_its_lock_goes() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("reports");
+    fs::create_dir(&root).unwrap();
+    fs::write(root.join("1_n_rank0.nsys-rep"), b"x").unwrap();
+    let target = d.path().join("victim");
+    fs::write(&target, b"keep").unwrap();
+    std::os::unix::fs::symlink(&target, root.join(".jobprof-nsys.lock")).unwrap();
+    let out = run(&mut collect_cmd(&root));
+    assert_ne!(out.status.code(), Some(0));
+    let err = stderr(&out);
+    assert!(
+        err.contains(".jobprof-nsys.lock") && err.contains("symbolic link"),
+        "{err}"
+    );
+    assert_eq!(
+        fs::read(&target).unwrap(),
+        b"keep",
+        "written through the link"
+    );
+    assert!(!root.join("manifest.json").exists());
+}
+
+#[test]
 fn collect_rejects_bad_durations_and_roots_with_exit_2() {
     let d = tempfile::tempdir().unwrap();
     let out = run(jobprof()
