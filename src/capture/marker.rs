@@ -231,16 +231,7 @@ mod tests {
             completion(dir.path(), &wanted),
             Completion::Stale(s) if s.contains("old post-processing")
         ));
-        let m = Marker {
-            tool: "jobprof".into(),
-            tool_version: "0.1.0".into(),
-            output_version: OUTPUT_VERSION,
-            completed: "2026-11-30T00:00:00Z".into(),
-            outputs: wanted.clone(),
-            sizes: Default::default(),
-            quality: None,
-            inputs: Default::default(),
-        };
+        let m = Marker::new(wanted.clone(), None);
         write_marker(dir.path(), &m, None).unwrap();
         assert!(
             matches!(completion(dir.path(), &wanted), Completion::Stale(s) if s.contains("missing"))
@@ -264,16 +255,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let wanted = vec!["stacks.folded".to_string()];
         fs::write(dir.path().join("stacks.folded"), "a;b 1\n").unwrap();
-        let m = Marker {
-            tool: "jobprof".into(),
-            tool_version: "0.1.0".into(),
-            output_version: OUTPUT_VERSION,
-            completed: "2026-11-30T00:00:00Z".into(),
-            outputs: wanted.clone(),
-            sizes: Default::default(),
-            quality: None,
-            inputs: Default::default(),
-        };
+        let m = Marker::new(wanted.clone(), None);
         write_marker(dir.path(), &m, None).unwrap();
         let Completion::Done(read) = completion(dir.path(), &wanted) else {
             panic!("complete capture not recognised");
