@@ -440,7 +440,13 @@ fn pprof_off_cpu_and_wall_columns_match_the_folded_profiles() {
     assert_eq!(column_total(&r, 2), off.values().sum::<u64>());
     let wall = util::folded_total(&cap.join("wallclock.folded"));
     assert_eq!(column_total(&r, 3), wall);
-    let top = pprof(&["-top", "-nodecount=3", "-sample_index=off_cpu"], &file);
+    let args = [
+        "-top",
+        "-nodecount=3",
+        "-nodefraction=0",
+        "-sample_index=off_cpu",
+    ];
+    let top = pprof(&args, &file);
     assert!(top.contains("Type: off_cpu"), "{top}");
     assert_eq!(top_full_names(&top, 3), top_leaves(&off, 3), "{top}");
     let top = pprof(&["-top", "-nodecount=3", "-sample_index=wall"], &file);

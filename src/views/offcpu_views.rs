@@ -3,7 +3,9 @@
 //! `wallclock.folded`/`wallclock.html` merged from the workers' captures
 //! recorded with `--off-cpu` (the same root frame rule as the on-CPU view,
 //! the state frames in their fixed colours). A query none of whose
-//! captures has them gets none (and loses stale ones).
+//! captures has them gets none (and loses stale ones). The workers' stacks
+//! come from one reader, [`per_worker`], which the query's `profile.pb.gz`
+//! uses too.
 
 use std::path::Path;
 

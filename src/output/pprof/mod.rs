@@ -5,11 +5,13 @@
 //!
 //! Value columns are `samples/count` and the folded weight: `cpu/nanoseconds`
 //! for the software clocks (`cpu-clock`, `task-clock`, whose periods are
-//! nanoseconds), `EVENT/count` otherwise. [`Columns`] is the one place that
-//! says which columns a profile has and what one sample adds to each, so
-//! further columns (off-CPU and wall time from switch data) are one variant
-//! more. Function names are the frames of `stacks.folded`, so pprof's totals
-//! and top functions equal jobprof's folded figures.
+//! nanoseconds), `EVENT/count` otherwise; a capture (or query) with switch
+//! data adds `off_cpu/nanoseconds` and `wall/nanoseconds` after them, with
+//! the weight kept as the default sample type. [`Columns`] is the one place
+//! that says which columns a profile has and what an on-CPU sample or an
+//! off-CPU stack adds to each. Function names are the frames of
+//! `stacks.folded` (and `offcpu.folded`), so pprof's totals and top
+//! functions equal jobprof's folded figures.
 
 pub mod capture;
 pub mod proto;
