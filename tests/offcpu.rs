@@ -51,9 +51,9 @@ fn components(name: &str, src: &str, flags: &[&str]) -> Option<PathBuf> {
 /// What every test here starts from: the worker program built, the lock
 /// that keeps captures one at a time held, a temporary directory and the
 /// worker's cue path in it.
-struct Setup {
+pub(crate) struct Setup {
     prog: PathBuf,
-    dir: tempfile::TempDir,
+    pub(crate) dir: tempfile::TempDir,
     cue: PathBuf,
     _one: MutexGuard<'static, ()>,
 }
@@ -73,7 +73,7 @@ fn setup(name: &str, src: &str, flags: &[&str]) -> Option<Setup> {
 }
 
 /// [`Setup`] for tests/programs/offcpu.c, and the worker started.
-fn offcpu_worker() -> Option<(Setup, Child)> {
+pub(crate) fn offcpu_worker() -> Option<(Setup, Child)> {
     let s = setup("offcpu-worker", OFFCPU_C, &["-O0", "-g"])?;
     let worker = launch(&s.prog, &s.cue, &[s.cue.to_str().unwrap()]);
     Some((s, worker))
@@ -101,6 +101,17 @@ fn launch(prog: &Path, cue: &Path, args: &[&str]) -> Child {
 /// Captures q1 of `worker` for `seconds` with `options`, processes it and
 /// returns the capture directory.
 fn capture_and_process(dir: &Path, worker: &mut Child, options: &str, seconds: u64) -> PathBuf {
+    capture_and_process_with(dir, worker, options, seconds, &[])
+}
+
+/// [`capture_and_process`], with `process_args` after `process ROOT`.
+pub(crate) fn capture_and_process_with(
+    dir: &Path,
+    worker: &mut Child,
+    options: &str,
+    seconds: u64,
+    process_args: &[&str],
+) -> PathBuf {
     let root = dir.join("out");
     capture_q1(
         dir,
@@ -111,7 +122,12 @@ fn capture_and_process(dir: &Path, worker: &mut Child, options: &str, seconds: u
         seconds,
         Duration::from_secs(120),
     );
-    let out = jobprof().arg("process").arg(&root).output().unwrap();
+    let out = jobprof()
+        .arg("process")
+        .arg(&root)
+        .args(process_args)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "process: {}", output_text(&out));
     root.join("worker_0/q1")
 }

@@ -366,3 +366,110 @@ fn pprof_is_written_in_bounded_memory() {
         "peak RSS {folded_only} KiB folding, {with_pprof} KiB also writing {samples} samples' pprof"
     );
 }
+
+/// The function names of `-top`'s table, in order, whole (off-CPU state
+/// frames have spaces in their names).
+fn top_full_names(text: &str, n: usize) -> Vec<String> {
+    text.lines()
+        .skip_while(|l| !l.trim_start().starts_with("flat"))
+        .skip(1)
+        .take(n)
+        .map(|l| l.split_whitespace().skip(5).collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+/// [`folded`], each frame cut at its first space as [`raw`] reads names.
+fn folded_first_words(path: &Path) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for (s, c) in folded(path) {
+        let s: Vec<&str> = s
+            .split(';')
+            .map(|f| f.split_whitespace().next().unwrap_or(""))
+            .collect();
+        *m.entry(s.join(";")).or_insert(0) += c;
+    }
+    m
+}
+
+/// Column `i`'s total over every stack of `r`.
+fn column_total(r: &Raw, i: usize) -> u64 {
+    r.stacks.values().map(|v| v[i]).sum()
+}
+
+/// A capture recorded with `--off-cpu` (tests/offcpu.rs's worker): its
+/// profile.pb.gz has `off_cpu/nanoseconds` and `wall/nanoseconds` after
+/// the on-CPU columns, which stay as without switch data; `go tool pprof`
+/// totals them to `offcpu.folded`'s and `wallclock.folded`'s and names the
+/// same top functions, and still shows `cpu` by default. The merged
+/// query's profile likewise.
+#[test]
+fn pprof_off_cpu_and_wall_columns_match_the_folded_profiles() {
+    if !require_go() {
+        return;
+    }
+    let Some((s, mut worker)) = crate::offcpu::offcpu_worker() else {
+        return;
+    };
+    let formats = ["--formats", "folded,pprof,summary"];
+    let cap = crate::offcpu::capture_and_process_with(
+        s.dir.path(),
+        &mut worker,
+        "--off-cpu",
+        2,
+        &formats,
+    );
+    let file = cap.join("profile.pb.gz");
+    let text = pprof(&["-raw"], &file);
+    assert!(
+        text.contains("samples/count cpu/nanoseconds[dflt] off_cpu/nanoseconds wall/nanoseconds"),
+        "{}",
+        &text[..text.len().min(2000)]
+    );
+    let r = raw(&file);
+    let on_cpu: BTreeMap<String, u64> = r
+        .stacks
+        .iter()
+        .filter(|(_, v)| v[1] > 0)
+        .map(|(s, v)| (s.clone(), v[1]))
+        .collect();
+    assert_eq!(on_cpu, folded_first_words(&cap.join("stacks.folded")));
+    let summary = util::summary(&cap);
+    assert_eq!(Some(column_total(&r, 0)), summary["samples"].as_u64());
+    let off = folded(&cap.join("offcpu.folded"));
+    assert!(column_total(&r, 2) > 0);
+    assert_eq!(column_total(&r, 2), off.values().sum::<u64>());
+    let wall = util::folded_total(&cap.join("wallclock.folded"));
+    assert_eq!(column_total(&r, 3), wall);
+    let args = [
+        "-top",
+        "-nodecount=3",
+        "-nodefraction=0",
+        "-sample_index=off_cpu",
+    ];
+    let top = pprof(&args, &file);
+    assert!(top.contains("Type: off_cpu"), "{top}");
+    assert_eq!(top_full_names(&top, 3), top_leaves(&off, 3), "{top}");
+    let top = pprof(&["-top", "-nodecount=3", "-sample_index=wall"], &file);
+    assert!(top.contains("Type: wall"), "{top}");
+    // Without -sample_index: cpu, as before the off-CPU columns.
+    let top = pprof(&["-top", "-nodecount=3"], &file);
+    assert!(top.contains("Type: cpu"), "{top}");
+    // Off-CPU samples keep the capture's labels and the comm.
+    assert!(r.labels.iter().all(|l| l.contains("query:[q1]")));
+    // The merged query: cpu, off_cpu, wall.
+    let q = cap.parent().unwrap().parent().unwrap().join("queries/q1");
+    let r = raw(&q.join("profile.pb.gz"));
+    let on_cpu: BTreeMap<String, u64> = r
+        .stacks
+        .iter()
+        .filter(|(_, v)| v[0] > 0)
+        .map(|(s, v)| (s.clone(), v[0]))
+        .collect();
+    assert_eq!(on_cpu, folded_first_words(&q.join("stacks.folded")));
+    let off_total = util::folded_total(&q.join("offcpu.folded"));
+    assert_eq!(column_total(&r, 1), off_total);
+    assert_eq!(
+        column_total(&r, 2),
+        util::folded_total(&q.join("wallclock.folded"))
+    );
+}

@@ -30,13 +30,14 @@ impl Pipeline<'_> {
             .collect()
     }
 
-    /// Makes and writes the off-CPU and wall-clock profiles; their summary
-    /// section, or `None` for a capture recorded without `--off-cpu`.
+    /// Makes and writes the off-CPU and wall-clock profiles; returns them
+    /// (for `profile.pb.gz`) with their summary section, or `None` for a
+    /// capture recorded without `--off-cpu`.
     pub(super) fn off_cpu_outputs(
         &self,
         pass: &mut Pass,
         outputs: &mut Vec<String>,
-    ) -> Result<Option<offcpu::Summary>> {
+    ) -> Result<Option<Profiles>> {
         if !self.off_cpu_shards() {
             return Ok(None);
         }
@@ -80,7 +81,7 @@ impl Pipeline<'_> {
             s.window_ns as f64 / 1e6,
             started.elapsed().as_secs_f64()
         ));
-        Ok(Some(profiles.summary))
+        Ok(Some(profiles))
     }
 
     fn write_profiles(

@@ -26,6 +26,10 @@ type Written<'a> = (
     Option<crate::text::offcpu::Summary>,
 );
 
+/// A capture's off-CPU stacks (as in `offcpu.folded`) when it has switch
+/// data, for its `profile.pb.gz`.
+pub(super) type SwitchStacks<'a> = Option<&'a [(String, u64)]>;
+
 impl Pipeline<'_> {
     /// Publishes the new archive when `perf script` produced one and every
     /// shard succeeded; returns its text bytes. With a failed shard the
@@ -194,12 +198,13 @@ impl Pipeline<'_> {
 
     /// One walk over the perf script text `text` (what was folded): the
     /// capture's profile.pb.gz (with addresses, mappings and per-thread
-    /// labels) when `pprof` is open, and the page's timeline when asked.
+    /// labels, and the `off_cpu` stacks of a capture with switch data) when
+    /// `pprof` is open, and the page's timeline when asked.
     fn walk_text(
         &self,
         pass: &Pass,
         text: &Path,
-        pprof: Option<&mut AtomicFile>,
+        pprof: Option<(&mut AtomicFile, SwitchStacks<'_>)>,
         timeline: bool,
     ) -> Result<Option<render::timeline::Timeline>> {
         let event = pass.folded.stats.event.clone();
@@ -214,10 +219,12 @@ impl Pipeline<'_> {
             }
         };
         match pprof {
-            Some(f) => {
+            Some((f, off_cpu)) => {
                 let facts = crate::output::pprof::capture::facts(self.cap, event);
                 let out = self.dir.join(crate::output::pprof::PPROF);
-                crate::output::pprof::capture::write(text, &out, &opts, facts, &mut *f, tap)?;
+                crate::output::pprof::capture::write(
+                    text, &out, &opts, facts, off_cpu, &mut *f, tap,
+                )?;
                 f.flush().map_err(|e| Error::io(&out, e))?;
             }
             None => {
@@ -240,14 +247,15 @@ impl Pipeline<'_> {
     }
 
     /// Writes the rendered formats asked for (pictures only when not
-    /// `refused`), with the pprof profile and the page's timeline from one
-    /// walk over `text` when it is on disk. A format that fails to draw
-    /// fails the pass, not the run.
+    /// `refused`), with the pprof profile (and its off-CPU stacks, `off_cpu`)
+    /// and the page's timeline from one walk over `text` when it is on
+    /// disk. A format that fails to draw fails the pass, not the run.
     pub(super) fn render_outputs(
         &self,
         pass: &mut Pass,
         refused: bool,
         text: Option<&Path>,
+        off_cpu: SwitchStacks<'_>,
         outputs: &mut Vec<String>,
     ) -> Result<()> {
         let render_opts = self.render_options(&pass.folded, &pass.stats);
@@ -257,7 +265,8 @@ impl Pipeline<'_> {
             let mut pprof = wants(Format::Pprof)
                 .then(|| self.output(crate::output::pprof::PPROF))
                 .transpose()?;
-            timeline = self.walk_text(pass, text, pprof.as_mut(), wants(Format::Html))?;
+            let to = pprof.as_mut().map(|f| (f, off_cpu));
+            timeline = self.walk_text(pass, text, to, wants(Format::Html))?;
             if let Some(f) = pprof {
                 f.commit()?;
             }

@@ -103,13 +103,23 @@ impl Pipeline<'_> {
         let render_start = Instant::now();
         let render_refused = self.render_refusal(&mut pass);
         let text = self.folded_text(&pass, archive_bytes.is_some());
+        // The off-CPU pass first: profile.pb.gz has its stacks too. Its
+        // outputs are listed after the rendered ones all the same.
+        let mut off_cpu_names = Vec::new();
+        let off_cpu = self.off_cpu_outputs(&mut pass, &mut off_cpu_names)?;
+        let switch_stacks = off_cpu
+            .as_ref()
+            .filter(|p| p.summary.not_drawn.is_none())
+            .map(|p| &p.off_cpu[..]);
         self.render_outputs(
             &mut pass,
             render_refused.is_some(),
             text.as_deref(),
+            switch_stacks,
             &mut outputs,
         )?;
-        let off_cpu = self.off_cpu_outputs(&mut pass, &mut outputs)?;
+        outputs.extend(off_cpu_names);
+        let off_cpu = off_cpu.map(|p| p.summary);
         let mut build_ids = Vec::new();
         if self.opts.formats.report {
             let profile = self.report_profile(&pass, archive_bytes.is_some())?;

@@ -3,7 +3,9 @@
 //! `wallclock.folded`/`wallclock.html` merged from the workers' captures
 //! recorded with `--off-cpu` (the same root frame rule as the on-CPU view,
 //! the state frames in their fixed colours). A query none of whose
-//! captures has them gets none (and loses stale ones).
+//! captures has them gets none (and loses stale ones). The workers' stacks
+//! come from one reader, [`per_worker`], which the query's `profile.pb.gz`
+//! uses too.
 
 use std::path::Path;
 
@@ -71,28 +73,43 @@ fn merge(
     name: &str,
     root: QueryRoot,
 ) -> Result<Vec<(String, u64)>> {
-    let mut stacks = Vec::new();
+    let per_row = per_worker(perf_root, merged, name, root)?;
+    Ok(per_row.into_iter().flat_map(|(_, s)| s).collect())
+}
+
+/// The `name` file next to `row`'s `stacks.folded`, when there is one.
+pub fn capture_file(perf_root: &Path, row: &Row, name: &str) -> Option<std::path::PathBuf> {
+    let rel = row.folded.as_deref()?;
+    let path = perf_root.join(rel).parent()?.join(name);
+    path.is_file().then_some(path)
+}
+
+/// One worker's (or an unnumbered capture's) stacks of one file.
+pub type WorkerStacks = (Option<u32>, Vec<(String, u64)>);
+
+/// The stacks of the `name` file of each row that has one, with the
+/// query's root frame rule applied, by row's worker.
+pub fn per_worker(
+    perf_root: &Path,
+    merged: &[&Row],
+    name: &str,
+    root: QueryRoot,
+) -> Result<Vec<WorkerStacks>> {
+    let mut out = Vec::new();
     for r in merged {
-        let Some(rel) = r.folded.as_deref() else {
+        let Some(path) = capture_file(perf_root, r, name) else {
             continue;
         };
-        let Some(cap) = perf_root.join(rel).parent().map(Path::to_path_buf) else {
-            continue;
-        };
-        let path = cap.join(name);
-        if !path.is_file() {
-            continue;
-        }
         let input = read_folded(&[Source::Path(path)])?;
-        match (root, r.worker) {
-            (QueryRoot::Worker, Some(w)) => stacks.extend(
-                input
-                    .stacks
-                    .into_iter()
-                    .map(|(s, c)| (format!("worker_{w};{s}"), c)),
-            ),
-            _ => stacks.extend(input.stacks),
-        }
+        let stacks = match (root, r.worker) {
+            (QueryRoot::Worker, Some(w)) => input
+                .stacks
+                .into_iter()
+                .map(|(s, c)| (format!("worker_{w};{s}"), c))
+                .collect(),
+            _ => input.stacks,
+        };
+        out.push((r.worker, stacks));
     }
-    Ok(stacks)
+    Ok(out)
 }

@@ -12,13 +12,14 @@ use std::path::Path;
 use serde_json::json;
 
 use super::scan::{Index, QueryView, Row, State};
-use super::{Options, QueryRoot, QUERIES_DIR, SOURCES_JSON};
+use super::{offcpu_views, Options, QueryRoot, QUERIES_DIR, SOURCES_JSON};
 use crate::capture::{FOLDED, HTML};
 use crate::error::{Error, Result};
 use crate::output::render::{self, folded::read_folded, RenderOptions};
 use crate::sys::atomic::{write_in, AtomicFile};
 use crate::sys::confined::Dir;
 use crate::sys::input::Source;
+use crate::text::offcpu::{OFFCPU_FOLDED, WALLCLOCK_FOLDED};
 
 /// Brings every query's merged view up to date and records it in
 /// `index.queries`. Returns (queries with a view, views redrawn).
@@ -102,7 +103,7 @@ fn remove_view(root: &Dir, q: &str) -> Result<()> {
         Some(_) => queries.sub(q)?,
     };
     // sources.json first: without it a half-removed view is redrawn.
-    let views = super::offcpu_views::FILES;
+    let views = offcpu_views::FILES;
     for name in [SOURCES_JSON, HTML, FOLDED, crate::output::pprof::PPROF]
         .iter()
         .chain(views.iter())
@@ -124,11 +125,12 @@ fn draw(
     opts: &Options,
 ) -> Result<()> {
     let mut stacks: Vec<(String, u64)> = Vec::new();
-    let mut labelled: Vec<(usize, Option<u32>)> = Vec::new();
+    let mut labelled: Vec<Labelled> = Vec::new();
     for r in merged {
         let rel = r.folded.as_deref().expect("filtered on folded");
         let input = read_folded(&[Source::Path(perf_root.join(rel))])?;
-        labelled.push((input.stacks.len(), r.worker));
+        let switch_data = offcpu_views::capture_file(perf_root, r, WALLCLOCK_FOLDED).is_some();
+        labelled.push((input.stacks.len(), r.worker, switch_data));
         match (opts.query_root, r.worker) {
             (QueryRoot::Worker, Some(w)) => stacks.extend(
                 input
@@ -143,7 +145,8 @@ fn draw(
     render::render_folded(&stacks, &mut f)?;
     f.commit()?;
     let ropts = render_options(q, job, merged, opts);
-    write_pprof(dir, q, &stacks, &labelled, &ropts)?;
+    let off_cpu = offcpu_views::per_worker(perf_root, merged, OFFCPU_FOLDED, opts.query_root)?;
+    write_pprof(dir, q, (&stacks, &labelled), &off_cpu, &ropts)?;
     // Each worker's own page has the timeline of its capture.
     let links = merged
         .iter()
@@ -163,33 +166,54 @@ fn draw(
     let mut f = AtomicFile::create_in(dir, HTML, true)?;
     render::render_html_with(&stacks, &ropts, &extras, &mut f)?;
     f.commit()?;
-    super::offcpu_views::draw(perf_root, dir, merged, opts.query_root, &ropts)
+    offcpu_views::draw(perf_root, dir, merged, opts.query_root, &ropts)
 }
 
+/// How many stacks in a row of the merged stacks came from which worker,
+/// and whether that worker's capture has switch data (a `wallclock.folded`).
+type Labelled = (usize, Option<u32>, bool);
+
 /// The merged query's `profile.pb.gz`: every worker's stacks as samples
-/// labelled `query` and `worker` (`labelled`: how many stacks in a row
-/// came from which worker).
+/// labelled `query` and `worker` (`on_cpu`: the merged stacks and which
+/// worker each came from). When a worker has switch data, its `off_cpu`
+/// stacks follow in the off-CPU and wall columns, and its on-CPU stacks
+/// count in the wall column too (so that column's total is the query's
+/// `wallclock.folded`).
 fn write_pprof(
     dir: &Dir,
     q: &str,
-    stacks: &[(String, u64)],
-    labelled: &[(usize, Option<u32>)],
+    on_cpu: (&[(String, u64)], &[Labelled]),
+    off_cpu: &[offcpu_views::WorkerStacks],
     ropts: &RenderOptions,
 ) -> Result<()> {
-    let workers = labelled
-        .iter()
-        .flat_map(|&(n, w)| std::iter::repeat_n(w, n));
-    let rows = stacks.iter().zip(workers).map(|((s, c), w)| {
+    let (stacks, labelled) = on_cpu;
+    let switch_data = labelled.iter().any(|l| l.2);
+    let columns =
+        crate::output::pprof::Columns::for_count_name(&ropts.count_name).with_off_cpu(switch_data);
+    let labels = |w: Option<u32>| {
         let mut labels = vec![("query".to_string(), q.to_string())];
         if let Some(w) = w {
             labels.push(("worker".to_string(), w.to_string()));
         }
-        (s.as_str(), *c, labels)
+        labels
+    };
+    let workers = labelled
+        .iter()
+        .flat_map(|&(n, w, wall)| std::iter::repeat_n((w, wall), n));
+    let on = stacks
+        .iter()
+        .zip(workers)
+        .map(|((s, c), (w, wall))| (s.as_str(), columns.on_cpu(*c, wall), labels(w)));
+    let off = off_cpu.iter().flat_map(|(w, stacks)| {
+        let columns = &columns;
+        stacks
+            .iter()
+            .map(move |(s, ns)| (s.as_str(), columns.off_cpu_values(*ns), labels(*w)))
     });
-    let columns = crate::output::pprof::Columns::for_count_name(&ropts.count_name);
     let path = dir.join(crate::output::pprof::PPROF);
     let mut f = AtomicFile::create_in(dir, crate::output::pprof::PPROF, true)?;
-    crate::output::pprof::from_stacks(rows, &columns, &mut f).map_err(|e| Error::io(&path, e))?;
+    crate::output::pprof::from_stacks(on.chain(off), &columns, &mut f)
+        .map_err(|e| Error::io(&path, e))?;
     f.commit()
 }
 

@@ -50,16 +50,19 @@ pub fn facts(cap: &ValidCapture, event: Option<String>) -> Facts {
 
 /// Writes the profile of the perf script text at `text` (folded with
 /// `opts`) to `out` (the file `out_path`), calling `tap` with every sample
-/// too. Returns `out` and the samples written.
+/// too; with `off_cpu` (the off-CPU pass's stacks, as in `offcpu.folded`,
+/// of a capture with switch data) the off-CPU and wall columns too.
+/// Returns `out` and the samples written.
 pub fn write<W: Write>(
     text: &Path,
     out_path: &Path,
     opts: &fold::Options,
     facts: Facts,
+    off_cpu: Option<&[(String, u64)]>,
     out: W,
     mut tap: impl FnMut(&Sample<'_>),
 ) -> Result<(W, u64)> {
-    let mut profile = TextProfile::new(facts, out);
+    let mut profile = TextProfile::new(facts, off_cpu.is_some(), out);
     let mut failed = None;
     let n = samples::walk(text, opts, |s| {
         tap(s);
@@ -69,6 +72,11 @@ pub fn write<W: Write>(
     })?;
     if let Some(e) = failed {
         return Err(Error::io(out_path, e));
+    }
+    for (stack, ns) in off_cpu.unwrap_or_default() {
+        profile
+            .add_off_cpu(stack, *ns)
+            .map_err(|e| Error::io(out_path, e))?;
     }
     let out = profile.finish().map_err(|e| Error::io(out_path, e))?;
     Ok((out, n))

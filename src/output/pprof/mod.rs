@@ -5,11 +5,13 @@
 //!
 //! Value columns are `samples/count` and the folded weight: `cpu/nanoseconds`
 //! for the software clocks (`cpu-clock`, `task-clock`, whose periods are
-//! nanoseconds), `EVENT/count` otherwise. [`Columns`] is the one place that
-//! says which columns a profile has and what one sample adds to each, so
-//! further columns (off-CPU and wall time from switch data) are one variant
-//! more. Function names are the frames of `stacks.folded`, so pprof's totals
-//! and top functions equal jobprof's folded figures.
+//! nanoseconds), `EVENT/count` otherwise; a capture (or query) with switch
+//! data adds `off_cpu/nanoseconds` and `wall/nanoseconds` after them, with
+//! the weight kept as the default sample type. [`Columns`] is the one place
+//! that says which columns a profile has and what an on-CPU sample or an
+//! off-CPU stack adds to each. Function names are the frames of
+//! `stacks.folded` (and `offcpu.folded`), so pprof's totals and top
+//! functions equal jobprof's folded figures.
 
 pub mod capture;
 pub mod proto;
@@ -29,8 +31,19 @@ pub const PPROF: &str = "profile.pb.gz";
 /// Which value columns a profile has.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Columns {
+    /// Whether `samples/count` comes first (a capture's samples; folded
+    /// text has one number per stack, the weight alone).
+    pub counted: bool,
     /// `(type, unit)` of the folded weight's column.
     pub weight: (String, String),
+    /// Whether `off_cpu/nanoseconds` and `wall/nanoseconds` follow (a
+    /// capture, or query, with switch data).
+    pub off_cpu: bool,
+}
+
+/// The `samples/count` column.
+fn samples_type() -> (String, String) {
+    ("samples".into(), "count".into())
 }
 
 impl Columns {
@@ -42,39 +55,81 @@ impl Columns {
             Some(b) => (b.to_string(), "count".into()),
             None => ("weight".into(), "count".into()),
         };
-        Columns { weight }
+        Columns {
+            counted: weight != samples_type(),
+            weight,
+            off_cpu: false,
+        }
     }
 
     /// The columns for folded stacks whose counts are `count_name`
-    /// (`ns` for the clocks, `samples` when counted).
+    /// (`ns` for the clocks, `samples` when counted): the weight alone.
     pub fn for_count_name(count_name: &str) -> Columns {
         let weight = match count_name {
             "ns" | "nanoseconds" => ("cpu".into(), "nanoseconds".into()),
-            "" | "samples" => ("samples".into(), "count".into()),
+            "" | "samples" => samples_type(),
             other => (other.to_string(), "count".into()),
         };
-        Columns { weight }
+        Columns {
+            counted: false,
+            weight,
+            off_cpu: false,
+        }
     }
 
-    /// The sample types, in order: `samples/count` first (when not the
-    /// weight itself), then the weight.
+    /// These columns, with the off-CPU and wall ones when `off_cpu`.
+    pub fn with_off_cpu(self, off_cpu: bool) -> Columns {
+        Columns { off_cpu, ..self }
+    }
+
+    /// The sample types, in order: `samples/count` (when counted), the
+    /// weight, then `off_cpu/nanoseconds` and `wall/nanoseconds` (when
+    /// off-CPU). The columns before the off-CPU ones are those of a
+    /// profile without switch data, so `-sample_index` numbers stay.
     pub fn sample_types(&self) -> Vec<(String, String)> {
-        let samples = ("samples".to_string(), "count".to_string());
-        if self.weight == samples {
-            vec![samples]
-        } else {
-            vec![samples, self.weight.clone()]
+        let mut v = Vec::with_capacity(4);
+        if self.counted {
+            v.push(samples_type());
         }
+        v.push(self.weight.clone());
+        if self.off_cpu {
+            v.push(("off_cpu".into(), "nanoseconds".into()));
+            v.push(("wall".into(), "nanoseconds".into()));
+        }
+        v
     }
 
-    /// The values one sample of weight `weight` adds.
-    pub fn values(&self, weight: u64) -> Vec<i64> {
+    /// The type `go tool pprof` shows without `-sample_index`: the weight,
+    /// as in a profile without the off-CPU columns (where it is the last
+    /// column, pprof's default). `None` there, so those profiles stay as
+    /// they were.
+    pub fn default_sample_type(&self) -> Option<&str> {
+        self.off_cpu.then_some(self.weight.0.as_str())
+    }
+
+    /// The values one on-CPU sample of weight `weight` adds; its wall
+    /// column (when there is one) gets the weight when `wall`, 0 otherwise
+    /// (a merged query's worker without switch data).
+    pub fn on_cpu(&self, weight: u64, wall: bool) -> Vec<i64> {
         let w = i64::try_from(weight).unwrap_or(i64::MAX);
-        if self.sample_types().len() == 1 {
-            vec![w]
-        } else {
-            vec![1, w]
+        let mut v = Vec::with_capacity(4);
+        if self.counted {
+            v.push(1);
         }
+        v.push(w);
+        if self.off_cpu {
+            v.extend([0, if wall { w } else { 0 }]);
+        }
+        v
+    }
+
+    /// The values of `ns` off the CPU: no sample, no weight, `ns` in the
+    /// off-CPU and wall columns.
+    pub fn off_cpu_values(&self, ns: u64) -> Vec<i64> {
+        let ns = i64::try_from(ns).unwrap_or(i64::MAX);
+        let mut v = vec![0; usize::from(self.counted) + 1];
+        v.extend([ns, ns]);
+        v
     }
 }
 
@@ -106,11 +161,14 @@ pub struct TextProfile<W: Write> {
 }
 
 impl<W: Write> TextProfile<W> {
-    /// Starts the profile of a capture with `facts`, written to `out`.
-    pub fn new(facts: Facts, out: W) -> Self {
-        let columns = Columns::for_event(facts.event.as_deref());
+    /// Starts the profile of a capture with `facts`, written to `out`;
+    /// with the off-CPU and wall columns when `off_cpu` (the capture has
+    /// switch data: [`Self::add_off_cpu`]).
+    pub fn new(facts: Facts, off_cpu: bool, out: W) -> Self {
+        let columns = Columns::for_event(facts.event.as_deref()).with_off_cpu(off_cpu);
         let meta = Meta {
             sample_types: columns.sample_types(),
+            default_sample_type: columns.default_sample_type().map(String::from),
             ..Meta::default()
         };
         TextProfile {
@@ -141,7 +199,30 @@ impl<W: Write> TextProfile<W> {
             labels.push(("pid", s.pid));
         }
         labels.push(("tid", s.tid));
-        let values = self.columns.values(s.weight);
+        let values = self.columns.on_cpu(s.weight, true);
+        self.w.sample(&locations, &values, &labels)
+    }
+
+    /// Adds `ns` off the CPU at the folded `stack` (root first: the comm,
+    /// the frames, the state's leaf frame, as in `offcpu.folded`), one
+    /// location per frame, labelled with the capture's labels and the
+    /// comm (the off-CPU stacks are summed over threads: no tid).
+    pub fn add_off_cpu(&mut self, stack: &str, ns: u64) -> io::Result<()> {
+        let names: Vec<&str> = stack.split(';').rev().collect();
+        let locations: Vec<u64> = names
+            .iter()
+            .map(|n| self.w.location(&[n], 0, None))
+            .collect();
+        let mut labels: Vec<(&str, &str)> = self
+            .facts
+            .labels
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        if let Some(comm) = names.last() {
+            labels.push(("comm", comm));
+        }
+        let values = self.columns.off_cpu_values(ns);
         self.w.sample(&locations, &values, &labels)
     }
 
@@ -216,23 +297,29 @@ impl<W: Write> TextProfile<W> {
     }
 }
 
+/// One stack of folded text as a profile's sample: the stack (root first,
+/// `;`-joined), its values (from [`Columns::on_cpu`] or
+/// [`Columns::off_cpu_values`]) and its labels.
+pub type FoldedSample<'a> = (&'a str, Vec<i64>, Vec<(String, String)>);
+
 /// Writes folded stacks as a profile: one sample per stack, each with its
 /// own labels, one location per frame (no addresses: folded text has none).
+/// Stacks whose values are all 0 are left out.
 pub fn from_stacks<'a, W: Write>(
-    stacks: impl IntoIterator<Item = (&'a str, u64, Vec<(String, String)>)>,
+    stacks: impl IntoIterator<Item = FoldedSample<'a>>,
     columns: &Columns,
     w: W,
 ) -> io::Result<W> {
-    // Folded text has one number per stack: the weight is the only column.
     let meta = Meta {
-        sample_types: vec![columns.weight.clone()],
+        sample_types: columns.sample_types(),
         period_type: Some(columns.weight.clone()),
         comments: vec![format!("jobprof {}", env!("CARGO_PKG_VERSION"))],
+        default_sample_type: columns.default_sample_type().map(String::from),
         ..Meta::default()
     };
     let mut w = Writer::new(meta, w);
-    for (stack, count, labels) in stacks {
-        if count == 0 || stack.trim().is_empty() {
+    for (stack, values, labels) in stacks {
+        if values.iter().all(|&v| v == 0) || stack.trim().is_empty() {
             continue;
         }
         let locations: Vec<u64> = stack
@@ -245,8 +332,7 @@ pub fn from_stacks<'a, W: Write>(
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        let v = i64::try_from(count).unwrap_or(i64::MAX);
-        w.sample(&locations, &[v], &labels)?;
+        w.sample(&locations, &values, &labels)?;
     }
     w.finish()
 }
@@ -287,6 +373,38 @@ mod tests {
         proto::Profile::decode(&raw[..]).unwrap()
     }
 
+    /// With switch data, `off_cpu` and `wall` follow the on-CPU columns,
+    /// on-CPU samples count in `wall` too, and `cpu` stays the default.
+    #[test]
+    fn off_cpu_columns_follow_the_on_cpu_ones() {
+        let c = Columns::for_event(Some("cpu-clock:u")).with_off_cpu(true);
+        let types: Vec<String> = c.sample_types().iter().map(|t| t.0.clone()).collect();
+        assert_eq!(types, ["samples", "cpu", "off_cpu", "wall"]);
+        assert_eq!(c.on_cpu(7, true), [1, 7, 0, 7]);
+        assert_eq!(c.off_cpu_values(9), [0, 0, 9, 9]);
+        assert_eq!(c.default_sample_type(), Some("cpu"));
+        let q = Columns::for_count_name("ns").with_off_cpu(true);
+        assert_eq!(q.on_cpu(7, false), [7, 0, 0]);
+        assert_eq!(q.off_cpu_values(9), [0, 9, 9]);
+        let rows = [
+            ("w;main;work", q.on_cpu(5, true), Vec::new()),
+            (
+                "w;main;sleep;[off-cpu S: sleeping]",
+                q.off_cpu_values(20),
+                Vec::new(),
+            ),
+        ];
+        let prof = decode(&from_stacks(rows, &q, Vec::new()).unwrap());
+        let cpu = prof.string_table.iter().position(|s| s == "cpu").unwrap();
+        assert_eq!(prof.default_sample_type, cpu as i64);
+        let sum = |i: usize| prof.sample.iter().map(|s| s.value[i]).sum::<i64>();
+        assert_eq!((sum(0), sum(1), sum(2)), (5, 20, 25));
+        // Without switch data: as before, no default set.
+        let plain = Columns::for_event(Some("cpu-clock"));
+        assert_eq!(plain.sample_types().len(), 2);
+        assert_eq!(plain.default_sample_type(), None);
+    }
+
     /// fixtures/dwarf-inline.perf.txt (perf script --inline of a
     /// `--call-graph dwarf` capture): inlined functions become extra lines
     /// of the location they were inlined at, and the weights are the fold's.
@@ -304,7 +422,7 @@ mod tests {
             event: folded.stats.event.clone(),
             ..Facts::default()
         };
-        let mut p = TextProfile::new(facts, Vec::new());
+        let mut p = TextProfile::new(facts, false, Vec::new());
         let n = crate::text::samples::walk(&text, &opts, |s| p.add(s).unwrap()).unwrap();
         assert_eq!(n, folded.stats.samples);
         let prof = decode(&p.finish().unwrap());

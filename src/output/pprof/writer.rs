@@ -37,6 +37,9 @@ pub struct Meta {
     pub duration_nanos: i64,
     /// Free-form lines (`go tool pprof` shows them in its header).
     pub comments: Vec<String>,
+    /// The type of the column readers show by default (`None`: unset,
+    /// which pprof reads as the last column).
+    pub default_sample_type: Option<String>,
 }
 
 /// Writes one gzipped pprof profile; see the module docs.
@@ -212,6 +215,10 @@ impl<W: Write> Writer<W> {
         let sample_type = meta.sample_types.iter().map(|x| vt(&mut self, x)).collect();
         let period_type = meta.period_type.as_ref().map(|x| vt(&mut self, x));
         let comment = meta.comments.iter().map(|c| self.string(c)).collect();
+        let default_sample_type = meta
+            .default_sample_type
+            .as_deref()
+            .map_or(0, |t| self.string(t));
         let tail = proto::Profile {
             sample_type,
             mapping: std::mem::take(&mut self.mapping_table),
@@ -223,6 +230,7 @@ impl<W: Write> Writer<W> {
             period_type,
             period: meta.period,
             comment,
+            default_sample_type,
             ..Default::default()
         };
         self.out.write_all(&tail.encode_to_vec())?;

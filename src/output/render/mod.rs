@@ -549,7 +549,9 @@ pub fn render_pprof<S: AsRef<str>, W: Write>(
         });
     }
     let columns = crate::output::pprof::Columns::for_count_name(&opts.count_name);
-    let rows = stacks.iter().map(|(s, c)| (s.as_ref(), *c, Vec::new()));
+    let rows = stacks
+        .iter()
+        .map(|(s, c)| (s.as_ref(), columns.on_cpu(*c, true), Vec::new()));
     crate::output::pprof::from_stacks(rows, &columns, w)
         .map(drop)
         .map_err(|source| Error::Write {
