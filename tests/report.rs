@@ -5,8 +5,9 @@
 //! alike, deterministic and 80 columns wide.
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::util::{self, jobprof, output_text};
@@ -14,8 +15,13 @@ use crate::util::{copy_seed, seeds};
 
 /// `(dso, symbol) -> percent` of all shards together, from `perf report
 /// --no-children --show-total-period` of each shard (whose own
-/// percentages are per shard): the periods are summed.
-fn perf_report_shares(capture: &Path, symfs: &Path) -> BTreeMap<(String, String), f64> {
+/// percentages are per shard): the periods are summed. `kallsyms`: the
+/// kernel table jobprof named kernel frames from, given to perf too.
+fn perf_report_shares(
+    capture: &Path,
+    symfs: &Path,
+    kallsyms: Option<&Path>,
+) -> BTreeMap<(String, String), f64> {
     let mut periods: BTreeMap<(String, String), u64> = BTreeMap::new();
     let mut shards: Vec<_> = fs::read_dir(capture)
         .unwrap()
@@ -41,6 +47,12 @@ fn perf_report_shares(capture: &Path, symfs: &Path) -> BTreeMap<(String, String)
                 "--symfs",
             ])
             .arg(symfs)
+            .args(
+                kallsyms
+                    .map(|k| [OsStr::new("--kallsyms"), k.as_os_str()])
+                    .into_iter()
+                    .flatten(),
+            )
             .arg("-i")
             .arg(&shard)
             .output()
@@ -80,8 +92,19 @@ fn jobprof_shares(report: &str) -> BTreeMap<(String, String), f64> {
     out
 }
 
-fn assert_like_perf_report(capture: &Path, symfs: &Path, report: &str) {
-    let perf = perf_report_shares(capture, symfs);
+/// The kernel table jobprof named capture `q`'s kernel frames from, when it
+/// was this machine's (`summary.json` `kernel_symbols`): the capture's
+/// kernel build id is the running kernel's.
+fn live_kernel_table(q: &Path) -> Option<PathBuf> {
+    let s: serde_json::Value =
+        serde_json::from_slice(&fs::read(q.join("jobprof/summary.json")).unwrap()).unwrap();
+    let from = s["kernel_symbols"].as_str()?;
+    from.starts_with("/proc/kallsyms")
+        .then(|| PathBuf::from("/proc/kallsyms"))
+}
+
+fn assert_like_perf_report(capture: &Path, symfs: &Path, kallsyms: Option<&Path>, report: &str) {
+    let perf = perf_report_shares(capture, symfs, kallsyms);
     let ours = jobprof_shares(report);
     // The named functions perf reports at 0.5% or more (perf prints
     // unnamed ones as raw addresses, one entry each; jobprof one
@@ -140,7 +163,8 @@ fn report_txt_matches_perf_report_over_all_shards_and_jobprof_report_prints_it()
             "{report}"
         );
         assert!(report.lines().all(|l| l.chars().count() <= 80), "{report}");
-        assert_like_perf_report(&q, &w.join("symfs"), &report);
+        let kallsyms = live_kernel_table(&q);
+        assert_like_perf_report(&q, &w.join("symfs"), kallsyms.as_deref(), &report);
         // `jobprof report DIR` prints the same, every time.
         let printed = jobprof().arg("report").arg(&q).output().unwrap();
         assert_eq!(printed.status.code(), Some(0), "{}", output_text(&printed));
@@ -156,7 +180,8 @@ fn report_txt_matches_perf_report_over_all_shards_and_jobprof_report_prints_it()
         .unwrap();
     assert_eq!(gz.status.code(), Some(0), "{}", output_text(&gz));
     let gz = String::from_utf8_lossy(&gz.stdout);
-    assert_like_perf_report(&q1, &a.join("profiles/perf/worker_0/symfs"), &gz);
+    // (Its text has no kernel names: perf report gets no kernel table.)
+    assert_like_perf_report(&q1, &a.join("profiles/perf/worker_0/symfs"), None, &gz);
     let folded = jobprof()
         .args(["report", "--limit", "1"])
         .arg(q1.join("jobprof/stacks.folded"))
