@@ -426,14 +426,19 @@ fn offcpu_native_pass_prints_what_perf_script_prints_and_accounts_the_same() {
     // The same profiles and totals from `--symbolizer perf`.
     let root = cap.parent().unwrap().parent().unwrap();
     let out = jobprof()
-        .args(["process", "--symbolizer", "perf"])
+        .args(["process", "--force", "--symbolizer", "perf"])
         .arg(root)
         .output()
         .unwrap();
     assert!(out.status.success(), "process: {}", output_text(&out));
+    let perf_summary = summary(&cap);
+    assert!(
+        perf_summary["symbolized_from"] != native_summary["symbolized_from"],
+        "not processed again with perf script: {}",
+        perf_summary["symbolized_from"]
+    );
     assert_eq!(read("offcpu.folded"), off);
     assert_eq!(read("wallclock.folded"), wall);
-    let perf_summary = summary(&cap);
     for key in [
         "window_ns",
         "switch_samples",

@@ -185,3 +185,59 @@ fn switch_text(out: &mut Vec<u8>, cpu_wide: bool, sw: &ContextSwitchRecord) {
         let _ = writeln!(out, "PERF_RECORD_SWITCH {in_out}");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(f: impl FnOnce(&mut Vec<u8>)) -> String {
+        let mut v = Vec::new();
+        f(&mut v);
+        String::from_utf8(v).unwrap()
+    }
+
+    #[test]
+    fn switch_records_print_as_perf_script_prints_them() {
+        let out = |preempted| ContextSwitchRecord::Out {
+            next_pid: Some(7),
+            next_tid: Some(8),
+            preempted,
+        };
+        let inn = ContextSwitchRecord::In {
+            prev_pid: Some(1),
+            prev_tid: Some(12345),
+        };
+        assert_eq!(
+            text(|v| switch_text(v, false, &inn)),
+            "PERF_RECORD_SWITCH IN         \n"
+        );
+        assert_eq!(
+            text(|v| switch_text(v, false, &out(TaskWasPreempted::Yes))),
+            "PERF_RECORD_SWITCH OUT preempt\n"
+        );
+        assert_eq!(
+            text(|v| switch_text(v, true, &out(TaskWasPreempted::No))),
+            "PERF_RECORD_SWITCH_CPU_WIDE OUT          next pid/tid:     7/8    \n"
+        );
+        assert_eq!(
+            text(|v| switch_text(v, true, &inn)),
+            "PERF_RECORD_SWITCH_CPU_WIDE IN           prev pid/tid:     1/12345\n"
+        );
+    }
+
+    #[test]
+    fn line_starts_have_ns_times_and_the_cpu_when_recorded() {
+        assert_eq!(
+            text(|v| start(v, "sh", 16885, Some(1), Some(3_387_396_411_465))),
+            "sh 16885 [001]  3387.396411465: "
+        );
+        assert_eq!(
+            text(|v| start(v, "perf-exec", 0, Some(0), Some(0))),
+            "perf-exec     0 [000]     0.000000000: "
+        );
+        assert_eq!(
+            text(|v| start(v, "w", 42, None, Some(5))),
+            "w    42     0.000000005: "
+        );
+    }
+}

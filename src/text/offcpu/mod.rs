@@ -175,18 +175,28 @@ pub fn analyze_shard_natively(
 ) -> Result<Finished, native::Error> {
     native::check(data)?;
     let mut acc = Accounts::new(window.0, window.1, event);
-    let mut p = parse::LineParser::default();
-    sym.run_off_cpu(data, |block| {
-        {
-            let mut emit = |e| acc.event(e);
+    // The symbolizer on its own thread, the reader on this one: the two
+    // overlap as `perf script` and its reader do.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
+    let run = std::thread::scope(|scope| {
+        let producer = scope.spawn(move || {
+            sym.run_off_cpu(data, |block| {
+                tx.send(block)
+                    .map_err(|_| std::io::Error::other("the off-CPU reader stopped"))
+            })
+        });
+        let mut p = parse::LineParser::default();
+        let mut emit = |e| acc.event(e);
+        for block in rx {
             for line in block.split(|&b| b == b'\n') {
                 p.line(&String::from_utf8_lossy(line), &mut emit);
             }
+            sym.recycle(block);
         }
-        sym.recycle(block);
-        Ok(())
-    })?;
-    p.finish(&mut |e| acc.event(e));
+        p.finish(&mut emit);
+        producer.join().expect("the native off-CPU pass panicked")
+    });
+    run?;
     Ok(acc.finish())
 }
 
