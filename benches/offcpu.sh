@@ -9,7 +9,8 @@
 # worker's throughput while armed (perf attached, disabled) and while
 # sampling, the ratio of the two (what the capture costs the worker), the
 # capture's size per second, and for --off-cpu the off-CPU pass of
-# `jobprof process` in seconds per million switch-outs. Prints medians and
+# `jobprof process` in seconds per million switch-outs, native
+# (`--symbolizer auto`) and with `perf script` (`--symbolizer perf`). Prints medians and
 # the ratio --off-cpu / plain. Needs root (or perf_event_paranoid <= -1),
 # tracefs, perf and gcc.
 #
@@ -96,14 +97,21 @@ one() {
   local sp so
   sp=$(bytes_per_s "$dp" 0) so=$(bytes_per_s "$do" 1)
   echo "$label: capture bytes/s plain $sp, --off-cpu $so ($(ratio "$so" "$sp")x)"
+  off_cpu_pass "$label" "$name" "$do" auto
+  off_cpu_pass "$label" "$name" "$do" perf
+}
+
+# The off-CPU pass of `jobprof process --symbolizer SYM` over captures DIR:
+# LABEL NAME DIR SYM.
+off_cpu_pass() {
   local t0 t1 log sw secs
-  log=$WORK/$name-process.log
+  log=$WORK/$2-process-$4.log
   t0=$(date +%s%N)
-  "$JP" process "$do/out" >"$log" 2>&1 || true
+  "$JP" process --force --symbolizer "$4" "$3/out" >"$log" 2>&1 || true
   t1=$(date +%s%N)
   sw=$(sed -n 's/.*off-CPU: \([0-9]*\) switch-outs.*/\1/p' "$log" | awk '{s += $1} END {print s + 0}')
   secs=$(sed -n 's/.*off-CPU: .* ms (\([0-9.]*\) s)$/\1/p' "$log" | awk '{s += $1} END {print s + 0}')
-  echo "$label: jobprof process of the $RUNS --off-cpu captures $(((t1 - t0) / 1000000)) ms," \
+  echo "$1: jobprof process --symbolizer $4 of the $RUNS --off-cpu captures $(((t1 - t0) / 1000000)) ms," \
     "of which the off-CPU pass $secs s for $sw switch-outs" \
     "($(awk -v s="$secs" -v n="$sw" 'BEGIN {if (n >= 100000) printf "%.1f s per million", s / n * 1e6; else print "too few for a per-million figure"}'))"
 }

@@ -366,3 +366,105 @@ fn offcpu_capture_without_switch_data_says_so() {
     );
     assert!(!cap.join("offcpu.svg").exists());
 }
+
+/// The perf.data shards of a capture directory (`perf.data`,
+/// `perf.data.partNNN`).
+fn shards_of(cap: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = fs::read_dir(cap)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            name == "perf.data" || name.starts_with("perf.data.part")
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// The lines of perf-script text other than frame lines (headers of
+/// samples and of the switch and task records).
+fn header_lines(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter(|l| !l.is_empty() && !l.starts_with([' ', '\t']))
+        .collect()
+}
+
+#[test]
+fn offcpu_native_pass_prints_what_perf_script_prints_and_accounts_the_same() {
+    let Some((s, mut worker)) = offcpu_worker() else {
+        return;
+    };
+    let cap = capture_and_process(s.dir.path(), &mut worker, "--off-cpu", 2);
+    let native_summary = summary(&cap);
+    let warnings = native_summary["warnings"].to_string();
+    assert!(
+        !warnings.contains("off-CPU pass: perf script"),
+        "{warnings}"
+    );
+    let read = |name: &str| fs::read_to_string(cap.join(name)).unwrap();
+    let (off, wall) = (read("offcpu.folded"), read("wallclock.folded"));
+    // Header lines (sched_switch fields, SWITCH, COMM, FORK, EXIT) as perf
+    // script prints them.
+    let shards = shards_of(&cap);
+    assert!(!shards.is_empty(), "no shard in {}", cap.display());
+    let sym = jobprof::symbolize::native::Symbolizer::new(Default::default());
+    for d in &shards {
+        let mut mine = Vec::new();
+        sym.run_off_cpu(d, |b| {
+            mine.extend_from_slice(&b);
+            Ok(())
+        })
+        .unwrap();
+        let perf = Command::new("perf")
+            .args([
+                "script",
+                "--ns",
+                "--show-switch-events",
+                "--show-task-events",
+                "-i",
+            ])
+            .arg(d)
+            .output()
+            .unwrap();
+        let (mine, theirs) = (
+            String::from_utf8_lossy(&mine).into_owned(),
+            String::from_utf8_lossy(&perf.stdout).into_owned(),
+        );
+        let (a, b) = (header_lines(&mine), header_lines(&theirs));
+        assert!(b.iter().any(|l| l.contains("PERF_RECORD_SWITCH")));
+        assert!(b.iter().any(|l| l.contains("prev_state=")));
+        for (x, y) in a.iter().zip(&b) {
+            assert_eq!(x, y, "{}", d.display());
+        }
+        assert_eq!(a.len(), b.len(), "{}", d.display());
+    }
+    // The same profiles and totals from `--symbolizer perf`.
+    let root = cap.parent().unwrap().parent().unwrap();
+    let out = jobprof()
+        .args(["process", "--force", "--symbolizer", "perf"])
+        .arg(root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "process: {}", output_text(&out));
+    let perf_summary = summary(&cap);
+    assert!(
+        perf_summary["symbolized_from"] != native_summary["symbolized_from"],
+        "not processed again with perf script: {}",
+        perf_summary["symbolized_from"]
+    );
+    assert_eq!(read("offcpu.folded"), off);
+    assert_eq!(read("wallclock.folded"), wall);
+    for key in [
+        "window_ns",
+        "switch_samples",
+        "switch_records",
+        "totals",
+        "threads",
+    ] {
+        assert_eq!(
+            perf_summary["off_cpu"][key], native_summary["off_cpu"][key],
+            "{key}"
+        );
+    }
+}

@@ -1,5 +1,7 @@
 //! The off-CPU stage of the per-capture pipeline: for captures recorded with
-//! `--off-cpu`, a second `perf script` pass per shard ([`crate::text::offcpu`])
+//! `--off-cpu`, a second pass per shard ([`crate::text::offcpu`]: the native
+//! symbolizer where `--symbolizer` allows and it takes the shard, else
+//! `perf script`)
 //! and the `offcpu.*` and `wallclock.*` outputs in the formats asked for,
 //! state frames in their fixed colours. A capture whose shards hold no
 //! switch data says so (log line, summary warning) instead of drawing
@@ -12,6 +14,7 @@ use std::time::Instant;
 use super::{Pass, Pipeline};
 use crate::error::{Error, Result};
 use crate::output::render::{self, Format, RenderOptions};
+use crate::symbolize::native;
 use crate::symbolize::perf::ScriptOptions;
 use crate::text::offcpu::{self, Profiles};
 
@@ -57,15 +60,29 @@ impl Pipeline<'_> {
         let started = Instant::now();
         let shards = self.shard_files();
         let event = self.cap.event.as_deref();
-        let profiles =
-            match offcpu::analyze_capture(perf, &script, &shards, event, self.opts.jobs()) {
-                Ok(Some(p)) => p,
-                Ok(None) => return Ok(None),
-                Err(e) => {
-                    pass.failures.push(format!("off-CPU pass: {e}"));
-                    return Ok(None);
-                }
-            };
+        // The on-CPU pass's rule: native unless `--symbolizer perf`.
+        let natively = (self.opts.symbolizer != native::Choice::Perf).then(|| {
+            native::Symbolizer::new(native::Options {
+                symfs: self.cap.symfs.clone(),
+                kallsyms: script.kallsyms.clone(),
+                inline: script.inline,
+                jit: Some(self.cap.found.dir.clone()),
+            })
+        });
+        let jobs = self.opts.jobs();
+        let sym = natively.as_ref();
+        let profiles = match offcpu::analyze_capture(perf, &script, sym, &shards, event, jobs) {
+            Ok(Some(p)) => p,
+            Ok(None) => return Ok(None),
+            Err(e) => {
+                pass.failures.push(format!("off-CPU pass: {e}"));
+                return Ok(None);
+            }
+        };
+        for w in &profiles.warnings {
+            self.log(format!("warning: {w}"));
+            pass.warnings.push(w.clone());
+        }
         let s = &profiles.summary;
         if let Some(why) = &s.not_drawn {
             self.log(format!("warning: off-CPU: {why}"));

@@ -88,6 +88,10 @@ pub enum Error {
     /// A record type whose effect on perf script's output is not reproduced.
     #[error("it holds {name} records (type {0})", name = record_name(*.0))]
     Unhandled(u32),
+    /// A `sched_switch` tracepoint whose format the tracing data lacks,
+    /// or gives in a form [`super::tracepoint`] does not print.
+    #[error("its sched:sched_switch format (tracing data) is missing or not one the native symbolizer prints")]
+    SchedSwitchFormat,
     /// Dwarf samples without the registers unwinding needs (named).
     #[error("its user register copies lack {0} (--call-graph dwarf)")]
     RegsLacking(&'static str),

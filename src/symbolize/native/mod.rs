@@ -33,10 +33,12 @@ mod error;
 mod header;
 use header::u64_at;
 pub mod inline;
+mod offcpu;
 pub mod once_map;
 pub mod records;
 pub mod symbols;
 pub mod threads;
+pub mod tracepoint;
 pub mod unwind;
 
 use std::collections::HashMap;
@@ -481,6 +483,29 @@ impl Symbolizer {
         &self,
         data: &Path,
         slice: Option<&TimeSlice>,
+        consume: impl FnMut(Vec<u8>) -> io::Result<()>,
+    ) -> Result<Outcome, Error> {
+        self.run_records(data, slice, false, consume)
+    }
+
+    /// Prints all of `data` as `perf script --ns --show-switch-events
+    /// --show-task-events` would (the off-CPU pass, [`offcpu`]): the
+    /// samples with `sched:sched_switch`'s fields decoded
+    /// ([`tracepoint`]), and the `SWITCH`, `COMM`, `FORK` and `EXIT`
+    /// records. Refuses a file whose `sched_switch` format it cannot read.
+    pub fn run_off_cpu(
+        &self,
+        data: &Path,
+        consume: impl FnMut(Vec<u8>) -> io::Result<()>,
+    ) -> Result<Outcome, Error> {
+        self.run_records(data, None, true, consume)
+    }
+
+    fn run_records(
+        &self,
+        data: &Path,
+        slice: Option<&TimeSlice>,
+        off_cpu: bool,
         mut consume: impl FnMut(Vec<u8>) -> io::Result<()>,
     ) -> Result<Outcome, Error> {
         let start = Instant::now();
@@ -504,6 +529,9 @@ impl Symbolizer {
             .unwrap_or_default();
         let aarch64 = perf_file.arch().ok().flatten().map(arch::normalized) == Some("aarch64");
         let mut run = Run::new(self, build_ids, aarch64);
+        if off_cpu {
+            run.off_cpu = Some(offcpu::OffCpu::of(&perf_file)?);
+        }
         let (lo, hi) = (
             slice.and_then(|s| s.start_ns).unwrap_or(0),
             slice.and_then(|s| s.end_ns).unwrap_or(u64::MAX),
@@ -521,7 +549,10 @@ impl Symbolizer {
                 .parse()
                 .map_err(|source| Error::DamagedRecord { ty, source })?;
             let EventRecord::Sample(s) = parsed else {
-                run.side_band(parsed);
+                run.side_band(&parsed);
+                if run.off_cpu.is_some() {
+                    run.side_band_line(&parsed, &record, attr_index);
+                }
                 continue;
             };
             let t = s.timestamp.unwrap_or(0);
@@ -633,6 +664,8 @@ struct Run<'a> {
     out: Vec<u8>,
     bytes: u64,
     samples: u64,
+    /// An off-CPU run: what it prints besides the samples.
+    off_cpu: Option<offcpu::OffCpu>,
 }
 
 impl<'a> Run<'a> {
@@ -658,13 +691,14 @@ impl<'a> Run<'a> {
             out: sym.block(),
             bytes: 0,
             samples: 0,
+            off_cpu: None,
         }
     }
 
     /// Takes in a record that is not a sample: what maps addresses and
     /// names threads (the others, `EXIT` among them, change nothing
     /// `perf script` prints).
-    fn side_band(&mut self, record: EventRecord<'_>) {
+    fn side_band(&mut self, record: &EventRecord<'_>) {
         match record {
             EventRecord::Comm(c) => {
                 self.machine
@@ -850,6 +884,10 @@ impl<'a> Run<'a> {
         has: SampleFormat,
         event: &str,
     ) {
+        if let Some(o) = &self.off_cpu {
+            o.write_header(&mut self.out, &self.machine, s, has, event);
+            return;
+        }
         let tid = s.tid.unwrap_or(-1);
         let comm = self.machine.comm_of(tid);
         let out = &mut self.out;

@@ -3,7 +3,8 @@
 //! and `--switch-events` next to the samples; docs/off-cpu.md).
 //!
 //! Each shard's records are read once more, as `perf script
-//! --show-switch-events --show-task-events` text ([`parse`]), by a
+//! --show-switch-events --show-task-events` text ([`parse`]; the native
+//! symbolizer prints the same text where it takes the shard), by a
 //! per-thread state machine ([`account`]) that attributes every gap between
 //! a switch-out and the thread's next switch-in to the switch-out's stack,
 //! cut to the capture's window (the first and last sample of its shards).
@@ -24,6 +25,7 @@ use serde::Serialize;
 
 pub use account::{Accounts, Finished, State, ThreadTotals};
 
+use crate::symbolize::native;
 use crate::symbolize::perf::{PerfTool, ScriptOptions};
 
 /// Why the off-CPU pass over a capture failed, or found no window.
@@ -162,6 +164,67 @@ pub fn analyze_shard(
     Ok(acc.finish())
 }
 
+/// Runs the off-CPU pass over one shard with the native symbolizer
+/// ([`native::Symbolizer::run_off_cpu`], the same text `perf script`
+/// prints); `Err` says why it could not, before or while reading.
+pub fn analyze_shard_natively(
+    sym: &native::Symbolizer,
+    data: &Path,
+    window: (u64, u64),
+    event: Option<&str>,
+) -> Result<Finished, native::Error> {
+    native::check(data)?;
+    let mut acc = Accounts::new(window.0, window.1, event);
+    // The symbolizer on its own thread, the reader on this one: the two
+    // overlap as `perf script` and its reader do.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
+    let run = std::thread::scope(|scope| {
+        let producer = scope.spawn(move || {
+            sym.run_off_cpu(data, |block| {
+                tx.send(block)
+                    .map_err(|_| std::io::Error::other("the off-CPU reader stopped"))
+            })
+        });
+        let mut p = parse::LineParser::default();
+        let mut emit = |e| acc.event(e);
+        for block in rx {
+            for line in block.split(|&b| b == b'\n') {
+                p.line(&String::from_utf8_lossy(line), &mut emit);
+            }
+            sym.recycle(block);
+        }
+        p.finish(&mut emit);
+        producer.join().expect("the native off-CPU pass panicked")
+    });
+    run?;
+    Ok(acc.finish())
+}
+
+/// One shard natively where `sym` is given and takes it, else (with a
+/// warning naming the shard and why) with `perf script`.
+fn analyze_one(
+    perf: &PerfTool,
+    opts: &ScriptOptions,
+    sym: Option<&native::Symbolizer>,
+    data: &Path,
+    window: (u64, u64),
+    event: Option<&str>,
+) -> (Result<Finished, Error>, Option<String>) {
+    let Some(sym) = sym else {
+        return (analyze_shard(perf, opts, data, window, event), None);
+    };
+    match analyze_shard_natively(sym, data, window, event) {
+        Ok(f) => (Ok(f), None),
+        Err(why) => {
+            let warn = format!(
+                "off-CPU pass: perf script reads {} instead of the native symbolizer: {why}",
+                data.display()
+            );
+            (analyze_shard(perf, opts, data, window, event), Some(warn))
+        }
+    }
+}
+
 /// The capture's window: the first and last sample over its shards.
 pub fn window(shards: &[&Path]) -> Result<(u64, u64), Error> {
     let mut w: Option<(u64, u64)> = None;
@@ -223,6 +286,9 @@ pub struct Profiles {
     pub wall_clock: Vec<(String, u64)>,
     /// For `summary.json`.
     pub summary: Summary,
+    /// Shards the native symbolizer was meant to read and `perf script`
+    /// read instead, and why.
+    pub warnings: Vec<String>,
 }
 
 impl Profiles {
@@ -270,6 +336,7 @@ impl Profiles {
             off_cpu: sorted(f.off_cpu),
             wall_clock: sorted(wall),
             summary,
+            warnings: Vec::new(),
         }
     }
 }
@@ -317,11 +384,14 @@ pub fn thread_table(s: &Summary) -> String {
     out
 }
 
-/// The off-CPU pass over a capture's shards (`jobs` at a time): `None`
-/// when no shard was recorded with `--off-cpu`.
+/// The off-CPU pass over a capture's shards (`jobs` at a time), natively
+/// where `sym` is given and takes the shard, else with `perf script`
+/// (each fallback a warning in [`Profiles::warnings`]): `None` when no
+/// shard was recorded with `--off-cpu`.
 pub fn analyze_capture(
     perf: &PerfTool,
     opts: &ScriptOptions,
+    sym: Option<&native::Symbolizer>,
     shards: &[&Path],
     event: Option<&str>,
     jobs: usize,
@@ -346,17 +416,21 @@ pub fn analyze_capture(
         }
     };
     let results = crate::sys::jobs::map_jobs(&recorded_shards, jobs, |d| {
-        analyze_shard(perf, opts, d, window, event)
+        analyze_one(perf, opts, sym, d, window, event)
     });
     let mut all = Finished {
         start: window.0,
         end: window.1,
         ..Finished::default()
     };
-    for r in results {
+    let mut warnings = Vec::new();
+    for (r, warn) in results {
+        warnings.extend(warn);
         all.merge(r?);
     }
-    Ok(Some(Profiles::from_finished(all)))
+    let mut p = Profiles::from_finished(all);
+    p.warnings = warnings;
+    Ok(Some(p))
 }
 
 #[cfg(test)]
