@@ -334,6 +334,8 @@ st_release() {
   set +e   # from here on the stage reports failures instead of stopping at them
   prep_share release-out
   rm -rf "$SHARE/release"; mkdir -p "$SHARE/release"; cp "$tb" "$SHARE/release/"
+  # PROFILE=1: the unstripped jobprof of the same build, for a profile of native in the guest
+  if [ "${PROFILE:-0}" = 1 ]; then cp "$SRC/target/aarch64-unknown-linux-gnu/release/jobprof" "$SHARE/release/jobprof.debug"; fi
   write_guest_release "$(basename "$tb")" > "$SHARE/guest-run.sh"; chmod +x "$SHARE/guest-run.sh"
   run_guest "${RELEASE_TIMEOUT:-3000}"
   grep -E '^GUEST' "$SHARE/guest-run.log" || true
@@ -343,12 +345,13 @@ st_release() {
 }
 
 # The guest script of st_release. Knobs (host environment): RUNS (3) timed runs of each kind,
-# BIG_SECS (25) and BIG_THREADS (2) for the larger dwarf capture, INLINE_LIMIT (600) seconds for
-# each run of perf script --inline.
+# BIG_SECS (25) and BIG_THREADS (2) for the larger dwarf capture, INLINE_RUNS (1) runs of perf
+# script --inline of each kind, INLINE_LIMIT (600) seconds each; PROFILE=1 (st_release) adds a
+# perf profile of one native run (profile-native.txt).
 write_guest_release() {
   guest_prelude release-out
-  printf 'TB=%q RUNS=%d BIG_SECS=%d BIG_THREADS=%d INLINE_LIMIT=%d\n' "$1" "${RUNS:-3}" \
-    "${BIG_SECS:-25}" "${BIG_THREADS:-2}" "${INLINE_LIMIT:-600}"
+  printf 'TB=%q RUNS=%d BIG_SECS=%d BIG_THREADS=%d INLINE_RUNS=%d INLINE_LIMIT=%d\n' "$1" \
+    "${RUNS:-3}" "${BIG_SECS:-25}" "${BIG_THREADS:-2}" "${INLINE_RUNS:-1}" "${INLINE_LIMIT:-600}"
   cat <<'EOF'
 R=/root/rel; rm -rf $R; mkdir -p $R
 tar -xzf $H/release/$TB -C $R; D=$(echo $R/jobprof-*-linux); JP=$D/bin/jobprof; JR=$D/bin/jobprof-record
@@ -402,13 +405,17 @@ bench() {
     tm $n native-noinline $JP process --force --quiet --symbolizer native --no-inline $rd && keep $n native-noinline
     tm $n perf $JP process --force --quiet --symbolizer perf $rd && keep $n perf
     tm $n script-noinline perf_shards $c --no-inline
+    # only stacks.folded (and the archive): no input hashes, no rendering
+    tm $n native-folded $JP process --force --quiet --symbolizer native --no-inline --formats folded $rd
+    tm $n perf-folded $JP process --force --quiet --symbolizer perf --formats folded $rd
   done
 }
-# bench_inline NAME: perf script --inline (the slow one, under INLINE_LIMIT), through jobprof and per shard
+# bench_inline NAME: perf script --inline (the slow one, under INLINE_LIMIT), through jobprof and
+# per shard, INLINE_RUNS times each
 bench_inline() {
   local n=$1 rd=$W/jr-$1 c i
   c=$(cap $n)
-  for i in $(seq $RUNS); do
+  for i in $(seq $INLINE_RUNS); do
     tm $n perf-inline timeout $INLINE_LIMIT $JP process --force --quiet --symbolizer perf --inline $rd && keep $n perf-inline
     tm $n script-inline timeout $INLINE_LIMIT bash -c "$(declare -f perf_shards); perf_shards $c --inline"
   done
@@ -425,6 +432,7 @@ ratios() {
       if (!($1 in bw) || w < bw[$1]) bw[$1] = w; if (!($1 in bc) || c < bc[$1]) bc[$1] = c }
     END { for (l in bw) printf "%s %s: best wall %.2f s, best CPU %.2f s\n", n, l, bw[l], bc[l]
       r("perf", "native"); r("perf", "native-noinline"); r("script-noinline", "native-noinline")
+      r("perf-folded", "native-folded"); r("script-noinline", "native-folded")
       r("perf-inline", "native"); r("script-inline", "native") }
     function r(a, b) { if ((a in bw) && (b in bw) && bw[b] > 0 && bc[b] > 0)
       printf "%s ratio %s / %s: wall %.2fx, CPU %.2fx\n", n, a, b, bw[a] / bw[b], bc[a] / bc[b] }' $O/bench-$1.txt
@@ -435,6 +443,13 @@ bench dwarf; ratios dwarf | tee $O/ratios.txt
 jr_capture $JR big dwarf $BIG_SECS $BIG_THREADS cue
 $JP process $W/jr-big > $O/process-big.log 2>&1; g "process big rc=$?: $(grep -m1 processed $O/process-big.log)"
 bench big; ratios big | tee -a $O/ratios.txt
+# where native's time goes: a flat profile of one run of the unstripped build (when given)
+if [ -s $H/release/jobprof.debug ]; then
+  cp $H/release/jobprof.debug $W/jobprof.debug
+  perf record -F 999 -o $W/prof.data -- $W/jobprof.debug process --force --quiet --symbolizer native $W/jr-big > $O/profile-native.log 2>&1
+  perf report -i $W/prof.data --stdio --no-children --sort dso,sym --percent-limit 0.5 > $O/profile-native.txt 2>> $O/profile-native.log
+  g "profile of native rc=$?: $(grep -c '%' $O/profile-native.txt) lines"
+fi
 # then with inline frames on both sides
 bench_inline dwarf; bench_inline big
 { ratios dwarf; ratios big; } | tee $O/ratios.txt
