@@ -14,7 +14,8 @@
 # Idempotent: each stage skips work whose result is already there (delete the file to redo it).
 # Cache: $C (default /var/cache/arm64-vm: debian debs, the rootfs, its ext4 image, the kernel and
 # initrd, the cross-built jobprof-record). Measured on the project machine (2 cores): debootstrap's
-# second stage ~33 min the first time, boot ~31 s. Run it at low priority on a shared machine:
+# second stage ~33 min the first time (the whole rootfs stage took 8.4 min on a quieter
+# 2026-12-02), boot ~31 s; the release stage's guest run 8-13 min. Run it at low priority on a shared machine:
 #   OUTD=/tmp/arm64-out SRC=$PWD nice -n 19 ionice -c3 scripts/arm64-vm.sh > /tmp/arm64-vm.log 2>&1 &
 # Then: bash fixtures/make-arm64-fixtures.sh /tmp/arm64-out
 set -euo pipefail
