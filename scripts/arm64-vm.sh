@@ -5,11 +5,17 @@
 # with cpu-clock (plain perf, and jobprof-record cross-built for aarch64), prints the guest's own
 # `perf script` text as ground truth and copies everything out (after ../shared/tools/arm64-vm.sh).
 # Usage: OUTD=DIR SRC=CHECKOUT scripts/arm64-vm.sh [STAGE...]
-#   stages: host jobprof rootfs image boot collect (default: all, in order)
+#   stages: host jobprof rootfs image boot collect (default: all, in order), and release (not in
+#   the default list): boots the guest once more with the aarch64 release tarball
+#   ($SRC/dist/jobprof-*-aarch64-linux.tar.gz, from scripts/release.sh --target
+#   aarch64-unknown-linux-gnu; TARBALL=FILE picks another), which unpacks it and runs its binaries
+#   there: preflight, a capture with its jobprof-record, its jobprof process, and the native
+#   symbolizer timed against the guest's `perf script` on dwarf captures (into $OUTD/release/)
 # Idempotent: each stage skips work whose result is already there (delete the file to redo it).
 # Cache: $C (default /var/cache/arm64-vm: debian debs, the rootfs, its ext4 image, the kernel and
 # initrd, the cross-built jobprof-record). Measured on the project machine (2 cores): debootstrap's
-# second stage ~33 min the first time, boot ~31 s. Run it at low priority on a shared machine:
+# second stage ~33 min the first time (the whole rootfs stage took 8.4 min on a quieter
+# 2026-12-02), boot ~31 s; the release stage's guest run 8-13 min. Run it at low priority on a shared machine:
 #   OUTD=/tmp/arm64-out SRC=$PWD nice -n 19 ionice -c3 scripts/arm64-vm.sh > /tmp/arm64-vm.log 2>&1 &
 # Then: bash fixtures/make-arm64-fixtures.sh /tmp/arm64-out
 set -euo pipefail
@@ -170,32 +176,43 @@ make_initrd() {
 st_boot() {
   set +e   # this stage reports failures instead of stopping at them
   local aj=$C/jobprof-src/target/aarch64-unknown-linux-gnu/release
-  rm -rf "$SHARE/out"; mkdir -p "$SHARE/out"
-  rm -rf "$SHARE/src"; mkdir -p "$SHARE/src"; cp "$SRC/fixtures/src/arm64/worker.cpp" "$SRC/fixtures/src/arm64/libwork.c" "$SHARE/src/"
+  prep_share out
   if [ -x "$aj/jobprof-record" ]; then   # stripped copies (the release build keeps debug info)
     aarch64-linux-gnu-strip -o "$SHARE/jobprof-record" "$aj/jobprof-record"
   fi
   write_guest_run > "$SHARE/guest-run.sh"; chmod +x "$SHARE/guest-run.sh"
-  local img=$C/run.ext4
-  cp --sparse=always "$IMG" "$img"       # a fresh disk per boot: every run starts from the same image
-  timeout 3000 qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on -smp 2 -m 2048 -nographic -no-reboot \
-    -kernel "$C/vmlinuz" -initrd "$C/initrd.img" \
-    -append 'root=/dev/vda rw console=ttyAMA0 systemd.show_status=1 quiet' \
-    -drive file="$img",format=raw,if=none,id=hd0 -device virtio-blk-device,drive=hd0 \
-    -virtfs local,path="$SHARE",mount_tag=host0,security_model=none,id=host0 \
-    -nic none </dev/null 2>&1 | tee "$C/console.log" | grep --line-buffered -E 'GUEST|Kernel panic|Reached target|guest-run|Power' || true
+  run_guest 3000
   grep -E '^GUEST' "$SHARE/guest-run.log" || true
   ls -la "$SHARE/out"
   set -e
 }
 
-# The script the guest runs at boot (from the 9p share, so it can change without a new image).
-write_guest_run() {
+# prep_share OUT: an empty $SHARE/OUT for the guest's outputs and the worker's sources in $SHARE/src.
+prep_share() {
+  rm -rf "${SHARE:?}/$1"; mkdir -p "$SHARE/$1"
+  rm -rf "$SHARE/src"; mkdir -p "$SHARE/src"; cp "$SRC/fixtures/src/arm64/worker.cpp" "$SRC/fixtures/src/arm64/libwork.c" "$SHARE/src/"
+}
+
+# run_guest SECS: boots the guest on a fresh copy of the image; it runs $SHARE/guest-run.sh and
+# powers off (killed after SECS). The console goes to $C/console.log.
+run_guest() {
+  local img=$C/run.ext4
+  cp --sparse=always "$IMG" "$img"       # a fresh disk per boot: every run starts from the same image
+  timeout "$1" qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on -smp 2 -m 2048 -nographic -no-reboot \
+    -kernel "$C/vmlinuz" -initrd "$C/initrd.img" \
+    -append 'root=/dev/vda rw console=ttyAMA0 systemd.show_status=1 quiet' \
+    -drive file="$img",format=raw,if=none,id=hd0 -device virtio-blk-device,drive=hd0 \
+    -virtfs local,path="$SHARE",mount_tag=host0,security_model=none,id=host0 \
+    -nic none </dev/null 2>&1 | tee "$C/console.log" | grep --line-buffered -E 'GUEST|Kernel panic|Reached target|guest-run|Power' || true
+}
+
+# guest_prelude OUT: what every guest script starts with: its outputs go to $H/OUT ($O); the
+# guest's versions, the fixture worker built from $H/src, the worker's start/stop/cue helpers and
+# jr_capture.
+guest_prelude() {
+  printf '#!/bin/bash\n# Runs inside the Debian 12 arm64 guest, as root, from /mnt/host (9p share of the host).\n'
+  printf 'set -u\nH=/mnt/host; O=$H/%s; W=/root/work\n' "$1"
   cat <<'EOF'
-#!/bin/bash
-# Runs inside the Debian 12 arm64 guest, as root, from /mnt/host (9p share of the host).
-set -u
-H=/mnt/host; O=$H/out; W=/root/work
 g() { echo "GUEST $(date +%T) $*"; }
 T0=$(date +%s)
 mkdir -p $O $W/bin
@@ -217,6 +234,30 @@ REGS=x0,x1,x2,x3,x4,x5,x6,x7,x8,x9,x10,x11,x12,x13,x14,x15,x16,x17,x18,x19,x20,x
 start_worker() { rm -rf $W/ctl; mkdir -p $W/ctl; $W/bin/worker $W/ctl $1 & WPID=$!; sleep 0.5; }
 stop_worker() { kill $WPID; wait $WPID 2>/dev/null; }
 cue() { ( sleep $1; touch $W/ctl/b; sleep $1; touch $W/ctl/c ) & }
+# jr_capture RECORDER NAME CALL_GRAPH SECS THREADS [cue]: query q01 of a worker of THREADS threads,
+# recorded by RECORDER's sidecar at 99 Hz between the driver's start and stop (SECS apart) into the
+# result dir $W/jr-NAME. Phase b from the start, or with `cue` phases a, b and c a third each.
+jr_capture() {
+  local JR=$1 n=$2 cg=$3 secs=$4 RD=$W/jr-$2 TOK=$W/tok-$2 s SPID
+  rm -rf $RD $TOK; mkdir -p $RD/profiles/perf $TOK
+  start_worker $5
+  s=$(date +%s)
+  $JR sidecar --token-dir $TOK --worker 0 --pid $WPID --out $RD/profiles/perf --frequency 99 --call-graph $cg > $O/jr-$n-sidecar.log 2>&1 & SPID=$!
+  $JR start --token-dir $TOK --worker 0 --query q01 --timeout 300 >> $O/jr-$n-ctl.log 2>&1; g "jr $n start rc=$?"
+  if [ "${6:-}" = cue ]; then cue $(( secs / 3 )); else touch $W/ctl/b; fi
+  sleep $secs
+  $JR stop --token-dir $TOK --worker 0 --query q01 --timeout 300 >> $O/jr-$n-ctl.log 2>&1; g "jr $n stop rc=$?"
+  $JR shutdown --token-dir $TOK --worker 0 --timeout 300 >> $O/jr-$n-ctl.log 2>&1; g "jr $n shutdown rc=$?"
+  wait $SPID; g "jr $n sidecar rc=$? took $(( $(date +%s) - s ))s"
+  stop_worker
+}
+EOF
+}
+
+# The script the guest runs at boot (from the 9p share, so it can change without a new image).
+write_guest_run() {
+  guest_prelude out
+  cat <<'EOF'
 # 1. fp (-g): 2 threads, phases a, b, c one second each
 start_worker 2; cue 1
 perf record -e cpu-clock -F 499 -g -p $WPID -o $W/fp.perf.data -- sleep 3 > $O/fp.record.log 2>&1; g "fp record rc=$?"
@@ -258,17 +299,8 @@ done
 if [ -x $H/jobprof-record ]; then
   cp $H/jobprof-record /usr/local/bin/; JR=/usr/local/bin/jobprof-record
   for cg in fp dwarf,8192; do
-    n=${cg%%,*}; RD=$W/jr-$n; TOK=$W/tok-$n
-    rm -rf $RD $TOK; mkdir -p $RD/profiles/perf $TOK
-    start_worker 1
-    s=$(date +%s)
-    $JR sidecar --token-dir $TOK --worker 0 --pid $WPID --out $RD/profiles/perf --frequency 99 --call-graph $cg > $O/jr-$n-sidecar.log 2>&1 & SPID=$!
-    $JR start --token-dir $TOK --worker 0 --query q01 --timeout 300 >> $O/jr-$n-ctl.log 2>&1; g "jr $n start rc=$?"
-    touch $W/ctl/b; sleep 3
-    $JR stop --token-dir $TOK --worker 0 --query q01 --timeout 300 >> $O/jr-$n-ctl.log 2>&1; g "jr $n stop rc=$?"
-    $JR shutdown --token-dir $TOK --worker 0 --timeout 300 >> $O/jr-$n-ctl.log 2>&1; g "jr $n shutdown rc=$?"
-    wait $SPID; g "jr $n sidecar rc=$? took $(( $(date +%s) - s ))s"
-    stop_worker
+    n=${cg%%,*}; RD=$W/jr-$n
+    jr_capture $JR $n $cg 3 1
     for f in $RD/profiles/perf/worker_0/q01/perf.data*; do
       [ -f "$f" ] || continue
       perf script -i $f --no-inline > $O/jr-$n.$(basename $f).perf-script.noinline.txt 2> $O/jr-$n.$(basename $f).perf-script.err
@@ -290,6 +322,140 @@ st_collect() {
   rm -rf "$OUTD"; mkdir -p "$OUTD"; cp -a "$o/." "$OUTD/"
   cp "$C/guest-packages.txt" "$C/jobprof-commit.txt" "$OUTD/" 2>/dev/null || true
   du -sh "$OUTD"; ls -la "$OUTD"
+}
+
+# ---------------------------------------------------------------- the release tarball in the guest
+# $OUTD/release/ gets the guest's release-out/: the tarball's versions and demo run, preflight-*.txt,
+# process-*.log and *.summary.json of its own captures, bench-*.txt (one line per timed run: label,
+# wall s, user s, sys s, rc), the folded stacks of each kind of run, and ratios.txt.
+st_release() {
+  local tb=${TARBALL:-} o=$SHARE/release-out
+  [ -n "$tb" ] || tb=$(ls -t "$SRC"/dist/jobprof-*-aarch64-linux.tar.gz 2>/dev/null | head -1)
+  [ -s "$tb" ] || { echo "no aarch64 release tarball: scripts/release.sh --target aarch64-unknown-linux-gnu"; return 1; }
+  set +e   # from here on the stage reports failures instead of stopping at them
+  prep_share release-out
+  rm -rf "$SHARE/release"; mkdir -p "$SHARE/release"; cp "$tb" "$SHARE/release/"
+  # PROFILE=1: the unstripped jobprof of the same build, for a profile of native in the guest
+  if [ "${PROFILE:-0}" = 1 ]; then cp "$SRC/target/aarch64-unknown-linux-gnu/release/jobprof" "$SHARE/release/jobprof.debug"; fi
+  write_guest_release "$(basename "$tb")" > "$SHARE/guest-run.sh"; chmod +x "$SHARE/guest-run.sh"
+  run_guest "${RELEASE_TIMEOUT:-3000}"
+  grep -E '^GUEST' "$SHARE/guest-run.log" || true
+  rm -rf "$OUTD/release"; mkdir -p "$OUTD/release"; cp -a "$o/." "$SHARE/guest-run.log" "$OUTD/release/"
+  cat "$OUTD/release/ratios.txt"
+  set -e
+}
+
+# The guest script of st_release. Knobs (host environment): RUNS (3) timed runs of each kind,
+# BIG_SECS (25) and BIG_THREADS (2) for the larger dwarf capture, INLINE_RUNS (1) runs of perf
+# script --inline of each kind, INLINE_LIMIT (600) seconds each; PROFILE=1 (st_release) adds a
+# perf profile of one native run (profile-native.txt).
+write_guest_release() {
+  guest_prelude release-out
+  printf 'TB=%q RUNS=%d BIG_SECS=%d BIG_THREADS=%d INLINE_RUNS=%d INLINE_LIMIT=%d\n' "$1" \
+    "${RUNS:-3}" "${BIG_SECS:-25}" "${BIG_THREADS:-2}" "${INLINE_RUNS:-1}" "${INLINE_LIMIT:-600}"
+  cat <<'EOF'
+R=/root/rel; rm -rf $R; mkdir -p $R
+tar -xzf $H/release/$TB -C $R; D=$(echo $R/jobprof-*-linux); JP=$D/bin/jobprof; JR=$D/bin/jobprof-record
+{ $JP --version; $JR --version; file $JP $JR; } > $O/release-versions.txt 2>&1
+g "tarball $TB: $(head -2 $O/release-versions.txt | tr '\n' ' ')"
+# the tarball's own self-test (scripts/release.sh): the demo, nothing but its bin/ on PATH
+( cd $R && PATH=$D/bin jobprof process --quiet $D/demo/result_dir_demo ) > $O/demo.log 2>&1; g "demo process rc=$?"
+# preflight with the default options, and with dwarf (the VG-free register rule)
+start_worker 1
+$JR preflight --pid $WPID > $O/preflight-default.txt 2>&1; g "preflight rc=$?"
+$JR preflight --pid $WPID --call-graph dwarf > $O/preflight-dwarf.txt 2>&1; g "preflight --call-graph dwarf rc=$?"
+stop_worker
+grep -i 'regs' $O/preflight-*.txt
+# the tarball's recorder on the worker, the tarball's jobprof process on its captures
+cap() { echo $W/jr-$1/profiles/perf/worker_0/q01; }
+jr_capture $JR fp fp 3 1
+jr_capture $JR dwarf dwarf 3 1
+for n in fp dwarf; do
+  $JP process $W/jr-$n > $O/process-$n.log 2>&1; g "process $n rc=$?: $(grep -m1 processed $O/process-$n.log)"
+  cp $(cap $n)/summary.json $O/process-$n.summary.json
+done
+# tm NAME LABEL CMD...: CMD under bash's time (CPU includes children: perf script under jobprof);
+# appends "LABEL wall user sys rc" to $O/bench-NAME.txt
+tm() {
+  local n=$1 l=$2 t rc TIMEFORMAT='%R %U %S'; shift 2
+  t=$( { time "$@" > /dev/null 2>> $O/bench-$n.err; } 2>&1 ); rc=$?
+  echo "$l $t $rc" | tee -a $O/bench-$n.txt
+  return $rc
+}
+# keep NAME LABEL: the folded stacks and the symbolizer of the last (successful) run
+keep() {
+  cp $(cap $1)/stacks.folded $O/$1.$2.folded
+  echo "$2 $(grep -o '"symbolized_from": "[^"]*"' $(cap $1)/summary.json | cut -d'"' -f4)" >> $O/bench-$1.from.txt
+}
+# perf_shards CAPTURE FLAG: the guest's perf script on each shard, one after the other, with the
+# capture's symfs and kallsyms as jobprof passes them
+perf_shards() {
+  local f d sy=()
+  for d in $1 $1/..; do
+    [ -d $d/symfs ] && { sy=(--symfs $d/symfs); [ -f $d/kallsyms ] && sy+=(--kallsyms $d/kallsyms); break; }
+  done
+  for f in $1/perf.data*; do perf script -f -i $f "${sy[@]}" $2 > /dev/null || return; done
+}
+# bench NAME: jobprof process with each symbolizer and perf script per shard, RUNS times each
+bench() {
+  local n=$1 rd=$W/jr-$1 c i
+  c=$(cap $n); rm -f $O/bench-$n.txt $O/bench-$n.from.txt
+  echo "$n: $(ls $c/perf.data* | wc -l) shards, $(du -cb $c/perf.data* | tail -1 | cut -f1) bytes, $(grep -m1 -o '"samples": [0-9]*' $c/summary.json)" | tee $O/bench-$n.capture.txt
+  for i in $(seq $RUNS); do
+    tm $n native $JP process --force --quiet --symbolizer native $rd && keep $n native
+    tm $n native-noinline $JP process --force --quiet --symbolizer native --no-inline $rd && keep $n native-noinline
+    tm $n perf $JP process --force --quiet --symbolizer perf $rd && keep $n perf
+    tm $n script-noinline perf_shards $c --no-inline
+    # only stacks.folded (and the archive): no input hashes, no rendering
+    tm $n native-folded $JP process --force --quiet --symbolizer native --no-inline --formats folded $rd
+    tm $n perf-folded $JP process --force --quiet --symbolizer perf --formats folded $rd
+  done
+}
+# bench_inline NAME: perf script --inline (the slow one, under INLINE_LIMIT), through jobprof and
+# per shard, INLINE_RUNS times each
+bench_inline() {
+  local n=$1 rd=$W/jr-$1 c i
+  c=$(cap $n)
+  for i in $(seq $INLINE_RUNS); do
+    tm $n perf-inline timeout $INLINE_LIMIT $JP process --force --quiet --symbolizer perf --inline $rd && keep $n perf-inline
+    tm $n script-inline timeout $INLINE_LIMIT bash -c "$(declare -f perf_shards); perf_shards $c --inline"
+  done
+}
+# agree NAME A B: the share of A's sample weight on stacks B has with at least that weight
+agree() {
+  awk '{ n = $NF; k = substr($0, 1, length($0) - length(n) - 1) }
+    NR == FNR { ref[k] += n; next } { ours += n; same += (n < ref[k] ? n : ref[k]) }
+    END { printf "%.2f%%", ours ? 100 * same / ours : 0 }' $O/$1.$3.folded $O/$1.$2.folded
+}
+# ratios NAME: best wall and CPU of each label and the ratios of perf script to native
+ratios() {
+  awk -v n=$1 '$5 == 0 { w = $2; c = $3 + $4
+      if (!($1 in bw) || w < bw[$1]) bw[$1] = w; if (!($1 in bc) || c < bc[$1]) bc[$1] = c }
+    END { for (l in bw) printf "%s %s: best wall %.2f s, best CPU %.2f s\n", n, l, bw[l], bc[l]
+      r("perf", "native"); r("perf", "native-noinline"); r("script-noinline", "native-noinline")
+      r("perf-folded", "native-folded"); r("script-noinline", "native-folded")
+      r("perf-inline", "native"); r("script-inline", "native") }
+    function r(a, b) { if ((a in bw) && (b in bw) && bw[b] > 0 && bc[b] > 0)
+      printf "%s ratio %s / %s: wall %.2fx, CPU %.2fx\n", n, a, b, bw[a] / bw[b], bc[a] / bc[b] }' $O/bench-$1.txt
+  echo "$1 agreement native-noinline on perf: $(agree $1 native-noinline perf), native on perf-inline: $(agree $1 native perf-inline)"
+}
+bench dwarf; ratios dwarf | tee $O/ratios.txt
+# the larger dwarf capture: BIG_SECS seconds of BIG_THREADS threads, phases a, b, c
+jr_capture $JR big dwarf $BIG_SECS $BIG_THREADS cue
+$JP process $W/jr-big > $O/process-big.log 2>&1; g "process big rc=$?: $(grep -m1 processed $O/process-big.log)"
+bench big; ratios big | tee -a $O/ratios.txt
+# where native's time goes: a flat profile of one run of the unstripped build (when given)
+if [ -s $H/release/jobprof.debug ]; then
+  cp $H/release/jobprof.debug $W/jobprof.debug
+  perf record -F 999 -o $W/prof.data -- $W/jobprof.debug process --force --quiet --symbolizer native $W/jr-big > $O/profile-native.log 2>&1
+  perf report -i $W/prof.data --stdio --no-children --sort dso,sym --percent-limit 0.5 > $O/profile-native.txt 2>> $O/profile-native.log
+  g "profile of native rc=$?: $(grep -c '%' $O/profile-native.txt) lines"
+fi
+# then with inline frames on both sides
+bench_inline dwarf; bench_inline big
+{ ratios dwarf; ratios big; } | tee $O/ratios.txt
+g "done in $(( $(date +%s) - T0 ))s"
+EOF
 }
 
 # main in a function: bash parses it whole before running it, so editing this file while it runs is safe

@@ -260,7 +260,8 @@ pub fn check(data: &Path) -> Result<(), Error> {
     while at + attr_size <= attrs_end {
         let sample_type = u64_at(b, at + 24).ok_or_else(bad)?;
         let f = SampleFormat::from_bits_truncate(sample_type);
-        if f.intersects(SampleFormat::REGS_USER | SampleFormat::STACK_USER) {
+        let never_samples = is_dummy(b, at).ok_or_else(bad)?;
+        if f.intersects(SampleFormat::REGS_USER | SampleFormat::STACK_USER) && !never_samples {
             // perf_event_attr.sample_regs_user, after the first 80 bytes.
             let regs = (attr_size >= 96).then(|| u64_at(b, at + 80)).flatten();
             with_regs.push((f, regs));
@@ -322,6 +323,20 @@ fn check_records(file: &File, start: u64, end: u64) -> Result<(), Error> {
         at += u64::from(size);
     }
     Ok(())
+}
+
+/// Whether the attribute at `at` is perf's tracking event (`dummy:HG`, the
+/// software event PERF_COUNT_SW_DUMMY that `--delay` and `--control` add):
+/// it carries the side-band records and takes no samples, so its register
+/// mask does not matter. perf 6.1 on aarch64 gives it only SP and PC
+/// whatever `--user-regs` says, which made every jobprof-record dwarf
+/// capture fall back to `perf script`.
+fn is_dummy(b: &[u8], at: usize) -> Option<bool> {
+    const PERF_TYPE_SOFTWARE: u64 = 1;
+    const PERF_COUNT_SW_DUMMY: u64 = 9;
+    // perf_event_attr: type (u32) and size (u32), then config (u64).
+    let ty = u64_at(b, at)? & 0xffff_ffff;
+    Some(ty == PERF_TYPE_SOFTWARE && u64_at(b, at + 8)? == PERF_COUNT_SW_DUMMY)
 }
 
 /// Whether the user registers (and stack copies) of an event with sample
@@ -1200,6 +1215,16 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("no architecture"));
+        // perf's tracking event (dummy:HG) takes no samples: its registers
+        // are not checked (perf 6.1 on aarch64 gives it SP and PC only).
+        put(&mut h, 104, 1); // type PERF_TYPE_SOFTWARE
+        put(&mut h, 104 + 8, 9); // config PERF_COUNT_SW_DUMMY
+        std::fs::write(&p, &h).unwrap();
+        assert!(check(&p).is_ok());
+        put(&mut h, 104 + 8, 0); // cpu-clock: checked again
+        std::fs::write(&p, &h).unwrap();
+        assert!(check(&p).is_err());
+        put(&mut h, 104, 0);
         put(&mut h, 104 + 80, unwind::NEEDED_REGS);
         std::fs::write(&p, &h).unwrap();
         assert!(check(&p).is_err());
