@@ -324,10 +324,11 @@ pub fn parse_shards(text: &str) -> std::result::Result<Vec<LegacyShard>, Manifes
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    const META: &str = "capture_phase=start\nslurm_job_id=unknown\nevent=cpu-clock\n\
+    /// A complete capture's phase blocks (also for the validity rule's tests).
+    pub(crate) const META: &str = "capture_phase=start\nslurm_job_id=unknown\nevent=cpu-clock\n\
         perf_control_handshake=enabled\nperf_shard_count=3\ncapture_phase=stop\n\
         event=cpu-clock\ncapture_phase=queued\nsample_loss=0%\ncapture_valid=1\n\
         capture_phase=publish_start\nperf_data_shards=3\ncapture_phase=published\n";

@@ -219,10 +219,7 @@ fn checked_shards(found: &CaptureDir, blocks: &[Block]) -> Checked<Vec<Shard>> {
 mod tests {
     use super::*;
 
-    const META: &str = "capture_phase=start\nslurm_job_id=unknown\nevent=cpu-clock\n\
-        perf_control_handshake=enabled\nperf_shard_count=3\ncapture_phase=stop\n\
-        event=cpu-clock\ncapture_phase=queued\nsample_loss=0%\ncapture_valid=1\n\
-        capture_phase=publish_start\nperf_data_shards=3\ncapture_phase=published\n";
+    use crate::capture::legacy::tests::META;
 
     #[test]
     fn refusals_name_the_phase() {

@@ -188,12 +188,7 @@ impl<W: Write> TextProfile<W> {
             self.last_ns = Some(self.last_ns.map_or(t, |l| l.max(t)));
         }
         let locations = self.locations(s);
-        let mut labels: Vec<(&str, &str)> = self
-            .facts
-            .labels
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
+        let mut labels = Self::capture_labels(&self.facts);
         labels.push(("comm", s.comm));
         if s.pid != "?" {
             labels.push(("pid", s.pid));
@@ -201,6 +196,12 @@ impl<W: Write> TextProfile<W> {
         labels.push(("tid", s.tid));
         let values = self.columns.on_cpu(s.weight, true);
         self.w.sample(&locations, &values, &labels)
+    }
+
+    /// The capture's own labels (worker, query, node), each sample's first.
+    fn capture_labels(facts: &Facts) -> Vec<(&str, &str)> {
+        let labels = facts.labels.iter();
+        labels.map(|(k, v)| (k.as_str(), v.as_str())).collect()
     }
 
     /// Adds `ns` off the CPU at the folded `stack` (root first: the comm,
@@ -213,12 +214,7 @@ impl<W: Write> TextProfile<W> {
             .iter()
             .map(|n| self.w.location(&[n], 0, None))
             .collect();
-        let mut labels: Vec<(&str, &str)> = self
-            .facts
-            .labels
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
+        let mut labels = Self::capture_labels(&self.facts);
         if let Some(comm) = names.last() {
             labels.push(("comm", comm));
         }
