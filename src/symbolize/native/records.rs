@@ -71,6 +71,10 @@ pub struct OrderedRecords<'a> {
     cur_max: Key,
     /// How many of `incoming` sort at or below `prev_max`.
     settled: usize,
+    /// The lowest offset of a record pending when the last round ended: a
+    /// lower bound of [`OrderedRecords::low_water`] until the next round
+    /// (records read since lie above it, handing out only raises it).
+    low: usize,
 }
 
 impl<'a> OrderedRecords<'a> {
@@ -116,6 +120,7 @@ impl<'a> OrderedRecords<'a> {
             prev_max: (None, 0),
             cur_max: (None, 0),
             settled: 0,
+            low: 0,
         })
     }
 
@@ -137,13 +142,25 @@ impl<'a> OrderedRecords<'a> {
     }
 
     /// Where in the data section the oldest record not yet handed out
-    /// begins: everything before it has been read for the last time.
+    /// begins, or a little before it: everything before it has been read
+    /// for the last time. Called once per record, so it costs nothing: the
+    /// scan of the pending records happens once per round
+    /// ([`OrderedRecords::mark_low`]; a scan per record made an
+    /// `--off-cpu` capture's pass quadratic in its round size).
     pub fn low_water(&self) -> usize {
+        if self.outgoing.is_empty() && self.incoming.is_empty() {
+            self.at
+        } else {
+            self.low
+        }
+    }
+
+    fn mark_low(&mut self) {
         let pending = self
             .outgoing
             .iter()
             .chain(self.incoming.iter().map(|(_, p)| p));
-        pending.map(|p| p.body - HEADER).min().unwrap_or(self.at)
+        self.low = pending.map(|p| p.body - HEADER).min().unwrap_or(self.at);
     }
 
     /// Reads records up to the next round mark that leaves records to hand
@@ -220,6 +237,7 @@ impl<'a> OrderedRecords<'a> {
         }
         self.prev_max = self.cur_max;
         self.settled = self.incoming.len();
+        self.mark_low();
     }
 
     fn finish(&mut self) {
@@ -228,6 +246,7 @@ impl<'a> OrderedRecords<'a> {
             .extend(self.incoming.drain(..).map(|(_, p)| p));
         self.prev_max = self.cur_max;
         self.settled = 0;
+        self.mark_low();
     }
 }
 
@@ -321,12 +340,14 @@ mod tests {
             prev_max: (None, 0),
             cur_max: (None, 0),
             settled: 0,
+            low: 0,
         };
         let mut out = Vec::new();
         let mut offset = 0;
         for round in rounds {
             for &t in *round {
                 offset += 16;
+                s.at = offset + 16;
                 s.insert(
                     (Some(t), offset),
                     Pending {
@@ -339,11 +360,25 @@ mod tests {
                 );
             }
             s.finish_round();
-            out.extend(s.outgoing.drain(..).map(|p| u64::from(p.ty)));
+            drain_checking_low_water(&mut s, &mut out);
         }
         s.finish();
-        out.extend(s.outgoing.drain(..).map(|p| u64::from(p.ty)));
+        drain_checking_low_water(&mut s, &mut out);
+        assert_eq!(s.low_water(), s.at, "nothing pending: all read");
         out
+    }
+
+    /// Hands out the round's records one by one, checking that the low
+    /// water never passes a record still pending (else its pages would be
+    /// released before it is read).
+    fn drain_checking_low_water(s: &mut OrderedRecords<'_>, out: &mut Vec<u64>) {
+        while let Some(p) = s.outgoing.pop_front() {
+            out.push(u64::from(p.ty));
+            let pending = s.outgoing.iter().chain(s.incoming.iter().map(|(_, p)| p));
+            if let Some(min) = pending.map(|p| p.body - HEADER).min() {
+                assert!(s.low_water() <= min, "{} > {min}", s.low_water());
+            }
+        }
     }
 
     #[test]
