@@ -12,7 +12,7 @@
 #   there: preflight, a capture with its jobprof-record, its jobprof process, and the native
 #   symbolizer timed against the guest's `perf script` on dwarf captures (into $OUTD/release/)
 # Idempotent: each stage skips work whose result is already there (delete the file to redo it).
-# Cache: $C (default /var/cache/arm64-vm: debian debs, the rootfs, its ext4 image, the kernel and
+# Cache: $C (default /var/cache/arm64-vm: debian debs, the rootfs, its ext4 image (IMG_SIZE, 3G), the kernel and
 # initrd, the cross-built jobprof-record). Measured on the project machine (2 cores): debootstrap's
 # second stage ~33 min the first time (the whole rootfs stage took 8.4 min on a quieter
 # 2026-12-02), boot ~31 s; the release stage's guest run 8-13 min. Run it at low priority on a shared machine:
@@ -144,7 +144,7 @@ st_image() {
   if [ ! -s "$IMG" ] || [ "$ROOTFS/.configured" -nt "$IMG" ]; then
     rm -f "$IMG"
     for m in proc sys; do ! mountpoint -q "$ROOTFS/$m" || { echo "$ROOTFS/$m is mounted"; return 1; }; done
-    mkfs.ext4 -q -L root -d "$ROOTFS" "$IMG" 3G
+    mkfs.ext4 -q -L root -d "$ROOTFS" "$IMG" "${IMG_SIZE:-3G}"
   fi
   cp -L "$ROOTFS/vmlinuz" "$C/vmlinuz"
   [ -s "$C/initrd.img" ] && [ "$C/initrd.img" -nt "$ROOTFS/.configured" ] || make_initrd "$C/initrd.img"
@@ -234,15 +234,15 @@ REGS=x0,x1,x2,x3,x4,x5,x6,x7,x8,x9,x10,x11,x12,x13,x14,x15,x16,x17,x18,x19,x20,x
 start_worker() { rm -rf $W/ctl; mkdir -p $W/ctl; $W/bin/worker $W/ctl $1 & WPID=$!; sleep 0.5; }
 stop_worker() { kill $WPID; wait $WPID 2>/dev/null; }
 cue() { ( sleep $1; touch $W/ctl/b; sleep $1; touch $W/ctl/c ) & }
-# jr_capture RECORDER NAME CALL_GRAPH SECS THREADS [cue]: query q01 of a worker of THREADS threads,
-# recorded by RECORDER's sidecar at 99 Hz between the driver's start and stop (SECS apart) into the
+# jr_capture RECORDER NAME CALL_GRAPH SECS THREADS [cue [FREQ]]: query q01 of a worker of THREADS threads,
+# recorded by RECORDER's sidecar at FREQ Hz (99) between the driver's start and stop (SECS apart) into the
 # result dir $W/jr-NAME. Phase b from the start, or with `cue` phases a, b and c a third each.
 jr_capture() {
   local JR=$1 n=$2 cg=$3 secs=$4 RD=$W/jr-$2 TOK=$W/tok-$2 s SPID
   rm -rf $RD $TOK; mkdir -p $RD/profiles/perf $TOK
   start_worker $5
   s=$(date +%s)
-  $JR sidecar --token-dir $TOK --worker 0 --pid $WPID --out $RD/profiles/perf --frequency 99 --call-graph $cg > $O/jr-$n-sidecar.log 2>&1 & SPID=$!
+  $JR sidecar --token-dir $TOK --worker 0 --pid $WPID --out $RD/profiles/perf --frequency ${7:-99} --call-graph $cg > $O/jr-$n-sidecar.log 2>&1 & SPID=$!
   $JR start --token-dir $TOK --worker 0 --query q01 --timeout 300 >> $O/jr-$n-ctl.log 2>&1; g "jr $n start rc=$?"
   if [ "${6:-}" = cue ]; then cue $(( secs / 3 )); else touch $W/ctl/b; fi
   sleep $secs
@@ -346,13 +346,15 @@ st_release() {
 }
 
 # The guest script of st_release. Knobs (host environment): RUNS (3) timed runs of each kind,
-# BIG_SECS (25) and BIG_THREADS (2) for the larger dwarf capture, INLINE_RUNS (1) runs of perf
+# BIG_SECS (25), BIG_THREADS (2), BIG_FREQ (99 Hz) and BIG_STACK (perf's default dwarf stack copy,
+# 8192 bytes; e.g. 16384) for the larger dwarf capture, INLINE_RUNS (1) runs of perf
 # script --inline of each kind, INLINE_LIMIT (600) seconds each; PROFILE=1 (st_release) adds a
 # perf profile of one native run (profile-native.txt).
 write_guest_release() {
   guest_prelude release-out
-  printf 'TB=%q RUNS=%d BIG_SECS=%d BIG_THREADS=%d INLINE_RUNS=%d INLINE_LIMIT=%d\n' "$1" \
-    "${RUNS:-3}" "${BIG_SECS:-25}" "${BIG_THREADS:-2}" "${INLINE_RUNS:-1}" "${INLINE_LIMIT:-600}"
+  printf 'TB=%q RUNS=%d BIG_SECS=%d BIG_THREADS=%d BIG_FREQ=%d BIG_CG=%q INLINE_RUNS=%d INLINE_LIMIT=%d\n' "$1" \
+    "${RUNS:-3}" "${BIG_SECS:-25}" "${BIG_THREADS:-2}" "${BIG_FREQ:-99}" "dwarf${BIG_STACK:+,$BIG_STACK}" \
+    "${INLINE_RUNS:-1}" "${INLINE_LIMIT:-600}"
   cat <<'EOF'
 R=/root/rel; rm -rf $R; mkdir -p $R
 tar -xzf $H/release/$TB -C $R; D=$(echo $R/jobprof-*-linux); JP=$D/bin/jobprof; JR=$D/bin/jobprof-record
@@ -382,9 +384,10 @@ tm() {
   echo "$l $t $rc" | tee -a $O/bench-$n.txt
   return $rc
 }
-# keep NAME LABEL: the folded stacks and the symbolizer of the last (successful) run
+# keep NAME LABEL: the folded stacks, summary.json (its timings: native's phases) and the
+# symbolizer of the last (successful) run
 keep() {
-  cp $(cap $1)/stacks.folded $O/$1.$2.folded
+  cp $(cap $1)/stacks.folded $O/$1.$2.folded; cp $(cap $1)/summary.json $O/$1.$2.summary.json
   echo "$2 $(grep -o '"symbolized_from": "[^"]*"' $(cap $1)/summary.json | cut -d'"' -f4)" >> $O/bench-$1.from.txt
 }
 # perf_shards CAPTURE FLAG: the guest's perf script on each shard, one after the other, with the
@@ -407,7 +410,8 @@ bench() {
     tm $n perf $JP process --force --quiet --symbolizer perf $rd && keep $n perf
     tm $n script-noinline perf_shards $c --no-inline
     # only stacks.folded (and the archive): no input hashes, no rendering
-    tm $n native-folded $JP process --force --quiet --symbolizer native --no-inline --formats folded $rd
+    tm $n native-folded $JP process --force --quiet --symbolizer native --no-inline --formats folded $rd &&
+      cp $(cap $n)/summary.json $O/$n.native-folded.summary.json
     tm $n perf-folded $JP process --force --quiet --symbolizer perf --formats folded $rd
   done
 }
@@ -440,8 +444,10 @@ ratios() {
   echo "$1 agreement native-noinline on perf: $(agree $1 native-noinline perf), native on perf-inline: $(agree $1 native perf-inline)"
 }
 bench dwarf; ratios dwarf | tee $O/ratios.txt
-# the larger dwarf capture: BIG_SECS seconds of BIG_THREADS threads, phases a, b, c
-jr_capture $JR big dwarf $BIG_SECS $BIG_THREADS cue
+# the larger dwarf capture: BIG_SECS seconds of BIG_THREADS threads at BIG_FREQ Hz, phases a, b, c
+df -h $W > $O/df-before-big.txt
+jr_capture $JR big $BIG_CG $BIG_SECS $BIG_THREADS cue $BIG_FREQ
+df -h $W > $O/df-after-big.txt
 $JP process $W/jr-big > $O/process-big.log 2>&1; g "process big rc=$?: $(grep -m1 processed $O/process-big.log)"
 bench big; ratios big | tee -a $O/ratios.txt
 # where native's time goes: a flat profile of one run of the unstripped build (when given)
