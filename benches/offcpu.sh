@@ -97,8 +97,14 @@ one() {
   local sp so
   sp=$(bytes_per_s "$dp" 0) so=$(bytes_per_s "$do" 1)
   echo "$label: capture bytes/s plain $sp, --off-cpu $so ($(ratio "$so" "$sp")x)"
-  off_cpu_pass "$label" "$name" "$do" auto
-  off_cpu_pass "$label" "$name" "$do" perf
+}
+
+# processed LABEL NAME: the off-CPU pass of both symbolizers over the
+# --off-cpu captures of worker NAME, once the worker is gone (beside a
+# running 1,000-thread worker `jobprof process` got 17 s of CPU in 11 min).
+processed() {
+  off_cpu_pass "$1" "$2" "$WORK/$2-off-cpu" auto
+  off_cpu_pass "$1" "$2" "$WORK/$2-off-cpu" perf
 }
 
 # The off-CPU pass of `jobprof process --symbolizer SYM` over captures DIR:
@@ -124,9 +130,11 @@ WPID=$!
 until [ -s "$OUT" ]; do sleep 0.1; done
 one pingpong "switch-heavy ($((2 * PAIRS)) threads ping-ponging)"
 kill "$WPID"; wait "$WPID" 2>/dev/null || true
+processed "switch-heavy ($((2 * PAIRS)) threads ping-ponging)" pingpong
 OUT=$WORK/units.out
 "$WORK/units" 0 "$BUSY" "$OUT" &
 WPID=$!
 until [ -s "$OUT" ]; do sleep 0.1; done
 one units "compute-bound ($BUSY busy threads)"
 kill "$WPID"; wait "$WPID" 2>/dev/null || true
+processed "compute-bound ($BUSY busy threads)" units
