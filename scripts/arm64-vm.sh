@@ -410,8 +410,7 @@ bench() {
     tm $n perf $JP process --force --quiet --symbolizer perf $rd && keep $n perf
     tm $n script-noinline perf_shards $c --no-inline
     # only stacks.folded (and the archive): no input hashes, no rendering
-    tm $n native-folded $JP process --force --quiet --symbolizer native --no-inline --formats folded $rd &&
-      cp $(cap $n)/summary.json $O/$n.native-folded.summary.json
+    tm $n native-folded $JP process --force --quiet --symbolizer native --no-inline --formats folded $rd
     tm $n perf-folded $JP process --force --quiet --symbolizer perf --formats folded $rd
   done
 }
