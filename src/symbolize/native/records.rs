@@ -143,8 +143,8 @@ impl<'a> OrderedRecords<'a> {
 
     /// Where in the data section the oldest record not yet handed out
     /// begins, or a little before it: everything before it has been read
-    /// for the last time. Called once per record, so it costs nothing: the
-    /// scan of the pending records happens once per round
+    /// for the last time. Called once per record, so it only reads a
+    /// field: the scan of the pending records happens once per round
     /// ([`OrderedRecords::mark_low`]; a scan per record made an
     /// `--off-cpu` capture's pass quadratic in its round size).
     pub fn low_water(&self) -> usize {
