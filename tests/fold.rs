@@ -357,6 +357,24 @@ fn anonymous_namespace_frames_are_kept() {
 }
 
 #[test]
+fn anonymous_executable_memory_is_jit_code_by_default_only() {
+    // Real perf text of a JIT runtime without a perf map (Firefox profiler's
+    // graphviz capture has the same frames): `[unknown] (//anon)`.
+    let text = "node 7/7 1.0: 1 cpu-clock:\n\t7f3a2c001234 [unknown] (//anon)\n\t55d0 main (/usr/bin/node)\n\n";
+    let mut o = Options::default();
+    o.annotate_kernel = true;
+    o.annotate_jit = true;
+    let d = jobprof_fold(text.as_bytes(), &o, 1, 1 << 20);
+    let c = jobprof_fold(text.as_bytes(), &compat(o.clone()), 1, 1 << 20);
+    assert_eq!(
+        String::from_utf8(c.clone()).unwrap(),
+        "node;main;[anon] 1\n"
+    );
+    assert_eq!(c, inferno_fold(text.as_bytes(), &o, 1));
+    assert_eq!(String::from_utf8(d).unwrap(), "node;main;[anon]_[j] 1\n");
+}
+
+#[test]
 fn tracepoint_events_with_colons_are_parsed() {
     let text = "cat 7 [000] 1.0: 1 syscalls:sys_enter_openat: dfd: 0xffffff9c, filename: 0x7f\n\t1 do_open (/bin/cat)\n\ncat 7 [000] 1.1: 1 syscalls:sys_enter_close: fd: 3\n\t2 do_close (/bin/cat)\n\n";
     let (d, _c) = both(text);

@@ -37,6 +37,12 @@ pub const DIFFERENCES: &[Difference] = &[
         test: "anonymous_namespace_frames_are_kept",
     },
     Difference {
+        name: "anonymous executable memory as JIT code",
+        inferno: "`--annotate-jit` marks only `/tmp/perf-N.map` and `jitted-*.so` frames: `[unknown] (//anon)` frames (JIT code without a perf map) become a bare `[anon]`",
+        jobprof: "`//anon` frames are JIT code too: `[anon]_[j]` under `--annotate-jit` / `--all`",
+        test: "anonymous_executable_memory_is_jit_code_by_default_only",
+    },
+    Difference {
         name: "event names with colons",
         inferno: "the event name ends at the first colon, so every `syscalls:*` tracepoint is one event and tracepoint arguments become a bogus frame (inferno issue #308)",
         jobprof: "the event ends at the colon followed by a space (`syscalls:sys_enter_openat`); modifiers (`cycles:u`) still match `cycles`; arguments are not frames",

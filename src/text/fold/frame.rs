@@ -27,6 +27,10 @@ pub(crate) struct FrameSettings {
     /// Keep frames whose symbol starts with `(` (inferno drops them, which
     /// deletes `(anonymous namespace)::f`); only `(/path...)` is dropped.
     pub keep_paren_frames: bool,
+    /// Count `//anon` (the native symbolizer's name for anonymous executable
+    /// memory with no JIT snapshot) as JIT code for `_[j]`. inferno does not,
+    /// so `--compat inferno` turns it off.
+    pub anon_is_jit: bool,
 }
 
 /// Builds the frame names for one frame line. `java` is whether the sample's
@@ -54,7 +58,7 @@ pub(crate) fn frame_names(
             }
         } else if s.annotate_kernel && is_kernel(f.module) {
             name.push_str("_[k]");
-        } else if s.annotate_jit && is_jit(f.module) && !name.contains("_[j]") {
+        } else if s.annotate_jit && is_jit(f.module, s.anon_is_jit) && !name.contains("_[j]") {
             name.push_str("_[j]");
         }
         names.push(name);
@@ -138,10 +142,10 @@ fn is_vmlinux(module: &str) -> bool {
     })
 }
 
-fn is_jit(module: &str) -> bool {
+fn is_jit(module: &str, anon_is_jit: bool) -> bool {
     (module.starts_with("/tmp/perf-") && module.ends_with(".map"))
         // The native symbolizer's name for it without a JIT snapshot.
-        || module == "//anon"
+        || (anon_is_jit && module == "//anon")
         || (module.contains("/jitted-") && module.ends_with(".so"))
 }
 
@@ -273,6 +277,7 @@ mod tests {
             annotate_kernel: false,
             annotate_jit: false,
             keep_paren_frames: false,
+            anon_is_jit: true,
         };
         assert!(frame_names(&line, false, &s, &[]).names.is_empty());
         s.keep_paren_frames = true;
@@ -295,6 +300,7 @@ mod tests {
             annotate_kernel: true,
             annotate_jit: true,
             keep_paren_frames: true,
+            anon_is_jit: true,
         };
         let f = FrameLine {
             pc: "ff12",

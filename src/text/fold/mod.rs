@@ -114,6 +114,7 @@ impl Config {
                 annotate_kernel: o.annotate_kernel,
                 annotate_jit: o.annotate_jit,
                 keep_paren_frames: !compat,
+                anon_is_jit: !compat,
             },
             skip_after: o.skip_after.clone(),
             event: o.event_filter.clone(),

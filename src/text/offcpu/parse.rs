@@ -80,6 +80,7 @@ impl Default for LineParser {
                 annotate_kernel: false,
                 annotate_jit: false,
                 keep_paren_frames: true,
+                anon_is_jit: true,
             },
             current: None,
             frames: Vec::new(),
