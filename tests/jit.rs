@@ -337,10 +337,21 @@ fn classes_dir() -> tempfile::TempDir {
 
 fn java_worker(dir: &Path, private_tmp: bool) -> Child {
     javac(dir);
-    let cp = dir.to_str().unwrap();
-    spawn(
-        &["java", "-XX:+PreserveFramePointer", "-cp", cp, "Hot", "300"],
+    // The classes are found from the working directory, not by path: a
+    // private /tmp (a tmpfs mounted over it) hides every path under /tmp,
+    // the classes dir too when the checkout lives there, but the working
+    // directory the JVM starts in stays reachable.
+    spawn_in(
+        &[
+            "java",
+            "-XX:+PreserveFramePointer",
+            "-cp",
+            ".",
+            "Hot",
+            "300",
+        ],
         private_tmp,
+        dir,
     )
 }
 
