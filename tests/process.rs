@@ -755,3 +755,53 @@ fn rerun_reuses_the_hash_of_unchanged_inputs() {
     run();
     assert_eq!(listed(&summary(&dir)), stamp["sha256"].as_str().unwrap());
 }
+
+/// A query shorter than one sampling period (here a worker that only
+/// sleeps: no thread of it runs, so perf takes no sample) is a valid capture
+/// with nothing in it: exit 0, the empty graph drawn with the advice, the
+/// marker written. It used to be "failed: no samples to fold".
+#[test]
+fn a_capture_without_one_sample_is_valid_and_drawn_empty_with_advice() {
+    if !util::require(util::perf_can_record(), "perf record (root)") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mut worker = Command::new("sleep")
+        .arg("120")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let rd = tmp.path().join("result");
+    util::capture_q1(
+        tmp.path(),
+        &rd.join("profiles/perf"),
+        &mut worker,
+        "--frequency 99 --start-timeout 30 --stop-timeout 20",
+        &[],
+        1,
+        Duration::from_secs(60),
+    );
+    let q = capture_dir(&rd, 0, "q1");
+    let out = run(&[], &[&rd]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let s = summary(&q);
+    assert_eq!(s["samples"], 0, "{s:#}");
+    assert!(s["render_refused"].is_null(), "{s:#}");
+    for o in ["flamegraph.html", "flamegraph.svg", "stacks.folded"] {
+        assert!(s["outputs"].to_string().contains(o), "{o}: {s:#}");
+    }
+    assert!(
+        s["warnings"].to_string().contains("Raise --frequency"),
+        "{s:#}"
+    );
+    let page = fs::read_to_string(q.join("flamegraph.html")).unwrap();
+    assert!(page.contains("Raise --frequency"), "{page}");
+    parse_svg(&fs::read_to_string(q.join("flamegraph.svg")).unwrap());
+    assert_eq!(fs::read(q.join("stacks.folded")).unwrap(), b"");
+    assert!(q.join(".postprocess-complete").exists());
+    assert!(
+        text(&out).contains("no sample in this capture"),
+        "{}",
+        text(&out)
+    );
+}

@@ -161,8 +161,12 @@ impl Pipeline<'_> {
 /// on-CPU sample, but its off-CPU and wall-clock profiles say where the
 /// time went: a warning then, not a failure.
 fn forgive_no_samples(pass: &mut Pass) {
-    if let Some(i) = pass.failures.iter().position(|f| f == "no samples to fold") {
-        pass.failures.remove(i);
+    if let Some(i) = pass
+        .warnings
+        .iter()
+        .position(|w| w == super::publish::NO_SAMPLES)
+    {
+        pass.warnings.remove(i);
         pass.warnings.push(
             "no on-CPU sample (per-thread sampling: no thread ran a whole sampling period); \
              the off-CPU and wall-clock profiles are drawn"

@@ -30,6 +30,9 @@ type Written<'a> = (
 /// data, for its `profile.pb.gz`.
 pub(super) type SwitchStacks<'a> = Option<&'a [(String, u64)]>;
 
+/// The warning (and the empty graph's note) of a capture with no sample.
+pub(super) use crate::output::render::NO_SAMPLES;
+
 impl Pipeline<'_> {
     /// Publishes the new archive when `perf script` produced one and every
     /// shard succeeded; returns its text bytes. With a failed shard the
@@ -157,8 +160,8 @@ impl Pipeline<'_> {
             .collect()
     }
 
-    /// Why pictures are not drawn (too little symbolized), if so; a fold
-    /// with no samples is a failure.
+    /// Why pictures are not drawn (too little symbolized), if so. A fold
+    /// with no samples is a valid, empty capture: a warning with advice.
     pub(super) fn render_refusal(&self, pass: &mut Pass) -> Option<String> {
         let stats = &pass.stats;
         let symbolized_pct = 100.0 * stats.symbolized_ratio;
@@ -169,7 +172,8 @@ impl Pipeline<'_> {
             .iter()
             .any(|f| *f != Format::Folded);
         if pass.folded.stacks.is_empty() {
-            pass.failures.push("no samples to fold".into());
+            self.log(format!("warning: {NO_SAMPLES}"));
+            pass.warnings.push(NO_SAMPLES.into());
             return None;
         }
         self.opts
@@ -273,10 +277,22 @@ impl Pipeline<'_> {
         }
         for format in &self.opts.formats.render {
             let is_picture = *format != Format::Folded;
-            if pass.folded.stacks.is_empty() || (is_picture && refused) {
+            let empty = pass.folded.stacks.is_empty();
+            if (is_picture && refused) || (empty && *format == Format::Pprof) {
                 continue;
             }
             let name = output_name(*format);
+            if empty {
+                let mut f = self.output(name)?;
+                if let Err(e) = render::render_empty(*format, &render_opts, NO_SAMPLES, &mut f) {
+                    pass.failures.push(format!("{name}: {e}"));
+                    continue;
+                }
+                f.flush().map_err(|e| Error::io(self.dir.join(name), e))?;
+                f.commit()?;
+                outputs.push(name.to_string());
+                continue;
+            }
             if *format == Format::Pprof && text.is_some() {
                 outputs.push(name.to_string());
                 continue;

@@ -145,6 +145,14 @@ fn draw(
     render::render_folded(&stacks, &mut f)?;
     f.commit()?;
     let ropts = render_options(q, job, merged, opts);
+    if crate::sys::counts::sum(stacks.iter().map(|(_, c)| *c)) == 0 {
+        // Every worker's capture of the query was valid and empty.
+        dir.remove_file(crate::output::pprof::PPROF)?;
+        let mut f = AtomicFile::create_in(dir, HTML, true)?;
+        render::render_empty(render::Format::Html, &ropts, render::NO_SAMPLES, &mut f)?;
+        f.commit()?;
+        return offcpu_views::draw(perf_root, dir, merged, opts.query_root, &ropts);
+    }
     let off_cpu = offcpu_views::per_worker(perf_root, merged, OFFCPU_FOLDED, opts.query_root)?;
     write_pprof(dir, q, (&stacks, &labelled), &off_cpu, &ropts)?;
     // Each worker's own page has the timeline of its capture.

@@ -576,9 +576,90 @@ pub fn render<S: AsRef<str>, W: Write>(
     }
 }
 
+/// What a capture (or a query's merge) with no sample says, on its empty
+/// graph and as a warning: it is valid, with nothing in it.
+pub const NO_SAMPLES: &str = "no sample in this capture: the query ran for less than one \
+     sampling period (or no thread of the worker ran); the flamegraph is empty. Raise \
+     --frequency, or repeat the query inside one capture";
+
+/// Draws a profile with no sample: `format` as [`render`] would, with the
+/// title and `why` where the frames would be. Folded stacks are an empty
+/// file, speedscope a profile without samples; SVG and HTML show the note.
+/// Used for a valid capture with nothing in it (a query shorter than one
+/// sampling period), so that its page exists and says what to do.
+pub fn render_empty<W: Write>(format: Format, opts: &RenderOptions, why: &str, w: W) -> Result<()> {
+    let svg = || {
+        let title = html::esc(&opts.title);
+        let why = html::esc(why);
+        format!(
+            "<svg version=\"1.1\" width=\"1200\" height=\"90\" viewBox=\"0 0 1200 90\" \
+             xmlns=\"http://www.w3.org/2000/svg\">\
+             <rect x=\"0\" y=\"0\" width=\"100%\" height=\"100%\" fill=\"#eeeeee\"/>\
+             <text x=\"600\" y=\"28\" text-anchor=\"middle\" font-family=\"Verdana\" \
+             font-size=\"17\">{title}</text>\
+             <text id=\"jp-empty\" x=\"600\" y=\"60\" text-anchor=\"middle\" \
+             font-family=\"Verdana\" font-size=\"12\">{why}</text></svg>\n"
+        )
+    };
+    let io_err = |source| Error::Write { format, source };
+    match format {
+        Format::Folded => Ok(()),
+        Format::Svg => {
+            let mut w = w;
+            w.write_all(svg().as_bytes()).map_err(io_err)
+        }
+        Format::Html => {
+            let summary = html::Summary {
+                total: 0,
+                stacks: 0,
+                note: Some(why.to_string()),
+            };
+            html::wrap_with(svg().as_bytes(), opts, &summary, None, &[], w)
+        }
+        Format::Speedscope => {
+            let file = speedscope::File::from_stacks(&[], &opts.title, &opts.count_name);
+            let mut w = io::BufWriter::new(w);
+            serde_json::to_writer(&mut w, &file)
+                .map_err(io::Error::from)
+                .and_then(|()| w.write_all(b"\n"))
+                .and_then(|()| w.flush())
+                .map_err(io_err)
+        }
+        // A pprof profile without samples says nothing a reader can use.
+        Format::Pprof => Err(Error::Empty {
+            what: "the input".into(),
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_empty_profile_is_drawn_with_its_note_escaped() {
+        let opts = RenderOptions {
+            title: "q1 <worker>".into(),
+            ..Default::default()
+        };
+        let why = "no sample: raise --frequency & repeat the query";
+        let mut svg = Vec::new();
+        render_empty(Format::Svg, &opts, why, &mut svg).unwrap();
+        let svg = String::from_utf8(svg).unwrap();
+        assert!(svg.contains("q1 &lt;worker&gt;"), "{svg}");
+        assert!(svg.contains("raise --frequency &amp; repeat"), "{svg}");
+        let mut page = Vec::new();
+        render_empty(Format::Html, &opts, why, &mut page).unwrap();
+        let page = String::from_utf8(page).unwrap();
+        assert!(page.contains("id=\"jp-empty\""), "{page}");
+        let mut folded = Vec::new();
+        render_empty(Format::Folded, &opts, why, &mut folded).unwrap();
+        assert!(folded.is_empty());
+        let mut ss = Vec::new();
+        render_empty(Format::Speedscope, &opts, why, &mut ss).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&ss).unwrap();
+        assert_eq!(v["profiles"][0]["samples"].as_array().unwrap().len(), 0);
+    }
 
     #[test]
     fn a_broken_pipe_while_writing_is_found_through_crate_error() {
