@@ -335,23 +335,30 @@ fn classes_dir() -> tempfile::TempDir {
     tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
 }
 
+/// A classes dir that a private `/tmp` does not hide: under the target
+/// dir, unless the checkout lives under `/tmp` (a tmpfs mounted over `/tmp`
+/// hides every path below it, and the JVM opens its class path by name),
+/// then under `/var/tmp` or `/dev/shm`.
+fn classes_dir_outside_tmp() -> tempfile::TempDir {
+    let under_tmp = |p: &Path| {
+        fs::canonicalize(p)
+            .unwrap_or_else(|_| p.to_path_buf())
+            .starts_with("/tmp")
+    };
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let dir = [target, Path::new("/var/tmp"), Path::new("/dev/shm")]
+        .into_iter()
+        .find(|d| d.is_dir() && !under_tmp(d))
+        .expect("a directory outside /tmp for the JVM's classes");
+    tempfile::tempdir_in(dir).unwrap()
+}
+
 fn java_worker(dir: &Path, private_tmp: bool) -> Child {
     javac(dir);
-    // The classes are found from the working directory, not by path: a
-    // private /tmp (a tmpfs mounted over it) hides every path under /tmp,
-    // the classes dir too when the checkout lives there, but the working
-    // directory the JVM starts in stays reachable.
-    spawn_in(
-        &[
-            "java",
-            "-XX:+PreserveFramePointer",
-            "-cp",
-            ".",
-            "Hot",
-            "300",
-        ],
+    let cp = dir.to_str().unwrap();
+    spawn(
+        &["java", "-XX:+PreserveFramePointer", "-cp", cp, "Hot", "300"],
         private_tmp,
-        dir,
     )
 }
 
@@ -424,7 +431,7 @@ fn jvm_in_its_own_mount_namespace() {
     if !java_ready() {
         return;
     }
-    let classes = classes_dir();
+    let classes = classes_dir_outside_tmp();
     let c = capture(java_worker(classes.path(), true), "", |pid| {
         assert!(!Path::new(&format!("/tmp/perf-{pid}.map")).exists());
     });
