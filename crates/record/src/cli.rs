@@ -12,7 +12,8 @@ use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 
 use crate::fail::Fail;
-use crate::tokens::{validate_query, validate_worker};
+use crate::nsys::NsysOpts;
+use crate::tokens::{validate_query, validate_worker, Tool};
 
 /// Help for the whole binary.
 pub const MAIN_HELP: &str = "\
@@ -20,16 +21,20 @@ jobprof-record: capture perf profiles of one benchmark worker, one query at a ti
 
 Usage:
   jobprof-record sidecar   --token-dir DIR --worker N --out PERF_ROOT (--pid PID | --pid-file FILE) [options]
+  jobprof-record sidecar   --tool nsys --token-dir DIR --worker N --out NSYS_ROOT [options]
   jobprof-record start     --token-dir DIR --worker N --query Q [--timeout SECS]
   jobprof-record stop      --token-dir DIR --worker N --query Q [--timeout SECS]
-  jobprof-record shutdown  --token-dir DIR --worker N [--timeout SECS]
-  jobprof-record wait-ready --token-dir DIR --worker N [--timeout SECS]
+  jobprof-record shutdown  [--tool nsys] --token-dir DIR --worker N [--timeout SECS]
+  jobprof-record wait-ready [--tool nsys] --token-dir DIR --worker N [--timeout SECS]
   jobprof-record preflight (--pid PID | --pid-file FILE) [--exe-name NAME] [--require-symbols] [--off-cpu]
 
 The sidecar runs next to the worker during the job (e.g. `srun --overlap`),
 attaches perf disabled, samples exactly between the driver's `start` and
 `stop`, and publishes each capture into PERF_ROOT/worker_N/Q/ as soon as its
-`stop` is acknowledged. `jobprof-record COMMAND --help` explains each command.
+`stop` is acknowledged. With --tool nsys it serves the Nsight Systems token
+loop instead (`nsys start`/`nsys stop` per query, reports settled and
+published into NSYS_ROOT/worker_N/Q/). `jobprof-record COMMAND --help`
+explains each command.
 
 Exit status: 0 success; 1 failure (the message says which check, shard or
 file, and what to do); 2 bad usage or bad query id/worker index; 3 timeout;
@@ -175,6 +180,8 @@ registers succeeds (the report says which --user-regs applies). Exit 1 names eac
 pub enum Command {
     /// `sidecar`.
     Sidecar(SidecarOpts),
+    /// `sidecar --tool nsys`.
+    NsysSidecar(NsysOpts),
     /// `start` or `stop`.
     Driver(DriverOpts),
     /// `shutdown`.
@@ -265,6 +272,8 @@ pub struct SidecarOpts {
 /// `start`/`stop` options.
 #[derive(Debug, Clone)]
 pub struct DriverOpts {
+    /// Whose tokens (`--tool`, default perf).
+    pub tool: Tool,
     /// True for `start`, false for `stop`.
     pub start: bool,
     /// Token directory.
@@ -280,6 +289,8 @@ pub struct DriverOpts {
 /// `shutdown` options.
 #[derive(Debug, Clone)]
 pub struct ShutdownOpts {
+    /// Whose sidecar (`--tool`, default perf).
+    pub tool: Tool,
     /// Token directory.
     pub token_dir: PathBuf,
     /// Worker index.
@@ -291,6 +302,8 @@ pub struct ShutdownOpts {
 /// `wait-ready` options.
 #[derive(Debug, Clone)]
 pub struct WaitOpts {
+    /// Whose sidecar (`--tool`, default perf).
+    pub tool: Tool,
     /// Token directory.
     pub token_dir: PathBuf,
     /// Worker index.
@@ -362,6 +375,8 @@ struct Raw {
     jit_maps: bool,
     user_regs: Option<String>,
     off_cpu: bool,
+    tool: Tool,
+    nsys: crate::nsys::RawOpts,
 }
 
 impl Default for Raw {
@@ -389,6 +404,8 @@ impl Default for Raw {
             jit_maps: true,
             user_regs: None,
             off_cpu: false,
+            tool: Tool::Perf,
+            nsys: Default::default(),
         }
     }
 }
@@ -536,6 +553,11 @@ pub fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Command, Fail> 
         .iter()
         .any(|s| s == OsStr::new("-h") || s == OsStr::new("--help"))
     {
+        let nsys = rest.windows(2).any(|w| w[0] == "--tool" && w[1] == "nsys")
+            || rest.iter().any(|s| s == "--tool=nsys");
+        if sub == Sub::Sidecar && nsys {
+            return Ok(Command::Help(crate::nsys::SIDECAR_HELP));
+        }
         return Ok(Command::Help(help));
     }
     let mut args = Args {
@@ -565,6 +587,13 @@ impl Raw {
             }
             "--timeout" if !sub.target() => self.timeout = Some(a.number(flag)?),
             "--out" if sub.sidecar() => self.out = Some(a.path(flag)?),
+            "--tool" if !sub.preflight() => {
+                let v = a.value(flag)?;
+                self.tool = Tool::parse(&v).ok_or_else(|| {
+                    Fail::usage(format!("--tool: `{v}` is neither perf nor nsys"))
+                })?;
+            }
+            _ if sub.sidecar() && self.nsys.take(flag, || a.value(flag))? => {}
             _ if sub.target() && self.take_target(flag, a)? => {}
             _ if sub.sidecar() => return self.take_sidecar(flag, a),
             _ => return Ok(false),
@@ -677,6 +706,29 @@ impl Raw {
             return Ok(Command::Preflight(PreflightOpts { target }));
         }
         let (token_dir, worker) = self.worker(help)?;
+        let tool = self.tool;
+        if sub.sidecar() && tool == Tool::Nsys {
+            let given = [
+                ("--pid or --pid-file", self.pid.is_some()),
+                ("--exe-name", self.exe_name.is_some()),
+            ];
+            if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
+                return Err(Fail::usage(format!(
+                    "{flag}: not for --tool nsys (the worker is the `nsys launch` session \
+                     the sidecar shares its container with)"
+                )));
+            }
+            let out = self.out.take().ok_or_else(|| missing("--out", help))?;
+            let staging = self.staging.take();
+            return Ok(Command::NsysSidecar(
+                self.nsys.finish(token_dir, worker, out, staging),
+            ));
+        }
+        if sub.sidecar() && self.nsys.given() {
+            return Err(Fail::usage(
+                "--nsys-bin, --settle and --report-timeout are for --tool nsys".into(),
+            ));
+        }
         Ok(match sub {
             Sub::Sidecar => Command::Sidecar(SidecarOpts {
                 token_dir,
@@ -693,6 +745,7 @@ impl Raw {
                 jit_maps: self.jit_maps,
             }),
             Sub::Start | Sub::Stop => Command::Driver(DriverOpts {
+                tool,
                 start: sub == Sub::Start,
                 token_dir,
                 worker,
@@ -702,12 +755,18 @@ impl Raw {
                     .unwrap_or(if sub == Sub::Start { 120 } else { 600 }),
             }),
             Sub::Shutdown => Command::Shutdown(ShutdownOpts {
+                tool,
                 token_dir,
                 worker,
-                timeout: self.timeout.unwrap_or(600),
+                // nsys: a report still written at shutdown may take up to
+                // the sidecar's --report-timeout (600 s) after its stop.
+                timeout: self
+                    .timeout
+                    .unwrap_or(if tool == Tool::Nsys { 900 } else { 600 }),
             }),
             // wait-ready (preflight returned above).
             _ => Command::WaitReady(WaitOpts {
+                tool,
                 token_dir,
                 worker,
                 timeout: self.timeout.unwrap_or(180),
