@@ -125,7 +125,16 @@ impl Session {
             .stderr(log)
             .spawn()
             .unwrap();
+        // wait-ready reports the error of the lock's last holder: wait
+        // until this sidecar holds it (an earlier one may have failed).
+        let (lock, me) = (
+            self.tokens.join(".nsys_sidecar_lock_w0"),
+            format!("pid={} ", child.id()),
+        );
         self.sidecars.push(child);
+        wait_for("the sidecar's lock", Duration::from_secs(30), || {
+            fs::read_to_string(&lock).is_ok_and(|t| t.contains(&me))
+        });
         let o = self.recorder(&["wait-ready", "--timeout", "30"]);
         assert!(
             o.status.success(),
@@ -603,4 +612,106 @@ fn links_planted_in_the_token_dir_by_another_user_are_never_written_through() {
         output_text(&o)
     );
     assert_eq!(fs::read_to_string(&victim).unwrap(), "precious\n");
+}
+
+#[test]
+fn a_perf_and_an_nsys_sidecar_serve_the_same_queries_and_the_job_page_lists_both() {
+    if !util::require(
+        util::perf_can_record(),
+        "perf that can record (`perf record -e cpu-clock`; install linux-perf, run as root)",
+    ) {
+        return;
+    }
+    let mut s = Session::new();
+    let perf_root = s.t.path().join("result/profiles/perf");
+    let perf = s
+        .cmd(recorder())
+        .args(["sidecar", "--worker", "0", "--token-dir"])
+        .arg(&s.tokens)
+        .arg("--out")
+        .arg(&perf_root)
+        .arg("--pid")
+        .arg(s.launch.id().to_string())
+        .arg("--staging")
+        .arg(s.t.path().join("perf-staging"))
+        .args(["--symfs-limit", "64M", "--start-timeout", "30"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    s.sidecars.push(perf);
+    fn perf_cmd(s: &Session, args: &[&str]) -> Output {
+        s.cmd(recorder())
+            .args(args)
+            .args(["--worker", "0", "--timeout", "60", "--token-dir"])
+            .arg(&s.tokens)
+            .output()
+            .unwrap()
+    }
+    let o = perf_cmd(&s, &["wait-ready"]);
+    assert!(o.status.success(), "{}", output_text(&o));
+    // The perf sidecar's PERF_ROOT is not the nsys sidecar's to share.
+    let o = s
+        .cmd(recorder())
+        .args(["sidecar", "--tool", "nsys", "--worker", "0", "--token-dir"])
+        .arg(&s.tokens)
+        .arg("--out")
+        .arg(&perf_root)
+        .arg("--staging")
+        .arg(&s.staging)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
+    assert!(util::stderr(&o).contains("give the nsys sidecar its own --out"));
+    let n = s.sidecar(&[]);
+    // One token directory, the same query ids, both tools.
+    for q in ["q1", "q2"] {
+        let o = perf_cmd(&s, &["start", "--query", q]);
+        assert!(o.status.success(), "{}", output_text(&o));
+        let o = s.driver(&format!(
+            "start_profiler {q} && sleep 0.3 && stop_profiler {q}"
+        ));
+        assert!(o.status.success(), "{}", output_text(&o));
+        let o = perf_cmd(&s, &["stop", "--query", q]);
+        assert!(o.status.success(), "{}", output_text(&o));
+    }
+    let o = perf_cmd(&s, &["shutdown"]);
+    assert!(o.status.success(), "{}", output_text(&o));
+    let (o, code) = s.shutdown(n);
+    assert_eq!(code, Some(0), "{}\n{}", output_text(&o), s.log(n));
+    for q in ["q1", "q2"] {
+        assert!(perf_root
+            .join("worker_0")
+            .join(q)
+            .join("capture.json")
+            .is_file());
+        check_published(&s, q, "nsys-rep");
+    }
+    // `jobprof process` lists each query's nsys report beside its flamegraph.
+    let o = util::jobprof()
+        .arg("process")
+        .arg(s.t.path().join("result"))
+        .output()
+        .unwrap();
+    let text = output_text(&o);
+    assert!(
+        text.contains("2 Nsight Systems report(s) listed beside them"),
+        "{text}"
+    );
+    let index = util::json(&perf_root.join("index.json"));
+    for r in index["captures"].as_array().unwrap() {
+        let q = r["query"].as_str().unwrap();
+        assert_eq!(
+            r["nsys"]["report"],
+            format!("../nsys/worker_0/{q}/nsys_worker_w0_{q}.nsys-rep"),
+            "{r}"
+        );
+        assert_eq!(r["nsys"]["settled"], true);
+        assert!(r["nsys"]["wait_seconds"].as_f64().unwrap() > 0.0);
+    }
+    let html = fs::read_to_string(perf_root.join("index.html")).unwrap();
+    assert!(
+        html.contains("href=\"../nsys/worker_0/q1/nsys_worker_w0_q1.nsys-rep\""),
+        "the page links the report"
+    );
+    assert!(html.contains("Nsight Systems") && html.contains("settled "));
 }
