@@ -75,7 +75,7 @@ fn read(dir: &Path, rel: &str) -> NsysCell {
                 bytes: m.bytes,
                 settled: m.settled,
                 wait_seconds: m.wait_s(),
-                settle_seconds: m.settle_s,
+                settle_seconds: m.settle_ms as f64 / 1000.0,
                 reason: m.reason.clone(),
             }
         }
@@ -85,7 +85,7 @@ fn read(dir: &Path, rel: &str) -> NsysCell {
             bytes: 0,
             settled: false,
             wait_seconds: 0.0,
-            settle_seconds: 0,
+            settle_seconds: 0.0,
             reason: Some(why),
         },
     }

@@ -687,7 +687,7 @@ mod tests {
             bytes: 1536,
             settled: true,
             wait_seconds: 4.25,
-            settle_seconds: 15,
+            settle_seconds: 15.0,
             reason: None,
         };
         let html = nsys_cell(Some(&c)).html;

@@ -124,7 +124,7 @@ pub struct NsysCell {
     /// Seconds from `nsys stop` to settled (or published).
     pub wait_seconds: f64,
     /// The settle window it was judged by.
-    pub settle_seconds: u64,
+    pub settle_seconds: f64,
     /// Why it is not a settled `.nsys-rep` (or why it cannot be read).
     pub reason: Option<String>,
 }

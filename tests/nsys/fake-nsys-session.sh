@@ -6,7 +6,9 @@
 #   start -o OUT -f BOOL   fails without a session, while a collection runs,
 #                          or when OUT.nsys-rep/.qdstrm exists and -f is not
 #                          true; fails when $FAKE_NSYS_STATE/fail-start holds
-#                          a string found in OUT (an injected failure)
+#                          a string found in OUT (an injected failure);
+#                          takes $FAKE_NSYS_STATE/start-delay seconds
+#                          when that file exists (a slow agent start)
 #   stop                   returns at once; a background writer then writes
 #                          OUT.qdstrm, then OUT.nsys-rep (created empty
 #                          first), in bursts of $FAKE_NSYS_CHUNK bytes every
@@ -60,6 +62,7 @@ start)
     esac
   done
   [ -n "$out" ] || out=$PWD/report1
+  if [ -s "$state/start-delay" ]; then sleep "$(cat "$state/start-delay")"; fi
   if [ ! -e "$state/session" ]; then
     echo "Error: no launched session; run nsys launch first" >&2
     exit 1

@@ -386,6 +386,8 @@ fn shutdown_waits_for_a_growing_report_and_stops_a_running_collection() {
     assert_eq!(m1["settled"], true);
     assert!(m1["reason"].is_null());
     let m2 = check_published(&s, "q2", "nsys-rep");
+    assert_eq!(m2["settled"], true, "{m2}");
+    assert_eq!(m2["settle_ms"], 800);
     assert!(
         m2["reason"]
             .as_str()
@@ -400,6 +402,27 @@ fn shutdown_waits_for_a_growing_report_and_stops_a_running_collection() {
         !s.state.join("collecting").exists(),
         "the collection was stopped"
     );
+}
+
+#[test]
+fn a_stop_written_with_the_shutdown_is_taken_as_the_stop() {
+    let mut s = Session::new();
+    let n = s.sidecar(&[]);
+    // Both written while the sidecar waits for a slow `nsys start`: it
+    // sees them together at its next look.
+    fs::write(s.state.join("start-delay"), "1.5").unwrap();
+    let shutdown = s.tokens.join(".nsys_sidecar_shutdown_w0");
+    let o = s.driver(&format!(
+        "touch {} && sleep 0.5 && stop_profiler q1 && touch {}",
+        s.token("start", "q1").display(),
+        shutdown.display()
+    ));
+    assert!(o.status.success(), "{}", output_text(&o));
+    let code = s.sidecars[n].wait().unwrap().code();
+    assert_eq!(code, Some(0), "{}", s.log(n));
+    let m = check_published(&s, "q1", "nsys-rep");
+    assert!(m["reason"].is_null(), "{m}");
+    assert!(s.tokens.join(".nsys_sidecar_done_w0").exists());
 }
 
 #[test]

@@ -75,10 +75,11 @@ pub struct NsysCapture {
     pub start: NsysCall,
     /// `nsys stop`.
     pub stop: NsysCall,
-    /// The settle window, seconds (`--settle`).
-    pub settle_s: u64,
-    /// The longest wait for a settled `.nsys-rep` (`--report-timeout`).
-    pub report_timeout_s: u64,
+    /// The settle window, milliseconds (`--settle`).
+    pub settle_ms: u64,
+    /// The longest wait for a settled `.nsys-rep`, milliseconds
+    /// (`--report-timeout`).
+    pub report_timeout_ms: u64,
     /// When the report settled (`None`: published unsettled, see `reason`).
     pub settled_at_ns: Option<u64>,
     /// When it was published.
@@ -114,8 +115,8 @@ impl NsysCapture {
         w.opt_str("slurm_job_id", self.slurm_job_id.as_deref());
         w.raw("start", &call_json(&self.start));
         w.raw("stop", &call_json(&self.stop));
-        w.num("settle_s", self.settle_s);
-        w.num("report_timeout_s", self.report_timeout_s);
+        w.num("settle_ms", self.settle_ms);
+        w.num("report_timeout_ms", self.report_timeout_ms);
         w.opt_num("settled_at_ns", self.settled_at_ns);
         w.num("published_at_ns", self.published_at_ns);
         w.str("file", &self.file);
@@ -168,8 +169,8 @@ pub(crate) mod tests {
                 exit_code: Some(0),
                 unix_ns: 5_000_000_000,
             },
-            settle_s: 15,
-            report_timeout_s: 600,
+            settle_ms: 15_000,
+            report_timeout_ms: 600_000,
             settled_at_ns: Some(25_000_000_000),
             published_at_ns: 25_100_000_000,
             file: "nsys_worker_w2_q01.nsys-rep".into(),

@@ -433,8 +433,17 @@ impl Server<'_> {
     }
 
     /// A collection running at the end is stopped and its report settled
-    /// like any other, marked with why it ended.
+    /// like any other, marked with why it ended; a stop token written with
+    /// the shutdown (a driver that stops its last query and shuts down at
+    /// once) is taken as the stop it is.
     fn wind_down(&mut self, ending: &str) {
+        if let Ok(requests) = self.tokens.requests() {
+            for (req, q) in requests {
+                if req == Request::Stop && self.active.as_ref().is_some_and(|a| a.query == q) {
+                    self.handle(req, &q);
+                }
+            }
+        }
         if let Some(q) = self.active.as_ref().map(|a| a.query.clone()) {
             let note = format!(
                 "the sidecar was ended ({ending}) during the collection of {q}: no stop token came"

@@ -249,6 +249,9 @@ impl Config {
             .and_then(sha256::hash_reader)
             .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
         let now = sys::now_ns();
+        // Settled by the rule; the note (a collection ended by shutdown)
+        // only explains.
+        let settled = kind == ReportKind::NsysRep && reason.is_none();
         let reason = match (reason, &job.note) {
             (Some(r), Some(n)) => Some(format!("{n}; {r}")),
             (r, n) => r.or(n.clone()),
@@ -261,16 +264,16 @@ impl Config {
             slurm_job_id: std::env::var("SLURM_JOB_ID").ok().filter(|s| !s.is_empty()),
             start: job.start.clone(),
             stop: job.stop.clone(),
-            settle_s: self.settle.as_secs(),
-            report_timeout_s: self.report_timeout.as_secs(),
-            settled_at_ns: (kind == ReportKind::NsysRep && reason.is_none()).then_some(now),
+            settle_ms: self.settle.as_millis() as u64,
+            report_timeout_ms: self.report_timeout.as_millis() as u64,
+            settled_at_ns: settled.then_some(now),
             published_at_ns: now,
             file: file
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default(),
             kind,
-            settled: kind == ReportKind::NsysRep && reason.is_none(),
+            settled,
             bytes,
             sha256,
             reason,
