@@ -484,25 +484,12 @@ fn a_killed_sidecars_tokens_are_ignored_and_its_successor_serves_the_same_ids() 
 
 #[test]
 fn a_full_disk_while_publishing_keeps_the_report_and_shutdown_retries() {
-    if !util::require(is_root() && have("mount"), "root and mount (a small tmpfs)") {
-        return;
-    }
     // Reports of 3 x 60,000 bytes into a 64 KiB tmpfs.
+    let Some(tmpfs) = util::Tmpfs::mount(64 << 10) else {
+        return;
+    };
     let mut s = Session::with_env(&[("FAKE_NSYS_CHUNK", "60000")]);
-    fs::create_dir_all(&s.out).unwrap();
-    let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
-        .arg(&s.out)
-        .status()
-        .unwrap();
-    assert!(mounted.success());
-    struct Unmount(PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        }
-    }
-    let _unmount = Unmount(s.out.clone());
+    s.out = tmpfs.mnt.join("nsys");
     let n = s.sidecar(&[]);
     let o = s.driver("start_profiler q1 && stop_profiler q1");
     assert!(o.status.success(), "{}", output_text(&o));
@@ -526,7 +513,7 @@ fn a_full_disk_while_publishing_keeps_the_report_and_shutdown_retries() {
     // Room again: shutdown publishes it.
     let grown = Command::new("mount")
         .args(["-o", "remount,size=1m"])
-        .arg(&s.out)
+        .arg(&tmpfs.mnt)
         .status()
         .unwrap();
     assert!(grown.success());
@@ -538,24 +525,17 @@ fn a_full_disk_while_publishing_keeps_the_report_and_shutdown_retries() {
 
 #[test]
 fn a_full_disk_that_stays_full_fails_shutdown_naming_where_the_report_stays() {
-    if !util::require(is_root() && have("mount"), "root and mount (a small tmpfs)") {
+    let Some(tmpfs) = util::Tmpfs::mount(64 << 10) else {
         return;
-    }
+    };
     let mut s = Session::with_env(&[("FAKE_NSYS_CHUNK", "60000")]);
-    fs::create_dir_all(&s.out).unwrap();
-    let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
-        .arg(&s.out)
-        .status()
-        .unwrap();
-    assert!(mounted.success());
+    s.out = tmpfs.mnt.join("nsys");
     let n = s.sidecar(&[]);
     let o = s.driver("start_profiler q1 && stop_profiler q1");
     assert!(o.status.success(), "{}", output_text(&o));
     let e = s.token("error", "q1");
     wait_for("the error of q1", Duration::from_secs(60), || e.exists());
     let (o, code) = s.shutdown(n);
-    let _ = Command::new("umount").arg("-l").arg(&s.out).status();
     assert_eq!(code, Some(1), "{}", s.log(n));
     assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
     let text = util::stderr(&o);
