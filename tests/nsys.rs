@@ -18,6 +18,7 @@ use crate::util::require;
 use crate::util::stdout;
 use crate::util::{jobprof, slurm_available, stderr};
 
+mod per_query;
 mod setup;
 mod snapshots;
 

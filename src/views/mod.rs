@@ -16,6 +16,7 @@
 //! query by query. This module neither symbolizes nor folds captures.
 
 pub mod diff;
+mod nsys_views;
 mod offcpu_views;
 mod page;
 mod queries;
@@ -31,7 +32,8 @@ use crate::sys::lock::DirLock;
 use crate::capture::Outcome;
 use crate::error::{Error, ExitCode, Result};
 
-pub use scan::{Header, Index, QueryView, Row, Share, State};
+pub use nsys_views::NSYS_DIR;
+pub use scan::{Header, Index, NsysCell, QueryView, Row, Share, State};
 
 /// The job page, in `profiles/perf/`.
 pub const INDEX_HTML: &str = "index.html";
@@ -98,6 +100,9 @@ pub struct Refreshed {
     /// Merged flamegraphs rewritten by this refresh (the others were
     /// current).
     pub queries_rendered: usize,
+    /// Captures with an Nsight Systems report beside them
+    /// (`profiles/nsys/worker_N/Q/`).
+    pub nsys_reports: usize,
 }
 
 /// The outcome of refreshing one result directory's views.
@@ -115,12 +120,16 @@ impl ViewReport {
         let page = self.perf_root.join(INDEX_HTML);
         match &self.result {
             Ok(r) => format!(
-                "{}: job index of {} capture(s), {} processed; {} query flamegraph(s), {} redrawn",
+                "{}: job index of {} capture(s), {} processed; {} query flamegraph(s), {} redrawn{}",
                 page.display(),
                 r.captures,
                 r.processed,
                 r.queries,
-                r.queries_rendered
+                r.queries_rendered,
+                match r.nsys_reports {
+                    0 => String::new(),
+                    n => format!("; {n} Nsight Systems report(s) listed beside them"),
+                }
             ),
             Err(e) => format!("{}: not written: {e}", page.display()),
         }
@@ -186,6 +195,7 @@ pub fn refresh(perf_root: &Path, outcomes: &[&Outcome], opts: &Options) -> Resul
     let _lock = DirLock::wait(&root, LOCK_FILE)?;
     remove_view_leftovers(&root);
     let mut index = scan::scan(perf_root, &root, outcomes)?;
+    let nsys_reports = nsys_views::attach(perf_root, &mut index.captures);
     let (queries, rendered) = queries::update(perf_root, &root, &mut index, opts)?;
     page::write_index(&root, &index)?;
     Ok(Refreshed {
@@ -197,6 +207,7 @@ pub fn refresh(perf_root: &Path, outcomes: &[&Outcome], opts: &Options) -> Resul
             .count(),
         queries,
         queries_rendered: rendered,
+        nsys_reports,
     })
 }
 

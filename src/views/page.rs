@@ -7,12 +7,13 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::scan::{Index, OffCpuCells, Row, State};
+use super::scan::{Index, NsysCell, OffCpuCells, Row, State};
 use super::{INDEX_HTML, INDEX_JSON};
 use crate::error::Result;
 use crate::output::render::html::{esc, group_digits};
 use crate::sys::atomic::write_in;
 use crate::sys::confined::Dir;
+use crate::sys::units::format_bytes;
 
 const STYLE: &str = r##"
 body { margin: 0; font-family: sans-serif; color: #222; background: #fff; }
@@ -472,6 +473,7 @@ fn capture_cells(r: &Row) -> Vec<Cell> {
             class: "fns",
         },
         Cell::link("flamegraph", r.flamegraph.as_deref()),
+        nsys_cell(r.nsys.as_ref()),
     ]
     .into_iter()
     .chain(offcpu_cells(r.off_cpu.as_ref()))
@@ -548,6 +550,7 @@ fn captures_section(index: &Index) -> Section {
                     label: "Flamegraph",
                     num: false,
                 },
+                nsys_col(),
             ],
             rows,
         },
@@ -601,6 +604,45 @@ pub fn offcpu_cols() -> Vec<Col> {
         },
     ]
 }
+/// The captures table's Nsight Systems column (`profiles/nsys`, see
+/// `nsys_views`).
+fn nsys_col() -> Col {
+    Col {
+        key: "nsys",
+        label: "Nsight Systems",
+        num: false,
+    }
+}
+
+/// The job page's cell: a link with the kind and size, and the settle
+/// figure (or why the report is not a settled `.nsys-rep`).
+fn nsys_cell(c: Option<&NsysCell>) -> Cell {
+    let Some(c) = c else {
+        return Cell::text("-");
+    };
+    let label = format!("{} {}", c.kind, format_bytes(c.bytes));
+    let link = match &c.report {
+        Some(h) => format!("<a href=\"{}\">{}</a>", href_esc(h), esc(&label)),
+        None => esc(&label),
+    };
+    let note = if c.settled {
+        format!(
+            "settled {:.1} s after stop ({} s unchanged)",
+            c.wait_seconds, c.settle_seconds
+        )
+    } else {
+        format!(
+            "not settled: {}",
+            c.reason.as_deref().unwrap_or("see nsys-capture.json")
+        )
+    };
+    Cell {
+        html: format!("{link}<small>{}</small>", esc(&note)),
+        v: Some(c.bytes.to_string()),
+        class: "",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -635,5 +677,34 @@ mod tests {
         );
         assert!(!p.contains("://"), "{p}");
         assert!(p.contains("data-v=\"1\""));
+    }
+
+    #[test]
+    fn a_cell_shows_size_link_and_settle_figure() {
+        let mut c = NsysCell {
+            report: Some("../nsys/worker_0/q 1/r.nsys-rep".into()),
+            kind: "nsys-rep".into(),
+            bytes: 1536,
+            settled: true,
+            wait_seconds: 4.25,
+            settle_seconds: 15.0,
+            reason: None,
+        };
+        let html = nsys_cell(Some(&c)).html;
+        assert!(
+            html.contains("href=\"../nsys/worker_0/q%201/r.nsys-rep\""),
+            "{html}"
+        );
+        assert!(html.contains("nsys-rep 1.5 KiB"), "{html}");
+        assert!(
+            html.contains("settled 4.2 s after stop (15 s unchanged)"),
+            "{html}"
+        );
+        c.settled = false;
+        c.reason = Some("<no .nsys-rep>".into());
+        c.report = None;
+        let html = nsys_cell(Some(&c)).html;
+        assert!(html.contains("not settled: &lt;no .nsys-rep&gt;") && !html.contains("href"));
+        assert_eq!(nsys_cell(None).html, "-");
     }
 }

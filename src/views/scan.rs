@@ -103,6 +103,30 @@ pub struct Row {
     /// On/off-CPU shares and views, for captures recorded with `--off-cpu`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub off_cpu: Option<OffCpuCells>,
+    /// The Nsight Systems report of the same query and worker, when
+    /// `profiles/nsys/worker_N/Q/` holds one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nsys: Option<NsysCell>,
+}
+
+/// One capture's nsys report, as the job page and `index.json` show it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NsysCell {
+    /// The report, relative to `profiles/perf` (`../nsys/worker_N/Q/FILE`);
+    /// `None` when it is missing or not a regular file.
+    pub report: Option<String>,
+    /// `nsys-rep` or `qdstrm`.
+    pub kind: String,
+    /// Its size.
+    pub bytes: u64,
+    /// It settled (else it was published at `--report-timeout`).
+    pub settled: bool,
+    /// Seconds from `nsys stop` to settled (or published).
+    pub wait_seconds: f64,
+    /// The settle window it was judged by.
+    pub settle_seconds: f64,
+    /// Why it is not a settled `.nsys-rep` (or why it cannot be read).
+    pub reason: Option<String>,
 }
 
 /// The job header.
@@ -239,6 +263,7 @@ fn row(
         folded: None,
         completed: None,
         off_cpu: None,
+        nsys: None,
     };
     if let Some(s) = &summary {
         read_summary(s, &mut r);
@@ -495,6 +520,7 @@ mod tests {
             folded: None,
             completed: None,
             off_cpu: None,
+            nsys: None,
         };
         read_summary(&s, &mut r);
         assert_eq!(r.samples, Some(7));

@@ -13,6 +13,10 @@
 
 use std::fmt;
 
+pub mod nsys;
+pub mod settle;
+pub mod sha256;
+
 /// Name of the capture metadata file in every published capture directory.
 pub const CAPTURE_JSON: &str = "capture.json";
 /// Name of the shard manifest in every published capture directory.

@@ -12,7 +12,8 @@ use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 
 use crate::fail::Fail;
-use crate::tokens::{validate_query, validate_worker};
+use crate::nsys::NsysOpts;
+use crate::tokens::{validate_query, validate_worker, Tool};
 
 /// Help for the whole binary.
 pub const MAIN_HELP: &str = "\
@@ -20,16 +21,20 @@ jobprof-record: capture perf profiles of one benchmark worker, one query at a ti
 
 Usage:
   jobprof-record sidecar   --token-dir DIR --worker N --out PERF_ROOT (--pid PID | --pid-file FILE) [options]
+  jobprof-record sidecar   --tool nsys --token-dir DIR --worker N --out NSYS_ROOT [options]
   jobprof-record start     --token-dir DIR --worker N --query Q [--timeout SECS]
   jobprof-record stop      --token-dir DIR --worker N --query Q [--timeout SECS]
-  jobprof-record shutdown  --token-dir DIR --worker N [--timeout SECS]
-  jobprof-record wait-ready --token-dir DIR --worker N [--timeout SECS]
+  jobprof-record shutdown  [--tool nsys] --token-dir DIR --worker N [--timeout SECS]
+  jobprof-record wait-ready [--tool nsys] --token-dir DIR --worker N [--timeout SECS]
   jobprof-record preflight (--pid PID | --pid-file FILE) [--exe-name NAME] [--require-symbols] [--off-cpu]
 
 The sidecar runs next to the worker during the job (e.g. `srun --overlap`),
 attaches perf disabled, samples exactly between the driver's `start` and
 `stop`, and publishes each capture into PERF_ROOT/worker_N/Q/ as soon as its
-`stop` is acknowledged. `jobprof-record COMMAND --help` explains each command.
+`stop` is acknowledged. With --tool nsys it serves the Nsight Systems token
+loop instead (`nsys start`/`nsys stop` per query, reports settled and
+published into NSYS_ROOT/worker_N/Q/). `jobprof-record COMMAND --help`
+explains each command.
 
 Exit status: 0 success; 1 failure (the message says which check, shard or
 file, and what to do); 2 bad usage or bad query id/worker index; 3 timeout;
@@ -105,7 +110,7 @@ const START_HELP: &str = "\
 jobprof-record start: begin sampling one query (driver side)
 
 Usage:
-  jobprof-record start --token-dir DIR --worker N --query Q [--timeout SECS]
+  jobprof-record start [--tool perf|nsys] --token-dir DIR --worker N --query Q [--timeout SECS]
 
 Clears stale tokens of query Q, waits for the sidecar's `ready` token, writes
 `start` and waits until the sidecar says `started` (every perf shard enabled).
@@ -120,7 +125,7 @@ const STOP_HELP: &str = "\
 jobprof-record stop: end sampling of one query (driver side)
 
 Usage:
-  jobprof-record stop --token-dir DIR --worker N --query Q [--timeout SECS]
+  jobprof-record stop [--tool perf|nsys] --token-dir DIR --worker N --query Q [--timeout SECS]
 
 Writes `stop` and waits until the sidecar says `finished` (perf stopped, the
 capture published into PERF_ROOT/worker_N/Q/). Exits 5 when the capture is
@@ -133,9 +138,10 @@ const SHUTDOWN_HELP: &str = "\
 jobprof-record shutdown: ask the sidecar to publish every capture and exit
 
 Usage:
-  jobprof-record shutdown --token-dir DIR --worker N [--timeout SECS]
+  jobprof-record shutdown [--tool perf|nsys] --token-dir DIR --worker N [--timeout SECS]
 
-Writes the `shutdown` token and waits for `done` (default 600 s). Fails with
+Writes the `shutdown` token and waits for `done` (default 600 s; 900 s with
+--tool nsys, whose sidecar first waits for the reports still being written). Fails with
 the sidecar's message when publishing failed (the raw data stays in staging),
 with exit 4 when no live sidecar holds the worker's lock (for 5 s).
 ";
@@ -144,7 +150,7 @@ const WAIT_HELP: &str = "\
 jobprof-record wait-ready: wait until the sidecar of a worker is ready
 
 Usage:
-  jobprof-record wait-ready --token-dir DIR --worker N [--timeout SECS]
+  jobprof-record wait-ready [--tool perf|nsys] --token-dir DIR --worker N [--timeout SECS]
 
 For batch scripts, between launching the sidecars and the first `start`:
 waits (default 180 s, exit 3) until a live sidecar holding the worker's lock
@@ -175,6 +181,8 @@ registers succeeds (the report says which --user-regs applies). Exit 1 names eac
 pub enum Command {
     /// `sidecar`.
     Sidecar(SidecarOpts),
+    /// `sidecar --tool nsys`.
+    NsysSidecar(NsysOpts),
     /// `start` or `stop`.
     Driver(DriverOpts),
     /// `shutdown`.
@@ -265,6 +273,8 @@ pub struct SidecarOpts {
 /// `start`/`stop` options.
 #[derive(Debug, Clone)]
 pub struct DriverOpts {
+    /// Whose tokens (`--tool`, default perf).
+    pub tool: Tool,
     /// True for `start`, false for `stop`.
     pub start: bool,
     /// Token directory.
@@ -280,6 +290,8 @@ pub struct DriverOpts {
 /// `shutdown` options.
 #[derive(Debug, Clone)]
 pub struct ShutdownOpts {
+    /// Whose sidecar (`--tool`, default perf).
+    pub tool: Tool,
     /// Token directory.
     pub token_dir: PathBuf,
     /// Worker index.
@@ -291,6 +303,8 @@ pub struct ShutdownOpts {
 /// `wait-ready` options.
 #[derive(Debug, Clone)]
 pub struct WaitOpts {
+    /// Whose sidecar (`--tool`, default perf).
+    pub tool: Tool,
     /// Token directory.
     pub token_dir: PathBuf,
     /// Worker index.
@@ -362,6 +376,8 @@ struct Raw {
     jit_maps: bool,
     user_regs: Option<String>,
     off_cpu: bool,
+    tool: Tool,
+    nsys: crate::nsys::RawOpts,
 }
 
 impl Default for Raw {
@@ -389,6 +405,8 @@ impl Default for Raw {
             jit_maps: true,
             user_regs: None,
             off_cpu: false,
+            tool: Tool::Perf,
+            nsys: Default::default(),
         }
     }
 }
@@ -536,6 +554,11 @@ pub fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Command, Fail> 
         .iter()
         .any(|s| s == OsStr::new("-h") || s == OsStr::new("--help"))
     {
+        let nsys = rest.windows(2).any(|w| w[0] == "--tool" && w[1] == "nsys")
+            || rest.iter().any(|s| s == "--tool=nsys");
+        if sub == Sub::Sidecar && nsys {
+            return Ok(Command::Help(crate::nsys::SIDECAR_HELP));
+        }
         return Ok(Command::Help(help));
     }
     let mut args = Args {
@@ -565,6 +588,13 @@ impl Raw {
             }
             "--timeout" if !sub.target() => self.timeout = Some(a.number(flag)?),
             "--out" if sub.sidecar() => self.out = Some(a.path(flag)?),
+            "--tool" if !sub.preflight() => {
+                let v = a.value(flag)?;
+                self.tool = Tool::parse(&v).ok_or_else(|| {
+                    Fail::usage(format!("--tool: `{v}` is neither perf nor nsys"))
+                })?;
+            }
+            _ if sub.sidecar() && self.nsys.take(flag, || a.value(flag))? => {}
             _ if sub.target() && self.take_target(flag, a)? => {}
             _ if sub.sidecar() => return self.take_sidecar(flag, a),
             _ => return Ok(false),
@@ -677,6 +707,29 @@ impl Raw {
             return Ok(Command::Preflight(PreflightOpts { target }));
         }
         let (token_dir, worker) = self.worker(help)?;
+        let tool = self.tool;
+        if sub.sidecar() && tool == Tool::Nsys {
+            let given = [
+                ("--pid or --pid-file", self.pid.is_some()),
+                ("--exe-name", self.exe_name.is_some()),
+            ];
+            if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
+                return Err(Fail::usage(format!(
+                    "{flag}: not for --tool nsys (the worker is the `nsys launch` session \
+                     the sidecar shares its container with)"
+                )));
+            }
+            let out = self.out.take().ok_or_else(|| missing("--out", help))?;
+            let staging = self.staging.take();
+            return Ok(Command::NsysSidecar(
+                self.nsys.finish(token_dir, worker, out, staging),
+            ));
+        }
+        if sub.sidecar() && self.nsys.given() {
+            return Err(Fail::usage(
+                "--nsys-bin, --settle and --report-timeout are for --tool nsys".into(),
+            ));
+        }
         Ok(match sub {
             Sub::Sidecar => Command::Sidecar(SidecarOpts {
                 token_dir,
@@ -693,6 +746,7 @@ impl Raw {
                 jit_maps: self.jit_maps,
             }),
             Sub::Start | Sub::Stop => Command::Driver(DriverOpts {
+                tool,
                 start: sub == Sub::Start,
                 token_dir,
                 worker,
@@ -702,12 +756,18 @@ impl Raw {
                     .unwrap_or(if sub == Sub::Start { 120 } else { 600 }),
             }),
             Sub::Shutdown => Command::Shutdown(ShutdownOpts {
+                tool,
                 token_dir,
                 worker,
-                timeout: self.timeout.unwrap_or(600),
+                // nsys: a report still written at shutdown may take up to
+                // the sidecar's --report-timeout (600 s) after its stop.
+                timeout: self
+                    .timeout
+                    .unwrap_or(if tool == Tool::Nsys { 900 } else { 600 }),
             }),
             // wait-ready (preflight returned above).
             _ => Command::WaitReady(WaitOpts {
+                tool,
                 token_dir,
                 worker,
                 timeout: self.timeout.unwrap_or(180),
@@ -717,171 +777,5 @@ impl Raw {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn args(s: &str) -> Vec<OsString> {
-        s.split_whitespace().map(OsString::from).collect()
-    }
-
-    #[test]
-    fn every_subcommand_has_help() {
-        for c in [
-            "sidecar",
-            "start",
-            "stop",
-            "shutdown",
-            "wait-ready",
-            "preflight",
-        ] {
-            match parse(args(&format!("{c} --help"))).unwrap() {
-                Command::Help(h) => assert!(h.contains(&format!("jobprof-record {c}")), "{c}"),
-                other => panic!("{c}: {other:?}"),
-            }
-        }
-    }
-
-    #[test]
-    fn sidecar_defaults_and_inline_values() {
-        let c = parse(args(
-            "sidecar --token-dir /t --worker=3 --out /o --pid 42 --call-graph dwarf,8192 --symfs-limit 1M --max-shard-size 2G",
-        ))
-        .unwrap();
-        let Command::Sidecar(s) = c else { panic!() };
-        assert_eq!(s.worker, 3);
-        assert_eq!(s.threads_per_shard, 128);
-        assert_eq!(s.target.frequency, 99);
-        assert_eq!(s.target.event, "cpu-clock");
-        assert_eq!(s.call_graph, "dwarf,8192");
-        assert_eq!(s.symfs_limit, 1 << 20);
-        assert_eq!(s.max_shard_size, Some(2 << 30));
-        assert!(s.jit_maps, "--jit-maps auto by default");
-    }
-
-    #[test]
-    fn jit_maps_auto_or_off() {
-        let base = "sidecar --token-dir /t --worker 0 --out /o --pid 42 --jit-maps";
-        let sidecar = |v: &str| parse(args(&format!("{base} {v}")));
-        let Ok(Command::Sidecar(s)) = sidecar("off") else {
-            panic!()
-        };
-        assert!(!s.jit_maps);
-        let Ok(Command::Sidecar(s)) = sidecar("auto") else {
-            panic!()
-        };
-        assert!(s.jit_maps);
-        let Err(e) = sidecar("always") else { panic!() };
-        assert!(e.message.contains("--jit-maps: `always`"), "{}", e.message);
-    }
-
-    #[test]
-    fn user_regs_and_call_graph_reach_the_target_options() {
-        let c = parse(args("sidecar --token-dir /t --worker 0 --out /o --pid 42 --call-graph dwarf --user-regs x29,lr,sp,pc")).unwrap();
-        let Command::Sidecar(s) = c else { panic!() };
-        assert_eq!(s.target.call_graph, "dwarf");
-        assert_eq!(s.target.explicit_user_regs.as_deref(), Some("x29,lr,sp,pc"));
-        assert_eq!(s.target.user_regs().unwrap().regs, "x29,lr,sp,pc");
-        let c = parse(args("preflight --pid 42 --call-graph dwarf,4096")).unwrap();
-        let Command::Preflight(p) = c else { panic!() };
-        assert_eq!(p.target.call_graph, "dwarf,4096");
-        let e = parse(args("preflight --pid 42 --user-regs x0,,pc")).unwrap_err();
-        assert!(e.to_string().contains("--user-regs"), "{e}");
-    }
-
-    #[test]
-    fn sizes_take_binary_suffixes() {
-        assert_eq!(parse_bytes("123"), Some(123));
-        assert_eq!(parse_bytes("2k"), Some(2048));
-        assert_eq!(parse_bytes("4G"), Some(4 << 30));
-        assert_eq!(parse_bytes("G"), None);
-        assert_eq!(parse_bytes("1.5G"), None);
-        assert_eq!(parse_bytes("99999999999T"), None);
-    }
-
-    #[test]
-    fn bad_input_is_a_usage_error() {
-        for bad in [
-            "start --token-dir /t --worker 1 --query ..",
-            "start --token-dir /t --worker 1 --query .",
-            "start --token-dir /t --worker 1 --query .warmup",
-            "sidecar --token-dir /t --worker 1 --out /o --pid 1 --max-shard-size 1K",
-            "sidecar --token-dir /t --worker 1 --out /o --pid 1 --max-shard-size lots",
-            "start --token-dir /t --worker 1 --query a/b",
-            "start --token-dir /t --worker x1 --query q",
-            "start --token-dir /t --worker 1",
-            "stop --token-dir /t --worker 1 --query q --out /x",
-            "sidecar --token-dir /t --worker 1 --out /o",
-            "sidecar --token-dir /t --worker 1 --out /o --pid 1 --call-graph lbr",
-            "preflight --pid nope",
-            "frobnicate",
-        ] {
-            let e = parse(args(bad)).unwrap_err();
-            assert_eq!(e.code, 2, "{bad}: {}", e.message);
-        }
-    }
-
-    #[test]
-    fn non_utf8_arguments_are_usage_errors() {
-        use std::os::unix::ffi::OsStringExt;
-        let bad = || OsString::from_vec(b"/tmp/\xff".to_vec());
-        let mut argv = args("start --worker 1 --query q --token-dir");
-        argv.push(bad());
-        let e = parse(argv).unwrap_err();
-        assert_eq!(e.code, 2);
-        assert!(e.message.contains("--token-dir") && e.message.contains("not valid UTF-8"));
-        let e = parse([bad()]).unwrap_err();
-        assert_eq!(e.code, 2);
-        assert!(
-            e.message.starts_with("unknown command `/tmp/\u{fffd}`"),
-            "{}",
-            e.message
-        );
-        let mut argv = args("preflight --pid 1");
-        argv.push(bad());
-        assert_eq!(parse(argv).unwrap_err().code, 2);
-    }
-
-    #[test]
-    fn flags_of_other_subcommands_and_stray_values_are_refused() {
-        for (bad, needle) in [
-            (
-                "stop --token-dir /t --worker 1 --query q --out /x",
-                "unknown argument `--out`",
-            ),
-            (
-                "preflight --pid 1 --worker 2",
-                "unknown argument `--worker`",
-            ),
-            ("preflight --pid 1 stray", "unknown argument `stray`"),
-            ("preflight --pid 1 -x", "unknown argument `-x`"),
-            ("preflight --pid 1 --", "unknown argument `--`"),
-            ("preflight -- --pid 1", "unknown argument `--`"),
-            ("preflight --pid", "--pid needs a value"),
-            (
-                "preflight --pid 1 --require-symbols=yes",
-                "--require-symbols takes no value",
-            ),
-            (
-                "sidecar --token-dir /t --worker 1 --out /o --pid 1 --frequency 0",
-                "--frequency must be at least 1",
-            ),
-        ] {
-            let e = parse(args(bad)).unwrap_err();
-            assert_eq!(e.code, 2, "{bad}");
-            assert!(e.message.starts_with(needle), "{bad}: {}", e.message);
-        }
-        // A value may start with a dash; `--help` anywhere asks for help.
-        let Command::Preflight(p) = parse(args("preflight --pid 1 --exe-name -w")).unwrap() else {
-            panic!()
-        };
-        assert_eq!(p.target.exe_name.as_deref(), Some("-w"));
-        let Command::Preflight(p) = parse(args("preflight --pid 1 --exe-name --")).unwrap() else {
-            panic!()
-        };
-        assert_eq!(p.target.exe_name.as_deref(), Some("--"));
-        assert!(matches!(
-            parse(args("stop --worker x --help")),
-            Ok(Command::Help(_))
-        ));
-    }
-}
+#[path = "cli_tests.rs"]
+mod tests;

@@ -124,7 +124,7 @@ fn sidecar_error(worker: u32, msg: &str) -> Fail {
 
 /// `start` and `stop`.
 pub fn run(opts: DriverOpts) -> Result<(), Fail> {
-    let t = Tokens::new(&opts.token_dir, opts.worker);
+    let t = Tokens::of(opts.tool, &opts.token_dir, opts.worker);
     let q = &opts.query;
     let deadline = Instant::now() + Duration::from_secs(opts.timeout);
     if opts.start {
@@ -284,7 +284,7 @@ fn wait(t: &Tokens, q: &str, kind: &str, deadline: Instant, timeout: u64) -> Res
 
 /// `shutdown`.
 pub fn shutdown(opts: ShutdownOpts) -> Result<(), Fail> {
-    let t = Tokens::new(&opts.token_dir, opts.worker);
+    let t = Tokens::of(opts.tool, &opts.token_dir, opts.worker);
     let token = t.sidecar("shutdown");
     t.write(&token, "")
         .map_err(|e| io_fail("write", &token, e))?;
@@ -334,7 +334,7 @@ pub fn shutdown(opts: ShutdownOpts) -> Result<(), Fail> {
 /// `wait-ready`: for batch scripts, between launching the sidecars and the
 /// first `start`.
 pub fn wait_ready_cmd(opts: WaitOpts) -> Result<(), Fail> {
-    let t = Tokens::new(&opts.token_dir, opts.worker);
+    let t = Tokens::of(opts.tool, &opts.token_dir, opts.worker);
     let deadline = Instant::now() + Duration::from_secs(opts.timeout);
     wait_ready(&t, deadline, opts.timeout, "wait-ready", false)?;
     println!("sidecar of worker {} is ready", opts.worker);

@@ -13,6 +13,7 @@ mod elf;
 mod fail;
 mod identity;
 mod jit;
+mod nsys;
 mod offcpu;
 mod pool;
 mod preflight;
@@ -53,6 +54,7 @@ fn main() -> ExitCode {
             Ok(())
         }
         Command::Sidecar(o) => sidecar::run(o),
+        Command::NsysSidecar(o) => nsys::run(o),
         Command::Driver(o) => driver::run(o),
         Command::Shutdown(o) => driver::shutdown(o),
         Command::WaitReady(o) => driver::wait_ready_cmd(o),

@@ -34,7 +34,7 @@ fn ctx(what: &str, path: &Path, e: io::Error) -> String {
 
 /// Creates `PERF_ROOT/worker_N` if needed and checks that it is a real
 /// directory that belongs to us.
-fn out_dir(out_worker: &Path) -> Result<(), String> {
+pub(crate) fn out_dir(out_worker: &Path) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt;
     if fs::symlink_metadata(out_worker).is_err() {
         fs::create_dir_all(out_worker).map_err(|e| ctx("cannot create", out_worker, e))?;
@@ -60,7 +60,7 @@ fn out_dir(out_worker: &Path) -> Result<(), String> {
 
 /// Removes what a publication interrupted earlier left at `tmp` (never
 /// visible, ours): a directory tree, or a file or symlink someone put there.
-fn clear_stale(tmp: &Path) -> Result<(), String> {
+pub(crate) fn clear_stale(tmp: &Path) -> Result<(), String> {
     match fs::symlink_metadata(tmp) {
         Ok(m) if m.is_dir() => {
             fs::remove_dir_all(tmp).map_err(|e| ctx("cannot remove stale", tmp, e))

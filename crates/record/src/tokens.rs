@@ -6,6 +6,12 @@
 //! - `.perf_record_stop_forced_wN`: the stop watchdog had to signal perf;
 //! - `.perf_sidecar_lock_wN`: held (a POSIX `fcntl` lock) by the running sidecar.
 //!
+//! The nsys sidecar (`--tool nsys`) keeps the Nsight Systems shell loop's
+//! per-query names, `.nsys_{start,started,stop}_token_wN_Q`, adds
+//! `.nsys_{finished,error}_token_wN_Q`, and has its own lifecycle tokens and
+//! lock, `.nsys_sidecar_{ready,error,shutdown,done,lock}_wN`: a perf and an
+//! nsys sidecar of one worker share a token directory without a clash.
+//!
 //! Every token is written atomically (temporary file + rename), so a reader
 //! sees it whole or not at all; error tokens always hold a non-empty message.
 //! This module also validates query ids and worker indexes; it does not
@@ -77,6 +83,35 @@ pub enum Request {
     Stop,
 }
 
+/// Which profiler a sidecar drives: decides the token names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Tool {
+    /// `perf record` (the default).
+    #[default]
+    Perf,
+    /// Nsight Systems (`nsys start` / `nsys stop`).
+    Nsys,
+}
+
+impl Tool {
+    /// `perf` or `nsys`: the tokens' first word.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tool::Perf => "perf",
+            Tool::Nsys => "nsys",
+        }
+    }
+
+    /// Parses `--tool`.
+    pub fn parse(s: &str) -> Option<Tool> {
+        match s {
+            "perf" => Some(Tool::Perf),
+            "nsys" => Some(Tool::Nsys),
+            _ => None,
+        }
+    }
+}
+
 /// The tokens of one worker in one token directory.
 #[derive(Debug, Clone)]
 pub struct Tokens {
@@ -84,26 +119,48 @@ pub struct Tokens {
     pub dir: PathBuf,
     /// The worker index.
     pub worker: u32,
+    /// Whose tokens: perf's or nsys's names.
+    pub tool: Tool,
 }
 
 impl Tokens {
-    /// Tokens of worker `worker` in `dir`.
+    /// perf tokens of worker `worker` in `dir`.
     pub fn new(dir: &Path, worker: u32) -> Tokens {
+        Tokens::of(Tool::Perf, dir, worker)
+    }
+
+    /// `tool`'s tokens of worker `worker` in `dir`.
+    pub fn of(tool: Tool, dir: &Path, worker: u32) -> Tokens {
         Tokens {
             dir: dir.to_path_buf(),
             worker,
+            tool,
         }
     }
 
-    /// `.perf_sidecar_{kind}_wN` (`ready`, `error`, `shutdown`, `done`, `lock`).
+    /// `.perf_sidecar_{kind}_wN` (`ready`, `error`, `shutdown`, `done`,
+    /// `lock`); `.nsys_sidecar_{kind}_wN` for nsys.
     pub fn sidecar(&self, kind: &str) -> PathBuf {
-        self.dir
-            .join(format!(".perf_sidecar_{kind}_w{}", self.worker))
+        self.dir.join(format!(
+            ".{}_sidecar_{kind}_w{}",
+            self.tool.name(),
+            self.worker
+        ))
     }
 
-    /// `.perf_{kind}_wN_Q` (`start`, `started`, `stop`, `finished`, `error`).
+    /// The name prefix of per-query tokens of `kind`: `.perf_{kind}_wN_`,
+    /// or `.nsys_{kind}_token_wN_` (the shell loop's names).
+    fn query_prefix(&self, kind: &str) -> String {
+        match self.tool {
+            Tool::Perf => format!(".perf_{kind}_w{}_", self.worker),
+            Tool::Nsys => format!(".nsys_{kind}_token_w{}_", self.worker),
+        }
+    }
+
+    /// `.perf_{kind}_wN_Q` (`start`, `started`, `stop`, `finished`,
+    /// `error`); `.nsys_{kind}_token_wN_Q` for nsys.
     pub fn query(&self, kind: &str, q: &str) -> PathBuf {
-        self.dir.join(format!(".perf_{kind}_w{}_{q}", self.worker))
+        self.dir.join(format!("{}{q}", self.query_prefix(kind)))
     }
 
     /// `.perf_record_stop_forced_wN`.
@@ -144,8 +201,8 @@ impl Tokens {
     /// sorted by query id. Query ids are returned as found (the caller
     /// validates them: `.perf_start_w0_..` is a legal file name).
     pub fn requests(&self) -> io::Result<Vec<(Request, String)>> {
-        let start = format!(".perf_start_w{}_", self.worker);
-        let stop = format!(".perf_stop_w{}_", self.worker);
+        let start = self.query_prefix("start");
+        let stop = self.query_prefix("stop");
         let mut found = Vec::new();
         for entry in fs::read_dir(&self.dir)? {
             let name = entry?.file_name();
@@ -163,18 +220,18 @@ impl Tokens {
     /// Removes every lifecycle and per-query token of this worker (not the
     /// worker PID file, not the lock): what an earlier run left behind.
     pub fn clear_all(&self) -> io::Result<()> {
-        let w = format!("_w{}", self.worker);
-        let wq = format!("_w{}_", self.worker);
+        let forced = self.forced();
         for entry in fs::read_dir(&self.dir)? {
             let name = entry?.file_name();
             let Some(name) = name.to_str() else { continue };
+            let path = self.dir.join(name);
             let lifecycle = ["ready", "error", "shutdown", "done"]
                 .iter()
-                .any(|k| name == format!(".perf_sidecar_{k}{w}"))
-                || name == format!(".perf_record_stop_forced{w}");
+                .any(|k| path == self.sidecar(k))
+                || (self.tool == Tool::Perf && path == forced);
             let per_query = ["start", "started", "stop", "finished", "error"]
                 .iter()
-                .any(|k| name.starts_with(&format!(".perf_{k}{wq}")));
+                .any(|k| name.starts_with(&self.query_prefix(k)));
             if lifecycle || per_query {
                 Tokens::remove(&self.dir.join(name))?;
             }
@@ -272,5 +329,47 @@ mod tests {
             Path::new("/t/.perf_started_w2_q7")
         );
         assert_eq!(t.forced(), Path::new("/t/.perf_record_stop_forced_w2"));
+    }
+
+    #[test]
+    fn nsys_names_match_the_shell_loop_and_never_perfs() {
+        let n = Tokens::of(Tool::Nsys, Path::new("/t"), 2);
+        assert_eq!(
+            n.query("start", "q7"),
+            Path::new("/t/.nsys_start_token_w2_q7")
+        );
+        assert_eq!(
+            n.query("started", "q7"),
+            Path::new("/t/.nsys_started_token_w2_q7")
+        );
+        assert_eq!(n.sidecar("lock"), Path::new("/t/.nsys_sidecar_lock_w2"));
+        let p = Tokens::new(Path::new("/t"), 2);
+        for kind in ["start", "started", "stop", "finished", "error"] {
+            assert_ne!(n.query(kind, "q7"), p.query(kind, "q7"));
+        }
+        for kind in ["ready", "error", "shutdown", "done", "lock"] {
+            assert_ne!(n.sidecar(kind), p.sidecar(kind));
+        }
+    }
+
+    #[test]
+    fn clearing_one_tool_leaves_the_others_tokens() {
+        let dir = std::env::temp_dir().join(format!("tokens-tools-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let (n, p) = (Tokens::of(Tool::Nsys, &dir, 0), Tokens::new(&dir, 0));
+        for t in [&n, &p] {
+            t.write(&t.query("started", "q1"), "").unwrap();
+            t.write(&t.sidecar("ready"), "").unwrap();
+        }
+        n.clear_all().unwrap();
+        assert!(!n.query("started", "q1").exists() && !n.sidecar("ready").exists());
+        assert!(p.query("started", "q1").exists() && p.sidecar("ready").exists());
+        assert_eq!(
+            n.requests().unwrap(),
+            [],
+            "perf's tokens are no nsys requests"
+        );
+        fs::remove_dir_all(&dir).unwrap();
     }
 }

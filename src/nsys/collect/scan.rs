@@ -13,20 +13,15 @@ use super::{CollectOptions, Result};
 use crate::nsys::{Error, ReportName};
 use crate::sys::units::format_duration;
 
-/// Size and modification time of a file: what settling compares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Stamp {
-    pub(super) bytes: u64,
-    pub(super) mtime_ns: i64,
-}
+/// Size and modification time of a file: what settling compares (the
+/// type the recorder's nsys sidecar shares).
+pub(super) use jobprof_capture_format::settle::Stamp;
 
-impl Stamp {
-    #[cfg(test)]
-    pub(super) fn of(m: &fs::Metadata) -> Stamp {
-        Stamp {
-            bytes: m.len(),
-            mtime_ns: m.mtime().saturating_mul(1_000_000_000) + m.mtime_nsec(),
-        }
+#[cfg(test)]
+fn stamp_of(m: &fs::Metadata) -> Stamp {
+    Stamp {
+        bytes: m.len(),
+        mtime_ns: m.mtime().saturating_mul(1_000_000_000) + m.mtime_nsec(),
     }
 }
 
@@ -183,7 +178,7 @@ mod tests {
         write(&old, b"old");
         let opts = fast(d.path());
         let b = Baseline::take(&opts).unwrap();
-        let stamp = Stamp::of(&fs::metadata(&old).unwrap());
+        let stamp = stamp_of(&fs::metadata(&old).unwrap());
         assert!(b.ignores(&old, stamp));
         let grown = Stamp { bytes: 10, ..stamp };
         assert!(!b.ignores(&old, grown));

@@ -8,6 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use jobprof_capture_format::settle;
+
 use super::rescue::{rescue, RESCUED_DIR};
 use super::scan::{scan, unix_now, Baseline, Found, Stamp};
 use super::status::{OverallStatus, Source};
@@ -15,71 +17,40 @@ use super::{CollectOptions, Result};
 use crate::nsys::{compact_ranks, Log, ReportName};
 use crate::sys::units::format_duration;
 
-/// What one file last looked like and when that last changed.
-#[derive(Debug, Clone, Copy)]
-struct Seen {
-    stamp: Stamp,
-    /// `None` while unchanged since the first poll (we never saw it change).
-    changed_at: Option<Instant>,
-}
-
-/// The collector's memory across polls.
+/// The collector's memory across polls: the stamps (the settling rule
+/// shared with `jobprof-record sidecar --tool nsys`, in
+/// [`jobprof_capture_format::settle`]) and the rescue warnings.
 pub(super) struct Watch {
-    seen: BTreeMap<PathBuf, Seen>,
-    pub(super) last_change: Instant,
+    stamps: settle::Watch<PathBuf>,
     /// Rescue destinations already reported as conflicting (logged once).
     pub(super) warned: BTreeSet<PathBuf>,
-    /// Whether a poll happened yet (the first one sees no growth).
-    polled: bool,
 }
 
 impl Watch {
     pub(super) fn new(now: Instant) -> Watch {
         Watch {
-            seen: BTreeMap::new(),
-            last_change: now,
+            stamps: settle::Watch::new(now),
             warned: BTreeSet::new(),
-            polled: false,
         }
     }
 
-    /// Records the current stamps; any new, changed or vanished file moves
-    /// `last_change` to `now`. Returns the files that changed since the
-    /// previous poll (none at the first).
+    /// Records the current stamps; returns the files that changed since
+    /// the previous poll (none at the first).
     pub(super) fn update(
         &mut self,
         current: &[(PathBuf, Stamp)],
         now: Instant,
     ) -> BTreeSet<PathBuf> {
-        let first = !self.polled;
-        self.polled = true;
-        let mut changed = BTreeSet::new();
-        let mut next = BTreeMap::new();
-        for (path, stamp) in current {
-            let seen = match self.seen.get(path) {
-                Some(s) if s.stamp == *stamp => *s,
-                _ => {
-                    if !first {
-                        changed.insert(path.clone());
-                    }
-                    self.last_change = now;
-                    Seen {
-                        stamp: *stamp,
-                        changed_at: (!first).then_some(now),
-                    }
-                }
-            };
-            next.insert(path.clone(), seen);
-        }
-        if self.seen.keys().any(|k| !next.contains_key(k)) {
-            self.last_change = now;
-        }
-        self.seen = next;
-        changed
+        self.stamps.update(current, now)
+    }
+
+    /// When anything last appeared, changed or vanished.
+    pub(super) fn last_change(&self) -> Instant {
+        self.stamps.last_change
     }
 
     pub(super) fn changed_at(&self, path: &Path) -> Option<Instant> {
-        self.seen.get(path).and_then(|s| s.changed_at)
+        self.stamps.changed_at(&path.to_path_buf())
     }
 }
 
@@ -98,14 +69,14 @@ impl Current {
     /// Changed within the last settle window: seen changing by us, or, if
     /// unchanged since the first poll, modified (by its mtime) that recently.
     pub(super) fn recently_changed(&self, now: Instant, settle: Duration) -> bool {
-        match self.changed_at {
-            Some(t) => now.duration_since(t) < settle,
-            None => {
-                let now_ns = (unix_now() * 1e9) as i64;
-                let age = now_ns.saturating_sub(self.found.stamp.mtime_ns);
-                age < settle.as_nanos() as i64
-            }
-        }
+        let now_ns = (unix_now() * 1e9) as i64;
+        settle::recently_changed(
+            self.changed_at,
+            self.found.stamp.mtime_ns,
+            now,
+            now_ns,
+            settle,
+        )
     }
 }
 
@@ -157,7 +128,7 @@ pub(super) fn poll_until_settled(
             ));
         }
         remember(&mut ever, &reports);
-        let quiet_for = now.duration_since(watch.last_change);
+        let quiet_for = now.duration_since(watch.last_change());
         let seen = PollSeen::of(&reports, &changed, quiet_for, opts, cut);
         log.tick(start.elapsed());
         log.line(seen.line(
@@ -227,11 +198,8 @@ impl<'a> PollSeen<'a> {
                     || r.origin.as_ref().is_some_and(|o| changed.contains(o))
             })
             .count();
-        let settled = !cut
-            && !reports.is_empty()
-            && empty == 0
-            && missing.is_empty()
-            && quiet_for >= opts.settle;
+        let sizes: Vec<u64> = reports.iter().map(|r| r.found.stamp.bytes).collect();
+        let settled = !cut && missing.is_empty() && settle::settled(&sizes, quiet_for, opts.settle);
         PollSeen {
             reports,
             missing,
@@ -371,6 +339,8 @@ mod tests {
 
     #[test]
     fn watch_counts_new_changed_and_vanished_files_as_changes() {
+        // The rule itself is tested in jobprof_capture_format::settle; this
+        // checks the collector's use of it.
         let t0 = Instant::now();
         let mut w = Watch::new(t0);
         let a = PathBuf::from("a");
@@ -379,20 +349,13 @@ mod tests {
             mtime_ns: 1,
         };
         let t1 = t0 + Duration::from_secs(1);
-        assert!(
-            w.update(&[(a.clone(), s)], t1).is_empty(),
-            "first poll: no growth"
-        );
-        assert_eq!(w.last_change, t1);
+        assert!(w.update(&[(a.clone(), s)], t1).is_empty());
         let t2 = t1 + Duration::from_secs(1);
-        w.update(&[(a.clone(), s)], t2);
-        assert_eq!(w.last_change, t1, "unchanged");
-        let t3 = t2 + Duration::from_secs(1);
         let touched = Stamp { mtime_ns: 2, ..s };
-        assert_eq!(w.update(&[(a.clone(), touched)], t3).len(), 1);
-        assert_eq!(w.last_change, t3, "mtime alone counts");
-        let t4 = t3 + Duration::from_secs(1);
-        w.update(&[], t4);
-        assert_eq!(w.last_change, t4, "vanishing counts");
+        assert_eq!(w.update(&[(a.clone(), touched)], t2).len(), 1);
+        assert_eq!((w.last_change(), w.changed_at(&a)), (t2, Some(t2)));
+        let t3 = t2 + Duration::from_secs(1);
+        w.update(&[], t3);
+        assert_eq!(w.last_change(), t3, "vanishing counts");
     }
 }

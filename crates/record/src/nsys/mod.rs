@@ -1,0 +1,459 @@
+//! `jobprof-record sidecar --tool nsys`: the per-query Nsight Systems loop
+//! of a worker that runs under `nsys launch` (collection off), as a
+//! drop-in for the shell loop beside it. Keeps that loop's token names, so
+//! the driver's `start_profiler`/`stop_profiler` work unchanged, and the
+//! perf sidecar's lifecycle: the lock `.nsys_sidecar_lock_wN` signed with
+//! our identity, stale tokens of a dead sidecar cleared, `ready`, `error`,
+//! `done` signed on their first line (so `wait-ready`/`shutdown --tool
+//! nsys` tell ours from a dead one's).
+//!
+//! The serving loop (this file) runs `nsys start`/`nsys stop` one query at
+//! a time, any query id, each once; a stopped collection goes to the
+//! settling thread ([`settler`]), which publishes its report ([`publish`])
+//! when it has settled. At the end a running collection is stopped, and
+//! the sidecar waits for the thread: every report is published or given
+//! up before `done` (or the error token) is written.
+
+mod call;
+mod opts;
+mod publish;
+mod settler;
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Sender};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use jobprof_capture_format::nsys::NsysCall;
+
+pub use opts::{NsysOpts, RawOpts, SIDECAR_HELP};
+
+use crate::fail::Fail;
+use crate::identity::{self, write_signed, SidecarId};
+use crate::preflight::{private_dir, staging_root};
+use crate::sys;
+use crate::tokens::{query_ok, Request, Tokens, Tool, MAX_QUERY_LEN};
+
+const POLL: Duration = Duration::from_millis(200);
+
+/// How long one `nsys start`/`stop`/`--version` may take.
+const CALL_TIMEOUT: Duration = Duration::from_secs(120);
+
+fn log(msg: &str) {
+    eprintln!("jobprof-record sidecar (nsys): {msg}");
+}
+
+/// Runs the sidecar to the end (see the module doc).
+pub fn run(opts: NsysOpts) -> Result<(), Fail> {
+    let tokens = Tokens::of(Tool::Nsys, &opts.token_dir, opts.worker);
+    if !opts.token_dir.is_dir() {
+        return Err(Fail::usage(format!(
+            "--token-dir {}: not a directory; create it (shared with the driver) first",
+            opts.token_dir.display()
+        )));
+    }
+    let me = SidecarId::me();
+    let lock_path = tokens.sidecar("lock");
+    let lock = match identity::take_lock(&lock_path, &me) {
+        Ok(Some(l)) => l,
+        Ok(None) => {
+            return Err(Fail::failed(format!(
+                "another nsys sidecar for worker {} already runs with token directory {} \
+                 (it holds {}); not starting a second one",
+                opts.worker,
+                opts.token_dir.display(),
+                lock_path.display()
+            )))
+        }
+        Err(e) => {
+            return Err(Fail::failed(format!(
+                "cannot lock {}: {e}",
+                lock_path.display()
+            )))
+        }
+    };
+    sys::catch_termination();
+    tokens.clear_all().map_err(|e| {
+        Fail::failed(format!(
+            "cannot clear stale tokens in {}: {e}",
+            opts.token_dir.display()
+        ))
+    })?;
+    let fail = |msg: String| {
+        let _ = write_signed(&tokens, &tokens.sidecar("error"), &me, &msg);
+        Fail::failed(msg)
+    };
+    let setup = prepare(&opts).map_err(fail)?;
+    let (tx, rx) = mpsc::channel();
+    let settler = settler::spawn(
+        settler::Config {
+            tokens: tokens.clone(),
+            out_worker: setup.out_worker.clone(),
+            settle: opts.settle,
+            report_timeout: opts.report_timeout,
+            host: me.host.clone(),
+        },
+        rx,
+    );
+    let ready = format!(
+        "nsys={} staging={} out={}",
+        setup.version,
+        setup.staging.display(),
+        setup.out_worker.display()
+    );
+    write_signed(&tokens, &tokens.sidecar("ready"), &me, &ready)
+        .map_err(|e| Fail::failed(format!("cannot write the ready token: {e}")))?;
+    log(&format!("ready: {ready}"));
+    let mut server = Server {
+        opts: &opts,
+        tokens: tokens.clone(),
+        staging: setup.staging.clone(),
+        tx,
+        active: None,
+        seen: BTreeSet::new(),
+        start_failed: BTreeSet::new(),
+        watch: sys::DirWatch::new(&opts.token_dir),
+    };
+    let ending = server.serve();
+    server.wind_down(&ending);
+    drop(server);
+    log("waiting for the reports still being written");
+    let summary = settler.join().unwrap_or_else(|_| settler::Summary {
+        published: 0,
+        errors: vec!["the settling thread panicked".into()],
+    });
+    let result = if summary.errors.is_empty() {
+        let done = format!(
+            "published {} report(s) into {} ({ending})",
+            summary.published,
+            setup.out_worker.display()
+        );
+        log(&done);
+        let _ = fs::remove_dir(&setup.staging);
+        write_signed(&tokens, &tokens.sidecar("done"), &me, &done)
+            .map_err(|e| Fail::failed(format!("cannot write the done token: {e}")))
+    } else {
+        let msg = format!(
+            "published {} report(s) into {}; not published: {}; what exists stays in {}",
+            summary.published,
+            setup.out_worker.display(),
+            summary.errors.join("; "),
+            setup.staging.display()
+        );
+        Err(fail(msg))
+    };
+    drop(lock);
+    result
+}
+
+/// What the set-up found.
+struct Setup {
+    version: String,
+    /// `STAGING/nsys_worker_N`.
+    staging: PathBuf,
+    /// `NSYS_ROOT/worker_N`.
+    out_worker: PathBuf,
+}
+
+/// Checks nsys runs, makes the private staging directory, checks the
+/// output directory, and deals with what a killed sidecar left.
+fn prepare(opts: &NsysOpts) -> Result<Setup, String> {
+    let root = staging_root(opts.staging.as_deref());
+    private_dir(&root)?;
+    let staging = root.join(format!("nsys_worker_{}", opts.worker));
+    private_dir(&staging)?;
+    let ran = call::run(
+        &opts.nsys_bin,
+        &["--version"],
+        &staging.join(".nsys-call.log"),
+        CALL_TIMEOUT,
+    );
+    if !ran.ok() {
+        return Err(format!(
+            "nsys does not run ({}): {}; pass --nsys-bin PATH",
+            opts.nsys_bin.display(),
+            ran.describe()
+        ));
+    }
+    let out_worker = opts.out.join(format!("worker_{}", opts.worker));
+    if out_worker.join("preflight.txt").exists() || out_worker.join("symfs").exists() {
+        return Err(format!(
+            "{} holds a perf sidecar's worker files: give the nsys sidecar its own --out \
+             (e.g. RESULT/profiles/nsys beside RESULT/profiles/perf)",
+            out_worker.display()
+        ));
+    }
+    crate::publish::out_dir(&out_worker)?;
+    set_aside_leftovers(opts, &staging);
+    Ok(Setup {
+        version: ran.output.replace(' ', "_"),
+        staging,
+        out_worker,
+    })
+}
+
+/// Query directories an earlier (killed) sidecar left in staging: its
+/// collection may still run in the nsys session, so it is stopped (or
+/// our first `nsys start` would fail), and the directories are moved
+/// aside (`.earlier-TIME-Q`), kept, not published: their query ids are
+/// this run's to use.
+fn set_aside_leftovers(opts: &NsysOpts, staging: &Path) {
+    let Ok(entries) = fs::read_dir(staging) else {
+        return;
+    };
+    let left: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+        .map(|e| e.path())
+        .collect();
+    if left.is_empty() {
+        return;
+    }
+    let ran = call::run(
+        &opts.nsys_bin,
+        &["stop"],
+        &staging.join(".nsys-call.log"),
+        CALL_TIMEOUT,
+    );
+    log(&format!(
+        "an earlier sidecar left {} collection(s) in {}; nsys stop: {}",
+        left.len(),
+        staging.display(),
+        ran.describe()
+    ));
+    let now = sys::now_ns();
+    for dir in left {
+        let name = dir
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        let aside = staging.join(format!(".earlier-{now}-{name}"));
+        match fs::rename(&dir, &aside) {
+            Ok(()) => log(&format!("kept (not published): {}", aside.display())),
+            Err(e) => log(&format!("cannot move {} aside: {e}", dir.display())),
+        }
+    }
+}
+
+/// The collection running now.
+struct Active {
+    query: String,
+    dir: PathBuf,
+    base: PathBuf,
+    start: NsysCall,
+}
+
+struct Server<'a> {
+    opts: &'a NsysOpts,
+    tokens: Tokens,
+    staging: PathBuf,
+    tx: Sender<settler::Job>,
+    active: Option<Active>,
+    /// Query ids served (or attempted) in this sidecar's life.
+    seen: BTreeSet<String>,
+    /// Queries whose `nsys start` failed (their stop is expected, ignored).
+    start_failed: BTreeSet<String>,
+    watch: Option<sys::DirWatch>,
+}
+
+impl Server<'_> {
+    fn serve(&mut self) -> String {
+        loop {
+            if let Some(sig) = sys::pending_signal() {
+                log(&format!("got {}: stopping", sys::signal_name(sig)));
+                return sys::signal_name(sig).to_string();
+            }
+            if Tokens::exists(&self.tokens.sidecar("shutdown")) {
+                log("shutdown requested");
+                return "shutdown".into();
+            }
+            if let Ok(mut requests) = self.tokens.requests() {
+                // A start before the stop of the same query.
+                requests.sort_by(|a, b| {
+                    a.1.cmp(&b.1)
+                        .then((a.0 != Request::Start).cmp(&(b.0 != Request::Start)))
+                });
+                for (req, q) in requests {
+                    self.handle(req, &q);
+                }
+            }
+            match &self.watch {
+                Some(w) => w.wait(POLL.as_millis() as i32),
+                None => sleep(POLL),
+            }
+        }
+    }
+
+    fn call(&self, args: &[&str]) -> call::Ran {
+        call::run(
+            &self.opts.nsys_bin,
+            args,
+            &self.staging.join(".nsys-call.log"),
+            CALL_TIMEOUT,
+        )
+    }
+
+    fn error(&self, q: &str, msg: &str) {
+        log(msg);
+        let _ = self.tokens.write(&self.tokens.query("error", q), msg);
+    }
+
+    fn handle(&mut self, req: Request, q: &str) {
+        let kind = if req == Request::Start {
+            "start"
+        } else {
+            "stop"
+        };
+        let _ = Tokens::remove(&self.tokens.query(kind, q));
+        if !query_ok(q) {
+            self.error(
+                q,
+                &format!(
+                    "query id `{q}` is not allowed (^[A-Za-z0-9_.-]+$, not starting with `.`, \
+                     at most {MAX_QUERY_LEN} bytes); ignored"
+                ),
+            );
+            return;
+        }
+        match req {
+            Request::Start => self.start(q),
+            Request::Stop => self.stop(q, None),
+        }
+    }
+
+    fn start(&mut self, q: &str) {
+        if let Some(a) = &self.active {
+            if a.query == q {
+                // The driver retried: answer again.
+                let _ = self
+                    .tokens
+                    .write(&self.tokens.query("started", q), &started(a));
+            } else {
+                let msg = format!(
+                    "cannot start {q}: the collection of {} is still running; stop it first",
+                    a.query
+                );
+                self.error(q, &msg);
+            }
+            return;
+        }
+        if !self.seen.insert(q.to_string()) {
+            self.error(
+                q,
+                &format!(
+                    "query id {q} was already served by this sidecar; use a unique id per \
+                     query run (e.g. {q}.2)"
+                ),
+            );
+            return;
+        }
+        let dir = self.staging.join(q);
+        if let Err(e) = fs::create_dir(&dir) {
+            self.start_failed.insert(q.to_string());
+            self.error(
+                q,
+                &format!(
+                    "cannot create {}: {e}; query {q} runs unprofiled",
+                    dir.display()
+                ),
+            );
+            return;
+        }
+        let base = dir.join(format!("nsys_worker_w{}_{q}", self.tokens.worker));
+        let out = base.to_string_lossy().into_owned();
+        let ran = self.call(&["start", "-o", &out, "-f", "true"]);
+        if !ran.ok() {
+            let _ = fs::remove_dir_all(&dir);
+            self.start_failed.insert(q.to_string());
+            self.error(
+                q,
+                &format!(
+                    "nsys start failed for query {q} ({}); no collection runs, the query is \
+                     not profiled",
+                    ran.describe()
+                ),
+            );
+            return;
+        }
+        let a = Active {
+            query: q.to_string(),
+            dir,
+            base,
+            start: ran.call,
+        };
+        let _ = self
+            .tokens
+            .write(&self.tokens.query("started", q), &started(&a));
+        log(&format!("started {q}: {}", a.base.display()));
+        self.active = Some(a);
+    }
+
+    /// Stops the collection of `q` and hands it to the settling thread;
+    /// `note`: why, when not by its stop token.
+    fn stop(&mut self, q: &str, note: Option<String>) {
+        if self.active.as_ref().is_none_or(|a| a.query != q) {
+            if self.start_failed.contains(q) {
+                log(&format!(
+                    "stop for {q}, whose start failed: nothing to stop"
+                ));
+            } else {
+                self.error(
+                    q,
+                    &format!("stop for query {q}, but no collection of {q} is running"),
+                );
+            }
+            return;
+        }
+        let a = self.active.take().expect("checked");
+        let ran = self.call(&["stop"]);
+        if !ran.ok() {
+            log(&format!(
+                "nsys stop for {q}: {}; watching for its report anyway",
+                ran.describe()
+            ));
+        }
+        let job = settler::Job {
+            query: a.query,
+            dir: a.dir,
+            base: a.base,
+            start: a.start,
+            stop: ran.call,
+            stopped: Instant::now(),
+            note,
+        };
+        if self.tx.send(job).is_err() {
+            log(&format!(
+                "the settling thread is gone: the report of {q} stays in staging"
+            ));
+        }
+    }
+
+    /// A collection running at the end is stopped and its report settled
+    /// like any other, marked with why it ended; a stop token written with
+    /// the shutdown (a driver that stops its last query and shuts down at
+    /// once) is taken as the stop it is.
+    fn wind_down(&mut self, ending: &str) {
+        if let Ok(requests) = self.tokens.requests() {
+            for (req, q) in requests {
+                if req == Request::Stop && self.active.as_ref().is_some_and(|a| a.query == q) {
+                    self.handle(req, &q);
+                }
+            }
+        }
+        if let Some(q) = self.active.as_ref().map(|a| a.query.clone()) {
+            let note = format!(
+                "the sidecar was ended ({ending}) during the collection of {q}: no stop token came"
+            );
+            log(&note);
+            self.stop(&q, Some(note));
+        }
+    }
+}
+
+fn started(a: &Active) -> String {
+    format!("query={} output={}", a.query, a.base.display())
+}
