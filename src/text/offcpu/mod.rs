@@ -84,12 +84,8 @@ pub const WALLCLOCK_FOLDED: &str = "wallclock.folded";
 /// Whether a shard was recorded with `--off-cpu` (its events include the
 /// switch tracepoint). Unreadable files say no; the main pass reports them.
 pub fn recorded(data: &Path) -> bool {
-    let Ok(file) = std::fs::File::open(data) else {
-        return false;
-    };
-    // SAFETY: a shard of a finished capture, which jobprof never writes
-    // and perf no longer does; truncation is caught by the SIGBUS guard.
-    let Ok(map) = (unsafe { crate::sys::input::Mapping::of(&file, data) }) else {
+    // The header is checked before linux-perf-data allocates what it says.
+    let Ok((_file, map)) = crate::symbolize::native::open_checked(data) else {
         return false;
     };
     let Ok(r) =
