@@ -228,10 +228,7 @@ impl JitMaps {
         let mut maps: HashMap<u32, Vec<JitSymbol>> = HashMap::new();
         for name in &names {
             let Some(text) = name.to_str() else { continue };
-            let (pid, dump) = match (
-                pid_in(text, "perf-", ".map"),
-                pid_in(text, "jit-", ".dump"),
-            ) {
+            let (pid, dump) = match (pid_in(text, "perf-", ".map"), pid_in(text, "jit-", ".dump")) {
                 (Some(pid), _) => (pid, false),
                 (_, Some(pid)) => (pid, true),
                 _ => continue,
@@ -634,7 +631,10 @@ mod tests {
         let wide = "\u{e9}".repeat(MAX_NAME);
         let m = PerfMap::parse(&format!("1000 10 {wide}\n"));
         let name = m.find(0x1000).unwrap().0;
-        assert!(name.len() <= MAX_NAME + 3 && name.ends_with("\u{e9}..."), "{name}");
+        assert!(
+            name.len() <= MAX_NAME + 3 && name.ends_with("\u{e9}..."),
+            "{name}"
+        );
         // A jitdump's names too.
         let mut d = PerfMap::default();
         d.add_jitdump(&jitdump(&[(0x5000, 0x10, &long[..MAX_NAME + 100])]));
