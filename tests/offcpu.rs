@@ -185,6 +185,10 @@ fn offcpu_burn_sleep_wait_shares_and_a_thread_blocked_all_window() {
     let text = fs::read_to_string(cap.join("report.txt")).unwrap();
     assert!(text.contains("# time per thread"), "{text}");
     assert!(text.contains("Off-CPU: window"), "{text}");
+    // Its table is of the sampling event, as the flamegraph, not of the
+    // switch tracepoint that comes first in the text.
+    assert!(text.contains("  of event 'cpu-clock'"), "{text}");
+    assert!(!text.contains("of event 'sched:sched_switch'"), "{text}");
     let sleep = share(&cap.join("offcpu.folded"), "phase_sleep", window);
     let wait = share(&cap.join("offcpu.folded"), "phase_wait", window);
     let burn = share(&cap.join("wallclock.folded"), "phase_burn", window);
