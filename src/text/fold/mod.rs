@@ -372,7 +372,8 @@ impl Write for StreamFolder {
 /// line per sample and no blank line, and the fold ends a sample at such a
 /// line anyway, so the cut changes nothing (the output is that of the
 /// mapped file, folded whole). `None`: no cut yet; the caller reads on and
-/// the block grows (in compat mode, as a mapped file's single chunk does).
+/// the block grows (in compat mode, as a mapped file's single chunk does),
+/// up to [`input::MAX_RECORD`]: past that the input is an error.
 fn stream_cut(buf: &[u8], from: usize, compat: bool) -> Option<usize> {
     let start = from.saturating_sub(1).min(buf.len());
     if let Some(cut) = boundary::last(&buf[start..]) {
