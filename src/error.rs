@@ -89,6 +89,23 @@ pub enum Error {
         source: io::Error,
     },
 
+    /// A stream input (compressed, a pipe, stdin) holds a sample or line
+    /// longer than [`crate::sys::input::MAX_RECORD`]: no text perf writes,
+    /// a decompression bomb more likely; reading it on would hold it all
+    /// in memory.
+    #[error(
+        "{}: {what} longer than {} MiB (no sample boundary or newline in it): not text as \
+         perf prints it (a decompression bomb?); refusing to read on",
+        path.display(),
+        crate::sys::input::MAX_RECORD >> 20
+    )]
+    Oversized {
+        /// The offending input.
+        path: PathBuf,
+        /// `a sample`, `a line`.
+        what: &'static str,
+    },
+
     /// Not one line of the input is a `perf script` sample: the input is
     /// something else (folded stacks, `perf report` output...).
     #[error(
@@ -138,6 +155,7 @@ impl Error {
             | Error::PerfData { .. }
             | Error::Binary { .. }
             | Error::Corrupt { .. }
+            | Error::Oversized { .. }
             | Error::NoSamples { .. }
             | Error::Usage(_) => ExitCode::Usage,
             Error::Nsys(e) => e.exit_code(),

@@ -482,3 +482,186 @@ fn odd_query_directory_names_never_break_the_job_views_or_the_result_lines() {
         .join("profiles/perf/queries/q01/flamegraph.html")
         .is_file());
 }
+
+// Issue 35, the processor's side: jit/ read without the rules, bombs that
+// aborted the root post-processor.
+
+/// The demo's one capture directory.
+fn demo_q01(result: &Path) -> PathBuf {
+    result.join("profiles/perf/worker_0/q01")
+}
+
+/// Runs `jobprof ARGS` to its end within `secs`, or fails naming `what`.
+fn run_within(args: &[&std::ffi::OsStr], secs: u64, what: &str) -> std::process::Output {
+    let mut c = jobprof();
+    c.args(args);
+    within(c, secs).unwrap_or_else(|| panic!("{what}: still running after {secs} s (hung?)"))
+}
+
+#[test]
+fn jit_files_planted_as_links_fifos_and_devices_are_refused_and_never_block() {
+    use std::os::unix::fs::symlink;
+    for cmd in ["process", "reprocess"] {
+        let s = Shared::new();
+        let q = demo_q01(&s.result);
+        let jit = q.join("jit");
+        fs::create_dir(&jit).unwrap();
+        // A root-only perf map outside the tree, linked in.
+        let secret = s.vdir.parent().unwrap().join("secret.map");
+        fs::write(&secret, "401000 100000 root-only-secret\n").unwrap();
+        fs::set_permissions(&secret, fs::Permissions::from_mode(0o600)).unwrap();
+        symlink(&secret, jit.join("perf-1.map")).unwrap();
+        mkfifo(&jit.join("perf-2.map"));
+        symlink("/dev/zero", jit.join("jit-3.dump")).unwrap();
+        let mut planted = vec![
+            ("perf-1.map", "symbolic link"),
+            ("perf-2.map", "FIFO"),
+            ("jit-3.dump", "symbolic link"),
+        ];
+        let node =
+            std::ffi::CString::new(jit.join("jit-4.dump").as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid path; /dev/zero's device numbers (root only).
+        if unsafe { libc::mknod(node.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 5)) } == 0 {
+            planted.push(("jit-4.dump", "a device"));
+        }
+        let o = run_within(&[cmd.as_ref(), s.result.as_os_str()], 120, cmd);
+        let text = output_text(&o);
+        assert_eq!(o.status.code(), Some(0), "{cmd}: {text}");
+        for (file, what) in &planted {
+            let named = format!("q01/jit/{file}");
+            assert!(
+                text.lines()
+                    .any(|l| l.contains("warning") && l.contains(&named) && l.contains(what)),
+                "{cmd}: no warning naming {named} ({what}): {text}"
+            );
+        }
+        let summary = fs::read_to_string(q.join("summary.json")).unwrap();
+        assert!(summary.contains("q01/jit/perf-2.map"), "{cmd}: {summary}");
+        for out in ["stacks.folded", "summary.json", "report.txt"] {
+            let bytes = fs::read(q.join(out)).unwrap();
+            assert!(
+                !String::from_utf8_lossy(&bytes).contains("root-only-secret"),
+                "{cmd}: the linked secret reached {out}"
+            );
+        }
+        s.untouched(cmd);
+    }
+    // A link at jit/ itself.
+    let s = Shared::new();
+    let q = demo_q01(&s.result);
+    let elsewhere = s.vdir.join("jit");
+    fs::create_dir(&elsewhere).unwrap();
+    fs::write(elsewhere.join("perf-1.map"), "401000 100000 outside-name\n").unwrap();
+    symlink(&elsewhere, q.join("jit")).unwrap();
+    let o = run_within(&["process".as_ref(), s.result.as_os_str()], 120, "jit link");
+    let text = output_text(&o);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("q01/jit: is a symbolic link"),
+        "no warning naming the jit/ link: {text}"
+    );
+    let folded = fs::read_to_string(q.join("stacks.folded")).unwrap();
+    assert!(!folded.contains("outside-name"));
+}
+
+/// gzip members of 1 MiB of `piece` (after `head`), past 64 MiB in all.
+fn gzip_bomb(path: &Path, head: &[u8], piece: &[u8]) {
+    use std::io::Write;
+    let member = |bytes: &[u8]| {
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(bytes).unwrap();
+        enc.finish().unwrap()
+    };
+    let body: Vec<u8> = piece.iter().copied().cycle().take(1 << 20).collect();
+    let mut f = fs::File::create(path).unwrap();
+    f.write_all(&member(&[head, &body].concat())).unwrap();
+    let rest = member(&body);
+    for _ in 0..65 {
+        f.write_all(&rest).unwrap();
+    }
+}
+
+#[test]
+fn gzip_bombs_in_old_dirs_are_their_captures_errors_and_the_tree_goes_on() {
+    use std::io::Write;
+    let t = tempfile::tempdir().unwrap();
+    let worker = t.path().join("old/profiles/perf/worker_0");
+    let (line, sample, good) = (worker.join("q01"), worker.join("q02"), worker.join("q03"));
+    for d in [&line, &sample, &good] {
+        fs::create_dir_all(d).unwrap();
+    }
+    // 66 MiB without a newline; one sample of 66 MiB of frame lines.
+    gzip_bomb(&line.join("perf.script.gz"), b"", b"A");
+    gzip_bomb(
+        &sample.join("perf.script.gz"),
+        b"w 1 1.0: 1 cpu-clock: \n",
+        b"\t    1234 leaf+0x4 (/bin/w)\n",
+    );
+    let text = util::read(&util::fixtures().join("mt-fp.perf.txt"));
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    enc.write_all(&text).unwrap();
+    fs::write(good.join("perf.script.gz"), enc.finish().unwrap()).unwrap();
+    let o = run_within(
+        &["reprocess".as_ref(), t.path().join("old").as_os_str()],
+        300,
+        "reprocess",
+    );
+    let out = output_text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    for (q, what) in [("q01", "a sample"), ("q02", "a sample")] {
+        let named = format!("{q}/perf.script.gz: {what} longer than 64 MiB");
+        assert!(
+            out.lines()
+                .any(|l| l.contains("failed") && l.contains(&named)),
+            "no failure naming {named}: {out}"
+        );
+    }
+    assert!(good.join("stacks.folded").exists(), "{out}");
+    assert!(!line.join("stacks.folded").exists() && !sample.join("stacks.folded").exists());
+    // `jobprof report` and `render` on such input: the same error, exit 2.
+    for sub in ["report", "render"] {
+        let o = run_within(
+            &[sub.as_ref(), line.join("perf.script.gz").as_os_str()],
+            120,
+            sub,
+        );
+        let msg = output_text(&o);
+        assert_eq!(o.status.code(), Some(2), "{sub}: {msg}");
+        assert!(msg.contains("longer than 64 MiB"), "{sub}: {msg}");
+    }
+}
+
+#[test]
+fn a_feature_section_of_two_to_the_62_bytes_never_aborts_process() {
+    let t = tempfile::tempdir().unwrap();
+    let result = t.path().join("r");
+    copy_demo(&result);
+    let shard = demo_q01(&result).join("perf.data.part000");
+    let mut b = fs::read(&shard).unwrap();
+    let u64_at = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+    // The feature table follows the data section; its first entry's size.
+    let table = (u64_at(&b, 40) + u64_at(&b, 48)) as usize;
+    b[table + 8..table + 16].copy_from_slice(&(1u64 << 62).to_le_bytes());
+    fs::write(&shard, &b).unwrap();
+    let o = run_within(
+        &[
+            "process".as_ref(),
+            "--formats".as_ref(),
+            "all".as_ref(),
+            result.as_os_str(),
+        ],
+        120,
+        "process",
+    );
+    let text = output_text(&o);
+    assert!(
+        matches!(o.status.code(), Some(0 | 1)),
+        "killed by a signal: {:?} {text}",
+        o.status
+    );
+    assert!(!text.contains("memory allocation"), "{text}");
+    assert!(
+        text.contains("damaged file header: feature section") && text.contains("q01"),
+        "{text}"
+    );
+}

@@ -582,3 +582,63 @@ fn python_with_x_perf_where_there_is_one() {
     let _ = fs::remove_file(format!("/tmp/perf-{}.map", c.pid));
     check_as(&c, "Python", &["py::alpha", "py::beta"], false);
 }
+
+/// Issue 35: one very long JIT name. Node's hot functions renamed in the
+/// capture's snapshot to their names followed by 1 MiB of `X` (every
+/// sample in them used to copy the whole name into the text: a minute per
+/// MiB), then processed by both symbolizers: each such frame is cut at
+/// `MAX_NAME` bytes and `...`, and still names its function.
+#[test]
+fn node_with_mebibyte_names_in_its_map_has_them_cut() {
+    if !node_ready() {
+        return;
+    }
+    let js = util::repo_root().join("tests/programs/hot.js");
+    let cwd = classes_dir();
+    let worker = spawn_in(
+        &["node", "--perf-basic-prof", js.to_str().unwrap(), "300"],
+        false,
+        cwd.path(),
+    );
+    let c = capture(worker, "", |_| {});
+    let _ = fs::remove_file(format!("/tmp/perf-{}.map", c.pid));
+    let tmp = tempfile::tempdir().unwrap();
+    let long = "X".repeat(1 << 20);
+    let lengthen = |q: &Path| {
+        let map = q.join(format!("jit/perf-{}.map", c.pid));
+        let text = fs::read_to_string(&map).unwrap();
+        let mut out = String::new();
+        for line in text.lines() {
+            out.push_str(line);
+            if line.contains("alpha") || line.contains("beta") {
+                out.push_str(&long);
+            }
+            out.push('\n');
+        }
+        fs::write(&map, out).unwrap();
+    };
+    for symbolizer in ["native", "perf"] {
+        let dir = process(&c, tmp.path(), symbolizer, lengthen);
+        let text = fs::read_to_string(dir.join("stacks.folded")).unwrap();
+        let frames = text
+            .lines()
+            .flat_map(|l| l.rsplit_once(' ').unwrap().0.split(';'));
+        let longest = frames.clone().map(str::len).max().unwrap();
+        assert!(
+            longest <= 4096 + 3,
+            "{symbolizer}: a frame of {longest} bytes"
+        );
+        // Every renamed function sampled is cut (at least one was).
+        let cut: Vec<&str> = frames.clone().filter(|f| f.contains("XXX")).collect();
+        assert!(
+            !cut.is_empty() && cut.iter().all(|f| f.ends_with("XXX...")),
+            "{symbolizer}: {} frames with the long names, not all cut",
+            cut.len()
+        );
+        assert!(
+            cut.iter()
+                .any(|f| f.contains("alpha") || f.contains("beta")),
+            "{symbolizer}: the cut frames lost their names"
+        );
+    }
+}

@@ -185,6 +185,10 @@ fn offcpu_burn_sleep_wait_shares_and_a_thread_blocked_all_window() {
     let text = fs::read_to_string(cap.join("report.txt")).unwrap();
     assert!(text.contains("# time per thread"), "{text}");
     assert!(text.contains("Off-CPU: window"), "{text}");
+    // Its table is of the sampling event, as the flamegraph, not of the
+    // switch tracepoint that comes first in the text.
+    assert!(text.contains("  of event 'cpu-clock'"), "{text}");
+    assert!(!text.contains("of event 'sched:sched_switch'"), "{text}");
     let sleep = share(&cap.join("offcpu.folded"), "phase_sleep", window);
     let wait = share(&cap.join("offcpu.folded"), "phase_wait", window);
     let burn = share(&cap.join("wallclock.folded"), "phase_burn", window);
@@ -467,4 +471,59 @@ fn offcpu_native_pass_prints_what_perf_script_prints_and_accounts_the_same() {
             "{key}"
         );
     }
+}
+
+/// `offset:NN;` of the two-digit fields of the `sched_switch` format in
+/// `b` (a shard's tracing data) made `offset:99;`: those fields lie past
+/// the end of every record. How many were changed.
+fn damage_switch_format(b: &mut [u8]) -> usize {
+    let find = |hay: &[u8], what: &[u8]| hay.windows(what.len()).position(|w| w == what);
+    let Some(at) = find(b, b"name: sched_switch\n") else {
+        return 0;
+    };
+    let end = at + find(&b[at..], b"print fmt:").unwrap();
+    let (mut i, mut n) = (at, 0);
+    while let Some(k) = find(&b[i..end], b"offset:") {
+        let d = i + k + 7;
+        if b[d].is_ascii_digit() && b[d + 1].is_ascii_digit() && b[d + 2] == b';' {
+            b[d..d + 2].copy_from_slice(b"99");
+            n += 1;
+        }
+        i = d;
+    }
+    n
+}
+
+/// Issue 35: a damaged tracepoint format (field offsets of 99 in a record
+/// of 68 bytes) was folded silently; it is a warning naming the capture.
+#[test]
+fn offcpu_damaged_switch_fields_are_a_warning_naming_the_capture() {
+    let Some((s, mut worker)) = offcpu_worker() else {
+        return;
+    };
+    let cap = capture_and_process(s.dir.path(), &mut worker, "--off-cpu", 2);
+    let mut damaged = 0;
+    for shard in shards_of(&cap) {
+        let mut b = fs::read(&shard).unwrap();
+        damaged += damage_switch_format(&mut b);
+        fs::write(&shard, b).unwrap();
+    }
+    assert!(damaged > 0, "no sched_switch format found in the shards");
+    let out = jobprof()
+        .args(["process", "--force"])
+        .arg(cap.parent().unwrap().parent().unwrap())
+        .output()
+        .unwrap();
+    let text = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let warned = text.lines().find(|l| {
+        l.contains("warning") && l.contains("sched:sched_switch samples have no readable fields")
+    });
+    let warned = warned.unwrap_or_else(|| panic!("no warning: {text}"));
+    assert!(warned.contains("worker_0/q1"), "{warned}");
+    let s = summary(&cap);
+    assert!(
+        s["warnings"].to_string().contains("no readable fields"),
+        "{s}"
+    );
 }

@@ -84,8 +84,10 @@ impl Pipeline<'_> {
         } else {
             None
         };
+        // Off-CPU captures: the sampling event's, as the folded stacks.
+        let event = self.fold_options().event_filter;
         let mut profile = match text {
-            Some(t) => crate::output::report::read::path(&t)?,
+            Some(t) => crate::output::report::read::of_event(&t, event.as_deref())?,
             None => crate::output::report::read::folded_stacks(&pass.folded.stacks, ""),
         };
         profile.source = self.label.clone();

@@ -217,7 +217,9 @@ impl Pipeline<'_> {
             mut shards,
             failures,
             archive: parts,
+            warnings: jit_warnings,
         } = self.symbolize_all(plan, &units)?;
+        warnings.extend(jit_warnings);
         let jit = crate::output::summary::jit::take_figures(&mut folded, &self.cap.found.dir);
         self.note_inline(plan, &mut shards);
         Ok(Pass {

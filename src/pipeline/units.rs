@@ -50,6 +50,8 @@ pub(super) struct Symbolized {
     pub(super) shards: Vec<ShardSummary>,
     pub(super) failures: Vec<String>,
     pub(super) archive: (Spool, Vec<Spooled>),
+    /// JIT files refused or cut short (logged already).
+    pub(super) warnings: Vec<String>,
 }
 
 impl Pipeline<'_> {
@@ -72,6 +74,9 @@ impl Pipeline<'_> {
         // perf 6.1 names JIT frames from this host's /tmp: renamed from the
         // capture's snapshot instead.
         let jit_maps = Arc::new(crate::symbolize::jit::JitMaps::load(&self.cap.found.dir));
+        for w in &jit_maps.warnings {
+            self.log(format!("warning: {w}"));
+        }
         let how = |unit: &Unit| match plan.perf {
             _ if unit.native => Symbolize::Native(&natively),
             Some(perf) => Symbolize::Perf(perf, &script_opts, &jit_maps),
@@ -85,6 +90,7 @@ impl Pipeline<'_> {
             shards,
             failures,
             archive: (spool, parts),
+            warnings: jit_maps.warnings.clone(),
         })
     }
 

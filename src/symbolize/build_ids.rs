@@ -10,8 +10,6 @@
 //! reads headers only; it never runs perf.
 
 use std::collections::{BTreeSet, HashSet};
-use std::fs::File;
-use std::io;
 use std::path::{Path, PathBuf};
 
 use linux_perf_data::PerfFileReader;
@@ -48,7 +46,7 @@ pub fn of_shards(shards: &[PathBuf]) -> (Vec<BuildId>, Vec<String>) {
 #[derive(Debug, thiserror::Error)]
 enum ShardError {
     #[error("{0}")]
-    Open(#[source] io::Error),
+    Damaged(#[source] crate::symbolize::native::Error),
     #[error("cannot read the header: {0}")]
     Header(#[source] linux_perf_data::Error),
     #[error("cannot read the build-id table: {0}")]
@@ -56,9 +54,11 @@ enum ShardError {
 }
 
 fn of_shard(path: &Path) -> Result<Vec<BuildId>, ShardError> {
-    let file = File::open(path).map_err(ShardError::Open)?;
+    // The header is checked before linux-perf-data allocates what it says.
+    let (_file, map) = crate::symbolize::native::open_checked(path).map_err(ShardError::Damaged)?;
     let PerfFileReader { perf_file, .. } =
-        PerfFileReader::parse_file(io::BufReader::new(file)).map_err(ShardError::Header)?;
+        PerfFileReader::parse_file(crate::sys::input::MappedReader::new(&map))
+            .map_err(ShardError::Header)?;
     let table = perf_file.build_ids().map_err(ShardError::Table)?;
     Ok(table
         .into_values()

@@ -8,13 +8,35 @@
 //! in them, and [`ScriptRewrite`] renames the JIT frames of `perf script`'s
 //! text from them (perf 6.1 reads `/tmp/perf-PID.map` of the machine it runs
 //! on, whatever `--symfs` says).
+//!
+//! `jit/` is written by a worker's runtime and copied by the sidecar: it is
+//! read as every other capture input is, through [`crate::sys::confined`]:
+//! no link followed (at `jit/` itself or at a file in it), regular files
+//! only (a FIFO or device is refused without blocking), at most
+//! [`MAX_FILE`] bytes of each file, each name cut at [`MAX_NAME`] bytes. A
+//! file that cannot be read is a warning naming it; the rest is read.
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::sys::confined::Dir;
+
 /// The directory of a capture that holds its JIT symbol snapshot.
 pub const JIT_DIR: &str = "jit";
+
+/// Most bytes read of one file in `jit/` (1 GiB): a bigger one is read up
+/// to there, with a warning.
+pub const MAX_FILE: u64 = 1 << 30;
+
+/// Longest JIT name kept, in bytes (4 KiB, longer than any method
+/// signature a JVM, V8 or CPython writes): a longer one is cut there and
+/// ends in `...`. perf keeps perf-map names whole (its kallsyms reader
+/// stops at `KSYM_NAME_LEN`, 512), but every sample in such a function
+/// copies the name into the text, the folded stacks and the pictures: one
+/// name of 1 MiB made `process` take a minute.
+pub const MAX_NAME: usize = 4096;
 
 /// One compiled function: `[start, end)` and its name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +64,7 @@ impl PerfMap {
     /// or without `0x`, as perf reads it. Lines it cannot read are skipped,
     /// as perf skips them.
     pub fn parse(text: &str) -> PerfMap {
-        let mut syms: Vec<JitSymbol> = text.lines().filter_map(parse_line).collect();
+        let mut syms: Vec<JitSymbol> = perf_map_lines(text.as_bytes()).collect();
         syms.sort_by_key(|s| s.start);
         PerfMap::from_sorted(syms)
     }
@@ -86,17 +108,41 @@ impl PerfMap {
     }
 }
 
-fn parse_line(line: &str) -> Option<JitSymbol> {
-    let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok();
-    let mut parts = line.splitn(3, ' ');
+/// The symbols of a perf map's bytes, one line each.
+fn perf_map_lines(text: &[u8]) -> impl Iterator<Item = JitSymbol> + '_ {
+    text.split(|&b| b == b'\n').filter_map(parse_line)
+}
+
+fn parse_line(line: &[u8]) -> Option<JitSymbol> {
+    let hex = |s: &[u8]| {
+        let s = std::str::from_utf8(s).ok()?;
+        u64::from_str_radix(s.trim_start_matches("0x"), 16).ok()
+    };
+    let mut parts = line.splitn(3, |&b| b == b' ');
     let start = hex(parts.next()?)?;
     let size = hex(parts.next()?)?;
-    let name = parts.next().unwrap_or("").trim_end();
+    let name = parts.next().unwrap_or_default().trim_ascii_end();
     (size > 0).then(|| JitSymbol {
         start,
         end: start.saturating_add(size),
-        name: name.to_string(),
+        name: capped_name(name),
     })
+}
+
+/// `raw` as a name of at most [`MAX_NAME`] bytes (cut at a character
+/// boundary, then `...`); invalid UTF-8 replaced.
+fn capped_name(raw: &[u8]) -> String {
+    if raw.len() <= MAX_NAME {
+        return String::from_utf8_lossy(raw).into_owned();
+    }
+    let mut end = MAX_NAME;
+    // Back off a UTF-8 continuation byte or three.
+    while end > MAX_NAME - 3 && raw[end] & 0xc0 == 0x80 {
+        end -= 1;
+    }
+    let mut name = String::from_utf8_lossy(&raw[..end]).into_owned();
+    name.push_str("...");
+    name
 }
 
 /// `JIT_CODE_LOAD` records of a jitdump file (perf's `jitdump.h`: a file
@@ -135,7 +181,7 @@ fn jitdump_loads(b: &[u8]) -> Vec<JitSymbol> {
                     out.push(JitSymbol {
                         start: addr,
                         end: addr.saturating_add(len),
-                        name: String::from_utf8_lossy(name).into_owned(),
+                        name: capped_name(name),
                     });
                 }
             }
@@ -152,38 +198,60 @@ pub struct JitMaps {
     /// taken, or with `--jit-maps off`).
     pub dir: Option<PathBuf>,
     maps: HashMap<u32, Arc<PerfMap>>,
+    /// Files (or `jit/` itself) refused or cut short, each naming it.
+    pub warnings: Vec<String>,
 }
 
 impl JitMaps {
-    /// Reads `capture_dir/jit/perf-PID.map` and `jit-PID.dump` files. A
-    /// file that cannot be read names nothing (its frames stay unnamed).
+    /// Reads `capture_dir/jit/perf-PID.map` and `jit-PID.dump` files (in
+    /// name order) as the module doc says. A file that cannot be read names
+    /// nothing (its frames stay unnamed) and is a warning naming it; a link
+    /// at `jit/` itself is a warning and no snapshot.
     pub fn load(capture_dir: &Path) -> JitMaps {
-        let dir = capture_dir.join(JIT_DIR);
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            return JitMaps::default();
+        let mut out = JitMaps::default();
+        let dir = match snapshot_dir(capture_dir) {
+            Ok(Some(d)) => d,
+            Ok(None) => return out,
+            Err(e) => {
+                out.warnings.push(format!("JIT symbols not read: {e}"));
+                return out;
+            }
         };
-        let mut maps: HashMap<u32, PerfMap> = HashMap::new();
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if let Some(pid) = pid_in(&name, "perf-", ".map") {
-                if let Ok(text) = std::fs::read_to_string(e.path()) {
-                    let parsed = PerfMap::parse(&text);
-                    let m = maps.entry(pid).or_default();
-                    let mut syms = std::mem::take(&mut m.syms);
-                    syms.extend(parsed.syms);
-                    syms.sort_by_key(|s| s.start);
-                    *m = PerfMap::from_sorted(syms);
-                }
-            } else if let Some(pid) = pid_in(&name, "jit-", ".dump") {
-                if let Ok(bytes) = std::fs::read(e.path()) {
-                    maps.entry(pid).or_default().add_jitdump(&bytes);
-                }
+        let mut names = match dir.names() {
+            Ok(n) => n,
+            Err(e) => {
+                out.warnings.push(format!("JIT symbols not read: {e}"));
+                return out;
+            }
+        };
+        names.sort();
+        let mut maps: HashMap<u32, Vec<JitSymbol>> = HashMap::new();
+        for name in &names {
+            let Some(text) = name.to_str() else { continue };
+            let (pid, dump) = match (pid_in(text, "perf-", ".map"), pid_in(text, "jit-", ".dump")) {
+                (Some(pid), _) => (pid, false),
+                (_, Some(pid)) => (pid, true),
+                _ => continue,
+            };
+            let syms = maps.entry(pid).or_default();
+            let read = read_capped(&dir, name, |bytes| match dump {
+                true => syms.extend(jitdump_loads(bytes)),
+                false => syms.extend(perf_map_lines(bytes)),
+            });
+            if let Err(e) = read {
+                out.warnings.push(e);
             }
         }
-        JitMaps {
-            dir: Some(dir),
-            maps: maps.into_iter().map(|(k, v)| (k, Arc::new(v))).collect(),
-        }
+        out.dir = Some(dir.path().to_path_buf());
+        out.maps = maps
+            .into_iter()
+            .filter(|(_, syms)| !syms.is_empty())
+            .map(|(pid, mut syms)| {
+                syms.sort_by_key(|s| s.start);
+                (pid, Arc::new(PerfMap::from_sorted(syms)))
+            })
+            .collect();
+        out
     }
 
     /// The symbols of process `pid`, when the snapshot has them.
@@ -195,6 +263,49 @@ impl JitMaps {
     pub fn processes(&self) -> usize {
         self.maps.len()
     }
+}
+
+/// `capture_dir/jit`, reached without following a link (`None`: there is
+/// none).
+fn snapshot_dir(capture_dir: &Path) -> crate::Result<Option<Dir>> {
+    let capture = Dir::open(capture_dir)?;
+    if capture.entry(JIT_DIR)?.is_none() {
+        return Ok(None);
+    }
+    capture.sub(JIT_DIR).map(Some)
+}
+
+/// Calls `parse` with the first [`MAX_FILE`] bytes of the regular file
+/// `name` in `dir` (mapped, never through a link, never blocking); `Err`
+/// is the warning naming the file (refused, unreadable, or cut short: then
+/// `parse` has read what was kept).
+fn read_capped(dir: &Dir, name: &OsStr, parse: impl FnOnce(&[u8])) -> Result<(), String> {
+    let path = dir.join(name);
+    let refused = |e: crate::Error| format!("JIT symbols not read: {e}");
+    let file = dir.open_read(name).map_err(refused)?;
+    let size = file
+        .metadata()
+        .map_err(|e| refused(crate::Error::io(&path, e)))?
+        .len();
+    if size == 0 {
+        return Ok(());
+    }
+    // SAFETY: a file of a finished capture, which jobprof never writes; a
+    // truncation while it is read ends the process with a message naming
+    // it (the SIGBUS guard of `Mapping`).
+    let map = unsafe { crate::sys::input::Mapping::of(&file, &path) }
+        .map_err(|e| refused(crate::Error::io(&path, e)))?;
+    let keep = usize::try_from(size.min(MAX_FILE)).unwrap_or(usize::MAX);
+    parse(&map[..keep.min(map.len())]);
+    if size > MAX_FILE {
+        return Err(format!(
+            "{}: {size} bytes, more than the {} MiB read of a JIT symbol file; \
+             functions listed past there stay unnamed",
+            crate::sys::progress::printable(&path),
+            MAX_FILE >> 20
+        ));
+    }
+    Ok(())
 }
 
 /// The PID in `perf-1234.map` (with `prefix`, `suffix`).
@@ -303,12 +414,13 @@ pub struct NoSnapshot;
 /// What `capture_dir/jit/` holds, for `summary.json` and the log; `Err`
 /// when there is none.
 pub fn describe_snapshot(capture_dir: &Path) -> Result<String, NoSnapshot> {
-    match std::fs::read_dir(capture_dir.join(JIT_DIR)) {
-        Ok(entries) => {
-            let files = entries.flatten().count();
+    match snapshot_dir(capture_dir) {
+        Ok(Some(dir)) => {
+            let files = dir.names().map_or(0, |n| n.len());
             Ok(format!("snapshot {JIT_DIR}/: {files} file(s)"))
         }
-        Err(_) => Err(NoSnapshot),
+        Ok(None) => Err(NoSnapshot),
+        Err(e) => Ok(format!("snapshot {JIT_DIR}/ not read: {e}")),
     }
 }
 
@@ -418,6 +530,115 @@ mod tests {
             \t    7f0000001010 [unknown] (/tmp/perf-7.map)\n\
             \t          8282d2 JavaCalls::call_helper+0x302 (/usr/lib/libjvm.so)\n\n"
         );
+    }
+
+    fn mkfifo(p: &Path) {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o666) }, 0);
+    }
+
+    /// [`JitMaps::load`] on another thread, given 20 s (a FIFO read the
+    /// old way blocked forever).
+    fn load_within(dir: &Path) -> JitMaps {
+        let dir = dir.to_path_buf();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(JitMaps::load(&dir)));
+        rx.recv_timeout(std::time::Duration::from_secs(20))
+            .expect("JitMaps::load blocked")
+    }
+
+    #[test]
+    fn jit_files_are_read_without_links_fifos_or_devices() {
+        use std::os::unix::fs::symlink;
+        let t = tempfile::tempdir().unwrap();
+        let secret = t.path().join("secret");
+        std::fs::write(&secret, "7f0000009000 40 root-only-secret\n").unwrap();
+        let cap = t.path().join("q1");
+        let jit = cap.join(JIT_DIR);
+        std::fs::create_dir_all(&jit).unwrap();
+        symlink(&secret, jit.join("perf-1.map")).unwrap();
+        mkfifo(&jit.join("perf-2.map"));
+        std::fs::write(jit.join("perf-3.map"), "7f0000001000 40 good\n").unwrap();
+        symlink("/dev/zero", jit.join("jit-4.dump")).unwrap();
+        let maps = load_within(&cap);
+        assert_eq!(maps.processes(), 1, "{:?}", maps.warnings);
+        assert_eq!(maps.of(3).unwrap().find(0x7f0000001000), Some(("good", 0)));
+        let w = maps.warnings.join("\n");
+        for (file, what) in [
+            ("perf-1.map", "symbolic link"),
+            ("perf-2.map", "FIFO"),
+            ("jit-4.dump", "symbolic link"),
+        ] {
+            assert!(
+                maps.warnings
+                    .iter()
+                    .any(|l| l.contains(&format!("jit/{file}")) && l.contains(what)),
+                "{file}: {w}"
+            );
+        }
+        assert!(!format!("{maps:?}").contains("root-only-secret"));
+        // A link at jit/ itself: no snapshot, a warning naming it.
+        let other = t.path().join("q2");
+        std::fs::create_dir(&other).unwrap();
+        symlink(&jit, other.join(JIT_DIR)).unwrap();
+        let maps = load_within(&other);
+        assert_eq!(maps.processes(), 0);
+        assert!(maps.dir.is_none());
+        assert!(
+            maps.warnings.len() == 1
+                && maps.warnings[0].contains("q2/jit")
+                && maps.warnings[0].contains("symbolic link"),
+            "{:?}",
+            maps.warnings
+        );
+        assert!(describe_snapshot(&other).unwrap().contains("not read"));
+    }
+
+    #[test]
+    fn a_character_device_in_jit_is_refused_unread() {
+        // /dev/zero itself, as a device node in jit/ (root can make one).
+        let t = tempfile::tempdir().unwrap();
+        let jit = t.path().join(JIT_DIR);
+        std::fs::create_dir(&jit).unwrap();
+        let node = jit.join("jit-5.dump");
+        let c = std::ffi::CString::new(node.to_str().unwrap()).unwrap();
+        // SAFETY: a valid path; mknod of /dev/zero's numbers (1, 5).
+        let made = unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 5)) };
+        if made != 0 {
+            eprintln!("skipped: mknod needs root");
+            return;
+        }
+        let maps = load_within(t.path());
+        assert_eq!(maps.processes(), 0);
+        assert!(
+            maps.warnings[0].contains("jit-5.dump") && maps.warnings[0].contains("a device"),
+            "{:?}",
+            maps.warnings
+        );
+    }
+
+    #[test]
+    fn names_are_cut_at_max_name_bytes() {
+        let long = "A".repeat(32 << 20);
+        let m = PerfMap::parse(&format!("1000 10 {long}\n2000 10 short\n"));
+        let (name, off) = m.find(0x1004).unwrap();
+        assert_eq!((name.len(), off), (MAX_NAME + 3, 4));
+        assert!(name.ends_with("A..."));
+        assert_eq!(m.find(0x2000), Some(("short", 0)));
+        // Cut at a character boundary.
+        let wide = "\u{e9}".repeat(MAX_NAME);
+        let m = PerfMap::parse(&format!("1000 10 {wide}\n"));
+        let name = m.find(0x1000).unwrap().0;
+        assert!(
+            name.len() <= MAX_NAME + 3 && name.ends_with("\u{e9}..."),
+            "{name}"
+        );
+        // A jitdump's names too.
+        let mut d = PerfMap::default();
+        d.add_jitdump(&jitdump(&[(0x5000, 0x10, &long[..MAX_NAME + 100])]));
+        assert_eq!(d.find(0x5000).unwrap().0.len(), MAX_NAME + 3);
     }
 
     #[test]

@@ -127,6 +127,24 @@ impl Stream {
     }
 }
 
+/// The longest sample (or line) read from a stream input: 64 MiB. Text
+/// read from a compressed file, a pipe or stdin is held in memory only up
+/// to the next sample boundary (or newline); one longer than this is no
+/// `perf script` text (a sample of 127 frames with names of 4 KiB each is
+/// half a MiB), but a decompression bomb (gzip members of gigabytes
+/// without a newline) that would otherwise be held whole. Readers stop
+/// there with [`Error::Oversized`] naming the input.
+pub const MAX_RECORD: usize = 64 << 20;
+
+/// The error for a stream input that holds `what` (`a sample`, `a line`)
+/// longer than [`MAX_RECORD`].
+pub fn oversized(path: &Path, what: &'static str) -> Error {
+    Error::Oversized {
+        path: path.to_path_buf(),
+        what,
+    }
+}
+
 const PERF_DATA_MAGIC: &[u8] = b"PERFILE2";
 const GZIP_MAGIC: &[u8] = &[0x1f, 0x8b];
 const ZSTD_MAGIC: &[u8] = &[0x28, 0xb5, 0x2f, 0xfd];

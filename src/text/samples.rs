@@ -94,6 +94,9 @@ pub fn walk(path: &Path, opts: &fold::Options, mut each: impl FnMut(&Sample<'_>)
                     };
                     on_block(&buf[..end]);
                     buf.drain(..end);
+                    if buf.len() > BLOCK + input::MAX_RECORD {
+                        return Err(input::oversized(s.path(), "a sample"));
+                    }
                 }
                 if got == 0 {
                     break;

@@ -337,10 +337,12 @@ pub fn from_stacks<'a, W: Write>(
 /// the file has none or cannot be read (the profile then has mappings
 /// without build ids).
 pub fn build_ids(perf_data: &Path) -> HashMap<String, String> {
-    let Ok(file) = std::fs::File::open(perf_data) else {
+    // The header is checked before linux-perf-data allocates what it says.
+    let Ok((_file, map)) = crate::symbolize::native::open_checked(perf_data) else {
         return HashMap::new();
     };
-    let Ok(reader) = linux_perf_data::PerfFileReader::parse_file(io::BufReader::new(file)) else {
+    let reader = crate::sys::input::MappedReader::new(&map);
+    let Ok(reader) = linux_perf_data::PerfFileReader::parse_file(reader) else {
         return HashMap::new();
     };
     reader

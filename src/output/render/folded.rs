@@ -238,6 +238,9 @@ pub fn read_folded(sources: &[Source]) -> Result<FoldedInput> {
                         chunk = &chunk[nl + 1..];
                     }
                     carry.extend_from_slice(chunk);
+                    if carry.len() > input::MAX_RECORD {
+                        return Err(input::oversized(&path, "a line"));
+                    }
                 }
                 if !carry.is_empty() {
                     m.line(&path, lineno + 1, &carry);

@@ -208,8 +208,11 @@ fn names<'a>(p: &'a Profile, chain: &[u32]) -> Vec<&'a Frame> {
     chain.iter().map(|i| &p.frames[*i as usize]).collect()
 }
 
-/// Cuts `s` to [`WIDTH`] columns (characters), ending in `...` when cut.
+/// Cuts `s` to [`WIDTH`] columns (characters), ending in `...` when cut,
+/// with its control characters escaped first (a name cannot reach the
+/// reader's terminal as an escape sequence).
 fn fit(s: &str) -> String {
+    let s = &*crate::sys::progress::printable_text(s);
     if s.chars().count() <= WIDTH {
         return s.to_string();
     }
@@ -285,12 +288,12 @@ fn write_header(p: &Profile, total: u64, out: &mut dyn Write) -> io::Result<()> 
         "{}",
         fit(&format!("# jobprof report: {}{shards}", p.source))
     )?;
-    writeln!(
-        out,
+    let samples = format!(
         "# Samples: {}  of event '{}'",
         p.samples,
         p.event.as_deref().unwrap_or("unknown")
-    )?;
+    );
+    writeln!(out, "{}", fit(&samples))?;
     writeln!(out, "# Event count: {total}")?;
     if let Some((a, b)) = p.window {
         writeln!(
@@ -406,6 +409,35 @@ mod tests {
         p.add(vec![burn, start], 100);
         p.add(vec![unk, busy], 1);
         p
+    }
+
+    #[test]
+    fn control_characters_in_names_are_escaped_as_in_the_log() {
+        let evil = "\u{1b}]0;TITLE\u{7}\u{1b}[2J";
+        let mut p = profile();
+        p.event = Some(format!("ev{evil}"));
+        p.source = format!("src{evil}");
+        let f = p.intern(Frame {
+            symbol: format!("jit{evil}"),
+            dso: format!("perf-1.map{evil}"),
+        });
+        p.add(vec![f], 1000);
+        let opts = Options {
+            sections: vec![Section {
+                title: format!("t{evil}"),
+                lines: vec![format!("l{evil}")],
+            }],
+            ..Options::default()
+        };
+        let mut out = Vec::new();
+        write(&p, &opts, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "{text:?}"
+        );
+        assert!(text.contains("jit\\u{1b}]0;TITLE\\u{7}"), "{text}");
+        assert!(text.contains("'ev\\u{1b}]0;TITLE"), "{text}");
     }
 
     #[test]

@@ -35,8 +35,20 @@ pub fn path(path: &Path) -> Result<Profile> {
     if path.is_dir() {
         return capture_dir(path);
     }
+    of_event(path, None)
+}
+
+/// Reads the file `path` as [`path`] does, keeping only the samples of
+/// `event` (its base name matches too: `cpu-clock` takes `cpu-clock:u`);
+/// `None`: the first event seen. An off-CPU capture's text begins with
+/// `sched:sched_switch` samples as often as not: its report is of the
+/// sampling event.
+pub fn of_event(path: &Path, event: Option<&str>) -> Result<Profile> {
     let src = Source::from_arg(path);
-    let mut lines = Lines::default();
+    let mut lines = Lines {
+        want: event.map(String::from),
+        ..Lines::default()
+    };
     each_line(&src, |l| lines.push(l))?;
     let mut p = lines.finish(&src.display_path())?;
     p.source = src.display_path().display().to_string();
@@ -70,9 +82,20 @@ pub fn capture_dir(dir: &Path) -> Result<Profile> {
             dir.display()
         )));
     };
-    let mut p = path(text)?;
+    let v = capture::validate(c).ok();
+    // An off-CPU capture's report is of its sampling event.
+    let off_cpu = v.as_ref().is_some_and(|v| {
+        v.shards
+            .iter()
+            .any(|s| s.bytes.is_some() && crate::text::offcpu::recorded(&s.data_file))
+    });
+    let event = v
+        .as_ref()
+        .filter(|_| off_cpu)
+        .and_then(|v| v.event.as_deref());
+    let mut p = of_event(text, event)?;
     p.source = c.label();
-    p.shards = capture::validate(c).ok().map(|v| v.shards.len());
+    p.shards = v.map(|v| v.shards.len());
     Ok(p)
 }
 
@@ -102,6 +125,8 @@ fn each_line(src: &Source, mut f: impl FnMut(&[u8])) -> Result<()> {
             Ok(())
         }
         Opened::Stream(mut s) => {
+            // Only a line cut by a read is carried, and only up to
+            // input::MAX_RECORD: each byte is searched once.
             let mut buf = vec![0u8; 1 << 20];
             let mut carry: Vec<u8> = Vec::new();
             loop {
@@ -109,13 +134,21 @@ fn each_line(src: &Source, mut f: impl FnMut(&[u8])) -> Result<()> {
                 if n == 0 {
                     break;
                 }
-                carry.extend_from_slice(&buf[..n]);
-                let mut start = 0;
-                while let Some(i) = carry[start..].iter().position(|&b| b == b'\n') {
-                    f(&carry[start..start + i]);
-                    start += i + 1;
+                let mut chunk = &buf[..n];
+                while let Some(nl) = memchr::memchr(b'\n', chunk) {
+                    if carry.is_empty() {
+                        f(&chunk[..nl]);
+                    } else {
+                        carry.extend_from_slice(&chunk[..nl]);
+                        f(&carry);
+                        carry.clear();
+                    }
+                    chunk = &chunk[nl + 1..];
                 }
-                carry.drain(..start);
+                carry.extend_from_slice(chunk);
+                if carry.len() > input::MAX_RECORD {
+                    return Err(input::oversized(s.path(), "a line"));
+                }
             }
             if !carry.is_empty() {
                 f(&carry);
@@ -129,6 +162,8 @@ fn each_line(src: &Source, mut f: impl FnMut(&[u8])) -> Result<()> {
 #[derive(Default)]
 struct Lines {
     kind: Option<Kind>,
+    /// The event to read (`None`: the first seen).
+    want: Option<String>,
     p: Profile,
     /// The sample being read: its weight and frames, leaf first.
     sample: Option<(u64, Vec<u32>)>,
@@ -216,13 +251,17 @@ impl Lines {
             return;
         };
         let event = h.event.unwrap_or("").trim_end_matches(':').to_string();
-        match &self.p.event {
-            Some(e) if *e != event => {
-                self.skipping = true;
-                return;
-            }
-            None => self.p.event = Some(event),
-            _ => {}
+        let wanted = match (&self.want, &self.p.event) {
+            (Some(w), _) => event == *w || perf_script::event_base(&event) == w,
+            (None, Some(e)) => *e == event,
+            (None, None) => true,
+        };
+        if !wanted {
+            self.skipping = true;
+            return;
+        }
+        if self.p.event.is_none() {
+            self.p.event = Some(event);
         }
         self.skipping = false;
         if let Some(t) = sample_time(line) {
@@ -329,6 +368,50 @@ fn sample_time(line: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An off-CPU capture's text: a switch-out sample first, then the
+    /// sampling event's.
+    const OFF_CPU_TEXT: &str = "w 10 [000] 100.400000: sched:sched_switch: prev_comm=w \
+        prev_pid=10 prev_prio=120 prev_state=S ==> next_comm=swapper/0 next_pid=0 \
+        next_prio=120\n\t    ffff81 schedule+0x1 ([kernel.kallsyms])\n\n\
+        w 10 [000] 100.500000:     250 cpu-clock: \n\t    1159 burn+0x19 (/opt/w)\n\n\
+        w 10 [000] 100.600000: sched:sched_switch: prev_comm=w prev_pid=10 prev_prio=120 \
+        prev_state=S ==> next_comm=swapper/0 next_pid=0 next_prio=120\n\
+        \t    ffff81 schedule+0x1 ([kernel.kallsyms])\n\n";
+
+    #[test]
+    fn the_report_of_an_off_cpu_capture_is_of_its_sampling_event() {
+        let t = tempfile::tempdir().unwrap();
+        let text = t.path().join("perf.script");
+        std::fs::write(&text, OFF_CPU_TEXT).unwrap();
+        let p = of_event(&text, Some("cpu-clock")).unwrap();
+        assert_eq!(p.event.as_deref(), Some("cpu-clock"));
+        assert_eq!((p.samples, p.total()), (1, 250));
+        assert!(p.frames.iter().all(|f| f.symbol != "schedule"));
+        // Without an event, the first one seen, as before.
+        let first = path(&text).unwrap();
+        assert_eq!(first.event.as_deref(), Some("sched:sched_switch"));
+    }
+
+    #[test]
+    fn a_line_past_the_cap_in_a_stream_is_an_error_naming_the_input() {
+        use std::io::Write;
+        let t = tempfile::tempdir().unwrap();
+        let gz = t.path().join("perf.script.gz");
+        // One gzip member of 1 MiB of `a`, repeated: a line of 65 MiB.
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(&vec![b'a'; 1 << 20]).unwrap();
+        let member = enc.finish().unwrap();
+        let mut f = std::fs::File::create(&gz).unwrap();
+        for _ in 0..(input::MAX_RECORD >> 20) + 1 {
+            f.write_all(&member).unwrap();
+        }
+        drop(f);
+        let err = path(&gz).unwrap_err();
+        assert!(matches!(err, Error::Oversized { .. }), "{err}");
+        let msg = err.to_string();
+        assert!(msg.contains("perf.script.gz") && msg.contains("a line longer than 64 MiB"));
+    }
 
     #[test]
     fn script_and_folded_are_read_alike() {

@@ -11,8 +11,6 @@
 //! here ([`perf_mismatch`]); the native symbolizer unwinds x86-64 and
 //! aarch64 on any host.
 
-use std::fs::File;
-use std::io;
 use std::path::Path;
 
 use linux_perf_data::linux_perf_event_reader::SampleFormat;
@@ -58,11 +56,14 @@ pub fn normalized(arch: &str) -> &str {
 }
 
 /// Reads the facts of the perf.data file `data` (`None`: not readable as
-/// one; the caller's own checks say why).
+/// one, or a damaged header; the caller's own checks say why). The header
+/// is checked ([`super::open_checked`]) before linux-perf-data reads it: a
+/// size in it that the file cannot hold would be a request for that much
+/// memory.
 pub fn facts(data: &Path) -> Option<Facts> {
-    let file = File::open(data).ok()?;
+    let (_file, map) = super::open_checked(data).ok()?;
     let PerfFileReader { perf_file, .. } =
-        PerfFileReader::parse_file(io::BufReader::new(file)).ok()?;
+        PerfFileReader::parse_file(crate::sys::input::MappedReader::new(&map)).ok()?;
     let mut f = Facts {
         arch: perf_file.arch().ok().flatten().map(str::to_string),
         ..Facts::default()

@@ -10,8 +10,17 @@
 //! the architecture string within their sections, before the file goes to
 //! the parser; a file that fails is damaged, said in the error (found by
 //! [`super::check`], `process` falls back to `perf script` for the shard).
+//!
+//! Every reader of a perf.data header in jobprof (the native symbolizer,
+//! the architecture and call-graph facts, the build-id table, the off-CPU
+//! test, pprof's build ids) opens the file through [`open_checked`], so no
+//! header reaches linux-perf-data unchecked.
+
+use std::fs::File;
+use std::path::Path;
 
 use super::error::{Error, HeaderDamage};
+use crate::sys::input::Mapping;
 
 /// `HEADER_ARCH`: a `perf_header_string` (`u32` length, then the bytes).
 const FEATURE_ARCH: usize = 6;
@@ -31,6 +40,19 @@ pub(super) fn u64_at(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(
         b.get(at..at.checked_add(8)?)?.try_into().ok()?,
     ))
+}
+
+/// Opens and maps the perf.data file `data` and checks its header
+/// ([`check`]) before any parser sees it: `Err` (naming the file when it
+/// cannot be opened) for a file that is not a little-endian perf.data file
+/// or whose header lies about its sizes.
+pub fn open_checked(data: &Path) -> Result<(File, Mapping), Error> {
+    let (file, map) = super::open_and_map(data, Some(data))?;
+    if map.get(..8) != Some(&b"PERFILE2"[..]) {
+        return Err(Error::NotPerfFile);
+    }
+    check(&map)?;
+    Ok((file, map))
 }
 
 /// `(offset, size)` at `at` as a range of `b`, when it lies within `b`.

@@ -56,6 +56,7 @@ use linux_perf_data::{PerfFileReader, PerfFileRecord};
 use crate::symbolize::perf::TimeSlice;
 use elf::DsoSymbols;
 pub use error::{Error, HeaderDamage, SampleDamage};
+pub use header::open_checked;
 use symbols::SymbolTable;
 use threads::{Machine, Map};
 

@@ -373,7 +373,8 @@ impl Write for StreamFolder {
 /// line per sample and no blank line, and the fold ends a sample at such a
 /// line anyway, so the cut changes nothing (the output is that of the
 /// mapped file, folded whole). `None`: no cut yet; the caller reads on and
-/// the block grows (in compat mode, as a mapped file's single chunk does).
+/// the block grows (in compat mode, as a mapped file's single chunk does),
+/// up to [`input::MAX_RECORD`]: past that the input is an error.
 fn stream_cut(buf: &[u8], from: usize, compat: bool) -> Option<usize> {
     let start = from.saturating_sub(1).min(buf.len());
     if let Some(cut) = boundary::last(&buf[start..]) {
@@ -573,6 +574,7 @@ impl Engine {
         let (tx, rx) = mpsc::sync_channel::<Result<Vec<u8>>>(1);
         let path: PathBuf = stream.path().to_path_buf();
         std::thread::scope(|scope| -> Result<()> {
+            let path = &path;
             scope.spawn(move || {
                 let mut carry: Vec<u8> = Vec::new();
                 // `carry[..scanned]` holds no cut: read on past it.
@@ -608,6 +610,10 @@ impl Engine {
                         if tx.send(Ok(buf)).is_err() {
                             return;
                         }
+                    } else if buf.len() > input::MAX_RECORD {
+                        // No text perf prints: a bomb, never held whole.
+                        let _ = tx.send(Err(input::oversized(path, "a sample")));
+                        return;
                     } else {
                         // No cut yet: keep reading into the same buffer
                         // (the loop above reads at least 1 MiB more).
@@ -720,6 +726,54 @@ mod stream_tests {
         let whole = whole.finish();
         assert_eq!(whole.to_bytes(), pushed.to_bytes());
         assert!(whole.total() > 0 && !whole.stacks.is_empty());
+    }
+
+    /// gzip members of 1 MiB each, `members` of them, of `piece` repeated.
+    fn bomb(dir: &std::path::Path, name: &str, head: &[u8], piece: &[u8]) -> PathBuf {
+        use std::io::Write as _;
+        let member = |bytes: &[u8]| {
+            let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            enc.write_all(bytes).unwrap();
+            enc.finish().unwrap()
+        };
+        let body: Vec<u8> = piece.iter().copied().cycle().take(1 << 20).collect();
+        let (first, rest) = (member(&[head, &body].concat()), member(&body));
+        let path = dir.join(name);
+        let mut f = std::fs::File::create(&path).unwrap();
+        f.write_all(&first).unwrap();
+        for _ in 0..input::MAX_RECORD >> 20 {
+            f.write_all(&rest).unwrap();
+        }
+        path
+    }
+
+    /// A line without a newline, and one sample of frame lines without a
+    /// blank line, past `MAX_RECORD` in a gzip stream: the input's error,
+    /// naming it, instead of a carry that grows to the next cut.
+    #[test]
+    fn a_sample_past_the_cap_in_a_stream_is_the_inputs_error() {
+        let t = tempfile::tempdir().unwrap();
+        let line = bomb(t.path(), "line.gz", b"", b"a");
+        let sample = bomb(
+            t.path(),
+            "sample.gz",
+            b"w 1 1.0: 1 cpu-clock: \n",
+            b"\t    1234 leaf+0x4 (/bin/w)\n",
+        );
+        for compat in [Compat::None, Compat::Inferno] {
+            for p in [&line, &sample] {
+                let folder = Folder::new(Options {
+                    compat,
+                    block_size: 8 << 20,
+                    ..Options::default()
+                });
+                let err = folder.fold_sources(&[Source::Path(p.clone())]).unwrap_err();
+                let msg = err.to_string();
+                assert!(matches!(err, Error::Oversized { .. }), "{msg}");
+                assert!(msg.starts_with(&*p.to_string_lossy()), "{msg}");
+                assert!(msg.contains("longer than 64 MiB"), "{msg}");
+            }
+        }
     }
 
     /// Flat input (one header line per sample, no blank line) and a mix of

@@ -161,6 +161,8 @@ pub struct Accounts {
     pub switch_records: u64,
     /// `sched:sched_switch` samples seen.
     pub switch_samples: u64,
+    /// Of those, the ones without a readable `prev_state`.
+    pub unreadable_switches: u64,
     /// Sampling-event samples seen.
     pub samples: u64,
 }
@@ -179,6 +181,7 @@ impl Accounts {
             on_cpu: HashMap::new(),
             switch_records: 0,
             switch_samples: 0,
+            unreadable_switches: 0,
             samples: 0,
         }
     }
@@ -222,6 +225,11 @@ impl Accounts {
             } => {
                 if event == super::TRACEPOINT {
                     self.switch_samples += 1;
+                    // perf prints no fields (the native pass neither)
+                    // when the format puts them outside the record.
+                    if prev_state.as_deref().is_none_or(str::is_empty) {
+                        self.unreadable_switches += 1;
+                    }
                     let state = prev_state
                         .as_deref()
                         .map_or(State::Unknown, State::from_prev_state);
@@ -381,6 +389,7 @@ impl Accounts {
             on_cpu: self.on_cpu,
             switch_records: self.switch_records,
             switch_samples: self.switch_samples,
+            unreadable_switches: self.unreadable_switches,
             samples: self.samples,
         }
     }
@@ -452,6 +461,8 @@ pub struct Finished {
     pub switch_records: u64,
     /// Tracepoint samples seen.
     pub switch_samples: u64,
+    /// Of those, the ones without a readable `prev_state`.
+    pub unreadable_switches: u64,
     /// Sampling-event samples seen.
     pub samples: u64,
 }
@@ -469,6 +480,7 @@ impl Finished {
         }
         self.switch_records += other.switch_records;
         self.switch_samples += other.switch_samples;
+        self.unreadable_switches += other.unreadable_switches;
         self.samples += other.samples;
     }
 }

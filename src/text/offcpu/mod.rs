@@ -84,12 +84,8 @@ pub const WALLCLOCK_FOLDED: &str = "wallclock.folded";
 /// Whether a shard was recorded with `--off-cpu` (its events include the
 /// switch tracepoint). Unreadable files say no; the main pass reports them.
 pub fn recorded(data: &Path) -> bool {
-    let Ok(file) = std::fs::File::open(data) else {
-        return false;
-    };
-    // SAFETY: a shard of a finished capture, which jobprof never writes
-    // and perf no longer does; truncation is caught by the SIGBUS guard.
-    let Ok(map) = (unsafe { crate::sys::input::Mapping::of(&file, data) }) else {
+    // The header is checked before linux-perf-data allocates what it says.
+    let Ok((_file, map)) = crate::symbolize::native::open_checked(data) else {
         return false;
     };
     let Ok(r) =
@@ -317,6 +313,14 @@ impl Profiles {
             v.sort_unstable();
             v
         };
+        let damaged = (f.unreadable_switches > 0).then(|| {
+            format!(
+                "{} of {} sched:sched_switch samples have no readable fields (no \
+                 prev_state): the tracepoint's format in the capture puts them outside \
+                 the record (damaged?); their off-CPU time is counted as unknown",
+                f.unreadable_switches, f.switch_samples
+            )
+        });
         let summary = Summary {
             window_ns: f.end - f.start,
             thread_count: f.threads.len(),
@@ -336,7 +340,7 @@ impl Profiles {
             off_cpu: sorted(f.off_cpu),
             wall_clock: sorted(wall),
             summary,
-            warnings: Vec::new(),
+            warnings: damaged.into_iter().collect(),
         }
     }
 }
@@ -429,6 +433,7 @@ pub fn analyze_capture(
         all.merge(r?);
     }
     let mut p = Profiles::from_finished(all);
+    warnings.append(&mut p.warnings);
     p.warnings = warnings;
     Ok(Some(p))
 }
@@ -458,6 +463,41 @@ mod tests {
         assert!(lines[0].contains("window 1000.0 ms, 2 threads, 9 switch-outs"));
         assert!(lines[2].trim_start().starts_with("2  w2"), "{table}");
         assert!(lines[3].contains("100.0ms  10%") && lines[3].contains("900.0ms  90%"));
+    }
+
+    #[test]
+    fn switch_outs_without_readable_fields_are_a_warning() {
+        use super::parse::Event;
+        let mut a = Accounts::new(0, 100, Some("cpu-clock"));
+        for (time, prev_state) in [(10, Some("S")), (20, None), (30, Some(""))] {
+            a.event(Event::Sample {
+                tid: 7,
+                comm: "w".into(),
+                time,
+                event: TRACEPOINT.into(),
+                period: 1,
+                prev_state: prev_state.map(String::from),
+                stack: vec!["f".into()],
+            });
+        }
+        let p = Profiles::from_finished(a.finish());
+        assert_eq!(p.warnings.len(), 1, "{:?}", p.warnings);
+        assert!(
+            p.warnings[0].starts_with("2 of 3 sched:sched_switch samples have no readable fields"),
+            "{}",
+            p.warnings[0]
+        );
+        let mut fine = Accounts::new(0, 100, None);
+        fine.event(Event::Sample {
+            tid: 7,
+            comm: "w".into(),
+            time: 10,
+            event: TRACEPOINT.into(),
+            period: 1,
+            prev_state: Some("R+".into()),
+            stack: vec![],
+        });
+        assert!(Profiles::from_finished(fine.finish()).warnings.is_empty());
     }
 
     #[test]
