@@ -191,7 +191,13 @@ impl Worker {
     /// Opens the file the worker maps at `range` (`START-END`, as in its
     /// maps) through `/proc/PID/map_files/`, as the worker.
     pub fn open_mapping(&self, range: &str) -> io::Result<(File, fs::Metadata)> {
-        let at = open_path_fd(None, &format!("/proc/{}/map_files/{range}", self.pid), true)?;
+        // maps pads addresses to 8 digits, map_files does not.
+        let hex = |a: &str| u64::from_str_radix(a, 16).ok();
+        let name = range
+            .split_once('-')
+            .and_then(|(a, b)| Some(format!("{:x}-{:x}", hex(a)?, hex(b)?)))
+            .ok_or_else(|| err(io::ErrorKind::InvalidInput, format!("bad range {range}")))?;
+        let at = open_path_fd(None, &format!("/proc/{}/map_files/{name}", self.pid), true)?;
         self.still_there()?;
         let meta = at.metadata()?;
         regular(&meta)?;
