@@ -412,3 +412,78 @@ time.sleep(600)
         .join(exe.strip_prefix("/").unwrap());
     assert_eq!(fs::read(&copy).unwrap(), fs::read(&exe).unwrap());
 }
+
+/// The perf processes the sidecar `pid` started (its children, from any of
+/// its threads).
+fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for t in fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+        let kids = fs::read_to_string(t.path().join("children")).unwrap_or_default();
+        out.extend(
+            kids.split_whitespace()
+                .filter_map(|k| k.parse::<u32>().ok()),
+        );
+    }
+    out
+}
+
+/// Issue 35, item 9: a shard that answers `disable` late (here: its perf
+/// stopped with SIGSTOP during the query, continued 8 s after `stop`)
+/// samples until then. Before, the window ended 5 s after `stop` was
+/// asked, whatever perf did, and nothing was said; now it ends when perf
+/// stopped, and `capture.json` says why the window is not the query's.
+#[test]
+fn a_shard_that_disables_late_moves_the_window_and_says_so() {
+    if !ready() {
+        return;
+    }
+    let mut worker = as_nobody(&[python(), "-c", JIT_LIKE]);
+    let keep = tempfile::tempdir().unwrap();
+    let (tokens, root) = (keep.path().join("tokens"), keep.path().join("result"));
+    fs::create_dir_all(&tokens).unwrap();
+    fs::create_dir_all(&root).unwrap();
+    let mut sidecar =
+        util::sidecar_command(&tokens, 0, worker.id(), &root, &keep.path().join("staging"))
+            .args(["--frequency", "99", "--start-timeout", "60", "--no-prearm"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+    util::wait_sidecar_ready(&mut sidecar, &mut worker, &tokens, Duration::from_secs(90));
+    util::record_driver(&tokens, 0, &["start", "--query", "q1"]);
+    std::thread::sleep(Duration::from_secs(1));
+    let perfs = children(sidecar.id());
+    assert!(!perfs.is_empty(), "no perf shard found");
+    for &p in &perfs {
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(p as i32, libc::SIGSTOP) };
+    }
+    let resume = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(8));
+        for p in perfs {
+            // SAFETY: kill has no memory-safety preconditions.
+            unsafe { libc::kill(p as i32, libc::SIGCONT) };
+        }
+    });
+    util::record_driver(&tokens, 0, &["stop", "--query", "q1"]);
+    resume.join().unwrap();
+    util::record_driver(&tokens, 0, &["shutdown"]);
+    let out = sidecar.wait_with_output().unwrap();
+    let _ = worker.kill();
+    let _ = worker.wait();
+    let log = output_text(&out);
+    assert!(out.status.success(), "sidecar: {log}");
+    let c = util::json(&root.join("worker_0/q1/capture.json"));
+    let warnings = c["warnings"].to_string();
+    assert!(warnings.contains("did not acknowledge `disable`"), "{c:#}");
+    assert!(warnings.contains("disabling took"), "{c:#}");
+    let (asked, off) = (
+        c["disable_requested_unix_ns"].as_u64().unwrap(),
+        c["disabled_unix_ns"].as_u64().unwrap(),
+    );
+    assert!(
+        off - asked >= 7_000_000_000,
+        "the window ends when perf stopped: {c:#}"
+    );
+    assert!(log.contains("disabling took"), "{log}");
+}
