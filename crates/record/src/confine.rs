@@ -28,7 +28,6 @@
 //!   more readable than its source (0600 unless the source is readable by
 //!   everyone).
 
-use std::collections::VecDeque;
 use std::ffi::CString;
 use std::fs::{self, File};
 use std::io::{self, Read};
@@ -141,22 +140,16 @@ impl Worker {
         signalled && sys::alive(self.pid, self.start)
     }
 
-    /// Runs `f` on a thread whose file system credentials are the
-    /// worker's. A sidecar that is not root runs it with its own (an
-    /// unprivileged user's) credentials.
-    pub fn as_worker<T: Send>(&self, f: impl FnOnce() -> T + Send) -> io::Result<T> {
+    /// Runs `f` with file system credentials that are the worker's: this
+    /// thread's own (raw system calls change only the calling thread),
+    /// given back when `f` returns. A sidecar that is not root runs it with
+    /// its own (an unprivileged user's) credentials.
+    pub fn as_worker<T>(&self, f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
         if sys::euid() != 0 {
-            return Ok(f());
+            return f();
         }
-        let (uid, gid, groups) = (self.uid, self.gid, &self.groups);
-        std::thread::scope(|s| {
-            s.spawn(move || {
-                become_for_files(uid, gid, groups)?;
-                Ok(f())
-            })
-            .join()
-            .unwrap_or_else(|_| Err(err(io::ErrorKind::Other, "the worker's thread panicked")))
-        })
+        let _back = Taken::take(self.uid, self.gid, &self.groups)?;
+        f()
     }
 
     /// The worker's root (`/proc/PID/root`), opened as a directory handle
@@ -185,7 +178,7 @@ impl Worker {
         path: &str,
         links: bool,
     ) -> io::Result<(File, fs::Metadata)> {
-        self.as_worker(|| open_beneath(root, path, links))?
+        self.as_worker(|| open_beneath(root, path, links))
     }
 
     /// Opens the file the worker maps at `range` (`START-END`, as in its
@@ -201,33 +194,73 @@ impl Worker {
         self.still_there()?;
         let meta = at.metadata()?;
         regular(&meta)?;
-        self.as_worker(|| reopen(&at))?
+        self.as_worker(|| reopen(&at))
     }
 }
 
-/// Sets this thread's file system uid, gid and groups (raw system calls:
-/// the C library's wrappers would change every thread).
-fn become_for_files(uid: u32, gid: u32, groups: &[u32]) -> io::Result<()> {
-    // SAFETY: plain system calls on this thread's credentials; `groups`
-    // is a valid array of its length.
+/// This thread's file system uid, gid and groups as they were before
+/// [`Taken::take`] set the worker's; put back when dropped.
+struct Taken {
+    uid: u32,
+    gid: u32,
+    groups: Vec<u32>,
+}
+
+/// `setgroups` of this thread only (the C library's wrapper would change
+/// every thread).
+fn set_groups(groups: &[u32]) -> io::Result<()> {
+    // SAFETY: `groups` is a valid array of its length.
+    let r = unsafe { libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr()) };
+    if r != 0 {
+        return Err(last_err());
+    }
+    Ok(())
+}
+
+/// Sets this thread's file system uid and gid; what they are now.
+fn set_fs_ids(uid: u32, gid: u32) -> (u32, u32) {
+    // SAFETY: plain system calls on this thread's credentials. Both return
+    // the previous id: asking again with an invalid one says what is set.
     unsafe {
-        if libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr()) != 0 {
-            return Err(last_err());
-        }
         libc::syscall(libc::SYS_setfsgid, gid);
         libc::syscall(libc::SYS_setfsuid, uid);
-        // Both return the previous id: asking again with an invalid one
-        // says what is set.
-        let now_gid = libc::syscall(libc::SYS_setfsgid, u32::MAX) as u32;
-        let now_uid = libc::syscall(libc::SYS_setfsuid, u32::MAX) as u32;
-        if (now_uid, now_gid) != (uid, gid) {
+        let gid = libc::syscall(libc::SYS_setfsgid, u32::MAX) as u32;
+        (libc::syscall(libc::SYS_setfsuid, u32::MAX) as u32, gid)
+    }
+}
+
+impl Taken {
+    fn take(uid: u32, gid: u32, groups: &[u32]) -> io::Result<Taken> {
+        let mut old = vec![0u32; 65536];
+        // SAFETY: `old` has room for the most groups there can be.
+        let n = unsafe { libc::syscall(libc::SYS_getgroups, old.len(), old.as_mut_ptr()) };
+        if n < 0 {
+            return Err(last_err());
+        }
+        old.truncate(n as usize);
+        let (fsuid, fsgid) = set_fs_ids(u32::MAX, u32::MAX);
+        let back = Taken {
+            uid: fsuid,
+            gid: fsgid,
+            groups: old,
+        };
+        set_groups(groups)?;
+        if set_fs_ids(uid, gid) != (uid, gid) {
             return Err(err(
                 io::ErrorKind::PermissionDenied,
                 format!("cannot take the worker's credentials (uid {uid}, gid {gid})"),
             ));
         }
+        Ok(back)
     }
-    Ok(())
+}
+
+impl Drop for Taken {
+    fn drop(&mut self) {
+        // The uid first: root's again, it may set the groups.
+        set_fs_ids(self.uid, self.gid);
+        let _ = set_groups(&self.groups);
+    }
 }
 
 /// `openat(dir, name, O_PATH | O_CLOEXEC [| O_NOFOLLOW])`.
@@ -345,9 +378,10 @@ pub fn walk(
 ) -> io::Result<Walked> {
     let mut dirs: Vec<(File, String)> = vec![(root.try_clone()?, String::new())];
     check(&root.metadata()?, "/")?;
-    let mut parts: VecDeque<String> = path.split('/').map(str::to_string).collect();
+    // The components still to walk, the next one last.
+    let mut parts: Vec<String> = path.rsplit('/').map(str::to_string).collect();
     let mut followed = 0;
-    while let Some(part) = parts.pop_front() {
+    while let Some(part) = parts.pop() {
         match part.as_str() {
             "" | "." => continue,
             ".." => {
@@ -377,9 +411,7 @@ pub fn walk(
             if target.starts_with('/') {
                 dirs.truncate(1);
             }
-            for p in target.split('/').rev() {
-                parts.push_front(p.to_string());
-            }
+            parts.extend(target.rsplit('/').map(str::to_string));
             continue;
         }
         if parts.iter().any(|p| !p.is_empty() && p != ".") {

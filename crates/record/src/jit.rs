@@ -274,23 +274,35 @@ pub fn ask_hotspot(w: &Worker, runtime: &Runtime, timeout: Duration) -> Asked {
         }
     );
     let start = Instant::now();
+    // The child execs jcmd itself, with `PATH` as its whole environment.
+    let c = |s: &str| std::ffi::CString::new(s).unwrap_or_default();
+    let argv = [c(&jcmd), c(&pid.to_string()), c("Compiler.perfmap")];
+    let path = c("PATH=/usr/bin:/bin");
     let mut cmd = Command::new(&jcmd);
-    cmd.arg(pid.to_string())
-        .arg("Compiler.perfmap")
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .current_dir("/")
+    cmd.current_dir("/")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
     let ids = root.then(|| (w.uid, w.gid, w.groups.clone()));
     let ns = mnt.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
     // SAFETY: between fork and exec only async-signal-safe system calls
-    // run (setns, setgroups, setresgid, setresuid, prctl); `mnt` and the
-    // groups outlive the spawn. The namespace is entered as root, then the
-    // worker's credentials are taken, for good.
+    // run (setns, setgroups, setresgid, setresuid, prctl, execve), nothing
+    // is allocated; `mnt`, the groups and the strings outlive the spawn.
+    // The namespace is entered as root, then the worker's credentials are
+    // taken, for good.
     unsafe {
-        cmd.pre_exec(move || become_worker(ns, ids.as_ref()));
+        cmd.pre_exec(move || {
+            become_worker(ns, ids.as_ref())?;
+            let args = [
+                argv[0].as_ptr(),
+                argv[1].as_ptr(),
+                argv[2].as_ptr(),
+                std::ptr::null(),
+            ];
+            let env = [path.as_ptr(), std::ptr::null()];
+            libc::execve(argv[0].as_ptr(), args.as_ptr(), env.as_ptr());
+            Err(io::Error::last_os_error())
+        });
     }
     let failure = spawn_and_wait(&mut cmd, timeout);
     drop(mnt);
