@@ -340,6 +340,10 @@ m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.
 os.remove(p)
 os.rmdir(base + '/d')
 os.symlink(secret, base + '/d')
+# Its own perf map, readable by it alone.
+fd = os.open('/tmp/perf-%d.map' % os.getpid(), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+os.write(fd, b'7f0000000000 10 own_function\\n')
+os.close(fd)
 print('started', flush=True)
 time.sleep(600)
 "
@@ -362,6 +366,17 @@ time.sleep(600)
     assert!(row.contains("\tcopied [taken when q1 ended]"), "{row}");
     let copy = run.root().join(format!("worker_0/q1/jit/jit-{pid}.dump"));
     assert_eq!(fs::read_to_string(&copy).unwrap(), own);
+    // The worker's own map, opened as the worker, copied no more readable
+    // than it was (0600).
+    let _ = fs::remove_file(format!("/tmp/perf-{pid}.map"));
+    let row = run.row("perfmap");
+    assert!(row.contains("\tcopied [taken when q1 ended]"), "{row}");
+    let map = run.root().join(format!("worker_0/q1/jit/perf-{pid}.map"));
+    assert_eq!(
+        fs::read_to_string(&map).unwrap(),
+        "7f0000000000 10 own_function\n"
+    );
+    assert_eq!(fs::metadata(&map).unwrap().mode() & 0o777, 0o600);
 }
 
 /// Issue 35, item 4: in its own user and mount namespaces, the worker
