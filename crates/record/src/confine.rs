@@ -21,7 +21,7 @@
 //!   itself is refused); it is reopened for reading through
 //!   `/proc/self/fd` only once it is known to be one, `O_NONBLOCK`, so a
 //!   FIFO or a device is never opened at all.
-//! - [`Worker::open_mapping`] opens a mapped file through
+//! - [`Worker::open_mapped`] opens a mapped file through
 //!   `/proc/PID/map_files/START-END`: the inode the worker maps, whatever
 //!   its path now leads to, reopened with the worker's credentials.
 //! - [`copy_bounded`] copies at most the size checked, into a new file no
@@ -182,8 +182,21 @@ impl Worker {
     }
 
     /// Opens the file the worker maps at `range` (`START-END`, as in its
-    /// maps) through `/proc/PID/map_files/`, as the worker.
-    pub fn open_mapping(&self, range: &str) -> io::Result<(File, fs::Metadata)> {
+    /// maps) and names `path` through `/proc/PID/map_files/`, as the
+    /// worker. A sidecar that is not root may not follow `map_files`
+    /// (`CAP_SYS_ADMIN`): it opens `path` below the worker's root, without
+    /// links, with its own credentials.
+    pub fn open_mapped(&self, range: &str, path: &str) -> io::Result<(File, fs::Metadata)> {
+        match self.open_mapping(range) {
+            Err(e) if sys::euid() != 0 && e.kind() == io::ErrorKind::PermissionDenied => {
+                self.open_path(&self.root()?, path, false)
+            }
+            r => r,
+        }
+    }
+
+    /// [`Worker::open_mapped`] through `map_files` only.
+    fn open_mapping(&self, range: &str) -> io::Result<(File, fs::Metadata)> {
         // maps pads addresses to 8 digits, map_files does not.
         let hex = |a: &str| u64::from_str_radix(a, 16).ok();
         let name = range

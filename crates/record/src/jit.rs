@@ -457,7 +457,7 @@ pub fn snapshot(
     // mapping: the file the worker maps, whatever its path leads to now.
     for (range, d) in dumps.into_iter().take(1) {
         let dst = capture_dir.join(JIT_DIR).join(format!("jit-{pid}.dump"));
-        let (size, status) = copy_in(w.open_mapping(&range), &dst, capture_dir, room, &mut t);
+        let (size, status) = copy_in(w.open_mapped(&range, &d), &dst, capture_dir, room, &mut t);
         t.rows
             .push_str(&row("jitdump", &d, size, &format!("{status}{note}")));
     }

@@ -614,7 +614,7 @@ fn check_library_symbols(r: &mut Report, pid: u32, exe_path: &str) {
     // FIFO or a file mounted over a library's path.
     let worker = sys::proc_stat(pid).and_then(|(_, t)| crate::confine::Worker::pin(pid, t).ok());
     for (path, (range, _)) in mappings.iter().filter(|(p, _)| **p != exe_path) {
-        let Some(Ok((mut f, _))) = worker.as_ref().map(|w| w.open_mapping(range)) else {
+        let Some(Ok((mut f, _))) = worker.as_ref().map(|w| w.open_mapped(range, path)) else {
             continue;
         };
         let Ok(info) = elf::inspect_file(&mut f) else {

@@ -240,7 +240,7 @@ impl Snap<'_> {
     /// The file the worker maps at `range` (as `path`), opened through its
     /// mapping as the worker, copied with its separate debug info.
     fn mapping(&mut self, path: &str, range: &str, deleted: bool) {
-        let (mut f, meta) = match self.worker.open_mapping(range) {
+        let (mut f, meta) = match self.worker.open_mapped(range, path) {
             Ok(o) => o,
             Err(e) => {
                 self.summary.skipped += 1;
