@@ -4,6 +4,7 @@
 
 mod arm64;
 mod attacks;
+mod attacks_sidecar;
 mod cli;
 mod faults;
 mod fold;

@@ -264,6 +264,13 @@ pub struct Capture {
     /// When the last shard acknowledged `disable` (or had exited): sampling
     /// is off everywhere from here (ns since the Unix epoch).
     pub disabled_unix_ns: Option<u64>,
+    /// What the recorder noticed that makes the window other than the
+    /// query's, said in words: shards that acknowledged `disable` late
+    /// (sampling went on until then, and the window runs to it), or
+    /// disabling that took far longer than the query itself. Empty when
+    /// nothing was noticed, and in captures made before it was recorded.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub warnings: Vec<String>,
     /// Every phase reached, in order.
     pub phases: Vec<PhaseStamp>,
     /// What ended the sampling window; `None` when sampling never started.
@@ -333,6 +340,8 @@ impl Capture {
         w.opt_num("enabled_unix_ns", self.enabled_unix_ns);
         w.opt_num("disable_requested_unix_ns", self.disable_requested_unix_ns);
         w.opt_num("disabled_unix_ns", self.disabled_unix_ns);
+        let warnings: Vec<String> = self.warnings.iter().map(|t| json_string(t)).collect();
+        w.array("warnings", &warnings);
         let phases: Vec<String> = self
             .phases
             .iter()
@@ -737,6 +746,7 @@ mod tests {
             enabled_unix_ns: Some(1_790_000_000_223_456_789),
             disable_requested_unix_ns: Some(u64::MAX),
             disabled_unix_ns: None,
+            warnings: vec!["disabling took 9.1 s, \"late\"\n".into()],
             phases: vec![
                 PhaseStamp {
                     phase: Phase::Requested,
@@ -914,7 +924,13 @@ mod tests {
             c.size_limited.clear();
             let mut v: serde_json::Value = serde_json::from_str(&c.to_json()).unwrap();
             let obj = v.as_object_mut().unwrap();
-            for k in ["dropped_shard_count", "max_shard_size", "size_limited"] {
+            c.warnings.clear();
+            for k in [
+                "dropped_shard_count",
+                "max_shard_size",
+                "size_limited",
+                "warnings",
+            ] {
                 obj.remove(k).unwrap();
             }
             let back: Capture = serde_json::from_value(v).unwrap();

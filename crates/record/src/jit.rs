@@ -11,19 +11,31 @@
 //!
 //! A HotSpot JVM (JDK 17+) writes its map only when asked: with `--jit-maps
 //! auto`, when it has none newer than the capture's start, the sidecar runs
-//! `jcmd PID Compiler.perfmap` as the worker's user, within
-//! [`JCMD_TIMEOUT`], and the manifest says what was done and how long it
-//! took. Node (`--perf-basic-prof`) and Python 3.12+ (`-X perf`) keep their
-//! map current themselves: it is only copied.
+//! `jcmd PID Compiler.perfmap` within [`JCMD_TIMEOUT`], and the manifest
+//! says what was done and how long it took. Node (`--perf-basic-prof`) and
+//! Python 3.12+ (`-X perf`) keep their map current themselves: it is only
+//! copied.
+//!
+//! Nothing the worker chooses runs as root, and nothing it names is read as
+//! root ([`crate::confine`]): its credentials are taken first, the process
+//! pinned, and without them nothing is run or copied. The `jcmd` run is
+//! one only root can change (the worker's JDK's, else the system's in
+//! `/usr/bin` or `/bin`), run with the worker's uid, gid and groups, no new
+//! privileges and an environment of `PATH` alone; when there is none, the
+//! manifest and the log say the map was not requested and why. The map is
+//! opened below the worker's root as the worker (no links, nothing mounted
+//! over it, no FIFO), the jitdump through the mapping itself
+//! (`/proc/PID/map_files/`), and each is copied up to the size checked.
 
 use std::fs;
 use std::io;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::confine::{self, Worker};
 use crate::sys;
 use crate::tokens::write_atomic;
 
@@ -38,8 +50,6 @@ pub const JCMD_TIMEOUT: Duration = Duration::from_secs(20);
 pub enum Runtime {
     /// A HotSpot JVM (`libjvm.so`), with the `jcmd` next to its `java`.
     HotSpot {
-        /// The JDK's `jcmd` when this machine has it, else `jcmd`.
-        jcmd: String,
         /// The JDK's `jcmd` as the worker sees it.
         own_jcmd: Option<String>,
     },
@@ -66,11 +76,7 @@ impl Runtime {
                 .and_then(Path::parent)
                 .and_then(Path::parent);
             let own_jcmd = home.map(|h| h.join("bin/jcmd").to_string_lossy().into_owned());
-            let jcmd = own_jcmd
-                .clone()
-                .filter(|j| Path::new(j).is_file())
-                .unwrap_or_else(|| "jcmd".to_string());
-            return Runtime::HotSpot { jcmd, own_jcmd };
+            return Runtime::HotSpot { own_jcmd };
         }
         if base == "node" || base == "nodejs" {
             return Runtime::Node;
@@ -120,18 +126,22 @@ pub fn anon_exec_bytes(maps: &str) -> u64 {
         .sum()
 }
 
-/// The jitdump files a maps text shows mapped (`.../jit-N.dump`).
-pub fn jitdump_paths(maps: &str) -> Vec<String> {
-    let mut out: Vec<String> = maps
+/// The jitdump files a maps text shows mapped (`.../jit-N.dump`): the
+/// address range of a mapping of each, and its path.
+pub fn jitdumps(maps: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = maps
         .lines()
-        .filter_map(|l| l.split_whitespace().nth(5))
-        .filter(|p| {
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            Some((f.next()?, f.nth(4)?))
+        })
+        .filter(|(_, p)| {
             let f = p.rsplit('/').next().unwrap_or("");
             p.starts_with('/') && f.starts_with("jit-") && f.ends_with(".dump")
         })
-        .map(str::to_string)
+        .map(|(r, p)| (r.to_string(), p.to_string()))
         .collect();
-    out.dedup();
+    out.dedup_by(|a, b| a.1 == b.1);
     out
 }
 
@@ -147,24 +157,10 @@ pub fn ns_pid(pid: u32) -> u32 {
         .unwrap_or(pid)
 }
 
-/// The worker's effective uid and gid (`/proc/PID/status`).
-fn ids_of(pid: u32) -> Option<(u32, u32)> {
-    let s = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| -> Option<u32> {
-        s.lines()
-            .find(|l| l.starts_with(name))?
-            .split_whitespace()
-            .nth(2)?
-            .parse()
-            .ok()
-    };
-    Some((field("Uid:")?, field("Gid:")?))
-}
-
 /// What was done to get a HotSpot JVM's map written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Asked {
-    /// The command line.
+    /// The command line (empty when nothing was run).
     pub command: String,
     /// How long it took.
     pub elapsed: Duration,
@@ -178,6 +174,7 @@ impl Asked {
     pub fn describe(&self) -> String {
         let secs = self.elapsed.as_secs_f64();
         match &self.failure {
+            Some(why) if self.command.is_empty() => format!("not requested: {why}"),
             None => format!("written on request ({}, {secs:.2} s)", self.command),
             Some(why) => format!("{} failed after {secs:.2} s: {why}", self.command),
         }
@@ -191,100 +188,160 @@ fn other_mount_ns(pid: u32) -> bool {
     ours.is_some() && theirs.is_some() && ours != theirs
 }
 
-/// Runs `jcmd PID Compiler.perfmap` as the worker's user, killed after
-/// `timeout`. A worker in another mount namespace but in ours of PIDs (a
-/// private `/tmp`: `unshare -m`, systemd's PrivateTmp) is asked from inside
-/// its mount namespace, with its own JDK's `jcmd`: JDK 17's attach looks
-/// for the JVM's socket in the caller's `/tmp` unless the PIDs differ (a
-/// container of its own PID namespace, which jcmd handles itself through
-/// `/proc/PID/root`).
-pub fn ask_hotspot(runtime: &Runtime, pid: u32, timeout: Duration) -> Asked {
-    let Runtime::HotSpot { jcmd, own_jcmd } = runtime else {
-        return Asked {
-            command: String::new(),
-            elapsed: Duration::ZERO,
-            failure: Some("not a HotSpot JVM".into()),
-        };
+/// Where a `jcmd` not the worker's JDK's is looked for.
+const SYSTEM_JCMD: [&str; 2] = ["/usr/bin/jcmd", "/bin/jcmd"];
+
+/// The first `jcmd` of `candidates` (paths below `root`) that only root
+/// can change, links resolved; else why none is.
+fn trusted_jcmd(root: &fs::File, candidates: &[&str]) -> Result<String, String> {
+    let mut why = Vec::new();
+    for c in candidates {
+        match confine::root_only(root, c) {
+            Ok(p) => return Ok(p),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => why.push(format!("{c}: {e}")),
+        }
+    }
+    if why.is_empty() {
+        why.push(format!("none of {} exists", candidates.join(", ")));
+    }
+    Err(format!(
+        "no jcmd that only root can change ({})",
+        why.join("; ")
+    ))
+}
+
+/// Not run, and why.
+fn not_asked(why: String) -> Asked {
+    Asked {
+        command: String::new(),
+        elapsed: Duration::ZERO,
+        failure: Some(why),
+    }
+}
+
+/// Runs `jcmd PID Compiler.perfmap` with the worker's credentials, killed
+/// after `timeout`: a `jcmd` only root can change (the worker's JDK's,
+/// else the system's), no new privileges, `PATH` its only environment. A
+/// worker in another mount namespace but in ours of PIDs (a private `/tmp`:
+/// `unshare -m`, systemd's PrivateTmp) is asked from inside its mount
+/// namespace, with a `jcmd` found there: JDK 17's attach looks for the
+/// JVM's socket in the caller's `/tmp` unless the PIDs differ (a container
+/// of its own PID namespace, which jcmd handles itself through
+/// `/proc/PID/root`). Nothing is run when the worker is gone.
+pub fn ask_hotspot(w: &Worker, runtime: &Runtime, timeout: Duration) -> Asked {
+    let Runtime::HotSpot { own_jcmd } = runtime else {
+        return not_asked("not a HotSpot JVM".into());
     };
-    let enter = other_mount_ns(pid) && ns_pid(pid) == pid && sys::euid() == 0;
-    let jcmd = match (enter, own_jcmd) {
-        (true, Some(own)) => own.as_str(),
-        _ => jcmd.as_str(),
+    let pid = w.pid;
+    let root = sys::euid() == 0;
+    if !root && w.uid != sys::euid() {
+        return not_asked(format!(
+            "the worker runs as uid {}, the sidecar (not root) as uid {}",
+            w.uid,
+            sys::euid()
+        ));
+    }
+    let enter = other_mount_ns(pid) && ns_pid(pid) == pid && root;
+    let dir = if enter { w.root() } else { fs::File::open("/") };
+    let dir = match dir {
+        Ok(d) => d,
+        Err(e) => return not_asked(format!("cannot open its root: {e}")),
     };
+    let mut candidates: Vec<&str> = own_jcmd.iter().map(String::as_str).collect();
+    candidates.extend(SYSTEM_JCMD);
+    let jcmd = match trusted_jcmd(&dir, &candidates) {
+        Ok(j) => j,
+        Err(why) => return not_asked(why),
+    };
+    let mnt = match enter {
+        true => match fs::File::open(format!("/proc/{pid}/ns/mnt")) {
+            Ok(f) => Some(f),
+            Err(e) => return not_asked(format!("cannot open its mount namespace: {e}")),
+        },
+        false => None,
+    };
+    if !w.alive() {
+        return not_asked("the worker exited".into());
+    }
     let command = format!(
-        "{jcmd} {pid} Compiler.perfmap{}",
+        "{jcmd} {pid} Compiler.perfmap (uid {}{})",
+        w.uid,
         if enter {
-            " (in its mount namespace)"
+            ", in its mount namespace"
         } else {
             ""
         }
     );
     let start = Instant::now();
-    let mut cmd = Command::new(jcmd);
-    cmd.arg(pid.to_string())
-        .arg("Compiler.perfmap")
+    // The child execs jcmd itself, with `PATH` as its whole environment.
+    let c = |s: &str| std::ffi::CString::new(s).unwrap_or_default();
+    let argv = [c(&jcmd), c(&pid.to_string()), c("Compiler.perfmap")];
+    let path = c("PATH=/usr/bin:/bin");
+    let mut cmd = Command::new(&jcmd);
+    cmd.current_dir("/")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
-    let ids = ids_of(pid).filter(|&(uid, _)| sys::euid() == 0 && uid != 0);
-    let mnt = if enter {
-        match fs::File::open(format!("/proc/{pid}/ns/mnt")) {
-            Ok(f) => Some(f),
-            Err(e) => {
-                return Asked {
-                    command,
-                    elapsed: start.elapsed(),
-                    failure: Some(format!("cannot open its mount namespace: {e}")),
-                }
-            }
-        }
-    } else {
-        None
-    };
-    match mnt {
-        Some(f) => {
-            use std::os::fd::AsRawFd;
-            let fd = f.as_raw_fd();
-            // SAFETY: between fork and exec only async-signal-safe system
-            // calls run (setns, setgroups, setgid, setuid); `f` outlives
-            // the spawn. The namespace is entered as root, then the
-            // worker's user is taken.
-            unsafe {
-                cmd.pre_exec(move || {
-                    if libc::setns(fd, libc::CLONE_NEWNS) != 0 {
-                        return Err(io::Error::last_os_error());
-                    }
-                    if let Some((uid, gid)) = ids {
-                        if libc::setgroups(0, std::ptr::null()) != 0
-                            || libc::setgid(gid) != 0
-                            || libc::setuid(uid) != 0
-                        {
-                            return Err(io::Error::last_os_error());
-                        }
-                    }
-                    Ok(())
-                });
-            }
-            let failure = spawn_and_wait(&mut cmd, timeout);
-            drop(f);
-            Asked {
-                command,
-                elapsed: start.elapsed(),
-                failure,
-            }
-        }
-        None => {
-            if let Some((uid, gid)) = ids {
-                cmd.uid(uid).gid(gid);
-            }
-            let failure = spawn_and_wait(&mut cmd, timeout);
-            Asked {
-                command,
-                elapsed: start.elapsed(),
-                failure,
-            }
-        }
+    let ids = root.then(|| (w.uid, w.gid, w.groups.clone()));
+    let ns = mnt.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+    // SAFETY: between fork and exec only async-signal-safe system calls
+    // run (setns, setgroups, setresgid, setresuid, prctl, execve), nothing
+    // is allocated; `mnt`, the groups and the strings outlive the spawn.
+    // The namespace is entered as root, then the worker's credentials are
+    // taken, for good.
+    unsafe {
+        cmd.pre_exec(move || {
+            become_worker(ns, ids.as_ref())?;
+            let args = [
+                argv[0].as_ptr(),
+                argv[1].as_ptr(),
+                argv[2].as_ptr(),
+                std::ptr::null(),
+            ];
+            let env = [path.as_ptr(), std::ptr::null()];
+            libc::execve(argv[0].as_ptr(), args.as_ptr(), env.as_ptr());
+            Err(io::Error::last_os_error())
+        });
     }
+    let failure = spawn_and_wait(&mut cmd, timeout);
+    drop(mnt);
+    Asked {
+        command,
+        elapsed: start.elapsed(),
+        failure,
+    }
+}
+
+/// In the child, before exec: enters the mount namespace `ns`, takes the
+/// credentials `ids` (uid, gid, groups) for good, and forbids gaining
+/// privileges.
+fn become_worker(ns: Option<i32>, ids: Option<&(u32, u32, Vec<u32>)>) -> io::Result<()> {
+    let check = |r: libc::c_long| {
+        if r != 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    };
+    // SAFETY: raw system calls on this (forked, single-threaded) process;
+    // `groups` is a valid array of its length.
+    unsafe {
+        if let Some(fd) = ns {
+            check(libc::setns(fd, libc::CLONE_NEWNS).into())?;
+        }
+        if let Some((uid, gid, groups)) = ids {
+            check(libc::syscall(
+                libc::SYS_setgroups,
+                groups.len(),
+                groups.as_ptr(),
+            ))?;
+            check(libc::syscall(libc::SYS_setresgid, *gid, *gid, *gid))?;
+            check(libc::syscall(libc::SYS_setresuid, *uid, *uid, *uid))?;
+        }
+        check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0).into())?;
+    }
+    Ok(())
 }
 
 /// Spawns `cmd` and waits for it up to `timeout`; `None` on success.
@@ -302,8 +359,8 @@ fn wait_for(child: &mut std::process::Child, timeout: Duration) -> Option<String
         match child.try_wait() {
             Ok(Some(st)) => {
                 let mut out = String::new();
-                if let Some(mut o) = child.stdout.take() {
-                    let _ = io::Read::read_to_string(&mut o, &mut out);
+                if let Some(o) = child.stdout.take() {
+                    let _ = io::Read::read_to_string(&mut io::Read::take(o, 64 << 10), &mut out);
                 }
                 // jcmd exits 0 even when the JVM refuses; it says so.
                 let refused = out.contains("Exception") || out.contains("Unknown diagnostic");
@@ -336,11 +393,14 @@ pub struct Taken {
     pub log: String,
 }
 
-/// Takes the JIT snapshot of `pid` into `capture_dir/jit/` within `room`
-/// bytes; `since` is when the capture started (an older map is stale);
-/// `ask` allows asking a JVM for its map; `note` ends every status.
+/// Takes the JIT snapshot of `pid` (started at `start`, clock ticks since
+/// boot) into `capture_dir/jit/` within `room` bytes; `since` is when the
+/// capture started (an older map is stale); `ask` allows asking a JVM for
+/// its map; `note` ends every status. Nothing is run or copied unless the
+/// worker's credentials are had first (the log says why not).
 pub fn snapshot(
     pid: u32,
+    start: u64,
     capture_dir: &Path,
     room: u64,
     since: SystemTime,
@@ -348,6 +408,13 @@ pub fn snapshot(
     note: &str,
 ) -> Taken {
     let mut t = Taken::default();
+    let w = match Worker::pin(pid, start) {
+        Ok(w) => w,
+        Err(why) => {
+            t.log = format!("jit: no JIT snapshot (nothing run, nothing copied): {why}");
+            return t;
+        }
+    };
     let Ok(maps) = fs::read_to_string(format!("/proc/{pid}/maps")) else {
         return t;
     };
@@ -355,26 +422,27 @@ pub fn snapshot(
         .map(|p| p.to_string_lossy().into_owned())
         .unwrap_or_default();
     let runtime = Runtime::of(&exe, &maps);
-    let dumps = jitdump_paths(&maps);
+    let dumps = jitdumps(&maps);
     if anon_exec_bytes(&maps) == 0 && dumps.is_empty() {
         return t;
     }
     let nspid = ns_pid(pid);
     let shown = format!("/tmp/perf-{nspid}.map");
-    let src = PathBuf::from(format!("/proc/{pid}/root{shown}"));
-    let fresh = |p: &Path| {
-        fs::symlink_metadata(p)
-            .and_then(|m| m.modified())
-            .is_ok_and(|m| m >= since)
-    };
+    let open_map = || w.root().and_then(|r| w.open_path(&r, &shown, false));
+    let fresh = |m: &fs::Metadata| m.modified().is_ok_and(|m| m >= since);
     let mut how = String::new();
-    if let (Runtime::HotSpot { .. }, true, false) = (&runtime, ask, fresh(&src)) {
-        let asked = ask_hotspot(&runtime, pid, JCMD_TIMEOUT);
-        how = format!(", {}", asked.describe());
+    let mut map = open_map();
+    if let (Runtime::HotSpot { .. }, true) = (&runtime, ask) {
+        if !map.as_ref().is_ok_and(|(_, m)| fresh(m)) {
+            let asked = ask_hotspot(&w, &runtime, JCMD_TIMEOUT);
+            how = format!(", {}", asked.describe());
+            map = open_map();
+        }
     }
+    let is_fresh = map.as_ref().is_ok_and(|(_, m)| fresh(m));
     let dst = capture_dir.join(JIT_DIR).join(format!("perf-{pid}.map"));
-    let status = copy_in(&src, &dst, capture_dir, room, &mut t);
-    let status = match (status.as_str(), fresh(&src) || how.is_empty()) {
+    let (size, status) = copy_in(map, &dst, capture_dir, room, &mut t);
+    let status = match (status.as_str(), is_fresh || how.is_empty()) {
         ("copied", true) => format!("copied{how}"),
         ("copied", false) => format!("copied (older than the capture){how}"),
         (s, _) if s.starts_with("absent") && !dumps.is_empty() => {
@@ -383,15 +451,13 @@ pub fn snapshot(
         (s, _) if s.starts_with("absent") => format!("{s}{how}; {}", advice(&runtime)),
         (s, _) => format!("{s}{how}"),
     };
-    let size = fs::metadata(&dst).ok().map(|m| m.len());
     t.rows
         .push_str(&row("perfmap", &shown, size, &format!("{status}{note}")));
-    // One jitdump per process (the runtime writes one).
-    for d in dumps.into_iter().take(1) {
+    // One jitdump per process (the runtime writes one), read through the
+    // mapping: the file the worker maps, whatever its path leads to now.
+    for (range, d) in dumps.into_iter().take(1) {
         let dst = capture_dir.join(JIT_DIR).join(format!("jit-{pid}.dump"));
-        let src = PathBuf::from(format!("/proc/{pid}/root{d}"));
-        let status = copy_in(&src, &dst, capture_dir, room, &mut t);
-        let size = fs::metadata(&dst).ok().map(|m| m.len());
+        let (size, status) = copy_in(w.open_mapped(&range, &d), &dst, capture_dir, room, &mut t);
         t.rows
             .push_str(&row("jitdump", &d, size, &format!("{status}{note}")));
     }
@@ -427,38 +493,32 @@ pub fn advice(runtime: &Runtime) -> &'static str {
     }
 }
 
-/// Copies the worker's file `src` (never through a symbolic link: the
-/// worker's file system is not ours to trust) to `dst` below `base`, within
-/// `room` bytes in all; the manifest status.
-fn copy_in(src: &Path, dst: &Path, base: &Path, room: u64, t: &mut Taken) -> String {
-    let mut f = match fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(src)
-    {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return "absent".to_string(),
-        Err(e) => return format!("error: {e}"),
+/// Copies the worker's file, opened as the worker ([`confine`]), to `dst`
+/// below `base`, at most the size it had when opened and within `room`
+/// bytes in all; the copy's size and the manifest status.
+fn copy_in(
+    opened: io::Result<(fs::File, fs::Metadata)>,
+    dst: &Path,
+    base: &Path,
+    room: u64,
+    t: &mut Taken,
+) -> (Option<u64>, String) {
+    let (mut f, meta) = match opened {
+        Ok(o) => o,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return (None, "absent".to_string()),
+        Err(e) => return (None, format!("not copied: {e}")),
     };
-    let size = match f.metadata() {
-        Ok(m) if m.is_file() => m.len(),
-        Ok(_) => return "error: not a regular file".to_string(),
-        Err(e) => return format!("error: {e}"),
-    };
+    let size = meta.len();
     if t.bytes + size > room {
-        return "skipped: --symfs-limit reached".to_string();
+        return (Some(size), "skipped: --symfs-limit reached".to_string());
     }
-    let copied = dst
-        .parent()
-        .map_or(Ok(()), |p| sys::create_dirs_nofollow(base, p))
-        .and_then(|()| sys::write_new(dst, 0o644, |to| io::copy(&mut f, to)));
-    match copied {
+    match confine::copy_bounded(&mut f, size, meta.mode(), base, dst) {
         Ok(n) => {
             t.bytes += n;
             t.copied += 1;
-            "copied".to_string()
+            (Some(n), "copied".to_string())
         }
-        Err(e) => format!("error: {e}"),
+        Err(e) => (Some(size), format!("error: {e}")),
     }
 }
 
@@ -484,7 +544,7 @@ pub fn preflight(pid: u32) -> Option<(bool, String, &'static str)> {
         .map(|p| p.to_string_lossy().into_owned())
         .unwrap_or_default();
     let anon = anon_exec_bytes(&maps);
-    let dumps = jitdump_paths(&maps);
+    let dumps = jitdumps(&maps);
     if anon == 0 && dumps.is_empty() {
         return None;
     }
@@ -555,6 +615,7 @@ pub fn preflight(pid: u32) -> Option<(bool, String, &'static str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     const JVM_MAPS: &str = "\
 55d0-55d1 r-xp 00000000 08:01 10 /usr/lib/jvm/java-17/bin/java
@@ -588,7 +649,10 @@ mod tests {
     #[test]
     fn anonymous_executable_memory_and_jitdumps() {
         assert_eq!(anon_exec_bytes(JVM_MAPS), 0x10);
-        assert_eq!(jitdump_paths(JVM_MAPS), ["/tmp/jit-77.dump"]);
+        assert_eq!(
+            jitdumps(JVM_MAPS),
+            [("7f40-7f41".to_string(), "/tmp/jit-77.dump".to_string())]
+        );
         assert_eq!(anon_exec_bytes("1-2 r-xp 0 08:01 1 /bin/x\n"), 0);
     }
 
@@ -606,31 +670,65 @@ mod tests {
         assert_eq!(ns_pid(me), last);
         // This test binary runs no JIT code: nothing taken, no line.
         let dir = std::env::temp_dir().join(format!("jit-none-{me}"));
-        let t = snapshot(me, &dir, u64::MAX, SystemTime::now(), true, "");
+        let (_, start) = sys::proc_stat(me).unwrap();
+        let t = snapshot(me, start, &dir, u64::MAX, SystemTime::now(), true, "");
         assert_eq!(t, Taken::default());
+        // Another process of that pid: nothing run or copied, and said.
+        let t = snapshot(me, start + 1, &dir, u64::MAX, SystemTime::now(), true, "");
+        assert!(t.rows.is_empty() && t.copied == 0, "{t:?}");
+        assert!(t.log.contains("no longer the worker"), "{}", t.log);
         assert!(preflight(me).is_none());
     }
 
     #[test]
-    fn copies_never_follow_a_link_and_respect_the_room() {
+    fn copies_respect_the_room_and_say_what_was_refused() {
         let d = tempfile_dir("copy");
-        let (src, link, dst) = (d.join("map"), d.join("link"), d.join("out/jit/perf-1.map"));
+        let (src, dst) = (d.join("map"), d.join("out/jit/perf-1.map"));
         fs::write(&src, "1000 10 f\n").unwrap();
-        std::os::unix::fs::symlink(&src, &link).unwrap();
         fs::create_dir_all(d.join("out")).unwrap();
+        let open = || {
+            let f = fs::File::open(&src)?;
+            let m = f.metadata()?;
+            Ok((f, m))
+        };
         let mut t = Taken::default();
-        let s = copy_in(&link, &dst, &d.join("out"), u64::MAX, &mut t);
-        assert!(s.starts_with("error"), "{s}");
+        let refused = Err(io::Error::other("map is a symbolic link (not followed)"));
+        let (_, s) = copy_in(refused, &dst, &d.join("out"), u64::MAX, &mut t);
+        assert_eq!(s, "not copied: map is a symbolic link (not followed)");
+        let (_, s) = copy_in(open(), &dst, &d.join("out"), 3, &mut t);
+        assert_eq!(s, "skipped: --symfs-limit reached");
         assert_eq!(
-            copy_in(&src, &dst, &d.join("out"), 3, &mut t),
-            "skipped: --symfs-limit reached"
+            copy_in(open(), &dst, &d.join("out"), 100, &mut t),
+            (Some(10), "copied".into())
         );
-        assert_eq!(copy_in(&src, &dst, &d.join("out"), 100, &mut t), "copied");
         assert_eq!(fs::read_to_string(&dst).unwrap(), "1000 10 f\n");
         assert_eq!((t.bytes, t.copied), (10, 1));
-        assert_eq!(
-            copy_in(&d.join("none"), &dst, &d.join("out"), 100, &mut t),
-            "absent"
+        let gone = Err(io::Error::from(io::ErrorKind::NotFound));
+        assert_eq!(copy_in(gone, &dst, &d.join("out"), 100, &mut t).1, "absent");
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_jcmd_others_can_change_is_never_run() {
+        let d = tempfile_dir("jcmd");
+        let jcmd = d.join("bin/jcmd");
+        fs::create_dir_all(jcmd.parent().unwrap()).unwrap();
+        fs::write(&jcmd, "#!/bin/sh\ntouch ran\n").unwrap();
+        let exec = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+        fs::set_permissions(&jcmd, exec).unwrap();
+        let slash = fs::File::open("/").unwrap();
+        let e = trusted_jcmd(&slash, &[jcmd.to_str().unwrap(), "/nonexistent/jcmd"]).unwrap_err();
+        assert!(
+            e.contains("no jcmd that only root can change") && e.contains("others can change it"),
+            "{e}"
+        );
+        let e = trusted_jcmd(&slash, &["/nonexistent/jcmd"]).unwrap_err();
+        assert!(e.contains("none of /nonexistent/jcmd exists"), "{e}");
+        let asked = not_asked(e);
+        assert!(
+            asked.describe().starts_with("not requested: no jcmd"),
+            "{}",
+            asked.describe()
         );
         fs::remove_dir_all(&d).unwrap();
     }

@@ -8,6 +8,7 @@
 
 mod capture;
 mod cli;
+mod confine;
 mod driver;
 mod elf;
 mod fail;

@@ -610,9 +610,14 @@ fn check_library_symbols(r: &mut Report, pid: u32, exe_path: &str) {
     let mappings = symfs::executable_mappings(&maps);
     let mut without = Vec::new();
     let mut libs = 0;
-    for path in mappings.keys().filter(|p| **p != exe_path) {
-        let file = PathBuf::from(format!("/proc/{pid}/root{path}"));
-        let Ok(info) = elf::inspect(&file) else {
+    // Read as the worker, through its mappings (see `confine`): never a
+    // FIFO or a file mounted over a library's path.
+    let worker = sys::proc_stat(pid).and_then(|(_, t)| crate::confine::Worker::pin(pid, t).ok());
+    for (path, (range, _)) in mappings.iter().filter(|(p, _)| **p != exe_path) {
+        let Some(Ok((mut f, _))) = worker.as_ref().map(|w| w.open_mapped(range, path)) else {
+            continue;
+        };
+        let Ok(info) = elf::inspect_file(&mut f) else {
             continue;
         };
         libs += 1;

@@ -167,7 +167,8 @@ fn prepare(opts: &SidecarOpts, tokens: &Tokens, me: &SidecarId) -> Result<Worker
     }
     let _ = write_atomic(&dir.join("preflight.txt"), text.as_bytes());
     remove_armed_leftovers(&dir);
-    let symbols = snapshot_symbols(pid, &dir, opts.symfs_limit).map_err(|m| fail(tokens, me, m))?;
+    let symbols = snapshot_symbols(pid, start_time, &dir, opts.symfs_limit)
+        .map_err(|m| fail(tokens, me, m))?;
     let out = opts.out.join(format!("worker_{}", opts.worker));
     let files_published = publish_worker_files(&dir, &out);
     Ok(Worker {
@@ -184,9 +185,14 @@ fn prepare(opts: &SidecarOpts, tokens: &Tokens, me: &SidecarId) -> Result<Worker
 
 /// Snapshots the worker's symbols into `worker_dir/symfs` (replacing one an
 /// earlier sidecar left on the same staging) and logs what was copied.
-fn snapshot_symbols(pid: u32, worker_dir: &Path, limit: u64) -> Result<symfs::Held, String> {
+fn snapshot_symbols(
+    pid: u32,
+    start: u64,
+    worker_dir: &Path,
+    limit: u64,
+) -> Result<symfs::Held, String> {
     let _ = fs::remove_dir_all(worker_dir.join("symfs"));
-    let (s, held) = symfs::snapshot(pid, worker_dir, limit).map_err(|e| {
+    let (s, held) = symfs::snapshot(pid, start, worker_dir, limit).map_err(|e| {
         format!(
             "cannot snapshot symbols of pid {pid} into {}: {e}",
             worker_dir.display()
@@ -440,6 +446,7 @@ impl Server {
         let note = format!(" [mapped after ready; added when {q} ended]");
         let added = symfs::add_new(
             self.pid,
+            self.start_time,
             &self.worker_dir,
             self.symfs_limit,
             &mut self.symbols,
@@ -486,12 +493,14 @@ impl Server {
             .unwrap_or(std::time::UNIX_EPOCH);
         let room = self.symfs_limit.saturating_sub(self.symbols.bytes());
         let note = format!(" [taken when {} ended]", c.query);
-        let t = crate::jit::snapshot(self.pid, &c.dir, room, since, true, &note);
+        let t = crate::jit::snapshot(self.pid, self.start_time, &c.dir, room, since, true, &note);
+        if !t.log.is_empty() {
+            log(&t.log);
+        }
         if t.rows.is_empty() {
             return;
         }
         self.symbols.count(t.bytes);
-        log(&t.log);
         if let Err(e) = crate::jit::append_manifest(&self.worker_dir, &t.rows) {
             log(&format!(
                 "jit: cannot list the JIT maps in the manifest: {e}"

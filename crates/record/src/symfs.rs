@@ -26,12 +26,22 @@
 //! error). Every copied byte counts against `--symfs-limit`. Nothing in the
 //! destination tree is followed: directories are created only where no
 //! symlink is, files with `O_EXCL | O_NOFOLLOW`.
+//!
+//! Nothing of the worker's is opened as root ([`crate::confine`]): each
+//! mapped file through its mapping (`/proc/PID/map_files/START-END`, the
+//! inode the worker runs, whatever its path leads to now), debug files
+//! below the worker's root (links resolved inside it, nothing mounted over
+//! the file), all with the worker's credentials, never a FIFO or a device;
+//! each copy holds at most the size checked and is 0600 unless its source
+//! is readable by everyone.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use crate::confine::{self, Worker};
 use crate::elf;
 use crate::sys;
 use crate::tokens::write_atomic;
@@ -173,6 +183,10 @@ pub struct Added {
 
 /// Accumulates the manifest and the byte budget.
 struct Snap<'a> {
+    /// The worker, whose credentials open its files.
+    worker: &'a Worker,
+    /// Its root (`/proc/PID/root`), when it could be opened.
+    root: io::Result<fs::File>,
     symfs: &'a Path,
     limit: u64,
     manifest: String,
@@ -184,8 +198,16 @@ struct Snap<'a> {
 }
 
 impl Snap<'_> {
-    fn new<'a>(symfs: &'a Path, limit: u64, bytes: u64, note: &'a str) -> Snap<'a> {
+    fn new<'a>(
+        worker: &'a Worker,
+        symfs: &'a Path,
+        limit: u64,
+        bytes: u64,
+        note: &'a str,
+    ) -> Snap<'a> {
         Snap {
+            worker,
+            root: worker.root(),
             symfs,
             limit,
             manifest: String::new(),
@@ -215,92 +237,65 @@ impl Snap<'_> {
         }
     }
 
-    /// Copies `src` to `dst` within the budget; the manifest status.
-    fn copy(&mut self, src: &Path, dst: &Path) -> (Option<u64>, String) {
-        let size = match fs::metadata(src) {
-            Ok(m) => m.len(),
+    /// The file the worker maps at `range` (as `path`), opened through its
+    /// mapping as the worker, copied with its separate debug info.
+    fn mapping(&mut self, path: &str, range: &str, deleted: bool) {
+        let (mut f, meta) = match self.worker.open_mapped(range, path) {
+            Ok(o) => o,
             Err(e) => {
                 self.summary.skipped += 1;
-                return (None, format!("error: {e}"));
+                return self.row("binary", path, None, "-", &format!("not copied: {e}"));
             }
         };
-        if self.summary.bytes + size > self.limit {
-            self.summary.skipped += 1;
-            return (
-                Some(size),
-                format!("skipped: --symfs-limit {} bytes reached", self.limit),
-            );
-        }
-        let copied = dst
-            .parent()
-            .map_or(Ok(()), |p| sys::create_dirs_nofollow(self.symfs, p))
-            .and_then(|_| sys::copy_new(src, dst));
-        match copied {
-            Ok(n) => {
-                self.copied(dst, n);
-                (Some(n), "copied".into())
-            }
-            Err(e) => {
-                self.summary.skipped += 1;
-                (Some(size), format!("error: {e}"))
-            }
-        }
-    }
-
-    fn mapping(&mut self, pid: u32, path: &str, range: &str, deleted: bool) {
-        let src = if deleted {
-            PathBuf::from(format!("/proc/{pid}/map_files/{range}"))
-        } else {
-            PathBuf::from(format!("/proc/{pid}/root{path}"))
-        };
-        let info = elf::inspect(&src).ok();
+        let info = elf::inspect_file(&mut f).ok();
         let build_id = info.as_ref().and_then(|i| i.build_id.clone());
         let dst = self.symfs.join(path.trim_start_matches('/'));
-        let (size, mut status) = self.copy(&src, &dst);
+        let mut status = self.copy_open(&mut f, &meta, &dst);
         if deleted && status == "copied" {
             status = "copied (deleted on disk)".into();
         }
         let id = build_id.as_deref().unwrap_or("-");
-        self.row("binary", path, size, id, &status);
+        self.row("binary", path, Some(meta.len()), id, &status);
         if let Some(info) = info {
-            self.debug_info(&format!("/proc/{pid}/root"), path, &info);
+            self.debug_info(path, &info);
         }
     }
 
     /// Finds and copies the separate debug info of `path`, looking in the
-    /// worker's file system at `root` (`/proc/PID/root`).
-    fn debug_info(&mut self, root: &str, path: &str, info: &elf::ElfInfo) {
+    /// worker's file system, as the worker.
+    fn debug_info(&mut self, path: &str, info: &elf::ElfInfo) {
         let candidates =
             debug_candidates(path, info.build_id.as_deref(), info.debuglink.as_deref());
         let id = info.build_id.as_deref().unwrap_or("-");
         // The first candidate that really is this file's debug info: the
-        // worker's file system is not ours to trust (a planted symlink must
+        // worker's file system is not ours to trust (a planted link must
         // not copy a host file into the published symfs/), so a candidate is
-        // opened once, checked from that handle (a regular ELF file with the
-        // binary's build id, or with debug sections when the binary has no
-        // build id) and copied from the same handle.
+        // opened once as the worker (links resolved inside its root), checked
+        // from that handle (an ELF file with the binary's build id, or with
+        // debug sections when the binary has no build id) and copied from
+        // the same handle.
         let found = candidates.iter().find_map(|c| {
-            let mut f = fs::File::open(format!("{root}{c}")).ok()?;
-            let meta = f.metadata().ok()?;
+            let root = self.root.as_ref().ok()?;
+            let (mut f, meta) = self.worker.open_path(root, c, true).ok()?;
             let debug = elf::inspect_file(&mut f).ok()?;
             let matches = match (&info.build_id, &debug.build_id) {
                 (Some(want), Some(got)) => want == got,
                 (Some(_), None) => false,
                 (None, _) => debug.symtab || debug.debug_info,
             };
-            (meta.is_file() && matches).then_some((c, f, meta.len()))
+            matches.then_some((c, f, meta))
         });
         match found {
-            Some((c, mut f, size)) => {
+            Some((c, mut f, meta)) => {
                 let dst = self.symfs.join(c.trim_start_matches('/'));
-                let status = self.copy_open(&mut f, size, &dst);
+                let status = self.copy_open(&mut f, &meta, &dst);
                 if status == "copied" {
                     self.summary.debug_files += 1;
                 }
                 self.row(
                     "debuginfo",
                     c,
-                    Some(size),
+                    Some(meta.len()),
                     id,
                     &format!("{status} (for {path})"),
                 );
@@ -317,22 +312,15 @@ impl Snap<'_> {
         }
     }
 
-    /// Copies an open file of `size` bytes to `dst` within the budget; the
-    /// manifest status.
-    fn copy_open(&mut self, f: &mut fs::File, size: u64, dst: &Path) -> String {
+    /// Copies an open file (at most the size in `meta`) to `dst` within the
+    /// budget; the manifest status.
+    fn copy_open(&mut self, f: &mut fs::File, meta: &fs::Metadata, dst: &Path) -> String {
+        let size = meta.len();
         if self.summary.bytes + size > self.limit {
             self.summary.skipped += 1;
             return format!("skipped: --symfs-limit {} bytes reached", self.limit);
         }
-        let copied = (|| -> io::Result<u64> {
-            use std::io::Seek;
-            if let Some(parent) = dst.parent() {
-                sys::create_dirs_nofollow(self.symfs, parent)?;
-            }
-            f.seek(io::SeekFrom::Start(0))?;
-            sys::write_new(dst, 0o644, |to| io::copy(f, to))
-        })();
-        match copied {
+        match confine::copy_bounded(f, size, meta.mode(), self.symfs, dst) {
             Ok(n) => {
                 self.copied(dst, n);
                 "copied".into()
@@ -485,23 +473,34 @@ fn read_mem(mem: &str, range: (u64, u64)) -> io::Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// The worker `pid` (started at `start`) pinned with its credentials.
+fn pin(pid: u32, start: u64) -> io::Result<Worker> {
+    Worker::pin(pid, start).map_err(|e| io::Error::new(io::ErrorKind::NotFound, e))
+}
+
 /// Takes the snapshot of `pid` into `worker_dir` (`worker.maps`, `symfs/`,
 /// `kallsyms`, `modules`, `symbol-manifest.tsv`), copying at most `limit`
 /// bytes. The kernel tables come first: they are small and name every
 /// kernel frame.
-pub fn snapshot(pid: u32, worker_dir: &Path, limit: u64) -> io::Result<(Summary, Held)> {
+pub fn snapshot(
+    pid: u32,
+    start: u64,
+    worker_dir: &Path,
+    limit: u64,
+) -> io::Result<(Summary, Held)> {
+    let worker = pin(pid, start)?;
     let maps = fs::read_to_string(format!("/proc/{pid}/maps"))?;
     write_atomic(&worker_dir.join("worker.maps"), maps.as_bytes())?;
     let symfs = worker_dir.join("symfs");
     // Never through a symlink in the destination tree.
     sys::create_dirs_nofollow(worker_dir, &symfs)?;
-    let mut snap = Snap::new(&symfs, limit, 0, "");
+    let mut snap = Snap::new(&worker, &symfs, limit, 0, "");
     snap.manifest = format!("{MANIFEST_HEADER}\n");
     snap.kernel(worker_dir);
     snap.vdso(pid, &maps);
     let mut held = Held::default();
     for (path, (range, deleted)) in executable_mappings(&maps) {
-        snap.mapping(pid, &path, &range, deleted);
+        snap.mapping(&path, &range, deleted);
         held.paths.insert(path);
     }
     write_atomic(
@@ -520,6 +519,7 @@ pub fn snapshot(pid: u32, worker_dir: &Path, limit: u64) -> io::Result<(Summary,
 /// written when nothing new is mapped.
 pub fn add_new(
     pid: u32,
+    start: u64,
     worker_dir: &Path,
     limit: u64,
     held: &mut Held,
@@ -535,9 +535,10 @@ pub fn add_new(
     }
     let symfs = worker_dir.join("symfs");
     sys::create_dirs_nofollow(worker_dir, &symfs)?;
-    let mut snap = Snap::new(&symfs, limit, held.bytes, note);
+    let worker = pin(pid, start)?;
+    let mut snap = Snap::new(&worker, &symfs, limit, held.bytes, note);
     for (path, (range, deleted)) in new {
-        snap.mapping(pid, &path, &range, deleted);
+        snap.mapping(&path, &range, deleted);
         held.paths.insert(path);
     }
     let manifest_path = worker_dir.join("symbol-manifest.tsv");
@@ -668,12 +669,14 @@ mod tests {
         fs::create_dir_all(planted.parent().unwrap()).unwrap();
         let secret = t.join("secret");
         fs::write(&secret, b"root:$6$not-for-symfs\n").unwrap();
-        let mut snap = Snap::new(&symfs, u64::MAX, 0, "");
-        let root_s = root.to_str().unwrap();
+        let me = std::process::id();
+        let worker = pin(me, sys::proc_stat(me).unwrap().1).unwrap();
+        let mut snap = Snap::new(&worker, &symfs, u64::MAX, 0, "");
+        snap.root = fs::File::open(&root);
         // A symlink planted where perf looks, to a file that is not ELF: not
         // copied, listed as absent.
         std::os::unix::fs::symlink(&secret, &planted).unwrap();
-        snap.debug_info(root_s, "/opt/app/worker", &info);
+        snap.debug_info("/opt/app/worker", &info);
         assert!(!symfs.join(by_id.trim_start_matches('/')).exists());
         assert!(
             snap.manifest.contains("\tabsent (for /opt/app/worker"),
@@ -683,7 +686,7 @@ mod tests {
         // The real thing (an ELF file with the binary's build id): copied.
         fs::remove_file(&planted).unwrap();
         fs::copy(&exe, &planted).unwrap();
-        snap.debug_info(root_s, "/opt/app/worker", &info);
+        snap.debug_info("/opt/app/worker", &info);
         let copy = symfs.join(by_id.trim_start_matches('/'));
         assert_eq!(fs::read(&copy).unwrap(), fs::read(&exe).unwrap());
         assert_eq!(snap.summary.debug_files, 1);
@@ -705,7 +708,7 @@ mod tests {
         ));
         fs::create_dir_all(zeros.parent().unwrap()).unwrap();
         fs::rename(&planted, &zeros).unwrap();
-        snap.debug_info(root_s, "/opt/app/worker", &other);
+        snap.debug_info("/opt/app/worker", &other);
         assert!(
             fs::read_dir(&symfs).unwrap().next().is_none(),
             "nothing copied"
@@ -720,11 +723,12 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
         let me = std::process::id();
-        let (_, mut held) = snapshot(me, &dir, u64::MAX).unwrap();
+        let start = sys::proc_stat(me).unwrap().1;
+        let (_, mut held) = snapshot(me, start, &dir, u64::MAX).unwrap();
         // Nothing mapped since: nothing added, nothing rewritten.
         let before = fs::read_to_string(dir.join("symbol-manifest.tsv")).unwrap();
         assert_eq!(
-            add_new(me, &dir, u64::MAX, &mut held, " [late]").unwrap(),
+            add_new(me, start, &dir, u64::MAX, &mut held, " [late]").unwrap(),
             Added::default()
         );
         assert_eq!(
@@ -741,12 +745,12 @@ mod tests {
         held.bytes -= size;
         // No room left: skipped, counted, listed.
         let mut full = held.clone();
-        let a = add_new(me, &dir, full.bytes, &mut full, " [late]").unwrap();
+        let a = add_new(me, start, &dir, full.bytes, &mut full, " [late]").unwrap();
         assert_eq!((a.summary.copied, a.summary.skipped), (0, 1), "{a:?}");
         assert!(a.files.is_empty());
         assert!(!dir.join("symfs").join(&rel).exists());
         // Room: copied, listed after the first rows with the note.
-        let a = add_new(me, &dir, u64::MAX, &mut held, " [late]").unwrap();
+        let a = add_new(me, start, &dir, u64::MAX, &mut held, " [late]").unwrap();
         assert_eq!(a.summary.copied, 1 + a.summary.debug_files, "{a:?}");
         assert_eq!(a.files[0], rel);
         assert_eq!(
@@ -764,7 +768,7 @@ mod tests {
         assert!(manifest.contains("--symfs-limit"), "{manifest}");
         // Added once only.
         assert_eq!(
-            add_new(me, &dir, u64::MAX, &mut held, " [late]").unwrap(),
+            add_new(me, start, &dir, u64::MAX, &mut held, " [late]").unwrap(),
             Added::default()
         );
         fs::remove_dir_all(&dir).unwrap();
@@ -786,7 +790,9 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("symfs-test-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
-        let (s, _) = snapshot(std::process::id(), &dir, 1).unwrap();
+        let me = std::process::id();
+        let start = sys::proc_stat(me).unwrap().1;
+        let (s, _) = snapshot(me, start, &dir, 1).unwrap();
         assert_eq!(s.copied, 0);
         assert!(s.skipped >= 1);
         let manifest = fs::read_to_string(dir.join("symbol-manifest.tsv")).unwrap();
@@ -795,7 +801,7 @@ mod tests {
         assert!(!dir.join(KALLSYMS).exists());
         fs::remove_dir_all(&dir).unwrap();
         fs::create_dir_all(&dir).unwrap();
-        let (s, _) = snapshot(std::process::id(), &dir, u64::MAX).unwrap();
+        let (s, _) = snapshot(me, start, &dir, u64::MAX).unwrap();
         assert!(s.copied >= 1, "{s:?}");
         let exe = std::env::current_exe().unwrap();
         assert!(dir
