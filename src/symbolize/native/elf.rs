@@ -161,8 +161,27 @@ pub(super) fn load_segments(file: &ElfFile64<'_, Endianness>) -> Vec<(u64, u64, 
         .collect()
 }
 
-/// Function symbols and labels in executable sections, as perf's
-/// `dso__load_sym` keeps them.
+/// The address ranges of the executable `PT_LOAD` segments of `file`, by
+/// `p_vaddr` and `p_memsz` (right in a separate debug file too, whose
+/// `p_offset` and `p_filesz` are not).
+fn exec_ranges(file: &ElfFile64<'_, Endianness>) -> Vec<(u64, u64)> {
+    let e = file.endian();
+    file.elf_program_headers()
+        .iter()
+        .filter(|p| p.p_type(e) == elf::PT_LOAD && p.p_flags(e) & elf::PF_X != 0)
+        .map(|p| {
+            let size = p.p_memsz(e).max(p.p_filesz(e));
+            (p.p_vaddr(e), p.p_vaddr(e).saturating_add(size))
+        })
+        .collect()
+}
+
+fn in_exec_segment(exec: &[(u64, u64)], addr: u64) -> bool {
+    exec.iter().any(|&(lo, hi)| (lo..hi).contains(&addr))
+}
+
+/// Function symbols (placed by their address) and labels in executable
+/// sections, as perf's `dso__load_sym` keeps them.
 fn read_symbols(file: &ElfFile64<'_, Endianness>, dynamic: bool) -> Vec<RawSymbol> {
     let e = file.endian();
     let table = if dynamic {
@@ -172,6 +191,7 @@ fn read_symbols(file: &ElfFile64<'_, Endianness>, dynamic: bool) -> Vec<RawSymbo
     };
     let sections = file.elf_section_table();
     let is_arm = file.elf_header().e_machine(e) == elf::EM_AARCH64;
+    let exec = exec_ranges(file);
     let mut out = Vec::new();
     for s in table.symbols() {
         let ty = s.st_type();
@@ -186,10 +206,26 @@ fn read_symbols(file: &ElfFile64<'_, Endianness>, dynamic: bool) -> Vec<RawSymbo
         if !func && !label {
             continue;
         }
-        let exec = sections
-            .section(object::SectionIndex(usize::from(shndx)))
-            .is_ok_and(|h| h.sh_flags(e) & u64::from(elf::SHF_EXECINSTR) != 0);
-        if !exec {
+        // perf's rule (`dso__load_sym`): a function is kept when its
+        // section is allocated, wherever that section says it is; a label
+        // only in an executable section. Tools that rewrite a library's
+        // layout (manylinux repairs) leave function symbols pointing at a
+        // stale section (`.rodata`) while their addresses lie in the
+        // executable segment: the address decides, checked against the
+        // executable `PT_LOAD` segments (by address and memory size, which
+        // a separate debug file keeps too).
+        let Ok(section) = sections.section(object::SectionIndex(usize::from(shndx))) else {
+            continue;
+        };
+        let flags = section.sh_flags(e);
+        let exec_section = flags & u64::from(elf::SHF_EXECINSTR) != 0;
+        let kept = if func {
+            flags & u64::from(elf::SHF_ALLOC) != 0
+                && (exec_section || in_exec_segment(&exec, s.st_value(e)))
+        } else {
+            exec_section
+        };
+        if !kept {
             continue;
         }
         let Ok(name) = table.symbol_name(e, s) else {
@@ -315,6 +351,19 @@ mod tests {
         assert!(root.path().join(climbing.trim_start_matches('/')).is_file());
         let d = load(root.path(), &climbing, None);
         assert!(d.table.is_empty() && d.source.is_none());
+    }
+
+    #[test]
+    fn offsets_become_addresses_by_their_segment() {
+        // A rewritten library's text: file offset 0x13940, address 0x14940.
+        let d = DsoSymbols {
+            segments: vec![(0, 0x13940, 0), (0x13940, 0x2000, 0x14940)],
+            ..DsoSymbols::default()
+        };
+        assert_eq!(d.to_vaddr(0x13950), 0x14950);
+        assert_eq!(d.to_vaddr(0x100), 0x100);
+        assert!(in_exec_segment(&[(0x14940, 0x16940)], 0x14940));
+        assert!(!in_exec_segment(&[(0x14940, 0x16940)], 0x16940));
     }
 
     #[test]
