@@ -612,3 +612,110 @@ fn jobprof_record_takes_the_old_samplers_event_cpu_clock_u() {
     assert!(!folded.contains("kernel.kallsyms"), "{folded}");
     assert!(folded.contains("demo_"), "{folded}");
 }
+
+/// A C program with 400 functions and symbols, unlike the seed's worker.
+fn decoy(dir: &Path) -> PathBuf {
+    let mut src = String::new();
+    for i in 0..400 {
+        src.push_str(&format!(
+            "__attribute__((noinline)) int decoy_f{i}(int x) {{ return x * {i} + 1; }}\n"
+        ));
+    }
+    src.push_str("int main(void) { return decoy_f7(1) == 0; }\n");
+    let c = dir.join("decoy.c");
+    fs::write(&c, src).unwrap();
+    let exe = dir.join("decoy");
+    let out = std::process::Command::new("gcc")
+        .args(["-g", "-O0", "-o"])
+        .arg(&exe)
+        .arg(&c)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", output_text(&out));
+    exe
+}
+
+/// `jobprof process ARGS DIR` in a private mount namespace whose `/opt` is
+/// an empty tmpfs, with `put` (when given) copied to
+/// `/opt/presto/bin/presto_server` there: the host's `/opt` is never
+/// written, and what it holds does not matter.
+fn process_with_private_opt(dir: &Path, put: Option<&Path>, args: &[&str]) -> Output {
+    let mut script = String::from("mount -t tmpfs jobprof-test /opt && ");
+    if put.is_some() {
+        script.push_str("mkdir -p /opt/presto/bin && cp \"$1\" /opt/presto/bin/presto_server && ");
+    }
+    script.push_str("shift && exec \"$@\"");
+    let out = std::process::Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", &script, "sh"])
+        .arg(put.unwrap_or(Path::new("-")))
+        .arg(env!("CARGO_BIN_EXE_jobprof"))
+        .arg("process")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    out
+}
+
+#[test]
+fn a_different_binary_at_the_recorded_path_changes_no_output() {
+    let Some(seeds) = seeds() else { return };
+    let can = util::is_root() && util::have("unshare") && util::have("gcc");
+    if !util::require(can, "root, unshare and gcc (a private /opt for the decoy)") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = decoy(tmp.path());
+    for symbolizer in ["native", "perf"] {
+        let args = [
+            "--symbolizer",
+            symbolizer,
+            "--formats",
+            "folded,summary",
+            "--min-symbolized",
+            "0",
+        ];
+        let mut folded = Vec::new();
+        for put in [None, Some(exe.as_path())] {
+            let at = tmp.path().join(format!("{symbolizer}-{}", put.is_some()));
+            fs::create_dir(&at).unwrap();
+            let rd = copy_seed(&seeds, "result_dir_4242", &at);
+            // Without the snapshot: the case, where the host's file
+            // at the recorded path is the only candidate left.
+            fs::remove_dir_all(rd.join("profiles/perf/worker_0/symfs")).unwrap();
+            let out = process_with_private_opt(&rd, put, &args);
+            let q = capture(&rd, "Q1_iter1");
+            let text = fs::read_to_string(q.join("jobprof/stacks.folded")).unwrap();
+            assert!(
+                !text.contains("decoy_"),
+                "{symbolizer}: named from the decoy:\n{text}"
+            );
+            let s = summary(&q);
+            let sources = s["symbol_sources"].as_array().unwrap();
+            let worker = sources
+                .iter()
+                .find(|d| d["dso"] == "/opt/presto/bin/presto_server")
+                .unwrap_or_else(|| panic!("{s:#}"));
+            let why = worker["source"].as_str().unwrap();
+            let recorded = worker["build_id"].as_str().unwrap();
+            if put.is_some() {
+                assert!(
+                    why.starts_with("none: host file /opt/presto/bin/presto_server has build id ")
+                        && why.ends_with(&format!("the capture recorded {recorded}")),
+                    "{why}"
+                );
+                let log = output_text(&out);
+                assert!(log.contains("symbol sources of "), "{log}");
+                assert!(log.contains(why), "the log names the mismatch: {log}");
+            } else {
+                assert!(why.starts_with("none: "), "{why}");
+            }
+            folded.push(text);
+        }
+        assert_eq!(
+            folded[0], folded[1],
+            "{symbolizer}: the decoy changed the stacks"
+        );
+    }
+}

@@ -577,9 +577,25 @@ pub struct Summary {
     pub old_pipeline: Option<crate::capture::legacy::Facts>,
     /// Build id and path of each DSO a sample hit (`build-ids.txt`).
     pub build_ids: Vec<crate::symbolize::build_ids::BuildId>,
+    /// Where each recorded user-space DSO's symbols came from (files
+    /// taken by build id), or why none were taken.
+    pub symbol_sources: Vec<SymbolSource>,
     /// Off-CPU totals per thread, for captures recorded with `--off-cpu`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub off_cpu: Option<crate::text::offcpu::Summary>,
+}
+
+/// Where one DSO's symbols came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SymbolSource {
+    /// The DSO's path as recorded.
+    pub dso: String,
+    /// The build id the capture recorded (hex; empty: none).
+    pub build_id: String,
+    /// The files taken (`snapshot …/symfs/usr/lib/libc.so.6 + host debug
+    /// file /usr/lib/debug/.build-id/…`), or `none: why` (a mismatch names
+    /// both build ids).
+    pub source: String,
 }
 
 impl Summary {

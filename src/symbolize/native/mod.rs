@@ -54,6 +54,7 @@ use linux_perf_data::linux_perf_event_reader::{
 use linux_perf_data::{PerfFileReader, PerfFileRecord};
 
 use crate::symbolize::perf::TimeSlice;
+use crate::symbolize::sources::Resolved;
 use elf::DsoSymbols;
 pub use error::{Error, HeaderDamage, SampleDamage};
 use symbols::SymbolTable;
@@ -62,9 +63,10 @@ use threads::{Machine, Map};
 /// Where symbols come from.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Options {
-    /// The capture's `symfs/` (files are looked up under it, as with
-    /// `perf script --symfs`); `None` = the live file system.
-    pub symfs: Option<PathBuf>,
+    /// Where each DSO's symbol files are looked for: the capture's
+    /// `symfs/`, this host's debug directories and files, all taken by
+    /// build id ([`crate::symbolize::sources`]).
+    pub sources: crate::symbolize::sources::Search,
     /// A kernel symbol table (kallsyms format): the capture's snapshot,
     /// or `/proc/kallsyms` where that is right. `None` leaves kernel
     /// frames unnamed (`[unknown]`), as perf does under `--symfs`.
@@ -366,7 +368,8 @@ pub type DsoKey = (String, Vec<u8>);
 #[derive(Debug)]
 pub struct Symbolizer {
     opts: Options,
-    root: PathBuf,
+    /// Which files name each DSO, resolved once.
+    resolved: once_map::OnceMap<DsoKey, Arc<Resolved>>,
     kernel: OnceLock<SymbolTable>,
     jit: OnceLock<crate::symbolize::jit::JitMaps>,
     /// Each DSO's symbols, loaded by the first run that needs them.
@@ -381,10 +384,9 @@ pub struct Symbolizer {
 impl Symbolizer {
     /// A symbolizer reading symbols as `opts` says.
     pub fn new(opts: Options) -> Symbolizer {
-        let root = opts.symfs.clone().unwrap_or_else(|| PathBuf::from("/"));
         Symbolizer {
             opts,
-            root,
+            resolved: once_map::OnceMap::default(),
             kernel: OnceLock::new(),
             jit: OnceLock::new(),
             dsos: once_map::OnceMap::default(),
@@ -423,12 +425,30 @@ impl Symbolizer {
         })
     }
 
+    /// The files that name the DSO recorded at `path` with `build_id`
+    /// (possibly empty), resolved by the first run that asks.
+    pub fn resolved(&self, path: &str, build_id: &[u8]) -> Arc<Resolved> {
+        self.resolved
+            .get_or_load((path.to_string(), build_id.to_vec()), || {
+                Arc::new(crate::symbolize::sources::resolve(
+                    path,
+                    build_id,
+                    &self.opts.sources,
+                ))
+            })
+    }
+
     fn dso(&self, path: &str, build_id: &[u8]) -> Arc<DsoSymbols> {
         self.dsos
             .get_or_load((path.to_string(), build_id.to_vec()), || {
-                let id = (!build_id.is_empty()).then_some(build_id);
-                Arc::new(elf::load(&self.root, path, id))
+                Arc::new(elf::load(&self.resolved(path, build_id)))
             })
+    }
+
+    /// The unwind tables of the DSO recorded at `path` with `build_id`.
+    fn unwind_tables(&self, path: &str, build_id: &[u8]) -> Option<Arc<unwind::DsoUnwind>> {
+        let key = (path.to_string(), build_id.to_vec());
+        self.unwind.get(&key, &self.resolved(path, build_id))
     }
 
     /// Takes back a block [`Symbolizer::run`] handed out, once its text is
@@ -480,7 +500,7 @@ impl Symbolizer {
             if let Some(d) = syms
                 .source
                 .as_ref()
-                .and_then(|f| self.inlines.get(&self.root, f))
+                .and_then(|f| self.inlines.get(&syms.source_root, f))
             {
                 if inline::write_frame(line, addr, &d.chain(vaddr, h.name), &base, h.offset, dso) {
                     return;
@@ -611,7 +631,7 @@ fn leaf_caller(
         let Some(t) = d
             .path
             .as_deref()
-            .and_then(|p| sym.unwind.get(&sym.root, p, &d.build_id))
+            .and_then(|p| sym.unwind_tables(p, &d.build_id))
         else {
             return true;
         };
@@ -1006,7 +1026,7 @@ impl<'a> Run<'a> {
         let maps = machine.maps_of(pid);
         let mut load = |id: u32| {
             let d = dsos.get(id as usize)?;
-            sym.unwind.get(&sym.root, d.path.as_deref()?, &d.build_id)
+            sym.unwind_tables(d.path.as_deref()?, &d.build_id)
         };
         user.clear();
         unwind.user_frames(pid, maps, &mut load, regs, stack, user);

@@ -17,8 +17,8 @@
 //! by every shard and time slice of a run ([`Tables`]); each run keeps one
 //! framehop unwinder per process, rebuilt when the process's maps change.
 
+use crate::symbolize::sources::Resolved;
 use std::ops::Range;
-use std::path::{Component, Path};
 use std::sync::Arc;
 
 use framehop::aarch64::{CacheAarch64, PtrAuthMask, UnwindRegsAarch64, UnwinderAarch64};
@@ -114,38 +114,34 @@ fn split(s: &Option<(Range<u64>, Bytes)>) -> (Option<Range<u64>>, Option<Bytes>)
     }
 }
 
-/// Reads the unwind tables of the DSO mapped from `path` under `root` (the
-/// symfs, or `/`): `.eh_frame_hdr` + `.eh_frame` of the file itself, as
-/// perf reads them; without those, the first `.debug_frame` among the file
-/// and its debug files. `None`: nothing to unwind with (perf stops there).
-pub fn load(root: &Path, path: &str, build_id: Option<&[u8]>) -> Option<DsoUnwind> {
-    if Path::new(path)
-        .components()
-        .any(|c| c == Component::ParentDir)
-    {
-        return None;
-    }
+/// Reads the unwind tables of a DSO from the files
+/// [`crate::symbolize::sources::resolve`] took for it: `.eh_frame_hdr` +
+/// `.eh_frame` of the binary itself, as perf reads them; without those, the
+/// first `.debug_frame` among its debug files and the binary. `None`:
+/// nothing to unwind with (perf stops there).
+pub fn load(resolved: &Resolved) -> Option<DsoUnwind> {
     let mut t = DsoUnwind::default();
-    let runtime = root.join(path.trim_start_matches('/'));
-    if let Some(map) = super::elf::map_file(root, &runtime) {
-        if let Ok(file) = ElfFile64::<Endianness>::parse(&*map) {
-            t.segments = load_segments(&file);
-            t.text = file.section_by_name(".text").map(|s| svma_range(&s));
-            t.got = file.section_by_name(".got").map(|s| svma_range(&s));
-            t.exec = exec_segments(&file);
-            if let (Some(hdr), Some(eh)) =
-                (section(&file, ".eh_frame_hdr"), section(&file, ".eh_frame"))
-            {
-                t.eh_frame_hdr = Some(hdr);
-                t.eh_frame = Some(eh);
-            } else {
-                t.debug_frame = section(&file, ".debug_frame").map(|(_, b)| b);
+    if let Some(b) = &resolved.binary {
+        if let Some(map) = super::elf::map_file(&b.root, &b.path) {
+            if let Ok(file) = ElfFile64::<Endianness>::parse(&*map) {
+                t.segments = load_segments(&file);
+                t.text = file.section_by_name(".text").map(|s| svma_range(&s));
+                t.got = file.section_by_name(".got").map(|s| svma_range(&s));
+                t.exec = exec_segments(&file);
+                if let (Some(hdr), Some(eh)) =
+                    (section(&file, ".eh_frame_hdr"), section(&file, ".eh_frame"))
+                {
+                    t.eh_frame_hdr = Some(hdr);
+                    t.eh_frame = Some(eh);
+                } else {
+                    t.debug_frame = section(&file, ".debug_frame").map(|(_, b)| b);
+                }
             }
         }
     }
     if t.eh_frame_hdr.is_none() && t.debug_frame.is_none() {
-        for f in super::elf::candidates(root, path, build_id) {
-            let Some(map) = super::elf::map_file(root, &f) else {
+        for f in resolved.files() {
+            let Some(map) = super::elf::map_file(&f.root, &f.path) else {
                 continue;
             };
             let Ok(file) = ElfFile64::<Endianness>::parse(&*map) else {
@@ -203,13 +199,11 @@ pub struct Tables {
 }
 
 impl Tables {
-    /// The tables of the DSO mapped from `path` (`build_id` may be empty).
-    pub fn get(&self, root: &Path, path: &str, build_id: &[u8]) -> Option<Arc<DsoUnwind>> {
+    /// The tables of the DSO recorded as `key` (path and build id, which
+    /// may be empty), from the files `resolved` names.
+    pub fn get(&self, key: &super::DsoKey, resolved: &Resolved) -> Option<Arc<DsoUnwind>> {
         self.dsos
-            .get_or_load((path.to_string(), build_id.to_vec()), || {
-                let id = (!build_id.is_empty()).then_some(build_id);
-                load(root, path, id).map(Arc::new)
-            })
+            .get_or_load(key.clone(), || load(resolved).map(Arc::new))
     }
 }
 
@@ -479,7 +473,7 @@ mod tests {
     #[test]
     fn this_test_binary_has_eh_frame_tables() {
         let exe = std::env::current_exe().unwrap();
-        let t = load(Path::new("/"), exe.to_str().unwrap(), None).expect("tables");
+        let t = load(&host_file(exe.to_str().unwrap(), None)).expect("tables");
         assert!(t.eh_frame_hdr.is_some() && t.eh_frame.is_some());
         // A mapping of the text segment from its page puts the ELF's
         // address 0 where the file's start would be, less the segment's
@@ -507,12 +501,23 @@ mod tests {
         assert_eq!(t.base_avma(start, 0x90000, 0x1000), None);
     }
 
+    /// The files of `path` on this host (or under `symfs`).
+    fn host_file(path: &str, symfs: Option<&std::path::Path>) -> Resolved {
+        let search = crate::symbolize::sources::Search {
+            symfs: symfs.map(std::path::Path::to_path_buf),
+            host: symfs.is_none().then(|| "/".into()),
+            ..Default::default()
+        };
+        crate::symbolize::sources::resolve(path, &[], &search)
+    }
+
     #[test]
     fn missing_or_climbing_paths_have_no_tables() {
         let root = tempfile::tempdir().unwrap();
-        assert!(load(root.path(), "/no/such/lib.so", None).is_none());
-        assert!(load(root.path(), "/../../proc/self/exe", None).is_none());
+        assert!(load(&host_file("/no/such/lib.so", Some(root.path()))).is_none());
+        assert!(load(&host_file("/../../proc/self/exe", Some(root.path()))).is_none());
         let shared = Tables::default();
-        assert!(shared.get(root.path(), "/no/such/lib.so", &[]).is_none());
+        let key = ("/no/such/lib.so".to_string(), Vec::new());
+        assert!(shared.get(&key, &Resolved::default()).is_none());
     }
 }
