@@ -59,6 +59,7 @@ use elf::DsoSymbols;
 pub use error::{Error, HeaderDamage, SampleDamage};
 use symbols::SymbolTable;
 use threads::{Machine, Map};
+pub use unwind::UnwindTally;
 
 /// Where symbols come from.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -196,6 +197,8 @@ pub struct Outcome {
     pub samples: u64,
     /// Wall time.
     pub elapsed: Duration,
+    /// How the unwinds of the samples with stack copies ended.
+    pub unwound: UnwindTally,
 }
 
 const PERF_CONTEXT_MAX: u64 = -4095i64 as u64;
@@ -605,6 +608,7 @@ impl Symbolizer {
             bytes: run.bytes,
             samples: run.samples,
             elapsed: start.elapsed(),
+            unwound: run.unwound,
         })
     }
 }
@@ -701,6 +705,8 @@ struct Run<'a> {
     samples: u64,
     /// An off-CPU run: what it prints besides the samples.
     off_cpu: Option<offcpu::OffCpu>,
+    /// How the dwarf unwinds ended.
+    unwound: UnwindTally,
 }
 
 impl<'a> Run<'a> {
@@ -727,6 +733,7 @@ impl<'a> Run<'a> {
             bytes: 0,
             samples: 0,
             off_cpu: None,
+            unwound: UnwindTally::default(),
         }
     }
 
@@ -899,7 +906,10 @@ impl<'a> Run<'a> {
         resolved.clear();
         self.resolve_chain(s, pid, lr, &mut resolved);
         if let (Some(regs), Some((stack, size))) = (&s.user_regs, &s.user_stack) {
-            self.user_frames(pid, regs, &stack.as_slice(), *size, &mut resolved);
+            if let Some(stop) = self.user_frames(pid, regs, &stack.as_slice(), *size, &mut resolved)
+            {
+                self.unwound.count(stop, s.period.unwrap_or(1));
+            }
         }
         for &(dso, key) in &resolved {
             self.frame(dso, key);
@@ -1002,7 +1012,8 @@ impl<'a> Run<'a> {
 
     /// Appends the user frames unwound from a dwarf sample's registers and
     /// stack copy (`size`: the valid part of `stack`; none when it is 0, as
-    /// in perf).
+    /// in perf), and says why the unwind ended (`None`: no copy, nothing
+    /// unwound: a kernel thread).
     fn user_frames(
         &mut self,
         pid: i32,
@@ -1010,10 +1021,10 @@ impl<'a> Run<'a> {
         stack: &[u8],
         size: u64,
         resolved: &mut Vec<(u32, u64)>,
-    ) {
+    ) -> Option<unwind::Stop> {
         let stack = &stack[..stack.len().min(size as usize)];
         if stack.is_empty() {
-            return;
+            return None;
         }
         let Run {
             sym,
@@ -1029,11 +1040,12 @@ impl<'a> Run<'a> {
             sym.unwind_tables(d.path.as_deref()?, &d.build_id)
         };
         user.clear();
-        unwind.user_frames(pid, maps, &mut load, regs, stack, user);
+        let stop = unwind.user_frames(pid, maps, &mut load, regs, stack, user);
         resolved.extend(user.iter().map(|&ip| match maps.and_then(|m| m.find(ip)) {
             Some(m) => (m.dso, m.rel(ip)),
             None => (NO_DSO, ip),
         }));
+        Some(stop)
     }
 
     /// Prints the frames of a stack printed before for the same process

@@ -307,6 +307,72 @@ impl std::fmt::Debug for Unwinding {
     }
 }
 
+/// Why a dwarf unwind of one sample ended: at the thread's first frame, or
+/// before it (the stack is truncated, whatever its frames are called).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// The unwind tables say the last frame has no caller (`_start`,
+    /// `clone3`): the whole stack.
+    Outermost,
+    /// The stack copy ended before the outermost frame (`--call-graph
+    /// dwarf,SIZE` too small).
+    StackCopy,
+    /// An address in no mapping, or in code without unwind tables.
+    NoTables,
+    /// A step failed (a bad frame pointer or return address, or more
+    /// frames than perf prints).
+    Lost,
+}
+
+impl Stop {
+    /// Every way a stack stops short, for tallies.
+    pub const SHORT: [Stop; 3] = [Stop::StackCopy, Stop::NoTables, Stop::Lost];
+
+    /// The words the summary and the warning use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stop::Outermost => "outermost frame",
+            Stop::StackCopy => "stack copy exhausted",
+            Stop::NoTables => "no unwind tables",
+            Stop::Lost => "unwinding failed",
+        }
+    }
+}
+
+/// How the dwarf unwinds of a run ended, weighted by the samples' periods:
+/// a stack is truncated when the unwinder stopped before the thread's
+/// first frame ([`Stop`]), whatever its frames are called.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UnwindTally {
+    /// Weight of the samples unwound from a stack copy.
+    pub weight: u64,
+    /// Of that, the weight whose unwind stopped short, by
+    /// [`Stop::SHORT`].
+    pub short: [u64; 3],
+}
+
+impl UnwindTally {
+    /// Adds `other`'s counts.
+    pub fn add(&mut self, other: &UnwindTally) {
+        self.weight = self.weight.saturating_add(other.weight);
+        for (a, b) in self.short.iter_mut().zip(other.short) {
+            *a = a.saturating_add(b);
+        }
+    }
+
+    pub(super) fn count(&mut self, stop: Stop, weight: u64) {
+        self.weight = self.weight.saturating_add(weight);
+        if let Some(i) = Stop::SHORT.iter().position(|&s| s == stop) {
+            self.short[i] = self.short[i].saturating_add(weight);
+        }
+    }
+
+    /// The weight of truncated stacks.
+    pub fn truncated(&self) -> u64 {
+        self.short.iter().fold(0u64, |a, &b| a.saturating_add(b))
+    }
+}
+
 /// Looks up the unwind tables of DSO `dso`, loading them once per run.
 fn table<'t>(
     tables: &'t mut Vec<Option<Option<Arc<DsoUnwind>>>>,
@@ -341,7 +407,8 @@ impl Unwinding {
 
     /// The user frames of one sample of process `pid`, callee first, as
     /// perf script prints them (the IP, then return addresses minus one),
-    /// appended to `out`. `load` gives the unwind tables of a DSO id.
+    /// appended to `out`, and why the unwind ended. `load` gives the
+    /// unwind tables of a DSO id.
     pub fn user_frames(
         &mut self,
         pid: i32,
@@ -350,12 +417,12 @@ impl Unwinding {
         regs: &Regs<'_>,
         stack: &[u8],
         out: &mut Vec<u64>,
-    ) {
+    ) -> Stop {
         let tables = &mut self.tables;
         if self.aarch64 {
-            walk::<A64>(&mut self.a64, tables, pid, maps, load, regs, stack, out);
+            walk::<A64>(&mut self.a64, tables, pid, maps, load, regs, stack, out)
         } else {
-            walk::<X86>(&mut self.x86, tables, pid, maps, load, regs, stack, out);
+            walk::<X86>(&mut self.x86, tables, pid, maps, load, regs, stack, out)
         }
     }
 }
@@ -371,15 +438,17 @@ fn walk<A: UnwindArch>(
     regs: &Regs<'_>,
     stack: &[u8],
     out: &mut Vec<u64>,
-) {
+) -> Stop {
     let Some((ip, mut regs)) = A::regs(regs) else {
-        return;
+        return Stop::Lost;
     };
     let sp = A::sp(&regs);
     if ip != 0 {
         out.push(ip);
     }
-    let Some(maps) = maps else { return };
+    let Some(maps) = maps else {
+        return Stop::NoTables;
+    };
     st.procs
         .entry(pid)
         .or_insert_with(|| build::<A>(tables, maps, load));
@@ -406,7 +475,7 @@ fn walk<A: UnwindArch>(
             .find(addr.address_for_lookup())
             .is_some_and(|m| table(tables, m.dso, load).is_some());
         if !covered {
-            break;
+            return Stop::NoTables;
         }
         let u = &st.procs[&pid];
         missed.set(false);
@@ -417,21 +486,23 @@ fn walk<A: UnwindArch>(
                     out.push(ra - 1);
                     addr = next;
                 }
-                None => break,
+                // A return address of 0 ends a stack as the ABI says.
+                None => return Stop::Outermost,
             },
             // A return address beyond the copy reads as 0 in perf, which
             // libunwind takes as one more frame (printed as 0 - 1).
             Err(framehop::Error::CouldNotReadStack(a)) if a >= sp && a.saturating_add(8) >= end => {
                 out.push(u64::MAX);
-                break;
+                return Stop::StackCopy;
             }
             Ok(None) => {
                 if let Some(ra) = A::root(&trail.get()) {
                     out.push(ra - 1);
                 }
-                break;
+                return Stop::Outermost;
             }
-            _ => break,
+            _ if missed.get() => return Stop::StackCopy,
+            _ => return Stop::Lost,
         }
         if missed.get() {
             // The step went on without the caller's frame pointer (its
@@ -441,6 +512,8 @@ fn walk<A: UnwindArch>(
             A::poison_fp(&mut regs);
         }
     }
+    // More frames than perf prints: the root is not in the picture.
+    Stop::Lost
 }
 
 fn build<A: UnwindArch>(
