@@ -305,7 +305,7 @@ impl StackStats {
                 percent: round2(100.0 * ratio(period)),
             })
             .collect();
-        roots.sort_by(|a, b| b.period.cmp(&a.period));
+        roots.sort_by_key(|r| std::cmp::Reverse(r.period));
         self.truncated_roots = roots;
         self.truncation_from_unwinder = true;
     }
