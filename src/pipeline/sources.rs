@@ -24,8 +24,13 @@ pub(super) struct CaptureSources {
 
 impl CaptureSources {
     /// The `--symfs` directory `perf script` gets: the tree of links, or
-    /// the capture's own `symfs/` when the tree could not be made.
+    /// the capture's own `symfs/` when the tree could not be made. A
+    /// capture without a snapshot gets none: perf then searches this
+    /// host's files and debug directories itself, taking each only by
+    /// build id as the resolver does, and reads `/proc/kallsyms` as
+    /// [`crate::symbolize::kernel`] expects.
     pub fn perf_symfs(&self) -> Option<PathBuf> {
+        self.search.symfs.as_ref()?;
         match &self.perf_symfs {
             Some(t) => Some(t.path().to_path_buf()),
             None => self.search.symfs.clone(),

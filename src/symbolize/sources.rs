@@ -181,7 +181,7 @@ impl Resolved {
 /// The files that name the DSO recorded at `path` with `build_id` (empty:
 /// none recorded), searched as `search` says. A recorded path that climbs
 /// (`..`) or is not absolute names no file (`[vdso]` excepted: the
-/// snapshot's copy).
+/// snapshot's copy, or a copy by build id in perf's cache or debuginfod's).
 pub fn resolve(path: &str, build_id: &[u8], search: &Search) -> Resolved {
     let mut r = Resolved {
         recorded: build_id.to_vec(),
@@ -214,9 +214,6 @@ pub fn resolve(path: &str, build_id: &[u8], search: &Search) -> Resolved {
                 r.offer(symfs, p, Kind::SnapshotDebug, false);
             }
         }
-    }
-    if vdso {
-        return r;
     }
     let Some(host) = &search.host else {
         return r;
@@ -262,7 +259,10 @@ pub fn resolve(path: &str, build_id: &[u8], search: &Search) -> Resolved {
             );
         }
     }
-    r.offer(host, host.join(rel), Kind::HostFile, true);
+    // The vDSO is no file on this host: only its copies by build id.
+    if !vdso {
+        r.offer(host, host.join(rel), Kind::HostFile, true);
+    }
     r
 }
 
