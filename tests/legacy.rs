@@ -798,6 +798,13 @@ fn libc_frames_of_old_captures_are_named_from_this_hosts_debug_files_by_build_id
             !stacks.keys().any(|k| k.contains("[libc.so.6]")),
             "{symbolizer}: unnamed libc frames"
         );
+        // libc's own name for the function, as perf script (--inline or
+        // not) prints it from the debug file: not the exported `fstatat64`.
+        assert!(
+            stacks.keys().any(|k| k.contains(";__GI___fstatat64"))
+                && !stacks.keys().any(|k| k.contains(";fstatat64")),
+            "{symbolizer}: {stacks:#?}"
+        );
         assert!(
             s["truncated_ratio"].as_f64().unwrap() < 0.01,
             "{symbolizer}: complete stacks are not truncated: {s:#}"
