@@ -859,4 +859,56 @@ fn truncation_is_judged_by_the_unwinder_not_by_unnamed_roots() {
         warnings.contains("libc.so.6: its symbols are missing"),
         "{warnings}"
     );
+
+    // The same host given libc's debug file with --debug-dir: taken by its
+    // build id, and named.
+    let debug =
+        Path::new("/usr/lib/debug/.build-id/93/ac61ec5a8eb1396f9fbd350e3169a558528a40.debug");
+    if !debug.is_file() {
+        eprintln!("skipped --debug-dir: no libc6-dbg for the seeds' libc");
+        return;
+    }
+    let dir = tmp.path().join("debug");
+    fs::create_dir_all(dir.join(".build-id/93")).unwrap();
+    fs::copy(
+        debug,
+        dir.join(".build-id/93").join(debug.file_name().unwrap()),
+    )
+    .unwrap();
+    let out = std::process::Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c"])
+        .arg("mount -t tmpfs jobprof-test /usr/lib/debug && exec \"$@\"")
+        .arg("sh")
+        .arg(env!("CARGO_BIN_EXE_jobprof"))
+        .arg("process")
+        .arg(&rd)
+        .args([
+            "--symbolizer",
+            "native",
+            "--formats",
+            "folded,summary",
+            "--force",
+        ])
+        .arg("--debug-dir")
+        .arg(&dir)
+        .env("HOME", tmp.path())
+        .env_remove("DEBUGINFOD_CACHE_PATH")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let libc = summary(&q)["symbol_sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["dso"] == "/usr/lib/x86_64-linux-gnu/libc.so.6")
+        .unwrap()["source"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(libc.contains("+ --debug-dir "), "{libc}");
+    let text = fs::read_to_string(q.join("jobprof/stacks.folded")).unwrap();
+    assert!(
+        text.contains("presto_server;clone3;start_thread;"),
+        "{text}"
+    );
 }
