@@ -141,9 +141,11 @@ impl Pipeline<'_> {
                     (b.path, id, r)
                 })
                 .collect();
-            let perf_symfs = match perf_tree(&dsos) {
-                Ok(t) => Some(t),
-                Err(e) => {
+            // Without a snapshot perf searches by build id itself.
+            let perf_symfs = match search.symfs.as_ref().map(|_| perf_tree(&dsos)) {
+                None => None,
+                Some(Ok(t)) => Some(t),
+                Some(Err(e)) => {
                     self.log(format!(
                         "warning: no symbol tree for perf script ({e}); it reads symfs/ only"
                     ));
