@@ -169,7 +169,12 @@ fn the_lr_rule_follows_the_cfi_of_the_guests_files() {
             .address()
     };
     let load = |path: &str| {
-        jobprof::symbolize::native::unwind::load(&root, path, None).expect("unwind tables")
+        let search = jobprof::symbolize::sources::Search {
+            symfs: Some(root.clone()),
+            ..Default::default()
+        };
+        let files = jobprof::symbolize::sources::resolve(path, &[], &search);
+        jobprof::symbolize::native::unwind::load(&files).expect("unwind tables")
     };
     let lib = "/root/work/bin/libwork.so";
     let bytes = read(lib);

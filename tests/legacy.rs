@@ -95,16 +95,41 @@ fn in_old_naming(text: &str) -> HashMap<String, u64> {
 
 /// jobprof's stacks of capture `q`, folded again from the text it folded
 /// (its archive, else the old pipeline's `perf.script.gz`) with kernel
-/// frames marked `_[k]`.
+/// frames marked `_[k]`, and libc's frames unnamed as the old pipeline
+/// left them: it had no debug files, jobprof takes this host's by build id
+/// (`libc_frames_of_old_captures_are_named_...` checks those names).
 fn folded_with_kernel_marks(q: &Path) -> String {
+    use std::io::Read;
     let archive = q.join("jobprof/perf.script.zst");
-    let text = match archive.is_file() {
-        true => archive,
-        false => q.join("perf.script.gz"),
-    };
+    let mut text = String::new();
+    if archive.is_file() {
+        zstd::Decoder::new(fs::File::open(&archive).unwrap())
+            .unwrap()
+            .read_to_string(&mut text)
+            .unwrap();
+    } else {
+        flate2::read::GzDecoder::new(fs::File::open(q.join("perf.script.gz")).unwrap())
+            .read_to_string(&mut text)
+            .unwrap();
+    }
+    let unnamed: String = text
+        .lines()
+        .map(
+            |l| match l.strip_suffix("(/usr/lib/x86_64-linux-gnu/libc.so.6)") {
+                Some(rest) if l.starts_with('\t') => {
+                    let addr = rest.split_whitespace().next().unwrap_or("0");
+                    format!("\t{addr:>16} [unknown] (/usr/lib/x86_64-linux-gnu/libc.so.6)\n")
+                }
+                _ => format!("{l}\n"),
+            },
+        )
+        .collect();
+    // Beside the capture, never in it: the old files must stay as they were.
+    let plain = tempfile::NamedTempFile::new().unwrap();
+    fs::write(plain.path(), unnamed).unwrap();
     let out = jobprof()
         .args(["fold", "--kernel"])
-        .arg(text)
+        .arg(plain.path())
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", output_text(&out));
@@ -611,4 +636,279 @@ fn jobprof_record_takes_the_old_samplers_event_cpu_clock_u() {
     let folded = fs::read_to_string(q.join("stacks.folded")).unwrap();
     assert!(!folded.contains("kernel.kallsyms"), "{folded}");
     assert!(folded.contains("demo_"), "{folded}");
+}
+
+/// A C program with 400 functions and symbols, unlike the seed's worker.
+fn decoy(dir: &Path) -> PathBuf {
+    let mut src = String::new();
+    for i in 0..400 {
+        src.push_str(&format!(
+            "__attribute__((noinline)) int decoy_f{i}(int x) {{ return x * {i} + 1; }}\n"
+        ));
+    }
+    src.push_str("int main(void) { return decoy_f7(1) == 0; }\n");
+    let c = dir.join("decoy.c");
+    fs::write(&c, src).unwrap();
+    let exe = dir.join("decoy");
+    let out = std::process::Command::new("gcc")
+        .args(["-g", "-O0", "-o"])
+        .arg(&exe)
+        .arg(&c)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", output_text(&out));
+    exe
+}
+
+/// `jobprof process ARGS DIR` in a private mount namespace whose `/opt` is
+/// an empty tmpfs, with `put` (when given) copied to
+/// `/opt/presto/bin/presto_server` there: the host's `/opt` is never
+/// written, and what it holds does not matter.
+fn process_with_private_opt(dir: &Path, put: Option<&Path>, args: &[&str]) -> Output {
+    let mut script = String::from("mount -t tmpfs jobprof-test /opt && ");
+    if put.is_some() {
+        script.push_str("mkdir -p /opt/presto/bin && cp \"$1\" /opt/presto/bin/presto_server && ");
+    }
+    script.push_str("shift && exec \"$@\"");
+    let out = std::process::Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", &script, "sh"])
+        .arg(put.unwrap_or(Path::new("-")))
+        .arg(env!("CARGO_BIN_EXE_jobprof"))
+        .arg("process")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    out
+}
+
+#[test]
+fn a_different_binary_at_the_recorded_path_changes_no_output() {
+    let Some(seeds) = seeds() else { return };
+    let can = util::is_root() && util::have("unshare") && util::have("gcc");
+    if !util::require(can, "root, unshare and gcc (a private /opt for the decoy)") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = decoy(tmp.path());
+    for symbolizer in ["native", "perf"] {
+        let args = [
+            "--symbolizer",
+            symbolizer,
+            "--formats",
+            "folded,summary",
+            "--min-symbolized",
+            "0",
+        ];
+        let mut folded = Vec::new();
+        for put in [None, Some(exe.as_path())] {
+            let at = tmp.path().join(format!("{symbolizer}-{}", put.is_some()));
+            fs::create_dir(&at).unwrap();
+            let rd = copy_seed(&seeds, "result_dir_4242", &at);
+            // Without the snapshot: the case, where the host's file
+            // at the recorded path is the only candidate left.
+            fs::remove_dir_all(rd.join("profiles/perf/worker_0/symfs")).unwrap();
+            let out = process_with_private_opt(&rd, put, &args);
+            let q = capture(&rd, "Q1_iter1");
+            let text = fs::read_to_string(q.join("jobprof/stacks.folded")).unwrap();
+            assert!(
+                !text.contains("decoy_"),
+                "{symbolizer}: named from the decoy:\n{text}"
+            );
+            let s = summary(&q);
+            let sources = s["symbol_sources"].as_array().unwrap();
+            let worker = sources
+                .iter()
+                .find(|d| d["dso"] == "/opt/presto/bin/presto_server")
+                .unwrap_or_else(|| panic!("{s:#}"));
+            let why = worker["source"].as_str().unwrap();
+            let recorded = worker["build_id"].as_str().unwrap();
+            if put.is_some() {
+                assert!(
+                    why.starts_with("none: host file /opt/presto/bin/presto_server has build id ")
+                        && why.ends_with(&format!("the capture recorded {recorded}")),
+                    "{why}"
+                );
+                let log = output_text(&out);
+                assert!(log.contains("symbol sources of "), "{log}");
+                assert!(log.contains(why), "the log names the mismatch: {log}");
+            } else {
+                assert!(why.starts_with("none: "), "{why}");
+            }
+            folded.push(text);
+        }
+        assert_eq!(
+            folded[0], folded[1],
+            "{symbolizer}: the decoy changed the stacks"
+        );
+    }
+}
+
+#[test]
+fn libc_frames_of_old_captures_are_named_from_this_hosts_debug_files_by_build_id() {
+    let Some(seeds) = seeds() else { return };
+    // The seeds' libc is Debian 12's; its debug file (libc6-dbg) by build id.
+    let debug =
+        Path::new("/usr/lib/debug/.build-id/93/ac61ec5a8eb1396f9fbd350e3169a558528a40.debug");
+    if !util::require(
+        debug.is_file(),
+        "libc6-dbg for the seeds' libc (build id 93ac61ec…)",
+    ) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    for symbolizer in ["native", "perf"] {
+        let at = tmp.path().join(symbolizer);
+        fs::create_dir(&at).unwrap();
+        let rd = copy_seed(&seeds, "result_dir_4243", &at);
+        let out = process(
+            &["--symbolizer", symbolizer, "--formats", "folded,summary"],
+            &[&rd],
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+        let q = capture(&rd, "Q5_iter1");
+        let s = summary(&q);
+        let libc = s["symbol_sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["dso"] == "/usr/lib/x86_64-linux-gnu/libc.so.6")
+            .unwrap_or_else(|| panic!("{s:#}"))["source"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            libc.starts_with("snapshot ")
+                && libc.contains(&format!("host debug file {}", debug.display())),
+            "{libc}"
+        );
+        let stacks = parse_folded(&fs::read_to_string(q.join("jobprof/stacks.folded")).unwrap());
+        let total: u64 = stacks.values().sum();
+        let rooted: u64 = stacks
+            .iter()
+            .filter(|(k, _)| k.starts_with("presto_server;clone3;start_thread;"))
+            .map(|(_, v)| v)
+            .sum();
+        assert!(
+            rooted * 100 >= total * 99,
+            "{symbolizer}: {rooted} of {total}: {stacks:#?}"
+        );
+        assert!(
+            !stacks.keys().any(|k| k.contains("[libc.so.6]")),
+            "{symbolizer}: unnamed libc frames"
+        );
+        // libc's own name for the function, as perf script (--inline or
+        // not) prints it from the debug file: not the exported `fstatat64`.
+        assert!(
+            stacks.keys().any(|k| k.contains(";__GI___fstatat64"))
+                && !stacks.keys().any(|k| k.contains(";fstatat64")),
+            "{symbolizer}: {stacks:#?}"
+        );
+        assert!(
+            s["truncated_ratio"].as_f64().unwrap() < 0.01,
+            "{symbolizer}: complete stacks are not truncated: {s:#}"
+        );
+    }
+}
+
+#[test]
+fn truncation_is_judged_by_the_unwinder_not_by_unnamed_roots() {
+    let Some(seeds) = seeds() else { return };
+    let can = util::is_root() && util::have("unshare");
+    if !util::require(can, "root and unshare (a private, empty /usr/lib/debug)") {
+        return;
+    }
+    // This host's debug files hidden: libc's frames stay unnamed, as on a
+    // node without libc6-dbg; every dwarf stack still reaches clone3.
+    let tmp = tempfile::tempdir().unwrap();
+    let rd = copy_seed(&seeds, "result_dir_4243", tmp.path());
+    let out = std::process::Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c"])
+        .arg("mount -t tmpfs jobprof-test /usr/lib/debug && exec \"$@\"")
+        .arg("sh")
+        .arg(env!("CARGO_BIN_EXE_jobprof"))
+        .arg("process")
+        .arg(&rd)
+        .args(["--symbolizer", "native", "--formats", "folded,summary"])
+        // Nor perf's build-id cache (~/.debug) or a debuginfod cache.
+        .env("HOME", tmp.path())
+        .env_remove("DEBUGINFOD_CACHE_PATH")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let q = capture(&rd, "Q5_iter1");
+    let text = fs::read_to_string(q.join("jobprof/stacks.folded")).unwrap();
+    let stacks = parse_folded(&text);
+    let total: u64 = stacks.values().sum();
+    let unnamed_root: u64 = stacks
+        .iter()
+        .filter(|(k, _)| k.starts_with("presto_server;[libc.so.6];"))
+        .map(|(_, v)| v)
+        .sum();
+    assert!(
+        unnamed_root * 2 > total,
+        "libc unnamed at the root: {stacks:#?}"
+    );
+    let s = summary(&q);
+    assert_eq!(s["truncated_ratio"].as_f64(), Some(0.0), "{s:#}");
+    let warnings = s["warnings"].to_string();
+    assert!(!warnings.contains("truncated"), "{warnings}");
+    // The advice that fits: libc's debug file.
+    assert!(
+        warnings.contains("libc.so.6: its symbols are missing"),
+        "{warnings}"
+    );
+
+    // The same host given libc's debug file with --debug-dir: taken by its
+    // build id, and named.
+    let debug =
+        Path::new("/usr/lib/debug/.build-id/93/ac61ec5a8eb1396f9fbd350e3169a558528a40.debug");
+    if !debug.is_file() {
+        eprintln!("skipped --debug-dir: no libc6-dbg for the seeds' libc");
+        return;
+    }
+    let dir = tmp.path().join("debug");
+    fs::create_dir_all(dir.join(".build-id/93")).unwrap();
+    fs::copy(
+        debug,
+        dir.join(".build-id/93").join(debug.file_name().unwrap()),
+    )
+    .unwrap();
+    let out = std::process::Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c"])
+        .arg("mount -t tmpfs jobprof-test /usr/lib/debug && exec \"$@\"")
+        .arg("sh")
+        .arg(env!("CARGO_BIN_EXE_jobprof"))
+        .arg("process")
+        .arg(&rd)
+        .args([
+            "--symbolizer",
+            "native",
+            "--formats",
+            "folded,summary",
+            "--force",
+        ])
+        .arg("--debug-dir")
+        .arg(&dir)
+        .env("HOME", tmp.path())
+        .env_remove("DEBUGINFOD_CACHE_PATH")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let libc = summary(&q)["symbol_sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["dso"] == "/usr/lib/x86_64-linux-gnu/libc.so.6")
+        .unwrap()["source"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(libc.contains("+ --debug-dir "), "{libc}");
+    let text = fs::read_to_string(q.join("jobprof/stacks.folded")).unwrap();
+    assert!(
+        text.contains("presto_server;clone3;start_thread;"),
+        "{text}"
+    );
 }

@@ -594,7 +594,10 @@ fn inline_frames_named_as_perf_names_them_on_dwarf_chains() {
     let cap = c.capture_dir();
     let symfs = symfs_of(&cap);
     let sym = jobprof::symbolize::native::Symbolizer::new(jobprof::symbolize::native::Options {
-        symfs: Some(symfs.clone()),
+        sources: jobprof::symbolize::sources::Search {
+            symfs: Some(symfs.clone()),
+            ..Default::default()
+        },
         kallsyms: None,
         inline: true,
         jit: None,
@@ -793,7 +796,10 @@ mod damaged {
         let _ = jobprof::symbolize::native::time_range(&path);
         let sym =
             jobprof::symbolize::native::Symbolizer::new(jobprof::symbolize::native::Options {
-                symfs: Some(shard.symfs.clone()),
+                sources: jobprof::symbolize::sources::Search {
+                    symfs: Some(shard.symfs.clone()),
+                    ..Default::default()
+                },
                 kallsyms: shard.kallsyms.clone(),
                 inline: true,
                 jit: None,

@@ -84,6 +84,14 @@ pub struct PipelineArgs {
     /// with a warning; summary.json's symbolized_from says which ran.
     #[arg(long, value_name = "WHO", default_value = "auto")]
     pub symbolizer: Choice,
+
+    /// A directory of debug files by build id (`DIR/.build-id/NN/REST.debug`
+    /// or `DIR/NN/REST.debug`), searched after the capture's snapshot and
+    /// this host's /usr/lib/debug, ~/.debug and $DEBUGINFOD_CACHE_PATH; may
+    /// be given more than once. A file is taken only when its build id is
+    /// the one the capture recorded (docs/symbols.md).
+    #[arg(long = "debug-dir", value_name = "DIR")]
+    pub debug_dirs: Vec<PathBuf>,
 }
 
 impl PipelineArgs {
@@ -104,6 +112,12 @@ impl PipelineArgs {
         opts.formats = Formats::parse(&self.formats)?;
         opts.min_symbolized_pct = self.min_symbolized;
         opts.perf = self.perf.clone();
+        // Absolute: a reprocess array task may start elsewhere.
+        opts.debug_dirs = self
+            .debug_dirs
+            .iter()
+            .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone()))
+            .collect();
         Ok(opts)
     }
 
@@ -153,6 +167,9 @@ impl PipelineArgs {
         }
         if self.symbolizer != Choice::Auto {
             v.push(format!("--symbolizer={}", self.symbolizer.as_str()));
+        }
+        for d in &self.debug_dirs {
+            v.push(format!("--debug-dir={}", d.display()));
         }
         v
     }

@@ -20,7 +20,8 @@
 //! (`Pipeline`, one capture's run, and `Pass`, what symbolizing produced);
 //! `stages` runs the stages in order, `plan` decides how the shards are
 //! symbolized and `units` runs that, `publish` writes the outputs,
-//! `off_cpu` the off-CPU ones, and `inputs` hashes the inputs.
+//! `off_cpu` the off-CPU ones, `sources` which files name each DSO (for
+//! both symbolizers and the summary), and `inputs` hashes the inputs.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -44,6 +45,7 @@ mod inputs;
 mod off_cpu;
 mod plan;
 mod publish;
+mod sources;
 mod stages;
 mod units;
 
@@ -172,6 +174,9 @@ pub struct Options {
     pub zstd_level: i32,
     /// Native symbolizer, `perf script`, or native where it can.
     pub symbolizer: native::Choice,
+    /// `--debug-dir`: more directories of debug files by build id
+    /// (`DIR/.build-id/NN/REST.debug`), searched after this host's own.
+    pub debug_dirs: Vec<PathBuf>,
 }
 
 impl Default for Options {
@@ -188,6 +193,7 @@ impl Default for Options {
             slice_min_bytes: 4 << 20,
             zstd_level: archive::DEFAULT_LEVEL,
             symbolizer: native::Choice::Auto,
+            debug_dirs: Vec::new(),
         }
     }
 }
@@ -360,6 +366,8 @@ struct Pipeline<'a> {
     /// Where kernel frames get their names, decided once (a copy of the
     /// live table lives as long as the pipeline).
     kernel: OnceLock<KernelSymbols>,
+    /// Which files name each DSO, decided once for both symbolizers.
+    sources: OnceLock<sources::CaptureSources>,
 }
 
 impl<'a> Pipeline<'a> {
@@ -384,6 +392,7 @@ impl<'a> Pipeline<'a> {
             // subdirectory: its own files are never touched.
             dir: cap.found.out_dir(),
             kernel: OnceLock::new(),
+            sources: OnceLock::new(),
         }
     }
 

@@ -54,7 +54,7 @@ impl Pipeline<'_> {
         };
         let script = ScriptOptions {
             inline: self.opts.inline,
-            symfs: self.cap.symfs.clone(),
+            symfs: self.sources().perf_symfs(),
             kallsyms: self.kernel_symbols().file().map(Path::to_path_buf),
         };
         let started = Instant::now();
@@ -63,7 +63,7 @@ impl Pipeline<'_> {
         // The on-CPU pass's rule: native unless `--symbolizer perf`.
         let natively = (self.opts.symbolizer != native::Choice::Perf).then(|| {
             native::Symbolizer::new(native::Options {
-                symfs: self.cap.symfs.clone(),
+                sources: self.sources().search.clone(),
                 kallsyms: script.kallsyms.clone(),
                 inline: script.inline,
                 jit: Some(self.cap.found.dir.clone()),

@@ -270,12 +270,13 @@ impl<'a> Pipeline<'a> {
     /// The `perf script` options and the native symbolizer for this
     /// capture, both reading the same symbol files and kernel table.
     pub(super) fn symbolizers(&self) -> (ScriptOptions, native::Symbolizer) {
+        let sources = self.sources();
         let script_opts = ScriptOptions {
             inline: self.perf_inline(),
-            symfs: self.cap.symfs.clone(),
+            symfs: sources.perf_symfs(),
             kallsyms: self.kernel_symbols().file().map(Path::to_path_buf),
         };
-        if let Some(s) = &script_opts.symfs {
+        if let Some(s) = &self.cap.symfs {
             self.log(format!("symbols from {}", s.display()));
         }
         self.log(format!(
@@ -285,7 +286,7 @@ impl<'a> Pipeline<'a> {
         // The native symbolizer names kernel frames from the same table as
         // `perf script` (the snapshot, or the live one on the same boot).
         let natively = native::Symbolizer::new(native::Options {
-            symfs: self.cap.symfs.clone(),
+            sources: sources.search.clone(),
             kallsyms: self.kernel_symbols().file().map(Path::to_path_buf),
             inline: self.native_inline(),
             jit: Some(self.cap.found.dir.clone()),

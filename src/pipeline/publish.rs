@@ -397,6 +397,7 @@ impl Pipeline<'_> {
             timings: self.timings(pass, render_time),
             old_pipeline: self.cap.legacy.clone(),
             build_ids,
+            symbol_sources: self.sources().summary(),
             off_cpu,
         }
     }

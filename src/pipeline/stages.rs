@@ -218,13 +218,23 @@ impl Pipeline<'_> {
             failures,
             archive: parts,
             warnings: jit_warnings,
+            unwound,
         } = self.symbolize_all(plan, &units)?;
         warnings.extend(jit_warnings);
         let jit = crate::output::summary::jit::take_figures(&mut folded, &self.cap.found.dir);
         self.note_inline(plan, &mut shards);
+        let mut stats = StackStats::from_stacks(&folded.stacks);
+        if let Some(t) = unwound {
+            let causes: Vec<(&str, u64)> = native::unwind::Stop::SHORT
+                .iter()
+                .zip(t.short)
+                .map(|(s, w)| (s.as_str(), w))
+                .collect();
+            stats.judged_by_unwinder(&causes, t.weight);
+        }
         Ok(Pass {
             jit,
-            stats: StackStats::from_stacks(&folded.stacks),
+            stats,
             folded,
             shards,
             symbolized_from: plan.symbolized_from(),

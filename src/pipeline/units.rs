@@ -23,6 +23,9 @@ use crate::text::fold::{Folded, Folder};
 struct UnitResult {
     outcome: std::result::Result<RunOutcome, UnitError>,
     part: Option<Spooled>,
+    /// How the native symbolizer's dwarf unwinds ended (`None`: `perf
+    /// script` ran, or the run failed).
+    unwound: Option<native::UnwindTally>,
 }
 
 /// Why a unit has no run outcome (its shard fails with this message).
@@ -52,6 +55,9 @@ pub(super) struct Symbolized {
     pub(super) archive: (Spool, Vec<Spooled>),
     /// JIT files refused or cut short (logged already).
     pub(super) warnings: Vec<String>,
+    /// How the dwarf unwinds ended, when the native symbolizer ran every
+    /// unit (`perf script` says nothing about it).
+    pub(super) unwound: Option<native::UnwindTally>,
 }
 
 impl Pipeline<'_> {
@@ -84,6 +90,13 @@ impl Pipeline<'_> {
         };
         let recycle = |block: Vec<u8>| natively.recycle(block);
         let (folded, results) = self.run_units(units, (jobs, zstd_workers), &spool, &how, &recycle);
+        // The unwinder's verdict stands only when it saw every sample.
+        let unwound = results
+            .iter()
+            .try_fold(native::UnwindTally::default(), |mut t, r| {
+                t.add(r.unwound.as_ref()?);
+                Some(t)
+            });
         let (shards, failures, parts) = self.collect_results(units, results);
         Ok(Symbolized {
             folded,
@@ -91,6 +104,7 @@ impl Pipeline<'_> {
             failures,
             archive: (spool, parts),
             warnings: jit_maps.warnings.clone(),
+            unwound: unwound.filter(|t| t.weight > 0),
         })
     }
 
@@ -265,10 +279,12 @@ impl Pipeline<'_> {
                 return UnitResult {
                     outcome: Err(UnitError::Part(e)),
                     part: None,
+                    unwound: None,
                 }
             }
         };
         let mut chunker = Chunker::default();
+        let mut unwound = None;
         let (outcome, program) = match how {
             Symbolize::Perf(perf, script_opts, jit_maps) => {
                 let how = (perf, script_opts, jit_maps);
@@ -284,6 +300,7 @@ impl Pipeline<'_> {
                     send(tx, block)
                 };
                 let r = n.run(&unit.data, unit.slice.as_ref(), consume);
+                unwound = r.as_ref().ok().map(|o| o.unwound);
                 (Ok(native_outcome(r)), PathBuf::from("native symbolizer"))
             }
         };
@@ -304,7 +321,9 @@ impl Pipeline<'_> {
             (Ok(o), Ok(())) => Ok(o),
             (Err(source), _) => Err(UnitError::Run { program, source }),
         };
-        self.finish_part(part, spool, outcome)
+        let mut r = self.finish_part(part, spool, outcome);
+        r.unwound = unwound;
+        r
     }
 
     /// Finishes and spools the compressed `part` of a unit's text. A part
@@ -320,6 +339,7 @@ impl Pipeline<'_> {
             Ok(p) => UnitResult {
                 outcome,
                 part: Some(p),
+                unwound: None,
             },
             Err(e) => UnitResult {
                 outcome: outcome.map(|mut o| {
@@ -331,6 +351,7 @@ impl Pipeline<'_> {
                     o
                 }),
                 part: None,
+                unwound: None,
             },
         }
     }
@@ -347,6 +368,7 @@ fn in_unit_order(results: Mutex<Vec<Option<UnitResult>>>) -> Vec<UnitResult> {
             r.unwrap_or(UnitResult {
                 outcome: Err(UnitError::NotRun),
                 part: None,
+                unwound: None,
             })
         })
         .collect()

@@ -168,6 +168,7 @@ mod tests {
                 ..Facts::default()
             }),
             build_ids: vec![],
+            symbol_sources: vec![],
             off_cpu: Some(crate::text::offcpu::Summary {
                 totals: crate::text::offcpu::AllThreads {
                     on_cpu_ns: 3,

@@ -86,8 +86,14 @@ pub struct StackStats {
     /// The DSOs with unnamed frames, most weight first (at most
     /// [`TOP_DSOS`]).
     pub unnamed_by_dso: Vec<DsoShare>,
-    /// The root frames of truncated stacks, most weight first (at most 5).
+    /// The root frames of truncated stacks, most weight first (at most 5);
+    /// when the unwinder judged them, why it stopped instead (`stack copy
+    /// exhausted`, `no unwind tables`, `unwinding failed`).
     pub truncated_roots: Vec<FunctionShare>,
+    /// Whether the unwinder judged truncation ([`StackStats::judged_by_unwinder`])
+    /// rather than the root frames' names.
+    #[serde(skip)]
+    pub truncation_from_unwinder: bool,
     /// Top functions by self time (leaf frames).
     pub top_self: Vec<FunctionShare>,
     /// Top functions by total time (anywhere in the stack, counted once per
@@ -263,6 +269,7 @@ impl<'a> Tally<'a> {
                 })
                 .collect(),
             truncated_roots: top(self.cut_roots, 5),
+            truncation_from_unwinder: false,
             top_self: top(self.self_t, TOP_N),
             top_total: top(self.total_t, TOP_N),
         }
@@ -277,6 +284,30 @@ impl StackStats {
             tally.add(stack, *count);
         }
         tally.stats()
+    }
+
+    /// Truncation as the unwinder judged it, replacing the guess from root
+    /// frame names: `causes` are the weights of the stacks it stopped short,
+    /// by why (`stack copy exhausted`, ...), out of `unwound` (the weight
+    /// of the samples it unwound; the ratio is of the larger of that and
+    /// the period total).
+    pub fn judged_by_unwinder(&mut self, causes: &[(&str, u64)], unwound: u64) {
+        let of = unwound.max(self.period_total);
+        let ratio = |w: u64| if of == 0 { 0.0 } else { w as f64 / of as f64 };
+        let truncated = causes.iter().fold(0u64, |a, &(_, w)| a.saturating_add(w));
+        self.truncated_ratio = ratio(truncated);
+        let mut roots: Vec<FunctionShare> = causes
+            .iter()
+            .filter(|&&(_, w)| w > 0)
+            .map(|&(name, period)| FunctionShare {
+                name: name.to_string(),
+                period,
+                percent: round2(100.0 * ratio(period)),
+            })
+            .collect();
+        roots.sort_by_key(|r| std::cmp::Reverse(r.period));
+        self.truncated_roots = roots;
+        self.truncation_from_unwinder = true;
     }
 
     /// The symbol figures in one phrase, for page headers and the report:
@@ -319,6 +350,33 @@ impl StackStats {
         self.warnings_for(None)
     }
 
+    /// The truncation warning when the unwinder judged it: its causes,
+    /// each with the fix for that cause.
+    fn unwinder_warning(&self, truncated: f64) -> String {
+        let causes: Vec<String> = self
+            .truncated_roots
+            .iter()
+            .map(|r| format!("{} {:.1}%", r.name, r.percent))
+            .collect();
+        let fix = match self.truncated_roots.first().map(|r| r.name.as_str()) {
+            Some("stack copy exhausted") => {
+                "the stack copies were too small for these stacks: record with a larger one, \
+                 e.g. --call-graph dwarf,32768"
+            }
+            Some("no unwind tables") => {
+                "the code where they stop has no unwind tables (.eh_frame) or is in no mapping \
+                 (JIT code): build it with unwind tables, or record with --call-graph fp and \
+                 -fno-omit-frame-pointer"
+            }
+            _ => "a frame could not be unwound (a damaged stack, or deeper than perf prints)",
+        };
+        format!(
+            "{truncated:.1}% of the weight is in truncated stacks: the unwinder stopped before \
+             the thread's first frame ({}); {fix}",
+            causes.join(", ")
+        )
+    }
+
     /// [`StackStats::warnings`] for a capture recorded with `call_graph`
     /// (`fp` or `dwarf`; `None`: not known): the advice fits the mode used
     /// (no "record with --call-graph dwarf" for a dwarf capture).
@@ -326,7 +384,9 @@ impl StackStats {
         let dwarf = call_graph == Some("dwarf");
         let mut out = Vec::new();
         let truncated = 100.0 * self.truncated_ratio;
-        if truncated > TRUNCATED_WARN_PCT {
+        if truncated > TRUNCATED_WARN_PCT && self.truncation_from_unwinder {
+            out.push(self.unwinder_warning(truncated));
+        } else if truncated > TRUNCATED_WARN_PCT {
             let roots: Vec<String> = self
                 .truncated_roots
                 .iter()
@@ -577,9 +637,25 @@ pub struct Summary {
     pub old_pipeline: Option<crate::capture::legacy::Facts>,
     /// Build id and path of each DSO a sample hit (`build-ids.txt`).
     pub build_ids: Vec<crate::symbolize::build_ids::BuildId>,
+    /// Where each recorded user-space DSO's symbols came from (files
+    /// taken by build id), or why none were taken.
+    pub symbol_sources: Vec<SymbolSource>,
     /// Off-CPU totals per thread, for captures recorded with `--off-cpu`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub off_cpu: Option<crate::text::offcpu::Summary>,
+}
+
+/// Where one DSO's symbols came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SymbolSource {
+    /// The DSO's path as recorded.
+    pub dso: String,
+    /// The build id the capture recorded (hex; empty: none).
+    pub build_id: String,
+    /// The files taken (`snapshot …/symfs/usr/lib/libc.so.6 + host debug
+    /// file /usr/lib/debug/.build-id/…`), or `none: why` (a mismatch names
+    /// both build ids).
+    pub source: String,
 }
 
 impl Summary {
@@ -619,6 +695,36 @@ mod tests {
         assert_eq!(unnamed_dso("[unknown]"), Some("[unknown]"));
         assert_eq!(unnamed_dso("[libc.so.6 <7f01>]"), Some("libc.so.6"));
         assert_eq!(unnamed_dso("main"), None);
+    }
+
+    #[test]
+    fn the_unwinders_verdict_replaces_the_guess_from_names() {
+        // Unnamed roots the name rule takes for truncated stacks.
+        let stacks = vec![("w;[libc.so.6];main;work".to_string(), 100)];
+        let mut s = StackStats::from_stacks(&stacks);
+        assert!((s.truncated_ratio - 1.0).abs() < 1e-9);
+        // The unwinder reached the first frame of every stack.
+        s.judged_by_unwinder(&[("stack copy exhausted", 0), ("no unwind tables", 0)], 100);
+        assert_eq!(s.truncated_ratio, 0.0);
+        assert!(s
+            .warnings_for(Some("dwarf"))
+            .iter()
+            .all(|w| !w.contains("truncated")));
+        // It stopped short in a fifth of them, mostly for the copy's size.
+        s.judged_by_unwinder(
+            &[("stack copy exhausted", 15), ("no unwind tables", 5)],
+            100,
+        );
+        assert!((s.truncated_ratio - 0.2).abs() < 1e-9);
+        assert_eq!(s.truncated_roots[0].name, "stack copy exhausted");
+        let w = s.warnings_for(Some("dwarf"));
+        assert!(
+            w[0].contains("20.0% of the weight is in truncated stacks: the unwinder stopped")
+                && w[0].contains("stack copy exhausted 15.0%, no unwind tables 5.0%")
+                && w[0].contains("--call-graph dwarf,32768"),
+            "{}",
+            w[0]
+        );
     }
 
     #[test]

@@ -1,20 +1,20 @@
-//! Finding and reading the ELF file that names a mapped DSO's addresses,
-//! as `perf` does under `--symfs`: the separate debug file by build id
-//! (`usr/lib/debug/.build-id/NN/REST.debug`), the distro debug path
-//! (`usr/lib/debug/<path>.debug`, `usr/lib/debug/<path>`), then the file
-//! itself; the first one with a `.symtab` wins, else the file's `.dynsym`.
-//! Function symbols (and untyped labels) in executable sections only.
-//! Addresses in a mapping are file offsets; the file's `PT_LOAD` segments
+//! Reading the ELF files that name a mapped DSO's addresses, once
+//! [`crate::symbolize::sources`] has chosen them (by build id): the first
+//! with a `.symtab` wins (its debug files first, as perf reads them), else
+//! the binary's `.dynsym`. Function symbols are placed by their address
+//! (perf keeps every function of an allocated section, wherever a rewritten
+//! section index says it is), untyped labels in executable sections only.
+//! Addresses in a mapping are file offsets; the binary's `PT_LOAD` segments
 //! turn them into the addresses symbols use.
 
-use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use object::elf;
 use object::read::elf::{ElfFile64, FileHeader, ProgramHeader, SectionHeader, Sym};
 use object::Endianness;
 
 use super::symbols::{Binding, RawSymbol, SymbolTable};
+use crate::symbolize::sources::{Resolved, Source};
 
 /// What a DSO's addresses map to.
 #[derive(Debug, Default)]
@@ -25,6 +25,8 @@ pub struct DsoSymbols {
     segments: Vec<(u64, u64, u64)>,
     /// The file symbols were read from (for messages), if any.
     pub source: Option<PathBuf>,
+    /// The root that file is opened under (the snapshot, or `/`).
+    pub source_root: PathBuf,
 }
 
 impl DsoSymbols {
@@ -38,70 +40,47 @@ impl DsoSymbols {
     }
 }
 
-/// The files to try for `path` (as the capture saw it) with `build_id`,
-/// under `root` (the symfs, or `/`), in perf's order.
-pub fn candidates(root: &Path, path: &str, build_id: Option<&[u8]>) -> Vec<PathBuf> {
-    let rel = path.trim_start_matches('/');
-    let mut v = Vec::new();
-    v.push(root.join("usr/lib/debug").join(format!("{rel}.debug")));
-    v.push(root.join("usr/lib/debug").join(rel));
-    if let Some(id) = build_id.filter(|b| b.len() > 1 && b.iter().any(|&x| x != 0)) {
-        let hex = crate::sys::digest::hex(id);
-        v.push(
-            root.join("usr/lib/debug/.build-id")
-                .join(&hex[..2])
-                .join(format!("{}.debug", &hex[2..])),
-        );
-    }
-    v.push(root.join(rel));
-    v
-}
-
-/// Loads the symbols of the DSO mapped from `path`; a DSO no file names
-/// gives an empty table (its frames print as `[unknown]`, as perf's do).
-pub fn load(root: &Path, path: &str, build_id: Option<&[u8]>) -> DsoSymbols {
-    // A recorded path is joined under the symfs root: one that climbs out
-    // of it (`/../../etc/x`) names nothing.
-    if Path::new(path)
-        .components()
-        .any(|c| c == std::path::Component::ParentDir)
-    {
-        return DsoSymbols::default();
-    }
-    let files: Vec<PathBuf> = candidates(root, path, build_id);
-    let runtime = root.join(path.trim_start_matches('/'));
+/// Loads the symbols of a DSO from the files [`sources::resolve`] took for
+/// it: the first with a `.symtab` (debug files first, then the binary),
+/// else the binary's `.dynsym`, plus its PLT entries; the binary's
+/// `PT_LOAD` segments turn mapped file offsets into addresses. A DSO no
+/// file names gives an empty table (its frames print as `[unknown]`, as
+/// perf's do).
+pub fn load(resolved: &Resolved) -> DsoSymbols {
     let mut segments = Vec::new();
-    let mut dynsym: Option<(Vec<RawSymbol>, PathBuf)> = None;
-    let mut chosen: Option<(Vec<RawSymbol>, PathBuf)> = None;
+    let mut dynsym: Option<(Vec<RawSymbol>, &Source)> = None;
+    let mut chosen: Option<(Vec<RawSymbol>, &Source)> = None;
+    let mut binary_symtab: Option<(Vec<RawSymbol>, &Source)> = None;
     let mut plt = Vec::new();
-    for f in &files {
-        let Some(map) = map_file(root, f) else {
+    if let Some(b) = &resolved.binary {
+        if let Some(map) = map_file(&b.root, &b.path) {
+            if let Ok(file) = ElfFile64::<Endianness>::parse(&*map) {
+                segments = load_segments(&file);
+                plt = plt_symbols(&file);
+                if !file.elf_symbol_table().is_empty() {
+                    binary_symtab = Some((read_symbols(&file, false), b));
+                }
+                dynsym = Some((read_symbols(&file, true), b));
+            }
+        }
+    }
+    for d in &resolved.debug {
+        let Some(map) = map_file(&d.root, &d.path) else {
             continue;
         };
         let Ok(file) = ElfFile64::<Endianness>::parse(&*map) else {
             continue;
         };
-        if *f == runtime || segments.is_empty() {
-            let segs = load_segments(&file);
-            if !segs.is_empty() {
-                segments = segs;
-            }
+        if segments.is_empty() {
+            segments = load_segments(&file);
         }
-        if chosen.is_none() && !file.elf_symbol_table().is_empty() {
-            chosen = Some((read_symbols(&file, false), f.clone()));
-        }
-        if *f == runtime {
-            plt = plt_symbols(&file);
-        }
-        if *f == runtime && dynsym.is_none() {
-            dynsym = Some((read_symbols(&file, true), f.clone()));
-        }
-        if chosen.is_some() && f == &runtime {
+        if !file.elf_symbol_table().is_empty() {
+            chosen = Some((read_symbols(&file, false), d));
             break;
         }
     }
     // perf adds `name@plt` entries whenever it found any symbol.
-    let (mut syms, source) = match chosen.or(dynsym) {
+    let (mut syms, source) = match chosen.or(binary_symtab).or(dynsym) {
         Some((s, p)) => (s, Some(p)),
         None => (Vec::new(), None),
     };
@@ -111,45 +90,12 @@ pub fn load(root: &Path, path: &str, build_id: Option<&[u8]>) -> DsoSymbols {
     DsoSymbols {
         table: SymbolTable::build(syms, false),
         segments,
-        source,
+        source: source.map(|s| s.path.clone()),
+        source_root: source.map(|s| s.root.clone()).unwrap_or_default(),
     }
 }
 
-pub(super) fn map_file(root: &Path, p: &Path) -> Option<memmap2::Mmap> {
-    let f = open_symbol_file(root, p).ok()?;
-    // SAFETY: a symbol file under a capture's symfs/ (copies published with
-    // the capture, written by nobody after), or with no symfs the live
-    // system's binaries, which package managers replace by renaming a new
-    // file over them, never by writing the old one in place. This map is
-    // not registered with the SIGBUS guard: one truncated anyway kills the
-    // process with SIGBUS.
-    unsafe { memmap2::Mmap::map(&f) }.ok()
-}
-
-/// Opens the symbol file `p` found under `root`. Under a capture's
-/// `symfs/` it is reached from there one name at a time, never through a
-/// symbolic link (a link there could show a file the capture's owner may
-/// not read: docs/reliability.md); under `/` (no snapshot: the paths the
-/// recorded MMAPs name) links are followed, as perf does. A FIFO or device
-/// is refused either way, without blocking.
-pub(crate) fn open_symbol_file(root: &Path, p: &Path) -> crate::Result<File> {
-    use crate::sys::input::{open_regular, Links};
-    if root == Path::new("/") {
-        return open_regular(p, Links::Follow);
-    }
-    let not_under = || {
-        crate::Error::io(
-            p,
-            std::io::Error::new(std::io::ErrorKind::InvalidInput, "is not under the symfs"),
-        )
-    };
-    let rel = p.strip_prefix(root).map_err(|_| not_under())?;
-    let name = rel.file_name().ok_or_else(not_under)?;
-    let parent = rel.parent().unwrap_or(Path::new(""));
-    crate::sys::confined::Dir::open(root)?
-        .walk(parent, false)?
-        .open_read(name)
-}
+pub(super) use crate::symbolize::sources::map_file;
 
 /// The `PT_LOAD` segments of `file`: (file offset, file size, address).
 pub(super) fn load_segments(file: &ElfFile64<'_, Endianness>) -> Vec<(u64, u64, u64)> {
@@ -161,8 +107,27 @@ pub(super) fn load_segments(file: &ElfFile64<'_, Endianness>) -> Vec<(u64, u64, 
         .collect()
 }
 
-/// Function symbols and labels in executable sections, as perf's
-/// `dso__load_sym` keeps them.
+/// The address ranges of the executable `PT_LOAD` segments of `file`, by
+/// `p_vaddr` and `p_memsz` (right in a separate debug file too, whose
+/// `p_offset` and `p_filesz` are not).
+fn exec_ranges(file: &ElfFile64<'_, Endianness>) -> Vec<(u64, u64)> {
+    let e = file.endian();
+    file.elf_program_headers()
+        .iter()
+        .filter(|p| p.p_type(e) == elf::PT_LOAD && p.p_flags(e) & elf::PF_X != 0)
+        .map(|p| {
+            let size = p.p_memsz(e).max(p.p_filesz(e));
+            (p.p_vaddr(e), p.p_vaddr(e).saturating_add(size))
+        })
+        .collect()
+}
+
+fn in_exec_segment(exec: &[(u64, u64)], addr: u64) -> bool {
+    exec.iter().any(|&(lo, hi)| (lo..hi).contains(&addr))
+}
+
+/// Function symbols (placed by their address) and labels in executable
+/// sections, as perf's `dso__load_sym` keeps them.
 fn read_symbols(file: &ElfFile64<'_, Endianness>, dynamic: bool) -> Vec<RawSymbol> {
     let e = file.endian();
     let table = if dynamic {
@@ -172,6 +137,7 @@ fn read_symbols(file: &ElfFile64<'_, Endianness>, dynamic: bool) -> Vec<RawSymbo
     };
     let sections = file.elf_section_table();
     let is_arm = file.elf_header().e_machine(e) == elf::EM_AARCH64;
+    let exec = exec_ranges(file);
     let mut out = Vec::new();
     for s in table.symbols() {
         let ty = s.st_type();
@@ -186,10 +152,26 @@ fn read_symbols(file: &ElfFile64<'_, Endianness>, dynamic: bool) -> Vec<RawSymbo
         if !func && !label {
             continue;
         }
-        let exec = sections
-            .section(object::SectionIndex(usize::from(shndx)))
-            .is_ok_and(|h| h.sh_flags(e) & u64::from(elf::SHF_EXECINSTR) != 0);
-        if !exec {
+        // perf's rule (`dso__load_sym`): a function is kept when its
+        // section is allocated, wherever that section says it is; a label
+        // only in an executable section. Tools that rewrite a library's
+        // layout (manylinux repairs) leave function symbols pointing at a
+        // stale section (`.rodata`) while their addresses lie in the
+        // executable segment: the address decides, checked against the
+        // executable `PT_LOAD` segments (by address and memory size, which
+        // a separate debug file keeps too).
+        let Ok(section) = sections.section(object::SectionIndex(usize::from(shndx))) else {
+            continue;
+        };
+        let flags = section.sh_flags(e);
+        let exec_section = flags & u64::from(elf::SHF_EXECINSTR) != 0;
+        let kept = if func {
+            flags & u64::from(elf::SHF_ALLOC) != 0
+                && (exec_section || in_exec_segment(&exec, s.st_value(e)))
+        } else {
+            exec_section
+        };
+        if !kept {
             continue;
         }
         let Ok(name) = table.symbol_name(e, s) else {
@@ -286,41 +268,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn candidate_order_follows_perf() {
-        let c = candidates(
-            Path::new("/s"),
-            "/usr/lib/libc.so.6",
-            Some(&[0xab, 0xcd, 0xef]),
-        );
-        let c: Vec<String> = c.iter().map(|p| p.display().to_string()).collect();
-        assert_eq!(
-            c,
-            [
-                "/s/usr/lib/debug/usr/lib/libc.so.6.debug",
-                "/s/usr/lib/debug/usr/lib/libc.so.6",
-                "/s/usr/lib/debug/.build-id/ab/cdef.debug",
-                "/s/usr/lib/libc.so.6",
-            ]
-        );
-    }
-
-    #[test]
-    fn paths_climbing_out_of_the_symfs_name_nothing() {
-        let exe = std::env::current_exe().unwrap();
-        let root = tempfile::tempdir().unwrap();
-        // `<root>/../..(...)/<exe>` is the test binary itself once the
-        // `..`s reach `/`: it exists, and must not be read.
-        let ups = root.path().components().count() - 1;
-        let climbing = format!("/{}{}", "../".repeat(ups), exe.display());
-        assert!(root.path().join(climbing.trim_start_matches('/')).is_file());
-        let d = load(root.path(), &climbing, None);
-        assert!(d.table.is_empty() && d.source.is_none());
+    fn offsets_become_addresses_by_their_segment() {
+        // A rewritten library's text: file offset 0x13940, address 0x14940.
+        let d = DsoSymbols {
+            segments: vec![(0, 0x13940, 0), (0x13940, 0x2000, 0x14940)],
+            ..DsoSymbols::default()
+        };
+        assert_eq!(d.to_vaddr(0x13950), 0x14950);
+        assert_eq!(d.to_vaddr(0x100), 0x100);
+        assert!(in_exec_segment(&[(0x14940, 0x16940)], 0x14940));
+        assert!(!in_exec_segment(&[(0x14940, 0x16940)], 0x16940));
     }
 
     #[test]
     fn reads_this_test_binary() {
         let exe = std::env::current_exe().unwrap();
-        let d = load(Path::new("/"), exe.to_str().unwrap(), None);
+        let search = crate::symbolize::sources::Search {
+            host: Some("/".into()),
+            ..Default::default()
+        };
+        let d = load(&crate::symbolize::sources::resolve(
+            exe.to_str().unwrap(),
+            &[],
+            &search,
+        ));
         assert!(d.table.len() > 100, "{} symbols", d.table.len());
         assert_eq!(d.source.as_deref(), Some(exe.as_path()));
     }

@@ -268,7 +268,12 @@ mod tests {
             let hi = u64::from_str_radix(hi, 16).unwrap();
             if (lo..hi).contains(&at) {
                 let off = at - lo + u64::from_str_radix(f[2], 16).unwrap();
-                let syms = super::super::elf::load(Path::new("/"), exe.to_str().unwrap(), None);
+                let search = crate::symbolize::sources::Search {
+                    host: Some("/".into()),
+                    ..Default::default()
+                };
+                let r = crate::symbolize::sources::resolve(exe.to_str().unwrap(), &[], &search);
+                let syms = super::super::elf::load(&r);
                 return syms.to_vaddr(off);
             }
         }

@@ -54,18 +54,21 @@ use linux_perf_data::linux_perf_event_reader::{
 use linux_perf_data::{PerfFileReader, PerfFileRecord};
 
 use crate::symbolize::perf::TimeSlice;
+use crate::symbolize::sources::Resolved;
 use elf::DsoSymbols;
 pub use error::{Error, HeaderDamage, SampleDamage};
 pub use header::open_checked;
 use symbols::SymbolTable;
 use threads::{Machine, Map};
+pub use unwind::UnwindTally;
 
 /// Where symbols come from.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Options {
-    /// The capture's `symfs/` (files are looked up under it, as with
-    /// `perf script --symfs`); `None` = the live file system.
-    pub symfs: Option<PathBuf>,
+    /// Where each DSO's symbol files are looked for: the capture's
+    /// `symfs/`, this host's debug directories and files, all taken by
+    /// build id ([`crate::symbolize::sources`]).
+    pub sources: crate::symbolize::sources::Search,
     /// A kernel symbol table (kallsyms format): the capture's snapshot,
     /// or `/proc/kallsyms` where that is right. `None` leaves kernel
     /// frames unnamed (`[unknown]`), as perf does under `--symfs`.
@@ -195,6 +198,8 @@ pub struct Outcome {
     pub samples: u64,
     /// Wall time.
     pub elapsed: Duration,
+    /// How the unwinds of the samples with stack copies ended.
+    pub unwound: UnwindTally,
 }
 
 const PERF_CONTEXT_MAX: u64 = -4095i64 as u64;
@@ -367,7 +372,8 @@ pub type DsoKey = (String, Vec<u8>);
 #[derive(Debug)]
 pub struct Symbolizer {
     opts: Options,
-    root: PathBuf,
+    /// Which files name each DSO, resolved once.
+    resolved: once_map::OnceMap<DsoKey, Arc<Resolved>>,
     kernel: OnceLock<SymbolTable>,
     jit: OnceLock<crate::symbolize::jit::JitMaps>,
     /// Each DSO's symbols, loaded by the first run that needs them.
@@ -382,10 +388,9 @@ pub struct Symbolizer {
 impl Symbolizer {
     /// A symbolizer reading symbols as `opts` says.
     pub fn new(opts: Options) -> Symbolizer {
-        let root = opts.symfs.clone().unwrap_or_else(|| PathBuf::from("/"));
         Symbolizer {
             opts,
-            root,
+            resolved: once_map::OnceMap::default(),
             kernel: OnceLock::new(),
             jit: OnceLock::new(),
             dsos: once_map::OnceMap::default(),
@@ -424,12 +429,30 @@ impl Symbolizer {
         })
     }
 
+    /// The files that name the DSO recorded at `path` with `build_id`
+    /// (possibly empty), resolved by the first run that asks.
+    pub fn resolved(&self, path: &str, build_id: &[u8]) -> Arc<Resolved> {
+        self.resolved
+            .get_or_load((path.to_string(), build_id.to_vec()), || {
+                Arc::new(crate::symbolize::sources::resolve(
+                    path,
+                    build_id,
+                    &self.opts.sources,
+                ))
+            })
+    }
+
     fn dso(&self, path: &str, build_id: &[u8]) -> Arc<DsoSymbols> {
         self.dsos
             .get_or_load((path.to_string(), build_id.to_vec()), || {
-                let id = (!build_id.is_empty()).then_some(build_id);
-                Arc::new(elf::load(&self.root, path, id))
+                Arc::new(elf::load(&self.resolved(path, build_id)))
             })
+    }
+
+    /// The unwind tables of the DSO recorded at `path` with `build_id`.
+    fn unwind_tables(&self, path: &str, build_id: &[u8]) -> Option<Arc<unwind::DsoUnwind>> {
+        let key = (path.to_string(), build_id.to_vec());
+        self.unwind.get(&key, &self.resolved(path, build_id))
     }
 
     /// Takes back a block [`Symbolizer::run`] handed out, once its text is
@@ -481,7 +504,7 @@ impl Symbolizer {
             if let Some(d) = syms
                 .source
                 .as_ref()
-                .and_then(|f| self.inlines.get(&self.root, f))
+                .and_then(|f| self.inlines.get(&syms.source_root, f))
             {
                 if inline::write_frame(line, addr, &d.chain(vaddr, h.name), &base, h.offset, dso) {
                     return;
@@ -586,6 +609,7 @@ impl Symbolizer {
             bytes: run.bytes,
             samples: run.samples,
             elapsed: start.elapsed(),
+            unwound: run.unwound,
         })
     }
 }
@@ -612,7 +636,7 @@ fn leaf_caller(
         let Some(t) = d
             .path
             .as_deref()
-            .and_then(|p| sym.unwind.get(&sym.root, p, &d.build_id))
+            .and_then(|p| sym.unwind_tables(p, &d.build_id))
         else {
             return true;
         };
@@ -682,6 +706,8 @@ struct Run<'a> {
     samples: u64,
     /// An off-CPU run: what it prints besides the samples.
     off_cpu: Option<offcpu::OffCpu>,
+    /// How the dwarf unwinds ended.
+    unwound: UnwindTally,
 }
 
 impl<'a> Run<'a> {
@@ -708,6 +734,7 @@ impl<'a> Run<'a> {
             bytes: 0,
             samples: 0,
             off_cpu: None,
+            unwound: UnwindTally::default(),
         }
     }
 
@@ -880,7 +907,10 @@ impl<'a> Run<'a> {
         resolved.clear();
         self.resolve_chain(s, pid, lr, &mut resolved);
         if let (Some(regs), Some((stack, size))) = (&s.user_regs, &s.user_stack) {
-            self.user_frames(pid, regs, &stack.as_slice(), *size, &mut resolved);
+            if let Some(stop) = self.user_frames(pid, regs, &stack.as_slice(), *size, &mut resolved)
+            {
+                self.unwound.count(stop, s.period.unwrap_or(1));
+            }
         }
         for &(dso, key) in &resolved {
             self.frame(dso, key);
@@ -983,7 +1013,8 @@ impl<'a> Run<'a> {
 
     /// Appends the user frames unwound from a dwarf sample's registers and
     /// stack copy (`size`: the valid part of `stack`; none when it is 0, as
-    /// in perf).
+    /// in perf), and says why the unwind ended (`None`: no copy, nothing
+    /// unwound: a kernel thread).
     fn user_frames(
         &mut self,
         pid: i32,
@@ -991,10 +1022,10 @@ impl<'a> Run<'a> {
         stack: &[u8],
         size: u64,
         resolved: &mut Vec<(u32, u64)>,
-    ) {
+    ) -> Option<unwind::Stop> {
         let stack = &stack[..stack.len().min(size as usize)];
         if stack.is_empty() {
-            return;
+            return None;
         }
         let Run {
             sym,
@@ -1007,14 +1038,15 @@ impl<'a> Run<'a> {
         let maps = machine.maps_of(pid);
         let mut load = |id: u32| {
             let d = dsos.get(id as usize)?;
-            sym.unwind.get(&sym.root, d.path.as_deref()?, &d.build_id)
+            sym.unwind_tables(d.path.as_deref()?, &d.build_id)
         };
         user.clear();
-        unwind.user_frames(pid, maps, &mut load, regs, stack, user);
+        let stop = unwind.user_frames(pid, maps, &mut load, regs, stack, user);
         resolved.extend(user.iter().map(|&ip| match maps.and_then(|m| m.find(ip)) {
             Some(m) => (m.dso, m.rel(ip)),
             None => (NO_DSO, ip),
         }));
+        Some(stop)
     }
 
     /// Prints the frames of a stack printed before for the same process

@@ -17,8 +17,8 @@
 //! by every shard and time slice of a run ([`Tables`]); each run keeps one
 //! framehop unwinder per process, rebuilt when the process's maps change.
 
+use crate::symbolize::sources::Resolved;
 use std::ops::Range;
-use std::path::{Component, Path};
 use std::sync::Arc;
 
 use framehop::aarch64::{CacheAarch64, PtrAuthMask, UnwindRegsAarch64, UnwinderAarch64};
@@ -114,38 +114,34 @@ fn split(s: &Option<(Range<u64>, Bytes)>) -> (Option<Range<u64>>, Option<Bytes>)
     }
 }
 
-/// Reads the unwind tables of the DSO mapped from `path` under `root` (the
-/// symfs, or `/`): `.eh_frame_hdr` + `.eh_frame` of the file itself, as
-/// perf reads them; without those, the first `.debug_frame` among the file
-/// and its debug files. `None`: nothing to unwind with (perf stops there).
-pub fn load(root: &Path, path: &str, build_id: Option<&[u8]>) -> Option<DsoUnwind> {
-    if Path::new(path)
-        .components()
-        .any(|c| c == Component::ParentDir)
-    {
-        return None;
-    }
+/// Reads the unwind tables of a DSO from the files
+/// [`crate::symbolize::sources::resolve`] took for it: `.eh_frame_hdr` +
+/// `.eh_frame` of the binary itself, as perf reads them; without those, the
+/// first `.debug_frame` among its debug files and the binary. `None`:
+/// nothing to unwind with (perf stops there).
+pub fn load(resolved: &Resolved) -> Option<DsoUnwind> {
     let mut t = DsoUnwind::default();
-    let runtime = root.join(path.trim_start_matches('/'));
-    if let Some(map) = super::elf::map_file(root, &runtime) {
-        if let Ok(file) = ElfFile64::<Endianness>::parse(&*map) {
-            t.segments = load_segments(&file);
-            t.text = file.section_by_name(".text").map(|s| svma_range(&s));
-            t.got = file.section_by_name(".got").map(|s| svma_range(&s));
-            t.exec = exec_segments(&file);
-            if let (Some(hdr), Some(eh)) =
-                (section(&file, ".eh_frame_hdr"), section(&file, ".eh_frame"))
-            {
-                t.eh_frame_hdr = Some(hdr);
-                t.eh_frame = Some(eh);
-            } else {
-                t.debug_frame = section(&file, ".debug_frame").map(|(_, b)| b);
+    if let Some(b) = &resolved.binary {
+        if let Some(map) = super::elf::map_file(&b.root, &b.path) {
+            if let Ok(file) = ElfFile64::<Endianness>::parse(&*map) {
+                t.segments = load_segments(&file);
+                t.text = file.section_by_name(".text").map(|s| svma_range(&s));
+                t.got = file.section_by_name(".got").map(|s| svma_range(&s));
+                t.exec = exec_segments(&file);
+                if let (Some(hdr), Some(eh)) =
+                    (section(&file, ".eh_frame_hdr"), section(&file, ".eh_frame"))
+                {
+                    t.eh_frame_hdr = Some(hdr);
+                    t.eh_frame = Some(eh);
+                } else {
+                    t.debug_frame = section(&file, ".debug_frame").map(|(_, b)| b);
+                }
             }
         }
     }
     if t.eh_frame_hdr.is_none() && t.debug_frame.is_none() {
-        for f in super::elf::candidates(root, path, build_id) {
-            let Some(map) = super::elf::map_file(root, &f) else {
+        for f in resolved.files() {
+            let Some(map) = super::elf::map_file(&f.root, &f.path) else {
                 continue;
             };
             let Ok(file) = ElfFile64::<Endianness>::parse(&*map) else {
@@ -203,13 +199,11 @@ pub struct Tables {
 }
 
 impl Tables {
-    /// The tables of the DSO mapped from `path` (`build_id` may be empty).
-    pub fn get(&self, root: &Path, path: &str, build_id: &[u8]) -> Option<Arc<DsoUnwind>> {
+    /// The tables of the DSO recorded as `key` (path and build id, which
+    /// may be empty), from the files `resolved` names.
+    pub fn get(&self, key: &super::DsoKey, resolved: &Resolved) -> Option<Arc<DsoUnwind>> {
         self.dsos
-            .get_or_load((path.to_string(), build_id.to_vec()), || {
-                let id = (!build_id.is_empty()).then_some(build_id);
-                load(root, path, id).map(Arc::new)
-            })
+            .get_or_load(key.clone(), || load(resolved).map(Arc::new))
     }
 }
 
@@ -313,6 +307,72 @@ impl std::fmt::Debug for Unwinding {
     }
 }
 
+/// Why a dwarf unwind of one sample ended: at the thread's first frame, or
+/// before it (the stack is truncated, whatever its frames are called).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// The unwind tables say the last frame has no caller (`_start`,
+    /// `clone3`): the whole stack.
+    Outermost,
+    /// The stack copy ended before the outermost frame (`--call-graph
+    /// dwarf,SIZE` too small).
+    StackCopy,
+    /// An address in no mapping, or in code without unwind tables.
+    NoTables,
+    /// A step failed (a bad frame pointer or return address, or more
+    /// frames than perf prints).
+    Lost,
+}
+
+impl Stop {
+    /// Every way a stack stops short, for tallies.
+    pub const SHORT: [Stop; 3] = [Stop::StackCopy, Stop::NoTables, Stop::Lost];
+
+    /// The words the summary and the warning use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stop::Outermost => "outermost frame",
+            Stop::StackCopy => "stack copy exhausted",
+            Stop::NoTables => "no unwind tables",
+            Stop::Lost => "unwinding failed",
+        }
+    }
+}
+
+/// How the dwarf unwinds of a run ended, weighted by the samples' periods:
+/// a stack is truncated when the unwinder stopped before the thread's
+/// first frame ([`Stop`]), whatever its frames are called.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UnwindTally {
+    /// Weight of the samples unwound from a stack copy.
+    pub weight: u64,
+    /// Of that, the weight whose unwind stopped short, by
+    /// [`Stop::SHORT`].
+    pub short: [u64; 3],
+}
+
+impl UnwindTally {
+    /// Adds `other`'s counts.
+    pub fn add(&mut self, other: &UnwindTally) {
+        self.weight = self.weight.saturating_add(other.weight);
+        for (a, b) in self.short.iter_mut().zip(other.short) {
+            *a = a.saturating_add(b);
+        }
+    }
+
+    pub(super) fn count(&mut self, stop: Stop, weight: u64) {
+        self.weight = self.weight.saturating_add(weight);
+        if let Some(i) = Stop::SHORT.iter().position(|&s| s == stop) {
+            self.short[i] = self.short[i].saturating_add(weight);
+        }
+    }
+
+    /// The weight of truncated stacks.
+    pub fn truncated(&self) -> u64 {
+        self.short.iter().fold(0u64, |a, &b| a.saturating_add(b))
+    }
+}
+
 /// Looks up the unwind tables of DSO `dso`, loading them once per run.
 fn table<'t>(
     tables: &'t mut Vec<Option<Option<Arc<DsoUnwind>>>>,
@@ -347,7 +407,8 @@ impl Unwinding {
 
     /// The user frames of one sample of process `pid`, callee first, as
     /// perf script prints them (the IP, then return addresses minus one),
-    /// appended to `out`. `load` gives the unwind tables of a DSO id.
+    /// appended to `out`, and why the unwind ended. `load` gives the
+    /// unwind tables of a DSO id.
     pub fn user_frames(
         &mut self,
         pid: i32,
@@ -356,12 +417,12 @@ impl Unwinding {
         regs: &Regs<'_>,
         stack: &[u8],
         out: &mut Vec<u64>,
-    ) {
+    ) -> Stop {
         let tables = &mut self.tables;
         if self.aarch64 {
-            walk::<A64>(&mut self.a64, tables, pid, maps, load, regs, stack, out);
+            walk::<A64>(&mut self.a64, tables, pid, maps, load, regs, stack, out)
         } else {
-            walk::<X86>(&mut self.x86, tables, pid, maps, load, regs, stack, out);
+            walk::<X86>(&mut self.x86, tables, pid, maps, load, regs, stack, out)
         }
     }
 }
@@ -377,15 +438,17 @@ fn walk<A: UnwindArch>(
     regs: &Regs<'_>,
     stack: &[u8],
     out: &mut Vec<u64>,
-) {
+) -> Stop {
     let Some((ip, mut regs)) = A::regs(regs) else {
-        return;
+        return Stop::Lost;
     };
     let sp = A::sp(&regs);
     if ip != 0 {
         out.push(ip);
     }
-    let Some(maps) = maps else { return };
+    let Some(maps) = maps else {
+        return Stop::NoTables;
+    };
     st.procs
         .entry(pid)
         .or_insert_with(|| build::<A>(tables, maps, load));
@@ -412,7 +475,7 @@ fn walk<A: UnwindArch>(
             .find(addr.address_for_lookup())
             .is_some_and(|m| table(tables, m.dso, load).is_some());
         if !covered {
-            break;
+            return Stop::NoTables;
         }
         let u = &st.procs[&pid];
         missed.set(false);
@@ -423,21 +486,23 @@ fn walk<A: UnwindArch>(
                     out.push(ra - 1);
                     addr = next;
                 }
-                None => break,
+                // A return address of 0 ends a stack as the ABI says.
+                None => return Stop::Outermost,
             },
             // A return address beyond the copy reads as 0 in perf, which
             // libunwind takes as one more frame (printed as 0 - 1).
             Err(framehop::Error::CouldNotReadStack(a)) if a >= sp && a.saturating_add(8) >= end => {
                 out.push(u64::MAX);
-                break;
+                return Stop::StackCopy;
             }
             Ok(None) => {
                 if let Some(ra) = A::root(&trail.get()) {
                     out.push(ra - 1);
                 }
-                break;
+                return Stop::Outermost;
             }
-            _ => break,
+            _ if missed.get() => return Stop::StackCopy,
+            _ => return Stop::Lost,
         }
         if missed.get() {
             // The step went on without the caller's frame pointer (its
@@ -447,6 +512,8 @@ fn walk<A: UnwindArch>(
             A::poison_fp(&mut regs);
         }
     }
+    // More frames than perf prints: the root is not in the picture.
+    Stop::Lost
 }
 
 fn build<A: UnwindArch>(
@@ -479,7 +546,7 @@ mod tests {
     #[test]
     fn this_test_binary_has_eh_frame_tables() {
         let exe = std::env::current_exe().unwrap();
-        let t = load(Path::new("/"), exe.to_str().unwrap(), None).expect("tables");
+        let t = load(&host_file(exe.to_str().unwrap(), None)).expect("tables");
         assert!(t.eh_frame_hdr.is_some() && t.eh_frame.is_some());
         // A mapping of the text segment from its page puts the ELF's
         // address 0 where the file's start would be, less the segment's
@@ -507,12 +574,23 @@ mod tests {
         assert_eq!(t.base_avma(start, 0x90000, 0x1000), None);
     }
 
+    /// The files of `path` on this host (or under `symfs`).
+    fn host_file(path: &str, symfs: Option<&std::path::Path>) -> Resolved {
+        let search = crate::symbolize::sources::Search {
+            symfs: symfs.map(std::path::Path::to_path_buf),
+            host: symfs.is_none().then(|| "/".into()),
+            ..Default::default()
+        };
+        crate::symbolize::sources::resolve(path, &[], &search)
+    }
+
     #[test]
     fn missing_or_climbing_paths_have_no_tables() {
         let root = tempfile::tempdir().unwrap();
-        assert!(load(root.path(), "/no/such/lib.so", None).is_none());
-        assert!(load(root.path(), "/../../proc/self/exe", None).is_none());
+        assert!(load(&host_file("/no/such/lib.so", Some(root.path()))).is_none());
+        assert!(load(&host_file("/../../proc/self/exe", Some(root.path()))).is_none());
         let shared = Tables::default();
-        assert!(shared.get(root.path(), "/no/such/lib.so", &[]).is_none());
+        let key = ("/no/such/lib.so".to_string(), Vec::new());
+        assert!(shared.get(&key, &Resolved::default()).is_none());
     }
 }

@@ -1,0 +1,192 @@
+//! Which files name each DSO of one capture, decided once for both
+//! symbolizers ([`crate::symbolize::sources`]): the DSOs the shards'
+//! headers recorded, each resolved by build id; a `--symfs` tree of links
+//! to the taken files for `perf script`, so that it reads exactly what the
+//! native symbolizer reads; the per-DSO answer for `summary.json` and one
+//! log line.
+
+use std::path::{Path, PathBuf};
+
+use super::Pipeline;
+use crate::output::summary::SymbolSource;
+use crate::symbolize::sources::{self, Resolved, Search};
+
+/// One capture's symbol sources.
+#[derive(Debug, Default)]
+pub(super) struct CaptureSources {
+    /// Where files are looked for.
+    pub search: Search,
+    /// Each DSO the headers recorded, with its answer.
+    pub dsos: Vec<(String, Vec<u8>, Resolved)>,
+    /// The `--symfs` tree for `perf script` (links to the taken files).
+    perf_symfs: Option<tempfile::TempDir>,
+}
+
+impl CaptureSources {
+    /// The `--symfs` directory `perf script` gets: the tree of links, or
+    /// the capture's own `symfs/` when the tree could not be made. A
+    /// capture without a snapshot gets none: perf then searches this
+    /// host's files and debug directories itself, taking each only by
+    /// build id as the resolver does, and reads `/proc/kallsyms` as
+    /// [`crate::symbolize::kernel`] expects.
+    pub fn perf_symfs(&self) -> Option<PathBuf> {
+        self.search.symfs.as_ref()?;
+        match &self.perf_symfs {
+            Some(t) => Some(t.path().to_path_buf()),
+            None => self.search.symfs.clone(),
+        }
+    }
+
+    /// The per-DSO answers for `summary.json`.
+    pub fn summary(&self) -> Vec<SymbolSource> {
+        self.dsos
+            .iter()
+            .map(|(path, id, r)| SymbolSource {
+                dso: path.clone(),
+                build_id: crate::sys::digest::hex(id),
+                source: r.describe(),
+            })
+            .collect()
+    }
+
+    /// The log line: how many DSOs each kind of source named, and every
+    /// DSO named by none with why.
+    pub fn log_line(&self) -> String {
+        let mut counts: Vec<(&str, usize)> = Vec::new();
+        let mut none = Vec::new();
+        for (path, _, r) in &self.dsos {
+            let kind = match (r.debug.first(), &r.binary) {
+                (Some(d), _) => d.kind.as_str(),
+                (None, Some(b)) => b.kind.as_str(),
+                (None, None) => {
+                    none.push(format!("{path}: {}", r.describe()));
+                    continue;
+                }
+            };
+            match counts.iter_mut().find(|(k, _)| *k == kind) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((kind, 1)),
+            }
+        }
+        let mut parts: Vec<String> = counts.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        if !none.is_empty() {
+            parts.push(format!("{} none", none.len()));
+        }
+        let mut line = format!(
+            "symbol sources of {} DSO(s), by build id: {}",
+            self.dsos.len(),
+            parts.join(", ")
+        );
+        for n in none
+            .iter()
+            .filter(|n| !n.contains("no file with its build id"))
+        {
+            line.push_str("; ");
+            line.push_str(n);
+        }
+        line
+    }
+}
+
+/// Whether a recorded DSO is user space (kernel and module maps are
+/// named from kallsyms).
+fn user_dso(path: &str) -> bool {
+    (path.starts_with('/') && !path.starts_with("//")) || path == "[vdso]"
+}
+
+/// The tree of links `perf script --symfs` reads: each taken binary at its
+/// recorded path, the first taken debug file at
+/// `usr/lib/debug/.build-id/NN/REST.debug`. Links are made in a private
+/// temporary directory; a DSO whose link cannot be made is left out.
+fn perf_tree(dsos: &[(String, Vec<u8>, Resolved)]) -> std::io::Result<tempfile::TempDir> {
+    let dir = tempfile::Builder::new()
+        .prefix("jobprof-symfs-")
+        .tempdir()?;
+    for (path, id, r) in dsos {
+        if let Some(b) = &r.binary {
+            let _ = link(dir.path(), path.trim_start_matches('/'), &b.path);
+        }
+        let hex = crate::sys::digest::hex(id);
+        if let (Some(d), true) = (r.debug.first(), hex.len() > 2) {
+            let (nn, rest) = hex.split_at(2);
+            let at = format!("usr/lib/debug/.build-id/{nn}/{rest}.debug");
+            let _ = link(dir.path(), &at, &d.path);
+        }
+    }
+    Ok(dir)
+}
+
+fn link(root: &Path, rel: &str, target: &Path) -> std::io::Result<()> {
+    let at = root.join(rel);
+    if let Some(parent) = at.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let target = std::path::absolute(target)?;
+    std::os::unix::fs::symlink(target, at)
+}
+
+impl Pipeline<'_> {
+    /// This capture's symbol sources, resolved at the first call (and
+    /// logged then).
+    pub(super) fn sources(&self) -> &CaptureSources {
+        self.sources.get_or_init(|| {
+            let search = Search::on_this_host(self.cap.symfs.clone(), self.opts.debug_dirs.clone());
+            let (ids, _) = crate::symbolize::build_ids::of_shards(&self.present_data());
+            let dsos: Vec<(String, Vec<u8>, Resolved)> = ids
+                .into_iter()
+                .filter(|b| user_dso(&b.path))
+                .map(|b| {
+                    let id = unhex(&b.build_id);
+                    let r = sources::resolve(&b.path, &id, &search);
+                    (b.path, id, r)
+                })
+                .collect();
+            // Without a snapshot perf searches by build id itself.
+            let perf_symfs = match search.symfs.as_ref().map(|_| perf_tree(&dsos)) {
+                None => None,
+                Some(Ok(t)) => Some(t),
+                Some(Err(e)) => {
+                    self.log(format!(
+                        "warning: no symbol tree for perf script ({e}); it reads symfs/ only"
+                    ));
+                    None
+                }
+            };
+            let s = CaptureSources {
+                search,
+                dsos,
+                perf_symfs,
+            };
+            if !s.dsos.is_empty() {
+                self.log(s.log_line());
+            }
+            s
+        })
+    }
+
+    /// The data files of the shards on disk.
+    fn present_data(&self) -> Vec<PathBuf> {
+        let present = self.cap.shards.iter().filter(|s| s.bytes.is_some());
+        present.map(|s| s.data_file.clone()).collect()
+    }
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len() / 2)
+        .filter_map(|i| u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_space_dsos_only() {
+        assert!(user_dso("/usr/lib/libc.so.6"));
+        assert!(user_dso("[vdso]"));
+        assert!(!user_dso("[kernel.kallsyms]"));
+        assert!(!user_dso("//anon"));
+        assert_eq!(unhex("0aff"), [0x0a, 0xff]);
+    }
+}

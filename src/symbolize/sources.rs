@@ -1,0 +1,496 @@
+//! Which files name a DSO's addresses: one resolver, keyed by build id,
+//! that both symbolizers (native and `perf script`), the summary and the
+//! log ask.
+//!
+//! For each DSO a capture recorded (its path and, usually, its GNU build
+//! id), [`resolve`] looks at the candidates in this order:
+//!
+//! 1. the capture's snapshot of the file (`symfs/PATH`);
+//! 2. its debug file inside the snapshot: by build id
+//!    (`symfs/usr/lib/debug/.build-id/NN/REST.debug`), by the distro paths
+//!    (`usr/lib/debug/PATH.debug`, `usr/lib/debug/PATH`), by its
+//!    `.gnu_debuglink` (`DIR/NAME`, `DIR/.debug/NAME`,
+//!    `usr/lib/debug/DIR/NAME`);
+//! 3. this host's debug files by build id: `/usr/lib/debug/.build-id/`,
+//!    perf's build-id cache (`~/.debug/.build-id/NN/REST/{elf,debug}`),
+//!    each `--debug-dir DIR` (`DIR/.build-id/NN/REST.debug`,
+//!    `DIR/NN/REST.debug`), the debuginfod cache
+//!    (`$DEBUGINFOD_CACHE_PATH/ID/{executable,debuginfo}`);
+//! 4. this host's file at the recorded path.
+//!
+//! A candidate is taken only when its build id equals the recorded one (a
+//! capture that recorded none takes files by path, as perf does); a file
+//! with another id is a [`Rejected`] candidate, named with both ids. The
+//! answer is a pure function of (recorded path, recorded build id,
+//! [`Search`]): a per-run store may key on it. This module reads ELF
+//! headers and notes only; it loads no symbols.
+
+use std::fs::File;
+use std::path::{Component, Path, PathBuf};
+
+use object::read::elf::ElfFile64;
+use object::{Endianness, Object};
+
+/// Where to look, besides the recorded path.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Search {
+    /// The capture's snapshot (`symfs/`), if it has one.
+    pub symfs: Option<PathBuf>,
+    /// The root under which this host's files are looked up (`/`; `None`:
+    /// the host is not searched at all).
+    pub host: Option<PathBuf>,
+    /// perf's build-id cache (`~/.debug`), when there is one.
+    pub buildid_cache: Option<PathBuf>,
+    /// `--debug-dir` directories, in the order given.
+    pub debug_dirs: Vec<PathBuf>,
+    /// The debuginfod client's cache (`$DEBUGINFOD_CACHE_PATH`).
+    pub debuginfod: Option<PathBuf>,
+}
+
+impl Search {
+    /// The search for a capture with snapshot `symfs` on this host: `/`,
+    /// `$HOME/.debug`, `debug_dirs`, and `$DEBUGINFOD_CACHE_PATH` when set.
+    pub fn on_this_host(symfs: Option<PathBuf>, debug_dirs: Vec<PathBuf>) -> Search {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        Search {
+            symfs,
+            host: Some(PathBuf::from("/")),
+            buildid_cache: home.map(|h| h.join(".debug")).filter(|d| d.is_dir()),
+            debug_dirs,
+            debuginfod: std::env::var_os("DEBUGINFOD_CACHE_PATH")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from),
+        }
+    }
+}
+
+/// Where a taken file came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// The capture's copy of the file (`symfs/PATH`).
+    Snapshot,
+    /// A debug file inside the snapshot.
+    SnapshotDebug,
+    /// This host's `/usr/lib/debug/.build-id/`.
+    HostDebug,
+    /// perf's build-id cache (`~/.debug`).
+    BuildIdCache,
+    /// A `--debug-dir` directory.
+    DebugDir,
+    /// The debuginfod cache.
+    Debuginfod,
+    /// This host's file at the recorded path.
+    HostFile,
+}
+
+impl Kind {
+    /// The words the summary and the log use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Snapshot => "snapshot",
+            Kind::SnapshotDebug => "snapshot debug file",
+            Kind::HostDebug => "host debug file",
+            Kind::BuildIdCache => "perf build-id cache",
+            Kind::DebugDir => "--debug-dir",
+            Kind::Debuginfod => "debuginfod cache",
+            Kind::HostFile => "host file",
+        }
+    }
+}
+
+/// One file taken for a DSO.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Source {
+    /// The file.
+    pub path: PathBuf,
+    /// The root it is opened under: the snapshot (reached one name at a
+    /// time, never through a link) or `/`.
+    pub root: PathBuf,
+    /// Where it came from.
+    pub kind: Kind,
+    /// Its build id, if it has one.
+    pub build_id: Option<Vec<u8>>,
+}
+
+/// A candidate that exists but was not taken: another build id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Rejected {
+    /// The file.
+    pub path: PathBuf,
+    /// Where it would have come from.
+    pub kind: Kind,
+    /// Its build id (`None`: it has none).
+    pub build_id: Option<Vec<u8>>,
+}
+
+/// The files that name one DSO.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Resolved {
+    /// The file as it was mapped (its segments, `.dynsym`, PLT, unwind
+    /// tables), when one with the right build id was found.
+    pub binary: Option<Source>,
+    /// Debug files with the right build id, best first (`.symtab`,
+    /// `.debug_info`, `.debug_frame`).
+    pub debug: Vec<Source>,
+    /// Files at candidate paths with another build id.
+    pub rejected: Vec<Rejected>,
+    /// The build id the capture recorded (empty: none).
+    pub recorded: Vec<u8>,
+}
+
+impl Resolved {
+    /// Every taken file, debug files first (the order symbols are read
+    /// in: the first with a `.symtab` names the DSO).
+    pub fn files(&self) -> impl Iterator<Item = &Source> {
+        self.debug.iter().chain(self.binary.as_ref())
+    }
+
+    /// Whether any file was taken.
+    pub fn found(&self) -> bool {
+        self.binary.is_some() || !self.debug.is_empty()
+    }
+
+    /// Where the symbols come from, in one phrase (`snapshot
+    /// /s/usr/lib/libc.so.6 + host debug file /usr/lib/debug/...`), or
+    /// `none: ...` with the reason (a mismatch names both ids).
+    pub fn describe(&self) -> String {
+        if self.found() {
+            let parts: Vec<String> = self
+                .binary
+                .iter()
+                .chain(self.debug.iter().take(1))
+                .map(|s| format!("{} {}", s.kind.as_str(), s.path.display()))
+                .collect();
+            return parts.join(" + ");
+        }
+        match self.rejected.first() {
+            Some(r) => format!(
+                "none: {} {} has build id {}, the capture recorded {}",
+                r.kind.as_str(),
+                r.path.display(),
+                r.build_id
+                    .as_deref()
+                    .map_or_else(|| "(none)".to_string(), crate::sys::digest::hex),
+                crate::sys::digest::hex(&self.recorded)
+            ),
+            None => "none: no file with its build id in the snapshot or on this host".into(),
+        }
+    }
+}
+
+/// The files that name the DSO recorded at `path` with `build_id` (empty:
+/// none recorded), searched as `search` says. A recorded path that climbs
+/// (`..`) or is not absolute names no file (`[vdso]` excepted: the
+/// snapshot's copy, or a copy by build id in perf's cache or debuginfod's).
+pub fn resolve(path: &str, build_id: &[u8], search: &Search) -> Resolved {
+    let mut r = Resolved {
+        recorded: build_id.to_vec(),
+        ..Resolved::default()
+    };
+    let vdso = path == "[vdso]";
+    if !vdso
+        && (!path.starts_with('/')
+            || path.starts_with("//")
+            || Path::new(path)
+                .components()
+                .any(|c| c == Component::ParentDir))
+    {
+        return r;
+    }
+    let rel = path.trim_start_matches('/');
+    let hex = real_id(build_id).map(crate::sys::digest::hex);
+    if let Some(symfs) = &search.symfs {
+        r.offer(symfs, symfs.join(rel), Kind::Snapshot, true);
+        for p in snapshot_debug(symfs, rel, hex.as_deref()) {
+            r.offer(symfs, p, Kind::SnapshotDebug, false);
+        }
+        if let Some(link) = r.binary.as_ref().and_then(debuglink) {
+            let dir = Path::new(rel).parent().unwrap_or(Path::new(""));
+            for p in [
+                symfs.join(dir).join(&link),
+                symfs.join(dir).join(".debug").join(&link),
+                symfs.join("usr/lib/debug").join(dir).join(&link),
+            ] {
+                r.offer(symfs, p, Kind::SnapshotDebug, false);
+            }
+        }
+    }
+    let Some(host) = &search.host else {
+        return r;
+    };
+    // Directories named by absolute paths (given, or from the
+    // environment) are opened as this host's files.
+    let abs = Path::new("/");
+    if let Some(hex) = &hex {
+        let (nn, rest) = hex.split_at(2);
+        let by_id = format!(".build-id/{nn}/{rest}.debug");
+        r.offer(
+            host,
+            host.join("usr/lib/debug").join(&by_id),
+            Kind::HostDebug,
+            false,
+        );
+        if let Some(cache) = &search.buildid_cache {
+            let entry = cache.join(format!(".build-id/{nn}/{rest}"));
+            r.offer(abs, entry.join("elf"), Kind::BuildIdCache, true);
+            r.offer(abs, entry.join("debug"), Kind::BuildIdCache, false);
+        }
+        for d in &search.debug_dirs {
+            r.offer(abs, d.join(&by_id), Kind::DebugDir, false);
+            r.offer(
+                host,
+                d.join(format!("{nn}/{rest}.debug")),
+                Kind::DebugDir,
+                false,
+            );
+        }
+        if let Some(cache) = &search.debuginfod {
+            r.offer(
+                host,
+                cache.join(hex).join("executable"),
+                Kind::Debuginfod,
+                true,
+            );
+            r.offer(
+                host,
+                cache.join(hex).join("debuginfo"),
+                Kind::Debuginfod,
+                false,
+            );
+        }
+    }
+    // The vDSO is no file on this host: only its copies by build id.
+    if !vdso {
+        r.offer(host, host.join(rel), Kind::HostFile, true);
+    }
+    r
+}
+
+/// The recorded id, unless it is missing or all zeros (perf's padding of
+/// an id it could not read).
+fn real_id(id: &[u8]) -> Option<&[u8]> {
+    (id.len() > 1 && id.iter().any(|&b| b != 0)).then_some(id)
+}
+
+/// Whether a file's id `found` is the recorded `recorded`: equal, or
+/// `recorded` is `found` padded with zeros (perf pads ids to 20 bytes).
+pub fn same_id(recorded: &[u8], found: &[u8]) -> bool {
+    !found.is_empty()
+        && recorded.len() >= found.len()
+        && recorded[..found.len()] == *found
+        && recorded[found.len()..].iter().all(|&b| b == 0)
+}
+
+/// The debug-file paths perf tries under a snapshot, in its order.
+fn snapshot_debug(symfs: &Path, rel: &str, hex: Option<&str>) -> Vec<PathBuf> {
+    let mut v = vec![
+        symfs.join("usr/lib/debug").join(format!("{rel}.debug")),
+        symfs.join("usr/lib/debug").join(rel),
+    ];
+    if let Some(hex) = hex {
+        let (nn, rest) = hex.split_at(2);
+        v.insert(
+            0,
+            symfs.join(format!("usr/lib/debug/.build-id/{nn}/{rest}.debug")),
+        );
+    }
+    v
+}
+
+/// The `.gnu_debuglink` name of a taken file.
+fn debuglink(s: &Source) -> Option<PathBuf> {
+    let map = map_file(&s.root, &s.path)?;
+    let file = ElfFile64::<Endianness>::parse(&*map).ok()?;
+    let (name, _crc) = file.gnu_debuglink().ok().flatten()?;
+    let name = std::str::from_utf8(name).ok()?;
+    // A bare file name only: a link cannot point elsewhere.
+    (!name.is_empty() && !name.contains('/') && name != "..").then(|| PathBuf::from(name))
+}
+
+impl Resolved {
+    /// Looks at the ELF file `path` (under `root`) and takes it as the
+    /// binary (`binary`) or a debug file when its build id is the recorded
+    /// one; a file with another id is remembered as rejected. A missing
+    /// file, or one that is not ELF, is passed over.
+    fn offer(&mut self, root: &Path, path: PathBuf, kind: Kind, binary: bool) {
+        if binary && self.binary.is_some() {
+            return;
+        }
+        if self.files().any(|s| s.path == path) {
+            return;
+        }
+        let Some(map) = map_file(root, &path) else {
+            return;
+        };
+        let Ok(file) = ElfFile64::<Endianness>::parse(&*map) else {
+            return;
+        };
+        let found = file.build_id().ok().flatten().map(<[u8]>::to_vec);
+        let ok = match (real_id(&self.recorded), &found) {
+            (None, _) => true,
+            (Some(want), Some(have)) => same_id(want, have),
+            (Some(_), None) => false,
+        };
+        if !ok {
+            self.rejected.push(Rejected {
+                path,
+                kind,
+                build_id: found,
+            });
+            return;
+        }
+        let source = Source {
+            path,
+            root: root.to_path_buf(),
+            kind,
+            build_id: found,
+        };
+        if binary {
+            self.binary = Some(source);
+        } else {
+            self.debug.push(source);
+        }
+    }
+}
+
+/// Maps the symbol file `p` found under `root` ([`open_symbol_file`]).
+pub fn map_file(root: &Path, p: &Path) -> Option<memmap2::Mmap> {
+    let f = open_symbol_file(root, p).ok()?;
+    // SAFETY: a symbol file under a capture's symfs/ (copies published with
+    // the capture, written by nobody after), or this host's binaries and
+    // debug files, which package managers replace by renaming a new file
+    // over them, never by writing the old one in place. This map is not
+    // registered with the SIGBUS guard: one truncated anyway kills the
+    // process with SIGBUS.
+    unsafe { memmap2::Mmap::map(&f) }.ok()
+}
+
+/// Opens the symbol file `p` found under `root`. Under a capture's
+/// `symfs/` it is reached from there one name at a time, never through a
+/// symbolic link (a link there could show a file the capture's owner may
+/// not read: docs/reliability.md); under `/` (this host's files) links are
+/// followed, as perf does. A FIFO or device is refused either way, without
+/// blocking.
+pub fn open_symbol_file(root: &Path, p: &Path) -> crate::Result<File> {
+    use crate::sys::input::{open_regular, Links};
+    if root == Path::new("/") {
+        return open_regular(p, Links::Follow);
+    }
+    let not_under = || {
+        crate::Error::io(
+            p,
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "is not under the symfs"),
+        )
+    };
+    let rel = p.strip_prefix(root).map_err(|_| not_under())?;
+    let name = rel.file_name().ok_or_else(not_under)?;
+    let parent = rel.parent().unwrap_or(Path::new(""));
+    crate::sys::confined::Dir::open(root)?
+        .walk(parent, false)?
+        .open_read(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id_of(p: &Path) -> Vec<u8> {
+        let data = std::fs::read(p).unwrap();
+        let file = ElfFile64::<Endianness>::parse(&*data).unwrap();
+        file.build_id().unwrap().unwrap().to_vec()
+    }
+
+    /// This test binary: an ELF file with a build id (rustc's linker
+    /// gives one).
+    fn exe() -> Option<(PathBuf, Vec<u8>)> {
+        let exe = std::env::current_exe().unwrap();
+        let data = std::fs::read(&exe).unwrap();
+        let file = ElfFile64::<Endianness>::parse(&*data).ok()?;
+        let id = file.build_id().ok().flatten()?.to_vec();
+        Some((exe, id))
+    }
+
+    #[test]
+    fn padded_ids_are_the_same_id() {
+        assert!(same_id(&[1, 2, 0, 0], &[1, 2]));
+        assert!(same_id(&[1, 2], &[1, 2]));
+        assert!(!same_id(&[1, 3], &[1, 2]));
+        assert!(!same_id(&[1], &[1, 2]));
+        assert!(!same_id(&[1, 2], &[]));
+    }
+
+    #[test]
+    fn a_file_with_another_build_id_is_never_taken() {
+        let Some((exe, id)) = exe() else {
+            eprintln!("skipped: this test binary has no build id");
+            return;
+        };
+        let host = tempfile::tempdir().unwrap();
+        let at = host.path().join("opt/app/server");
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        std::fs::copy(&exe, &at).unwrap();
+        let search = Search {
+            host: Some(host.path().to_path_buf()),
+            ..Search::default()
+        };
+        let mut other = id.clone();
+        other[0] ^= 0xff;
+        let r = resolve("/opt/app/server", &other, &search);
+        assert!(!r.found(), "{r:?}");
+        let why = r.describe();
+        assert!(why.starts_with("none: host file "), "{why}");
+        assert!(why.contains(&crate::sys::digest::hex(&id)), "{why}");
+        assert!(why.contains(&crate::sys::digest::hex(&other)), "{why}");
+        // Its own id: taken, from the host.
+        let r = resolve("/opt/app/server", &id, &search);
+        assert_eq!(r.binary.as_ref().unwrap().kind, Kind::HostFile);
+        assert_eq!(id_of(&r.binary.unwrap().path), id);
+        // No id recorded: taken by path, as perf does.
+        assert!(resolve("/opt/app/server", &[], &search).binary.is_some());
+    }
+
+    #[test]
+    fn candidates_in_order_snapshot_then_host_debug_then_host_file() {
+        let Some((exe, id)) = exe() else {
+            return;
+        };
+        let hex = crate::sys::digest::hex(&id);
+        let (nn, rest) = hex.split_at(2);
+        let tmp = tempfile::tempdir().unwrap();
+        let (symfs, host, extra) = (
+            tmp.path().join("symfs"),
+            tmp.path().join("host"),
+            tmp.path().join("extra"),
+        );
+        let put = |p: PathBuf| {
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::copy(&exe, &p).unwrap();
+        };
+        put(symfs.join("opt/app/server"));
+        put(host.join("opt/app/server"));
+        put(host.join(format!("usr/lib/debug/.build-id/{nn}/{rest}.debug")));
+        put(extra.join(format!(".build-id/{nn}/{rest}.debug")));
+        let search = Search {
+            symfs: Some(symfs.clone()),
+            host: Some(host.clone()),
+            debug_dirs: vec![extra.clone()],
+            ..Search::default()
+        };
+        let r = resolve("/opt/app/server", &id, &search);
+        let b = r.binary.as_ref().unwrap();
+        assert_eq!(
+            (b.kind, b.root.as_path()),
+            (Kind::Snapshot, symfs.as_path())
+        );
+        let kinds: Vec<Kind> = r.debug.iter().map(|s| s.kind).collect();
+        assert_eq!(kinds, [Kind::HostDebug, Kind::DebugDir]);
+        assert!(r.describe().starts_with("snapshot "), "{}", r.describe());
+        // Climbing paths and anonymous names name nothing.
+        assert!(!resolve("/../opt/app/server", &id, &search).found());
+        assert!(!resolve("//anon", &id, &search).found());
+        // The vDSO: the snapshot's copy only.
+        put(symfs.join("[vdso]"));
+        let r = resolve("[vdso]", &id, &search);
+        assert_eq!(r.binary.unwrap().kind, Kind::Snapshot);
+    }
+}
