@@ -25,8 +25,8 @@
 //!    and [`capture`] read.
 //! 9. [`nsys`]: Nsight Systems reports: collect, flush, plan.
 //! 10. [`sys`]: what every stage stands on: atomic writes, confined
-//!    directories, input mapping, digests, external commands, locks, units,
-//!    progress, Slurm's commands.
+//!     directories, input mapping, digests, external commands, locks,
+//!     units, progress, Slurm's commands.
 //!
 //! All errors are [`Error`], mapped onto one [`ExitCode`] contract. Only the
 //! `jobprof` binary prints to the user or exits.

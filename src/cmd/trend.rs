@@ -216,7 +216,7 @@ fn check(args: &TrendArgs) -> anyhow::Result<()> {
         )));
     }
     // Never write into a run: jobprof does not modify its inputs.
-    let out = std::fs::canonicalize(&args.output).ok();
+    let out = resolved(&args.output);
     for r in &args.runs {
         if let (Some(o), Ok(r2)) = (&out, std::fs::canonicalize(r)) {
             if o.starts_with(&r2) {
@@ -230,6 +230,23 @@ fn check(args: &TrendArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `path` made absolute through its nearest existing ancestor (links
+/// resolved), the missing rest appended.
+fn resolved(path: &std::path::Path) -> Option<PathBuf> {
+    let abs = std::path::absolute(path).ok()?;
+    let mut existing = abs.as_path();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        rest.push(existing.file_name()?.to_owned());
+        existing = existing.parent()?;
+    }
+    let mut out = existing.canonicalize().ok()?;
+    for part in rest.iter().rev() {
+        out.push(part);
+    }
+    Some(out)
 }
 
 /// `--baseline N|DIR` as an index of the series.

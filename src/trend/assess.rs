@@ -7,13 +7,17 @@
 //!   `noise_sigmas` standard deviations of the baseline runs' means (the
 //!   run-to-run noise; none with one baseline run);
 //! - and be significant: the permutation test of the run's replicates
-//!   against the baseline runs' replicates (or, with one replicate per run,
-//!   the between-runs prediction test), its p-values adjusted by
-//!   Benjamini-Hochberg over every candidate at once (a false discovery
-//!   rate of `alpha`).
+//!   against the baseline runs' replicates, over every function and kind
+//!   of the query at once (max-T: a family-wise adjusted p-value per
+//!   function; with one replicate per run, the between-runs prediction
+//!   test with Holm's adjustment), then across queries and tested runs
+//!   Benjamini-Hochberg over each query's smallest adjusted p selects the
+//!   queries that changed, and within them a function is significant at
+//!   `alpha` x selected / queries ([`select`]).
 //!
-//! The same is done for each query's total (its samples per replicate), in
-//! percent. The chart series (the top functions' shares per run, with
+//! Each query's total (its samples per replicate) is judged in percent,
+//! against the spread between baseline runs (its noise is the machine's,
+//! run by run), Benjamini-Hochberg across queries. The chart series (the top functions' shares per run, with
 //! their spread over replicates) are gathered here too.
 
 use serde::Serialize;
@@ -233,6 +237,7 @@ pub fn assess(series: &Series, opts: &Options) -> Assessment {
         (true, Baseline::Run(b)) => (0..n).filter(|&t| t != b).collect(),
     };
     let mut findings = Vec::new();
+    let mut families: Vec<Vec<Tested1>> = Vec::new();
     let mut times = Vec::new();
     let mut notes = Vec::new();
     for &t in &targets {
@@ -255,16 +260,16 @@ pub fn assess(series: &Series, opts: &Options) -> Assessment {
             if one {
                 notes.push(note_one_replicate(name, t, b.len()));
             }
-            functions(name, q, t, x, &b, opts, &mut findings);
+            let family = functions(name, q, t, x, &b, opts);
+            if !family.is_empty() {
+                families.push(family);
+            }
             if let Some(f) = time(name, t, x, &b, opts) {
                 times.push(f);
             }
         }
     }
-    adjust(&mut findings, |f| f.p, |f, q| f.q = q);
-    for f in &mut findings {
-        f.significant = f.q <= opts.alpha;
-    }
+    findings.extend(select(families, opts.alpha));
     adjust(&mut times, |f| f.p, |f, q| f.q = q);
     for f in &mut times {
         f.significant = f.q <= opts.alpha;
@@ -307,6 +312,43 @@ fn note_one_replicate(q: &str, t: usize, baseline_runs: usize) -> String {
     }
 }
 
+/// Which findings are significant, across queries and tested runs
+/// (Benjamini and Bogomolov's selective inference over families, one
+/// family per query and tested run): Benjamini-Hochberg at `alpha` over
+/// the families' Simes p-values selects the R of m families in which
+/// something changed; within a selected family, Benjamini-Hochberg at
+/// `alpha` x R / m picks the functions. `q` is a finding's adjusted p
+/// within its family x m / R (1 outside selected families); significant
+/// when at most `alpha`.
+fn select(families: Vec<Vec<Tested1>>, alpha: f64) -> Vec<Finding> {
+    let m = families.len();
+    let simes: Vec<f64> = families
+        .iter()
+        .map(|f| stats::simes(&f.iter().map(|t| t.p).collect::<Vec<_>>()))
+        .collect();
+    let chosen: Vec<bool> = stats::benjamini_hochberg(&simes)
+        .into_iter()
+        .map(|q| q <= alpha)
+        .collect();
+    let r = chosen.iter().filter(|c| **c).count().max(1);
+    let mut out = Vec::new();
+    for (family, chosen) in families.into_iter().zip(chosen) {
+        let ps: Vec<f64> = family.iter().map(|t| t.p).collect();
+        let qs = stats::benjamini_hochberg(&ps);
+        for (t, q) in family.into_iter().zip(qs) {
+            let Some(mut f) = t.finding else { continue };
+            f.q = if chosen {
+                (q * m as f64 / r as f64).min(1.0)
+            } else {
+                1.0
+            };
+            f.significant = chosen && f.q <= alpha;
+            out.push(f);
+        }
+    }
+    out
+}
+
 /// Benjamini-Hochberg over `items`.
 fn adjust<T>(items: &mut [T], p: impl Fn(&T) -> f64, set: impl Fn(&mut T, f64)) {
     let ps: Vec<f64> = items.iter().map(&p).collect();
@@ -336,7 +378,20 @@ fn baseline_of(runs: &[Vec<f64>], sigmas: f64) -> (f64, f64) {
     (stats::median(&means), noise)
 }
 
-/// The candidates among query `name`'s functions in run `t`.
+/// One tested function of a query: its family p-value and its finding
+/// (when the change is beyond the threshold).
+struct Tested1 {
+    p: f64,
+    finding: Option<Finding>,
+}
+
+/// The family of query `name` in run `t`: every function and kind whose
+/// share, in at least as many replicates as the run has, exceeds
+/// `min_change` (a filter on the pooled replicates, which a permutation
+/// leaves unchanged, so it does not bias the test), each tested by the
+/// permutation test over replicates (or the between-runs test with one
+/// replicate per run). Findings are made for the changes beyond the
+/// threshold; their `p` is the test's.
 fn functions(
     name: &str,
     q: &QuerySeries,
@@ -344,8 +399,7 @@ fn functions(
     x: &[Replicate],
     b: &[(usize, &Vec<Replicate>)],
     opts: &Options,
-    out: &mut Vec<Finding>,
-) {
+) -> Vec<Tested1> {
     let mut ids: Vec<u32> = x
         .iter()
         .chain(b.iter().flat_map(|(_, r)| r.iter()))
@@ -353,6 +407,7 @@ fn functions(
         .collect();
     ids.sort_unstable();
     ids.dedup();
+    let mut out = Vec::new();
     for id in ids {
         for kind in [Kind::Own, Kind::Total] {
             let pick = |r: &Replicate| {
@@ -368,11 +423,12 @@ fn functions(
                 .iter()
                 .map(|(_, r)| r.iter().map(pick).collect())
                 .collect();
-            let (baseline, noise) = baseline_of(&ys, opts.noise_sigmas);
-            let new = stats::mean(&xs);
-            let change = new - baseline;
-            let threshold = opts.min_change.max(noise);
-            if change.abs() <= threshold {
+            let mut pooled: Vec<f64> = xs.iter().chain(ys.iter().flatten()).copied().collect();
+            pooled.sort_by(|a, b| b.total_cmp(a));
+            if pooled
+                .get(xs.len() - 1)
+                .is_none_or(|v| *v <= opts.min_change)
+            {
                 continue;
             }
             let function = &q.names[id as usize];
@@ -380,7 +436,11 @@ fn functions(
             let Some(tested) = test(&xs, &ys, seed ^ t as u64) else {
                 continue;
             };
-            out.push(Finding {
+            let (baseline, noise) = baseline_of(&ys, opts.noise_sigmas);
+            let new = stats::mean(&xs);
+            let change = new - baseline;
+            let threshold = opts.min_change.max(noise);
+            let finding = (change.abs() > threshold).then(|| Finding {
                 verdict: if change > 0.0 {
                     "regressed"
                 } else {
@@ -402,8 +462,13 @@ fn functions(
                 q: 1.0,
                 method: tested.method,
             });
+            out.push(Tested1 {
+                p: tested.p,
+                finding,
+            });
         }
     }
+    out
 }
 
 /// The candidate change of query `name`'s total in run `t`, if any.
@@ -429,7 +494,15 @@ fn time(
     if change_pct.abs() <= threshold_pct {
         return None;
     }
-    let tested = test(&xs, &ys, stats::seed_of(name) ^ t as u64)?;
+    // A run's total moves with the machine's load as a whole: the noise
+    // that matters is between runs, so with two or more baseline runs the
+    // run is judged against their spread, not against replicates.
+    let means: Vec<f64> = ys.iter().map(|r| stats::mean(r)).collect();
+    let tested = if means.len() >= 2 {
+        stats::between_runs(new, &means)?
+    } else {
+        test(&xs, &ys, stats::seed_of(name) ^ t as u64)?
+    };
     Some(TimeFinding {
         verdict: if change_pct > 0.0 { "slower" } else { "faster" },
         significant: false,
@@ -526,5 +599,120 @@ fn chart(name: &str, q: &QuerySeries, n: usize, top: usize, findings: &[Finding]
             .collect(),
         flamegraphs: vec![None; n],
         diffs: vec![None; n],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trend::load::RunInfo;
+    use crate::trend::stats::Rng;
+
+    /// A query of 12 functions sampled `samples` times per replicate, with
+    /// a little run-to-run jitter of the true shares; `bump` adds points
+    /// to function `f3` in the last run.
+    fn series(rng: &mut Rng, runs: usize, reps: usize, samples: u32, bump: f64) -> Series {
+        let base = [30.0, 20.0, 12.0, 8.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.5, 1.5, 1.0];
+        let mut q = QuerySeries::default();
+        let ids: Vec<u32> = (0..base.len()).map(|i| q.intern(&format!("f{i}"))).collect();
+        for run in 0..runs {
+            let mut shares: Vec<f64> = base.iter().map(|s| s * (0.95 + 0.1 * rng.unit())).collect();
+            if run == runs - 1 {
+                shares[3] += bump;
+            }
+            let sum: f64 = shares.iter().sum();
+            let mut reps_out = Vec::new();
+            for r in 0..reps {
+                let mut counts = vec![0u32; shares.len()];
+                for _ in 0..samples {
+                    let mut u = rng.unit() * sum;
+                    let mut i = 0;
+                    while i + 1 < shares.len() && u >= shares[i] {
+                        u -= shares[i];
+                        i += 1;
+                    }
+                    counts[i] += 1;
+                }
+                let pct = |c: u32| (100.0 * f64::from(c) / f64::from(samples)) as f32;
+                reps_out.push(Replicate {
+                    name: format!("q_iter{}", r + 1),
+                    number: r as u32 + 1,
+                    total: u64::from(samples),
+                    folded: vec![],
+                    flamegraph: None,
+                    // Leaf functions: self and total alike.
+                    shares: ids
+                        .iter()
+                        .zip(&counts)
+                        .map(|(&id, &c)| (id, pct(c), pct(c)))
+                        .collect(),
+                });
+            }
+            q.runs.push(reps_out);
+        }
+        let info = |i: usize| RunInfo {
+            dir: format!("run{i}").into(),
+            name: format!("run{i}"),
+            job_ids: Default::default(),
+            started: None,
+            started_ns: None,
+            labels: Default::default(),
+            event: None,
+            unprocessed: vec![],
+            bad_lines: 0,
+        };
+        Series {
+            runs: (0..runs).map(info).collect(),
+            queries: [("q".to_string(), q)].into_iter().collect(),
+        }
+    }
+
+    fn flags(s: &Series) -> Vec<Finding> {
+        assess(s, &Options::default())
+            .findings
+            .into_iter()
+            .filter(|f| f.significant)
+            .collect()
+    }
+
+    #[test]
+    fn unchanged_synthetic_series_rarely_flag_anything() {
+        let mut rng = Rng::new(5);
+        let trials = 300;
+        let flagged = (0..trials)
+            .filter(|_| !flags(&series(&mut rng, 4, 3, 400, 0.0)).is_empty())
+            .count();
+        let rate = flagged as f64 / f64::from(trials);
+        eprintln!("synthetic: {flagged} of {trials} unchanged series flagged something");
+        assert!(rate <= 0.05, "false-positive rate {rate}");
+    }
+
+    #[test]
+    fn a_rise_of_six_points_is_found_in_its_function() {
+        let mut rng = Rng::new(6);
+        let trials = 60;
+        let found = (0..trials)
+            .filter(|_| {
+                flags(&series(&mut rng, 6, 3, 400, 6.0))
+                    .iter()
+                    .any(|f| f.function == "f3" && f.verdict == "regressed")
+            })
+            .count();
+        eprintln!("synthetic: a 6-point rise found in {found} of {trials} series");
+        assert!(found >= 54, "found in {found} of {trials}");
+    }
+
+    #[test]
+    fn one_replicate_per_run_uses_the_weaker_between_runs_test() {
+        let mut rng = Rng::new(7);
+        let s = series(&mut rng, 8, 1, 2000, 15.0);
+        let a = assess(&s, &Options::default());
+        let hit = a
+            .findings
+            .iter()
+            .find(|f| f.function == "f3" && f.kind == Kind::Own)
+            .expect("f3 tested");
+        assert_eq!(hit.method, Method::BetweenRuns);
+        assert!(a.notes.iter().any(|n| n.contains("weaker")), "{:?}", a.notes);
     }
 }
