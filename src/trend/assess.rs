@@ -612,9 +612,13 @@ mod tests {
     /// a little run-to-run jitter of the true shares; `bump` adds points
     /// to function `f3` in the last run.
     fn series(rng: &mut Rng, runs: usize, reps: usize, samples: u32, bump: f64) -> Series {
-        let base = [30.0, 20.0, 12.0, 8.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.5, 1.5, 1.0];
+        let base = [
+            30.0, 20.0, 12.0, 8.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.5, 1.5, 1.0,
+        ];
         let mut q = QuerySeries::default();
-        let ids: Vec<u32> = (0..base.len()).map(|i| q.intern(&format!("f{i}"))).collect();
+        let ids: Vec<u32> = (0..base.len())
+            .map(|i| q.intern(&format!("f{i}")))
+            .collect();
         for run in 0..runs {
             let mut shares: Vec<f64> = base.iter().map(|s| s * (0.95 + 0.1 * rng.unit())).collect();
             if run == runs - 1 {
@@ -713,6 +717,10 @@ mod tests {
             .find(|f| f.function == "f3" && f.kind == Kind::Own)
             .expect("f3 tested");
         assert_eq!(hit.method, Method::BetweenRuns);
-        assert!(a.notes.iter().any(|n| n.contains("weaker")), "{:?}", a.notes);
+        assert!(
+            a.notes.iter().any(|n| n.contains("weaker")),
+            "{:?}",
+            a.notes
+        );
     }
 }
