@@ -307,17 +307,15 @@ fn warn_unprocessed(series: &jobprof::trend::Series, quiet: bool) -> u64 {
     bad
 }
 
-/// At most `width` characters: the middle of `s` replaced by `…`.
+/// At most `width` characters: the start of `s` replaced by `…` (a
+/// function's own name is at the end of its qualified name).
 fn fit(s: &str, width: usize) -> String {
     let n = s.chars().count();
     if n <= width || width < 5 {
         return s.to_string();
     }
-    let head = (width - 1) / 2;
-    let tail = width - 1 - head;
-    let h: String = s.chars().take(head).collect();
-    let t: String = s.chars().skip(n - tail).collect();
-    format!("{h}…{t}")
+    let t: String = s.chars().skip(n - (width - 1)).collect();
+    format!("…{t}")
 }
 
 fn fmt_p(p: f64) -> String {
@@ -368,7 +366,7 @@ fn time_line(f: &TimeFinding, t: &Trend) -> String {
     };
     format!(
         "{} {} {} -> {} per replicate ({:+.0}%, p={}{run})",
-        f.verdict,
+        if f.significant { f.verdict } else { "total" },
         fit(&f.query, 24),
         amount(f.baseline),
         amount(f.new),
@@ -407,7 +405,8 @@ fn print_summary(t: &Trend, args: &TrendArgs) -> anyhow::Result<()> {
         let head = format!(
             "trend of {} runs ({} .. {}), {} queries, {}. Tested run {} against {}: \
              changes over {} points and {} sd of the baseline runs, significant by a \
-             permutation test over replicates (Benjamini-Hochberg at {}).",
+             permutation test over replicates (false discovery rate {} over queries and \
+             functions).",
             t.runs.len(),
             a.name,
             b.name,
@@ -433,9 +432,11 @@ fn print_summary(t: &Trend, args: &TrendArgs) -> anyhow::Result<()> {
         jobprof::outln!("{}", finding_line(f, t, 80))?;
         any = true;
     }
-    for f in t.assessment.time_findings.iter().filter(|f| f.significant) {
+    // Every query whose total moved beyond the threshold, with its
+    // figure; `slower`/`faster` only when significant.
+    for f in &t.assessment.time_findings {
         jobprof::outln!("{}", time_line(f, t))?;
-        any = true;
+        any |= f.significant;
     }
     if !any && !args.quiet {
         jobprof::outln!("no significant change")?;
@@ -456,9 +457,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn long_names_are_cut_in_the_middle() {
+    fn long_names_keep_their_end() {
         assert_eq!(fit("abcdefghij", 20), "abcdefghij");
-        assert_eq!(fit("abcdefghijkl", 7), "abc…jkl");
+        assert_eq!(fit("duckdb::Hash::Sink", 10), "…ash::Sink");
         assert_eq!(fit("abcdefghijkl", 7).chars().count(), 7);
     }
 

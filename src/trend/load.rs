@@ -4,7 +4,9 @@
 //! replicate's workers are merged as the job views merge them (their
 //! `stacks.folded`, or the off-CPU and wall-clock files, added up). Every
 //! folded file is read once; what is kept is each function's self and
-//! total share of the replicate's samples (functions under
+//! total share of the replicate's samples (the first frame of a stack, the
+//! thread's name, is not a function: it counts only as the leaf of a
+//! sample without frames; functions under
 //! [`FLOOR_PCT`] of a replicate are dropped: they read as 0), so memory
 //! grows with runs x queries x replicates x the functions that matter, not
 //! with the stacks.
@@ -350,8 +352,11 @@ fn read_replicate(
         for (stack, n) in &input.stacks {
             total = total.saturating_add(*n);
             seen.clear();
-            let mut last = None;
-            for f in stack.split(';') {
+            // The first frame is the thread's name, not a function: it
+            // counts only as the leaf of a sample without frames.
+            let mut frames = stack.split(';');
+            let mut last = frames.next();
+            for f in frames {
                 last = Some(f);
                 if seen.insert(f) {
                     add(&mut counts, f, 0, *n);

@@ -389,7 +389,8 @@ fn facts(t: &Trend) -> Vec<(String, String)> {
         (
             "Test".into(),
             format!(
-                "permutation over replicates (two-sided), Benjamini-Hochberg at {}",
+                "permutation over replicates (two-sided), one family per query and run \
+                 (Simes), Benjamini-Hochberg at {}",
                 s.alpha
             ),
         ),
