@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use jobprof_capture_format::Capture;
 use rayon::prelude::*;
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use super::replicate;
@@ -348,24 +348,7 @@ fn read_replicate(
         let path = c.out_dir().join(folded);
         let input = read_folded(&[Source::Path(path.clone())])?;
         bad_lines += input.bad_lines;
-        let mut seen: FxHashSet<&str> = FxHashSet::default();
-        for (stack, n) in &input.stacks {
-            total = total.saturating_add(*n);
-            seen.clear();
-            // The first frame is the thread's name, not a function: it
-            // counts only as the leaf of a sample without frames.
-            let mut frames = stack.split(';');
-            let mut last = frames.next();
-            for f in frames {
-                last = Some(f);
-                if seen.insert(f) {
-                    add(&mut counts, f, 0, *n);
-                }
-            }
-            if let Some(leaf) = last {
-                add(&mut counts, leaf, *n, 0);
-            }
-        }
+        total = total.saturating_add(tally(&input.stacks, &mut counts));
         files.push(path);
     }
     if total == 0 {
@@ -400,6 +383,52 @@ fn read_replicate(
     }))
 }
 
+/// Adds one capture's stacks to `counts` (self, total per function) and
+/// returns their total. Each frame name is hashed once per stack line:
+/// frames get a number per capture, and a frame already counted in the
+/// same stack (recursion) is recognised by the stack's stamp.
+fn tally(stacks: &[(String, u64)], counts: &mut FxHashMap<String, (u64, u64)>) -> u64 {
+    let mut ids: FxHashMap<&str, usize> = FxHashMap::default();
+    // (self, total, stamp of the last stack that counted it)
+    let mut acc: Vec<(u64, u64, usize)> = Vec::new();
+    let mut total = 0u64;
+    let mut seen = Vec::new();
+    for (line, (stack, n)) in stacks.iter().enumerate() {
+        let stamp = line + 1;
+        total = total.saturating_add(*n);
+        let mut id_of = |f| {
+            *ids.entry(f).or_insert_with(|| {
+                acc.push((0, 0, 0));
+                acc.len() - 1
+            })
+        };
+        // The first frame is the thread's name, not a function: it
+        // counts only as the leaf of a sample without frames.
+        let mut frames = stack.split(';');
+        let mut leaf = frames.next().map(&mut id_of);
+        seen.clear();
+        for f in frames {
+            let id = id_of(f);
+            leaf = Some(id);
+            seen.push(id);
+        }
+        for &id in &seen {
+            if acc[id].2 != stamp {
+                acc[id].2 = stamp;
+                acc[id].1 = acc[id].1.saturating_add(*n);
+            }
+        }
+        if let Some(id) = leaf {
+            acc[id].0 = acc[id].0.saturating_add(*n);
+        }
+    }
+    for (name, id) in ids {
+        let (s, t, _) = acc[id];
+        add(counts, name, s, t);
+    }
+    total
+}
+
 fn add(counts: &mut FxHashMap<String, (u64, u64)>, f: &str, s: u64, t: u64) {
     match counts.get_mut(f) {
         Some(c) => {
@@ -423,6 +452,25 @@ mod tests {
             run_name(Path::new("/r/result_5001/profiles/perf")),
             "result_5001"
         );
+    }
+
+    #[test]
+    fn recursion_counts_once_and_thread_names_are_not_functions() {
+        let stacks: Vec<(String, u64)> = [("w;main;f;g;f", 3), ("w;main;h", 2), ("w", 5)]
+            .iter()
+            .map(|(s, n)| (s.to_string(), *n))
+            .collect();
+        let mut counts = FxHashMap::default();
+        assert_eq!(tally(&stacks, &mut counts), 10);
+        assert_eq!(
+            counts["f"],
+            (3, 3),
+            "f is twice on one stack: total 3, not 6"
+        );
+        assert_eq!(counts["main"], (0, 5));
+        assert_eq!(counts["h"], (2, 2));
+        // The thread's name: only the leaf of the frameless sample.
+        assert_eq!(counts["w"], (5, 0));
     }
 
     #[test]
