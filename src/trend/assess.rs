@@ -195,6 +195,9 @@ pub struct TimeFinding {
     pub query: String,
     /// The run tested.
     pub run: usize,
+    /// How many baseline runs it was judged against (with one, the
+    /// run-to-run noise is unknown and the change is never significant).
+    pub baseline_runs: usize,
     /// The baseline's total per replicate (median of run means).
     pub baseline: f64,
     /// The run's total per replicate (mean).
@@ -272,7 +275,7 @@ pub fn assess(series: &Series, opts: &Options) -> Assessment {
     findings.extend(select(families, opts.alpha));
     adjust(&mut times, |f| f.p, |f, q| f.q = q);
     for f in &mut times {
-        f.significant = f.q <= opts.alpha;
+        f.significant = f.q <= opts.alpha && f.baseline_runs >= 2;
     }
     findings.sort_by(|a, b| {
         b.change
@@ -508,6 +511,7 @@ fn time(
         significant: false,
         query: name.to_string(),
         run: t,
+        baseline_runs: b.len(),
         baseline,
         new,
         change_pct,
