@@ -10,28 +10,39 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 /// Process exit codes: the contract documented in the README.
+/// Codes 3-5 mean different things to different subcommands (each is
+/// returned by one subcommand only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
 pub enum ExitCode {
     /// Everything asked for was done.
-    Success = 0,
+    Success,
     /// Some work failed or was refused while the rest was done (partial
     /// success), or the work itself failed.
-    Failed = 1,
+    Failed,
     /// Bad usage, or input that cannot be read or is not what was expected.
-    Usage = 2,
-    /// `nsys collect`: reports did not settle before the timeout.
-    NsysTimeout = 3,
-    /// `nsys collect`: some reports stayed empty (0 bytes).
-    NsysEmpty = 4,
-    /// `nsys collect`: expected ranks never produced a report.
-    NsysMissingRanks = 5,
+    Usage,
+    /// `nsys collect`: reports did not settle before the timeout (3).
+    NsysTimeout,
+    /// `nsys collect`: some reports stayed empty (0 bytes) (4).
+    NsysEmpty,
+    /// `nsys collect`: expected ranks never produced a report (5).
+    NsysMissingRanks,
+    /// `trend --fail-on-regression`: a significant regression beyond the
+    /// gate (3).
+    Regression,
 }
 
 impl ExitCode {
     /// The numeric code handed to the operating system.
     pub fn code(self) -> u8 {
-        self as u8
+        match self {
+            ExitCode::Success => 0,
+            ExitCode::Failed => 1,
+            ExitCode::Usage => 2,
+            ExitCode::NsysTimeout | ExitCode::Regression => 3,
+            ExitCode::NsysEmpty => 4,
+            ExitCode::NsysMissingRanks => 5,
+        }
     }
 }
 

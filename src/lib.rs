@@ -20,10 +20,13 @@
 //!    Slurm array.
 //! 7. [`views`]: the job-level pages and per-query merges over a result
 //!    directory, built from what [`capture`] finds and [`output`] wrote.
-//! 8. [`nsys`]: Nsight Systems reports: collect, flush, plan.
-//! 9. [`sys`]: what every stage stands on: atomic writes, confined
-//!    directories, input mapping, digests, external commands, locks, units,
-//!    progress, Slurm's commands.
+//! 8. [`trend`]: `jobprof trend`: a series of processed runs, per query
+//!    and function, with the changes beyond the noise, from what [`views`]
+//!    and [`capture`] read.
+//! 9. [`nsys`]: Nsight Systems reports: collect, flush, plan.
+//! 10. [`sys`]: what every stage stands on: atomic writes, confined
+//!     directories, input mapping, digests, external commands, locks,
+//!     units, progress, Slurm's commands.
 //!
 //! All errors are [`Error`], mapped onto one [`ExitCode`] contract. Only the
 //! `jobprof` binary prints to the user or exits.
@@ -48,6 +51,7 @@ pub mod output;
 pub mod pipeline;
 pub mod bulk;
 pub mod views;
+pub mod trend;
 pub mod nsys;
 pub mod sys;
 

@@ -4,7 +4,8 @@
 //! (binary-only code); all real work happens in the `jobprof` library. This
 //! file is the one place that prints errors and chooses the process exit code
 //! (see [`jobprof::ExitCode`]): 0 success, 1 partial or failed work, 2 usage
-//! or unreadable input, 3-5 the `nsys collect` outcomes; a broken pipe on
+//! or unreadable input, 3-5 the `nsys collect` outcomes (3 also `trend
+//! --fail-on-regression`'s gate); a broken pipe on
 //! stdout counts as success.
 
 use std::process::ExitCode;
@@ -29,7 +30,7 @@ mod cmd;
 
 Exit status (every subcommand): 0 done; 1 some work failed or was refused
 while the rest was done; 2 bad usage or unreadable input; 3-5 `nsys collect`
-outcomes. `jobprof COMMAND --help` gives each command's examples."
+outcomes; 3 `trend --fail-on-regression`: a regression. `jobprof COMMAND --help` gives each command's examples."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -46,6 +47,7 @@ enum Command {
     Report(cmd::report::ReportArgs),
     Reprocess(cmd::reprocess::ReprocessArgs),
     Render(cmd::render::RenderArgs),
+    Trend(cmd::trend::TrendArgs),
     Completions(cmd::generate::CompletionsArgs),
     ManPages(cmd::generate::ManPagesArgs),
 }
@@ -63,6 +65,7 @@ fn main() -> ExitCode {
         Command::Report(args) => cmd::report::run(args),
         Command::Reprocess(args) => cmd::reprocess::run(args),
         Command::Render(args) => cmd::render::run(args),
+        Command::Trend(args) => cmd::trend::run(args),
         Command::Completions(args) => cmd::generate::completions(args, Cli::command()),
         Command::ManPages(args) => cmd::generate::man_pages(args, Cli::command()),
     };

@@ -126,6 +126,7 @@ fn man_pages_for_jobprof_and_every_subcommand() {
         "jobprof-nsys-plan.1",
         "jobprof-completions.1",
         "jobprof-man-pages.1",
+        "jobprof-trend.1",
     ] {
         let text = fs::read_to_string(dir.join(page)).unwrap_or_else(|e| panic!("{page}: {e}"));
         assert!(text.contains(".TH "), "{page}");

@@ -1,6 +1,7 @@
 //! The layering rule of docs/development.md, checked on the source: the
 //! library's top-level folders import only earlier stages and `sys`
-//! (`sys < capture < symbolize < text < output < pipeline < bulk < views`;
+//! (`sys < capture < symbolize < text < output < pipeline < bulk < views <
+//! trend`;
 //! `nsys` imports only `sys`), `error.rs` names only the stages' `Error`
 //! types, no `super::super` path climbs out of its folder, and no two
 //! modules or folders import each other, directly or round a longer loop
@@ -21,7 +22,7 @@ use syn::visit::Visit;
 
 /// The stages in data-flow order, `sys` beneath all: a folder may import
 /// the folders before it.
-const ORDER: [&str; 8] = [
+const ORDER: [&str; 9] = [
     "sys",
     "capture",
     "symbolize",
@@ -30,6 +31,7 @@ const ORDER: [&str; 8] = [
     "pipeline",
     "bulk",
     "views",
+    "trend",
 ];
 
 /// Outside the order: `nsys` imports only `sys`; `error` is imported by all.

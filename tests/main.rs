@@ -26,4 +26,5 @@ mod slurm;
 mod slurm_e2e;
 mod symbols;
 mod timeline;
+mod trend;
 mod util;

@@ -791,3 +791,48 @@ pub fn data_files(dir: &Path) -> Vec<PathBuf> {
     v.sort();
     v
 }
+
+// ---------------------------------------------------------------------------
+// A real query engine: DuckDB from PyPI.
+
+/// A Python with DuckDB: `$JOBPROF_TEST_PYTHON` when set, else the venv
+/// `target/duckdb-venv` (made on first use with `python3 -m venv` and `pip
+/// install duckdb`; `.ci/run` makes it before the tests). `None`, skipped
+/// loudly (a failure under CI), when neither works.
+pub fn duckdb_python() -> Option<PathBuf> {
+    static PY: OnceLock<Option<PathBuf>> = OnceLock::new();
+    PY.get_or_init(|| {
+        let works = |py: &Path| {
+            Command::new(py)
+                .args(["-c", "import duckdb"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if let Some(py) = std::env::var_os("JOBPROF_TEST_PYTHON").map(PathBuf::from) {
+            return require(works(&py), "JOBPROF_TEST_PYTHON with duckdb").then_some(py);
+        }
+        let venv = repo_root().join("target/duckdb-venv");
+        let py = venv.join("bin/python");
+        if !works(&py) {
+            let made = Command::new("python3")
+                .args(["-m", "venv"])
+                .arg(&venv)
+                .status()
+                .is_ok_and(|s| s.success())
+                && Command::new(venv.join("bin/pip"))
+                    .args(["install", "-q", "duckdb"])
+                    .status()
+                    .is_ok_and(|s| s.success());
+            if !made {
+                eprintln!(
+                    "python3 -m venv {} && pip install duckdb failed",
+                    venv.display()
+                );
+            }
+        }
+        require(works(&py), "a Python venv with duckdb (target/duckdb-venv)").then_some(py)
+    })
+    .clone()
+}

@@ -11,6 +11,7 @@ pub mod render;
 pub mod repl;
 pub mod report;
 pub mod reprocess;
+pub mod trend;
 
 /// The most worker threads `--jobs`/`--threads` may ask for: far above
 /// any node's cores, far below what exhausts a process's threads.

@@ -1,0 +1,473 @@
+//! `jobprof trend`: what regressed across a series of processed runs, with
+//! a gate for CI (`--fail-on-regression`).
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use jobprof::trend::{self, Baseline, Finding, LoadOptions, Options, TimeFinding, Trend};
+use jobprof::ExitCode;
+
+/// Which function got slower, in which query, across a series of runs of
+/// the same queries: per query and function, the self and total share of
+/// the query's samples in each run (the mean over the run's replicates,
+/// e.g. `Q3_iter1`, `Q3_iter2`), and the changes of the newest run from the
+/// baseline (the median of the earlier runs) that exceed the threshold and
+/// the noise (a permutation test over replicates, Benjamini-Hochberg
+/// adjusted). Writes trend.html (a chart per query; click a point to open
+/// that run's flamegraph or its diff against the baseline) and trend.json,
+/// and prints one `regressed` or `improved` line per significant change.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  jobprof trend results/run_* -o trend/
+  jobprof trend nightly/2026-11-* --query q01 --query q17 -o q01-q17/
+  jobprof trend base_run new_run --baseline 1 --order args -o vs-base/
+  jobprof trend runs/* --label commit=$GIT_SHA --fail-on-regression 2 -o trend/   # CI gate
+  jobprof trend runs/* --each-run --json trend.json -o trend/
+
+Replicates: a capture named BASE_iterN, BASE.repN, BASE-runN (also
+iteration, repeat; any case) is replicate N of query BASE; any other name is
+a query with one replicate. Workers are merged per replicate.
+
+Exit status: 0 done (whatever changed, unless gated); 1 done, but some
+folded lines were unusable; 2 bad usage or an unreadable run (nothing is
+written); 3 --fail-on-regression: a significant regression of more than PTS
+points (each is named on stderr).")]
+pub struct TrendArgs {
+    /// The runs: result directories (or their profiles/perf) processed by
+    /// `jobprof process` or `reprocess`, at least two.
+    #[arg(value_name = "RESULT_DIR", required = true, num_args = 1..)]
+    pub runs: Vec<PathBuf>,
+
+    /// Output directory (created): trend.html, trend.json, diffs/.
+    #[arg(short, long, value_name = "DIR", default_value = "trend")]
+    pub output: PathBuf,
+
+    /// Only query Q (a base name such as Q3, or a capture name); repeat
+    /// for more.
+    #[arg(long = "query", value_name = "Q")]
+    pub queries: Vec<String>,
+
+    /// Compare with this run only: its position in the series (1 = oldest)
+    /// or its directory [default: the median of the earlier runs].
+    #[arg(long, value_name = "N|DIR")]
+    pub baseline: Option<String>,
+
+    /// Exit 3 when a function's share rose significantly by more than PTS
+    /// points (the CI gate); also tests changes down to PTS.
+    #[arg(long, value_name = "PTS")]
+    pub fail_on_regression: Option<f64>,
+
+    /// Write trend.json here instead of into the output directory.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// The series' order: by the time the runs' captures started, or as
+    /// given.
+    #[arg(long, value_name = "ORDER", default_value = "time", value_parser = ["time", "args"])]
+    pub order: String,
+
+    /// A label of the newest run (commit, image digest), shown with the
+    /// labels of each run's run-labels.json; repeat for more.
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    pub labels: Vec<String>,
+
+    /// Which profile: on-cpu (stacks.folded), off-cpu (offcpu.folded) or
+    /// wall-clock (wallclock.folded; captures recorded with --off-cpu).
+    #[arg(long, value_name = "KIND", default_value = "on-cpu",
+          value_parser = ["on-cpu", "off-cpu", "wall-clock"])]
+    pub kind: String,
+
+    /// Smallest change of a share worth reporting, in points.
+    #[arg(long, value_name = "PTS", default_value_t = 1.0)]
+    pub min_change: f64,
+
+    /// Smallest change of a query's total worth reporting, in percent.
+    #[arg(long, value_name = "PCT", default_value_t = 10.0)]
+    pub min_time_change: f64,
+
+    /// False discovery rate of the Benjamini-Hochberg adjustment.
+    #[arg(long, value_name = "ALPHA", default_value_t = 0.05)]
+    pub alpha: f64,
+
+    /// Test every run against its own baseline (the earlier runs), not
+    /// only the newest.
+    #[arg(long)]
+    pub each_run: bool,
+
+    /// Functions charted per query (besides those with a finding).
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub top: usize,
+
+    /// Print only the findings (no header, no notes).
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+fn usage(msg: String) -> anyhow::Error {
+    jobprof::Error::Usage(msg).into()
+}
+
+pub fn run(args: TrendArgs) -> anyhow::Result<ExitCode> {
+    check(&args)?;
+    let labels = args
+        .labels
+        .iter()
+        .map(|l| match l.split_once('=') {
+            Some((k, v)) if !k.is_empty() => Ok((trend::load::short(k), trend::load::short(v))),
+            _ => Err(usage(format!(
+                "--label {l}: write KEY=VALUE (e.g. commit=abc123)"
+            ))),
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let folded = match args.kind.as_str() {
+        "off-cpu" => jobprof::text::offcpu::OFFCPU_FOLDED,
+        "wall-clock" => jobprof::text::offcpu::WALLCLOCK_FOLDED,
+        _ => jobprof::capture::FOLDED,
+    };
+    let series = trend::load::load(
+        &args.runs,
+        &LoadOptions {
+            folded: folded.to_string(),
+            queries: args.queries.clone(),
+            keep_order: args.order == "args",
+            labels,
+        },
+    )?;
+    if series.queries.is_empty() {
+        return Err(usage(format!(
+            "no processed capture{} in the runs (no {folded}); run `jobprof process` on them first",
+            if args.queries.is_empty() {
+                String::new()
+            } else {
+                format!(" of {}", args.queries.join(", "))
+            }
+        )));
+    }
+    let opts = Options {
+        min_change: args
+            .fail_on_regression
+            .map_or(args.min_change, |g| g.min(args.min_change)),
+        alpha: args.alpha,
+        baseline: baseline(&args, &series)?,
+        each_run: args.each_run,
+        min_time_change: args.min_time_change,
+        top: args.top,
+        ..Options::default()
+    };
+    let count = count_name(&args.kind, &series);
+    let mut t = Trend::new(&series, &opts, &args.kind, &count);
+    trend::write(&mut t, &series, &args.output, args.json.as_deref())?;
+    let bad = warn_unprocessed(&series, args.quiet);
+    print_summary(&t, &args)?;
+    if let Some(gate) = args.fail_on_regression {
+        let over: Vec<&Finding> = t.significant().filter(|f| f.change > gate).collect();
+        if !over.is_empty() {
+            jobprof::errln!(
+                "jobprof: --fail-on-regression {gate}: {} significant regression(s) of more than {gate} points:",
+                over.len()
+            );
+            for f in over {
+                jobprof::errln!("  {}", finding_line(f, &t, usize::MAX));
+            }
+            return Ok(ExitCode::Regression);
+        }
+    }
+    Ok(if bad > 0 {
+        ExitCode::Failed
+    } else {
+        ExitCode::Success
+    })
+}
+
+/// Usage errors clap cannot catch.
+fn check(args: &TrendArgs) -> anyhow::Result<()> {
+    if args.runs.len() < 2 {
+        return Err(usage(
+            "a trend needs at least two runs (the baseline and the run to test)".into(),
+        ));
+    }
+    for (name, v) in [
+        ("--min-change", args.min_change),
+        ("--min-time-change", args.min_time_change),
+    ] {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(usage(format!("{name} {v}: give a number of at least 0")));
+        }
+    }
+    if let Some(g) = args
+        .fail_on_regression
+        .filter(|g| !(g.is_finite() && *g >= 0.0))
+    {
+        return Err(usage(format!(
+            "--fail-on-regression {g}: give points of at least 0 (e.g. 2)"
+        )));
+    }
+    if !(args.alpha > 0.0 && args.alpha < 1.0) {
+        return Err(usage(format!(
+            "--alpha {}: give a rate between 0 and 1 (e.g. 0.05)",
+            args.alpha
+        )));
+    }
+    if args.output.is_file() {
+        return Err(usage(format!(
+            "{}: -o names the output directory (trend.html, trend.json); this is a file",
+            args.output.display()
+        )));
+    }
+    // Never write into a run: jobprof does not modify its inputs.
+    let out = resolved(&args.output);
+    for r in &args.runs {
+        if let (Some(o), Ok(r2)) = (&out, std::fs::canonicalize(r)) {
+            if o.starts_with(&r2) {
+                return Err(usage(format!(
+                    "-o {}: inside the run {}; write the trend elsewhere (jobprof never \
+                     modifies its inputs)",
+                    args.output.display(),
+                    r.display()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `path` made absolute through its nearest existing ancestor (links
+/// resolved), the missing rest appended.
+fn resolved(path: &std::path::Path) -> Option<PathBuf> {
+    let abs = std::path::absolute(path).ok()?;
+    let mut existing = abs.as_path();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        rest.push(existing.file_name()?.to_owned());
+        existing = existing.parent()?;
+    }
+    let mut out = existing.canonicalize().ok()?;
+    for part in rest.iter().rev() {
+        out.push(part);
+    }
+    Some(out)
+}
+
+/// `--baseline N|DIR` as an index of the series.
+fn baseline(args: &TrendArgs, series: &jobprof::trend::Series) -> anyhow::Result<Baseline> {
+    let Some(b) = &args.baseline else {
+        return Ok(Baseline::Earlier);
+    };
+    let n = series.runs.len();
+    if !b.is_empty() && b.bytes().all(|c| c.is_ascii_digit()) {
+        return match b.parse::<usize>() {
+            Ok(i) if (1..=n).contains(&i) => Ok(Baseline::Run(i - 1)),
+            _ => Err(usage(format!(
+                "--baseline {b}: give a run's position between 1 (oldest) and {n}, or its directory"
+            ))),
+        };
+    }
+    let want = std::fs::canonicalize(b).map_err(|e| usage(format!("--baseline {b}: {e}")))?;
+    series
+        .runs
+        .iter()
+        .position(|r| std::fs::canonicalize(&r.dir).is_ok_and(|d| d == want))
+        .map(Baseline::Run)
+        .ok_or_else(|| usage(format!("--baseline {b}: not one of the runs given")))
+}
+
+/// What the counts are: `ns` for the clocks and the off-CPU profiles.
+fn count_name(kind: &str, series: &jobprof::trend::Series) -> String {
+    if kind != "on-cpu" {
+        return "ns".into();
+    }
+    let events: std::collections::BTreeSet<&str> = series
+        .runs
+        .iter()
+        .filter_map(|r| r.event.as_deref())
+        .map(jobprof::text::perf_script::event_base)
+        .collect();
+    match events.iter().next() {
+        Some(e) if events.len() == 1 && e.ends_with("-clock") => "ns".into(),
+        Some(e) if events.len() == 1 => e.to_string(),
+        _ => "samples".into(),
+    }
+}
+
+/// Warns about captures left out; returns the unusable folded lines.
+fn warn_unprocessed(series: &jobprof::trend::Series, quiet: bool) -> u64 {
+    let mut bad = 0;
+    for r in &series.runs {
+        bad += r.bad_lines;
+        if !quiet && !r.unprocessed.is_empty() {
+            jobprof::errln!(
+                "jobprof: warning: {}: {} capture(s) not processed, left out: {}",
+                r.dir.display(),
+                r.unprocessed.len(),
+                r.unprocessed.join(", ")
+            );
+        }
+    }
+    bad
+}
+
+/// At most `width` characters: the start of `s` replaced by `…` (a
+/// function's own name is at the end of its qualified name).
+fn fit(s: &str, width: usize) -> String {
+    let n = s.chars().count();
+    if n <= width || width < 5 {
+        return s.to_string();
+    }
+    let t: String = s.chars().skip(n - (width - 1)).collect();
+    format!("…{t}")
+}
+
+fn fmt_p(p: f64) -> String {
+    if p < 0.001 {
+        format!("{p:.0e}")
+    } else {
+        format!("{p:.3}")
+    }
+}
+
+/// One `regressed`/`improved` line, the function shortened so that the
+/// line fits `width` columns.
+pub fn finding_line(f: &Finding, t: &Trend, width: usize) -> String {
+    let kind = if f.kind == trend::Kind::Total {
+        " [total]"
+    } else {
+        ""
+    };
+    let run = if t.assessment.tested_runs.len() > 1 {
+        format!(", run {}", f.run + 1)
+    } else {
+        String::new()
+    };
+    let tail = format!(
+        "{kind} {:.1}% -> {:.1}% ({:+.1} points, p={}{run})",
+        f.baseline,
+        f.new,
+        f.change,
+        fmt_p(f.p)
+    );
+    let head = format!("{} {} ", f.verdict, f.query);
+    let room = width.saturating_sub(head.chars().count() + tail.chars().count());
+    format!("{head}{}{tail}", fit(&f.function, room.max(12)))
+}
+
+fn time_line(f: &TimeFinding, t: &Trend) -> String {
+    let amount = |x: f64| {
+        if t.settings.count_name == "ns" {
+            format!("{:.2} s", x / 1e9)
+        } else {
+            format!("{x:.0} {}", t.settings.count_name)
+        }
+    };
+    let run = if t.assessment.tested_runs.len() > 1 {
+        format!(", run {}", f.run + 1)
+    } else {
+        String::new()
+    };
+    format!(
+        "{} {} {} -> {} per replicate ({:+.0}%, p={}{run})",
+        if f.significant { f.verdict } else { "total" },
+        fit(&f.query, 24),
+        amount(f.baseline),
+        amount(f.new),
+        f.change_pct,
+        fmt_p(f.p)
+    )
+}
+
+/// Words of `text` in lines of at most 80 columns.
+fn wrap(text: &str) -> Vec<String> {
+    let mut lines = vec![String::new()];
+    for w in text.split_whitespace() {
+        let cur = lines.last_mut().expect("one line");
+        if !cur.is_empty() && cur.chars().count() + 1 + w.chars().count() > 80 {
+            lines.push(String::new());
+        }
+        let cur = lines.last_mut().expect("one line");
+        if !cur.is_empty() {
+            cur.push(' ');
+        }
+        cur.push_str(w);
+    }
+    lines
+}
+
+fn print_summary(t: &Trend, args: &TrendArgs) -> anyhow::Result<()> {
+    let s = &t.settings;
+    if !args.quiet {
+        let (a, b) = (&t.runs[0], &t.runs[t.runs.len() - 1]);
+        let tested: Vec<String> = t
+            .assessment
+            .tested_runs
+            .iter()
+            .map(|i| (i + 1).to_string())
+            .collect();
+        let head = format!(
+            "trend of {} runs ({} .. {}), {} queries, {}. Tested run {} against {}: \
+             changes over {} points and {} sd of the baseline runs, significant by a \
+             permutation test over replicates (false discovery rate {} over queries and \
+             functions).",
+            t.runs.len(),
+            a.name,
+            b.name,
+            t.assessment.queries.len(),
+            s.profile,
+            tested.join(", "),
+            s.baseline,
+            s.min_change,
+            s.noise_sigmas,
+            s.alpha
+        );
+        for l in wrap(&head) {
+            jobprof::outln!("{l}")?;
+        }
+    }
+    let mut any = false;
+    let sig: Vec<&Finding> = t.significant().collect();
+    for f in sig
+        .iter()
+        .filter(|f| f.change > 0.0)
+        .chain(sig.iter().filter(|f| f.change < 0.0))
+    {
+        jobprof::outln!("{}", finding_line(f, t, 80))?;
+        any = true;
+    }
+    // Every query whose total moved beyond the threshold, with its
+    // figure; `slower`/`faster` only when significant.
+    for f in &t.assessment.time_findings {
+        jobprof::outln!("{}", time_line(f, t))?;
+        any |= f.significant;
+    }
+    if !any && !args.quiet {
+        jobprof::outln!("no significant change")?;
+    }
+    if !args.quiet {
+        for n in &t.assessment.notes {
+            for l in wrap(&format!("note: {n}")) {
+                jobprof::outln!("{l}")?;
+            }
+        }
+        jobprof::outln!("{}", args.output.join(trend::TREND_HTML).display())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_names_keep_their_end() {
+        assert_eq!(fit("abcdefghij", 20), "abcdefghij");
+        assert_eq!(fit("duckdb::Hash::Sink", 10), "…ash::Sink");
+        assert_eq!(fit("abcdefghijkl", 7).chars().count(), 7);
+    }
+
+    #[test]
+    fn wrapped_lines_fit_80_columns() {
+        let text = "word ".repeat(60);
+        for l in wrap(&text) {
+            assert!(l.chars().count() <= 80);
+        }
+    }
+}

@@ -1,0 +1,730 @@
+//! What changed: for each query, each function (self and total share of
+//! the query's samples) and each run tested (the newest, or each one), the
+//! change from the baseline (the median of the earlier runs' means, or
+//! one chosen run), and whether it is beyond the noise:
+//!
+//! - the change must exceed the threshold: `min_change` points and
+//!   `noise_sigmas` standard deviations of the baseline runs' means (the
+//!   run-to-run noise; none with one baseline run);
+//! - and be significant: the permutation test of the run's replicates
+//!   against the baseline runs' replicates, over every function and kind
+//!   of the query at once (max-T: a family-wise adjusted p-value per
+//!   function; with one replicate per run, the between-runs prediction
+//!   test with Holm's adjustment), then across queries and tested runs
+//!   Benjamini-Hochberg over each query's smallest adjusted p selects the
+//!   queries that changed, and within them a function is significant at
+//!   `alpha` x selected / queries ([`select`]).
+//!
+//! Each query's total (its samples per replicate) is judged in percent,
+//! against the spread between baseline runs (its noise is the machine's,
+//! run by run), Benjamini-Hochberg across queries. The chart series (the top functions' shares per run, with
+//! their spread over replicates) are gathered here too.
+
+use serde::Serialize;
+
+use super::load::{QuerySeries, Replicate, Series};
+use super::stats::{self, Method, Tested};
+
+/// Which runs the tested run is compared with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Baseline {
+    /// The median of all earlier runs (the default).
+    #[default]
+    Earlier,
+    /// One run (its index in the series).
+    Run(usize),
+}
+
+/// How to judge changes.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Smallest change in share worth reporting, in points.
+    pub min_change: f64,
+    /// The false discovery rate of the Benjamini-Hochberg adjustment.
+    pub alpha: f64,
+    /// The baseline.
+    pub baseline: Baseline,
+    /// Test every run against its own baseline, not only the newest.
+    pub each_run: bool,
+    /// Smallest change of a query's total worth reporting, in percent.
+    pub min_time_change: f64,
+    /// Standard deviations of the baseline runs' means a change must
+    /// exceed.
+    pub noise_sigmas: f64,
+    /// Functions charted per query (besides those with a finding).
+    pub top: usize,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            min_change: 1.0,
+            alpha: 0.05,
+            baseline: Baseline::Earlier,
+            each_run: false,
+            min_time_change: 10.0,
+            noise_sigmas: 3.0,
+            top: 8,
+        }
+    }
+}
+
+/// Self or total share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// Samples whose leaf is the function.
+    #[serde(rename = "self")]
+    Own,
+    /// Samples with the function anywhere on the stack.
+    Total,
+}
+
+impl Kind {
+    /// `self` or `total`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Own => "self",
+            Kind::Total => "total",
+        }
+    }
+}
+
+/// A mean with its spread over replicates.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Stat {
+    /// Mean over the replicates.
+    pub mean: f64,
+    /// Their standard deviation (0 for one).
+    pub sd: f64,
+    /// Smallest.
+    pub min: f64,
+    /// Largest.
+    pub max: f64,
+    /// Replicates.
+    pub n: usize,
+}
+
+impl Stat {
+    fn of(v: &[f64]) -> Option<Stat> {
+        (!v.is_empty()).then(|| Stat {
+            mean: stats::mean(v),
+            sd: stats::sd(v),
+            min: v.iter().copied().fold(f64::INFINITY, f64::min),
+            max: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            n: v.len(),
+        })
+    }
+}
+
+/// One function's share across the runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct FnSeries {
+    /// The function.
+    pub function: String,
+    /// Per run: its share (percent), `null` where the run lacks the query.
+    pub points: Vec<Option<Stat>>,
+}
+
+/// One query across the runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct QueryTrend {
+    /// The base query name.
+    pub query: String,
+    /// Per run: its total (counts per replicate, workers summed).
+    pub totals: Vec<Option<Stat>>,
+    /// The charted functions' self shares.
+    pub self_series: Vec<FnSeries>,
+    /// The charted functions' total shares.
+    pub total_series: Vec<FnSeries>,
+    /// Per run: the replicates' capture names.
+    pub replicates: Vec<Vec<String>>,
+    /// Per run: its flamegraph, relative to the output directory.
+    pub flamegraphs: Vec<Option<String>>,
+    /// Per run: its diff against the baseline, relative to the output
+    /// directory (drawn for runs with a significant finding).
+    pub diffs: Vec<Option<String>>,
+}
+
+/// A tested change of one function's share.
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    /// `regressed` (the share rose) or `improved`.
+    pub verdict: &'static str,
+    /// Significant after the adjustment, and beyond the threshold.
+    pub significant: bool,
+    /// The query.
+    pub query: String,
+    /// The function.
+    pub function: String,
+    /// Self or total share.
+    pub kind: Kind,
+    /// The run tested (index in the series).
+    pub run: usize,
+    /// The baseline runs.
+    pub baseline_runs: Vec<usize>,
+    /// The baseline share (percent).
+    pub baseline: f64,
+    /// The run's share (mean over its replicates).
+    pub new: f64,
+    /// Its spread over the run's replicates.
+    pub new_spread: Stat,
+    /// new - baseline, in points.
+    pub change: f64,
+    /// The run-to-run noise: `noise_sigmas` x the sd of the baseline runs'
+    /// means (0 with one baseline run).
+    pub noise: f64,
+    /// The change that had to be exceeded: max(min_change, noise).
+    pub threshold: f64,
+    /// Two-sided p-value.
+    pub p: f64,
+    /// Benjamini-Hochberg adjusted p-value.
+    pub q: f64,
+    /// How p was found.
+    pub method: Method,
+}
+
+/// A tested change of one query's total.
+#[derive(Debug, Clone, Serialize)]
+pub struct TimeFinding {
+    /// `slower` or `faster`.
+    pub verdict: &'static str,
+    /// Significant and beyond the threshold.
+    pub significant: bool,
+    /// The query.
+    pub query: String,
+    /// The run tested.
+    pub run: usize,
+    /// How many baseline runs it was judged against (with one, the
+    /// run-to-run noise is unknown and the change is never significant).
+    pub baseline_runs: usize,
+    /// The baseline's total per replicate (median of run means).
+    pub baseline: f64,
+    /// The run's total per replicate (mean).
+    pub new: f64,
+    /// Change in percent of the baseline.
+    pub change_pct: f64,
+    /// max(min_time_change, run-to-run noise in percent).
+    pub threshold_pct: f64,
+    /// Two-sided p-value.
+    pub p: f64,
+    /// Adjusted p-value.
+    pub q: f64,
+    /// How p was found.
+    pub method: Method,
+}
+
+/// Everything the trend found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Assessment {
+    /// Per query: the chart series.
+    pub queries: Vec<QueryTrend>,
+    /// Every candidate change (beyond the threshold), tested; largest
+    /// rise first.
+    pub findings: Vec<Finding>,
+    /// Every candidate change of a query's total.
+    pub time_findings: Vec<TimeFinding>,
+    /// The runs tested.
+    pub tested_runs: Vec<usize>,
+    /// Notes on the tests (weaker tests, untestable queries).
+    pub notes: Vec<String>,
+}
+
+/// Assesses the series.
+pub fn assess(series: &Series, opts: &Options) -> Assessment {
+    let n = series.runs.len();
+    let targets: Vec<usize> = match (opts.each_run, opts.baseline) {
+        (false, Baseline::Earlier) => (n > 1).then(|| n - 1).into_iter().collect(),
+        (false, Baseline::Run(b)) => (0..n).rev().filter(|&t| t != b).take(1).collect(),
+        (true, Baseline::Earlier) => (1..n).collect(),
+        (true, Baseline::Run(b)) => (0..n).filter(|&t| t != b).collect(),
+    };
+    let mut findings = Vec::new();
+    let mut families: Vec<Vec<Tested1>> = Vec::new();
+    let mut times = Vec::new();
+    let mut notes = Vec::new();
+    for &t in &targets {
+        let base: Vec<usize> = match opts.baseline {
+            Baseline::Earlier => (0..t).collect(),
+            Baseline::Run(b) => vec![b],
+        };
+        for (name, q) in &series.queries {
+            let Some(x) = q.runs.get(t).filter(|r| !r.is_empty()) else {
+                continue;
+            };
+            let b: Vec<(usize, &Vec<Replicate>)> = base
+                .iter()
+                .filter_map(|&i| q.runs.get(i).filter(|r| !r.is_empty()).map(|r| (i, r)))
+                .collect();
+            if b.is_empty() {
+                continue;
+            }
+            let one = x.len() == 1 && b.iter().all(|(_, r)| r.len() == 1);
+            if one {
+                notes.push(note_one_replicate(name, t, b.len()));
+            }
+            let family = functions(name, q, t, x, &b, opts);
+            if !family.is_empty() {
+                families.push(family);
+            }
+            if let Some(f) = time(name, t, x, &b, opts) {
+                times.push(f);
+            }
+        }
+    }
+    findings.extend(select(families, opts.alpha));
+    adjust(&mut times, |f| f.p, |f, q| f.q = q);
+    for f in &mut times {
+        f.significant = f.q <= opts.alpha && f.baseline_runs >= 2;
+    }
+    findings.sort_by(|a, b| {
+        b.change
+            .total_cmp(&a.change)
+            .then_with(|| a.query.cmp(&b.query))
+            .then_with(|| a.function.cmp(&b.function))
+            .then_with(|| a.kind.cmp(&b.kind))
+    });
+    notes.dedup();
+    let queries = series
+        .queries
+        .iter()
+        .map(|(name, q)| chart(name, q, n, opts.top, &findings))
+        .collect();
+    Assessment {
+        queries,
+        findings,
+        time_findings: times,
+        tested_runs: targets,
+        notes,
+    }
+}
+
+fn note_one_replicate(q: &str, t: usize, baseline_runs: usize) -> String {
+    if baseline_runs < 2 {
+        format!(
+            "{q}, run {}: one replicate per run and one baseline run: no test is possible \
+             (run the query several times per run, or give more runs)",
+            t + 1
+        )
+    } else {
+        format!(
+            "{q}, run {}: one replicate per run: the test compares the run with the spread \
+             between the {baseline_runs} baseline runs (weaker than a test over replicates)",
+            t + 1
+        )
+    }
+}
+
+/// Which findings are significant, across queries and tested runs
+/// (Benjamini and Bogomolov's selective inference over families, one
+/// family per query and tested run): Benjamini-Hochberg at `alpha` over
+/// the families' Simes p-values selects the R of m families in which
+/// something changed; within a selected family, Benjamini-Hochberg at
+/// `alpha` x R / m picks the functions. `q` is a finding's adjusted p
+/// within its family x m / R (1 outside selected families); significant
+/// when at most `alpha`.
+fn select(families: Vec<Vec<Tested1>>, alpha: f64) -> Vec<Finding> {
+    let m = families.len();
+    let simes: Vec<f64> = families
+        .iter()
+        .map(|f| stats::simes(&f.iter().map(|t| t.p).collect::<Vec<_>>()))
+        .collect();
+    let chosen: Vec<bool> = stats::benjamini_hochberg(&simes)
+        .into_iter()
+        .map(|q| q <= alpha)
+        .collect();
+    let r = chosen.iter().filter(|c| **c).count().max(1);
+    let mut out = Vec::new();
+    for (family, chosen) in families.into_iter().zip(chosen) {
+        let ps: Vec<f64> = family.iter().map(|t| t.p).collect();
+        let qs = stats::benjamini_hochberg(&ps);
+        for (t, q) in family.into_iter().zip(qs) {
+            let Some(mut f) = t.finding else { continue };
+            f.q = if chosen {
+                (q * m as f64 / r as f64).min(1.0)
+            } else {
+                1.0
+            };
+            f.significant = chosen && f.q <= alpha;
+            out.push(f);
+        }
+    }
+    out
+}
+
+/// Benjamini-Hochberg over `items`.
+fn adjust<T>(items: &mut [T], p: impl Fn(&T) -> f64, set: impl Fn(&mut T, f64)) {
+    let ps: Vec<f64> = items.iter().map(&p).collect();
+    for (item, q) in items.iter_mut().zip(stats::benjamini_hochberg(&ps)) {
+        set(item, q);
+    }
+}
+
+/// The test of `x` (the run's replicates) against the baseline runs'.
+fn test(x: &[f64], runs: &[Vec<f64>], seed: u64) -> Option<Tested> {
+    if x.len() == 1 && runs.iter().all(|r| r.len() == 1) {
+        let means: Vec<f64> = runs.iter().map(|r| r[0]).collect();
+        return stats::between_runs(x[0], &means);
+    }
+    let pooled: Vec<f64> = runs.iter().flatten().copied().collect();
+    stats::permutation(x, &pooled, seed)
+}
+
+/// Baseline (median of run means), noise (sigmas x sd of run means).
+fn baseline_of(runs: &[Vec<f64>], sigmas: f64) -> (f64, f64) {
+    let means: Vec<f64> = runs.iter().map(|r| stats::mean(r)).collect();
+    let noise = if means.len() >= 2 {
+        sigmas * stats::sd(&means)
+    } else {
+        0.0
+    };
+    (stats::median(&means), noise)
+}
+
+/// One tested function of a query: its family p-value and its finding
+/// (when the change is beyond the threshold).
+struct Tested1 {
+    p: f64,
+    finding: Option<Finding>,
+}
+
+/// The family of query `name` in run `t`: every function and kind whose
+/// share, in at least as many replicates as the run has, exceeds
+/// `min_change` (a filter on the pooled replicates, which a permutation
+/// leaves unchanged, so it does not bias the test), each tested by the
+/// permutation test over replicates (or the between-runs test with one
+/// replicate per run). Findings are made for the changes beyond the
+/// threshold; their `p` is the test's.
+fn functions(
+    name: &str,
+    q: &QuerySeries,
+    t: usize,
+    x: &[Replicate],
+    b: &[(usize, &Vec<Replicate>)],
+    opts: &Options,
+) -> Vec<Tested1> {
+    let mut ids: Vec<u32> = x
+        .iter()
+        .chain(b.iter().flat_map(|(_, r)| r.iter()))
+        .flat_map(|r| r.shares.iter().map(|s| s.0))
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut out = Vec::new();
+    for id in ids {
+        for kind in [Kind::Own, Kind::Total] {
+            let pick = |r: &Replicate| {
+                let (s, t) = r.share(id);
+                if kind == Kind::Own {
+                    s
+                } else {
+                    t
+                }
+            };
+            let xs: Vec<f64> = x.iter().map(pick).collect();
+            let ys: Vec<Vec<f64>> = b
+                .iter()
+                .map(|(_, r)| r.iter().map(pick).collect())
+                .collect();
+            let mut pooled: Vec<f64> = xs.iter().chain(ys.iter().flatten()).copied().collect();
+            pooled.sort_by(|a, b| b.total_cmp(a));
+            if pooled
+                .get(xs.len() - 1)
+                .is_none_or(|v| *v <= opts.min_change)
+            {
+                continue;
+            }
+            let function = &q.names[id as usize];
+            let seed = stats::seed_of(&format!("{name};{function};{}", kind.as_str()));
+            let Some(tested) = test(&xs, &ys, seed ^ t as u64) else {
+                continue;
+            };
+            let (baseline, noise) = baseline_of(&ys, opts.noise_sigmas);
+            let new = stats::mean(&xs);
+            let change = new - baseline;
+            let threshold = opts.min_change.max(noise);
+            let finding = (change.abs() > threshold).then(|| Finding {
+                verdict: if change > 0.0 {
+                    "regressed"
+                } else {
+                    "improved"
+                },
+                significant: false,
+                query: name.to_string(),
+                function: function.clone(),
+                kind,
+                run: t,
+                baseline_runs: b.iter().map(|(i, _)| *i).collect(),
+                baseline,
+                new,
+                new_spread: Stat::of(&xs).expect("the run has replicates"),
+                change,
+                noise,
+                threshold,
+                p: tested.p,
+                q: 1.0,
+                method: tested.method,
+            });
+            out.push(Tested1 {
+                p: tested.p,
+                finding,
+            });
+        }
+    }
+    out
+}
+
+/// The candidate change of query `name`'s total in run `t`, if any.
+fn time(
+    name: &str,
+    t: usize,
+    x: &[Replicate],
+    b: &[(usize, &Vec<Replicate>)],
+    opts: &Options,
+) -> Option<TimeFinding> {
+    let xs: Vec<f64> = x.iter().map(|r| r.total as f64).collect();
+    let ys: Vec<Vec<f64>> = b
+        .iter()
+        .map(|(_, r)| r.iter().map(|r| r.total as f64).collect())
+        .collect();
+    let (baseline, noise) = baseline_of(&ys, opts.noise_sigmas);
+    if baseline <= 0.0 {
+        return None;
+    }
+    let new = stats::mean(&xs);
+    let change_pct = 100.0 * (new - baseline) / baseline;
+    let threshold_pct = opts.min_time_change.max(100.0 * noise / baseline);
+    if change_pct.abs() <= threshold_pct {
+        return None;
+    }
+    // A run's total moves with the machine's load as a whole: the noise
+    // that matters is between runs, so with two or more baseline runs the
+    // run is judged against their spread, not against replicates.
+    let means: Vec<f64> = ys.iter().map(|r| stats::mean(r)).collect();
+    let tested = if means.len() >= 2 {
+        stats::between_runs(new, &means)?
+    } else {
+        test(&xs, &ys, stats::seed_of(name) ^ t as u64)?
+    };
+    Some(TimeFinding {
+        verdict: if change_pct > 0.0 { "slower" } else { "faster" },
+        significant: false,
+        query: name.to_string(),
+        run: t,
+        baseline_runs: b.len(),
+        baseline,
+        new,
+        change_pct,
+        threshold_pct,
+        p: tested.p,
+        q: 1.0,
+        method: tested.method,
+    })
+}
+
+/// Query `name`'s chart: its totals and its top functions per run.
+fn chart(name: &str, q: &QuerySeries, n: usize, top: usize, findings: &[Finding]) -> QueryTrend {
+    let totals = (0..n)
+        .map(|i| {
+            let v: Vec<f64> = q
+                .runs
+                .get(i)
+                .map(|r| r.iter().map(|r| r.total as f64).collect())
+                .unwrap_or_default();
+            Stat::of(&v)
+        })
+        .collect();
+    let series = |kind: Kind| {
+        let mut best = vec![0f64; q.names.len()];
+        for reps in &q.runs {
+            let mut sum = vec![0f64; q.names.len()];
+            for r in reps {
+                for &(id, s, t) in &r.shares {
+                    sum[id as usize] += f64::from(if kind == Kind::Own { s } else { t });
+                }
+            }
+            for (b, s) in best.iter_mut().zip(sum) {
+                *b = b.max(s / reps.len().max(1) as f64);
+            }
+        }
+        let mut ids: Vec<u32> = (0..q.names.len() as u32).collect();
+        ids.sort_by(|&a, &b| {
+            best[b as usize]
+                .total_cmp(&best[a as usize])
+                .then(a.cmp(&b))
+        });
+        let mut chosen: Vec<u32> = ids.into_iter().take(top).collect();
+        for f in findings
+            .iter()
+            .filter(|f| f.significant && f.kind == kind && f.query == name)
+        {
+            if let Some(id) = q.id(&f.function) {
+                if !chosen.contains(&id) {
+                    chosen.push(id);
+                }
+            }
+        }
+        chosen
+            .into_iter()
+            .map(|id| FnSeries {
+                function: q.names[id as usize].clone(),
+                points: (0..n)
+                    .map(|i| {
+                        let reps = q.runs.get(i).map(Vec::as_slice).unwrap_or_default();
+                        let v: Vec<f64> = reps
+                            .iter()
+                            .map(|r| {
+                                let (s, t) = r.share(id);
+                                if kind == Kind::Own {
+                                    s
+                                } else {
+                                    t
+                                }
+                            })
+                            .collect();
+                        Stat::of(&v)
+                    })
+                    .collect(),
+            })
+            .collect()
+    };
+    QueryTrend {
+        query: name.to_string(),
+        totals,
+        self_series: series(Kind::Own),
+        total_series: series(Kind::Total),
+        replicates: (0..n)
+            .map(|i| {
+                q.runs
+                    .get(i)
+                    .map(|r| r.iter().map(|r| r.name.clone()).collect())
+                    .unwrap_or_default()
+            })
+            .collect(),
+        flamegraphs: vec![None; n],
+        diffs: vec![None; n],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trend::load::RunInfo;
+    use crate::trend::stats::Rng;
+
+    /// A query of 12 functions sampled `samples` times per replicate, with
+    /// a little run-to-run jitter of the true shares; `bump` adds points
+    /// to function `f3` in the last run.
+    fn series(rng: &mut Rng, runs: usize, reps: usize, samples: u32, bump: f64) -> Series {
+        let base = [
+            30.0, 20.0, 12.0, 8.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.5, 1.5, 1.0,
+        ];
+        let mut q = QuerySeries::default();
+        let ids: Vec<u32> = (0..base.len())
+            .map(|i| q.intern(&format!("f{i}")))
+            .collect();
+        for run in 0..runs {
+            let mut shares: Vec<f64> = base.iter().map(|s| s * (0.95 + 0.1 * rng.unit())).collect();
+            if run == runs - 1 {
+                shares[3] += bump;
+            }
+            let sum: f64 = shares.iter().sum();
+            let mut reps_out = Vec::new();
+            for r in 0..reps {
+                let mut counts = vec![0u32; shares.len()];
+                for _ in 0..samples {
+                    let mut u = rng.unit() * sum;
+                    let mut i = 0;
+                    while i + 1 < shares.len() && u >= shares[i] {
+                        u -= shares[i];
+                        i += 1;
+                    }
+                    counts[i] += 1;
+                }
+                let pct = |c: u32| (100.0 * f64::from(c) / f64::from(samples)) as f32;
+                reps_out.push(Replicate {
+                    name: format!("q_iter{}", r + 1),
+                    number: r as u32 + 1,
+                    total: u64::from(samples),
+                    folded: vec![],
+                    flamegraph: None,
+                    // Leaf functions: self and total alike.
+                    shares: ids
+                        .iter()
+                        .zip(&counts)
+                        .map(|(&id, &c)| (id, pct(c), pct(c)))
+                        .collect(),
+                });
+            }
+            q.runs.push(reps_out);
+        }
+        let info = |i: usize| RunInfo {
+            dir: format!("run{i}").into(),
+            name: format!("run{i}"),
+            job_ids: Default::default(),
+            started: None,
+            started_ns: None,
+            labels: Default::default(),
+            event: None,
+            unprocessed: vec![],
+            bad_lines: 0,
+        };
+        Series {
+            runs: (0..runs).map(info).collect(),
+            queries: [("q".to_string(), q)].into_iter().collect(),
+        }
+    }
+
+    fn flags(s: &Series) -> Vec<Finding> {
+        assess(s, &Options::default())
+            .findings
+            .into_iter()
+            .filter(|f| f.significant)
+            .collect()
+    }
+
+    #[test]
+    fn unchanged_synthetic_series_rarely_flag_anything() {
+        let mut rng = Rng::new(5);
+        let trials = 300;
+        let flagged = (0..trials)
+            .filter(|_| !flags(&series(&mut rng, 4, 3, 400, 0.0)).is_empty())
+            .count();
+        let rate = flagged as f64 / f64::from(trials);
+        eprintln!("synthetic: {flagged} of {trials} unchanged series flagged something");
+        assert!(rate <= 0.05, "false-positive rate {rate}");
+    }
+
+    #[test]
+    fn a_rise_of_six_points_is_found_in_its_function() {
+        let mut rng = Rng::new(6);
+        let trials = 60;
+        let found = (0..trials)
+            .filter(|_| {
+                flags(&series(&mut rng, 6, 3, 400, 6.0))
+                    .iter()
+                    .any(|f| f.function == "f3" && f.verdict == "regressed")
+            })
+            .count();
+        eprintln!("synthetic: a 6-point rise found in {found} of {trials} series");
+        assert!(found >= 54, "found in {found} of {trials}");
+    }
+
+    #[test]
+    fn one_replicate_per_run_uses_the_weaker_between_runs_test() {
+        let mut rng = Rng::new(7);
+        let s = series(&mut rng, 8, 1, 2000, 15.0);
+        let a = assess(&s, &Options::default());
+        let hit = a
+            .findings
+            .iter()
+            .find(|f| f.function == "f3" && f.kind == Kind::Own)
+            .expect("f3 tested");
+        assert_eq!(hit.method, Method::BetweenRuns);
+        assert!(
+            a.notes.iter().any(|n| n.contains("weaker")),
+            "{:?}",
+            a.notes
+        );
+    }
+}

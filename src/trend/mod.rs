@@ -1,0 +1,185 @@
+//! `jobprof trend`: what changed across a series of runs of the same
+//! queries. Each run is a result directory already processed by `jobprof
+//! process` or `reprocess`; the runs are read once ([`load`]: each query's
+//! replicates, their workers merged as the job views merge them, kept as
+//! per-function shares), judged ([`assess`]: per query and function, the
+//! change of the self and total share from the baseline, beyond the
+//! threshold and significant by a permutation test over replicates with a
+//! Benjamini-Hochberg adjustment; [`stats`] holds the tests), and written
+//! ([`page`]: `trend.html`, a chart per query linking every point to that
+//! run's flamegraph or its diff against the baseline, and `trend.json`,
+//! every figure). This stage reads what the job views ([`crate::views`])
+//! and the processing wrote; it never folds a capture again.
+
+pub mod assess;
+pub mod load;
+mod page;
+pub mod replicate;
+pub mod stats;
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+pub use assess::{Assessment, Baseline, Finding, Kind, Options, TimeFinding};
+pub use load::{LoadOptions, RunInfo, Series};
+
+use crate::error::{Error, Result};
+use crate::sys::atomic::write_atomic;
+
+/// The chart page.
+pub const TREND_HTML: &str = "trend.html";
+/// Every figure, for scripts.
+pub const TREND_JSON: &str = "trend.json";
+/// Where the run-versus-baseline diffs go, in the output directory.
+pub const DIFFS_DIR: &str = "diffs";
+
+/// The settings a trend was judged with, as `trend.json` records them.
+#[derive(Debug, Clone, Serialize)]
+pub struct Settings {
+    /// on-cpu, off-cpu or wall-clock.
+    pub profile: String,
+    /// What the counts are (`ns`, `samples`, ...).
+    pub count_name: String,
+    /// The baseline, in words.
+    pub baseline: String,
+    /// Smallest change in points.
+    pub min_change: f64,
+    /// Smallest change of a query's total, in percent.
+    pub min_time_change: f64,
+    /// The false discovery rate.
+    pub alpha: f64,
+    /// Standard deviations of the baseline runs a change must exceed.
+    pub noise_sigmas: f64,
+    /// Functions below this share of a replicate read as 0 (percent).
+    pub floor_pct: f32,
+    /// The replicate naming rule.
+    pub replicate_rule: &'static str,
+}
+
+/// The whole trend: runs, settings, charts and findings.
+#[derive(Debug, Clone, Serialize)]
+pub struct Trend {
+    /// `jobprof`.
+    pub tool: &'static str,
+    /// Its version.
+    pub tool_version: &'static str,
+    /// When written (UTC).
+    pub generated: String,
+    /// How it was judged.
+    pub settings: Settings,
+    /// The runs, oldest first.
+    pub runs: Vec<RunInfo>,
+    /// The assessment.
+    #[serde(flatten)]
+    pub assessment: Assessment,
+}
+
+/// The replicate rule in words (for the page and `trend.json`).
+pub const REPLICATE_RULE: &str = "a capture named BASE{_,.,-}{iter,iteration,rep,repeat,run}N \
+     (e.g. Q3_iter2, q01.rep2) is replicate N of query BASE; any other name is a query with \
+     one replicate";
+
+impl Trend {
+    /// Assesses `series` with `opts`.
+    pub fn new(series: &Series, opts: &Options, profile: &str, count_name: &str) -> Trend {
+        let baseline = match opts.baseline {
+            Baseline::Earlier => "the median of the earlier runs".to_string(),
+            Baseline::Run(i) => format!("run {} ({})", i + 1, series.runs[i].name),
+        };
+        Trend {
+            tool: "jobprof",
+            tool_version: env!("CARGO_PKG_VERSION"),
+            generated: crate::sys::units::utc_timestamp(),
+            settings: Settings {
+                profile: profile.to_string(),
+                count_name: count_name.to_string(),
+                baseline,
+                min_change: opts.min_change,
+                min_time_change: opts.min_time_change,
+                alpha: opts.alpha,
+                noise_sigmas: opts.noise_sigmas,
+                floor_pct: load::FLOOR_PCT,
+                replicate_rule: REPLICATE_RULE,
+            },
+            runs: series.runs.clone(),
+            assessment: assess::assess(series, opts),
+        }
+    }
+
+    /// The significant findings.
+    pub fn significant(&self) -> impl Iterator<Item = &Finding> {
+        self.assessment.findings.iter().filter(|f| f.significant)
+    }
+}
+
+/// Writes `trend.html`, `trend.json` (when `json` is `None`, into
+/// `out_dir`) and the diffs of the runs with a significant finding into
+/// `out_dir` (created), each file atomically; fills in the links.
+pub fn write(
+    trend: &mut Trend,
+    series: &Series,
+    out_dir: &Path,
+    json: Option<&Path>,
+) -> Result<()> {
+    std::fs::create_dir_all(out_dir).map_err(|e| Error::io(out_dir, e))?;
+    page::link_flamegraphs(trend, series, out_dir);
+    page::draw_diffs(trend, series, out_dir)?;
+    let json_path = json.map_or_else(|| out_dir.join(TREND_JSON), Path::to_path_buf);
+    let mut text = serde_json::to_string_pretty(trend).expect("the trend serializes");
+    text.push('\n');
+    write_atomic(&json_path, text.as_bytes())?;
+    write_atomic(out_dir.join(TREND_HTML), page::html(trend).as_bytes())
+}
+
+/// `to` relative to the directory `from` (both made absolute first).
+pub fn relative(from: &Path, to: &Path) -> Option<PathBuf> {
+    let abs = |p: &Path| -> Option<PathBuf> {
+        let p = if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            std::env::current_dir().ok()?.join(p)
+        };
+        // Resolve `..` and links of the directories (the target itself
+        // is a plain file checked by the caller).
+        match (p.parent(), p.file_name()) {
+            (Some(dir), Some(name)) if !p.is_dir() => Some(dir.canonicalize().ok()?.join(name)),
+            _ => p.canonicalize().ok(),
+        }
+    };
+    let (from, to) = (abs(from)?, abs(to)?);
+    let f: Vec<_> = from.components().collect();
+    let t: Vec<_> = to.components().collect();
+    let common = f.iter().zip(&t).take_while(|(a, b)| a == b).count();
+    let mut out = PathBuf::new();
+    for _ in common..f.len() {
+        out.push("..");
+    }
+    for c in &t[common..] {
+        out.push(c);
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_paths_climb_to_the_common_dir() {
+        let d = tempfile::tempdir().unwrap();
+        let a = d.path().join("out");
+        let b = d.path().join("runs/r1/profiles");
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        std::fs::write(b.join("f.html"), "x").unwrap();
+        assert_eq!(
+            relative(&a, &b.join("f.html")).unwrap(),
+            PathBuf::from("../runs/r1/profiles/f.html")
+        );
+        assert_eq!(
+            relative(&a, &a.join("x.html")).unwrap(),
+            PathBuf::from("x.html")
+        );
+    }
+}

@@ -1,0 +1,76 @@
+"""A benchmark worker for tests/trend.rs: DuckDB (from PyPI) running two
+TPC-H-shaped queries, each ITERATIONS times, every iteration in its own
+capture window (`jobprof-record start/stop --query qN_iterK`, driven from
+here as a benchmark driver would). With INJECT=1, q1 computes one more
+expression (md5 of a quarter of the comments: duckdb::CryptoHashState::HashHex
+and its callers), the injected regression the test must find.
+
+usage: trend_duckdb.py RECORDER TOKENS WORKER READY ITERATIONS INJECT
+"""
+import os
+import subprocess
+import sys
+import time
+
+import duckdb
+
+recorder, tokens, worker, ready, iterations, inject = sys.argv[1:7]
+
+con = duckdb.connect()
+con.execute("SET threads=2")
+con.execute(
+    """CREATE TABLE lineitem AS SELECT i AS l_orderkey,
+         (i % 50) + 1 AS l_quantity, ((i * 13) % 100000) / 100.0 AS l_extendedprice,
+         (i % 11) / 100.0 AS l_discount, (i % 9) / 100.0 AS l_tax,
+         chr(CAST(65 + (i % 3) AS INTEGER)) AS l_returnflag,
+         chr(CAST(70 + (i % 2) AS INTEGER)) AS l_linestatus,
+         DATE '1992-01-01' + CAST(i % 2500 AS INTEGER) AS l_shipdate,
+         'c' || (i % 1000) AS l_comment
+       FROM range(1000000) t(i)"""
+)
+EXTRA = (
+    ", sum(CASE WHEN l_orderkey % 4 = 0 THEN length(md5(l_comment)) END)"
+    if inject == "1"
+    else ""
+)
+QUERIES = {
+    # TPC-H Q1's shape: a grouped aggregation over most rows.
+    "q1": (
+        1,
+        "SELECT l_returnflag, l_linestatus, sum(l_quantity),"
+        " sum(l_extendedprice * (1 - l_discount)),"
+        " sum(l_extendedprice * (1 - l_discount) * (1 + l_tax)), avg(l_discount),"
+        " count(*)" + EXTRA + " FROM lineitem WHERE l_shipdate <= DATE '1998-09-01'"
+        " GROUP BY 1, 2 ORDER BY 1, 2",
+    ),
+    # TPC-H Q6's shape: a filtered sum; short, so run 4 times per window.
+    "q6": (
+        4,
+        "SELECT sum(l_extendedprice * l_discount) FROM lineitem"
+        " WHERE l_shipdate >= DATE '1994-01-01' AND l_shipdate < DATE '1995-01-01'"
+        " AND l_discount BETWEEN 0.05 AND 0.07 AND l_quantity < 24",
+    ),
+}
+
+deadline = time.time() + 300
+while not os.path.exists(ready):
+    if time.time() > deadline:
+        sys.exit("the sidecar never became ready")
+    time.sleep(0.02)
+
+
+def driver(*args):
+    subprocess.run(
+        [recorder, *args, "--token-dir", tokens, "--worker", worker, "--timeout", "300"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+
+
+for q, (repeat, sql) in QUERIES.items():
+    for it in range(1, int(iterations) + 1):
+        driver("start", "--query", f"{q}_iter{it}")
+        for _ in range(repeat):
+            con.execute(sql).fetchall()
+        driver("stop", "--query", f"{q}_iter{it}")
+driver("shutdown")

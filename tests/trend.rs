@@ -1,0 +1,464 @@
+//! `jobprof trend` on real captures of a real engine: DuckDB (from PyPI,
+//! tests/programs/trend_duckdb.py) runs two TPC-H-shaped queries (q1, an
+//! aggregation; q6, a filtered sum), 4 iterations each, every iteration
+//! captured by the real `jobprof-record` sidecar as `qN_iterK`, and the runs
+//! are processed by the real binary (with `perf script`). Three runs are
+//! unchanged; a fourth computes one more expression in q1 (md5 of a quarter
+//! of the comments). The unchanged series must flag nothing, the series
+//! ending with the injected run must flag q1 and
+//! `duckdb::CryptoHashState::HashHex`, and the false-positive rate is
+//! measured over many series resampled from the real replicates.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+use crate::util::{self, chromium, dump_dom, jobprof, ok, output_text, perf_can_record, require};
+
+const INJECTED: &str = "duckdb::CryptoHashState::HashHex";
+const ITERATIONS: u32 = 4;
+
+/// Three unchanged runs and one with injected work in q1, processed.
+struct Runs {
+    _keep: tempfile::TempDir,
+    base: [PathBuf; 3],
+    injected: PathBuf,
+}
+
+/// One run: DuckDB under its sidecar (call graph fp: DuckDB has no frame
+/// pointers, but the leaf, which self shares count, is exact).
+fn record_run(py: &Path, dir: &Path, job: &str, inject: bool) {
+    let perf_root = dir.join("profiles/perf");
+    fs::create_dir_all(&perf_root).unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let tokens = scratch.path().join("tokens");
+    fs::create_dir_all(&tokens).unwrap();
+    let ready = tokens.join(".perf_sidecar_ready_w0");
+    let mut worker = Command::new(py)
+        .arg(util::repo_root().join("tests/programs/trend_duckdb.py"))
+        .arg(util::recorder())
+        .arg(&tokens)
+        .args(["0"])
+        .arg(&ready)
+        .arg(ITERATIONS.to_string())
+        .arg(if inject { "1" } else { "0" })
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let sidecar = util::sidecar_command(
+        &tokens,
+        0,
+        worker.id(),
+        &perf_root,
+        &scratch.path().join("staging"),
+    )
+    .args([
+        "--frequency",
+        "997",
+        "--start-timeout",
+        "120",
+        "--stop-timeout",
+        "60",
+    ])
+    .env("SLURM_JOB_ID", job)
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .output()
+    .unwrap();
+    let w = worker.wait().unwrap();
+    let mut err = String::new();
+    if let Some(mut e) = worker.stderr.take() {
+        use std::io::Read;
+        let _ = e.read_to_string(&mut err);
+    }
+    assert!(w.success(), "the DuckDB worker: {w:?}\n{err}");
+    assert!(
+        sidecar.status.success(),
+        "sidecar: {}",
+        output_text(&sidecar)
+    );
+}
+
+fn runs() -> Option<&'static Runs> {
+    static RUNS: OnceLock<Option<Runs>> = OnceLock::new();
+    RUNS.get_or_init(|| {
+        if !require(
+            perf_can_record(),
+            "perf that can record, for tests/trend.rs",
+        ) {
+            return None;
+        }
+        let py = util::duckdb_python()?;
+        let keep = tempfile::tempdir().unwrap();
+        // JOBPROF_TEST_TREND_RUNS=DIR keeps the processed runs there and
+        // reuses them (for working on the trend itself).
+        let kept = std::env::var_os("JOBPROF_TEST_TREND_RUNS").map(PathBuf::from);
+        let root = kept.clone().unwrap_or_else(|| keep.path().to_path_buf());
+        let dir = |n: &str| root.join(n);
+        let base = [dir("run_7001"), dir("run_7002"), dir("run_7003")];
+        let injected = dir("run_7004");
+        if kept.is_some() && injected.join("profiles/perf/index.html").is_file() {
+            return Some(Runs {
+                _keep: keep,
+                base,
+                injected,
+            });
+        }
+        for (i, b) in base.iter().enumerate() {
+            record_run(&py, b, &format!("700{}", i + 1), false);
+        }
+        record_run(&py, &injected, "7004", true);
+        let out = jobprof()
+            .arg("process")
+            .args(&base)
+            .arg(&injected)
+            .args(["-j", "2", "--symbolizer", "perf"])
+            .output()
+            .unwrap();
+        ok(&out);
+        Some(Runs {
+            _keep: keep,
+            base,
+            injected,
+        })
+    })
+    .as_ref()
+}
+
+fn trend(runs: &[&Path], out: &Path, extra: &[&str]) -> Output {
+    jobprof()
+        .arg("trend")
+        .args(runs)
+        .arg("-o")
+        .arg(out)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+fn json(path: &Path) -> Value {
+    serde_json::from_slice(&util::read(path)).unwrap()
+}
+
+fn significant(t: &Value) -> Vec<&Value> {
+    t["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["significant"] == true)
+        .collect()
+}
+
+#[test]
+fn unchanged_runs_flag_nothing() {
+    let Some(r) = runs() else { return };
+    let out_dir = tempfile::tempdir().unwrap();
+    let base: Vec<&Path> = r.base.iter().map(PathBuf::as_path).collect();
+    let out = trend(&base, out_dir.path(), &["--fail-on-regression", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let text = util::stdout(&out);
+    assert!(text.contains("no significant change"), "{text}");
+    for l in text.lines() {
+        assert!(l.chars().count() <= 80, "wider than 80 columns: {l}");
+        assert!(
+            !l.starts_with("regressed") && !l.starts_with("improved"),
+            "{text}"
+        );
+    }
+    let t = json(&out_dir.path().join("trend.json"));
+    assert!(significant(&t).is_empty(), "{:#?}", significant(&t));
+    assert_eq!(t["runs"].as_array().unwrap().len(), 3);
+    let queries: Vec<&str> = t["queries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["query"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        queries,
+        ["q1", "q6"],
+        "replicates grouped by the naming rule"
+    );
+    assert_eq!(
+        t["queries"][0]["replicates"][2].as_array().unwrap().len(),
+        ITERATIONS as usize
+    );
+}
+
+#[test]
+fn injected_work_is_flagged_for_its_query_and_function() {
+    let Some(r) = runs() else { return };
+    let out_dir = tempfile::tempdir().unwrap();
+    let runs = [r.base[0].as_path(), &r.base[1], &r.injected];
+    let out = trend(&runs, out_dir.path(), &["--fail-on-regression", "1"]);
+    assert_eq!(out.status.code(), Some(3), "{}", output_text(&out));
+    let text = util::stdout(&out);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("regressed q1 ") && l.contains("HashHex"))
+        .unwrap_or_else(|| panic!("no regressed line for q1 and {INJECTED}:\n{text}"));
+    assert!(line.contains("points, p="), "{line}");
+    assert!(line.chars().count() <= 80, "{line}");
+    let err = util::stderr(&out);
+    assert!(
+        err.contains("--fail-on-regression 1") && err.contains(INJECTED) && err.contains("p="),
+        "{err}"
+    );
+    let t = json(&out_dir.path().join("trend.json"));
+    let sig = significant(&t);
+    let hit = sig
+        .iter()
+        .find(|f| f["function"] == INJECTED && f["kind"] == "self")
+        .unwrap_or_else(|| panic!("{INJECTED} not flagged: {sig:#?}"));
+    assert_eq!(hit["query"], "q1");
+    assert_eq!(hit["verdict"], "regressed");
+    assert!(hit["baseline"].as_f64().unwrap() < 0.5, "{hit}");
+    assert!(hit["p"].as_f64().unwrap() < 0.05, "{hit}");
+    assert!(
+        sig.iter().all(|f| f["query"] == "q1"),
+        "q6 did not change: {sig:#?}"
+    );
+    // The run's diff against its baseline was drawn, and q1 took longer.
+    let diff = t["queries"][0]["diffs"][2]
+        .as_str()
+        .expect("a diff for run 3");
+    assert!(out_dir.path().join(diff).is_file());
+    let times = t["time_findings"].as_array().unwrap();
+    assert!(
+        times
+            .iter()
+            .any(|f| f["query"] == "q1" && f["verdict"] == "slower"),
+        "{times:#?}"
+    );
+    assert!(
+        !times
+            .iter()
+            .any(|f| f["query"] == "q6" && f["significant"] == true),
+        "{times:#?}"
+    );
+}
+
+#[test]
+fn the_page_draws_charts_and_a_click_opens_the_runs_flamegraph() {
+    let Some(r) = runs() else { return };
+    if !require(chromium().is_some(), "chromium, for the trend page test") {
+        return;
+    }
+    let out_dir = tempfile::tempdir().unwrap();
+    let runs = [r.base[0].as_path(), &r.base[1], &r.injected];
+    let out = trend(&runs, out_dir.path(), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let page = out_dir.path().join("trend.html");
+    let html = fs::read_to_string(&page).unwrap();
+    assert!(!html.contains("://"), "the page names a URL");
+    let dom = dump_dom(&page, "jobprof-selftest=chart");
+    let st = dom
+        .split("<pre id=\"jp-selftest\">")
+        .nth(1)
+        .expect("self-test ran");
+    let st: Value = serde_json::from_str(&st[..st.find("</pre>").unwrap()]).unwrap();
+    for q in st.as_array().unwrap() {
+        assert!(q["lines"].as_u64().unwrap() >= 3, "{q}");
+        assert!(q["points"].as_u64().unwrap() >= 9, "3 runs per line: {q}");
+    }
+    assert!(
+        st[0]["flagged"].as_u64().unwrap() >= 1,
+        "q1's regression is circled: {st}"
+    );
+    // A point of run 2 opens run 2's merged flamegraph (job 7002).
+    let dom = dump_dom(&page, "jobprof-selftest=click&query=q6&run=2");
+    assert!(
+        dom.contains("job 7002 · query q6_iter1"),
+        "{}",
+        &dom[..dom.len().min(600)]
+    );
+    // In diff mode the injected run's point opens its diff.
+    let dom = dump_dom(&page, "jobprof-selftest=click&query=q1&run=3&mode=diff");
+    assert!(
+        dom.contains("query q1 · run 3 (run_7004) against run 2 (run_7002)"),
+        "{}",
+        &dom[..dom.len().min(600)]
+    );
+}
+
+/// The false-positive rate over many unchanged series: each synthesized
+/// from the real replicates of the three unchanged runs, drawn with
+/// replacement into 3 runs x 4 replicates; and the detection rate when the
+/// last run's replicates come from the injected run.
+#[test]
+fn false_positives_are_rare_over_many_resampled_real_series() {
+    use jobprof::trend::{self, load::LoadOptions, stats::Rng, Options};
+    let Some(r) = runs() else { return };
+    let load = |dirs: &[PathBuf]| {
+        trend::load::load(
+            dirs,
+            &LoadOptions {
+                folded: "stacks.folded".into(),
+                keep_order: true,
+                ..LoadOptions::default()
+            },
+        )
+        .unwrap()
+    };
+    let base = load(&r.base);
+    let mut all = r.base.to_vec();
+    all.push(r.injected.clone());
+    let with_injected = load(&all);
+    let mut rng = Rng::new(42);
+    let trials = 200;
+    let (mut false_pos, mut detected) = (0, 0);
+    for i in 0..trials {
+        // Unchanged: every run's replicates drawn from the 3 real runs.
+        let s = resample(&base, &[&[0, 1, 2], &[0, 1, 2], &[0, 1, 2]], &mut rng);
+        let t = trend::Trend::new(&s, &Options::default(), "on-cpu", "ns");
+        if t.significant().next().is_some() {
+            false_pos += 1;
+            if std::env::var_os("JOBPROF_TEST_TREND_SHOW").is_some() {
+                for f in t.significant() {
+                    eprintln!("{f:?}");
+                }
+            }
+        }
+        if i < 50 {
+            let s = resample(&with_injected, &[&[0, 1, 2], &[0, 1, 2], &[3]], &mut rng);
+            let t = trend::Trend::new(&s, &Options::default(), "on-cpu", "ns");
+            if t.significant()
+                .any(|f| f.query == "q1" && f.function == INJECTED)
+            {
+                detected += 1;
+            }
+        }
+    }
+    let rate = f64::from(false_pos) / f64::from(trials);
+    eprintln!(
+        "trend: {false_pos} of {trials} unchanged series flagged something ({:.1}%); \
+         the injected function found in {detected} of 50",
+        100.0 * rate
+    );
+    assert!(rate <= 0.05, "false-positive rate {rate}");
+    assert!(detected >= 45, "detected in {detected} of 50");
+}
+
+/// A series whose run k's ITERATIONS replicates are drawn from the
+/// replicates of the runs `from[k]` of `s`: without replacement across the
+/// whole series (a shuffle of real replicates, each used at most once)
+/// when the runs draw from the same pool, so every replicate is real and
+/// independent of the others.
+fn resample(
+    s: &jobprof::trend::Series,
+    from: &[&[usize]],
+    rng: &mut jobprof::trend::stats::Rng,
+) -> jobprof::trend::Series {
+    let mut out = s.clone();
+    out.runs = (0..from.len())
+        .map(|k| s.runs[k.min(s.runs.len() - 1)].clone())
+        .collect();
+    for (name, q) in &mut out.queries {
+        let src = &s.queries[name];
+        let mut pools: std::collections::BTreeMap<&[usize], Vec<_>> = Default::default();
+        q.runs = from
+            .iter()
+            .map(|runs| {
+                let pool = pools
+                    .entry(runs)
+                    .or_insert_with(|| runs.iter().flat_map(|&i| src.runs[i].iter()).collect());
+                (0..ITERATIONS)
+                    .map(|_| pool.swap_remove(rng.below(pool.len())).clone())
+                    .collect()
+            })
+            .collect();
+    }
+    out
+}
+
+#[test]
+fn hostile_function_names_stay_text() {
+    let Some(r) = runs() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    // The three unchanged runs, then a copy of the first whose q6 spends a
+    // third of its time in a hostile name (4 runs: enough replicates for
+    // the test to resolve it among q6's functions).
+    let mut copies: Vec<PathBuf> = r
+        .base
+        .iter()
+        .map(|b| {
+            let to = tmp.path().join(b.file_name().unwrap());
+            util::copy_tree(b, &to);
+            to
+        })
+        .collect();
+    let evil_run = tmp.path().join("run_evil");
+    util::copy_tree(&r.base[0], &evil_run);
+    copies.push(evil_run.clone());
+    let evil = "</script><img src=x onerror=alert(1)>";
+    for k in 1..=ITERATIONS {
+        let f = evil_run.join(format!("profiles/perf/worker_0/q6_iter{k}/stacks.folded"));
+        let total = util::folded_total(&f);
+        let mut text = fs::read_to_string(&f).unwrap();
+        text.push_str(&format!("python;{evil} {}\n", total / 2));
+        fs::write(&f, text).unwrap();
+    }
+    let out_dir = tmp.path().join("out");
+    let runs: Vec<&Path> = copies.iter().map(PathBuf::as_path).collect();
+    let out = trend(&runs, &out_dir, &["--order", "args"]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    assert!(
+        util::stdout(&out)
+            .lines()
+            .any(|l| l.starts_with("regressed q6 ") && l.contains("onerror=alert(1)> 0.0%")),
+        "{}",
+        output_text(&out)
+    );
+    let html = fs::read_to_string(out_dir.join("trend.html")).unwrap();
+    assert!(!html.contains("<img"), "unescaped markup in the page");
+    assert_eq!(
+        html.matches("</script>").count(),
+        2,
+        "only the page's own scripts end"
+    );
+    if chromium().is_some() {
+        let dom = dump_dom(&out_dir.join("trend.html"), "jobprof-selftest=chart");
+        assert!(!dom.contains("<img"), "the script made markup of a name");
+        assert!(dom.contains("&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;"));
+    }
+}
+
+#[test]
+fn bad_usage_is_refused_with_code_2() {
+    let Some(r) = runs() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = trend(&[&r.base[0]], tmp.path(), &[]);
+    assert_eq!(out.status.code(), Some(2), "one run: {}", output_text(&out));
+    let two = [r.base[0].as_path(), &r.base[1]];
+    let out = trend(&two, tmp.path(), &["--baseline", "9"]);
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    assert!(util::stderr(&out).contains("--baseline 9"));
+    let inside = r.base[0].join("trend-out");
+    let out = trend(&two, &inside, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    assert!(!inside.exists(), "nothing written into a run");
+    // A broken run-labels.json names its file.
+    let copy = tmp.path().join("run_copy");
+    util::copy_tree(&r.base[1], &copy);
+    fs::write(copy.join("run-labels.json"), "{\"commit\": [").unwrap();
+    let out = trend(&[&r.base[0], &copy], &tmp.path().join("o"), &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    assert!(
+        util::stderr(&out).contains("run-labels.json"),
+        "{}",
+        output_text(&out)
+    );
+    // Labels: from the file and --label, shown per run.
+    fs::write(copy.join("run-labels.json"), "{\"commit\": \"abc123\"}").unwrap();
+    let o = tmp.path().join("o2");
+    let out = trend(&[&r.base[0], &copy], &o, &["--label", "image=sha256:f00"]);
+    ok(&out);
+    let t = json(&o.join("trend.json"));
+    assert_eq!(t["runs"][1]["labels"]["commit"], "abc123");
+    assert_eq!(t["runs"][1]["labels"]["image"], "sha256:f00");
+    assert_eq!(t["runs"][1]["job_ids"][0], "7002");
+}
