@@ -96,6 +96,17 @@ impl DsoId {
     /// The key of the DSO mapped from `path` with `build_id` (possibly
     /// empty), whose files are looked up under `root`.
     pub fn of(root: &Path, path: &str, build_id: &[u8]) -> DsoId {
+        DsoId::of_with(root, path, build_id, &mut |p, _| file_build_id(root, p))
+    }
+
+    /// [`DsoId::of`], with the build id in a file's notes from `read_id`
+    /// (given its path and metadata; a store remembers them by identity).
+    fn of_with(
+        root: &Path,
+        path: &str,
+        build_id: &[u8],
+        read_id: &mut dyn FnMut(&Path, &std::fs::Metadata) -> Option<Vec<u8>>,
+    ) -> DsoId {
         use std::os::unix::fs::MetadataExt;
         let id = usable_build_id(build_id).then_some(build_id);
         let files: Vec<(usize, PathBuf, std::fs::Metadata)> = elf::candidates(root, path, id)
@@ -115,7 +126,7 @@ impl DsoId {
         let all_carry_it = id.is_some_and(|want| {
             files
                 .iter()
-                .all(|(_, p, _)| file_build_id(root, p).as_deref() == Some(want))
+                .all(|(_, p, m)| read_id(p, m).as_deref() == Some(want))
         });
         if all_carry_it {
             return DsoId::Build {
@@ -135,6 +146,9 @@ impl DsoId {
     }
 }
 
+/// Finished frame lines by (file offset, inline frames expanded).
+type Lines = rustc_hash::FxHashMap<(u64, bool), Arc<[u8]>>;
+
 /// One DSO's symbol data, each part loaded on the first ask from the files
 /// of the capture that created the entry (the same files, by its key, as
 /// every capture that shares it).
@@ -148,7 +162,7 @@ pub struct Entry {
     unwind: OnceLock<Option<Arc<DsoUnwind>>>,
     debug: OnceLock<Option<Arc<inline::Debug>>>,
     /// Finished frame lines by (file offset, inline frames expanded).
-    lines: Mutex<rustc_hash::FxHashMap<(u64, bool), Arc<[u8]>>>,
+    lines: Mutex<Lines>,
     /// Bytes counted for the parts loaded so far.
     bytes: AtomicUsize,
     /// Dropped by the store: loads no longer add to its total.
@@ -266,9 +280,7 @@ impl Entry {
         line
     }
 
-    fn lock_lines(
-        &self,
-    ) -> std::sync::MutexGuard<'_, rustc_hash::FxHashMap<(u64, bool), Arc<[u8]>>> {
+    fn lock_lines(&self) -> std::sync::MutexGuard<'_, Lines> {
         self.lines.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -311,10 +323,18 @@ struct Kernel {
     bytes: usize,
 }
 
+/// A file's identity: device, inode, size, modification time.
+type FileIdentity = (u64, u64, u64, i64, i64);
+
+/// Build ids read from files' notes kept per run, by identity (a worker's
+/// `symfs/` is every one of its captures').
+const KNOWN_IDS: usize = 1 << 16;
+
 #[derive(Default)]
 struct Slots {
     dsos: HashMap<DsoId, Slot<Entry>>,
     kernels: HashMap<(usize, u64), Slot<Kernel>>,
+    ids: HashMap<FileIdentity, Option<Vec<u8>>>,
     tick: u64,
 }
 
@@ -363,22 +383,40 @@ impl Store {
         {
             return Entry::empty();
         }
-        let id = DsoId::of(root, path, build_id);
         let mut slots = self.lock();
-        self.evict(&mut slots);
+        let mut read_id = |p: &Path, m: &std::fs::Metadata| {
+            use std::os::unix::fs::MetadataExt;
+            let key = (m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec());
+            if let Some(id) = slots.ids.get(&key) {
+                return id.clone();
+            }
+            if slots.ids.len() >= KNOWN_IDS {
+                slots.ids.clear();
+            }
+            let id = file_build_id(root, p);
+            slots.ids.insert(key, id.clone());
+            id
+        };
+        let id = DsoId::of_with(root, path, build_id, &mut read_id);
         slots.tick += 1;
         let tick = slots.tick;
-        if let Some(s) = slots.dsos.get_mut(&id) {
-            s.last_use = tick;
-            self.counts.reuses.fetch_add(1, Ordering::Relaxed);
-            return s.value.clone();
-        }
-        let e = Arc::new(Entry::new(root, path, build_id, self.counts.clone()));
-        let slot = Slot {
-            value: e.clone(),
-            last_use: tick,
+        let e = match slots.dsos.get_mut(&id) {
+            Some(s) => {
+                s.last_use = tick;
+                self.counts.reuses.fetch_add(1, Ordering::Relaxed);
+                s.value.clone()
+            }
+            None => {
+                let e = Arc::new(Entry::new(root, path, build_id, self.counts.clone()));
+                let slot = Slot {
+                    value: e.clone(),
+                    last_use: tick,
+                };
+                slots.dsos.insert(id, slot);
+                e
+            }
         };
-        slots.dsos.insert(id, slot);
+        self.evict(&mut slots);
         e
     }
 
@@ -403,7 +441,7 @@ impl Store {
         self.counts.bytes.fetch_add(bytes, Ordering::Relaxed);
         self.counts.loads.fetch_add(1, Ordering::Relaxed);
         let mut slots = self.lock();
-        self.evict(&mut slots);
+        slots.tick += 1;
         let tick = slots.tick;
         let k = Kernel {
             text,
@@ -419,21 +457,27 @@ impl Store {
         ) {
             sub(&self.counts.bytes, old.value.bytes);
         }
+        self.evict(&mut slots);
         table
     }
 
     /// Drops the least recently asked entries while more than the limit is
-    /// held (the newest one stays whatever its size).
+    /// held; the one asked last stays whatever its size (its asker is
+    /// about to use it). Runs at every ask: what an entry loads after it
+    /// was asked for counts from the next ask on.
     fn evict(&self, slots: &mut Slots) {
+        let newest = slots.tick;
         while self.counts.bytes.load(Ordering::Relaxed) > self.limit {
             let dso = slots
                 .dsos
                 .iter()
+                .filter(|(_, s)| s.last_use != newest)
                 .min_by_key(|(_, s)| s.last_use)
                 .map(|(k, s)| (s.last_use, k.clone()));
             let kernel = slots
                 .kernels
                 .iter()
+                .filter(|(_, s)| s.last_use != newest)
                 .min_by_key(|(_, s)| s.last_use)
                 .map(|(k, s)| (s.last_use, *k));
             let dso_first = match (&dso, &kernel) {
@@ -593,6 +637,7 @@ mod tests {
         assert!(store.bytes() > 1);
         let second = store.dso(&b, "/usr/bin/tool", &cat);
         second.symbols();
+        second.unwind().expect("cat has .eh_frame");
         assert_eq!(store.entries().0, 1, "{}", store.describe());
         assert_eq!(store.figures().2, 1);
         // The evicted entry still serves whoever holds it...
