@@ -110,31 +110,37 @@ make_job() {
 }
 
 [ -d "$perf_root/worker_0" ] || make_job
-caps=$(cd "$perf_root/worker_0" && for d in */; do [ -e "$d/capture.json" ] && echo "${d%/}"; done)
+caps=$(cd "$perf_root/worker_0" && for d in */; do if [ -e "$d/capture.json" ]; then echo "${d%/}"; fi; done)
 ncap=$(echo "$caps" | wc -l)
 shards=$(cd "$perf_root/worker_0" && ls $caps | grep -c '^perf\.data' || true)
 bytes=$(cd "$perf_root/worker_0" && du -cb $(for c in $caps; do ls "$c"/perf.data*; done) | tail -1 | cut -f1)
 echo "job: $result: $ncap captures, $shards perf.data files, $bytes bytes, --call-graph dwarf at $freq Hz, $(nproc) cores"
 
 ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
-median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+median() { tr ' ' '\n' | { grep . || true; } | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+# CPU seconds (user + system, children included) of what /usr/bin/time ran:
+# on a shared machine wall times swing with the load, CPU time much less.
+cpu() { awk '{printf "%.2f\n", $1 + $2}' "$1"; }
 
 run_jobprof() {
   local t0
   t0=$(date +%s%N)
-  "$jobprof" process --force "$result" >"$work/jobprof.out" 2>"$work/jobprof.err" || true
+  /usr/bin/time -o "$work/jobprof.time" -f "%U %S" \
+    "$jobprof" process --force "$result" >"$work/jobprof.out" 2>"$work/jobprof.err" || true
   jp_ms=$(ms "$t0")
+  jp_cpu=$(cpu "$work/jobprof.time")
 }
 
 run_perf() {
   local t0 c f
   t0=$(date +%s%N)
-  for c in $caps; do
-    for f in "$perf_root/worker_0/$c"/perf.data*; do
-      perf script -f --no-inline --symfs "$perf_root/worker_0/symfs" -i "$f" 2>/dev/null
-    done
-  done > "$work/perf.script"
+  /usr/bin/time -o "$work/perf.time" -f "%U %S" bash -c '
+    for f in "$@"; do perf script -f --no-inline --symfs "$0" -i "$f" 2>/dev/null; done' \
+    "$perf_root/worker_0/symfs" $(for c in $caps; do echo "$perf_root/worker_0/$c"/perf.data*; done) \
+    > "$work/perf.script"
   perf_ms=$(ms "$t0")
+  perf_cpu=$(cpu "$work/perf.time")
 }
 
 old_script=
@@ -158,19 +164,22 @@ run_old() {
   fi
 }
 
-all_jp= all_perf= all_old= old_why=
+all_jp= all_perf= all_old= old_why= cpu_jp= cpu_perf=
 for ((r = 1; r <= runs; r++)); do
   run_perf
   run_old
   run_jobprof
-  echo "run $r: jobprof process ${jp_ms} ms | perf script --no-inline ${perf_ms} ms | old pipeline --no-inline ${old_ms:-n/a} ms"
+  echo "run $r: jobprof process ${jp_ms} ms, ${jp_cpu} s CPU | perf script --no-inline ${perf_ms} ms, ${perf_cpu} s CPU | old pipeline --no-inline ${old_ms:-n/a} ms"
   all_jp="$all_jp $jp_ms" all_perf="$all_perf $perf_ms" all_old="$all_old $old_ms"
+  cpu_jp="$cpu_jp $jp_cpu" cpu_perf="$cpu_perf $perf_cpu"
 done
 jp=$(echo "$all_jp" | median) pf=$(echo "$all_perf" | median) od=$(echo "$all_old" | median)
+jc=$(echo "$cpu_jp" | median) pc=$(echo "$cpu_perf" | median)
 grep -h 'symbol store' "$work/jobprof.err" | tail -1 | sed 's/^/last run: /' || true
 echo "(a) jobprof process --force (inline frames on): median ${jp} ms over $runs runs ($((jp / ncap)) ms per capture)"
 echo "(b) perf script --no-inline --symfs x$shards: median ${pf} ms"
-awk -v a="$jp" -v b="$pf" 'BEGIN { printf "ratio (b)/(a): %.2fx (goal >= 5x)\n", b / a }'
+awk -v a="$jp" -v b="$pf" 'BEGIN { printf "ratio (b)/(a), wall: %.2fx (goal >= 5x)\n", b / a }'
+awk -v a="$jc" -v b="$pc" 'BEGIN { printf "ratio (b)/(a), CPU: %.2fx (medians %.2f s and %.2f s)\n", b / a, b, a }'
 if [ -n "$od" ]; then
   echo "(c) process-perf-captures.sh --local --no-inline: median ${od} ms"
   awk -v a="$jp" -v c="$od" 'BEGIN { printf "ratio (c)/(a): %.2fx\n", c / a }'
