@@ -5,9 +5,11 @@
 # (fixtures, the old pipeline's result dirs, a job of benches/job.sh).
 # Paths are compared with the copies' locations taken out; summary.json
 # without its timings, tool version and dates; the marker, index.json and
-# the query pages' sources.json without inode numbers and summary.json's
-# size (its timings' digits). Prints one line per differing file and exits
-# 1 when any differs.
+# the query pages' sources.json without inode numbers, time stamps and the
+# sizes of summary.json (its timings' digits) and of perf.script.zst (its
+# text is compared decompressed: how it is cut into zstd frames follows
+# the time slices, which follow --jobs). Prints one line per differing
+# file and exits 1 when any differs.
 #
 #   bash benches/compare-outputs.sh BEFORE_BIN AFTER_BIN RESULT_DIR...
 set -uo pipefail
@@ -15,7 +17,9 @@ before=$1 after=$2; shift 2
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 status=0
 norm() {
-  norm1 "$1" | sed -e "s|$work/before|W|g" -e "s|$work/after|W|g" | grep -avE '"(ino|summary.json)":'
+  norm1 "$1" | sed -e "s|$work/before|W|g" -e "s|$work/after|W|g" \
+    -e 's/[0-9]\{4\}-[0-9][0-9]-[0-9][0-9]T[0-9:]*Z/TIME/g' |
+    grep -avE '"(ino|summary.json|perf.script.zst)":'
 }
 norm1() {
   case "$1" in
