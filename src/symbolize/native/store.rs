@@ -319,8 +319,8 @@ struct Slot<T> {
 /// A kernel table by its text's content.
 struct Kernel {
     text: Vec<u8>,
-    table: Arc<SymbolTable>,
-    bytes: usize,
+    table: OnceLock<Arc<SymbolTable>>,
+    bytes: AtomicUsize,
 }
 
 /// A file's identity: device, inode, size, modification time.
@@ -426,38 +426,47 @@ impl Store {
         let mut h = rustc_hash::FxHasher::default();
         text.hash(&mut h);
         let key = (text.len(), h.finish());
-        {
+        // The cell is made under the lock and filled outside it: a second
+        // asker of the same text waits for the first one's table.
+        let cell = {
             let mut slots = self.lock();
             slots.tick += 1;
             let tick = slots.tick;
-            if let Some(s) = slots.kernels.get_mut(&key).filter(|s| s.value.text == text) {
-                s.last_use = tick;
-                self.counts.reuses.fetch_add(1, Ordering::Relaxed);
-                return s.value.table.clone();
+            match slots.kernels.get_mut(&key).filter(|s| s.value.text == text) {
+                Some(s) => {
+                    s.last_use = tick;
+                    self.counts.reuses.fetch_add(1, Ordering::Relaxed);
+                    s.value.clone()
+                }
+                None => {
+                    let k = Arc::new(Kernel {
+                        text,
+                        table: OnceLock::new(),
+                        bytes: AtomicUsize::new(0),
+                    });
+                    let slot = Slot {
+                        value: k.clone(),
+                        last_use: tick,
+                    };
+                    if let Some(old) = slots.kernels.insert(key, slot) {
+                        sub(&self.counts.bytes, old.value.bytes.load(Ordering::Relaxed));
+                    }
+                    k
+                }
             }
-        }
-        let table = Arc::new(symbols::read_kallsyms(&text[..]).unwrap_or_default());
-        let bytes = text.len() + table.len() * KERNEL_SYMBOL_BYTES;
-        self.counts.bytes.fetch_add(bytes, Ordering::Relaxed);
-        self.counts.loads.fetch_add(1, Ordering::Relaxed);
-        let mut slots = self.lock();
-        slots.tick += 1;
-        let tick = slots.tick;
-        let k = Kernel {
-            text,
-            table: table.clone(),
-            bytes,
         };
-        if let Some(old) = slots.kernels.insert(
-            key,
-            Slot {
-                value: Arc::new(k),
-                last_use: tick,
-            },
-        ) {
-            sub(&self.counts.bytes, old.value.bytes);
-        }
-        self.evict(&mut slots);
+        let table = cell
+            .table
+            .get_or_init(|| {
+                let table = Arc::new(symbols::read_kallsyms(&cell.text[..]).unwrap_or_default());
+                let bytes = cell.text.len() + table.len() * KERNEL_SYMBOL_BYTES;
+                cell.bytes.store(bytes, Ordering::Relaxed);
+                self.counts.bytes.fetch_add(bytes, Ordering::Relaxed);
+                self.counts.loads.fetch_add(1, Ordering::Relaxed);
+                table
+            })
+            .clone();
+        self.evict(&mut self.lock());
         table
     }
 
@@ -489,7 +498,10 @@ impl Store {
                     s.value.evicted.store(true, Ordering::Relaxed);
                     s.value.bytes()
                 }),
-                (_, Some((_, k))) => slots.kernels.remove(&k).map_or(0, |s| s.value.bytes),
+                (_, Some((_, k))) => slots
+                    .kernels
+                    .remove(&k)
+                    .map_or(0, |s| s.value.bytes.load(Ordering::Relaxed)),
                 _ => break,
             };
             sub(&self.counts.bytes, freed);
