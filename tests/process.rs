@@ -805,3 +805,66 @@ fn a_capture_without_one_sample_is_valid_and_drawn_empty_with_advice() {
         text(&out)
     );
 }
+
+/// The `N load(s), M reuse(s)` of the symbol store's log line.
+fn store_figures(stderr: &str) -> (u64, u64) {
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("symbol store:"))
+        .unwrap_or_else(|| panic!("no symbol store line in:\n{stderr}"));
+    let before = |word: &str| -> u64 {
+        let at = line.find(word).unwrap_or_else(|| panic!("{line}"));
+        let head = line[..at].trim_end();
+        head[head.rfind(' ').map_or(0, |i| i + 1)..]
+            .parse()
+            .unwrap()
+    };
+    (before("load(s)"), before("reuse(s)"))
+}
+
+#[test]
+fn captures_of_one_run_share_the_symbol_store_and_keep_their_order() {
+    if !util::require(util::perf_available(), "perf") {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let one = t.path().join("one");
+    util::copy_demo(&one);
+    let out = jobprof().arg("process").arg(&one).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let (loads_one, _) = store_figures(&util::stderr(&out));
+    assert!(loads_one > 0, "{}", text(&out));
+    // The same capture three times over: its files are loaded once.
+    let three = t.path().join("three");
+    util::copy_demo(&three);
+    let worker = three.join("profiles/perf/worker_0");
+    for q in ["q02", "q03"] {
+        copy_tree(&worker.join("q01"), &worker.join(q));
+    }
+    let out = jobprof()
+        .args(["process", "--jobs", "2"])
+        .arg(&three)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let (loads, reuses) = store_figures(&util::stderr(&out));
+    assert_eq!(loads, loads_one, "{}", text(&out));
+    assert!(reuses > 0, "{}", text(&out));
+    // Result lines in discovery order, whichever capture ended first.
+    let lines: Vec<String> = util::stdout(&out)
+        .lines()
+        .filter(|l| l.contains("/worker_0/q0"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(lines.len(), 3, "{}", text(&out));
+    for (line, q) in lines.iter().zip(["q01", "q02", "q03"]) {
+        assert!(
+            line.contains(&format!("/worker_0/{q}: processed")),
+            "{line}"
+        );
+    }
+    let folded = |r: &Path, q: &str| fs::read(capture_dir(r, 0, q).join("stacks.folded")).unwrap();
+    for q in ["q01", "q02", "q03"] {
+        assert_eq!(folded(&three, q), folded(&one, "q01"), "{q}");
+    }
+}

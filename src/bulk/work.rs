@@ -53,7 +53,8 @@ pub(super) fn work_all(
     let jobs = opts.jobs().min(todo.len()).max(1);
     // Captures run side by side; the cores left over (fewer captures than
     // jobs) go to each capture's own perf script and fold threads.
-    let mut popts = opts.process.clone();
+    // One symbol store for every capture of this run (or array task).
+    let (mut popts, store) = opts.process.with_store();
     popts.jobs = (opts.jobs() / jobs).max(1);
     popts.force = true; // plan() already decided what needs doing
     let bar = progress.bar(todo.len() as u64, "reprocess");
@@ -75,6 +76,7 @@ pub(super) fn work_all(
         }
     });
     bar.finish_and_clear();
+    progress.log(store.describe());
     results.into_inner().expect("no panics hold it")
 }
 

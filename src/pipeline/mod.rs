@@ -24,7 +24,7 @@
 //! both symbolizers and the summary), and `inputs` hashes the inputs.
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::capture::{
@@ -177,6 +177,10 @@ pub struct Options {
     /// `--debug-dir`: more directories of debug files by build id
     /// (`DIR/.build-id/NN/REST.debug`), searched after this host's own.
     pub debug_dirs: Vec<PathBuf>,
+    /// The symbol store every capture of the run reads through
+    /// ([`native::store`]); `None`: [`run`] makes one, a lone
+    /// [`process_capture`] one of its own.
+    pub store: Option<Arc<native::store::Store>>,
 }
 
 impl Default for Options {
@@ -194,6 +198,7 @@ impl Default for Options {
             zstd_level: archive::DEFAULT_LEVEL,
             symbolizer: native::Choice::Auto,
             debug_dirs: Vec::new(),
+            store: None,
         }
     }
 }
@@ -201,6 +206,14 @@ impl Default for Options {
 impl Options {
     fn jobs(&self) -> usize {
         crate::jobs_or_cores(self.jobs)
+    }
+
+    /// These options with a symbol store (a new one when they have none),
+    /// and that store.
+    pub fn with_store(&self) -> (Options, Arc<native::store::Store>) {
+        let mut o = self.clone();
+        let store = o.store.get_or_insert_with(Arc::default).clone();
+        (o, store)
     }
 }
 
@@ -242,17 +255,82 @@ pub fn run(
     if let (Some(p), Err(e)) = (&opts.perf, &perf) {
         return Err(Error::Usage(format!("--perf {}: {e}", p.display())));
     }
+    let (opts, store) = opts.with_store();
     let multi = progress.multi();
     let overall = multi.add(progress.bar(found.len() as u64, "captures"));
-    let mut report = Report::default();
-    for c in &found {
-        let r = process_capture(c, opts, &perf, progress, &multi);
-        multi.suspend(|| progress.result(r.line()));
-        overall.inc(1);
-        report.captures.push(r);
-    }
+    let captures = run_captures(&found, &opts, &perf, progress, &multi, &overall);
     overall.finish_and_clear();
-    Ok(report)
+    progress.log(store.describe());
+    Ok(Report { captures })
+}
+
+/// The bytes of a capture's `perf.data` files (0 when unreadable).
+fn data_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().as_encoded_bytes().starts_with(b"perf.data"))
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+/// Processes `found`, the outcomes in discovery order (and their result
+/// lines printed in it). Big captures (worth cutting into time slices for
+/// every job) run first, one at a time with every job; the small ones, a
+/// job's usual many, then run side by side, one job each, so that `--jobs`
+/// works over captures as over shards and the cores share one symbol store
+/// instead of each capture waiting for the last one's outputs.
+fn run_captures(
+    found: &[CaptureDir],
+    opts: &Options,
+    perf: &std::result::Result<PerfTool, perf::Error>,
+    progress: &Progress,
+    multi: &indicatif::MultiProgress,
+    overall: &indicatif::ProgressBar,
+) -> Vec<Outcome> {
+    let jobs = opts.jobs();
+    let big_bytes = opts.slice_min_bytes.saturating_mul(4 * jobs as u64);
+    let (big, small): (Vec<usize>, Vec<usize>) =
+        (0..found.len()).partition(|&i| jobs == 1 || data_bytes(&found[i].dir) >= big_bytes);
+    let side = jobs.min(small.len()).max(1);
+    let one_each = Options {
+        jobs: (jobs / side).max(1),
+        ..opts.clone()
+    };
+    // Outcomes by position, and how many lines are printed.
+    let done: Mutex<(Vec<Option<Outcome>>, usize)> = Mutex::new((vec![None; found.len()], 0));
+    let finish = |i: usize, r: Outcome| {
+        overall.inc(1);
+        let mut d = done.lock().unwrap_or_else(|e| e.into_inner());
+        d.0[i] = Some(r);
+        while let Some(Some(r)) = d.0.get(d.1) {
+            multi.suspend(|| progress.result(r.line()));
+            d.1 += 1;
+        }
+    };
+    for &i in &big {
+        finish(i, process_capture(&found[i], opts, perf, progress, multi));
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..side {
+            s.spawn(|| {
+                while let Some(&i) =
+                    small.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+                {
+                    finish(
+                        i,
+                        process_capture(&found[i], &one_each, perf, progress, multi),
+                    );
+                }
+            });
+        }
+    });
+    let (outcomes, _) = done.into_inner().unwrap_or_else(|e| e.into_inner());
+    outcomes.into_iter().flatten().collect()
 }
 
 /// Processes one capture.
@@ -368,6 +446,8 @@ struct Pipeline<'a> {
     kernel: OnceLock<KernelSymbols>,
     /// Which files name each DSO, decided once for both symbolizers.
     sources: OnceLock<sources::CaptureSources>,
+    /// The run's symbol store (or this capture's own).
+    store: Arc<native::store::Store>,
 }
 
 impl<'a> Pipeline<'a> {
@@ -393,6 +473,7 @@ impl<'a> Pipeline<'a> {
             dir: cap.found.out_dir(),
             kernel: OnceLock::new(),
             sources: OnceLock::new(),
+            store: opts.store.clone().unwrap_or_default(),
         }
     }
 

@@ -62,12 +62,15 @@ impl Pipeline<'_> {
         let event = self.cap.event.as_deref();
         // The on-CPU pass's rule: native unless `--symbolizer perf`.
         let natively = (self.opts.symbolizer != native::Choice::Perf).then(|| {
-            native::Symbolizer::new(native::Options {
-                sources: self.sources().search.clone(),
-                kallsyms: script.kallsyms.clone(),
-                inline: script.inline,
-                jit: Some(self.cap.found.dir.clone()),
-            })
+            native::Symbolizer::with_store(
+                native::Options {
+                    sources: self.sources().search.clone(),
+                    kallsyms: script.kallsyms.clone(),
+                    inline: script.inline,
+                    jit: Some(self.cap.found.dir.clone()),
+                },
+                self.store.clone(),
+            )
         });
         let jobs = self.opts.jobs();
         let sym = natively.as_ref();

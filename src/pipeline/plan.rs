@@ -285,12 +285,15 @@ impl<'a> Pipeline<'a> {
         ));
         // The native symbolizer names kernel frames from the same table as
         // `perf script` (the snapshot, or the live one on the same boot).
-        let natively = native::Symbolizer::new(native::Options {
-            sources: sources.search.clone(),
-            kallsyms: self.kernel_symbols().file().map(Path::to_path_buf),
-            inline: self.native_inline(),
-            jit: Some(self.cap.found.dir.clone()),
-        });
+        let natively = native::Symbolizer::with_store(
+            native::Options {
+                sources: sources.search.clone(),
+                kallsyms: self.kernel_symbols().file().map(Path::to_path_buf),
+                inline: self.native_inline(),
+                jit: Some(self.cap.found.dir.clone()),
+            },
+            self.store.clone(),
+        );
         (script_opts, natively)
     }
 }

@@ -12,6 +12,7 @@ use crate::capture::{self, SUMMARY};
 use crate::error::{Error, Result};
 use crate::output::archive;
 use crate::output::render::{self, Format, RenderOptions};
+use crate::output::report::read::SampleReader;
 use crate::output::summary::{InputFile, StackStats, Summary, Timings};
 use crate::symbolize::native;
 use crate::sys::atomic::{AtomicFile, Destination};
@@ -72,7 +73,16 @@ impl Pipeline<'_> {
         &self,
         pass: &Pass,
         archived: bool,
+        walked: Option<Result<crate::output::report::Profile>>,
     ) -> Result<crate::output::report::Profile> {
+        // Read in the walk that drew the timeline and the pprof profile
+        // when there was one: the same text, not read a second time.
+        if let Some(profile) = walked {
+            let mut profile = profile?;
+            profile.source = self.label.clone();
+            profile.shards = Some(self.cap.shards.len());
+            return Ok(profile);
+        }
         // A capture without samples (an off-CPU capture of a thread that
         // only slept) gets a report of nothing, not a failure.
         let text = if pass.folded.stacks.is_empty() {
@@ -212,6 +222,7 @@ impl Pipeline<'_> {
         text: &Path,
         pprof: Option<(&mut AtomicFile, SwitchStacks<'_>)>,
         timeline: bool,
+        mut report: Option<&mut SampleReader>,
     ) -> Result<Option<render::timeline::Timeline>> {
         let event = pass.folded.stats.event.clone();
         let opts = fold::Options {
@@ -224,17 +235,21 @@ impl Pipeline<'_> {
                 t.add(s);
             }
         };
+        let raw = |s: &[u8]| {
+            if let Some(r) = report.as_mut() {
+                r.sample(s);
+            }
+        };
         match pprof {
             Some((f, off_cpu)) => {
                 let facts = crate::output::pprof::capture::facts(self.cap, event);
                 let out = self.dir.join(crate::output::pprof::PPROF);
-                crate::output::pprof::capture::write(
-                    text, &out, &opts, facts, off_cpu, &mut *f, tap,
-                )?;
+                let to = (out.as_path(), off_cpu, &mut *f);
+                crate::output::pprof::capture::write_with_text(text, &opts, facts, to, raw, tap)?;
                 f.flush().map_err(|e| Error::io(&out, e))?;
             }
             None => {
-                crate::text::samples::walk(text, &opts, |s| tap(s))?;
+                crate::text::samples::walk_with_text(text, &opts, raw, |s| tap(s))?;
             }
         }
         Ok(tl)
@@ -253,9 +268,11 @@ impl Pipeline<'_> {
     }
 
     /// Writes the rendered formats asked for (pictures only when not
-    /// `refused`), with the pprof profile (and its off-CPU stacks, `off_cpu`)
-    /// and the page's timeline from one walk over `text` when it is on
-    /// disk. A format that fails to draw fails the pass, not the run.
+    /// `refused`), with the pprof profile (and its off-CPU stacks, `off_cpu`),
+    /// the page's timeline and the report's profile from one walk over
+    /// `text` when it is on disk; returns that profile (`None`: no walk,
+    /// or no report asked for). A format that fails to draw fails the
+    /// pass, not the run.
     pub(super) fn render_outputs(
         &self,
         pass: &mut Pass,
@@ -263,16 +280,19 @@ impl Pipeline<'_> {
         text: Option<&Path>,
         off_cpu: SwitchStacks<'_>,
         outputs: &mut Vec<String>,
-    ) -> Result<()> {
+    ) -> Result<Option<Result<crate::output::report::Profile>>> {
         let render_opts = self.render_options(&pass.folded, &pass.stats);
         let wants = |f: Format| self.opts.formats.render.contains(&f);
         let mut timeline = None;
+        let mut report = None;
         if let Some(text) = text.filter(|_| !pass.folded.stacks.is_empty() && !refused) {
             let mut pprof = wants(Format::Pprof)
                 .then(|| self.output(crate::output::pprof::PPROF))
                 .transpose()?;
             let to = pprof.as_mut().map(|f| (f, off_cpu));
-            timeline = self.walk_text(pass, text, to, wants(Format::Html))?;
+            let mut reader = self.opts.formats.report.then(SampleReader::default);
+            timeline = self.walk_text(pass, text, to, wants(Format::Html), reader.as_mut())?;
+            report = reader.map(|r| r.finish(text));
             if let Some(f) = pprof {
                 f.commit()?;
             }
@@ -320,7 +340,7 @@ impl Pipeline<'_> {
             f.commit()?;
             outputs.push(name.to_string());
         }
-        Ok(())
+        Ok(report)
     }
 
     /// Writes `summary.json`.

@@ -111,7 +111,7 @@ impl Pipeline<'_> {
             .as_ref()
             .filter(|p| p.summary.not_drawn.is_none())
             .map(|p| &p.off_cpu[..]);
-        self.render_outputs(
+        let walked_report = self.render_outputs(
             &mut pass,
             render_refused.is_some(),
             text.as_deref(),
@@ -122,7 +122,7 @@ impl Pipeline<'_> {
         let off_cpu = off_cpu.map(|p| p.summary);
         let mut build_ids = Vec::new();
         if self.opts.formats.report {
-            let profile = self.report_profile(&pass, archive_bytes.is_some())?;
+            let profile = self.report_profile(&pass, archive_bytes.is_some(), walked_report)?;
             self.write_report(&profile, off_cpu.as_ref())?;
             outputs.push(crate::output::report::REPORT_TXT.to_string());
             build_ids = self.write_build_ids(&profile, &mut pass.warnings, &mut outputs)?;

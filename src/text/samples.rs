@@ -59,13 +59,27 @@ pub struct Sample<'a> {
 /// Walks the perf script text at `path` (plain, `.zst` or `.gz`), calling
 /// `each` for every sample that `opts` folds. Returns the number of samples
 /// seen.
-pub fn walk(path: &Path, opts: &fold::Options, mut each: impl FnMut(&Sample<'_>)) -> Result<u64> {
+pub fn walk(path: &Path, opts: &fold::Options, each: impl FnMut(&Sample<'_>)) -> Result<u64> {
+    walk_with_text(path, opts, |_| {}, each)
+}
+
+/// [`walk`], also handing `raw` the text of every sample, folded or not,
+/// in order (its lines, the last newline kept; the blank lines between
+/// samples left out): one walk serves the readers of the whole text too
+/// (the report's profile), instead of a second decompression and parse.
+pub fn walk_with_text(
+    path: &Path,
+    opts: &fold::Options,
+    mut raw: impl FnMut(&[u8]),
+    mut each: impl FnMut(&Sample<'_>),
+) -> Result<u64> {
     let mut opts = opts.clone();
     opts.threads = 1;
     let folder = Folder::new(opts);
     let mut n = 0;
     let mut on_block = |text: &[u8]| {
         for s in split_samples(text) {
+            raw(s);
             n += one_sample(&folder, s, &mut each) as u64;
         }
     };

@@ -60,11 +60,27 @@ pub fn write<W: Write>(
     facts: Facts,
     off_cpu: Option<&[(String, u64)]>,
     out: W,
+    tap: impl FnMut(&Sample<'_>),
+) -> Result<(W, u64)> {
+    let to = (out_path, off_cpu, out);
+    write_with_text(text, opts, facts, to, |_| {}, tap)
+}
+
+/// [`write`], also handing `raw` every sample's text as
+/// [`samples::walk_with_text`] does; `to`: the output's path (for
+/// messages), the off-CPU stacks, and where the profile goes.
+pub fn write_with_text<W: Write>(
+    text: &Path,
+    opts: &fold::Options,
+    facts: Facts,
+    to: (&Path, Option<&[(String, u64)]>, W),
+    raw: impl FnMut(&[u8]),
     mut tap: impl FnMut(&Sample<'_>),
 ) -> Result<(W, u64)> {
+    let (out_path, off_cpu, out) = to;
     let mut profile = TextProfile::new(facts, off_cpu.is_some(), out);
     let mut failed = None;
-    let n = samples::walk(text, opts, |s| {
+    let n = samples::walk_with_text(text, opts, raw, |s| {
         tap(s);
         if failed.is_none() {
             failed = profile.add(s).err();

@@ -114,6 +114,33 @@ pub fn folded_stacks(stacks: &[(String, u64)], source: &str) -> Profile {
     p
 }
 
+/// The profile of `perf script` text read sample by sample as another
+/// walk over it hands them on ([`crate::text::samples::walk_with_text`]):
+/// the same profile [`path`] reads from that text, without reading it
+/// again.
+#[derive(Default)]
+pub struct SampleReader {
+    lines: Lines,
+}
+
+impl SampleReader {
+    /// Takes one sample's text (its lines; the blank line after it may be
+    /// left out).
+    pub fn sample(&mut self, text: &[u8]) {
+        for l in text.split(|&b| b == b'\n') {
+            self.lines.push(l);
+        }
+        self.lines.end_sample();
+    }
+
+    /// The profile, as [`path`] gives it for the text at `path`.
+    pub fn finish(self, path: &Path) -> Result<Profile> {
+        let mut p = self.lines.finish(path)?;
+        p.source = path.display().to_string();
+        Ok(p)
+    }
+}
+
 /// Calls `f` with each line of `src` (without its newline).
 fn each_line(src: &Source, mut f: impl FnMut(&[u8])) -> Result<()> {
     match input::open(src)? {
@@ -452,5 +479,33 @@ mod tests {
             symbol: "[unknown]".into(),
             dso: "[kernel.kallsyms]".into()
         }));
+    }
+
+    #[test]
+    fn samples_handed_on_read_as_the_whole_text() {
+        // Two events (the report keeps the first), an inline frame, a
+        // sample without frames.
+        let script = "w 10 100.500000:     250 cpu-clock: \n\
+                      \t    1159 burn+0x19 (/opt/w)\n\
+                      \t    1160 inner+0x2 (inlined)\n\
+                      \t    1200 busy+0x1 (/opt/w)\n\n\
+                      w 11 100.700000:       1 sched:sched_switch: \n\
+                      \t    1200 busy+0x1 (/opt/w)\n\n\
+                      w 10 100.800000:     250 cpu-clock: \n\n\
+                      w 10 101.000000:     250 cpu-clock: \n\
+                      \t    1159 burn+0x19 (/opt/w)\n";
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("perf.script");
+        std::fs::write(&file, script).unwrap();
+        let whole = path(&file).unwrap();
+        let mut r = SampleReader::default();
+        for s in script.split("\n\n") {
+            r.sample(s.as_bytes());
+        }
+        let walked = r.finish(&file).unwrap();
+        assert_eq!(format!("{walked:?}"), format!("{whole:?}"));
+        assert_eq!(walked.samples, 2);
+        let err = SampleReader::default().finish(&file).unwrap_err();
+        assert!(err.to_string().contains("no samples"), "{err}");
     }
 }

@@ -20,8 +20,9 @@
 //! threads and maps ([`threads`]), and names each call-chain address from
 //! the capture's symbol files ([`elf`], perf's file search and symbol
 //! selection) or the kernel symbol table ([`symbols::parse_kallsyms`]).
-//! Symbol tables are loaded once per DSO and shared by every shard and time
-//! slice run through one [`Symbolizer`]; each run caches finished frame
+//! Symbol tables, unwind tables, DWARF and kernel tables are loaded once per
+//! DSO and run and shared by every shard, time slice and capture whose
+//! symbolizers share one [`store::Store`]; each run caches finished frame
 //! lines by address, and the frame text of whole frame-pointer stacks by
 //! call chain (most samples repeat a stack). Text goes to a callback in
 //! blocks that end at sample boundaries; [`Symbolizer::recycle`] takes the
@@ -36,6 +37,7 @@ pub mod inline;
 mod offcpu;
 pub mod once_map;
 pub mod records;
+pub mod store;
 pub mod symbols;
 pub mod threads;
 pub mod tracepoint;
@@ -55,7 +57,6 @@ use linux_perf_data::{PerfFileReader, PerfFileRecord};
 
 use crate::symbolize::perf::TimeSlice;
 use crate::symbolize::sources::Resolved;
-use elf::DsoSymbols;
 pub use error::{Error, HeaderDamage, SampleDamage};
 pub use header::open_checked;
 use symbols::SymbolTable;
@@ -208,6 +209,9 @@ const PERF_CONTEXT_KERNEL: u64 = -128i64 as u64;
 const PERF_CONTEXT_USER: u64 = -512i64 as u64;
 /// perf script resolves at most this many call-chain entries.
 const MAX_STACK: usize = 127;
+/// The largest kernel symbol table read (a kallsyms snapshot is about
+/// 10 MB; one past this names no kernel frame).
+const MAX_KALLSYMS: u64 = 256 << 20;
 /// Text is handed on in blocks of about this size (the size of the blocks
 /// `process` folds).
 const FLUSH: usize = 4 << 20;
@@ -368,36 +372,48 @@ fn check_regs(arch: Option<&str>, f: SampleFormat, regs: Option<u64>) -> Result<
 /// A DSO by path and build id.
 pub type DsoKey = (String, Vec<u8>);
 
-/// Symbol tables shared by every shard and slice of one run.
+/// One capture's symbolizer, shared by its shards and slices; what it
+/// reads from symbol files comes from a [`store::Store`] it may share with
+/// other captures.
 #[derive(Debug)]
 pub struct Symbolizer {
     opts: Options,
     /// Which files name each DSO, resolved once.
     resolved: once_map::OnceMap<DsoKey, Arc<Resolved>>,
-    kernel: OnceLock<SymbolTable>,
+    kernel: OnceLock<Arc<SymbolTable>>,
     jit: OnceLock<crate::symbolize::jit::JitMaps>,
-    /// Each DSO's symbols, loaded by the first run that needs them.
-    dsos: once_map::OnceMap<DsoKey, Arc<DsoSymbols>>,
-    unwind: unwind::Tables,
-    inlines: inline::Cache,
+    /// Each DSO's entry in the store, looked up once per capture.
+    dsos: once_map::OnceMap<DsoKey, Arc<store::Entry>>,
+    store: Arc<store::Store>,
     /// Text buffers handed back by the consumer ([`Symbolizer::recycle`]):
     /// reusing them spares the page faults of a fresh 4 MiB per block.
     spare: Mutex<Vec<Vec<u8>>>,
 }
 
 impl Symbolizer {
-    /// A symbolizer reading symbols as `opts` says.
+    /// A symbolizer reading symbols as `opts` says, with a store of its
+    /// own.
     pub fn new(opts: Options) -> Symbolizer {
+        Symbolizer::with_store(opts, Arc::default())
+    }
+
+    /// A symbolizer reading symbols as `opts` says through `store`
+    /// (shared with the other captures of a run).
+    pub fn with_store(opts: Options, store: Arc<store::Store>) -> Symbolizer {
         Symbolizer {
             opts,
             resolved: once_map::OnceMap::default(),
             kernel: OnceLock::new(),
             jit: OnceLock::new(),
             dsos: once_map::OnceMap::default(),
-            unwind: unwind::Tables::default(),
-            inlines: inline::Cache::default(),
+            store,
             spare: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The store this symbolizer reads through.
+    pub fn store(&self) -> &Arc<store::Store> {
+        &self.store
     }
 
     fn kernel(&self) -> &SymbolTable {
@@ -405,19 +421,23 @@ impl Symbolizer {
             // The snapshot beside symfs/ is never read through a link;
             // a FIFO or device is refused without blocking.
             Some(p) => {
+                use std::io::Read;
                 let links = match p.starts_with("/proc") {
                     true => crate::sys::input::Links::Follow,
                     false => crate::sys::input::Links::Refuse,
                 };
-                crate::sys::input::open_regular(p, links)
-                    .ok()
-                    .and_then(|f| {
-                        let f = std::io::BufReader::with_capacity(1 << 16, f);
-                        symbols::read_kallsyms(f).ok()
-                    })
-                    .unwrap_or_default()
+                let mut text = Vec::new();
+                let read = crate::sys::input::open_regular(p, links).is_ok_and(|f| {
+                    f.take(MAX_KALLSYMS)
+                        .read_to_end(&mut text)
+                        .is_ok_and(|n| (n as u64) < MAX_KALLSYMS)
+                });
+                match read {
+                    true => self.store.kernel(text),
+                    false => Arc::default(),
+                }
             }
-            None => SymbolTable::default(),
+            None => Arc::default(),
         })
     }
 
@@ -442,17 +462,18 @@ impl Symbolizer {
             })
     }
 
-    fn dso(&self, path: &str, build_id: &[u8]) -> Arc<DsoSymbols> {
+    /// The store's entry of the DSO recorded at `path` with `build_id`,
+    /// looked up once per capture.
+    fn dso(&self, path: &str, build_id: &[u8]) -> Arc<store::Entry> {
         self.dsos
             .get_or_load((path.to_string(), build_id.to_vec()), || {
-                Arc::new(elf::load(&self.resolved(path, build_id)))
+                self.store.dso(path, &self.resolved(path, build_id))
             })
     }
 
     /// The unwind tables of the DSO recorded at `path` with `build_id`.
     fn unwind_tables(&self, path: &str, build_id: &[u8]) -> Option<Arc<unwind::DsoUnwind>> {
-        let key = (path.to_string(), build_id.to_vec());
-        self.unwind.get(&key, &self.resolved(path, build_id))
+        self.dso(path, build_id).unwind().cloned()
     }
 
     /// Takes back a block [`Symbolizer::run`] handed out, once its text is
@@ -481,37 +502,9 @@ impl Symbolizer {
     /// `--inline`).
     pub fn user_frame(&self, path: &str, build_id: &[u8], offset: u64, expand: bool) -> Vec<u8> {
         let mut line = Vec::new();
-        let syms = self.dso(path, build_id);
-        self.write_user_frame(&mut line, &syms, path, offset, expand);
+        let entry = self.dso(path, build_id);
+        write_user_frame(&mut line, &entry, path, offset, expand);
         line
-    }
-
-    fn write_user_frame(
-        &self,
-        line: &mut Vec<u8>,
-        syms: &DsoSymbols,
-        dso: &str,
-        addr: u64,
-        expand: bool,
-    ) {
-        let vaddr = syms.to_vaddr(addr);
-        let Some(h) = syms.table.find(vaddr) else {
-            let _ = writeln!(line, "\t{addr:16x} [unknown] ({dso})");
-            return;
-        };
-        let base = symbols::demangle(h.name);
-        if expand {
-            if let Some(d) = syms
-                .source
-                .as_ref()
-                .and_then(|f| self.inlines.get(&syms.source_root, f))
-            {
-                if inline::write_frame(line, addr, &d.chain(vaddr, h.name), &base, h.offset, dso) {
-                    return;
-                }
-            }
-        }
-        let _ = writeln!(line, "\t{addr:16x} {base}+{:#x} ({dso})", h.offset);
     }
 
     /// Prints the samples of `data` (those in `slice`, when given) as
@@ -614,6 +607,37 @@ impl Symbolizer {
     }
 }
 
+/// Writes the line (or, with `expand`, the inline frames and the line)
+/// `perf script` prints for file offset `addr` of the DSO `entry` holds,
+/// named `dso`: kept in the entry, so that every capture sharing it
+/// demangles and resolves each address once.
+fn write_user_frame(line: &mut Vec<u8>, entry: &store::Entry, dso: &str, addr: u64, expand: bool) {
+    let text = entry.line(addr, expand, || {
+        let mut line = Vec::with_capacity(96);
+        format_user_frame(&mut line, entry, dso, addr, expand);
+        line
+    });
+    line.extend_from_slice(&text);
+}
+
+fn format_user_frame(line: &mut Vec<u8>, entry: &store::Entry, dso: &str, addr: u64, expand: bool) {
+    let syms = entry.symbols();
+    let vaddr = syms.to_vaddr(addr);
+    let Some(h) = syms.table.find(vaddr) else {
+        let _ = writeln!(line, "\t{addr:16x} [unknown] ({dso})");
+        return;
+    };
+    let base = symbols::demangle(h.name);
+    if expand {
+        if let Some(d) = entry.debug() {
+            if inline::write_frame(line, addr, &d.chain(vaddr, h.name), &base, h.offset, dso) {
+                return;
+            }
+        }
+    }
+    let _ = writeln!(line, "\t{addr:16x} {base}+{:#x} ({dso})", h.offset);
+}
+
 /// The frame perf's arm64 rule puts after the leaf at `pc` of a
 /// frame-pointer chain: LR - 1 where one libunwind step from PC, LR and
 /// SP = 0 takes the return address from LR ([`unwind`]'s `leaf`); `cache`
@@ -653,7 +677,7 @@ struct Dso {
     /// The path to look up (`None`: nothing to read, e.g. `[vdso]`).
     path: Option<String>,
     build_id: Vec<u8>,
-    symbols: Option<Arc<DsoSymbols>>,
+    symbols: Option<Arc<store::Entry>>,
     /// JIT code: its process's functions from the snapshot (addresses are
     /// absolute, as in a perf map).
     jit: Option<Option<Arc<crate::symbolize::jit::PerfMap>>>,
@@ -1127,10 +1151,9 @@ impl<'a> Run<'a> {
             }
             let syms = d.symbols.get_or_insert_with(|| match &d.path {
                 Some(p) => self.sym.dso(p, &d.build_id),
-                None => Arc::new(DsoSymbols::default()),
+                None => store::Entry::empty(),
             });
-            self.sym
-                .write_user_frame(&mut line, syms, &d.name, addr, self.expand);
+            write_user_frame(&mut line, syms, &d.name, addr, self.expand);
             return line.into_boxed_slice();
         }
         let _ = write!(line, "\t{addr:16x} ");

@@ -74,6 +74,15 @@ pub struct DsoUnwind {
 }
 
 impl DsoUnwind {
+    /// Bytes its sections hold (what the symbol store counts).
+    pub fn bytes(&self) -> usize {
+        let len = |s: &Option<(Range<u64>, Bytes)>| s.as_ref().map_or(0, |(_, b)| b.len());
+        len(&self.eh_frame)
+            + len(&self.eh_frame_hdr)
+            + self.debug_frame.as_ref().map_or(0, |b| b.len())
+            + 24 * (self.segments.len() + self.exec.len())
+    }
+
     /// Where the ELF's address 0 lies in a process that maps `len` bytes
     /// of the file from offset `pgoff` at `start`: from the segment that
     /// begins inside the mapping (mappings start on a page boundary below

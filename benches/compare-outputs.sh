@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Compares the outputs two jobprof binaries write for the same captures,
+# byte for byte where the format allows: every file `jobprof process
+# --force --formats all` writes, in copies of each result directory given
+# (fixtures, the old pipeline's result dirs, a job of benches/job.sh).
+# Paths are compared with the copies' locations taken out; summary.json
+# without its timings, tool version and dates; the marker, index.json and
+# the query pages' sources.json without inode numbers, time stamps and the
+# sizes of summary.json (its timings' digits) and of perf.script.zst (its
+# text is compared decompressed: how it is cut into zstd frames follows
+# the time slices, which follow --jobs). Prints one line per differing
+# file and exits 1 when any differs.
+#
+#   bash benches/compare-outputs.sh BEFORE_BIN AFTER_BIN RESULT_DIR...
+set -uo pipefail
+before=$1 after=$2; shift 2
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+status=0
+norm() {
+  norm1 "$1" | sed -e "s|$work/before|W|g" -e "s|$work/after|W|g" \
+    -e 's/[0-9]\{4\}-[0-9][0-9]-[0-9][0-9]T[0-9:]*Z/TIME/g' |
+    grep -avE '"(ino|summary.json|perf.script.zst)":'
+}
+norm1() {
+  case "$1" in
+    *summary.json) python3 - "$1" <<'PY'
+import json, sys
+def strip(v):
+    if isinstance(v, dict):
+        return {k: strip(x) for k, x in v.items()
+                if k not in ("timings", "tool_version", "generated", "processed_at", "elapsed",
+                             "seconds", "processing", "created", "prepare", "pass", "render")}
+    if isinstance(v, list):
+        return [strip(x) for x in v]
+    return v
+print(json.dumps(strip(json.load(open(sys.argv[1]))), indent=1, sort_keys=True))
+PY
+    ;;
+    *.zst) zstd -dcq "$1" ;;
+    *.gz) gzip -dc "$1" ;;
+    *.postprocess-complete) grep -v -e completed -e tool_version -e '"at"' "$1" ;;
+    *) cat "$1" ;;
+  esac
+}
+for dir in "$@"; do
+  name=$(basename "$dir")
+  for side in before after; do
+    rm -rf "$work/$side"; mkdir -p "$work/$side"
+    cp -a "$dir" "$work/$side/$name"
+    bin=$before; [ "$side" = after ] && bin=$after
+    "$bin" process --force --formats all "$work/$side/$name" >"$work/$side.out" 2>"$work/$side.err"
+    echo "$side exit $?" >> "$work/$side.out"
+  done
+  n=0
+  while IFS= read -r f; do
+    rel=${f#"$work/after/"}
+    b=$work/before/$rel
+    if [ ! -e "$b" ]; then echo "only after: $rel"; status=1; continue; fi
+    if ! cmp -s <(norm "$b") <(norm "$f"); then
+      echo "DIFFERS: $rel"; status=1
+      diff <(norm "$b") <(norm "$f") | head -4
+    fi
+    n=$((n + 1))
+  done < <(find "$work/after/$name" -type f -newer "$work/before.out" | sort)
+  lines() { sed -e 's/([0-9.]*s)//' -e "s|$work/before|W|g" -e "s|$work/after|W|g" -e 's/^before exit/exit/' -e 's/^after exit/exit/' "$1"; }
+  if ! diff -q <(lines "$work/before.out") <(lines "$work/after.out") >/dev/null; then
+    echo "result lines differ for $name:"; diff <(lines "$work/before.out") <(lines "$work/after.out") | head -5
+    status=1
+  fi
+  echo "$name: $n output files compared"
+done
+exit $status

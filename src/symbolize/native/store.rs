@@ -1,0 +1,656 @@
+//! The symbol store: what the native symbolizer reads from symbol files,
+//! loaded once per run and shared by every shard, time slice, capture and
+//! worker thread that one `process`, `reprocess` or array task handles.
+//!
+//! A job is many small captures of the same large binaries; without the
+//! store each capture read and indexed them again (ELF symbols, unwind
+//! tables, DWARF line and inline tables, the kernel table), which cost
+//! more than its samples. The store holds, per DSO ([`Entry`]): its symbol
+//! table, its unwind tables (framehop's sections), the DWARF of the file
+//! its symbols came from (addr2line's context, which fills its tables
+//! lazily and keeps them), and the finished frame lines of the addresses
+//! printed so far (names demangled, inline chains resolved); and kernel
+//! tables by content. Each part loads lazily, once, on the first ask.
+//!
+//! **Keys.** Which files name a DSO is decided by the resolver
+//! ([`crate::symbolize::sources::resolve`]); a DSO is shared between
+//! captures only when those files are the same ([`DsoId`]): with a build
+//! id that every taken file carries in its `.note.gnu.build-id` (the
+//! resolver takes no other), the recorded path, the build id, and the kind
+//! and size of each taken file; otherwise (no build id recorded, or a file
+//! without one) the file identity of each (device, inode, size and
+//! modification time), never shared with another capture's copy. Each
+//! symbolizer keeps its own (path, build id) → entry map, so the stat
+//! calls happen once per DSO and capture.
+//!
+//! **Memory.** Each part's size is counted as it loads (symbol tables by
+//! their entries, unwind sections by their bytes, DWARF by the file's
+//! size, frame lines by their bytes); past the store's limit the least
+//! recently asked entries are dropped (runs that hold one keep it until
+//! they end). [`Store::describe`] says what it holds, for the log and the
+//! summary.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use super::elf::{self, DsoSymbols};
+use super::inline;
+use super::symbols::{self, SymbolTable};
+use super::unwind::{self, DsoUnwind};
+use crate::symbolize::sources::{Kind, Resolved};
+
+/// The store's default limit: 1 GiB of symbol data.
+pub const DEFAULT_LIMIT: usize = 1 << 30;
+/// Frame lines kept per entry before its line cache starts over.
+const LINES_PER_ENTRY: usize = 1 << 18;
+/// A kernel table's bytes counted per symbol (entry, name, arena).
+const KERNEL_SYMBOL_BYTES: usize = 64;
+/// An ELF symbol's bytes counted (table entry and name).
+const SYMBOL_BYTES: usize = 80;
+
+/// Which files a DSO's symbols come from: what decides whether two
+/// captures may share them.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum DsoId {
+    /// Every taken file carries `build_id`: (kind, size) of each.
+    Build {
+        /// The path the capture recorded.
+        path: String,
+        /// The build id recorded (and found in every file).
+        build_id: Vec<u8>,
+        /// (kind, size) of the taken files, debug files first.
+        files: Vec<(Kind, u64)>,
+    },
+    /// No build id, or a file without it: (kind, device, inode, size, mtime
+    /// seconds, mtime nanoseconds) of each taken file.
+    File {
+        /// The path the capture recorded.
+        path: String,
+        /// The build id recorded (possibly empty).
+        build_id: Vec<u8>,
+        /// Identity of each taken file.
+        files: Vec<(Kind, u64, u64, u64, i64, i64)>,
+    },
+}
+
+/// Whether `id` is a build id worth keying on (perf's rule: more than one
+/// byte, not all zero).
+fn usable_build_id(id: &[u8]) -> bool {
+    id.len() > 1 && id.iter().any(|&b| b != 0)
+}
+
+impl DsoId {
+    /// The key of the DSO recorded at `path` whose files the resolver took
+    /// as `resolved` says.
+    pub fn of(path: &str, resolved: &Resolved) -> DsoId {
+        use std::os::unix::fs::MetadataExt;
+        let want = &resolved.recorded[..];
+        let taken: Vec<(Kind, std::fs::Metadata, bool)> = resolved
+            .files()
+            .filter_map(|f| {
+                // Under a symfs files are never read through a link (the
+                // loaders refuse them); under `/` they are followed.
+                let m = match f.root == Path::new("/") {
+                    true => std::fs::metadata(&f.path),
+                    false => std::fs::symlink_metadata(&f.path),
+                }
+                .ok()?;
+                Some((f.kind, m, f.build_id.as_deref() == Some(want)))
+            })
+            .collect();
+        if usable_build_id(want) && taken.iter().all(|(_, _, carries)| *carries) {
+            return DsoId::Build {
+                path: path.to_string(),
+                build_id: want.to_vec(),
+                files: taken.iter().map(|(k, m, _)| (*k, m.len())).collect(),
+            };
+        }
+        DsoId::File {
+            path: path.to_string(),
+            build_id: want.to_vec(),
+            files: taken
+                .iter()
+                .map(|(k, m, _)| (*k, m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec()))
+                .collect(),
+        }
+    }
+}
+
+/// Finished frame lines by (file offset, inline frames expanded).
+type Lines = rustc_hash::FxHashMap<(u64, bool), Arc<[u8]>>;
+
+/// One DSO's symbol data, each part loaded on the first ask from the files
+/// of the capture that created the entry (the same files, by its key, as
+/// every capture that shares it).
+pub struct Entry {
+    /// The path the capture recorded (for the log).
+    path: String,
+    /// The files that name it.
+    resolved: Arc<Resolved>,
+    /// Whether there is a file to read at all.
+    readable: bool,
+    symbols: OnceLock<Arc<DsoSymbols>>,
+    unwind: OnceLock<Option<Arc<DsoUnwind>>>,
+    debug: OnceLock<Option<Arc<inline::Debug>>>,
+    /// Finished frame lines by (file offset, inline frames expanded).
+    lines: Mutex<Lines>,
+    /// Bytes counted for the parts loaded so far.
+    bytes: AtomicUsize,
+    /// Dropped by the store: loads no longer add to its total.
+    evicted: std::sync::atomic::AtomicBool,
+    /// The store whose totals this entry's loads add to.
+    counts: Arc<Counts>,
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Entry")
+            .field("path", &self.path)
+            .field("bytes", &self.bytes.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Entry {
+    fn new(path: &str, resolved: Arc<Resolved>, counts: Arc<Counts>) -> Entry {
+        Entry {
+            path: path.to_string(),
+            readable: resolved.found(),
+            resolved,
+            symbols: OnceLock::new(),
+            unwind: OnceLock::new(),
+            debug: OnceLock::new(),
+            lines: Mutex::default(),
+            bytes: AtomicUsize::new(0),
+            evicted: Default::default(),
+            counts,
+        }
+    }
+
+    /// An entry with nothing to read: empty symbols, no unwind tables.
+    pub fn empty() -> Arc<Entry> {
+        Arc::new(Entry::new("", Arc::default(), Arc::default()))
+    }
+
+    fn count(&self, bytes: usize) {
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        if !self.evicted.load(Ordering::Relaxed) {
+            self.counts.bytes.fetch_add(bytes, Ordering::Relaxed);
+        }
+    }
+
+    /// The DSO's symbols (an empty table when no file names them).
+    pub fn symbols(&self) -> &Arc<DsoSymbols> {
+        self.symbols.get_or_init(|| {
+            if !self.readable {
+                return Arc::default();
+            }
+            let s = elf::load(&self.resolved);
+            self.count(s.table.len() * SYMBOL_BYTES);
+            self.counts.loads.fetch_add(1, Ordering::Relaxed);
+            Arc::new(s)
+        })
+    }
+
+    /// The DSO's unwind tables (`None`: nothing to unwind with).
+    pub fn unwind(&self) -> Option<&Arc<DsoUnwind>> {
+        self.unwind
+            .get_or_init(|| {
+                if !self.readable {
+                    return None;
+                }
+                let t = unwind::load(&self.resolved)?;
+                self.count(t.bytes());
+                self.counts.loads.fetch_add(1, Ordering::Relaxed);
+                Some(Arc::new(t))
+            })
+            .as_ref()
+    }
+
+    /// The DWARF of the file the symbols came from (`None`: none).
+    pub fn debug(&self) -> Option<&Arc<inline::Debug>> {
+        self.debug
+            .get_or_init(|| {
+                let syms = self.symbols();
+                let file = syms.source.as_ref()?;
+                let d = inline::Debug::load(&syms.source_root, file)?;
+                let size = std::fs::metadata(file).map_or(0, |m| m.len() as usize);
+                self.count(size);
+                self.counts.loads.fetch_add(1, Ordering::Relaxed);
+                Some(Arc::new(d))
+            })
+            .as_ref()
+    }
+
+    /// The frame line kept for file offset `offset` (`expand`: with inline
+    /// frames), or the one `make` writes, kept.
+    pub fn line(&self, offset: u64, expand: bool, make: impl FnOnce() -> Vec<u8>) -> Arc<[u8]> {
+        let key = (offset, expand);
+        if let Some(l) = self.lock_lines().get(&key) {
+            return l.clone();
+        }
+        let line: Arc<[u8]> = make().into();
+        let mut lines = self.lock_lines();
+        if lines.len() >= LINES_PER_ENTRY {
+            let dropped: usize = lines.values().map(|l| l.len() + 32).sum();
+            lines.clear();
+            self.bytes.fetch_sub(dropped, Ordering::Relaxed);
+            if !self.evicted.load(Ordering::Relaxed) {
+                sub(&self.counts.bytes, dropped);
+            }
+        }
+        if lines.insert(key, line.clone()).is_none() {
+            self.count(line.len() + 32);
+        }
+        line
+    }
+
+    fn lock_lines(&self) -> std::sync::MutexGuard<'_, Lines> {
+        self.lines.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Bytes counted for what this entry holds.
+    pub fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+}
+
+/// Takes `n` from `c`, stopping at 0 (a load counted while its entry was
+/// being dropped must not wrap the total).
+fn sub(c: &AtomicUsize, n: usize) {
+    let _ = c.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+        Some(v.saturating_sub(n))
+    });
+}
+
+/// The store's running totals, shared with its entries.
+#[derive(Debug, Default)]
+struct Counts {
+    /// Bytes counted for every part loaded and not dropped.
+    bytes: AtomicUsize,
+    /// Parts loaded (symbol tables, unwind tables, DWARF, kernel tables).
+    loads: AtomicU64,
+    /// Asks answered by an entry another capture (or slice) made.
+    reuses: AtomicU64,
+    /// Entries dropped for the limit.
+    evictions: AtomicU64,
+}
+
+struct Slot<T> {
+    value: Arc<T>,
+    last_use: u64,
+}
+
+/// A kernel table by its text's content.
+struct Kernel {
+    text: Vec<u8>,
+    table: OnceLock<Arc<SymbolTable>>,
+    bytes: AtomicUsize,
+}
+
+#[derive(Default)]
+struct Slots {
+    dsos: HashMap<DsoId, Slot<Entry>>,
+    kernels: HashMap<(usize, u64), Slot<Kernel>>,
+    tick: u64,
+}
+
+/// Symbol data by DSO, shared by a whole run; see the module's doc.
+pub struct Store {
+    limit: usize,
+    slots: Mutex<Slots>,
+    counts: Arc<Counts>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe())
+    }
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Store::new(DEFAULT_LIMIT)
+    }
+}
+
+impl Store {
+    /// An empty store that keeps about `limit` bytes of symbol data.
+    pub fn new(limit: usize) -> Store {
+        Store {
+            limit,
+            slots: Mutex::default(),
+            counts: Arc::default(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Slots> {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The entry of the DSO recorded at `path` whose files the resolver
+    /// took as `resolved` says: shared with every earlier ask whose files
+    /// are the same ([`DsoId`]).
+    pub fn dso(&self, path: &str, resolved: &Arc<Resolved>) -> Arc<Entry> {
+        let id = DsoId::of(path, resolved);
+        let mut slots = self.lock();
+        slots.tick += 1;
+        let tick = slots.tick;
+        let e = match slots.dsos.get_mut(&id) {
+            Some(s) => {
+                s.last_use = tick;
+                self.counts.reuses.fetch_add(1, Ordering::Relaxed);
+                s.value.clone()
+            }
+            None => {
+                let e = Arc::new(Entry::new(path, resolved.clone(), self.counts.clone()));
+                let slot = Slot {
+                    value: e.clone(),
+                    last_use: tick,
+                };
+                slots.dsos.insert(id, slot);
+                e
+            }
+        };
+        self.evict(&mut slots);
+        e
+    }
+
+    /// The kernel table read from `text` (kallsyms format), shared with
+    /// every earlier ask for the same text.
+    pub fn kernel(&self, text: Vec<u8>) -> Arc<SymbolTable> {
+        let mut h = rustc_hash::FxHasher::default();
+        text.hash(&mut h);
+        let key = (text.len(), h.finish());
+        // The cell is made under the lock and filled outside it: a second
+        // asker of the same text waits for the first one's table.
+        let cell = {
+            let mut slots = self.lock();
+            slots.tick += 1;
+            let tick = slots.tick;
+            match slots.kernels.get_mut(&key).filter(|s| s.value.text == text) {
+                Some(s) => {
+                    s.last_use = tick;
+                    self.counts.reuses.fetch_add(1, Ordering::Relaxed);
+                    s.value.clone()
+                }
+                None => {
+                    let k = Arc::new(Kernel {
+                        text,
+                        table: OnceLock::new(),
+                        bytes: AtomicUsize::new(0),
+                    });
+                    let slot = Slot {
+                        value: k.clone(),
+                        last_use: tick,
+                    };
+                    if let Some(old) = slots.kernels.insert(key, slot) {
+                        sub(&self.counts.bytes, old.value.bytes.load(Ordering::Relaxed));
+                    }
+                    k
+                }
+            }
+        };
+        let table = cell
+            .table
+            .get_or_init(|| {
+                let table = Arc::new(symbols::read_kallsyms(&cell.text[..]).unwrap_or_default());
+                let bytes = cell.text.len() + table.len() * KERNEL_SYMBOL_BYTES;
+                cell.bytes.store(bytes, Ordering::Relaxed);
+                self.counts.bytes.fetch_add(bytes, Ordering::Relaxed);
+                self.counts.loads.fetch_add(1, Ordering::Relaxed);
+                table
+            })
+            .clone();
+        self.evict(&mut self.lock());
+        table
+    }
+
+    /// Drops the least recently asked entries while more than the limit is
+    /// held; the one asked last stays whatever its size (its asker is
+    /// about to use it). Runs at every ask: what an entry loads after it
+    /// was asked for counts from the next ask on.
+    fn evict(&self, slots: &mut Slots) {
+        let newest = slots.tick;
+        while self.counts.bytes.load(Ordering::Relaxed) > self.limit {
+            let dso = slots
+                .dsos
+                .iter()
+                .filter(|(_, s)| s.last_use != newest)
+                .min_by_key(|(_, s)| s.last_use)
+                .map(|(k, s)| (s.last_use, k.clone()));
+            let kernel = slots
+                .kernels
+                .iter()
+                .filter(|(_, s)| s.last_use != newest)
+                .min_by_key(|(_, s)| s.last_use)
+                .map(|(k, s)| (s.last_use, *k));
+            let dso_first = match (&dso, &kernel) {
+                (Some((a, _)), Some((b, _))) => a <= b,
+                (d, _) => d.is_some(),
+            };
+            let freed = match (dso, kernel) {
+                (Some((_, k)), _) if dso_first => slots.dsos.remove(&k).map_or(0, |s| {
+                    s.value.evicted.store(true, Ordering::Relaxed);
+                    s.value.bytes()
+                }),
+                (_, Some((_, k))) => slots
+                    .kernels
+                    .remove(&k)
+                    .map_or(0, |s| s.value.bytes.load(Ordering::Relaxed)),
+                _ => break,
+            };
+            sub(&self.counts.bytes, freed);
+            self.counts.evictions.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Bytes counted for what the store holds now.
+    pub fn bytes(&self) -> usize {
+        self.counts.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Entries held now (DSOs, kernel tables).
+    pub fn entries(&self) -> (usize, usize) {
+        let s = self.lock();
+        (s.dsos.len(), s.kernels.len())
+    }
+
+    /// Parts loaded, asks answered from an earlier entry, entries dropped.
+    pub fn figures(&self) -> (u64, u64, u64) {
+        let c = &self.counts;
+        (
+            c.loads.load(Ordering::Relaxed),
+            c.reuses.load(Ordering::Relaxed),
+            c.evictions.load(Ordering::Relaxed),
+        )
+    }
+
+    /// One line on what the store holds, for the log.
+    pub fn describe(&self) -> String {
+        let (dsos, kernels) = self.entries();
+        let (loads, reuses, evictions) = self.figures();
+        format!(
+            "symbol store: {dsos} DSO(s) and {kernels} kernel table(s), about {:.1} MiB of {} MiB; \
+             {loads} load(s), {reuses} reuse(s), {evictions} eviction(s)",
+            self.bytes() as f64 / (1 << 20) as f64,
+            self.limit >> 20
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    /// A symfs root holding `bin` (a system binary with a build id) as
+    /// `usr/bin/tool`.
+    fn root_with(dir: &Path, name: &str, bin: &str) -> PathBuf {
+        let root = dir.join(name);
+        std::fs::create_dir_all(root.join("usr/bin")).unwrap();
+        std::fs::copy(bin, root.join("usr/bin/tool")).unwrap();
+        root
+    }
+
+    fn build_id_of(bin: &str) -> Vec<u8> {
+        use object::Object;
+        let data = std::fs::read(bin).unwrap();
+        let file = object::read::elf::ElfFile64::<object::Endianness>::parse(&*data).unwrap();
+        let id = file.build_id().ok().flatten();
+        id.expect("a system binary with a build id").to_vec()
+    }
+
+    /// What the resolver takes for `path` with `build_id` in the snapshot
+    /// `root` alone (this host is not searched).
+    fn resolved(root: &Path, path: &str, build_id: &[u8]) -> Arc<Resolved> {
+        let search = crate::symbolize::sources::Search {
+            symfs: Some(root.to_path_buf()),
+            ..Default::default()
+        };
+        Arc::new(crate::symbolize::sources::resolve(path, build_id, &search))
+    }
+
+    /// The store's entry for `path` with `build_id` in the snapshot `root`.
+    fn dso(store: &Store, root: &Path, path: &str, build_id: &[u8]) -> Arc<Entry> {
+        store.dso(path, &resolved(root, path, build_id))
+    }
+
+    const LS: &str = "/bin/ls";
+    const CAT: &str = "/bin/cat";
+
+    #[test]
+    fn copies_with_one_build_id_share_one_entry_loaded_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (
+            root_with(dir.path(), "a", LS),
+            root_with(dir.path(), "b", LS),
+        );
+        let id = build_id_of(LS);
+        let store = Store::default();
+        let ea = dso(&store, &a, "/usr/bin/tool", &id);
+        let eb = dso(&store, &b, "/usr/bin/tool", &id);
+        assert!(Arc::ptr_eq(&ea, &eb));
+        assert!(!ea.symbols().table.is_empty());
+        assert!(Arc::ptr_eq(ea.symbols(), eb.symbols()));
+        ea.unwind().expect("ls has .eh_frame");
+        eb.unwind();
+        let (loads, reuses, evictions) = store.figures();
+        assert_eq!((loads, reuses, evictions), (2, 1, 0));
+        assert!(store.bytes() > 0);
+        assert!(
+            store.describe().contains("1 DSO(s)"),
+            "{}",
+            store.describe()
+        );
+    }
+
+    #[test]
+    fn a_file_that_lacks_the_recorded_build_id_is_never_shared() {
+        let dir = tempfile::tempdir().unwrap();
+        // b's file claims ls's build id but is cat.
+        let (a, b) = (
+            root_with(dir.path(), "a", LS),
+            root_with(dir.path(), "b", CAT),
+        );
+        let id = build_id_of(LS);
+        let store = Store::default();
+        let ea = dso(&store, &a, "/usr/bin/tool", &id);
+        let eb = dso(&store, &b, "/usr/bin/tool", &id);
+        assert!(!Arc::ptr_eq(&ea, &eb));
+        assert!(matches!(
+            DsoId::of("/usr/bin/tool", &resolved(&a, "/usr/bin/tool", &id)),
+            DsoId::Build { .. }
+        ));
+        // The resolver takes no file with another build id: b's entry
+        // names nothing.
+        assert!(eb.symbols().table.is_empty());
+        // Nor does a second copy of it name anything.
+        let c = root_with(dir.path(), "c", CAT);
+        assert!(dso(&store, &c, "/usr/bin/tool", &id)
+            .symbols()
+            .table
+            .is_empty());
+        // Without a build id, the same file asked again is shared; another
+        // copy is not (file identity).
+        let nb = dso(&store, &b, "/usr/bin/tool", &[]);
+        assert!(Arc::ptr_eq(&nb, &dso(&store, &b, "/usr/bin/tool", &[])));
+        assert!(!Arc::ptr_eq(&nb, &dso(&store, &c, "/usr/bin/tool", &[])));
+    }
+
+    #[test]
+    fn another_path_or_build_id_is_another_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = root_with(dir.path(), "a", LS);
+        std::fs::copy(LS, a.join("usr/bin/other")).unwrap();
+        let id = build_id_of(LS);
+        let store = Store::default();
+        let e = dso(&store, &a, "/usr/bin/tool", &id);
+        assert!(!Arc::ptr_eq(&e, &dso(&store, &a, "/usr/bin/other", &id)));
+        assert!(!Arc::ptr_eq(&e, &dso(&store, &a, "/usr/bin/tool", &[])));
+        // A debug file that appears changes which files are read.
+        let debug = a.join("usr/lib/debug/usr/bin");
+        std::fs::create_dir_all(&debug).unwrap();
+        std::fs::copy(LS, debug.join("tool.debug")).unwrap();
+        assert!(!Arc::ptr_eq(&e, &dso(&store, &a, "/usr/bin/tool", &id)));
+    }
+
+    #[test]
+    fn past_the_limit_the_least_recently_asked_entry_goes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (
+            root_with(dir.path(), "a", LS),
+            root_with(dir.path(), "b", CAT),
+        );
+        let (ls, cat) = (build_id_of(LS), build_id_of(CAT));
+        // Room for about one symbol table.
+        let store = Store::new(1);
+        let first = dso(&store, &a, "/usr/bin/tool", &ls);
+        first.symbols();
+        assert!(store.bytes() > 1);
+        let second = dso(&store, &b, "/usr/bin/tool", &cat);
+        second.symbols();
+        second.unwind().expect("cat has .eh_frame");
+        assert_eq!(store.entries().0, 1, "{}", store.describe());
+        assert_eq!(store.figures().2, 1);
+        // The evicted entry still serves whoever holds it...
+        assert!(!first.symbols().table.is_empty());
+        // ...and is loaded again when asked for.
+        let again = dso(&store, &a, "/usr/bin/tool", &ls);
+        assert!(!Arc::ptr_eq(&first, &again));
+        assert_eq!(store.entries().0, 1);
+        assert_eq!(store.figures().2, 2);
+    }
+
+    #[test]
+    fn kernel_tables_are_shared_by_content() {
+        let store = Store::default();
+        let text = b"ffffffff81000000 T _text\nffffffff81000100 T start_kernel\n".to_vec();
+        let t1 = store.kernel(text.clone());
+        let t2 = store.kernel(text.clone());
+        assert!(Arc::ptr_eq(&t1, &t2));
+        assert_eq!(t1.len(), 2);
+        let mut other = text;
+        other.extend_from_slice(b"ffffffff81000200 T rest_init\n");
+        assert!(!Arc::ptr_eq(&t1, &store.kernel(other)));
+        assert_eq!(store.entries().1, 2);
+    }
+
+    #[test]
+    fn frame_lines_are_kept_per_entry() {
+        let e = Entry::empty();
+        let mut made = 0;
+        let mut make = || {
+            made += 1;
+            b"\t1234 f+0x4 (x)\n".to_vec()
+        };
+        let a = e.line(0x1234, false, &mut make);
+        let b = e.line(0x1234, false, &mut make);
+        assert!(Arc::ptr_eq(&a, &b));
+        e.line(0x1234, true, &mut make);
+        assert_eq!(made, 2);
+    }
+}
