@@ -38,7 +38,7 @@ use crate::publish;
 use crate::shard::RecordSpec;
 use crate::symfs;
 use crate::sys;
-use crate::tokens::{query_ok, write_atomic, Request, Tokens, INVALID_PREFIX, MAX_QUERY_LEN};
+use crate::tokens::{query_ok, write_atomic, Request, Tokens, INVALID_PREFIX};
 
 const POLL: Duration = Duration::from_millis(200);
 
@@ -796,13 +796,7 @@ impl Server {
         }
         let _ = Tokens::remove(&self.tokens.query(kind, q));
         if !query_ok(q) {
-            self.error(
-                q,
-                &format!(
-                    "query id `{q}` is not allowed (^[A-Za-z0-9_.-]+$, not starting with `.`, \
-                     at most {MAX_QUERY_LEN} bytes); ignored"
-                ),
-            );
+            self.error(q, &crate::tokens::query_refused(q));
             return;
         }
         match req {

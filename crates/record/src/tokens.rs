@@ -43,6 +43,15 @@ pub fn query_ok(q: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
 
+/// What a sidecar answers (in its error token) for a query id that breaks
+/// [`query_ok`]'s rule: the token is ignored.
+pub fn query_refused(q: &str) -> String {
+    format!(
+        "query id `{q}` is not allowed (^[A-Za-z0-9_.-]+$, not starting with `.`, at most \
+         {MAX_QUERY_LEN} bytes); ignored"
+    )
+}
+
 /// Checks a query id, explaining the rule when it is broken (exit 2).
 pub fn validate_query(q: &str) -> Result<(), Fail> {
     if query_ok(q) {

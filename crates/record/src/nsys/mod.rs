@@ -34,7 +34,7 @@ use crate::fail::Fail;
 use crate::identity::{self, write_signed, SidecarId};
 use crate::preflight::{private_dir, staging_root};
 use crate::sys;
-use crate::tokens::{query_ok, Request, Tokens, Tool, MAX_QUERY_LEN};
+use crate::tokens::{query_ok, Request, Tokens, Tool};
 
 const POLL: Duration = Duration::from_millis(200);
 
@@ -310,13 +310,7 @@ impl Server<'_> {
         };
         let _ = Tokens::remove(&self.tokens.query(kind, q));
         if !query_ok(q) {
-            self.error(
-                q,
-                &format!(
-                    "query id `{q}` is not allowed (^[A-Za-z0-9_.-]+$, not starting with `.`, \
-                     at most {MAX_QUERY_LEN} bytes); ignored"
-                ),
-            );
+            self.error(q, &crate::tokens::query_refused(q));
             return;
         }
         match req {
