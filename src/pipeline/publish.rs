@@ -290,7 +290,13 @@ impl Pipeline<'_> {
                 .then(|| self.output(crate::output::pprof::PPROF))
                 .transpose()?;
             let to = pprof.as_mut().map(|f| (f, off_cpu));
-            let mut reader = self.opts.formats.report.then(SampleReader::default);
+            // Off-CPU captures: the sampling event's, as the folded stacks.
+            let event = self.fold_options().event_filter;
+            let mut reader = self
+                .opts
+                .formats
+                .report
+                .then(|| SampleReader::of_event(event.as_deref()));
             timeline = self.walk_text(pass, text, to, wants(Format::Html), reader.as_mut())?;
             report = reader.map(|r| r.finish(text));
             if let Some(f) = pprof {

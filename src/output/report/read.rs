@@ -124,6 +124,17 @@ pub struct SampleReader {
 }
 
 impl SampleReader {
+    /// A reader of the samples of `event` (its base name matches too, as
+    /// in [`of_event`]); `None`: the first event seen.
+    pub fn of_event(event: Option<&str>) -> SampleReader {
+        SampleReader {
+            lines: Lines {
+                want: event.map(String::from),
+                ..Lines::default()
+            },
+        }
+    }
+
     /// Takes one sample's text (its lines; the blank line after it may be
     /// left out).
     pub fn sample(&mut self, text: &[u8]) {
@@ -518,6 +529,15 @@ mod tests {
         );
         assert_eq!(walked.shards, whole.shards);
         assert_eq!(walked.samples, 2);
+        // Of one event, as of_event reads the file (an off-CPU capture's
+        // report is of its sampling event, not the switch tracepoint).
+        let mut r = SampleReader::of_event(Some("sched:sched_switch"));
+        for s in script.split("\n\n") {
+            r.sample(s.as_bytes());
+        }
+        let switch = r.finish(&file).unwrap();
+        assert_eq!(switch.event.as_deref(), Some("sched:sched_switch"));
+        assert_eq!(switch.samples, 1);
         let err = SampleReader::default().finish(&file).unwrap_err();
         assert!(err.to_string().contains("no samples"), "{err}");
     }
