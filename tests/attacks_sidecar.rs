@@ -9,7 +9,6 @@
 //! copied. docs/reliability.md lists the guarantee each one proves.
 
 use std::fs;
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -109,11 +108,7 @@ fn as_nobody(argv: &[&str]) -> Child {
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(line.trim(), "started", "the worker did not start: {argv:?}");
+    util::wait_started(&mut child, &format!("{argv:?}"));
     child
 }
 

@@ -11,7 +11,6 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -76,11 +75,7 @@ fn spawn_in(argv: &[&str], private_tmp: bool, cwd: &Path) -> Child {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(line.trim(), "started", "the worker did not start");
+    util::wait_started(&mut child, &format!("{argv:?}"));
     child
 }
 

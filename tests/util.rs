@@ -836,3 +836,15 @@ pub fn duckdb_python() -> Option<PathBuf> {
     })
     .clone()
 }
+
+/// Waits for a spawned worker's first stdout line to say `started` (the
+/// test programs print it once their threads run); `what` names the worker
+/// in the failure.
+pub fn wait_started(child: &mut Child, what: &str) {
+    use std::io::{BufRead, BufReader};
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().expect("stdout piped"))
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "started", "the worker did not start: {what}");
+}
