@@ -4,7 +4,7 @@
 //! The hand-written writer and the derive use the same field names (tested
 //! by a round trip).
 
-use crate::{json_string, JsonObject};
+use crate::json::{json_string, JsonObject};
 
 /// Name of the manifest in every published per-query nsys directory.
 pub const NSYS_CAPTURE_JSON: &str = "nsys-capture.json";
