@@ -38,7 +38,7 @@ use crate::publish;
 use crate::shard::RecordSpec;
 use crate::symfs;
 use crate::sys;
-use crate::tokens::{query_ok, write_atomic, Request, Tokens, INVALID_PREFIX};
+use crate::tokens::{write_atomic, Request, Tokens, Tool, INVALID_PREFIX};
 
 const POLL: Duration = Duration::from_millis(200);
 
@@ -64,22 +64,11 @@ enum Ending {
 /// first capture, write `ready`, serve captures until the end, then end
 /// what runs and publish what is left.
 pub fn run(opts: SidecarOpts) -> Result<(), Fail> {
-    let tokens = Tokens::new(&opts.token_dir, opts.worker);
-    if !opts.token_dir.is_dir() {
-        return Err(Fail::usage(format!(
-            "--token-dir {}: not a directory; create it (shared with the driver) first",
-            opts.token_dir.display()
-        )));
-    }
+    let tokens = Tokens::for_sidecar(Tool::Perf, &opts.token_dir, opts.worker)?;
     let me = SidecarId::me();
     let lock = lock_worker(&opts, &tokens, &me)?;
     sys::catch_termination();
-    tokens.clear_all().map_err(|e| {
-        Fail::failed(format!(
-            "cannot clear stale tokens in {}: {e}",
-            opts.token_dir.display()
-        ))
-    })?;
+    tokens.clear_stale()?;
     let worker = prepare(&opts, &tokens, &me)?;
     let mut server = Server::new(&opts, &tokens, &me, &worker);
     // The first capture is armed before `ready`: a driver that waits for
@@ -773,30 +762,24 @@ impl Server {
 
     fn error(&self, q: &str, msg: &str) {
         log(msg);
-        let _ = self.tokens.write(&self.tokens.query("error", q), msg);
+        self.tokens.answer_error(q, msg);
     }
 
     fn handle(&mut self, req: Request, q: &str) {
-        let kind = if req == Request::Start {
-            "start"
-        } else {
-            "stop"
-        };
         if let Some(c) = self.active.as_ref().filter(|c| c.query == q) {
             // The running capture's stop is handled by watch_active; a
             // repeated start for it (the driver retried, clearing `started`)
             // is answered again.
             if req == Request::Start {
-                let _ = Tokens::remove(&self.tokens.query(kind, q));
+                let _ = self.tokens.take_request(req, q);
                 let _ = self
                     .tokens
                     .write(&self.tokens.query("started", q), &c.summary());
             }
             return;
         }
-        let _ = Tokens::remove(&self.tokens.query(kind, q));
-        if !query_ok(q) {
-            self.error(q, &crate::tokens::query_refused(q));
+        if let Err(refused) = self.tokens.take_request(req, q) {
+            self.error(q, &refused);
             return;
         }
         match req {

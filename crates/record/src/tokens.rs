@@ -92,6 +92,16 @@ pub enum Request {
     Stop,
 }
 
+impl Request {
+    /// The kind of the request's token: `start` or `stop`.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Request::Start => "start",
+            Request::Stop => "stop",
+        }
+    }
+}
+
 /// Which profiler a sidecar drives: decides the token names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Tool {
@@ -133,7 +143,9 @@ pub struct Tokens {
 }
 
 impl Tokens {
-    /// perf tokens of worker `worker` in `dir`.
+    /// perf tokens of worker `worker` in `dir` (the tests' shorthand; the
+    /// sidecars use [`Tokens::for_sidecar`]).
+    #[cfg(test)]
     pub fn new(dir: &Path, worker: u32) -> Tokens {
         Tokens::of(Tool::Perf, dir, worker)
     }
@@ -178,6 +190,29 @@ impl Tokens {
             .join(format!(".perf_record_stop_forced_w{}", self.worker))
     }
 
+    /// A sidecar's tokens: `tool`'s of worker `worker` in `dir`, which must
+    /// be a directory (`--token-dir`; exit 2 when it is not).
+    pub fn for_sidecar(tool: Tool, dir: &Path, worker: u32) -> Result<Tokens, Fail> {
+        if !dir.is_dir() {
+            return Err(Fail::usage(format!(
+                "--token-dir {}: not a directory; create it (shared with the driver) first",
+                dir.display()
+            )));
+        }
+        Ok(Tokens::of(tool, dir, worker))
+    }
+
+    /// [`Tokens::clear_all`] as a sidecar's start-up does it: what an
+    /// earlier run left is removed, or the sidecar fails (exit 1).
+    pub fn clear_stale(&self) -> Result<(), Fail> {
+        self.clear_all().map_err(|e| {
+            Fail::failed(format!(
+                "cannot clear stale tokens in {}: {e}",
+                self.dir.display()
+            ))
+        })
+    }
+
     /// Writes a token atomically with `content` (a line is added).
     pub fn write(&self, path: &Path, content: &str) -> io::Result<()> {
         let mut data = content.trim_end().to_string();
@@ -198,6 +233,24 @@ impl Tokens {
         (!s.is_empty()).then(|| s.to_string())
     }
 
+    /// Takes request `req` of query `q`: removes its token (it has been
+    /// seen) and checks the query id; `Err` holds the refusal of an id
+    /// that breaks [`query_ok`]'s rule, for the query's error token.
+    pub fn take_request(&self, req: Request, q: &str) -> Result<(), String> {
+        let _ = Tokens::remove(&self.query(req.kind(), q));
+        if query_ok(q) {
+            Ok(())
+        } else {
+            Err(query_refused(q))
+        }
+    }
+
+    /// Answers query `q` with its error token, holding `msg` (the one
+    /// `error` token of both sidecars; the caller logs the message).
+    pub fn answer_error(&self, q: &str, msg: &str) {
+        let _ = self.write(&self.query("error", q), msg);
+    }
+
     /// Removes a token; a missing one is fine.
     pub fn remove(path: &Path) -> io::Result<()> {
         match fs::remove_file(path) {
@@ -210,8 +263,8 @@ impl Tokens {
     /// sorted by query id. Query ids are returned as found (the caller
     /// validates them: `.perf_start_w0_..` is a legal file name).
     pub fn requests(&self) -> io::Result<Vec<(Request, String)>> {
-        let start = self.query_prefix("start");
-        let stop = self.query_prefix("stop");
+        let start = self.query_prefix(Request::Start.kind());
+        let stop = self.query_prefix(Request::Stop.kind());
         let mut found = Vec::new();
         for entry in fs::read_dir(&self.dir)? {
             let name = entry?.file_name();

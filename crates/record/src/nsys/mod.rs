@@ -34,7 +34,7 @@ use crate::fail::Fail;
 use crate::identity::{self, write_signed, SidecarId};
 use crate::preflight::{private_dir, staging_root};
 use crate::sys;
-use crate::tokens::{query_ok, Request, Tokens, Tool};
+use crate::tokens::{Request, Tokens, Tool};
 
 const POLL: Duration = Duration::from_millis(200);
 
@@ -47,13 +47,7 @@ fn log(msg: &str) {
 
 /// Runs the sidecar to the end (see the module doc).
 pub fn run(opts: NsysOpts) -> Result<(), Fail> {
-    let tokens = Tokens::of(Tool::Nsys, &opts.token_dir, opts.worker);
-    if !opts.token_dir.is_dir() {
-        return Err(Fail::usage(format!(
-            "--token-dir {}: not a directory; create it (shared with the driver) first",
-            opts.token_dir.display()
-        )));
-    }
+    let tokens = Tokens::for_sidecar(Tool::Nsys, &opts.token_dir, opts.worker)?;
     let me = SidecarId::me();
     let lock_path = tokens.sidecar("lock");
     let lock = match identity::take_lock(&lock_path, &me) {
@@ -75,12 +69,7 @@ pub fn run(opts: NsysOpts) -> Result<(), Fail> {
         }
     };
     sys::catch_termination();
-    tokens.clear_all().map_err(|e| {
-        Fail::failed(format!(
-            "cannot clear stale tokens in {}: {e}",
-            opts.token_dir.display()
-        ))
-    })?;
+    tokens.clear_stale()?;
     let fail = |msg: String| {
         let _ = write_signed(&tokens, &tokens.sidecar("error"), &me, &msg);
         Fail::failed(msg)
@@ -299,18 +288,12 @@ impl Server<'_> {
 
     fn error(&self, q: &str, msg: &str) {
         log(msg);
-        let _ = self.tokens.write(&self.tokens.query("error", q), msg);
+        self.tokens.answer_error(q, msg);
     }
 
     fn handle(&mut self, req: Request, q: &str) {
-        let kind = if req == Request::Start {
-            "start"
-        } else {
-            "stop"
-        };
-        let _ = Tokens::remove(&self.tokens.query(kind, q));
-        if !query_ok(q) {
-            self.error(q, &crate::tokens::query_refused(q));
+        if let Err(refused) = self.tokens.take_request(req, q) {
+            self.error(q, &refused);
             return;
         }
         match req {
