@@ -21,14 +21,15 @@
 
 use std::fs;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use jobprof_capture_format::{Capture, Phase, CAPTURE_JSON};
 
 use crate::sys::{self, now_ns};
 use crate::tokens::write_atomic;
 
-fn ctx(what: &str, path: &Path, e: io::Error) -> String {
+/// `what path: e`, the messages of a failed publication.
+pub(crate) fn ctx(what: &str, path: &Path, e: io::Error) -> String {
     format!("{what} {}: {e}", path.display())
 }
 
@@ -74,41 +75,64 @@ pub(crate) fn clear_stale(tmp: &Path) -> Result<(), String> {
 /// `out_worker/<query>`. Returns the error message on failure (the staged
 /// data is then untouched).
 pub fn capture(staged: &Path, out_worker: &Path, meta: &Capture) -> Result<(), String> {
-    let q = &meta.query;
-    let final_dir = out_worker.join(q);
-    let tmp = out_worker.join(format!(".{q}.publishing"));
-    out_dir(out_worker).map_err(|e| format!("{e}; the capture stays in {}", staged.display()))?;
-    if fs::symlink_metadata(&final_dir).is_ok() {
-        return Err(format!(
-            "{} already exists (an earlier run?); not overwritten; the capture stays in {}",
-            final_dir.display(),
-            staged.display()
-        ));
-    }
-    clear_stale(&tmp)?;
-    let result = (|| -> Result<(), String> {
-        sys::copy_tree(staged, &tmp).map_err(|e| ctx("cannot copy the capture into", &tmp, e))?;
+    let keep = format!("the capture stays in {}", staged.display());
+    let taken = |_: &Path| " (an earlier run?); not overwritten";
+    query_dir(out_worker, &meta.query, &keep, taken, |tmp| {
+        sys::copy_tree(staged, tmp).map_err(|e| ctx("cannot copy the capture into", tmp, e))?;
         let mut published = meta.clone();
         published.reach(Phase::Published, now_ns());
-        let json = tmp.join(CAPTURE_JSON);
-        write_atomic(&json, published.to_json().as_bytes())
-            .map_err(|e| ctx("cannot write", &json, e))?;
+        write_meta(tmp, CAPTURE_JSON, &published.to_json())
+    })?;
+    // Published: the staging copy is no longer needed.
+    let _ = fs::remove_dir_all(staged);
+    Ok(())
+}
+
+/// The one publication of a query directory, a perf capture's or an nsys
+/// report's: `out_worker` is checked ([`out_dir`]); an existing
+/// `out_worker/Q` is never replaced (`taken` says why it may be there);
+/// `fill` puts the files and the metadata ([`write_meta`]) into the new
+/// hidden `out_worker/.Q.publishing` (what an interrupted publication left
+/// there is removed first), which is flushed and renamed into place at
+/// once. On error nothing stays there and the message ends with `keep`
+/// (where the staged data stays). Returns `out_worker/Q`.
+pub(crate) fn query_dir(
+    out_worker: &Path,
+    q: &str,
+    keep: &str,
+    taken: impl FnOnce(&Path) -> &'static str,
+    fill: impl FnOnce(&Path) -> Result<(), String>,
+) -> Result<PathBuf, String> {
+    out_dir(out_worker).map_err(|e| format!("{e}; {keep}"))?;
+    let final_dir = out_worker.join(q);
+    if fs::symlink_metadata(&final_dir).is_ok() {
+        let why = taken(&final_dir);
+        return Err(format!(
+            "{} already exists{why}; {keep}",
+            final_dir.display()
+        ));
+    }
+    let tmp = out_worker.join(format!(".{q}.publishing"));
+    clear_stale(&tmp)?;
+    let placed = fill(&tmp).and_then(|()| {
         sys::sync_dir(&tmp);
         fs::rename(&tmp, &final_dir).map_err(|e| ctx("cannot rename into", &final_dir, e))?;
         sys::sync_dir(out_worker);
         Ok(())
-    })();
-    match result {
-        Ok(()) => {
-            // Published: the staging copy is no longer needed.
-            let _ = fs::remove_dir_all(staged);
-            Ok(())
-        }
+    });
+    match placed {
+        Ok(()) => Ok(final_dir),
         Err(e) => {
             let _ = fs::remove_dir_all(&tmp);
-            Err(format!("{e}; the capture stays in {}", staged.display()))
+            Err(format!("{e}; {keep}"))
         }
     }
+}
+
+/// Writes a query directory's metadata `json` as `dir/name`, atomically.
+pub(crate) fn write_meta(dir: &Path, name: &str, json: &str) -> Result<(), String> {
+    let path = dir.join(name);
+    write_atomic(&path, json.as_bytes()).map_err(|e| ctx("cannot write", &path, e))
 }
 
 /// Publishes the worker-level files of `staged_worker` into `out_worker`.
@@ -156,7 +180,7 @@ pub fn worker_files(staged_worker: &Path, out_worker: &Path) -> Result<(), Strin
 pub fn symfs_additions(
     staged_worker: &Path,
     out_worker: &Path,
-    files: &[std::path::PathBuf],
+    files: &[PathBuf],
 ) -> Result<(), String> {
     out_dir(out_worker)?;
     let (src_root, dst_root) = (staged_worker.join("symfs"), out_worker.join("symfs"));
@@ -207,7 +231,7 @@ mod tests {
         fs::create_dir_all(staged.join("symfs/opt/plugins")).unwrap();
         fs::write(staged.join("symfs/opt/plugins/late.so"), b"late").unwrap();
         fs::write(staged.join("symbol-manifest.tsv"), b"header\nfirst\nlate\n").unwrap();
-        let rel = std::path::PathBuf::from("opt/plugins/late.so");
+        let rel = PathBuf::from("opt/plugins/late.so");
         symfs_additions(&staged, &out, std::slice::from_ref(&rel)).unwrap();
         assert_eq!(fs::read(out.join("symfs").join(&rel)).unwrap(), b"late");
         assert_eq!(
