@@ -812,6 +812,24 @@ fn libc_frames_of_old_captures_are_named_from_this_hosts_debug_files_by_build_id
     }
 }
 
+/// `jobprof process DIR ARGS` with this host's debug files hidden (a
+/// private, empty `/usr/lib/debug`, no build-id or debuginfod cache):
+/// libc's frames stay unnamed, as on a node without libc6-dbg.
+fn process_without_host_debug(rd: &Path, home: &Path, args: &[&str]) -> Output {
+    std::process::Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c"])
+        .arg("mount -t tmpfs jobprof-test /usr/lib/debug && exec \"$@\"")
+        .arg("sh")
+        .arg(env!("CARGO_BIN_EXE_jobprof"))
+        .arg("process")
+        .arg(rd)
+        .args(args)
+        .env("HOME", home)
+        .env_remove("DEBUGINFOD_CACHE_PATH")
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn truncation_is_judged_by_the_unwinder_not_by_unnamed_roots() {
     let Some(seeds) = seeds() else { return };
@@ -819,46 +837,57 @@ fn truncation_is_judged_by_the_unwinder_not_by_unnamed_roots() {
     if !util::require(can, "root and unshare (a private, empty /usr/lib/debug)") {
         return;
     }
-    // This host's debug files hidden: libc's frames stay unnamed, as on a
-    // node without libc6-dbg; every dwarf stack still reaches clone3.
+    // Every stack of the seeds reaches its thread's first frame (dwarf:
+    // clone3; fp: start_thread, the last frame the kernel's walk could
+    // follow), unnamed or not: judged by the native unwinder (dwarf,
+    // native) or by where the call chains end (fp, and whatever perf
+    // script unwound), never by the root's name.
     let tmp = tempfile::tempdir().unwrap();
-    let rd = copy_seed(&seeds, "result_dir_4243", tmp.path());
-    let out = std::process::Command::new("unshare")
-        .args(["-m", "--propagation", "private", "sh", "-c"])
-        .arg("mount -t tmpfs jobprof-test /usr/lib/debug && exec \"$@\"")
-        .arg("sh")
-        .arg(env!("CARGO_BIN_EXE_jobprof"))
-        .arg("process")
-        .arg(&rd)
-        .args(["--symbolizer", "native", "--formats", "folded,summary"])
-        // Nor perf's build-id cache (~/.debug) or a debuginfod cache.
-        .env("HOME", tmp.path())
-        .env_remove("DEBUGINFOD_CACHE_PATH")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let cases = [
+        ("result_dir_4243", "Q5_iter1", "native"),
+        ("result_dir_4243", "Q5_iter1", "perf"),
+        ("result_dir_4242", "Q1_iter1", "native"),
+        ("result_dir_4242", "Q1_iter1", "perf"),
+    ];
+    for (i, (seed, query, symbolizer)) in cases.into_iter().enumerate() {
+        let at = tmp.path().join(i.to_string());
+        fs::create_dir(&at).unwrap();
+        let rd = copy_seed(&seeds, seed, &at);
+        let args = ["--symbolizer", symbolizer, "--formats", "folded,summary"];
+        let out = process_without_host_debug(&rd, tmp.path(), &args);
+        assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+        let q = capture(&rd, query);
+        let text = fs::read_to_string(q.join("jobprof/stacks.folded")).unwrap();
+        let stacks = parse_folded(&text);
+        let total: u64 = stacks.values().sum();
+        let unnamed_root: u64 = stacks
+            .iter()
+            .filter(|(k, _)| k.starts_with("presto_server;[libc.so.6];"))
+            .map(|(_, v)| v)
+            .sum();
+        assert!(
+            unnamed_root * 2 > total,
+            "{seed} {symbolizer}: libc unnamed at the root: {stacks:#?}"
+        );
+        let s = summary(&q);
+        assert_eq!(
+            s["truncated_ratio"].as_f64(),
+            Some(0.0),
+            "{seed} {symbolizer}: {s:#}"
+        );
+        let warnings = s["warnings"].to_string();
+        assert!(
+            !warnings.contains("truncated"),
+            "{seed} {symbolizer}: {warnings}"
+        );
+        // The advice that fits: libc's debug file.
+        assert!(
+            warnings.contains("libc.so.6: its symbols are missing"),
+            "{seed} {symbolizer}: {warnings}"
+        );
+    }
+    let rd = tmp.path().join("0/result_dir_4243");
     let q = capture(&rd, "Q5_iter1");
-    let text = fs::read_to_string(q.join("jobprof/stacks.folded")).unwrap();
-    let stacks = parse_folded(&text);
-    let total: u64 = stacks.values().sum();
-    let unnamed_root: u64 = stacks
-        .iter()
-        .filter(|(k, _)| k.starts_with("presto_server;[libc.so.6];"))
-        .map(|(_, v)| v)
-        .sum();
-    assert!(
-        unnamed_root * 2 > total,
-        "libc unnamed at the root: {stacks:#?}"
-    );
-    let s = summary(&q);
-    assert_eq!(s["truncated_ratio"].as_f64(), Some(0.0), "{s:#}");
-    let warnings = s["warnings"].to_string();
-    assert!(!warnings.contains("truncated"), "{warnings}");
-    // The advice that fits: libc's debug file.
-    assert!(
-        warnings.contains("libc.so.6: its symbols are missing"),
-        "{warnings}"
-    );
 
     // The same host given libc's debug file with --debug-dir: taken by its
     // build id, and named.
@@ -875,26 +904,16 @@ fn truncation_is_judged_by_the_unwinder_not_by_unnamed_roots() {
         dir.join(".build-id/93").join(debug.file_name().unwrap()),
     )
     .unwrap();
-    let out = std::process::Command::new("unshare")
-        .args(["-m", "--propagation", "private", "sh", "-c"])
-        .arg("mount -t tmpfs jobprof-test /usr/lib/debug && exec \"$@\"")
-        .arg("sh")
-        .arg(env!("CARGO_BIN_EXE_jobprof"))
-        .arg("process")
-        .arg(&rd)
-        .args([
-            "--symbolizer",
-            "native",
-            "--formats",
-            "folded,summary",
-            "--force",
-        ])
-        .arg("--debug-dir")
-        .arg(&dir)
-        .env("HOME", tmp.path())
-        .env_remove("DEBUGINFOD_CACHE_PATH")
-        .output()
-        .unwrap();
+    let args = [
+        "--symbolizer",
+        "native",
+        "--formats",
+        "folded,summary",
+        "--force",
+        "--debug-dir",
+        dir.to_str().unwrap(),
+    ];
+    let out = process_without_host_debug(&rd, tmp.path(), &args);
     assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let libc = summary(&q)["symbol_sources"]
         .as_array()
