@@ -106,24 +106,24 @@ pub(crate) struct Chain {
 
 impl Chain {
     /// Takes the frame line `line` (right-trimmed), whose address token
-    /// ends before `line[rest_start - 1]`.
+    /// ends before `line[rest_start - 1]`. A few byte compares, no scan:
+    /// it runs for every frame line folded.
     #[inline]
     pub fn frame(&mut self, line: &[u8], rest_start: usize) {
         if line.ends_with(b" (inlined)") {
             return;
         }
         self.frames = self.frames.saturating_add(1);
-        let head = &line[..rest_start.saturating_sub(1).min(line.len())];
-        let at = head
-            .iter()
-            .position(|b| !b.is_ascii_whitespace())
-            .unwrap_or(head.len());
-        let addr = &head[at..];
-        self.last = if addr == b"0" || addr == b"0x0" {
+        // The address token ends at `end` (perf prints no leading zeros).
+        let end = rest_start.saturating_sub(1).min(line.len());
+        let at = |i: usize| end.checked_sub(i).map(|j| line[j]);
+        let zero = at(1) == Some(b'0') && at(2).is_none_or(|b| b.is_ascii_whitespace());
+        self.last = if zero {
             Last::Zero
         } else if line.ends_with(b"([unknown])") {
             Last::Unmapped
-        } else if addr.len() >= 16 && addr.starts_with(b"ffff") {
+        } else if end >= 16 && line[end - 16..end - 12] == *b"ffff" {
+            // 16 digits from ffff: a kernel address (x86-64, aarch64).
             Last::Kernel
         } else {
             Last::User
