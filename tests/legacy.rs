@@ -931,3 +931,139 @@ fn truncation_is_judged_by_the_unwinder_not_by_unnamed_roots() {
         "{text}"
     );
 }
+
+/// Runs `objcopy ARGS`; false (said loudly) where objcopy is missing.
+fn objcopy(args: &[&std::ffi::OsStr]) -> bool {
+    let out = std::process::Command::new("objcopy").args(args).output();
+    match out {
+        Ok(o) => {
+            assert!(o.status.success(), "objcopy {args:?}: {}", output_text(&o));
+            true
+        }
+        Err(e) => util::require(false, &format!("objcopy (binutils): {e}")),
+    }
+}
+
+/// Splits the ELF file `exe` as distributions do: its debug sections into
+/// `debug`, `exe` stripped of all symbols with a `.gnu_debuglink` naming
+/// `debug`'s file name (and its CRC-32). False where objcopy is missing.
+fn split_debug(exe: &Path, debug: &Path) -> bool {
+    fs::create_dir_all(debug.parent().unwrap()).unwrap();
+    let link = format!("--add-gnu-debuglink={}", debug.display());
+    objcopy(&[
+        "--only-keep-debug".as_ref(),
+        exe.as_os_str(),
+        debug.as_os_str(),
+    ]) && objcopy(&["--strip-all".as_ref(), link.as_ref(), exe.as_os_str()])
+}
+
+#[test]
+fn a_stripped_binary_is_named_from_its_debug_file_found_by_gnu_debuglink() {
+    let Some(seeds) = seeds() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    for symbolizer in ["native", "perf"] {
+        let at = tmp.path().join(symbolizer);
+        fs::create_dir(&at).unwrap();
+        let rd = copy_seed(&seeds, "result_dir_4242", &at);
+        // The worker's snapshot stripped, its symbols in a debug file that
+        // only its .gnu_debuglink finds (DIR/.debug/NAME, not by build id).
+        let bin = rd.join("profiles/perf/worker_0/symfs/opt/presto/bin");
+        let debug = bin.join(".debug/presto_server.debug");
+        if !split_debug(&bin.join("presto_server"), &debug) {
+            return;
+        }
+        let args = ["--symbolizer", symbolizer, "--formats", "folded,summary"];
+        let out = process(&args, &[&rd]);
+        assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+        let q = capture(&rd, "Q1_iter1");
+        let s = summary(&q);
+        let worker = s["symbol_sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["dso"] == "/opt/presto/bin/presto_server")
+            .unwrap_or_else(|| panic!("{s:#}"));
+        let source = worker["source"].as_str().unwrap();
+        assert!(
+            source.starts_with("snapshot ")
+                && source.ends_with(&format!("+ snapshot debug file {}", debug.display())),
+            "{symbolizer}: {source}"
+        );
+        let text = fs::read_to_string(q.join("jobprof/stacks.folded")).unwrap();
+        assert!(
+            text.contains(";busy;burn ") && !text.contains("[presto_server]"),
+            "{symbolizer}: {text}"
+        );
+    }
+}
+
+#[test]
+fn a_debug_file_under_the_linked_name_is_taken_only_with_the_links_crc() {
+    use jobprof::symbolize::sources::{resolve, Kind, Search};
+    if !util::require(util::have("gcc"), "gcc") {
+        return;
+    }
+    // Files without build ids: the CRC-32 in the .gnu_debuglink is all that
+    // ties the debug file to its binary (a capture that recorded no id).
+    let tmp = tempfile::tempdir().unwrap();
+    let symfs = tmp.path().join("symfs");
+    let bin = symfs.join("opt/app");
+    fs::create_dir_all(&bin).unwrap();
+    let build = |name: &str, body: &str| {
+        let c = tmp.path().join(format!("{name}.c"));
+        fs::write(&c, body).unwrap();
+        let exe = bin.join(name);
+        let out = std::process::Command::new("gcc")
+            .args(["-g", "-O0", "-Wl,--build-id=none", "-o"])
+            .arg(&exe)
+            .arg(&c)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", output_text(&out));
+        exe
+    };
+    let exe = build(
+        "server",
+        "int work(int x) { return x + 1; }\nint main(void) { return work(0); }\n",
+    );
+    let other = build(
+        "other",
+        "int other(int x) { return x * 3; }\nint main(void) { return other(1); }\n",
+    );
+    let debug = bin.join(".debug/server.debug");
+    if !split_debug(&exe, &debug) {
+        return;
+    }
+    let search = Search {
+        symfs: Some(symfs.clone()),
+        ..Search::default()
+    };
+    let r = resolve("/opt/app/server", &[], &search);
+    assert_eq!(
+        r.binary.as_ref().map(|b| b.kind),
+        Some(Kind::Snapshot),
+        "{r:?}"
+    );
+    assert_eq!(r.debug.len(), 1, "{r:?}");
+    assert_eq!(
+        (r.debug[0].kind, &r.debug[0].path),
+        (Kind::SnapshotDebug, &debug)
+    );
+    // Another program's debug file under the linked name: refused, its CRC
+    // said.
+    let foreign = tmp.path().join("other.debug");
+    assert!(objcopy(&[
+        "--only-keep-debug".as_ref(),
+        other.as_os_str(),
+        foreign.as_os_str()
+    ]));
+    fs::copy(&foreign, &debug).unwrap();
+    let r = resolve("/opt/app/server", &[], &search);
+    assert!(r.debug.is_empty(), "{r:?}");
+    assert!(
+        r.rejected
+            .iter()
+            .any(|x| x.path == debug && x.crc.is_some()),
+        "{r:?}"
+    );
+}
