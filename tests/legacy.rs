@@ -683,6 +683,41 @@ fn process_with_private_opt(dir: &Path, put: Option<&Path>, args: &[&str]) -> Ou
     out
 }
 
+/// The outputs in `dir` as they can be compared between two runs over
+/// copies of one capture at different places (`rd`): compressed ones
+/// decompressed, `rd`'s path taken out of text; the summary (times, and the
+/// symbol sources that are meant to differ) and the marker left out.
+fn comparable_outputs(dir: &Path, rd: &Path) -> BTreeMap<String, Vec<u8>> {
+    let at = rd.display().to_string();
+    let mut out = BTreeMap::new();
+    for e in fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if name == "summary.json" || name.starts_with('.') {
+            continue;
+        }
+        let raw = fs::read(&p).unwrap();
+        let bytes = if name.ends_with(".zst") {
+            zstd::decode_all(&raw[..]).unwrap()
+        } else if name.ends_with(".gz") {
+            let mut v = Vec::new();
+            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&raw[..]), &mut v)
+                .unwrap();
+            v
+        } else {
+            raw
+        };
+        // Text with the place taken out; binary (the profile's protobuf)
+        // byte for byte.
+        let bytes = match String::from_utf8(bytes) {
+            Ok(text) => text.replace(&at, "RD").into_bytes(),
+            Err(e) => e.into_bytes(),
+        };
+        out.insert(name, bytes);
+    }
+    out
+}
+
 #[test]
 fn a_different_binary_at_the_recorded_path_changes_no_output() {
     let Some(seeds) = seeds() else { return };
@@ -693,15 +728,18 @@ fn a_different_binary_at_the_recorded_path_changes_no_output() {
     let tmp = tempfile::tempdir().unwrap();
     let exe = decoy(tmp.path());
     for symbolizer in ["native", "perf"] {
+        // Every output: the folded stacks, report.txt, profile.pb.gz and
+        // the pages are all named by the resolver's answer.
         let args = [
             "--symbolizer",
             symbolizer,
             "--formats",
-            "folded,summary",
+            "all",
             "--min-symbolized",
             "0",
         ];
         let mut folded = Vec::new();
+        let mut outputs = Vec::new();
         for put in [None, Some(exe.as_path())] {
             let at = tmp.path().join(format!("{symbolizer}-{}", put.is_some()));
             fs::create_dir(&at).unwrap();
@@ -737,10 +775,34 @@ fn a_different_binary_at_the_recorded_path_changes_no_output() {
                 assert!(why.starts_with("none: "), "{why}");
             }
             folded.push(text);
+            outputs.push(comparable_outputs(&q.join("jobprof"), &rd));
         }
         assert_eq!(
             folded[0], folded[1],
             "{symbolizer}: the decoy changed the stacks"
+        );
+        let names: Vec<&String> = outputs[0].keys().collect();
+        for name in [
+            "report.txt",
+            "profile.pb.gz",
+            "flamegraph.html",
+            "flamegraph.svg",
+        ] {
+            assert!(
+                outputs[0].contains_key(name),
+                "{symbolizer}: no {name}: {names:?}"
+            );
+        }
+        for (name, clean) in &outputs[0] {
+            assert!(
+                outputs[1].get(name) == Some(clean),
+                "{symbolizer}: the decoy changed {name}"
+            );
+        }
+        assert_eq!(
+            outputs[0].len(),
+            outputs[1].len(),
+            "{symbolizer}: {names:?}"
         );
     }
 }
