@@ -251,8 +251,10 @@ mod fold_tests {
             text.push_str(&sample(5, 130, zero));
         }
         for threads in [1, 2] {
-            let mut opts = Options::default();
-            opts.threads = threads;
+            let opts = Options {
+                threads,
+                ..Options::default()
+            };
             let f = Folder::new(opts).fold_bytes(text.as_bytes());
             let c = f.stats.chains;
             assert_eq!(c.weight, 3000 * 10, "{c:?}");
