@@ -683,6 +683,41 @@ fn process_with_private_opt(dir: &Path, put: Option<&Path>, args: &[&str]) -> Ou
     out
 }
 
+/// The outputs in `dir` as they can be compared between two runs over
+/// copies of one capture at different places (`rd`): compressed ones
+/// decompressed, `rd`'s path taken out of text; the summary (times, and the
+/// symbol sources that are meant to differ) and the marker left out.
+fn comparable_outputs(dir: &Path, rd: &Path) -> BTreeMap<String, Vec<u8>> {
+    let at = rd.display().to_string();
+    let mut out = BTreeMap::new();
+    for e in fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if name == "summary.json" || name.starts_with('.') {
+            continue;
+        }
+        let raw = fs::read(&p).unwrap();
+        let bytes = if name.ends_with(".zst") {
+            zstd::decode_all(&raw[..]).unwrap()
+        } else if name.ends_with(".gz") {
+            let mut v = Vec::new();
+            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&raw[..]), &mut v)
+                .unwrap();
+            v
+        } else {
+            raw
+        };
+        // Text with the place taken out; binary (the profile's protobuf)
+        // byte for byte.
+        let bytes = match String::from_utf8(bytes) {
+            Ok(text) => text.replace(&at, "RD").into_bytes(),
+            Err(e) => e.into_bytes(),
+        };
+        out.insert(name, bytes);
+    }
+    out
+}
+
 #[test]
 fn a_different_binary_at_the_recorded_path_changes_no_output() {
     let Some(seeds) = seeds() else { return };
@@ -693,15 +728,18 @@ fn a_different_binary_at_the_recorded_path_changes_no_output() {
     let tmp = tempfile::tempdir().unwrap();
     let exe = decoy(tmp.path());
     for symbolizer in ["native", "perf"] {
+        // Every output: the folded stacks, report.txt, profile.pb.gz and
+        // the pages are all named by the resolver's answer.
         let args = [
             "--symbolizer",
             symbolizer,
             "--formats",
-            "folded,summary",
+            "all",
             "--min-symbolized",
             "0",
         ];
         let mut folded = Vec::new();
+        let mut outputs = Vec::new();
         for put in [None, Some(exe.as_path())] {
             let at = tmp.path().join(format!("{symbolizer}-{}", put.is_some()));
             fs::create_dir(&at).unwrap();
@@ -737,10 +775,34 @@ fn a_different_binary_at_the_recorded_path_changes_no_output() {
                 assert!(why.starts_with("none: "), "{why}");
             }
             folded.push(text);
+            outputs.push(comparable_outputs(&q.join("jobprof"), &rd));
         }
         assert_eq!(
             folded[0], folded[1],
             "{symbolizer}: the decoy changed the stacks"
+        );
+        let names: Vec<&String> = outputs[0].keys().collect();
+        for name in [
+            "report.txt",
+            "profile.pb.gz",
+            "flamegraph.html",
+            "flamegraph.svg",
+        ] {
+            assert!(
+                outputs[0].contains_key(name),
+                "{symbolizer}: no {name}: {names:?}"
+            );
+        }
+        for (name, clean) in &outputs[0] {
+            assert!(
+                outputs[1].get(name) == Some(clean),
+                "{symbolizer}: the decoy changed {name}"
+            );
+        }
+        assert_eq!(
+            outputs[0].len(),
+            outputs[1].len(),
+            "{symbolizer}: {names:?}"
         );
     }
 }
@@ -812,6 +874,24 @@ fn libc_frames_of_old_captures_are_named_from_this_hosts_debug_files_by_build_id
     }
 }
 
+/// `jobprof process DIR ARGS` with this host's debug files hidden (a
+/// private, empty `/usr/lib/debug`, no build-id or debuginfod cache):
+/// libc's frames stay unnamed, as on a node without libc6-dbg.
+fn process_without_host_debug(rd: &Path, home: &Path, args: &[&str]) -> Output {
+    std::process::Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c"])
+        .arg("mount -t tmpfs jobprof-test /usr/lib/debug && exec \"$@\"")
+        .arg("sh")
+        .arg(env!("CARGO_BIN_EXE_jobprof"))
+        .arg("process")
+        .arg(rd)
+        .args(args)
+        .env("HOME", home)
+        .env_remove("DEBUGINFOD_CACHE_PATH")
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn truncation_is_judged_by_the_unwinder_not_by_unnamed_roots() {
     let Some(seeds) = seeds() else { return };
@@ -819,46 +899,57 @@ fn truncation_is_judged_by_the_unwinder_not_by_unnamed_roots() {
     if !util::require(can, "root and unshare (a private, empty /usr/lib/debug)") {
         return;
     }
-    // This host's debug files hidden: libc's frames stay unnamed, as on a
-    // node without libc6-dbg; every dwarf stack still reaches clone3.
+    // Every stack of the seeds reaches its thread's first frame (dwarf:
+    // clone3; fp: start_thread, the last frame the kernel's walk could
+    // follow), unnamed or not: judged by the native unwinder (dwarf,
+    // native) or by where the call chains end (fp, and whatever perf
+    // script unwound), never by the root's name.
     let tmp = tempfile::tempdir().unwrap();
-    let rd = copy_seed(&seeds, "result_dir_4243", tmp.path());
-    let out = std::process::Command::new("unshare")
-        .args(["-m", "--propagation", "private", "sh", "-c"])
-        .arg("mount -t tmpfs jobprof-test /usr/lib/debug && exec \"$@\"")
-        .arg("sh")
-        .arg(env!("CARGO_BIN_EXE_jobprof"))
-        .arg("process")
-        .arg(&rd)
-        .args(["--symbolizer", "native", "--formats", "folded,summary"])
-        // Nor perf's build-id cache (~/.debug) or a debuginfod cache.
-        .env("HOME", tmp.path())
-        .env_remove("DEBUGINFOD_CACHE_PATH")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let cases = [
+        ("result_dir_4243", "Q5_iter1", "native"),
+        ("result_dir_4243", "Q5_iter1", "perf"),
+        ("result_dir_4242", "Q1_iter1", "native"),
+        ("result_dir_4242", "Q1_iter1", "perf"),
+    ];
+    for (i, (seed, query, symbolizer)) in cases.into_iter().enumerate() {
+        let at = tmp.path().join(i.to_string());
+        fs::create_dir(&at).unwrap();
+        let rd = copy_seed(&seeds, seed, &at);
+        let args = ["--symbolizer", symbolizer, "--formats", "folded,summary"];
+        let out = process_without_host_debug(&rd, tmp.path(), &args);
+        assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+        let q = capture(&rd, query);
+        let text = fs::read_to_string(q.join("jobprof/stacks.folded")).unwrap();
+        let stacks = parse_folded(&text);
+        let total: u64 = stacks.values().sum();
+        let unnamed_root: u64 = stacks
+            .iter()
+            .filter(|(k, _)| k.starts_with("presto_server;[libc.so.6];"))
+            .map(|(_, v)| v)
+            .sum();
+        assert!(
+            unnamed_root * 2 > total,
+            "{seed} {symbolizer}: libc unnamed at the root: {stacks:#?}"
+        );
+        let s = summary(&q);
+        assert_eq!(
+            s["truncated_ratio"].as_f64(),
+            Some(0.0),
+            "{seed} {symbolizer}: {s:#}"
+        );
+        let warnings = s["warnings"].to_string();
+        assert!(
+            !warnings.contains("truncated"),
+            "{seed} {symbolizer}: {warnings}"
+        );
+        // The advice that fits: libc's debug file.
+        assert!(
+            warnings.contains("libc.so.6: its symbols are missing"),
+            "{seed} {symbolizer}: {warnings}"
+        );
+    }
+    let rd = tmp.path().join("0/result_dir_4243");
     let q = capture(&rd, "Q5_iter1");
-    let text = fs::read_to_string(q.join("jobprof/stacks.folded")).unwrap();
-    let stacks = parse_folded(&text);
-    let total: u64 = stacks.values().sum();
-    let unnamed_root: u64 = stacks
-        .iter()
-        .filter(|(k, _)| k.starts_with("presto_server;[libc.so.6];"))
-        .map(|(_, v)| v)
-        .sum();
-    assert!(
-        unnamed_root * 2 > total,
-        "libc unnamed at the root: {stacks:#?}"
-    );
-    let s = summary(&q);
-    assert_eq!(s["truncated_ratio"].as_f64(), Some(0.0), "{s:#}");
-    let warnings = s["warnings"].to_string();
-    assert!(!warnings.contains("truncated"), "{warnings}");
-    // The advice that fits: libc's debug file.
-    assert!(
-        warnings.contains("libc.so.6: its symbols are missing"),
-        "{warnings}"
-    );
 
     // The same host given libc's debug file with --debug-dir: taken by its
     // build id, and named.
@@ -875,26 +966,16 @@ fn truncation_is_judged_by_the_unwinder_not_by_unnamed_roots() {
         dir.join(".build-id/93").join(debug.file_name().unwrap()),
     )
     .unwrap();
-    let out = std::process::Command::new("unshare")
-        .args(["-m", "--propagation", "private", "sh", "-c"])
-        .arg("mount -t tmpfs jobprof-test /usr/lib/debug && exec \"$@\"")
-        .arg("sh")
-        .arg(env!("CARGO_BIN_EXE_jobprof"))
-        .arg("process")
-        .arg(&rd)
-        .args([
-            "--symbolizer",
-            "native",
-            "--formats",
-            "folded,summary",
-            "--force",
-        ])
-        .arg("--debug-dir")
-        .arg(&dir)
-        .env("HOME", tmp.path())
-        .env_remove("DEBUGINFOD_CACHE_PATH")
-        .output()
-        .unwrap();
+    let args = [
+        "--symbolizer",
+        "native",
+        "--formats",
+        "folded,summary",
+        "--force",
+        "--debug-dir",
+        dir.to_str().unwrap(),
+    ];
+    let out = process_without_host_debug(&rd, tmp.path(), &args);
     assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let libc = summary(&q)["symbol_sources"]
         .as_array()
@@ -910,5 +991,141 @@ fn truncation_is_judged_by_the_unwinder_not_by_unnamed_roots() {
     assert!(
         text.contains("presto_server;clone3;start_thread;"),
         "{text}"
+    );
+}
+
+/// Runs `objcopy ARGS`; false (said loudly) where objcopy is missing.
+fn objcopy(args: &[&std::ffi::OsStr]) -> bool {
+    let out = std::process::Command::new("objcopy").args(args).output();
+    match out {
+        Ok(o) => {
+            assert!(o.status.success(), "objcopy {args:?}: {}", output_text(&o));
+            true
+        }
+        Err(e) => util::require(false, &format!("objcopy (binutils): {e}")),
+    }
+}
+
+/// Splits the ELF file `exe` as distributions do: its debug sections into
+/// `debug`, `exe` stripped of all symbols with a `.gnu_debuglink` naming
+/// `debug`'s file name (and its CRC-32). False where objcopy is missing.
+fn split_debug(exe: &Path, debug: &Path) -> bool {
+    fs::create_dir_all(debug.parent().unwrap()).unwrap();
+    let link = format!("--add-gnu-debuglink={}", debug.display());
+    objcopy(&[
+        "--only-keep-debug".as_ref(),
+        exe.as_os_str(),
+        debug.as_os_str(),
+    ]) && objcopy(&["--strip-all".as_ref(), link.as_ref(), exe.as_os_str()])
+}
+
+#[test]
+fn a_stripped_binary_is_named_from_its_debug_file_found_by_gnu_debuglink() {
+    let Some(seeds) = seeds() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    for symbolizer in ["native", "perf"] {
+        let at = tmp.path().join(symbolizer);
+        fs::create_dir(&at).unwrap();
+        let rd = copy_seed(&seeds, "result_dir_4242", &at);
+        // The worker's snapshot stripped, its symbols in a debug file that
+        // only its .gnu_debuglink finds (DIR/.debug/NAME, not by build id).
+        let bin = rd.join("profiles/perf/worker_0/symfs/opt/presto/bin");
+        let debug = bin.join(".debug/presto_server.debug");
+        if !split_debug(&bin.join("presto_server"), &debug) {
+            return;
+        }
+        let args = ["--symbolizer", symbolizer, "--formats", "folded,summary"];
+        let out = process(&args, &[&rd]);
+        assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+        let q = capture(&rd, "Q1_iter1");
+        let s = summary(&q);
+        let worker = s["symbol_sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["dso"] == "/opt/presto/bin/presto_server")
+            .unwrap_or_else(|| panic!("{s:#}"));
+        let source = worker["source"].as_str().unwrap();
+        assert!(
+            source.starts_with("snapshot ")
+                && source.ends_with(&format!("+ snapshot debug file {}", debug.display())),
+            "{symbolizer}: {source}"
+        );
+        let text = fs::read_to_string(q.join("jobprof/stacks.folded")).unwrap();
+        assert!(
+            text.contains(";busy;burn ") && !text.contains("[presto_server]"),
+            "{symbolizer}: {text}"
+        );
+    }
+}
+
+#[test]
+fn a_debug_file_under_the_linked_name_is_taken_only_with_the_links_crc() {
+    use jobprof::symbolize::sources::{resolve, Kind, Search};
+    if !util::require(util::have("gcc"), "gcc") {
+        return;
+    }
+    // Files without build ids: the CRC-32 in the .gnu_debuglink is all that
+    // ties the debug file to its binary (a capture that recorded no id).
+    let tmp = tempfile::tempdir().unwrap();
+    let symfs = tmp.path().join("symfs");
+    let bin = symfs.join("opt/app");
+    fs::create_dir_all(&bin).unwrap();
+    let build = |name: &str, body: &str| {
+        let c = tmp.path().join(format!("{name}.c"));
+        fs::write(&c, body).unwrap();
+        let exe = bin.join(name);
+        let out = std::process::Command::new("gcc")
+            .args(["-g", "-O0", "-Wl,--build-id=none", "-o"])
+            .arg(&exe)
+            .arg(&c)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", output_text(&out));
+        exe
+    };
+    let exe = build(
+        "server",
+        "int work(int x) { return x + 1; }\nint main(void) { return work(0); }\n",
+    );
+    let other = build(
+        "other",
+        "int other(int x) { return x * 3; }\nint main(void) { return other(1); }\n",
+    );
+    let debug = bin.join(".debug/server.debug");
+    if !split_debug(&exe, &debug) {
+        return;
+    }
+    let search = Search {
+        symfs: Some(symfs.clone()),
+        ..Search::default()
+    };
+    let r = resolve("/opt/app/server", &[], &search);
+    assert_eq!(
+        r.binary.as_ref().map(|b| b.kind),
+        Some(Kind::Snapshot),
+        "{r:?}"
+    );
+    assert_eq!(r.debug.len(), 1, "{r:?}");
+    assert_eq!(
+        (r.debug[0].kind, &r.debug[0].path),
+        (Kind::SnapshotDebug, &debug)
+    );
+    // Another program's debug file under the linked name: refused, its CRC
+    // said.
+    let foreign = tmp.path().join("other.debug");
+    assert!(objcopy(&[
+        "--only-keep-debug".as_ref(),
+        other.as_os_str(),
+        foreign.as_os_str()
+    ]));
+    fs::copy(&foreign, &debug).unwrap();
+    let r = resolve("/opt/app/server", &[], &search);
+    assert!(r.debug.is_empty(), "{r:?}");
+    assert!(
+        r.rejected
+            .iter()
+            .any(|x| x.path == debug && x.crc.is_some()),
+        "{r:?}"
     );
 }

@@ -166,7 +166,7 @@ fn real_capture_every_output_checked() {
     // The marker, last, lists the outputs.
     let m: serde_json::Value =
         serde_json::from_slice(&util::read(&dir.join(".postprocess-complete"))).unwrap();
-    assert_eq!(m["output_version"], 2);
+    assert_eq!(m["output_version"], 3);
     // No temporary file is left.
     assert!(mtimes(&dir).keys().all(|n| !n.ends_with(".tmp")));
 }

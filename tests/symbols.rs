@@ -37,11 +37,22 @@ impl Captured {
 /// Runs the worker under the real sidecar with `call_graph` and publishes
 /// one 3-second capture in 2 shards.
 fn capture(call_graph: &str) -> Captured {
+    capture_of(
+        "tests/programs/symbols.c",
+        &["-O2", "-g"],
+        &["120", "4"],
+        call_graph,
+    )
+}
+
+/// Runs the C program `src` (built with `flags`) with `args` under the real
+/// sidecar with `call_graph`, and publishes one 3-second capture.
+fn capture_of(src: &str, flags: &[&str], args: &[&str], call_graph: &str) -> Captured {
     let keep = tempfile::tempdir().unwrap();
     let exe = keep.path().join("symbols_worker");
-    util::gcc("tests/programs/symbols.c", &exe, &["-O2", "-g"]).unwrap();
+    util::gcc(src, &exe, flags).unwrap();
     let mut worker = Command::new(&exe)
-        .args(["120", "4"])
+        .args(args)
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
@@ -79,8 +90,9 @@ fn ready() -> bool {
         )
 }
 
-/// Processes a private copy of the capture; returns its directory.
-fn process_copy(c: &Captured, tmp: &Path, edit: impl Fn(&Path)) -> (PathBuf, String) {
+/// A private copy of the capture's PERF_ROOT under `tmp`, edited by
+/// `edit` (given its worker directory).
+fn copy_capture(c: &Captured, tmp: &Path, edit: impl Fn(&Path)) -> PathBuf {
     let dst = tmp.join("result");
     let st = Command::new("cp")
         .arg("-a")
@@ -90,6 +102,17 @@ fn process_copy(c: &Captured, tmp: &Path, edit: impl Fn(&Path)) -> (PathBuf, Str
         .unwrap();
     assert!(st.success());
     edit(&dst.join("worker_0"));
+    dst
+}
+
+/// Processes a private copy of the capture; returns its directory.
+fn process_copy(
+    c: &Captured,
+    tmp: &Path,
+    args: &[&str],
+    edit: impl Fn(&Path),
+) -> (PathBuf, String) {
+    let dst = copy_capture(c, tmp, edit);
     let out = jobprof()
         .arg("process")
         .arg(&dst)
@@ -101,6 +124,7 @@ fn process_copy(c: &Captured, tmp: &Path, edit: impl Fn(&Path)) -> (PathBuf, Str
             "0",
             "--no-inline",
         ])
+        .args(args)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
@@ -145,7 +169,7 @@ fn reference_folded(c: &Captured, tmp: &Path) -> PathBuf {
 
 fn check_reference(c: &Captured, mode: &str) {
     let tmp = tempfile::tempdir().unwrap();
-    let (dir, log) = process_copy(c, tmp.path(), |_| {});
+    let (dir, log) = process_copy(c, tmp.path(), &[], |_| {});
     let ours = folded(&dir.join("stacks.folded"));
     let theirs = folded(&reference_folded(c, tmp.path()));
     let total: u64 = ours.values().sum();
@@ -205,6 +229,27 @@ fn check_reference(c: &Captured, mode: &str) {
     assert!(kernel_from.starts_with("snapshot "), "{kernel_from}");
     assert!(s["symbolized_ratio"].as_f64().unwrap() > 0.95, "{s:#}");
     assert!(log.contains("% named at the leaf"), "{log}");
+    if mode == "fp" {
+        // libc is built without frame pointers: a sample inside qsort or
+        // snprintf has no caller in its chain. The record says so, and the
+        // advice is the frame pointers'.
+        let truncated = s["truncated_ratio"].as_f64().unwrap();
+        eprintln!(
+            "symbols reference (fp): truncated {truncated:.3} {}",
+            s["truncated_roots"]
+        );
+        assert!(truncated > 0.1, "{s:#}");
+        assert_eq!(
+            s["truncated_roots"][0]["name"], "no caller recorded",
+            "{s:#}"
+        );
+        assert!(
+            s["warnings"]
+                .to_string()
+                .contains("-fno-omit-frame-pointer"),
+            "{s:#}"
+        );
+    }
 
     // The snapshot took libc's separate debug file, at perf's path.
     let manifest = fs::read_to_string(c.worker_dir().join("symbol-manifest.tsv")).unwrap();
@@ -240,9 +285,99 @@ fn dwarf_capture_names_what_perf_names_on_the_node() {
     check_reference(&c, "dwarf");
     // DWARF unwinds through libc: the stacks reach the thread entry.
     let tmp = tempfile::tempdir().unwrap();
-    let (dir, _) = process_copy(&c, tmp.path(), |_| {});
+    let (dir, _) = process_copy(&c, tmp.path(), &[], |_| {});
     let s = summary(&dir);
     assert!(s["truncated_ratio"].as_f64().unwrap() < 0.05, "{s:#}");
+}
+
+#[test]
+fn fp_truncation_is_judged_from_where_the_call_chains_end() {
+    if !ready() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    // 20 calls deep, frame pointers all the way: every chain reaches
+    // __libc_start_call_main, which stays unnamed without libc's debug
+    // file (taken out of the snapshot, and this host's hidden): complete
+    // stacks, no warning, whatever the root is called.
+    let c = capture_of(
+        "tests/programs/deep.c",
+        &["-O0", "-g"],
+        &["120", "20"],
+        "fp",
+    );
+    let hide = util::is_root() && util::have("unshare");
+    for symbolizer in ["native", "perf"] {
+        let at = tmp.path().join(format!("complete-{symbolizer}"));
+        fs::create_dir(&at).unwrap();
+        let dst = copy_capture(&c, &at, |w| {
+            let _ = fs::remove_dir_all(w.join("symfs/usr/lib/debug"));
+        });
+        // This host's debug files hidden too, when it can be (a private,
+        // empty /usr/lib/debug, no build-id cache).
+        let mut cmd = if hide {
+            let mut u = Command::new("unshare");
+            u.args(["-m", "--propagation", "private", "sh", "-c"])
+                .arg("mount -t tmpfs jobprof-test /usr/lib/debug && exec \"$@\"")
+                .arg("sh")
+                .arg(env!("CARGO_BIN_EXE_jobprof"));
+            u.env("HOME", &at).env_remove("DEBUGINFOD_CACHE_PATH");
+            u
+        } else {
+            jobprof()
+        };
+        let out = cmd
+            .arg("process")
+            .arg(&dst)
+            .args(["--symbolizer", symbolizer, "--formats", "folded,summary"])
+            .output()
+            .unwrap();
+        let log = output_text(&out);
+        assert_eq!(out.status.code(), Some(0), "{log}");
+        let dir = dst.join("worker_0/q1");
+        if hide {
+            let ours = folded(&dir.join("stacks.folded"));
+            let unnamed_root = stack_share(&ours, |f| f == "[libc.so.6]");
+            assert!(unnamed_root > 0.5, "{symbolizer}: {ours:#?}");
+        }
+        let s = summary(&dir);
+        assert_eq!(
+            s["truncated_ratio"].as_f64(),
+            Some(0.0),
+            "{symbolizer}: {s:#}"
+        );
+        assert!(
+            !s["warnings"].to_string().contains("truncated"),
+            "{symbolizer}: {s:#}\n{log}"
+        );
+    }
+    // 200 calls deep: every chain stops at perf's 127 frames, whatever its
+    // frames are called; and the advice is the depth limit's.
+    let c = capture_of(
+        "tests/programs/deep.c",
+        &["-O0", "-g"],
+        &["120", "200"],
+        "fp",
+    );
+    for symbolizer in ["native", "perf"] {
+        let at = tmp.path().join(format!("deep-{symbolizer}"));
+        fs::create_dir(&at).unwrap();
+        let (dir, log) = process_copy(&c, &at, &["--symbolizer", symbolizer], |_| {});
+        let s = summary(&dir);
+        let truncated = s["truncated_ratio"].as_f64().unwrap();
+        assert!(truncated > 0.9, "{symbolizer}: {s:#}");
+        assert_eq!(
+            s["truncated_roots"][0]["name"], "call chain at the depth limit",
+            "{symbolizer}: {s:#}"
+        );
+        let warnings = s["warnings"].to_string();
+        assert!(
+            warnings.contains("truncated stacks: their call chains end before")
+                && warnings.contains("kernel.perf_event_max_stack")
+                && !warnings.contains("--call-graph dwarf"),
+            "{symbolizer}: {warnings}\n{log}"
+        );
+    }
 }
 
 fn set_boot_id(worker: &Path, boot: &str) {
@@ -282,7 +417,7 @@ fn without_a_snapshot_the_live_table_only_on_the_same_boot_or_kernel() {
     };
     // Same host and boot: /proc/kallsyms here is the sampled kernel's.
     let tmp = tempfile::tempdir().unwrap();
-    let (dir, _) = process_copy(c, tmp.path(), |w| {
+    let (dir, _) = process_copy(c, tmp.path(), &[], |w| {
         fs::remove_file(w.join("kallsyms")).unwrap()
     });
     let s = summary(&dir);
@@ -304,7 +439,7 @@ fn without_a_snapshot_the_live_table_only_on_the_same_boot_or_kernel() {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let (dir, _) = process_copy(c, tmp.path(), |w| {
+    let (dir, _) = process_copy(c, tmp.path(), &[], |w| {
         fs::remove_file(w.join("kallsyms")).unwrap();
         set_boot_id(w, "00000000-0000-0000-0000-000000000000");
     });
@@ -323,7 +458,7 @@ fn without_a_snapshot_the_live_table_only_on_the_same_boot_or_kernel() {
     // Another boot of another kernel: kernel frames stay unnamed, and the
     // summary says why.
     let tmp = tempfile::tempdir().unwrap();
-    let (dir, log) = process_copy(c, tmp.path(), |w| {
+    let (dir, log) = process_copy(c, tmp.path(), &[], |w| {
         fs::remove_file(w.join("kallsyms")).unwrap();
         set_boot_id(w, "00000000-0000-0000-0000-000000000000");
         another_kernel(&w.join("q1"), &kernel);
@@ -353,7 +488,7 @@ fn without_a_snapshot_the_live_table_only_on_the_same_boot_or_kernel() {
 
     // The snapshot wins over a boot id that does not match.
     let tmp = tempfile::tempdir().unwrap();
-    let (dir, _) = process_copy(c, tmp.path(), |w| set_boot_id(w, "other"));
+    let (dir, _) = process_copy(c, tmp.path(), &[], |w| set_boot_id(w, "other"));
     assert_eq!(named(&dir).1, 0.0);
 }
 

@@ -21,7 +21,11 @@ pub const MARKER: &str = ".postprocess-complete";
 /// 2: `report.txt`, `build-ids.txt`, the off-CPU and wall-clock profiles,
 /// `profile.pb.gz`, and kernel frames named from the running kernel's
 /// table when the capture's kernel build id is its.
-pub const OUTPUT_VERSION: u32 = 2;
+/// 3: names by build id (this host's debug files for old captures, never a
+/// different binary at the recorded path), `summary.json`'s
+/// `symbol_sources`, and `truncated_ratio`/`truncated_roots` judged from
+/// the unwind instead of the root frame's name.
+pub const OUTPUT_VERSION: u32 = 3;
 
 /// The content of `.postprocess-complete`: who completed the capture, when,
 /// and which outputs it wrote.

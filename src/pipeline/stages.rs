@@ -224,6 +224,9 @@ impl Pipeline<'_> {
         let jit = crate::output::summary::jit::take_figures(&mut folded, &self.cap.found.dir);
         self.note_inline(plan, &mut shards);
         let mut stats = StackStats::from_stacks(&folded.stacks);
+        // The unwinder's verdict where it unwound every stack, else the
+        // call chains' own (frame pointers, perf script's unwinds).
+        stats.judged_by_chains(&folded.stats.chains);
         if let Some(t) = unwound {
             let causes: Vec<(&str, u64)> = native::unwind::Stop::SHORT
                 .iter()
@@ -300,7 +303,11 @@ impl Pipeline<'_> {
             .collect();
         Ok(Pass {
             jit,
-            stats: StackStats::from_stacks(&folded.stacks),
+            stats: {
+                let mut stats = StackStats::from_stacks(&folded.stacks);
+                stats.judged_by_chains(&folded.stats.chains);
+                stats
+            },
             folded,
             shards,
             symbolized_from: name,

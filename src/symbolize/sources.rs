@@ -112,7 +112,8 @@ pub struct Source {
     pub build_id: Option<Vec<u8>>,
 }
 
-/// A candidate that exists but was not taken: another build id.
+/// A candidate that exists but was not taken: another build id, or (a
+/// debug file found by the binary's `.gnu_debuglink`) another CRC.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Rejected {
     /// The file.
@@ -121,6 +122,9 @@ pub struct Rejected {
     pub kind: Kind,
     /// Its build id (`None`: it has none).
     pub build_id: Option<Vec<u8>>,
+    /// Its CRC-32, when it was refused for not being the one the
+    /// `.gnu_debuglink` names.
+    pub crc: Option<u32>,
 }
 
 /// The files that name one DSO.
@@ -204,14 +208,14 @@ pub fn resolve(path: &str, build_id: &[u8], search: &Search) -> Resolved {
         for p in snapshot_debug(symfs, rel, hex.as_deref()) {
             r.offer(symfs, p, Kind::SnapshotDebug, false);
         }
-        if let Some(link) = r.binary.as_ref().and_then(debuglink) {
+        if let Some((link, crc)) = r.binary.as_ref().and_then(debuglink) {
             let dir = Path::new(rel).parent().unwrap_or(Path::new(""));
             for p in [
                 symfs.join(dir).join(&link),
                 symfs.join(dir).join(".debug").join(&link),
                 symfs.join("usr/lib/debug").join(dir).join(&link),
             ] {
-                r.offer(symfs, p, Kind::SnapshotDebug, false);
+                r.offer_checked(symfs, p, Kind::SnapshotDebug, false, Some(crc));
             }
         }
     }
@@ -297,14 +301,15 @@ fn snapshot_debug(symfs: &Path, rel: &str, hex: Option<&str>) -> Vec<PathBuf> {
     v
 }
 
-/// The `.gnu_debuglink` name of a taken file.
-fn debuglink(s: &Source) -> Option<PathBuf> {
+/// The `.gnu_debuglink` of a taken file: the debug file's name and the
+/// CRC-32 of its contents.
+fn debuglink(s: &Source) -> Option<(PathBuf, u32)> {
     let map = map_file(&s.root, &s.path)?;
     let file = ElfFile64::<Endianness>::parse(&*map).ok()?;
-    let (name, _crc) = file.gnu_debuglink().ok().flatten()?;
+    let (name, crc) = file.gnu_debuglink().ok().flatten()?;
     let name = std::str::from_utf8(name).ok()?;
     // A bare file name only: a link cannot point elsewhere.
-    (!name.is_empty() && !name.contains('/') && name != "..").then(|| PathBuf::from(name))
+    (!name.is_empty() && !name.contains('/') && name != "..").then(|| (PathBuf::from(name), crc))
 }
 
 impl Resolved {
@@ -313,6 +318,21 @@ impl Resolved {
     /// one; a file with another id is remembered as rejected. A missing
     /// file, or one that is not ELF, is passed over.
     fn offer(&mut self, root: &Path, path: PathBuf, kind: Kind, binary: bool) {
+        self.offer_checked(root, path, kind, binary, None);
+    }
+
+    /// [`Self::offer`], and when `crc` is given (a debug file found by a
+    /// `.gnu_debuglink`) and the capture recorded no build id, only a file
+    /// whose CRC-32 is that one, as gdb checks it: a stale or foreign file
+    /// under the linked name is never read.
+    fn offer_checked(
+        &mut self,
+        root: &Path,
+        path: PathBuf,
+        kind: Kind,
+        binary: bool,
+        crc: Option<u32>,
+    ) {
         if binary && self.binary.is_some() {
             return;
         }
@@ -331,11 +351,18 @@ impl Resolved {
             (Some(want), Some(have)) => same_id(want, have),
             (Some(_), None) => false,
         };
-        if !ok {
+        // A build id recorded and matched says more than a CRC (and costs
+        // no read of the whole file); without one, the CRC decides.
+        let crc = crc
+            .filter(|_| real_id(&self.recorded).is_none())
+            .map(|want| (want, crc32fast::hash(&map)));
+        let crc_ok = crc.is_none_or(|(want, have)| want == have);
+        if !ok || !crc_ok {
             self.rejected.push(Rejected {
                 path,
                 kind,
                 build_id: found,
+                crc: crc.filter(|_| !crc_ok).map(|(_, have)| have),
             });
             return;
         }

@@ -20,6 +20,8 @@ use std::hash::Hasher;
 
 use rustc_hash::FxHasher;
 
+use super::chain::Chain;
+
 /// Block bytes kept at most, per folding thread: `fold -j 16` on a node
 /// with 16 cores then holds at most 128 MiB of them. (The benchmark's fp
 /// capture has 6.2 MiB of distinct blocks.)
@@ -44,6 +46,8 @@ pub(super) struct Replay<'a> {
     pub lines: u32,
     /// A `--skip-after` frame in it: the rest of the sample is skipped.
     pub skip_remaining: bool,
+    /// The call chain its lines make.
+    pub chain: Chain,
 }
 
 struct Entry {
@@ -55,6 +59,7 @@ struct Entry {
     lines: u32,
     java: bool,
     skip_remaining: bool,
+    chain: Chain,
 }
 
 pub(super) struct BlockCache {
@@ -126,6 +131,7 @@ impl BlockCache {
             ids: &self.ids[e.ids_at as usize..][..e.ids_len as usize],
             lines: e.lines,
             skip_remaining: e.skip_remaining,
+            chain: e.chain,
         })
     }
 
@@ -144,6 +150,7 @@ impl BlockCache {
             lines: replay.lines,
             java,
             skip_remaining: replay.skip_remaining,
+            chain: replay.chain,
         };
         self.bytes.extend_from_slice(block);
         self.ids.extend_from_slice(replay.ids);
@@ -179,6 +186,7 @@ mod tests {
                 ids: &ids,
                 lines: 1,
                 skip_remaining: true,
+                chain: Chain::default(),
             },
         );
         let r = c.find(block, false).unwrap();
@@ -196,6 +204,7 @@ mod tests {
             ids: &ids,
             lines: 2,
             skip_remaining: false,
+            chain: Chain::default(),
         };
         c.insert(block, false, replay());
         for _ in 0..TRIAL {

@@ -15,6 +15,7 @@
 //! process or thread, and `crate::output::split` writes the groups.
 
 mod blocks;
+pub mod chain;
 pub(crate) mod frame;
 mod lines;
 pub mod split;
@@ -182,6 +183,9 @@ pub struct Stats {
     pub non_utf8_lines: u64,
     /// A final line cut mid-way (not folded).
     pub truncated_lines: u64,
+    /// Where the folded samples' call chains ended (truncation judged from
+    /// their frame lines, [`chain`]).
+    pub chains: chain::ChainEnds,
     /// The first few skipped lines, with their inputs and line numbers.
     pub first_skipped: Vec<SkippedLine>,
     /// The event that was folded (as resolved from the filter or the input).
@@ -684,6 +688,7 @@ impl Engine {
                 skipped_lines: c.skipped_lines,
                 non_utf8_lines: c.non_utf8_lines,
                 truncated_lines: c.truncated_lines,
+                chains: c.chains,
                 first_skipped,
                 event: self.cfg.event.clone(),
                 elapsed: self.start.elapsed(),

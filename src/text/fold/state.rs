@@ -12,6 +12,7 @@ use std::hash::BuildHasherDefault;
 
 use rustc_hash::FxHasher;
 
+use super::chain::{Chain, ChainEnds};
 use super::frame::frame_names;
 use super::{Config, SkippedKind, SkippedLine};
 use crate::text::perf_script::{self, trim_end, Header};
@@ -53,6 +54,8 @@ pub(crate) struct Counters {
     pub skipped_lines: u64,
     pub non_utf8_lines: u64,
     pub truncated_lines: u64,
+    /// Where the folded samples' call chains ended.
+    pub chains: ChainEnds,
 }
 
 impl Counters {
@@ -62,6 +65,7 @@ impl Counters {
         self.skipped_lines += o.skipped_lines;
         self.non_utf8_lines += o.non_utf8_lines;
         self.truncated_lines += o.truncated_lines;
+        self.chains.add(&o.chains);
     }
 }
 
@@ -443,6 +447,7 @@ struct Learning {
     stack_len: usize,
     line: u64,
     marks: (u64, u64, usize, u64),
+    chain: Chain,
 }
 
 struct Machine<'s, 'c> {
@@ -461,6 +466,8 @@ struct Machine<'s, 'c> {
     block_ready: bool,
     /// Samples ended so far.
     events: u64,
+    /// The current sample's call chain, as its frame lines said.
+    chain: Chain,
 }
 
 /// Folds one chunk (which begins at a sample boundary) into `st`.
@@ -487,6 +494,7 @@ pub(crate) fn fold_chunk(
         report: ChunkReport::default(),
         block_ready: false,
         events: 0,
+        chain: Chain::default(),
     };
     let mut pos = 0;
     // One SIMD scan over the chunk finds every line end; far cheaper than a
@@ -696,6 +704,7 @@ impl Machine<'_, '_> {
             self.skip(SkippedKind::Frame, line);
             return;
         };
+        self.chain.frame(line.as_bytes(), rest_start);
         let key = if self.cfg.frames.include_addrs {
             FrameKey {
                 sym: perf_script::trim_start(line).as_bytes(),
@@ -782,6 +791,7 @@ impl Machine<'_, '_> {
         };
         st.stack_buf.extend_from_slice(r.ids);
         self.line += u64::from(r.lines);
+        self.chain.extend(r.chain);
         if r.skip_remaining {
             self.filter = Filter::SkipRemaining;
         }
@@ -796,13 +806,18 @@ impl Machine<'_, '_> {
             stack_len: self.st.stack_buf.len(),
             line: self.line,
             marks: self.marks(),
+            chain: self.chain,
         }
     }
 
     /// Caches the block `l` watched, now folded, if nothing but the stack
     /// changed (so that a replay does exactly what folding did).
     fn learned(&mut self, chunk: &[u8], l: Learning) {
-        if !self.in_event || self.marks() != l.marks || self.st.stack_buf.len() < l.stack_len {
+        if !self.in_event
+            || self.marks() != l.marks
+            || self.st.stack_buf.len() < l.stack_len
+            || l.chain.frames != 0
+        {
             return;
         }
         let st = &mut *self.st;
@@ -810,6 +825,7 @@ impl Machine<'_, '_> {
             ids: &st.stack_buf[l.stack_len..],
             lines: (self.line - l.line) as u32,
             skip_remaining: self.filter == Filter::SkipRemaining,
+            chain: self.chain,
         };
         st.blocks.insert(&chunk[l.start..l.end], self.java, replay);
     }
@@ -838,6 +854,7 @@ impl Machine<'_, '_> {
             let count = self.period.unwrap_or(1);
             st.stacks.add_deferred(&mut st.stack_buf, count);
             st.counters.samples += 1;
+            st.counters.chains.count(self.chain, count);
             // The stack went to the table; slot 0 again (set on emit).
             st.stack_buf.push(NO_PNAME);
         } else {
@@ -847,6 +864,7 @@ impl Machine<'_, '_> {
         self.filter = Filter::Keep;
         self.period = None;
         self.header_ok = false;
+        self.chain = Chain::default();
     }
 }
 
