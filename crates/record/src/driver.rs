@@ -411,3 +411,70 @@ pub fn wait_ready_cmd(opts: WaitOpts) -> Result<(), Fail> {
     println!("sidecar of worker {} is ready", opts.worker);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::write_signed;
+
+    fn token_dir(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("driver-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// A deadline already passed, seen with the token as it is now.
+    fn passed_deadline(t: &Tokens) -> Deadline {
+        let mut d = Deadline::new(t, 60);
+        d.at = Instant::now() - Duration::from_secs(1);
+        d
+    }
+
+    #[test]
+    fn attaching_progress_moves_the_deadline_and_a_stall_does_not() {
+        let dir = token_dir("progress");
+        let t = Tokens::new(&dir, 3);
+        let me = SidecarId::me();
+        let say = |m: &str| write_signed(&t, &t.sidecar(ATTACHING), &me, m).unwrap();
+        say(".armed-1: 0/16 shards attached");
+        let mut d = passed_deadline(&t);
+        // Nothing new since the wait began: over.
+        assert!(d.passed(&t));
+        assert_eq!(d.progress(), "");
+        // A shard attached: 60 s more.
+        say(".armed-1: 1/16 shards attached");
+        assert!(!d.passed(&t));
+        assert!(d.at > Instant::now() + Duration::from_secs(50));
+        // Stuck since: over again once that is spent, and the message says
+        // how far attaching got.
+        d.at = Instant::now() - Duration::from_secs(1);
+        assert!(d.passed(&t));
+        assert!(
+            d.progress()
+                .contains("(.armed-1: 1/16 shards attached) but attached none for 60 s"),
+            "{}",
+            d.progress()
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn attaching_progress_of_a_dead_sidecar_is_ignored() {
+        let dir = token_dir("dead");
+        let t = Tokens::new(&dir, 0);
+        // This process, with another start time: a sidecar that is gone.
+        let gone = SidecarId {
+            start_time: SidecarId::me().start_time + 1,
+            ..SidecarId::me()
+        };
+        let mut d = passed_deadline(&t);
+        write_signed(&t, &t.sidecar(ATTACHING), &gone, "q: 5/9 shards attached").unwrap();
+        assert!(d.passed(&t));
+        // Unsigned (written by hand): ignored too.
+        t.write(&t.sidecar(ATTACHING), "q: 6/9 shards attached")
+            .unwrap();
+        assert!(d.passed(&t));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
