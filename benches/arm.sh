@@ -12,6 +12,7 @@
 #
 #   benches/arm.sh BEFORE_RECORDER AFTER_RECORDER
 #   NSLEEP=2000 PER=128 RUNS=3 benches/arm.sh old/jobprof-record new/jobprof-record
+#   NSPAWN=0 NSLEEP=4000 RUNS=1 benches/arm.sh ...   # an idle worker: no creating threads
 #
 # AFTER defaults to this checkout's release build; BEFORE to the one of
 # BASE (a commit, default f526a6b: before the pool grew past the cores),
@@ -23,6 +24,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 NSLEEP=${NSLEEP:-2000}
 PER=${PER:-128}
 GAP_US=${GAP_US:-500}
+NSPAWN=${NSPAWN:-4}
 RUNS=${RUNS:-3}
 BASE=${BASE:-f526a6b}
 
@@ -55,7 +57,7 @@ m() { echo "$@" | tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print a[
 one() {
   local rec=$1 d=$2
   mkdir -p "$d/tok" "$d/out"
-  "$WORK/switchy" "$NSLEEP" "$d/cue" 4 "$GAP_US" &
+  "$WORK/switchy" "$NSLEEP" "$d/cue" "$NSPAWN" "$GAP_US" &
   local wpid=$!
   until [ -f "$d/cue.ack" ]; do sleep 0.05; done
   local t0
@@ -82,7 +84,7 @@ one() {
   echo "$ready $arm"
 }
 
-echo "switch-heavy worker: $NSLEEP sleeping threads, 4 creating one every $GAP_US us;" \
+echo "switch-heavy worker: $NSLEEP sleeping threads, $NSPAWN creating one every $GAP_US us;" \
   "shards of $PER, --off-cpu; $(perf --version), $(nproc) cores," \
   "load average $(cut -d' ' -f1-3 /proc/loadavg)"
 declare -A ready arm
