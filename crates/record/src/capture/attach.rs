@@ -7,8 +7,8 @@
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jobprof_capture_format::{
@@ -165,7 +165,9 @@ impl ActiveCapture {
         let shutdown_token = ctx.shutdown_token.clone();
         let (progress, name) = (ctx.progress.clone(), self.query.clone());
         let total = jobs.len() as u32;
-        let done = Arc::new(AtomicU32::new(0));
+        // Counted and written under one lock, so that the token never goes
+        // back (two shards' writes renamed out of order).
+        let done = Arc::new(Mutex::new(0u32));
         if let Some(p) = &progress {
             p.say(&name, 0, total);
         }
@@ -190,9 +192,11 @@ impl ActiveCapture {
             if result.is_err() {
                 failed.store(true, Ordering::SeqCst);
             }
-            let k = done.fetch_add(1, Ordering::SeqCst) + 1;
-            if let Some(p) = &progress {
-                p.say(&name, k, total);
+            if let Ok(mut k) = done.lock() {
+                *k += 1;
+                if let Some(p) = &progress {
+                    p.say(&name, *k, total);
+                }
             }
             (i, chunk, dropped, result)
         });
