@@ -33,7 +33,7 @@ pub const MAX_FILE: u64 = 1 << 30;
 /// Longest JIT name kept, in bytes (4 KiB, longer than any method
 /// signature a JVM, V8 or CPython writes): a longer one is cut there and
 /// ends in `...`. perf itself has no limit to match: its perf-map reader
-/// (`dso__load_perf_map`, tools/perf/util/symbol.c, 6.1 as today) reads
+/// (`dso__load_perf_map`, tools/perf/util/symbol.c, in 6.1 as now) reads
 /// each line with `getline` and `symbol__new` keeps the whole name, and a
 /// jitdump name is bounded only by its record's 32-bit size (only perf's
 /// kallsyms reader stops, at `KSYM_NAME_LEN`, 512). So the cap is ours:
