@@ -27,6 +27,7 @@ use jobprof_capture_format::{
 use crate::util::{as_nobody, ok, wait_for};
 use crate::util::{perf_can_record, recorder, require, Tmpfs};
 
+mod arming;
 mod prearm;
 
 static PERF_LOCK: Mutex<()> = Mutex::new(());

@@ -32,10 +32,16 @@ pub const MAX_FILE: u64 = 1 << 30;
 
 /// Longest JIT name kept, in bytes (4 KiB, longer than any method
 /// signature a JVM, V8 or CPython writes): a longer one is cut there and
-/// ends in `...`. perf keeps perf-map names whole (its kallsyms reader
-/// stops at `KSYM_NAME_LEN`, 512), but every sample in such a function
-/// copies the name into the text, the folded stacks and the pictures: one
-/// name of 1 MiB made `process` take a minute.
+/// ends in `...`. perf itself has no limit to match: its perf-map reader
+/// (`dso__load_perf_map`, tools/perf/util/symbol.c, in 6.1 as now) reads
+/// each line with `getline` and `symbol__new` keeps the whole name, and a
+/// jitdump name is bounded only by its record's 32-bit size (only perf's
+/// kallsyms reader stops, at `KSYM_NAME_LEN`, 512). So the cap is ours:
+/// every sample in such a function copies the name into the text, the
+/// folded stacks and the pictures, and one name of 1 MiB made `process`
+/// take a minute. The sidecar copies `jit/` byte for byte (within
+/// `--symfs-limit`) and never reads a name: this is the one place names
+/// are cut.
 pub const MAX_NAME: usize = 4096;
 
 /// One compiled function: `[start, end)` and its name.

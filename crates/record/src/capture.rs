@@ -7,7 +7,7 @@
 //! A capture can also be armed ahead of its query ([`ActiveCapture::arm`]):
 //! its shards are attached disabled under a staging name, and `start` then
 //! only renames it to the query id, attaches what is new and enables every
-//! shard. Attaching runs the shards in parallel, bounded by the cores.
+//! shard. Attaching runs the shards in parallel (see `pool`).
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -25,6 +25,7 @@ mod attach;
 mod stop;
 
 use armed::ArmedView;
+pub use attach::{Progress, ATTACHING};
 
 use crate::shard::{RecordSpec, Shard};
 use crate::symfs;
@@ -57,6 +58,8 @@ pub struct Context {
     /// The `shutdown` token: attaching stops starting shards once it (or
     /// SIGTERM/SIGINT) is there.
     pub shutdown_token: PathBuf,
+    /// Where attaching says how far it got (`None`: nowhere).
+    pub progress: Option<Progress>,
 }
 
 /// Whether perf is recording.

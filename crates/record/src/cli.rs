@@ -115,7 +115,8 @@ Usage:
 Clears stale tokens of query Q, waits for the sidecar's `ready` token, writes
 `start` and waits until the sidecar says `started` (every perf shard enabled).
 Fails with the sidecar's own message when it reports an error, and with a
-timeout message after SECS (default 120). Fails (exit 4) within 5 s when no
+timeout message after SECS (default 120), counted again from each shard the
+sidecar attaches while it does (its `attaching` token). Fails (exit 4) within 5 s when no
 live sidecar holds the worker's lock. Q must match ^[A-Za-z0-9_.-]+$, must not
 start with `.` and is at most 128 bytes long (exit 2 otherwise, before
 anything is written).
@@ -154,7 +155,9 @@ Usage:
 
 For batch scripts, between launching the sidecars and the first `start`:
 waits (default 180 s, exit 3) until a live sidecar holding the worker's lock
-has written its own `ready` token. Tokens left by a dead sidecar (a requeued
+has written its own `ready` token; while the sidecar arms its first capture,
+SECS count again from each shard it attaches (its `attaching` token), so
+only an arming stuck for SECS fails. Tokens left by a dead sidecar (a requeued
 job) do not count. Fails with the sidecar's message (exit 1) when it reports
 an error, with exit 4 when a sidecar that was starting died.
 ";

@@ -10,11 +10,18 @@
 //! Lifecycle tokens (`ready`, `error`, `done`) count only when they are
 //! signed by the sidecar that holds (or last held) the lock: those of a
 //! dead sidecar, e.g. of the first run of a requeued job, are stale.
+//!
+//! While the sidecar attaches shards (arming before `ready`, or attaching
+//! at `start`), each shard it attaches gives the wait for `ready` or
+//! `started` its whole `--timeout` again ([`Deadline`]): a slow attach that
+//! progresses never fails the driver, a stuck one fails it after
+//! `--timeout`.
 
 use std::path::Path;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
+use crate::capture::ATTACHING;
 use crate::cli::{DriverOpts, ShutdownOpts, WaitOpts};
 use crate::fail::Fail;
 use crate::identity::{self, read_signed, Probe, SidecarId};
@@ -100,6 +107,61 @@ fn look(t: &Tokens) -> Sidecar {
     })
 }
 
+/// When a wait gives up: `timeout` after it began, or after the sidecar
+/// last said it attached a shard (its signed `attaching` token changed),
+/// whichever is later.
+struct Deadline {
+    at: Instant,
+    timeout: Duration,
+    /// The `attaching` token as last seen (`None`: none, or not signed by
+    /// a live sidecar).
+    seen: Option<String>,
+    /// Whether it ever changed while we waited.
+    moved: bool,
+}
+
+impl Deadline {
+    fn new(t: &Tokens, timeout: u64) -> Deadline {
+        let timeout = Duration::from_secs(timeout);
+        Deadline {
+            at: Instant::now() + timeout,
+            timeout,
+            seen: attaching(t),
+            moved: false,
+        }
+    }
+
+    /// Whether the wait is over; a new `attaching` message first moves the
+    /// deadline to `timeout` from now.
+    fn passed(&mut self, t: &Tokens) -> bool {
+        let now = attaching(t);
+        if now.is_some() && now != self.seen {
+            self.at = self.at.max(Instant::now() + self.timeout);
+            self.seen = now;
+            self.moved = true;
+        }
+        Instant::now() >= self.at
+    }
+
+    /// For the timeout message: how far attaching got, when it moved.
+    fn progress(&self) -> String {
+        match (&self.seen, self.moved) {
+            (Some(m), true) => format!(
+                "; the sidecar was attaching shards ({m}) but attached none for {} s",
+                self.timeout.as_secs()
+            ),
+            _ => String::new(),
+        }
+    }
+}
+
+/// The sidecar's `attaching` message, when signed by a sidecar that may be
+/// alive (one on another host cannot be checked from here).
+fn attaching(t: &Tokens) -> Option<String> {
+    let (who, msg) = read_signed(&t.sidecar(ATTACHING))?;
+    (who.alive_here() != Some(false)).then_some(msg)
+}
+
 /// Fails once the sidecar has been dead for [`GRACE`].
 struct DeadClock(Option<Instant>);
 
@@ -126,16 +188,16 @@ fn sidecar_error(worker: u32, msg: &str) -> Fail {
 pub fn run(opts: DriverOpts) -> Result<(), Fail> {
     let t = Tokens::of(opts.tool, &opts.token_dir, opts.worker);
     let q = &opts.query;
-    let deadline = Instant::now() + Duration::from_secs(opts.timeout);
+    let mut deadline = Deadline::new(&t, opts.timeout);
     if opts.start {
         // Tokens of an earlier run of this query must not answer for this one.
         t.clear_query(q)
             .map_err(|e| io_fail("clear stale tokens in", &opts.token_dir, e))?;
-        wait_ready(&t, deadline, opts.timeout, &format!("start {q}"), true)?;
+        wait_ready(&t, &mut deadline, opts.timeout, &format!("start {q}"), true)?;
         let start = t.query("start", q);
         t.write(&start, "")
             .map_err(|e| io_fail("write", &start, e))?;
-        wait(&t, q, "started", deadline, opts.timeout)
+        wait(&t, q, "started", &mut deadline, opts.timeout)
     } else {
         let stop = t.query("stop", q);
         let _ = Tokens::remove(&t.query("finished", q));
@@ -143,7 +205,7 @@ pub fn run(opts: DriverOpts) -> Result<(), Fail> {
             return Err(query_error(q, &msg));
         }
         t.write(&stop, "").map_err(|e| io_fail("write", &stop, e))?;
-        wait(&t, q, "finished", deadline, opts.timeout)?;
+        wait(&t, q, "finished", &mut deadline, opts.timeout)?;
         let finished = Tokens::message(&t.query("finished", q)).unwrap_or_default();
         if finished.contains("valid=false") {
             let reason = finished
@@ -183,7 +245,7 @@ fn query_error(q: &str, msg: &str) -> Fail {
 /// otherwise only once one that was seen alive is gone.
 fn wait_ready(
     t: &Tokens,
-    deadline: Instant,
+    deadline: &mut Deadline,
     timeout: u64,
     what: &str,
     fail_dead: bool,
@@ -208,13 +270,14 @@ fn wait_ready(
         if fail_dead || seen_alive {
             dead.check(&s)?;
         }
-        if Instant::now() >= deadline {
+        if deadline.passed(t) {
             return Err(Fail::timeout(format!(
                 "{what}: the sidecar of worker {} was not ready within {timeout} s (no `ready` \
-                 token of a live sidecar in {}); is `jobprof-record sidecar` running with \
+                 token of a live sidecar in {}{}); is `jobprof-record sidecar` running with \
                  --token-dir {}?",
                 t.worker,
                 t.dir.display(),
+                deadline.progress(),
                 t.dir.display()
             )));
         }
@@ -224,7 +287,13 @@ fn wait_ready(
 
 /// Waits for the per-query token `kind`, failing on error tokens and when
 /// the sidecar is gone.
-fn wait(t: &Tokens, q: &str, kind: &str, deadline: Instant, timeout: u64) -> Result<(), Fail> {
+fn wait(
+    t: &Tokens,
+    q: &str,
+    kind: &str,
+    deadline: &mut Deadline,
+    timeout: u64,
+) -> Result<(), Fail> {
     let want = t.query(kind, q);
     let mut dead = DeadClock(None);
     let mut quick = 0;
@@ -272,11 +341,13 @@ fn wait(t: &Tokens, q: &str, kind: &str, deadline: Instant, timeout: u64) -> Res
             }
             Sidecar::Ready | Sidecar::Starting => dead.0 = None,
         }
-        if Instant::now() >= deadline {
+        if deadline.passed(t) {
             return Err(Fail::timeout(format!(
-                "query {q}: no `{kind}` from the sidecar of worker {} within {timeout} s ({} never appeared)",
+                "query {q}: no `{kind}` from the sidecar of worker {} within {timeout} s ({} never \
+                 appeared{})",
                 t.worker,
-                want.display()
+                want.display(),
+                deadline.progress()
             )));
         }
     }
@@ -335,8 +406,75 @@ pub fn shutdown(opts: ShutdownOpts) -> Result<(), Fail> {
 /// first `start`.
 pub fn wait_ready_cmd(opts: WaitOpts) -> Result<(), Fail> {
     let t = Tokens::of(opts.tool, &opts.token_dir, opts.worker);
-    let deadline = Instant::now() + Duration::from_secs(opts.timeout);
-    wait_ready(&t, deadline, opts.timeout, "wait-ready", false)?;
+    let mut deadline = Deadline::new(&t, opts.timeout);
+    wait_ready(&t, &mut deadline, opts.timeout, "wait-ready", false)?;
     println!("sidecar of worker {} is ready", opts.worker);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::write_signed;
+
+    fn token_dir(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("driver-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// A deadline already passed, seen with the token as it is now.
+    fn passed_deadline(t: &Tokens) -> Deadline {
+        let mut d = Deadline::new(t, 60);
+        d.at = Instant::now() - Duration::from_secs(1);
+        d
+    }
+
+    #[test]
+    fn attaching_progress_moves_the_deadline_and_a_stall_does_not() {
+        let dir = token_dir("progress");
+        let t = Tokens::new(&dir, 3);
+        let me = SidecarId::me();
+        let say = |m: &str| write_signed(&t, &t.sidecar(ATTACHING), &me, m).unwrap();
+        say(".armed-1: 0/16 shards attached");
+        let mut d = passed_deadline(&t);
+        // Nothing new since the wait began: over.
+        assert!(d.passed(&t));
+        assert_eq!(d.progress(), "");
+        // A shard attached: 60 s more.
+        say(".armed-1: 1/16 shards attached");
+        assert!(!d.passed(&t));
+        assert!(d.at > Instant::now() + Duration::from_secs(50));
+        // Stuck since: over again once that is spent, and the message says
+        // how far attaching got.
+        d.at = Instant::now() - Duration::from_secs(1);
+        assert!(d.passed(&t));
+        assert!(
+            d.progress()
+                .contains("(.armed-1: 1/16 shards attached) but attached none for 60 s"),
+            "{}",
+            d.progress()
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn attaching_progress_of_a_dead_sidecar_is_ignored() {
+        let dir = token_dir("dead");
+        let t = Tokens::new(&dir, 0);
+        // This process, with another start time: a sidecar that is gone.
+        let gone = SidecarId {
+            start_time: SidecarId::me().start_time + 1,
+            ..SidecarId::me()
+        };
+        let mut d = passed_deadline(&t);
+        write_signed(&t, &t.sidecar(ATTACHING), &gone, "q: 5/9 shards attached").unwrap();
+        assert!(d.passed(&t));
+        // Unsigned (written by hand): ignored too.
+        t.write(&t.sidecar(ATTACHING), "q: 6/9 shards attached")
+            .unwrap();
+        assert!(d.passed(&t));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

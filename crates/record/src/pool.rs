@@ -1,8 +1,17 @@
-//! A pool of long-lived threads, one per core, that attach perf shards in
-//! parallel. The threads live as long as the sidecar: perf is started with
-//! `PR_SET_PDEATHSIG`, which fires when the *thread* that started it exits,
-//! so perf must never be started from a thread that ends before the
-//! capture does.
+//! A pool of long-lived threads that attach perf shards in parallel: one
+//! per core, and at least [`MIN_THREADS`]. The threads live as long as the
+//! sidecar: perf is started with `PR_SET_PDEATHSIG`, which fires when the
+//! *thread* that started it exits, so perf must never be started from a
+//! thread that ends before the capture does.
+//!
+//! Why more threads than cores: a perf process attaching is not only busy
+//! on a CPU, it competes for one with the worker's threads (the scheduler
+//! shares a CPU out by thread), and it waits on the worker's memory map
+//! lock while it reads `/proc/PID/maps`. Against a switch-heavy worker
+//! (hundreds of runnable threads) one perf process per core got a sliver
+//! of the machine each and 16 shards took 36-39 s to arm on 2 cores; 16 at
+//! once took 13 s (`benches/arm.sh`, docs/pre-arm.md). Against an idle
+//! worker it costs nothing: the perf processes share the cores as before.
 
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -13,10 +22,14 @@ struct Pool {
     jobs: Mutex<Sender<Job>>,
 }
 
+/// Fewest threads in the pool, whatever the cores.
+pub const MIN_THREADS: usize = 16;
+
 fn pool() -> &'static Pool {
     static POOL: OnceLock<Pool> = OnceLock::new();
     POOL.get_or_init(|| {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = cores.max(MIN_THREADS);
         let (tx, rx) = channel::<Job>();
         let rx = Arc::new(Mutex::new(rx));
         for i in 0..threads {

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use jobprof_capture_format::EndCause;
 
-use crate::capture::{ActiveCapture, Context, State};
+use crate::capture::{ActiveCapture, Context, Progress, State};
 use crate::cli::SidecarOpts;
 use crate::fail::Fail;
 use crate::identity::{self, write_signed, Lock, SidecarId};
@@ -235,6 +235,10 @@ fn context(opts: &SidecarOpts, tokens: &Tokens, me: &SidecarId, worker: &Worker)
         threads_per_shard: opts.threads_per_shard,
         worker_dir: worker.dir.clone(),
         shutdown_token: tokens.sidecar("shutdown"),
+        progress: Some(Progress {
+            tokens: tokens.clone(),
+            id: me.clone(),
+        }),
     }
 }
 

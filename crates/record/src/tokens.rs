@@ -160,7 +160,7 @@ impl Tokens {
     }
 
     /// `.perf_sidecar_{kind}_wN` (`ready`, `error`, `shutdown`, `done`,
-    /// `lock`); `.nsys_sidecar_{kind}_wN` for nsys.
+    /// `attaching`, `lock`); `.nsys_sidecar_{kind}_wN` for nsys.
     pub fn sidecar(&self, kind: &str) -> PathBuf {
         self.dir.join(format!(
             ".{}_sidecar_{kind}_w{}",
@@ -287,7 +287,7 @@ impl Tokens {
             let name = entry?.file_name();
             let Some(name) = name.to_str() else { continue };
             let path = self.dir.join(name);
-            let lifecycle = ["ready", "error", "shutdown", "done"]
+            let lifecycle = ["ready", "error", "shutdown", "done", "attaching"]
                 .iter()
                 .any(|k| path == self.sidecar(k))
                 || (self.tool == Tool::Perf && path == forced);

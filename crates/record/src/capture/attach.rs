@@ -1,10 +1,14 @@
-//! Attaching shards (disabled, in parallel, bounded by the cores) and
-//! enabling them all: the attach barrier behind `started`.
+//! Attaching shards (disabled, in parallel: [`pool`]) and enabling them
+//! all: the attach barrier behind `started`. How far attaching got is
+//! written, shard by shard, into the sidecar's signed `attaching` token
+//! ([`Progress`]), so that a driver waiting for `ready` or `started` tells
+//! a long attach that progresses from a stuck one.
 
 use std::collections::BTreeSet;
 use std::fs;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jobprof_capture_format::{
@@ -12,10 +16,45 @@ use jobprof_capture_format::{
 };
 
 use super::{ActiveCapture, Context};
+use crate::identity::{write_signed, SidecarId};
 use crate::pool;
 use crate::shard::Shard;
 use crate::sys::{self, now_ns};
-use crate::tokens::write_atomic;
+use crate::tokens::{write_atomic, Tokens};
+
+/// Where attaching says how far it got: the sidecar's `attaching` token
+/// (`.perf_sidecar_attaching_wN`), signed with its identity and rewritten
+/// after each shard (`NAME: K/N shards attached`). A driver waiting for
+/// `ready` or `started` gives the sidecar its whole `--timeout` again each
+/// time it changes (see `driver`).
+#[derive(Debug, Clone)]
+pub struct Progress {
+    /// The worker's tokens.
+    pub tokens: Tokens,
+    /// The sidecar's identity, to sign with.
+    pub id: SidecarId,
+}
+
+impl Progress {
+    /// The token's path.
+    pub fn path(&self) -> PathBuf {
+        self.tokens.sidecar(ATTACHING)
+    }
+
+    /// Says that `done` of `total` shards of capture `name` are attached
+    /// (a failure to write it only costs the driver its news).
+    fn say(&self, name: &str, done: u32, total: u32) {
+        let _ = write_signed(
+            &self.tokens,
+            &self.path(),
+            &self.id,
+            &format!("{name}: {done}/{total} shards attached"),
+        );
+    }
+}
+
+/// The kind of the progress token.
+pub const ATTACHING: &str = "attaching";
 
 /// What attaching a set of shards gave.
 #[derive(Default)]
@@ -124,6 +163,14 @@ impl ActiveCapture {
         let (spec, pid) = (ctx.spec.clone(), ctx.pid);
         let (dir, fifo_dir) = (self.dir.clone(), self.fifo_dir.clone());
         let shutdown_token = ctx.shutdown_token.clone();
+        let (progress, name) = (ctx.progress.clone(), self.query.clone());
+        let total = jobs.len() as u32;
+        // Counted and written under one lock, so that the token never goes
+        // back (two shards' writes renamed out of order).
+        let done = Arc::new(Mutex::new(0u32));
+        if let Some(p) = &progress {
+            p.say(&name, 0, total);
+        }
         let results = pool::run_all(jobs, move |(i, chunk): (u32, Vec<u32>)| {
             if failed.load(Ordering::SeqCst)
                 || sys::pending_signal().is_some()
@@ -144,6 +191,12 @@ impl ActiveCapture {
             );
             if result.is_err() {
                 failed.store(true, Ordering::SeqCst);
+            }
+            if let Ok(mut k) = done.lock() {
+                *k += 1;
+                if let Some(p) = &progress {
+                    p.say(&name, *k, total);
+                }
             }
             (i, chunk, dropped, result)
         });

@@ -105,7 +105,8 @@ impl ActiveCapture {
         if !late.is_empty() {
             let shards: Vec<String> = late.iter().map(u32::to_string).collect();
             m.warnings.push(format!(
-                "shard(s) {} did not acknowledge `disable` within 5 s and sampled until they                  stopped: the window ends there",
+                "shard(s) {} did not acknowledge `disable` within 5 s and sampled until they \
+                 stopped: the window ends there",
                 shards.join(", ")
             ));
             m.disabled_unix_ns = Some(stopped.max(m.disabled_unix_ns.unwrap_or(0)));
