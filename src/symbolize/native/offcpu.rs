@@ -13,9 +13,10 @@ use linux_perf_data::linux_perf_event_reader::{
 };
 use linux_perf_data::{Feature, PerfFile};
 
+use super::run::Run;
 use super::threads::Machine;
 use super::tracepoint::SchedSwitch;
-use super::{Error, Run};
+use super::Error;
 
 /// The tracepoint whose samples are switch-outs.
 const TRACEPOINT: &str = "sched:sched_switch";
