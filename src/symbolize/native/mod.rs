@@ -34,7 +34,6 @@ pub mod elf;
 mod error;
 mod header;
 pub mod inline;
-mod offcpu;
 pub mod once_map;
 pub mod records;
 mod run;
@@ -362,7 +361,7 @@ impl Symbolizer {
     }
 
     /// Prints all of `data` as `perf script --ns --show-switch-events
-    /// --show-task-events` would (the off-CPU pass, [`offcpu`]): the
+    /// --show-task-events` would (the off-CPU pass, `run/offcpu.rs`): the
     /// samples with `sched:sched_switch`'s fields decoded
     /// ([`tracepoint`]), and the `SWITCH`, `COMM`, `FORK` and `EXIT`
     /// records. Refuses a file whose `sched_switch` format it cannot read.

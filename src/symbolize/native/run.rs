@@ -18,10 +18,12 @@ use linux_perf_data::PerfFileReader;
 use super::check::data_section;
 use super::threads::{self, Machine, Map};
 use super::{
-    arch, header, offcpu, open_and_map, records, store, unwind, write_user_frame, Error, Outcome,
+    arch, header, open_and_map, records, store, unwind, write_user_frame, Error, Outcome,
     Symbolizer, UnwindTally, FLUSH,
 };
 use crate::symbolize::perf::TimeSlice;
+
+mod offcpu;
 
 const PERF_CONTEXT_MAX: u64 = -4095i64 as u64;
 const PERF_CONTEXT_HV: u64 = -32i64 as u64;
@@ -162,7 +164,7 @@ const STACK_CACHE_BYTES: usize = 64 << 20;
 
 pub(super) struct Run<'a> {
     sym: &'a Symbolizer,
-    pub(super) machine: Machine,
+    machine: Machine,
     dsos: Vec<Dso>,
     dso_ids: HashMap<Vec<u8>, u32>,
     build_ids: HashMap<Vec<u8>, Vec<u8>>,
@@ -194,11 +196,11 @@ pub(super) struct Run<'a> {
     stack_key: Vec<u64>,
     /// Bytes held by `stacks`, about.
     stack_bytes: usize,
-    pub(super) out: Vec<u8>,
+    out: Vec<u8>,
     bytes: u64,
     samples: u64,
     /// An off-CPU run: what it prints besides the samples.
-    pub(super) off_cpu: Option<offcpu::OffCpu>,
+    off_cpu: Option<offcpu::OffCpu>,
     /// How the dwarf unwinds ended.
     unwound: UnwindTally,
 }

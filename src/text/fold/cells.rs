@@ -15,8 +15,6 @@ use std::hash::BuildHasherDefault;
 
 use rustc_hash::FxHasher;
 
-use super::state::NO_PNAME;
-
 type FxMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 /// A sample's position in the text: (unit, block, chunk, sample), 32 bits
@@ -76,15 +74,12 @@ impl Cells {
     }
 
     /// Adds `other`, whose frame ids `remap` turns into this state's.
-    pub(crate) fn merge(&mut self, other: Cells, remap: &[u32]) {
+    pub(crate) fn merge(&mut self, other: Cells, remap: impl Fn(u32) -> u32) {
         let mut stack_ids = vec![0u32; other.stacks.len()];
         let mut key = Vec::new();
         for (k, (id, at)) in other.stacks {
             key.clear();
-            key.extend(k.iter().map(|&i| match i {
-                NO_PNAME => NO_PNAME,
-                i => remap[i as usize],
-            }));
+            key.extend(k.iter().map(|&i| remap(i)));
             stack_ids[id as usize] = first_seen(&mut self.stacks, &key, at);
         }
         let mut thread_ids = vec![0u32; other.threads.len()];
@@ -159,6 +154,8 @@ fn in_first_order<T: ?Sized>(map: FxMap<Box<T>, (u32, Order)>) -> (Vec<Box<T>>, 
 mod tests {
     use super::*;
 
+    const NO_PNAME: u32 = u32::MAX;
+
     #[test]
     fn stacks_and_threads_come_out_in_first_seen_order_whatever_the_merge() {
         // Two threads' cells: the second saw its samples earlier in the
@@ -170,7 +167,8 @@ mod tests {
         b.add(10, &[5, 6], b"w\x002", Some(7), 3);
         b.add(10, &[NO_PNAME, 6], b"w\x001", Some(8), 4);
         // b's ids 5 and 6 are a's 0 and 2.
-        a.merge(b, &[9, 9, 9, 9, 9, 0, 2]);
+        let ids = [9, 9, 9, 9, 9, 0, 2];
+        a.merge(b, |i| if i == NO_PNAME { i } else { ids[i as usize] });
         let names = ["w", "a", "b"];
         let render = |k: &[u32]| {
             k.iter()

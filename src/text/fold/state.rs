@@ -224,7 +224,11 @@ impl FoldState {
             self.stacks.add(&key, count);
         }
         self.counters.add(&other.counters);
-        self.cells.merge(other.cells, &remap);
+        let remap_id = |id: u32| match id {
+            NO_PNAME => NO_PNAME,
+            id => remap[id as usize],
+        };
+        self.cells.merge(other.cells, remap_id);
     }
 
     /// Renders every stack as `pname;root;...;leaf` with its count.
