@@ -212,29 +212,25 @@ impl Pipeline<'_> {
         Ok(f)
     }
 
-    /// One walk over the perf script text `text` (what was folded): the
-    /// capture's profile.pb.gz (with addresses, mappings and per-thread
+    /// One walk over the perf script text `text` (what was folded) for
+    /// the capture's profile.pb.gz (with addresses, mappings and per-thread
     /// labels, and the `off_cpu` stacks of a capture with switch data) when
-    /// `pprof` is open, and the page's timeline when asked.
+    /// `pprof` is open, and for the report's profile. Only pprof needs each
+    /// sample folded again; the page's timeline comes from the fold itself
+    /// ([`fold::Options::time_cells`]).
     fn walk_text(
         &self,
         pass: &Pass,
         text: &Path,
         pprof: Option<(&mut AtomicFile, SwitchStacks<'_>)>,
-        timeline: bool,
         mut report: Option<&mut SampleReader>,
-    ) -> Result<Option<render::timeline::Timeline>> {
+    ) -> Result<()> {
         let event = pass.folded.stats.event.clone();
         let opts = fold::Options {
             event_filter: event.clone(),
             ..self.fold_options()
         };
-        let mut tl = timeline.then(render::timeline::Timeline::new);
-        let mut tap = |s: &crate::text::samples::Sample<'_>| {
-            if let Some(t) = tl.as_mut() {
-                t.add(s);
-            }
-        };
+        let reads = report.is_some();
         let raw = |s: &[u8]| {
             if let Some(r) = report.as_mut() {
                 r.sample(s);
@@ -245,14 +241,20 @@ impl Pipeline<'_> {
                 let facts = crate::output::pprof::capture::facts(self.cap, event);
                 let out = self.dir.join(crate::output::pprof::PPROF);
                 let to = (out.as_path(), off_cpu, &mut *f);
-                crate::output::pprof::capture::write_with_text(text, &opts, facts, to, raw, tap)?;
+                crate::output::pprof::capture::write_with_text(
+                    text,
+                    &opts,
+                    facts,
+                    to,
+                    raw,
+                    |_| {},
+                )?;
                 f.flush().map_err(|e| Error::io(&out, e))?;
             }
-            None => {
-                crate::text::samples::walk_with_text(text, &opts, raw, |s| tap(s))?;
-            }
+            None if reads => crate::text::samples::walk_raw(text, raw)?,
+            None => {}
         }
-        Ok(tl)
+        Ok(())
     }
 
     /// The perf script text this pass folded, when it is on disk: the
@@ -286,6 +288,10 @@ impl Pipeline<'_> {
         let mut timeline = None;
         let mut report = None;
         if let Some(text) = text.filter(|_| !pass.folded.stacks.is_empty() && !refused) {
+            // Only over text on disk, as when it came from a walk over it.
+            timeline = (pass.folded.cells.as_ref())
+                .filter(|_| wants(Format::Html))
+                .map(render::timeline::Timeline::from_cells);
             let mut pprof = wants(Format::Pprof)
                 .then(|| self.output(crate::output::pprof::PPROF))
                 .transpose()?;
@@ -297,7 +303,7 @@ impl Pipeline<'_> {
                 .formats
                 .report
                 .then(|| SampleReader::of_event(event.as_deref()));
-            timeline = self.walk_text(pass, text, to, wants(Format::Html), reader.as_mut())?;
+            self.walk_text(pass, text, to, reader.as_mut())?;
             report = reader.map(|r| r.finish(text));
             if let Some(f) = pprof {
                 f.commit()?;

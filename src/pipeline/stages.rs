@@ -14,6 +14,7 @@ use super::units::{shard_summary, Symbolized};
 use super::{file_name, Done, Pass, Pipeline};
 use crate::capture::{self, Marker, Quality, Status, SUMMARY};
 use crate::error::Result;
+use crate::output::render::Format;
 use crate::output::summary::StackStats;
 use crate::symbolize::kernel::{self, KernelSymbols};
 use crate::symbolize::native;
@@ -277,7 +278,7 @@ impl Pipeline<'_> {
         ));
         let prepare = prepare_start.elapsed();
         let t = Instant::now();
-        let folder = Folder::new(self.fold_options());
+        let folder = Folder::new(self.fold_options_with_cells());
         let mut folded = folder.fold_sources(&[Source::Path(text.to_path_buf())])?;
         let jit = crate::output::summary::jit::take_figures(&mut folded, &self.cap.found.dir);
         // The old post-processing's text says whether it has inline frames.
@@ -457,6 +458,16 @@ impl Pipeline<'_> {
             // Marked to count them (crate::output::summary::jit::take_figures), then unmarked.
             annotate_jit: true,
             ..fold::Options::default()
+        }
+    }
+
+    /// [`Self::fold_options`], counting the timeline's cells when the
+    /// flamegraph page is drawn: its timeline comes from the fold's walk.
+    pub(super) fn fold_options_with_cells(&self) -> fold::Options {
+        let page = self.opts.formats.render.contains(&Format::Html);
+        fold::Options {
+            time_cells: page.then_some(crate::output::render::timeline::CELL_NS),
+            ..self.fold_options()
         }
     }
 

@@ -161,8 +161,8 @@ impl Pipeline<'_> {
         let next = AtomicUsize::new(0);
         let results: Mutex<Vec<Option<UnitResult>>> =
             Mutex::new((0..units.len()).map(|_| None).collect());
-        let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(jobs * 2);
-        let folder = Folder::new(self.fold_options());
+        let (tx, rx) = mpsc::sync_channel::<(usize, Vec<u8>)>(jobs * 2);
+        let folder = Folder::new(self.fold_options_with_cells());
         let mut stream = folder.stream();
         std::thread::scope(|scope| {
             for _ in 0..jobs {
@@ -176,7 +176,7 @@ impl Pipeline<'_> {
                 scope.spawn(move || {
                     while let Some(&i) = order.get(next.fetch_add(1, Ordering::SeqCst)) {
                         let unit = &units[i];
-                        let r = self.run_unit(how(unit), unit, &sinks);
+                        let r = self.run_unit(how(unit), (i, unit), &sinks);
                         self.log_unit(unit, &r);
                         units_bar.inc(1);
                         results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
@@ -185,9 +185,10 @@ impl Pipeline<'_> {
             }
             drop(tx);
             // Blocks end at sample boundaries: folded in place, their
-            // buffers go back to the native symbolizer.
-            for block in rx {
-                stream.push_whole(&block);
+            // buffers go back to the native symbolizer. Units run side by
+            // side; the timeline's cells place each in unit order.
+            for (unit, block) in rx {
+                stream.push_whole_of(unit, &block);
                 recycle(block);
             }
         });
@@ -266,7 +267,12 @@ impl Pipeline<'_> {
     /// Runs one `perf script` (or the native symbolizer), teeing its output
     /// into a compressed part and (cut at sample boundaries) into the fold
     /// channel.
-    fn run_unit(&self, how: Symbolize<'_>, unit: &Unit, sinks: &UnitSinks<'_>) -> UnitResult {
+    fn run_unit(
+        &self,
+        how: Symbolize<'_>,
+        (index, unit): (usize, &Unit),
+        sinks: &UnitSinks<'_>,
+    ) -> UnitResult {
         let UnitSinks {
             tx,
             zstd_workers,
@@ -288,7 +294,7 @@ impl Pipeline<'_> {
         let (outcome, program) = match how {
             Symbolize::Perf(perf, script_opts, jit_maps) => {
                 let how = (perf, script_opts, jit_maps);
-                let r = run_perf(how, unit, &mut part, &mut chunker, sinks);
+                let r = run_perf(how, (index, unit), &mut part, &mut chunker, sinks);
                 (r, perf.program.clone())
             }
             Symbolize::Native(n) => {
@@ -297,7 +303,7 @@ impl Pipeline<'_> {
                 let consume = |block: Vec<u8>| {
                     part.write_block(&block)?;
                     bytes_bar.inc(block.len() as u64);
-                    send(tx, block)
+                    send(tx, index, block)
                 };
                 let r = n.run(&unit.data, unit.slice.as_ref(), consume);
                 unwound = r.as_ref().ok().map(|o| o.unwound);
@@ -308,7 +314,7 @@ impl Pipeline<'_> {
         let write_tail = || -> io::Result<()> {
             part.write_all(&tail.extra)?;
             if !tail.block.is_empty() {
-                send(tx, tail.block)?;
+                send(tx, index, tail.block)?;
             }
             Ok(())
         };
@@ -377,7 +383,7 @@ fn in_unit_order(results: Mutex<Vec<Option<UnitResult>>>) -> Vec<UnitResult> {
 /// Where one `perf script` run's text goes: the fold channel and the
 /// archive spool.
 struct UnitSinks<'s> {
-    tx: mpsc::SyncSender<Vec<u8>>,
+    tx: mpsc::SyncSender<(usize, Vec<u8>)>,
     zstd_workers: u32,
     bytes_bar: &'s indicatif::ProgressBar,
     spool: &'s Spool,
@@ -402,7 +408,7 @@ fn run_perf(
         &ScriptOptions,
         &Arc<crate::symbolize::jit::JitMaps>,
     ),
-    unit: &Unit,
+    (index, unit): (usize, &Unit),
     part: &mut Part,
     chunker: &mut Chunker,
     sinks: &UnitSinks<'_>,
@@ -414,7 +420,7 @@ fn run_perf(
         part.write_all(bytes)?;
         bytes_bar.inc(bytes.len() as u64);
         if let Some(block) = chunker.push(bytes) {
-            send(tx, block)?;
+            send(tx, index, block)?;
         }
         Ok(())
     };
@@ -450,8 +456,9 @@ fn native_outcome(r: std::result::Result<native::Outcome, native::Error>) -> Run
     }
 }
 
-fn send(tx: &mpsc::SyncSender<Vec<u8>>, block: Vec<u8>) -> io::Result<()> {
-    tx.send(block)
+/// Sends a block of unit `unit`'s text to the fold.
+fn send(tx: &mpsc::SyncSender<(usize, Vec<u8>)>, unit: usize, block: Vec<u8>) -> io::Result<()> {
+    tx.send((unit, block))
         .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the folder stopped"))
 }
 

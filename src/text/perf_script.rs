@@ -38,6 +38,24 @@ pub struct Header<'a> {
     pub trailing: Option<&'a str>,
 }
 
+/// The `SECONDS.FRACTION:` time of a sample header, in nanoseconds.
+pub fn time_ns(header: &str) -> Option<u64> {
+    header.split_ascii_whitespace().find_map(|tok| {
+        let t = tok.strip_suffix(':')?;
+        let (s, f) = t.split_once('.')?;
+        if s.is_empty() || f.is_empty() || f.len() > 9 {
+            return None;
+        }
+        if !s.bytes().chain(f.bytes()).all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let secs: u64 = s.parse().ok()?;
+        let frac: u64 = f.parse().ok()?;
+        let frac_ns = frac * 10u64.pow(9 - f.len() as u32);
+        secs.checked_mul(1_000_000_000)?.checked_add(frac_ns)
+    })
+}
+
 /// The three parts of a frame line `ADDR SYMBOL+0xOFF (DSO)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FrameLine<'a> {

@@ -16,6 +16,7 @@ use crate::sys::input::{self, Opened, Source};
 use crate::text::boundary;
 use crate::text::fold::{self, Folder};
 use crate::text::perf_script;
+pub use crate::text::perf_script::time_ns;
 
 /// Bytes of text handled per step.
 pub const BLOCK: usize = 4 << 20;
@@ -63,6 +64,15 @@ pub fn walk(path: &Path, opts: &fold::Options, each: impl FnMut(&Sample<'_>)) ->
     walk_with_text(path, opts, |_| {}, each)
 }
 
+/// Hands `raw` the text of every sample of the perf script text at `path`
+/// in order, as [`walk_with_text`] does, without folding any: for the
+/// readers of the whole text (the report's profile) when no output needs
+/// the samples' stacks (the timeline comes from the fold itself,
+/// [`fold::Options::time_cells`]).
+pub fn walk_raw(path: &Path, raw: impl FnMut(&[u8])) -> Result<()> {
+    walk_blocks(path, raw)
+}
+
 /// [`walk`], also handing `raw` the text of every sample, folded or not,
 /// in order (its lines, the last newline kept; the blank lines between
 /// samples left out): one walk serves the readers of the whole text too
@@ -75,12 +85,22 @@ pub fn walk_with_text(
 ) -> Result<u64> {
     let mut opts = opts.clone();
     opts.threads = 1;
+    opts.time_cells = None;
     let folder = Folder::new(opts);
     let mut n = 0;
+    walk_blocks(path, |s| {
+        raw(s);
+        n += one_sample(&folder, s, &mut each) as u64;
+    })?;
+    Ok(n)
+}
+
+/// Calls `each` with every sample of the text at `path`, in order: runs of
+/// non-empty lines, read in [`BLOCK`] steps cut at sample boundaries.
+fn walk_blocks(path: &Path, mut each: impl FnMut(&[u8])) -> Result<()> {
     let mut on_block = |text: &[u8]| {
         for s in split_samples(text) {
-            raw(s);
-            n += one_sample(&folder, s, &mut each) as u64;
+            each(s);
         }
     };
     match input::open(&Source::Path(path.to_path_buf()))? {
@@ -118,7 +138,7 @@ pub fn walk_with_text(
             }
         }
     }
-    Ok(n)
+    Ok(())
 }
 
 /// End of the block starting at `at`: the first sample boundary past
@@ -192,24 +212,6 @@ fn one_sample(folder: &Folder, s: &[u8], each: &mut impl FnMut(&Sample<'_>)) -> 
         frames: &frames,
     });
     true
-}
-
-/// The `SECONDS.FRACTION:` time of a sample header, in nanoseconds.
-pub fn time_ns(header: &str) -> Option<u64> {
-    header.split_ascii_whitespace().find_map(|tok| {
-        let t = tok.strip_suffix(':')?;
-        let (s, f) = t.split_once('.')?;
-        if s.is_empty() || f.is_empty() || f.len() > 9 {
-            return None;
-        }
-        if !s.bytes().chain(f.bytes()).all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        let secs: u64 = s.parse().ok()?;
-        let frac: u64 = f.parse().ok()?;
-        let frac_ns = frac * 10u64.pow(9 - f.len() as u32);
-        secs.checked_mul(1_000_000_000)?.checked_add(frac_ns)
-    })
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
+use crate::text::fold::TimeCells;
 use crate::text::samples::Sample;
 
 /// Width of one heat-map cell.
@@ -59,6 +60,28 @@ impl Timeline {
             nodes: vec![(u32::MAX, u32::MAX)],
             ..Timeline::default()
         }
+    }
+
+    /// The timeline of a fold's cells ([`crate::text::fold::TimeCells`]):
+    /// the same as [`Timeline::add`] of every sample in the text's order,
+    /// since the cells list stacks and threads in the order the text first
+    /// has them.
+    pub fn from_cells(c: &TimeCells) -> Self {
+        debug_assert_eq!(c.cell_ns, CELL_NS, "cells of the timeline's width");
+        let mut t = Timeline::new();
+        let nodes: Vec<u32> = c.stacks.iter().map(|s| t.leaf(s)).collect();
+        let threads: Vec<u32> = (c.threads.iter())
+            .map(|(comm, tid)| t.thread(comm, tid))
+            .collect();
+        for &(cell, stack, thread, n) in &c.counts {
+            let thread = threads[thread as usize];
+            t.thread_samples[thread as usize] += u64::from(n);
+            *t.counts
+                .entry((cell, nodes[stack as usize], thread))
+                .or_insert(0) += n;
+        }
+        t.untimed = c.untimed;
+        t
     }
 
     /// Adds one sample (samples without a time are counted, not placed).
@@ -194,5 +217,59 @@ mod tests {
             .collect();
         assert_eq!(counts, [0, 3, 0, 2, 2, 4, 1, 1]);
         assert!(!tl.to_json().contains("://"));
+    }
+
+    /// The fold's cells, folded in parallel chunks and with two units
+    /// pushed interleaved, make the timeline a walk over the text makes.
+    #[test]
+    fn the_folds_cells_make_the_timeline_a_walk_makes() {
+        use crate::text::fold::{self, Folder};
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+        for name in ["mt-fp.perf.txt", "dwarf-inline.perf.txt", "cxx-fp.perf.txt"] {
+            let path = root.join(name);
+            let text = std::fs::read(&path).unwrap();
+            let opts = fold::Options {
+                time_cells: Some(CELL_NS),
+                threads: 3,
+                chunk_size: 4096,
+                block_size: 16 << 10,
+                ..fold::Options::default()
+            };
+            let whole = Folder::new(opts.clone()).fold_bytes(&text);
+            let walk_opts = fold::Options {
+                event_filter: whole.stats.event.clone(),
+                ..opts.clone()
+            };
+            let mut walked = Timeline::new();
+            crate::text::samples::walk(&path, &walk_opts, |s| walked.add(s)).unwrap();
+            assert!(!walked.is_empty(), "{name}");
+            let from_whole = Timeline::from_cells(whole.cells.as_ref().unwrap());
+            assert_eq!(from_whole.to_json(), walked.to_json(), "{name}");
+            // Two units in blocks at sample boundaries, the second's first.
+            let mid = crate::text::boundary::next(&text, text.len() / 2).unwrap();
+            let blocks = |t: &[u8]| {
+                let (mut v, mut at) = (Vec::new(), 0);
+                while at < t.len() {
+                    let end = crate::text::boundary::next(t, at + 5000).unwrap_or(t.len());
+                    v.push(t[at..end].to_vec());
+                    at = end;
+                }
+                v
+            };
+            let (a, b) = (blocks(&text[..mid]), blocks(&text[mid..]));
+            let mut stream = Folder::new(walk_opts.clone()).stream();
+            for i in 0..a.len().max(b.len()) {
+                if let Some(x) = b.get(i) {
+                    stream.push_whole_of(1, x);
+                }
+                if let Some(x) = a.get(i) {
+                    stream.push_whole_of(0, x);
+                }
+            }
+            let pushed = stream.finish();
+            assert_eq!(pushed.to_bytes(), whole.to_bytes(), "{name}");
+            let from_pushed = Timeline::from_cells(pushed.cells.as_ref().unwrap());
+            assert_eq!(from_pushed.to_json(), walked.to_json(), "{name}");
+        }
     }
 }

@@ -17,8 +17,9 @@
 //! `--inline` (the change that added them to other chains was reverted
 //! upstream for its cost), and the native symbolizer follows it.
 //!
-//! A file's DWARF is loaded once per run of [`Cache`] (shared by every
-//! shard and slice); callers cache the finished lines per address.
+//! A file's DWARF is loaded once per DSO by the run's [`super::store`]
+//! (shared by every shard, slice and capture); callers cache the finished
+//! lines per address.
 
 use super::elf::map_file;
 use std::borrow::Cow;
@@ -43,21 +44,6 @@ pub struct Debug {
 impl std::fmt::Debug for Debug {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("inline::Debug")
-    }
-}
-
-/// Loaded DWARF by file, shared by every shard and slice of a run.
-#[derive(Debug, Default)]
-pub struct Cache {
-    files: super::once_map::OnceMap<PathBuf, Option<Arc<Debug>>>,
-}
-
-impl Cache {
-    /// The DWARF of `file` (a symbol file found under `root`), loaded by
-    /// the first caller; `None` when it has none.
-    pub fn get(&self, root: &Path, file: &Path) -> Option<Arc<Debug>> {
-        self.files
-            .get_or_load(file.to_path_buf(), || Debug::load(root, file).map(Arc::new))
     }
 }
 
@@ -286,11 +272,8 @@ mod tests {
         // names); the real lookups are checked against perf in
         // tests/native.rs.
         let exe = std::env::current_exe().unwrap();
-        let c = Cache::default();
-        assert!(c.get(Path::new("/"), Path::new("/nonexistent")).is_none());
-        let d = c
-            .get(Path::new("/"), &exe)
-            .expect("DWARF in the test binary");
+        assert!(Debug::load(Path::new("/"), Path::new("/nonexistent")).is_none());
+        let d = Debug::load(Path::new("/"), &exe).expect("DWARF in the test binary");
         assert_eq!(a_function_with_a_line(), 7);
         let at = a_function_with_a_line as *const () as usize as u64;
         let chain = d.chain(elf_address(&exe, at), "sym");

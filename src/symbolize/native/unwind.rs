@@ -14,7 +14,7 @@
 //! which perf prints as one last `ffffffffffffffff [unknown]` frame, and a
 //! frame pointer whose save slot lies below the copy poisons the frames
 //! that need it). The tables are read once per DSO and shared
-//! by every shard and time slice of a run ([`Tables`]); each run keeps one
+//! by every shard, time slice and capture of a run ([`super::store`]); each run keeps one
 //! framehop unwinder per process, rebuilt when the process's maps change.
 
 use crate::symbolize::sources::Resolved;
@@ -33,7 +33,6 @@ mod leaf;
 mod root;
 
 use super::elf::load_segments;
-use super::once_map::OnceMap;
 use super::threads::Maps;
 
 /// The most user frames perf script takes from one unwinding (libunwind's
@@ -197,23 +196,6 @@ fn section(file: &ElfFile64<'_, Endianness>, name: &str) -> Option<(Range<u64>, 
         return None;
     }
     Some((s.address()..s.address() + s.size(), Arc::from(&*data)))
-}
-
-/// Unwind tables of every DSO (`None`: it has none), loaded by the first
-/// run that needs them and shared by all shards and slices of one
-/// symbolizer.
-#[derive(Debug, Default)]
-pub struct Tables {
-    dsos: OnceMap<super::DsoKey, Option<Arc<DsoUnwind>>>,
-}
-
-impl Tables {
-    /// The tables of the DSO recorded as `key` (path and build id, which
-    /// may be empty), from the files `resolved` names.
-    pub fn get(&self, key: &super::DsoKey, resolved: &Resolved) -> Option<Arc<DsoUnwind>> {
-        self.dsos
-            .get_or_load(key.clone(), || load(resolved).map(Arc::new))
-    }
 }
 
 /// What unwinding one architecture's stacks takes: framehop's unwinder,
@@ -598,8 +580,6 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         assert!(load(&host_file("/no/such/lib.so", Some(root.path()))).is_none());
         assert!(load(&host_file("/../../proc/self/exe", Some(root.path()))).is_none());
-        let shared = Tables::default();
-        let key = ("/no/such/lib.so".to_string(), Vec::new());
-        assert!(shared.get(&key, &Resolved::default()).is_none());
+        assert!(load(&Resolved::default()).is_none());
     }
 }

@@ -16,6 +16,7 @@
 
 mod blocks;
 pub mod chain;
+mod cells;
 pub(crate) mod frame;
 mod lines;
 pub mod split;
@@ -32,6 +33,7 @@ use rayon::prelude::*;
 use crate::error::{Error, Result};
 use crate::sys::input::{self, Opened, Source};
 use crate::text::{boundary, perf_script};
+pub use cells::TimeCells;
 use frame::FrameSettings;
 use state::{fold_chunk, ChunkReport, FoldState};
 
@@ -72,6 +74,10 @@ pub struct Options {
     /// Bytes of input folded per step (mapped window or read buffer); bounds
     /// memory use.
     pub block_size: usize,
+    /// Count the timed samples per cell of this many nanoseconds, thread
+    /// and stack, for the flamegraph page's timeline ([`Folded::cells`]);
+    /// `None`: not counted.
+    pub time_cells: Option<u64>,
 }
 
 impl Default for Options {
@@ -88,6 +94,7 @@ impl Default for Options {
             threads: 0,
             chunk_size: 1 << 20,
             block_size: 32 << 20,
+            time_cells: None,
         }
     }
 }
@@ -101,6 +108,7 @@ pub(crate) struct Config {
     frames: FrameSettings,
     skip_after: Vec<String>,
     event: Option<String>,
+    time_cells: Option<u64>,
 }
 
 impl Config {
@@ -119,6 +127,7 @@ impl Config {
             },
             skip_after: o.skip_after.clone(),
             event: o.event_filter.clone(),
+            time_cells: o.time_cells.filter(|&n| n > 0),
         }
     }
 
@@ -213,6 +222,8 @@ pub struct Folded {
     pub stacks: Vec<(String, u64)>,
     /// Statistics of the fold.
     pub stats: Stats,
+    /// The timeline's counts, when [`Options::time_cells`] asked for them.
+    pub cells: Option<TimeCells>,
 }
 
 impl Folded {
@@ -292,6 +303,7 @@ impl Folder {
         let mut eng = Engine::new(&self.opts);
         for (i, src) in sources.iter().enumerate() {
             eng.input = i;
+            eng.unit = i;
             match input::open(src)? {
                 Opened::Empty => {}
                 Opened::Mapped(map) => eng.input_mmap(&map),
@@ -337,6 +349,15 @@ impl StreamFolder {
                 None => self.scanned = self.buf.len(),
             }
         }
+    }
+
+    /// [`Self::push_whole`] of a block of unit `unit` (an input of several
+    /// that arrive interleaved, each in order): the timeline's cells
+    /// ([`Options::time_cells`]) place its samples after all of the units
+    /// before it, as if the units came one after another.
+    pub fn push_whole_of(&mut self, unit: usize, block: &[u8]) {
+        self.eng.unit = unit;
+        self.push_whole(block);
     }
 
     /// Adds a block that may end at a sample boundary (a blank line): when
@@ -425,6 +446,10 @@ struct Engine {
     reports: Vec<(usize, ChunkReport)>,
     bytes: u64,
     input: usize,
+    /// The unit the next block belongs to, and the blocks folded of each
+    /// unit: where a block's samples are in the text (the timeline's cells).
+    unit: usize,
+    blocks: Vec<u32>,
     start: Instant,
 }
 
@@ -450,6 +475,8 @@ impl Engine {
             reports: Vec::new(),
             bytes: 0,
             input: 0,
+            unit: 0,
+            blocks: Vec::new(),
             start: Instant::now(),
         }
     }
@@ -529,12 +556,14 @@ impl Engine {
         }
         done(&data[scanned..]);
         let n = chunks.len();
+        let block = self.next_block();
         let cfg = &self.cfg;
         let states = &self.states;
         let run = |(i, chunk): (usize, &&[u8])| {
             let t = rayon::current_thread_index().unwrap_or(0) % states.len();
             let mut st = states[t].lock().unwrap_or_else(|e| e.into_inner());
-            let report = fold_chunk(&mut st, cfg, chunk, last_of_input && i + 1 == n);
+            let order = block | (i as u128) << 32;
+            let report = fold_chunk(&mut st, cfg, chunk, last_of_input && i + 1 == n, order);
             drop(st);
             done(chunk);
             report
@@ -547,6 +576,17 @@ impl Engine {
         };
         let input = self.input;
         self.reports.extend(reports.into_iter().map(|r| (input, r)));
+    }
+
+    /// Where the next block's samples are in the text: its unit and its
+    /// number in the unit, as the high bits of [`cells::Order`].
+    fn next_block(&mut self) -> cells::Order {
+        if self.blocks.len() <= self.unit {
+            self.blocks.resize(self.unit + 1, 0);
+        }
+        let seq = self.blocks[self.unit];
+        self.blocks[self.unit] += 1;
+        (self.unit as u128) << 96 | u128::from(seq) << 64
     }
 
     /// Folds a memory-mapped file in one parallel pass (no barrier between
@@ -658,6 +698,10 @@ impl Engine {
         }
         let mut stacks = total.render();
         stacks.par_sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let cells = self.cfg.time_cells.map(|cell_ns| {
+            let c = std::mem::take(&mut total.cells);
+            c.finish(cell_ns, |k| total.render_key(k))
+        });
         // Absolute line numbers: chunk reports are in input order.
         let mut first_skipped = Vec::new();
         let mut line_base = 0u64;
@@ -694,6 +738,7 @@ impl Engine {
                 elapsed: self.start.elapsed(),
             },
             stacks,
+            cells,
         }
     }
 }

@@ -44,6 +44,10 @@ pub(crate) struct FoldState {
     pub(crate) counters: Counters,
     /// Whole frame blocks folded before.
     blocks: super::blocks::BlockCache,
+    /// The timeline's counts ([`super::Options::time_cells`]).
+    pub(crate) cells: super::cells::Cells,
+    /// The current sample's thread for `cells`: `comm \0 tid`.
+    thread_buf: Vec<u8>,
 }
 
 /// Counts kept per state and summed at the end.
@@ -224,26 +228,36 @@ impl FoldState {
             self.stacks.add(&key, count);
         }
         self.counters.add(&other.counters);
+        let remap_id = |id: u32| match id {
+            NO_PNAME => NO_PNAME,
+            id => remap[id as usize],
+        };
+        self.cells.merge(other.cells, remap_id);
     }
 
     /// Renders every stack as `pname;root;...;leaf` with its count.
     pub(crate) fn render(&self) -> Vec<(String, u64)> {
         let mut out = Vec::with_capacity(self.stacks.len());
         for (k, count) in self.stacks.iter() {
-            let mut s = String::with_capacity(k.len() * 24);
-            let (first, frames) = k.split_first().expect("stack keys are never empty");
-            if *first != NO_PNAME {
-                s.push_str(self.name(*first));
-            }
-            for &id in frames.iter().rev() {
-                if !s.is_empty() || *first != NO_PNAME {
-                    s.push(';');
-                }
-                s.push_str(self.name(id));
-            }
-            out.push((s, count));
+            out.push((self.render_key(k), count));
         }
         out
+    }
+
+    /// One stack key as `pname;root;...;leaf`.
+    pub(crate) fn render_key(&self, k: &[u32]) -> String {
+        let mut s = String::with_capacity(k.len() * 24);
+        let (first, frames) = k.split_first().expect("stack keys are never empty");
+        if *first != NO_PNAME {
+            s.push_str(self.name(*first));
+        }
+        for &id in frames.iter().rev() {
+            if !s.is_empty() || *first != NO_PNAME {
+                s.push(';');
+            }
+            s.push_str(self.name(id));
+        }
+        s
     }
 }
 
@@ -468,16 +482,23 @@ struct Machine<'s, 'c> {
     events: u64,
     /// The current sample's call chain, as its frame lines said.
     chain: Chain,
+    /// The current sample's time, for the timeline's cells.
+    time: Option<u64>,
+    /// Where this chunk starts in the text, and samples counted so far:
+    /// each one's place for the timeline's cells.
+    order: (super::cells::Order, u32),
 }
 
 /// Folds one chunk (which begins at a sample boundary) into `st`.
 /// `last_of_input`: the chunk ends its input, so an unterminated final line
-/// is a line cut mid-way.
+/// is a line cut mid-way. `order`: where the chunk is in the text (for the
+/// timeline's cells, [`super::cells::Order`]).
 pub(crate) fn fold_chunk(
     st: &mut FoldState,
     cfg: &Config,
     chunk: &[u8],
     last_of_input: bool,
+    order: super::cells::Order,
 ) -> ChunkReport {
     st.stack_buf.clear();
     st.stack_buf.push(NO_PNAME); // slot 0: the process name, set on emit
@@ -495,6 +516,8 @@ pub(crate) fn fold_chunk(
         block_ready: false,
         events: 0,
         chain: Chain::default(),
+        time: None,
+        order: (order, 0),
     };
     let mut pos = 0;
     // One SIMD scan over the chunk finds every line end; far cheaper than a
@@ -629,6 +652,14 @@ impl Machine<'_, '_> {
             }
         }
         self.set_pname(&h);
+        if self.cfg.time_cells.is_some() {
+            self.time = perf_script::time_ns(line);
+            let buf = &mut self.st.thread_buf;
+            buf.clear();
+            buf.extend_from_slice(h.comm.as_bytes());
+            buf.push(0);
+            buf.extend_from_slice(h.tid.as_bytes());
+        }
         self.header_ok = true;
         self.block_ready = h.trailing.is_none();
         if let Some(trailing) = h.trailing {
@@ -851,6 +882,12 @@ impl Machine<'_, '_> {
             };
             // Key layout: [pname, leaf, ..., root]; rendered root-first.
             st.stack_buf[0] = first;
+            if let Some(cell_ns) = self.cfg.time_cells {
+                let at = self.order.0 | u128::from(self.order.1);
+                self.order.1 += 1;
+                st.cells
+                    .add(cell_ns, &st.stack_buf, &st.thread_buf, self.time, at);
+            }
             let count = self.period.unwrap_or(1);
             st.stacks.add_deferred(&mut st.stack_buf, count);
             st.counters.samples += 1;
@@ -865,6 +902,7 @@ impl Machine<'_, '_> {
         self.period = None;
         self.header_ok = false;
         self.chain = Chain::default();
+        self.time = None;
     }
 }
 

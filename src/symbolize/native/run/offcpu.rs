@@ -1,4 +1,4 @@
-//! What the off-CPU run ([`super::Symbolizer::run_off_cpu`]) prints beyond
+//! What the off-CPU run ([`crate::symbolize::native::Symbolizer::run_off_cpu`]) prints beyond
 //! the on-CPU text, as `perf script --ns --show-switch-events
 //! --show-task-events` prints it: header lines with ns times and event
 //! names padded to the longest, `sched:sched_switch` samples with their
@@ -13,9 +13,10 @@ use linux_perf_data::linux_perf_event_reader::{
 };
 use linux_perf_data::{Feature, PerfFile};
 
-use super::threads::Machine;
-use super::tracepoint::SchedSwitch;
-use super::{Error, Run};
+use super::Run;
+use crate::symbolize::native::error::Error;
+use crate::symbolize::native::threads::Machine;
+use crate::symbolize::native::tracepoint::SchedSwitch;
 
 /// The tracepoint whose samples are switch-outs.
 const TRACEPOINT: &str = "sched:sched_switch";
