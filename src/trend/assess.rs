@@ -488,8 +488,9 @@ fn functions(
 /// Degrees of freedom of the run-to-run noise below which a query's total
 /// is listed but never significant: the spread of two numbers is no
 /// estimate of a machine's load changes (two unchanged runs that happen to
-/// agree would make any third one "significant").
-pub const MIN_LOAD_DF: usize = 2;
+/// agree would make any third one "significant"), and with two the
+/// estimate is below half the true spread one time in five.
+pub const MIN_LOAD_DF: usize = 3;
 
 /// The machine's run-to-run noise of query totals, in log terms, with its
 /// degrees of freedom: the deviations of each query's log run mean from
