@@ -205,8 +205,9 @@ pub struct TimeFinding {
     /// every query of the series (`None` when no query has two baseline
     /// runs).
     pub load_sd: Option<f64>,
-    /// Its degrees of freedom (the baseline runs less one, summed over the
-    /// queries); significance needs at least [`MIN_LOAD_DF`].
+    /// Its degrees of freedom: the query's baseline runs less one (a run's
+    /// load is common to its queries, so more queries do not add to them);
+    /// significance needs at least [`MIN_LOAD_DF`].
     pub load_df: usize,
     /// The baseline's total per replicate (median of run means).
     pub baseline: f64,
@@ -486,20 +487,18 @@ fn functions(
 }
 
 /// Degrees of freedom of the run-to-run noise below which a query's total
-/// is listed but never significant: the spread of two numbers is no
-/// estimate of a machine's load changes (two unchanged runs that happen to
-/// agree would make any third one "significant"), and with two the
-/// estimate is below half the true spread one time in five.
-pub const MIN_LOAD_DF: usize = 3;
+/// is listed but never significant: the spread of two runs is no estimate
+/// of a machine's load changes (two unchanged runs that happen to agree
+/// would make any third one "significant").
+pub const MIN_LOAD_DF: usize = 2;
 
-/// The machine's run-to-run noise of query totals, in log terms, with its
-/// degrees of freedom: the deviations of each query's log run mean from
-/// that query's mean over the baseline runs `base`, pooled over every
-/// query. A run's load moves all its queries, so every query's spread
-/// measures the same noise; pooling gives it the degrees of freedom that
-/// two or three runs of one query cannot. `None` without two baseline runs
-/// of any query.
-fn load_noise(series: &Series, base: &[usize]) -> Option<(f64, usize)> {
+/// The machine's run-to-run noise of query totals, in log terms: the
+/// deviations of each query's log run mean from that query's mean over the
+/// baseline runs `base`, pooled over every query. A run's load moves all
+/// its queries, so every query's spread measures the same noise (pooling
+/// steadies its size; it does not add degrees of freedom, which stay the
+/// runs'). `None` without two baseline runs of any query.
+fn load_noise(series: &Series, base: &[usize]) -> Option<f64> {
     let (mut ss, mut df) = (0.0, 0usize);
     for q in series.queries.values() {
         let logs: Vec<f64> = base
@@ -515,7 +514,7 @@ fn load_noise(series: &Series, base: &[usize]) -> Option<(f64, usize)> {
             df += logs.len() - 1;
         }
     }
-    (df > 0).then(|| ((ss / df as f64).sqrt(), df))
+    (df > 0).then(|| (ss / df as f64).sqrt())
 }
 
 /// The candidate change of query `name`'s total in run `t`, if any. The
@@ -523,7 +522,8 @@ fn load_noise(series: &Series, base: &[usize]) -> Option<(f64, usize)> {
 /// the machine's run-to-run noise `load` ([`load_noise`]): it must exceed
 /// `min_time_change` and `noise_sigmas` of that noise, and its p is the
 /// Student's t prediction test of the run's log total against the query's
-/// baseline runs with the pooled noise and degrees of freedom. With one
+/// baseline runs with the pooled noise (baseline runs - 1 degrees of
+/// freedom). With one
 /// baseline run, or no pooled noise, the permutation test over replicates
 /// gives the p of a change that is listed but never significant.
 fn time(
@@ -531,7 +531,7 @@ fn time(
     t: usize,
     x: &[Replicate],
     b: &[(usize, &Vec<Replicate>)],
-    load: Option<(f64, usize)>,
+    load: Option<f64>,
     opts: &Options,
 ) -> Option<TimeFinding> {
     let xs: Vec<f64> = x.iter().map(|r| r.total as f64).collect();
@@ -546,7 +546,10 @@ fn time(
         return None;
     }
     let change_pct = 100.0 * (new - baseline) / baseline;
-    let (sd, df) = load.filter(|_| means.len() >= 2).unwrap_or((0.0, 0));
+    let (sd, df) = match load {
+        Some(sd) if means.len() >= 2 => (sd, means.len() - 1),
+        _ => (0.0, 0),
+    };
     let threshold = (1.0 + opts.min_time_change / 100.0)
         .ln()
         .max(opts.noise_sigmas * sd);
@@ -794,7 +797,7 @@ mod tests {
         let sig: Vec<&TimeFinding> = a.time_findings.iter().filter(|f| f.significant).collect();
         assert_eq!(sig.len(), 1, "{:#?}", a.time_findings);
         assert_eq!((sig[0].query.as_str(), sig[0].verdict), ("q1", "slower"));
-        assert_eq!(sig[0].load_df, 6);
+        assert_eq!(sig[0].load_df, 3);
     }
 
     fn flags(s: &Series) -> Vec<Finding> {
