@@ -4,17 +4,21 @@ RUNS result directories of QUERIES queries x WORKERS workers x REPS
 iterations, every capture a processed capture's files (capture.json from the
 demo fixture, an empty perf.data, a stacks.folded of 1,500 stacks over 400
 functions, 3-28 frames deep; 20 distinct files hard-linked, so the tree
-takes little disk).
+takes little disk). With FOLDED_FROM, every stacks.folded under that
+directory (e.g. real captures) is used instead of the 20 synthetic files.
 
-usage: benches/trend-scale.py OUT [RUNS QUERIES WORKERS REPS]
+usage: benches/trend-scale.py OUT [RUNS QUERIES WORKERS REPS [FOLDED_FROM]]
 then:  /usr/bin/time -v jobprof trend OUT/run_* -o OUT-trend -q
+       (benches/trend.sh does both, and times it against an older build)
 """
 import os
 import random
+import shutil
 import sys
 
 out = sys.argv[1]
 runs, queries, workers, reps = (int(a) for a in (sys.argv[2:6] or [100, 22, 8, 1]))
+folded_from = sys.argv[6] if len(sys.argv) > 6 else None
 random.seed(1)
 repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 capture_json = os.path.join(
@@ -24,7 +28,15 @@ src = os.path.join(out, ".src")
 os.makedirs(src, exist_ok=True)
 funcs = [f"ns::Class{i}::method{i}" for i in range(400)]
 files = []
-for k in range(20):
+if folded_from:
+    for top, _, names in sorted(os.walk(folded_from)):
+        if "stacks.folded" in names:
+            path = os.path.join(src, f"f{len(files)}.folded")
+            shutil.copyfile(os.path.join(top, "stacks.folded"), path)
+            files.append(path)
+    if not files:
+        sys.exit(f"{folded_from}: no stacks.folded under it")
+for k in range(0 if folded_from else 20):
     lines = {}
     for _ in range(1500):
         st = ["worker"] + [random.choice(funcs[:40]) for _ in range(3)]

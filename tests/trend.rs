@@ -3,11 +3,12 @@
 //! aggregation; q6, a filtered sum), 4 iterations each, every iteration
 //! captured by the real `jobprof-record` sidecar as `qN_iterK`, and the runs
 //! are processed by the real binary (with `perf script`). Three runs are
-//! unchanged; a fourth computes one more expression in q1 (md5 of a quarter
-//! of the comments). The unchanged series must flag nothing, the series
-//! ending with the injected run must flag q1 and
-//! `duckdb::CryptoHashState::HashHex`, and the false-positive rate is
-//! measured over many series resampled from the real replicates.
+//! unchanged; a fourth computes one more expression in q1 (a substring
+//! search in a quarter of the rows, whose compare loop is the named
+//! `duckdb::FindStrInStr`, a sixth of q1's samples). The unchanged series
+//! must flag nothing, the series ending with the injected run must flag q1
+//! and `duckdb::FindStrInStr`, and the false-positive rate is measured over
+//! many series resampled from the real replicates.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -18,7 +19,7 @@ use serde_json::Value;
 
 use crate::util::{self, chromium, dump_dom, jobprof, ok, output_text, perf_can_record, require};
 
-const INJECTED: &str = "duckdb::CryptoHashState::HashHex";
+const INJECTED: &str = "duckdb::FindStrInStr";
 const ITERATIONS: u32 = 4;
 
 /// Three unchanged runs and one with injected work in q1, processed.
@@ -199,7 +200,7 @@ fn injected_work_is_flagged_for_its_query_and_function() {
     let text = util::stdout(&out);
     let line = text
         .lines()
-        .find(|l| l.starts_with("regressed q1 ") && l.contains("HashHex"))
+        .find(|l| l.starts_with("regressed q1 ") && l.contains("FindStrInStr"))
         .unwrap_or_else(|| panic!("no regressed line for q1 and {INJECTED}:\n{text}"));
     assert!(line.contains("points, p="), "{line}");
     assert!(line.chars().count() <= 80, "{line}");

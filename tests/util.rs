@@ -797,9 +797,13 @@ pub fn data_files(dir: &Path) -> Vec<PathBuf> {
 
 /// A Python with DuckDB: `$JOBPROF_TEST_PYTHON` when set, else the venv
 /// `target/duckdb-venv` (made on first use with `python3 -m venv` and `pip
-/// install duckdb`; `.ci/run` makes it before the tests). `None`, skipped
-/// loudly (a failure under CI), when neither works.
+/// install duckdb==DUCKDB`; `.ci/run` makes it before the tests). `None`,
+/// skipped loudly (a failure under CI), when neither works.
 pub fn duckdb_python() -> Option<PathBuf> {
+    /// Pinned: tests/trend.rs injects work that lands in this release's
+    /// named `duckdb::FindStrInStr`; another release may rename or inline
+    /// it (keep in step with .ci/run).
+    const DUCKDB: &str = "2.0.1";
     static PY: OnceLock<Option<PathBuf>> = OnceLock::new();
     PY.get_or_init(|| {
         let works = |py: &Path| {
@@ -815,14 +819,25 @@ pub fn duckdb_python() -> Option<PathBuf> {
         }
         let venv = repo_root().join("target/duckdb-venv");
         let py = venv.join("bin/python");
-        if !works(&py) {
+        let pinned = |py: &Path| {
+            Command::new(py)
+                .args([
+                    "-c",
+                    &format!("import duckdb; assert duckdb.__version__ == '{DUCKDB}'"),
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if !pinned(&py) {
             let made = Command::new("python3")
                 .args(["-m", "venv"])
                 .arg(&venv)
                 .status()
                 .is_ok_and(|s| s.success())
                 && Command::new(venv.join("bin/pip"))
-                    .args(["install", "-q", "duckdb"])
+                    .args(["install", "-q", &format!("duckdb=={DUCKDB}")])
                     .status()
                     .is_ok_and(|s| s.success());
             if !made {

@@ -15,10 +15,12 @@
 //!   queries that changed, and within them a function is significant at
 //!   `alpha` x selected / queries ([`select`]).
 //!
-//! Each query's total (its samples per replicate) is judged in percent,
-//! against the spread between baseline runs (its noise is the machine's,
-//! run by run), Benjamini-Hochberg across queries. The chart series (the top functions' shares per run, with
-//! their spread over replicates) are gathered here too.
+//! Each query's total (its samples per replicate) is judged in log terms
+//! against the machine's run-to-run noise, pooled over every query of the
+//! baseline runs (a run's load moves all its queries; [`load_noise`]),
+//! Benjamini-Hochberg across queries. The chart series (the top functions'
+//! shares per run, with their spread over replicates) are gathered here
+//! too.
 
 use serde::Serialize;
 
@@ -198,6 +200,15 @@ pub struct TimeFinding {
     /// How many baseline runs it was judged against (with one, the
     /// run-to-run noise is unknown and the change is never significant).
     pub baseline_runs: usize,
+    /// The machine's run-to-run noise it was judged against: the standard
+    /// deviation of a query's log total between baseline runs, pooled over
+    /// every query of the series (`None` when no query has two baseline
+    /// runs).
+    pub load_sd: Option<f64>,
+    /// Its degrees of freedom: the query's baseline runs less one (a run's
+    /// load is common to its queries, so more queries do not add to them);
+    /// significance needs at least [`MIN_LOAD_DF`].
+    pub load_df: usize,
     /// The baseline's total per replicate (median of run means).
     pub baseline: f64,
     /// The run's total per replicate (mean).
@@ -248,6 +259,7 @@ pub fn assess(series: &Series, opts: &Options) -> Assessment {
             Baseline::Earlier => (0..t).collect(),
             Baseline::Run(b) => vec![b],
         };
+        let load = load_noise(series, &base);
         for (name, q) in &series.queries {
             let Some(x) = q.runs.get(t).filter(|r| !r.is_empty()) else {
                 continue;
@@ -267,7 +279,7 @@ pub fn assess(series: &Series, opts: &Options) -> Assessment {
             if !family.is_empty() {
                 families.push(family);
             }
-            if let Some(f) = time(name, t, x, &b, opts) {
+            if let Some(f) = time(name, t, x, &b, load, opts) {
                 times.push(f);
             }
         }
@@ -275,7 +287,7 @@ pub fn assess(series: &Series, opts: &Options) -> Assessment {
     findings.extend(select(families, opts.alpha));
     adjust(&mut times, |f| f.p, |f, q| f.q = q);
     for f in &mut times {
-        f.significant = f.q <= opts.alpha && f.baseline_runs >= 2;
+        f.significant = f.q <= opts.alpha && f.baseline_runs >= 2 && f.load_df >= MIN_LOAD_DF;
     }
     findings.sort_by(|a, b| {
         b.change
@@ -474,12 +486,52 @@ fn functions(
     out
 }
 
-/// The candidate change of query `name`'s total in run `t`, if any.
+/// Degrees of freedom of the run-to-run noise below which a query's total
+/// is listed but never significant: the spread of two runs is no estimate
+/// of a machine's load changes (two unchanged runs that happen to agree
+/// would make any third one "significant").
+pub const MIN_LOAD_DF: usize = 2;
+
+/// The machine's run-to-run noise of query totals, in log terms: the
+/// deviations of each query's log run mean from that query's mean over the
+/// baseline runs `base`, pooled over every query. A run's load moves all
+/// its queries, so every query's spread measures the same noise (pooling
+/// steadies its size; it does not add degrees of freedom, which stay the
+/// runs'). `None` without two baseline runs of any query.
+fn load_noise(series: &Series, base: &[usize]) -> Option<f64> {
+    let (mut ss, mut df) = (0.0, 0usize);
+    for q in series.queries.values() {
+        let logs: Vec<f64> = base
+            .iter()
+            .filter_map(|&i| q.runs.get(i).filter(|r| !r.is_empty()))
+            .map(|r| stats::mean(&r.iter().map(|r| r.total as f64).collect::<Vec<_>>()))
+            .filter(|m| *m > 0.0)
+            .map(f64::ln)
+            .collect();
+        if logs.len() >= 2 {
+            let m = stats::mean(&logs);
+            ss += logs.iter().map(|l| (l - m).powi(2)).sum::<f64>();
+            df += logs.len() - 1;
+        }
+    }
+    (df > 0).then(|| (ss / df as f64).sqrt())
+}
+
+/// The candidate change of query `name`'s total in run `t`, if any. The
+/// change is judged in log terms (a halving weighs as a doubling) against
+/// the machine's run-to-run noise `load` ([`load_noise`]): it must exceed
+/// `min_time_change` and `noise_sigmas` of that noise, and its p is the
+/// Student's t prediction test of the run's log total against the query's
+/// baseline runs with the pooled noise (baseline runs - 1 degrees of
+/// freedom). With one
+/// baseline run, or no pooled noise, the permutation test over replicates
+/// gives the p of a change that is listed but never significant.
 fn time(
     name: &str,
     t: usize,
     x: &[Replicate],
     b: &[(usize, &Vec<Replicate>)],
+    load: Option<f64>,
     opts: &Options,
 ) -> Option<TimeFinding> {
     let xs: Vec<f64> = x.iter().map(|r| r.total as f64).collect();
@@ -487,22 +539,26 @@ fn time(
         .iter()
         .map(|(_, r)| r.iter().map(|r| r.total as f64).collect())
         .collect();
-    let (baseline, noise) = baseline_of(&ys, opts.noise_sigmas);
-    if baseline <= 0.0 {
-        return None;
-    }
-    let new = stats::mean(&xs);
-    let change_pct = 100.0 * (new - baseline) / baseline;
-    let threshold_pct = opts.min_time_change.max(100.0 * noise / baseline);
-    if change_pct.abs() <= threshold_pct {
-        return None;
-    }
-    // A run's total moves with the machine's load as a whole: the noise
-    // that matters is between runs, so with two or more baseline runs the
-    // run is judged against their spread, not against replicates.
     let means: Vec<f64> = ys.iter().map(|r| stats::mean(r)).collect();
-    let tested = if means.len() >= 2 {
-        stats::between_runs(new, &means)?
+    let baseline = stats::median(&means);
+    let new = stats::mean(&xs);
+    if baseline <= 0.0 || new <= 0.0 || means.iter().any(|m| *m <= 0.0) {
+        return None;
+    }
+    let change_pct = 100.0 * (new - baseline) / baseline;
+    let (sd, df) = match load {
+        Some(sd) if means.len() >= 2 => (sd, means.len() - 1),
+        _ => (0.0, 0),
+    };
+    let threshold = (1.0 + opts.min_time_change / 100.0)
+        .ln()
+        .max(opts.noise_sigmas * sd);
+    if (new / baseline).ln().abs() <= threshold {
+        return None;
+    }
+    let tested = if df > 0 {
+        let logs: Vec<f64> = means.iter().map(|m| m.ln()).collect();
+        stats::prediction(new.ln(), stats::mean(&logs), sd, logs.len(), df)
     } else {
         test(&xs, &ys, stats::seed_of(name) ^ t as u64)?
     };
@@ -512,10 +568,12 @@ fn time(
         query: name.to_string(),
         run: t,
         baseline_runs: b.len(),
+        load_sd: (df > 0).then_some(sd),
+        load_df: df,
         baseline,
         new,
         change_pct,
-        threshold_pct,
+        threshold_pct: 100.0 * threshold.exp_m1(),
         p: tested.p,
         q: 1.0,
         method: tested.method,
@@ -673,6 +731,73 @@ mod tests {
             runs: (0..runs).map(info).collect(),
             queries: [("q".to_string(), q)].into_iter().collect(),
         }
+    }
+
+    /// A series of two queries whose per-run totals are `q1` and `q2`
+    /// (per run, three tight replicates around the figure), one function.
+    fn totals(q1: &[f64], q2: &[f64]) -> Series {
+        let query = |per_run: &[f64]| {
+            let mut q = QuerySeries::default();
+            let id = q.intern("f");
+            q.runs = per_run
+                .iter()
+                .map(|&t| {
+                    (0..3)
+                        .map(|r| Replicate {
+                            name: format!("q_iter{}", r + 1),
+                            number: r + 1,
+                            total: (t * (0.999 + 0.001 * f64::from(r))) as u64,
+                            folded: vec![],
+                            flamegraph: None,
+                            shares: vec![(id, 100.0, 100.0)],
+                        })
+                        .collect()
+                })
+                .collect();
+            q
+        };
+        let mut s = series(&mut Rng::new(1), q1.len(), 1, 1, 0.0);
+        s.queries = [("q1".to_string(), query(q1)), ("q2".to_string(), query(q2))]
+            .into_iter()
+            .collect();
+        s
+    }
+
+    #[test]
+    fn load_changes_between_unchanged_runs_are_not_a_slowdown() {
+        // q1's two baseline runs happen to agree (within 0.3%), but q2
+        // shows how much the machine's load moves a run (+20%): the third
+        // run's +30% in q1 is within that noise.
+        let s = totals(&[1.0e8, 1.003e8, 1.3e8], &[5.0e7, 6.0e7, 6.4e7]);
+        let a = assess(&s, &Options::default());
+        assert!(
+            a.time_findings.iter().all(|f| !f.significant),
+            "{:#?}",
+            a.time_findings
+        );
+    }
+
+    #[test]
+    fn two_numbers_are_no_estimate_of_the_load_noise() {
+        // One query, two baseline runs that agree: one degree of freedom.
+        let mut s = totals(&[1.0e8, 1.001e8, 1.5e8], &[]);
+        s.queries.remove("q2");
+        let a = assess(&s, &Options::default());
+        let f = &a.time_findings[0];
+        assert_eq!((f.verdict, f.significant, f.load_df), ("slower", false, 1));
+    }
+
+    #[test]
+    fn a_slowdown_beyond_the_load_noise_is_found_in_its_query() {
+        let s = totals(
+            &[1.0e8, 1.05e8, 0.97e8, 1.02e8, 2.0e8],
+            &[5.0e7, 5.2e7, 4.9e7, 5.1e7, 5.2e7],
+        );
+        let a = assess(&s, &Options::default());
+        let sig: Vec<&TimeFinding> = a.time_findings.iter().filter(|f| f.significant).collect();
+        assert_eq!(sig.len(), 1, "{:#?}", a.time_findings);
+        assert_eq!((sig[0].query.as_str(), sig[0].verdict), ("q1", "slower"));
+        assert_eq!(sig[0].load_df, 3);
     }
 
     fn flags(s: &Series) -> Vec<Finding> {

@@ -20,10 +20,9 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use super::replicate;
+use super::tally::Tally;
 use crate::capture::{self, CaptureDir, Filter};
 use crate::error::{Error, Result};
-use crate::output::render::folded::read_folded;
-use crate::sys::input::Source;
 use crate::views::summary::SummaryFields;
 
 /// Functions below this share (percent) of a replicate are not kept.
@@ -147,15 +146,32 @@ struct Raw {
     bad_lines: u64,
 }
 
-/// Reads every run. Runs are read one after another (each one's captures
-/// in parallel), so at most one run's stacks are in memory.
+/// A replicate to read: (query, number, capture name) and its workers'
+/// captures.
+type Group = ((String, u32, String), Vec<CaptureDir>);
+
+/// Reads every run: each run's captures are found and grouped first, then
+/// the replicates of all runs are read in parallel (no stacks are kept,
+/// only each replicate's shares, so memory does not grow with the runs
+/// read at once).
 pub fn load(dirs: &[PathBuf], opts: &LoadOptions) -> Result<Series> {
     let mut infos = Vec::with_capacity(dirs.len());
-    let mut per_run: Vec<Vec<Raw>> = Vec::with_capacity(dirs.len());
-    for dir in dirs {
-        let (info, raws) = load_run(dir, opts)?;
+    let mut groups: Vec<(usize, Group)> = Vec::new();
+    for (r, dir) in dirs.iter().enumerate() {
+        let (info, run_groups) = load_run(dir, opts)?;
         infos.push(info);
-        per_run.push(raws);
+        groups.extend(run_groups.into_iter().map(|g| (r, g)));
+    }
+    let read = groups
+        .par_iter()
+        .map(|(r, ((base, number, name), caps))| {
+            Ok((*r, read_replicate(base, *number, name, caps, &opts.folded)?))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut per_run: Vec<Vec<Raw>> = dirs.iter().map(|_| Vec::new()).collect();
+    for (r, raw) in read.into_iter().filter_map(|(r, raw)| Some((r, raw?))) {
+        infos[r].bad_lines += raw.bad_lines;
+        per_run[r].push(raw);
     }
     let mut order: Vec<usize> = (0..dirs.len()).collect();
     if !opts.keep_order {
@@ -195,8 +211,8 @@ pub fn load(dirs: &[PathBuf], opts: &LoadOptions) -> Result<Series> {
     Ok(series)
 }
 
-/// One run: its facts and its replicates' shares.
-fn load_run(dir: &Path, opts: &LoadOptions) -> Result<(RunInfo, Vec<Raw>)> {
+/// One run: its facts and its replicates' captures, grouped.
+fn load_run(dir: &Path, opts: &LoadOptions) -> Result<(RunInfo, Vec<Group>)> {
     if !dir.is_dir() {
         return Err(Error::Usage(format!(
             "{}: not a directory; give processed result directories (one per run)",
@@ -222,7 +238,7 @@ fn load_run(dir: &Path, opts: &LoadOptions) -> Result<(RunInfo, Vec<Raw>)> {
         unprocessed: Vec::new(),
         bad_lines: 0,
     };
-    let mut groups: BTreeMap<(String, u32, String), Vec<&CaptureDir>> = BTreeMap::new();
+    let mut groups: BTreeMap<(String, u32, String), Vec<CaptureDir>> = BTreeMap::new();
     for c in &found {
         note_capture(&mut info, c);
         let (base, number) = replicate::split(&c.query);
@@ -241,21 +257,12 @@ fn load_run(dir: &Path, opts: &LoadOptions) -> Result<(RunInfo, Vec<Raw>)> {
         groups
             .entry((base.to_string(), number, c.query.clone()))
             .or_default()
-            .push(c);
+            .push(c.clone());
     }
     info.started = info
         .started_ns
         .map(|ns| crate::sys::units::format_utc(ns / 1_000_000_000));
-    let groups: Vec<_> = groups.into_iter().collect();
-    let raws: Vec<Raw> = groups
-        .par_iter()
-        .map(|((base, number, name), caps)| read_replicate(base, *number, name, caps, &opts.folded))
-        .collect::<Result<Vec<_>>>()?
-        .into_iter()
-        .flatten()
-        .collect();
-    info.bad_lines = raws.iter().map(|r| r.bad_lines).sum();
-    Ok((info, raws))
+    Ok((info, groups.into_iter().collect()))
 }
 
 /// The run's name: the result directory's (above `profiles/perf` when
@@ -337,27 +344,24 @@ fn read_replicate(
     base: &str,
     number: u32,
     name: &str,
-    caps: &[&CaptureDir],
+    caps: &[CaptureDir],
     folded: &str,
 ) -> Result<Option<Raw>> {
-    let mut counts: FxHashMap<String, (u64, u64)> = FxHashMap::default();
-    let mut total = 0u64;
-    let mut bad_lines = 0;
+    let mut tally = Tally::default();
     let mut files = Vec::with_capacity(caps.len());
     for c in caps {
         let path = c.out_dir().join(folded);
-        let input = read_folded(&[Source::Path(path.clone())])?;
-        bad_lines += input.bad_lines;
-        total = total.saturating_add(tally(&input.stacks, &mut counts));
+        tally.add_file(&path)?;
         files.push(path);
     }
+    let (total, bad_lines) = (tally.total, tally.bad_lines);
     if total == 0 {
         return Ok(None);
     }
     let pct = |x: u64| (100.0 * x as f64 / total as f64) as f32;
-    let named = counts
-        .into_iter()
-        .map(|(f, (s, t))| (f, pct(s), pct(t)))
+    let named = tally
+        .into_counts()
+        .map(|(f, s, t)| (f, pct(s), pct(t)))
         .filter(|(_, s, t)| *s >= FLOOR_PCT || *t >= FLOOR_PCT)
         .collect();
     let flamegraph = caps.first().and_then(|c| {
@@ -383,64 +387,6 @@ fn read_replicate(
     }))
 }
 
-/// Adds one capture's stacks to `counts` (self, total per function) and
-/// returns their total. Each frame name is hashed once per stack line:
-/// frames get a number per capture, and a frame already counted in the
-/// same stack (recursion) is recognised by the stack's stamp.
-fn tally(stacks: &[(String, u64)], counts: &mut FxHashMap<String, (u64, u64)>) -> u64 {
-    let mut ids: FxHashMap<&str, usize> = FxHashMap::default();
-    // (self, total, stamp of the last stack that counted it)
-    let mut acc: Vec<(u64, u64, usize)> = Vec::new();
-    let mut total = 0u64;
-    let mut seen = Vec::new();
-    for (line, (stack, n)) in stacks.iter().enumerate() {
-        let stamp = line + 1;
-        total = total.saturating_add(*n);
-        let mut id_of = |f| {
-            *ids.entry(f).or_insert_with(|| {
-                acc.push((0, 0, 0));
-                acc.len() - 1
-            })
-        };
-        // The first frame is the thread's name, not a function: it
-        // counts only as the leaf of a sample without frames.
-        let mut frames = stack.split(';');
-        let mut leaf = frames.next().map(&mut id_of);
-        seen.clear();
-        for f in frames {
-            let id = id_of(f);
-            leaf = Some(id);
-            seen.push(id);
-        }
-        for &id in &seen {
-            if acc[id].2 != stamp {
-                acc[id].2 = stamp;
-                acc[id].1 = acc[id].1.saturating_add(*n);
-            }
-        }
-        if let Some(id) = leaf {
-            acc[id].0 = acc[id].0.saturating_add(*n);
-        }
-    }
-    for (name, id) in ids {
-        let (s, t, _) = acc[id];
-        add(counts, name, s, t);
-    }
-    total
-}
-
-fn add(counts: &mut FxHashMap<String, (u64, u64)>, f: &str, s: u64, t: u64) {
-    match counts.get_mut(f) {
-        Some(c) => {
-            c.0 = c.0.saturating_add(s);
-            c.1 = c.1.saturating_add(t);
-        }
-        None => {
-            counts.insert(f.to_string(), (s, t));
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -452,25 +398,6 @@ mod tests {
             run_name(Path::new("/r/result_5001/profiles/perf")),
             "result_5001"
         );
-    }
-
-    #[test]
-    fn recursion_counts_once_and_thread_names_are_not_functions() {
-        let stacks: Vec<(String, u64)> = [("w;main;f;g;f", 3), ("w;main;h", 2), ("w", 5)]
-            .iter()
-            .map(|(s, n)| (s.to_string(), *n))
-            .collect();
-        let mut counts = FxHashMap::default();
-        assert_eq!(tally(&stacks, &mut counts), 10);
-        assert_eq!(
-            counts["f"],
-            (3, 3),
-            "f is twice on one stack: total 3, not 6"
-        );
-        assert_eq!(counts["main"], (0, 5));
-        assert_eq!(counts["h"], (2, 2));
-        // The thread's name: only the leaf of the frameless sample.
-        assert_eq!(counts["w"], (5, 0));
     }
 
     #[test]

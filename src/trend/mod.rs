@@ -2,7 +2,8 @@
 //! queries. Each run is a result directory already processed by `jobprof
 //! process` or `reprocess`; the runs are read once ([`load`]: each query's
 //! replicates, their workers merged as the job views merge them, kept as
-//! per-function shares), judged ([`assess`]: per query and function, the
+//! per-function shares counted straight from the folded files by
+//! [`tally`]), judged ([`assess`]: per query and function, the
 //! change of the self and total share from the baseline, beyond the
 //! threshold and significant by a permutation test over replicates with a
 //! Benjamini-Hochberg adjustment; [`stats`] holds the tests), and written
@@ -16,6 +17,7 @@ pub mod load;
 mod page;
 pub mod replicate;
 pub mod stats;
+mod tally;
 
 use std::path::{Path, PathBuf};
 

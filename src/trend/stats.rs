@@ -199,8 +199,15 @@ pub fn between_runs(new: f64, runs: &[f64]) -> Option<Tested> {
     if m < 2 {
         return None;
     }
-    let s = sd(runs) * (1.0 + 1.0 / m as f64).sqrt();
-    let d = (new - mean(runs)).abs();
+    Some(prediction(new, mean(runs), sd(runs), m, m - 1))
+}
+
+/// Student's t prediction test of one new value against `m` baseline
+/// values with mean `mean`, whose spread `sd` was estimated with `df`
+/// degrees of freedom (possibly pooled from more than these `m`).
+pub fn prediction(new: f64, mean: f64, sd: f64, m: usize, df: usize) -> Tested {
+    let s = sd * (1.0 + 1.0 / m.max(1) as f64).sqrt();
+    let d = (new - mean).abs();
     let p = if s == 0.0 {
         if d > 1e-12 {
             0.0
@@ -208,12 +215,12 @@ pub fn between_runs(new: f64, runs: &[f64]) -> Option<Tested> {
             1.0
         }
     } else {
-        2.0 * t_upper(d / s, (m - 1) as f64)
+        2.0 * t_upper(d / s, df.max(1) as f64)
     };
-    Some(Tested {
+    Tested {
         p: p.clamp(0.0, 1.0),
         method: Method::BetweenRuns,
-    })
+    }
 }
 
 /// P(T > t) for Student's t with `df` degrees of freedom (t >= 0).

@@ -208,47 +208,58 @@ pub fn read_folded(sources: &[Source]) -> Result<FoldedInput> {
     let mut m = Merger::default();
     for src in sources {
         let path = src.display_path();
-        match input::open(src)? {
-            Opened::Empty => {}
-            Opened::Mapped(map) => {
-                let _ = map.advise(memmap2::Advice::Sequential);
-                for (i, line) in split_lines(&map).enumerate() {
-                    m.line(&path, i as u64 + 1, line);
+        each_line(src, |lineno, line| m.line(&path, lineno, line))?;
+    }
+    Ok(m.finish())
+}
+
+/// Calls `f` with every line of `src` (plain, `.gz` or `.zst`; `-` is
+/// stdin) and its 1-based number, without its `\n`, where it lies: in the
+/// mapped file, or in the stream's buffer (a line split across reads is
+/// joined first, and refused past [`input::MAX_RECORD`]). For readers that
+/// tally the lines themselves instead of merging the stacks.
+pub fn each_line(src: &Source, mut f: impl FnMut(u64, &[u8])) -> Result<()> {
+    let path = src.display_path();
+    match input::open(src)? {
+        Opened::Empty => {}
+        Opened::Mapped(map) => {
+            let _ = map.advise(memmap2::Advice::Sequential);
+            for (i, line) in split_lines(&map).enumerate() {
+                f(i as u64 + 1, line);
+            }
+        }
+        Opened::Stream(mut s) => {
+            let mut buf = vec![0u8; 1 << 20];
+            let mut carry: Vec<u8> = Vec::new();
+            let mut lineno = 0u64;
+            loop {
+                let n = s.read(&mut buf)?;
+                if n == 0 {
+                    break;
+                }
+                let mut chunk = &buf[..n];
+                while let Some(nl) = memchr::memchr(b'\n', chunk) {
+                    lineno += 1;
+                    if carry.is_empty() {
+                        f(lineno, &chunk[..nl]);
+                    } else {
+                        carry.extend_from_slice(&chunk[..nl]);
+                        f(lineno, &carry);
+                        carry.clear();
+                    }
+                    chunk = &chunk[nl + 1..];
+                }
+                carry.extend_from_slice(chunk);
+                if carry.len() > input::MAX_RECORD {
+                    return Err(input::oversized(&path, "a line"));
                 }
             }
-            Opened::Stream(mut s) => {
-                let mut buf = vec![0u8; 1 << 20];
-                let mut carry: Vec<u8> = Vec::new();
-                let mut lineno = 0u64;
-                loop {
-                    let n = s.read(&mut buf)?;
-                    if n == 0 {
-                        break;
-                    }
-                    let mut chunk = &buf[..n];
-                    while let Some(nl) = memchr::memchr(b'\n', chunk) {
-                        lineno += 1;
-                        if carry.is_empty() {
-                            m.line(&path, lineno, &chunk[..nl]);
-                        } else {
-                            carry.extend_from_slice(&chunk[..nl]);
-                            m.line(&path, lineno, &carry);
-                            carry.clear();
-                        }
-                        chunk = &chunk[nl + 1..];
-                    }
-                    carry.extend_from_slice(chunk);
-                    if carry.len() > input::MAX_RECORD {
-                        return Err(input::oversized(&path, "a line"));
-                    }
-                }
-                if !carry.is_empty() {
-                    m.line(&path, lineno + 1, &carry);
-                }
+            if !carry.is_empty() {
+                f(lineno + 1, &carry);
             }
         }
     }
-    Ok(m.finish())
+    Ok(())
 }
 
 /// Lines of `data` without their `\n`; a last line without one is included.
