@@ -20,6 +20,7 @@ mod cells;
 pub(crate) mod frame;
 mod lines;
 pub mod split;
+mod stacks;
 mod state;
 
 use std::io::{self, Write};
