@@ -568,6 +568,77 @@ pub fn sniff_text(path: &Path, head: &[u8]) -> Result<()> {
     }
 }
 
+/// Calls `f` with every line of `src` (plain, `.gz` or `.zst`; `-` is
+/// stdin) and its 1-based number, without its `\n`, where it lies: in the
+/// mapped file, or in the stream's buffer (a line split across reads is
+/// joined first, and refused past [`MAX_RECORD`]). The one line reader
+/// of folded files, reports and the trend's tallies.
+pub fn each_line(src: &Source, mut f: impl FnMut(u64, &[u8])) -> Result<()> {
+    let path = src.display_path();
+    match open(src)? {
+        Opened::Empty => {}
+        Opened::Mapped(map) => {
+            let _ = map.advise(memmap2::Advice::Sequential);
+            for (i, line) in split_lines(&map).enumerate() {
+                f(i as u64 + 1, line);
+            }
+        }
+        Opened::Stream(mut s) => {
+            let mut buf = vec![0u8; 1 << 20];
+            let mut carry: Vec<u8> = Vec::new();
+            let mut lineno = 0u64;
+            loop {
+                let n = s.read(&mut buf)?;
+                if n == 0 {
+                    break;
+                }
+                let mut chunk = &buf[..n];
+                while let Some(nl) = memchr::memchr(b'\n', chunk) {
+                    lineno += 1;
+                    if carry.is_empty() {
+                        f(lineno, &chunk[..nl]);
+                    } else {
+                        carry.extend_from_slice(&chunk[..nl]);
+                        f(lineno, &carry);
+                        carry.clear();
+                    }
+                    chunk = &chunk[nl + 1..];
+                }
+                carry.extend_from_slice(chunk);
+                if carry.len() > MAX_RECORD {
+                    return Err(oversized(&path, "a line"));
+                }
+            }
+            if !carry.is_empty() {
+                f(lineno + 1, &carry);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Lines of `data` without their `\n`; a last line without one is included.
+pub fn split_lines(data: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = data;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        match memchr::memchr(b'\n', rest) {
+            Some(i) => {
+                let line = &rest[..i];
+                rest = &rest[i + 1..];
+                Some(line)
+            }
+            None => {
+                let line = rest;
+                rest = &[];
+                Some(line)
+            }
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,9 +13,8 @@ use std::path::Path;
 use rustc_hash::FxHashMap;
 
 use crate::error::Result;
-use crate::output::render::folded;
 use crate::sys::counts;
-use crate::sys::input::Source;
+use crate::sys::input::{self, Source};
 
 /// One function's counts.
 #[derive(Clone, Copy, Default)]
@@ -51,7 +50,7 @@ impl Tally {
         // Stacks do not continue across files.
         self.prev.clear();
         self.prev_frames.clear();
-        folded::each_line(&Source::Path(path.to_path_buf()), |_, raw| {
+        input::each_line(&Source::Path(path.to_path_buf()), |_, raw| {
             self.add_line(raw)
         })
     }
@@ -66,7 +65,7 @@ impl Tally {
         })
     }
 
-    /// One line, by [`folded::read_folded`]'s rules.
+    /// One line, by [`crate::output::render::folded::read_folded`]'s rules.
     fn add_line(&mut self, raw: &[u8]) {
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         match std::str::from_utf8(raw) {

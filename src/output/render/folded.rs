@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use rustc_hash::FxHashMap;
 
 use crate::error::Result;
-use crate::sys::input::{self, Opened, Source};
+use crate::sys::input::{self, Source};
 
 /// How many bad lines are kept for reporting.
 const KEEP_BAD: usize = 10;
@@ -208,80 +208,9 @@ pub fn read_folded(sources: &[Source]) -> Result<FoldedInput> {
     let mut m = Merger::default();
     for src in sources {
         let path = src.display_path();
-        each_line(src, |lineno, line| m.line(&path, lineno, line))?;
+        input::each_line(src, |lineno, line| m.line(&path, lineno, line))?;
     }
     Ok(m.finish())
-}
-
-/// Calls `f` with every line of `src` (plain, `.gz` or `.zst`; `-` is
-/// stdin) and its 1-based number, without its `\n`, where it lies: in the
-/// mapped file, or in the stream's buffer (a line split across reads is
-/// joined first, and refused past [`input::MAX_RECORD`]). For readers that
-/// tally the lines themselves instead of merging the stacks.
-pub fn each_line(src: &Source, mut f: impl FnMut(u64, &[u8])) -> Result<()> {
-    let path = src.display_path();
-    match input::open(src)? {
-        Opened::Empty => {}
-        Opened::Mapped(map) => {
-            let _ = map.advise(memmap2::Advice::Sequential);
-            for (i, line) in split_lines(&map).enumerate() {
-                f(i as u64 + 1, line);
-            }
-        }
-        Opened::Stream(mut s) => {
-            let mut buf = vec![0u8; 1 << 20];
-            let mut carry: Vec<u8> = Vec::new();
-            let mut lineno = 0u64;
-            loop {
-                let n = s.read(&mut buf)?;
-                if n == 0 {
-                    break;
-                }
-                let mut chunk = &buf[..n];
-                while let Some(nl) = memchr::memchr(b'\n', chunk) {
-                    lineno += 1;
-                    if carry.is_empty() {
-                        f(lineno, &chunk[..nl]);
-                    } else {
-                        carry.extend_from_slice(&chunk[..nl]);
-                        f(lineno, &carry);
-                        carry.clear();
-                    }
-                    chunk = &chunk[nl + 1..];
-                }
-                carry.extend_from_slice(chunk);
-                if carry.len() > input::MAX_RECORD {
-                    return Err(input::oversized(&path, "a line"));
-                }
-            }
-            if !carry.is_empty() {
-                f(lineno + 1, &carry);
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Lines of `data` without their `\n`; a last line without one is included.
-fn split_lines(data: &[u8]) -> impl Iterator<Item = &[u8]> {
-    let mut rest = data;
-    std::iter::from_fn(move || {
-        if rest.is_empty() {
-            return None;
-        }
-        match memchr::memchr(b'\n', rest) {
-            Some(i) => {
-                let line = &rest[..i];
-                rest = &rest[i + 1..];
-                Some(line)
-            }
-            None => {
-                let line = rest;
-                rest = &[];
-                Some(line)
-            }
-        }
-    })
 }
 
 #[cfg(test)]
@@ -290,7 +219,7 @@ mod tests {
 
     fn read(text: &str) -> FoldedInput {
         let mut m = Merger::default();
-        for (i, l) in split_lines(text.as_bytes()).enumerate() {
+        for (i, l) in input::split_lines(text.as_bytes()).enumerate() {
             m.line(std::path::Path::new("x.folded"), i as u64 + 1, l);
         }
         m.finish()

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use super::{Frame, Profile};
 use crate::capture::{self, Filter};
 use crate::error::{Error, Result};
-use crate::sys::input::{self, Opened, Source};
+use crate::sys::input::{self, Source};
 use crate::text::perf_script;
 
 /// What kind of text an input holds.
@@ -49,7 +49,7 @@ pub fn of_event(path: &Path, event: Option<&str>) -> Result<Profile> {
         want: event.map(String::from),
         ..Lines::default()
     };
-    each_line(&src, |l| lines.push(l))?;
+    input::each_line(&src, |_, l| lines.push(l))?;
     let mut p = lines.finish(&src.display_path())?;
     p.source = src.display_path().display().to_string();
     Ok(p)
@@ -149,50 +149,6 @@ impl SampleReader {
         let mut p = self.lines.finish(path)?;
         p.source = path.display().to_string();
         Ok(p)
-    }
-}
-
-/// Calls `f` with each line of `src` (without its newline).
-fn each_line(src: &Source, mut f: impl FnMut(&[u8])) -> Result<()> {
-    match input::open(src)? {
-        Opened::Empty => Ok(()),
-        Opened::Mapped(map) => {
-            for l in map[..].split(|&b| b == b'\n') {
-                f(l);
-            }
-            Ok(())
-        }
-        Opened::Stream(mut s) => {
-            // Only a line cut by a read is carried, and only up to
-            // input::MAX_RECORD: each byte is searched once.
-            let mut buf = vec![0u8; 1 << 20];
-            let mut carry: Vec<u8> = Vec::new();
-            loop {
-                let n = s.read(&mut buf)?;
-                if n == 0 {
-                    break;
-                }
-                let mut chunk = &buf[..n];
-                while let Some(nl) = memchr::memchr(b'\n', chunk) {
-                    if carry.is_empty() {
-                        f(&chunk[..nl]);
-                    } else {
-                        carry.extend_from_slice(&chunk[..nl]);
-                        f(&carry);
-                        carry.clear();
-                    }
-                    chunk = &chunk[nl + 1..];
-                }
-                carry.extend_from_slice(chunk);
-                if carry.len() > input::MAX_RECORD {
-                    return Err(input::oversized(s.path(), "a line"));
-                }
-            }
-            if !carry.is_empty() {
-                f(&carry);
-            }
-            Ok(())
-        }
     }
 }
 
