@@ -35,13 +35,7 @@ fn components(name: &str, src: &str, flags: &[&str]) -> Option<PathBuf> {
     ) {
         return None;
     }
-    let tracefs = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
-        .iter()
-        .any(|d| Path::new(d).join("events/sched/sched_switch/id").exists());
-    if !require(
-        tracefs,
-        "tracefs with sched:sched_switch (mount -t tracefs nodev /sys/kernel/tracing)",
-    ) {
+    if !util::tracefs_sched_switch() {
         return None;
     }
     let prog = program(name, src, flags);

@@ -124,6 +124,18 @@ pub fn recorder() -> PathBuf {
     .clone()
 }
 
+/// Whether tracefs offers `sched:sched_switch` (what `--off-cpu` records),
+/// or a loud skip (a failure under CI).
+pub fn tracefs_sched_switch() -> bool {
+    let tracefs = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+        .iter()
+        .any(|d| Path::new(d).join("events/sched/sched_switch/id").exists());
+    require(
+        tracefs,
+        "tracefs with sched:sched_switch (mount -t tracefs nodev /sys/kernel/tracing)",
+    )
+}
+
 /// Whether `perf record` works here (installed, and allowed to sample).
 pub fn perf_can_record() -> bool {
     static OK: OnceLock<bool> = OnceLock::new();

@@ -6,14 +6,13 @@
 //! the query's own window. No timed assertions: how long arming takes is
 //! measured by benches/arm.sh.
 
-use std::path::Path;
 use std::thread::sleep;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use jobprof_capture_format::{parse_shards_tsv, Phase, ShardPhase};
 
 use super::{components, counters_agree, serial, Rig};
-use crate::util::{ok, program, require};
+use crate::util::{self, ok, program, require};
 
 fn now_ns() -> u64 {
     SystemTime::now()
@@ -25,13 +24,7 @@ fn now_ns() -> u64 {
 /// The switch-heavy worker, or a loud skip (with perf and tracefs).
 fn switchy() -> Option<std::path::PathBuf> {
     components()?;
-    let tracefs = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
-        .iter()
-        .any(|d| Path::new(d).join("events/sched/sched_switch/id").exists());
-    if !require(
-        tracefs,
-        "tracefs with sched:sched_switch (mount -t tracefs nodev /sys/kernel/tracing)",
-    ) {
+    if !util::tracefs_sched_switch() {
         return None;
     }
     let prog = program(
