@@ -54,7 +54,7 @@ impl Pipeline<'_> {
         };
         let script = ScriptOptions {
             inline: self.opts.inline,
-            symfs: self.sources().perf_symfs(),
+            symfs: self.perf_symfs(),
             kallsyms: self.kernel_symbols().file().map(Path::to_path_buf),
         };
         let started = Instant::now();

@@ -268,12 +268,13 @@ impl<'a> Pipeline<'a> {
     }
 
     /// The `perf script` options and the native symbolizer for this
-    /// capture, both reading the same symbol files and kernel table.
-    pub(super) fn symbolizers(&self) -> (ScriptOptions, native::Symbolizer) {
+    /// capture, both reading the same symbol files and kernel table; the
+    /// tree of links `perf script` reads is made only for `perf_runs`.
+    pub(super) fn symbolizers(&self, perf_runs: bool) -> (ScriptOptions, native::Symbolizer) {
         let sources = self.sources();
         let script_opts = ScriptOptions {
             inline: self.perf_inline(),
-            symfs: sources.perf_symfs(),
+            symfs: perf_runs.then(|| self.perf_symfs()).flatten(),
             kallsyms: self.kernel_symbols().file().map(Path::to_path_buf),
         };
         if let Some(s) = &self.cap.symfs {

@@ -6,10 +6,11 @@
 //! log line.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use super::Pipeline;
 use crate::output::summary::SymbolSource;
-use crate::symbolize::sources::{self, Resolved, Search};
+use crate::symbolize::sources::{Resolved, Search};
 
 /// One capture's symbol sources.
 #[derive(Debug, Default)]
@@ -17,21 +18,32 @@ pub(super) struct CaptureSources {
     /// Where files are looked for.
     pub search: Search,
     /// Each DSO the headers recorded, with its answer.
-    pub dsos: Vec<(String, Vec<u8>, Resolved)>,
-    /// The `--symfs` tree for `perf script` (links to the taken files).
-    perf_symfs: Option<tempfile::TempDir>,
+    pub dsos: Vec<(String, Vec<u8>, Arc<Resolved>)>,
+    /// The `--symfs` tree for `perf script` (links to the taken files),
+    /// made when a `perf script` run first needs it: the native
+    /// symbolizer reads the taken files themselves.
+    perf_tree: OnceLock<Option<tempfile::TempDir>>,
 }
 
 impl CaptureSources {
     /// The `--symfs` directory `perf script` gets: the tree of links, or
-    /// the capture's own `symfs/` when the tree could not be made. A
-    /// capture without a snapshot gets none: perf then searches this
-    /// host's files and debug directories itself, taking each only by
-    /// build id as the resolver does, and reads `/proc/kallsyms` as
-    /// [`crate::symbolize::kernel`] expects.
-    pub fn perf_symfs(&self) -> Option<PathBuf> {
+    /// the capture's own `symfs/` when the tree could not be made (`log`
+    /// gets why). A capture without a snapshot gets none: perf then
+    /// searches this host's files and debug directories itself, taking
+    /// each only by build id as the resolver does, and reads
+    /// `/proc/kallsyms` as [`crate::symbolize::kernel`] expects.
+    pub fn perf_symfs(&self, log: impl FnOnce(String)) -> Option<PathBuf> {
         self.search.symfs.as_ref()?;
-        match &self.perf_symfs {
+        let tree = self.perf_tree.get_or_init(|| match perf_tree(&self.dsos) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                log(format!(
+                    "warning: no symbol tree for perf script ({e}); it reads symfs/ only"
+                ));
+                None
+            }
+        });
+        match tree {
             Some(t) => Some(t.path().to_path_buf()),
             None => self.search.symfs.clone(),
         }
@@ -98,7 +110,7 @@ fn user_dso(path: &str) -> bool {
 /// recorded path, the first taken debug file at
 /// `usr/lib/debug/.build-id/NN/REST.debug`. Links are made in a private
 /// temporary directory; a DSO whose link cannot be made is left out.
-fn perf_tree(dsos: &[(String, Vec<u8>, Resolved)]) -> std::io::Result<tempfile::TempDir> {
+fn perf_tree(dsos: &[(String, Vec<u8>, Arc<Resolved>)]) -> std::io::Result<tempfile::TempDir> {
     let dir = tempfile::Builder::new()
         .prefix("jobprof-symfs-")
         .tempdir()?;
@@ -132,36 +144,32 @@ impl Pipeline<'_> {
         self.sources.get_or_init(|| {
             let search = Search::on_this_host(self.cap.symfs.clone(), self.opts.debug_dirs.clone());
             let (ids, _) = crate::symbolize::build_ids::of_shards(&self.present_data());
-            let dsos: Vec<(String, Vec<u8>, Resolved)> = ids
+            // Resolved once per run for every capture with this search.
+            let dsos: Vec<(String, Vec<u8>, Arc<Resolved>)> = ids
                 .into_iter()
                 .filter(|b| user_dso(&b.path))
                 .map(|b| {
                     let id = unhex(&b.build_id);
-                    let r = sources::resolve(&b.path, &id, &search);
+                    let r = self.store.resolved(&b.path, &id, &search);
                     (b.path, id, r)
                 })
                 .collect();
-            // Without a snapshot perf searches by build id itself.
-            let perf_symfs = match search.symfs.as_ref().map(|_| perf_tree(&dsos)) {
-                None => None,
-                Some(Ok(t)) => Some(t),
-                Some(Err(e)) => {
-                    self.log(format!(
-                        "warning: no symbol tree for perf script ({e}); it reads symfs/ only"
-                    ));
-                    None
-                }
-            };
             let s = CaptureSources {
                 search,
                 dsos,
-                perf_symfs,
+                perf_tree: OnceLock::new(),
             };
             if !s.dsos.is_empty() {
                 self.log(s.log_line());
             }
             s
         })
+    }
+
+    /// The `--symfs` directory of this capture's `perf script` runs
+    /// ([`CaptureSources::perf_symfs`]).
+    pub(super) fn perf_symfs(&self) -> Option<PathBuf> {
+        self.sources().perf_symfs(|m| self.log(m))
     }
 
     /// The data files of the shards on disk.

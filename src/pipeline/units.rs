@@ -66,7 +66,7 @@ impl Pipeline<'_> {
     /// parts; the archive is published later, and only when it may replace
     /// the old one ([`Self::publish_archive`]).
     pub(super) fn symbolize_all(&self, plan: &Plan<'_>, units: &[Unit]) -> Result<Symbolized> {
-        let (script_opts, natively) = self.symbolizers();
+        let (script_opts, natively) = self.symbolizers(units.iter().any(|u| !u.native));
         let zstd_workers = self.zstd_workers(units);
         let jobs = self.opts.jobs().min(units.len()).max(1);
         let native_runs = units.iter().filter(|u| u.native).count();

@@ -266,16 +266,22 @@ impl Symbolizer {
                     true => crate::sys::input::Links::Follow,
                     false => crate::sys::input::Links::Refuse,
                 };
-                let mut text = Vec::new();
-                let read = crate::sys::input::open_regular(p, links).is_ok_and(|f| {
-                    f.take(MAX_KALLSYMS)
-                        .read_to_end(&mut text)
-                        .is_ok_and(|n| (n as u64) < MAX_KALLSYMS)
-                });
-                match read {
-                    true => self.store.kernel(text),
-                    false => Arc::default(),
-                }
+                let Ok(f) = crate::sys::input::open_regular(p, links) else {
+                    return Arc::default();
+                };
+                let read = |f: std::fs::File| {
+                    let mut text = Vec::new();
+                    let n = f.take(MAX_KALLSYMS).read_to_end(&mut text).ok()?;
+                    ((n as u64) < MAX_KALLSYMS).then_some(text)
+                };
+                // A snapshot file is read once per run; /proc/kallsyms
+                // (no size) each time.
+                let id = f.metadata().ok().filter(|m| m.len() > 0);
+                let table = match id {
+                    Some(m) => self.store.kernel_file(store::file_id(&m), || read(f)),
+                    None => read(f).map(|text| self.store.kernel(text)),
+                };
+                table.unwrap_or_default()
             }
             None => Arc::default(),
         })
@@ -294,11 +300,7 @@ impl Symbolizer {
     pub fn resolved(&self, path: &str, build_id: &[u8]) -> Arc<Resolved> {
         self.resolved
             .get_or_load((path.to_string(), build_id.to_vec()), || {
-                Arc::new(crate::symbolize::sources::resolve(
-                    path,
-                    build_id,
-                    &self.opts.sources,
-                ))
+                self.store.resolved(path, build_id, &self.opts.sources)
             })
     }
 

@@ -9,8 +9,11 @@
 //! table, its unwind tables (framehop's sections), the DWARF of the file
 //! its symbols came from (addr2line's context, which fills its tables
 //! lazily and keeps them), and the finished frame lines of the addresses
-//! printed so far (names demangled, inline chains resolved); and kernel
-//! tables by content. Each part loads lazily, once, on the first ask.
+//! printed so far (names demangled, inline chains resolved); kernel
+//! tables by content (a kallsyms file read before, by its identity, is not
+//! read again); and the resolver's answers (which files name a DSO), asked
+//! once per run for every capture with the same search. Each part loads
+//! lazily, once, on the first ask.
 //!
 //! **Keys.** Which files name a DSO is decided by the resolver
 //! ([`crate::symbolize::sources::resolve`]); a DSO is shared between
@@ -38,9 +41,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use super::elf::{self, DsoSymbols};
 use super::inline;
+use super::once_map::OnceMap;
 use super::symbols::{self, SymbolTable};
 use super::unwind::{self, DsoUnwind};
-use crate::symbolize::sources::{Kind, Resolved};
+use crate::symbolize::sources::{Kind, Resolved, Search};
 
 /// The store's default limit: 1 GiB of symbol data.
 pub const DEFAULT_LIMIT: usize = 1 << 30;
@@ -295,7 +299,36 @@ struct Kernel {
 struct Slots {
     dsos: HashMap<DsoId, Slot<Entry>>,
     kernels: HashMap<(usize, u64), Slot<Kernel>>,
+    /// Which kernel table a kallsyms file read before holds, by the file's
+    /// identity ([`FileId`]).
+    kernel_files: HashMap<FileId, (usize, u64)>,
     tick: u64,
+}
+
+/// A file's identity: device, inode, size, and modification and change
+/// times (seconds, nanoseconds). A file rewritten in place, or renamed
+/// over, has another.
+pub type FileId = (u64, u64, u64, i64, i64, i64, i64);
+
+/// The identity of the file `meta` describes.
+pub fn file_id(meta: &std::fs::Metadata) -> FileId {
+    use std::os::unix::fs::MetadataExt;
+    (
+        meta.dev(),
+        meta.ino(),
+        meta.size(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+        meta.ctime(),
+        meta.ctime_nsec(),
+    )
+}
+
+/// The key of a kernel table: its text's length and hash.
+fn kernel_key(text: &[u8]) -> (usize, u64) {
+    let mut h = rustc_hash::FxHasher::default();
+    text.hash(&mut h);
+    (text.len(), h.finish())
 }
 
 /// Symbol data by DSO, shared by a whole run; see the module's doc.
@@ -303,6 +336,8 @@ pub struct Store {
     limit: usize,
     slots: Mutex<Slots>,
     counts: Arc<Counts>,
+    /// The resolver's answers, by recorded path, build id and search.
+    resolutions: OnceMap<(String, Vec<u8>, Search), Arc<Resolved>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -324,11 +359,24 @@ impl Store {
             limit,
             slots: Mutex::default(),
             counts: Arc::default(),
+            resolutions: OnceMap::default(),
         }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Slots> {
         self.slots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Which files name the DSO recorded at `path` with `build_id` (possibly
+    /// empty) under `search`: resolved by the first capture of the run
+    /// that asks ([`crate::symbolize::sources::resolve`] opens and checks
+    /// each candidate file, which cost more than a small capture's
+    /// samples), the same answer for every later one.
+    pub fn resolved(&self, path: &str, build_id: &[u8], search: &Search) -> Arc<Resolved> {
+        let key = (path.to_string(), build_id.to_vec(), search.clone());
+        self.resolutions.get_or_load(key, || {
+            Arc::new(crate::symbolize::sources::resolve(path, build_id, search))
+        })
     }
 
     /// The entry of the DSO recorded at `path` whose files the resolver
@@ -362,9 +410,7 @@ impl Store {
     /// The kernel table read from `text` (kallsyms format), shared with
     /// every earlier ask for the same text.
     pub fn kernel(&self, text: Vec<u8>) -> Arc<SymbolTable> {
-        let mut h = rustc_hash::FxHasher::default();
-        text.hash(&mut h);
-        let key = (text.len(), h.finish());
+        let key = kernel_key(&text);
         // The cell is made under the lock and filled outside it: a second
         // asker of the same text waits for the first one's table.
         let cell = {
@@ -407,6 +453,37 @@ impl Store {
             .clone();
         self.evict(&mut self.lock());
         table
+    }
+
+    /// The kernel table of the kallsyms file whose identity is `id`
+    /// (a regular file: `/proc/kallsyms` has none worth keeping), read with
+    /// `read` only when no table of the store came from that file: the
+    /// snapshot every capture of a worker shares is read once per run.
+    /// `None` when `read` fails.
+    pub fn kernel_file(
+        &self,
+        id: FileId,
+        read: impl FnOnce() -> Option<Vec<u8>>,
+    ) -> Option<Arc<SymbolTable>> {
+        {
+            let mut slots = self.lock();
+            let key = slots.kernel_files.get(&id).copied();
+            slots.tick += 1;
+            let tick = slots.tick;
+            let known = key.and_then(|k| slots.kernels.get_mut(&k));
+            if let Some(s) = known {
+                if let Some(t) = s.value.table.get() {
+                    s.last_use = tick;
+                    self.counts.reuses.fetch_add(1, Ordering::Relaxed);
+                    return Some(t.clone());
+                }
+            }
+        }
+        let text = read()?;
+        let key = kernel_key(&text);
+        let table = self.kernel(text);
+        self.lock().kernel_files.insert(id, key);
+        Some(table)
     }
 
     /// Drops the least recently asked entries while more than the limit is
@@ -623,6 +700,63 @@ mod tests {
         assert!(!Arc::ptr_eq(&first, &again));
         assert_eq!(store.entries().0, 1);
         assert_eq!(store.figures().2, 2);
+    }
+
+    #[test]
+    fn each_search_is_resolved_once_per_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (
+            root_with(dir.path(), "a", LS),
+            root_with(dir.path(), "b", LS),
+        );
+        let id = build_id_of(LS);
+        let search = |root: &Path| crate::symbolize::sources::Search {
+            symfs: Some(root.to_path_buf()),
+            ..Default::default()
+        };
+        let store = Store::default();
+        let first = store.resolved("/usr/bin/tool", &id, &search(&a));
+        assert!(first.binary.is_some());
+        // Asked again (another capture of the run): the same answer, even
+        // once the file is gone, since it is not looked up again.
+        std::fs::remove_file(a.join("usr/bin/tool")).unwrap();
+        let again = store.resolved("/usr/bin/tool", &id, &search(&a));
+        assert!(Arc::ptr_eq(&first, &again));
+        // Another snapshot, or another build id, is resolved on its own.
+        let other = store.resolved("/usr/bin/tool", &id, &search(&b));
+        assert!(!Arc::ptr_eq(&first, &other));
+        let wrong = store.resolved("/usr/bin/tool", &build_id_of(CAT), &search(&b));
+        assert!(wrong.binary.is_none(), "{wrong:?}");
+    }
+
+    #[test]
+    fn a_kallsyms_file_is_read_once_until_it_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kallsyms");
+        let text = b"ffffffff81000000 T _text\nffffffff81000100 T start_kernel\n".to_vec();
+        std::fs::write(&path, &text).unwrap();
+        let store = Store::default();
+        let reads = std::cell::Cell::new(0);
+        let ask = || {
+            let id = file_id(&std::fs::metadata(&path).unwrap());
+            store.kernel_file(id, || {
+                reads.set(reads.get() + 1);
+                std::fs::read(&path).ok()
+            })
+        };
+        let t1 = ask().unwrap();
+        let t2 = ask().unwrap();
+        assert!(Arc::ptr_eq(&t1, &t2));
+        assert_eq!((reads.get(), t1.len()), (1, 2));
+        // Renamed over by a new snapshot: another identity, read again.
+        let new = dir.path().join("new");
+        std::fs::write(&new, b"ffffffff81000000 T _text\n").unwrap();
+        std::fs::rename(&new, &path).unwrap();
+        let t3 = ask().unwrap();
+        assert_eq!((reads.get(), t3.len()), (2, 1));
+        // A failed read names nothing and is not remembered.
+        let gone = (1, 2, 3, 4, 5, 6, 7);
+        assert!(store.kernel_file(gone, || None).is_none());
     }
 
     #[test]
