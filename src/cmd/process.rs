@@ -88,7 +88,8 @@ pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
     opts.jobs = args.jobs.unwrap_or(0);
     opts.force = args.force;
     opts.time_slices = args.time_slices;
-    let views = args.pipeline.view_options()?;
+    let mut views = args.pipeline.view_options()?;
+    views.jobs = opts.jobs;
     let filter = Filter {
         workers: args.worker,
         queries: args.query,

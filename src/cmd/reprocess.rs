@@ -143,7 +143,8 @@ pub fn run(args: ReprocessArgs) -> anyhow::Result<ExitCode> {
     opts.replace_archives = args.replace_archives;
     opts.split = split;
     opts.process = process;
-    let view_opts = args.pipeline.view_options()?;
+    let mut view_opts = args.pipeline.view_options()?;
+    view_opts.jobs = opts.jobs;
     let progress = args.pipeline.progress();
     // The result lines of the captures worked on go to stdout as each ends
     // (the per-task log of an array job); a dry run lists its plan here.

@@ -86,6 +86,8 @@ impl std::str::FromStr for QueryRoot {
 pub struct Options {
     /// Root frame of the per-query flamegraphs.
     pub query_root: QueryRoot,
+    /// Query views drawn at once (0: one per core, as `--jobs`).
+    pub jobs: usize,
 }
 
 /// The refreshed views of one result directory.

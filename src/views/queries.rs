@@ -29,57 +29,74 @@ pub fn update(
     index: &mut Index,
     opts: &Options,
 ) -> Result<(usize, usize)> {
-    let job = index.job.job_ids.iter().next().cloned();
-    let mut drawn = 0;
-    let mut rendered = 0;
-    for q in index.job.queries.clone() {
-        let rows: Vec<&Row> = index.captures.iter().filter(|r| r.query == q).collect();
-        let merged: Vec<&Row> = rows
-            .iter()
-            .copied()
-            .filter(|r| r.state == State::Processed && r.folded.is_some())
-            .collect();
-        let mut view = QueryView {
-            query: q.clone(),
-            workers_merged: merged.iter().filter_map(|r| r.worker).collect(),
-            captures: rows.len(),
-            samples: merged.iter().filter_map(|r| r.samples).sum(),
-            imbalance: imbalance(&merged),
-            flamegraph: None,
-        };
-        if merged.is_empty() {
-            remove_view(root, &q)?;
-        } else {
-            let sources = json!({
-                "query": q,
-                "root": opts.query_root.as_str(),
-                "captures": merged.iter().map(|r| json!({
-                    "capture": r.capture,
-                    "completed": r.completed,
-                })).collect::<Vec<_>>(),
-            });
-            let sources =
-                serde_json::to_string_pretty(&sources).expect("JSON values serialize") + "\n";
-            // queries/Q reached one name at a time, never through a link.
-            let dir = root.sub_create(QUERIES_DIR)?.sub_create(&q)?;
-            let is_file = |n: &str| dir.entry(n).ok().flatten().is_some_and(|e| e.is_file());
-            let current = dir
-                .read(SOURCES_JSON)
-                .is_ok_and(|s| s == sources.as_bytes())
-                && is_file(HTML)
-                && is_file(FOLDED)
-                && is_file(crate::output::pprof::PPROF);
-            if !current {
-                draw(perf_root, &dir, &q, job.as_deref(), &merged, opts)?;
-                write_in(&dir, SOURCES_JSON, true, sources.as_bytes())?;
-                rendered += 1;
-            }
-            drawn += 1;
-            view.flamegraph = Some(format!("{QUERIES_DIR}/{q}/{HTML}"));
-        }
+    let queries: Vec<String> = index.job.queries.iter().cloned().collect();
+    // Queries side by side (`sub_create` takes a directory another made).
+    let jobs = crate::jobs_or_cores(opts.jobs);
+    let views = crate::sys::jobs::map_jobs(&queries, jobs, |q| {
+        update_one(perf_root, root, index, q, opts)
+    });
+    let (mut drawn, mut rendered) = (0, 0);
+    for v in views {
+        let (view, redrawn) = v?;
+        drawn += usize::from(view.flamegraph.is_some());
+        rendered += usize::from(redrawn);
         index.queries.push(view);
     }
     Ok((drawn, rendered))
+}
+
+/// Brings query `q`'s merged view up to date: the view, and whether it was
+/// drawn again.
+fn update_one(
+    perf_root: &Path,
+    root: &Dir,
+    index: &Index,
+    q: &str,
+    opts: &Options,
+) -> Result<(QueryView, bool)> {
+    let job = index.job.job_ids.iter().next().cloned();
+    let rows: Vec<&Row> = index.captures.iter().filter(|r| r.query == q).collect();
+    let merged: Vec<&Row> = rows
+        .iter()
+        .copied()
+        .filter(|r| r.state == State::Processed && r.folded.is_some())
+        .collect();
+    let mut view = QueryView {
+        query: q.to_string(),
+        workers_merged: merged.iter().filter_map(|r| r.worker).collect(),
+        captures: rows.len(),
+        samples: merged.iter().filter_map(|r| r.samples).sum(),
+        imbalance: imbalance(&merged),
+        flamegraph: None,
+    };
+    if merged.is_empty() {
+        remove_view(root, q)?;
+        return Ok((view, false));
+    }
+    let sources = json!({
+        "query": q,
+        "root": opts.query_root.as_str(),
+        "captures": merged.iter().map(|r| json!({
+            "capture": r.capture,
+            "completed": r.completed,
+        })).collect::<Vec<_>>(),
+    });
+    let sources = serde_json::to_string_pretty(&sources).expect("JSON values serialize") + "\n";
+    // queries/Q reached one name at a time, never through a link.
+    let dir = root.sub_create(QUERIES_DIR)?.sub_create(q)?;
+    let is_file = |n: &str| dir.entry(n).ok().flatten().is_some_and(|e| e.is_file());
+    let current = dir
+        .read(SOURCES_JSON)
+        .is_ok_and(|s| s == sources.as_bytes())
+        && is_file(HTML)
+        && is_file(FOLDED)
+        && is_file(crate::output::pprof::PPROF);
+    if !current {
+        draw(perf_root, &dir, q, job.as_deref(), &merged, opts)?;
+        write_in(&dir, SOURCES_JSON, true, sources.as_bytes())?;
+    }
+    view.flamegraph = Some(format!("{QUERIES_DIR}/{q}/{HTML}"));
+    Ok((view, !current))
 }
 
 /// Largest worker's samples over the mean of the merged workers.
