@@ -309,6 +309,7 @@ impl Pipeline<'_> {
                 f.commit()?;
             }
         }
+        let mut drawing = None;
         for format in &self.opts.formats.render {
             let is_picture = *format != Format::Folded;
             let empty = pass.folded.stacks.is_empty();
@@ -332,17 +333,31 @@ impl Pipeline<'_> {
                 continue;
             }
             let mut f = self.output(name)?;
+            // The SVG file and the page's SVG are one drawing.
+            let both = wants(Format::Svg) && wants(Format::Html);
             let drawn = match format {
+                Format::Svg | Format::Html if both => {
+                    let stacks = &pass.folded.stacks;
+                    let d = drawing.get_or_insert_with(|| {
+                        render::drawing(stacks, &render_opts).map_err(|e| e.to_string())
+                    });
+                    match (d.as_ref(), format) {
+                        (Err(e), _) => Err(e.clone()),
+                        (Ok(d), Format::Svg) => f.write_all(&d.svg).map_err(|e| e.to_string()),
+                        (Ok(d), _) => d
+                            .page(&render_opts, &page_extras(timeline.as_ref()), &mut f)
+                            .map_err(|e| e.to_string()),
+                    }
+                }
                 Format::Html => render::render_html_with(
                     &pass.folded.stacks,
                     &render_opts,
-                    &render::PageExtras {
-                        timeline: timeline.as_ref(),
-                        ..Default::default()
-                    },
+                    &page_extras(timeline.as_ref()),
                     &mut f,
-                ),
-                _ => render::render(*format, &pass.folded.stacks, &render_opts, &mut f),
+                )
+                .map_err(|e| e.to_string()),
+                _ => render::render(*format, &pass.folded.stacks, &render_opts, &mut f)
+                    .map_err(|e| e.to_string()),
             };
             if let Err(e) = drawn {
                 pass.failures.push(format!("{name}: {e}"));
@@ -489,5 +504,13 @@ impl Pipeline<'_> {
             };
         }
         o
+    }
+}
+
+/// The capture page's extras: its timeline.
+fn page_extras(timeline: Option<&render::timeline::Timeline>) -> render::PageExtras<'_> {
+    render::PageExtras {
+        timeline,
+        ..Default::default()
     }
 }

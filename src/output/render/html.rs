@@ -16,6 +16,7 @@ use quick_xml::{Reader, Writer};
 use super::{Error, Format, RenderOptions, Result};
 
 /// Numbers shown in the page header.
+#[derive(Debug)]
 pub(crate) struct Summary {
     /// Sum of all counts.
     pub total: u64,

@@ -461,6 +461,21 @@ pub fn render_html_with<S: AsRef<str>, W: Write>(
     extras: &PageExtras<'_>,
     w: W,
 ) -> Result<()> {
+    drawing(stacks, opts)?.page(opts, extras, w)
+}
+
+/// A flamegraph drawn once for both its SVG file and its page (the page
+/// embeds the same SVG): what [`drawing`] makes.
+#[derive(Debug)]
+pub struct Drawing {
+    /// The SVG, as [`render_svg`] writes it.
+    pub svg: Vec<u8>,
+    summary: html::Summary,
+}
+
+/// Draws `stacks` as [`render_svg`] does, keeping the SVG for
+/// [`Drawing::page`] too.
+pub fn drawing<S: AsRef<str>>(stacks: &[(S, u64)], opts: &RenderOptions) -> Result<Drawing> {
     let ordered = frame_ordered(stacks);
     let mut svg = Vec::new();
     svg_from_ordered(&ordered, opts, &mut svg, Format::Html)?;
@@ -469,11 +484,25 @@ pub fn render_html_with<S: AsRef<str>, W: Write>(
         stacks: ordered.len() as u64,
         note: None,
     };
-    let json = extras
-        .timeline
-        .filter(|t| !t.is_empty())
-        .map(timeline::Timeline::to_json);
-    html::wrap_with(&svg, opts, &summary, json.as_deref(), &extras.links, w)
+    Ok(Drawing { svg, summary })
+}
+
+impl Drawing {
+    /// The page around this drawing, as [`render_html_with`] writes it for
+    /// the same stacks and `opts`.
+    pub fn page<W: Write>(
+        &self,
+        opts: &RenderOptions,
+        extras: &PageExtras<'_>,
+        w: W,
+    ) -> Result<()> {
+        let json = extras
+            .timeline
+            .filter(|t| !t.is_empty())
+            .map(timeline::Timeline::to_json);
+        let s = &self.summary;
+        html::wrap_with(&self.svg, opts, s, json.as_deref(), &extras.links, w)
+    }
 }
 
 /// Renders stacks in speedscope's JSON file format: one "sampled" profile,
