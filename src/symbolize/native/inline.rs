@@ -56,9 +56,20 @@ fn sections(file: &ElfFile64<'_, Endianness>) -> Option<gimli::Dwarf<Reader>> {
         gimli::RunTimeEndian::Big
     };
     file.section_by_name(".debug_info")?;
+    // Variable locations, macros and type units name no frame: left
+    // unread (and undecompressed; location lists are a fifth of a libc
+    // debug file).
+    let unread = |id| {
+        use gimli::SectionId::{DebugLoc, DebugLocLists, DebugMacinfo, DebugMacro, DebugTypes};
+        matches!(
+            id,
+            DebugLoc | DebugLocLists | DebugMacinfo | DebugMacro | DebugTypes
+        )
+    };
     let load = |id: gimli::SectionId| -> Result<Reader, gimli::Error> {
         let data: Cow<'_, [u8]> = file
             .section_by_name(id.name())
+            .filter(|_| !unread(id))
             .and_then(|s| s.uncompressed_data().ok())
             .unwrap_or(Cow::Borrowed(&[]));
         Ok(gimli::EndianArcSlice::new(Arc::from(&*data), endian))
