@@ -212,7 +212,13 @@ impl Options {
     /// and that store.
     pub fn with_store(&self) -> (Options, Arc<native::store::Store>) {
         let mut o = self.clone();
-        let store = o.store.get_or_insert_with(Arc::default).clone();
+        let background = self.jobs() > 1;
+        let store = o
+            .store
+            .get_or_insert_with(|| {
+                Arc::new(native::store::Store::default().with_background_loads(background))
+            })
+            .clone();
         (o, store)
     }
 }

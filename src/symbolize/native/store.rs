@@ -145,6 +145,8 @@ pub struct Entry {
     bytes: AtomicUsize,
     /// Dropped by the store: loads no longer add to its total.
     evicted: std::sync::atomic::AtomicBool,
+    /// Handed to a background load already ([`Store::warm`]).
+    warming: std::sync::atomic::AtomicBool,
     /// The store whose totals this entry's loads add to.
     counts: Arc<Counts>,
 }
@@ -170,6 +172,7 @@ impl Entry {
             lines: Mutex::default(),
             bytes: AtomicUsize::new(0),
             evicted: Default::default(),
+            warming: Default::default(),
             counts,
         }
     }
@@ -338,6 +341,8 @@ pub struct Store {
     counts: Arc<Counts>,
     /// The resolver's answers, by recorded path, build id and search.
     resolutions: OnceMap<(String, Vec<u8>, Search), Arc<Resolved>>,
+    /// Whether [`Store::warm`] loads in the background.
+    background: bool,
 }
 
 impl std::fmt::Debug for Store {
@@ -360,7 +365,38 @@ impl Store {
             slots: Mutex::default(),
             counts: Arc::default(),
             resolutions: OnceMap::default(),
+            background: false,
         }
+    }
+
+    /// This store, loading each new DSO's symbols (and DWARF) in the
+    /// background when asked to ([`Store::warm`]): for runs that may use
+    /// more than one core.
+    pub fn with_background_loads(mut self, on: bool) -> Store {
+        self.background = on;
+        self
+    }
+
+    /// Starts loading `entry`'s symbols, then its DWARF when `debug`, on
+    /// another thread, while the asker goes on (it asks for the unwind
+    /// tables first, and its other DSOs': the first capture of a run
+    /// loaded every part of every DSO one after the other). Once per
+    /// entry, and only for a store made [`Store::with_background_loads`].
+    pub fn warm(&self, entry: &Arc<Entry>, debug: bool) {
+        let started = !self.background
+            || !entry.readable
+            || entry.symbols.get().is_some()
+            || entry.warming.swap(true, Ordering::Relaxed);
+        if started {
+            return;
+        }
+        let e = entry.clone();
+        rayon::spawn(move || {
+            e.symbols();
+            if debug {
+                e.debug();
+            }
+        });
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Slots> {
@@ -700,6 +736,30 @@ mod tests {
         assert!(!Arc::ptr_eq(&first, &again));
         assert_eq!(store.entries().0, 1);
         assert_eq!(store.figures().2, 2);
+    }
+
+    #[test]
+    fn a_store_with_background_loads_warms_each_new_entry_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = root_with(dir.path(), "a", LS);
+        let id = build_id_of(LS);
+        // Without background loads warming does nothing.
+        let quiet = Store::default();
+        let e = dso(&quiet, &root, "/usr/bin/tool", &id);
+        quiet.warm(&e, true);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert_eq!(quiet.figures().0, 0);
+        let store = Store::default().with_background_loads(true);
+        let e = dso(&store, &root, "/usr/bin/tool", &id);
+        store.warm(&e, false);
+        store.warm(&e, false);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while e.symbols.get().is_none() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        // Loaded once, by the background; the asker's own ask reuses it.
+        assert!(!e.symbols().table.is_empty());
+        assert_eq!(store.figures().0, 1);
     }
 
     #[test]
