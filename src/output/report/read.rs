@@ -11,7 +11,11 @@
 //! there) and left out, unnamed frames (`[libc.so.6]`, the old pipeline's
 //! `[unknown:libc.so.6]`) become `[unknown]` in that DSO, `_[k]` frames
 //! are kernel frames.
+//!
+//! A frame seen before is found by its `(symbol, DSO)` text without
+//! building a [`Frame`].
 
+use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
 use super::{Frame, Profile};
@@ -159,15 +163,61 @@ struct Lines {
     /// The event to read (`None`: the first seen).
     want: Option<String>,
     p: Profile,
-    /// The sample being read: its weight and frames, leaf first.
-    sample: Option<(u64, Vec<u32>)>,
+    /// The weight of the sample being read (`None`: between samples).
+    sample: Option<u64>,
+    /// Its frames, leaf first (one buffer for every sample).
+    chain: Vec<u32>,
     skipping: bool,
     bad: u64,
+    /// The frames of `p` seen in `perf script` lines.
+    known: FrameIds,
+}
+
+/// The index in a profile of each frame by its `(symbol, DSO)` text: a
+/// frame seen before costs a hash and a compare, not two strings built and
+/// dropped. Every entry is right; frames the profile got otherwise are
+/// added when first looked up.
+#[derive(Default)]
+struct FrameIds(hashbrown::HashTable<u32>);
+
+impl FrameIds {
+    fn intern(&mut self, p: &mut Profile, symbol: &str, dso: &str) -> u32 {
+        let hash = frame_hash(symbol, dso);
+        let same = |f: &Frame| f.symbol == symbol && f.dso == dso;
+        if let Some(&i) = self.0.find(hash, |&i| same(&p.frames[i as usize])) {
+            return i;
+        }
+        let i = p.intern(Frame {
+            symbol: symbol.to_string(),
+            dso: dso.to_string(),
+        });
+        let frames = &p.frames;
+        self.0.insert_unique(hash, i, |&j| {
+            let f = &frames[j as usize];
+            frame_hash(&f.symbol, &f.dso)
+        });
+        i
+    }
+}
+
+fn frame_hash(symbol: &str, dso: &str) -> u64 {
+    let mut h = rustc_hash::FxHasher::default();
+    symbol.hash(&mut h);
+    dso.hash(&mut h);
+    h.finish()
 }
 
 impl Lines {
     fn push(&mut self, raw: &[u8]) {
-        let line = String::from_utf8_lossy(raw);
+        // perf's text is UTF-8 but for the odd symbol: read in place.
+        let lossy;
+        let line = match std::str::from_utf8(raw) {
+            Ok(s) => s,
+            Err(_) => {
+                lossy = String::from_utf8_lossy(raw);
+                &lossy
+            }
+        };
         let line = line.trim_end_matches('\r');
         if line.trim().is_empty() {
             self.end_sample();
@@ -212,12 +262,9 @@ impl Lines {
             self.header(line);
             return;
         }
-        if self.skipping {
+        if self.skipping || self.sample.is_none() {
             return;
         }
-        let Some((_, frames)) = self.sample.as_mut() else {
-            return;
-        };
         let trimmed = perf_script::trim_end(line);
         let Some(fl) = perf_script::parse_frame_fixed(trimmed) else {
             self.bad += 1;
@@ -227,15 +274,11 @@ impl Lines {
             return;
         }
         let symbol = match perf_script::strip_offset(fl.rawfunc).trim() {
-            "" => "[unknown]".to_string(),
-            s => s.to_string(),
+            "" => "[unknown]",
+            s => s,
         };
-        let frame = Frame {
-            symbol,
-            dso: dso_name(fl.module),
-        };
-        let i = self.p.intern(frame);
-        frames.push(i);
+        let i = self.known.intern(&mut self.p, symbol, dso_name(fl.module));
+        self.chain.push(i);
     }
 
     fn header(&mut self, line: &str) {
@@ -244,10 +287,10 @@ impl Lines {
             self.skipping = true;
             return;
         };
-        let event = h.event.unwrap_or("").trim_end_matches(':').to_string();
+        let event = h.event.unwrap_or("").trim_end_matches(':');
         let wanted = match (&self.want, &self.p.event) {
-            (Some(w), _) => event == *w || perf_script::event_base(&event) == w,
-            (None, Some(e)) => *e == event,
+            (Some(w), _) => event == w || perf_script::event_base(event) == w,
+            (None, Some(e)) => e == event,
             (None, None) => true,
         };
         if !wanted {
@@ -255,7 +298,7 @@ impl Lines {
             return;
         }
         if self.p.event.is_none() {
-            self.p.event = Some(event);
+            self.p.event = Some(event.to_string());
         }
         self.skipping = false;
         if let Some(t) = sample_time(line) {
@@ -263,15 +306,16 @@ impl Lines {
             w.0 = w.0.min(t);
             w.1 = w.1.max(t);
         }
-        self.sample = Some((h.period.unwrap_or(1), Vec::new()));
+        self.sample = Some(h.period.unwrap_or(1));
     }
 
     fn end_sample(&mut self) {
-        if let Some((w, chain)) = self.sample.take() {
-            if !chain.is_empty() {
+        if let Some(w) = self.sample.take() {
+            if !self.chain.is_empty() {
                 self.p.samples += 1;
-                self.p.add(chain, w);
+                self.p.add_slice(&self.chain, w);
             }
+            self.chain.clear();
         }
     }
 
@@ -336,14 +380,21 @@ fn folded_frame(f: &str) -> Frame {
 
 /// `/usr/lib/x86_64-linux-gnu/libc.so.6` -> `libc.so.6`; `[kernel.kallsyms]`
 /// and `[unknown]` stay.
-fn dso_name(module: &str) -> String {
+fn dso_name(module: &str) -> &str {
     if module.starts_with('[') {
-        return module.to_string();
+        return module;
     }
+    // Its last component, as `Path::file_name` finds it, without parsing
+    // the path: a plain name after the last `/`.
+    let last = module.rsplit('/').next().unwrap_or(module);
+    if !matches!(last, "" | "." | "..") {
+        return last;
+    }
+    // The file name of a `&str` path is UTF-8.
     Path::new(module)
         .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| module.to_string())
+        .and_then(|n| n.to_str())
+        .unwrap_or(module)
 }
 
 /// The `12345.678901:` time of a sample header line.
@@ -496,5 +547,35 @@ mod tests {
         assert_eq!(switch.samples, 1);
         let err = SampleReader::default().finish(&file).unwrap_err();
         assert!(err.to_string().contains("no samples"), "{err}");
+    }
+    #[test]
+    fn dso_names_are_the_paths_file_names() {
+        for m in [
+            "/usr/lib/libc.so.6",
+            "w",
+            "/opt/w/",
+            "/opt/./w",
+            "/opt/w/.",
+            "/opt/w/..",
+            "..",
+            ".",
+            "/",
+            "",
+            "a//b",
+            "[kernel.kallsyms]",
+            "[unknown]",
+            "//anon",
+        ] {
+            let want = Path::new(m)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| m.to_string());
+            let want = if m.starts_with('[') {
+                m.to_string()
+            } else {
+                want
+            };
+            assert_eq!(dso_name(m), want, "{m:?}");
+        }
     }
 }
