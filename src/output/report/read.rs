@@ -12,8 +12,10 @@
 //! `[unknown:libc.so.6]`) become `[unknown]` in that DSO, `_[k]` frames
 //! are kernel frames.
 //!
-//! A frame seen before is found by its `(symbol, DSO)` text without
-//! building a [`Frame`].
+//! Text symbolized in pieces (a capture's units, read as they stream) is
+//! read by one [`SampleReader`] per piece and [`merge`]d in order into
+//! what one reader of the whole text reads. A frame seen before is found
+//! by its `(symbol, DSO)` text without building a [`Frame`].
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -140,11 +142,16 @@ impl SampleReader {
     }
 
     /// Takes one sample's text (its lines; the blank line after it may be
-    /// left out).
+    /// left out), or a block of whole samples with the blank lines between
+    /// them (a blank line ends a sample): the same as taking its samples
+    /// one by one.
     pub fn sample(&mut self, text: &[u8]) {
-        for l in text.split(|&b| b == b'\n') {
-            self.lines.push(l);
+        let mut at = 0;
+        for nl in memchr::memchr_iter(b'\n', text) {
+            self.lines.push(&text[at..nl]);
+            at = nl + 1;
         }
+        self.lines.push(&text[at..]);
         self.lines.end_sample();
     }
 
@@ -154,6 +161,23 @@ impl SampleReader {
         p.source = path.display().to_string();
         Ok(p)
     }
+}
+
+/// The readers of consecutive pieces of one text, in the text's order,
+/// as one: what a single reader of the whole text reads when every piece
+/// ends at a sample boundary (frames numbered in order of first
+/// appearance, chains and samples summed, the first event, the widest
+/// window). `None` when no reader is given, or when one reader of the
+/// whole could read otherwise: no event was given and the pieces' first
+/// events differ (it keeps the first of the whole text), or the pieces
+/// were read as different kinds of text.
+pub fn merge(readers: impl IntoIterator<Item = SampleReader>) -> Option<SampleReader> {
+    let mut readers = readers.into_iter();
+    let mut whole = readers.next()?;
+    for r in readers {
+        whole.lines.absorb(r.lines)?;
+    }
+    Some(whole)
 }
 
 /// The line-by-line reader of either kind.
@@ -317,6 +341,44 @@ impl Lines {
             }
             self.chain.clear();
         }
+    }
+
+    /// Adds what `next` read of the text that follows this reader's, both
+    /// cut at a sample boundary (see [`merge`]); `None` when one reader of
+    /// the whole could read otherwise (left half-merged then).
+    fn absorb(&mut self, mut next: Lines) -> Option<()> {
+        self.end_sample();
+        next.end_sample();
+        let first_events_differ = matches!(
+            (&self.p.event, &next.p.event),
+            (Some(a), Some(b)) if a != b
+        );
+        let kinds_differ = matches!((self.kind, next.kind), (Some(a), Some(b)) if a != b);
+        if self.want != next.want || kinds_differ || (self.want.is_none() && first_events_differ) {
+            return None;
+        }
+        self.kind = self.kind.or(next.kind);
+        self.p.event = self.p.event.take().or(next.p.event);
+        self.p.window = match (self.p.window, next.p.window) {
+            (Some(a), Some(b)) => Some((a.0.min(b.0), a.1.max(b.1))),
+            (a, b) => a.or(b),
+        };
+        self.p.samples += next.p.samples;
+        self.bad += next.bad;
+        // Its frames in their order of first appearance, after ours.
+        let ids: Vec<u32> = next
+            .p
+            .frames
+            .into_iter()
+            .map(|f| self.p.intern(f))
+            .collect();
+        for (mut chain, w) in next.p.chains {
+            for i in &mut chain {
+                *i = ids[*i as usize];
+            }
+            self.p.add(chain, w);
+        }
+        Some(())
     }
 
     fn finish(mut self, path: &Path) -> Result<Profile> {
@@ -548,6 +610,99 @@ mod tests {
         let err = SampleReader::default().finish(&file).unwrap_err();
         assert!(err.to_string().contains("no samples"), "{err}");
     }
+    /// Sorted chains: the maps' Debug order differs between two maps with
+    /// the same entries.
+    fn sorted_chains(p: &Profile) -> Vec<(Vec<u32>, u64)> {
+        let mut c: Vec<(Vec<u32>, u64)> = p.chains.clone().into_iter().collect();
+        c.sort();
+        c
+    }
+
+    fn assert_same(a: &Profile, b: &Profile) {
+        assert_eq!(a.frames, b.frames);
+        assert_eq!(sorted_chains(a), sorted_chains(b));
+        assert_eq!(
+            (a.samples, &a.event, a.window, &a.source, a.shards),
+            (b.samples, &b.event, b.window, &b.source, b.shards)
+        );
+    }
+
+    /// Three pieces of one text, each ending at a sample boundary: frames
+    /// new in each, frames seen before in another order, a sample of
+    /// another event, an empty piece, a window wider in the middle.
+    const PIECES: [&str; 4] = [
+        "w 10 100.500000:     250 cpu-clock: \n\t    1159 burn+0x19 (/opt/w)\n\
+         \t    1200 busy+0x1 (/opt/w)\n\n\
+         w 10 100.600000:     250 cpu-clock: \n\t    1200 busy+0x1 (/opt/w)\n\n",
+        "w 11 99.000000:     100 cpu-clock: \n\t    7f00 memcpy+0x4 (/usr/lib/libc.so.6)\n\
+         \t    1159 burn+0x19 (/opt/w)\n\n\
+         w 11 99.100000:       1 sched:sched_switch: \n\t    ff81 schedule+0x1 ([kernel.kallsyms])\n\n\
+         w 10 102.000000:     250 cpu-clock: \n\t    1159 burn+0x19 (/opt/w)\n\
+         \t    1200 busy+0x1 (/opt/w)\n\n",
+        "",
+        "w 12 101.000000:     250 cpu-clock: \n\t    ffffffff8100 [unknown] ([kernel.kallsyms])\n\
+         \t    7f00 memcpy+0x4 (/usr/lib/libc.so.6)\n\n",
+    ];
+
+    #[test]
+    fn readers_of_pieces_merged_in_order_read_as_the_whole_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("perf.script");
+        std::fs::write(&file, PIECES.concat()).unwrap();
+        for event in [None, Some("cpu-clock"), Some("sched:sched_switch")] {
+            let whole = of_event(&file, event).unwrap();
+            let readers = PIECES.iter().map(|piece| {
+                let mut r = SampleReader::of_event(event);
+                r.sample(piece.as_bytes());
+                r
+            });
+            let merged = merge(readers).unwrap().finish(&file).unwrap();
+            assert_same(&merged, &whole);
+        }
+        let whole = path(&file).unwrap();
+        assert_eq!((whole.samples, whole.frames.len()), (5, 4));
+        assert_eq!(whole.window, Some((99.0, 102.0)));
+        assert!(merge(std::iter::empty()).is_none());
+    }
+
+    #[test]
+    fn pieces_whose_first_events_differ_are_not_merged_without_an_event() {
+        let pieces = [
+            "w 10 1.000000:     250 cpu-clock: \n\t    1159 burn+0x19 (/opt/w)\n\n",
+            "w 11 2.000000:       1 sched:sched_switch: \n\t    1200 busy+0x1 (/opt/w)\n\n",
+        ];
+        let read = |event: Option<&str>| {
+            merge(pieces.iter().map(|piece| {
+                let mut r = SampleReader::of_event(event);
+                r.sample(piece.as_bytes());
+                r
+            }))
+        };
+        // One reader of the whole keeps cpu-clock; the second piece's
+        // reader kept sched_switch.
+        assert!(read(None).is_none());
+        let p = read(Some("cpu-clock")).unwrap();
+        let p = p.finish(Path::new("x")).unwrap();
+        assert_eq!((p.samples, p.event.as_deref()), (1, Some("cpu-clock")));
+    }
+
+    #[test]
+    fn a_block_of_samples_reads_as_its_samples_one_by_one() {
+        let text = PIECES.concat();
+        let mut by_sample = SampleReader::default();
+        for s in text.split("\n\n") {
+            by_sample.sample(s.as_bytes());
+        }
+        let mut by_block = SampleReader::default();
+        by_block.sample(text.as_bytes());
+        let x = Path::new("x");
+        let by_sample = by_sample.finish(x).unwrap();
+        assert_same(&by_block.finish(x).unwrap(), &by_sample);
+        // Frames seen before are found again, not added twice.
+        assert_eq!((by_sample.samples, by_sample.frames.len()), (5, 4));
+        assert_eq!(by_sample.total(), 250 + 250 + 100 + 250 + 250);
+    }
+
     #[test]
     fn dso_names_are_the_paths_file_names() {
         for m in [
