@@ -420,6 +420,10 @@ struct Pass {
     /// were symbolized (natively or by `perf script`); `None` when the
     /// capture's own text was folded.
     kernel: Option<KernelSymbols>,
+    /// The report's profile, read from the text as it was symbolized (see
+    /// [`units::Symbolized::report`]); kept only when that text is the
+    /// archive published.
+    report: Option<crate::output::report::read::SampleReader>,
 }
 
 impl Pass {

@@ -66,12 +66,12 @@ impl Pipeline<'_> {
         Ok(Some(sizes.raw_bytes))
     }
 
-    /// `report.txt`: from the text just archived (or the capture's own
-    /// text that was folded), which keeps each frame's DSO; from the folded
-    /// stacks when there is neither.
+    /// `report.txt`: from the text just archived (read as it was symbolized,
+    /// else read again) or the capture's own text that was folded, which
+    /// keep each frame's DSO; from the folded stacks when there is neither.
     pub(super) fn report_profile(
         &self,
-        pass: &Pass,
+        pass: &mut Pass,
         archived: bool,
         walked: Option<Result<crate::output::report::Profile>>,
     ) -> Result<crate::output::report::Profile> {
@@ -96,9 +96,11 @@ impl Pipeline<'_> {
         };
         // Off-CPU captures: the sampling event's, as the folded stacks.
         let event = self.fold_options().event_filter;
-        let mut profile = match text {
-            Some(t) => crate::output::report::read::of_event(&t, event.as_deref())?,
-            None => crate::output::report::read::folded_stacks(&pass.folded.stacks, ""),
+        let streamed = pass.report.take().filter(|_| archived);
+        let mut profile = match (text, streamed) {
+            (Some(t), Some(r)) => r.finish(&t)?,
+            (Some(t), None) => crate::output::report::read::of_event(&t, event.as_deref())?,
+            (None, _) => crate::output::report::read::folded_stacks(&pass.folded.stacks, ""),
         };
         profile.source = self.label.clone();
         profile.shards = Some(self.cap.shards.len());
@@ -273,8 +275,9 @@ impl Pipeline<'_> {
     /// `refused`), with the pprof profile (and its off-CPU stacks, `off_cpu`),
     /// the page's timeline and the report's profile from one walk over
     /// `text` when it is on disk; returns that profile (`None`: no walk,
-    /// or no report asked for). A format that fails to draw fails the
-    /// pass, not the run.
+    /// or no report asked for). The profile read as the archive's text was
+    /// symbolized ([`Pass::report`]) is taken instead of reading it again.
+    /// A format that fails to draw fails the pass, not the run.
     pub(super) fn render_outputs(
         &self,
         pass: &mut Pass,
@@ -298,13 +301,11 @@ impl Pipeline<'_> {
             let to = pprof.as_mut().map(|f| (f, off_cpu));
             // Off-CPU captures: the sampling event's, as the folded stacks.
             let event = self.fold_options().event_filter;
-            let mut reader = self
-                .opts
-                .formats
-                .report
+            let streamed = pass.report.take();
+            let mut reader = (self.opts.formats.report && streamed.is_none())
                 .then(|| SampleReader::of_event(event.as_deref()));
             self.walk_text(pass, text, to, reader.as_mut())?;
-            report = reader.map(|r| r.finish(text));
+            report = streamed.or(reader).map(|r| r.finish(text));
             if let Some(f) = pprof {
                 f.commit()?;
             }

@@ -100,6 +100,11 @@ impl Pipeline<'_> {
         let archive_bytes = self.publish_archive(&mut pass)?;
         if archive_bytes.is_some() {
             outputs.push(capture::SCRIPT_ZST.to_string());
+        } else {
+            // The report's profile read as the units streamed is of text
+            // not archived (a shard failed): the report reads what is on
+            // disk, as before.
+            pass.report = None;
         }
         let render_start = Instant::now();
         let render_refused = self.render_refusal(&mut pass);
@@ -123,7 +128,7 @@ impl Pipeline<'_> {
         let off_cpu = off_cpu.map(|p| p.summary);
         let mut build_ids = Vec::new();
         if self.opts.formats.report {
-            let profile = self.report_profile(&pass, archive_bytes.is_some(), walked_report)?;
+            let profile = self.report_profile(&mut pass, archive_bytes.is_some(), walked_report)?;
             self.write_report(&profile, off_cpu.as_ref())?;
             outputs.push(crate::output::report::REPORT_TXT.to_string());
             build_ids = self.write_build_ids(&profile, &mut pass.warnings, &mut outputs)?;
@@ -220,6 +225,7 @@ impl Pipeline<'_> {
             archive: parts,
             warnings: jit_warnings,
             unwound,
+            report,
         } = self.symbolize_all(plan, &units)?;
         warnings.extend(jit_warnings);
         let jit = crate::output::summary::jit::take_figures(&mut folded, &self.cap.found.dir);
@@ -253,6 +259,7 @@ impl Pipeline<'_> {
             pass: t.elapsed(),
             parts: Some(parts),
             kernel: Some(kernel),
+            report,
         })
     }
 
@@ -319,6 +326,7 @@ impl Pipeline<'_> {
             pass: t.elapsed(),
             parts: None,
             kernel: None,
+            report: None,
         })
     }
 

@@ -14,6 +14,7 @@ use super::{file_name, secs, Pipeline};
 use crate::capture;
 use crate::error::Result;
 use crate::output::archive::{Part, Spool, Spooled};
+use crate::output::report::read::{self as report, SampleReader};
 use crate::output::summary::ShardSummary;
 use crate::symbolize::native;
 use crate::symbolize::perf::{self, PerfTool, RunOutcome, ScriptOptions};
@@ -58,6 +59,10 @@ pub(super) struct Symbolized {
     /// How the dwarf unwinds ended, when the native symbolizer ran every
     /// unit (`perf script` says nothing about it).
     pub(super) unwound: Option<native::UnwindTally>,
+    /// The report's profile of the new archive's text, read as it streamed
+    /// (`None`: no report asked for, or its units' readers could not be
+    /// merged: the archive is read again).
+    pub(super) report: Option<SampleReader>,
 }
 
 impl Pipeline<'_> {
@@ -89,7 +94,8 @@ impl Pipeline<'_> {
             None => unreachable!("plan() gives a perf to every perf unit"),
         };
         let recycle = |block: Vec<u8>| natively.recycle(block);
-        let (folded, results) = self.run_units(units, (jobs, zstd_workers), &spool, &how, &recycle);
+        let (folded, results, report) =
+            self.run_units(units, (jobs, zstd_workers), &spool, &how, &recycle);
         // The unwinder's verdict stands only when it saw every sample.
         let unwound = results
             .iter()
@@ -105,6 +111,7 @@ impl Pipeline<'_> {
             archive: (spool, parts),
             warnings: jit_maps.warnings.clone(),
             unwound: unwound.filter(|t| t.weight > 0),
+            report,
         })
     }
 
@@ -140,8 +147,8 @@ impl Pipeline<'_> {
 
     /// Runs the units on `jobs` threads (each stream compressed with
     /// `zstd_workers` extra threads), each taking the next unit in
-    /// [`Self::unit_order`], while this thread folds the text they send;
-    /// results keep unit order.
+    /// [`Self::unit_order`], while this thread folds the text they send
+    /// and reads it for the report; results keep unit order.
     fn run_units<'s>(
         &self,
         units: &[Unit],
@@ -149,7 +156,7 @@ impl Pipeline<'_> {
         spool: &Spool,
         how: &(dyn Fn(&Unit) -> Symbolize<'s> + Sync),
         recycle: &dyn Fn(Vec<u8>),
-    ) -> (Folded, Vec<UnitResult>) {
+    ) -> (Folded, Vec<UnitResult>, Option<SampleReader>) {
         let units_bar = self.multi.add(
             self.progress
                 .bar(units.len() as u64, format!("{} symbolize", self.label)),
@@ -164,6 +171,7 @@ impl Pipeline<'_> {
         let (tx, rx) = mpsc::sync_channel::<(usize, Vec<u8>)>(jobs * 2);
         let folder = Folder::new(self.fold_options_with_cells());
         let mut stream = folder.stream();
+        let mut readers = self.report_readers(units.len());
         std::thread::scope(|scope| {
             for _ in 0..jobs {
                 let sinks = UnitSinks {
@@ -186,15 +194,34 @@ impl Pipeline<'_> {
             drop(tx);
             // Blocks end at sample boundaries: folded in place, their
             // buffers go back to the native symbolizer. Units run side by
-            // side; the timeline's cells place each in unit order.
+            // side; the timeline's cells place each in unit order, and so
+            // does the merge of the report's per-unit readers.
             for (unit, block) in rx {
                 stream.push_whole_of(unit, &block);
+                if let Some(r) = readers.as_mut() {
+                    r[unit].sample(&block);
+                }
                 recycle(block);
             }
         });
         units_bar.finish_and_clear();
         bytes_bar.finish_and_clear();
-        (stream.finish(), in_unit_order(results))
+        let report = readers.and_then(report::merge);
+        (stream.finish(), in_unit_order(results), report)
+    }
+
+    /// One reader of the report's profile per unit, when a report is asked
+    /// for: each unit's text is read as it streams, and the readers merged
+    /// in unit order read what one reader of the archive (the units' text
+    /// in unit order) would.
+    fn report_readers(&self, units: usize) -> Option<Vec<SampleReader>> {
+        // Off-CPU captures: the sampling event's, as the folded stacks.
+        let event = self.fold_options().event_filter;
+        (self.opts.formats.report).then(|| {
+            (0..units)
+                .map(|_| SampleReader::of_event(event.as_deref()))
+                .collect()
+        })
     }
 
     /// One log line per finished unit: its text, time and failure.

@@ -98,6 +98,17 @@ impl Profile {
         *w = crate::sys::counts::add(*w, weight);
     }
 
+    /// [`Self::add`] for a chain in a buffer the caller keeps: copied only
+    /// when it is new.
+    pub fn add_slice(&mut self, chain: &[u32], weight: u64) {
+        match self.chains.get_mut(chain) {
+            Some(w) => *w = crate::sys::counts::add(*w, weight),
+            None => {
+                self.chains.insert(chain.to_vec(), weight);
+            }
+        }
+    }
+
     /// The sum of all weights.
     pub fn total(&self) -> u64 {
         self.chains

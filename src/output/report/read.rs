@@ -11,7 +11,13 @@
 //! there) and left out, unnamed frames (`[libc.so.6]`, the old pipeline's
 //! `[unknown:libc.so.6]`) become `[unknown]` in that DSO, `_[k]` frames
 //! are kernel frames.
+//!
+//! Text symbolized in pieces (a capture's units, read as they stream) is
+//! read by one [`SampleReader`] per piece and [`merge`]d in order into
+//! what one reader of the whole text reads. A frame seen before is found
+//! by its `(symbol, DSO)` text without building a [`Frame`].
 
+use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
 use super::{Frame, Profile};
@@ -136,11 +142,16 @@ impl SampleReader {
     }
 
     /// Takes one sample's text (its lines; the blank line after it may be
-    /// left out).
+    /// left out), or a block of whole samples with the blank lines between
+    /// them (a blank line ends a sample): the same as taking its samples
+    /// one by one.
     pub fn sample(&mut self, text: &[u8]) {
-        for l in text.split(|&b| b == b'\n') {
-            self.lines.push(l);
+        let mut at = 0;
+        for nl in memchr::memchr_iter(b'\n', text) {
+            self.lines.push(&text[at..nl]);
+            at = nl + 1;
         }
+        self.lines.push(&text[at..]);
         self.lines.end_sample();
     }
 
@@ -152,6 +163,23 @@ impl SampleReader {
     }
 }
 
+/// The readers of consecutive pieces of one text, in the text's order,
+/// as one: what a single reader of the whole text reads when every piece
+/// ends at a sample boundary (frames numbered in order of first
+/// appearance, chains and samples summed, the first event, the widest
+/// window). `None` when no reader is given, or when one reader of the
+/// whole could read otherwise: no event was given and the pieces' first
+/// events differ (it keeps the first of the whole text), or the pieces
+/// were read as different kinds of text.
+pub fn merge(readers: impl IntoIterator<Item = SampleReader>) -> Option<SampleReader> {
+    let mut readers = readers.into_iter();
+    let mut whole = readers.next()?;
+    for r in readers {
+        whole.lines.absorb(r.lines)?;
+    }
+    Some(whole)
+}
+
 /// The line-by-line reader of either kind.
 #[derive(Default)]
 struct Lines {
@@ -159,15 +187,61 @@ struct Lines {
     /// The event to read (`None`: the first seen).
     want: Option<String>,
     p: Profile,
-    /// The sample being read: its weight and frames, leaf first.
-    sample: Option<(u64, Vec<u32>)>,
+    /// The weight of the sample being read (`None`: between samples).
+    sample: Option<u64>,
+    /// Its frames, leaf first (one buffer for every sample).
+    chain: Vec<u32>,
     skipping: bool,
     bad: u64,
+    /// The frames of `p` seen in `perf script` lines.
+    known: FrameIds,
+}
+
+/// The index in a profile of each frame by its `(symbol, DSO)` text: a
+/// frame seen before costs a hash and a compare, not two strings built and
+/// dropped. Every entry is right; frames the profile got otherwise are
+/// added when first looked up.
+#[derive(Default)]
+struct FrameIds(hashbrown::HashTable<u32>);
+
+impl FrameIds {
+    fn intern(&mut self, p: &mut Profile, symbol: &str, dso: &str) -> u32 {
+        let hash = frame_hash(symbol, dso);
+        let same = |f: &Frame| f.symbol == symbol && f.dso == dso;
+        if let Some(&i) = self.0.find(hash, |&i| same(&p.frames[i as usize])) {
+            return i;
+        }
+        let i = p.intern(Frame {
+            symbol: symbol.to_string(),
+            dso: dso.to_string(),
+        });
+        let frames = &p.frames;
+        self.0.insert_unique(hash, i, |&j| {
+            let f = &frames[j as usize];
+            frame_hash(&f.symbol, &f.dso)
+        });
+        i
+    }
+}
+
+fn frame_hash(symbol: &str, dso: &str) -> u64 {
+    let mut h = rustc_hash::FxHasher::default();
+    symbol.hash(&mut h);
+    dso.hash(&mut h);
+    h.finish()
 }
 
 impl Lines {
     fn push(&mut self, raw: &[u8]) {
-        let line = String::from_utf8_lossy(raw);
+        // perf's text is UTF-8 but for the odd symbol: read in place.
+        let lossy;
+        let line = match std::str::from_utf8(raw) {
+            Ok(s) => s,
+            Err(_) => {
+                lossy = String::from_utf8_lossy(raw);
+                &lossy
+            }
+        };
         let line = line.trim_end_matches('\r');
         if line.trim().is_empty() {
             self.end_sample();
@@ -212,12 +286,9 @@ impl Lines {
             self.header(line);
             return;
         }
-        if self.skipping {
+        if self.skipping || self.sample.is_none() {
             return;
         }
-        let Some((_, frames)) = self.sample.as_mut() else {
-            return;
-        };
         let trimmed = perf_script::trim_end(line);
         let Some(fl) = perf_script::parse_frame_fixed(trimmed) else {
             self.bad += 1;
@@ -227,15 +298,11 @@ impl Lines {
             return;
         }
         let symbol = match perf_script::strip_offset(fl.rawfunc).trim() {
-            "" => "[unknown]".to_string(),
-            s => s.to_string(),
+            "" => "[unknown]",
+            s => s,
         };
-        let frame = Frame {
-            symbol,
-            dso: dso_name(fl.module),
-        };
-        let i = self.p.intern(frame);
-        frames.push(i);
+        let i = self.known.intern(&mut self.p, symbol, dso_name(fl.module));
+        self.chain.push(i);
     }
 
     fn header(&mut self, line: &str) {
@@ -244,10 +311,10 @@ impl Lines {
             self.skipping = true;
             return;
         };
-        let event = h.event.unwrap_or("").trim_end_matches(':').to_string();
+        let event = h.event.unwrap_or("").trim_end_matches(':');
         let wanted = match (&self.want, &self.p.event) {
-            (Some(w), _) => event == *w || perf_script::event_base(&event) == w,
-            (None, Some(e)) => *e == event,
+            (Some(w), _) => event == w || perf_script::event_base(event) == w,
+            (None, Some(e)) => e == event,
             (None, None) => true,
         };
         if !wanted {
@@ -255,7 +322,7 @@ impl Lines {
             return;
         }
         if self.p.event.is_none() {
-            self.p.event = Some(event);
+            self.p.event = Some(event.to_string());
         }
         self.skipping = false;
         if let Some(t) = sample_time(line) {
@@ -263,16 +330,55 @@ impl Lines {
             w.0 = w.0.min(t);
             w.1 = w.1.max(t);
         }
-        self.sample = Some((h.period.unwrap_or(1), Vec::new()));
+        self.sample = Some(h.period.unwrap_or(1));
     }
 
     fn end_sample(&mut self) {
-        if let Some((w, chain)) = self.sample.take() {
-            if !chain.is_empty() {
+        if let Some(w) = self.sample.take() {
+            if !self.chain.is_empty() {
                 self.p.samples += 1;
-                self.p.add(chain, w);
+                self.p.add_slice(&self.chain, w);
             }
+            self.chain.clear();
         }
+    }
+
+    /// Adds what `next` read of the text that follows this reader's, both
+    /// cut at a sample boundary (see [`merge`]); `None` when one reader of
+    /// the whole could read otherwise (left half-merged then).
+    fn absorb(&mut self, mut next: Lines) -> Option<()> {
+        self.end_sample();
+        next.end_sample();
+        let first_events_differ = matches!(
+            (&self.p.event, &next.p.event),
+            (Some(a), Some(b)) if a != b
+        );
+        let kinds_differ = matches!((self.kind, next.kind), (Some(a), Some(b)) if a != b);
+        if self.want != next.want || kinds_differ || (self.want.is_none() && first_events_differ) {
+            return None;
+        }
+        self.kind = self.kind.or(next.kind);
+        self.p.event = self.p.event.take().or(next.p.event);
+        self.p.window = match (self.p.window, next.p.window) {
+            (Some(a), Some(b)) => Some((a.0.min(b.0), a.1.max(b.1))),
+            (a, b) => a.or(b),
+        };
+        self.p.samples += next.p.samples;
+        self.bad += next.bad;
+        // Its frames in their order of first appearance, after ours.
+        let ids: Vec<u32> = next
+            .p
+            .frames
+            .into_iter()
+            .map(|f| self.p.intern(f))
+            .collect();
+        for (mut chain, w) in next.p.chains {
+            for i in &mut chain {
+                *i = ids[*i as usize];
+            }
+            self.p.add(chain, w);
+        }
+        Some(())
     }
 
     fn finish(mut self, path: &Path) -> Result<Profile> {
@@ -336,14 +442,21 @@ fn folded_frame(f: &str) -> Frame {
 
 /// `/usr/lib/x86_64-linux-gnu/libc.so.6` -> `libc.so.6`; `[kernel.kallsyms]`
 /// and `[unknown]` stay.
-fn dso_name(module: &str) -> String {
+fn dso_name(module: &str) -> &str {
     if module.starts_with('[') {
-        return module.to_string();
+        return module;
     }
+    // Its last component, as `Path::file_name` finds it, without parsing
+    // the path: a plain name after the last `/`.
+    let last = module.rsplit('/').next().unwrap_or(module);
+    if !matches!(last, "" | "." | "..") {
+        return last;
+    }
+    // The file name of a `&str` path is UTF-8.
     Path::new(module)
         .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| module.to_string())
+        .and_then(|n| n.to_str())
+        .unwrap_or(module)
 }
 
 /// The `12345.678901:` time of a sample header line.
@@ -496,5 +609,128 @@ mod tests {
         assert_eq!(switch.samples, 1);
         let err = SampleReader::default().finish(&file).unwrap_err();
         assert!(err.to_string().contains("no samples"), "{err}");
+    }
+    /// Sorted chains: the maps' Debug order differs between two maps with
+    /// the same entries.
+    fn sorted_chains(p: &Profile) -> Vec<(Vec<u32>, u64)> {
+        let mut c: Vec<(Vec<u32>, u64)> = p.chains.clone().into_iter().collect();
+        c.sort();
+        c
+    }
+
+    fn assert_same(a: &Profile, b: &Profile) {
+        assert_eq!(a.frames, b.frames);
+        assert_eq!(sorted_chains(a), sorted_chains(b));
+        assert_eq!(
+            (a.samples, &a.event, a.window, &a.source, a.shards),
+            (b.samples, &b.event, b.window, &b.source, b.shards)
+        );
+    }
+
+    /// Three pieces of one text, each ending at a sample boundary: frames
+    /// new in each, frames seen before in another order, a sample of
+    /// another event, an empty piece, a window wider in the middle.
+    const PIECES: [&str; 4] = [
+        "w 10 100.500000:     250 cpu-clock: \n\t    1159 burn+0x19 (/opt/w)\n\
+         \t    1200 busy+0x1 (/opt/w)\n\n\
+         w 10 100.600000:     250 cpu-clock: \n\t    1200 busy+0x1 (/opt/w)\n\n",
+        "w 11 99.000000:     100 cpu-clock: \n\t    7f00 memcpy+0x4 (/usr/lib/libc.so.6)\n\
+         \t    1159 burn+0x19 (/opt/w)\n\n\
+         w 11 99.100000:       1 sched:sched_switch: \n\t    ff81 schedule+0x1 ([kernel.kallsyms])\n\n\
+         w 10 102.000000:     250 cpu-clock: \n\t    1159 burn+0x19 (/opt/w)\n\
+         \t    1200 busy+0x1 (/opt/w)\n\n",
+        "",
+        "w 12 101.000000:     250 cpu-clock: \n\t    ffffffff8100 [unknown] ([kernel.kallsyms])\n\
+         \t    7f00 memcpy+0x4 (/usr/lib/libc.so.6)\n\n",
+    ];
+
+    #[test]
+    fn readers_of_pieces_merged_in_order_read_as_the_whole_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("perf.script");
+        std::fs::write(&file, PIECES.concat()).unwrap();
+        for event in [None, Some("cpu-clock"), Some("sched:sched_switch")] {
+            let whole = of_event(&file, event).unwrap();
+            let readers = PIECES.iter().map(|piece| {
+                let mut r = SampleReader::of_event(event);
+                r.sample(piece.as_bytes());
+                r
+            });
+            let merged = merge(readers).unwrap().finish(&file).unwrap();
+            assert_same(&merged, &whole);
+        }
+        let whole = path(&file).unwrap();
+        assert_eq!((whole.samples, whole.frames.len()), (5, 4));
+        assert_eq!(whole.window, Some((99.0, 102.0)));
+        assert!(merge(std::iter::empty()).is_none());
+    }
+
+    #[test]
+    fn pieces_whose_first_events_differ_are_not_merged_without_an_event() {
+        let pieces = [
+            "w 10 1.000000:     250 cpu-clock: \n\t    1159 burn+0x19 (/opt/w)\n\n",
+            "w 11 2.000000:       1 sched:sched_switch: \n\t    1200 busy+0x1 (/opt/w)\n\n",
+        ];
+        let read = |event: Option<&str>| {
+            merge(pieces.iter().map(|piece| {
+                let mut r = SampleReader::of_event(event);
+                r.sample(piece.as_bytes());
+                r
+            }))
+        };
+        // One reader of the whole keeps cpu-clock; the second piece's
+        // reader kept sched_switch.
+        assert!(read(None).is_none());
+        let p = read(Some("cpu-clock")).unwrap();
+        let p = p.finish(Path::new("x")).unwrap();
+        assert_eq!((p.samples, p.event.as_deref()), (1, Some("cpu-clock")));
+    }
+
+    #[test]
+    fn a_block_of_samples_reads_as_its_samples_one_by_one() {
+        let text = PIECES.concat();
+        let mut by_sample = SampleReader::default();
+        for s in text.split("\n\n") {
+            by_sample.sample(s.as_bytes());
+        }
+        let mut by_block = SampleReader::default();
+        by_block.sample(text.as_bytes());
+        let x = Path::new("x");
+        let by_sample = by_sample.finish(x).unwrap();
+        assert_same(&by_block.finish(x).unwrap(), &by_sample);
+        // Frames seen before are found again, not added twice.
+        assert_eq!((by_sample.samples, by_sample.frames.len()), (5, 4));
+        assert_eq!(by_sample.total(), 250 + 250 + 100 + 250 + 250);
+    }
+
+    #[test]
+    fn dso_names_are_the_paths_file_names() {
+        for m in [
+            "/usr/lib/libc.so.6",
+            "w",
+            "/opt/w/",
+            "/opt/./w",
+            "/opt/w/.",
+            "/opt/w/..",
+            "..",
+            ".",
+            "/",
+            "",
+            "a//b",
+            "[kernel.kallsyms]",
+            "[unknown]",
+            "//anon",
+        ] {
+            let want = Path::new(m)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| m.to_string());
+            let want = if m.starts_with('[') {
+                m.to_string()
+            } else {
+                want
+            };
+            assert_eq!(dso_name(m), want, "{m:?}");
+        }
     }
 }
