@@ -309,9 +309,7 @@ impl Symbolizer {
     fn dso(&self, path: &str, build_id: &[u8]) -> Arc<store::Entry> {
         self.dsos
             .get_or_load((path.to_string(), build_id.to_vec()), || {
-                let e = self.store.dso(path, &self.resolved(path, build_id));
-                self.store.warm(&e, self.opts.inline);
-                e
+                self.store.dso(path, &self.resolved(path, build_id))
             })
     }
 

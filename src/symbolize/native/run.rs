@@ -407,6 +407,7 @@ impl<'a> Run<'a> {
                 self.unwound.count(stop, s.period.unwrap_or(1));
             }
         }
+        self.warm(&resolved);
         for &(dso, key) in &resolved {
             self.frame(dso, key);
         }
@@ -580,6 +581,23 @@ impl<'a> Run<'a> {
             self.stack_bytes = 0;
         }
         self.stacks.insert(self.stack_key.as_slice().into(), text);
+    }
+
+    /// Takes the store's entry of each DSO of the chain met for the first
+    /// time, and has the store load its symbols (and DWARF) in the
+    /// background ([`store::Store::warm`]) while the frames before it are
+    /// written.
+    fn warm(&mut self, chain: &[(u32, u64)]) {
+        for &(id, _) in chain {
+            let Some(d) = self.dsos.get_mut(id as usize) else {
+                continue;
+            };
+            if let (None, Some(p)) = (&d.symbols, &d.path) {
+                let e = self.sym.dso(p, &d.build_id);
+                self.sym.store().warm(&e, self.expand);
+                d.symbols = Some(e);
+            }
+        }
     }
 
     fn frame(&mut self, dso: u32, key: u64) {
