@@ -24,7 +24,9 @@
 # capture. Then (d), when the old pipeline is there: on fresh copies of the
 # old pipeline's own result directories (--old-dirs, default
 # ../shared/seed-captures/result_dir_*), its process-perf-captures.sh
-# --local --no-inline --force against jobprof process --force, RUNS times.
+# --local --no-inline --force against jobprof process --force (inline
+# frames on, the default) and jobprof process --force --no-inline (the
+# same work as the old pipeline's), RUNS times.
 #
 #   bash benches/job.sh [--queries 8] [--iterations 3] [--rows 3000000]
 #        [--seconds 1] [--frequency 499] [--runs 3] [--keep DIR] [--job RESULT_DIR]
@@ -56,7 +58,7 @@ while [ $# -gt 0 ]; do
     --old) old=$2; shift 2 ;;
     --old-dirs) old_dirs=$2; shift 2 ;;
     --jobprof) jobprof=$2; shift 2 ;;
-    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
     *) echo "job.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -196,7 +198,7 @@ echo "median per-capture symbolize_fold (summary.json timings): ${fold_ms} ms"
 [ -n "$old_script" ] && [ -n "$old_dirs" ] || exit 0
 # (d) The old pipeline's own result directories, fresh copies each time.
 for d in $old_dirs; do
-  o_all= j_all= why=
+  o_all= j_all= n_all= why=
   for ((r = 1; r <= runs; r++)); do
     rm -rf "$work/d"; mkdir -p "$work/d"; cp -a "$d" "$work/d/old"; cp -a "$d" "$work/d/new"
     chmod -R u+w "$work/d"
@@ -209,11 +211,15 @@ for d in $old_dirs; do
     t0=$(date +%s%N)
     "$jobprof" process --force "$work/d/new" >/dev/null 2>&1 || true
     j_all="$j_all $(ms "$t0")"
+    # Like for like: the old pipeline's --no-inline names no inline frame.
+    t0=$(date +%s%N)
+    "$jobprof" process --force --no-inline "$work/d/new" >/dev/null 2>&1 || true
+    n_all="$n_all $(ms "$t0")"
   done
-  o=$(echo "$o_all" | median) j=$(echo "$j_all" | median)
+  o=$(echo "$o_all" | median) j=$(echo "$j_all" | median) n=$(echo "$n_all" | median)
   if [ -n "$o" ]; then
-    awk -v d="$(basename "$d")" -v o="$o" -v j="$j" 'BEGIN { printf "(d) %s: old pipeline --no-inline median %d ms, jobprof process median %d ms: %.2fx\n", d, o, j, o / j }'
+    awk -v d="$(basename "$d")" -v o="$o" -v j="$j" -v n="$n" 'BEGIN { printf "(d) %s: old pipeline --no-inline median %d ms; jobprof process median %d ms (inline frames on): %.2fx; jobprof process --no-inline median %d ms: %.2fx\n", d, o, j, o / j, n, o / n }'
   else
-    echo "(d) $(basename "$d"): old pipeline failed ($why); jobprof process median $j ms"
+    echo "(d) $(basename "$d"): old pipeline failed ($why); jobprof process median $j ms, --no-inline $n ms"
   fi
 done
