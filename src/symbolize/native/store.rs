@@ -620,11 +620,24 @@ mod tests {
     /// What the resolver takes for `path` with `build_id` in the snapshot
     /// `root` alone (this host is not searched).
     fn resolved(root: &Path, path: &str, build_id: &[u8]) -> Arc<Resolved> {
-        let search = crate::symbolize::sources::Search {
+        Arc::new(crate::symbolize::sources::resolve(
+            path,
+            build_id,
+            &snapshot(root),
+        ))
+    }
+
+    /// The search of the snapshot `root` alone.
+    fn snapshot(root: &Path) -> Search {
+        Search {
             symfs: Some(root.to_path_buf()),
             ..Default::default()
-        };
-        Arc::new(crate::symbolize::sources::resolve(path, build_id, &search))
+        }
+    }
+
+    /// Two snapshots `a` and `b` holding the same binary (ls).
+    fn two_roots(dir: &Path) -> (PathBuf, PathBuf) {
+        (root_with(dir, "a", LS), root_with(dir, "b", LS))
     }
 
     /// The store's entry for `path` with `build_id` in the snapshot `root`.
@@ -638,10 +651,7 @@ mod tests {
     #[test]
     fn copies_with_one_build_id_share_one_entry_loaded_once() {
         let dir = tempfile::tempdir().unwrap();
-        let (a, b) = (
-            root_with(dir.path(), "a", LS),
-            root_with(dir.path(), "b", LS),
-        );
+        let (a, b) = two_roots(dir.path());
         let id = build_id_of(LS);
         let store = Store::default();
         let ea = dso(&store, &a, "/usr/bin/tool", &id);
@@ -765,15 +775,9 @@ mod tests {
     #[test]
     fn each_search_is_resolved_once_per_run() {
         let dir = tempfile::tempdir().unwrap();
-        let (a, b) = (
-            root_with(dir.path(), "a", LS),
-            root_with(dir.path(), "b", LS),
-        );
+        let (a, b) = two_roots(dir.path());
         let id = build_id_of(LS);
-        let search = |root: &Path| crate::symbolize::sources::Search {
-            symfs: Some(root.to_path_buf()),
-            ..Default::default()
-        };
+        let search = snapshot;
         let store = Store::default();
         let first = store.resolved("/usr/bin/tool", &id, &search(&a));
         assert!(first.binary.is_some());
