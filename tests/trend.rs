@@ -596,3 +596,119 @@ fn off_cpu_kinds_without_off_cpu_data_are_refused_naming_the_file() {
         assert!(!o.exists(), "{kind}: nothing written");
     }
 }
+
+/// `--kind off-cpu` over real `--off-cpu` captures: tests/programs/offcpu.c
+/// (a query thread that sleeps and waits on a condition variable, its main
+/// thread blocked in pthread_join) recorded as 3 runs of 3 replicates of
+/// q1 (1 s each) and processed; a copy of the last run whose replicates'
+/// `offcpu.folded` gain a wait of half their off-CPU time in a new
+/// function is the newest run. `--kind off-cpu` finds that function
+/// regressed in the newest run; the on-CPU and wall-clock trends of the
+/// same runs (their files untouched) do not name it.
+#[test]
+fn off_cpu_kind_reads_the_off_cpu_profiles() {
+    let Some((s, mut worker)) = crate::offcpu::offcpu_worker() else {
+        return;
+    };
+    let tmp = s.dir.path();
+    let mut runs: Vec<PathBuf> = (1..=3)
+        .map(|k| {
+            let run = tmp.join(format!("run_{k}"));
+            record_off_cpu_run(&tmp.join(format!("scratch_{k}")), &run, &mut worker);
+            run
+        })
+        .collect();
+    let _ = worker.kill();
+    let _ = worker.wait();
+    ok(&jobprof().arg("process").args(&runs).output().unwrap());
+    let injected = tmp.join("run_4");
+    util::copy_tree(&runs[2], &injected);
+    runs.push(injected.clone());
+    let wait = "jp_injected_wait";
+    for k in 1..=3 {
+        let f = injected.join(format!("profiles/perf/worker_0/q1_iter{k}/offcpu.folded"));
+        let total = util::folded_total(&f);
+        assert!(total > 0, "{} is empty", f.display());
+        let mut text = fs::read_to_string(&f).unwrap();
+        text.push_str(&format!("offcpu-worker;{wait} {}\n", total / 2));
+        fs::write(&f, text).unwrap();
+    }
+    let dirs: Vec<&Path> = runs.iter().map(PathBuf::as_path).collect();
+    let names = |t: &Value| -> Vec<String> {
+        t["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["function"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let o = tmp.join("off");
+    let out = trend(&dirs, &o, &["--order", "args", "--kind", "off-cpu"]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let t = json(&o.join("trend.json"));
+    assert_eq!(t["settings"]["profile"], "off-cpu");
+    assert_eq!(t["settings"]["count_name"], "ns");
+    assert_eq!(t["queries"][0]["query"], "q1");
+    assert_eq!(
+        t["queries"][0]["replicates"][3].as_array().unwrap().len(),
+        3
+    );
+    let hit = t["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["function"] == wait && f["kind"] == "self")
+        .unwrap_or_else(|| panic!("{wait} not found: {:?}", names(&t)));
+    assert_eq!(hit["verdict"], "regressed", "{hit}");
+    assert_eq!(hit["run"], 3, "{hit}");
+    assert!(hit["change"].as_f64().unwrap() > 25.0, "{hit}");
+    for kind in ["on-cpu", "wall-clock"] {
+        let o = tmp.join(kind);
+        let out = trend(&dirs, &o, &["--order", "args", "--kind", kind]);
+        assert_eq!(out.status.code(), Some(0), "{kind}: {}", output_text(&out));
+        let t = json(&o.join("trend.json"));
+        assert_eq!(t["settings"]["profile"], kind);
+        assert!(
+            !names(&t).iter().any(|n| n == wait),
+            "{kind}: {:?}",
+            names(&t)
+        );
+        assert!(!util::stdout(&out).contains(wait), "{kind}");
+    }
+}
+
+/// One run of `worker` under a `--off-cpu` sidecar: replicates q1_iter1..3
+/// of 1 s each.
+fn record_off_cpu_run(scratch: &Path, run: &Path, worker: &mut std::process::Child) {
+    let tokens = scratch.join("tokens");
+    let perf_root = run.join("profiles/perf");
+    fs::create_dir_all(&tokens).unwrap();
+    fs::create_dir_all(&perf_root).unwrap();
+    let mut sidecar = util::sidecar_command(
+        &tokens,
+        0,
+        worker.id(),
+        &perf_root,
+        &scratch.join("staging"),
+    )
+    .arg("--off-cpu")
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    util::wait_sidecar_ready(
+        &mut sidecar,
+        worker,
+        &tokens,
+        std::time::Duration::from_secs(120),
+    );
+    for k in 1..=3 {
+        let q = format!("q1_iter{k}");
+        util::record_driver(&tokens, 0, &["start", "--query", &q]);
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        util::record_driver(&tokens, 0, &["stop", "--query", &q]);
+    }
+    util::record_driver(&tokens, 0, &["shutdown"]);
+    let out = sidecar.wait_with_output().unwrap();
+    assert!(out.status.success(), "sidecar: {}", output_text(&out));
+}
