@@ -463,3 +463,252 @@ fn bad_usage_is_refused_with_code_2() {
     assert_eq!(t["runs"][1]["labels"]["image"], "sha256:f00");
     assert_eq!(t["runs"][1]["job_ids"][0], "7002");
 }
+
+/// The significant self-share findings of `INJECTED` in q1.
+fn injected_hits(t: &Value) -> Vec<&Value> {
+    significant(t)
+        .into_iter()
+        .filter(|f| f["query"] == "q1" && f["function"] == INJECTED && f["kind"] == "self")
+        .collect()
+}
+
+/// The injected run in the middle of the series (`--order args`: base1,
+/// base2, injected, base3): the newest run, tested by default, is
+/// unchanged, and only `--each-run` tests the injected run (against its
+/// two earlier runs, as `injected_work_is_flagged_for_its_query_and_function`
+/// does). The newest run's baseline holds the injected run, but its
+/// median of run means is an unchanged run's, so nothing is flagged there.
+/// `--query q1`: each tested run is a family of the adjustment, and q6's
+/// families would only raise q (the injected run's p is the smallest a
+/// permutation of 4 against 8 replicates gives, 1/495; its q is that x
+/// the family's tests over its smallest p's x the families).
+#[test]
+fn each_run_flags_the_injected_run_in_the_middle() {
+    let Some(r) = runs() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let series = [r.base[0].as_path(), &r.base[1], &r.injected, &r.base[2]];
+    // Default: only run 4 (unchanged) is tested.
+    let newest = tmp.path().join("newest");
+    let out = trend(&series, &newest, &["--order", "args", "--query", "q1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let t = json(&newest.join("trend.json"));
+    assert_eq!(
+        t["tested_runs"],
+        serde_json::json!([3]),
+        "{}",
+        t["tested_runs"]
+    );
+    assert_eq!(t["runs"][2]["name"], "run_7004", "the order as given");
+    assert!(injected_hits(&t).is_empty(), "{:#?}", injected_hits(&t));
+    assert!(
+        t["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["run"] == 3),
+        "only the newest run is tested"
+    );
+    let text = util::stdout(&out);
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.starts_with("regressed") && l.contains("FindStrInStr")),
+        "{text}"
+    );
+    // --each-run: runs 2, 3 and 4 tested; the injected run 3 is flagged.
+    let each = tmp.path().join("each");
+    let out = trend(
+        &series,
+        &each,
+        &["--order", "args", "--query", "q1", "--each-run"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let t = json(&each.join("trend.json"));
+    assert_eq!(t["tested_runs"], serde_json::json!([1, 2, 3]));
+    let hits = injected_hits(&t);
+    assert!(
+        hits.iter().any(|f| f["run"] == 2
+            && f["verdict"] == "regressed"
+            && f["baseline_runs"] == serde_json::json!([0, 1])),
+        "{INJECTED} not flagged for run 3: {:#?}",
+        significant(&t)
+    );
+    assert!(
+        hits.iter().all(|f| f["run"] == 2),
+        "flagged in an unchanged run: {hits:#?}"
+    );
+    let text = util::stdout(&out);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("regressed q1 ") && l.contains("FindStrInStr"))
+        .unwrap_or_else(|| panic!("no regressed line for q1 and {INJECTED}:\n{text}"));
+    assert!(line.ends_with(", run 3)"), "the run is named: {line}");
+    assert!(line.chars().count() <= 80, "{line}");
+    // The injected run's diff (against its own baseline) was drawn.
+    let diff = t["queries"][0]["diffs"][2]
+        .as_str()
+        .expect("a diff for run 3");
+    assert!(each.join(diff).is_file());
+}
+
+/// `--each-run` over the unchanged runs tests runs 2 and 3 and flags
+/// nothing.
+#[test]
+fn each_run_over_unchanged_runs_flags_nothing() {
+    let Some(r) = runs() else { return };
+    let out_dir = tempfile::tempdir().unwrap();
+    let base: Vec<&Path> = r.base.iter().map(PathBuf::as_path).collect();
+    let out = trend(
+        &base,
+        out_dir.path(),
+        &["--each-run", "--fail-on-regression", "1"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let text = util::stdout(&out);
+    assert!(text.contains("Tested run 2, 3"), "{text}");
+    assert!(text.contains("no significant change"), "{text}");
+    let t = json(&out_dir.path().join("trend.json"));
+    assert_eq!(t["tested_runs"], serde_json::json!([1, 2]));
+    assert!(significant(&t).is_empty(), "{:#?}", significant(&t));
+}
+
+/// `--kind off-cpu` and `wall-clock` over runs recorded without
+/// `--off-cpu`: refused (code 2, nothing written), naming the missing file
+/// and how to record it.
+#[test]
+fn off_cpu_kinds_without_off_cpu_data_are_refused_naming_the_file() {
+    let Some(r) = runs() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let base: Vec<&Path> = r.base.iter().map(PathBuf::as_path).collect();
+    for (kind, file) in [
+        ("off-cpu", "offcpu.folded"),
+        ("wall-clock", "wallclock.folded"),
+    ] {
+        let o = tmp.path().join(kind);
+        let out = trend(&base, &o, &["--kind", kind]);
+        assert_eq!(out.status.code(), Some(2), "{kind}: {}", output_text(&out));
+        let err = util::stderr(&out);
+        assert!(
+            err.contains(&format!("--kind {kind}: no capture in the runs has {file}"))
+                && err.contains("--off-cpu"),
+            "{err}"
+        );
+        assert!(!o.exists(), "{kind}: nothing written");
+    }
+}
+
+/// `--kind off-cpu` over real `--off-cpu` captures: tests/programs/offcpu.c
+/// (a query thread that sleeps and waits on a condition variable, its main
+/// thread blocked in pthread_join) recorded as 3 runs of 3 replicates of
+/// q1 (1 s each) and processed; a copy of the last run whose replicates'
+/// `offcpu.folded` gain a wait of half their off-CPU time in a new
+/// function is the newest run. `--kind off-cpu` finds that function
+/// regressed in the newest run; the on-CPU and wall-clock trends of the
+/// same runs (their files untouched) do not name it.
+#[test]
+fn off_cpu_kind_reads_the_off_cpu_profiles() {
+    let Some((s, mut worker)) = crate::offcpu::offcpu_worker() else {
+        return;
+    };
+    let tmp = s.dir.path();
+    let mut runs: Vec<PathBuf> = (1..=3)
+        .map(|k| {
+            let run = tmp.join(format!("run_{k}"));
+            record_off_cpu_run(&tmp.join(format!("scratch_{k}")), &run, &mut worker);
+            run
+        })
+        .collect();
+    let _ = worker.kill();
+    let _ = worker.wait();
+    ok(&jobprof().arg("process").args(&runs).output().unwrap());
+    let injected = tmp.join("run_4");
+    util::copy_tree(&runs[2], &injected);
+    runs.push(injected.clone());
+    let wait = "jp_injected_wait";
+    for k in 1..=3 {
+        let f = injected.join(format!("profiles/perf/worker_0/q1_iter{k}/offcpu.folded"));
+        let total = util::folded_total(&f);
+        assert!(total > 0, "{} is empty", f.display());
+        let mut text = fs::read_to_string(&f).unwrap();
+        text.push_str(&format!("offcpu-worker;{wait} {}\n", total / 2));
+        fs::write(&f, text).unwrap();
+    }
+    let dirs: Vec<&Path> = runs.iter().map(PathBuf::as_path).collect();
+    let names = |t: &Value| -> Vec<String> {
+        t["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["function"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let o = tmp.join("off");
+    let out = trend(&dirs, &o, &["--order", "args", "--kind", "off-cpu"]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let t = json(&o.join("trend.json"));
+    assert_eq!(t["settings"]["profile"], "off-cpu");
+    assert_eq!(t["settings"]["count_name"], "ns");
+    assert_eq!(t["queries"][0]["query"], "q1");
+    assert_eq!(
+        t["queries"][0]["replicates"][3].as_array().unwrap().len(),
+        3
+    );
+    let hit = t["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["function"] == wait && f["kind"] == "self")
+        .unwrap_or_else(|| panic!("{wait} not found: {:?}", names(&t)));
+    assert_eq!(hit["verdict"], "regressed", "{hit}");
+    assert_eq!(hit["run"], 3, "{hit}");
+    assert!(hit["change"].as_f64().unwrap() > 25.0, "{hit}");
+    for kind in ["on-cpu", "wall-clock"] {
+        let o = tmp.join(kind);
+        let out = trend(&dirs, &o, &["--order", "args", "--kind", kind]);
+        assert_eq!(out.status.code(), Some(0), "{kind}: {}", output_text(&out));
+        let t = json(&o.join("trend.json"));
+        assert_eq!(t["settings"]["profile"], kind);
+        assert!(
+            !names(&t).iter().any(|n| n == wait),
+            "{kind}: {:?}",
+            names(&t)
+        );
+        assert!(!util::stdout(&out).contains(wait), "{kind}");
+    }
+}
+
+/// One run of `worker` under a `--off-cpu` sidecar: replicates q1_iter1..3
+/// of 1 s each.
+fn record_off_cpu_run(scratch: &Path, run: &Path, worker: &mut std::process::Child) {
+    let tokens = scratch.join("tokens");
+    let perf_root = run.join("profiles/perf");
+    fs::create_dir_all(&tokens).unwrap();
+    fs::create_dir_all(&perf_root).unwrap();
+    let mut sidecar = util::sidecar_command(
+        &tokens,
+        0,
+        worker.id(),
+        &perf_root,
+        &scratch.join("staging"),
+    )
+    .arg("--off-cpu")
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    util::wait_sidecar_ready(
+        &mut sidecar,
+        worker,
+        &tokens,
+        std::time::Duration::from_secs(120),
+    );
+    for k in 1..=3 {
+        let q = format!("q1_iter{k}");
+        util::record_driver(&tokens, 0, &["start", "--query", &q]);
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        util::record_driver(&tokens, 0, &["stop", "--query", &q]);
+    }
+    util::record_driver(&tokens, 0, &["shutdown"]);
+    let out = sidecar.wait_with_output().unwrap();
+    assert!(out.status.success(), "sidecar: {}", output_text(&out));
+}

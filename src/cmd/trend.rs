@@ -135,13 +135,12 @@ pub fn run(args: TrendArgs) -> anyhow::Result<ExitCode> {
         },
     )?;
     if series.queries.is_empty() {
-        return Err(usage(format!(
-            "no processed capture{} in the runs (no {folded}); run `jobprof process` on them first",
-            if args.queries.is_empty() {
-                String::new()
-            } else {
-                format!(" of {}", args.queries.join(", "))
-            }
+        let on_cpu_only = series.runs.iter().any(|r| r.on_cpu_only > 0);
+        return Err(usage(nothing_to_read(
+            &args.kind,
+            folded,
+            &args.queries,
+            on_cpu_only,
         )));
     }
     let opts = Options {
@@ -178,6 +177,27 @@ pub fn run(args: TrendArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::Success
     })
+}
+
+/// Why no capture could be read: not processed, or (`--kind off-cpu` or
+/// `wall-clock` over captures that have their on-CPU `stacks.folded`)
+/// recorded without `--off-cpu`, which `jobprof process` cannot mend.
+fn nothing_to_read(kind: &str, folded: &str, queries: &[String], on_cpu_only: bool) -> String {
+    let of = if queries.is_empty() {
+        String::new()
+    } else {
+        format!(" of {}", queries.join(", "))
+    };
+    if kind != "on-cpu" && on_cpu_only {
+        return format!(
+            "--kind {kind}: no capture{of} in the runs has {folded}: they were recorded \
+             without off-CPU data (record with `jobprof-record sidecar --off-cpu`, then \
+             `jobprof process`); their on-CPU trend is `--kind on-cpu`"
+        );
+    }
+    format!(
+        "no processed capture{of} in the runs (no {folded}); run `jobprof process` on them first"
+    )
 }
 
 /// Usage errors clap cannot catch.
@@ -461,6 +481,33 @@ mod tests {
         assert_eq!(fit("abcdefghij", 20), "abcdefghij");
         assert_eq!(fit("duckdb::Hash::Sink", 10), "…ash::Sink");
         assert_eq!(fit("abcdefghijkl", 7).chars().count(), 7);
+    }
+
+    #[test]
+    fn a_missing_off_cpu_profile_says_how_to_record_it() {
+        let m = nothing_to_read("off-cpu", "offcpu.folded", &[], true);
+        assert!(
+            m.contains("--kind off-cpu") && m.contains("offcpu.folded"),
+            "{m}"
+        );
+        assert!(
+            m.contains("--off-cpu") && !m.contains("on them first"),
+            "{m}"
+        );
+        let q = ["q1".to_string()];
+        let m = nothing_to_read("wall-clock", "wallclock.folded", &q, true);
+        assert!(
+            m.contains("no capture of q1 in the runs has wallclock.folded"),
+            "{m}"
+        );
+        // Not processed at all: processing is the fix, whatever the kind.
+        for (kind, folded) in [("off-cpu", "offcpu.folded"), ("on-cpu", "stacks.folded")] {
+            let m = nothing_to_read(kind, folded, &[], false);
+            assert!(
+                m.contains(folded) && m.contains("run `jobprof process`"),
+                "{m}"
+            );
+        }
     }
 
     #[test]

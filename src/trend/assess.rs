@@ -725,6 +725,7 @@ mod tests {
             labels: Default::default(),
             event: None,
             unprocessed: vec![],
+            on_cpu_only: 0,
             bad_lines: 0,
         };
         Series {

@@ -54,6 +54,11 @@ pub struct RunInfo {
     pub event: Option<String>,
     /// Captures without the folded file (not processed), left out.
     pub unprocessed: Vec<String>,
+    /// Of those, the ones processed for on-CPU (`stacks.folded`) when an
+    /// off-CPU or wall-clock file was asked for: recorded without
+    /// `--off-cpu`.
+    #[serde(skip)]
+    pub on_cpu_only: usize,
     /// Lines of folded files that were not `stack count`.
     pub bad_lines: u64,
 }
@@ -236,6 +241,7 @@ fn load_run(dir: &Path, opts: &LoadOptions) -> Result<(RunInfo, Vec<Group>)> {
         labels: read_labels(dir)?,
         event: None,
         unprocessed: Vec::new(),
+        on_cpu_only: 0,
         bad_lines: 0,
     };
     let mut groups: BTreeMap<(String, u32, String), Vec<CaptureDir>> = BTreeMap::new();
@@ -248,6 +254,11 @@ fn load_run(dir: &Path, opts: &LoadOptions) -> Result<(RunInfo, Vec<Group>)> {
         let folded = c.out_dir().join(&opts.folded);
         if !capture::is_plain_file(&folded) {
             info.unprocessed.push(c.label());
+            if opts.folded != capture::FOLDED
+                && capture::is_plain_file(&c.out_dir().join(capture::FOLDED))
+            {
+                info.on_cpu_only += 1;
+            }
             continue;
         }
         if info.event.is_none() {
