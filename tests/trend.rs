@@ -145,6 +145,16 @@ fn json(path: &Path) -> Value {
     serde_json::from_slice(&util::read(path)).unwrap()
 }
 
+/// The stdout line that says q1's injected function regressed.
+fn regressed_line(out: &Output) -> String {
+    let text = util::stdout(out);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("regressed q1 ") && l.contains("FindStrInStr"));
+    line.unwrap_or_else(|| panic!("no regressed line for q1 and {INJECTED}:\n{text}"))
+        .to_string()
+}
+
 fn significant(t: &Value) -> Vec<&Value> {
     t["findings"]
         .as_array()
@@ -197,11 +207,7 @@ fn injected_work_is_flagged_for_its_query_and_function() {
     let runs = [r.base[0].as_path(), &r.base[1], &r.injected];
     let out = trend(&runs, out_dir.path(), &["--fail-on-regression", "1"]);
     assert_eq!(out.status.code(), Some(3), "{}", output_text(&out));
-    let text = util::stdout(&out);
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("regressed q1 ") && l.contains("FindStrInStr"))
-        .unwrap_or_else(|| panic!("no regressed line for q1 and {INJECTED}:\n{text}"));
+    let line = regressed_line(&out);
     assert!(line.contains("points, p="), "{line}");
     assert!(line.chars().count() <= 80, "{line}");
     let err = util::stderr(&out);
@@ -537,11 +543,7 @@ fn each_run_flags_the_injected_run_in_the_middle() {
         hits.iter().all(|f| f["run"] == 2),
         "flagged in an unchanged run: {hits:#?}"
     );
-    let text = util::stdout(&out);
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("regressed q1 ") && l.contains("FindStrInStr"))
-        .unwrap_or_else(|| panic!("no regressed line for q1 and {INJECTED}:\n{text}"));
+    let line = regressed_line(&out);
     assert!(line.ends_with(", run 3)"), "the run is named: {line}");
     assert!(line.chars().count() <= 80, "{line}");
     // The injected run's diff (against its own baseline) was drawn.
