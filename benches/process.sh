@@ -222,11 +222,16 @@ if [ "$new_total" != "$perf_total" ]; then
 fi
 for f in $data; do perf script -f -i "$capture/$f" --no-inline 2>/dev/null; done > "$work/reference.txt"
 "$jobprof" fold "$work/reference.txt" -o "$work/reference.folded"
+# Like for like: the reference has no inline frames, and the runs above
+# left a --inline run's stacks (where an inline record names an aliased
+# assembler function, e.g. __memcpy_ for __memmove_, as perf --inline
+# does too).
+"$jobprof" process --force --no-inline --symbolizer native "$result" >/dev/null 2>&1
 awk '
   { n = $NF; k = substr($0, 1, length($0) - length(n) - 1) }
   NR == FNR { ref[k] += n; next }
   { ours += n; same += (n < ref[k] ? n : ref[k]) }
-  END { printf "symbol agreement with perf script on the raw shards (no --symfs): %.2f%% of the sample weight on identical stacks\n", 100 * same / ours }
+  END { printf "symbol agreement with perf script on the raw shards (no --symfs), both --no-inline: %.2f%% of the sample weight on identical stacks\n", 100 * same / ours }
 ' "$work/reference.folded" "$capture/stacks.folded"
 [ "$old" = 1 ] || exit 0
 echo "(b) perf script x$(echo "$data" | wc -l) + inferno + gzip -1: best ${best_old} ms, peak RSS ${best_old_rss} KB"
