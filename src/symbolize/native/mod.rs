@@ -218,8 +218,6 @@ pub type DsoKey = (String, Vec<u8>);
 #[derive(Debug)]
 pub struct Symbolizer {
     opts: Options,
-    /// Which files name each DSO, resolved once.
-    resolved: once_map::OnceMap<DsoKey, Arc<Resolved>>,
     kernel: OnceLock<Arc<SymbolTable>>,
     jit: OnceLock<crate::symbolize::jit::JitMaps>,
     /// Each DSO's entry in the store, looked up once per capture.
@@ -242,7 +240,6 @@ impl Symbolizer {
     pub fn with_store(opts: Options, store: Arc<store::Store>) -> Symbolizer {
         Symbolizer {
             opts,
-            resolved: once_map::OnceMap::default(),
             kernel: OnceLock::new(),
             jit: OnceLock::new(),
             dsos: once_map::OnceMap::default(),
@@ -296,12 +293,10 @@ impl Symbolizer {
     }
 
     /// The files that name the DSO recorded at `path` with `build_id`
-    /// (possibly empty), resolved by the first run that asks.
+    /// (possibly empty), resolved by the first capture of the run that
+    /// asks ([`store::Store::resolved`]).
     pub fn resolved(&self, path: &str, build_id: &[u8]) -> Arc<Resolved> {
-        self.resolved
-            .get_or_load((path.to_string(), build_id.to_vec()), || {
-                self.store.resolved(path, build_id, &self.opts.sources)
-            })
+        self.store.resolved(path, build_id, &self.opts.sources)
     }
 
     /// The store's entry of the DSO recorded at `path` with `build_id`,

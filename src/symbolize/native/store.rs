@@ -68,15 +68,15 @@ pub enum DsoId {
         /// (kind, size) of the taken files, debug files first.
         files: Vec<(Kind, u64)>,
     },
-    /// No build id, or a file without it: (kind, device, inode, size, mtime
-    /// seconds, mtime nanoseconds) of each taken file.
+    /// No build id, or a file without it: the kind and identity
+    /// ([`FileId`]) of each taken file.
     File {
         /// The path the capture recorded.
         path: String,
         /// The build id recorded (possibly empty).
         build_id: Vec<u8>,
         /// Identity of each taken file.
-        files: Vec<(Kind, u64, u64, u64, i64, i64)>,
+        files: Vec<(Kind, FileId)>,
     },
 }
 
@@ -90,7 +90,6 @@ impl DsoId {
     /// The key of the DSO recorded at `path` whose files the resolver took
     /// as `resolved` says.
     pub fn of(path: &str, resolved: &Resolved) -> DsoId {
-        use std::os::unix::fs::MetadataExt;
         let want = &resolved.recorded[..];
         let taken: Vec<(Kind, std::fs::Metadata, bool)> = resolved
             .files()
@@ -115,10 +114,7 @@ impl DsoId {
         DsoId::File {
             path: path.to_string(),
             build_id: want.to_vec(),
-            files: taken
-                .iter()
-                .map(|(k, m, _)| (*k, m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec()))
-                .collect(),
+            files: taken.iter().map(|(k, m, _)| (*k, file_id(m))).collect(),
         }
     }
 }
@@ -777,19 +773,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (a, b) = two_roots(dir.path());
         let id = build_id_of(LS);
-        let search = snapshot;
         let store = Store::default();
-        let first = store.resolved("/usr/bin/tool", &id, &search(&a));
+        let first = store.resolved("/usr/bin/tool", &id, &snapshot(&a));
         assert!(first.binary.is_some());
         // Asked again (another capture of the run): the same answer, even
         // once the file is gone, since it is not looked up again.
         std::fs::remove_file(a.join("usr/bin/tool")).unwrap();
-        let again = store.resolved("/usr/bin/tool", &id, &search(&a));
+        let again = store.resolved("/usr/bin/tool", &id, &snapshot(&a));
         assert!(Arc::ptr_eq(&first, &again));
         // Another snapshot, or another build id, is resolved on its own.
-        let other = store.resolved("/usr/bin/tool", &id, &search(&b));
+        let other = store.resolved("/usr/bin/tool", &id, &snapshot(&b));
         assert!(!Arc::ptr_eq(&first, &other));
-        let wrong = store.resolved("/usr/bin/tool", &build_id_of(CAT), &search(&b));
+        let wrong = store.resolved("/usr/bin/tool", &build_id_of(CAT), &snapshot(&b));
         assert!(wrong.binary.is_none(), "{wrong:?}");
     }
 
