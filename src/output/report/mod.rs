@@ -76,17 +76,56 @@ pub struct Profile {
     pub source: String,
     /// Shards merged, when known.
     pub shards: Option<usize>,
-    index: HashMap<Frame, u32>,
+    /// Indexes into `frames`, by [`frame_hash`] of the frame's text: a
+    /// frame seen before is found without building its strings.
+    index: hashbrown::HashTable<u32>,
+}
+
+/// The hash of a frame by its `(symbol, DSO)` text.
+fn frame_hash(symbol: &str, dso: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    symbol.hash(&mut h);
+    dso.hash(&mut h);
+    h.finish()
 }
 
 impl Profile {
     /// The index of `frame`, added when new.
     pub fn intern(&mut self, frame: Frame) -> u32 {
-        if let Some(&i) = self.index.get(&frame) {
-            return i;
+        match self.find(&frame.symbol, &frame.dso) {
+            Some(i) => i,
+            None => self.push(frame),
         }
+    }
+
+    /// The index of the frame `symbol` in `dso`, added when new; no
+    /// string is built for a frame seen before.
+    pub fn intern_parts(&mut self, symbol: &str, dso: &str) -> u32 {
+        match self.find(symbol, dso) {
+            Some(i) => i,
+            None => self.push(Frame {
+                symbol: symbol.to_string(),
+                dso: dso.to_string(),
+            }),
+        }
+    }
+
+    fn find(&self, symbol: &str, dso: &str) -> Option<u32> {
+        let frames = &self.frames;
+        let same = |&i: &u32| frames[i as usize].symbol == symbol && frames[i as usize].dso == dso;
+        self.index.find(frame_hash(symbol, dso), same).copied()
+    }
+
+    fn push(&mut self, frame: Frame) -> u32 {
         let i = self.frames.len() as u32;
-        self.index.insert(frame.clone(), i);
+        let frames = &self.frames;
+        let rehash = |&j: &u32| {
+            let f: &Frame = &frames[j as usize];
+            frame_hash(&f.symbol, &f.dso)
+        };
+        self.index
+            .insert_unique(frame_hash(&frame.symbol, &frame.dso), i, rehash);
         self.frames.push(frame);
         i
     }

@@ -17,7 +17,6 @@
 //! what one reader of the whole text reads. A frame seen before is found
 //! by its `(symbol, DSO)` text without building a [`Frame`].
 
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
 use super::{Frame, Profile};
@@ -193,42 +192,6 @@ struct Lines {
     chain: Vec<u32>,
     skipping: bool,
     bad: u64,
-    /// The frames of `p` seen in `perf script` lines.
-    known: FrameIds,
-}
-
-/// The index in a profile of each frame by its `(symbol, DSO)` text: a
-/// frame seen before costs a hash and a compare, not two strings built and
-/// dropped. Every entry is right; frames the profile got otherwise are
-/// added when first looked up.
-#[derive(Default)]
-struct FrameIds(hashbrown::HashTable<u32>);
-
-impl FrameIds {
-    fn intern(&mut self, p: &mut Profile, symbol: &str, dso: &str) -> u32 {
-        let hash = frame_hash(symbol, dso);
-        let same = |f: &Frame| f.symbol == symbol && f.dso == dso;
-        if let Some(&i) = self.0.find(hash, |&i| same(&p.frames[i as usize])) {
-            return i;
-        }
-        let i = p.intern(Frame {
-            symbol: symbol.to_string(),
-            dso: dso.to_string(),
-        });
-        let frames = &p.frames;
-        self.0.insert_unique(hash, i, |&j| {
-            let f = &frames[j as usize];
-            frame_hash(&f.symbol, &f.dso)
-        });
-        i
-    }
-}
-
-fn frame_hash(symbol: &str, dso: &str) -> u64 {
-    let mut h = rustc_hash::FxHasher::default();
-    symbol.hash(&mut h);
-    dso.hash(&mut h);
-    h.finish()
 }
 
 impl Lines {
@@ -301,7 +264,7 @@ impl Lines {
             "" => "[unknown]",
             s => s,
         };
-        let i = self.known.intern(&mut self.p, symbol, dso_name(fl.module));
+        let i = self.p.intern_parts(symbol, dso_name(fl.module));
         self.chain.push(i);
     }
 
