@@ -12,7 +12,10 @@
 # real capture sidecar (jobprof-record sidecar/start/stop/shutdown) with
 # `--call-graph dwarf` at 499 Hz. Then, RUNS times, one after the other:
 #   (a) jobprof process --force RESULT_DIR                (inline frames on,
-#       the default: every output, report.txt and the job pages included)
+#       the default: every output, report.txt and the job pages included),
+#       twice: with an empty symbol cache (--cache-dir, emptied first: the
+#       first run on a machine) and with the cache that run left (every
+#       later run over the same builds)
 #   (b) perf script --no-inline --symfs worker_0/symfs, once per shard of
 #       every capture, one after another, text to a file: what the peer
 #       costs before any folding or drawing
@@ -25,8 +28,8 @@
 # old pipeline's own result directories (--old-dirs, default
 # ../shared/seed-captures/result_dir_*), its process-perf-captures.sh
 # --local --no-inline --force against jobprof process --force (inline
-# frames on, the default) and jobprof process --force --no-inline (the
-# same work as the old pipeline's), RUNS times.
+# frames on, the default; empty and warm symbol cache) and jobprof process
+# --force --no-inline (the same work as the old pipeline's), RUNS times.
 #
 #   bash benches/job.sh [--queries 8] [--iterations 3] [--rows 3000000]
 #        [--seconds 1] [--frequency 499] [--runs 3] [--keep DIR] [--job RESULT_DIR]
@@ -125,11 +128,14 @@ median() { tr ' ' '\n' | { grep . || true; } | sort -n | awk '{a[NR]=$1} END {pr
 # on a shared machine wall times swing with the load, CPU time much less.
 cpu() { awk '{printf "%.2f\n", $1 + $2}' "$1"; }
 
+# The symbol cache of every jobprof run timed here: its own, never the
+# user's (~/.cache/jobprof).
+cache=$work/symbol-cache
 run_jobprof() {
   local t0
   t0=$(date +%s%N)
   /usr/bin/time -o "$work/jobprof.time" -f "%U %S" \
-    "$jobprof" process --force "$result" >"$work/jobprof.out" 2>"$work/jobprof.err" || true
+    "$jobprof" process --force --cache-dir "$cache" "$result" >"$work/jobprof.out" 2>"$work/jobprof.err" || true
   jp_ms=$(ms "$t0")
   jp_cpu=$(cpu "$work/jobprof.time")
 }
@@ -166,22 +172,27 @@ run_old() {
   fi
 }
 
-all_jp= all_perf= all_old= old_why= cpu_jp= cpu_perf=
+all_jp= all_cold= all_perf= all_old= old_why= cpu_jp= cpu_cold= cpu_perf=
 for ((r = 1; r <= runs; r++)); do
   run_perf
   run_old
+  rm -rf "$cache"
   run_jobprof
-  echo "run $r: jobprof process ${jp_ms} ms, ${jp_cpu} s CPU | perf script --no-inline ${perf_ms} ms, ${perf_cpu} s CPU | old pipeline --no-inline ${old_ms:-n/a} ms"
-  all_jp="$all_jp $jp_ms" all_perf="$all_perf $perf_ms" all_old="$all_old $old_ms"
-  cpu_jp="$cpu_jp $jp_cpu" cpu_perf="$cpu_perf $perf_cpu"
+  cold_ms=$jp_ms cold_cpu=$jp_cpu
+  run_jobprof
+  echo "run $r: jobprof process ${cold_ms} ms, ${cold_cpu} s CPU (empty symbol cache), ${jp_ms} ms, ${jp_cpu} s CPU (warm) | perf script --no-inline ${perf_ms} ms, ${perf_cpu} s CPU | old pipeline --no-inline ${old_ms:-n/a} ms"
+  all_jp="$all_jp $jp_ms" all_cold="$all_cold $cold_ms" all_perf="$all_perf $perf_ms" all_old="$all_old $old_ms"
+  cpu_jp="$cpu_jp $jp_cpu" cpu_cold="$cpu_cold $cold_cpu" cpu_perf="$cpu_perf $perf_cpu"
 done
 jp=$(echo "$all_jp" | median) pf=$(echo "$all_perf" | median) od=$(echo "$all_old" | median)
+jk=$(echo "$all_cold" | median) jkc=$(echo "$cpu_cold" | median)
 jc=$(echo "$cpu_jp" | median) pc=$(echo "$cpu_perf" | median)
 grep -h 'symbol store' "$work/jobprof.err" | tail -1 | sed 's/^/last run: /' || true
-echo "(a) jobprof process --force (inline frames on): median ${jp} ms over $runs runs ($((jp / ncap)) ms per capture)"
+echo "(a) jobprof process --force (inline frames on): median ${jp} ms with the symbol cache warm, ${jk} ms with it empty, over $runs runs ($((jp / ncap)) ms per capture warm)"
 echo "(b) perf script --no-inline --symfs x$shards: median ${pf} ms"
-awk -v a="$jp" -v b="$pf" 'BEGIN { printf "ratio (b)/(a), wall: %.2fx (goal >= 5x)\n", b / a }'
-awk -v a="$jc" -v b="$pc" 'BEGIN { printf "ratio (b)/(a), CPU: %.2fx (medians %.2f s and %.2f s)\n", b / a, b, a }'
+awk -v a="$jp" -v b="$pf" 'BEGIN { printf "ratio (b)/(a), wall, symbol cache warm: %.2fx (goal >= 5x)\n", b / a }'
+awk -v a="$jk" -v b="$pf" 'BEGIN { printf "ratio (b)/(a), wall, symbol cache empty: %.2fx\n", b / a }'
+awk -v a="$jc" -v b="$pc" -v k="$jkc" 'BEGIN { printf "ratio (b)/(a), CPU: %.2fx warm, %.2fx empty (medians %.2f s; %.2f s and %.2f s)\n", b / a, b / k, b, a, k }'
 if [ -n "$od" ]; then
   echo "(c) process-perf-captures.sh --local --no-inline: median ${od} ms"
   awk -v a="$jp" -v c="$od" 'BEGIN { printf "ratio (c)/(a): %.2fx\n", c / a }'
@@ -198,7 +209,7 @@ echo "median per-capture symbolize_fold (summary.json timings): ${fold_ms} ms"
 [ -n "$old_script" ] && [ -n "$old_dirs" ] || exit 0
 # (d) The old pipeline's own result directories, fresh copies each time.
 for d in $old_dirs; do
-  o_all= j_all= n_all= why=
+  o_all= j_all= k_all= n_all= why=
   for ((r = 1; r <= runs; r++)); do
     rm -rf "$work/d"; mkdir -p "$work/d"; cp -a "$d" "$work/d/old"; cp -a "$d" "$work/d/new"
     chmod -R u+w "$work/d"
@@ -208,18 +219,23 @@ for d in $old_dirs; do
     else
       why=$(grep -m1 -i error "$work/d/old.log" || tail -1 "$work/d/old.log")
     fi
+    rm -rf "$cache"
     t0=$(date +%s%N)
-    "$jobprof" process --force "$work/d/new" >/dev/null 2>&1 || true
+    "$jobprof" process --force --cache-dir "$cache" "$work/d/new" >/dev/null 2>&1 || true
+    k_all="$k_all $(ms "$t0")"
+    t0=$(date +%s%N)
+    "$jobprof" process --force --cache-dir "$cache" "$work/d/new" >/dev/null 2>&1 || true
     j_all="$j_all $(ms "$t0")"
     # Like for like: the old pipeline's --no-inline names no inline frame.
     t0=$(date +%s%N)
-    "$jobprof" process --force --no-inline "$work/d/new" >/dev/null 2>&1 || true
+    "$jobprof" process --force --no-inline --cache-dir "$cache" "$work/d/new" >/dev/null 2>&1 || true
     n_all="$n_all $(ms "$t0")"
   done
   o=$(echo "$o_all" | median) j=$(echo "$j_all" | median) n=$(echo "$n_all" | median)
+  k=$(echo "$k_all" | median)
   if [ -n "$o" ]; then
-    awk -v d="$(basename "$d")" -v o="$o" -v j="$j" -v n="$n" 'BEGIN { printf "(d) %s: old pipeline --no-inline median %d ms; jobprof process median %d ms (inline frames on): %.2fx; jobprof process --no-inline median %d ms: %.2fx\n", d, o, j, o / j, n, o / n }'
+    awk -v d="$(basename "$d")" -v o="$o" -v j="$j" -v k="$k" -v n="$n" 'BEGIN { printf "(d) %s: old pipeline --no-inline median %d ms; jobprof process (inline frames on) median %d ms with the symbol cache warm: %.2fx, %d ms with it empty: %.2fx; jobprof process --no-inline median %d ms: %.2fx\n", d, o, j, o / j, k, o / k, n, o / n }'
   else
-    echo "(d) $(basename "$d"): old pipeline failed ($why); jobprof process median $j ms, --no-inline $n ms"
+    echo "(d) $(basename "$d"): old pipeline failed ($why); jobprof process median $j ms warm, $k ms empty cache, --no-inline $n ms"
   fi
 done

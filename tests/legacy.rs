@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use crate::util::{self, jobprof, output_text};
-use crate::util::{copy_seed, parse_folded, seeds};
+use crate::util::{comparable_outputs, copy_seed, parse_folded, seeds};
 
 fn capture(rd: &Path, q: &str) -> PathBuf {
     rd.join("profiles/perf/worker_0").join(q)
@@ -680,41 +680,6 @@ fn process_with_private_opt(dir: &Path, put: Option<&Path>, args: &[&str]) -> Ou
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
-    out
-}
-
-/// The outputs in `dir` as they can be compared between two runs over
-/// copies of one capture at different places (`rd`): compressed ones
-/// decompressed, `rd`'s path taken out of text; the summary (times, and the
-/// symbol sources that are meant to differ) and the marker left out.
-fn comparable_outputs(dir: &Path, rd: &Path) -> BTreeMap<String, Vec<u8>> {
-    let at = rd.display().to_string();
-    let mut out = BTreeMap::new();
-    for e in fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        let name = p.file_name().unwrap().to_string_lossy().into_owned();
-        if name == "summary.json" || name.starts_with('.') {
-            continue;
-        }
-        let raw = fs::read(&p).unwrap();
-        let bytes = if name.ends_with(".zst") {
-            zstd::decode_all(&raw[..]).unwrap()
-        } else if name.ends_with(".gz") {
-            let mut v = Vec::new();
-            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&raw[..]), &mut v)
-                .unwrap();
-            v
-        } else {
-            raw
-        };
-        // Text with the place taken out; binary (the profile's protobuf)
-        // byte for byte.
-        let bytes = match String::from_utf8(bytes) {
-            Ok(text) => text.replace(&at, "RD").into_bytes(),
-            Err(e) => e.into_bytes(),
-        };
-        out.insert(name, bytes);
-    }
     out
 }
 

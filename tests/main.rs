@@ -5,6 +5,7 @@
 mod arm64;
 mod attacks;
 mod attacks_sidecar;
+mod cache;
 mod cli;
 mod faults;
 mod fold;

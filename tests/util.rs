@@ -875,3 +875,38 @@ pub fn wait_started(child: &mut Child, what: &str) {
         .unwrap();
     assert_eq!(line.trim(), "started", "the worker did not start: {what}");
 }
+
+/// The outputs in `dir` as they can be compared between two runs over
+/// copies of one capture at different places (`rd`): compressed ones
+/// decompressed, `rd`'s path taken out of text; the summary (times, and the
+/// symbol sources that are meant to differ) and the marker left out.
+pub fn comparable_outputs(dir: &Path, rd: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let at = rd.display().to_string();
+    let mut out = std::collections::BTreeMap::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if name == "summary.json" || name.starts_with('.') {
+            continue;
+        }
+        let raw = std::fs::read(&p).unwrap();
+        let bytes = if name.ends_with(".zst") {
+            zstd::decode_all(&raw[..]).unwrap()
+        } else if name.ends_with(".gz") {
+            let mut v = Vec::new();
+            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&raw[..]), &mut v)
+                .unwrap();
+            v
+        } else {
+            raw
+        };
+        // Text with the place taken out; binary (the profile's protobuf)
+        // byte for byte.
+        let bytes = match String::from_utf8(bytes) {
+            Ok(text) => text.replace(&at, "RD").into_bytes(),
+            Err(e) => e.into_bytes(),
+        };
+        out.insert(name, bytes);
+    }
+    out
+}

@@ -92,6 +92,19 @@ pub struct PipelineArgs {
     /// the one the capture recorded (docs/symbols.md).
     #[arg(long = "debug-dir", value_name = "DIR")]
     pub debug_dirs: Vec<PathBuf>,
+
+    /// Where to keep the symbol tables and inflated DWARF of files with a
+    /// build id between runs, so that the next run over the same builds
+    /// maps them instead of reading them again (docs/symbols.md) [default:
+    /// $JOBPROF_CACHE_DIR, else $XDG_CACHE_HOME/jobprof, else
+    /// ~/.cache/jobprof]. Used only when it is yours and no one else may
+    /// write it; kept under 2 GiB.
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+
+    /// Do not read or write the symbol cache (--cache-dir).
+    #[arg(long, conflicts_with = "cache_dir")]
+    pub no_cache: bool,
 }
 
 impl PipelineArgs {
@@ -118,6 +131,15 @@ impl PipelineArgs {
             .iter()
             .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone()))
             .collect();
+        opts.cache_dir = match (&self.cache_dir, self.no_cache) {
+            (_, true) => None,
+            (Some(d), false) => Some(std::path::absolute(d).unwrap_or_else(|_| d.clone())),
+            (None, false) => std::env::var_os("JOBPROF_CACHE_DIR")
+                .filter(|d| !d.is_empty())
+                .map(PathBuf::from)
+                .and_then(|d| std::path::absolute(&d).ok())
+                .or_else(jobprof::symbolize::native::cache::Cache::default_dir),
+        };
         Ok(opts)
     }
 
@@ -170,6 +192,12 @@ impl PipelineArgs {
         }
         for d in &self.debug_dirs {
             v.push(format!("--debug-dir={}", d.display()));
+        }
+        if let Some(d) = &self.cache_dir {
+            v.push(format!("--cache-dir={}", d.display()));
+        }
+        if self.no_cache {
+            v.push("--no-cache".into());
         }
         v
     }

@@ -181,6 +181,10 @@ pub struct Options {
     /// ([`native::store`]); `None`: [`run`] makes one, a lone
     /// [`process_capture`] one of its own.
     pub store: Option<Arc<native::store::Store>>,
+    /// The persistent symbol cache's directory (`--cache-dir`;
+    /// [`native::cache`]); `None`: none (`--no-cache`). Read when a store
+    /// is made ([`Options::with_store`]).
+    pub cache_dir: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -199,6 +203,7 @@ impl Default for Options {
             symbolizer: native::Choice::Auto,
             debug_dirs: Vec::new(),
             store: None,
+            cache_dir: None,
         }
     }
 }
@@ -216,7 +221,12 @@ impl Options {
         let store = o
             .store
             .get_or_insert_with(|| {
-                Arc::new(native::store::Store::default().with_background_loads(background))
+                let disk = self
+                    .cache_dir
+                    .clone()
+                    .map(|d| Arc::new(native::cache::Cache::new(d)));
+                let store = native::store::Store::default().with_disk_cache(disk);
+                Arc::new(store.with_background_loads(background))
             })
             .clone();
         (o, store)

@@ -140,6 +140,17 @@ impl Dir {
         Ok((Dir::open(dir)?, name))
     }
 
+    /// This directory's owner (uid) and permission bits.
+    pub fn owner_and_mode(&self) -> Result<(u32, u32)> {
+        // SAFETY: zeroed plain-data struct filled by the kernel.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid descriptor and out-pointer.
+        if unsafe { libc::fstat(self.fd.as_raw_fd(), &mut st) } != 0 {
+            return Err(Error::io(&self.path, io::Error::last_os_error()));
+        }
+        Ok((st.st_uid, st.st_mode & 0o7777))
+    }
+
     /// The path this directory was reached by (for messages).
     pub fn path(&self) -> &Path {
         &self.path

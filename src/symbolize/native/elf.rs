@@ -40,6 +40,48 @@ impl DsoSymbols {
     }
 }
 
+impl DsoSymbols {
+    /// These symbols as bytes for the persistent cache ([`super::cache`]),
+    /// loaded from the files of `resolved`.
+    pub fn encode(&self, resolved: &Resolved) -> Vec<u8> {
+        use super::cache::{put_u32, put_u64};
+        let mut out = Vec::new();
+        put_u32(&mut out, self.segments.len() as u32);
+        for &(off, size, vaddr) in &self.segments {
+            put_u64(&mut out, off);
+            put_u64(&mut out, size);
+            put_u64(&mut out, vaddr);
+        }
+        let source = resolved
+            .files()
+            .position(|f| Some(&f.path) == self.source.as_ref() && f.root == self.source_root);
+        put_u32(&mut out, source.map_or(u32::MAX, |i| i as u32));
+        self.table.encode(&mut out);
+        out
+    }
+
+    /// Symbols [`DsoSymbols::encode`] wrote for the files of `resolved`;
+    /// `None` when `bytes` are not such.
+    pub fn decode(bytes: &[u8], resolved: &Resolved) -> Option<DsoSymbols> {
+        let mut c = super::cache::Cursor::new(bytes);
+        let mut segments = Vec::new();
+        for _ in 0..c.u32()? {
+            segments.push((c.u64()?, c.u64()?, c.u64()?));
+        }
+        let source = match c.u32()? {
+            u32::MAX => None,
+            i => Some(resolved.files().nth(i as usize)?),
+        };
+        let table = SymbolTable::decode(&mut c)?;
+        c.is_done().then(|| DsoSymbols {
+            table,
+            segments,
+            source: source.map(|s| s.path.clone()),
+            source_root: source.map(|s| s.root.clone()).unwrap_or_default(),
+        })
+    }
+}
+
 /// Loads the symbols of a DSO from the files [`sources::resolve`] took for
 /// it: the first with a `.symtab` (debug files first, then the binary),
 /// else the binary's `.dynsym`, plus its PLT entries; the binary's

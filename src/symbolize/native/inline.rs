@@ -30,9 +30,35 @@ use std::sync::{Arc, Mutex};
 use object::read::elf::ElfFile64;
 use object::{Endianness, Object, ObjectSection};
 
+use super::cache::Kind;
 use super::symbols;
 
-type Reader = gimli::EndianArcSlice<gimli::RunTimeEndian>;
+type Reader = gimli::EndianReader<gimli::RunTimeEndian, Bytes>;
+
+/// The bytes of one DWARF section, shared without a copy: a range of the
+/// mapped file (an uncompressed section), or the buffer a compressed one
+/// was inflated into.
+#[derive(Clone, Debug)]
+enum Bytes {
+    Mapped(Arc<memmap2::Mmap>, std::ops::Range<usize>),
+    Owned(Arc<Vec<u8>>),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped(map, range) => &map[range.clone()],
+            Bytes::Owned(v) => v,
+        }
+    }
+}
+
+// SAFETY: both variants deref into a heap or mapped buffer an `Arc` keeps
+// alive and never moves; a clone derefs to the same address.
+unsafe impl stable_deref_trait::StableDeref for Bytes {}
+// SAFETY: as above.
+unsafe impl stable_deref_trait::CloneStableDeref for Bytes {}
 
 /// The DWARF of one file, ready for address lookups. addr2line's context
 /// fills its tables lazily and is not `Sync`: lookups take the lock (they
@@ -47,9 +73,123 @@ impl std::fmt::Debug for Debug {
     }
 }
 
-/// The DWARF sections of `file`, copied out (decompressed) so that the
-/// context owns them.
-fn sections(file: &ElfFile64<'_, Endianness>) -> Option<gimli::Dwarf<Reader>> {
+/// The DWARF sections read, in [`gimli::SectionId`] order.
+const SECTIONS: [gimli::SectionId; 17] = {
+    use gimli::SectionId::*;
+    [
+        DebugAbbrev,
+        DebugAddr,
+        DebugAranges,
+        DebugCuIndex,
+        DebugInfo,
+        DebugLine,
+        DebugLineStr,
+        DebugLoc,
+        DebugLocLists,
+        DebugMacinfo,
+        DebugMacro,
+        DebugRanges,
+        DebugRngLists,
+        DebugStr,
+        DebugStrOffsets,
+        DebugTuIndex,
+        DebugTypes,
+    ]
+};
+
+/// The inflated sections of a file from the persistent cache: (index in
+/// [`SECTIONS`], range in the cache file's map).
+type Inflated = Vec<(u32, std::ops::Range<usize>)>;
+
+/// The sections a load had to inflate: (index in [`SECTIONS`], bytes).
+type Inflating = Mutex<Vec<(u32, Arc<Vec<u8>>)>>;
+
+/// The persistent cache's key for the inflated sections of `file` (of
+/// `len` bytes): its build id and size (`None` without a build id).
+fn cache_key(file: &ElfFile64<'_, Endianness>, len: usize) -> Option<Vec<u8>> {
+    use object::Object;
+    let id = file.build_id().ok().flatten().filter(|id| id.len() > 1)?;
+    let mut key = id.to_vec();
+    key.extend_from_slice(&(len as u64).to_le_bytes());
+    Some(key)
+}
+
+/// The section table of a cached entry, with ranges in its map.
+fn read_inflated(hit: &super::cache::Hit) -> Option<Inflated> {
+    let (_, base) = hit.map();
+    let bytes = hit.bytes();
+    let mut c = super::cache::Cursor::new(bytes);
+    let mut out = Vec::new();
+    for _ in 0..c.u32()? {
+        let (i, at, len) = (c.u32()?, c.usize()?, c.usize()?);
+        let end = at.checked_add(len).filter(|&e| e <= bytes.len())?;
+        if i as usize >= SECTIONS.len() {
+            return None;
+        }
+        out.push((i, base + at..base + end));
+    }
+    Some(out)
+}
+
+/// The payload of a cached entry for `inflated` sections.
+fn write_inflated(inflated: &[(u32, Arc<Vec<u8>>)]) -> Vec<u8> {
+    use super::cache::{put_u32, put_u64};
+    let mut out = Vec::new();
+    put_u32(&mut out, inflated.len() as u32);
+    let mut at = 4 + inflated.len() * 20;
+    for (i, data) in inflated {
+        put_u32(&mut out, *i);
+        put_u64(&mut out, at as u64);
+        put_u64(&mut out, data.len() as u64);
+        at += data.len();
+    }
+    for (_, data) in inflated {
+        out.extend_from_slice(data);
+    }
+    out
+}
+
+/// The DWARF sections of `file` (mapped by `map`): uncompressed ones read
+/// in place, compressed ones inflated once, or mapped from the persistent
+/// `cache` where an earlier run left them inflated.
+fn sections(
+    map: &Arc<memmap2::Mmap>,
+    file: &ElfFile64<'_, Endianness>,
+    cache: Option<&super::cache::Cache>,
+) -> Option<gimli::Dwarf<Reader>> {
+    // Only inflated sections are kept: a file without any is read in
+    // place already.
+    let compressed = file.sections().any(|s| {
+        s.name()
+            .is_ok_and(|n| n.starts_with(".debug_") || n.starts_with(".zdebug_"))
+            && s.compressed_file_range()
+                .is_ok_and(|r| r.format != object::CompressionFormat::None)
+    });
+    let key = cache.filter(|_| compressed).and(cache_key(file, map.len()));
+    let hit = cache
+        .zip(key.as_ref())
+        .and_then(|(c, k)| c.get(Kind::Dwarf, k));
+    let cached = hit.as_ref().and_then(read_inflated);
+    let inflated = Inflating::default();
+    let dwarf = read_sections(map, file, hit.as_ref().zip(cached.as_ref()), &inflated)?;
+    let inflated = inflated.into_inner().unwrap_or_else(|e| e.into_inner());
+    if let Some((c, k)) = cache
+        .zip(key)
+        .filter(|_| cached.is_none() && !inflated.is_empty())
+    {
+        c.put(Kind::Dwarf, &k, &write_inflated(&inflated));
+    }
+    Some(dwarf)
+}
+
+/// [`sections`]' reading: each section from `cached` when there, else
+/// from the file (what had to be inflated is added to `inflated`).
+fn read_sections(
+    map: &Arc<memmap2::Mmap>,
+    file: &ElfFile64<'_, Endianness>,
+    cached: Option<(&super::cache::Hit, &Inflated)>,
+    inflated: &Inflating,
+) -> Option<gimli::Dwarf<Reader>> {
     let endian = if file.is_little_endian() {
         gimli::RunTimeEndian::Little
     } else {
@@ -66,15 +206,47 @@ fn sections(file: &ElfFile64<'_, Endianness>) -> Option<gimli::Dwarf<Reader>> {
             DebugLoc | DebugLocLists | DebugMacinfo | DebugMacro | DebugTypes
         )
     };
+    let base = map.as_ptr() as usize;
     let load = |id: gimli::SectionId| -> Result<Reader, gimli::Error> {
-        let data: Cow<'_, [u8]> = file
+        let index = SECTIONS.iter().position(|&s| s == id).unwrap_or(usize::MAX) as u32;
+        let from_cache = cached.and_then(|(hit, table)| {
+            let (_, range) = table.iter().find(|(i, _)| *i == index)?;
+            Some(Bytes::Mapped(hit.map().0.clone(), range.clone()))
+        });
+        if let Some(bytes) = from_cache {
+            return Ok(gimli::EndianReader::new(bytes, endian));
+        }
+        let data = file
             .section_by_name(id.name())
             .filter(|_| !unread(id))
-            .and_then(|s| s.uncompressed_data().ok())
-            .unwrap_or(Cow::Borrowed(&[]));
-        Ok(gimli::EndianArcSlice::new(Arc::from(&*data), endian))
+            .and_then(|s| s.uncompressed_data().ok());
+        let bytes = match data {
+            Some(Cow::Borrowed(b)) => {
+                // In the map (anything else, such as the empty data of a
+                // `SHT_NOBITS` section, is copied).
+                let at = (b.as_ptr() as usize).wrapping_sub(base);
+                match map.get(at..at.wrapping_add(b.len())) {
+                    Some(m) if m.as_ptr() == b.as_ptr() => {
+                        Bytes::Mapped(map.clone(), at..at + b.len())
+                    }
+                    _ => Bytes::Owned(Arc::new(b.to_vec())),
+                }
+            }
+            Some(Cow::Owned(v)) => {
+                let v = Arc::new(v);
+                let mut list = inflated.lock().unwrap_or_else(|e| e.into_inner());
+                list.push((index, v.clone()));
+                Bytes::Owned(v)
+            }
+            None => Bytes::Owned(Arc::new(Vec::new())),
+        };
+        Ok(gimli::EndianReader::new(bytes, endian))
     };
-    gimli::Dwarf::load(load).ok()
+    let mut dwarf = gimli::Dwarf::load(load).ok()?;
+    // Units that share an abbreviation table (half of a libc debug
+    // file's) parse it once.
+    dwarf.populate_abbreviations_cache(gimli::AbbreviationsCacheStrategy::Duplicates);
+    Some(dwarf)
 }
 
 /// The `dwz` supplementary file a debug file names in
@@ -107,14 +279,14 @@ fn supplementary(root: &Path, file: &Path, elf: &ElfFile64<'_, Endianness>) -> O
 impl Debug {
     /// Loads the DWARF of `file` (and of its supplementary file); `None`
     /// when it has no `.debug_info` or cannot be read.
-    pub fn load(root: &Path, file: &Path) -> Option<Debug> {
-        let map = map_file(root, file)?;
-        let elf = ElfFile64::<Endianness>::parse(&*map).ok()?;
-        let mut dwarf = sections(&elf)?;
+    pub fn load(root: &Path, file: &Path, cache: Option<&super::cache::Cache>) -> Option<Debug> {
+        let map = Arc::new(map_file(root, file)?);
+        let elf = ElfFile64::<Endianness>::parse(&**map).ok()?;
+        let mut dwarf = sections(&map, &elf, cache)?;
         if let Some(sup) = supplementary(root, file, &elf) {
-            let sup_map = map_file(root, &sup)?;
-            let sup_elf = ElfFile64::<Endianness>::parse(&*sup_map).ok()?;
-            if let Some(s) = sections(&sup_elf) {
+            let sup_map = Arc::new(map_file(root, &sup)?);
+            let sup_elf = ElfFile64::<Endianness>::parse(&**sup_map).ok()?;
+            if let Some(s) = sections(&sup_map, &sup_elf, cache) {
                 dwarf.sup = Some(Arc::new(s));
             }
         }
@@ -278,13 +450,53 @@ mod tests {
     }
 
     #[test]
+    fn compressed_dwarf_from_the_disk_cache_names_as_the_file_does() {
+        // A copy of this test binary with compressed DWARF: inflated on
+        // the first load (and written to the cache), mapped from the cache
+        // on the next; both name each address as the uncompressed file.
+        let exe = std::env::current_exe().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let packed = dir.path().join("packed");
+        let ok = std::process::Command::new("objcopy")
+            .arg("--compress-debug-sections=zlib")
+            .arg(&exe)
+            .arg(&packed)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("objcopy (binutils) is missing: skipped");
+            return;
+        }
+        let cache = super::super::cache::Cache::new(dir.path().join("cache"));
+        let plain = Debug::load(Path::new("/"), &exe, None).unwrap();
+        let first = Debug::load(Path::new("/"), &packed, Some(&cache)).unwrap();
+        assert!(
+            cache.describe().contains("0 hit(s), 1 miss(es), 1 written"),
+            "{}",
+            cache.describe()
+        );
+        let again = Debug::load(Path::new("/"), &packed, Some(&cache)).unwrap();
+        assert!(
+            cache.describe().contains("1 hit(s), 1 miss(es), 1 written"),
+            "{}",
+            cache.describe()
+        );
+        let at = elf_address(&exe, a_function_with_a_line as *const () as usize as u64);
+        assert_eq!(a_function_with_a_line(), 7);
+        let want = plain.chain(at, "sym");
+        assert!(!want.is_empty());
+        assert_eq!(first.chain(at, "sym"), want);
+        assert_eq!(again.chain(at, "sym"), want);
+    }
+
+    #[test]
     fn names_a_function_of_this_test_binary() {
         // Test builds carry DWARF (line tables at least, with function
         // names); the real lookups are checked against perf in
         // tests/native.rs.
         let exe = std::env::current_exe().unwrap();
-        assert!(Debug::load(Path::new("/"), Path::new("/nonexistent")).is_none());
-        let d = Debug::load(Path::new("/"), &exe).expect("DWARF in the test binary");
+        assert!(Debug::load(Path::new("/"), Path::new("/nonexistent"), None).is_none());
+        let d = Debug::load(Path::new("/"), &exe, None).expect("DWARF in the test binary");
         assert_eq!(a_function_with_a_line(), 7);
         let at = a_function_with_a_line as *const () as usize as u64;
         let chain = d.chain(elf_address(&exe, at), "sym");

@@ -29,6 +29,7 @@
 //! blocks back for reuse.
 
 pub mod arch;
+pub mod cache;
 mod check;
 pub mod elf;
 mod error;

@@ -39,6 +39,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use super::cache::{Cache, Kind as CacheKind};
 use super::elf::{self, DsoSymbols};
 use super::inline;
 use super::once_map::OnceMap;
@@ -119,6 +120,25 @@ impl DsoId {
     }
 }
 
+impl DsoId {
+    /// The key of this DSO's symbol table in the persistent cache: the
+    /// build id and the kind and size of each taken file; `None` without a
+    /// build id (file identities do not outlive the run's files).
+    fn disk_key(&self) -> Option<Vec<u8>> {
+        let DsoId::Build {
+            build_id, files, ..
+        } = self
+        else {
+            return None;
+        };
+        let mut key = build_id.clone();
+        for (kind, size) in files {
+            key.extend_from_slice(format!(" {kind:?} {size}").as_bytes());
+        }
+        Some(key)
+    }
+}
+
 /// Finished frame lines by (file offset, inline frames expanded).
 type Lines = rustc_hash::FxHashMap<(u64, bool), Arc<[u8]>>;
 
@@ -145,6 +165,8 @@ pub struct Entry {
     warming: std::sync::atomic::AtomicBool,
     /// The store whose totals this entry's loads add to.
     counts: Arc<Counts>,
+    /// The persistent cache, and this DSO's key in it.
+    disk: Option<(Arc<Cache>, Vec<u8>)>,
 }
 
 impl std::fmt::Debug for Entry {
@@ -170,6 +192,7 @@ impl Entry {
             evicted: Default::default(),
             warming: Default::default(),
             counts,
+            disk: None,
         }
     }
 
@@ -191,11 +214,26 @@ impl Entry {
             if !self.readable {
                 return Arc::default();
             }
-            let s = elf::load(&self.resolved);
+            let s = self.load_symbols();
             self.count(s.table.len() * SYMBOL_BYTES);
             self.counts.loads.fetch_add(1, Ordering::Relaxed);
             Arc::new(s)
         })
+    }
+
+    /// The symbols from the persistent cache, else from the files (and
+    /// then into the cache).
+    fn load_symbols(&self) -> DsoSymbols {
+        let Some((cache, key)) = &self.disk else {
+            return elf::load(&self.resolved);
+        };
+        let hit = cache.get(CacheKind::Symbols, key);
+        if let Some(s) = hit.and_then(|h| DsoSymbols::decode(h.bytes(), &self.resolved)) {
+            return s;
+        }
+        let s = elf::load(&self.resolved);
+        cache.put(CacheKind::Symbols, key, &s.encode(&self.resolved));
+        s
     }
 
     /// The DSO's unwind tables (`None`: nothing to unwind with).
@@ -219,7 +257,8 @@ impl Entry {
             .get_or_init(|| {
                 let syms = self.symbols();
                 let file = syms.source.as_ref()?;
-                let d = inline::Debug::load(&syms.source_root, file)?;
+                let cache = self.disk.as_ref().map(|(c, _)| &**c);
+                let d = inline::Debug::load(&syms.source_root, file, cache)?;
                 let size = std::fs::metadata(file).map_or(0, |m| m.len() as usize);
                 self.count(size);
                 self.counts.loads.fetch_add(1, Ordering::Relaxed);
@@ -339,6 +378,8 @@ pub struct Store {
     resolutions: OnceMap<(String, Vec<u8>, Search), Arc<Resolved>>,
     /// Whether [`Store::warm`] loads in the background.
     background: bool,
+    /// The persistent cache entries read from and write to.
+    disk: Option<Arc<Cache>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -362,7 +403,15 @@ impl Store {
             counts: Arc::default(),
             resolutions: OnceMap::default(),
             background: false,
+            disk: None,
         }
+    }
+
+    /// This store, reading symbol tables and DWARF of files with a build
+    /// id from `cache` (and writing there what it had to build).
+    pub fn with_disk_cache(mut self, cache: Option<Arc<Cache>>) -> Store {
+        self.disk = cache;
+        self
     }
 
     /// This store, loading each new DSO's symbols (and DWARF) in the
@@ -426,7 +475,9 @@ impl Store {
                 s.value.clone()
             }
             None => {
-                let e = Arc::new(Entry::new(path, resolved.clone(), self.counts.clone()));
+                let mut e = Entry::new(path, resolved.clone(), self.counts.clone());
+                e.disk = (self.disk.clone()).zip(id.disk_key());
+                let e = Arc::new(e);
                 let slot = Slot {
                     value: e.clone(),
                     last_use: tick,
@@ -587,7 +638,10 @@ impl Store {
              {loads} load(s), {reuses} reuse(s), {evictions} eviction(s)",
             self.bytes() as f64 / (1 << 20) as f64,
             self.limit >> 20
-        )
+        ) + &self
+            .disk
+            .as_ref()
+            .map_or(String::new(), |c| format!("; {}", c.describe()))
     }
 }
 
@@ -664,6 +718,46 @@ mod tests {
             store.describe().contains("1 DSO(s)"),
             "{}",
             store.describe()
+        );
+    }
+
+    #[test]
+    fn a_symbol_table_from_the_disk_cache_is_the_one_the_files_give() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, _) = two_roots(dir.path());
+        let id = build_id_of(LS);
+        let cache = || Some(Arc::new(Cache::new(dir.path().join("cache"))));
+        let plain = Store::default();
+        let writer = Store::default().with_disk_cache(cache());
+        let reader = Store::default().with_disk_cache(cache());
+        let bytes = |store: &Store| {
+            let e = dso(store, &a, "/usr/bin/tool", &id);
+            e.symbols().encode(&e.resolved)
+        };
+        let want = bytes(&plain);
+        assert_eq!(bytes(&writer), want);
+        assert!(
+            writer
+                .describe()
+                .contains("0 hit(s), 1 miss(es), 1 written"),
+            "{}",
+            writer.describe()
+        );
+        assert_eq!(bytes(&reader), want);
+        assert!(
+            reader
+                .describe()
+                .contains("1 hit(s), 0 miss(es), 0 written"),
+            "{}",
+            reader.describe()
+        );
+        // Without a build id recorded the cache is not asked.
+        let none = Store::default().with_disk_cache(cache());
+        dso(&none, &a, "/usr/bin/tool", &[]).symbols();
+        assert!(
+            none.describe().contains("0 hit(s), 0 miss(es)"),
+            "{}",
+            none.describe()
         );
     }
 

@@ -207,6 +207,79 @@ impl SymbolTable {
     }
 }
 
+/// [`SymbolTable::encode`]'s bytes per symbol.
+const ENCODED_SYM: usize = 32;
+
+impl SymbolTable {
+    /// Appends this table to `out` for the persistent cache
+    /// ([`super::cache`]).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        use super::cache::{put_u32, put_u64};
+        put_u64(out, self.syms.len() as u64);
+        out.reserve(self.syms.len() * ENCODED_SYM + self.names.len());
+        for s in &self.syms {
+            put_u64(out, s.start);
+            put_u64(out, s.end);
+            put_u64(out, s.name_at);
+            put_u32(out, s.name_len);
+            put_u32(out, s.module);
+        }
+        put_u64(out, self.names.len() as u64);
+        out.extend_from_slice(self.names.as_bytes());
+        put_u32(out, self.modules.len() as u32);
+        for m in &self.modules {
+            put_u32(out, m.len() as u32);
+            out.extend_from_slice(m.as_bytes());
+        }
+        put_u64(out, self.text.map_or(u64::MAX, |t| t));
+    }
+
+    /// A table [`SymbolTable::encode`] wrote, read from `c`; `None` when
+    /// the bytes are not one (every name in the arena and on a character
+    /// boundary, every module known, starts in order).
+    pub fn decode(c: &mut super::cache::Cursor<'_>) -> Option<SymbolTable> {
+        let n = c.usize()?;
+        let raw = c.bytes(n.checked_mul(ENCODED_SYM)?)?;
+        let names_len = c.usize()?;
+        let names = std::str::from_utf8(c.bytes(names_len)?).ok()?.to_string();
+        let mut modules = Vec::new();
+        for _ in 0..c.u32()? {
+            let len = c.u32()? as usize;
+            modules.push(std::str::from_utf8(c.bytes(len)?).ok()?.into());
+        }
+        let text = Some(c.u64()?).filter(|&t| t != u64::MAX);
+        let mut syms = Vec::with_capacity(n);
+        let mut last = 0;
+        for r in raw.chunks_exact(ENCODED_SYM) {
+            let mut f = super::cache::Cursor::new(r);
+            let s = Sym {
+                start: f.u64()?,
+                end: f.u64()?,
+                name_at: f.u64()?,
+                name_len: f.u32()?,
+                module: f.u32()?,
+            };
+            let at = usize::try_from(s.name_at).ok()?;
+            let name = at..at.checked_add(s.name_len as usize)?;
+            let ok = s.start >= last
+                && s.end > s.start
+                && names.get(name).is_some()
+                && (s.module == NO_MODULE || (s.module as usize) < modules.len());
+            if !ok {
+                return None;
+            }
+            last = s.start;
+            syms.push(s);
+        }
+        Some(SymbolTable {
+            syms,
+            names,
+            modules,
+            text,
+        })
+    }
+}
+
 /// perf: the last symbol of a kernel table ends a page past its start.
 fn last_end(start: u64) -> u64 {
     (start & !4095).saturating_add(8192)
