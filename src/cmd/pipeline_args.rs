@@ -95,7 +95,7 @@ pub struct PipelineArgs {
 
     /// Where to keep the symbol tables and inflated DWARF of files with a
     /// build id between runs, so that the next run over the same builds
-    /// maps them instead of reading them again (docs/symbols.md) [default:
+    /// reads them back instead of building them again (docs/symbols.md) [default:
     /// $JOBPROF_CACHE_DIR, else $XDG_CACHE_HOME/jobprof, else
     /// ~/.cache/jobprof]. Used only when it is yours and no one else may
     /// write it; kept under 2 GiB.

@@ -2,7 +2,7 @@
 //! a symbol file with a build id (its finished symbol table, its inflated
 //! DWARF sections), kept on disk so that the next run that meets the same
 //! build (tomorrow's job, the 200th `reprocess` of the same binary, the
-//! next task of an array) maps it instead of building it again.
+//! next task of an array) reads it instead of building it again.
 //!
 //! **Where.** `--cache-dir DIR` (or `JOBPROF_CACHE_DIR`), else
 //! `$XDG_CACHE_HOME/jobprof`, else `~/.cache/jobprof`; `--no-cache` turns
@@ -23,8 +23,9 @@
 //! **Concurrency and crashes.** Entries are written to a temporary file in
 //! the directory and renamed over their name ([`crate::sys::atomic`]):
 //! concurrent runs and array tasks see an old entry or a whole new one,
-//! never a part; two writers of one entry write the same bytes. Entries
-//! are never written in place, so a map another run holds stays valid.
+//! never a part; two writers of one entry write the same bytes. An entry
+//! is read whole into memory, never mapped: another run (on another node
+//! of a shared home directory) may replace or remove it at any time.
 //!
 //! **Size.** Past the limit (2 GiB by default) a write removes the least
 //! recently used entries (by modification time, which a hit refreshes)
@@ -67,23 +68,23 @@ impl Kind {
     }
 }
 
-/// An entry found: its payload, in a map of the file.
+/// An entry found: its payload, in the file's bytes read whole.
 #[derive(Debug, Clone)]
 pub struct Hit {
-    map: Arc<memmap2::Mmap>,
+    data: Arc<Vec<u8>>,
     payload: Range<usize>,
 }
 
 impl Hit {
     /// The payload.
     pub fn bytes(&self) -> &[u8] {
-        &self.map[self.payload.clone()]
+        &self.data[self.payload.clone()]
     }
 
-    /// The map the payload lies in, and where it starts there (for readers
-    /// that keep parts of it without a copy).
-    pub fn map(&self) -> (&Arc<memmap2::Mmap>, usize) {
-        (&self.map, self.payload.start)
+    /// The buffer the payload lies in, and where it starts there (for
+    /// readers that keep parts of it without a copy).
+    pub fn buffer(&self) -> (&Arc<Vec<u8>>, usize) {
+        (&self.data, self.payload.start)
     }
 }
 
@@ -146,8 +147,8 @@ impl Cache {
     pub fn get(&self, kind: Kind, key: &[u8]) -> Option<Hit> {
         let dir = self.dir()?;
         let (name, digest) = self.name(kind, key);
-        let hit = dir.open_read(&name).ok().and_then(|f| {
-            let hit = read_entry(&f, kind, &digest)?;
+        let hit = dir.open_read(&name).ok().and_then(|mut f| {
+            let hit = read_entry(&mut f, kind, &digest)?;
             // Recently used: the last to go past the limit.
             let _ = f.set_modified(std::time::SystemTime::now());
             Some(hit)
@@ -314,11 +315,12 @@ fn write_entry(dir: &Dir, name: &OsString, header: &[u8], payload: &[u8]) -> cra
 }
 
 /// The entry in `f` when it is whole and of `kind` and `digest`.
-fn read_entry(f: &std::fs::File, kind: Kind, digest: &[u8; 32]) -> Option<Hit> {
-    // SAFETY: entries are only ever replaced by rename, never written in
-    // place (module documentation): the mapped file does not change.
-    let map = unsafe { memmap2::Mmap::map(f) }.ok()?;
-    let mut c = Cursor::new(map.get(..HEADER)?);
+fn read_entry(f: &mut std::fs::File, kind: Kind, digest: &[u8; 32]) -> Option<Hit> {
+    use std::io::Read;
+    let size = f.metadata().ok()?.len();
+    let mut data = Vec::with_capacity(usize::try_from(size).ok()?);
+    f.read_to_end(&mut data).ok()?;
+    let mut c = Cursor::new(data.get(..HEADER)?);
     let ok = c.bytes(8)? == MAGIC
         && c.u32()? == VERSION
         && c.u32()? == kind.tag().1
@@ -326,11 +328,11 @@ fn read_entry(f: &std::fs::File, kind: Kind, digest: &[u8; 32]) -> Option<Hit> {
     let len = usize::try_from(c.u64()?).ok()?;
     let crc = c.u32()?;
     let payload = HEADER..HEADER.checked_add(len)?;
-    if !ok || map.len() != payload.end || crc32fast::hash(&map[payload.clone()]) != crc {
+    if !ok || data.len() != payload.end || crc32fast::hash(&data[payload.clone()]) != crc {
         return None;
     }
     Some(Hit {
-        map: Arc::new(map),
+        data: Arc::new(data),
         payload,
     })
 }

@@ -36,12 +36,13 @@ use super::symbols;
 type Reader = gimli::EndianReader<gimli::RunTimeEndian, Bytes>;
 
 /// The bytes of one DWARF section, shared without a copy: a range of the
-/// mapped file (an uncompressed section), or the buffer a compressed one
-/// was inflated into.
+/// mapped file (an uncompressed section), the buffer a compressed one was
+/// inflated into, or a range of a persistent cache entry read whole.
 #[derive(Clone, Debug)]
 enum Bytes {
     Mapped(Arc<memmap2::Mmap>, std::ops::Range<usize>),
     Owned(Arc<Vec<u8>>),
+    Part(Arc<Vec<u8>>, std::ops::Range<usize>),
 }
 
 impl std::ops::Deref for Bytes {
@@ -50,11 +51,12 @@ impl std::ops::Deref for Bytes {
         match self {
             Bytes::Mapped(map, range) => &map[range.clone()],
             Bytes::Owned(v) => v,
+            Bytes::Part(v, range) => &v[range.clone()],
         }
     }
 }
 
-// SAFETY: both variants deref into a heap or mapped buffer an `Arc` keeps
+// SAFETY: every variant derefs into a heap or mapped buffer an `Arc` keeps
 // alive and never moves; a clone derefs to the same address.
 unsafe impl stable_deref_trait::StableDeref for Bytes {}
 // SAFETY: as above.
@@ -98,7 +100,7 @@ const SECTIONS: [gimli::SectionId; 17] = {
 };
 
 /// The inflated sections of a file from the persistent cache: (index in
-/// [`SECTIONS`], range in the cache file's map).
+/// [`SECTIONS`], range in the entry's bytes).
 type Inflated = Vec<(u32, std::ops::Range<usize>)>;
 
 /// The sections a load had to inflate: (index in [`SECTIONS`], bytes).
@@ -114,9 +116,9 @@ fn cache_key(file: &ElfFile64<'_, Endianness>, len: usize) -> Option<Vec<u8>> {
     Some(key)
 }
 
-/// The section table of a cached entry, with ranges in its map.
+/// The section table of a cached entry, with ranges in its bytes.
 fn read_inflated(hit: &super::cache::Hit) -> Option<Inflated> {
-    let (_, base) = hit.map();
+    let (_, base) = hit.buffer();
     let bytes = hit.bytes();
     let mut c = super::cache::Cursor::new(bytes);
     let mut out = Vec::new();
@@ -150,7 +152,7 @@ fn write_inflated(inflated: &[(u32, Arc<Vec<u8>>)]) -> Vec<u8> {
 }
 
 /// The DWARF sections of `file` (mapped by `map`): uncompressed ones read
-/// in place, compressed ones inflated once, or mapped from the persistent
+/// in place, compressed ones inflated once, or taken from the persistent
 /// `cache` where an earlier run left them inflated.
 fn sections(
     map: &Arc<memmap2::Mmap>,
@@ -211,7 +213,7 @@ fn read_sections(
         let index = SECTIONS.iter().position(|&s| s == id).unwrap_or(usize::MAX) as u32;
         let from_cache = cached.and_then(|(hit, table)| {
             let (_, range) = table.iter().find(|(i, _)| *i == index)?;
-            Some(Bytes::Mapped(hit.map().0.clone(), range.clone()))
+            Some(Bytes::Part(hit.buffer().0.clone(), range.clone()))
         });
         if let Some(bytes) = from_cache {
             return Ok(gimli::EndianReader::new(bytes, endian));
@@ -452,7 +454,7 @@ mod tests {
     #[test]
     fn compressed_dwarf_from_the_disk_cache_names_as_the_file_does() {
         // A copy of this test binary with compressed DWARF: inflated on
-        // the first load (and written to the cache), mapped from the cache
+        // the first load (and written to the cache), read from the cache
         // on the next; both name each address as the uncompressed file.
         let exe = std::env::current_exe().unwrap();
         let dir = tempfile::tempdir().unwrap();
