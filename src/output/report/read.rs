@@ -192,10 +192,27 @@ struct Lines {
     chain: Vec<u32>,
     skipping: bool,
     bad: u64,
+    /// The frame each `perf script` frame line read so far gave (`None`:
+    /// an inlined line, left out), by its bytes: a job's text repeats the
+    /// same lines (one per address) in sample after sample.
+    frames: rustc_hash::FxHashMap<Box<[u8]>, Option<u32>>,
 }
+
+/// Frame lines kept in [`Lines::frames`] before it starts over.
+const FRAMES_KEPT: usize = 1 << 20;
 
 impl Lines {
     fn push(&mut self, raw: &[u8]) {
+        let frame_line = matches!(raw.first(), Some(b' ' | b'\t'))
+            && self.kind == Some(Kind::Script)
+            && !self.skipping
+            && self.sample.is_some();
+        if frame_line {
+            if let Some(&frame) = self.frames.get(raw) {
+                self.chain.extend(frame);
+                return;
+            }
+        }
         // perf's text is UTF-8 but for the odd symbol: read in place.
         let lossy;
         let line = match std::str::from_utf8(raw) {
@@ -216,7 +233,15 @@ impl Lines {
         let kind = *self.kind.get_or_insert_with(|| kind_of(line));
         match kind {
             Kind::Folded => self.folded(line),
-            Kind::Script => self.script(line),
+            Kind::Script => {
+                let frame = self.script(line);
+                if let Some(frame) = frame.filter(|_| frame_line) {
+                    if self.frames.len() >= FRAMES_KEPT {
+                        self.frames.clear();
+                    }
+                    self.frames.insert(raw.into(), frame);
+                }
+            }
         }
     }
 
@@ -242,23 +267,25 @@ impl Lines {
         self.p.add(chain, n);
     }
 
-    fn script(&mut self, line: &str) {
+    /// Takes one line of `perf script` text; for a frame line of a
+    /// sample, what it gave (`Some(None)`: an inlined line, left out).
+    fn script(&mut self, line: &str) -> Option<Option<u32>> {
         let indented = line.starts_with([' ', '\t']);
         if !indented {
             self.end_sample();
             self.header(line);
-            return;
+            return None;
         }
         if self.skipping || self.sample.is_none() {
-            return;
+            return None;
         }
         let trimmed = perf_script::trim_end(line);
         let Some(fl) = perf_script::parse_frame_fixed(trimmed) else {
             self.bad += 1;
-            return;
+            return None;
         };
         if fl.module == "inlined" {
-            return;
+            return Some(None);
         }
         let symbol = match perf_script::strip_offset(fl.rawfunc).trim() {
             "" => "[unknown]",
@@ -266,6 +293,7 @@ impl Lines {
         };
         let i = self.p.intern_parts(symbol, dso_name(fl.module));
         self.chain.push(i);
+        Some(Some(i))
     }
 
     fn header(&mut self, line: &str) {
@@ -522,6 +550,31 @@ mod tests {
             symbol: "[unknown]".into(),
             dso: "[kernel.kallsyms]".into()
         }));
+    }
+
+    #[test]
+    fn a_frame_line_read_again_counts_as_read_the_first_time() {
+        // The same lines in three samples (the second of an event left
+        // out): the memo of frame lines gives the same frames, inlined
+        // lines still left out, and none for the skipped event.
+        let sample = |event: &str| {
+            format!(
+                "w 10 1.000000:     250 {event}: \n\
+                 \t    1159 burn+0x19 (/opt/w)\n\
+                 \t    1160 inner+0x2 (inlined)\n\
+                 \t    1200 busy+0x1 (/opt/w)\n\n"
+            )
+        };
+        let mut r = SampleReader::default();
+        for e in ["cpu-clock", "sched:sched_switch", "cpu-clock"] {
+            r.sample(sample(e).as_bytes());
+        }
+        let p = r.finish(Path::new("perf.script")).unwrap();
+        assert_eq!(p.samples, 2);
+        assert_eq!(p.frames.len(), 2, "{:?}", p.frames);
+        let chains: Vec<(Vec<u32>, u64)> = p.chains.clone().into_iter().collect();
+        assert_eq!(chains.len(), 1, "{chains:?}");
+        assert_eq!((chains[0].0.len(), chains[0].1), (2, 500));
     }
 
     #[test]
