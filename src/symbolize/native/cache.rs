@@ -57,6 +57,9 @@ pub enum Kind {
     Symbols,
     /// A file's inflated DWARF sections ([`super::inline`]).
     Dwarf,
+    /// A file's DWARF units and the addresses each covers
+    /// ([`super::inline`]).
+    Units,
 }
 
 impl Kind {
@@ -64,6 +67,7 @@ impl Kind {
         match self {
             Kind::Symbols => ("sym", 1),
             Kind::Dwarf => ("dwarf", 2),
+            Kind::Units => ("units", 3),
         }
     }
 }
@@ -275,9 +279,11 @@ impl Cache {
     }
 }
 
-/// `sym-` or `dwarf-` and 32 hex digits: an entry, not a temporary file.
+/// A kind's tag, `-` and 32 hex digits: an entry, not a temporary file.
 fn is_entry_name(n: &str) -> bool {
-    let hex = n.strip_prefix("sym-").or_else(|| n.strip_prefix("dwarf-"));
+    let hex = [Kind::Symbols, Kind::Dwarf, Kind::Units]
+        .iter()
+        .find_map(|k| n.strip_prefix(k.tag().0)?.strip_prefix('-'));
     hex.is_some_and(|h| h.len() == 32 && h.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
@@ -327,8 +333,11 @@ fn read_entry(f: &mut std::fs::File, kind: Kind, digest: &[u8; 32]) -> Option<Hi
         && c.bytes(32)? == digest;
     let len = usize::try_from(c.u64()?).ok()?;
     let crc = c.u32()?;
+    // The header's padding is zero: every byte of an entry is checked.
+    let padded = c.bytes(HEADER - c.position())?.iter().all(|&b| b == 0);
     let payload = HEADER..HEADER.checked_add(len)?;
-    if !ok || data.len() != payload.end || crc32fast::hash(&data[payload.clone()]) != crc {
+    if !ok || !padded || data.len() != payload.end || crc32fast::hash(&data[payload.clone()]) != crc
+    {
         return None;
     }
     Some(Hit {
@@ -475,6 +484,13 @@ mod tests {
         assert!(c.get(Kind::Dwarf, b"k").is_none(), "one byte short");
         std::fs::write(&f, &good[..10]).unwrap();
         assert!(c.get(Kind::Dwarf, b"k").is_none(), "a torn header");
+        let mut padding = good.clone();
+        padding[HEADER - 1] = 1;
+        std::fs::write(&f, &padding).unwrap();
+        assert!(
+            c.get(Kind::Dwarf, b"k").is_none(),
+            "a byte of the header's padding"
+        );
         let mut other = good.clone();
         other[8] = 9;
         std::fs::write(&f, &other).unwrap();

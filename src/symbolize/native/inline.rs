@@ -25,7 +25,7 @@ use super::elf::map_file;
 use std::borrow::Cow;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use object::read::elf::ElfFile64;
 use object::{Endianness, Object, ObjectSection};
@@ -62,12 +62,39 @@ unsafe impl stable_deref_trait::StableDeref for Bytes {}
 // SAFETY: as above.
 unsafe impl stable_deref_trait::CloneStableDeref for Bytes {}
 
-/// The DWARF of one file, ready for address lookups. addr2line's context
-/// fills its tables lazily and is not `Sync`: lookups take the lock (they
-/// happen once per distinct address; lines are cached by the caller).
+mod units;
+
+/// An addr2line context. It fills its tables lazily and is not `Sync`:
+/// lookups take the lock (they happen once per distinct address; lines
+/// are cached by the caller).
+type Context = Mutex<addr2line::Context<Reader>>;
+
+/// The DWARF of one file, ready for address lookups: one context over the
+/// whole file, or, where the file's unit index is known ([`units`]), one
+/// per set of units the addresses asked fall in.
 pub struct Debug {
-    ctx: Mutex<addr2line::Context<Reader>>,
+    sections: Sections,
+    sup: Option<Arc<gimli::Dwarf<Reader>>>,
+    /// The file's units and their ranges (`None`: the whole file only).
+    index: Option<units::UnitIndex>,
+    /// The context over the whole file, made on first need.
+    whole: OnceLock<Option<Context>>,
+    /// Contexts over some units, by the units, and the bytes their copies
+    /// of `.debug_info` take.
+    parts: Mutex<Parts>,
 }
+
+/// [`Debug`]'s contexts over some units.
+#[derive(Default)]
+struct Parts {
+    made: rustc_hash::FxHashMap<Vec<u32>, Option<Arc<Context>>>,
+    bytes: usize,
+}
+
+/// The most bytes the copies of `.debug_info` of one file's contexts over
+/// some units may take (mostly untouched zero pages); past that, lookups
+/// go to the whole file's context.
+const PART_BYTES: usize = 512 << 20;
 
 impl std::fmt::Debug for Debug {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -151,6 +178,39 @@ fn write_inflated(inflated: &[(u32, Arc<Vec<u8>>)]) -> Vec<u8> {
     out
 }
 
+/// A file's DWARF sections, read once: what every context over the file
+/// reads.
+struct Sections {
+    endian: gimli::RunTimeEndian,
+    parts: Vec<(gimli::SectionId, Bytes)>,
+}
+
+impl Sections {
+    fn part(&self, id: gimli::SectionId) -> Bytes {
+        self.parts
+            .iter()
+            .find(|(i, _)| *i == id)
+            .map_or_else(|| Bytes::Owned(Arc::default()), |(_, b)| b.clone())
+    }
+
+    /// The sections as gimli reads them, with `info` as `.debug_info`
+    /// when given.
+    fn dwarf(&self, info: Option<Bytes>) -> Option<gimli::Dwarf<Reader>> {
+        let load = |id: gimli::SectionId| -> Result<Reader, gimli::Error> {
+            let bytes = match (id, &info) {
+                (gimli::SectionId::DebugInfo, Some(b)) => b.clone(),
+                _ => self.part(id),
+            };
+            Ok(gimli::EndianReader::new(bytes, self.endian))
+        };
+        let mut dwarf = gimli::Dwarf::load(load).ok()?;
+        // Units that share an abbreviation table (half of a libc debug
+        // file's) parse it once.
+        dwarf.populate_abbreviations_cache(gimli::AbbreviationsCacheStrategy::Duplicates);
+        Some(dwarf)
+    }
+}
+
 /// The DWARF sections of `file` (mapped by `map`): uncompressed ones read
 /// in place, compressed ones inflated once, or taken from the persistent
 /// `cache` where an earlier run left them inflated.
@@ -158,7 +218,7 @@ fn sections(
     map: &Arc<memmap2::Mmap>,
     file: &ElfFile64<'_, Endianness>,
     cache: Option<&super::cache::Cache>,
-) -> Option<gimli::Dwarf<Reader>> {
+) -> Option<Sections> {
     // Only inflated sections are kept: a file without any is read in
     // place already.
     let compressed = file.sections().any(|s| {
@@ -191,7 +251,7 @@ fn read_sections(
     file: &ElfFile64<'_, Endianness>,
     cached: Option<(&super::cache::Hit, &Inflated)>,
     inflated: &Inflating,
-) -> Option<gimli::Dwarf<Reader>> {
+) -> Option<Sections> {
     let endian = if file.is_little_endian() {
         gimli::RunTimeEndian::Little
     } else {
@@ -209,20 +269,20 @@ fn read_sections(
         )
     };
     let base = map.as_ptr() as usize;
-    let load = |id: gimli::SectionId| -> Result<Reader, gimli::Error> {
+    let load = |id: gimli::SectionId| -> Bytes {
         let index = SECTIONS.iter().position(|&s| s == id).unwrap_or(usize::MAX) as u32;
         let from_cache = cached.and_then(|(hit, table)| {
             let (_, range) = table.iter().find(|(i, _)| *i == index)?;
             Some(Bytes::Part(hit.buffer().0.clone(), range.clone()))
         });
         if let Some(bytes) = from_cache {
-            return Ok(gimli::EndianReader::new(bytes, endian));
+            return bytes;
         }
         let data = file
             .section_by_name(id.name())
             .filter(|_| !unread(id))
             .and_then(|s| s.uncompressed_data().ok());
-        let bytes = match data {
+        match data {
             Some(Cow::Borrowed(b)) => {
                 // In the map (anything else, such as the empty data of a
                 // `SHT_NOBITS` section, is copied).
@@ -241,14 +301,10 @@ fn read_sections(
                 Bytes::Owned(v)
             }
             None => Bytes::Owned(Arc::new(Vec::new())),
-        };
-        Ok(gimli::EndianReader::new(bytes, endian))
+        }
     };
-    let mut dwarf = gimli::Dwarf::load(load).ok()?;
-    // Units that share an abbreviation table (half of a libc debug
-    // file's) parse it once.
-    dwarf.populate_abbreviations_cache(gimli::AbbreviationsCacheStrategy::Duplicates);
-    Some(dwarf)
+    let parts = SECTIONS.iter().map(|&id| (id, load(id))).collect();
+    Some(Sections { endian, parts })
 }
 
 /// The `dwz` supplementary file a debug file names in
@@ -280,22 +336,67 @@ fn supplementary(root: &Path, file: &Path, elf: &ElfFile64<'_, Endianness>) -> O
 
 impl Debug {
     /// Loads the DWARF of `file` (and of its supplementary file); `None`
-    /// when it has no `.debug_info` or cannot be read.
+    /// when it has no `.debug_info` or cannot be read. With a persistent
+    /// `cache`, the file's unit index comes from there (or is built and
+    /// kept there), and lookups parse only the units they land in.
     pub fn load(root: &Path, file: &Path, cache: Option<&super::cache::Cache>) -> Option<Debug> {
         let map = Arc::new(map_file(root, file)?);
         let elf = ElfFile64::<Endianness>::parse(&**map).ok()?;
-        let mut dwarf = sections(&map, &elf, cache)?;
-        if let Some(sup) = supplementary(root, file, &elf) {
-            let sup_map = Arc::new(map_file(root, &sup)?);
+        let own = sections(&map, &elf, cache)?;
+        let mut sup = None;
+        if let Some(path) = supplementary(root, file, &elf) {
+            let sup_map = Arc::new(map_file(root, &path)?);
             let sup_elf = ElfFile64::<Endianness>::parse(&**sup_map).ok()?;
-            if let Some(s) = sections(&sup_map, &sup_elf, cache) {
-                dwarf.sup = Some(Arc::new(s));
-            }
+            sup = sections(&sup_map, &sup_elf, cache)
+                .and_then(|s| s.dwarf(None))
+                .map(Arc::new);
         }
-        let ctx = addr2line::Context::from_dwarf(dwarf).ok()?;
-        Some(Debug {
-            ctx: Mutex::new(ctx),
+        let key = cache_key(&elf, map.len()).filter(|_| sup.is_none());
+        let index = cache.zip(key).and_then(|(c, k)| unit_index(&own, c, &k));
+        let debug = Debug {
+            sections: own,
+            sup,
+            index,
+            whole: OnceLock::new(),
+            parts: Mutex::default(),
+        };
+        // Without an index the whole file's context is the only one; a
+        // file addr2line cannot read has none.
+        if debug.index.is_none() {
+            debug.whole().as_ref()?;
+        }
+        Some(debug)
+    }
+
+    /// The context over the whole file.
+    fn whole(&self) -> &Option<Context> {
+        self.whole.get_or_init(|| {
+            let mut dwarf = self.sections.dwarf(None)?;
+            dwarf.sup = self.sup.clone();
+            addr2line::Context::from_dwarf(dwarf).ok().map(Mutex::new)
         })
+    }
+
+    /// The context over the units `set` only (`None`: it cannot be made).
+    fn part(&self, index: &units::UnitIndex, set: Vec<u32>) -> Option<Arc<Context>> {
+        let mut parts = self.parts.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(made) = parts.made.get(&set) {
+            return made.clone();
+        }
+        let len = index.copy_len(&set);
+        if parts.bytes.saturating_add(len) > PART_BYTES {
+            return None;
+        }
+        parts.bytes += len;
+        let info = self.sections.part(gimli::SectionId::DebugInfo);
+        let big = self.sections.endian == gimli::RunTimeEndian::Big;
+        let made = index.restricted(&info, &set, big).and_then(|copy| {
+            let dwarf = self.sections.dwarf(Some(Bytes::Owned(Arc::new(copy))))?;
+            let ctx = addr2line::Context::from_dwarf(dwarf).ok()?;
+            Some(Arc::new(Mutex::new(ctx)))
+        });
+        parts.made.insert(set, made.clone());
+        made
     }
 
     /// The raw (mangled) function names perf's addr2line records give for
@@ -303,30 +404,79 @@ impl Debug {
     /// first (`??` where a record has no function); empty when perf keeps
     /// no inline list (no line for the address).
     pub fn chain(&self, vaddr: u64, symbol: &str) -> Vec<String> {
-        let ctx = self.ctx.lock().unwrap_or_else(|e| e.into_inner());
-        let mut out = Vec::new();
-        let Ok(mut frames) = ctx.find_frames(vaddr).skip_all_loads() else {
-            return out;
-        };
-        while let Ok(Some(f)) = frames.next() {
-            // perf stops at (and, for the first, rejects) a record whose
-            // line is unknown or zero.
-            if f.location.as_ref().and_then(|l| l.line).unwrap_or(0) == 0 {
-                break;
+        if let Some(index) = &self.index {
+            let set = index.units_at(vaddr);
+            if set.is_empty() {
+                return Vec::new();
             }
-            let name = f
-                .function
-                .as_ref()
-                .and_then(|n| n.raw_name().ok())
-                .map_or_else(|| "??".to_string(), |n| n.into_owned());
-            let lang = f.function.as_ref().and_then(|n| n.language);
-            if out.is_empty() && !is_linkage_name(&name, lang) {
-                out.push(symbol.to_string());
-            } else {
-                out.push(name);
+            if let Some(ctx) = self.part(index, set) {
+                let ctx = ctx.lock().unwrap_or_else(|e| e.into_inner());
+                // A name in a unit left out is an error there: asked again
+                // of the whole file.
+                if let (chain, true) = frames(&ctx, vaddr, symbol) {
+                    return chain;
+                }
             }
         }
-        out
+        match self.whole() {
+            Some(ctx) => {
+                frames(
+                    &ctx.lock().unwrap_or_else(|e| e.into_inner()),
+                    vaddr,
+                    symbol,
+                )
+                .0
+            }
+            None => Vec::new(),
+        }
+    }
+}
+
+/// The unit index of the file whose sections are `sections`: from the
+/// persistent `cache` under `key`, else built and written there.
+fn unit_index(
+    sections: &Sections,
+    cache: &super::cache::Cache,
+    key: &[u8],
+) -> Option<units::UnitIndex> {
+    let hit = cache.get(Kind::Units, key);
+    if let Some(index) = hit.and_then(|h| units::UnitIndex::decode(h.bytes())) {
+        return Some(index);
+    }
+    let index = units::UnitIndex::build(&sections.dwarf(None)?)?;
+    cache.put(Kind::Units, key, &index.encode());
+    Some(index)
+}
+
+/// [`Debug::chain`] in one context, and whether it met no error (the
+/// records read before an error are kept, as perf keeps them).
+fn frames(ctx: &addr2line::Context<Reader>, vaddr: u64, symbol: &str) -> (Vec<String>, bool) {
+    let mut out = Vec::new();
+    let Ok(mut frames) = ctx.find_frames(vaddr).skip_all_loads() else {
+        return (out, false);
+    };
+    loop {
+        let f = match frames.next() {
+            Ok(Some(f)) => f,
+            Ok(None) => return (out, true),
+            Err(_) => return (out, false),
+        };
+        // perf stops at (and, for the first, rejects) a record whose
+        // line is unknown or zero.
+        if f.location.as_ref().and_then(|l| l.line).unwrap_or(0) == 0 {
+            return (out, true);
+        }
+        let name = f
+            .function
+            .as_ref()
+            .and_then(|n| n.raw_name().ok())
+            .map_or_else(|| "??".to_string(), |n| n.into_owned());
+        let lang = f.function.as_ref().and_then(|n| n.language);
+        if out.is_empty() && !is_linkage_name(&name, lang) {
+            out.push(symbol.to_string());
+        } else {
+            out.push(name);
+        }
     }
 }
 
@@ -451,6 +601,60 @@ mod tests {
         panic!("{at:#x} is in no map of {}", exe.display());
     }
 
+    /// About `n` addresses spread over the executable sections of `file`.
+    fn text_addresses(file: &Path, n: u64) -> Vec<u64> {
+        use object::ObjectSection;
+        let map = map_file(Path::new("/"), file).unwrap();
+        let elf = ElfFile64::<Endianness>::parse(&*map).unwrap();
+        let mut out = Vec::new();
+        for s in elf.sections() {
+            // By name: a debug file's `.text` is `SHT_NOBITS`.
+            if !s.name().is_ok_and(|n| n.starts_with(".text")) || s.size() == 0 {
+                continue;
+            }
+            let step = (s.size() / n).max(1) | 1;
+            out.extend((s.address()..s.address() + s.size()).step_by(step as usize));
+        }
+        out
+    }
+
+    #[test]
+    fn lookups_unit_by_unit_name_as_the_whole_file_does() {
+        // This test binary (Rust: code inlined from other crates names its
+        // abstract origin in another unit, which a context over one unit
+        // cannot see) and this host's libc debug file when installed.
+        let mut files = vec![(std::env::current_exe().unwrap(), 150)];
+        let libc =
+            Path::new("/usr/lib/debug/.build-id/93/ac61ec5a8eb1396f9fbd350e3169a558528a40.debug");
+        if libc.is_file() {
+            files.push((libc.to_path_buf(), 1000));
+        }
+        for (file, n) in files {
+            let dir = tempfile::tempdir().unwrap();
+            let cache = super::super::cache::Cache::new(dir.path().join("cache"));
+            let root = Path::new("/");
+            let whole = Debug::load(root, &file, None).unwrap();
+            assert!(whole.index.is_none());
+            let cold = Debug::load(root, &file, Some(&cache)).unwrap();
+            let warm = Debug::load(root, &file, Some(&cache)).unwrap();
+            assert!(cold.index.is_some(), "{}: no unit index", file.display());
+            assert_eq!(warm.index, cold.index);
+            let (mut named, mut parts) = (0, 0);
+            for at in text_addresses(&file, n) {
+                let want = whole.chain(at, "sym");
+                assert_eq!(cold.chain(at, "sym"), want, "{} at {at:#x}", file.display());
+                assert_eq!(warm.chain(at, "sym"), want, "{} at {at:#x}", file.display());
+                named += usize::from(!want.is_empty());
+            }
+            parts += cold.parts.lock().unwrap().made.len();
+            assert!(
+                named > 100 && parts > 1,
+                "{}: {named} named, {parts} parts",
+                file.display()
+            );
+        }
+    }
+
     #[test]
     fn compressed_dwarf_from_the_disk_cache_names_as_the_file_does() {
         // A copy of this test binary with compressed DWARF: inflated on
@@ -473,13 +677,14 @@ mod tests {
         let plain = Debug::load(Path::new("/"), &exe, None).unwrap();
         let first = Debug::load(Path::new("/"), &packed, Some(&cache)).unwrap();
         assert!(
-            cache.describe().contains("0 hit(s), 1 miss(es), 1 written"),
+            // The inflated sections and the unit index.
+            cache.describe().contains("0 hit(s), 2 miss(es), 2 written"),
             "{}",
             cache.describe()
         );
         let again = Debug::load(Path::new("/"), &packed, Some(&cache)).unwrap();
         assert!(
-            cache.describe().contains("1 hit(s), 1 miss(es), 1 written"),
+            cache.describe().contains("2 hit(s), 2 miss(es), 2 written"),
             "{}",
             cache.describe()
         );
