@@ -391,7 +391,10 @@ impl Debug {
         let info = self.sections.part(gimli::SectionId::DebugInfo);
         let big = self.sections.endian == gimli::RunTimeEndian::Big;
         let made = index.restricted(&info, &set, big).and_then(|copy| {
-            let dwarf = self.sections.dwarf(Some(Bytes::Owned(Arc::new(copy))))?;
+            let len = copy.len();
+            let dwarf = self
+                .sections
+                .dwarf(Some(Bytes::Mapped(Arc::new(copy), 0..len)))?;
             let ctx = addr2line::Context::from_dwarf(dwarf).ok()?;
             Some(Arc::new(Mutex::new(ctx)))
         });

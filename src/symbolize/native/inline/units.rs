@@ -117,14 +117,16 @@ impl UnitIndex {
     /// A copy of `.debug_info` (`info`, of byte order `big`) holding the
     /// units `set` (in section order) where they were, every unit before
     /// and between them replaced by one empty unit; `None` when a gap is
-    /// too small or too large for one.
-    pub fn restricted(&self, info: &[u8], set: &[u32], big: bool) -> Option<Vec<u8>> {
+    /// too small or too large for one, or the memory cannot be had. The
+    /// copy is an anonymous map: the pages of a gap past its first are
+    /// never written, and cost nothing.
+    pub fn restricted(&self, info: &[u8], set: &[u32], big: bool) -> Option<memmap2::Mmap> {
         let mut at = 0;
         let end = set
             .iter()
             .map(|&u| self.units.get(u as usize).map(|&(o, l, ..)| o + l))
             .max()??;
-        let mut out = zeroed(end)?;
+        let mut out = memmap2::MmapMut::map_anon(end).ok()?;
         for &u in set {
             let (offset, len, abbrev, size) = *self.units.get(u as usize)?;
             if offset < at {
@@ -136,7 +138,7 @@ impl UnitIndex {
             out[offset..offset + len].copy_from_slice(info.get(offset..offset + len)?);
             at = offset + len;
         }
-        Some(out)
+        out.make_read_only().ok()
     }
 
     /// These ranges as bytes for the persistent cache.
@@ -304,22 +306,6 @@ fn sequences(unit: gimli::UnitRef<'_, Reader>) -> Option<Vec<(u64, u64)>> {
     Some(out)
 }
 
-/// `n` zero bytes, or `None` when they cannot be had (the pages are the
-/// system's zero pages until written: most of a copy is never touched).
-fn zeroed(n: usize) -> Option<Vec<u8>> {
-    if n == 0 {
-        return Some(Vec::new());
-    }
-    let layout = std::alloc::Layout::array::<u8>(n).ok()?;
-    // SAFETY: a layout of non-zero size; a null result is checked, and the
-    // Vec takes the allocation with exactly the length and capacity (and
-    // the alignment of u8) it was made with.
-    unsafe {
-        let p = std::alloc::alloc_zeroed(layout);
-        (!p.is_null()).then(|| Vec::from_raw_parts(p, n, n))
-    }
-}
-
 /// The bytes a copy of `.debug_info` for `set` takes ([`UnitIndex::restricted`]).
 impl UnitIndex {
     pub fn copy_len(&self, set: &[u32]) -> usize {
@@ -332,7 +318,8 @@ impl UnitIndex {
 
 /// Writes an empty DWARF 4 unit over `area` (its length with the header):
 /// an entry of an unknown abbreviation ([`STUB_CODE`]), abbreviations at
-/// `abbrev`, addresses of `size` bytes.
+/// `abbrev`, addresses of `size` bytes. The bytes after the entry are left
+/// as they are: reading the unit stops at its first entry.
 fn stub(area: &mut [u8], abbrev: u64, size: u8, big: bool) -> Option<()> {
     let length = u32::try_from(area.len().checked_sub(4)?).ok()?;
     if area.len() < STUB_HEADER + STUB_CODE.len() || length >= 0xffff_fff0 {
@@ -357,7 +344,6 @@ fn stub(area: &mut [u8], abbrev: u64, size: u8, big: bool) -> Option<()> {
     area[6..10].copy_from_slice(&a);
     area[10] = size;
     area[STUB_HEADER..STUB_HEADER + STUB_CODE.len()].copy_from_slice(&STUB_CODE);
-    area[STUB_HEADER + STUB_CODE.len()..].fill(0);
     Some(())
 }
 
