@@ -74,8 +74,6 @@ EOF
 lib=$(find "$result/profiles/perf/worker_0/symfs" -name 'librustc_driver-*.so' | head -1)
 echo "job: $result: $(ls -d "$result"/profiles/perf/worker_0/q* | wc -l) captures of rustc; $(basename "$lib") $(du -m "$lib" | cut -f1) MB"
 
-ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
-median() { tr ' ' '\n' | { grep . || true; } | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 cache=$work/symbol-cache
 timed() {
   local t0

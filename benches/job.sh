@@ -121,8 +121,6 @@ shards=$(cd "$perf_root/worker_0" && ls $caps | grep -c '^perf\.data' || true)
 bytes=$(cd "$perf_root/worker_0" && du -cb $(for c in $caps; do ls "$c"/perf.data*; done) | tail -1 | cut -f1)
 echo "job: $result: $ncap captures, $shards perf.data files, $bytes bytes, --call-graph dwarf at $freq Hz, $(nproc) cores"
 
-ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
-median() { tr ' ' '\n' | { grep . || true; } | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 # CPU seconds (user + system, children included) of what /usr/bin/time ran:
 # on a shared machine wall times swing with the load, CPU time much less.

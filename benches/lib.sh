@@ -7,3 +7,10 @@ release_dir() {
   [ -d "$dir" ] || dir=$1/target/release
   echo "$dir"
 }
+
+# Milliseconds since $1 (a `date +%s%N` stamp).
+ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
+
+# The median of the numbers on stdin (space or newline separated; none:
+# an empty line).
+median() { tr ' ' '\n' | { grep . || true; } | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
