@@ -118,9 +118,7 @@ impl DsoId {
             files: taken.iter().map(|(k, m, _)| (*k, file_id(m))).collect(),
         }
     }
-}
 
-impl DsoId {
     /// The key of this DSO's symbol table in the persistent cache: the
     /// build id and the kind and size of each taken file; `None` without a
     /// build id (file identities do not outlive the run's files).
