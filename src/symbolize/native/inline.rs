@@ -131,12 +131,11 @@ const SECTIONS: [gimli::SectionId; 17] = {
 type Inflated = Vec<(u32, std::ops::Range<usize>)>;
 
 /// The sections a load had to inflate: (index in [`SECTIONS`], bytes).
-type Inflating = Mutex<Vec<(u32, Arc<Vec<u8>>)>>;
+type Inflating = Vec<(u32, Arc<Vec<u8>>)>;
 
 /// The persistent cache's key for the inflated sections of `file` (of
 /// `len` bytes): its build id and size (`None` without a build id).
 fn cache_key(file: &ElfFile64<'_, Endianness>, len: usize) -> Option<Vec<u8>> {
-    use object::Object;
     let id = file.build_id().ok().flatten().filter(|id| id.len() > 1)?;
     let mut key = id.to_vec();
     key.extend_from_slice(&(len as u64).to_le_bytes());
@@ -232,9 +231,7 @@ fn sections(
         .zip(key.as_ref())
         .and_then(|(c, k)| c.get(Kind::Dwarf, k));
     let cached = hit.as_ref().and_then(read_inflated);
-    let inflated = Inflating::default();
-    let dwarf = read_sections(map, file, hit.as_ref().zip(cached.as_ref()), &inflated)?;
-    let inflated = inflated.into_inner().unwrap_or_else(|e| e.into_inner());
+    let (dwarf, inflated) = read_sections(map, file, hit.as_ref().zip(cached.as_ref()))?;
     if let Some((c, k)) = cache
         .zip(key)
         .filter(|_| cached.is_none() && !inflated.is_empty())
@@ -245,13 +242,12 @@ fn sections(
 }
 
 /// [`sections`]' reading: each section from `cached` when there, else
-/// from the file (what had to be inflated is added to `inflated`).
+/// from the file; and the sections that had to be inflated.
 fn read_sections(
     map: &Arc<memmap2::Mmap>,
     file: &ElfFile64<'_, Endianness>,
     cached: Option<(&super::cache::Hit, &Inflated)>,
-    inflated: &Inflating,
-) -> Option<Sections> {
+) -> Option<(Sections, Inflating)> {
     let endian = if file.is_little_endian() {
         gimli::RunTimeEndian::Little
     } else {
@@ -269,7 +265,8 @@ fn read_sections(
         )
     };
     let base = map.as_ptr() as usize;
-    let load = |id: gimli::SectionId| -> Bytes {
+    let mut inflated = Inflating::new();
+    let mut load = |id: gimli::SectionId| -> Bytes {
         let index = SECTIONS.iter().position(|&s| s == id).unwrap_or(usize::MAX) as u32;
         let from_cache = cached.and_then(|(hit, table)| {
             let (_, range) = table.iter().find(|(i, _)| *i == index)?;
@@ -296,15 +293,14 @@ fn read_sections(
             }
             Some(Cow::Owned(v)) => {
                 let v = Arc::new(v);
-                let mut list = inflated.lock().unwrap_or_else(|e| e.into_inner());
-                list.push((index, v.clone()));
+                inflated.push((index, v.clone()));
                 Bytes::Owned(v)
             }
             None => Bytes::Owned(Arc::new(Vec::new())),
         }
     };
     let parts = SECTIONS.iter().map(|&id| (id, load(id))).collect();
-    Some(Sections { endian, parts })
+    Some((Sections { endian, parts }, inflated))
 }
 
 /// The `dwz` supplementary file a debug file names in

@@ -122,11 +122,8 @@ impl UnitIndex {
     /// never written, and cost nothing.
     pub fn restricted(&self, info: &[u8], set: &[u32], big: bool) -> Option<memmap2::Mmap> {
         let mut at = 0;
-        let end = set
-            .iter()
-            .map(|&u| self.units.get(u as usize).map(|&(o, l, ..)| o + l))
-            .max()??;
-        let mut out = memmap2::MmapMut::map_anon(end).ok()?;
+        let end = self.copy_len(set);
+        let mut out = memmap2::MmapMut::map_anon(end).ok().filter(|_| end > 0)?;
         for &u in set {
             let (offset, len, abbrev, size) = *self.units.get(u as usize)?;
             if offset < at {
@@ -139,6 +136,15 @@ impl UnitIndex {
             at = offset + len;
         }
         out.make_read_only().ok()
+    }
+
+    /// The bytes a copy of `.debug_info` for `set` takes
+    /// ([`UnitIndex::restricted`]): up to the end of its last unit.
+    pub fn copy_len(&self, set: &[u32]) -> usize {
+        set.iter()
+            .filter_map(|&u| self.units.get(u as usize).map(|&(o, l, ..)| o + l))
+            .max()
+            .unwrap_or(0)
     }
 
     /// These ranges as bytes for the persistent cache.
@@ -304,16 +310,6 @@ fn sequences(unit: gimli::UnitRef<'_, Reader>) -> Option<Vec<(u64, u64)>> {
         i += 1;
     }
     Some(out)
-}
-
-/// The bytes a copy of `.debug_info` for `set` takes ([`UnitIndex::restricted`]).
-impl UnitIndex {
-    pub fn copy_len(&self, set: &[u32]) -> usize {
-        set.iter()
-            .filter_map(|&u| self.units.get(u as usize).map(|&(o, l, ..)| o + l))
-            .max()
-            .unwrap_or(0)
-    }
 }
 
 /// Writes an empty DWARF 4 unit over `area` (its length with the header):
