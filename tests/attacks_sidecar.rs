@@ -6,7 +6,9 @@
 //! sidecar (as root) captures it; each test checks that nothing of the
 //! worker's choosing ran, nothing root-only (a canary) reached the
 //! published capture, nothing hung, and the manifest says what was not
-//! copied. docs/reliability.md lists the guarantee each one proves.
+//! copied. Issue 45, item 6: a directory `nobody` plants under a request's
+//! name in the shared token directory is refused once and spins nothing.
+//! docs/reliability.md lists the guarantee each one proves.
 
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -178,23 +180,6 @@ fn capture_with(mut worker: Child, env: &[(&str, &str)], options: &str, stop_ok:
     Run { keep, log }
 }
 
-/// A directory only root can change (root-owned, and so is every directory
-/// above it, none writable by others): where a trusted JDK can live.
-fn root_only_dir() -> Option<tempfile::TempDir> {
-    let trusted = |p: &Path| {
-        p.ancestors()
-            .all(|a| fs::metadata(a).is_ok_and(|m| m.uid() == 0 && m.mode() & 0o022 == 0))
-    };
-    [
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
-        PathBuf::from("/run"),
-    ]
-    .into_iter()
-    .filter(|p| trusted(p))
-    .find_map(|p| tempfile::tempdir_in(p).ok())
-    .inspect(|d| fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap())
-}
-
 /// Issue 35, item 1: a worker maps a file named `.../lib/server/libjvm.so`
 /// and plants `.../bin/jcmd` beside it. Before, the sidecar ran that
 /// `jcmd` (as root when the worker's status could not be read): it must
@@ -243,7 +228,7 @@ fn jcmd_runs_as_the_worker_with_path_as_its_only_environment() {
     if !ready() {
         return;
     }
-    let Some(jdk) = root_only_dir() else {
+    let Some(jdk) = util::root_only_dir() else {
         util::require(false, "a root-only directory for a trusted JDK");
         return;
     };
@@ -496,4 +481,58 @@ fn a_shard_that_disables_late_moves_the_window_and_says_so() {
         "the window ends when perf stopped: {c:#}"
     );
     assert!(log.contains("disabling took"), "{log}");
+}
+
+/// Issue 45, item 6: during the capture of `qa`, `nobody` makes a
+/// directory named `.perf_start_w0_qa` in the shared (1777) token
+/// directory. Before, the sidecar answered it on every pass (the unlink
+/// failed, unnoticed), each answer (its `started`, rewritten and fsynced)
+/// waking its own watch into the next pass: thousands of writes a second.
+/// It is refused once, the query's error token naming it, and the sidecar
+/// then waits as quietly as it does idle (no write at all).
+#[test]
+fn a_directory_planted_as_a_start_token_is_refused_once_and_spins_nothing() {
+    if !ready() {
+        return;
+    }
+    let mut worker = as_nobody(&["sh", "-c", "echo started; exec sleep 600"]);
+    let keep = tempfile::tempdir().unwrap();
+    let (tokens, root) = (keep.path().join("tokens"), keep.path().join("result"));
+    fs::create_dir_all(&tokens).unwrap();
+    fs::set_permissions(&tokens, fs::Permissions::from_mode(0o1777)).unwrap();
+    fs::create_dir_all(&root).unwrap();
+    let mut sidecar =
+        util::sidecar_command(&tokens, 0, worker.id(), &root, &keep.path().join("staging"))
+            .args(["--frequency", "99", "--start-timeout", "60"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+    util::wait_sidecar_ready(&mut sidecar, &mut worker, &tokens, Duration::from_secs(90));
+    util::record_driver(&tokens, 0, &["start", "--query", "qa"]);
+    let planted = tokens.join(".perf_start_w0_qa");
+    util::as_nobody(&format!("mkdir {}", planted.display()));
+    std::thread::sleep(Duration::from_millis(500));
+    let writes = util::writes_during(sidecar.id(), Duration::from_secs(2));
+    let refusal = fs::read_to_string(tokens.join(".perf_error_w0_qa")).unwrap_or_default();
+    util::record_driver(&tokens, 0, &["shutdown"]);
+    let out = sidecar.wait_with_output().unwrap();
+    let _ = worker.kill();
+    let _ = worker.wait();
+    let log = output_text(&out);
+    assert!(out.status.success(), "sidecar: {log}");
+    assert!(
+        writes < 5,
+        "the sidecar made {writes} write calls in 2 s beside a planted directory token \
+         (0 when it waits idle): {log}"
+    );
+    assert!(
+        refusal.contains(&format!("{} is a directory", planted.display())),
+        "the error token does not name the planted directory: {refusal:?}\n{log}"
+    );
+    assert_eq!(
+        log.matches(".perf_start_w0_qa is a directory").count(),
+        1,
+        "refused once: {log}"
+    );
 }

@@ -559,6 +559,43 @@ pub fn as_nobody(script: &str) {
     assert!(st.success(), "as nobody: {script}");
 }
 
+/// A directory only root can change (root-owned, and so is every directory
+/// above it, none writable by others): where a trusted JDK or nsys can
+/// live (the target's temporary directory, else below /run).
+pub fn root_only_dir() -> Option<tempfile::TempDir> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let trusted = |p: &Path| {
+        p.ancestors()
+            .all(|a| std::fs::metadata(a).is_ok_and(|m| m.uid() == 0 && m.mode() & 0o022 == 0))
+    };
+    [
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
+        PathBuf::from("/run"),
+    ]
+    .into_iter()
+    .filter(|p| trusted(p))
+    .find_map(|p| tempfile::tempdir_in(p).ok())
+    .inspect(|d| {
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap()
+    })
+}
+
+/// The write system calls process `pid` (all its threads) made during
+/// `period` (`syscw` of /proc/PID/io): 0 for a sidecar that waits idle.
+pub fn writes_during(pid: u32, period: Duration) -> u64 {
+    let syscw = || {
+        let io = std::fs::read_to_string(format!("/proc/{pid}/io"))
+            .unwrap_or_else(|e| panic!("/proc/{pid}/io: {e}"));
+        io.lines()
+            .find_map(|l| l.strip_prefix("syscw: "))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no syscw in /proc/{pid}/io:\n{io}"))
+    };
+    let before = syscw();
+    sleep(period);
+    syscw() - before
+}
+
 /// Asserts that a finished command succeeded, printing its status, stdout
 /// and stderr otherwise.
 #[track_caller]

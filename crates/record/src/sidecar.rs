@@ -38,7 +38,7 @@ use crate::publish;
 use crate::shard::RecordSpec;
 use crate::symfs;
 use crate::sys;
-use crate::tokens::{write_atomic, Request, Tokens, Tool, INVALID_PREFIX};
+use crate::tokens::{write_atomic, Refused, Request, Tokens, Tool, INVALID_PREFIX};
 
 const POLL: Duration = Duration::from_millis(200);
 
@@ -385,8 +385,10 @@ struct Server {
     arm_wanted: bool,
     /// The next capture, attached and disabled.
     armed: Option<ActiveCapture>,
-    /// Wakes the loop when a token is written on this node.
+    /// Wakes the loop when a request is written on this node.
     watch: Option<sys::DirWatch>,
+    /// Requests refused and still there (refused once).
+    refused: Refused,
     /// `STAGING/worker_N`, where the symbol snapshot is.
     worker_dir: PathBuf,
     /// What the symbol snapshot holds (grown as the worker maps more).
@@ -406,6 +408,7 @@ impl Server {
             arm_wanted: false,
             armed: None,
             watch: sys::DirWatch::new(&opts.token_dir),
+            refused: Refused::default(),
             tokens: tokens.clone(),
             ctx: context(opts, tokens, me, worker),
             out_worker: worker.out.clone(),
@@ -594,13 +597,18 @@ impl Server {
                 self.arm();
             }
             self.watch_active();
-            if let Ok(requests) = self.tokens.requests() {
-                for (req, q) in requests {
+            if let Ok(scan) = self.tokens.requests(&mut self.refused) {
+                for (q, refusal) in scan.refused {
+                    self.error(&q, &refusal);
+                }
+                for (req, q) in scan.requests {
                     self.handle(req, &q);
                 }
             }
+            // Woken by requests and shutdown only: our own answers never
+            // start another pass.
             match &self.watch {
-                Some(w) => w.wait(POLL.as_millis() as i32),
+                Some(w) => w.wait_for(POLL.as_millis() as i32, &|n| self.tokens.wakes(n)),
                 None => sleep(POLL),
             }
         }
@@ -697,7 +705,8 @@ impl Server {
             let q = c.query.clone();
             self.settle(c);
             self.error(&q, &format!("{INVALID_PREFIX}{msg}"));
-        } else if Tokens::exists(&stop) {
+        } else if Tokens::is_file(&stop) {
+            // Anything else under its name is refused by the requests' scan.
             let _ = Tokens::remove(&stop);
             self.end(&mut c, EndCause::Stop);
             let q = c.query.clone();
@@ -775,14 +784,18 @@ impl Server {
             // repeated start for it (the driver retried, clearing `started`)
             // is answered again.
             if req == Request::Start {
-                let _ = self.tokens.take_request(req, q);
-                let _ = self
-                    .tokens
-                    .write(&self.tokens.query("started", q), &c.summary());
+                match self.tokens.take_request(req, q, &mut self.refused) {
+                    Ok(()) => {
+                        let _ = self
+                            .tokens
+                            .write(&self.tokens.query("started", q), &c.summary());
+                    }
+                    Err(refused) => self.error(q, &refused),
+                }
             }
             return;
         }
-        if let Err(refused) = self.tokens.take_request(req, q) {
+        if let Err(refused) = self.tokens.take_request(req, q, &mut self.refused) {
             self.error(q, &refused);
             return;
         }

@@ -11,7 +11,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Wall-clock time in nanoseconds since the Unix epoch.
 pub fn now_ns() -> u64 {
@@ -499,10 +499,52 @@ impl DirWatch {
 
     /// Waits up to `timeout_ms` for a change, then drains the events.
     pub fn wait(&self, timeout_ms: i32) {
-        if poll_readable(self.fd, timeout_ms) {
-            let mut buf = [0u8; 4096];
+        self.wait_for(timeout_ms, &|_| true);
+    }
+
+    /// Waits up to `timeout_ms` for a change to an entry whose name is
+    /// `wanted` (or for lost events: the queue overflowed); changes to
+    /// other entries (the caller's own writes) are drained and waited past.
+    pub fn wait_for(&self, timeout_ms: i32, wanted: &dyn Fn(&[u8]) -> bool) {
+        let deadline = Instant::now() + Duration::from_millis(timeout_ms.max(0) as u64);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if !poll_readable(self.fd, left.as_millis() as i32) || self.drain(wanted) {
+                return;
+            }
+            if left.is_zero() {
+                return;
+            }
+        }
+    }
+
+    /// Reads every pending event; whether one names a `wanted` entry or
+    /// says events were lost.
+    fn drain(&self, wanted: &dyn Fn(&[u8]) -> bool) -> bool {
+        // struct inotify_event: wd, mask, cookie, len (4 bytes each), then
+        // `len` bytes of NUL-padded name; a read returns whole events.
+        const HEAD: usize = 16;
+        let mut buf = [0u8; 4096];
+        let mut hit = false;
+        loop {
             // SAFETY: reading into a buffer of the given size.
-            while unsafe { libc::read(self.fd, buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
+            let n = unsafe { libc::read(self.fd, buf.as_mut_ptr().cast(), buf.len()) };
+            if n <= 0 {
+                return hit;
+            }
+            let events = &buf[..n as usize];
+            let mut at = 0;
+            while at + HEAD <= events.len() {
+                let word = |i: usize| {
+                    u32::from_ne_bytes(events[at + i..at + i + 4].try_into().expect("4 bytes"))
+                };
+                let (mask, len) = (word(4), word(12) as usize);
+                let end = (at + HEAD + len).min(events.len());
+                let name = &events[at + HEAD..end];
+                let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+                hit |= mask & libc::IN_Q_OVERFLOW != 0 || wanted(name);
+                at = end;
+            }
         }
     }
 }
@@ -541,9 +583,10 @@ fn count_cpu_list(list: &str) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::{count_cpu_list, write_new};
+    use super::{count_cpu_list, write_new, DirWatch};
     use std::fs;
     use std::io::{self, Write};
+    use std::time::{Duration, Instant};
 
     #[test]
     fn a_write_that_fails_leaves_no_half_file_and_never_touches_what_was_there() {
@@ -576,5 +619,35 @@ mod tests {
         assert_eq!(count_cpu_list("0,2,4-5"), 4);
         assert_eq!(count_cpu_list(""), 0);
         assert_eq!(count_cpu_list("5-3"), 0);
+    }
+
+    #[test]
+    fn a_watch_waits_past_the_changes_it_does_not_want() {
+        let dir = std::env::temp_dir().join(format!("jobprof-watch-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir(&dir).unwrap();
+        let w = DirWatch::new(&dir).unwrap();
+        let wanted = |n: &[u8]| n.starts_with(b"req");
+        // Our own writes: drained, waited past, up to the time limit.
+        fs::write(dir.join("own"), "x").unwrap();
+        fs::rename(dir.join("own"), dir.join("own2")).unwrap();
+        let t = Instant::now();
+        w.wait_for(300, &wanted);
+        assert!(
+            t.elapsed() >= Duration::from_millis(290),
+            "{:?}",
+            t.elapsed()
+        );
+        // A request: at once.
+        fs::write(dir.join("own3"), "x").unwrap();
+        fs::write(dir.join("req1"), "x").unwrap();
+        let t = Instant::now();
+        w.wait_for(5000, &wanted);
+        assert!(
+            t.elapsed() < Duration::from_millis(1000),
+            "{:?}",
+            t.elapsed()
+        );
+        fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -14,11 +14,19 @@
 //!
 //! Every token is written atomically (temporary file + rename), so a reader
 //! sees it whole or not at all; error tokens always hold a non-empty message.
+//! A request is a regular file: anything else under a request's name (a
+//! directory, a link, a FIFO), or a request that cannot be removed, is
+//! refused once with the query's error token and remembered by name and
+//! identity ([`Refused`]), so the sidecars never answer it again and again.
 //! This module also validates query ids and worker indexes; it does not
 //! decide when tokens are written.
 
+use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::fs;
 use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use crate::fail::Fail;
@@ -99,6 +107,73 @@ impl Request {
             Request::Start => "start",
             Request::Stop => "stop",
         }
+    }
+}
+
+/// Request tokens refused and still in the token directory, by name and
+/// identity (inode, type and change time: an inode number freed by a
+/// removal is soon another file's): each is refused once, not on every
+/// pass. (A directory planted under a request's name cannot be removed:
+/// answered on every pass, it kept the sidecars busy rewriting tokens.)
+/// An entry is forgotten once it is gone or replaced.
+#[derive(Debug, Default)]
+pub struct Refused(BTreeMap<OsString, Identity>);
+
+/// What tells one directory entry from a later one under the same name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Identity {
+    ino: u64,
+    mode: u32,
+    ctime: (i64, i64),
+}
+
+impl Identity {
+    fn of(m: &fs::Metadata) -> Identity {
+        Identity {
+            ino: m.ino(),
+            mode: m.mode(),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        }
+    }
+}
+
+impl Refused {
+    /// Remembers the entry at `path` as it is now (a link not followed),
+    /// when it still exists.
+    fn remember(&mut self, path: &Path) {
+        if let (Some(name), Ok(m)) = (path.file_name(), fs::symlink_metadata(path)) {
+            self.0.insert(name.to_os_string(), Identity::of(&m));
+        }
+    }
+}
+
+/// What one look at the token directory found.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Scan {
+    /// The `start` and `stop` requests (regular files), sorted by query id.
+    /// Query ids are returned as found (the caller validates them:
+    /// `.perf_start_w0_..` is a legal file name).
+    pub requests: Vec<(Request, String)>,
+    /// Entries under a request's name that are no regular file, refused
+    /// for the first time: the query id and the refusal, for the query's
+    /// error token.
+    pub refused: Vec<(String, String)>,
+}
+
+/// What a file type is, for messages: `a directory`, `a FIFO`...
+fn kind_of(t: fs::FileType) -> &'static str {
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_block_device() || t.is_char_device() {
+        "a device"
+    } else {
+        "not a regular file"
     }
 }
 
@@ -233,11 +308,25 @@ impl Tokens {
         (!s.is_empty()).then(|| s.to_string())
     }
 
+    /// True when the token is a regular file (a link is not followed).
+    pub fn is_file(path: &Path) -> bool {
+        fs::symlink_metadata(path).is_ok_and(|m| m.is_file())
+    }
+
     /// Takes request `req` of query `q`: removes its token (it has been
-    /// seen) and checks the query id; `Err` holds the refusal of an id
-    /// that breaks [`query_ok`]'s rule, for the query's error token.
-    pub fn take_request(&self, req: Request, q: &str) -> Result<(), String> {
-        let _ = Tokens::remove(&self.query(req.kind(), q));
+    /// seen) and checks the query id; `Err` holds the refusal, for the
+    /// query's error token: of a token that cannot be removed (it is
+    /// remembered in `refused`, so it is refused once), or of an id that
+    /// breaks [`query_ok`]'s rule.
+    pub fn take_request(&self, req: Request, q: &str, refused: &mut Refused) -> Result<(), String> {
+        let path = self.query(req.kind(), q);
+        if let Err(e) = Tokens::remove(&path) {
+            refused.remember(&path);
+            return Err(format!(
+                "cannot remove the request {}: {e}; refused, not acted on",
+                path.display()
+            ));
+        }
         if query_ok(q) {
             Ok(())
         } else {
@@ -259,23 +348,63 @@ impl Tokens {
         }
     }
 
-    /// The `start` and `stop` requests of this worker now in the directory,
-    /// sorted by query id. Query ids are returned as found (the caller
-    /// validates them: `.perf_start_w0_..` is a legal file name).
-    pub fn requests(&self) -> io::Result<Vec<(Request, String)>> {
+    /// Whether a sidecar acts on an entry named `name` (a `start` or `stop`
+    /// request of this worker, or its `shutdown`): what wakes its watch.
+    /// Its own answers do not, so writing them never starts another pass.
+    pub fn wakes(&self, name: &[u8]) -> bool {
+        [Request::Start, Request::Stop]
+            .iter()
+            .any(|r| name.starts_with(self.query_prefix(r.kind()).as_bytes()))
+            || self
+                .sidecar("shutdown")
+                .file_name()
+                .is_some_and(|n| n.as_bytes() == name)
+    }
+
+    /// The `start` and `stop` requests of this worker now in the directory
+    /// (see [`Scan`]); an entry under a request's name that is no regular
+    /// file is refused, once: `refused` remembers it while it stays.
+    pub fn requests(&self, refused: &mut Refused) -> io::Result<Scan> {
         let start = self.query_prefix(Request::Start.kind());
         let stop = self.query_prefix(Request::Stop.kind());
-        let mut found = Vec::new();
+        let mut found = Scan::default();
+        let mut still = BTreeMap::new();
         for entry in fs::read_dir(&self.dir)? {
-            let name = entry?.file_name();
-            let Some(name) = name.to_str() else { continue };
-            if let Some(q) = name.strip_prefix(&start) {
-                found.push((Request::Start, q.to_string()));
-            } else if let Some(q) = name.strip_prefix(&stop) {
-                found.push((Request::Stop, q.to_string()));
+            let entry = entry?;
+            let name = entry.file_name();
+            let Some(text) = name.to_str() else { continue };
+            let (req, q) = if let Some(q) = text.strip_prefix(&start) {
+                (Request::Start, q.to_string())
+            } else if let Some(q) = text.strip_prefix(&stop) {
+                (Request::Stop, q.to_string())
+            } else {
+                continue;
+            };
+            // Gone since the listing: nothing to take.
+            let Ok(meta) = entry.metadata() else { continue };
+            let id = Identity::of(&meta);
+            if refused.0.get(&name) == Some(&id) {
+                still.insert(name, id);
+                continue;
             }
+            let kind = meta.file_type();
+            if kind.is_file() {
+                found.requests.push((req, q));
+                continue;
+            }
+            found.refused.push((
+                q,
+                format!(
+                    "{} is {}, not a regular file: refused, not acted on (remove it)",
+                    self.dir.join(&name).display(),
+                    kind_of(kind)
+                ),
+            ));
+            still.insert(name, id);
         }
-        found.sort_by(|a, b| a.1.cmp(&b.1));
+        refused.0 = still;
+        found.requests.sort_by(|a, b| a.1.cmp(&b.1));
+        found.refused.sort();
         Ok(found)
     }
 
@@ -428,10 +557,79 @@ mod tests {
         assert!(!n.query("started", "q1").exists() && !n.sidecar("ready").exists());
         assert!(p.query("started", "q1").exists() && p.sidecar("ready").exists());
         assert_eq!(
-            n.requests().unwrap(),
-            [],
+            n.requests(&mut Refused::default()).unwrap(),
+            Scan::default(),
             "perf's tokens are no nsys requests"
         );
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_request_that_is_no_regular_file_is_refused_once_until_replaced() {
+        let dir = std::env::temp_dir().join(format!("tokens-refused-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let t = Tokens::new(&dir, 0);
+        let planted = t.query("start", "qa");
+        fs::create_dir(&planted).unwrap();
+        t.write(&t.query("stop", "qb"), "").unwrap();
+        let mut refused = Refused::default();
+        let scan = t.requests(&mut refused).unwrap();
+        assert_eq!(scan.requests, [(Request::Stop, "qb".to_string())]);
+        let [(q, why)] = &scan.refused[..] else {
+            panic!("{scan:?}")
+        };
+        assert_eq!(q, "qa");
+        assert!(
+            why.contains(&format!("{} is a directory", planted.display())),
+            "{why}"
+        );
+        // Refused once: the next passes do not see it.
+        for _ in 0..3 {
+            assert!(t.requests(&mut refused).unwrap().refused.is_empty());
+        }
+        // Replaced (here by a socket, maybe with the same inode number):
+        // refused again.
+        fs::remove_dir(&planted).unwrap();
+        std::os::unix::net::UnixListener::bind(&planted).unwrap();
+        let scan = t.requests(&mut refused).unwrap();
+        assert!(scan.refused[0].1.contains("is a socket"), "{scan:?}");
+        // A request whose token cannot be removed is refused once as well.
+        fs::remove_file(&planted).unwrap();
+        fs::create_dir_all(planted.join("x")).unwrap();
+        let e = t
+            .take_request(Request::Start, "qa", &mut refused)
+            .unwrap_err();
+        assert!(
+            e.contains("cannot remove the request") && e.contains(".perf_start_w0_qa"),
+            "{e}"
+        );
+        assert!(t.requests(&mut refused).unwrap().refused.is_empty());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn only_requests_and_shutdown_wake_a_sidecar() {
+        for tool in [Tool::Perf, Tool::Nsys] {
+            let t = Tokens::of(tool, Path::new("/t"), 1);
+            let name = |p: PathBuf| p.file_name().unwrap().as_bytes().to_vec();
+            for wakes in [
+                name(t.query("start", "q")),
+                name(t.query("stop", "q")),
+                name(t.sidecar("shutdown")),
+            ] {
+                assert!(t.wakes(&wakes), "{}", String::from_utf8_lossy(&wakes));
+            }
+            for own in [
+                name(t.query("started", "q")),
+                name(t.query("finished", "q")),
+                name(t.query("error", "q")),
+                name(t.sidecar("ready")),
+                name(Tokens::of(tool, Path::new("/t"), 2).query("start", "q")),
+                b".tmp.jobprof.0123456789abcdef".to_vec(),
+            ] {
+                assert!(!t.wakes(&own), "{}", String::from_utf8_lossy(&own));
+            }
+        }
     }
 }

@@ -34,7 +34,7 @@ use crate::fail::Fail;
 use crate::identity::{self, write_signed, SidecarId};
 use crate::preflight::{private_dir, staging_root};
 use crate::sys;
-use crate::tokens::{Request, Tokens, Tool};
+use crate::tokens::{Refused, Request, Tokens, Tool};
 
 const POLL: Duration = Duration::from_millis(200);
 
@@ -104,6 +104,7 @@ pub fn run(opts: NsysOpts) -> Result<(), Fail> {
         seen: BTreeSet::new(),
         start_failed: BTreeSet::new(),
         watch: sys::DirWatch::new(&opts.token_dir),
+        refused: Refused::default(),
     };
     let ending = server.serve();
     server.wind_down(&ending);
@@ -247,6 +248,8 @@ struct Server<'a> {
     /// Queries whose `nsys start` failed (their stop is expected, ignored).
     start_failed: BTreeSet<String>,
     watch: Option<sys::DirWatch>,
+    /// Requests refused and still there (refused once).
+    refused: Refused,
 }
 
 impl Server<'_> {
@@ -260,18 +263,23 @@ impl Server<'_> {
                 log("shutdown requested");
                 return "shutdown".into();
             }
-            if let Ok(mut requests) = self.tokens.requests() {
+            if let Ok(mut scan) = self.tokens.requests(&mut self.refused) {
+                for (q, refusal) in scan.refused {
+                    self.error(&q, &refusal);
+                }
                 // A start before the stop of the same query.
-                requests.sort_by(|a, b| {
+                scan.requests.sort_by(|a, b| {
                     a.1.cmp(&b.1)
                         .then((a.0 != Request::Start).cmp(&(b.0 != Request::Start)))
                 });
-                for (req, q) in requests {
+                for (req, q) in scan.requests {
                     self.handle(req, &q);
                 }
             }
+            // Woken by requests and shutdown only: our own answers never
+            // start another pass.
             match &self.watch {
-                Some(w) => w.wait(POLL.as_millis() as i32),
+                Some(w) => w.wait_for(POLL.as_millis() as i32, &|n| self.tokens.wakes(n)),
                 None => sleep(POLL),
             }
         }
@@ -292,7 +300,7 @@ impl Server<'_> {
     }
 
     fn handle(&mut self, req: Request, q: &str) {
-        if let Err(refused) = self.tokens.take_request(req, q) {
+        if let Err(refused) = self.tokens.take_request(req, q, &mut self.refused) {
             self.error(q, &refused);
             return;
         }
@@ -414,8 +422,8 @@ impl Server<'_> {
     /// the shutdown (a driver that stops its last query and shuts down at
     /// once) is taken as the stop it is.
     fn wind_down(&mut self, ending: &str) {
-        if let Ok(requests) = self.tokens.requests() {
-            for (req, q) in requests {
+        if let Ok(scan) = self.tokens.requests(&mut self.refused) {
+            for (req, q) in scan.requests {
                 if req == Request::Stop && self.active.as_ref().is_some_and(|a| a.query == q) {
                     self.handle(req, &q);
                 }
