@@ -7,6 +7,8 @@
 //! produces the `.qdstrm`, then the `.nsys-rep`, in bursts) and logs every
 //! call; the driver is the users' own `start_profiler`/`stop_profiler`
 //! (tests/nsys/nsys-profiler.sh). Settle windows are short (`--settle`).
+//! The fake lives where only root can change it (as root the sidecar runs
+//! no other nsys).
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -47,7 +49,8 @@ impl Session {
     }
 
     fn with_env(env: &[(&str, &str)]) -> Session {
-        let t = tempfile::tempdir().unwrap();
+        // As root the sidecar runs only an nsys that root alone can change.
+        let t = util::root_only_dir().unwrap_or_else(|| tempfile::tempdir().unwrap());
         fs::set_permissions(t.path(), fs::Permissions::from_mode(0o755)).unwrap();
         let bin = t.path().join("bin");
         fs::create_dir(&bin).unwrap();
@@ -716,4 +719,117 @@ fn a_perf_and_an_nsys_sidecar_serve_the_same_queries_and_the_job_page_lists_both
         "the page links the report"
     );
     assert!(html.contains("Nsight Systems") && html.contains("settled "));
+}
+
+/// Issue 45, item 6: `nobody` makes a directory named
+/// `.nsys_start_token_w0_qdir` in the shared token directory. Before, the
+/// sidecar started a collection for it, then answered it on every pass
+/// (the unlink failed, unnoticed), each answer (its `started`, rewritten
+/// and fsynced) waking its own watch into the next: thousands of writes a
+/// second. It is refused once, the error token naming it, nsys is never
+/// started for it, the sidecar then waits as quietly as it does idle, and
+/// serves the next query.
+#[test]
+fn a_directory_planted_as_a_start_token_is_refused_once_and_spins_nothing() {
+    if !util::require(is_root() && have("setpriv"), "root and setpriv") {
+        return;
+    }
+    let mut s = Session::new();
+    fs::set_permissions(&s.tokens, fs::Permissions::from_mode(0o1777)).unwrap();
+    let n = s.sidecar(&[]);
+    let planted = s.token("start", "qdir");
+    as_nobody(&format!("mkdir {}", planted.display()));
+    std::thread::sleep(Duration::from_millis(500));
+    let writes = util::writes_during(s.sidecars[n].id(), Duration::from_secs(2));
+    assert!(
+        writes < 5,
+        "the sidecar made {writes} write calls in 2 s beside a planted directory token \
+         (0 when it waits idle)\n{}",
+        s.log(n)
+    );
+    let refusal = fs::read_to_string(s.token("error", "qdir")).unwrap_or_default();
+    assert!(
+        refusal.contains(&format!("{} is a directory", planted.display())),
+        "the error token does not name the planted directory: {refusal:?}\n{}",
+        s.log(n)
+    );
+    let o = s.driver("start_profiler q1 && stop_profiler q1");
+    assert!(o.status.success(), "{}\n{}", output_text(&o), s.log(n));
+    let (o, code) = s.shutdown(n);
+    assert_eq!(code, Some(0), "{}\n{}", output_text(&o), s.log(n));
+    check_published(&s, "q1", "nsys-rep");
+    assert!(!s.calls().contains("qdir"), "{}", s.calls());
+    assert_eq!(
+        s.log(n).matches("is a directory").count(),
+        1,
+        "{}",
+        s.log(n)
+    );
+}
+
+/// Issue 45, item 7: an `nsys` that `nobody` owns first on root's `PATH`,
+/// or one (given by `--nsys-bin`) in a directory anyone may write. Before,
+/// the root sidecar ran it as uid 0. Each is refused at start (exit 1),
+/// the error naming the path and why, and never runs.
+#[test]
+fn an_nsys_others_can_change_is_never_run_as_root() {
+    use std::os::unix::fs::chown;
+    if !util::require(is_root(), "root") {
+        return;
+    }
+    let s = Session::new();
+    let Some(trusted) = util::root_only_dir() else {
+        util::require(false, "a root-only directory");
+        return;
+    };
+    let (theirs, open) = (trusted.path().join("theirs"), trusted.path().join("open"));
+    let ran = s.t.path().join("ran");
+    for (dir, mode) in [(&theirs, 0o755), (&open, 0o777)] {
+        fs::create_dir(dir).unwrap();
+        fs::set_permissions(dir, fs::Permissions::from_mode(mode)).unwrap();
+        let nsys = dir.join("nsys");
+        fs::write(&nsys, format!("#!/bin/sh\nid -u >> {}\n", ran.display())).unwrap();
+        fs::set_permissions(&nsys, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    chown(theirs.join("nsys"), Some(65534), Some(65534)).unwrap();
+    let path = format!("{}:{}", theirs.display(), std::env::var("PATH").unwrap());
+    let open_nsys = open.join("nsys");
+    for (how, args, why) in [
+        (
+            "first on PATH",
+            vec![],
+            format!("{}/nsys is owned by uid 65534", theirs.display()),
+        ),
+        (
+            "--nsys-bin",
+            vec!["--nsys-bin", open_nsys.to_str().unwrap()],
+            format!("{} is owned by uid 0 with mode 777", open.display()),
+        ),
+    ] {
+        // A time limit: before, the planted nsys answered `--version` and
+        // the sidecar served.
+        let o = s
+            .cmd("timeout")
+            .env("PATH", &path)
+            .arg("60")
+            .arg(recorder())
+            .args(["sidecar", "--tool", "nsys", "--worker", "0", "--token-dir"])
+            .arg(&s.tokens)
+            .arg("--out")
+            .arg(&s.out)
+            .arg("--staging")
+            .arg(&s.staging)
+            .args(&args)
+            .output()
+            .unwrap();
+        let text = output_text(&o);
+        assert_eq!(o.status.code(), Some(1), "{how}: {text}");
+        assert!(
+            text.contains(&why) && text.contains("others can change it"),
+            "{how}: {text}"
+        );
+        let token = fs::read_to_string(s.tokens.join(".nsys_sidecar_error_w0")).unwrap();
+        assert!(token.contains(&why), "{how}: {token}");
+        assert!(!ran.exists(), "{how}: the nsys others can change ran");
+    }
 }

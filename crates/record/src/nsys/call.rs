@@ -1,17 +1,65 @@
 //! Running `nsys` (`--version`, `start`, `stop`) with a time limit, its
 //! output kept in a log file in staging (a pipe could be held open by a
 //! daemon nsys leaves behind) and its argv, exit code and end time
-//! recorded for `nsys-capture.json`.
+//! recorded for `nsys-capture.json`. The nsys to run is resolved once, at
+//! start ([`resolve`]).
 
+use std::ffi::OsStr;
 use std::fs;
-use std::path::Path;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use jobprof_capture_format::nsys::NsysCall;
 
+use crate::confine;
 use crate::sys;
+
+/// The nsys to run, resolved once at start: `bin` (`--nsys-bin`) when it
+/// holds a `/`, else the first executable `bin` in `path` (`PATH`), made
+/// absolute. As root (`root`) only an nsys that root alone can change is
+/// run ([`confine::root_only`], the check `jcmd` gets: the file and every
+/// directory above it owned by root and writable by no one else, links
+/// resolved, the resolved path returned); `Err` names the path and why.
+pub fn resolve(bin: &Path, path: Option<&OsStr>, root: bool) -> Result<PathBuf, String> {
+    let found = if bin.as_os_str().as_encoded_bytes().contains(&b'/') {
+        bin.to_path_buf()
+    } else {
+        std::env::split_paths(path.unwrap_or_default())
+            .map(|dir| dir.join(bin))
+            .find(|p| {
+                fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })
+            .ok_or_else(|| {
+                format!(
+                    "no executable {} on PATH ({}); pass --nsys-bin PATH",
+                    bin.display(),
+                    path.unwrap_or_default().to_string_lossy()
+                )
+            })?
+    };
+    let found = std::path::absolute(&found)
+        .map_err(|e| format!("cannot make {} absolute: {e}", found.display()))?;
+    if !root {
+        return Ok(found);
+    }
+    let shown = found.display();
+    let text = found
+        .to_str()
+        .ok_or_else(|| format!("{shown}: not UTF-8; pass --nsys-bin PATH"))?;
+    let slash = fs::File::open("/").map_err(|e| format!("cannot open /: {e}"))?;
+    confine::root_only(&slash, text)
+        .map(PathBuf::from)
+        .map_err(|e| {
+            format!(
+            "not running {shown} as root: {e}; only an nsys that root alone can change runs as \
+             root (it and every directory above it owned by root, writable by no one else): \
+             install it so, or pass --nsys-bin PATH to one that is"
+        )
+        })
+}
 
 /// One finished call: what `nsys-capture.json` records, and its output.
 pub struct Ran {
@@ -96,5 +144,55 @@ pub fn run(bin: &Path, args: &[&str], log: &Path, timeout: Duration) -> Ran {
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resolve;
+    use std::ffi::OsStr;
+    use std::fs;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
+
+    #[test]
+    fn nsys_is_found_on_path_once_and_made_absolute() {
+        let dir = std::env::temp_dir().join(format!("jobprof-nsys-path-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        for d in ["a", "b"] {
+            fs::create_dir_all(dir.join(d)).unwrap();
+        }
+        // Not executable: skipped, as exec would.
+        fs::write(dir.join("a/nsys"), "").unwrap();
+        fs::write(dir.join("b/nsys"), "#!/bin/sh\n").unwrap();
+        fs::set_permissions(dir.join("b/nsys"), fs::Permissions::from_mode(0o755)).unwrap();
+        fs::set_permissions(dir.join("b"), fs::Permissions::from_mode(0o777)).unwrap();
+        let path = std::env::join_paths([dir.join("none"), dir.join("a"), dir.join("b")]).unwrap();
+        let found = resolve(Path::new("nsys"), Some(&path), false).unwrap();
+        assert_eq!(found, dir.join("b/nsys"));
+        let e = resolve(Path::new("nsys"), Some(OsStr::new("/nonexistent")), false).unwrap_err();
+        assert!(
+            e.contains("no executable nsys on PATH (/nonexistent)"),
+            "{e}"
+        );
+        let rel = resolve(Path::new("./x/nsys"), None, false).unwrap();
+        assert!(rel.is_absolute() && rel.ends_with("x/nsys"), "{rel:?}");
+        // As root: one in a directory anyone may write is
+        // refused, naming it; the system's shell is root's alone.
+        if crate::sys::euid() == 0 {
+            let e = resolve(Path::new("nsys"), Some(&path), true).unwrap_err();
+            assert!(
+                e.contains("not running") && e.contains(&dir.join("b/nsys").display().to_string()),
+                "{e}"
+            );
+            assert!(e.contains("others can change it"), "{e}");
+            let sh = resolve(
+                Path::new("sh"),
+                Some(OsStr::new("/nonexistent:/usr/bin:/bin")),
+                true,
+            );
+            assert!(sh.unwrap().is_absolute());
+        }
+        fs::remove_dir_all(&dir).unwrap();
     }
 }

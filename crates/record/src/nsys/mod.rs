@@ -46,7 +46,7 @@ fn log(msg: &str) {
 }
 
 /// Runs the sidecar to the end (see the module doc).
-pub fn run(opts: NsysOpts) -> Result<(), Fail> {
+pub fn run(mut opts: NsysOpts) -> Result<(), Fail> {
     let tokens = Tokens::for_sidecar(Tool::Nsys, &opts.token_dir, opts.worker)?;
     let me = SidecarId::me();
     let lock_path = tokens.sidecar("lock");
@@ -74,7 +74,7 @@ pub fn run(opts: NsysOpts) -> Result<(), Fail> {
         let _ = write_signed(&tokens, &tokens.sidecar("error"), &me, &msg);
         Fail::failed(msg)
     };
-    let setup = prepare(&opts).map_err(fail)?;
+    let setup = prepare(&mut opts).map_err(fail)?;
     let (tx, rx) = mpsc::channel();
     let settler = settler::spawn(
         settler::Config {
@@ -147,9 +147,16 @@ struct Setup {
     out_worker: PathBuf,
 }
 
-/// Checks nsys runs, makes the private staging directory, checks the
-/// output directory, and deals with what a killed sidecar left.
-fn prepare(opts: &NsysOpts) -> Result<Setup, String> {
+/// Resolves nsys once (`opts.nsys_bin` becomes the absolute path run from
+/// then on; as root one only root can change, see [`call::resolve`]),
+/// checks it runs, makes the private staging directory, checks the output
+/// directory, and deals with what a killed sidecar left.
+fn prepare(opts: &mut NsysOpts) -> Result<Setup, String> {
+    opts.nsys_bin = call::resolve(
+        &opts.nsys_bin,
+        std::env::var_os("PATH").as_deref(),
+        sys::euid() == 0,
+    )?;
     let root = staging_root(opts.staging.as_deref());
     private_dir(&root)?;
     let staging = root.join(format!("nsys_worker_{}", opts.worker));

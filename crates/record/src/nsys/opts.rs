@@ -38,7 +38,10 @@ Options:
   --worker N               worker index (digits)
   --out NSYS_ROOT          reports go to NSYS_ROOT/worker_N/Q/ (not the perf
                            sidecar's PERF_ROOT: e.g. RESULT/profiles/nsys)
-  --nsys-bin PATH          the nsys to run (default: nsys on PATH)
+  --nsys-bin PATH          the nsys to run (default: nsys on PATH), resolved
+                           once at start; as root only one that root alone
+                           can change (it and every directory above it
+                           root's, writable by no one else), else exit 1
   --settle SECS            a report is complete once unchanged this long
                            (default 15; decimals allowed)
   --report-timeout SECS    longest wait for a settled .nsys-rep after
