@@ -101,20 +101,23 @@ pub enum Error {
     },
 
     /// A stream input (compressed, a pipe, stdin) holds a sample or line
-    /// longer than [`crate::sys::input::MAX_RECORD`]: no text perf writes,
-    /// a decompression bomb more likely; reading it on would hold it all
-    /// in memory.
+    /// longer than `limit` (the input layer's `MAX_RECORD`, given where the
+    /// error is built, so that this module names nothing below it): no
+    /// text perf writes, a decompression bomb more likely; reading it on
+    /// would hold it all in memory.
     #[error(
         "{}: {what} longer than {} MiB (no sample boundary or newline in it): not text as \
          perf prints it (a decompression bomb?); refusing to read on",
         path.display(),
-        crate::sys::input::MAX_RECORD >> 20
+        limit >> 20
     )]
     Oversized {
         /// The offending input.
         path: PathBuf,
         /// `a sample`, `a line`.
         what: &'static str,
+        /// The longest sample or line read, in bytes.
+        limit: usize,
     },
 
     /// Not one line of the input is a `perf script` sample: the input is
