@@ -14,9 +14,8 @@
 //! by token. Every module may use `crate::error` (`crate::Error`, `Result`,
 //! `ExitCode`): the one exit-code contract is beneath all; but a loop
 //! through `error.rs` (it names a stage's `Error` whose module uses
-//! `crate::error`) is a loop, and the one not yet broken is listed in
-//! [`KNOWN_CYCLES`]. `crates/record/src` (a binary of flat modules) is
-//! checked for cycles only.
+//! `crate::error`) is a loop. `crates/record/src` (a binary of flat
+//! modules) is checked for cycles only.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -371,20 +370,18 @@ type Edges = BTreeMap<(Module, Module), Reference>;
 /// (`(relative path, content)`), each a line naming the file, the line and
 /// the import.
 fn violations(files: &[(String, String)]) -> Vec<String> {
-    check(files, true, &[])
+    check(files, true)
 }
 
 /// The import cycles of the recorder's files (`crates/record/src/...`):
 /// its modules have no stage order, but may not loop either.
 fn record_violations(files: &[(String, String)]) -> Vec<String> {
-    check(files, false, &[])
+    check(files, false)
 }
 
 /// [`violations`] (`library`: with the stage order, `error.rs`'s rule and
 /// the folder cycles) or [`record_violations`] (module cycles only).
-/// `known`: module cycles that are known and not yet broken, each the
-/// exact set of its modules; one that no longer matches is reported too.
-fn check(files: &[(String, String)], library: bool, known: &[&[&str]]) -> Vec<String> {
+fn check(files: &[(String, String)], library: bool) -> Vec<String> {
     let modules: BTreeSet<Module> = files.iter().filter_map(|(p, _)| module_of(p)).collect();
     let mut problems = Vec::new();
     let mut edges = Edges::new();
@@ -431,8 +428,8 @@ fn check(files: &[(String, String)], library: bool, known: &[&[&str]]) -> Vec<St
         }
     }
     problems.sort();
-    problems.extend(cycle_report("folder", &folder_edges, &[]));
-    problems.extend(cycle_report("module", &edges, known));
+    problems.extend(cycle_report("folder", &folder_edges));
+    problems.extend(cycle_report("module", &edges));
     problems
 }
 
@@ -443,33 +440,15 @@ fn related(a: &Module, b: &Module) -> bool {
 }
 
 /// One line per cycle: the modules of each strongly connected component
-/// and the imports that close it; none for a component that is exactly one
-/// of `known` (module names, `a::b`), and one for each of `known` that no
-/// component is (the cycle was broken or changed: update the list).
-fn cycle_report(kind: &str, edges: &Edges, known: &[&[&str]]) -> Vec<String> {
+/// and the imports that close it.
+fn cycle_report(kind: &str, edges: &Edges) -> Vec<String> {
     let graph: BTreeMap<&Module, Vec<&Module>> =
         edges.keys().fold(BTreeMap::new(), |mut g, (a, b)| {
             g.entry(a).or_insert_with(Vec::new).push(b);
             g
         });
-    let found = cycles(&graph);
-    let names =
-        |scc: &Vec<&Module>| -> BTreeSet<String> { scc.iter().map(|m| m.join("::")).collect() };
-    let as_set = |k: &[&str]| -> BTreeSet<String> { k.iter().map(|s| s.to_string()).collect() };
-    let gone = known
-        .iter()
-        .filter(|k| !found.iter().any(|scc| names(scc) == as_set(k)))
-        .map(|k| {
-            format!(
-                "known {kind} import cycle not found as listed (broken or changed: \
-                 update the list): {}",
-                k.join(", ")
-            )
-        });
-    let gone: Vec<String> = gone.collect();
-    found
+    cycles(&graph)
         .into_iter()
-        .filter(|scc| !known.iter().any(|k| names(scc) == as_set(k)))
         .map(|scc| {
             let set: BTreeSet<&Module> = scc.iter().copied().collect();
             let imports: Vec<String> = edges
@@ -488,7 +467,6 @@ fn cycle_report(kind: &str, edges: &Edges, known: &[&[&str]]) -> Vec<String> {
                 .collect();
             format!("{kind} import cycle: {}", imports.join("; "))
         })
-        .chain(gone)
         .collect()
 }
 
@@ -580,37 +558,13 @@ fn the_recorder_has_no_import_cycles() {
     );
 }
 
-/// The one module cycle known and not yet broken, listed so that it is
-/// never silent: `error.rs` converts the `nsys` and `output::render` errors
-/// (`#[from]`), and both reach modules that use `crate::error` again
-/// (`nsys` itself: `ExitCode`, `From<crate::Error>`; `render` through
-/// `pprof`, the native reader and `sys::input`). Breaking it takes errors
-/// per layer mapped to exit codes at the binary's edge (issue 47, item 3):
-/// no module below the binary importing `crate::error`. Any change to the
-/// cycle's modules fails the test, so the list is kept exact.
-const KNOWN_CYCLES: &[&[&str]] = &[&[
-    "error",
-    "nsys",
-    "output::pprof",
-    "output::render",
-    "symbolize::jit",
-    "symbolize::native",
-    "symbolize::sources",
-    "sys::confined",
-    "sys::digest",
-    "sys::file_kind",
-    "sys::input",
-    "text::fold",
-    "text::samples",
-]];
-
 #[test]
 fn the_library_is_layered_by_stage_without_cycles() {
     let root = crate::util::repo_root();
     let mut files = Vec::new();
     sources(&root, &root.join("src"), &mut files);
     files.sort();
-    let problems = check(&files, true, KNOWN_CYCLES);
+    let problems = violations(&files);
     assert!(
         problems.is_empty(),
         "{} layering problems (docs/development.md, \"Layering\"):\n{}",
@@ -672,29 +626,6 @@ fn layering_allows_earlier_stages_sys_and_error() {
         problems[1],
         "module import cycle: error -> nsys (src/error.rs:1 `crate::nsys::Error`); \
          nsys -> error (src/nsys/mod.rs:1 `crate::ExitCode`)"
-    );
-}
-
-#[test]
-fn known_cycles_are_skipped_only_while_they_stand_exactly() {
-    let files: Vec<(String, String)> = [
-        (
-            "src/error.rs",
-            "pub enum Error { Nsys(crate::nsys::Error) }",
-        ),
-        ("src/nsys/mod.rs", "pub struct Error; use crate::ExitCode;"),
-    ]
-    .iter()
-    .map(|(p, s)| (p.to_string(), s.to_string()))
-    .collect();
-    assert!(check(&files, true, &[&["error", "nsys"]]).is_empty());
-    let other = check(&files, true, &[&["error", "nsys", "sys"]]);
-    assert_eq!(other.len(), 2, "{other:#?}");
-    assert!(other[0].starts_with("module import cycle: error -> nsys"));
-    assert_eq!(
-        other[1],
-        "known module import cycle not found as listed (broken or changed: \
-         update the list): error, nsys, sys"
     );
 }
 
