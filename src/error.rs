@@ -1,8 +1,10 @@
 //! Typed errors for the whole library and the one exit-code contract.
 //!
 //! Every stage returns [`Result`]; a module with richer failure modes keeps
-//! its own error enum and converts into [`Error`] (`#[from]`), so the binary
-//! needs to understand exactly one type to pick an exit code. Messages carry
+//! its own error enum and converts into [`Error`] (`#[from]`), as long as
+//! that module does not use this one (no import loops): `nsys`, which
+//! converts [`Error`] into its own, is not wrapped, and the binary maps its
+//! `nsys::Error::exit_code` at its edge next to [`Error::exit_code`]. Messages carry
 //! the path (and, where it helps, the line number or size) and say what to do.
 //! This module does not print or exit: only `main.rs` does.
 
@@ -101,20 +103,23 @@ pub enum Error {
     },
 
     /// A stream input (compressed, a pipe, stdin) holds a sample or line
-    /// longer than [`crate::sys::input::MAX_RECORD`]: no text perf writes,
-    /// a decompression bomb more likely; reading it on would hold it all
-    /// in memory.
+    /// longer than `limit` (the input layer's `MAX_RECORD`, given where the
+    /// error is built, so that this module names nothing below it): no
+    /// text perf writes, a decompression bomb more likely; reading it on
+    /// would hold it all in memory.
     #[error(
         "{}: {what} longer than {} MiB (no sample boundary or newline in it): not text as \
          perf prints it (a decompression bomb?); refusing to read on",
         path.display(),
-        crate::sys::input::MAX_RECORD >> 20
+        limit >> 20
     )]
     Oversized {
         /// The offending input.
         path: PathBuf,
         /// `a sample`, `a line`.
         what: &'static str,
+        /// The longest sample or line read, in bytes.
+        limit: usize,
     },
 
     /// Not one line of the input is a `perf script` sample: the input is
@@ -134,10 +139,6 @@ pub enum Error {
     /// Invalid options or arguments that clap could not catch.
     #[error("{0}")]
     Usage(String),
-
-    /// Collecting, flushing or planning Nsight Systems reports failed.
-    #[error(transparent)]
-    Nsys(#[from] crate::nsys::Error),
 
     /// A Slurm command failed, or the job asked about is unknown or not
     /// running.
@@ -169,7 +170,6 @@ impl Error {
             | Error::Oversized { .. }
             | Error::NoSamples { .. }
             | Error::Usage(_) => ExitCode::Usage,
-            Error::Nsys(e) => e.exit_code(),
             // A bad, unknown or finished job is the user's input; a Slurm
             // command that cannot run or fails is failed work.
             Error::Slurm(e) if e.is_usage() => ExitCode::Usage,

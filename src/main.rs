@@ -140,10 +140,21 @@ fn exit_for_error(err: &anyhow::Error) -> ExitCode {
     }
     let code = err
         .chain()
-        .find_map(|c| c.downcast_ref::<jobprof::Error>())
-        .map(|e| e.exit_code())
+        .find_map(layer_exit_code)
         .unwrap_or(jobprof::ExitCode::Failed);
     ExitCode::from(code.code())
+}
+
+/// The exit code of one error in a chain, when it is one of the library's
+/// layers' errors: the library's own [`jobprof::Error`], or a stage's that
+/// it does not wrap (`nsys`, whose codes 3-5 are its own). The outermost
+/// one found decides.
+fn layer_exit_code(err: &(dyn std::error::Error + 'static)) -> Option<jobprof::ExitCode> {
+    if let Some(e) = err.downcast_ref::<jobprof::Error>() {
+        return Some(e.exit_code());
+    }
+    err.downcast_ref::<jobprof::nsys::Error>()
+        .map(jobprof::nsys::Error::exit_code)
 }
 
 /// A broken pipe anywhere in `err`'s chain of causes.

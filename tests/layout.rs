@@ -9,9 +9,13 @@
 //! `mod.rs` re-exports).
 //!
 //! The source is parsed with `syn` (so comments, strings and doc links do
-//! not count); `#[cfg(test)]` items are skipped, and macro bodies are read
-//! token by token. Every module may use `crate::error` (`crate::Error`,
-//! `Result`, `ExitCode`): the one exit-code contract is beneath all.
+//! not count); `#[cfg(test)]` items are skipped, and macro bodies and
+//! attribute arguments (`#[error("{}", crate::x::LIMIT)]`) are read token
+//! by token. Every module may use `crate::error` (`crate::Error`, `Result`,
+//! `ExitCode`): the one exit-code contract is beneath all; but a loop
+//! through `error.rs` (it names a stage's `Error` whose module uses
+//! `crate::error`) is a loop. `crates/record/src` (a binary of flat
+//! modules) is checked for cycles only.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -38,6 +42,10 @@ const ORDER: [&str; 9] = [
 const NSYS: &str = "nsys";
 const ERROR: &str = "error";
 
+/// The recorder's sources (`jobprof-record`, a binary of flat modules
+/// rooted at `main.rs`): checked for cycles only.
+const RECORD_SRC: &str = "crates/record/src/";
+
 /// The names `lib.rs` re-exports from `error.rs`.
 const ERROR_REEXPORTS: [&str; 3] = ["Error", "Result", "ExitCode"];
 
@@ -59,7 +67,15 @@ struct Reference {
 /// `nsys::flush`, `src/nsys/mod.rs` is `nsys`); `None` for the crate root
 /// and the binary (`lib.rs`, `main.rs`, `cmd/`).
 fn module_of(rel: &str) -> Option<Module> {
-    let rel = rel.strip_prefix("src/")?.strip_suffix(".rs")?;
+    let rel = rel
+        .strip_prefix("src/")
+        .or_else(|| rel.strip_prefix(RECORD_SRC))?
+        .strip_suffix(".rs")?;
+    // A `#[cfg(test)]` module's own file, included with `#[path]`
+    // (`cli_tests.rs`): test code, as `#[cfg(test)]` items are.
+    if rel.ends_with("_tests") {
+        return None;
+    }
     let mut parts: Vec<String> = rel.split('/').map(str::to_string).collect();
     if parts.last().is_some_and(|p| p == "mod") {
         parts.pop();
@@ -211,6 +227,16 @@ impl<'ast> Visit<'ast> for Collector {
         syn::visit::visit_path(self, p);
     }
 
+    /// An attribute's arguments are tokens to syn (`#[error("{}",
+    /// crate::x::LIMIT)]`), read as a macro body is: a path in them is an
+    /// import as much as one in code.
+    fn visit_attribute(&mut self, a: &'ast syn::Attribute) {
+        if let syn::Meta::List(list) = &a.meta {
+            self.scan_tokens(list.tokens.clone());
+        }
+        syn::visit::visit_attribute(self, a);
+    }
+
     fn visit_macro(&mut self, m: &'ast syn::Macro) {
         self.scan_tokens(m.tokens.clone());
         syn::visit::visit_macro(self, m);
@@ -344,6 +370,18 @@ type Edges = BTreeMap<(Module, Module), Reference>;
 /// (`(relative path, content)`), each a line naming the file, the line and
 /// the import.
 fn violations(files: &[(String, String)]) -> Vec<String> {
+    check(files, true)
+}
+
+/// The import cycles of the recorder's files (`crates/record/src/...`):
+/// its modules have no stage order, but may not loop either.
+fn record_violations(files: &[(String, String)]) -> Vec<String> {
+    check(files, false)
+}
+
+/// [`violations`] (`library`: with the stage order, `error.rs`'s rule and
+/// the folder cycles) or [`record_violations`] (module cycles only).
+fn check(files: &[(String, String)], library: bool) -> Vec<String> {
     let modules: BTreeSet<Module> = files.iter().filter_map(|(p, _)| module_of(p)).collect();
     let mut problems = Vec::new();
     let mut edges = Edges::new();
@@ -353,12 +391,20 @@ fn violations(files: &[(String, String)]) -> Vec<String> {
             let at = format!("{}:{}: `{}`", r.file, r.line, r.path.join("::"));
             let to = match resolve(&r, &modules) {
                 Target::Outside => continue,
+                Target::Escapes if !library => continue,
                 Target::Escapes => {
                     problems.push(format!("{at}: climbs out of its folder ({})", r.from[0]));
                     continue;
                 }
                 Target::Module(m) => m,
             };
+            if !library {
+                let from_file = module_of(rel).unwrap();
+                if !related(&from_file, &to) {
+                    edges.entry((from_file, to)).or_insert(r);
+                }
+                continue;
+            }
             let from = &r.from[0];
             let why = if from == ERROR {
                 error_rule(&r, &to)
@@ -368,10 +414,10 @@ fn violations(files: &[(String, String)]) -> Vec<String> {
             if let Some(why) = why {
                 problems.push(format!("{at}: {why}"));
             }
-            if to[0] == ERROR || from == ERROR {
-                continue;
-            }
-            if from != &to[0] {
+            // `error` stands outside the folder order (every folder may use
+            // it), but not outside the module graph: a loop through
+            // `error.rs` is a loop.
+            if from != &to[0] && to[0] != ERROR && from != ERROR {
                 let key = (vec![from.clone()], vec![to[0].clone()]);
                 folder_edges.entry(key).or_insert_with(|| r.clone());
             }
@@ -498,6 +544,21 @@ fn sources(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
 }
 
 #[test]
+fn the_recorder_has_no_import_cycles() {
+    let root = crate::util::repo_root();
+    let mut files = Vec::new();
+    sources(&root, &root.join(RECORD_SRC), &mut files);
+    files.sort();
+    let problems = record_violations(&files);
+    assert!(
+        problems.is_empty(),
+        "{} import cycles in crates/record (docs/development.md, \"Layering\"):\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+#[test]
 fn the_library_is_layered_by_stage_without_cycles() {
     let root = crate::util::repo_root();
     let mut files = Vec::new();
@@ -555,9 +616,16 @@ fn layering_allows_earlier_stages_sys_and_error() {
         ("src/cmd/mod.rs", "use jobprof::views::X;"),
     ]);
     // `super::super` from sys/atomic.rs reaches the crate root.
-    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert_eq!(problems.len(), 2, "{problems:#?}");
     assert!(
         problems[0].starts_with("src/sys/atomic.rs:1: `super::super::error::Result`: climbs out")
+    );
+    // Every module may use `crate::error`, but not one that error.rs names
+    // back: that is a loop like any other.
+    assert_eq!(
+        problems[1],
+        "module import cycle: error -> nsys (src/error.rs:1 `crate::nsys::Error`); \
+         nsys -> error (src/nsys/mod.rs:1 `crate::ExitCode`)"
     );
 }
 
@@ -680,4 +748,81 @@ fn cycles_finds_every_loop_and_only_loops() {
     assert!(cycles(&dag).is_empty());
     let two = BTreeMap::from([(a, vec![b]), (b, vec![a]), (c, vec![d]), (d, vec![c])]);
     assert_eq!(cycles(&two).len(), 2);
+}
+
+#[test]
+fn layering_reads_paths_inside_attributes() {
+    // native::error names a constant of native::header in an `#[error]`
+    // attribute; header imports error: a cycle only the attribute shows.
+    let files = [
+        ("src/symbolize/mod.rs", "pub mod native;"),
+        ("src/symbolize/native/mod.rs", "mod error; mod header;"),
+        (
+            "src/symbolize/native/error.rs",
+            "#[derive(thiserror::Error)]\npub enum Damage {\n    \
+             #[error(\"a header {size}\", size = super::header::SIZE)]\n    Short,\n}",
+        ),
+        (
+            "src/symbolize/native/header.rs",
+            "use super::error::Damage; pub const SIZE: usize = 104;",
+        ),
+        ("src/views/mod.rs", "pub const TITLE: &str = \"\";"),
+        ("src/sys/mod.rs", "#[doc(alias = \"x\")]\n#[cfg_attr(unix, path = \"p\")]\nmod a;\n#[error(\"{}\", crate::views::TITLE)]\npub struct E;"),
+    ];
+    let problems = tree(&files);
+    assert_eq!(problems.len(), 2, "{problems:#?}");
+    assert_eq!(
+        problems[0],
+        "src/sys/mod.rs:4: `crate::views::TITLE`: sys may not import views, a later stage"
+    );
+    assert_eq!(
+        problems[1],
+        "module import cycle: symbolize::native::error -> symbolize::native::header \
+         (src/symbolize/native/error.rs:3 `super::header::SIZE`); \
+         symbolize::native::header -> symbolize::native::error \
+         (src/symbolize/native/header.rs:1 `super::error::Damage`)"
+    );
+}
+
+#[test]
+fn layering_checks_the_recorder_for_cycles() {
+    // crates/record is a binary of flat modules: no stage order, but no
+    // cycles either, reported with the recorder's own paths.
+    let files: Vec<(String, String)> = [
+        (
+            "crates/record/src/main.rs",
+            "mod cli; mod nsys; mod preflight;",
+        ),
+        (
+            "crates/record/src/cli.rs",
+            "pub struct Opts; use crate::nsys::run;",
+        ),
+        (
+            "crates/record/src/nsys/mod.rs",
+            "mod opts; pub fn run() { crate::preflight::check() }",
+        ),
+        ("crates/record/src/nsys/opts.rs", "use super::run;"),
+        (
+            "crates/record/src/preflight.rs",
+            "use crate::cli::Opts; pub fn check() {}",
+        ),
+    ]
+    .iter()
+    .map(|(p, s)| (p.to_string(), s.to_string()))
+    .collect();
+    let problems = record_violations(&files);
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    let p = &problems[0];
+    for edge in [
+        "cli -> nsys (crates/record/src/cli.rs:1 `crate::nsys::run`)",
+        "nsys -> preflight (crates/record/src/nsys/mod.rs:1 `crate::preflight::check`)",
+        "preflight -> cli (crates/record/src/preflight.rs:1 `crate::cli::Opts`)",
+    ] {
+        assert!(p.contains(edge), "{edge} missing from {p}");
+    }
+    let fixed: Vec<(String, String)> = files
+        .into_iter()
+        .filter(|(p, _)| !p.ends_with("preflight.rs"))
+        .collect();
+    assert!(record_violations(&fixed).is_empty());
 }

@@ -13,6 +13,7 @@ fuzz_target!(|data: &[u8]| {
         let _ = ps::parse_frame_fixed(line);
         let _ = ps::event_base(line);
         let _ = ps::strip_offset(line);
-        let _ = ps::is_id_token(line);
+        let _ = ps::parse_header_simpleperf(line);
+        let _ = ps::time_ns(line);
     }
 });

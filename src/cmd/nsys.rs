@@ -118,7 +118,7 @@ impl CollectArgs {
     /// The collect options, and the plan of --config when given.
     fn options(&self) -> anyhow::Result<(CollectOptions, Option<Plan>)> {
         let plan = match &self.config {
-            Some(c) => Some(Plan::from_path(c).map_err(jobprof::Error::from)?),
+            Some(c) => Some(Plan::from_path(c)?),
             None => None,
         };
         let mut runtime_dirs = self.runtime_dir.clone();
@@ -342,7 +342,7 @@ pub fn run(args: NsysArgs) -> anyhow::Result<jobprof::ExitCode> {
     match args.command {
         NsysCommand::Collect(a) => {
             let (opts, _) = a.options()?;
-            let c = nsys::collect(&opts, None, &progress).map_err(jobprof::Error::from)?;
+            let c = nsys::collect(&opts, None, &progress)?;
             finish(c)
         }
         NsysCommand::Flush(a) => flush(a, &progress),
@@ -360,24 +360,22 @@ fn flush(a: FlushArgs, progress: &Progress) -> anyhow::Result<jobprof::ExitCode>
     opts.nsight_slurm = a.nsight_slurm.clone();
     if let Some(plan) = plan.filter(|p| p.wrapper().is_some()) {
         let ip = head_ip(a.wrapper.head_ip, &plan);
-        let (ip, warning) = nsys::setup::head_ip(ip).map_err(jobprof::Error::from)?;
+        let (ip, warning) = nsys::setup::head_ip(ip)?;
         if let Some(w) = warning {
             progress.log(w);
         }
-        let w =
-            nsys::Wrapper::of(&plan, ip, a.wrapper.call_timeout).map_err(jobprof::Error::from)?;
+        let w = nsys::Wrapper::of(&plan, ip, a.wrapper.call_timeout)?;
         opts.nsight_slurm = Some(w.exe.clone());
         opts.wrapper = Some(w);
     }
-    let c = nsys::flush(&opts, progress).map_err(jobprof::Error::from)?;
+    let c = nsys::flush(&opts, progress)?;
     finish(c)
 }
 
 /// `nsys setup`: one stdout line saying what was done.
 fn setup(a: SetupArgs, progress: &Progress) -> anyhow::Result<jobprof::ExitCode> {
-    let plan = Plan::from_path(&a.config).map_err(jobprof::Error::from)?;
-    let done = nsys::setup(&plan, a.wrapper.head_ip, a.wrapper.call_timeout, progress)
-        .map_err(jobprof::Error::from)?;
+    let plan = Plan::from_path(&a.config)?;
+    let done = nsys::setup(&plan, a.wrapper.head_ip, a.wrapper.call_timeout, progress)?;
     let log = plan
         .dirs
         .as_ref()
@@ -399,7 +397,7 @@ fn setup(a: SetupArgs, progress: &Progress) -> anyhow::Result<jobprof::ExitCode>
 
 /// `nsys teardown`, with the flush first when `--flush --job` ask for it.
 fn teardown(a: TeardownArgs, progress: &Progress) -> anyhow::Result<jobprof::ExitCode> {
-    let plan = Plan::from_path(&a.config).map_err(jobprof::Error::from)?;
+    let plan = Plan::from_path(&a.config)?;
     let flush = match (&a.job, plan.dirs.as_ref()) {
         (Some(job), Some(dirs)) if a.flush => {
             let collect = a
@@ -412,8 +410,7 @@ fn teardown(a: TeardownArgs, progress: &Progress) -> anyhow::Result<jobprof::Exi
         _ => None,
     };
     let ip = head_ip(a.wrapper.head_ip, &plan);
-    let collected = nsys::teardown(&plan, ip, a.wrapper.call_timeout, flush, progress)
-        .map_err(jobprof::Error::from)?;
+    let collected = nsys::teardown(&plan, ip, a.wrapper.call_timeout, flush, progress)?;
     jobprof::outln!(
         "{}: coordinator stopped",
         plan.dirs
@@ -429,7 +426,7 @@ fn teardown(a: TeardownArgs, progress: &Progress) -> anyhow::Result<jobprof::Exi
 
 /// `nsys plan`: the launcher command line, the panel (`--dry-run`) or JSON.
 fn plan(a: PlanArgs) -> anyhow::Result<jobprof::ExitCode> {
-    let plan = Plan::from_path(&a.config).map_err(jobprof::Error::from)?;
+    let plan = Plan::from_path(&a.config)?;
     if a.json {
         jobprof::outln!("{}", serde_json::to_string_pretty(&plan)?)?;
     } else if a.dry_run {
@@ -475,6 +472,6 @@ fn finish(c: Collection) -> anyhow::Result<jobprof::ExitCode> {
             ""
         }
     )?;
-    c.check().map_err(jobprof::Error::from)?;
+    c.check()?;
     Ok(jobprof::ExitCode::Success)
 }

@@ -364,12 +364,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_broken_pipe_on_a_report_is_found_through_crate_error() {
+    fn a_broken_pipe_on_a_report_is_found() {
         let source = std::io::Error::new(std::io::ErrorKind::BrokenPipe, "closed");
-        let e = crate::Error::Nsys(Error::Io {
+        let e = Error::Io {
             path: "r.nsys-rep".into(),
             source,
-        });
+        };
         assert!(crate::error::is_broken_pipe(&e));
     }
 

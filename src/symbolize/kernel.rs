@@ -16,6 +16,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use jobprof_capture_format::build_id::{gnu_build_id, ByteOrder};
 use tempfile::TempPath;
 
 /// The live kernel symbol table.
@@ -79,30 +80,7 @@ pub fn this_host_and_boot() -> (Option<String>, Option<String>) {
 pub fn running_kernel_build_id() -> Option<String> {
     std::fs::read(KERNEL_NOTES)
         .ok()
-        .and_then(|n| gnu_build_id(&n))
-}
-
-/// The `NT_GNU_BUILD_ID` note of an ELF note section (`namesz`, `descsz`,
-/// `type`, then the name and the descriptor, each padded to 4 bytes), as
-/// hex.
-pub fn gnu_build_id(notes: &[u8]) -> Option<String> {
-    let word = |at: usize| -> Option<usize> {
-        let b = notes.get(at..at + 4)?;
-        Some(u32::from_ne_bytes(b.try_into().ok()?) as usize)
-    };
-    let pad = |n: usize| n.checked_add(3).map(|n| n & !3);
-    let mut at = 0;
-    while at + 12 <= notes.len() {
-        let (namesz, descsz, kind) = (word(at)?, word(at + 4)?, word(at + 8)?);
-        let name_at = at + 12;
-        let desc_at = name_at.checked_add(pad(namesz)?)?;
-        let desc = notes.get(desc_at..desc_at.checked_add(descsz)?)?;
-        if kind == 3 && notes.get(name_at..name_at + namesz)? == b"GNU\0" {
-            return Some(desc.iter().map(|b| format!("{b:02x}")).collect());
-        }
-        at = desc_at.checked_add(pad(descsz)?)?;
-    }
-    None
+        .and_then(|n| gnu_build_id(&n, ByteOrder::NATIVE))
 }
 
 /// The sampled kernel's build id (hex): `[kernel.kallsyms]` in the first
@@ -325,25 +303,6 @@ mod tests {
         assert!(failed
             .describe()
             .contains("could not be copied from /proc/kallsyms: hidden"));
-    }
-
-    #[test]
-    fn build_id_note_among_others() {
-        let mut notes = Vec::new();
-        for (name, kind, desc) in [
-            (&b"Xen\0"[..], 1u32, &[7u8; 5][..]),
-            (b"GNU\0", 3, &[0xa3, 0xe4, 0x01]),
-        ] {
-            notes.extend((name.len() as u32).to_ne_bytes());
-            notes.extend((desc.len() as u32).to_ne_bytes());
-            notes.extend(kind.to_ne_bytes());
-            notes.extend(name);
-            notes.extend(desc);
-            notes.resize(notes.len().next_multiple_of(4), 0);
-        }
-        assert_eq!(gnu_build_id(&notes).as_deref(), Some("a3e401"));
-        assert_eq!(gnu_build_id(&notes[..20]), None);
-        assert_eq!(gnu_build_id(&[]), None);
     }
 
     #[test]

@@ -142,6 +142,7 @@ pub fn oversized(path: &Path, what: &'static str) -> Error {
     Error::Oversized {
         path: path.to_path_buf(),
         what,
+        limit: MAX_RECORD,
     }
 }
 

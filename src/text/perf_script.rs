@@ -11,13 +11,7 @@
 //! This module works on one line at a time and allocates nothing. It knows
 //! nothing about samples, stacks, folding or files.
 
-use nom::bytes::complete::{tag, take_while1};
-
 use crate::text::bytes::{block16, find_byte, rfind_byte, Block16};
-use nom::character::complete::char as nom_char;
-use nom::combinator::{all_consuming, opt, recognize};
-use nom::sequence::{pair, preceded};
-use nom::IResult;
 
 /// The fields of a sample header line that folding needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -704,19 +698,6 @@ pub fn strip_offset(rawfunc: &str) -> &str {
     rawfunc
 }
 
-/// Whether `s` is a process/thread id token: `-?\d+` or `-?\d+/-?\d+`
-/// (exposed for tests and tools that validate `perf script` headers).
-pub fn is_id_token(s: &str) -> bool {
-    fn id(s: &str) -> IResult<&str, &str> {
-        recognize(pair(
-            opt(nom_char('-')),
-            take_while1(|c: char| c.is_ascii_digit()),
-        ))(s)
-    }
-    let r: IResult<&str, &str> = all_consuming(recognize(pair(id, opt(preceded(tag("/"), id)))))(s);
-    r.is_ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1011,11 +992,24 @@ mod tests {
     }
 
     #[test]
-    fn id_tokens() {
-        assert!(is_id_token("123"));
-        assert!(is_id_token("-1"));
-        assert!(is_id_token("12/34"));
-        assert!(!is_id_token("1a"));
-        assert!(!is_id_token(""));
+    fn id_words_end_the_comm() {
+        // The id word is `-?\d+` or `-?\d+/-?\d+` (negative only in the
+        // fixed parser); a word with anything else in it belongs to the comm.
+        for (line, ids) in [
+            ("a 123 1.0: 1 e:", ("?", "123")),
+            ("a 12/34 1.0: 1 e:", ("12", "34")),
+            ("a 1a 7 1.0: 1 e:", ("?", "7")),
+        ] {
+            for h in [parse_header_compat(line), parse_header_fixed(line)] {
+                assert_eq!(h.map(|h| (h.pid, h.tid)), Some(ids), "{line}");
+            }
+        }
+        let h = parse_header_fixed("a -1/-1 1.0: 1 e:").unwrap();
+        assert_eq!((h.comm, h.pid, h.tid), ("a", "-1", "-1"));
+        assert_eq!(
+            parse_header_fixed("a -1 1.0: 1 e:").map(|h| h.tid),
+            Some("-1")
+        );
+        assert_eq!(parse_header_fixed("a b 1x.0: e:"), None);
     }
 }

@@ -15,7 +15,10 @@
 //! the metadata and its writer), [`mod@shards`] the two TSV files (rows,
 //! headers, writers and readers), and `json` the hand-written JSON writer
 //! both `capture.json` and `nsys-capture.json` ([`mod@nsys`]) use.
+//! [`mod@build_id`] is the one reader of the GNU build id in an ELF note
+//! section, for both sides.
 
+pub mod build_id;
 mod capture;
 mod json;
 pub mod nsys;

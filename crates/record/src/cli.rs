@@ -13,6 +13,7 @@ use std::path::PathBuf;
 
 use crate::fail::Fail;
 use crate::nsys::NsysOpts;
+use crate::preflight::{PidSource, TargetOpts};
 use crate::tokens::{validate_query, validate_worker, Tool};
 
 /// Help for the whole binary.
@@ -196,52 +197,6 @@ pub enum Command {
     Preflight(PreflightOpts),
     /// Help was asked for: print this and exit 0.
     Help(&'static str),
-}
-
-/// Where the worker's PID comes from.
-#[derive(Debug, Clone)]
-pub enum PidSource {
-    /// `--pid`.
-    Pid(u32),
-    /// `--pid-file`.
-    File(PathBuf),
-}
-
-/// Options shared by the sidecar and the preflight subcommand.
-#[derive(Debug, Clone)]
-pub struct TargetOpts {
-    /// The worker's PID or PID file.
-    pub pid: PidSource,
-    /// Expected executable name or path.
-    pub exe_name: Option<String>,
-    /// perf event.
-    pub event: String,
-    /// Sampling frequency in Hz.
-    pub frequency: u32,
-    /// Fail without symbols.
-    pub require_symbols: bool,
-    /// `--off-cpu`: record switch-outs and switch events too.
-    pub off_cpu: bool,
-    /// Explicit staging directory.
-    pub staging: Option<PathBuf>,
-    /// Seconds to wait for the PID file and for a shard's ping.
-    pub start_timeout: u64,
-    /// `fp` or `dwarf[,SIZE]` (the test record uses it too).
-    pub call_graph: String,
-    /// `--user-regs` as given (`None`: the automatic rule, [`crate::regs`]).
-    pub explicit_user_regs: Option<String>,
-}
-
-impl TargetOpts {
-    /// The `--user-regs` perf is given on this node, and why.
-    pub fn user_regs(&self) -> Option<crate::regs::UserRegs> {
-        crate::regs::user_regs(
-            &self.call_graph,
-            &self.event,
-            std::env::consts::ARCH,
-            self.explicit_user_regs.as_deref(),
-        )
-    }
 }
 
 /// `sidecar` options.

@@ -8,6 +8,8 @@ use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 
+use jobprof_capture_format::build_id::{gnu_build_id, ByteOrder};
+
 /// What the section headers say about a binary.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct ElfInfo {
@@ -99,7 +101,7 @@ pub fn inspect_file(f: &mut File) -> io::Result<ElfInfo> {
             // vDSO's `.note` has it after two Linux notes).
             _ if kind == SHT_NOTE && size <= 4096 && info.build_id.is_none() => {
                 let notes = read_at(f, off, size)?;
-                info.build_id = gnu_build_id(&notes);
+                info.build_id = gnu_build_id(&notes, ByteOrder::Little);
             }
             b".gnu_debuglink" if size <= 4096 => {
                 let link = read_at(f, off, size)?;
@@ -120,50 +122,9 @@ pub fn inspect_file(f: &mut File) -> io::Result<ElfInfo> {
 /// `SHT_NOTE`.
 const SHT_NOTE: u64 = 7;
 
-/// The GNU build id (`NT_GNU_BUILD_ID` of owner `GNU`) among the notes of a
-/// note section, as lowercase hex.
-fn gnu_build_id(notes: &[u8]) -> Option<String> {
-    let mut at = 0;
-    while at + 12 <= notes.len() {
-        let namesz = u32_at(notes, at)? as usize;
-        let descsz = u32_at(notes, at + 4)? as usize;
-        let kind = u32_at(notes, at + 8)?;
-        let name = at + 12;
-        let desc = name + namesz.div_ceil(4) * 4;
-        let next = desc + descsz.div_ceil(4) * 4;
-        if kind == 3 && notes.get(name..name + namesz) == Some(b"GNU\0") {
-            let id = notes.get(desc..desc + descsz)?;
-            return Some(id.iter().map(|b| format!("{b:02x}")).collect());
-        }
-        at = next;
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn build_id_found_after_other_notes() {
-        let mut notes = Vec::new();
-        // A Linux note (type 0, 4 bytes), then the GNU build id.
-        for (name, kind, desc) in [
-            (&b"Linux\0"[..], 0u32, &[1u8, 2, 3, 4][..]),
-            (&b"GNU\0"[..], 3, &[0xe0, 0x25, 0x12][..]),
-        ] {
-            notes.extend((name.len() as u32).to_le_bytes());
-            notes.extend((desc.len() as u32).to_le_bytes());
-            notes.extend(kind.to_le_bytes());
-            notes.extend(name);
-            notes.resize(notes.len().div_ceil(4) * 4, 0);
-            notes.extend(desc);
-            notes.resize(notes.len().div_ceil(4) * 4, 0);
-        }
-        assert_eq!(gnu_build_id(&notes).as_deref(), Some("e02512"));
-        assert_eq!(gnu_build_id(&notes[..20]), None);
-        assert_eq!(gnu_build_id(&[]), None);
-    }
 
     #[test]
     fn reads_our_own_test_binary() {

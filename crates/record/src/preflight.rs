@@ -1,6 +1,9 @@
 //! The checks run before anything is attached, in the order an operator
 //! would fix them, and the readable report (`preflight.txt`). Also finds the
-//! worker's PID (waiting for the PID file) and the staging directory.
+//! worker's PID (waiting for the PID file) and the staging directory, and
+//! defines the target options the sidecar and `preflight` share
+//! ([`TargetOpts`]; `cli` fills them in, and imports them from here, so that
+//! no import loops back to `cli`).
 //!
 //! A failed check names itself and the fix; warnings never stop the sidecar.
 //! This module does not copy symbols (see `symfs`) and does not start the
@@ -12,11 +15,56 @@ use std::process::{Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use crate::cli::{PidSource, TargetOpts};
 use crate::elf;
 use crate::fail::Fail;
 use crate::symfs;
 use crate::sys;
+
+/// Where the worker's PID comes from.
+#[derive(Debug, Clone)]
+pub enum PidSource {
+    /// `--pid`.
+    Pid(u32),
+    /// `--pid-file`.
+    File(PathBuf),
+}
+
+/// Options shared by the sidecar and the preflight subcommand.
+#[derive(Debug, Clone)]
+pub struct TargetOpts {
+    /// The worker's PID or PID file.
+    pub pid: PidSource,
+    /// Expected executable name or path.
+    pub exe_name: Option<String>,
+    /// perf event.
+    pub event: String,
+    /// Sampling frequency in Hz.
+    pub frequency: u32,
+    /// Fail without symbols.
+    pub require_symbols: bool,
+    /// `--off-cpu`: record switch-outs and switch events too.
+    pub off_cpu: bool,
+    /// Explicit staging directory.
+    pub staging: Option<PathBuf>,
+    /// Seconds to wait for the PID file and for a shard's ping.
+    pub start_timeout: u64,
+    /// `fp` or `dwarf[,SIZE]` (the test record uses it too).
+    pub call_graph: String,
+    /// `--user-regs` as given (`None`: the automatic rule, [`crate::regs`]).
+    pub explicit_user_regs: Option<String>,
+}
+
+impl TargetOpts {
+    /// The `--user-regs` perf is given on this node, and why.
+    pub fn user_regs(&self) -> Option<crate::regs::UserRegs> {
+        crate::regs::user_regs(
+            &self.call_graph,
+            &self.event,
+            std::env::consts::ARCH,
+            self.explicit_user_regs.as_deref(),
+        )
+    }
+}
 
 /// The perf executable (looked up on PATH).
 pub const PERF: &str = "perf";
@@ -707,7 +755,6 @@ fn read_head(path: &str, limit: u64) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::PidSource;
 
     fn opts(event: &str) -> TargetOpts {
         TargetOpts {

@@ -577,11 +577,11 @@ pub fn render_pprof<S: AsRef<str>, W: Write>(
             what: "the input".into(),
         });
     }
-    let columns = crate::output::pprof::Columns::for_count_name(&opts.count_name);
+    let columns = crate::output::pprof::columns::Columns::for_count_name(&opts.count_name);
     let rows = stacks
         .iter()
         .map(|(s, c)| (s.as_ref(), columns.on_cpu(*c, true), Vec::new()));
-    crate::output::pprof::from_stacks(rows, &columns, w)
+    crate::output::pprof::columns::from_stacks(rows, &columns, w)
         .map(drop)
         .map_err(|source| Error::Write {
             format: Format::Pprof,

@@ -136,8 +136,13 @@ pub enum Error {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HeaderDamage {
     /// Shorter than a header.
-    #[error("the file has {0} bytes, a header {size}", size = super::header::HEADER_SIZE)]
-    Short(usize),
+    #[error("the file has {len} bytes, a header {header}")]
+    Short {
+        /// The file's size.
+        len: usize,
+        /// A header's size (`header.rs` knows it).
+        header: usize,
+    },
     /// Attribute size 0 (a division by zero in the parser).
     #[error("an attribute size of 0")]
     ZeroAttrSize,

@@ -67,7 +67,10 @@ pub(super) fn section(b: &[u8], at: usize) -> Option<std::ops::Range<usize>> {
 pub fn check(b: &[u8]) -> Result<(), Error> {
     let bad = |what| Err(Error::DamagedHeader(what));
     if b.len() < HEADER_SIZE {
-        return bad(HeaderDamage::Short(b.len()));
+        return bad(HeaderDamage::Short {
+            len: b.len(),
+            header: HEADER_SIZE,
+        });
     }
     if u64_at(b, 16) == Some(0) {
         return bad(HeaderDamage::ZeroAttrSize);
@@ -179,6 +182,16 @@ mod tests {
         let arch = [3u8, 0, 0, 0, b'x', b'8', b'6'];
         let desc = event_desc(1, 128, 2, b"cpu-clock\0", 2);
         assert!(check(&file(&[6, 12], &[&arch, &desc])).is_ok());
+    }
+
+    #[test]
+    fn a_file_shorter_than_a_header_says_both_sizes() {
+        // The message is built from the sizes the error carries (error.rs
+        // names nothing of header.rs, which imports it).
+        assert_eq!(
+            check(&[0; 10]).unwrap_err().to_string(),
+            "damaged file header: the file has 10 bytes, a header 104"
+        );
     }
 
     #[test]
