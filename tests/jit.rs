@@ -561,7 +561,7 @@ fn python_with_x_perf_where_there_is_one() {
             .is_ok_and(|s| s.success())
     });
     let Some(python) = python else {
-        eprintln!("SKIPPED: no Python 3.12+ on this machine (-X perf needs it)");
+        util::require(false, "Python 3.12+ (-X perf), on PATH or under pyenv");
         return;
     };
     if !util::require(util::perf_can_record(), "perf that can record") {

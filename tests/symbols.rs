@@ -434,10 +434,11 @@ fn without_a_snapshot_the_live_table_only_on_the_same_boot_or_kernel() {
     // Another boot of the same kernel (the same node after a reboot,
     // another node of one image): the core kernel's table, KASLR's offset
     // taken off.
-    let Some(kernel) = jobprof::symbolize::kernel::running_kernel_build_id() else {
-        eprintln!("skipped the other-boot cases: no kernel build id in /sys/kernel/notes");
+    let kernel = jobprof::symbolize::kernel::running_kernel_build_id();
+    if !util::require(kernel.is_some(), "a kernel build id in /sys/kernel/notes") {
         return;
-    };
+    }
+    let kernel = kernel.unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let (dir, _) = process_copy(c, tmp.path(), &[], |w| {
         fs::remove_file(w.join("kallsyms")).unwrap();

@@ -38,7 +38,35 @@ pub fn require(available: bool, what: &str) -> bool {
         panic!("required component missing under CI: {what}");
     }
     eprintln!("\n*** SKIPPED: {what} is not available on this machine ***\n");
+    note_skip(what);
     false
+}
+
+/// Where skipped tests are listed, one line each (`.ci/run` and
+/// `scripts/test-skips.sh` count them): `target/skipped-tests.txt` under the
+/// checkout, or `$JOBPROF_SKIP_LOG`.
+pub fn skip_log() -> PathBuf {
+    std::env::var_os("JOBPROF_SKIP_LOG")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target/skipped-tests.txt"))
+}
+
+/// Appends `test<TAB>what` to the skip log: a test that did not run says
+/// so where a summary can count it, not only on captured stderr.
+fn note_skip(what: &str) {
+    use std::io::Write;
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("(unnamed test)")
+        .to_string();
+    let log = skip_log();
+    if let Some(dir) = log.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let line = format!("{test}\t{}\n", what.replace(['\n', '\t'], " "));
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&log) {
+        let _ = f.write_all(line.as_bytes());
+    }
 }
 
 /// The path of the fixtures directory.
