@@ -1043,6 +1043,11 @@ fn record_stale_tokens_of_a_dead_sidecar_are_not_trusted() {
         "30",
     ]);
     fails_with(&wait, 4, "already shut down");
+    // So are `stop` and `start` after shutdown (issue 49): exit 4, never
+    // an old token of q1 or q2 taken for an answer.
+    fails_with(&rig.driver("stop", "q2"), 4, "already shut down");
+    fails_with(&rig.driver("stop", "q1"), 4, "already shut down");
+    fails_with(&rig.driver("start", "q3"), 4, "already shut down");
 }
 
 #[test]

@@ -220,9 +220,14 @@ fn reprocess_sbatch_prints_a_quoted_array_script() {
         "#SBATCH --partition=cpu",
         // The one duration parser; Slurm gets its own HH:MM:SS form.
         "#SBATCH --time=01:30:00",
+        // How captures go to tasks, as docs/slurm.md says (issue 49): by a
+        // hash of their path, not by position.
+        "hashes to",
+        "FNV-1a",
     ] {
         assert!(script.contains(line), "{script}");
     }
+    assert!(!script.contains("th capture"), "{script}");
     let exec = script.lines().find(|l| l.starts_with("exec ")).unwrap();
     assert!(exec.contains("reprocess --recompress -- "), "{exec}");
     // bash reads the root back verbatim.

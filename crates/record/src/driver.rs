@@ -199,6 +199,17 @@ pub fn run(opts: DriverOpts) -> Result<(), Fail> {
             .map_err(|e| io_fail("write", &start, e))?;
         wait(&t, q, "started", &mut deadline, opts.timeout)
     } else {
+        // A sidecar that has shut down answers nothing: its old per-query
+        // tokens (an error for a reused id, a `finished`) must not be taken
+        // for an answer to this `stop` (exit 4, as for `start`).
+        if let Sidecar::Done(_) = look(&t) {
+            return Err(Fail::no_sidecar(format!(
+                "stop {q}: the sidecar of worker {} has already shut down ({} exists); \
+                 nothing is being captured",
+                t.worker,
+                t.sidecar("done").display()
+            )));
+        }
         let stop = t.query("stop", q);
         let _ = Tokens::remove(&t.query("finished", q));
         if let Some(msg) = Tokens::message(&t.query("error", q)) {

@@ -95,9 +95,10 @@ pub fn script(
     ));
     s.push_str(&format!(
         "# {count} array task(s) share the {} capture(s) under the roots below ({pending} to do\n\
-         # when written). Task I takes every {count}th capture of the sorted list, starting\n\
-         # at the Ith (from SLURM_ARRAY_TASK_ID), so every capture is processed exactly once\n\
-         # and the tasks never talk to each other. A killed task leaves only complete\n\
+         # when written). Each capture goes to the task its path below its ROOT hashes to\n\
+         # (FNV-1a; task I from SLURM_ARRAY_TASK_ID), so every capture is processed exactly\n\
+         # once, the tasks never talk to each other, and a result directory that appears\n\
+         # between two tasks' starts moves no other capture. A killed task leaves only complete\n\
          # outputs: submit again to finish the rest (complete captures are skipped).\n",
         captures
     ));
