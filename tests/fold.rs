@@ -125,7 +125,10 @@ fn strip_quotes(b: &[u8]) -> Vec<u8> {
 #[test]
 fn flamegraph_golden_results_match_in_compat_mode() {
     let Some(compat_dir) = shared_compat() else {
-        util::require(false, "../shared/compat (the peers' suites: FlameGraph golden results)");
+        util::require(
+            false,
+            "../shared/compat (the peers' suites: FlameGraph golden results)",
+        );
         return;
     };
     let dir = compat_dir.join("flamegraph-57207af");
@@ -161,7 +164,10 @@ fn flamegraph_golden_results_match_in_compat_mode() {
 #[test]
 fn inferno_golden_results_match_in_compat_mode() {
     let Some(compat_dir) = shared_compat() else {
-        util::require(false, "../shared/compat (the peers' suites: inferno golden results)");
+        util::require(
+            false,
+            "../shared/compat (the peers' suites: inferno golden results)",
+        );
         return;
     };
     let dir = compat_dir.join("inferno-0.12.8");

@@ -363,7 +363,10 @@ fn kernel_frames_its_report_left_as_addresses_are_named_only_on_a_node_running_t
                 "{symbolizer}: {from}"
             );
             assert!(from.contains("kernel frames stay unnamed"), "{from}");
-            assert!(raw(&report) > 0, "{symbolizer}: kernel frames named: {report}");
+            assert!(
+                raw(&report) > 0,
+                "{symbolizer}: kernel frames named: {report}"
+            );
             assert!(!report.contains("[k] finish_task_switch"), "{report}");
         }
         folded.push(fs::read_to_string(q.join("jobprof/stacks.folded")).unwrap());
@@ -930,7 +933,10 @@ fn truncation_is_judged_by_the_unwinder_not_by_unnamed_roots() {
     // build id, and named.
     let debug =
         Path::new("/usr/lib/debug/.build-id/93/ac61ec5a8eb1396f9fbd350e3169a558528a40.debug");
-    if !util::require(debug.is_file(), "libc6-dbg's debug file for the seeds' libc") {
+    if !util::require(
+        debug.is_file(),
+        "libc6-dbg's debug file for the seeds' libc",
+    ) {
         return;
     }
     let dir = tmp.path().join("debug");

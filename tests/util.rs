@@ -64,7 +64,11 @@ fn note_skip(what: &str) {
         let _ = std::fs::create_dir_all(dir);
     }
     let line = format!("{test}\t{}\n", what.replace(['\n', '\t'], " "));
-    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&log) {
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+    {
         let _ = f.write_all(line.as_bytes());
     }
 }
