@@ -714,3 +714,103 @@ fn record_off_cpu_run(scratch: &Path, run: &Path, worker: &mut std::process::Chi
     let out = sidecar.wait_with_output().unwrap();
     assert!(out.status.success(), "sidecar: {}", output_text(&out));
 }
+
+// ---------------------------------------------------------------------------
+// Small synthetic runs: what `jobprof process` leaves that the trend reads
+// (`capture.json` and `stacks.folded` per capture, the job view's page per
+// query), written by hand, for the tests of the links and the gate, which
+// need no real profile.
+
+/// What a synthetic capture holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Cap {
+    /// `stacks.folded` with two functions.
+    Processed,
+    /// No `stacks.folded`: not processed.
+    Unprocessed,
+    /// An empty `stacks.folded`.
+    Empty,
+}
+
+/// Run `dir`: per (query, state), three replicates
+/// `profiles/perf/worker_0/<query>_iter<k>/`, and the job view page
+/// `profiles/perf/queries/<query>_iter1/flamegraph.html`, which says
+/// `stub flamegraph of <run's file name>`.
+fn synthetic_run(dir: &Path, queries: &[(&str, Cap)]) {
+    let perf = dir.join("profiles/perf");
+    let run = dir.file_name().unwrap().to_string_lossy().into_owned();
+    for &(q, cap) in queries {
+        for k in 1..=3u64 {
+            let c = perf.join(format!("worker_0/{q}_iter{k}"));
+            fs::create_dir_all(&c).unwrap();
+            fs::write(c.join("capture.json"), "{}\n").unwrap();
+            match cap {
+                Cap::Processed => fs::write(
+                    c.join("stacks.folded"),
+                    format!("w;main;work {}\nw;main;io {}\n", 600 + k, 400 - k),
+                )
+                .unwrap(),
+                Cap::Empty => fs::write(c.join("stacks.folded"), "").unwrap(),
+                Cap::Unprocessed => {}
+            }
+        }
+        let page = perf.join(format!("queries/{q}_iter1"));
+        fs::create_dir_all(&page).unwrap();
+        fs::write(
+            page.join("flamegraph.html"),
+            format!("<!DOCTYPE html><html><body><p>stub flamegraph of {run}</p></body></html>\n"),
+        )
+        .unwrap();
+    }
+}
+
+/// A run directory named as a `javascript:` URL (issue 45, item 8), with
+/// `-o` its parent: the link to its flamegraph is `./` and the name
+/// percent-encoded, so a click opens the page in that directory and runs
+/// no script; and the page's own script refuses an href with a scheme even
+/// when the data block holds one (an edited or older page).
+#[test]
+fn a_run_named_like_a_javascript_url_is_a_path_never_a_script() {
+    if !require(chromium().is_some(), "chromium, for the trend page's links") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let script = "void(document.body.setAttribute('data-pwned','yes'))";
+    let evil = format!("javascript:{script}%2F%2F");
+    let runs: Vec<PathBuf> = ["run_1", "run_2", evil.as_str()]
+        .iter()
+        .map(|n| tmp.path().join(n))
+        .collect();
+    for r in &runs {
+        synthetic_run(r, &[("q1", Cap::Processed)]);
+    }
+    let dirs: Vec<&Path> = runs.iter().map(PathBuf::as_path).collect();
+    let out = trend(&dirs, tmp.path(), &["--order", "args"]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let t = json(&tmp.path().join("trend.json"));
+    let link = t["queries"][0]["flamegraphs"][2]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(link.starts_with("./") && !link.contains(':'), "{link}");
+    let page = tmp.path().join("trend.html");
+    let dom = dump_dom(&page, "jobprof-selftest=click&query=q1&run=3");
+    assert!(
+        !dom.contains("data-pwned=\"yes\""),
+        "the run's name ran as a script"
+    );
+    assert!(
+        dom.contains(&format!("stub flamegraph of {evil}")),
+        "the click opens the run's page: {}",
+        &dom[..dom.len().min(600)]
+    );
+    // The page's script refuses a link with a scheme on its own.
+    let html = fs::read_to_string(&page).unwrap();
+    let in_data = serde_json::to_string(&link).unwrap().replace('/', "\\/");
+    assert!(html.contains(&in_data), "{in_data} not in the data block");
+    let planted = serde_json::to_string(&format!("javascript:{script}")).unwrap();
+    fs::write(&page, html.replace(&in_data, &planted)).unwrap();
+    let dom = dump_dom(&page, "jobprof-selftest=click&query=q1&run=3");
+    assert!(!dom.contains("data-pwned=\"yes\""), "a planted link ran");
+    assert!(dom.contains("refused"), "{}", &dom[..dom.len().min(600)]);
+}

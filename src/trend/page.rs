@@ -7,6 +7,9 @@
 //! differential flamegraphs of the runs with a significant finding. Every
 //! name is escaped: in HTML by [`esc`], in the data block as JSON with `<`
 //! and `/` escaped, and the script sets names as text, never as markup.
+//! Every link is `./` and percent-encoded segments ([`relative_href`]), so
+//! no run or query name can give it a scheme (`javascript:`), and the
+//! script refuses to open any other.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -17,7 +20,7 @@ use super::{relative, Trend, DIFFS_DIR};
 use crate::error::Result;
 use crate::output::render::diff::render_diff;
 use crate::output::render::folded::read_folded;
-use crate::output::render::html::esc;
+use crate::output::render::html::{esc, relative_href};
 use crate::output::render::{Format, RenderOptions};
 use crate::sys::atomic::AtomicFile;
 use crate::sys::input::Source;
@@ -32,7 +35,7 @@ pub fn link_flamegraphs(trend: &mut Trend, series: &Series, out_dir: &Path) {
             let page = reps.iter().find_map(|r| r.flamegraph.as_ref());
             qt.flamegraphs[i] = page
                 .and_then(|p| relative(out_dir, p))
-                .map(|p| p.display().to_string());
+                .and_then(|p| relative_href(&p));
         }
     }
 }
@@ -108,7 +111,7 @@ pub fn draw_diffs(trend: &mut Trend, series: &Series, out_dir: &Path) -> Result<
             .iter_mut()
             .find(|qt| qt.query == query)
         {
-            qt.diffs[run] = Some(format!("{DIFFS_DIR}/{name}"));
+            qt.diffs[run] = relative_href(&Path::new(DIFFS_DIR).join(&name));
         }
     }
     Ok(())
@@ -166,10 +169,22 @@ const SCRIPT: &str = r##"
       return f.significant && f.query === q && f.function === fn && f.kind === kind && f.run === run;
     });
   }
+  // The page writes every link as "./" and percent-encoded segments;
+  // anything else (a scheme such as javascript:, an edited page) is
+  // refused, and so is a link that resolves to another scheme.
+  function safe(href) {
+    if (typeof href !== "string" || !/^\.\.?\//.test(href)) return false;
+    try {
+      return new URL(href, window.location.href).protocol === window.location.protocol;
+    } catch (e) {
+      return false;
+    }
+  }
   function open(q, run, mode) {
     var href = mode === "diff" ? (q.diffs[run] || null) : (q.flamegraphs[run] || null);
     if (!href && mode === "diff") href = q.flamegraphs[run] || null;
     if (!href) { return null; }
+    if (!safe(href)) { return false; }
     window.location.href = href;
     return href;
   }
@@ -221,7 +236,11 @@ const SCRIPT: &str = r##"
         c.addEventListener("mouseleave", function () { tip.style.display = "none"; });
         c.addEventListener("click", function () {
           var mode = section.querySelector("select.jp-open").value;
-          if (!open(q, i, mode)) {
+          var opened = open(q, i, mode);
+          if (opened === false) {
+            tip.textContent = "link of run " + (i + 1) + " refused: not a relative path";
+            tip.style.display = "block";
+          } else if (!opened) {
             tip.textContent = "no page for run " + (i + 1) + " (process it with jobprof reprocess)";
             tip.style.display = "block";
           }
