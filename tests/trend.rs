@@ -814,3 +814,121 @@ fn a_run_named_like_a_javascript_url_is_a_path_never_a_script() {
     assert!(!dom.contains("data-pwned=\"yes\""), "a planted link ran");
     assert!(dom.contains("refused"), "{}", &dom[..dom.len().min(600)]);
 }
+
+/// `trend` over `base` and `newest` (`--order args`, `-o` `out`) with
+/// `extra`.
+fn gate(base: &[PathBuf], newest: &Path, out: &Path, extra: &[&str]) -> Output {
+    let mut dirs: Vec<&Path> = base.iter().map(PathBuf::as_path).collect();
+    dirs.push(newest);
+    trend(&dirs, out, &[&["--order", "args"], extra].concat())
+}
+
+/// The gate fails closed (issue 45, item 9): three processed runs and a
+/// newest run with nothing to judge (no capture processed; a query
+/// missing; a query whose folded files are empty). Each query not judged
+/// is named on stderr (with `-q` too) and in `trend.json`'s `unjudged`;
+/// `--fail-on-regression` exits 6; without the gate, exit 0. A healthy
+/// newest run passes the gate and says nothing of the kind.
+#[test]
+fn the_gate_fails_closed_when_the_newest_run_has_nothing_to_judge() {
+    use Cap::{Empty, Processed, Unprocessed};
+    let tmp = tempfile::tempdir().unwrap();
+    let both = [("q1", Processed), ("q6", Processed)];
+    let base: Vec<PathBuf> = (1..=3)
+        .map(|k| {
+            let r = tmp.path().join(format!("run_{k}"));
+            synthetic_run(&r, &both);
+            r
+        })
+        .collect();
+    let healthy = tmp.path().join("run_ok");
+    synthetic_run(&healthy, &both);
+    let out = gate(
+        &base,
+        &healthy,
+        &tmp.path().join("o_ok"),
+        &["--fail-on-regression", "2"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    assert!(
+        !util::stderr(&out).contains("nothing to judge"),
+        "{}",
+        output_text(&out)
+    );
+    let t = json(&tmp.path().join("o_ok/trend.json"));
+    assert_eq!(t["unjudged"], serde_json::json!([]));
+
+    /// (run name, its captures, the queries not judged, the reason's words)
+    type Case<'a> = (&'a str, &'a [(&'a str, Cap)], &'a [&'a str], &'a str);
+    let cases: [Case; 3] = [
+        (
+            "run_bare",
+            &[("q1", Unprocessed), ("q6", Unprocessed)],
+            &["q1", "q6"],
+            "not processed",
+        ),
+        (
+            "run_no_q6",
+            &[("q1", Processed)],
+            &["q6"],
+            "not in this run",
+        ),
+        (
+            "run_empty_q6",
+            &[("q1", Processed), ("q6", Empty)],
+            &["q6"],
+            "empty",
+        ),
+    ];
+    for (name, caps, missing, why) in cases {
+        let newest = tmp.path().join(name);
+        synthetic_run(&newest, caps);
+        for quiet in [false, true] {
+            let o = tmp.path().join(format!("o_{name}_{quiet}"));
+            let mut extra = vec!["--fail-on-regression", "2"];
+            if quiet {
+                extra.push("-q");
+            }
+            let out = gate(&base, &newest, &o, &extra);
+            let all = output_text(&out);
+            assert_eq!(out.status.code(), Some(6), "{name}: {all}");
+            let err = util::stderr(&out);
+            assert!(err.contains(&format!("run 4 ({name})")), "{name}: {err}");
+            assert!(
+                err.contains("nothing to judge") && err.contains(why),
+                "{name}: {err}"
+            );
+            assert!(err.contains("--fail-on-regression 2"), "{name}: {err}");
+            for q in missing {
+                assert!(err.contains(q), "{name}: {q} not named: {err}");
+            }
+            let text = util::stdout(&out);
+            assert!(!text.contains("no significant change"), "{all}");
+            assert!(quiet || text.contains("not judged"), "{all}");
+            let t = json(&o.join("trend.json"));
+            let unjudged: Vec<&str> = t["unjudged"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{name}: no unjudged in trend.json"))
+                .iter()
+                .map(|u| {
+                    assert_eq!(u["run"], 3, "{u}");
+                    u["query"].as_str().unwrap()
+                })
+                .collect();
+            assert_eq!(unjudged, missing, "{name}");
+        }
+        // Without the gate: said just as clearly, exit 0.
+        let out = gate(
+            &base,
+            &newest,
+            &tmp.path().join(format!("o_{name}")),
+            &["-q"],
+        );
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", output_text(&out));
+        let err = util::stderr(&out);
+        assert!(
+            err.contains("nothing to judge") && err.contains(why),
+            "{name}: {err}"
+        );
+    }
+}

@@ -24,7 +24,8 @@
 
 use serde::Serialize;
 
-use super::load::{QuerySeries, Replicate, Series};
+use super::load::{QuerySeries, Replicate, RunInfo, Series};
+use super::replicate;
 use super::stats::{self, Method, Tested};
 
 /// Which runs the tested run is compared with.
@@ -225,6 +226,19 @@ pub struct TimeFinding {
     pub method: Method,
 }
 
+/// A query the baseline runs have that a tested run has nothing of: not
+/// judged (the gate fails closed on it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unjudged {
+    /// The run tested (index in the series).
+    pub run: usize,
+    /// The query.
+    pub query: String,
+    /// Why, in words: its captures in the run not processed, their
+    /// profiles empty, or no capture of it in the run.
+    pub reason: String,
+}
+
 /// Everything the trend found.
 #[derive(Debug, Clone, Serialize)]
 pub struct Assessment {
@@ -237,6 +251,8 @@ pub struct Assessment {
     pub time_findings: Vec<TimeFinding>,
     /// The runs tested.
     pub tested_runs: Vec<usize>,
+    /// Queries of the baseline runs that a run tested has nothing of.
+    pub unjudged: Vec<Unjudged>,
     /// Notes on the tests (weaker tests, untestable queries).
     pub notes: Vec<String>,
 }
@@ -254,6 +270,7 @@ pub fn assess(series: &Series, opts: &Options) -> Assessment {
     let mut families: Vec<Vec<Tested1>> = Vec::new();
     let mut times = Vec::new();
     let mut notes = Vec::new();
+    let mut unjudged = Vec::new();
     for &t in &targets {
         let base: Vec<usize> = match opts.baseline {
             Baseline::Earlier => (0..t).collect(),
@@ -261,9 +278,6 @@ pub fn assess(series: &Series, opts: &Options) -> Assessment {
         };
         let load = load_noise(series, &base);
         for (name, q) in &series.queries {
-            let Some(x) = q.runs.get(t).filter(|r| !r.is_empty()) else {
-                continue;
-            };
             let b: Vec<(usize, &Vec<Replicate>)> = base
                 .iter()
                 .filter_map(|&i| q.runs.get(i).filter(|r| !r.is_empty()).map(|r| (i, r)))
@@ -271,6 +285,10 @@ pub fn assess(series: &Series, opts: &Options) -> Assessment {
             if b.is_empty() {
                 continue;
             }
+            let Some(x) = q.runs.get(t).filter(|r| !r.is_empty()) else {
+                unjudged.push(why_unjudged(&series.runs[t], t, name));
+                continue;
+            };
             let one = x.len() == 1 && b.iter().all(|(_, r)| r.len() == 1);
             if one {
                 notes.push(note_one_replicate(name, t, b.len()));
@@ -307,7 +325,53 @@ pub fn assess(series: &Series, opts: &Options) -> Assessment {
         findings,
         time_findings: times,
         tested_runs: targets,
+        unjudged,
         notes,
+    }
+}
+
+/// Why run `t` (`info`) has nothing of query `query`: which of its
+/// captures were not processed or held no sample.
+fn why_unjudged(info: &RunInfo, t: usize, query: &str) -> Unjudged {
+    let of = |labels: &[String]| -> Vec<String> {
+        labels
+            .iter()
+            .filter(|l| replicate::split(l.rsplit('/').next().unwrap_or(l)).0 == query)
+            .cloned()
+            .collect()
+    };
+    let list = |v: &[String]| {
+        let more = v.len().saturating_sub(3);
+        let mut s = v.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
+        if more > 0 {
+            s.push_str(&format!(" and {more} more"));
+        }
+        s
+    };
+    let (unprocessed, empty) = (of(&info.unprocessed), of(&info.empty));
+    let mut why = Vec::new();
+    if !unprocessed.is_empty() {
+        why.push(format!(
+            "{} capture(s) not processed (run `jobprof process`): {}",
+            unprocessed.len(),
+            list(&unprocessed)
+        ));
+    }
+    if !empty.is_empty() {
+        why.push(format!(
+            "{} capture(s) with an empty profile (no sample): {}",
+            empty.len(),
+            list(&empty)
+        ));
+    }
+    Unjudged {
+        run: t,
+        query: query.to_string(),
+        reason: if why.is_empty() {
+            "not in this run (no capture of it)".into()
+        } else {
+            why.join("; ")
+        },
     }
 }
 
@@ -725,6 +789,7 @@ mod tests {
             labels: Default::default(),
             event: None,
             unprocessed: vec![],
+            empty: vec![],
             on_cpu_only: 0,
             bad_lines: 0,
         };
@@ -799,6 +864,51 @@ mod tests {
         assert_eq!(sig.len(), 1, "{:#?}", a.time_findings);
         assert_eq!((sig[0].query.as_str(), sig[0].verdict), ("q1", "slower"));
         assert_eq!(sig[0].load_df, 3);
+    }
+
+    #[test]
+    fn a_query_the_tested_run_lacks_is_unjudged_with_its_reason() {
+        let mut s = totals(&[1.0e8, 1.0e8, 1.0e8], &[5.0e7, 5.0e7, 5.0e7]);
+        s.queries.get_mut("q2").unwrap().runs[2].clear();
+        s.runs[2].unprocessed = vec!["worker_0/q2_iter1".into(), "worker_1/q2x".into()];
+        let a = assess(&s, &Options::default());
+        assert_eq!(a.unjudged.len(), 1, "{:?}", a.unjudged);
+        let u = &a.unjudged[0];
+        assert_eq!((u.run, u.query.as_str()), (2, "q2"));
+        assert!(
+            u.reason.contains("1 capture(s) not processed")
+                && u.reason.contains("worker_0/q2_iter1"),
+            "{}",
+            u.reason
+        );
+        assert!(
+            !u.reason.contains("q2x"),
+            "another query's capture: {}",
+            u.reason
+        );
+        // Empty profiles, and no capture at all, say so.
+        s.runs[2].unprocessed.clear();
+        s.runs[2].empty = vec!["worker_0/q2_iter2".into()];
+        let a = assess(&s, &Options::default());
+        assert!(
+            a.unjudged[0].reason.contains("empty profile"),
+            "{:?}",
+            a.unjudged
+        );
+        s.runs[2].empty.clear();
+        let a = assess(&s, &Options::default());
+        assert!(
+            a.unjudged[0].reason.contains("not in this run"),
+            "{:?}",
+            a.unjudged
+        );
+        // A query new in the tested run has no baseline: nothing to say.
+        let q1 = s.queries.get_mut("q1").unwrap();
+        q1.runs[0].clear();
+        q1.runs[1].clear();
+        let a = assess(&s, &Options::default());
+        assert_eq!(a.unjudged.len(), 1, "{:?}", a.unjudged);
+        assert_eq!(a.unjudged[0].query, "q2");
     }
 
     fn flags(s: &Series) -> Vec<Finding> {

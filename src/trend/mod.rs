@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-pub use assess::{Assessment, Baseline, Finding, Kind, Options, TimeFinding};
+pub use assess::{Assessment, Baseline, Finding, Kind, Options, TimeFinding, Unjudged};
 pub use load::{LoadOptions, RunInfo, Series};
 
 use crate::error::{Error, Result};

@@ -332,8 +332,18 @@ pub fn html(t: &Trend) -> String {
         let _ = writeln!(o, "<dt>{}</dt><dd>{}</dd>", esc(&k), esc(&v));
     }
     o.push_str("</dl>\n</header>\n<main>\n");
-    if !t.assessment.notes.is_empty() {
+    if !t.assessment.notes.is_empty() || !t.assessment.unjudged.is_empty() {
         o.push_str("<ul class=\"jp-notes\">\n");
+        for u in &t.assessment.unjudged {
+            let _ = writeln!(
+                o,
+                "<li class=\"up\">Nothing to judge: run {} ({}), query {}: {}</li>",
+                u.run + 1,
+                esc(&t.runs[u.run].name),
+                esc(&u.query),
+                esc(&u.reason)
+            );
+        }
         for n in &t.assessment.notes {
             let _ = writeln!(o, "<li>{}</li>", esc(n));
         }
