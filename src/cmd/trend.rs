@@ -386,14 +386,6 @@ fn fit(s: &str, width: usize) -> String {
     format!("…{t}")
 }
 
-fn fmt_p(p: f64) -> String {
-    if p < 0.001 {
-        format!("{p:.0e}")
-    } else {
-        format!("{p:.3}")
-    }
-}
-
 /// One `regressed`/`improved` line, the function shortened so that the
 /// line fits `width` columns.
 pub fn finding_line(f: &Finding, t: &Trend, width: usize) -> String {
@@ -412,7 +404,7 @@ pub fn finding_line(f: &Finding, t: &Trend, width: usize) -> String {
         f.baseline,
         f.new,
         f.change,
-        fmt_p(f.p)
+        trend::fmt_p(f.p)
     );
     let head = format!("{} {} ", f.verdict, f.query);
     let room = width.saturating_sub(head.chars().count() + tail.chars().count());
@@ -420,13 +412,7 @@ pub fn finding_line(f: &Finding, t: &Trend, width: usize) -> String {
 }
 
 fn time_line(f: &TimeFinding, t: &Trend) -> String {
-    let amount = |x: f64| {
-        if t.settings.count_name == "ns" {
-            format!("{:.2} s", x / 1e9)
-        } else {
-            format!("{x:.0} {}", t.settings.count_name)
-        }
-    };
+    let amount = |x: f64| trend::amount(x, &t.settings.count_name);
     let run = if t.assessment.tested_runs.len() > 1 {
         format!(", run {}", f.run + 1)
     } else {
@@ -439,7 +425,7 @@ fn time_line(f: &TimeFinding, t: &Trend) -> String {
         amount(f.baseline),
         amount(f.new),
         f.change_pct,
-        fmt_p(f.p)
+        trend::fmt_p(f.p)
     )
 }
 

@@ -16,7 +16,7 @@ use std::path::Path;
 
 use super::assess::{Finding, TimeFinding};
 use super::load::Series;
-use super::{relative, Trend, DIFFS_DIR};
+use super::{amount, fmt_p, relative, Trend, DIFFS_DIR};
 use crate::error::Result;
 use crate::output::render::diff::render_diff;
 use crate::output::render::folded::read_folded;
@@ -307,14 +307,6 @@ fn pct(x: f64) -> String {
     format!("{x:.1}%")
 }
 
-fn fmt_p(p: f64) -> String {
-    if p < 0.001 {
-        format!("{p:.1e}")
-    } else {
-        format!("{p:.3}")
-    }
-}
-
 /// The page.
 pub fn html(t: &Trend) -> String {
     let mut o = String::with_capacity(64 << 10);
@@ -350,7 +342,7 @@ pub fn html(t: &Trend) -> String {
         o.push_str("</ul>\n");
     }
     findings_table(&mut o, t);
-    times_table(&mut o, &t.assessment.time_findings);
+    times_table(&mut o, &t.assessment.time_findings, &t.settings.count_name);
     runs_table(&mut o, t);
     o.push_str(
         "<h2>Queries</h2>\n<p class=\"jp-note\">Each line is a function's share of the \
@@ -478,7 +470,7 @@ fn findings_table(o: &mut String, t: &Trend) {
     o.push_str("</tbody></table>\n");
 }
 
-fn times_table(o: &mut String, times: &[TimeFinding]) {
+fn times_table(o: &mut String, times: &[TimeFinding], count_name: &str) {
     let sig: Vec<&TimeFinding> = times.iter().filter(|f| f.significant).collect();
     if sig.is_empty() {
         return;
@@ -491,13 +483,13 @@ fn times_table(o: &mut String, times: &[TimeFinding]) {
     for f in sig {
         let _ = writeln!(
             o,
-            "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{:.0}</td>\
-             <td class=\"num\">{:.0}</td><td class=\"num\">{:+.1}%</td><td class=\"num\">{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{:+.1}%</td><td class=\"num\">{}</td></tr>",
             f.verdict,
             esc(&f.query),
             f.run + 1,
-            f.baseline,
-            f.new,
+            esc(&amount(f.baseline, count_name)),
+            esc(&amount(f.new, count_name)),
             f.change_pct,
             fmt_p(f.p)
         );
@@ -524,4 +516,36 @@ fn runs_table(o: &mut String, t: &Trend) {
         );
     }
     o.push_str("</tbody></table>\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trend::stats::Method;
+
+    #[test]
+    fn the_totals_table_writes_amounts_and_p_as_stdout_does() {
+        let f = TimeFinding {
+            verdict: "slower",
+            significant: true,
+            query: "q1".into(),
+            run: 3,
+            baseline_runs: 3,
+            load_sd: Some(0.01),
+            load_df: 2,
+            baseline: 735_343_292.0,
+            new: 1_503_000_000.0,
+            change_pct: 104.4,
+            threshold_pct: 10.0,
+            p: 0.0004,
+            q: 0.0008,
+            method: Method::BetweenRuns,
+        };
+        let mut o = String::new();
+        times_table(&mut o, &[f], "ns");
+        for want in ["0.74 s", "1.50 s", &fmt_p(0.0004)] {
+            assert!(o.contains(want), "{want}: {o}");
+        }
+        assert!(!o.contains("735343292"), "raw ns: {o}");
+    }
 }
