@@ -932,3 +932,112 @@ fn the_gate_fails_closed_when_the_newest_run_has_nothing_to_judge() {
         );
     }
 }
+
+/// Run `dir` of `cpu-clock` captures: per query, 4 replicates whose
+/// functions (leaves under `main`) take the given ms, times `load` (the
+/// machine's run-to-run noise) and a small replicate jitter.
+fn timed_run(dir: &Path, queries: &[(&str, &[(&str, f64)])], load: f64) {
+    for &(q, functions) in queries {
+        for k in 1..=4u32 {
+            let c = dir.join(format!("profiles/perf/worker_0/{q}_iter{k}"));
+            fs::create_dir_all(&c).unwrap();
+            fs::write(c.join("capture.json"), "{}\n").unwrap();
+            fs::write(c.join("summary.json"), "{\"event\": \"cpu-clock\"}\n").unwrap();
+            let jitter = 1.0 + 0.003 * f64::from(k);
+            let text: String = functions
+                .iter()
+                .map(|(f, ms)| format!("w;main;{f} {:.0}\n", ms * 1e6 * load * jitter))
+                .collect();
+            fs::write(c.join("stacks.folded"), text).unwrap();
+        }
+    }
+}
+
+/// Issue 49, item 4: a share moves when other functions' time does, so a
+/// function is judged by its own time per replicate too. q1's `work`
+/// doubles: `io` and `cpu`, whose time did not change, lose share
+/// (dilution) and are not "improved". q6's `b` and `c` take less time:
+/// they improved, the larger fall (`c`) first, and `a` and `d`, whose
+/// time did not change, gain share and are not "regressed". The page's
+/// totals say seconds as stdout does, and its p-values are stdout's.
+#[test]
+fn only_functions_whose_own_time_moved_are_flagged_largest_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let q1: &[(&str, f64)] = &[("work", 600.0), ("io", 300.0), ("cpu", 100.0)];
+    let q6: &[(&str, f64)] = &[("a", 400.0), ("b", 300.0), ("c", 200.0), ("d", 100.0)];
+    let mut runs: Vec<PathBuf> = Vec::new();
+    for (k, load) in [1.0, 1.02, 0.99].into_iter().enumerate() {
+        let r = tmp.path().join(format!("run_{}", k + 1));
+        timed_run(&r, &[("q1", q1), ("q6", q6)], load);
+        runs.push(r);
+    }
+    let newest = tmp.path().join("run_4");
+    let q1_new: &[(&str, f64)] = &[("work", 1200.0), ("io", 300.0), ("cpu", 100.0)];
+    let q6_new: &[(&str, f64)] = &[("a", 400.0), ("b", 150.0), ("c", 40.0), ("d", 100.0)];
+    timed_run(&newest, &[("q1", q1_new), ("q6", q6_new)], 1.01);
+    runs.push(newest);
+    let dirs: Vec<&Path> = runs.iter().map(PathBuf::as_path).collect();
+    let o = tmp.path().join("out");
+    let out = trend(&dirs, &o, &["--order", "args"]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let text = util::stdout(&out);
+    let flagged: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("regressed ") || l.starts_with("improved "))
+        .collect();
+    // "regressed q1 work [total] 60.0% -> 75.0% (...)": up to the share.
+    let heads: Vec<&str> = flagged
+        .iter()
+        .map(|l| l.split(" -> ").next().unwrap().rsplit_once(' ').unwrap().0)
+        .collect();
+    assert_eq!(
+        heads,
+        [
+            "regressed q1 work",
+            "regressed q1 work [total]",
+            "improved q6 c",
+            "improved q6 c [total]",
+            "improved q6 b",
+            "improved q6 b [total]",
+        ],
+        "{text}"
+    );
+    let t = json(&o.join("trend.json"));
+    let sig = significant(&t);
+    let changes: Vec<f64> = sig.iter().map(|f| f["change"].as_f64().unwrap()).collect();
+    assert!(
+        changes
+            .windows(2)
+            .all(|w| w[0] >= 0.0 && w[1] < 0.0 || w[0].abs() >= w[1].abs()),
+        "largest first, rises before falls: {changes:?}"
+    );
+    let io = t["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["function"] == "io" && f["kind"] == "self")
+        .expect("io's share change is listed");
+    assert!(io["own_time_change"].as_f64().unwrap().abs() < 1.0, "{io}");
+    assert_eq!(io["significant"], false, "{io}");
+    // One way to write amounts and p-values: the page's totals table
+    // says what stdout says.
+    let html = fs::read_to_string(o.join("trend.html")).unwrap();
+    let times = &html[html.find("id=\"jp-times\"").expect("a totals table")..];
+    let times = &times[..times.find("</table>").unwrap()];
+    for l in text
+        .lines()
+        .filter(|l| l.starts_with("slower ") || l.starts_with("faster "))
+    {
+        // slower q1 1.01 s -> 1.62 s per replicate (+60%, p=...)
+        let words: Vec<&str> = l.split_whitespace().collect();
+        let (from, to) = (format!("{} s", words[2]), format!("{} s", words[5]));
+        let p = l.rsplit_once("p=").unwrap().1.trim_end_matches(')');
+        for want in [&from, &to, &p.to_string()] {
+            assert!(
+                times.contains(want.as_str()),
+                "{want} not in the page's totals: {times}"
+            );
+        }
+    }
+    assert!(text.lines().any(|l| l.starts_with("slower q1")), "{text}");
+}

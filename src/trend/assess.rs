@@ -174,6 +174,21 @@ pub struct Finding {
     pub new_spread: Stat,
     /// new - baseline, in points.
     pub change: f64,
+    /// The function's own time per replicate in the baseline (its share of
+    /// each replicate's total; the median of the baseline runs' means), in
+    /// the profile's counts.
+    pub baseline_time: f64,
+    /// The same in the run (the mean over its replicates).
+    pub new_time: f64,
+    /// new_time - baseline_time, in points of the baseline's total per
+    /// replicate: what the function's own time did, whatever the others'
+    /// did to its share.
+    pub own_time_change: f64,
+    /// The own time moved the way the share did, by more than
+    /// `min_change` points of the baseline's total. A share that moved
+    /// only because other functions' time did (dilution) is never
+    /// significant.
+    pub own_time_moved: bool,
     /// The run-to-run noise: `noise_sigmas` x the sd of the baseline runs'
     /// means (0 with one baseline run).
     pub noise: f64,
@@ -244,8 +259,8 @@ pub struct Unjudged {
 pub struct Assessment {
     /// Per query: the chart series.
     pub queries: Vec<QueryTrend>,
-    /// Every candidate change (beyond the threshold), tested; largest
-    /// rise first.
+    /// Every candidate change (beyond the threshold), tested: rises
+    /// first, largest first, then falls, largest first.
     pub findings: Vec<Finding>,
     /// Every candidate change of a query's total.
     pub time_findings: Vec<TimeFinding>,
@@ -307,9 +322,11 @@ pub fn assess(series: &Series, opts: &Options) -> Assessment {
     for f in &mut times {
         f.significant = f.q <= opts.alpha && f.baseline_runs >= 2 && f.load_df >= MIN_LOAD_DF;
     }
+    notes.extend(dilution_notes(&findings, opts.alpha, opts.min_change));
     findings.sort_by(|a, b| {
-        b.change
-            .total_cmp(&a.change)
+        (a.change < 0.0)
+            .cmp(&(b.change < 0.0))
+            .then_with(|| b.change.abs().total_cmp(&a.change.abs()))
             .then_with(|| a.query.cmp(&b.query))
             .then_with(|| a.function.cmp(&b.function))
             .then_with(|| a.kind.cmp(&b.kind))
@@ -421,7 +438,7 @@ fn select(families: Vec<Vec<Tested1>>, alpha: f64) -> Vec<Finding> {
             } else {
                 1.0
             };
-            f.significant = chosen && f.q <= alpha;
+            f.significant = chosen && f.q <= alpha && f.own_time_moved;
             out.push(f);
         }
     }
@@ -486,6 +503,9 @@ fn functions(
         .collect();
     ids.sort_unstable();
     ids.dedup();
+    let total_of =
+        |reps: &[Replicate]| stats::mean(&reps.iter().map(|r| r.total as f64).collect::<Vec<_>>());
+    let base_total = stats::median(&b.iter().map(|(_, r)| total_of(r)).collect::<Vec<_>>());
     let mut out = Vec::new();
     for id in ids {
         for kind in [Kind::Own, Kind::Total] {
@@ -519,6 +539,13 @@ fn functions(
             let new = stats::mean(&xs);
             let change = new - baseline;
             let threshold = opts.min_change.max(noise);
+            let own = |r: &Replicate| pick(r) * r.total as f64 / 100.0;
+            let (baseline_time, new_time) = own_times(x, b, own);
+            let own_time_change = if base_total > 0.0 {
+                100.0 * (new_time - baseline_time) / base_total
+            } else {
+                0.0
+            };
             let finding = (change.abs() > threshold).then(|| Finding {
                 verdict: if change > 0.0 {
                     "regressed"
@@ -535,6 +562,11 @@ fn functions(
                 new,
                 new_spread: Stat::of(&xs).expect("the run has replicates"),
                 change,
+                baseline_time,
+                new_time,
+                own_time_change,
+                own_time_moved: own_time_change.signum() == change.signum()
+                    && own_time_change.abs() > opts.min_change,
                 noise,
                 threshold,
                 p: tested.p,
@@ -548,6 +580,53 @@ fn functions(
         }
     }
     out
+}
+
+/// A function's own time per replicate (`own` of each replicate) in the
+/// baseline (the median of the baseline runs' means) and in the run (the
+/// mean of its replicates).
+fn own_times(
+    x: &[Replicate],
+    b: &[(usize, &Vec<Replicate>)],
+    own: impl Fn(&Replicate) -> f64,
+) -> (f64, f64) {
+    let mean = |reps: &[Replicate]| stats::mean(&reps.iter().map(&own).collect::<Vec<_>>());
+    let base: Vec<f64> = b.iter().map(|(_, r)| mean(r)).collect();
+    (stats::median(&base), mean(x))
+}
+
+/// One note per query and run tested whose shares moved significantly only
+/// because other functions' time did: those functions are not flagged.
+fn dilution_notes(findings: &[Finding], alpha: f64, min_change: f64) -> Vec<String> {
+    let mut by: std::collections::BTreeMap<(&str, usize), Vec<&str>> = Default::default();
+    for f in findings
+        .iter()
+        .filter(|f| f.q <= alpha && !f.own_time_moved)
+    {
+        let names = by.entry((&f.query, f.run)).or_default();
+        if !names.contains(&f.function.as_str()) {
+            names.push(&f.function);
+        }
+    }
+    by.into_iter()
+        .map(|((q, run), names)| {
+            let shown: Vec<&str> = names.iter().take(5).copied().collect();
+            let more = names.len() - shown.len();
+            format!(
+                "{q}, run {}: the share of {} function(s) moved only because other \
+                 functions' time did (their own time per replicate did not move the same \
+                 way by more than {min_change} points of the query's total), not flagged: {}{}",
+                run + 1,
+                names.len(),
+                shown.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            )
+        })
+        .collect()
 }
 
 /// Degrees of freedom of the run-to-run noise below which a query's total

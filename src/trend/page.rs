@@ -430,11 +430,14 @@ fn findings_table(o: &mut String, t: &Trend) {
         o.push_str("<p class=\"jp-note\">No significant change: nothing regressed or improved beyond the threshold and the noise.</p>\n");
         return;
     }
-    o.push_str("<p class=\"jp-note\">Significant changes, largest rise first (improvements at the end).</p>\n");
+    o.push_str(
+        "<p class=\"jp-note\">Significant changes of a function's share whose own time per \
+         replicate moved the same way: rises first, then falls, each largest first.</p>\n",
+    );
     o.push_str(
         "<table id=\"jp-findings\"><thead><tr><th>Verdict</th><th>Query</th><th>Function</th>\
-        <th>Share</th><th>Run</th><th>Baseline</th><th>New</th><th>Change</th><th>p</th><th>q</th>\
-        <th>Threshold</th><th>Diff</th></tr></thead>\n<tbody>\n",
+        <th>Share</th><th>Run</th><th>Baseline</th><th>New</th><th>Change</th><th>Own time</th>\
+        <th>p</th><th>q</th><th>Threshold</th><th>Diff</th></tr></thead>\n<tbody>\n",
     );
     for f in sig {
         let class = if f.change > 0.0 { "up" } else { "down" };
@@ -451,7 +454,8 @@ fn findings_table(o: &mut String, t: &Trend) {
             o,
             "<tr><td class=\"{class}\">{}</td><td>{}</td><td class=\"fn\">{}</td><td>{}</td>\
              <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{} ± {:.1}</td>\
-             <td class=\"num {class}\">{:+.1}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td class=\"num {class}\">{:+.1}</td><td class=\"num\">{} → {}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td>\
              <td class=\"num\">{:.1}</td><td>{diff}</td></tr>",
             f.verdict,
             esc(&f.query),
@@ -462,6 +466,8 @@ fn findings_table(o: &mut String, t: &Trend) {
             pct(f.new),
             f.new_spread.sd,
             f.change,
+            esc(&amount(f.baseline_time, &t.settings.count_name)),
+            esc(&amount(f.new_time, &t.settings.count_name)),
             fmt_p(f.p),
             fmt_p(f.q),
             f.threshold
