@@ -12,8 +12,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 /// Process exit codes: the contract documented in the README.
-/// Codes 3-5 mean different things to different subcommands (each is
-/// returned by one subcommand only).
+/// Codes 3-6 mean different things to different subcommands (each is
+/// returned by one subcommand only: 3 by `nsys collect` and `trend`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExitCode {
     /// Everything asked for was done.
@@ -32,6 +32,9 @@ pub enum ExitCode {
     /// `trend --fail-on-regression`: a significant regression beyond the
     /// gate (3).
     Regression,
+    /// `trend --fail-on-regression`: a run tested has nothing to judge of
+    /// a query its baseline runs have (6): the gate fails closed.
+    NothingToJudge,
 }
 
 impl ExitCode {
@@ -44,6 +47,7 @@ impl ExitCode {
             ExitCode::NsysTimeout | ExitCode::Regression => 3,
             ExitCode::NsysEmpty => 4,
             ExitCode::NsysMissingRanks => 5,
+            ExitCode::NothingToJudge => 6,
         }
     }
 }

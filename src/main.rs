@@ -4,8 +4,8 @@
 //! (binary-only code); all real work happens in the `jobprof` library. This
 //! file is the one place that prints errors and chooses the process exit code
 //! (see [`jobprof::ExitCode`]): 0 success, 1 partial or failed work, 2 usage
-//! or unreadable input, 3-5 the `nsys collect` outcomes (3 also `trend
-//! --fail-on-regression`'s gate); a broken pipe on
+//! or unreadable input, 3-5 the `nsys collect` outcomes (3 and 6 also `trend
+//! --fail-on-regression`'s gate: a regression, nothing to judge); a broken pipe on
 //! stdout counts as success.
 
 use std::process::ExitCode;
@@ -30,7 +30,7 @@ mod cmd;
 
 Exit status (every subcommand): 0 done; 1 some work failed or was refused
 while the rest was done; 2 bad usage or unreadable input; 3-5 `nsys collect`
-outcomes; 3 `trend --fail-on-regression`: a regression. `jobprof COMMAND --help` gives each command's examples."
+outcomes; 3 `trend --fail-on-regression`: a regression, 6: nothing to judge. `jobprof COMMAND --help` gives each command's examples."
 )]
 struct Cli {
     #[command(subcommand)]

@@ -29,10 +29,17 @@ Replicates: a capture named BASE_iterN, BASE.repN, BASE-runN (also
 iteration, repeat; any case) is replicate N of query BASE; any other name is
 a query with one replicate. Workers are merged per replicate.
 
-Exit status: 0 done (whatever changed, unless gated); 1 done, but some
-folded lines were unusable; 2 bad usage or an unreadable run (nothing is
-written); 3 --fail-on-regression: a significant regression of more than PTS
-points (each is named on stderr).")]
+Nothing to judge: a query of the baseline runs that a run tested has no
+processed, non-empty capture of is named on stderr (with -q too) and in
+trend.json's `unjudged`; the gate fails closed on it.
+
+Exit status: 0 done (whatever changed, unless gated; a query with nothing
+to judge is said, not failed, without the gate); 1 done, but some folded
+lines were unusable; 2 bad usage or an unreadable run (nothing is written);
+3 --fail-on-regression: a significant regression of more than PTS points
+(each is named on stderr); 6 --fail-on-regression: no regression, but a run
+tested has nothing to judge of a query its baseline runs have (not
+processed, empty, or missing; each is named on stderr).")]
 pub struct TrendArgs {
     /// The runs: result directories (or their profiles/perf) processed by
     /// `jobprof process` or `reprocess`, at least two.
@@ -54,7 +61,8 @@ pub struct TrendArgs {
     pub baseline: Option<String>,
 
     /// Exit 3 when a function's share rose significantly by more than PTS
-    /// points (the CI gate); also tests changes down to PTS.
+    /// points (the CI gate), else 6 when a run tested has nothing to judge
+    /// of a query its baseline runs have; also tests changes down to PTS.
     #[arg(long, value_name = "PTS")]
     pub fail_on_regression: Option<f64>,
 
@@ -99,7 +107,8 @@ pub struct TrendArgs {
     #[arg(long, value_name = "N", default_value_t = 8)]
     pub top: usize,
 
-    /// Print only the findings (no header, no notes).
+    /// Print only the findings (no header, no notes; what a run tested had
+    /// nothing to judge of is still named on stderr).
     #[arg(short, long)]
     pub quiet: bool,
 }
@@ -159,6 +168,7 @@ pub fn run(args: TrendArgs) -> anyhow::Result<ExitCode> {
     trend::write(&mut t, &series, &args.output, args.json.as_deref())?;
     let bad = warn_unprocessed(&series, args.quiet);
     print_summary(&t, &args)?;
+    warn_unjudged(&t, args.fail_on_regression);
     if let Some(gate) = args.fail_on_regression {
         let over: Vec<&Finding> = t.significant().filter(|f| f.change > gate).collect();
         if !over.is_empty() {
@@ -170,6 +180,15 @@ pub fn run(args: TrendArgs) -> anyhow::Result<ExitCode> {
                 jobprof::errln!("  {}", finding_line(f, &t, usize::MAX));
             }
             return Ok(ExitCode::Regression);
+        }
+        if !t.assessment.unjudged.is_empty() {
+            jobprof::errln!(
+                "jobprof: --fail-on-regression {gate}: failing closed: {} query(s) not judged \
+                 (exit {})",
+                t.assessment.unjudged.len(),
+                ExitCode::NothingToJudge.code()
+            );
+            return Ok(ExitCode::NothingToJudge);
         }
     }
     Ok(if bad > 0 {
@@ -327,6 +346,35 @@ fn warn_unprocessed(series: &jobprof::trend::Series, quiet: bool) -> u64 {
     bad
 }
 
+/// Names, on stderr whatever `--quiet` says, each query of the baseline
+/// runs that a run tested has nothing of (the gate fails closed on them).
+fn warn_unjudged(t: &Trend, gate: Option<f64>) {
+    let unjudged = &t.assessment.unjudged;
+    if unjudged.is_empty() {
+        return;
+    }
+    let what = if gate.is_some() { "error" } else { "warning" };
+    jobprof::errln!(
+        "jobprof: {what}: nothing to judge for {} query(s) of the baseline runs:",
+        unjudged.len()
+    );
+    for u in unjudged {
+        jobprof::errln!(
+            "  run {} ({}), query {}: {}",
+            u.run + 1,
+            t.runs[u.run].name,
+            u.query,
+            u.reason
+        );
+    }
+    if gate.is_none() {
+        jobprof::errln!(
+            "jobprof: warning: not judged, so not gated: with --fail-on-regression this exits {}",
+            ExitCode::NothingToJudge.code()
+        );
+    }
+}
+
 /// At most `width` characters: the start of `s` replaced by `…` (a
 /// function's own name is at the end of its qualified name).
 fn fit(s: &str, width: usize) -> String {
@@ -336,14 +384,6 @@ fn fit(s: &str, width: usize) -> String {
     }
     let t: String = s.chars().skip(n - (width - 1)).collect();
     format!("…{t}")
-}
-
-fn fmt_p(p: f64) -> String {
-    if p < 0.001 {
-        format!("{p:.0e}")
-    } else {
-        format!("{p:.3}")
-    }
 }
 
 /// One `regressed`/`improved` line, the function shortened so that the
@@ -364,7 +404,7 @@ pub fn finding_line(f: &Finding, t: &Trend, width: usize) -> String {
         f.baseline,
         f.new,
         f.change,
-        fmt_p(f.p)
+        trend::fmt_p(f.p)
     );
     let head = format!("{} {} ", f.verdict, f.query);
     let room = width.saturating_sub(head.chars().count() + tail.chars().count());
@@ -372,13 +412,7 @@ pub fn finding_line(f: &Finding, t: &Trend, width: usize) -> String {
 }
 
 fn time_line(f: &TimeFinding, t: &Trend) -> String {
-    let amount = |x: f64| {
-        if t.settings.count_name == "ns" {
-            format!("{:.2} s", x / 1e9)
-        } else {
-            format!("{x:.0} {}", t.settings.count_name)
-        }
-    };
+    let amount = |x: f64| trend::amount(x, &t.settings.count_name);
     let run = if t.assessment.tested_runs.len() > 1 {
         format!(", run {}", f.run + 1)
     } else {
@@ -391,7 +425,7 @@ fn time_line(f: &TimeFinding, t: &Trend) -> String {
         amount(f.baseline),
         amount(f.new),
         f.change_pct,
-        fmt_p(f.p)
+        trend::fmt_p(f.p)
     )
 }
 
@@ -459,7 +493,25 @@ fn print_summary(t: &Trend, args: &TrendArgs) -> anyhow::Result<()> {
         any |= f.significant;
     }
     if !any && !args.quiet {
-        jobprof::outln!("no significant change")?;
+        if t.assessment.unjudged.is_empty() {
+            jobprof::outln!("no significant change")?;
+        } else {
+            let names: std::collections::BTreeSet<&str> = t
+                .assessment
+                .unjudged
+                .iter()
+                .map(|u| u.query.as_str())
+                .collect();
+            let names: Vec<&str> = names.into_iter().collect();
+            let line = format!(
+                "nothing significant in the queries judged; not judged (nothing to judge, \
+                 see stderr): {}",
+                names.join(", ")
+            );
+            for l in wrap(&line) {
+                jobprof::outln!("{l}")?;
+            }
+        }
     }
     if !args.quiet {
         for n in &t.assessment.notes {

@@ -24,7 +24,8 @@
 
 use serde::Serialize;
 
-use super::load::{QuerySeries, Replicate, Series};
+use super::load::{QuerySeries, Replicate, RunInfo, Series};
+use super::replicate;
 use super::stats::{self, Method, Tested};
 
 /// Which runs the tested run is compared with.
@@ -173,6 +174,21 @@ pub struct Finding {
     pub new_spread: Stat,
     /// new - baseline, in points.
     pub change: f64,
+    /// The function's own time per replicate in the baseline (its share of
+    /// each replicate's total; the median of the baseline runs' means), in
+    /// the profile's counts.
+    pub baseline_time: f64,
+    /// The same in the run (the mean over its replicates).
+    pub new_time: f64,
+    /// new_time - baseline_time, in points of the baseline's total per
+    /// replicate: what the function's own time did, whatever the others'
+    /// did to its share.
+    pub own_time_change: f64,
+    /// The own time moved the way the share did, by more than
+    /// `min_change` points of the baseline's total. A share that moved
+    /// only because other functions' time did (dilution) is never
+    /// significant.
+    pub own_time_moved: bool,
     /// The run-to-run noise: `noise_sigmas` x the sd of the baseline runs'
     /// means (0 with one baseline run).
     pub noise: f64,
@@ -225,18 +241,33 @@ pub struct TimeFinding {
     pub method: Method,
 }
 
+/// A query the baseline runs have that a tested run has nothing of: not
+/// judged (the gate fails closed on it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unjudged {
+    /// The run tested (index in the series).
+    pub run: usize,
+    /// The query.
+    pub query: String,
+    /// Why, in words: its captures in the run not processed, their
+    /// profiles empty, or no capture of it in the run.
+    pub reason: String,
+}
+
 /// Everything the trend found.
 #[derive(Debug, Clone, Serialize)]
 pub struct Assessment {
     /// Per query: the chart series.
     pub queries: Vec<QueryTrend>,
-    /// Every candidate change (beyond the threshold), tested; largest
-    /// rise first.
+    /// Every candidate change (beyond the threshold), tested: rises
+    /// first, largest first, then falls, largest first.
     pub findings: Vec<Finding>,
     /// Every candidate change of a query's total.
     pub time_findings: Vec<TimeFinding>,
     /// The runs tested.
     pub tested_runs: Vec<usize>,
+    /// Queries of the baseline runs that a run tested has nothing of.
+    pub unjudged: Vec<Unjudged>,
     /// Notes on the tests (weaker tests, untestable queries).
     pub notes: Vec<String>,
 }
@@ -254,6 +285,7 @@ pub fn assess(series: &Series, opts: &Options) -> Assessment {
     let mut families: Vec<Vec<Tested1>> = Vec::new();
     let mut times = Vec::new();
     let mut notes = Vec::new();
+    let mut unjudged = Vec::new();
     for &t in &targets {
         let base: Vec<usize> = match opts.baseline {
             Baseline::Earlier => (0..t).collect(),
@@ -261,9 +293,6 @@ pub fn assess(series: &Series, opts: &Options) -> Assessment {
         };
         let load = load_noise(series, &base);
         for (name, q) in &series.queries {
-            let Some(x) = q.runs.get(t).filter(|r| !r.is_empty()) else {
-                continue;
-            };
             let b: Vec<(usize, &Vec<Replicate>)> = base
                 .iter()
                 .filter_map(|&i| q.runs.get(i).filter(|r| !r.is_empty()).map(|r| (i, r)))
@@ -271,6 +300,10 @@ pub fn assess(series: &Series, opts: &Options) -> Assessment {
             if b.is_empty() {
                 continue;
             }
+            let Some(x) = q.runs.get(t).filter(|r| !r.is_empty()) else {
+                unjudged.push(why_unjudged(&series.runs[t], t, name));
+                continue;
+            };
             let one = x.len() == 1 && b.iter().all(|(_, r)| r.len() == 1);
             if one {
                 notes.push(note_one_replicate(name, t, b.len()));
@@ -289,9 +322,11 @@ pub fn assess(series: &Series, opts: &Options) -> Assessment {
     for f in &mut times {
         f.significant = f.q <= opts.alpha && f.baseline_runs >= 2 && f.load_df >= MIN_LOAD_DF;
     }
+    notes.extend(dilution_notes(&findings, opts.alpha, opts.min_change));
     findings.sort_by(|a, b| {
-        b.change
-            .total_cmp(&a.change)
+        (a.change < 0.0)
+            .cmp(&(b.change < 0.0))
+            .then_with(|| b.change.abs().total_cmp(&a.change.abs()))
             .then_with(|| a.query.cmp(&b.query))
             .then_with(|| a.function.cmp(&b.function))
             .then_with(|| a.kind.cmp(&b.kind))
@@ -307,7 +342,53 @@ pub fn assess(series: &Series, opts: &Options) -> Assessment {
         findings,
         time_findings: times,
         tested_runs: targets,
+        unjudged,
         notes,
+    }
+}
+
+/// Why run `t` (`info`) has nothing of query `query`: which of its
+/// captures were not processed or held no sample.
+fn why_unjudged(info: &RunInfo, t: usize, query: &str) -> Unjudged {
+    let of = |labels: &[String]| -> Vec<String> {
+        labels
+            .iter()
+            .filter(|l| replicate::split(l.rsplit('/').next().unwrap_or(l)).0 == query)
+            .cloned()
+            .collect()
+    };
+    let list = |v: &[String]| {
+        let more = v.len().saturating_sub(3);
+        let mut s = v.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
+        if more > 0 {
+            s.push_str(&format!(" and {more} more"));
+        }
+        s
+    };
+    let (unprocessed, empty) = (of(&info.unprocessed), of(&info.empty));
+    let mut why = Vec::new();
+    if !unprocessed.is_empty() {
+        why.push(format!(
+            "{} capture(s) not processed (run `jobprof process`): {}",
+            unprocessed.len(),
+            list(&unprocessed)
+        ));
+    }
+    if !empty.is_empty() {
+        why.push(format!(
+            "{} capture(s) with an empty profile (no sample): {}",
+            empty.len(),
+            list(&empty)
+        ));
+    }
+    Unjudged {
+        run: t,
+        query: query.to_string(),
+        reason: if why.is_empty() {
+            "not in this run (no capture of it)".into()
+        } else {
+            why.join("; ")
+        },
     }
 }
 
@@ -357,7 +438,7 @@ fn select(families: Vec<Vec<Tested1>>, alpha: f64) -> Vec<Finding> {
             } else {
                 1.0
             };
-            f.significant = chosen && f.q <= alpha;
+            f.significant = chosen && f.q <= alpha && f.own_time_moved;
             out.push(f);
         }
     }
@@ -422,6 +503,9 @@ fn functions(
         .collect();
     ids.sort_unstable();
     ids.dedup();
+    let total_of =
+        |reps: &[Replicate]| stats::mean(&reps.iter().map(|r| r.total as f64).collect::<Vec<_>>());
+    let base_total = stats::median(&b.iter().map(|(_, r)| total_of(r)).collect::<Vec<_>>());
     let mut out = Vec::new();
     for id in ids {
         for kind in [Kind::Own, Kind::Total] {
@@ -455,6 +539,13 @@ fn functions(
             let new = stats::mean(&xs);
             let change = new - baseline;
             let threshold = opts.min_change.max(noise);
+            let own = |r: &Replicate| pick(r) * r.total as f64 / 100.0;
+            let (baseline_time, new_time) = own_times(x, b, own);
+            let own_time_change = if base_total > 0.0 {
+                100.0 * (new_time - baseline_time) / base_total
+            } else {
+                0.0
+            };
             let finding = (change.abs() > threshold).then(|| Finding {
                 verdict: if change > 0.0 {
                     "regressed"
@@ -471,6 +562,11 @@ fn functions(
                 new,
                 new_spread: Stat::of(&xs).expect("the run has replicates"),
                 change,
+                baseline_time,
+                new_time,
+                own_time_change,
+                own_time_moved: own_time_change.signum() == change.signum()
+                    && own_time_change.abs() > opts.min_change,
                 noise,
                 threshold,
                 p: tested.p,
@@ -484,6 +580,53 @@ fn functions(
         }
     }
     out
+}
+
+/// A function's own time per replicate (`own` of each replicate) in the
+/// baseline (the median of the baseline runs' means) and in the run (the
+/// mean of its replicates).
+fn own_times(
+    x: &[Replicate],
+    b: &[(usize, &Vec<Replicate>)],
+    own: impl Fn(&Replicate) -> f64,
+) -> (f64, f64) {
+    let mean = |reps: &[Replicate]| stats::mean(&reps.iter().map(&own).collect::<Vec<_>>());
+    let base: Vec<f64> = b.iter().map(|(_, r)| mean(r)).collect();
+    (stats::median(&base), mean(x))
+}
+
+/// One note per query and run tested whose shares moved significantly only
+/// because other functions' time did: those functions are not flagged.
+fn dilution_notes(findings: &[Finding], alpha: f64, min_change: f64) -> Vec<String> {
+    let mut by: std::collections::BTreeMap<(&str, usize), Vec<&str>> = Default::default();
+    for f in findings
+        .iter()
+        .filter(|f| f.q <= alpha && !f.own_time_moved)
+    {
+        let names = by.entry((&f.query, f.run)).or_default();
+        if !names.contains(&f.function.as_str()) {
+            names.push(&f.function);
+        }
+    }
+    by.into_iter()
+        .map(|((q, run), names)| {
+            let shown: Vec<&str> = names.iter().take(5).copied().collect();
+            let more = names.len() - shown.len();
+            format!(
+                "{q}, run {}: the share of {} function(s) moved only because other \
+                 functions' time did (their own time per replicate did not move the same \
+                 way by more than {min_change} points of the query's total), not flagged: {}{}",
+                run + 1,
+                names.len(),
+                shown.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            )
+        })
+        .collect()
 }
 
 /// Degrees of freedom of the run-to-run noise below which a query's total
@@ -725,6 +868,7 @@ mod tests {
             labels: Default::default(),
             event: None,
             unprocessed: vec![],
+            empty: vec![],
             on_cpu_only: 0,
             bad_lines: 0,
         };
@@ -799,6 +943,51 @@ mod tests {
         assert_eq!(sig.len(), 1, "{:#?}", a.time_findings);
         assert_eq!((sig[0].query.as_str(), sig[0].verdict), ("q1", "slower"));
         assert_eq!(sig[0].load_df, 3);
+    }
+
+    #[test]
+    fn a_query_the_tested_run_lacks_is_unjudged_with_its_reason() {
+        let mut s = totals(&[1.0e8, 1.0e8, 1.0e8], &[5.0e7, 5.0e7, 5.0e7]);
+        s.queries.get_mut("q2").unwrap().runs[2].clear();
+        s.runs[2].unprocessed = vec!["worker_0/q2_iter1".into(), "worker_1/q2x".into()];
+        let a = assess(&s, &Options::default());
+        assert_eq!(a.unjudged.len(), 1, "{:?}", a.unjudged);
+        let u = &a.unjudged[0];
+        assert_eq!((u.run, u.query.as_str()), (2, "q2"));
+        assert!(
+            u.reason.contains("1 capture(s) not processed")
+                && u.reason.contains("worker_0/q2_iter1"),
+            "{}",
+            u.reason
+        );
+        assert!(
+            !u.reason.contains("q2x"),
+            "another query's capture: {}",
+            u.reason
+        );
+        // Empty profiles, and no capture at all, say so.
+        s.runs[2].unprocessed.clear();
+        s.runs[2].empty = vec!["worker_0/q2_iter2".into()];
+        let a = assess(&s, &Options::default());
+        assert!(
+            a.unjudged[0].reason.contains("empty profile"),
+            "{:?}",
+            a.unjudged
+        );
+        s.runs[2].empty.clear();
+        let a = assess(&s, &Options::default());
+        assert!(
+            a.unjudged[0].reason.contains("not in this run"),
+            "{:?}",
+            a.unjudged
+        );
+        // A query new in the tested run has no baseline: nothing to say.
+        let q1 = s.queries.get_mut("q1").unwrap();
+        q1.runs[0].clear();
+        q1.runs[1].clear();
+        let a = assess(&s, &Options::default());
+        assert_eq!(a.unjudged.len(), 1, "{:?}", a.unjudged);
+        assert_eq!(a.unjudged[0].query, "q2");
     }
 
     fn flags(s: &Series) -> Vec<Finding> {

@@ -54,6 +54,9 @@ pub struct RunInfo {
     pub event: Option<String>,
     /// Captures without the folded file (not processed), left out.
     pub unprocessed: Vec<String>,
+    /// Captures whose folded files (all the replicate's workers) hold no
+    /// sample, left out.
+    pub empty: Vec<String>,
     /// Of those, the ones processed for on-CPU (`stacks.folded`) when an
     /// off-CPU or wall-clock file was asked for: recorded without
     /// `--off-cpu`.
@@ -170,13 +173,19 @@ pub fn load(dirs: &[PathBuf], opts: &LoadOptions) -> Result<Series> {
     let read = groups
         .par_iter()
         .map(|(r, ((base, number, name), caps))| {
-            Ok((*r, read_replicate(base, *number, name, caps, &opts.folded)?))
+            let raw = read_replicate(base, *number, name, caps, &opts.folded)?;
+            Ok((*r, caps, raw))
         })
         .collect::<Result<Vec<_>>>()?;
     let mut per_run: Vec<Vec<Raw>> = dirs.iter().map(|_| Vec::new()).collect();
-    for (r, raw) in read.into_iter().filter_map(|(r, raw)| Some((r, raw?))) {
-        infos[r].bad_lines += raw.bad_lines;
-        per_run[r].push(raw);
+    for (r, caps, raw) in read {
+        match raw {
+            Some(raw) => {
+                infos[r].bad_lines += raw.bad_lines;
+                per_run[r].push(raw);
+            }
+            None => infos[r].empty.extend(caps.iter().map(CaptureDir::label)),
+        }
     }
     let mut order: Vec<usize> = (0..dirs.len()).collect();
     if !opts.keep_order {
@@ -241,6 +250,7 @@ fn load_run(dir: &Path, opts: &LoadOptions) -> Result<(RunInfo, Vec<Group>)> {
         labels: read_labels(dir)?,
         event: None,
         unprocessed: Vec::new(),
+        empty: Vec::new(),
         on_cpu_only: 0,
         bad_lines: 0,
     };

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-pub use assess::{Assessment, Baseline, Finding, Kind, Options, TimeFinding};
+pub use assess::{Assessment, Baseline, Finding, Kind, Options, TimeFinding, Unjudged};
 pub use load::{LoadOptions, RunInfo, Series};
 
 use crate::error::{Error, Result};
@@ -134,6 +134,33 @@ pub fn write(
     write_atomic(out_dir.join(TREND_HTML), page::html(trend).as_bytes())
 }
 
+/// A p-value as every output writes it (stdout, stderr, the page): three
+/// decimals, or two significant digits below 0.001.
+pub fn fmt_p(p: f64) -> String {
+    if p < 0.001 {
+        format!("{p:.1e}")
+    } else {
+        format!("{p:.3}")
+    }
+}
+
+/// An amount of `count_name` (a query's or a function's time per
+/// replicate) as every output writes it: `ns` as seconds (`0.74 s`, or ms
+/// and µs when small), other counts as whole numbers with their name.
+pub fn amount(x: f64, count_name: &str) -> String {
+    if count_name != "ns" {
+        return format!("{x:.0} {count_name}");
+    }
+    let s = x / 1e9;
+    if s.abs() >= 0.1 {
+        format!("{s:.2} s")
+    } else if s.abs() >= 1e-4 {
+        format!("{:.1} ms", s * 1e3)
+    } else {
+        format!("{:.0} µs", s * 1e6)
+    }
+}
+
 /// `to` relative to the directory `from` (both made absolute first).
 pub fn relative(from: &Path, to: &Path) -> Option<PathBuf> {
     let abs = |p: &Path| -> Option<PathBuf> {
@@ -166,6 +193,16 @@ pub fn relative(from: &Path, to: &Path) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn p_values_and_amounts_have_one_form() {
+        assert_eq!(fmt_p(0.0123), "0.012");
+        assert_eq!(fmt_p(0.0004), "4.0e-4");
+        assert_eq!(amount(735_343_292.0, "ns"), "0.74 s");
+        assert_eq!(amount(2_500_000.0, "ns"), "2.5 ms");
+        assert_eq!(amount(40_000.0, "ns"), "40 µs");
+        assert_eq!(amount(377.0, "samples"), "377 samples");
+    }
 
     #[test]
     fn relative_paths_climb_to_the_common_dir() {

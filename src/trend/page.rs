@@ -7,17 +7,20 @@
 //! differential flamegraphs of the runs with a significant finding. Every
 //! name is escaped: in HTML by [`esc`], in the data block as JSON with `<`
 //! and `/` escaped, and the script sets names as text, never as markup.
+//! Every link is `./` and percent-encoded segments ([`relative_href`]), so
+//! no run or query name can give it a scheme (`javascript:`), and the
+//! script refuses to open any other.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
 use super::assess::{Finding, TimeFinding};
 use super::load::Series;
-use super::{relative, Trend, DIFFS_DIR};
+use super::{amount, fmt_p, relative, Trend, DIFFS_DIR};
 use crate::error::Result;
 use crate::output::render::diff::render_diff;
 use crate::output::render::folded::read_folded;
-use crate::output::render::html::esc;
+use crate::output::render::html::{esc, relative_href};
 use crate::output::render::{Format, RenderOptions};
 use crate::sys::atomic::AtomicFile;
 use crate::sys::input::Source;
@@ -32,7 +35,7 @@ pub fn link_flamegraphs(trend: &mut Trend, series: &Series, out_dir: &Path) {
             let page = reps.iter().find_map(|r| r.flamegraph.as_ref());
             qt.flamegraphs[i] = page
                 .and_then(|p| relative(out_dir, p))
-                .map(|p| p.display().to_string());
+                .and_then(|p| relative_href(&p));
         }
     }
 }
@@ -108,7 +111,7 @@ pub fn draw_diffs(trend: &mut Trend, series: &Series, out_dir: &Path) -> Result<
             .iter_mut()
             .find(|qt| qt.query == query)
         {
-            qt.diffs[run] = Some(format!("{DIFFS_DIR}/{name}"));
+            qt.diffs[run] = relative_href(&Path::new(DIFFS_DIR).join(&name));
         }
     }
     Ok(())
@@ -166,10 +169,22 @@ const SCRIPT: &str = r##"
       return f.significant && f.query === q && f.function === fn && f.kind === kind && f.run === run;
     });
   }
+  // The page writes every link as "./" and percent-encoded segments;
+  // anything else (a scheme such as javascript:, an edited page) is
+  // refused, and so is a link that resolves to another scheme.
+  function safe(href) {
+    if (typeof href !== "string" || !/^\.\.?\//.test(href)) return false;
+    try {
+      return new URL(href, window.location.href).protocol === window.location.protocol;
+    } catch (e) {
+      return false;
+    }
+  }
   function open(q, run, mode) {
     var href = mode === "diff" ? (q.diffs[run] || null) : (q.flamegraphs[run] || null);
     if (!href && mode === "diff") href = q.flamegraphs[run] || null;
     if (!href) { return null; }
+    if (!safe(href)) { return false; }
     window.location.href = href;
     return href;
   }
@@ -221,7 +236,11 @@ const SCRIPT: &str = r##"
         c.addEventListener("mouseleave", function () { tip.style.display = "none"; });
         c.addEventListener("click", function () {
           var mode = section.querySelector("select.jp-open").value;
-          if (!open(q, i, mode)) {
+          var opened = open(q, i, mode);
+          if (opened === false) {
+            tip.textContent = "link of run " + (i + 1) + " refused: not a relative path";
+            tip.style.display = "block";
+          } else if (!opened) {
             tip.textContent = "no page for run " + (i + 1) + " (process it with jobprof reprocess)";
             tip.style.display = "block";
           }
@@ -288,14 +307,6 @@ fn pct(x: f64) -> String {
     format!("{x:.1}%")
 }
 
-fn fmt_p(p: f64) -> String {
-    if p < 0.001 {
-        format!("{p:.1e}")
-    } else {
-        format!("{p:.3}")
-    }
-}
-
 /// The page.
 pub fn html(t: &Trend) -> String {
     let mut o = String::with_capacity(64 << 10);
@@ -313,15 +324,25 @@ pub fn html(t: &Trend) -> String {
         let _ = writeln!(o, "<dt>{}</dt><dd>{}</dd>", esc(&k), esc(&v));
     }
     o.push_str("</dl>\n</header>\n<main>\n");
-    if !t.assessment.notes.is_empty() {
+    if !t.assessment.notes.is_empty() || !t.assessment.unjudged.is_empty() {
         o.push_str("<ul class=\"jp-notes\">\n");
+        for u in &t.assessment.unjudged {
+            let _ = writeln!(
+                o,
+                "<li class=\"up\">Nothing to judge: run {} ({}), query {}: {}</li>",
+                u.run + 1,
+                esc(&t.runs[u.run].name),
+                esc(&u.query),
+                esc(&u.reason)
+            );
+        }
         for n in &t.assessment.notes {
             let _ = writeln!(o, "<li>{}</li>", esc(n));
         }
         o.push_str("</ul>\n");
     }
     findings_table(&mut o, t);
-    times_table(&mut o, &t.assessment.time_findings);
+    times_table(&mut o, &t.assessment.time_findings, &t.settings.count_name);
     runs_table(&mut o, t);
     o.push_str(
         "<h2>Queries</h2>\n<p class=\"jp-note\">Each line is a function's share of the \
@@ -409,11 +430,14 @@ fn findings_table(o: &mut String, t: &Trend) {
         o.push_str("<p class=\"jp-note\">No significant change: nothing regressed or improved beyond the threshold and the noise.</p>\n");
         return;
     }
-    o.push_str("<p class=\"jp-note\">Significant changes, largest rise first (improvements at the end).</p>\n");
+    o.push_str(
+        "<p class=\"jp-note\">Significant changes of a function's share whose own time per \
+         replicate moved the same way: rises first, then falls, each largest first.</p>\n",
+    );
     o.push_str(
         "<table id=\"jp-findings\"><thead><tr><th>Verdict</th><th>Query</th><th>Function</th>\
-        <th>Share</th><th>Run</th><th>Baseline</th><th>New</th><th>Change</th><th>p</th><th>q</th>\
-        <th>Threshold</th><th>Diff</th></tr></thead>\n<tbody>\n",
+        <th>Share</th><th>Run</th><th>Baseline</th><th>New</th><th>Change</th><th>Own time</th>\
+        <th>p</th><th>q</th><th>Threshold</th><th>Diff</th></tr></thead>\n<tbody>\n",
     );
     for f in sig {
         let class = if f.change > 0.0 { "up" } else { "down" };
@@ -430,7 +454,8 @@ fn findings_table(o: &mut String, t: &Trend) {
             o,
             "<tr><td class=\"{class}\">{}</td><td>{}</td><td class=\"fn\">{}</td><td>{}</td>\
              <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{} ± {:.1}</td>\
-             <td class=\"num {class}\">{:+.1}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td class=\"num {class}\">{:+.1}</td><td class=\"num\">{} → {}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td>\
              <td class=\"num\">{:.1}</td><td>{diff}</td></tr>",
             f.verdict,
             esc(&f.query),
@@ -441,6 +466,8 @@ fn findings_table(o: &mut String, t: &Trend) {
             pct(f.new),
             f.new_spread.sd,
             f.change,
+            esc(&amount(f.baseline_time, &t.settings.count_name)),
+            esc(&amount(f.new_time, &t.settings.count_name)),
             fmt_p(f.p),
             fmt_p(f.q),
             f.threshold
@@ -449,7 +476,7 @@ fn findings_table(o: &mut String, t: &Trend) {
     o.push_str("</tbody></table>\n");
 }
 
-fn times_table(o: &mut String, times: &[TimeFinding]) {
+fn times_table(o: &mut String, times: &[TimeFinding], count_name: &str) {
     let sig: Vec<&TimeFinding> = times.iter().filter(|f| f.significant).collect();
     if sig.is_empty() {
         return;
@@ -462,13 +489,13 @@ fn times_table(o: &mut String, times: &[TimeFinding]) {
     for f in sig {
         let _ = writeln!(
             o,
-            "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{:.0}</td>\
-             <td class=\"num\">{:.0}</td><td class=\"num\">{:+.1}%</td><td class=\"num\">{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{:+.1}%</td><td class=\"num\">{}</td></tr>",
             f.verdict,
             esc(&f.query),
             f.run + 1,
-            f.baseline,
-            f.new,
+            esc(&amount(f.baseline, count_name)),
+            esc(&amount(f.new, count_name)),
             f.change_pct,
             fmt_p(f.p)
         );
@@ -495,4 +522,36 @@ fn runs_table(o: &mut String, t: &Trend) {
         );
     }
     o.push_str("</tbody></table>\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trend::stats::Method;
+
+    #[test]
+    fn the_totals_table_writes_amounts_and_p_as_stdout_does() {
+        let f = TimeFinding {
+            verdict: "slower",
+            significant: true,
+            query: "q1".into(),
+            run: 3,
+            baseline_runs: 3,
+            load_sd: Some(0.01),
+            load_df: 2,
+            baseline: 735_343_292.0,
+            new: 1_503_000_000.0,
+            change_pct: 104.4,
+            threshold_pct: 10.0,
+            p: 0.0004,
+            q: 0.0008,
+            method: Method::BetweenRuns,
+        };
+        let mut o = String::new();
+        times_table(&mut o, &[f], "ns");
+        for want in ["0.74 s", "1.50 s", &fmt_p(0.0004)] {
+            assert!(o.contains(want), "{want}: {o}");
+        }
+        assert!(!o.contains("735343292"), "raw ns: {o}");
+    }
 }

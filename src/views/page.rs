@@ -10,7 +10,7 @@ use std::path::Path;
 use super::scan::{Index, NsysCell, OffCpuCells, Row, State};
 use super::{INDEX_HTML, INDEX_JSON};
 use crate::error::Result;
-use crate::output::render::html::{esc, group_digits};
+use crate::output::render::html::{esc, group_digits, href_esc};
 use crate::sys::atomic::write_in;
 use crate::sys::confined::Dir;
 use crate::sys::units::format_bytes;
@@ -174,22 +174,6 @@ impl Cell {
             None => Cell::text("-"),
         }
     }
-}
-
-/// A path as an `href`: each segment percent-encoded where it must be.
-pub(super) fn href_esc(path: &str) -> String {
-    let mut o = String::with_capacity(path.len());
-    for b in path.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
-                o.push(b as char)
-            }
-            _ => {
-                let _ = write!(o, "%{b:02X}");
-            }
-        }
-    }
-    o
 }
 
 /// A sortable table.
@@ -646,15 +630,6 @@ fn nsys_cell(c: Option<&NsysCell>) -> Cell {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn hrefs_are_encoded() {
-        assert_eq!(
-            href_esc("worker_0/q 1/flamegraph.html"),
-            "worker_0/q%201/flamegraph.html"
-        );
-        assert_eq!(href_esc("a\"b"), "a%22b");
-    }
 
     #[test]
     fn pages_name_no_url() {

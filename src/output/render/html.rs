@@ -9,6 +9,7 @@
 //! `://` in text content is written as `:&#47;/`, which displays the same.
 
 use std::io::{self, Write};
+use std::path::{Component, Path};
 
 use quick_xml::events::{BytesCData, BytesText, Event};
 use quick_xml::{Reader, Writer};
@@ -204,6 +205,43 @@ pub(crate) fn esc(s: &str) -> String {
     o
 }
 
+/// A path as an `href`: every byte but the unreserved ones and `/`
+/// percent-encoded (so `:` is never a scheme's).
+pub(crate) fn href_esc(path: impl AsRef<[u8]>) -> String {
+    let path = path.as_ref();
+    let mut o = String::with_capacity(path.len());
+    for &b in path {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                o.push(b as char)
+            }
+            _ => o.push_str(&format!("%{b:02X}")),
+        }
+    }
+    o
+}
+
+/// The link to `rel`, a path relative to the page's directory: `./` and
+/// its segments percent-encoded ([`href_esc`]), so that no name on the
+/// way (a run directory named `javascript:...`) can make it a URL with a
+/// scheme. `None` for a path that is not relative.
+pub(crate) fn relative_href(rel: &Path) -> Option<String> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut o = String::from(".");
+    for c in rel.components() {
+        match c {
+            Component::Normal(s) => {
+                o.push('/');
+                o.push_str(&href_esc(s.as_bytes()));
+            }
+            Component::ParentDir => o.push_str("/.."),
+            Component::CurDir => {}
+            Component::RootDir | Component::Prefix(_) => return None,
+        }
+    }
+    (o.len() > 1).then_some(o)
+}
+
 /// Writes the page around `svg` (a complete SVG document from inferno).
 pub(crate) fn wrap<W: Write>(
     svg: &[u8],
@@ -349,6 +387,36 @@ pub(crate) fn group_digits(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hrefs_are_encoded() {
+        assert_eq!(
+            href_esc("worker_0/q 1/flamegraph.html"),
+            "worker_0/q%201/flamegraph.html"
+        );
+        assert_eq!(href_esc("a\"b"), "a%22b");
+    }
+
+    #[test]
+    fn relative_links_are_dot_slash_and_encoded_segments() {
+        assert_eq!(
+            relative_href(Path::new("../runs/javascript:alert(1)/q.html")).unwrap(),
+            "./../runs/javascript%3Aalert%281%29/q.html"
+        );
+        assert_eq!(
+            relative_href(Path::new("diffs/q1.html")).unwrap(),
+            "./diffs/q1.html"
+        );
+        // A name holding what decodes to `//` or `%` stays one segment.
+        assert_eq!(
+            relative_href(Path::new("a%2F%2Fb")).unwrap(),
+            "./a%252F%252Fb"
+        );
+        assert_eq!(relative_href(Path::new("/etc/passwd")), None);
+        assert_eq!(relative_href(Path::new("")), None);
+        let bytes = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b"r\xff");
+        assert_eq!(relative_href(Path::new(bytes)).unwrap(), "./r%FF");
+    }
 
     #[test]
     fn digits_are_grouped() {
