@@ -37,7 +37,11 @@ fn read_corpus() -> (Vec<String>, Vec<Line>) {
         }
         let mut cols = l.split('\t');
         let (Some(mangled), Some(expected)) = (cols.next(), cols.next()) else {
-            panic!("{}:{}: not MANGLED<TAB>EXPECTED", corpus_path().display(), i + 1);
+            panic!(
+                "{}:{}: not MANGLED<TAB>EXPECTED",
+                corpus_path().display(),
+                i + 1
+            );
         };
         lines.push(Line {
             mangled: mangled.into(),
@@ -51,7 +55,11 @@ fn read_corpus() -> (Vec<String>, Vec<Line>) {
 #[test]
 fn corpus_matches_cxxfilt_exactly() {
     let (comments, lines) = read_corpus();
-    assert!(lines.len() >= 300, "corpus too small: {} names", lines.len());
+    assert!(
+        lines.len() >= 300,
+        "corpus too small: {} names",
+        lines.len()
+    );
     if std::env::var_os("JOBPROF_BLESS").is_some() {
         let mut out = comments.join("\n") + "\n";
         for l in &lines {
@@ -114,11 +122,16 @@ fn corpus_expected_column_is_this_machines_cxxfilt() {
             .args(chunk.iter().map(|l| &l.mangled))
             .output()
             .expect("run c++filt");
-        assert!(out.status.success(), "c++filt failed: {}", util::stderr(&out));
+        assert!(
+            out.status.success(),
+            "c++filt failed: {}",
+            util::stderr(&out)
+        );
         let text = String::from_utf8(out.stdout).expect("c++filt output is UTF-8");
         for (l, theirs) in chunk.iter().zip(text.lines()) {
             assert_eq!(
-                theirs, l.expected,
+                theirs,
+                l.expected,
                 "{}: c++filt -p -i now prints another name than the corpus ({})",
                 l.mangled,
                 corpus_path().display()

@@ -68,7 +68,9 @@ fn rust_legacy(name: &str) -> Option<String> {
     let base = &name[..end];
     let segment = &base[base.len().checked_sub(20)?..base.len() - 1];
     let digits = segment.strip_prefix("17h")?;
-    let lower_hex = digits.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'));
+    let lower_hex = digits
+        .bytes()
+        .all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'));
     let seen = digits.chars().filter_map(|c| c.to_digit(16));
     let distinct = seen.fold(0u16, |set, d| set | 1 << d).count_ones();
     if !lower_hex || distinct < 5 {
@@ -83,7 +85,11 @@ fn rust_legacy(name: &str) -> Option<String> {
 fn cpp(name: &str) -> Option<String> {
     if let Some((words, target)) = special_name(name) {
         let s = cpp_text(&format!("_Z{target}"), words.params)?;
-        return Some(format!("{}{}", words.text, libiberty_spelling(&s, words.params)));
+        return Some(format!(
+            "{}{}",
+            words.text,
+            libiberty_spelling(&s, words.params)
+        ));
     }
     let s = cpp_text(name, false).or_else(|| cpp_name_only(name))?;
     Some(libiberty_spelling(&s, false))
@@ -260,7 +266,10 @@ fn opens_function_type(before: &str, rest: &str) -> bool {
         return false;
     };
     let mut tail = &rest[close + 1..];
-    while let Some(t) = FUNCTION_QUALIFIERS.into_iter().find_map(|q| tail.strip_prefix(q)) {
+    while let Some(t) = FUNCTION_QUALIFIERS
+        .into_iter()
+        .find_map(|q| tail.strip_prefix(q))
+    {
         tail = t;
     }
     !(tail.is_empty() || tail.starts_with("::"))
@@ -322,7 +331,10 @@ mod tests {
             "<rustup::dist::manifest::TargetedPackage as core::clone::Clone>::clone"
         );
         // A hash of fewer than 5 distinct digits is not Rust's: C++ reads it.
-        assert_eq!(demangle("_ZN3foo17h0000000000000000E"), "foo::h0000000000000000");
+        assert_eq!(
+            demangle("_ZN3foo17h0000000000000000E"),
+            "foo::h0000000000000000"
+        );
         // C++: function types in template arguments, a space before `(`.
         assert_eq!(
             demangle("_ZNSt17_Function_handlerIFllEZ4mainEUllE_E9_M_invokeERKSt9_Any_dataOl"),
@@ -339,7 +351,10 @@ mod tests {
         );
         // Thunks: libiberty's words, the target with its parameters, no
         // clone suffix.
-        assert_eq!(demangle("_ZThn8_N4Impl2goEl"), "non-virtual thunk to Impl::go(long)");
+        assert_eq!(
+            demangle("_ZThn8_N4Impl2goEl"),
+            "non-virtual thunk to Impl::go(long)"
+        );
         assert_eq!(
             demangle("_ZTv0_n64_NK5arrow2io18BufferOutputStream6closedEv.localalias.lto_priv.0"),
             "virtual thunk to arrow::io::BufferOutputStream::closed() const"
