@@ -195,34 +195,18 @@ const FUNCTION_QUALIFIERS: [&str; 4] = [" const", " volatile", " &&", " &"];
 /// integer literals of [`LITERAL_SUFFIXES`]' types; empty template
 /// argument packs at the end of a list, after which libiberty takes back
 /// the `", "` it wrote (`std::__invoke<void (*)()>`, not
-/// `<void (*)(), >`); a space between a function type's return type and
+/// `<void (*)(), >`); `decltype(nullptr)` for `std::nullptr_t` (`Dn`);
+/// a space between a function type's return type and
 /// its parameters (`std::function<arrow::Status ()>`, see
 /// [`opens_function_type`]); and, without `params`, no qualifiers of the
 /// function itself.
 fn libiberty_spelling(s: &str, params: bool) -> String {
     let mut out = String::with_capacity(s.len() + 16);
     let mut rest = s;
-    'scan: while !rest.is_empty() {
-        for (cast, suffix) in LITERAL_SUFFIXES {
-            if let Some(after) = rest.strip_prefix(cast) {
-                let sign = usize::from(after.starts_with('-'));
-                let digits = after[sign..].bytes().take_while(u8::is_ascii_digit).count();
-                if digits > 0 {
-                    out.push_str(&after[..sign + digits]);
-                    out.push_str(suffix);
-                    rest = &after[sign + digits..];
-                    continue 'scan;
-                }
-            }
-        }
-        if rest.starts_with(", ") {
-            // Empty packs at the end of a list printed nothing after their
-            // commas (one in the middle keeps its comma in libiberty too).
-            let after = rest.trim_start_matches(", ");
-            if after.starts_with(['>', ')']) {
-                rest = after;
-                continue;
-            }
+    while !rest.is_empty() {
+        if let Some(after) = respell(&mut out, rest) {
+            rest = after;
+            continue;
         }
         if rest.starts_with('(') && opens_function_type(&out, rest) {
             out.push(' ');
@@ -237,6 +221,41 @@ fn libiberty_spelling(s: &str, params: bool) -> String {
         }
     }
     out
+}
+
+/// Where the text at the start of `rest` is an integer literal, empty
+/// trailing packs or `std::nullptr_t`, writes libiberty's spelling of it
+/// to `out` and returns what follows.
+fn respell<'a>(out: &mut String, rest: &'a str) -> Option<&'a str> {
+    for (cast, suffix) in LITERAL_SUFFIXES {
+        if let Some(after) = rest.strip_prefix(cast) {
+            let sign = usize::from(after.starts_with('-'));
+            let digits = after[sign..].bytes().take_while(u8::is_ascii_digit).count();
+            if digits > 0 {
+                out.push_str(&after[..sign + digits]);
+                out.push_str(suffix);
+                return Some(&after[sign + digits..]);
+            }
+        }
+    }
+    if rest.starts_with(", ") {
+        // Empty packs at the end of a list printed nothing after their
+        // commas (one in the middle keeps its comma in libiberty too).
+        let after = rest.trim_start_matches(", ");
+        return after.starts_with(['>', ')']).then_some(after);
+    }
+    let after = rest.strip_prefix("std::nullptr_t")?;
+    let whole =
+        !out.ends_with(|c: char| c == ':' || is_name_char(c)) && !after.starts_with(is_name_char);
+    whole.then(|| {
+        out.push_str("decltype(nullptr)");
+        after
+    })
+}
+
+/// Whether `c` can be part of a C++ identifier.
+fn is_name_char(c: char) -> bool {
+    c == '_' || c.is_ascii_alphanumeric()
 }
 
 /// Whether the `(` that starts `rest`, `before` written before it, opens
@@ -285,6 +304,12 @@ mod tests {
 
     #[test]
     fn spelling_as_libiberty() {
+        // `Dn`: libiberty's builtin name, not the typedef.
+        assert_eq!(
+            demangle("_ZNSt15_Sp_counted_ptrIDnLN9__gnu_cxx12_Lock_policyE2EE10_M_disposeEv"),
+            "std::_Sp_counted_ptr<decltype(nullptr), (__gnu_cxx::_Lock_policy)2>::_M_dispose"
+        );
+        assert_eq!(spelled("f<std::nullptr_t>"), "f<decltype(nullptr)>");
         assert_eq!(spelled("f<(unsigned long)0>"), "f<0ul>");
         assert_eq!(spelled("f<(long)-3, (unsigned int)7>"), "f<-3l, 7u>");
         assert_eq!(
