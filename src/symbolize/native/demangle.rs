@@ -224,7 +224,7 @@ fn libiberty_spelling(s: &str, params: bool) -> String {
 }
 
 /// Where the text at the start of `rest` is an integer literal, empty
-/// trailing packs or `std::nullptr_t`, writes libiberty's spelling of it
+/// trailing packs (or their expansions) or `std::nullptr_t`, writes libiberty's spelling of it
 /// to `out` and returns what follows.
 fn respell<'a>(out: &mut String, rest: &'a str) -> Option<&'a str> {
     for (cast, suffix) in LITERAL_SUFFIXES {
@@ -240,8 +240,16 @@ fn respell<'a>(out: &mut String, rest: &'a str) -> Option<&'a str> {
     }
     if rest.starts_with(", ") {
         // Empty packs at the end of a list printed nothing after their
-        // commas (one in the middle keeps its comma in libiberty too).
-        let after = rest.trim_start_matches(", ");
+        // commas (one in the middle keeps its comma in libiberty too); an
+        // empty pack's expansion as a reference, `DpOT_`, is nothing either
+        // (cpp_demangle writes its `&&`).
+        let mut after = rest;
+        while let Some(next) = after.strip_prefix(", ") {
+            after = ["const&", "&&", "&"]
+                .into_iter()
+                .find_map(|r| next.strip_prefix(r))
+                .unwrap_or(next);
+        }
         return after.starts_with(['>', ')']).then_some(after);
     }
     let after = rest.strip_prefix("std::nullptr_t")?;
@@ -310,6 +318,17 @@ mod tests {
             "std::_Sp_counted_ptr<decltype(nullptr), (__gnu_cxx::_Lock_policy)2>::_M_dispose"
         );
         assert_eq!(spelled("f<std::nullptr_t>"), "f<decltype(nullptr)>");
+        // An empty pack's expansion as a reference parameter (`DpOT0_`)
+        // prints nothing in libiberty, its comma taken back.
+        assert_eq!(
+            demangle("_ZN5arrow8internal6FnOnceIFvRKNS_6StatusEEE6FnImplIZNS0_8Executor6SubmitISt8functionIFS2_vEEJENS_6FutureINS0_5EmptyEEEEENS_6ResultIT1_EENS0_9TaskHintsENS_9StopTokenEOT_DpOT0_EUt_ED0Ev"),
+            "arrow::internal::FnOnce<void (arrow::Status const&)>::FnImpl<arrow::internal::Executor::Submit<std::function<arrow::Status ()>, , arrow::Future<arrow::internal::Empty> >(arrow::internal::TaskHints, arrow::StopToken, std::function<arrow::Status ()>&&)::{unnamed type#1}>::~FnImpl"
+        );
+        assert_eq!(spelled("f<int, const&, &>(a, &&)::x"), "f<int>(a)::x");
+        assert_eq!(
+            spelled("f(char const (&) [29])::x"),
+            "f(char const (&) [29])::x"
+        );
         assert_eq!(spelled("f<(unsigned long)0>"), "f<0ul>");
         assert_eq!(spelled("f<(long)-3, (unsigned int)7>"), "f<-3l, 7u>");
         assert_eq!(
