@@ -7,6 +7,7 @@ mod attacks;
 mod attacks_sidecar;
 mod cache;
 mod cli;
+mod demangle;
 mod faults;
 mod fold;
 mod fold_props;

@@ -298,7 +298,7 @@ fn plt_symbols(file: &ElfFile64<'_, Endianness>) -> Vec<RawSymbol> {
             binding: Binding::Global,
             untyped: false,
             // perf demangles the target's name, then adds `@plt`.
-            name: format!("{}@plt", super::symbols::demangle(&name)),
+            name: format!("{}@plt", super::demangle::demangle(&name)),
             module: None,
         });
     }

@@ -31,7 +31,7 @@ use object::read::elf::ElfFile64;
 use object::{Endianness, Object, ObjectSection};
 
 use super::cache::Kind;
-use super::symbols;
+use super::demangle::demangle;
 
 type Reader = gimli::EndianReader<gimli::RunTimeEndian, Bytes>;
 
@@ -521,7 +521,7 @@ pub fn write_frame(
     dso: &str,
 ) -> bool {
     for name in chain {
-        let name = symbols::demangle(name);
+        let name = demangle(name);
         let _ = write!(line, "\t{addr:16x} {name}+{offset:#x} ");
         if name == base {
             let _ = writeln!(line, "({dso})");

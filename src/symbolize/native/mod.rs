@@ -31,6 +31,7 @@
 pub mod arch;
 pub mod cache;
 mod check;
+pub mod demangle;
 pub mod elf;
 mod error;
 mod header;
@@ -392,7 +393,7 @@ fn format_user_frame(line: &mut Vec<u8>, entry: &store::Entry, dso: &str, addr: 
         let _ = writeln!(line, "\t{addr:16x} [unknown] ({dso})");
         return;
     };
-    let base = symbols::demangle(h.name);
+    let base = demangle::demangle(h.name);
     if expand {
         if let Some(d) = entry.debug() {
             if inline::write_frame(line, addr, &d.chain(vaddr, h.name), &base, h.offset, dso) {

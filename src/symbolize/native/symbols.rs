@@ -8,6 +8,8 @@
 
 use std::cmp::Ordering;
 
+use super::demangle::demangle;
+
 /// ELF symbol binding, as perf compares them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Binding {
@@ -382,126 +384,6 @@ fn finish_kernel_table(t: &mut SymbolTable) {
     t.names.shrink_to_fit();
 }
 
-/// Demangles a symbol name the way perf prints it (C++ and Rust); other
-/// names are returned unchanged.
-pub fn demangle(name: &str) -> std::borrow::Cow<'_, str> {
-    use std::borrow::Cow;
-    if name.starts_with("_R") || name.starts_with("_ZN") {
-        if let Ok(d) = rustc_demangle::try_demangle(name) {
-            let s = format!("{d:#}");
-            // Legacy Rust symbols carry a hash; `{:#}` drops it, perf keeps
-            // what its C++ demangler makes of the name.
-            if name.starts_with("_R") || is_rust_legacy(name) {
-                return Cow::Owned(s);
-            }
-        }
-    }
-    if name.starts_with("_Z") {
-        if let Some(s) = cpp_name(name).or_else(|| cpp_name_only(name)) {
-            return Cow::Owned(as_libiberty(&s));
-        }
-    }
-    Cow::Borrowed(name)
-}
-
-/// cpp_demangle's text of `name` as perf prints it (libiberty's
-/// DMGL_NO_OPTS: no parameters, no return type).
-fn cpp_name(name: &str) -> Option<String> {
-    let sym = cpp_demangle::Symbol::new(name.as_bytes()).ok()?;
-    let opts = cpp_demangle::DemangleOptions::new()
-        .no_params()
-        .no_return_type();
-    sym.demangle_with_options(&opts).ok()
-}
-
-/// The function name alone where cpp_demangle cannot read the whole symbol
-/// but libiberty can (an `sr` expression in a SFINAE return type, as in
-/// `std::swap<unsigned long>`): the shortest prefix ending in `E` that
-/// reads as a name once a `void` parameter list (and, for a template, a
-/// `void` return type) is added. Without parameters and return type that
-/// is what libiberty prints.
-fn cpp_name_only(name: &str) -> Option<String> {
-    name.char_indices()
-        .filter(|&(_, c)| c == 'E')
-        .find_map(|(i, _)| {
-            let head = &name[..=i];
-            cpp_name(&format!("{head}v")).or_else(|| cpp_name(&format!("{head}vv")))
-        })
-}
-
-/// The integer literal types libiberty prints as a suffix (its
-/// `D_PRINT_UNSIGNED`, `_LONG`, ...: `0ul`) where cpp_demangle prints a
-/// cast (`(unsigned long)0`); `int` is bare in both, other types are casts
-/// in both.
-const LITERAL_SUFFIXES: [(&str, &str); 5] = [
-    ("(unsigned long long)", "ull"),
-    ("(long long)", "ll"),
-    ("(unsigned long)", "ul"),
-    ("(unsigned int)", "u"),
-    ("(long)", "l"),
-];
-
-/// cpp_demangle's text in libiberty's spelling (the demangler perf uses),
-/// where the two differ: integer literals of [`LITERAL_SUFFIXES`]' types,
-/// and empty template argument packs at the end of a list, after which
-/// libiberty takes back the `", "` it wrote (`std::__invoke<void (*)()>`,
-/// not `<void (*)(), >`).
-fn as_libiberty(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    'scan: while !rest.is_empty() {
-        for (cast, suffix) in LITERAL_SUFFIXES {
-            if let Some(after) = rest.strip_prefix(cast) {
-                let sign = usize::from(after.starts_with('-'));
-                let digits = after[sign..].bytes().take_while(u8::is_ascii_digit).count();
-                if digits > 0 {
-                    out.push_str(&after[..sign + digits]);
-                    out.push_str(suffix);
-                    rest = &after[sign + digits..];
-                    continue 'scan;
-                }
-            }
-        }
-        if rest.starts_with(", ") {
-            // Empty packs at the end of a list printed nothing after their
-            // commas (one in the middle keeps its comma in libiberty too).
-            let after = rest.trim_start_matches(", ");
-            if after.starts_with(['>', ')']) {
-                rest = after;
-                continue;
-            }
-        }
-        let c = rest.chars().next().unwrap_or_default();
-        out.push(c);
-        rest = &rest[c.len_utf8()..];
-    }
-    // Without parameters libiberty drops the function's own qualifiers.
-    while let Some(q) = [" const", " volatile", " &&", " &"]
-        .into_iter()
-        .find(|q| out.ends_with(q))
-    {
-        out.truncate(out.len() - q.len());
-    }
-    out
-}
-
-/// A legacy-mangled Rust symbol ends in `17h<16 hex digits>E`, maybe
-/// followed by an LLVM `.llvm.<digits>` suffix (which perf's demangler,
-/// like rustc-demangle, drops).
-fn is_rust_legacy(name: &str) -> bool {
-    let name = match name.rfind(".llvm.") {
-        Some(i) => &name[..i],
-        None => name,
-    };
-    let b = name.as_bytes();
-    b.len() > 20
-        && b.ends_with(b"E")
-        && &b[b.len() - 20..b.len() - 17] == b"17h"
-        && b[b.len() - 17..b.len() - 1]
-            .iter()
-            .all(u8::is_ascii_hexdigit)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -623,63 +505,5 @@ mod tests {
             "__x64_sys_getppid"
         );
         assert_eq!(t.find(0xffffffff81377d84).unwrap().name, "loc");
-    }
-
-    #[test]
-    fn libiberty_spelling() {
-        assert_eq!(as_libiberty("f<(unsigned long)0>"), "f<0ul>");
-        assert_eq!(as_libiberty("f<(long)-3, (unsigned int)7>"), "f<-3l, 7u>");
-        assert_eq!(
-            as_libiberty("f<(long long)1, (unsigned long long)2>"),
-            "f<1ll, 2ull>"
-        );
-        // Other types keep their cast, as in libiberty; int is bare.
-        assert_eq!(as_libiberty("f<(char)65, 3>"), "f<(char)65, 3>");
-        assert_eq!(as_libiberty("f<(unsigned long)x>"), "f<(unsigned long)x>");
-        assert_eq!(as_libiberty("g<int, >"), "g<int>");
-        assert_eq!(as_libiberty("g<int, , >"), "g<int>");
-        assert_eq!(as_libiberty("g<int, , char>"), "g<int, , char>");
-        assert_eq!(as_libiberty("h(int, )"), "h(int)");
-        assert_eq!(as_libiberty("a::b<c, d>"), "a::b<c, d>");
-        assert_eq!(
-            as_libiberty("f()::{lambda(int)#1}::operator() const"),
-            "f()::{lambda(int)#1}::operator()"
-        );
-        assert_eq!(as_libiberty("a::operator&"), "a::operator&");
-    }
-
-    #[test]
-    fn demangles_cpp_and_rust() {
-        assert_eq!(demangle("main"), "main");
-        // As perf prints it (DMGL_NO_OPTS): no parameters, no return type.
-        assert_eq!(demangle("_ZN3foo3barEv"), "foo::bar");
-        assert_eq!(
-            demangle("_ZN4work9sort_someImEEvRSt6vectorIT_SaIS2_EE"),
-            "work::sort_some<unsigned long>"
-        );
-        // cpp_demangle cannot read the sr expression; libiberty can.
-        assert_eq!(
-            demangle("_ZSt4swapImENSt9enable_ifIXsrSt6__and_IJSt6__not_ISt15__is_tuple_likeIT_EESt21is_move_constructibleIS4_ESt18is_move_assignableIS4_EEE5valueEvE4typeERS4_SE_"),
-            "std::swap<unsigned long>"
-        );
-        // libiberty's spelling of non-int literals and empty packs.
-        assert_eq!(
-            demangle("_ZNSt6thread8_InvokerISt5tupleIJPFvvEEEE9_M_invokeIJLm0EEEEvSt12_Index_tupleIJXspT_EEE"),
-            "std::thread::_Invoker<std::tuple<void (*)()> >::_M_invoke<0ul>"
-        );
-        assert_eq!(
-            demangle("_ZSt8__invokeIPFvvEJEENSt15__invoke_resultIT_JDpT0_EE4typeEOS3_DpOS4_"),
-            "std::__invoke<void (*)()>"
-        );
-        assert_eq!(
-            demangle("_ZN4core3ptr13drop_in_place17h0123456789abcdefE"),
-            "core::ptr::drop_in_place"
-        );
-        assert_eq!(
-            demangle(
-                "_ZN3std2rt10lang_start28_$u7b$$u7b$closure$u7d$$u7d$17he6d2b21b4b406f0dE.llvm.4347963086496554761"
-            ),
-            "std::rt::lang_start::{{closure}}"
-        );
     }
 }
