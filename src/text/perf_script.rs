@@ -598,6 +598,19 @@ pub fn event_base(event: &str) -> &str {
     event
 }
 
+/// What the summed periods of `event`'s samples count, the name a total
+/// of them is shown with: `ns` for the software clocks (`cpu-clock`,
+/// `task-clock`: their periods are nanoseconds of CPU), the event's base
+/// name otherwise (`cycles`).
+pub fn period_unit(event: &str) -> &str {
+    let base = event_base(event);
+    if base.ends_with("-clock") {
+        "ns"
+    } else {
+        base
+    }
+}
+
 /// Parses a frame line exactly as inferno 0.12.8 does (the line must already
 /// be trimmed at the end).
 pub fn parse_frame_compat(line: &str) -> Option<FrameLine<'_>> {

@@ -66,8 +66,12 @@ pub struct Profile {
     pub frames: Vec<Frame>,
     /// Call chains, leaf first, with their summed weight (periods).
     pub chains: HashMap<Vec<u32>, u64>,
-    /// Samples read.
-    pub samples: u64,
+    /// Samples read; `None` for folded stacks, which hold summed weights,
+    /// not how many samples made them.
+    pub samples: Option<u64>,
+    /// What the weights count when the event does not say (folded stacks
+    /// of a capture: `ns` for `cpu-clock`).
+    pub count_name: Option<String>,
     /// The event, when the input says.
     pub event: Option<String>,
     /// First and last sample time (seconds), when the input says.
@@ -338,13 +342,18 @@ fn write_header(p: &Profile, total: u64, out: &mut dyn Write) -> io::Result<()> 
         "{}",
         fit(&format!("# jobprof report: {}{shards}", p.source))
     )?;
-    let samples = format!(
-        "# Samples: {}  of event '{}'",
-        p.samples,
-        p.event.as_deref().unwrap_or("unknown")
-    );
+    let samples = match p.samples {
+        Some(n) => format!(
+            "# Samples: {n}  of event '{}'",
+            p.event.as_deref().unwrap_or("unknown")
+        ),
+        None => "# Samples: not known (folded stacks hold weights, not samples)".to_string(),
+    };
     writeln!(out, "{}", fit(&samples))?;
-    writeln!(out, "# Event count: {total}")?;
+    match &p.count_name {
+        Some(unit) if p.samples.is_none() => writeln!(out, "# Event count: {total} {unit}")?,
+        _ => writeln!(out, "# Event count: {total}")?,
+    }
     if let Some((a, b)) = p.window {
         writeln!(
             out,
@@ -439,7 +448,7 @@ mod tests {
     fn profile() -> Profile {
         let mut p = Profile {
             source: "test".into(),
-            samples: 4,
+            samples: Some(4),
             event: Some("cpu-clock".into()),
             ..Profile::default()
         };

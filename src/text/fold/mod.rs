@@ -255,6 +255,16 @@ impl Folded {
         crate::sys::counts::sum(self.stacks.iter().map(|(_, c)| *c))
     }
 
+    /// What the counts are: `samples` when each sample counted 1 (no
+    /// periods in the text), else the unit of the folded event's periods
+    /// ([`perf_script::period_unit`]: `ns` for `cpu-clock`).
+    pub fn count_name(&self) -> &str {
+        match &self.stats.event {
+            Some(e) if self.total() != self.stats.samples => perf_script::period_unit(e),
+            _ => "samples",
+        }
+    }
+
     /// An error when lines were read but not one was a sample (nor a sample
     /// of another event): the input is not `perf script` text. The message
     /// names `inputs` and says what the text looks like and what to run
