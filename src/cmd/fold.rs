@@ -269,6 +269,12 @@ fn require_samples(folded: &Folded, sources: &[Source], options: &Options) -> jo
 
 fn warn_skipped(folded: &Folded, sources: &[Source]) {
     let s = &folded.stats;
+    if s.flat_samples > 0 {
+        jobprof::errln!(
+            "jobprof: warning: {}",
+            jobprof::text::perf_script::no_call_graph_warning(s.flat_samples, s.samples)
+        );
+    }
     if s.skipped_lines > 0 {
         jobprof::errln!(
             "jobprof: warning: {} line(s) were neither sample headers nor frames and were skipped",

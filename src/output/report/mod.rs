@@ -69,6 +69,9 @@ pub struct Profile {
     /// Samples read; `None` for folded stacks, which hold summed weights,
     /// not how many samples made them.
     pub samples: Option<u64>,
+    /// Samples read whose one frame was on their header line (recorded
+    /// without call graphs).
+    pub flat_samples: u64,
     /// What the weights count when the event does not say (folded stacks
     /// of a capture: `ns` for `cpu-clock`).
     pub count_name: Option<String>,
@@ -275,6 +278,22 @@ fn fit(s: &str) -> String {
     out
 }
 
+/// `# TEXT` as comment lines of at most [`WIDTH`] columns, broken at
+/// spaces (the lines after the first indented).
+fn comment(text: &str) -> Vec<String> {
+    let mut lines = vec![String::from("#")];
+    for word in text.split(' ') {
+        let last = lines.last_mut().expect("one line at least");
+        if last.len() > 3 && last.chars().count() + 1 + word.chars().count() > WIDTH {
+            lines.push(format!("#   {word}"));
+        } else {
+            last.push(' ');
+            last.push_str(word);
+        }
+    }
+    lines.iter().map(|l| fit(l)).collect()
+}
+
 fn pct(part: u64, total: u64) -> f64 {
     100.0 * part as f64 / total.max(1) as f64
 }
@@ -366,6 +385,13 @@ fn write_header(p: &Profile, total: u64, out: &mut dyn Write) -> io::Result<()> 
         out,
         "# Symbols: {leaf:.1}% of the weight has a named leaf, {any:.1}% a named frame"
     )?;
+    if p.flat_samples > 0 {
+        let all = p.samples.unwrap_or(p.flat_samples);
+        let warning = crate::text::perf_script::no_call_graph_warning(p.flat_samples, all);
+        for line in comment(&format!("Warning: {warning}")) {
+            writeln!(out, "{line}")?;
+        }
+    }
     if leaf < crate::output::summary::SYMBOL_WARN_PCT {
         writeln!(
             out,

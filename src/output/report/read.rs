@@ -194,6 +194,10 @@ struct Lines {
     /// Its frames, leaf first (one buffer for every sample).
     chain: Vec<u32>,
     skipping: bool,
+    /// A header held its sample's one frame: text without call graphs,
+    /// whose headers perf indents (the command name right-aligned), so
+    /// only a tab starts a frame line.
+    flat: bool,
     bad: u64,
     /// The frame each `perf script` frame line read so far gave (`None`:
     /// an inlined line, left out), by its bytes: a job's text repeats the
@@ -272,7 +276,10 @@ impl Lines {
     /// Takes one line of `perf script` text; for a frame line of a
     /// sample, what it gave (`Some(None)`: an inlined line, left out).
     fn script(&mut self, line: &str) -> Option<Option<u32>> {
-        let indented = line.starts_with([' ', '\t']);
+        // A line indented with spaces between samples is a header (the
+        // command name right-aligned, as perf prints it without `-g`).
+        let in_sample = self.sample.is_some() || self.skipping;
+        let indented = line.starts_with('\t') || (line.starts_with(' ') && in_sample && !self.flat);
         if !indented {
             self.end_sample();
             self.header(line);
@@ -281,11 +288,17 @@ impl Lines {
         if self.skipping || self.sample.is_none() {
             return None;
         }
-        let trimmed = perf_script::trim_end(line);
-        let Some(fl) = perf_script::parse_frame_fixed(trimmed) else {
+        let frame = self.frame(perf_script::trim_end(line));
+        if frame.is_none() {
             self.bad += 1;
-            return None;
-        };
+        }
+        frame
+    }
+
+    /// The frame of a frame line (`Some(None)`: an inlined line, left
+    /// out), added to the sample's chain; `None` when it is no frame line.
+    fn frame(&mut self, trimmed: &str) -> Option<Option<u32>> {
+        let fl = perf_script::parse_frame_fixed(trimmed)?;
         if fl.module == "inlined" {
             return Some(None);
         }
@@ -304,6 +317,10 @@ impl Lines {
             self.skipping = true;
             return;
         };
+        let trailing_frame = h
+            .trailing
+            .filter(|t| perf_script::parse_frame_fixed(t.trim()).is_some());
+        self.flat |= trailing_frame.is_some();
         let event = h.event.unwrap_or("").trim_end_matches(':');
         let wanted = match (&self.want, &self.p.event) {
             (Some(w), _) => event == w || perf_script::event_base(event) == w,
@@ -324,6 +341,11 @@ impl Lines {
             w.1 = w.1.max(t);
         }
         self.sample = Some(h.period.unwrap_or(1));
+        // A frame on the header line: the sample has no call graph.
+        if let Some(Some(_)) = trailing_frame.and_then(|t| self.frame(t.trim())) {
+            self.p.flat_samples += 1;
+            self.end_sample();
+        }
     }
 
     fn end_sample(&mut self) {
@@ -356,6 +378,7 @@ impl Lines {
             (Some(a), Some(b)) => Some((a.0.min(b.0), a.1.max(b.1))),
             (a, b) => a.or(b),
         };
+        self.p.flat_samples += next.p.flat_samples;
         self.p.samples = match (self.p.samples, next.p.samples) {
             (Some(a), Some(b)) => Some(a + b),
             (a, b) => a.or(b),

@@ -191,6 +191,9 @@ pub struct Stats {
     pub skipped_lines: u64,
     /// Lines that were not valid UTF-8 (folded lossily).
     pub non_utf8_lines: u64,
+    /// Samples whose one frame was on their header line: recorded without
+    /// call graphs (`perf record` without `-g`), folded flat.
+    pub flat_samples: u64,
     /// A final line cut mid-way (not folded).
     pub truncated_lines: u64,
     /// Where the folded samples' call chains ended (truncation judged from
@@ -742,6 +745,7 @@ impl Engine {
                 unique_stacks: stacks.len() as u64,
                 skipped_lines: c.skipped_lines,
                 non_utf8_lines: c.non_utf8_lines,
+                flat_samples: c.flat,
                 truncated_lines: c.truncated_lines,
                 chains: c.chains,
                 first_skipped,
