@@ -838,7 +838,10 @@ fn permission_errors_name_the_users_file() {
         err.contains(&format!("{}: Permission denied", out.display())),
         "{err}"
     );
-    assert!(!err.contains(".nope.folded."), "names a temporary file: {err}");
+    assert!(
+        !err.contains(".nope.folded."),
+        "names a temporary file: {err}"
+    );
 
     let shard = q.join("perf.data.part000");
     fs::set_permissions(&shard, fs::Permissions::from_mode(0o000)).unwrap();
