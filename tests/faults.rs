@@ -795,3 +795,62 @@ fn a_forced_rerun_never_downgrades_a_complete_result() {
     assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("skipped"));
 }
+
+/// `jobprof ARGS` as user `nobody` (permissions apply: root bypasses them).
+fn jobprof_as_nobody(args: &[&std::ffi::OsStr]) -> Output {
+    Command::new("setpriv")
+        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_jobprof"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// A permission error names the user's file: the output `fold` could not
+/// write (not the temporary file beside it), the shard the native
+/// symbolizer could not open (not "cannot open" alone).
+#[test]
+fn permission_errors_name_the_users_file() {
+    if !util::require(is_root() && have("setpriv"), "root and setpriv") {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    fs::set_permissions(t.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    util::copy_demo(&t.path().join("r"));
+    Command::new("chown")
+        .args(["-R", "nobody"])
+        .arg(t.path().join("r"))
+        .status()
+        .unwrap();
+    let q = t.path().join("r/profiles/perf/worker_0/q01");
+    let script = q.join("perf.script.zst");
+    let out = t.path().join("nope.folded");
+    let o = jobprof_as_nobody(&[
+        "fold".as_ref(),
+        script.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", output_text(&o));
+    let err = util::stderr(&o);
+    assert!(
+        err.contains(&format!("{}: Permission denied", out.display())),
+        "{err}"
+    );
+    assert!(
+        !err.contains(".nope.folded."),
+        "names a temporary file: {err}"
+    );
+
+    let shard = q.join("perf.data.part000");
+    fs::set_permissions(&shard, fs::Permissions::from_mode(0o000)).unwrap();
+    let o = jobprof_as_nobody(&["process".as_ref(), t.path().join("r").as_os_str()]);
+    let text = output_text(&o);
+    assert!(
+        text.contains(
+            "shard(s) 0 (perf.data.part000) instead of the native symbolizer: cannot open"
+        ),
+        "{text}"
+    );
+}

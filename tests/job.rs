@@ -578,3 +578,36 @@ fn a_page_that_cannot_be_written_fails_the_run_and_old_dirs_get_views() {
         output_text(&o)
     );
 }
+
+/// Every table of every page the job views write (the job index, the
+/// per-query pages, a run-versus-run diff, a trend over the two runs) has
+/// as many cells in each row as it has headers.
+#[test]
+fn every_table_of_the_generated_pages_lines_up() {
+    let Some(runs) = runs() else { return };
+    let t = tempfile::tempdir().unwrap();
+    let (diff, trend) = (t.path().join("diff"), t.path().join("trend"));
+    ok(&jobprof()
+        .arg("diff")
+        .arg(&runs.a)
+        .arg(&runs.b)
+        .arg("-o")
+        .arg(&diff)
+        .output()
+        .unwrap());
+    let mut o = jobprof();
+    o.arg("trend")
+        .args([&runs.a, &runs.b])
+        .arg("-o")
+        .arg(&trend);
+    ok(&o.args(["--order", "args"]).output().unwrap());
+    let perf = runs.a.join("profiles/perf");
+    let mut pages = vec![perf.join("index.html"), diff.join("index.html")];
+    pages.push(trend.join("trend.html"));
+    for (q, _, _) in QUERIES {
+        pages.push(perf.join(format!("queries/{q}/flamegraph.html")));
+    }
+    let tables: usize = pages.iter().map(|p| util::assert_tables_line_up(p)).sum();
+    // The index's two, the diff's one, the trend's findings.
+    assert!(tables >= 4, "{tables} tables in {pages:?}");
+}

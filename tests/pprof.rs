@@ -473,3 +473,31 @@ fn pprof_off_cpu_and_wall_columns_match_the_folded_profiles() {
         util::folded_total(&q.join("wallclock.folded"))
     );
 }
+
+/// A cpu-clock capture's `stacks.folded` (counts: ns of CPU) rendered as
+/// pprof has the type `cpu/nanoseconds`, not `samples/count`.
+#[test]
+fn render_of_a_cpu_clock_captures_folded_stacks_writes_cpu_nanoseconds() {
+    if !require_go() {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    util::copy_demo(t.path());
+    util::ok(&jobprof().arg("process").arg(t.path()).output().unwrap());
+    let folded = t.path().join("profiles/perf/worker_0/q01/stacks.folded");
+    let out = t.path().join("out.pb.gz");
+    let o = jobprof()
+        .arg("render")
+        .arg(&folded)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    util::ok(&o);
+    let text = pprof(&["-raw"], &out);
+    assert!(text.contains("PeriodType: cpu nanoseconds"), "{text}");
+    assert!(
+        text.lines().any(|l| l.trim() == "cpu/nanoseconds"),
+        "{text}"
+    );
+}

@@ -736,3 +736,113 @@ fn chromium_zooms_on_click_and_enter_and_searches() {
     assert_eq!(r["afterClick"], "100.0000%", "{r}");
     assert_eq!(r["matched"], "Matched: 25.0%", "{r}");
 }
+
+/// The demo capture processed (cpu-clock: its folded counts are ns of
+/// CPU), and its capture directory.
+fn processed_demo(root: &Path) -> PathBuf {
+    util::copy_demo(root);
+    let o = jobprof().arg("process").arg(root).output().unwrap();
+    util::ok(&o);
+    root.join("profiles/perf/worker_0/q01")
+}
+
+/// Folded counts of a cpu-clock capture are ns of CPU, and every total
+/// drawn from its `stacks.folded` says so (render, diff, report, fold's
+/// split index), where each said "samples" before.
+#[test]
+fn totals_of_a_cpu_clock_capture_are_named_ns() {
+    let t = tempfile::tempdir().unwrap();
+    let cap = processed_demo(&t.path().join("r"));
+    let folded = cap.join("stacks.folded");
+    // The page's total (`1,204,408,808 ns in 51 distinct stacks`).
+    let total = folded_total(&folded).to_string();
+    let total = total
+        .as_bytes()
+        .rchunks(3)
+        .rev()
+        .map(|c| std::str::from_utf8(c).unwrap())
+        .collect::<Vec<_>>()
+        .join(",");
+    let html = t.path().join("x.html");
+    util::ok(&run(&[
+        os("render"),
+        folded.as_os_str(),
+        os("-o"),
+        html.as_os_str(),
+    ]));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains(&format!("{total} ns in ")),
+        "{total} ns not in the page"
+    );
+    assert!(
+        !page.contains(&format!("{total} samples")),
+        "ns called samples"
+    );
+    let json = t.path().join("x.json");
+    util::ok(&run(&[
+        os("render"),
+        folded.as_os_str(),
+        os("-o"),
+        json.as_os_str(),
+    ]));
+    let doc: serde_json::Value = serde_json::from_slice(&util::read(&json)).unwrap();
+    assert_eq!(doc["profiles"][0]["unit"], "nanoseconds", "{doc}");
+    // An explicit --count-name still wins.
+    util::ok(&run(&[
+        os("render"),
+        folded.as_os_str(),
+        os("--count-name"),
+        os("samples"),
+        os("-o"),
+        html.as_os_str(),
+    ]));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains(&format!("{total} samples in ")));
+
+    // A diff of the capture with itself: its tooltips count ns.
+    let svg = t.path().join("d.svg");
+    let o = run(&[
+        os("diff"),
+        folded.as_os_str(),
+        folded.as_os_str(),
+        os("-o"),
+        svg.as_os_str(),
+    ]);
+    util::ok(&o);
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        svg.contains(&format!("({total} ns, 100")),
+        "diff tooltips: not ns"
+    );
+
+    // report: the folded file's lines are not samples.
+    let o = run(&[os("report"), folded.as_os_str()]);
+    util::ok(&o);
+    let text = util::stdout(&o);
+    let lines = std::fs::read_to_string(&folded).unwrap().lines().count();
+    assert!(!text.contains(&format!("# Samples: {lines} ")), "{text}");
+    assert!(text.contains("# Samples: not known"), "{text}");
+    assert!(
+        text.contains(&format!("# Event count: {} ns", folded_total(&folded))),
+        "{text}"
+    );
+
+    // fold: the split index's total column and a note on stderr name ns.
+    let script = cap.join("perf.script.zst");
+    let dir = t.path().join("split");
+    let o = run(&[
+        os("fold"),
+        script.as_os_str(),
+        os("--split-by"),
+        os("comm"),
+        os("-o"),
+        dir.as_os_str(),
+    ]);
+    util::ok(&o);
+    let index = std::fs::read_to_string(dir.join("index.tsv")).unwrap();
+    assert!(index.starts_with("group\tns\tpercent\t"), "{index}");
+    let o = run(&[os("fold"), script.as_os_str()]);
+    util::ok(&o);
+    assert!(stderr(&o).contains("--count-name ns"), "{}", stderr(&o));
+}

@@ -204,3 +204,46 @@ fn report_txt_matches_perf_report_over_all_shards_and_jobprof_report_prints_it()
     assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
     assert!(util::stderr(&out).contains("notes.txt"));
 }
+
+/// `perf script` of a `perf record` without `-g`: one line per sample, the
+/// sampled frame on the header line, the command name right-aligned.
+const NO_CALL_GRAPH: &str = "\
+              sh  6837  1928.639501:     250000 cpu-clock:pppH:      7ff57a65d389 update_active+0x219 (/usr/lib/ld-linux-x86-64.so.2)
+            gzip  6840  1928.639744:     250000 cpu-clock:pppH:      55d0c0a1b2c3 deflate_slow+0x122 (/usr/bin/gzip)
+            gzip  6840  1928.639992:     250000 cpu-clock:pppH:  ffffffff8162d03d __mmap_region+0x2d ([kernel.kallsyms])
+";
+
+/// Text without call graphs gets one answer: `fold` and `report` both read
+/// its samples (the sampled function alone) and both warn, naming `-g`.
+#[test]
+fn text_without_call_graphs_is_folded_and_reported_with_a_warning_naming_g() {
+    let t = tempfile::tempdir().unwrap();
+    let text = t.path().join("nog.txt");
+    fs::write(&text, NO_CALL_GRAPH).unwrap();
+    let fold = jobprof().arg("fold").arg(&text).output().unwrap();
+    util::ok(&fold);
+    assert_eq!(
+        util::stdout(&fold),
+        "gzip;__mmap_region 250000\ngzip;deflate_slow 250000\nsh;update_active 250000\n"
+    );
+    let warning = "3 of 3 sample(s) have no call graph (recorded without `perf record -g`)";
+    assert!(
+        util::stderr(&fold).contains(warning),
+        "{}",
+        output_text(&fold)
+    );
+    let report = jobprof().arg("report").arg(&text).output().unwrap();
+    util::ok(&report);
+    let out = util::stdout(&report);
+    assert!(
+        out.contains("# Samples: 3  of event 'cpu-clock:pppH'"),
+        "{out}"
+    );
+    assert!(
+        out.contains("deflate_slow") && out.contains("update_active"),
+        "{out}"
+    );
+    let header: String = out.lines().take(8).collect::<Vec<_>>().join(" ");
+    assert!(header.replace("#   ", "").contains(warning), "{out}");
+    assert!(out.lines().all(|l| l.chars().count() <= 80), "{out}");
+}

@@ -291,3 +291,29 @@ fn reprocess_passes_inline_and_min_symbolized_to_the_pipeline_and_the_array() {
     let out = jobprof(&["--sbatch", "--min-symbolized", "150"], &[&rd]);
     assert_eq!(out.status.code(), Some(2), "{}", util::output_text(&out));
 }
+
+/// An old-pipeline capture that kept only `stacks.folded` (cpu-clock
+/// periods: ns) is drawn again with its counts named `ns`, on the line and
+/// in the flamegraph, not `samples`.
+#[test]
+fn a_redrawn_folded_file_names_what_its_counts_are() {
+    let tmp = tempfile::tempdir().unwrap();
+    let q = tmp.path().join("result_dir_1/profiles/perf/worker_0/q1");
+    fs::create_dir_all(&q).unwrap();
+    fs::write(
+        q.join("stacks.folded"),
+        "main;work;spin 40000000\nmain;idle 2000000\n",
+    )
+    .unwrap();
+    fs::write(
+        q.join("capture-metadata.txt"),
+        util::old_pipeline_metadata(1, "unknown", "cpu-clock"),
+    )
+    .unwrap();
+    let out = jobprof(&[], &[tmp.path()]);
+    let s = util::output_text(&out);
+    assert!(s.contains("drawn from stacks.folded (42000000 ns)"), "{s}");
+    let html = fs::read_to_string(q.join("flamegraph.html")).unwrap();
+    assert!(html.contains("42,000,000 ns"), "the page names ns");
+    assert!(!html.contains("42,000,000 samples"), "ns called samples");
+}

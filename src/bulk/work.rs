@@ -199,10 +199,10 @@ fn redraw(cap: &CaptureDir, formats: &pipeline::Formats) -> crate::Result<String
     refs.push(capture::MARKER);
     capture::remove_stale_temporaries(dir, &refs);
     capture::clear_marker(dir)?;
-    let samples = redraw::from_folded(cap, &names)?;
+    let (total, count_name) = redraw::from_folded(cap, &names)?;
     capture::write_marker(dir, &Marker::new(names.clone(), None), None)?;
     Ok(format!(
-        "drawn from {FOLDED} ({samples} samples): {}",
+        "drawn from {FOLDED} ({total} {count_name}): {}",
         names.join(", ")
     ))
 }

@@ -185,6 +185,15 @@ impl Facts {
     }
 }
 
+/// The event the old pipeline recorded the capture in `dir` with (`event=`
+/// of its `capture-metadata.txt`); `None` when it does not say.
+pub fn recorded_event(dir: &Path) -> Option<String> {
+    let text = super::read_plain(&dir.join(super::layout::LEGACY_METADATA)).ok()?;
+    Facts::of(&parse_blocks(&text))
+        .event
+        .filter(|e| !e.is_empty())
+}
+
 /// Whether the old post-processing expanded inline frames in the
 /// `perf.script.gz` it left in `dir` (`postprocess_inline_expansion=` of
 /// its `postprocess-metadata.txt`: `enabled` or `disabled`); `None` when it

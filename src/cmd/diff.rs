@@ -97,9 +97,12 @@ pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
     let output = args.output.as_deref();
     let format = args.look.format_for(output)?;
     // The palette is unused: every frame is coloured by its change.
-    let opts = args.look.options("Differential Flame Graph", "hot")?;
+    let inputs = [args.before.clone(), args.after.clone()];
+    let opts = args
+        .look
+        .options_for("Differential Flame Graph", "hot", &inputs)?;
     if let Some(out) = output {
-        refuse_overwriting_inputs(out, &[args.before.clone(), args.after.clone()])?;
+        refuse_overwriting_inputs(out, &inputs)?;
     }
     if args.before.as_os_str() == "-" && args.after.as_os_str() == "-" {
         return Err(jobprof::Error::Usage("stdin (`-`) can be given only once".into()).into());
@@ -137,7 +140,7 @@ pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
                  they are not drawn (swap the inputs to see them)",
                 s.vanished,
                 s.before_total,
-                args.look.count_name
+                opts.count_name
             );
         }
     }
@@ -171,7 +174,7 @@ fn run_dirs(args: DiffArgs) -> anyhow::Result<ExitCode> {
         None => Format::Html,
     };
     let mut opts = args.look.options("Differential Flame Graph", "hot")?;
-    if args.look.count_name == "samples" {
+    if args.look.count_name.is_none() {
         if let Some(n) = ns.or_else(|| jobdiff::count_name(&before, &after)) {
             opts.count_name = n;
         }
@@ -310,7 +313,7 @@ fn diff_one(
     let output = args.output.as_deref();
     let format = args.look.format_for(output)?;
     let mut opts = args.look.options("Differential Flame Graph", "hot")?;
-    if let (Some(n), "samples") = (count, args.look.count_name.as_str()) {
+    if let (Some(n), None) = (count, &args.look.count_name) {
         opts.count_name = n;
     }
     if args.look.title.is_none() {

@@ -193,6 +193,7 @@ pub fn run(args: FoldArgs) -> anyhow::Result<ExitCode> {
         let look = {
             let mut o = RenderOptions::default();
             o.title = String::new();
+            folded.count_name().clone_into(&mut o.count_name);
             o
         };
         let written = write_split(dir, &groups, &formats, &look)?;
@@ -228,11 +229,29 @@ pub fn run(args: FoldArgs) -> anyhow::Result<ExitCode> {
     }
     if !args.quiet {
         warn_skipped(&folded, &sources);
+        if options.compat == Compat::None {
+            note_counts(&folded);
+        }
     }
     if args.stats {
         print_stats(&folded);
     }
     Ok(ExitCode::Success)
+}
+
+/// Says what the counts are when they are not samples (the summed periods
+/// of a clock are ns of CPU): folded text cannot say it, and `render`
+/// would call them samples.
+fn note_counts(folded: &Folded) {
+    let name = folded.count_name();
+    if name != "samples" {
+        jobprof::errln!(
+            "jobprof: note: the counts are the {} samples' summed {} periods ({name}), \
+             not samples; `jobprof render --count-name {name}` labels them so",
+            folded.stats.samples,
+            folded.stats.event.as_deref().unwrap_or("event")
+        );
+    }
 }
 
 /// Input where not one line is a sample is an error (exit 2), except under
@@ -250,6 +269,12 @@ fn require_samples(folded: &Folded, sources: &[Source], options: &Options) -> jo
 
 fn warn_skipped(folded: &Folded, sources: &[Source]) {
     let s = &folded.stats;
+    if s.flat_samples > 0 {
+        jobprof::errln!(
+            "jobprof: warning: {}",
+            jobprof::text::perf_script::no_call_graph_warning(s.flat_samples, s.samples)
+        );
+    }
     if s.skipped_lines > 0 {
         jobprof::errln!(
             "jobprof: warning: {} line(s) were neither sample headers nor frames and were skipped",

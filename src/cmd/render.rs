@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::Args;
 
-use jobprof::output::render::folded::{read_folded, FoldedInput};
+use jobprof::output::render::folded::{count_name_of, read_folded, FoldedInput};
 use jobprof::output::render::{self, Format, RenderOptions};
 use jobprof::sys::atomic::AtomicFile;
 use jobprof::sys::input::Source;
@@ -36,15 +36,13 @@ pub struct LookArgs {
     #[arg(long)]
     pub inverted: bool,
 
-    /// What the counts are, for tooltips (e.g. samples, ns, bytes).
-    /// `--countname` (inferno's spelling) also works.
-    #[arg(
-        long,
-        value_name = "NAME",
-        default_value = "samples",
-        alias = "countname"
-    )]
-    pub count_name: String,
+    /// What the counts are, for the totals and tooltips (e.g. samples, ns,
+    /// bytes) [default: what the capture directory of the inputs says
+    /// (its summary.json's event: `ns` for cpu-clock, whose periods the
+    /// counts are), else samples]. `--countname` (inferno's spelling) also
+    /// works.
+    #[arg(long, value_name = "NAME", alias = "countname")]
+    pub count_name: Option<String>,
 
     /// Output format: svg, html, speedscope, folded, pprof [default: from
     /// the output's extension (.svg, .html, .json, .folded, .pb.gz); svg on
@@ -66,7 +64,26 @@ impl LookArgs {
         o.min_width_pct = self.minwidth;
         o.colors = RenderOptions::parse_palette(palette).map_err(jobprof::Error::from)?;
         o.inverted = self.inverted;
-        o.count_name = self.count_name.clone();
+        if let Some(n) = &self.count_name {
+            o.count_name = n.clone();
+        }
+        Ok(o)
+    }
+
+    /// [`LookArgs::options`] for stacks read from `inputs`: without
+    /// `--count-name`, the counts are named as their capture directories
+    /// say ([`count_name_of`]).
+    pub fn options_for(
+        &self,
+        default_title: &str,
+        palette: &str,
+        inputs: &[PathBuf],
+    ) -> anyhow::Result<RenderOptions> {
+        let mut o = self.options(default_title, palette)?;
+        if self.count_name.is_none() {
+            let paths: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
+            o.count_name = count_name_of(&paths);
+        }
         Ok(o)
     }
 
@@ -128,7 +145,9 @@ pub struct RenderArgs {
 pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {
     let output = args.output.as_deref();
     let format = args.look.format_for(output)?;
-    let opts = args.look.options("Flame Graph", &args.colors)?;
+    let opts = args
+        .look
+        .options_for("Flame Graph", &args.colors, &args.inputs)?;
     let sources: Vec<Source> = if args.inputs.is_empty() {
         vec![Source::Stdin]
     } else {

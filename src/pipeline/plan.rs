@@ -85,7 +85,9 @@ impl<'a> Pipeline<'a> {
     /// logged and warned of once, naming them.
     fn native_shards(&self, choice: native::Choice, warnings: &mut Vec<String>) -> Vec<bool> {
         let mut native = Vec::new();
-        let mut refused: Vec<(String, Vec<u32>)> = Vec::new();
+        // Each reason with the shards it names: `0 (perf.data.part000)`
+        // (the reason may be about the file: "cannot open: ...").
+        let mut refused: Vec<(String, Vec<String>)> = Vec::new();
         let verdicts = match choice {
             native::Choice::Perf => Vec::new(),
             // Jobs at a time: each check walks its whole file.
@@ -100,9 +102,11 @@ impl<'a> Pipeline<'a> {
                     Ok(()) => true,
                     Err(why) => {
                         let why = why.to_string();
+                        let name = s.data_file.file_name().unwrap_or_default();
+                        let shard = format!("{} ({})", s.index, name.to_string_lossy());
                         match refused.iter_mut().find(|(w, _)| *w == why) {
-                            Some((_, v)) => v.push(s.index),
-                            None => refused.push((why, vec![s.index])),
+                            Some((_, v)) => v.push(shard),
+                            None => refused.push((why, vec![shard])),
                         }
                         false
                     }
@@ -111,10 +115,9 @@ impl<'a> Pipeline<'a> {
             native.push(ok);
         }
         for (why, shards) in refused {
-            let list: Vec<String> = shards.iter().map(u32::to_string).collect();
             let msg = format!(
                 "perf script symbolizes shard(s) {} instead of the native symbolizer: {why}",
-                list.join(", ")
+                shards.join(", ")
             );
             self.log(format!("warning: {msg}"));
             warnings.push(msg);

@@ -100,7 +100,13 @@ impl Pipeline<'_> {
         let mut profile = match (text, streamed) {
             (Some(t), Some(r)) => r.finish(&t)?,
             (Some(t), None) => crate::output::report::read::of_event(&t, event.as_deref())?,
-            (None, _) => crate::output::report::read::folded_stacks(&pass.folded.stacks, ""),
+            (None, _) => {
+                let mut p = crate::output::report::read::folded_stacks(&pass.folded.stacks, "");
+                // The fold counted the samples its stacks were made of.
+                p.samples = Some(pass.folded.stats.samples);
+                p.event.clone_from(&pass.folded.stats.event);
+                p
+            }
         };
         profile.source = self.label.clone();
         profile.shards = Some(self.cap.shards.len());
@@ -485,7 +491,6 @@ impl Pipeline<'_> {
             ..RenderOptions::default()
         };
         if let Some(ev) = &event {
-            let base = crate::text::perf_script::event_base(ev);
             o.subtitle = Some(format!(
                 "{ev} · {} samples · {} shard(s) · {}{}",
                 folded.stats.samples,
@@ -496,13 +501,8 @@ impl Pipeline<'_> {
                     .map(|_| " · warning: few symbols, see summary.json")
                     .unwrap_or_default()
             ));
-            // Folded counts are sample periods: nanoseconds for the
-            // software clocks, events otherwise.
-            o.count_name = if base.ends_with("-clock") {
-                "ns".into()
-            } else {
-                base.to_string()
-            };
+            // Folded counts are sample periods.
+            o.count_name = crate::text::perf_script::period_unit(ev).into();
         }
         o
     }

@@ -290,7 +290,7 @@ impl AtomicFile {
             .suffix(".tmp")
             .permissions(fs::Permissions::from_mode(0o666))
             .tempfile_in(&dir)
-            .map_err(|e| Error::io(&dest, e))?;
+            .map_err(|e| Error::io(&dest, without_temp_path(e)))?;
         Ok(AtomicFile {
             dest,
             writer: BufWriter::with_capacity(1 << 20, Sink::Temp(tmp)),
@@ -424,6 +424,19 @@ pub fn write_with(dest: &Path, policy: Destination, fsync: bool, bytes: &[u8]) -
     let mut f = AtomicFile::open(dest, policy, fsync)?;
     f.write_all(bytes).map_err(|e| Error::io(dest, e))?;
     f.commit()
+}
+
+/// The error of creating a temporary file without the temporary's name,
+/// which tempfile appends (`... at path "/dir/.out.folded.PQAs0x.tmp"`):
+/// the message names the user's file, never a name jobprof made up.
+fn without_temp_path(e: io::Error) -> io::Error {
+    // tempfile wraps the OS error in its own `PathError`, whose `source`
+    // skips the OS error: its text is all there is to go by.
+    let text = e.get_ref().map(ToString::to_string);
+    match text.as_deref().and_then(|t| t.split_once(" at path ")) {
+        Some((what, _)) => io::Error::new(e.kind(), what.to_string()),
+        None => e,
+    }
 }
 
 #[cfg(test)]

@@ -592,6 +592,30 @@ pub fn event_base(event: &str) -> &str {
     event
 }
 
+/// The warning for text whose samples carry no call graph: `flat` of
+/// `samples` had their one frame on the header line (`perf record`
+/// without `-g`), so their stacks are the sampled function alone.
+pub fn no_call_graph_warning(flat: u64, samples: u64) -> String {
+    format!(
+        "{flat} of {samples} sample(s) have no call graph (recorded without `perf record -g`): \
+         their stacks are the sampled function alone, without callers; record with \
+         `perf record -g` (or `--call-graph dwarf`)"
+    )
+}
+
+/// What the summed periods of `event`'s samples count, the name a total
+/// of them is shown with: `ns` for the software clocks (`cpu-clock`,
+/// `task-clock`: their periods are nanoseconds of CPU), the event's base
+/// name otherwise (`cycles`).
+pub fn period_unit(event: &str) -> &str {
+    let base = event_base(event);
+    if base.ends_with("-clock") {
+        "ns"
+    } else {
+        base
+    }
+}
+
 /// Parses a frame line exactly as inferno 0.12.8 does (the line must already
 /// be trimmed at the end).
 pub fn parse_frame_compat(line: &str) -> Option<FrameLine<'_>> {

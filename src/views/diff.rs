@@ -55,17 +55,10 @@ pub struct Run {
 pub fn count_name(before: &Run, after: &Run) -> Option<String> {
     let (b, a) = (before.event.as_deref()?, after.event.as_deref()?);
     let (b, a) = (
-        crate::text::perf_script::event_base(b),
-        crate::text::perf_script::event_base(a),
+        crate::text::perf_script::period_unit(b),
+        crate::text::perf_script::period_unit(a),
     );
-    if b != a {
-        return None;
-    }
-    Some(if b.ends_with("-clock") {
-        "ns".into()
-    } else {
-        b.to_string()
-    })
+    (b == a).then(|| b.to_string())
 }
 
 /// Finds the captures under `root` (a result directory, its

@@ -205,6 +205,7 @@ impl Table {
         }
         out.push_str("</tr></thead>\n<tbody>\n");
         for (class, cells) in &self.rows {
+            debug_assert_eq!(cells.len(), self.cols.len(), "table {}", self.id);
             let _ = write!(out, "<tr class=\"{}\">", esc(class));
             for c in cells {
                 out.push_str("<td");
@@ -409,10 +410,7 @@ fn queries_section(index: &Index) -> Section {
                     label: "Flamegraph",
                     num: false,
                 },
-            ]
-            .into_iter()
-            .chain(offcpu_cols())
-            .collect(),
+            ],
             rows,
         },
     }
@@ -535,7 +533,10 @@ fn captures_section(index: &Index) -> Section {
                     num: false,
                 },
                 nsys_col(),
-            ],
+            ]
+            .into_iter()
+            .chain(offcpu_cols())
+            .collect(),
             rows,
         },
     }
@@ -652,6 +653,79 @@ mod tests {
         );
         assert!(!p.contains("://"), "{p}");
         assert!(p.contains("data-v=\"1\""));
+    }
+
+    /// `<td>`s of each body row of the table `id` (none of the job pages
+    /// uses `colspan`).
+    fn cells_per_row(html: &str, id: &str) -> (usize, Vec<usize>) {
+        let start = html.find(&format!("id=\"{id}\"")).unwrap();
+        let table = &html[start..start + html[start..].find("</table>").unwrap()];
+        let (head, body) = table.split_once("</thead>").unwrap();
+        let rows = body.split("</tr>").filter(|r| r.contains("<tr"));
+        (
+            head.matches("<th ").count(),
+            rows.map(|r| r.matches("<td").count()).collect(),
+        )
+    }
+
+    #[test]
+    fn every_row_of_the_job_page_has_a_cell_per_header() {
+        let row = Row {
+            capture: "worker_0/q".into(),
+            worker: Some(0),
+            query: "q".into(),
+            state: State::Processed,
+            reason: None,
+            host: None,
+            samples: Some(7),
+            period_total: None,
+            event: None,
+            window_seconds: None,
+            symbolized_share: None,
+            truncated_share: None,
+            top_self: vec![],
+            flamegraph: None,
+            folded: None,
+            completed: None,
+            off_cpu: Some(OffCpuCells {
+                on_cpu_share: 0.5,
+                off_cpu_share: 0.5,
+                runnable_share: 0.1,
+                offcpu: Some("o.html".into()),
+                wallclock: Some("w.html".into()),
+            }),
+            nsys: None,
+        };
+        let index = Index {
+            tool: "jobprof".into(),
+            tool_version: "0".into(),
+            generated: "now".into(),
+            job: Default::default(),
+            captures: vec![
+                row.clone(),
+                Row {
+                    off_cpu: None,
+                    ..row
+                },
+            ],
+            queries: vec![super::super::scan::QueryView {
+                query: "q".into(),
+                workers_merged: vec![0],
+                captures: 1,
+                samples: 7,
+                imbalance: None,
+                flamegraph: None,
+            }],
+        };
+        let html = index_html(Path::new("/r/profiles/perf"), &index);
+        for id in ["jp-queries", "jp-captures"] {
+            let (heads, rows) = cells_per_row(&html, id);
+            assert!(!rows.is_empty(), "{id}");
+            assert!(
+                rows.iter().all(|&n| n == heads),
+                "{id}: {heads} headers, {rows:?} cells"
+            );
+        }
     }
 
     #[test]

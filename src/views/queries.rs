@@ -264,11 +264,7 @@ fn render_options(q: &str, job: Option<&str>, merged: &[&Row], opts: &Options) -
         ..RenderOptions::default()
     };
     if let Some(ev) = &event {
-        if crate::text::perf_script::event_base(ev).ends_with("-clock") {
-            "ns".clone_into(&mut o.count_name);
-        } else {
-            crate::text::perf_script::event_base(ev).clone_into(&mut o.count_name);
-        }
+        crate::text::perf_script::period_unit(ev).clone_into(&mut o.count_name);
     }
     o
 }

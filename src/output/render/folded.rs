@@ -9,12 +9,57 @@
 //! report; they never abort the read. Blank lines and lines starting with
 //! `#` are comments.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use rustc_hash::FxHashMap;
 
+use crate::capture::{self, legacy};
 use crate::error::Result;
 use crate::sys::input::{self, Source};
+use crate::text::offcpu::{OFFCPU_FOLDED, WALLCLOCK_FOLDED};
+use crate::text::perf_script::period_unit;
+
+/// What the counts of the folded file `path` are, when the capture
+/// directory it lies in says: `ns` for its off-CPU and wall-clock profiles
+/// (`offcpu.folded`, `wallclock.folded`), else the unit of the periods of
+/// the event named by the `summary.json` beside it or by the old
+/// pipeline's `capture-metadata.txt` (beside it, or above jobprof's
+/// `jobprof/` outputs of such a capture): `ns` for `cpu-clock`. `None`
+/// when nothing there says (another tool's file, stdin).
+pub fn count_name_beside(path: &Path) -> Option<String> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    let dir = dir.unwrap_or(Path::new("."));
+    let event = summary_event(&dir.join(capture::SUMMARY))
+        .or_else(|| legacy::recorded_event(dir))
+        .or_else(|| {
+            let up = dir.parent()?;
+            (dir.file_name()? == capture::LEGACY_OUTPUT_DIR)
+                .then(|| legacy::recorded_event(up))
+                .flatten()
+        })?;
+    let name = path.file_name()?;
+    if name == OFFCPU_FOLDED || name == WALLCLOCK_FOLDED {
+        return Some("ns".into());
+    }
+    Some(period_unit(&event).to_string())
+}
+
+/// The `event` of a `summary.json` (never read through a link).
+fn summary_event(path: &Path) -> Option<String> {
+    let text = capture::read_plain(path).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    Some(v.get("event")?.as_str()?.to_string())
+}
+
+/// The one name of the counts of all `inputs` ([`count_name_beside`]),
+/// `samples` when they do not all say the same (or nothing says).
+pub fn count_name_of(inputs: &[&Path]) -> String {
+    let names: Vec<Option<String>> = inputs.iter().map(|p| count_name_beside(p)).collect();
+    match names.first() {
+        Some(Some(n)) if names.iter().all(|m| m.as_ref() == Some(n)) => n.clone(),
+        _ => "samples".into(),
+    }
+}
 
 /// How many bad lines are kept for reporting.
 const KEEP_BAD: usize = 10;

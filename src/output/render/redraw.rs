@@ -3,7 +3,8 @@
 
 use std::path::Path;
 
-use super::{capture_title, folded::read_folded, render, Format, RenderOptions};
+use super::folded::{count_name_beside, read_folded};
+use super::{capture_title, render, Format, RenderOptions};
 use crate::capture::{CaptureDir, FOLDED};
 use crate::error::Result;
 use crate::sys::atomic::{AtomicFile, Destination};
@@ -11,11 +12,14 @@ use crate::sys::input::Source;
 
 /// Draws the outputs `names` (flamegraph file names: the format is
 /// known by the extension) of `cap` from its `stacks.folded`, each written
-/// atomically. Returns the samples drawn; an error when the file holds no
-/// usable stack.
-pub fn from_folded(cap: &CaptureDir, names: &[String]) -> Result<u64> {
+/// atomically. Returns the total drawn and what it counts (`ns` for a
+/// `cpu-clock` capture, [`count_name_beside`]); an error when the file
+/// holds no usable stack.
+pub fn from_folded(cap: &CaptureDir, names: &[String]) -> Result<(u64, String)> {
     let dir = &cap.dir;
-    let input = read_folded(&[Source::Path(dir.join(FOLDED))])?;
+    let folded = dir.join(FOLDED);
+    let count_name = count_name_beside(&folded).unwrap_or_else(|| "samples".into());
+    let input = read_folded(&[Source::Path(folded)])?;
     if input.stacks.is_empty() {
         return Err(input.nothing_usable(FOLDED).into());
     }
@@ -23,9 +27,10 @@ pub fn from_folded(cap: &CaptureDir, names: &[String]) -> Result<u64> {
     let opts = RenderOptions {
         title: capture_title(None, worker.as_deref(), Some(&cap.query)),
         subtitle: Some(format!(
-            "{} samples · drawn from stacks.folded",
+            "{} {count_name} · drawn from stacks.folded",
             input.total()
         )),
+        count_name: count_name.clone(),
         ..RenderOptions::default()
     };
     for name in names {
@@ -34,5 +39,5 @@ pub fn from_folded(cap: &CaptureDir, names: &[String]) -> Result<u64> {
         render(format, &input.stacks, &opts, &mut f)?;
         f.commit()?;
     }
-    Ok(input.total())
+    Ok((input.total(), count_name))
 }

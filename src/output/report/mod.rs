@@ -66,8 +66,15 @@ pub struct Profile {
     pub frames: Vec<Frame>,
     /// Call chains, leaf first, with their summed weight (periods).
     pub chains: HashMap<Vec<u32>, u64>,
-    /// Samples read.
-    pub samples: u64,
+    /// Samples read; `None` for folded stacks, which hold summed weights,
+    /// not how many samples made them.
+    pub samples: Option<u64>,
+    /// Samples read whose one frame was on their header line (recorded
+    /// without call graphs).
+    pub flat_samples: u64,
+    /// What the weights count when the event does not say (folded stacks
+    /// of a capture: `ns` for `cpu-clock`).
+    pub count_name: Option<String>,
     /// The event, when the input says.
     pub event: Option<String>,
     /// First and last sample time (seconds), when the input says.
@@ -271,6 +278,22 @@ fn fit(s: &str) -> String {
     out
 }
 
+/// `# TEXT` as comment lines of at most [`WIDTH`] columns, broken at
+/// spaces (the lines after the first indented).
+fn comment(text: &str) -> Vec<String> {
+    let mut lines = vec![String::from("#")];
+    for word in text.split(' ') {
+        let last = lines.last_mut().expect("one line at least");
+        if last.len() > 3 && last.chars().count() + 1 + word.chars().count() > WIDTH {
+            lines.push(format!("#   {word}"));
+        } else {
+            last.push(' ');
+            last.push_str(word);
+        }
+    }
+    lines.iter().map(|l| fit(l)).collect()
+}
+
 fn pct(part: u64, total: u64) -> f64 {
     100.0 * part as f64 / total.max(1) as f64
 }
@@ -338,13 +361,18 @@ fn write_header(p: &Profile, total: u64, out: &mut dyn Write) -> io::Result<()> 
         "{}",
         fit(&format!("# jobprof report: {}{shards}", p.source))
     )?;
-    let samples = format!(
-        "# Samples: {}  of event '{}'",
-        p.samples,
-        p.event.as_deref().unwrap_or("unknown")
-    );
+    let samples = match p.samples {
+        Some(n) => format!(
+            "# Samples: {n}  of event '{}'",
+            p.event.as_deref().unwrap_or("unknown")
+        ),
+        None => "# Samples: not known (folded stacks hold weights, not samples)".to_string(),
+    };
     writeln!(out, "{}", fit(&samples))?;
-    writeln!(out, "# Event count: {total}")?;
+    match &p.count_name {
+        Some(unit) if p.samples.is_none() => writeln!(out, "# Event count: {total} {unit}")?,
+        _ => writeln!(out, "# Event count: {total}")?,
+    }
     if let Some((a, b)) = p.window {
         writeln!(
             out,
@@ -357,6 +385,13 @@ fn write_header(p: &Profile, total: u64, out: &mut dyn Write) -> io::Result<()> 
         out,
         "# Symbols: {leaf:.1}% of the weight has a named leaf, {any:.1}% a named frame"
     )?;
+    if p.flat_samples > 0 {
+        let all = p.samples.unwrap_or(p.flat_samples);
+        let warning = crate::text::perf_script::no_call_graph_warning(p.flat_samples, all);
+        for line in comment(&format!("Warning: {warning}")) {
+            writeln!(out, "{line}")?;
+        }
+    }
     if leaf < crate::output::summary::SYMBOL_WARN_PCT {
         writeln!(
             out,
@@ -439,7 +474,7 @@ mod tests {
     fn profile() -> Profile {
         let mut p = Profile {
             source: "test".into(),
-            samples: 4,
+            samples: Some(4),
             event: Some("cpu-clock".into()),
             ..Profile::default()
         };

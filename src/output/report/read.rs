@@ -57,6 +57,9 @@ pub fn of_event(path: &Path, event: Option<&str>) -> Result<Profile> {
     input::each_line(&src, |_, l| lines.push(l))?;
     let mut p = lines.finish(&src.display_path())?;
     p.source = src.display_path().display().to_string();
+    if p.samples.is_none() && src != Source::Stdin {
+        p.count_name = crate::output::render::folded::count_name_beside(path);
+    }
     Ok(p)
 }
 
@@ -191,6 +194,10 @@ struct Lines {
     /// Its frames, leaf first (one buffer for every sample).
     chain: Vec<u32>,
     skipping: bool,
+    /// A header held its sample's one frame: text without call graphs,
+    /// whose headers perf indents (the command name right-aligned), so
+    /// only a tab starts a frame line.
+    flat: bool,
     bad: u64,
     /// The frame each `perf script` frame line read so far gave (`None`:
     /// an inlined line, left out), by its bytes: a job's text repeats the
@@ -263,14 +270,16 @@ impl Lines {
             .rev()
             .map(|f| self.p.intern(folded_frame(f)))
             .collect();
-        self.p.samples += 1;
         self.p.add(chain, n);
     }
 
     /// Takes one line of `perf script` text; for a frame line of a
     /// sample, what it gave (`Some(None)`: an inlined line, left out).
     fn script(&mut self, line: &str) -> Option<Option<u32>> {
-        let indented = line.starts_with([' ', '\t']);
+        // A line indented with spaces between samples is a header (the
+        // command name right-aligned, as perf prints it without `-g`).
+        let in_sample = self.sample.is_some() || self.skipping;
+        let indented = line.starts_with('\t') || (line.starts_with(' ') && in_sample && !self.flat);
         if !indented {
             self.end_sample();
             self.header(line);
@@ -279,11 +288,17 @@ impl Lines {
         if self.skipping || self.sample.is_none() {
             return None;
         }
-        let trimmed = perf_script::trim_end(line);
-        let Some(fl) = perf_script::parse_frame_fixed(trimmed) else {
+        let frame = self.frame(perf_script::trim_end(line));
+        if frame.is_none() {
             self.bad += 1;
-            return None;
-        };
+        }
+        frame
+    }
+
+    /// The frame of a frame line (`Some(None)`: an inlined line, left
+    /// out), added to the sample's chain; `None` when it is no frame line.
+    fn frame(&mut self, trimmed: &str) -> Option<Option<u32>> {
+        let fl = perf_script::parse_frame_fixed(trimmed)?;
         if fl.module == "inlined" {
             return Some(None);
         }
@@ -302,6 +317,10 @@ impl Lines {
             self.skipping = true;
             return;
         };
+        let trailing_frame = h
+            .trailing
+            .filter(|t| perf_script::parse_frame_fixed(t.trim()).is_some());
+        self.flat |= trailing_frame.is_some();
         let event = h.event.unwrap_or("").trim_end_matches(':');
         let wanted = match (&self.want, &self.p.event) {
             (Some(w), _) => event == w || perf_script::event_base(event) == w,
@@ -322,12 +341,17 @@ impl Lines {
             w.1 = w.1.max(t);
         }
         self.sample = Some(h.period.unwrap_or(1));
+        // A frame on the header line: the sample has no call graph.
+        if let Some(Some(_)) = trailing_frame.and_then(|t| self.frame(t.trim())) {
+            self.p.flat_samples += 1;
+            self.end_sample();
+        }
     }
 
     fn end_sample(&mut self) {
         if let Some(w) = self.sample.take() {
             if !self.chain.is_empty() {
-                self.p.samples += 1;
+                *self.p.samples.get_or_insert(0) += 1;
                 self.p.add_slice(&self.chain, w);
             }
             self.chain.clear();
@@ -354,7 +378,11 @@ impl Lines {
             (Some(a), Some(b)) => Some((a.0.min(b.0), a.1.max(b.1))),
             (a, b) => a.or(b),
         };
-        self.p.samples += next.p.samples;
+        self.p.flat_samples += next.p.flat_samples;
+        self.p.samples = match (self.p.samples, next.p.samples) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
         self.bad += next.bad;
         // Its frames in their order of first appearance, after ours.
         let ids: Vec<u32> = next
@@ -484,7 +512,7 @@ mod tests {
         std::fs::write(&text, OFF_CPU_TEXT).unwrap();
         let p = of_event(&text, Some("cpu-clock")).unwrap();
         assert_eq!(p.event.as_deref(), Some("cpu-clock"));
-        assert_eq!((p.samples, p.total()), (1, 250));
+        assert_eq!((p.samples, p.total()), (Some(1), 250));
         assert!(p.frames.iter().all(|f| f.symbol != "schedule"));
         // Without an event, the first one seen, as before.
         let first = path(&text).unwrap();
@@ -525,7 +553,7 @@ mod tests {
             l.push(line.as_bytes());
         }
         let p = l.finish(Path::new("x")).unwrap();
-        assert_eq!(p.samples, 2);
+        assert_eq!(p.samples, Some(2));
         assert_eq!(p.total(), 500);
         assert_eq!(p.event.as_deref(), Some("cpu-clock"));
         assert_eq!(p.window, Some((100.5, 101.0)));
@@ -542,6 +570,8 @@ mod tests {
         }
         let p = l.finish(Path::new("x")).unwrap();
         assert_eq!(p.total(), 4);
+        // Two stack lines are not two samples: folded text does not say.
+        assert_eq!(p.samples, None);
         assert!(p.frames.contains(&Frame {
             symbol: "[unknown]".into(),
             dso: "libc.so.6".into()
@@ -570,7 +600,7 @@ mod tests {
             r.sample(sample(e).as_bytes());
         }
         let p = r.finish(Path::new("perf.script")).unwrap();
-        assert_eq!(p.samples, 2);
+        assert_eq!(p.samples, Some(2));
         assert_eq!(p.frames.len(), 2, "{:?}", p.frames);
         let chains: Vec<(Vec<u32>, u64)> = p.chains.clone().into_iter().collect();
         assert_eq!(chains.len(), 1, "{chains:?}");
@@ -613,7 +643,7 @@ mod tests {
             (whole.samples, &whole.event, whole.window, &whole.source)
         );
         assert_eq!(walked.shards, whole.shards);
-        assert_eq!(walked.samples, 2);
+        assert_eq!(walked.samples, Some(2));
         // Of one event, as of_event reads the file (an off-CPU capture's
         // report is of its sampling event, not the switch tracepoint).
         let mut r = SampleReader::of_event(Some("sched:sched_switch"));
@@ -622,7 +652,7 @@ mod tests {
         }
         let switch = r.finish(&file).unwrap();
         assert_eq!(switch.event.as_deref(), Some("sched:sched_switch"));
-        assert_eq!(switch.samples, 1);
+        assert_eq!(switch.samples, Some(1));
         let err = SampleReader::default().finish(&file).unwrap_err();
         assert!(err.to_string().contains("no samples"), "{err}");
     }
@@ -676,7 +706,7 @@ mod tests {
             assert_same(&merged, &whole);
         }
         let whole = path(&file).unwrap();
-        assert_eq!((whole.samples, whole.frames.len()), (5, 4));
+        assert_eq!((whole.samples, whole.frames.len()), (Some(5), 4));
         assert_eq!(whole.window, Some((99.0, 102.0)));
         assert!(merge(std::iter::empty()).is_none());
     }
@@ -699,7 +729,10 @@ mod tests {
         assert!(read(None).is_none());
         let p = read(Some("cpu-clock")).unwrap();
         let p = p.finish(Path::new("x")).unwrap();
-        assert_eq!((p.samples, p.event.as_deref()), (1, Some("cpu-clock")));
+        assert_eq!(
+            (p.samples, p.event.as_deref()),
+            (Some(1), Some("cpu-clock"))
+        );
     }
 
     #[test]
@@ -715,7 +748,7 @@ mod tests {
         let by_sample = by_sample.finish(x).unwrap();
         assert_same(&by_block.finish(x).unwrap(), &by_sample);
         // Frames seen before are found again, not added twice.
-        assert_eq!((by_sample.samples, by_sample.frames.len()), (5, 4));
+        assert_eq!((by_sample.samples, by_sample.frames.len()), (Some(5), 4));
         assert_eq!(by_sample.total(), 250 + 250 + 100 + 250 + 250);
     }
 

@@ -191,6 +191,9 @@ pub struct Stats {
     pub skipped_lines: u64,
     /// Lines that were not valid UTF-8 (folded lossily).
     pub non_utf8_lines: u64,
+    /// Samples whose one frame was on their header line: recorded without
+    /// call graphs (`perf record` without `-g`), folded flat.
+    pub flat_samples: u64,
     /// A final line cut mid-way (not folded).
     pub truncated_lines: u64,
     /// Where the folded samples' call chains ended (truncation judged from
@@ -253,6 +256,16 @@ impl Folded {
     /// Sum of all counts (the total of sample periods).
     pub fn total(&self) -> u64 {
         crate::sys::counts::sum(self.stacks.iter().map(|(_, c)| *c))
+    }
+
+    /// What the counts are: `samples` when each sample counted 1 (no
+    /// periods in the text), else the unit of the folded event's periods
+    /// ([`perf_script::period_unit`]: `ns` for `cpu-clock`).
+    pub fn count_name(&self) -> &str {
+        match &self.stats.event {
+            Some(e) if self.total() != self.stats.samples => perf_script::period_unit(e),
+            _ => "samples",
+        }
     }
 
     /// An error when lines were read but not one was a sample (nor a sample
@@ -732,6 +745,7 @@ impl Engine {
                 unique_stacks: stacks.len() as u64,
                 skipped_lines: c.skipped_lines,
                 non_utf8_lines: c.non_utf8_lines,
+                flat_samples: c.flat,
                 truncated_lines: c.truncated_lines,
                 chains: c.chains,
                 first_skipped,

@@ -59,6 +59,8 @@ pub(crate) struct Counters {
     pub skipped_lines: u64,
     pub non_utf8_lines: u64,
     pub truncated_lines: u64,
+    /// Samples folded from their header line's frame alone.
+    pub flat: u64,
     /// Where the folded samples' call chains ended.
     pub chains: ChainEnds,
 }
@@ -70,6 +72,7 @@ impl Counters {
         self.skipped_lines += o.skipped_lines;
         self.non_utf8_lines += o.non_utf8_lines;
         self.truncated_lines += o.truncated_lines;
+        self.flat += o.flat;
         self.chains.add(&o.chains);
     }
 }
@@ -499,6 +502,8 @@ impl Machine<'_, '_> {
         self.header_ok = true;
         self.block_ready = h.trailing.is_none();
         if let Some(trailing) = h.trailing {
+            // A frame on the header line: no call graph was recorded.
+            let before = self.st.counters.samples;
             if self.cfg.compat {
                 self.on_frame_line(trailing);
                 self.in_event = false;
@@ -510,6 +515,7 @@ impl Machine<'_, '_> {
                 self.end_event();
             }
             // Otherwise: tracepoint arguments, not a frame; frames follow.
+            self.st.counters.flat += self.st.counters.samples - before;
         }
     }
 
