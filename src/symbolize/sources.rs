@@ -24,12 +24,35 @@
 //! answer is a pure function of (recorded path, recorded build id,
 //! [`Search`]): a per-run store may key on it. This module reads ELF
 //! headers and notes only; it loads no symbols.
+//!
+//! **Another user's capture.** When the capture belongs to someone else
+//! than the processing user ([`Search::owner`]: root's `reprocess` over
+//! users' result dirs), what the capture records is that user's to write,
+//! so this host's files are read only as that user could read them: each
+//! is opened with the owner's file system credentials
+//! ([`crate::sys::creds`]: every directory searched and link followed on
+//! the way is checked by the kernel for that user), and the host file at a
+//! recorded path is taken only for a recorded build id it carries: a path
+//! alone (no build id recorded, or perf's zeros) names nothing. A file the
+//! owner may not read, or a path without a build id, is a [`Rejected`]
+//! candidate that says so. Files inside the capture's `symfs/` are its
+//! own (reached without links) and read as before.
+//!
+//! **Truncation.** Every symbol file is mapped under the SIGBUS guard in
+//! its surviving mode ([`crate::sys::input::Mapping::of_shrinkable`]): a
+//! file truncated while it is read (the capture's owner may truncate its
+//! `symfs/` at any time) reads as zeros, and the reader, seeing
+//! [`Mapping::shrank`], throws away what it read: that DSO is left
+//! unnamed, with a warning naming the file, never a crash.
 
 use std::fs::File;
 use std::path::{Component, Path, PathBuf};
 
 use object::read::elf::ElfFile64;
 use object::{Endianness, Object};
+
+use crate::sys::creds::Creds;
+use crate::sys::input::Mapping;
 
 /// Where to look, besides the recorded path.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
@@ -45,12 +68,22 @@ pub struct Search {
     pub debug_dirs: Vec<PathBuf>,
     /// The debuginfod client's cache (`$DEBUGINFOD_CACHE_PATH`).
     pub debuginfod: Option<PathBuf>,
+    /// The capture's owner, when not (only) the processing user
+    /// ([`Creds::owner_of`]): this host's files are opened with the
+    /// owner's rights, and taken at a recorded path only by build id.
+    pub owner: Option<Creds>,
 }
 
 impl Search {
     /// The search for a capture with snapshot `symfs` on this host: `/`,
-    /// `$HOME/.debug`, `debug_dirs`, and `$DEBUGINFOD_CACHE_PATH` when set.
-    pub fn on_this_host(symfs: Option<PathBuf>, debug_dirs: Vec<PathBuf>) -> Search {
+    /// `$HOME/.debug`, `debug_dirs`, and `$DEBUGINFOD_CACHE_PATH` when set;
+    /// this host's files read as `owner` could (`None`: the processing
+    /// user's own capture).
+    pub fn on_this_host(
+        symfs: Option<PathBuf>,
+        debug_dirs: Vec<PathBuf>,
+        owner: Option<Creds>,
+    ) -> Search {
         let home = std::env::var_os("HOME").map(PathBuf::from);
         Search {
             symfs,
@@ -60,6 +93,7 @@ impl Search {
             debuginfod: std::env::var_os("DEBUGINFOD_CACHE_PATH")
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from),
+            owner,
         }
     }
 }
@@ -110,6 +144,16 @@ pub struct Source {
     pub kind: Kind,
     /// Its build id, if it has one.
     pub build_id: Option<Vec<u8>>,
+    /// Whose rights it is opened with (this host's files of another
+    /// user's capture); `None`: the processing user's.
+    pub owner: Option<Creds>,
+}
+
+impl Source {
+    /// The file mapped ([`map_as`]); `None` when it cannot be.
+    pub fn map(&self) -> Option<Mapping> {
+        map_as(&self.root, &self.path, self.owner.as_ref()).ok()
+    }
 }
 
 /// A candidate that exists but was not taken: another build id, or (a
@@ -125,6 +169,9 @@ pub struct Rejected {
     /// Its CRC-32, when it was refused for not being the one the
     /// `.gnu_debuglink` names.
     pub crc: Option<u32>,
+    /// Why it was not read at all (another user's capture: a path without
+    /// a build id, a file that user may not read, a file that shrank).
+    pub refused: Option<&'static str>,
 }
 
 /// The files that name one DSO.
@@ -168,6 +215,12 @@ impl Resolved {
             return parts.join(" + ");
         }
         match self.rejected.first() {
+            Some(Rejected {
+                path,
+                kind,
+                refused: Some(why),
+                ..
+            }) => format!("none: {} {} not read: {why}", kind.as_str(), path.display()),
             Some(r) => format!(
                 "none: {} {} has build id {}, the capture recorded {}",
                 r.kind.as_str(),
@@ -215,7 +268,7 @@ pub fn resolve(path: &str, build_id: &[u8], search: &Search) -> Resolved {
                 symfs.join(dir).join(".debug").join(&link),
                 symfs.join("usr/lib/debug").join(dir).join(&link),
             ] {
-                r.offer_checked(symfs, p, Kind::SnapshotDebug, false, Some(crc));
+                r.offer_checked(symfs, p, Kind::SnapshotDebug, false, Some(crc), None);
             }
         }
     }
@@ -225,50 +278,68 @@ pub fn resolve(path: &str, build_id: &[u8], search: &Search) -> Resolved {
     // Directories named by absolute paths (given, or from the
     // environment) are opened as this host's files.
     let abs = Path::new("/");
+    let owner = search.owner.as_ref();
     if let Some(hex) = &hex {
         let (nn, rest) = hex.split_at(2);
         let by_id = format!(".build-id/{nn}/{rest}.debug");
-        r.offer(
+        r.offer_as(
             host,
             host.join("usr/lib/debug").join(&by_id),
             Kind::HostDebug,
             false,
+            owner,
         );
         if let Some(cache) = &search.buildid_cache {
             let entry = cache.join(format!(".build-id/{nn}/{rest}"));
-            r.offer(abs, entry.join("elf"), Kind::BuildIdCache, true);
-            r.offer(abs, entry.join("debug"), Kind::BuildIdCache, false);
+            r.offer_as(abs, entry.join("elf"), Kind::BuildIdCache, true, owner);
+            r.offer_as(abs, entry.join("debug"), Kind::BuildIdCache, false, owner);
         }
         for d in &search.debug_dirs {
-            r.offer(abs, d.join(&by_id), Kind::DebugDir, false);
-            r.offer(
+            r.offer_as(abs, d.join(&by_id), Kind::DebugDir, false, owner);
+            r.offer_as(
                 host,
                 d.join(format!("{nn}/{rest}.debug")),
                 Kind::DebugDir,
                 false,
+                owner,
             );
         }
         if let Some(cache) = &search.debuginfod {
-            r.offer(
+            r.offer_as(
                 host,
                 cache.join(hex).join("executable"),
                 Kind::Debuginfod,
                 true,
+                owner,
             );
-            r.offer(
+            r.offer_as(
                 host,
                 cache.join(hex).join("debuginfo"),
                 Kind::Debuginfod,
                 false,
+                owner,
             );
         }
     }
     // The vDSO is no file on this host: only its copies by build id.
-    if !vdso {
-        r.offer(host, host.join(rel), Kind::HostFile, true);
+    if vdso {
+        return r;
+    }
+    let at = host.join(rel);
+    match (&search.owner, &hex) {
+        // Another user's capture names this path: taken only by a build
+        // id it carries, never by the path alone.
+        (Some(_), None) if r.binary.is_none() => r.refuse(at, Kind::HostFile, NO_ID),
+        (Some(_), None) => {}
+        _ => r.offer_as(host, at, Kind::HostFile, true, owner),
     }
     r
 }
+
+/// Why the host file at a recorded path is not read for another user's
+/// capture without a build id.
+const NO_ID: &str = "the capture recorded no build id, and another user's capture \
+                     takes this host's files by build id only";
 
 /// The recorded id, unless it is missing or all zeros (perf's padding of
 /// an id it could not read).
@@ -304,10 +375,13 @@ fn snapshot_debug(symfs: &Path, rel: &str, hex: Option<&str>) -> Vec<PathBuf> {
 /// The `.gnu_debuglink` of a taken file: the debug file's name and the
 /// CRC-32 of its contents.
 fn debuglink(s: &Source) -> Option<(PathBuf, u32)> {
-    let map = map_file(&s.root, &s.path)?;
-    let file = ElfFile64::<Endianness>::parse(&*map).ok()?;
+    let map = s.map()?;
+    let file = ElfFile64::<Endianness>::parse(&map[..]).ok()?;
     let (name, crc) = file.gnu_debuglink().ok().flatten()?;
-    let name = std::str::from_utf8(name).ok()?;
+    let name = std::str::from_utf8(name).ok()?.to_string();
+    if map.shrank() {
+        return None;
+    }
     // A bare file name only: a link cannot point elsewhere.
     (!name.is_empty() && !name.contains('/') && name != "..").then(|| (PathBuf::from(name), crc))
 }
@@ -318,7 +392,30 @@ impl Resolved {
     /// one; a file with another id is remembered as rejected. A missing
     /// file, or one that is not ELF, is passed over.
     fn offer(&mut self, root: &Path, path: PathBuf, kind: Kind, binary: bool) {
-        self.offer_checked(root, path, kind, binary, None);
+        self.offer_checked(root, path, kind, binary, None, None);
+    }
+
+    /// [`Self::offer`] of a file opened with `owner`'s rights.
+    fn offer_as(
+        &mut self,
+        root: &Path,
+        path: PathBuf,
+        kind: Kind,
+        binary: bool,
+        owner: Option<&Creds>,
+    ) {
+        self.offer_checked(root, path, kind, binary, None, owner);
+    }
+
+    /// Notes `path` as a candidate not read at all, and why.
+    fn refuse(&mut self, path: PathBuf, kind: Kind, why: &'static str) {
+        self.rejected.push(Rejected {
+            path,
+            kind,
+            build_id: None,
+            crc: None,
+            refused: Some(why),
+        });
     }
 
     /// [`Self::offer`], and when `crc` is given (a debug file found by a
@@ -332,6 +429,7 @@ impl Resolved {
         kind: Kind,
         binary: bool,
         crc: Option<u32>,
+        owner: Option<&Creds>,
     ) {
         if binary && self.binary.is_some() {
             return;
@@ -339,10 +437,12 @@ impl Resolved {
         if self.files().any(|s| s.path == path) {
             return;
         }
-        let Some(map) = map_file(root, &path) else {
-            return;
+        let map = match map_as(root, &path, owner) {
+            Ok(map) => map,
+            Err(e) if owner.is_some() && denied(&e) => return self.refuse(path, kind, DENIED),
+            Err(_) => return,
         };
-        let Ok(file) = ElfFile64::<Endianness>::parse(&*map) else {
+        let Ok(file) = ElfFile64::<Endianness>::parse(&map[..]) else {
             return;
         };
         let found = file.build_id().ok().flatten().map(<[u8]>::to_vec);
@@ -355,14 +455,18 @@ impl Resolved {
         // no read of the whole file); without one, the CRC decides.
         let crc = crc
             .filter(|_| real_id(&self.recorded).is_none())
-            .map(|want| (want, crc32fast::hash(&map)));
+            .map(|want| (want, crc32fast::hash(&map[..])));
         let crc_ok = crc.is_none_or(|(want, have)| want == have);
+        if map.shrank() {
+            return self.refuse(path, kind, SHRANK);
+        }
         if !ok || !crc_ok {
             self.rejected.push(Rejected {
                 path,
                 kind,
                 build_id: found,
                 crc: crc.filter(|_| !crc_ok).map(|(_, have)| have),
+                refused: None,
             });
             return;
         }
@@ -371,6 +475,7 @@ impl Resolved {
             root: root.to_path_buf(),
             kind,
             build_id: found,
+            owner: owner.cloned(),
         };
         if binary {
             self.binary = Some(source);
@@ -380,16 +485,62 @@ impl Resolved {
     }
 }
 
-/// Maps the symbol file `p` found under `root` ([`open_symbol_file`]).
-pub fn map_file(root: &Path, p: &Path) -> Option<memmap2::Mmap> {
-    let f = open_symbol_file(root, p).ok()?;
-    // SAFETY: a symbol file under a capture's symfs/ (copies published with
-    // the capture, written by nobody after), or this host's binaries and
-    // debug files, which package managers replace by renaming a new file
-    // over them, never by writing the old one in place. This map is not
-    // registered with the SIGBUS guard: one truncated anyway kills the
-    // process with SIGBUS.
-    unsafe { memmap2::Mmap::map(&f) }.ok()
+/// A symbol file that shrank while it was read: what it gave was thrown
+/// away (the loaders' error; the log names the file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shrank(pub PathBuf);
+
+/// Why a host file is not read for another user's capture: that user
+/// may not.
+const DENIED: &str = "the capture's owner may not read it";
+/// Why a file is not taken: it shrank while it was read.
+const SHRANK: &str = "it shrank while it was read (truncated by another process?)";
+
+/// Whether `e` is a refusal by the file system's permissions.
+fn denied(e: &crate::Error) -> bool {
+    matches!(e, crate::Error::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied)
+}
+
+/// Maps the symbol file `p` found under `root` ([`map_as`]), with the
+/// processing user's rights.
+pub fn map_file(root: &Path, p: &Path) -> Option<Mapping> {
+    map_as(root, p, None).ok()
+}
+
+/// Maps the symbol file `p` found under `root` ([`open_symbol_file`]),
+/// opened with `owner`'s rights when given, under the SIGBUS guard's
+/// surviving mode: a file truncated while it is read reads as zeros and
+/// the map says it [`Mapping::shrank`] (its readers throw away what they
+/// read).
+pub fn map_as(root: &Path, p: &Path, owner: Option<&Creds>) -> crate::Result<Mapping> {
+    let f = match owner {
+        Some(c) => c
+            .run(|| open_symbol_file(root, p).map_err(std::io::Error::other))
+            .map_err(|e| unwrap_io(p, e))?,
+        None => open_symbol_file(root, p)?,
+    };
+    // SAFETY: a symbol file under a capture's symfs/, which its owner may
+    // truncate or rewrite at any time, or this host's files. A truncation
+    // is survived (the guard's zero pages); what is read is parsed as
+    // untrusted input by `object` and `gimli` (bounds-checked), never
+    // relied on for memory safety.
+    let map = unsafe { Mapping::of_shrinkable(&f, p) }.map_err(|e| crate::Error::io(p, e))?;
+    #[cfg(test)]
+    tests::AFTER_MAP.with(|hook| {
+        if let Some(hook) = &*hook.borrow() {
+            hook(p);
+        }
+    });
+    Ok(map)
+}
+
+/// The library error carried through [`Creds::run`]'s `io::Error`, or an
+/// error naming `p` for the credentials' own failure.
+fn unwrap_io(p: &Path, e: std::io::Error) -> crate::Error {
+    match e.downcast::<crate::Error>() {
+        Ok(inner) => inner,
+        Err(e) => crate::Error::io(p, e),
+    }
 }
 
 /// Opens the symbol file `p` found under `root`. Under a capture's
@@ -418,8 +569,33 @@ pub fn open_symbol_file(root: &Path, p: &Path) -> crate::Result<File> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A hook tests set on their own thread: called with each symbol file
+    /// right after it is mapped (to truncate it between the map and the
+    /// reads, as the capture's owner may).
+    type Hook = Option<Box<dyn Fn(&Path)>>;
+    thread_local! {
+        pub(crate) static AFTER_MAP: std::cell::RefCell<Hook> = const { std::cell::RefCell::new(None) };
+    }
+
+    /// Truncates `file` to nothing right after it is mapped, while `f`
+    /// runs on this thread.
+    pub(crate) fn truncated_after_map<T>(file: &Path, f: impl FnOnce() -> T) -> T {
+        let file = file.to_path_buf();
+        AFTER_MAP.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move |p: &Path| {
+                if p == file {
+                    let f = std::fs::OpenOptions::new().write(true).open(p);
+                    f.and_then(|f| f.set_len(0)).unwrap();
+                }
+            }))
+        });
+        let out = f();
+        AFTER_MAP.with(|h| *h.borrow_mut() = None);
+        out
+    }
 
     fn id_of(p: &Path) -> Vec<u8> {
         let data = std::fs::read(p).unwrap();
@@ -435,6 +611,47 @@ mod tests {
         let file = ElfFile64::<Endianness>::parse(&*data).ok()?;
         let id = file.build_id().ok().flatten()?.to_vec();
         Some((exe, id))
+    }
+
+    /// Runs `f` in a forked child and returns its exit status (a signal
+    /// that kills it is part of the status).
+    fn in_child(f: impl FnOnce() -> i32) -> i32 {
+        // SAFETY: the child runs `f` and leaves with _exit.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let code = f();
+            // SAFETY: leaving the child.
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        status
+    }
+
+    #[test]
+    fn a_symbol_file_truncated_after_it_is_mapped_is_read_as_shrunk_not_a_crash() {
+        let dir = tempfile::tempdir().unwrap();
+        let symfs = dir.path().join("symfs");
+        let path = symfs.join("usr/lib/libx.so");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, vec![0x5a; 64 << 10]).unwrap();
+        // The capture's owner truncates the file between the map and the
+        // read: the read sees zeros, the map says it shrank.
+        let status = in_child(|| {
+            let Some(map) = map_file(&symfs, &path) else {
+                return 9;
+            };
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .and_then(|f| f.set_len(0))
+                .ok();
+            let last = map[map.len() - 1];
+            i32::from(last == 0 && map.shrank())
+        });
+        assert!(libc::WIFEXITED(status), "killed by a signal: {status}");
+        assert_eq!(libc::WEXITSTATUS(status), 1);
     }
 
     #[test]

@@ -12,10 +12,21 @@
 //! [`Mapping::of`] is `unsafe` and its callers say why that holds for
 //! them. A file truncated anyway would raise SIGBUS on the next page
 //! touched past its new end; [`Mapping`] registers each map with a SIGBUS
-//! handler that then writes a one-line message naming the file and ends the
-//! process with `_exit(2)` (exit code 2, bad input) instead of a bare
-//! SIGBUS. That is no error a caller can handle: the process is gone. A
-//! change in place is not caught at all.
+//! handler (the one guard of every map jobprof makes) that does one of two
+//! things, chosen per map:
+//!
+//! - [`Mapping::of`] (inputs the user names: folded text, `perf.data`):
+//!   write a one-line message naming the file and end the process with
+//!   `_exit(2)` (exit code 2, bad input) instead of a bare SIGBUS. That is
+//!   no error a caller can handle: the process is gone.
+//! - [`Mapping::of_shrinkable`] (files another user may truncate at any
+//!   time, such as a capture's `symfs/`): put zero-filled pages over the
+//!   lost part of the map (from the faulting page to its end), note that
+//!   the file shrank, and let the read go on. The reader gets zeros, then
+//!   asks [`Mapping::shrank`] and discards what it read: the file becomes
+//!   that reader's clean error, never a crash.
+//!
+//! A change in place is not caught at all.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
@@ -257,8 +268,46 @@ impl Mapping {
         // SAFETY: the caller promises that nobody changes or truncates the
         // file while it is mapped (this function's `# Safety`).
         let map = unsafe { Mmap::map(file) }?;
-        let slot = shrink_guard::register(map.as_ptr() as usize, map.len(), path);
+        let slot = shrink_guard::register(map.as_ptr() as usize, map.len(), path, false);
         Ok(Mapping { map, slot })
+    }
+
+    /// Maps `file` (opened from `path`, a regular file) read-only, shared,
+    /// and guarded so that a truncation is survived: the pages lost read as
+    /// zeros and [`Mapping::shrank`] says so afterwards (readers check it
+    /// once they are done and throw away what they read). A map the guard
+    /// has no room for (more than [`shrink_guard::SLOTS`] at once) is an
+    /// error, never an unguarded map.
+    ///
+    /// # Safety
+    ///
+    /// The file may shrink at any time (that is survived), but the caller
+    /// accepts that its bytes may also change in place under the `&[u8]`
+    /// (another process writing the file): what it reads from the map must
+    /// be checked as untrusted input, never relied on for memory safety
+    /// (offsets bounds-checked, as `object` and `gimli` do).
+    pub(crate) unsafe fn of_shrinkable(file: &File, path: &Path) -> io::Result<Mapping> {
+        // SAFETY: the caller reads the bytes as untrusted input (this
+        // function's `# Safety`); a truncation is the guard's.
+        let map = unsafe { Mmap::map(file) }?;
+        if map.is_empty() {
+            return Ok(Mapping { map, slot: None });
+        }
+        let slot = shrink_guard::register(map.as_ptr() as usize, map.len(), path, true);
+        if slot.is_none() {
+            return Err(io::Error::other(format!(
+                "more than {} files mapped at once; not read unguarded",
+                shrink_guard::SLOTS
+            )));
+        }
+        Ok(Mapping { map, slot })
+    }
+
+    /// Whether the file shrank under a map made by
+    /// [`Mapping::of_shrinkable`] (its lost pages read as zeros): what was
+    /// read from it is not the file's.
+    pub fn shrank(&self) -> bool {
+        self.slot.is_some_and(shrink_guard::shrank)
     }
 }
 
@@ -360,6 +409,15 @@ impl io::Seek for MappedReader<'_> {
     }
 }
 
+impl std::fmt::Debug for Mapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mapping")
+            .field("len", &self.map.len())
+            .field("shrank", &self.shrank())
+            .finish()
+    }
+}
+
 impl std::ops::Deref for Mapping {
     type Target = Mmap;
     fn deref(&self) -> &Mmap {
@@ -378,13 +436,15 @@ impl Drop for Mapping {
 /// The SIGBUS handler for mapped inputs that shrink while read.
 mod shrink_guard {
     use std::path::Path;
-    use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
     use std::sync::Once;
 
-    /// Maps registered at once (more are read unguarded, as before: SIGBUS
-    /// then kills the process the usual way). Folding maps one file at a
-    /// time per input; 64 is ample.
-    const SLOTS: usize = 64;
+    /// Maps registered at once: folding maps one file at a time per input,
+    /// the symbol store one per symbol file it holds (its DWARF stays
+    /// mapped for the run). Past this, [`super::Mapping::of`] maps
+    /// unguarded (SIGBUS then kills the process the usual way) and
+    /// [`super::Mapping::of_shrinkable`] refuses to map.
+    pub const SLOTS: usize = 4096;
 
     struct Slot {
         start: AtomicUsize,
@@ -392,6 +452,11 @@ mod shrink_guard {
         /// A leaked `Box<[u8]>`'s data (the message), or null when free.
         msg: AtomicPtr<u8>,
         msg_len: AtomicUsize,
+        /// Survive a shrink (zero pages over the lost part) instead of
+        /// ending the process.
+        survive: AtomicBool,
+        /// The file shrank under a surviving map.
+        shrank: AtomicBool,
     }
 
     #[allow(clippy::declare_interior_mutable_const)]
@@ -400,11 +465,18 @@ mod shrink_guard {
         len: AtomicUsize::new(0),
         msg: AtomicPtr::new(std::ptr::null_mut()),
         msg_len: AtomicUsize::new(0),
+        survive: AtomicBool::new(false),
+        shrank: AtomicBool::new(false),
     };
     static TABLE: [Slot; SLOTS] = [FREE; SLOTS];
     static INSTALL: Once = Once::new();
 
-    pub fn register(start: usize, len: usize, path: &Path) -> Option<usize> {
+    /// Whether the file of slot `i`'s map shrank under it.
+    pub fn shrank(i: usize) -> bool {
+        TABLE[i].shrank.load(Ordering::Acquire)
+    }
+
+    pub fn register(start: usize, len: usize, path: &Path, survive: bool) -> Option<usize> {
         INSTALL.call_once(install);
         let text = format!(
             "jobprof: error: {}: the file shrank while it was being read (truncated or \
@@ -426,6 +498,8 @@ mod shrink_guard {
                 .is_ok()
             {
                 slot.msg_len.store(msg_len, Ordering::Release);
+                slot.survive.store(survive, Ordering::Release);
+                slot.shrank.store(false, Ordering::Release);
                 slot.start.store(start, Ordering::Release);
                 slot.len.store(len, Ordering::Release);
                 return Some(i);
@@ -448,6 +522,33 @@ mod shrink_guard {
         }
     }
 
+    /// Puts private zero-filled pages over the map from the page holding
+    /// `addr` to `end` (the map's end): every page from the fault on lies
+    /// past the file's new end. Async-signal-safe (one mmap(2)); whether it
+    /// worked.
+    fn zero_fill(addr: usize, end: usize) -> bool {
+        // SAFETY: sysconf is a plain query (no locks, no allocation).
+        let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+            p if p > 0 => p as usize,
+            _ => 4096,
+        };
+        let from = addr / page * page;
+        // SAFETY: `from..end` lies inside one of our registered read-only
+        // maps (the caller checked): MAP_FIXED replaces those pages of it
+        // with anonymous zero pages, which its owner unmaps with the rest.
+        let got = unsafe {
+            libc::mmap(
+                from as *mut libc::c_void,
+                end - from,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                -1,
+                0,
+            )
+        };
+        got as usize == from
+    }
+
     fn install() {
         // SAFETY: a zeroed sigaction with a valid handler and SA_SIGINFO.
         unsafe {
@@ -459,7 +560,7 @@ mod shrink_guard {
         }
     }
 
-    /// Async-signal-safe: atomics, write(2) and _exit(2) only.
+    /// Async-signal-safe: atomics, mmap(2), write(2) and _exit(2) only.
     extern "C" fn on_sigbus(
         _sig: libc::c_int,
         info: *mut libc::siginfo_t,
@@ -471,6 +572,11 @@ mod shrink_guard {
             let start = slot.start.load(Ordering::Acquire);
             let len = slot.len.load(Ordering::Acquire);
             if len > 0 && addr >= start && addr < start + len {
+                if slot.survive.load(Ordering::Acquire) && zero_fill(addr, start + len) {
+                    slot.shrank.store(true, Ordering::Release);
+                    // The faulting access is retried and reads zeros.
+                    return;
+                }
                 let msg = slot.msg.load(Ordering::Acquire);
                 let msg_len = slot.msg_len.load(Ordering::Acquire);
                 // SAFETY: write(2) and _exit(2) are async-signal-safe; the

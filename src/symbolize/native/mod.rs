@@ -314,6 +314,16 @@ impl Symbolizer {
         self.dso(path, build_id).unwind().cloned()
     }
 
+    /// The symbol files that shrank while this capture's DSOs were read
+    /// from them (truncated by another process): what they gave was
+    /// thrown away, so those DSOs' frames are unnamed (or not unwound).
+    pub fn shrunk_files(&self) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = self.dsos.loaded().iter().flat_map(|e| e.shrunk()).collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
     /// Takes back a block [`Symbolizer::run`] handed out, once its text is
     /// used, to fill it again (a few are kept; others are dropped).
     pub fn recycle(&self, mut block: Vec<u8>) {
