@@ -524,14 +524,7 @@ pub fn map_as(root: &Path, p: &Path, owner: Option<&Creds>) -> crate::Result<Map
     // is survived (the guard's zero pages); what is read is parsed as
     // untrusted input by `object` and `gimli` (bounds-checked), never
     // relied on for memory safety.
-    let map = unsafe { Mapping::of_shrinkable(&f, p) }.map_err(|e| crate::Error::io(p, e))?;
-    #[cfg(test)]
-    tests::AFTER_MAP.with(|hook| {
-        if let Some(hook) = &*hook.borrow() {
-            hook(p);
-        }
-    });
-    Ok(map)
+    unsafe { Mapping::of_shrinkable(&f, p) }.map_err(|e| crate::Error::io(p, e))
 }
 
 /// The library error carried through [`Creds::run`]'s `io::Error`, or an
@@ -569,33 +562,8 @@ pub fn open_symbol_file(root: &Path, p: &Path) -> crate::Result<File> {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-
-    /// A hook tests set on their own thread: called with each symbol file
-    /// right after it is mapped (to truncate it between the map and the
-    /// reads, as the capture's owner may).
-    type Hook = Option<Box<dyn Fn(&Path)>>;
-    thread_local! {
-        pub(crate) static AFTER_MAP: std::cell::RefCell<Hook> = const { std::cell::RefCell::new(None) };
-    }
-
-    /// Truncates `file` to nothing right after it is mapped, while `f`
-    /// runs on this thread.
-    pub(crate) fn truncated_after_map<T>(file: &Path, f: impl FnOnce() -> T) -> T {
-        let file = file.to_path_buf();
-        AFTER_MAP.with(|h| {
-            *h.borrow_mut() = Some(Box::new(move |p: &Path| {
-                if p == file {
-                    let f = std::fs::OpenOptions::new().write(true).open(p);
-                    f.and_then(|f| f.set_len(0)).unwrap();
-                }
-            }))
-        });
-        let out = f();
-        AFTER_MAP.with(|h| *h.borrow_mut() = None);
-        out
-    }
 
     fn id_of(p: &Path) -> Vec<u8> {
         let data = std::fs::read(p).unwrap();

@@ -300,6 +300,8 @@ impl Mapping {
                 shrink_guard::SLOTS
             )));
         }
+        #[cfg(test)]
+        tests::after_map(path);
         Ok(Mapping { map, slot })
     }
 
@@ -746,9 +748,59 @@ pub fn split_lines(data: &[u8]) -> impl Iterator<Item = &[u8]> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::io::Write;
+
+    /// A hook tests set on their own thread: called with each file right
+    /// after [`Mapping::of_shrinkable`] maps it.
+    type Hook = Option<Box<dyn Fn(&Path)>>;
+    thread_local! {
+        static AFTER_MAP: std::cell::RefCell<Hook> = const { std::cell::RefCell::new(None) };
+    }
+
+    pub(super) fn after_map(path: &Path) {
+        AFTER_MAP.with(|hook| {
+            if let Some(hook) = &*hook.borrow() {
+                hook(path);
+            }
+        });
+    }
+
+    /// Runs `f` while every surviving map of `file` made on this thread
+    /// has its file truncated to nothing right after the map (between the
+    /// map and the reads, as a capture's owner may).
+    pub(crate) fn truncated_after_map<T>(file: &Path, f: impl FnOnce() -> T) -> T {
+        let file = file.to_path_buf();
+        AFTER_MAP.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move |p: &Path| {
+                if p == file {
+                    let f = std::fs::OpenOptions::new().write(true).open(p);
+                    f.and_then(|f| f.set_len(0)).unwrap();
+                }
+            }))
+        });
+        let out = f();
+        AFTER_MAP.with(|h| *h.borrow_mut() = None);
+        out
+    }
+
+    #[test]
+    fn a_surviving_map_reads_zeros_past_a_truncation_and_says_it_shrank() {
+        let (f, bytes) = patterned(5 * 4096 + 100);
+        // SAFETY: the test's own file; it only shrinks.
+        let map = unsafe { Mapping::of_shrinkable(f.as_file(), f.path()) }.unwrap();
+        assert_eq!(map[10], bytes[10]);
+        assert!(!map.shrank());
+        f.as_file().set_len(4096).unwrap();
+        assert_eq!(map[100], bytes[100], "the page still in the file");
+        assert!(
+            map[4096..].iter().all(|&b| b == 0),
+            "zeros past the new end"
+        );
+        assert!(map.shrank());
+        assert_eq!(map.len(), bytes.len());
+    }
 
     /// A file of `len` bytes of a position-dependent pattern.
     fn patterned(len: usize) -> (tempfile::NamedTempFile, Vec<u8>) {

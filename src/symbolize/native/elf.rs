@@ -347,8 +347,8 @@ mod tests {
 
     #[test]
     fn a_symbol_file_truncated_while_it_is_read_names_nothing_and_is_noted() {
-        use crate::symbolize::sources::tests::truncated_after_map;
         use crate::symbolize::sources::{resolve, Search, Shrank};
+        use crate::sys::input::tests::truncated_after_map;
         let dir = tempfile::tempdir().unwrap();
         let symfs = dir.path().join("symfs");
         let at = symfs.join("opt/app/server");

@@ -177,13 +177,18 @@ fn open_and_map(
         path: path(),
         source,
     })?;
-    // SAFETY: `data` is a perf.data shard of a finished capture: perf has
-    // closed it and jobprof never writes it. A truncation anyway ends the
-    // process with a message naming the file (the SIGBUS guard).
+    // SAFETY: `data` is a perf.data shard of a finished capture, which
+    // jobprof never writes but the capture's owner may truncate or rewrite
+    // at any time: a truncation is survived (the SIGBUS guard's zero pages;
+    // a run then fails with `Error::ShrankUnderMap`), and the records are parsed
+    // as untrusted input (bounds-checked), never relied on for memory
+    // safety.
     let map =
-        unsafe { crate::sys::input::Mapping::of(&file, data) }.map_err(|source| Error::Map {
-            path: path(),
-            source,
+        unsafe { crate::sys::input::Mapping::of_shrinkable(&file, data) }.map_err(|source| {
+            Error::Map {
+                path: path(),
+                source,
+            }
         })?;
     Ok((file, map))
 }
