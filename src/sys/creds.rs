@@ -172,8 +172,14 @@ fn set_fs_ids(uid: u32, gid: u32) -> (u32, u32) {
 
 impl Taken {
     fn take(c: &Creds) -> io::Result<Taken> {
-        let mut old = vec![0u32; 65536];
-        // SAFETY: `old` has room for the most groups there can be.
+        // SAFETY: a size of 0 only asks how many groups there are.
+        let count = unsafe { libc::syscall(libc::SYS_getgroups, 0, std::ptr::null_mut::<u32>()) };
+        if count < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut old = vec![0u32; count as usize];
+        // SAFETY: `old` has room for `count` groups (this thread's: only
+        // it changes them).
         let n = unsafe { libc::syscall(libc::SYS_getgroups, old.len(), old.as_mut_ptr()) };
         if n < 0 {
             return Err(io::Error::last_os_error());

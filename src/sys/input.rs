@@ -249,6 +249,9 @@ pub fn open_regular(path: &Path, links: Links) -> Result<File> {
 pub struct Mapping {
     map: Mmap,
     slot: Option<usize>,
+    /// The file of a surviving map ([`Mapping::of_shrinkable`]): its size
+    /// says whether it shrank within its last page, where no SIGBUS tells.
+    file: Option<File>,
 }
 
 impl Mapping {
@@ -269,7 +272,11 @@ impl Mapping {
         // file while it is mapped (this function's `# Safety`).
         let map = unsafe { Mmap::map(file) }?;
         let slot = shrink_guard::register(map.as_ptr() as usize, map.len(), path, false);
-        Ok(Mapping { map, slot })
+        Ok(Mapping {
+            map,
+            slot,
+            file: None,
+        })
     }
 
     /// Maps `file` (opened from `path`, a regular file) read-only, shared,
@@ -291,7 +298,11 @@ impl Mapping {
         // function's `# Safety`); a truncation is the guard's.
         let map = unsafe { Mmap::map(file) }?;
         if map.is_empty() {
-            return Ok(Mapping { map, slot: None });
+            return Ok(Mapping {
+                map,
+                slot: None,
+                file: None,
+            });
         }
         let slot = shrink_guard::register(map.as_ptr() as usize, map.len(), path, true);
         if slot.is_none() {
@@ -300,16 +311,26 @@ impl Mapping {
                 shrink_guard::SLOTS
             )));
         }
+        let mapping = Mapping {
+            map,
+            slot,
+            file: Some(file.try_clone()?),
+        };
         #[cfg(test)]
         tests::after_map(path);
-        Ok(Mapping { map, slot })
+        Ok(mapping)
     }
 
     /// Whether the file shrank under a map made by
-    /// [`Mapping::of_shrinkable`] (its lost pages read as zeros): what was
-    /// read from it is not the file's.
+    /// [`Mapping::of_shrinkable`] (its lost pages read as zeros, and so do
+    /// the bytes past its new end in its last page, which raise no
+    /// SIGBUS): what was read from it is not the file's.
     pub fn shrank(&self) -> bool {
-        self.slot.is_some_and(shrink_guard::shrank)
+        let shorter = |f: &File| {
+            f.metadata()
+                .map_or(true, |m| m.len() < self.map.len() as u64)
+        };
+        self.slot.is_some_and(shrink_guard::shrank) || self.file.as_ref().is_some_and(shorter)
     }
 }
 
@@ -472,6 +493,9 @@ mod shrink_guard {
     };
     static TABLE: [Slot; SLOTS] = [FREE; SLOTS];
     static INSTALL: Once = Once::new();
+    /// The page size, read before the handler is installed (sysconf is
+    /// not async-signal-safe).
+    static PAGE: AtomicUsize = AtomicUsize::new(4096);
 
     /// Whether the file of slot `i`'s map shrank under it.
     pub fn shrank(i: usize) -> bool {
@@ -529,11 +553,7 @@ mod shrink_guard {
     /// past the file's new end. Async-signal-safe (one mmap(2)); whether it
     /// worked.
     fn zero_fill(addr: usize, end: usize) -> bool {
-        // SAFETY: sysconf is a plain query (no locks, no allocation).
-        let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
-            p if p > 0 => p as usize,
-            _ => 4096,
-        };
+        let page = PAGE.load(Ordering::Relaxed);
         let from = addr / page * page;
         // SAFETY: `from..end` lies inside one of our registered read-only
         // maps (the caller checked): MAP_FIXED replaces those pages of it
@@ -552,6 +572,7 @@ mod shrink_guard {
     }
 
     fn install() {
+        PAGE.store(super::page_size(), Ordering::Relaxed);
         // SAFETY: a zeroed sigaction with a valid handler and SA_SIGINFO.
         unsafe {
             let mut sa: libc::sigaction = std::mem::zeroed();
@@ -792,6 +813,10 @@ pub(crate) mod tests {
         let map = unsafe { Mapping::of_shrinkable(f.as_file(), f.path()) }.unwrap();
         assert_eq!(map[10], bytes[10]);
         assert!(!map.shrank());
+        // Cut within a page: its tail reads as zeros without a SIGBUS.
+        f.as_file().set_len(4096 + 10).unwrap();
+        assert_eq!(map[4096 + 20], 0);
+        assert!(map.shrank(), "no signal, but the file is shorter");
         f.as_file().set_len(4096).unwrap();
         assert_eq!(map[100], bytes[100], "the page still in the file");
         assert!(
