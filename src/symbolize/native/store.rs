@@ -809,6 +809,22 @@ mod tests {
     }
 
     #[test]
+    fn a_file_truncated_while_its_symbols_load_is_noted_and_never_cached() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = root_with(dir.path(), "a", LS);
+        let tool = root.join("usr/bin/tool");
+        let id = build_id_of(LS);
+        let store =
+            Store::default().with_disk_cache(Some(Arc::new(Cache::new(dir.path().join("cache")))));
+        let e = dso(&store, &root, "/usr/bin/tool", &id);
+        let syms = crate::sys::input::tests::truncated_after_map(&tool, || e.symbols().clone());
+        assert!(syms.table.is_empty(), "{} symbols", syms.table.len());
+        assert_eq!(e.shrunk(), [tool]);
+        let d = store.describe();
+        assert!(d.contains("0 written"), "nothing kept from zeros: {d}");
+    }
+
+    #[test]
     fn a_file_that_lacks_the_recorded_build_id_is_never_shared() {
         let dir = tempfile::tempdir().unwrap();
         // b's file claims ls's build id but is cat.
