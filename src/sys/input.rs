@@ -161,7 +161,17 @@ const GZIP_MAGIC: &[u8] = &[0x1f, 0x8b];
 const ZSTD_MAGIC: &[u8] = &[0x28, 0xb5, 0x2f, 0xfd];
 
 /// Opens `source`: maps a plain regular file, streams everything else.
+/// A mapped file truncated while it is read ends the process with a
+/// message naming it (exit 2).
 pub fn open(source: &Source) -> Result<Opened> {
+    open_as(source, false)
+}
+
+/// [`open`]; with `survive`, a mapped file is mapped in the guard's
+/// surviving mode ([`Mapping::of_shrinkable`]): its reader checks
+/// [`Mapping::shrank`] and makes a truncation its error
+/// ([`shrank_error`]).
+fn open_as(source: &Source, survive: bool) -> Result<Opened> {
     match source {
         Source::Stdin => {
             let stdin = BufReader::with_capacity(1 << 20, io::stdin());
@@ -190,15 +200,22 @@ pub fn open(source: &Source) -> Result<Opened> {
             match detect(head) {
                 Compression::None => {
                     sniff_text(path, head)?;
-                    // SAFETY: the user hands us a finished text file to
-                    // read; jobprof never writes its inputs. One truncated
-                    // while folded ends the process with a message (the
-                    // SIGBUS guard); appending to it is harmless (the map
-                    // keeps its length); rewriting it in place while it is
-                    // folded is not supported (as with ripgrep).
-                    let map =
-                        unsafe { Mapping::of(&file, path) }.map_err(|e| Error::io(path, e))?;
-                    Ok(Opened::Mapped(map))
+                    let map = match survive {
+                        // SAFETY: a finished text file jobprof never
+                        // writes; a truncation reads zeros and the reader
+                        // finds it shrank; a line is parsed as untrusted
+                        // text.
+                        true => unsafe { Mapping::of_shrinkable(&file, path) },
+                        // SAFETY: the user hands us a finished text file to
+                        // read; jobprof never writes its inputs. One
+                        // truncated while folded ends the process with a
+                        // message (the SIGBUS guard); appending to it is
+                        // harmless (the map keeps its length); rewriting it
+                        // in place while it is folded is not supported (as
+                        // with ripgrep).
+                        false => unsafe { Mapping::of(&file, path) },
+                    };
+                    Ok(Opened::Mapped(map.map_err(|e| Error::io(path, e))?))
                 }
                 c => Ok(Opened::Stream(decoder(
                     Box::new(BufReader::with_capacity(1 << 20, file)),
@@ -701,15 +718,21 @@ pub fn sniff_text(path: &Path, head: &[u8]) -> Result<()> {
 /// stdin) and its 1-based number, without its `\n`, where it lies: in the
 /// mapped file, or in the stream's buffer (a line split across reads is
 /// joined first, and refused past [`MAX_RECORD`]). The one line reader
-/// of folded files, reports and the trend's tallies.
+/// of folded files, reports and the trend's tallies. A mapped file
+/// truncated while it is read (a capture's `stacks.folded`, which its
+/// owner may truncate while root's `reprocess` refreshes the job views)
+/// is an error naming it ([`shrank_error`]), after `f` saw zeros.
 pub fn each_line(src: &Source, mut f: impl FnMut(u64, &[u8])) -> Result<()> {
     let path = src.display_path();
-    match open(src)? {
+    match open_as(src, true)? {
         Opened::Empty => {}
         Opened::Mapped(map) => {
             let _ = map.advise(memmap2::Advice::Sequential);
             for (i, line) in split_lines(&map).enumerate() {
                 f(i as u64 + 1, line);
+            }
+            if map.shrank() {
+                return Err(shrank_error(&path));
             }
         }
         Opened::Stream(mut s) => {
@@ -744,6 +767,18 @@ pub fn each_line(src: &Source, mut f: impl FnMut(u64, &[u8])) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The error for a file that shrank under its surviving map while it was
+/// read (exit 2, as the guard's own message).
+fn shrank_error(path: &Path) -> Error {
+    Error::io(
+        path,
+        io::Error::other(
+            "the file shrank while it was being read (truncated or replaced by another \
+             process?); run again once it is no longer written",
+        ),
+    )
 }
 
 /// Lines of `data` without their `\n`; a last line without one is included.
@@ -825,6 +860,20 @@ pub(crate) mod tests {
         );
         assert!(map.shrank());
         assert_eq!(map.len(), bytes.len());
+    }
+
+    #[test]
+    fn a_line_file_truncated_while_it_is_read_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("stacks.folded");
+        std::fs::write(&path, "main;f 1\n".repeat(10_000)).unwrap();
+        let src = Source::Path(path.clone());
+        let mut n = 0;
+        each_line(&src, |_, _| n += 1).unwrap();
+        assert_eq!(n, 10_000);
+        let read = truncated_after_map(&path, || each_line(&src, |_, _| {}));
+        let e = read.unwrap_err().to_string();
+        assert!(e.contains("stacks.folded") && e.contains("shrank"), "{e}");
     }
 
     /// A file of `len` bytes of a position-dependent pattern.
