@@ -272,68 +272,70 @@ pub fn resolve(path: &str, build_id: &[u8], search: &Search) -> Resolved {
             }
         }
     }
-    let Some(host) = &search.host else {
-        return r;
-    };
-    // Directories named by absolute paths (given, or from the
-    // environment) are opened as this host's files.
-    let abs = Path::new("/");
-    let owner = search.owner.as_ref();
-    if let Some(hex) = &hex {
+    if let Some(host) = &search.host {
+        if let Some(hex) = &hex {
+            r.offer_host_debug(host, hex, search);
+        }
+        // The vDSO is no file on this host: only its copies by build id.
+        if !vdso {
+            r.offer_host_file(host.join(rel), host, hex.is_some(), search);
+        }
+    }
+    r
+}
+
+impl Resolved {
+    /// Offers this host's debug files of build id `hex` (hex digits)
+    /// under `host`, and the build-id cache's, `--debug-dir`'s and
+    /// debuginfod's, opened as [`Search::owner`] when there is one.
+    fn offer_host_debug(&mut self, host: &Path, hex: &str, search: &Search) {
+        // Directories named by absolute paths (given, or from the
+        // environment) are opened as this host's files.
+        let abs = Path::new("/");
+        let owner = search.owner.as_ref();
         let (nn, rest) = hex.split_at(2);
         let by_id = format!(".build-id/{nn}/{rest}.debug");
-        r.offer_as(
-            host,
-            host.join("usr/lib/debug").join(&by_id),
-            Kind::HostDebug,
-            false,
-            owner,
-        );
+        let debug = host.join("usr/lib/debug").join(&by_id);
+        self.offer_as(host, debug, Kind::HostDebug, false, owner);
         if let Some(cache) = &search.buildid_cache {
             let entry = cache.join(format!(".build-id/{nn}/{rest}"));
-            r.offer_as(abs, entry.join("elf"), Kind::BuildIdCache, true, owner);
-            r.offer_as(abs, entry.join("debug"), Kind::BuildIdCache, false, owner);
+            self.offer_as(abs, entry.join("elf"), Kind::BuildIdCache, true, owner);
+            self.offer_as(abs, entry.join("debug"), Kind::BuildIdCache, false, owner);
         }
         for d in &search.debug_dirs {
-            r.offer_as(abs, d.join(&by_id), Kind::DebugDir, false, owner);
-            r.offer_as(
-                host,
-                d.join(format!("{nn}/{rest}.debug")),
-                Kind::DebugDir,
-                false,
-                owner,
-            );
+            self.offer_as(abs, d.join(&by_id), Kind::DebugDir, false, owner);
+            let flat = d.join(format!("{nn}/{rest}.debug"));
+            self.offer_as(host, flat, Kind::DebugDir, false, owner);
         }
         if let Some(cache) = &search.debuginfod {
-            r.offer_as(
+            let entry = cache.join(hex);
+            self.offer_as(
                 host,
-                cache.join(hex).join("executable"),
+                entry.join("executable"),
                 Kind::Debuginfod,
                 true,
                 owner,
             );
-            r.offer_as(
+            self.offer_as(
                 host,
-                cache.join(hex).join("debuginfo"),
+                entry.join("debuginfo"),
                 Kind::Debuginfod,
                 false,
                 owner,
             );
         }
     }
-    // The vDSO is no file on this host: only its copies by build id.
-    if vdso {
-        return r;
+
+    /// Offers this host's file `at` (the recorded path under `host`); for
+    /// another user's capture ([`Search::owner`]) only when a build id was
+    /// recorded (`by_id`), never by the path alone.
+    fn offer_host_file(&mut self, at: PathBuf, host: &Path, by_id: bool, search: &Search) {
+        match &search.owner {
+            Some(_) if !by_id && self.binary.is_none() => self.refuse(at, Kind::HostFile, NO_ID),
+            Some(_) if !by_id => {}
+            owner => self.offer_as(host, at, Kind::HostFile, true, owner.as_ref()),
+        }
     }
-    let at = host.join(rel);
-    match (&search.owner, &hex) {
-        // Another user's capture names this path: taken only by a build
-        // id it carries, never by the path alone.
-        (Some(_), None) if r.binary.is_none() => r.refuse(at, Kind::HostFile, NO_ID),
-        (Some(_), None) => {}
-        _ => r.offer_as(host, at, Kind::HostFile, true, owner),
-    }
-    r
 }
 
 /// Why the host file at a recorded path is not read for another user's
@@ -659,6 +661,60 @@ mod tests {
         assert_eq!(id_of(&r.binary.unwrap().path), id);
         // No id recorded: taken by path, as perf does.
         assert!(resolve("/opt/app/server", &[], &search).binary.is_some());
+    }
+
+    #[test]
+    fn another_users_capture_reads_host_files_as_that_user_and_by_build_id_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let Some((exe, id)) = exe() else {
+            return;
+        };
+        if crate::sys::creds::euid() != 0 {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        let host = tempfile::tempdir().unwrap();
+        let at = host.path().join("opt/app/server");
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        std::fs::copy(&exe, &at).unwrap();
+        let private = host.path().join("opt");
+        let mode = |m| std::fs::set_permissions(&private, std::fs::Permissions::from_mode(m));
+        mode(0o700).unwrap();
+        let search = Search {
+            host: Some(host.path().to_path_buf()),
+            owner: Some(Creds::anyone()),
+            ..Search::default()
+        };
+        // No build id recorded: never by the path alone.
+        let r = resolve("/opt/app/server", &[], &search);
+        assert!(!r.found(), "{r:?}");
+        assert!(
+            r.describe().contains("recorded no build id"),
+            "{}",
+            r.describe()
+        );
+        // Its build id, in a directory the owner may not search: refused.
+        let r = resolve("/opt/app/server", &id, &search);
+        assert!(!r.found(), "{r:?}");
+        assert!(
+            r.describe().contains("owner may not read it"),
+            "{}",
+            r.describe()
+        );
+        // Readable by the owner: taken, and opened as the owner later.
+        mode(0o755).unwrap();
+        let r = resolve("/opt/app/server", &id, &search);
+        let b = r.binary.as_ref().expect("taken by its build id");
+        assert_eq!(b.owner, Some(Creds::anyone()));
+        assert!(b.map().is_some());
+        mode(0o700).unwrap();
+        assert!(b.map().is_none(), "reopened with the owner's rights");
+        // The processing user's own capture: by path, as perf does.
+        let own = Search {
+            owner: None,
+            ..search
+        };
+        assert!(resolve("/opt/app/server", &[], &own).found());
     }
 
     #[test]
