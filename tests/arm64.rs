@@ -174,7 +174,9 @@ fn the_lr_rule_follows_the_cfi_of_the_guests_files() {
             ..Default::default()
         };
         let files = jobprof::symbolize::sources::resolve(path, &[], &search);
-        jobprof::symbolize::native::unwind::load(&files).expect("unwind tables")
+        jobprof::symbolize::native::unwind::load(&files)
+            .expect("no file shrank")
+            .expect("unwind tables")
     };
     let lib = "/root/work/bin/libwork.so";
     let bytes = read(lib);

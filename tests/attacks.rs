@@ -665,3 +665,112 @@ fn a_feature_section_of_two_to_the_62_bytes_never_aborts_process() {
         "{text}"
     );
 }
+
+/// The path the demo capture records for its worker.
+const DEMO_RECORDED: &str = "/opt/jobprof-demo/demo_worker";
+/// The demo worker's build id, as the demo capture records it.
+const DEMO_BUILD_ID: &str = "3aa3336b5269bbf5b2d7d4ad345bf5f51cf70e1d";
+
+/// Rewrites every `from` in bytes `lo..hi` of the file `p` to `to` (of the
+/// same length); how many.
+fn patch_bytes(p: &Path, (lo, hi): (usize, usize), from: &[u8], to: &[u8]) -> usize {
+    assert_eq!(from.len(), to.len());
+    let mut data = fs::read(p).unwrap();
+    let hi = hi.min(data.len());
+    let mut n = 0;
+    let mut i = lo;
+    while let Some(at) = data[i..hi].windows(from.len()).position(|w| w == from) {
+        data[i + at..i + at + from.len()].copy_from_slice(to);
+        i += at + from.len();
+        n += 1;
+    }
+    fs::write(p, data).unwrap();
+    n
+}
+
+/// The data section of the perf.data file `p`: (start, end).
+fn data_section(p: &Path) -> (usize, usize) {
+    let head = fs::read(p).unwrap();
+    let u64_at = |i: usize| u64::from_le_bytes(head[i..i + 8].try_into().unwrap()) as usize;
+    (u64_at(40), u64_at(40) + u64_at(48))
+}
+
+/// The demo capture at `result` rewritten as issue 45's reproducer does:
+/// the worker's path in its MMAP records is `secret` (of the same length),
+/// its build id zeros (and the build-id table names it at the old path
+/// only: no build id is recorded for `secret`), its snapshot copy gone.
+fn point_demo_at(result: &Path, secret: &Path) {
+    let q = demo_q01(result);
+    let id: Vec<u8> = (0..20)
+        .map(|i| u8::from_str_radix(&DEMO_BUILD_ID[2 * i..2 * i + 2], 16).unwrap())
+        .collect();
+    let (mut paths, mut ids) = (0, 0);
+    for part in ["perf.data.part000", "perf.data.part001"] {
+        let p = q.join(part);
+        let to = secret.as_os_str().as_encoded_bytes();
+        paths += patch_bytes(&p, data_section(&p), DEMO_RECORDED.as_bytes(), to);
+        ids += patch_bytes(&p, (0, usize::MAX), &id, &[0; 20]);
+    }
+    assert!(
+        paths >= 2 && ids >= 1,
+        "{paths} paths, {ids} build ids patched"
+    );
+    fs::remove_file(result.join("profiles/perf/worker_0/symfs").join(DEMO_EXE)).unwrap();
+}
+
+#[test]
+fn a_recorded_path_without_a_build_id_never_reads_a_root_only_host_file_as_root() {
+    if !util::require(is_root(), "root") {
+        return;
+    }
+    let t = tempfile::Builder::new().tempdir_in("/tmp").unwrap();
+    fs::set_permissions(t.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    // A root-only copy of the worker in a 0700 directory, at a path as
+    // long as the recorded one.
+    let base = t.path().as_os_str().len() + "/".len() + "/demo_worker".len();
+    let pad = DEMO_RECORDED.len().checked_sub(base).filter(|&n| n > 0);
+    let pad = pad.unwrap_or_else(|| panic!("{} is too long a tempdir", t.path().display()));
+    let private = t.path().join("s".repeat(pad));
+    fs::create_dir(&private).unwrap();
+    fs::set_permissions(&private, fs::Permissions::from_mode(0o700)).unwrap();
+    let secret = private.join("demo_worker");
+    let real = util::fixtures().join("result_dir_demo/profiles/perf/worker_0/symfs");
+    fs::copy(real.join(DEMO_EXE), &secret).unwrap();
+    // (owner, symbolizer, the capture keeps its symfs/): root's own
+    // capture names the file by path, as perf does; nobody's never, with
+    // either symbolizer, with or without a snapshot.
+    let mut cases = vec![("root", "auto", true), ("nobody", "auto", true)];
+    if util::require(have("perf"), "perf") {
+        cases.extend([("nobody", "perf", true), ("nobody", "perf", false)]);
+    }
+    for (i, (owner, symbolizer, symfs)) in cases.into_iter().enumerate() {
+        let case = format!("{owner}'s capture, --symbolizer {symbolizer}, symfs/ {symfs}");
+        let result = t.path().join(format!("r{i}"));
+        copy_demo(&result);
+        point_demo_at(&result, &secret);
+        if !symfs {
+            fs::remove_dir_all(result.join("profiles/perf/worker_0/symfs")).unwrap();
+        }
+        if owner == "nobody" {
+            let st = std::process::Command::new("chown")
+                .args(["-R", "nobody:nogroup"])
+                .arg(&result)
+                .status()
+                .unwrap();
+            assert!(st.success());
+        }
+        let mut c = jobprof();
+        c.args(["process", "--symbolizer", symbolizer]).arg(&result);
+        let o = c.output().unwrap();
+        let text = output_text(&o);
+        assert!(o.status.success(), "{case}: {text}");
+        let folded = fs::read_to_string(demo_q01(&result).join("stacks.folded")).unwrap();
+        for name in ["demo_run_query", "demo_sort_results"] {
+            assert_eq!(
+                folded.contains(name),
+                owner == "root",
+                "{case}: {name} of the root-only file in stacks.folded: {text}"
+            );
+        }
+    }
+}

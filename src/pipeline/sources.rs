@@ -28,12 +28,16 @@ pub(super) struct CaptureSources {
 impl CaptureSources {
     /// The `--symfs` directory `perf script` gets: the tree of links, or
     /// the capture's own `symfs/` when the tree could not be made (`log`
-    /// gets why). A capture without a snapshot gets none: perf then
-    /// searches this host's files and debug directories itself, taking
-    /// each only by build id as the resolver does, and reads
-    /// `/proc/kallsyms` as [`crate::symbolize::kernel`] expects.
+    /// gets why). A capture of the processing user's own without a
+    /// snapshot gets none: perf then searches this host's files and debug
+    /// directories itself, as the resolver does, and reads
+    /// `/proc/kallsyms` as [`crate::symbolize::kernel`] expects. Another
+    /// user's capture always gets the tree: perf reads only the files the
+    /// resolver took for that user, never a recorded path on its own.
     pub fn perf_symfs(&self, log: impl FnOnce(String)) -> Option<PathBuf> {
-        self.search.symfs.as_ref()?;
+        if self.search.symfs.is_none() && self.search.owner.is_none() {
+            return None;
+        }
         let tree = self.perf_tree.get_or_init(|| match perf_tree(&self.dsos) {
             Ok(t) => Some(t),
             Err(e) => {
@@ -142,7 +146,10 @@ impl Pipeline<'_> {
     /// logged then).
     pub(super) fn sources(&self) -> &CaptureSources {
         self.sources.get_or_init(|| {
-            let search = Search::on_this_host(self.cap.symfs.clone(), self.opts.debug_dirs.clone());
+            // Another user's capture reads this host's files as that user.
+            let owner = crate::sys::creds::Creds::owner_of(&self.cap.found.dir);
+            let search =
+                Search::on_this_host(self.cap.symfs.clone(), self.opts.debug_dirs.clone(), owner);
             let (ids, _) = crate::symbolize::build_ids::of_shards(&self.present_data());
             // Resolved once per run for every capture with this search.
             let dsos: Vec<(String, Vec<u8>, Arc<Resolved>)> = ids

@@ -104,12 +104,22 @@ impl Pipeline<'_> {
                 Some(t)
             });
         let (shards, failures, parts) = self.collect_results(units, results);
+        let mut warnings = jit_maps.warnings.clone();
+        for file in natively.shrunk_files() {
+            let w = format!(
+                "{}: the symbol file shrank while it was read (truncated by another \
+                 process?); its DSO's frames are left unnamed",
+                file.display()
+            );
+            self.log(format!("warning: {w}"));
+            warnings.push(w);
+        }
         Ok(Symbolized {
             folded,
             shards,
             failures,
             archive: (spool, parts),
-            warnings: jit_maps.warnings.clone(),
+            warnings,
             unwound: unwound.filter(|t| t.weight > 0),
             report,
         })

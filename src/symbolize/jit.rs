@@ -240,13 +240,12 @@ impl JitMaps {
                 _ => continue,
             };
             let syms = maps.entry(pid).or_default();
-            let read = read_capped(&dir, name, |bytes| match dump {
-                true => syms.extend(jitdump_loads(bytes)),
-                false => syms.extend(perf_map_lines(bytes)),
+            let (read, warning) = read_capped(&dir, name, |bytes| match dump {
+                true => jitdump_loads(bytes),
+                false => perf_map_lines(bytes).collect(),
             });
-            if let Err(e) = read {
-                out.warnings.push(e);
-            }
+            syms.extend(read);
+            out.warnings.extend(warning);
         }
         out.dir = Some(dir.path().to_path_buf());
         out.maps = maps
@@ -281,37 +280,56 @@ fn snapshot_dir(capture_dir: &Path) -> crate::Result<Option<Dir>> {
     capture.sub(JIT_DIR).map(Some)
 }
 
-/// Calls `parse` with the first [`MAX_FILE`] bytes of the regular file
-/// `name` in `dir` (mapped, never through a link, never blocking); `Err`
-/// is the warning naming the file (refused, unreadable, or cut short: then
-/// `parse` has read what was kept).
-fn read_capped(dir: &Dir, name: &OsStr, parse: impl FnOnce(&[u8])) -> Result<(), String> {
+/// What `parse` makes of the first [`MAX_FILE`] bytes of the regular
+/// file `name` in `dir` (mapped, never through a link, never blocking),
+/// and the warning naming the file when there is one: refused or
+/// unreadable (nothing read), cut short (what was kept is read), or
+/// truncated while read (nothing kept: what was read is not the file's).
+fn read_capped<T: Default>(
+    dir: &Dir,
+    name: &OsStr,
+    parse: impl FnOnce(&[u8]) -> T,
+) -> (T, Option<String>) {
     let path = dir.join(name);
-    let refused = |e: crate::Error| format!("JIT symbols not read: {e}");
-    let file = dir.open_read(name).map_err(refused)?;
-    let size = file
-        .metadata()
-        .map_err(|e| refused(crate::Error::io(&path, e)))?
-        .len();
+    let refused = |e: crate::Error| (T::default(), Some(format!("JIT symbols not read: {e}")));
+    let file = match dir.open_read(name) {
+        Ok(f) => f,
+        Err(e) => return refused(e),
+    };
+    let size = match file.metadata() {
+        Ok(m) => m.len(),
+        Err(e) => return refused(crate::Error::io(&path, e)),
+    };
     if size == 0 {
-        return Ok(());
+        return (T::default(), None);
     }
-    // SAFETY: a file of a finished capture, which jobprof never writes; a
-    // truncation while it is read ends the process with a message naming
-    // it (the SIGBUS guard of `Mapping`).
-    let map = unsafe { crate::sys::input::Mapping::of(&file, &path) }
-        .map_err(|e| refused(crate::Error::io(&path, e)))?;
+    // SAFETY: a file of a finished capture, which jobprof never writes but
+    // its owner may truncate or rewrite at any time: a truncation is
+    // survived (the SIGBUS guard's zero pages, and what was read is
+    // dropped below); the bytes are parsed as untrusted text and records.
+    let map = match unsafe { crate::sys::input::Mapping::of_shrinkable(&file, &path) } {
+        Ok(m) => m,
+        Err(e) => return refused(crate::Error::io(&path, e)),
+    };
     let keep = usize::try_from(size.min(MAX_FILE)).unwrap_or(usize::MAX);
-    parse(&map[..keep.min(map.len())]);
-    if size > MAX_FILE {
-        return Err(format!(
-            "{}: {size} bytes, more than the {} MiB read of a JIT symbol file; \
-             functions listed past there stay unnamed",
-            crate::sys::progress::printable(&path),
-            MAX_FILE >> 20
-        ));
+    let read = parse(&map[..keep.min(map.len())]);
+    let shown = crate::sys::progress::printable(&path);
+    if map.shrank() {
+        let why = format!(
+            "JIT symbols not read: {shown}: the file shrank while it was read \
+             (truncated by another process?)"
+        );
+        return (T::default(), Some(why));
     }
-    Ok(())
+    if size > MAX_FILE {
+        let why = format!(
+            "{shown}: {size} bytes, more than the {} MiB read of a JIT symbol file; \
+             functions listed past there stay unnamed",
+            MAX_FILE >> 20
+        );
+        return (read, Some(why));
+    }
+    (read, None)
 }
 
 /// The PID in `perf-1234.map` (with `prefix`, `suffix`).
@@ -600,6 +618,21 @@ mod tests {
             maps.warnings
         );
         assert!(describe_snapshot(&other).unwrap().contains("not read"));
+    }
+
+    #[test]
+    fn a_jit_file_truncated_while_it_is_read_names_nothing_and_is_a_warning() {
+        let t = tempfile::tempdir().unwrap();
+        let jit = t.path().join(JIT_DIR);
+        std::fs::create_dir_all(&jit).unwrap();
+        let map = jit.join("perf-5.map");
+        let lines = "7f0000001000 40 good\n".repeat(1000);
+        std::fs::write(&map, &lines).unwrap();
+        assert_eq!(JitMaps::load(t.path()).processes(), 1, "intact, it is read");
+        let maps = crate::sys::input::tests::truncated_after_map(&map, || JitMaps::load(t.path()));
+        assert_eq!(maps.processes(), 0, "{maps:?}");
+        let w = maps.warnings.join("\n");
+        assert!(w.contains("jit/perf-5.map") && w.contains("shrank"), "{w}");
     }
 
     #[test]

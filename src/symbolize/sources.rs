@@ -24,12 +24,35 @@
 //! answer is a pure function of (recorded path, recorded build id,
 //! [`Search`]): a per-run store may key on it. This module reads ELF
 //! headers and notes only; it loads no symbols.
+//!
+//! **Another user's capture.** When the capture belongs to someone else
+//! than the processing user ([`Search::owner`]: root's `reprocess` over
+//! users' result dirs), what the capture records is that user's to write,
+//! so this host's files are read only as that user could read them: each
+//! is opened with the owner's file system credentials
+//! ([`crate::sys::creds`]: every directory searched and link followed on
+//! the way is checked by the kernel for that user), and the host file at a
+//! recorded path is taken only for a recorded build id it carries: a path
+//! alone (no build id recorded, or perf's zeros) names nothing. A file the
+//! owner may not read, or a path without a build id, is a [`Rejected`]
+//! candidate that says so. Files inside the capture's `symfs/` are its
+//! own (reached without links) and read as before.
+//!
+//! **Truncation.** Every symbol file is mapped under the SIGBUS guard in
+//! its surviving mode ([`crate::sys::input::Mapping::of_shrinkable`]): a
+//! file truncated while it is read (the capture's owner may truncate its
+//! `symfs/` at any time) reads as zeros, and the reader, seeing
+//! [`Mapping::shrank`], throws away what it read: that DSO is left
+//! unnamed, with a warning naming the file, never a crash.
 
 use std::fs::File;
 use std::path::{Component, Path, PathBuf};
 
 use object::read::elf::ElfFile64;
 use object::{Endianness, Object};
+
+use crate::sys::creds::Creds;
+use crate::sys::input::Mapping;
 
 /// Where to look, besides the recorded path.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
@@ -45,12 +68,22 @@ pub struct Search {
     pub debug_dirs: Vec<PathBuf>,
     /// The debuginfod client's cache (`$DEBUGINFOD_CACHE_PATH`).
     pub debuginfod: Option<PathBuf>,
+    /// The capture's owner, when not (only) the processing user
+    /// ([`Creds::owner_of`]): this host's files are opened with the
+    /// owner's rights, and taken at a recorded path only by build id.
+    pub owner: Option<Creds>,
 }
 
 impl Search {
     /// The search for a capture with snapshot `symfs` on this host: `/`,
-    /// `$HOME/.debug`, `debug_dirs`, and `$DEBUGINFOD_CACHE_PATH` when set.
-    pub fn on_this_host(symfs: Option<PathBuf>, debug_dirs: Vec<PathBuf>) -> Search {
+    /// `$HOME/.debug`, `debug_dirs`, and `$DEBUGINFOD_CACHE_PATH` when set;
+    /// this host's files read as `owner` could (`None`: the processing
+    /// user's own capture).
+    pub fn on_this_host(
+        symfs: Option<PathBuf>,
+        debug_dirs: Vec<PathBuf>,
+        owner: Option<Creds>,
+    ) -> Search {
         let home = std::env::var_os("HOME").map(PathBuf::from);
         Search {
             symfs,
@@ -60,6 +93,7 @@ impl Search {
             debuginfod: std::env::var_os("DEBUGINFOD_CACHE_PATH")
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from),
+            owner,
         }
     }
 }
@@ -110,6 +144,16 @@ pub struct Source {
     pub kind: Kind,
     /// Its build id, if it has one.
     pub build_id: Option<Vec<u8>>,
+    /// Whose rights it is opened with (this host's files of another
+    /// user's capture); `None`: the processing user's.
+    pub owner: Option<Creds>,
+}
+
+impl Source {
+    /// The file mapped ([`map_as`]); `None` when it cannot be.
+    pub fn map(&self) -> Option<Mapping> {
+        map_as(&self.root, &self.path, self.owner.as_ref()).ok()
+    }
 }
 
 /// A candidate that exists but was not taken: another build id, or (a
@@ -125,6 +169,9 @@ pub struct Rejected {
     /// Its CRC-32, when it was refused for not being the one the
     /// `.gnu_debuglink` names.
     pub crc: Option<u32>,
+    /// Why it was not read at all (another user's capture: a path without
+    /// a build id, a file that user may not read, a file that shrank).
+    pub refused: Option<&'static str>,
 }
 
 /// The files that name one DSO.
@@ -168,6 +215,12 @@ impl Resolved {
             return parts.join(" + ");
         }
         match self.rejected.first() {
+            Some(Rejected {
+                path,
+                kind,
+                refused: Some(why),
+                ..
+            }) => format!("none: {} {} not read: {why}", kind.as_str(), path.display()),
             Some(r) => format!(
                 "none: {} {} has build id {}, the capture recorded {}",
                 r.kind.as_str(),
@@ -215,60 +268,80 @@ pub fn resolve(path: &str, build_id: &[u8], search: &Search) -> Resolved {
                 symfs.join(dir).join(".debug").join(&link),
                 symfs.join("usr/lib/debug").join(dir).join(&link),
             ] {
-                r.offer_checked(symfs, p, Kind::SnapshotDebug, false, Some(crc));
+                r.offer_checked(symfs, p, Kind::SnapshotDebug, false, Some(crc), None);
             }
         }
     }
-    let Some(host) = &search.host else {
-        return r;
-    };
-    // Directories named by absolute paths (given, or from the
-    // environment) are opened as this host's files.
-    let abs = Path::new("/");
-    if let Some(hex) = &hex {
-        let (nn, rest) = hex.split_at(2);
-        let by_id = format!(".build-id/{nn}/{rest}.debug");
-        r.offer(
-            host,
-            host.join("usr/lib/debug").join(&by_id),
-            Kind::HostDebug,
-            false,
-        );
-        if let Some(cache) = &search.buildid_cache {
-            let entry = cache.join(format!(".build-id/{nn}/{rest}"));
-            r.offer(abs, entry.join("elf"), Kind::BuildIdCache, true);
-            r.offer(abs, entry.join("debug"), Kind::BuildIdCache, false);
+    if let Some(host) = &search.host {
+        if let Some(hex) = &hex {
+            r.offer_host_debug(host, hex, search);
         }
-        for d in &search.debug_dirs {
-            r.offer(abs, d.join(&by_id), Kind::DebugDir, false);
-            r.offer(
-                host,
-                d.join(format!("{nn}/{rest}.debug")),
-                Kind::DebugDir,
-                false,
-            );
+        // The vDSO is no file on this host: only its copies by build id.
+        if !vdso {
+            r.offer_host_file(host.join(rel), host, hex.is_some(), search);
         }
-        if let Some(cache) = &search.debuginfod {
-            r.offer(
-                host,
-                cache.join(hex).join("executable"),
-                Kind::Debuginfod,
-                true,
-            );
-            r.offer(
-                host,
-                cache.join(hex).join("debuginfo"),
-                Kind::Debuginfod,
-                false,
-            );
-        }
-    }
-    // The vDSO is no file on this host: only its copies by build id.
-    if !vdso {
-        r.offer(host, host.join(rel), Kind::HostFile, true);
     }
     r
 }
+
+impl Resolved {
+    /// Offers this host's debug files of build id `hex` (hex digits)
+    /// under `host`, and the build-id cache's, `--debug-dir`'s and
+    /// debuginfod's, opened as [`Search::owner`] when there is one.
+    fn offer_host_debug(&mut self, host: &Path, hex: &str, search: &Search) {
+        // Directories named by absolute paths (given, or from the
+        // environment) are opened as this host's files.
+        let abs = Path::new("/");
+        let owner = search.owner.as_ref();
+        let (nn, rest) = hex.split_at(2);
+        let by_id = format!(".build-id/{nn}/{rest}.debug");
+        let debug = host.join("usr/lib/debug").join(&by_id);
+        self.offer_as(host, debug, Kind::HostDebug, false, owner);
+        if let Some(cache) = &search.buildid_cache {
+            let entry = cache.join(format!(".build-id/{nn}/{rest}"));
+            self.offer_as(abs, entry.join("elf"), Kind::BuildIdCache, true, owner);
+            self.offer_as(abs, entry.join("debug"), Kind::BuildIdCache, false, owner);
+        }
+        for d in &search.debug_dirs {
+            self.offer_as(abs, d.join(&by_id), Kind::DebugDir, false, owner);
+            let flat = d.join(format!("{nn}/{rest}.debug"));
+            self.offer_as(host, flat, Kind::DebugDir, false, owner);
+        }
+        if let Some(cache) = &search.debuginfod {
+            let entry = cache.join(hex);
+            self.offer_as(
+                host,
+                entry.join("executable"),
+                Kind::Debuginfod,
+                true,
+                owner,
+            );
+            self.offer_as(
+                host,
+                entry.join("debuginfo"),
+                Kind::Debuginfod,
+                false,
+                owner,
+            );
+        }
+    }
+
+    /// Offers this host's file `at` (the recorded path under `host`); for
+    /// another user's capture ([`Search::owner`]) only when a build id was
+    /// recorded (`by_id`), never by the path alone.
+    fn offer_host_file(&mut self, at: PathBuf, host: &Path, by_id: bool, search: &Search) {
+        match &search.owner {
+            Some(_) if !by_id && self.binary.is_none() => self.refuse(at, Kind::HostFile, NO_ID),
+            Some(_) if !by_id => {}
+            owner => self.offer_as(host, at, Kind::HostFile, true, owner.as_ref()),
+        }
+    }
+}
+
+/// Why the host file at a recorded path is not read for another user's
+/// capture without a build id.
+const NO_ID: &str = "the capture recorded no build id, and another user's capture \
+                     takes this host's files by build id only";
 
 /// The recorded id, unless it is missing or all zeros (perf's padding of
 /// an id it could not read).
@@ -304,10 +377,13 @@ fn snapshot_debug(symfs: &Path, rel: &str, hex: Option<&str>) -> Vec<PathBuf> {
 /// The `.gnu_debuglink` of a taken file: the debug file's name and the
 /// CRC-32 of its contents.
 fn debuglink(s: &Source) -> Option<(PathBuf, u32)> {
-    let map = map_file(&s.root, &s.path)?;
-    let file = ElfFile64::<Endianness>::parse(&*map).ok()?;
+    let map = s.map()?;
+    let file = ElfFile64::<Endianness>::parse(&map[..]).ok()?;
     let (name, crc) = file.gnu_debuglink().ok().flatten()?;
-    let name = std::str::from_utf8(name).ok()?;
+    let name = std::str::from_utf8(name).ok()?.to_string();
+    if map.shrank() {
+        return None;
+    }
     // A bare file name only: a link cannot point elsewhere.
     (!name.is_empty() && !name.contains('/') && name != "..").then(|| (PathBuf::from(name), crc))
 }
@@ -318,7 +394,30 @@ impl Resolved {
     /// one; a file with another id is remembered as rejected. A missing
     /// file, or one that is not ELF, is passed over.
     fn offer(&mut self, root: &Path, path: PathBuf, kind: Kind, binary: bool) {
-        self.offer_checked(root, path, kind, binary, None);
+        self.offer_checked(root, path, kind, binary, None, None);
+    }
+
+    /// [`Self::offer`] of a file opened with `owner`'s rights.
+    fn offer_as(
+        &mut self,
+        root: &Path,
+        path: PathBuf,
+        kind: Kind,
+        binary: bool,
+        owner: Option<&Creds>,
+    ) {
+        self.offer_checked(root, path, kind, binary, None, owner);
+    }
+
+    /// Notes `path` as a candidate not read at all, and why.
+    fn refuse(&mut self, path: PathBuf, kind: Kind, why: &'static str) {
+        self.rejected.push(Rejected {
+            path,
+            kind,
+            build_id: None,
+            crc: None,
+            refused: Some(why),
+        });
     }
 
     /// [`Self::offer`], and when `crc` is given (a debug file found by a
@@ -332,6 +431,7 @@ impl Resolved {
         kind: Kind,
         binary: bool,
         crc: Option<u32>,
+        owner: Option<&Creds>,
     ) {
         if binary && self.binary.is_some() {
             return;
@@ -339,10 +439,12 @@ impl Resolved {
         if self.files().any(|s| s.path == path) {
             return;
         }
-        let Some(map) = map_file(root, &path) else {
-            return;
+        let map = match map_as(root, &path, owner) {
+            Ok(map) => map,
+            Err(e) if owner.is_some() && denied(&e) => return self.refuse(path, kind, DENIED),
+            Err(_) => return,
         };
-        let Ok(file) = ElfFile64::<Endianness>::parse(&*map) else {
+        let Ok(file) = ElfFile64::<Endianness>::parse(&map[..]) else {
             return;
         };
         let found = file.build_id().ok().flatten().map(<[u8]>::to_vec);
@@ -355,14 +457,18 @@ impl Resolved {
         // no read of the whole file); without one, the CRC decides.
         let crc = crc
             .filter(|_| real_id(&self.recorded).is_none())
-            .map(|want| (want, crc32fast::hash(&map)));
+            .map(|want| (want, crc32fast::hash(&map[..])));
         let crc_ok = crc.is_none_or(|(want, have)| want == have);
+        if map.shrank() {
+            return self.refuse(path, kind, SHRANK);
+        }
         if !ok || !crc_ok {
             self.rejected.push(Rejected {
                 path,
                 kind,
                 build_id: found,
                 crc: crc.filter(|_| !crc_ok).map(|(_, have)| have),
+                refused: None,
             });
             return;
         }
@@ -371,6 +477,7 @@ impl Resolved {
             root: root.to_path_buf(),
             kind,
             build_id: found,
+            owner: owner.cloned(),
         };
         if binary {
             self.binary = Some(source);
@@ -380,16 +487,55 @@ impl Resolved {
     }
 }
 
-/// Maps the symbol file `p` found under `root` ([`open_symbol_file`]).
-pub fn map_file(root: &Path, p: &Path) -> Option<memmap2::Mmap> {
-    let f = open_symbol_file(root, p).ok()?;
-    // SAFETY: a symbol file under a capture's symfs/ (copies published with
-    // the capture, written by nobody after), or this host's binaries and
-    // debug files, which package managers replace by renaming a new file
-    // over them, never by writing the old one in place. This map is not
-    // registered with the SIGBUS guard: one truncated anyway kills the
-    // process with SIGBUS.
-    unsafe { memmap2::Mmap::map(&f) }.ok()
+/// A symbol file that shrank while it was read: what it gave was thrown
+/// away (the loaders' error; the log names the file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shrank(pub PathBuf);
+
+/// Why a host file is not read for another user's capture: that user
+/// may not.
+const DENIED: &str = "the capture's owner may not read it";
+/// Why a file is not taken: it shrank while it was read.
+const SHRANK: &str = "it shrank while it was read (truncated by another process?)";
+
+/// Whether `e` is a refusal by the file system's permissions.
+fn denied(e: &crate::Error) -> bool {
+    matches!(e, crate::Error::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied)
+}
+
+/// Maps the symbol file `p` found under `root` ([`map_as`]), with the
+/// processing user's rights.
+pub fn map_file(root: &Path, p: &Path) -> Option<Mapping> {
+    map_as(root, p, None).ok()
+}
+
+/// Maps the symbol file `p` found under `root` ([`open_symbol_file`]),
+/// opened with `owner`'s rights when given, under the SIGBUS guard's
+/// surviving mode: a file truncated while it is read reads as zeros and
+/// the map says it [`Mapping::shrank`] (its readers throw away what they
+/// read).
+pub fn map_as(root: &Path, p: &Path, owner: Option<&Creds>) -> crate::Result<Mapping> {
+    let f = match owner {
+        Some(c) => c
+            .run(|| open_symbol_file(root, p).map_err(std::io::Error::other))
+            .map_err(|e| unwrap_io(p, e))?,
+        None => open_symbol_file(root, p)?,
+    };
+    // SAFETY: a symbol file under a capture's symfs/, which its owner may
+    // truncate or rewrite at any time, or this host's files. A truncation
+    // is survived (the guard's zero pages); what is read is parsed as
+    // untrusted input by `object` and `gimli` (bounds-checked), never
+    // relied on for memory safety.
+    unsafe { Mapping::of_shrinkable(&f, p) }.map_err(|e| crate::Error::io(p, e))
+}
+
+/// The library error carried through [`Creds::run`]'s `io::Error`, or an
+/// error naming `p` for the credentials' own failure.
+fn unwrap_io(p: &Path, e: std::io::Error) -> crate::Error {
+    match e.downcast::<crate::Error>() {
+        Ok(inner) => inner,
+        Err(e) => crate::Error::io(p, e),
+    }
 }
 
 /// Opens the symbol file `p` found under `root`. Under a capture's
@@ -437,6 +583,47 @@ mod tests {
         Some((exe, id))
     }
 
+    /// Runs `f` in a forked child and returns its exit status (a signal
+    /// that kills it is part of the status).
+    fn in_child(f: impl FnOnce() -> i32) -> i32 {
+        // SAFETY: the child runs `f` and leaves with _exit.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let code = f();
+            // SAFETY: leaving the child.
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        status
+    }
+
+    #[test]
+    fn a_symbol_file_truncated_after_it_is_mapped_is_read_as_shrunk_not_a_crash() {
+        let dir = tempfile::tempdir().unwrap();
+        let symfs = dir.path().join("symfs");
+        let path = symfs.join("usr/lib/libx.so");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, vec![0x5a; 64 << 10]).unwrap();
+        // The capture's owner truncates the file between the map and the
+        // read: the read sees zeros, the map says it shrank.
+        let status = in_child(|| {
+            let Some(map) = map_file(&symfs, &path) else {
+                return 9;
+            };
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .and_then(|f| f.set_len(0))
+                .ok();
+            let last = map[map.len() - 1];
+            i32::from(last == 0 && map.shrank())
+        });
+        assert!(libc::WIFEXITED(status), "killed by a signal: {status}");
+        assert_eq!(libc::WEXITSTATUS(status), 1);
+    }
+
     #[test]
     fn padded_ids_are_the_same_id() {
         assert!(same_id(&[1, 2, 0, 0], &[1, 2]));
@@ -474,6 +661,60 @@ mod tests {
         assert_eq!(id_of(&r.binary.unwrap().path), id);
         // No id recorded: taken by path, as perf does.
         assert!(resolve("/opt/app/server", &[], &search).binary.is_some());
+    }
+
+    #[test]
+    fn another_users_capture_reads_host_files_as_that_user_and_by_build_id_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let Some((exe, id)) = exe() else {
+            return;
+        };
+        if crate::sys::creds::euid() != 0 {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        let host = tempfile::tempdir().unwrap();
+        let at = host.path().join("opt/app/server");
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        std::fs::copy(&exe, &at).unwrap();
+        let private = host.path().join("opt");
+        let mode = |m| std::fs::set_permissions(&private, std::fs::Permissions::from_mode(m));
+        mode(0o700).unwrap();
+        let search = Search {
+            host: Some(host.path().to_path_buf()),
+            owner: Some(Creds::anyone()),
+            ..Search::default()
+        };
+        // No build id recorded: never by the path alone.
+        let r = resolve("/opt/app/server", &[], &search);
+        assert!(!r.found(), "{r:?}");
+        assert!(
+            r.describe().contains("recorded no build id"),
+            "{}",
+            r.describe()
+        );
+        // Its build id, in a directory the owner may not search: refused.
+        let r = resolve("/opt/app/server", &id, &search);
+        assert!(!r.found(), "{r:?}");
+        assert!(
+            r.describe().contains("owner may not read it"),
+            "{}",
+            r.describe()
+        );
+        // Readable by the owner: taken, and opened as the owner later.
+        mode(0o755).unwrap();
+        let r = resolve("/opt/app/server", &id, &search);
+        let b = r.binary.as_ref().expect("taken by its build id");
+        assert_eq!(b.owner, Some(Creds::anyone()));
+        assert!(b.map().is_some());
+        mode(0o700).unwrap();
+        assert!(b.map().is_none(), "reopened with the owner's rights");
+        // The processing user's own capture: by path, as perf does.
+        let own = Search {
+            owner: None,
+            ..search
+        };
+        assert!(resolve("/opt/app/server", &[], &own).found());
     }
 
     #[test]

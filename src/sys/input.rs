@@ -12,10 +12,21 @@
 //! [`Mapping::of`] is `unsafe` and its callers say why that holds for
 //! them. A file truncated anyway would raise SIGBUS on the next page
 //! touched past its new end; [`Mapping`] registers each map with a SIGBUS
-//! handler that then writes a one-line message naming the file and ends the
-//! process with `_exit(2)` (exit code 2, bad input) instead of a bare
-//! SIGBUS. That is no error a caller can handle: the process is gone. A
-//! change in place is not caught at all.
+//! handler (the one guard of every map jobprof makes) that does one of two
+//! things, chosen per map:
+//!
+//! - [`Mapping::of`] (inputs the user names: folded text, `perf.data`):
+//!   write a one-line message naming the file and end the process with
+//!   `_exit(2)` (exit code 2, bad input) instead of a bare SIGBUS. That is
+//!   no error a caller can handle: the process is gone.
+//! - [`Mapping::of_shrinkable`] (files another user may truncate at any
+//!   time, such as a capture's `symfs/`): put zero-filled pages over the
+//!   lost part of the map (from the faulting page to its end), note that
+//!   the file shrank, and let the read go on. The reader gets zeros, then
+//!   asks [`Mapping::shrank`] and discards what it read: the file becomes
+//!   that reader's clean error, never a crash.
+//!
+//! A change in place is not caught at all.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
@@ -151,7 +162,17 @@ const GZIP_MAGIC: &[u8] = &[0x1f, 0x8b];
 const ZSTD_MAGIC: &[u8] = &[0x28, 0xb5, 0x2f, 0xfd];
 
 /// Opens `source`: maps a plain regular file, streams everything else.
+/// A mapped file truncated while it is read ends the process with a
+/// message naming it (exit 2).
 pub fn open(source: &Source) -> Result<Opened> {
+    open_as(source, false)
+}
+
+/// [`open`]; with `survive`, a mapped file is mapped in the guard's
+/// surviving mode ([`Mapping::of_shrinkable`]): its reader checks
+/// [`Mapping::shrank`] and makes a truncation its error
+/// ([`shrank_error`]).
+fn open_as(source: &Source, survive: bool) -> Result<Opened> {
     match source {
         Source::Stdin => {
             let stdin = BufReader::with_capacity(1 << 20, io::stdin());
@@ -180,15 +201,22 @@ pub fn open(source: &Source) -> Result<Opened> {
             match detect(head) {
                 Compression::None => {
                     sniff_text(path, head)?;
-                    // SAFETY: the user hands us a finished text file to
-                    // read; jobprof never writes its inputs. One truncated
-                    // while folded ends the process with a message (the
-                    // SIGBUS guard); appending to it is harmless (the map
-                    // keeps its length); rewriting it in place while it is
-                    // folded is not supported (as with ripgrep).
-                    let map =
-                        unsafe { Mapping::of(&file, path) }.map_err(|e| Error::io(path, e))?;
-                    Ok(Opened::Mapped(map))
+                    let map = match survive {
+                        // SAFETY: a finished text file jobprof never
+                        // writes; a truncation reads zeros and the reader
+                        // finds it shrank; a line is parsed as untrusted
+                        // text.
+                        true => unsafe { Mapping::of_shrinkable(&file, path) },
+                        // SAFETY: the user hands us a finished text file to
+                        // read; jobprof never writes its inputs. One
+                        // truncated while folded ends the process with a
+                        // message (the SIGBUS guard); appending to it is
+                        // harmless (the map keeps its length); rewriting it
+                        // in place while it is folded is not supported (as
+                        // with ripgrep).
+                        false => unsafe { Mapping::of(&file, path) },
+                    };
+                    Ok(Opened::Mapped(map.map_err(|e| Error::io(path, e))?))
                 }
                 c => Ok(Opened::Stream(decoder(
                     Box::new(BufReader::with_capacity(1 << 20, file)),
@@ -239,6 +267,9 @@ pub fn open_regular(path: &Path, links: Links) -> Result<File> {
 pub struct Mapping {
     map: Mmap,
     slot: Option<usize>,
+    /// The file of a surviving map ([`Mapping::of_shrinkable`]): its size
+    /// says whether it shrank within its last page, where no SIGBUS tells.
+    file: Option<File>,
 }
 
 impl Mapping {
@@ -258,8 +289,66 @@ impl Mapping {
         // SAFETY: the caller promises that nobody changes or truncates the
         // file while it is mapped (this function's `# Safety`).
         let map = unsafe { Mmap::map(file) }?;
-        let slot = shrink_guard::register(map.as_ptr() as usize, map.len(), path);
-        Ok(Mapping { map, slot })
+        let slot = shrink_guard::register(map.as_ptr() as usize, map.len(), path, false);
+        Ok(Mapping {
+            map,
+            slot,
+            file: None,
+        })
+    }
+
+    /// Maps `file` (opened from `path`, a regular file) read-only, shared,
+    /// and guarded so that a truncation is survived: the pages lost read as
+    /// zeros and [`Mapping::shrank`] says so afterwards (readers check it
+    /// once they are done and throw away what they read). A map the guard
+    /// has no room for (more than [`shrink_guard::SLOTS`] at once) is an
+    /// error, never an unguarded map.
+    ///
+    /// # Safety
+    ///
+    /// The file may shrink at any time (that is survived), but the caller
+    /// accepts that its bytes may also change in place under the `&[u8]`
+    /// (another process writing the file): what it reads from the map must
+    /// be checked as untrusted input, never relied on for memory safety
+    /// (offsets bounds-checked, as `object` and `gimli` do).
+    pub(crate) unsafe fn of_shrinkable(file: &File, path: &Path) -> io::Result<Mapping> {
+        // SAFETY: the caller reads the bytes as untrusted input (this
+        // function's `# Safety`); a truncation is the guard's.
+        let map = unsafe { Mmap::map(file) }?;
+        if map.is_empty() {
+            return Ok(Mapping {
+                map,
+                slot: None,
+                file: None,
+            });
+        }
+        let slot = shrink_guard::register(map.as_ptr() as usize, map.len(), path, true);
+        if slot.is_none() {
+            return Err(io::Error::other(format!(
+                "more than {} files mapped at once; not read unguarded",
+                shrink_guard::SLOTS
+            )));
+        }
+        let mapping = Mapping {
+            map,
+            slot,
+            file: Some(file.try_clone()?),
+        };
+        #[cfg(test)]
+        tests::after_map(path);
+        Ok(mapping)
+    }
+
+    /// Whether the file shrank under a map made by
+    /// [`Mapping::of_shrinkable`] (its lost pages read as zeros, and so do
+    /// the bytes past its new end in its last page, which raise no
+    /// SIGBUS): what was read from it is not the file's.
+    pub fn shrank(&self) -> bool {
+        let shorter = |f: &File| {
+            f.metadata()
+                .map_or(true, |m| m.len() < self.map.len() as u64)
+        };
+        self.slot.is_some_and(shrink_guard::shrank) || self.file.as_ref().is_some_and(shorter)
     }
 }
 
@@ -361,6 +450,15 @@ impl io::Seek for MappedReader<'_> {
     }
 }
 
+impl std::fmt::Debug for Mapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mapping")
+            .field("len", &self.map.len())
+            .field("shrank", &self.shrank())
+            .finish()
+    }
+}
+
 impl std::ops::Deref for Mapping {
     type Target = Mmap;
     fn deref(&self) -> &Mmap {
@@ -379,13 +477,15 @@ impl Drop for Mapping {
 /// The SIGBUS handler for mapped inputs that shrink while read.
 mod shrink_guard {
     use std::path::Path;
-    use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
     use std::sync::Once;
 
-    /// Maps registered at once (more are read unguarded, as before: SIGBUS
-    /// then kills the process the usual way). Folding maps one file at a
-    /// time per input; 64 is ample.
-    const SLOTS: usize = 64;
+    /// Maps registered at once: folding maps one file at a time per input,
+    /// the symbol store one per symbol file it holds (its DWARF stays
+    /// mapped for the run). Past this, [`super::Mapping::of`] maps
+    /// unguarded (SIGBUS then kills the process the usual way) and
+    /// [`super::Mapping::of_shrinkable`] refuses to map.
+    pub const SLOTS: usize = 4096;
 
     struct Slot {
         start: AtomicUsize,
@@ -393,6 +493,11 @@ mod shrink_guard {
         /// A leaked `Box<[u8]>`'s data (the message), or null when free.
         msg: AtomicPtr<u8>,
         msg_len: AtomicUsize,
+        /// Survive a shrink (zero pages over the lost part) instead of
+        /// ending the process.
+        survive: AtomicBool,
+        /// The file shrank under a surviving map.
+        shrank: AtomicBool,
     }
 
     #[allow(clippy::declare_interior_mutable_const)]
@@ -401,11 +506,21 @@ mod shrink_guard {
         len: AtomicUsize::new(0),
         msg: AtomicPtr::new(std::ptr::null_mut()),
         msg_len: AtomicUsize::new(0),
+        survive: AtomicBool::new(false),
+        shrank: AtomicBool::new(false),
     };
     static TABLE: [Slot; SLOTS] = [FREE; SLOTS];
     static INSTALL: Once = Once::new();
+    /// The page size, read before the handler is installed (sysconf is
+    /// not async-signal-safe).
+    static PAGE: AtomicUsize = AtomicUsize::new(4096);
 
-    pub fn register(start: usize, len: usize, path: &Path) -> Option<usize> {
+    /// Whether the file of slot `i`'s map shrank under it.
+    pub fn shrank(i: usize) -> bool {
+        TABLE[i].shrank.load(Ordering::Acquire)
+    }
+
+    pub fn register(start: usize, len: usize, path: &Path, survive: bool) -> Option<usize> {
         INSTALL.call_once(install);
         let text = format!(
             "jobprof: error: {}: the file shrank while it was being read (truncated or \
@@ -427,6 +542,8 @@ mod shrink_guard {
                 .is_ok()
             {
                 slot.msg_len.store(msg_len, Ordering::Release);
+                slot.survive.store(survive, Ordering::Release);
+                slot.shrank.store(false, Ordering::Release);
                 slot.start.store(start, Ordering::Release);
                 slot.len.store(len, Ordering::Release);
                 return Some(i);
@@ -449,7 +566,31 @@ mod shrink_guard {
         }
     }
 
+    /// Puts private zero-filled pages over the map from the page holding
+    /// `addr` to `end` (the map's end): every page from the fault on lies
+    /// past the file's new end. Async-signal-safe (one mmap(2)); whether it
+    /// worked.
+    fn zero_fill(addr: usize, end: usize) -> bool {
+        let page = PAGE.load(Ordering::Relaxed);
+        let from = addr / page * page;
+        // SAFETY: `from..end` lies inside one of our registered read-only
+        // maps (the caller checked): MAP_FIXED replaces those pages of it
+        // with anonymous zero pages, which its owner unmaps with the rest.
+        let got = unsafe {
+            libc::mmap(
+                from as *mut libc::c_void,
+                end - from,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                -1,
+                0,
+            )
+        };
+        got as usize == from
+    }
+
     fn install() {
+        PAGE.store(super::page_size(), Ordering::Relaxed);
         // SAFETY: a zeroed sigaction with a valid handler and SA_SIGINFO.
         unsafe {
             let mut sa: libc::sigaction = std::mem::zeroed();
@@ -460,7 +601,7 @@ mod shrink_guard {
         }
     }
 
-    /// Async-signal-safe: atomics, write(2) and _exit(2) only.
+    /// Async-signal-safe: atomics, mmap(2), write(2) and _exit(2) only.
     extern "C" fn on_sigbus(
         _sig: libc::c_int,
         info: *mut libc::siginfo_t,
@@ -472,6 +613,11 @@ mod shrink_guard {
             let start = slot.start.load(Ordering::Acquire);
             let len = slot.len.load(Ordering::Acquire);
             if len > 0 && addr >= start && addr < start + len {
+                if slot.survive.load(Ordering::Acquire) && zero_fill(addr, start + len) {
+                    slot.shrank.store(true, Ordering::Release);
+                    // The faulting access is retried and reads zeros.
+                    return;
+                }
                 let msg = slot.msg.load(Ordering::Acquire);
                 let msg_len = slot.msg_len.load(Ordering::Acquire);
                 // SAFETY: write(2) and _exit(2) are async-signal-safe; the
@@ -573,15 +719,21 @@ pub fn sniff_text(path: &Path, head: &[u8]) -> Result<()> {
 /// stdin) and its 1-based number, without its `\n`, where it lies: in the
 /// mapped file, or in the stream's buffer (a line split across reads is
 /// joined first, and refused past [`MAX_RECORD`]). The one line reader
-/// of folded files, reports and the trend's tallies.
+/// of folded files, reports and the trend's tallies. A mapped file
+/// truncated while it is read (a capture's `stacks.folded`, which its
+/// owner may truncate while root's `reprocess` refreshes the job views)
+/// is an error naming it ([`shrank_error`]), after `f` saw zeros.
 pub fn each_line(src: &Source, mut f: impl FnMut(u64, &[u8])) -> Result<()> {
     let path = src.display_path();
-    match open(src)? {
+    match open_as(src, true)? {
         Opened::Empty => {}
         Opened::Mapped(map) => {
             let _ = map.advise(memmap2::Advice::Sequential);
             for (i, line) in split_lines(&map).enumerate() {
                 f(i as u64 + 1, line);
+            }
+            if map.shrank() {
+                return Err(shrank_error(&path));
             }
         }
         Opened::Stream(mut s) => {
@@ -618,6 +770,18 @@ pub fn each_line(src: &Source, mut f: impl FnMut(u64, &[u8])) -> Result<()> {
     Ok(())
 }
 
+/// The error for a file that shrank under its surviving map while it was
+/// read (exit 2, as the guard's own message).
+fn shrank_error(path: &Path) -> Error {
+    Error::io(
+        path,
+        io::Error::other(
+            "the file shrank while it was being read (truncated or replaced by another \
+             process?); run again once it is no longer written",
+        ),
+    )
+}
+
 /// Lines of `data` without their `\n`; a last line without one is included.
 pub fn split_lines(data: &[u8]) -> impl Iterator<Item = &[u8]> {
     let mut rest = data;
@@ -641,9 +805,77 @@ pub fn split_lines(data: &[u8]) -> impl Iterator<Item = &[u8]> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::io::Write;
+
+    /// A hook tests set on their own thread: called with each file right
+    /// after [`Mapping::of_shrinkable`] maps it.
+    type Hook = Option<Box<dyn Fn(&Path)>>;
+    thread_local! {
+        static AFTER_MAP: std::cell::RefCell<Hook> = const { std::cell::RefCell::new(None) };
+    }
+
+    pub(super) fn after_map(path: &Path) {
+        AFTER_MAP.with(|hook| {
+            if let Some(hook) = &*hook.borrow() {
+                hook(path);
+            }
+        });
+    }
+
+    /// Runs `f` while every surviving map of `file` made on this thread
+    /// has its file truncated to nothing right after the map (between the
+    /// map and the reads, as a capture's owner may).
+    pub(crate) fn truncated_after_map<T>(file: &Path, f: impl FnOnce() -> T) -> T {
+        let file = file.to_path_buf();
+        AFTER_MAP.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move |p: &Path| {
+                if p == file {
+                    let f = std::fs::OpenOptions::new().write(true).open(p);
+                    f.and_then(|f| f.set_len(0)).unwrap();
+                }
+            }))
+        });
+        let out = f();
+        AFTER_MAP.with(|h| *h.borrow_mut() = None);
+        out
+    }
+
+    #[test]
+    fn a_surviving_map_reads_zeros_past_a_truncation_and_says_it_shrank() {
+        let (f, bytes) = patterned(5 * 4096 + 100);
+        // SAFETY: the test's own file; it only shrinks.
+        let map = unsafe { Mapping::of_shrinkable(f.as_file(), f.path()) }.unwrap();
+        assert_eq!(map[10], bytes[10]);
+        assert!(!map.shrank());
+        // Cut within a page: its tail reads as zeros without a SIGBUS.
+        f.as_file().set_len(4096 + 10).unwrap();
+        assert_eq!(map[4096 + 20], 0);
+        assert!(map.shrank(), "no signal, but the file is shorter");
+        f.as_file().set_len(4096).unwrap();
+        assert_eq!(map[100], bytes[100], "the page still in the file");
+        assert!(
+            map[4096..].iter().all(|&b| b == 0),
+            "zeros past the new end"
+        );
+        assert!(map.shrank());
+        assert_eq!(map.len(), bytes.len());
+    }
+
+    #[test]
+    fn a_line_file_truncated_while_it_is_read_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("stacks.folded");
+        std::fs::write(&path, "main;f 1\n".repeat(10_000)).unwrap();
+        let src = Source::Path(path.clone());
+        let mut n = 0;
+        each_line(&src, |_, _| n += 1).unwrap();
+        assert_eq!(n, 10_000);
+        let read = truncated_after_map(&path, || each_line(&src, |_, _| {}));
+        let e = read.unwrap_err().to_string();
+        assert!(e.contains("stacks.folded") && e.contains("shrank"), "{e}");
+    }
 
     /// A file of `len` bytes of a position-dependent pattern.
     fn patterned(len: usize) -> (tempfile::NamedTempFile, Vec<u8>) {

@@ -1,6 +1,7 @@
 //! What every stage stands on, knowing nothing of profiles: atomic writes
 //! ([`atomic`]), directories opened without following links
-//! ([`confined`]), the one refusal of links and special files
+//! ([`confined`]), opening files with another user's rights ([`creds`]),
+//! the one refusal of links and special files
 //! ([`file_kind`]), the one lock of a directory ([`lock`]), opening and
 //! mapping inputs ([`input`]), SHA-256 ([`digest`]), overflow-safe sums of
 //! periods ([`counts`]), durations, sizes and times as people type and read
@@ -12,6 +13,7 @@
 pub mod atomic;
 pub mod confined;
 pub mod counts;
+pub mod creds;
 pub(crate) mod digest;
 pub mod exec;
 pub mod file_kind;

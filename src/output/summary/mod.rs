@@ -469,15 +469,19 @@ pub fn hash_file(path: &Path) -> io::Result<(u64, String)> {
     let meta = file.metadata()?;
     if meta.is_file() && meta.len() > 0 {
         // SAFETY: the files hashed are a capture's published perf.data
-        // shards: finished, and never written by jobprof (or anyone, once
-        // published); a truncation would end the process with a message
-        // (the SIGBUS guard), not read changed bytes.
-        if let Ok(map) = unsafe { crate::sys::input::Mapping::of(&file, path) } {
+        // shards: never written by jobprof, but their owner may truncate
+        // or rewrite them at any time. A truncation is survived (the
+        // SIGBUS guard's zero pages) and is an error below; a change in
+        // place only changes the digest.
+        if let Ok(map) = unsafe { crate::sys::input::Mapping::of_shrinkable(&file, path) } {
             let _ = map.advise(memmap2::Advice::Sequential);
-            return Ok((
-                map.len() as u64,
-                crate::sys::digest::sha256_hex_mapped(&map),
-            ));
+            let digest = crate::sys::digest::sha256_hex_mapped(&map);
+            if map.shrank() {
+                return Err(io::Error::other(
+                    "the file shrank while it was hashed (truncated by another process?)",
+                ));
+            }
+            return Ok((map.len() as u64, digest));
         }
     }
     let file = BufReader::with_capacity(1 << 20, file);
@@ -655,6 +659,17 @@ impl Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shard_truncated_while_it_is_hashed_is_an_error_not_a_crash() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("perf.data.part000");
+        std::fs::write(&p, vec![7u8; 3 << 16]).unwrap();
+        assert_eq!(hash_file(&p).unwrap().0, 3 << 16);
+        let hashed = crate::sys::input::tests::truncated_after_map(&p, || hash_file(&p));
+        let e = hashed.unwrap_err();
+        assert!(e.to_string().contains("shrank"), "{e}");
+    }
 
     #[test]
     fn unknown_frames() {

@@ -353,7 +353,7 @@ fn own_identity() -> Vec<u8> {
     let exe = std::env::current_exe().ok();
     let id = exe.as_ref().and_then(|p| {
         let map = crate::symbolize::sources::map_file(Path::new("/"), p)?;
-        let elf = object::File::parse(&*map).ok()?;
+        let elf = object::File::parse(&map[..]).ok()?;
         elf.build_id().ok().flatten().map(<[u8]>::to_vec)
     });
     id.unwrap_or_else(|| {

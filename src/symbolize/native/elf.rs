@@ -23,10 +23,12 @@ pub struct DsoSymbols {
     pub table: SymbolTable,
     /// `PT_LOAD` segments: (file offset, file size, vaddr).
     segments: Vec<(u64, u64, u64)>,
-    /// The file symbols were read from (for messages), if any.
-    pub source: Option<PathBuf>,
-    /// The root that file is opened under (the snapshot, or `/`).
-    pub source_root: PathBuf,
+    /// The file symbols were read from (with the root it is opened under
+    /// and whose rights it is opened with), if any.
+    pub source: Option<Source>,
+    /// A file that shrank while it was read: what it gave was thrown away
+    /// (the DSO is unnamed), and the log says so.
+    pub shrank: Option<PathBuf>,
 }
 
 impl DsoSymbols {
@@ -54,7 +56,7 @@ impl DsoSymbols {
         }
         let source = resolved
             .files()
-            .position(|f| Some(&f.path) == self.source.as_ref() && f.root == self.source_root);
+            .position(|f| Some(f) == self.source.as_ref());
         put_u32(&mut out, source.map_or(u32::MAX, |i| i as u32));
         self.table.encode(&mut out);
         out
@@ -76,8 +78,8 @@ impl DsoSymbols {
         c.is_done().then(|| DsoSymbols {
             table,
             segments,
-            source: source.map(|s| s.path.clone()),
-            source_root: source.map(|s| s.root.clone()).unwrap_or_default(),
+            source: source.cloned(),
+            shrank: None,
         })
     }
 }
@@ -89,14 +91,32 @@ impl DsoSymbols {
 /// file names gives an empty table (its frames print as `[unknown]`, as
 /// perf's do).
 pub fn load(resolved: &Resolved) -> DsoSymbols {
+    let mut shrank = None;
+    let s = read(resolved, &mut shrank);
+    match shrank {
+        Some(p) => DsoSymbols {
+            shrank: Some(p),
+            ..DsoSymbols::default()
+        },
+        None => s,
+    }
+}
+
+/// [`load`]'s reading; `shrank` is set to a file that shrank under it.
+fn read(resolved: &Resolved, shrank: &mut Option<PathBuf>) -> DsoSymbols {
+    let mut note = |map: &crate::sys::input::Mapping, s: &Source| {
+        if map.shrank() {
+            *shrank = Some(s.path.clone());
+        }
+    };
     let mut segments = Vec::new();
     let mut dynsym: Option<(Vec<RawSymbol>, &Source)> = None;
     let mut chosen: Option<(Vec<RawSymbol>, &Source)> = None;
     let mut binary_symtab: Option<(Vec<RawSymbol>, &Source)> = None;
     let mut plt = Vec::new();
     if let Some(b) = &resolved.binary {
-        if let Some(map) = map_file(&b.root, &b.path) {
-            if let Ok(file) = ElfFile64::<Endianness>::parse(&*map) {
+        if let Some(map) = b.map() {
+            if let Ok(file) = ElfFile64::<Endianness>::parse(&map[..]) {
                 segments = load_segments(&file);
                 plt = plt_symbols(&file);
                 if !file.elf_symbol_table().is_empty() {
@@ -104,13 +124,15 @@ pub fn load(resolved: &Resolved) -> DsoSymbols {
                 }
                 dynsym = Some((read_symbols(&file, true), b));
             }
+            note(&map, b);
         }
     }
     for d in &resolved.debug {
-        let Some(map) = map_file(&d.root, &d.path) else {
+        let Some(map) = d.map() else {
             continue;
         };
-        let Ok(file) = ElfFile64::<Endianness>::parse(&*map) else {
+        let Ok(file) = ElfFile64::<Endianness>::parse(&map[..]) else {
+            note(&map, d);
             continue;
         };
         if segments.is_empty() {
@@ -118,8 +140,10 @@ pub fn load(resolved: &Resolved) -> DsoSymbols {
         }
         if !file.elf_symbol_table().is_empty() {
             chosen = Some((read_symbols(&file, false), d));
+            note(&map, d);
             break;
         }
+        note(&map, d);
     }
     // perf adds `name@plt` entries whenever it found any symbol.
     let (mut syms, source) = match chosen.or(binary_symtab).or(dynsym) {
@@ -132,12 +156,10 @@ pub fn load(resolved: &Resolved) -> DsoSymbols {
     DsoSymbols {
         table: SymbolTable::build(syms, false),
         segments,
-        source: source.map(|s| s.path.clone()),
-        source_root: source.map(|s| s.root.clone()).unwrap_or_default(),
+        source: source.cloned(),
+        shrank: None,
     }
 }
-
-pub(super) use crate::symbolize::sources::map_file;
 
 /// The `PT_LOAD` segments of `file`: (file offset, file size, address).
 pub(super) fn load_segments(file: &ElfFile64<'_, Endianness>) -> Vec<(u64, u64, u64)> {
@@ -308,6 +330,7 @@ fn plt_symbols(file: &ElfFile64<'_, Endianness>) -> Vec<RawSymbol> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     #[test]
     fn offsets_become_addresses_by_their_segment() {
@@ -323,6 +346,40 @@ mod tests {
     }
 
     #[test]
+    fn a_symbol_file_truncated_while_it_is_read_names_nothing_and_is_noted() {
+        use crate::symbolize::sources::{resolve, Search, Shrank};
+        use crate::sys::input::tests::truncated_after_map;
+        let dir = tempfile::tempdir().unwrap();
+        let symfs = dir.path().join("symfs");
+        let at = symfs.join("opt/app/server");
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        // A small binary for the symbols and unwind tables, this test
+        // binary for its DWARF.
+        let small = Path::new("/usr/bin/ls");
+        let exe = std::env::current_exe().unwrap();
+        let put = |from: &Path| std::fs::copy(from, &at).unwrap();
+        put(small);
+        let search = Search {
+            symfs: Some(symfs.clone()),
+            ..Search::default()
+        };
+        let r = resolve("/opt/app/server", &[], &search);
+        assert!(!load(&r).table.is_empty(), "intact, {small:?} is named");
+        // The capture's owner truncates the file right after each map.
+        let syms = truncated_after_map(&at, || load(&r));
+        assert!(syms.table.is_empty(), "{} symbols", syms.table.len());
+        assert_eq!(syms.shrank.as_deref(), Some(at.as_path()));
+        put(small);
+        let unwind = truncated_after_map(&at, || super::super::unwind::load(&r));
+        assert!(matches!(&unwind, Err(Shrank(p)) if *p == at));
+        put(&exe);
+        let debug = truncated_after_map(&at, || {
+            super::super::inline::Debug::load(&symfs, &at, None, None)
+        });
+        assert!(matches!(&debug, Err(Shrank(p)) if *p == at));
+    }
+
+    #[test]
     fn reads_this_test_binary() {
         let exe = std::env::current_exe().unwrap();
         let search = crate::symbolize::sources::Search {
@@ -335,6 +392,6 @@ mod tests {
             &search,
         ));
         assert!(d.table.len() > 100, "{} symbols", d.table.len());
-        assert_eq!(d.source.as_deref(), Some(exe.as_path()));
+        assert_eq!(d.source.map(|s| s.path), Some(exe));
     }
 }

@@ -32,6 +32,16 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// The file shrank under its map while it was replayed (truncated by
+    /// another process): what was read of it is not its content.
+    #[error(
+        "{}: the file shrank while it was read (truncated by another process?)",
+        path.display()
+    )]
+    ShrankUnderMap {
+        /// The shard.
+        path: PathBuf,
+    },
     /// linux-perf-data could not read the header.
     #[error("cannot read the header: {0}")]
     Header(#[source] linux_perf_data::Error),

@@ -21,7 +21,9 @@
 //! (shared by every shard, slice and capture); callers cache the finished
 //! lines per address.
 
-use super::elf::map_file;
+use crate::symbolize::sources::Shrank;
+use crate::sys::creds::Creds;
+use crate::sys::input::Mapping;
 use std::borrow::Cow;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -40,7 +42,9 @@ type Reader = gimli::EndianReader<gimli::RunTimeEndian, Bytes>;
 /// inflated into, or a range of a persistent cache entry read whole.
 #[derive(Clone, Debug)]
 enum Bytes {
-    Mapped(Arc<memmap2::Mmap>, std::ops::Range<usize>),
+    Mapped(Arc<Mapping>, std::ops::Range<usize>),
+    /// An anonymous map of jobprof's own (a unit-restricted copy).
+    Anon(Arc<memmap2::Mmap>, std::ops::Range<usize>),
     Owned(Arc<Vec<u8>>),
     Part(Arc<Vec<u8>>, std::ops::Range<usize>),
 }
@@ -50,6 +54,7 @@ impl std::ops::Deref for Bytes {
     fn deref(&self) -> &[u8] {
         match self {
             Bytes::Mapped(map, range) => &map[range.clone()],
+            Bytes::Anon(map, range) => &map[range.clone()],
             Bytes::Owned(v) => v,
             Bytes::Part(v, range) => &v[range.clone()],
         }
@@ -82,6 +87,9 @@ pub struct Debug {
     /// Contexts over some units, by the units, and the bytes their copies
     /// of `.debug_info` take.
     parts: Mutex<Parts>,
+    /// The mapped files read in place (lookups read them lazily), with
+    /// their paths: one that shrank names no inline frame from then on.
+    maps: Vec<(Arc<Mapping>, PathBuf)>,
 }
 
 /// [`Debug`]'s contexts over some units.
@@ -214,7 +222,7 @@ impl Sections {
 /// in place, compressed ones inflated once, or taken from the persistent
 /// `cache` where an earlier run left them inflated.
 fn sections(
-    map: &Arc<memmap2::Mmap>,
+    map: &Arc<Mapping>,
     file: &ElfFile64<'_, Endianness>,
     cache: Option<&super::cache::Cache>,
 ) -> Option<Sections> {
@@ -236,7 +244,10 @@ fn sections(
         .zip(key)
         .filter(|_| cached.is_none() && !inflated.is_empty())
     {
-        c.put(Kind::Dwarf, &k, &write_inflated(&inflated));
+        // Never kept from a file that shrank: its zeros are not its DWARF.
+        if !map.shrank() {
+            c.put(Kind::Dwarf, &k, &write_inflated(&inflated));
+        }
     }
     Some(dwarf)
 }
@@ -244,7 +255,7 @@ fn sections(
 /// [`sections`]' reading: each section from `cached` when there, else
 /// from the file; and the sections that had to be inflated.
 fn read_sections(
-    map: &Arc<memmap2::Mmap>,
+    map: &Arc<Mapping>,
     file: &ElfFile64<'_, Endianness>,
     cached: Option<(&super::cache::Hit, &Inflated)>,
 ) -> Option<(Sections, Inflating)> {
@@ -335,26 +346,66 @@ impl Debug {
     /// when it has no `.debug_info` or cannot be read. With a persistent
     /// `cache`, the file's unit index comes from there (or is built and
     /// kept there), and lookups parse only the units they land in.
-    pub fn load(root: &Path, file: &Path, cache: Option<&super::cache::Cache>) -> Option<Debug> {
-        let map = Arc::new(map_file(root, file)?);
-        let elf = ElfFile64::<Endianness>::parse(&**map).ok()?;
+    ///
+    /// Files are opened with `owner`'s rights when given
+    /// ([`crate::symbolize::sources::map_as`]); one that shrinks while it
+    /// is read is [`Shrank`] (and [`Debug::shrank`] from then on).
+    pub fn load(
+        root: &Path,
+        file: &Path,
+        owner: Option<&Creds>,
+        cache: Option<&super::cache::Cache>,
+    ) -> Result<Option<Debug>, Shrank> {
+        let map_one = |p: &Path| crate::symbolize::sources::map_as(root, p, owner).ok();
+        let Some(map) = map_one(file).map(Arc::new) else {
+            return Ok(None);
+        };
+        let debug = Debug::read(root, file, &map, map_one, cache);
+        if let Some((_, p)) = debug
+            .as_ref()
+            .and_then(|d| d.maps.iter().find(|m| m.0.shrank()))
+        {
+            return Err(Shrank(p.clone()));
+        }
+        if map.shrank() {
+            return Err(Shrank(file.to_path_buf()));
+        }
+        Ok(debug)
+    }
+
+    /// [`Self::load`]'s reading of `file` (mapped as `map`) and its
+    /// supplementary file (mapped by `map_one`).
+    fn read(
+        root: &Path,
+        file: &Path,
+        map: &Arc<Mapping>,
+        map_one: impl Fn(&Path) -> Option<Mapping>,
+        cache: Option<&super::cache::Cache>,
+    ) -> Option<Debug> {
+        let map = map.clone();
+        let elf = ElfFile64::<Endianness>::parse(&map[..]).ok()?;
         let own = sections(&map, &elf, cache)?;
         let mut sup = None;
+        let mut maps = vec![(map.clone(), file.to_path_buf())];
         if let Some(path) = supplementary(root, file, &elf) {
-            let sup_map = Arc::new(map_file(root, &path)?);
-            let sup_elf = ElfFile64::<Endianness>::parse(&**sup_map).ok()?;
+            let sup_map = Arc::new(map_one(&path)?);
+            let sup_elf = ElfFile64::<Endianness>::parse(&sup_map[..]).ok()?;
             sup = sections(&sup_map, &sup_elf, cache)
                 .and_then(|s| s.dwarf(None))
                 .map(Arc::new);
+            maps.push((sup_map, path));
         }
         let key = cache_key(&elf, map.len()).filter(|_| sup.is_none());
-        let index = cache.zip(key).and_then(|(c, k)| unit_index(&own, c, &k));
+        let index = cache
+            .zip(key)
+            .and_then(|(c, k)| unit_index(&own, c, &k, &map));
         let debug = Debug {
             sections: own,
             sup,
             index,
             whole: OnceLock::new(),
             parts: Mutex::default(),
+            maps,
         };
         // Without an index the whole file's context is the only one; a
         // file addr2line cannot read has none.
@@ -362,6 +413,18 @@ impl Debug {
             debug.whole().as_ref()?;
         }
         Some(debug)
+    }
+
+    /// Whether a file this DWARF is read from shrank under its map: what
+    /// it gives is not the file's.
+    pub fn shrank(&self) -> bool {
+        self.maps.iter().any(|(m, _)| m.shrank())
+    }
+
+    /// The files this DWARF is read from that shrank under their maps.
+    pub fn shrunk(&self) -> Vec<PathBuf> {
+        let shrunk = self.maps.iter().filter(|(m, _)| m.shrank());
+        shrunk.map(|(_, p)| p.clone()).collect()
     }
 
     /// The context over the whole file.
@@ -390,7 +453,7 @@ impl Debug {
             let len = copy.len();
             let dwarf = self
                 .sections
-                .dwarf(Some(Bytes::Mapped(Arc::new(copy), 0..len)))?;
+                .dwarf(Some(Bytes::Anon(Arc::new(copy), 0..len)))?;
             let ctx = addr2line::Context::from_dwarf(dwarf).ok()?;
             Some(Arc::new(Mutex::new(ctx)))
         });
@@ -402,7 +465,17 @@ impl Debug {
     /// `vaddr` in the function of ELF symbol `symbol` (raw), innermost
     /// first (`??` where a record has no function); empty when perf keeps
     /// no inline list (no line for the address).
+    /// Nothing once a file it reads shrank.
     pub fn chain(&self, vaddr: u64, symbol: &str) -> Vec<String> {
+        let chain = self.read_chain(vaddr, symbol);
+        if self.shrank() {
+            return Vec::new();
+        }
+        chain
+    }
+
+    /// [`Self::chain`]'s lookup.
+    fn read_chain(&self, vaddr: u64, symbol: &str) -> Vec<String> {
         if let Some(index) = &self.index {
             let set = index.units_at(vaddr);
             if set.is_empty() {
@@ -437,13 +510,17 @@ fn unit_index(
     sections: &Sections,
     cache: &super::cache::Cache,
     key: &[u8],
+    map: &Mapping,
 ) -> Option<units::UnitIndex> {
     let hit = cache.get(Kind::Units, key);
     if let Some(index) = hit.and_then(|h| units::UnitIndex::decode(h.bytes())) {
         return Some(index);
     }
     let index = units::UnitIndex::build(&sections.dwarf(None)?)?;
-    cache.put(Kind::Units, key, &index.encode());
+    // Never kept from a file that shrank: its zeros are not its units.
+    if !map.shrank() {
+        cache.put(Kind::Units, key, &index.encode());
+    }
     Some(index)
 }
 
@@ -603,8 +680,8 @@ mod tests {
     /// About `n` addresses spread over the executable sections of `file`.
     fn text_addresses(file: &Path, n: u64) -> Vec<u64> {
         use object::ObjectSection;
-        let map = map_file(Path::new("/"), file).unwrap();
-        let elf = ElfFile64::<Endianness>::parse(&*map).unwrap();
+        let map = crate::symbolize::sources::map_file(Path::new("/"), file).unwrap();
+        let elf = ElfFile64::<Endianness>::parse(&map[..]).unwrap();
         let mut out = Vec::new();
         for s in elf.sections() {
             // By name: a debug file's `.text` is `SHT_NOBITS`.
@@ -632,10 +709,14 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let cache = super::super::cache::Cache::new(dir.path().join("cache"));
             let root = Path::new("/");
-            let whole = Debug::load(root, &file, None).unwrap();
+            let whole = Debug::load(root, &file, None, None).unwrap().unwrap();
             assert!(whole.index.is_none());
-            let cold = Debug::load(root, &file, Some(&cache)).unwrap();
-            let warm = Debug::load(root, &file, Some(&cache)).unwrap();
+            let cold = Debug::load(root, &file, None, Some(&cache))
+                .unwrap()
+                .unwrap();
+            let warm = Debug::load(root, &file, None, Some(&cache))
+                .unwrap()
+                .unwrap();
             assert!(cold.index.is_some(), "{}: no unit index", file.display());
             assert_eq!(warm.index, cold.index);
             let (mut named, mut parts) = (0, 0);
@@ -673,15 +754,21 @@ mod tests {
             return;
         }
         let cache = super::super::cache::Cache::new(dir.path().join("cache"));
-        let plain = Debug::load(Path::new("/"), &exe, None).unwrap();
-        let first = Debug::load(Path::new("/"), &packed, Some(&cache)).unwrap();
+        let plain = Debug::load(Path::new("/"), &exe, None, None)
+            .unwrap()
+            .unwrap();
+        let first = Debug::load(Path::new("/"), &packed, None, Some(&cache))
+            .unwrap()
+            .unwrap();
         assert!(
             // The inflated sections and the unit index.
             cache.describe().contains("0 hit(s), 2 miss(es), 2 written"),
             "{}",
             cache.describe()
         );
-        let again = Debug::load(Path::new("/"), &packed, Some(&cache)).unwrap();
+        let again = Debug::load(Path::new("/"), &packed, None, Some(&cache))
+            .unwrap()
+            .unwrap();
         assert!(
             cache.describe().contains("2 hit(s), 2 miss(es), 2 written"),
             "{}",
@@ -701,8 +788,13 @@ mod tests {
         // names); the real lookups are checked against perf in
         // tests/native.rs.
         let exe = std::env::current_exe().unwrap();
-        assert!(Debug::load(Path::new("/"), Path::new("/nonexistent"), None).is_none());
-        let d = Debug::load(Path::new("/"), &exe, None).expect("DWARF in the test binary");
+        assert!(matches!(
+            Debug::load(Path::new("/"), Path::new("/nonexistent"), None, None),
+            Ok(None)
+        ));
+        let d = Debug::load(Path::new("/"), &exe, None, None)
+            .unwrap()
+            .expect("DWARF in the test binary");
         assert_eq!(a_function_with_a_line(), 7);
         let at = a_function_with_a_line as *const () as usize as u64;
         let chain = d.chain(elf_address(&exe, at), "sym");

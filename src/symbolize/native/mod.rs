@@ -178,13 +178,18 @@ fn open_and_map(
         path: path(),
         source,
     })?;
-    // SAFETY: `data` is a perf.data shard of a finished capture: perf has
-    // closed it and jobprof never writes it. A truncation anyway ends the
-    // process with a message naming the file (the SIGBUS guard).
+    // SAFETY: `data` is a perf.data shard of a finished capture, which
+    // jobprof never writes but the capture's owner may truncate or rewrite
+    // at any time: a truncation is survived (the SIGBUS guard's zero pages;
+    // a run then fails with `Error::ShrankUnderMap`), and the records are parsed
+    // as untrusted input (bounds-checked), never relied on for memory
+    // safety.
     let map =
-        unsafe { crate::sys::input::Mapping::of(&file, data) }.map_err(|source| Error::Map {
-            path: path(),
-            source,
+        unsafe { crate::sys::input::Mapping::of_shrinkable(&file, data) }.map_err(|source| {
+            Error::Map {
+                path: path(),
+                source,
+            }
         })?;
     Ok((file, map))
 }
@@ -313,6 +318,16 @@ impl Symbolizer {
     /// The unwind tables of the DSO recorded at `path` with `build_id`.
     fn unwind_tables(&self, path: &str, build_id: &[u8]) -> Option<Arc<unwind::DsoUnwind>> {
         self.dso(path, build_id).unwind().cloned()
+    }
+
+    /// The symbol files that shrank while this capture's DSOs were read
+    /// from them (truncated by another process): what they gave was
+    /// thrown away, so those DSOs' frames are unnamed (or not unwound).
+    pub fn shrunk_files(&self) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = self.dsos.loaded().iter().flat_map(|e| e.shrunk()).collect();
+        v.sort();
+        v.dedup();
+        v
     }
 
     /// Takes back a block [`Symbolizer::run`] handed out, once its text is

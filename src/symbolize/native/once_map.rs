@@ -36,6 +36,12 @@ impl<K: Eq + Hash, V: Clone> OnceMap<K, V> {
         };
         cell.get_or_init(load).clone()
     }
+
+    /// The values loaded so far.
+    pub fn loaded(&self) -> Vec<V> {
+        let m = self.cells.lock().unwrap_or_else(|e| e.into_inner());
+        m.values().filter_map(|c| c.get().cloned()).collect()
+    }
 }
 
 #[cfg(test)]
@@ -54,5 +60,8 @@ mod tests {
         assert_eq!(m.get_or_load("a", || load(2)), 1);
         assert_eq!(m.get_or_load("b", || load(3)), 3);
         assert_eq!(loads.into_inner(), 2);
+        let mut loaded = m.loaded();
+        loaded.sort();
+        assert_eq!(loaded, [1, 3]);
     }
 }

@@ -41,16 +41,35 @@ pub(super) fn replay(
     data: &Path,
     slice: Option<&TimeSlice>,
     off_cpu: bool,
-    mut consume: impl FnMut(Vec<u8>) -> io::Result<()>,
+    consume: impl FnMut(Vec<u8>) -> io::Result<()>,
 ) -> Result<Outcome, Error> {
     let start = Instant::now();
     // Records are read in place in a mapping of the page cache
     // ([`records`]): no copy at all.
     let (_file, map) = open_and_map(data, Some(data))?;
-    header::check(&map)?;
+    let out = replay_mapped(sym, &map, (slice, off_cpu), consume, start);
+    // A shard truncated while it was read gave zeros: the run is its
+    // error, whatever it made of them.
+    if map.shrank() {
+        return Err(Error::ShrankUnderMap {
+            path: data.to_path_buf(),
+        });
+    }
+    out
+}
+
+/// [`replay`] of the mapped shard `map`.
+fn replay_mapped(
+    sym: &Symbolizer,
+    map: &crate::sys::input::Mapping,
+    (slice, off_cpu): (Option<&TimeSlice>, bool),
+    mut consume: impl FnMut(Vec<u8>) -> io::Result<()>,
+    start: Instant,
+) -> Result<Outcome, Error> {
+    header::check(map)?;
     let PerfFileReader { perf_file, .. } =
         PerfFileReader::parse_file(io::Cursor::new(&map[..])).map_err(Error::Read)?;
-    let section = data_section(&map).ok_or(Error::TruncatedHeader)?;
+    let section = data_section(map).ok_or(Error::TruncatedHeader)?;
     let mut records = records::OrderedRecords::new(section.1, perf_file.event_attributes())?;
     let events: Vec<String> = perf_file
         .event_attributes()
@@ -685,6 +704,26 @@ fn kernel_address(addr: u64, core: Option<(u64, u64, u64)>, text: Option<u64>) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shard_truncated_while_it_is_replayed_is_the_runs_error_not_a_crash() {
+        let demo = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/result_dir_demo/profiles/perf/worker_0/q01/perf.data.part000");
+        let dir = tempfile::tempdir().unwrap();
+        let shard = dir.path().join("perf.data.part000");
+        std::fs::copy(&demo, &shard).unwrap();
+        let sym = Symbolizer::new(super::super::Options::default());
+        let ran = sym.run(&shard, None, |_| Ok(()));
+        assert!(ran.is_ok_and(|o| o.samples > 0), "intact, it is read");
+        std::fs::copy(&demo, &shard).unwrap();
+        let ran = crate::sys::input::tests::truncated_after_map(&shard, || {
+            sym.run(&shard, None, |_| Ok(()))
+        });
+        match ran {
+            Err(Error::ShrankUnderMap { path }) => assert_eq!(path, shard),
+            other => panic!("not the shrink: {other:?}"),
+        }
+    }
 
     #[test]
     fn kernel_addresses_move_by_the_kaslr_offset_modules_do_not() {

@@ -35,7 +35,7 @@
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -45,7 +45,7 @@ use super::inline;
 use super::once_map::OnceMap;
 use super::symbols::{self, SymbolTable};
 use super::unwind::{self, DsoUnwind};
-use crate::symbolize::sources::{Kind, Resolved, Search};
+use crate::symbolize::sources::{Kind, Resolved, Search, Shrank};
 
 /// The store's default limit: 1 GiB of symbol data.
 pub const DEFAULT_LIMIT: usize = 1 << 30;
@@ -165,6 +165,9 @@ pub struct Entry {
     counts: Arc<Counts>,
     /// The persistent cache, and this DSO's key in it.
     disk: Option<(Arc<Cache>, Vec<u8>)>,
+    /// Files that shrank while a part was read from them (that part was
+    /// thrown away): for the log.
+    shrunk: Mutex<Vec<PathBuf>>,
 }
 
 impl std::fmt::Debug for Entry {
@@ -191,6 +194,7 @@ impl Entry {
             warming: Default::default(),
             counts,
             disk: None,
+            shrunk: Mutex::default(),
         }
     }
 
@@ -213,6 +217,9 @@ impl Entry {
                 return Arc::default();
             }
             let s = self.load_symbols();
+            if let Some(p) = &s.shrank {
+                self.note_shrunk(p.clone());
+            }
             self.count(s.table.len() * SYMBOL_BYTES);
             self.counts.loads.fetch_add(1, Ordering::Relaxed);
             Arc::new(s)
@@ -230,8 +237,38 @@ impl Entry {
             return s;
         }
         let s = elf::load(&self.resolved);
-        cache.put(CacheKind::Symbols, key, &s.encode(&self.resolved));
+        // A file that shrank gave nothing to keep.
+        if s.shrank.is_none() {
+            cache.put(CacheKind::Symbols, key, &s.encode(&self.resolved));
+        }
         s
+    }
+
+    /// Notes `file` as one that shrank while read.
+    fn note_shrunk(&self, file: PathBuf) {
+        let mut v = self.shrunk.lock().unwrap_or_else(|e| e.into_inner());
+        if !v.contains(&file) {
+            v.push(file);
+        }
+    }
+
+    /// The files that shrank while a part of this DSO was read from them
+    /// (those parts were thrown away: its frames are unnamed or not
+    /// unwound).
+    pub fn shrunk(&self) -> Vec<PathBuf> {
+        let mut v = self
+            .shrunk
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(d) = self.debug.get().and_then(Option::as_ref) {
+            for p in d.shrunk() {
+                if !v.contains(&p) {
+                    v.push(p);
+                }
+            }
+        }
+        v
     }
 
     /// The DSO's unwind tables (`None`: nothing to unwind with).
@@ -241,7 +278,13 @@ impl Entry {
                 if !self.readable {
                     return None;
                 }
-                let t = unwind::load(&self.resolved)?;
+                let t = match unwind::load(&self.resolved) {
+                    Ok(t) => t?,
+                    Err(Shrank(p)) => {
+                        self.note_shrunk(p);
+                        return None;
+                    }
+                };
                 self.count(t.bytes());
                 self.counts.loads.fetch_add(1, Ordering::Relaxed);
                 Some(Arc::new(t))
@@ -254,10 +297,16 @@ impl Entry {
         self.debug
             .get_or_init(|| {
                 let syms = self.symbols();
-                let file = syms.source.as_ref()?;
+                let src = syms.source.as_ref()?;
                 let cache = self.disk.as_ref().map(|(c, _)| &**c);
-                let d = inline::Debug::load(&syms.source_root, file, cache)?;
-                let size = std::fs::metadata(file).map_or(0, |m| m.len() as usize);
+                let d = match inline::Debug::load(&src.root, &src.path, src.owner.as_ref(), cache) {
+                    Ok(d) => d?,
+                    Err(Shrank(p)) => {
+                        self.note_shrunk(p);
+                        return None;
+                    }
+                };
+                let size = std::fs::metadata(&src.path).map_or(0, |m| m.len() as usize);
                 self.count(size);
                 self.counts.loads.fetch_add(1, Ordering::Relaxed);
                 Some(Arc::new(d))
@@ -757,6 +806,22 @@ mod tests {
             "{}",
             none.describe()
         );
+    }
+
+    #[test]
+    fn a_file_truncated_while_its_symbols_load_is_noted_and_never_cached() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = root_with(dir.path(), "a", LS);
+        let tool = root.join("usr/bin/tool");
+        let id = build_id_of(LS);
+        let store =
+            Store::default().with_disk_cache(Some(Arc::new(Cache::new(dir.path().join("cache")))));
+        let e = dso(&store, &root, "/usr/bin/tool", &id);
+        let syms = crate::sys::input::tests::truncated_after_map(&tool, || e.symbols().clone());
+        assert!(syms.table.is_empty(), "{} symbols", syms.table.len());
+        assert_eq!(e.shrunk(), [tool]);
+        let d = store.describe();
+        assert!(d.contains("0 written"), "nothing kept from zeros: {d}");
     }
 
     #[test]

@@ -17,7 +17,7 @@
 //! by every shard, time slice and capture of a run ([`super::store`]); each run keeps one
 //! framehop unwinder per process, rebuilt when the process's maps change.
 
-use crate::symbolize::sources::Resolved;
+use crate::symbolize::sources::{Resolved, Shrank};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -126,12 +126,13 @@ fn split(s: &Option<(Range<u64>, Bytes)>) -> (Option<Range<u64>>, Option<Bytes>)
 /// [`crate::symbolize::sources::resolve`] took for it: `.eh_frame_hdr` +
 /// `.eh_frame` of the binary itself, as perf reads them; without those, the
 /// first `.debug_frame` among its debug files and the binary. `None`:
-/// nothing to unwind with (perf stops there).
-pub fn load(resolved: &Resolved) -> Option<DsoUnwind> {
+/// nothing to unwind with (perf stops there); [`Shrank`]: a file shrank
+/// while its tables were read (they are thrown away).
+pub fn load(resolved: &Resolved) -> Result<Option<DsoUnwind>, Shrank> {
     let mut t = DsoUnwind::default();
     if let Some(b) = &resolved.binary {
-        if let Some(map) = super::elf::map_file(&b.root, &b.path) {
-            if let Ok(file) = ElfFile64::<Endianness>::parse(&*map) {
+        if let Some(map) = b.map() {
+            if let Ok(file) = ElfFile64::<Endianness>::parse(&map[..]) {
                 t.segments = load_segments(&file);
                 t.text = file.section_by_name(".text").map(|s| svma_range(&s));
                 t.got = file.section_by_name(".got").map(|s| svma_range(&s));
@@ -145,17 +146,23 @@ pub fn load(resolved: &Resolved) -> Option<DsoUnwind> {
                     t.debug_frame = section(&file, ".debug_frame").map(|(_, b)| b);
                 }
             }
+            if map.shrank() {
+                return Err(Shrank(b.path.clone()));
+            }
         }
     }
     if t.eh_frame_hdr.is_none() && t.debug_frame.is_none() {
         for f in resolved.files() {
-            let Some(map) = super::elf::map_file(&f.root, &f.path) else {
+            let Some(map) = f.map() else {
                 continue;
             };
-            let Ok(file) = ElfFile64::<Endianness>::parse(&*map) else {
+            let Ok(file) = ElfFile64::<Endianness>::parse(&map[..]) else {
                 continue;
             };
             if let Some((_, b)) = section(&file, ".debug_frame") {
+                if map.shrank() {
+                    return Err(Shrank(f.path.clone()));
+                }
                 t.debug_frame = Some(b);
                 if t.segments.is_empty() {
                     t.segments = load_segments(&file);
@@ -166,7 +173,7 @@ pub fn load(resolved: &Resolved) -> Option<DsoUnwind> {
         }
     }
     let usable = t.eh_frame_hdr.is_some() || t.debug_frame.is_some();
-    (usable && !t.segments.is_empty()).then_some(t)
+    Ok((usable && !t.segments.is_empty()).then_some(t))
 }
 
 /// The executable `PT_LOAD` segments' addresses, widened to 4 KiB pages
@@ -537,7 +544,9 @@ mod tests {
     #[test]
     fn this_test_binary_has_eh_frame_tables() {
         let exe = std::env::current_exe().unwrap();
-        let t = load(&host_file(exe.to_str().unwrap(), None)).expect("tables");
+        let t = load(&host_file(exe.to_str().unwrap(), None))
+            .unwrap()
+            .expect("tables");
         assert!(t.eh_frame_hdr.is_some() && t.eh_frame.is_some());
         // A mapping of the text segment from its page puts the ELF's
         // address 0 where the file's start would be, less the segment's
@@ -578,8 +587,14 @@ mod tests {
     #[test]
     fn missing_or_climbing_paths_have_no_tables() {
         let root = tempfile::tempdir().unwrap();
-        assert!(load(&host_file("/no/such/lib.so", Some(root.path()))).is_none());
-        assert!(load(&host_file("/../../proc/self/exe", Some(root.path()))).is_none());
-        assert!(load(&Resolved::default()).is_none());
+        assert!(matches!(
+            load(&host_file("/no/such/lib.so", Some(root.path()))),
+            Ok(None)
+        ));
+        assert!(matches!(
+            load(&host_file("/../../proc/self/exe", Some(root.path()))),
+            Ok(None)
+        ));
+        assert!(matches!(load(&Resolved::default()), Ok(None)));
     }
 }
