@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use object::read::elf::ElfFile64;
 use object::{Endianness, Object, ObjectSection};
 
-use super::cache::Kind;
+use super::cache::{Cache, Hashed, Kind};
 use super::symbols;
 
 type Reader = gimli::EndianReader<gimli::RunTimeEndian, Bytes>;
@@ -133,14 +133,9 @@ type Inflated = Vec<(u32, std::ops::Range<usize>)>;
 /// The sections a load had to inflate: (index in [`SECTIONS`], bytes).
 type Inflating = Vec<(u32, Arc<Vec<u8>>)>;
 
-/// The persistent cache's key for the inflated sections of `file` (of
-/// `len` bytes): its build id and size (`None` without a build id).
-fn cache_key(file: &ElfFile64<'_, Endianness>, len: usize) -> Option<Vec<u8>> {
-    let id = file.build_id().ok().flatten().filter(|id| id.len() > 1)?;
-    let mut key = id.to_vec();
-    key.extend_from_slice(&(len as u64).to_le_bytes());
-    Some(key)
-}
+/// The persistent cache, and the file an entry is built from as it was
+/// hashed (its content is the entry's key).
+type Keyed<'a> = Option<(&'a Cache, &'a Hashed)>;
 
 /// The section table of a cached entry, with ranges in its bytes.
 fn read_inflated(hit: &super::cache::Hit) -> Option<Inflated> {
@@ -216,7 +211,7 @@ impl Sections {
 fn sections(
     map: &Arc<memmap2::Mmap>,
     file: &ElfFile64<'_, Endianness>,
-    cache: Option<&super::cache::Cache>,
+    cache: Keyed<'_>,
 ) -> Option<Sections> {
     // Only inflated sections are kept: a file without any is read in
     // place already.
@@ -226,17 +221,20 @@ fn sections(
             && s.compressed_file_range()
                 .is_ok_and(|r| r.format != object::CompressionFormat::None)
     });
-    let key = cache.filter(|_| compressed).and(cache_key(file, map.len()));
+    let cache = cache.filter(|_| compressed);
+    let key = cache.map(|(_, h)| h.content.key());
     let hit = cache
         .zip(key.as_ref())
-        .and_then(|(c, k)| c.get(Kind::Dwarf, k));
+        .and_then(|((c, _), k)| c.get(Kind::Dwarf, k));
     let cached = hit.as_ref().and_then(read_inflated);
     let (dwarf, inflated) = read_sections(map, file, hit.as_ref().zip(cached.as_ref()))?;
-    if let Some((c, k)) = cache
+    if let Some(((c, h), k)) = cache
         .zip(key)
         .filter(|_| cached.is_none() && !inflated.is_empty())
     {
-        c.put(Kind::Dwarf, &k, &write_inflated(&inflated));
+        if c.unchanged([h]) {
+            c.put(Kind::Dwarf, &k, &write_inflated(&inflated));
+        }
     }
     Some(dwarf)
 }
@@ -334,8 +332,10 @@ impl Debug {
     /// Loads the DWARF of `file` (and of its supplementary file); `None`
     /// when it has no `.debug_info` or cannot be read. With a persistent
     /// `cache`, the file's unit index comes from there (or is built and
-    /// kept there), and lookups parse only the units they land in.
-    pub fn load(root: &Path, file: &Path, cache: Option<&super::cache::Cache>) -> Option<Debug> {
+    /// kept there), and lookups parse only the units they land in; `cache`
+    /// comes with `file` as hashed for its key ([`Hashed`]: entries are
+    /// found by the file's content, never by its build id alone).
+    pub fn load(root: &Path, file: &Path, cache: Keyed<'_>) -> Option<Debug> {
         let map = Arc::new(map_file(root, file)?);
         let elf = ElfFile64::<Endianness>::parse(&**map).ok()?;
         let own = sections(&map, &elf, cache)?;
@@ -343,12 +343,15 @@ impl Debug {
         if let Some(path) = supplementary(root, file, &elf) {
             let sup_map = Arc::new(map_file(root, &path)?);
             let sup_elf = ElfFile64::<Endianness>::parse(&**sup_map).ok()?;
-            sup = sections(&sup_map, &sup_elf, cache)
+            let hashed = cache.and_then(|_| Hashed::read(root, &path));
+            let sup_cache = cache.map(|(c, _)| c).zip(hashed.as_ref());
+            sup = sections(&sup_map, &sup_elf, sup_cache)
                 .and_then(|s| s.dwarf(None))
                 .map(Arc::new);
         }
-        let key = cache_key(&elf, map.len()).filter(|_| sup.is_none());
-        let index = cache.zip(key).and_then(|(c, k)| unit_index(&own, c, &k));
+        let index = cache
+            .filter(|_| sup.is_none())
+            .and_then(|(c, h)| unit_index(&own, c, h));
         let debug = Debug {
             sections: own,
             sup,
@@ -432,18 +435,18 @@ impl Debug {
 }
 
 /// The unit index of the file whose sections are `sections`: from the
-/// persistent `cache` under `key`, else built and written there.
-fn unit_index(
-    sections: &Sections,
-    cache: &super::cache::Cache,
-    key: &[u8],
-) -> Option<units::UnitIndex> {
-    let hit = cache.get(Kind::Units, key);
+/// persistent `cache` under the key of `file`'s content, else built and
+/// written there.
+fn unit_index(sections: &Sections, cache: &Cache, file: &Hashed) -> Option<units::UnitIndex> {
+    let key = file.content.key();
+    let hit = cache.get(Kind::Units, &key);
     if let Some(index) = hit.and_then(|h| units::UnitIndex::decode(h.bytes())) {
         return Some(index);
     }
     let index = units::UnitIndex::build(&sections.dwarf(None)?)?;
-    cache.put(Kind::Units, key, &index.encode());
+    if cache.unchanged([file]) {
+        cache.put(Kind::Units, &key, &index.encode());
+    }
     Some(index)
 }
 
@@ -629,13 +632,14 @@ mod tests {
             files.push((libc.to_path_buf(), 1000));
         }
         for (file, n) in files {
-            let dir = tempfile::tempdir().unwrap();
-            let cache = super::super::cache::Cache::new(dir.path().join("cache"));
+            let dir = super::super::cache::test_dir();
+            let cache = Cache::new(dir.path().join("cache"));
             let root = Path::new("/");
             let whole = Debug::load(root, &file, None).unwrap();
             assert!(whole.index.is_none());
-            let cold = Debug::load(root, &file, Some(&cache)).unwrap();
-            let warm = Debug::load(root, &file, Some(&cache)).unwrap();
+            let hashed = Hashed::read(root, &file).unwrap();
+            let cold = Debug::load(root, &file, Some((&cache, &hashed))).unwrap();
+            let warm = Debug::load(root, &file, Some((&cache, &hashed))).unwrap();
             assert!(cold.index.is_some(), "{}: no unit index", file.display());
             assert_eq!(warm.index, cold.index);
             let (mut named, mut parts) = (0, 0);
@@ -660,7 +664,7 @@ mod tests {
         // the first load (and written to the cache), read from the cache
         // on the next; both name each address as the uncompressed file.
         let exe = std::env::current_exe().unwrap();
-        let dir = tempfile::tempdir().unwrap();
+        let dir = super::super::cache::test_dir();
         let packed = dir.path().join("packed");
         let ok = std::process::Command::new("objcopy")
             .arg("--compress-debug-sections=zlib")
@@ -672,16 +676,17 @@ mod tests {
             eprintln!("objcopy (binutils) is missing: skipped");
             return;
         }
-        let cache = super::super::cache::Cache::new(dir.path().join("cache"));
+        let cache = Cache::new(dir.path().join("cache"));
         let plain = Debug::load(Path::new("/"), &exe, None).unwrap();
-        let first = Debug::load(Path::new("/"), &packed, Some(&cache)).unwrap();
+        let hashed = Hashed::read(Path::new("/"), &packed).unwrap();
+        let first = Debug::load(Path::new("/"), &packed, Some((&cache, &hashed))).unwrap();
         assert!(
             // The inflated sections and the unit index.
             cache.describe().contains("0 hit(s), 2 miss(es), 2 written"),
             "{}",
             cache.describe()
         );
-        let again = Debug::load(Path::new("/"), &packed, Some(&cache)).unwrap();
+        let again = Debug::load(Path::new("/"), &packed, Some((&cache, &hashed))).unwrap();
         assert!(
             cache.describe().contains("2 hit(s), 2 miss(es), 2 written"),
             "{}",
