@@ -15,12 +15,6 @@ fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
 }
 
-/// Whether this process runs as root.
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// `path`'s owner set to `uid` (the link itself when it is one).
 fn lchown(path: &Path, uid: u32) {
     std::os::unix::fs::lchown(path, Some(uid), Some(uid)).unwrap();
@@ -220,7 +214,7 @@ fn put_libc_debug(rd: &Path, bytes: &[u8]) {
     let to = rd.join("profiles/perf/worker_0/symfs").join(rel);
     fs::create_dir_all(to.parent().unwrap()).unwrap();
     fs::write(&to, bytes).unwrap();
-    if is_root() {
+    if util::is_root() {
         lchown(&to, 65534);
     }
 }
@@ -329,7 +323,7 @@ fn home_with_linked_cache(tmp: &Path) -> (PathBuf, PathBuf) {
     fs::create_dir_all(target.join("jobprof")).unwrap();
     old_file(&target.join("jobprof/precious"), "root's");
     std::os::unix::fs::symlink(&target, home.join(".cache")).unwrap();
-    if is_root() {
+    if util::is_root() {
         // The link is the user's (nobody's), as in the attack.
         lchown(&home.join(".cache"), 65534);
     }
@@ -362,7 +356,7 @@ fn a_link_among_the_cache_directory_s_ancestors_is_not_followed() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(names, ["precious"], "nothing written or removed there");
-    if !is_root() {
+    if !util::is_root() {
         return;
     }
     // As root, a home directory of another user's is no place for root's
