@@ -855,6 +855,33 @@ mod tests {
     }
 
     #[test]
+    fn a_file_replaced_after_it_was_hashed_writes_no_entry() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = test_dir();
+        let f = t.path().join("f");
+        std::fs::write(&f, b"one").unwrap();
+        let h = Hashed::read(Path::new("/"), &f).unwrap();
+        assert_eq!(h.content.writer, None, "this user's own file");
+        let c = cache(t.path());
+        assert!(c.unchanged([&h]));
+        // Renamed over by another file of the same size.
+        let g = t.path().join("g");
+        std::fs::write(&g, b"two").unwrap();
+        std::fs::rename(&g, &f).unwrap();
+        assert!(!c.unchanged([&h]));
+        assert!(
+            c.describe().contains("changed while it was read"),
+            "{}",
+            c.describe()
+        );
+        // Another content, another key; one anyone may write has none.
+        let again = Hashed::read(Path::new("/"), &f).unwrap();
+        assert_ne!(again.content.key(), h.content.key());
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(Hashed::read(Path::new("/"), &f).is_none());
+    }
+
+    #[test]
     fn past_the_limit_the_least_recently_used_entries_go() {
         let t = test_dir();
         let c = cache(t.path()).with_limit(3 * (HEADER as u64 + 100) + 100);
