@@ -74,7 +74,9 @@ EOF
 lib=$(find "$result/profiles/perf/worker_0/symfs" -name 'librustc_driver-*.so' | head -1)
 echo "job: $result: $(ls -d "$result"/profiles/perf/worker_0/q* | wc -l) captures of rustc; $(basename "$lib") $(du -m "$lib" | cut -f1) MB"
 
-cache=$work/symbol-cache
+cache_dir=$(bench_cache_dir)
+cache=$cache_dir/symbol-cache
+if [ -n "$keep" ]; then trap 'rm -rf "$cache_dir"' EXIT; else trap 'rm -rf "$work" "$cache_dir"' EXIT; fi
 timed() {
   local t0
   t0=$(date +%s%N)

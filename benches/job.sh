@@ -128,7 +128,9 @@ cpu() { awk '{printf "%.2f\n", $1 + $2}' "$1"; }
 
 # The symbol cache of every jobprof run timed here: its own, never the
 # user's (~/.cache/jobprof).
-cache=$work/symbol-cache
+cache_dir=$(bench_cache_dir)
+cache=$cache_dir/symbol-cache
+if [ -n "$keep" ]; then trap 'rm -rf "$cache_dir"' EXIT; else trap 'rm -rf "$work" "$cache_dir"' EXIT; fi
 run_jobprof() {
   local t0
   t0=$(date +%s%N)

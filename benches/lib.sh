@@ -14,3 +14,8 @@ ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 # The median of the numbers on stdin (space or newline separated; none:
 # an empty line).
 median() { tr ' ' '\n' | { grep . || true; } | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+# A new directory for a benchmark's own symbol cache, under ~/.cache and not
+# /tmp: as root, jobprof keeps no cache below a directory others may write
+# (docs/symbols.md), and a run would go on without one. The caller removes it.
+bench_cache_dir() { mkdir -p "$HOME/.cache" && mktemp -d -p "$HOME/.cache" jobprof-bench.XXXXXX; }

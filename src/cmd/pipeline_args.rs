@@ -97,8 +97,9 @@ pub struct PipelineArgs {
     /// build id between runs, so that the next run over the same builds
     /// reads them back instead of building them again (docs/symbols.md) [default:
     /// $JOBPROF_CACHE_DIR, else $XDG_CACHE_HOME/jobprof, else
-    /// ~/.cache/jobprof]. Used only when it is yours and no one else may
-    /// write it; kept under 2 GiB.
+    /// ~/.cache/jobprof]. Used only when it is yours, no one else may
+    /// write it, no symbolic link is on its path, and it is new, empty or
+    /// jobprof's own (CACHEDIR.TAG); kept under 2 GiB.
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
 

@@ -515,18 +515,24 @@ pub fn map_file(root: &Path, p: &Path) -> Option<Mapping> {
 /// the map says it [`Mapping::shrank`] (its readers throw away what they
 /// read).
 pub fn map_as(root: &Path, p: &Path, owner: Option<&Creds>) -> crate::Result<Mapping> {
-    let f = match owner {
-        Some(c) => c
-            .run(|| open_symbol_file(root, p).map_err(std::io::Error::other))
-            .map_err(|e| unwrap_io(p, e))?,
-        None => open_symbol_file(root, p)?,
-    };
+    let f = open_as(root, p, owner)?;
     // SAFETY: a symbol file under a capture's symfs/, which its owner may
     // truncate or rewrite at any time, or this host's files. A truncation
     // is survived (the guard's zero pages); what is read is parsed as
     // untrusted input by `object` and `gimli` (bounds-checked), never
     // relied on for memory safety.
     unsafe { Mapping::of_shrinkable(&f, p) }.map_err(|e| crate::Error::io(p, e))
+}
+
+/// Opens the symbol file `p` found under `root` ([`open_symbol_file`]),
+/// with `owner`'s rights when given (on this thread alone, for the open).
+pub fn open_as(root: &Path, p: &Path, owner: Option<&Creds>) -> crate::Result<File> {
+    match owner {
+        Some(c) => c
+            .run(|| open_symbol_file(root, p).map_err(std::io::Error::other))
+            .map_err(|e| unwrap_io(p, e)),
+        None => open_symbol_file(root, p),
+    }
 }
 
 /// The library error carried through [`Creds::run`]'s `io::Error`, or an

@@ -214,18 +214,27 @@ impl Dir {
 
     /// The subdirectory `name`, created (mode `0777 & ~umask`) when absent.
     pub fn sub_create(&self, name: impl AsRef<OsStr>) -> Result<Dir> {
+        self.mkdir(name.as_ref(), 0o777)?;
+        self.sub(name)
+    }
+
+    /// Makes the directory `name` (permission bits `mode & ~umask`);
+    /// whether it was made (`false`: something, maybe a link, is there
+    /// already: [`Dir::sub`] decides).
+    pub fn mkdir(&self, name: impl AsRef<OsStr>, mode: u32) -> Result<bool> {
         let name = name.as_ref();
         let c = self.checked(name)?;
         // SAFETY: a valid descriptor and NUL-terminated name; mkdirat never
         // follows a link at the last component.
-        let r = unsafe { libc::mkdirat(self.fd.as_raw_fd(), c.as_ptr(), 0o777) };
+        let r = unsafe { libc::mkdirat(self.fd.as_raw_fd(), c.as_ptr(), mode as libc::mode_t) };
         if r != 0 {
             let e = io::Error::last_os_error();
             if e.raw_os_error() != Some(libc::EEXIST) {
                 return Err(Error::io(self.join(name), e));
             }
+            return Ok(false);
         }
-        self.sub(name)
+        Ok(true)
     }
 
     /// Walks the relative path `rel` one component at a time (creating

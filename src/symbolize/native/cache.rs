@@ -6,19 +6,36 @@
 //!
 //! **Where.** `--cache-dir DIR` (or `JOBPROF_CACHE_DIR`), else
 //! `$XDG_CACHE_HOME/jobprof`, else `~/.cache/jobprof`; `--no-cache` turns
-//! it off. The directory is created with mode 0700 and used only when it
-//! belongs to the user jobprof runs as and no one else may write it
-//! (otherwise the log says why and the run goes on without it). Files are
-//! mode 0600.
+//! it off. The path is opened from `/` one directory at a time, never
+//! through a symbolic link (a link anywhere on it leaves the run without a
+//! cache); missing directories are made with mode 0700. The directory is
+//! used only when it belongs to the user jobprof runs as and no one else
+//! may write it, and as root only when every directory above it is root's
+//! and writable by root alone (a user's home is no place for root's
+//! cache); otherwise the log says why and the run goes on without it.
+//! Files are mode 0600.
+//!
+//! **Its own directory.** jobprof marks a directory it uses with a
+//! `CACHEDIR.TAG` (the Cache Directory Tagging standard: backup tools
+//! skip it). A directory without the tag is taken, and tagged, only when
+//! it holds nothing but jobprof's entries (an empty one, or a cache of an
+//! older jobprof); one with other files is not used. Only entries and
+//! their temporary files are ever removed, nothing else in it.
 //!
 //! **Keys, never trusted across a mismatch.** A file's name and header
 //! carry a SHA-256 of what it was built from: this jobprof executable (its
 //! own build id: a rebuilt jobprof, whose rules may differ, never reads an
-//! older one's tables), the kind, and the build id and size of every symbol
-//! file it was read from. A file is taken only when its magic, version,
-//! kind and digest match, its length is the one its header records and
-//! the CRC-32 of its payload is right; anything else is a miss, and the
-//! entry is rebuilt and written again.
+//! older one's tables), the kind, and, for every symbol file it was read
+//! from, the SHA-256 of the file's bytes ([`Content`]), and who other than
+//! this user and root could rewrite the file in place (its owner). A
+//! capture's owner may write anything in its `symfs/`, build ids
+//! included: by content, a forged file is another key, and an entry built
+//! from a file a user could rewrite while it was read is found only by
+//! files of that same user. An entry is written only when each file it
+//! was built from has the identity it had when it was hashed. A file is
+//! taken only when its magic, version, kind and digest match, its length
+//! is the one its header records and the CRC-32 of its payload is right;
+//! anything else is a miss, and the entry is rebuilt and written again.
 //!
 //! **Concurrency and crashes.** Entries are written to a temporary file in
 //! the directory and renamed over their name ([`crate::sys::atomic`]):
@@ -29,7 +46,8 @@
 //!
 //! **Size.** Past the limit (2 GiB by default) a write removes the least
 //! recently used entries (by modification time, which a hit refreshes)
-//! until the directory holds 90% of it.
+//! until the directory holds 90% of it, and the temporary files of
+//! writers that are gone (killed runs) once they are an hour old.
 
 use std::ffi::OsString;
 use std::ops::Range;
@@ -40,9 +58,19 @@ use std::sync::{Arc, Mutex, OnceLock};
 use sha2::{Digest, Sha256};
 
 use crate::sys::confined::Dir;
+use crate::sys::creds::Creds;
 
 const MAGIC: &[u8; 8] = b"jobprofK";
-const VERSION: u32 = 1;
+/// 2: entries keyed by the contents of their files (1: by build id and
+/// size).
+const VERSION: u32 = 2;
+/// The tag that marks a directory as jobprof's cache.
+const TAG: &str = "CACHEDIR.TAG";
+/// The tag's first line (the Cache Directory Tagging standard).
+const SIGNATURE: &[u8] = b"Signature: 8a477f597d28d172789f06886806bc55";
+/// Bytes of a file hashed per read (small enough to stay in the CPU's
+/// cache between the copy and the hash).
+const HASH_STEP: usize = 128 << 10;
 /// Magic, version, kind, digest, payload length, CRC, padding.
 const HEADER: usize = 64;
 /// Temporary files of a killed writer older than this are removed.
@@ -89,6 +117,122 @@ impl Hit {
     /// readers that keep parts of it without a copy).
     pub fn buffer(&self) -> (&Arc<Vec<u8>>, usize) {
         (&self.data, self.payload.start)
+    }
+}
+
+/// A file's identity: device, inode, size, and modification and change
+/// times (seconds, nanoseconds). A file rewritten in place, or renamed
+/// over, has another.
+pub type FileId = (u64, u64, u64, i64, i64, i64, i64);
+
+/// The identity of the file `meta` describes.
+pub fn file_id(meta: &std::fs::Metadata) -> FileId {
+    use std::os::unix::fs::MetadataExt;
+    (
+        meta.dev(),
+        meta.ino(),
+        meta.size(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+        meta.ctime(),
+        meta.ctime_nsec(),
+    )
+}
+
+/// The identity of the symbol file `path` under `root`, stat'ed as it is
+/// opened: under a symfs never through a link, under `/` through them.
+pub fn identity(root: &Path, path: &Path) -> Option<FileId> {
+    let meta = match root == Path::new("/") {
+        true => std::fs::metadata(path),
+        false => std::fs::symlink_metadata(path),
+    };
+    meta.ok().map(|m| file_id(&m))
+}
+
+/// What a key says about one file an entry is built from: the SHA-256 of
+/// its bytes, and who else could rewrite them in place.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Content {
+    /// SHA-256 of the file's bytes.
+    pub digest: [u8; 32],
+    /// The file's owner when it is neither this user nor root (who may
+    /// change its bytes after they were hashed); `None`: only this user
+    /// or root may write it.
+    pub writer: Option<u32>,
+}
+
+impl Content {
+    /// The bytes this file adds to a key.
+    pub fn key(&self) -> Vec<u8> {
+        let mut k = self.digest.to_vec();
+        match self.writer {
+            Some(uid) => k.extend_from_slice(format!(" uid {uid}").as_bytes()),
+            None => k.extend_from_slice(b" own"),
+        }
+        k
+    }
+}
+
+/// A symbol file hashed: where it is, its identity then, its content.
+#[derive(Debug, Clone)]
+pub struct Hashed {
+    /// The root it was found under (`/` or a symfs).
+    pub root: PathBuf,
+    /// Its path.
+    pub path: PathBuf,
+    /// Its identity when it was hashed.
+    pub id: FileId,
+    /// Its content.
+    pub content: Content,
+}
+
+impl Hashed {
+    /// Reads and hashes the symbol file `path` under `root`
+    /// ([`crate::symbolize::sources::open_as`], with `owner`'s rights when
+    /// given: the same file its readers open); `None` when it cannot be
+    /// read, when anyone but its owner may write it (a group or everyone:
+    /// who could change it is not known), or when it changed while it was
+    /// read.
+    pub fn read(root: &Path, path: &Path, owner: Option<&Creds>) -> Option<Hashed> {
+        use std::io::Read;
+        use std::os::unix::fs::MetadataExt;
+        let mut f = crate::symbolize::sources::open_as(root, path, owner).ok()?;
+        let before = f.metadata().ok()?;
+        if before.mode() & 0o022 != 0 {
+            return None;
+        }
+        let mut h = Sha256::new();
+        let mut buf = vec![0u8; HASH_STEP];
+        loop {
+            match f.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => h.update(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return None,
+            }
+        }
+        let id = file_id(&before);
+        if file_id(&f.metadata().ok()?) != id {
+            return None;
+        }
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        let owner = before.uid();
+        Some(Hashed {
+            root: root.to_path_buf(),
+            path: path.to_path_buf(),
+            id,
+            content: Content {
+                digest: h.finalize().into(),
+                writer: (owner != me && owner != 0).then_some(owner),
+            },
+        })
+    }
+
+    /// Whether the file at its path is still the one hashed (checked before
+    /// an entry built from it is written).
+    pub fn unchanged(&self) -> bool {
+        identity(&self.root, &self.path) == Some(self.id)
     }
 }
 
@@ -207,6 +351,20 @@ impl Cache {
         s
     }
 
+    /// Whether each file in `from` is still the one that was hashed (an
+    /// entry built from them may be written); the first that is not is
+    /// noted for the log.
+    pub fn unchanged<'a>(&self, from: impl IntoIterator<Item = &'a Hashed>) -> bool {
+        let changed = from.into_iter().find(|h| !h.unchanged());
+        if let Some(h) = changed {
+            self.note(format!(
+                "not written: {} changed while it was read",
+                h.path.display()
+            ));
+        }
+        changed.is_none()
+    }
+
     fn note(&self, what: String) {
         let mut p = self.problem.lock().unwrap_or_else(|e| e.into_inner());
         p.get_or_insert(what);
@@ -238,7 +396,8 @@ impl Cache {
     }
 
     /// Removes the least recently used entries while the directory holds
-    /// more than the limit, and temporary files a killed writer left.
+    /// more than the limit, and temporary files a killed writer left;
+    /// nothing else ([`ours`]).
     fn trim(&self, dir: &Dir) {
         let Ok(names) = dir.names() else {
             return;
@@ -249,19 +408,28 @@ impl Cache {
         let mut entries = Vec::new();
         let mut total = 0u64;
         for n in names {
+            let Some(what) = n.to_str().and_then(ours) else {
+                continue;
+            };
             let Ok(Some(e)) = dir.entry(&n) else { continue };
             if !e.is_file() {
                 continue;
             }
-            let ours = n.to_str().is_some_and(is_entry_name);
-            if !ours && now_ns - e.mtime_ns > STALE_SECS * 1_000_000_000 {
-                let _ = dir.remove_file(&n);
-                continue;
+            let age_ns = now_ns.saturating_sub(e.mtime_ns).max(0);
+            match what {
+                Ours::Entry => entries.push((e.mtime_ns, e.size, n)),
+                Ours::Temp(entry) if age_ns > STALE_SECS * 1_000_000_000 => {
+                    let age = std::time::Duration::from_nanos(age_ns as u64);
+                    if crate::sys::atomic::leftover_is_stale(&n, entry, age) == Some(true) {
+                        let _ = dir.remove_file(&n);
+                        continue;
+                    }
+                }
+                Ours::Temp(_) => {}
+                // A few bytes, never removed: not counted.
+                Ours::Tag => continue,
             }
             total += e.size;
-            if ours {
-                entries.push((e.mtime_ns, e.size, n));
-            }
         }
         if total <= self.limit {
             return;
@@ -279,6 +447,35 @@ impl Cache {
     }
 }
 
+/// A name jobprof writes in its cache directory.
+#[derive(Debug, PartialEq, Eq)]
+enum Ours<'a> {
+    /// An entry.
+    Entry,
+    /// A temporary file of the entry named (`.ENTRY.HOST-PID-N.tmp`).
+    Temp(&'a str),
+    /// The directory's `CACHEDIR.TAG`.
+    Tag,
+}
+
+/// What the file `n` in a cache directory is, when jobprof writes such
+/// names there; `None`: not jobprof's, never removed.
+fn ours(n: &str) -> Option<Ours<'_>> {
+    if n == TAG {
+        return Some(Ours::Tag);
+    }
+    if is_entry_name(n) {
+        return Some(Ours::Entry);
+    }
+    let rest = n.strip_prefix('.')?;
+    let entry = match rest.strip_prefix(TAG) {
+        Some(r) if r.starts_with('.') => TAG,
+        _ => rest.split('.').next()?,
+    };
+    let temp = (entry == TAG || is_entry_name(entry)) && n.ends_with(".tmp");
+    temp.then_some(Ours::Temp(entry))
+}
+
 /// A kind's tag, `-` and 32 hex digits: an entry, not a temporary file.
 fn is_entry_name(n: &str) -> bool {
     let hex = [Kind::Symbols, Kind::Dwarf, Kind::Units]
@@ -287,19 +484,14 @@ fn is_entry_name(n: &str) -> bool {
     hex.is_some_and(|h| h.len() == 32 && h.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
-/// Opens (creating, mode 0700) the cache directory `path`; refused unless
-/// it is this user's and no one else may write it.
+/// Opens the cache directory `path` ([`open_path`]) and takes it as
+/// jobprof's ([`claim`]); refused unless it is this user's and no one
+/// else may write it.
 fn open_private(path: &Path) -> Result<Dir, String> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(path)
-        .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-    let dir = Dir::open(path).map_err(|e| e.to_string())?;
-    let (owner, mode) = dir.owner_and_mode().map_err(|e| e.to_string())?;
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
+    let dir = open_path(path, me)?;
+    let (owner, mode) = dir.owner_and_mode().map_err(|e| e.to_string())?;
     if owner != me || mode & 0o022 != 0 {
         return Err(format!(
             "{} belongs to uid {owner} with mode {mode:o}: a symbol cache must be yours and \
@@ -307,7 +499,81 @@ fn open_private(path: &Path) -> Result<Dir, String> {
             path.display()
         ));
     }
+    claim(&dir)?;
     Ok(dir)
+}
+
+/// Opens `path` from `/`, one directory at a time, never through a link,
+/// making what is missing (mode 0700). As root (`me` 0) every directory
+/// above the last must be root's and writable by root alone.
+fn open_path(path: &Path, me: u32) -> Result<Dir, String> {
+    use std::path::Component;
+    let path = std::path::absolute(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut dir = Dir::open(Path::new("/")).map_err(|e| e.to_string())?;
+    for c in path.components() {
+        let name = match c {
+            Component::Normal(name) => name,
+            Component::ParentDir => {
+                return Err(format!(
+                    "{}: a cache path with `..` is not used; give it without",
+                    path.display()
+                ))
+            }
+            _ => continue,
+        };
+        if me == 0 {
+            root_only(&dir)?;
+        }
+        dir.mkdir(name, 0o700).map_err(|e| e.to_string())?;
+        dir = dir.sub(name).map_err(|e| {
+            format!("{e} (the symbol cache's path is never followed through a link: give --cache-dir the real path)")
+        })?;
+    }
+    Ok(dir)
+}
+
+/// Refuses `dir` as a directory above root's cache unless it is root's and
+/// writable by root alone.
+fn root_only(dir: &Dir) -> Result<(), String> {
+    let (owner, mode) = dir.owner_and_mode().map_err(|e| e.to_string())?;
+    if owner != 0 || mode & 0o022 != 0 {
+        return Err(format!(
+            "{} belongs to uid {owner} with mode {mode:o}: as root, the symbol cache is used \
+             only where every directory above it is root's and writable by root alone \
+             (give --cache-dir DIR)",
+            dir.path().display()
+        ));
+    }
+    Ok(())
+}
+
+/// Takes `dir` as jobprof's cache: tagged already, or holding nothing but
+/// jobprof's entries (then tagged now); a directory with other files is
+/// refused.
+fn claim(dir: &Dir) -> Result<(), String> {
+    if dir.read(TAG).is_ok_and(|t| t.starts_with(SIGNATURE)) {
+        return Ok(());
+    }
+    let names = dir.names().map_err(|e| e.to_string())?;
+    let other = names
+        .iter()
+        .find(|n| n.to_str().and_then(ours).is_none_or(|o| o == Ours::Tag));
+    if let Some(other) = other {
+        return Err(format!(
+            "{} holds {} and no {TAG} of jobprof's: the symbol cache is kept only in a \
+             directory jobprof made, or an empty one (give --cache-dir a new directory)",
+            dir.path().display(),
+            other.to_string_lossy()
+        ));
+    }
+    let text = [
+        SIGNATURE,
+        b"\n# This file is a cache directory tag created by jobprof (its symbol cache).\n",
+        b"# For information about cache directory tags, see https://bford.info/cachedir/\n",
+    ]
+    .concat();
+    let tag = OsString::from(TAG);
+    write_entry(dir, &tag, &text, &[]).map_err(|e| e.to_string())
 }
 
 fn write_entry(dir: &Dir, name: &OsString, header: &[u8], payload: &[u8]) -> crate::Result<()> {
@@ -429,6 +695,14 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// A temporary directory beside the test binary: its ancestors are the
+/// builder's (under /tmp, writable by all, root would refuse a cache).
+#[cfg(test)]
+pub(crate) fn test_dir() -> tempfile::TempDir {
+    let exe = std::env::current_exe().unwrap();
+    tempfile::tempdir_in(exe.parent().unwrap()).unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -439,7 +713,7 @@ mod tests {
 
     #[test]
     fn an_entry_written_is_read_back_by_kind_and_key() {
-        let t = tempfile::tempdir().unwrap();
+        let t = test_dir();
         let c = cache(t.path());
         assert!(c.get(Kind::Symbols, b"k").is_none());
         c.put(Kind::Symbols, b"k", b"payload");
@@ -464,6 +738,7 @@ mod tests {
         let files: Vec<_> = std::fs::read_dir(dir.join("cache"))
             .unwrap()
             .map(|e| e.unwrap().path())
+            .filter(|p| !p.ends_with(TAG))
             .collect();
         assert_eq!(files.len(), 1, "{files:?}");
         files[0].clone()
@@ -471,7 +746,7 @@ mod tests {
 
     #[test]
     fn a_damaged_or_truncated_entry_is_a_miss() {
-        let t = tempfile::tempdir().unwrap();
+        let t = test_dir();
         let c = cache(t.path());
         c.put(Kind::Dwarf, b"k", &[7u8; 1000]);
         let f = only_file(t.path());
@@ -503,7 +778,7 @@ mod tests {
     #[test]
     fn a_directory_others_may_write_is_not_used() {
         use std::os::unix::fs::PermissionsExt;
-        let t = tempfile::tempdir().unwrap();
+        let t = test_dir();
         let d = t.path().join("cache");
         std::fs::create_dir(&d).unwrap();
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
@@ -520,7 +795,7 @@ mod tests {
 
     #[test]
     fn a_link_as_the_directory_is_not_followed() {
-        let t = tempfile::tempdir().unwrap();
+        let t = test_dir();
         let elsewhere = t.path().join("elsewhere");
         std::fs::create_dir(&elsewhere).unwrap();
         std::os::unix::fs::symlink(&elsewhere, t.path().join("cache")).unwrap();
@@ -531,8 +806,86 @@ mod tests {
     }
 
     #[test]
+    fn only_entries_their_temporary_files_and_the_tag_are_jobprof_s() {
+        let hex = "0123456789abcdef0123456789abcdef";
+        assert_eq!(ours(&format!("sym-{hex}")), Some(Ours::Entry));
+        assert_eq!(ours(&format!("units-{hex}")), Some(Ours::Entry));
+        let temp = format!(".dwarf-{hex}.node1-77-0.tmp");
+        assert_eq!(ours(&temp), Some(Ours::Temp(&temp[1..39])));
+        assert_eq!(ours(TAG), Some(Ours::Tag));
+        assert_eq!(ours(".CACHEDIR.TAG.node1-77-0.tmp"), Some(Ours::Temp(TAG)));
+        for other in [
+            "notes.txt",
+            ".hidden.tmp",
+            "sym-0123",
+            &format!("sym-{hex}x"),
+            &format!(".sym-{hex}.txt"),
+            ".CACHEDIR.TAGx.tmp",
+        ] {
+            assert_eq!(ours(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn a_directory_with_files_of_others_is_not_taken_and_an_empty_one_is_tagged() {
+        let t = test_dir();
+        let d = t.path().join("cache");
+        std::fs::create_dir(&d).unwrap();
+        std::fs::write(d.join("notes.txt"), b"mine").unwrap();
+        let c = cache(t.path());
+        c.put(Kind::Symbols, b"k", b"x");
+        assert!(c.get(Kind::Symbols, b"k").is_none());
+        assert!(c.describe().contains("notes.txt"), "{}", c.describe());
+        assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1, "nothing written");
+        std::fs::remove_file(d.join("notes.txt")).unwrap();
+        let c = cache(t.path());
+        c.put(Kind::Symbols, b"k", b"x");
+        assert!(c.get(Kind::Symbols, b"k").is_some());
+        assert!(std::fs::read(d.join(TAG)).unwrap().starts_with(SIGNATURE));
+    }
+
+    #[test]
+    fn a_link_above_the_directory_is_not_followed() {
+        let t = test_dir();
+        let elsewhere = t.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, t.path().join("home")).unwrap();
+        let c = Cache::new(t.path().join("home/.cache/jobprof"));
+        c.put(Kind::Symbols, b"k", b"x");
+        assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+        assert!(c.describe().contains("symbolic link"), "{}", c.describe());
+    }
+
+    #[test]
+    fn a_file_replaced_after_it_was_hashed_writes_no_entry() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = test_dir();
+        let f = t.path().join("f");
+        std::fs::write(&f, b"one").unwrap();
+        let h = Hashed::read(Path::new("/"), &f, None).unwrap();
+        assert_eq!(h.content.writer, None, "this user's own file");
+        let c = cache(t.path());
+        assert!(c.unchanged([&h]));
+        // Renamed over by another file of the same size.
+        let g = t.path().join("g");
+        std::fs::write(&g, b"two").unwrap();
+        std::fs::rename(&g, &f).unwrap();
+        assert!(!c.unchanged([&h]));
+        assert!(
+            c.describe().contains("changed while it was read"),
+            "{}",
+            c.describe()
+        );
+        // Another content, another key; one anyone may write has none.
+        let again = Hashed::read(Path::new("/"), &f, None).unwrap();
+        assert_ne!(again.content.key(), h.content.key());
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(Hashed::read(Path::new("/"), &f, None).is_none());
+    }
+
+    #[test]
     fn past_the_limit_the_least_recently_used_entries_go() {
-        let t = tempfile::tempdir().unwrap();
+        let t = test_dir();
         let c = cache(t.path()).with_limit(3 * (HEADER as u64 + 100) + 100);
         for k in [b"a", b"b", b"c"] {
             c.put(Kind::Symbols, k, &[1u8; 100]);

@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use object::read::elf::ElfFile64;
 use object::{Endianness, Object, ObjectSection};
 
-use super::cache::Kind;
+use super::cache::{Cache, Hashed, Kind};
 use super::demangle::demangle;
 
 type Reader = gimli::EndianReader<gimli::RunTimeEndian, Bytes>;
@@ -141,14 +141,9 @@ type Inflated = Vec<(u32, std::ops::Range<usize>)>;
 /// The sections a load had to inflate: (index in [`SECTIONS`], bytes).
 type Inflating = Vec<(u32, Arc<Vec<u8>>)>;
 
-/// The persistent cache's key for the inflated sections of `file` (of
-/// `len` bytes): its build id and size (`None` without a build id).
-fn cache_key(file: &ElfFile64<'_, Endianness>, len: usize) -> Option<Vec<u8>> {
-    let id = file.build_id().ok().flatten().filter(|id| id.len() > 1)?;
-    let mut key = id.to_vec();
-    key.extend_from_slice(&(len as u64).to_le_bytes());
-    Some(key)
-}
+/// The persistent cache, and the file an entry is built from as it was
+/// hashed (its content is the entry's key).
+type Keyed<'a> = Option<(&'a Cache, &'a Hashed)>;
 
 /// The section table of a cached entry, with ranges in its bytes.
 fn read_inflated(hit: &super::cache::Hit) -> Option<Inflated> {
@@ -224,7 +219,7 @@ impl Sections {
 fn sections(
     map: &Arc<Mapping>,
     file: &ElfFile64<'_, Endianness>,
-    cache: Option<&super::cache::Cache>,
+    cache: Keyed<'_>,
 ) -> Option<Sections> {
     // Only inflated sections are kept: a file without any is read in
     // place already.
@@ -234,18 +229,20 @@ fn sections(
             && s.compressed_file_range()
                 .is_ok_and(|r| r.format != object::CompressionFormat::None)
     });
-    let key = cache.filter(|_| compressed).and(cache_key(file, map.len()));
+    let cache = cache.filter(|_| compressed);
+    let key = cache.map(|(_, h)| h.content.key());
     let hit = cache
         .zip(key.as_ref())
-        .and_then(|(c, k)| c.get(Kind::Dwarf, k));
+        .and_then(|((c, _), k)| c.get(Kind::Dwarf, k));
     let cached = hit.as_ref().and_then(read_inflated);
     let (dwarf, inflated) = read_sections(map, file, hit.as_ref().zip(cached.as_ref()))?;
-    if let Some((c, k)) = cache
+    if let Some(((c, h), k)) = cache
         .zip(key)
         .filter(|_| cached.is_none() && !inflated.is_empty())
     {
-        // Never kept from a file that shrank: its zeros are not its DWARF.
-        if !map.shrank() {
+        // Never kept from a file that shrank (its zeros are not its
+        // DWARF), nor from one that changed after it was hashed.
+        if !map.shrank() && c.unchanged([h]) {
             c.put(Kind::Dwarf, &k, &write_inflated(&inflated));
         }
     }
@@ -345,7 +342,9 @@ impl Debug {
     /// Loads the DWARF of `file` (and of its supplementary file); `None`
     /// when it has no `.debug_info` or cannot be read. With a persistent
     /// `cache`, the file's unit index comes from there (or is built and
-    /// kept there), and lookups parse only the units they land in.
+    /// kept there), and lookups parse only the units they land in; `cache`
+    /// comes with `file` as hashed for its key ([`Hashed`]: entries are
+    /// found by the file's content, never by its build id alone).
     ///
     /// Files are opened with `owner`'s rights when given
     /// ([`crate::symbolize::sources::map_as`]); one that shrinks while it
@@ -354,13 +353,13 @@ impl Debug {
         root: &Path,
         file: &Path,
         owner: Option<&Creds>,
-        cache: Option<&super::cache::Cache>,
+        cache: Keyed<'_>,
     ) -> Result<Option<Debug>, Shrank> {
         let map_one = |p: &Path| crate::symbolize::sources::map_as(root, p, owner).ok();
         let Some(map) = map_one(file).map(Arc::new) else {
             return Ok(None);
         };
-        let debug = Debug::read(root, file, &map, map_one, cache);
+        let debug = Debug::read(root, file, &map, map_one, owner, cache);
         if let Some((_, p)) = debug
             .as_ref()
             .and_then(|d| d.maps.iter().find(|m| m.0.shrank()))
@@ -374,13 +373,14 @@ impl Debug {
     }
 
     /// [`Self::load`]'s reading of `file` (mapped as `map`) and its
-    /// supplementary file (mapped by `map_one`).
+    /// supplementary file (mapped by `map_one`, hashed as `owner`).
     fn read(
         root: &Path,
         file: &Path,
         map: &Arc<Mapping>,
         map_one: impl Fn(&Path) -> Option<Mapping>,
-        cache: Option<&super::cache::Cache>,
+        owner: Option<&Creds>,
+        cache: Keyed<'_>,
     ) -> Option<Debug> {
         let map = map.clone();
         let elf = ElfFile64::<Endianness>::parse(&map[..]).ok()?;
@@ -390,15 +390,16 @@ impl Debug {
         if let Some(path) = supplementary(root, file, &elf) {
             let sup_map = Arc::new(map_one(&path)?);
             let sup_elf = ElfFile64::<Endianness>::parse(&sup_map[..]).ok()?;
-            sup = sections(&sup_map, &sup_elf, cache)
+            let hashed = cache.and_then(|_| Hashed::read(root, &path, owner));
+            let sup_cache = cache.map(|(c, _)| c).zip(hashed.as_ref());
+            sup = sections(&sup_map, &sup_elf, sup_cache)
                 .and_then(|s| s.dwarf(None))
                 .map(Arc::new);
             maps.push((sup_map, path));
         }
-        let key = cache_key(&elf, map.len()).filter(|_| sup.is_none());
         let index = cache
-            .zip(key)
-            .and_then(|(c, k)| unit_index(&own, c, &k, &map));
+            .filter(|_| sup.is_none())
+            .and_then(|(c, h)| unit_index(&own, c, h, &map));
         let debug = Debug {
             sections: own,
             sup,
@@ -505,21 +506,24 @@ impl Debug {
 }
 
 /// The unit index of the file whose sections are `sections`: from the
-/// persistent `cache` under `key`, else built and written there.
+/// persistent `cache` under the key of `file`'s content, else built and
+/// written there.
 fn unit_index(
     sections: &Sections,
-    cache: &super::cache::Cache,
-    key: &[u8],
+    cache: &Cache,
+    file: &Hashed,
     map: &Mapping,
 ) -> Option<units::UnitIndex> {
-    let hit = cache.get(Kind::Units, key);
+    let key = file.content.key();
+    let hit = cache.get(Kind::Units, &key);
     if let Some(index) = hit.and_then(|h| units::UnitIndex::decode(h.bytes())) {
         return Some(index);
     }
     let index = units::UnitIndex::build(&sections.dwarf(None)?)?;
-    // Never kept from a file that shrank: its zeros are not its units.
-    if !map.shrank() {
-        cache.put(Kind::Units, key, &index.encode());
+    // Never kept from a file that shrank (its zeros are not its units),
+    // nor from one that changed after it was hashed.
+    if !map.shrank() && cache.unchanged([file]) {
+        cache.put(Kind::Units, &key, &index.encode());
     }
     Some(index)
 }
@@ -706,15 +710,16 @@ mod tests {
             files.push((libc.to_path_buf(), 1000));
         }
         for (file, n) in files {
-            let dir = tempfile::tempdir().unwrap();
-            let cache = super::super::cache::Cache::new(dir.path().join("cache"));
+            let dir = super::super::cache::test_dir();
+            let cache = Cache::new(dir.path().join("cache"));
             let root = Path::new("/");
             let whole = Debug::load(root, &file, None, None).unwrap().unwrap();
             assert!(whole.index.is_none());
-            let cold = Debug::load(root, &file, None, Some(&cache))
+            let hashed = Hashed::read(root, &file, None).unwrap();
+            let cold = Debug::load(root, &file, None, Some((&cache, &hashed)))
                 .unwrap()
                 .unwrap();
-            let warm = Debug::load(root, &file, None, Some(&cache))
+            let warm = Debug::load(root, &file, None, Some((&cache, &hashed)))
                 .unwrap()
                 .unwrap();
             assert!(cold.index.is_some(), "{}: no unit index", file.display());
@@ -741,7 +746,7 @@ mod tests {
         // the first load (and written to the cache), read from the cache
         // on the next; both name each address as the uncompressed file.
         let exe = std::env::current_exe().unwrap();
-        let dir = tempfile::tempdir().unwrap();
+        let dir = super::super::cache::test_dir();
         let packed = dir.path().join("packed");
         let ok = std::process::Command::new("objcopy")
             .arg("--compress-debug-sections=zlib")
@@ -753,11 +758,12 @@ mod tests {
             eprintln!("objcopy (binutils) is missing: skipped");
             return;
         }
-        let cache = super::super::cache::Cache::new(dir.path().join("cache"));
+        let cache = Cache::new(dir.path().join("cache"));
         let plain = Debug::load(Path::new("/"), &exe, None, None)
             .unwrap()
             .unwrap();
-        let first = Debug::load(Path::new("/"), &packed, None, Some(&cache))
+        let hashed = Hashed::read(Path::new("/"), &packed, None).unwrap();
+        let first = Debug::load(Path::new("/"), &packed, None, Some((&cache, &hashed)))
             .unwrap()
             .unwrap();
         assert!(
@@ -766,7 +772,7 @@ mod tests {
             "{}",
             cache.describe()
         );
-        let again = Debug::load(Path::new("/"), &packed, None, Some(&cache))
+        let again = Debug::load(Path::new("/"), &packed, None, Some((&cache, &hashed)))
             .unwrap()
             .unwrap();
         assert!(

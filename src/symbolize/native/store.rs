@@ -20,10 +20,14 @@
 //! captures only when those files are the same ([`DsoId`]): with a build
 //! id that every taken file carries in its `.note.gnu.build-id` (the
 //! resolver takes no other), the recorded path, the build id, and the kind
-//! and size of each taken file; otherwise (no build id recorded, or a file
-//! without one) the file identity of each (device, inode, size and
-//! modification time), never shared with another capture's copy. Each
-//! symbolizer keeps its own (path, build id) → entry map, so the stat
+//! and content of each taken file ([`Content`]: the SHA-256 of its bytes,
+//! and its owner when another user could rewrite it: a build id is only
+//! bytes a capture's owner wrote, and a forged file must never name
+//! another capture's frames); otherwise (no build id recorded, a file
+//! without one, or one anyone may write) the file identity of each
+//! (device, inode, size and modification time), never shared with another
+//! capture's copy. Each file is hashed once per run (by its identity);
+//! each symbolizer keeps its own (path, build id) → entry map, so the stat
 //! calls happen once per DSO and capture.
 //!
 //! **Memory.** Each part's size is counted as it loads (symbol tables by
@@ -35,17 +39,18 @@
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use super::cache::{Cache, Kind as CacheKind};
+pub use super::cache::{file_id, FileId};
+use super::cache::{identity, Cache, Content, Hashed, Kind as CacheKind};
 use super::elf::{self, DsoSymbols};
 use super::inline;
 use super::once_map::OnceMap;
 use super::symbols::{self, SymbolTable};
 use super::unwind::{self, DsoUnwind};
-use crate::symbolize::sources::{Kind, Resolved, Search, Shrank};
+use crate::symbolize::sources::{Kind, Resolved, Search, Shrank, Source};
 
 /// The store's default limit: 1 GiB of symbol data.
 pub const DEFAULT_LIMIT: usize = 1 << 30;
@@ -60,14 +65,14 @@ const SYMBOL_BYTES: usize = 80;
 /// captures may share them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum DsoId {
-    /// Every taken file carries `build_id`: (kind, size) of each.
+    /// Every taken file carries `build_id`: (kind, content) of each.
     Build {
         /// The path the capture recorded.
         path: String,
         /// The build id recorded (and found in every file).
         build_id: Vec<u8>,
-        /// (kind, size) of the taken files, debug files first.
-        files: Vec<(Kind, u64)>,
+        /// (kind, content) of the taken files, debug files first.
+        files: Vec<(Kind, Content)>,
     },
     /// No build id, or a file without it: the kind and identity
     /// ([`FileId`]) of each taken file.
@@ -89,39 +94,46 @@ fn usable_build_id(id: &[u8]) -> bool {
 
 impl DsoId {
     /// The key of the DSO recorded at `path` whose files the resolver took
-    /// as `resolved` says.
-    pub fn of(path: &str, resolved: &Resolved) -> DsoId {
+    /// as `resolved` says, and the taken files as `hash` hashed them
+    /// (none for a [`DsoId::File`]).
+    pub fn of(
+        path: &str,
+        resolved: &Resolved,
+        hash: impl Fn(&Source, FileId) -> Option<Hashed>,
+    ) -> (DsoId, Vec<Hashed>) {
         let want = &resolved.recorded[..];
-        let taken: Vec<(Kind, std::fs::Metadata, bool)> = resolved
+        let taken: Vec<(&Source, FileId)> = resolved
             .files()
-            .filter_map(|f| {
-                // Under a symfs files are never read through a link (the
-                // loaders refuse them); under `/` they are followed.
-                let m = match f.root == Path::new("/") {
-                    true => std::fs::metadata(&f.path),
-                    false => std::fs::symlink_metadata(&f.path),
-                }
-                .ok()?;
-                Some((f.kind, m, f.build_id.as_deref() == Some(want)))
-            })
+            .filter_map(|f| Some((f, identity(&f.root, &f.path)?)))
             .collect();
-        if usable_build_id(want) && taken.iter().all(|(_, _, carries)| *carries) {
-            return DsoId::Build {
+        let carried = taken
+            .iter()
+            .all(|(f, _)| f.build_id.as_deref() == Some(want));
+        let hashed: Option<Vec<Hashed>> = (usable_build_id(want) && carried)
+            .then(|| taken.iter().map(|(f, id)| hash(f, *id)).collect())
+            .flatten();
+        if let Some(hashed) = hashed {
+            let files = (taken.iter().zip(&hashed))
+                .map(|((f, _), h)| (f.kind, h.content.clone()))
+                .collect();
+            let id = DsoId::Build {
                 path: path.to_string(),
                 build_id: want.to_vec(),
-                files: taken.iter().map(|(k, m, _)| (*k, m.len())).collect(),
+                files,
             };
+            return (id, hashed);
         }
-        DsoId::File {
+        let id = DsoId::File {
             path: path.to_string(),
             build_id: want.to_vec(),
-            files: taken.iter().map(|(k, m, _)| (*k, file_id(m))).collect(),
-        }
+            files: taken.iter().map(|(f, id)| (f.kind, *id)).collect(),
+        };
+        (id, Vec::new())
     }
 
     /// The key of this DSO's symbol table in the persistent cache: the
-    /// build id and the kind and size of each taken file; `None` without a
-    /// build id (file identities do not outlive the run's files).
+    /// build id and the kind and content of each taken file; `None`
+    /// without a build id (file identities do not outlive the run's files).
     fn disk_key(&self) -> Option<Vec<u8>> {
         let DsoId::Build {
             build_id, files, ..
@@ -130,8 +142,9 @@ impl DsoId {
             return None;
         };
         let mut key = build_id.clone();
-        for (kind, size) in files {
-            key.extend_from_slice(format!(" {kind:?} {size}").as_bytes());
+        for (kind, content) in files {
+            key.extend_from_slice(format!(" {kind:?} ").as_bytes());
+            key.extend_from_slice(&content.key());
         }
         Some(key)
     }
@@ -168,6 +181,8 @@ pub struct Entry {
     /// Files that shrank while a part was read from them (that part was
     /// thrown away): for the log.
     shrunk: Mutex<Vec<PathBuf>>,
+    /// The taken files as hashed for the key (empty: no build id key).
+    hashed: Vec<Hashed>,
 }
 
 impl std::fmt::Debug for Entry {
@@ -195,6 +210,7 @@ impl Entry {
             counts,
             disk: None,
             shrunk: Mutex::default(),
+            hashed: Vec::new(),
         }
     }
 
@@ -237,8 +253,9 @@ impl Entry {
             return s;
         }
         let s = elf::load(&self.resolved);
-        // A file that shrank gave nothing to keep.
-        if s.shrank.is_none() {
+        // A file that shrank gave nothing to keep, nor one that changed
+        // after it was hashed.
+        if s.shrank.is_none() && cache.unchanged(&self.hashed) {
             cache.put(CacheKind::Symbols, key, &s.encode(&self.resolved));
         }
         s
@@ -298,7 +315,8 @@ impl Entry {
             .get_or_init(|| {
                 let syms = self.symbols();
                 let src = syms.source.as_ref()?;
-                let cache = self.disk.as_ref().map(|(c, _)| &**c);
+                let hashed = self.hashed.iter().find(|h| h.path == src.path);
+                let cache = self.disk.as_ref().map(|(c, _)| &**c).zip(hashed);
                 let d = match inline::Debug::load(&src.root, &src.path, src.owner.as_ref(), cache) {
                     Ok(d) => d?,
                     Err(Shrank(p)) => {
@@ -390,25 +408,6 @@ struct Slots {
     tick: u64,
 }
 
-/// A file's identity: device, inode, size, and modification and change
-/// times (seconds, nanoseconds). A file rewritten in place, or renamed
-/// over, has another.
-pub type FileId = (u64, u64, u64, i64, i64, i64, i64);
-
-/// The identity of the file `meta` describes.
-pub fn file_id(meta: &std::fs::Metadata) -> FileId {
-    use std::os::unix::fs::MetadataExt;
-    (
-        meta.dev(),
-        meta.ino(),
-        meta.size(),
-        meta.mtime(),
-        meta.mtime_nsec(),
-        meta.ctime(),
-        meta.ctime_nsec(),
-    )
-}
-
 /// The key of a kernel table: its text's length and hash.
 fn kernel_key(text: &[u8]) -> (usize, u64) {
     let mut h = rustc_hash::FxHasher::default();
@@ -427,6 +426,8 @@ pub struct Store {
     background: bool,
     /// The persistent cache entries read from and write to.
     disk: Option<Arc<Cache>>,
+    /// Each symbol file hashed, by path and identity: once per run.
+    hashes: OnceMap<(std::path::PathBuf, FileId), Option<Hashed>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -451,6 +452,7 @@ impl Store {
             resolutions: OnceMap::default(),
             background: false,
             disk: None,
+            hashes: OnceMap::default(),
         }
     }
 
@@ -511,7 +513,7 @@ impl Store {
     /// took as `resolved` says: shared with every earlier ask whose files
     /// are the same ([`DsoId`]).
     pub fn dso(&self, path: &str, resolved: &Arc<Resolved>) -> Arc<Entry> {
-        let id = DsoId::of(path, resolved);
+        let (id, hashed) = DsoId::of(path, resolved, |f, id| self.hash(f, id));
         let mut slots = self.lock();
         slots.tick += 1;
         let tick = slots.tick;
@@ -524,6 +526,7 @@ impl Store {
             None => {
                 let mut e = Entry::new(path, resolved.clone(), self.counts.clone());
                 e.disk = (self.disk.clone()).zip(id.disk_key());
+                e.hashed = hashed;
                 let e = Arc::new(e);
                 let slot = Slot {
                     value: e.clone(),
@@ -535,6 +538,14 @@ impl Store {
         };
         self.evict(&mut slots);
         e
+    }
+
+    /// The symbol file `f`, whose identity is `id`, hashed: once per run.
+    fn hash(&self, f: &Source, id: FileId) -> Option<Hashed> {
+        let key = (f.path.clone(), id);
+        self.hashes
+            .get_or_load(key, || Hashed::read(&f.root, &f.path, f.owner.as_ref()))
+            .filter(|h| h.id == id)
     }
 
     /// The kernel table read from `text` (kallsyms format), shared with
@@ -695,7 +706,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
+    use std::path::{Path, PathBuf};
 
     /// A symfs root holding `bin` (a system binary with a build id) as
     /// `usr/bin/tool`.
@@ -770,7 +781,7 @@ mod tests {
 
     #[test]
     fn a_symbol_table_from_the_disk_cache_is_the_one_the_files_give() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = super::super::cache::test_dir();
         let (a, _) = two_roots(dir.path());
         let id = build_id_of(LS);
         let cache = || Some(Arc::new(Cache::new(dir.path().join("cache"))));
@@ -838,7 +849,12 @@ mod tests {
         let eb = dso(&store, &b, "/usr/bin/tool", &id);
         assert!(!Arc::ptr_eq(&ea, &eb));
         assert!(matches!(
-            DsoId::of("/usr/bin/tool", &resolved(&a, "/usr/bin/tool", &id)),
+            DsoId::of(
+                "/usr/bin/tool",
+                &resolved(&a, "/usr/bin/tool", &id),
+                |f, _| { Hashed::read(&f.root, &f.path, f.owner.as_ref()) }
+            )
+            .0,
             DsoId::Build { .. }
         ));
         // The resolver takes no file with another build id: b's entry
@@ -855,6 +871,64 @@ mod tests {
         let nb = dso(&store, &b, "/usr/bin/tool", &[]);
         assert!(Arc::ptr_eq(&nb, &dso(&store, &b, "/usr/bin/tool", &[])));
         assert!(!Arc::ptr_eq(&nb, &dso(&store, &c, "/usr/bin/tool", &[])));
+    }
+
+    #[test]
+    fn copies_with_one_build_id_and_other_bytes_share_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = two_roots(dir.path());
+        // b's copy: the same build id and size, one byte of a symbol's
+        // name changed (what a capture's owner may write).
+        let tool = b.join("usr/bin/tool");
+        let mut bytes = std::fs::read(&tool).unwrap();
+        let at = bytes.windows(5).position(|w| w == b"main\0").unwrap();
+        bytes[at] = b'M';
+        std::fs::write(&tool, bytes).unwrap();
+        let id = build_id_of(LS);
+        let store = Store::default();
+        let ea = dso(&store, &a, "/usr/bin/tool", &id);
+        let eb = dso(&store, &b, "/usr/bin/tool", &id);
+        assert!(!Arc::ptr_eq(&ea, &eb));
+        assert!(matches!(
+            DsoId::of(
+                "/usr/bin/tool",
+                &resolved(&b, "/usr/bin/tool", &id),
+                |f, _| { Hashed::read(&f.root, &f.path, f.owner.as_ref()) }
+            )
+            .0,
+            DsoId::Build { .. }
+        ));
+    }
+
+    #[test]
+    fn a_copy_another_user_may_rewrite_is_shared_only_with_that_user_s() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("not root: files of another user cannot be made; skipped");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = two_roots(dir.path());
+        let c = root_with(dir.path(), "c", LS);
+        for r in [&b, &c] {
+            std::os::unix::fs::lchown(r.join("usr/bin/tool"), Some(65534), None).unwrap();
+        }
+        let id = build_id_of(LS);
+        let store = Store::default();
+        let ea = dso(&store, &a, "/usr/bin/tool", &id);
+        let eb = dso(&store, &b, "/usr/bin/tool", &id);
+        assert!(!Arc::ptr_eq(&ea, &eb), "nobody's copy is not root's");
+        assert!(Arc::ptr_eq(&eb, &dso(&store, &c, "/usr/bin/tool", &id)));
+        // One anyone may write is keyed by its identity alone.
+        let everyone = root_with(dir.path(), "d", LS);
+        let tool = everyone.join("usr/bin/tool");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let r = resolved(&everyone, "/usr/bin/tool", &id);
+        let (key, hashed) = DsoId::of("/usr/bin/tool", &r, |f, _| {
+            Hashed::read(&f.root, &f.path, f.owner.as_ref())
+        });
+        assert!(matches!(key, DsoId::File { .. }) && hashed.is_empty());
     }
 
     #[test]
