@@ -533,14 +533,17 @@ fn open_path(path: &Path, me: u32) -> Result<Dir, String> {
 }
 
 /// Refuses `dir` as a directory above root's cache unless it is root's and
-/// writable by root alone.
+/// writable by root alone, or root's with the sticky bit (`/tmp`: others
+/// may add names there but never rename or remove root's, so the next
+/// directory, checked in turn, cannot be swapped).
 fn root_only(dir: &Dir) -> Result<(), String> {
     let (owner, mode) = dir.owner_and_mode().map_err(|e| e.to_string())?;
-    if owner != 0 || mode & 0o022 != 0 {
+    let sticky = mode & 0o1000 != 0;
+    if owner != 0 || (mode & 0o022 != 0 && !sticky) {
         return Err(format!(
             "{} belongs to uid {owner} with mode {mode:o}: as root, the symbol cache is used \
-             only where every directory above it is root's and writable by root alone \
-             (give --cache-dir DIR)",
+             only where every directory above it is root's and writable by root alone (or \
+             sticky, as /tmp) (give --cache-dir DIR)",
             dir.path().display()
         ));
     }
@@ -696,7 +699,8 @@ impl<'a> Cursor<'a> {
 }
 
 /// A temporary directory beside the test binary: its ancestors are the
-/// builder's (under /tmp, writable by all, root would refuse a cache).
+/// builder's (a directory under /tmp that another user made would be
+/// refused as root).
 #[cfg(test)]
 pub(crate) fn test_dir() -> tempfile::TempDir {
     let exe = std::env::current_exe().unwrap();
