@@ -96,6 +96,9 @@ pub struct StackStats {
     /// Who judged truncation.
     #[serde(skip)]
     pub truncation_judge: Judge,
+    /// Call chains discarded as corrupted, as perf does (`None`: not
+    /// known, `perf script` symbolized a shard).
+    pub discarded_chains: Option<DiscardedChains>,
     /// Top functions by self time (leaf frames).
     pub top_self: Vec<FunctionShare>,
     /// Top functions by total time (anywhere in the stack, counted once per
@@ -124,6 +127,20 @@ pub fn unnamed_dso(frame: &str) -> Option<&str> {
         "unknown" => "[unknown]",
         other => other,
     })
+}
+
+/// The samples whose recorded call chain held an entry at or above
+/// `PERF_CONTEXT_MAX` that is no context marker (a frame-pointer walk that
+/// read `0xffffffffffffffff` as a return address): perf 6.1 takes such a
+/// chain for corrupted and discards all of it, printing the sample
+/// without frames (or with only the frames unwound from its stack copy),
+/// and the native symbolizer does the same.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct DiscardedChains {
+    /// How many samples.
+    pub samples: u64,
+    /// Their weight (sum of periods).
+    pub period: u64,
 }
 
 /// Who judged which stacks are truncated.
@@ -239,6 +256,7 @@ impl<'a> Tally<'a> {
                 .collect(),
             truncated_roots: Vec::new(),
             truncation_judge: Judge::None,
+            discarded_chains: None,
             top_self: top(self.self_t, TOP_N),
             top_total: top(self.total_t, TOP_N),
         }
@@ -577,6 +595,9 @@ pub struct Summary {
     /// Why the truncated stacks stop, by weight (the name is kept from
     /// when it held their root frames).
     pub truncated_roots: Vec<FunctionShare>,
+    /// Call chains discarded as corrupted, as perf discards them (`None`:
+    /// not known, `perf script` symbolized a shard).
+    pub discarded_chains: Option<DiscardedChains>,
     /// Where kernel frames were named from (`snapshot PATH`, the live
     /// `/proc/kallsyms`, perf's default, or `none: why`).
     pub kernel_symbols: Option<String>,

@@ -332,7 +332,8 @@ impl Stop {
 
 /// How the dwarf unwinds of a run ended, weighted by the samples' periods:
 /// a stack is truncated when the unwinder stopped before the thread's
-/// first frame ([`Stop`]), whatever its frames are called.
+/// first frame ([`Stop`]), whatever its frames are called; and the call
+/// chains discarded as corrupted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct UnwindTally {
     /// Weight of the samples unwound from a stack copy.
@@ -340,6 +341,14 @@ pub struct UnwindTally {
     /// Of that, the weight whose unwind stopped short, by
     /// [`Stop::SHORT`].
     pub short: [u64; 3],
+    /// Samples whose recorded call chain held an entry at or above
+    /// `PERF_CONTEXT_MAX` that is no context marker (a frame-pointer walk
+    /// that read `0xffffffffffffffff`): perf 6.1 discards the whole chain
+    /// (`add_callchain_ip`: "the callchain is corrupted"), and so does the
+    /// native symbolizer; frames unwound from a stack copy are kept.
+    pub discarded: u64,
+    /// Their weight.
+    pub discarded_weight: u64,
 }
 
 impl UnwindTally {
@@ -349,6 +358,14 @@ impl UnwindTally {
         for (a, b) in self.short.iter_mut().zip(other.short) {
             *a = a.saturating_add(b);
         }
+        self.discarded = self.discarded.saturating_add(other.discarded);
+        self.discarded_weight = self.discarded_weight.saturating_add(other.discarded_weight);
+    }
+
+    /// Counts a call chain of weight `weight` discarded as corrupted.
+    pub(super) fn discard(&mut self, weight: u64) {
+        self.discarded = self.discarded.saturating_add(1);
+        self.discarded_weight = self.discarded_weight.saturating_add(weight);
     }
 
     pub(super) fn count(&mut self, stop: Stop, weight: u64) {
