@@ -368,9 +368,21 @@ impl StackStats {
                  e.g. --call-graph dwarf,32768"
             }
             Some("no unwind tables") => {
-                "the code where they stop has no unwind tables (.eh_frame) or is in no mapping \
-                 (JIT code): build it with unwind tables, or record with --call-graph fp and \
+                "the code where they stop has no unwind tables (.eh_frame) or is in no file \
+                 (JIT code): a larger stack copy will not help; build it with unwind tables, \
+                 or record with --call-graph fp and -fno-omit-frame-pointer"
+            }
+            Some("unsupported CFA rule") => {
+                "the functions where they stop have unwind tables, but with a rule the native \
+                 unwinder cannot evaluate (a DWARF expression operation it does not know): a \
+                 larger stack copy will not help; process with --symbolizer perf (perf's \
+                 libunwind evaluates it), or record with --call-graph fp and \
                  -fno-omit-frame-pointer"
+            }
+            Some("return address in no mapping") if self.truncation_judge == Judge::Unwinder => {
+                "a step through the unwind tables gave a return address in no mapping (a \
+                 damaged stack, or unwind tables that do not describe the code): a larger stack \
+                 copy will not help; compare with --symbolizer perf"
             }
             Some("call chain at the depth limit") => {
                 "the stacks are deeper than perf's limit of 127 frames, whose callers are not \
@@ -782,6 +794,34 @@ mod tests {
             "{}",
             w[0]
         );
+    }
+
+    #[test]
+    fn each_cause_the_unwinder_names_gets_its_own_fix() {
+        use crate::symbolize::native::unwind::Stop;
+        let stacks = vec![("w;[libc.so.6];main;work".to_string(), 100)];
+        let fix = |cause: Stop| {
+            let mut s = StackStats::from_stacks(&stacks);
+            s.judged_by_unwinder(&[(cause.as_str(), 50)], 100);
+            s.warnings_for(Some("dwarf")).remove(0)
+        };
+        for cause in Stop::SHORT {
+            let w = fix(cause);
+            assert!(w.contains(&format!("({} 50.0%)", cause.as_str())), "{w}");
+            // Only an exhausted copy is helped by a larger one.
+            assert_eq!(w.contains("dwarf,32768"), cause == Stop::StackCopy, "{w}");
+        }
+        let w = fix(Stop::Unsupported);
+        assert!(
+            w.contains("have unwind tables, but with a rule")
+                && w.contains("--symbolizer perf")
+                && !w.contains("no unwind tables (.eh_frame)"),
+            "{w}"
+        );
+        assert!(fix(Stop::NoTables).contains("no unwind tables (.eh_frame)"));
+        assert!(fix(Stop::BadAddress).contains("a step through the unwind tables"));
+        assert!(fix(Stop::Depth).contains("kernel.perf_event_max_stack"));
+        assert!(fix(Stop::Lost).contains("could not be unwound"));
     }
 
     #[test]
