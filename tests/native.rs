@@ -35,6 +35,7 @@ static FP: OnceLock<Option<Capture>> = OnceLock::new();
 static DWARF: OnceLock<Option<Capture>> = OnceLock::new();
 static RUST_DWARF: OnceLock<Option<Capture>> = OnceLock::new();
 static REALIGN_DWARF: OnceLock<Option<Capture>> = OnceLock::new();
+static BAD_FP: OnceLock<Option<Capture>> = OnceLock::new();
 
 fn fp() -> Option<&'static Capture> {
     FP.get_or_init(|| make("fp", 3)).as_ref()
@@ -56,6 +57,12 @@ fn realign_dwarf() -> Option<&'static Capture> {
         .as_ref()
 }
 
+fn bad_fp() -> Option<&'static Capture> {
+    BAD_FP
+        .get_or_init(|| make_with(Worker::BadFp, "fp", 2))
+        .as_ref()
+}
+
 /// The program recorded.
 #[derive(Clone, Copy)]
 enum Worker {
@@ -67,6 +74,9 @@ enum Worker {
     /// pointers: a function that realigns its stack through r10 (CFA
     /// expressions) between callers that keep none.
     Realign,
+    /// tests/programs/bad_fp_worker.c: half its frame-pointer chains end
+    /// in 0xffffffffffffffff.
+    BadFp,
 }
 
 impl Worker {
@@ -78,6 +88,13 @@ impl Worker {
                 util::gcc("tests/programs/libc_worker.c", &exe, &["-O2", "-g"])
                     .unwrap_or_else(|e| panic!("building the test workload: {e}"));
                 return exe;
+            }
+            Worker::BadFp => {
+                let mut c = Command::new("gcc");
+                c.args(["-O2", "-g", "-fno-omit-frame-pointer", "-mno-red-zone"]);
+                c.args(["-pthread"]);
+                c.arg(util::repo_root().join("tests/programs/bad_fp_worker.c"));
+                ("bad_fp_worker", c)
             }
             Worker::Realign => {
                 let mut c = Command::new("gcc");
@@ -490,6 +507,40 @@ fn dwarf_stacks_unwind_through_a_stack_realigning_function() {
     let s = summary(&cap);
     let truncated = s["truncated_ratio"].as_f64().unwrap();
     assert!(truncated < 0.005, "truncated {truncated}: {s}");
+}
+
+/// A frame-pointer chain whose walk read 0xffffffffffffffff as a return
+/// address: perf 6.1 takes it for corrupted and prints the sample without
+/// frames; native does the same (it used to keep the leaf) and counts
+/// those samples in summary.json.
+#[test]
+fn fp_chains_ending_in_minus_one_are_discarded_as_perf_discards_them() {
+    let Some(c) = bad_fp() else { return };
+    let native = native_agrees_with_perf(c);
+    assert!(
+        weight_through(&native, &["honest"]) > 0,
+        "no honest stacks: {native:?}"
+    );
+    let (_t, result) = copy(c);
+    let cap = result.join("profiles/perf/worker_0/q1");
+    let o = process(&result, &["--symbolizer", "native"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let s = summary(&cap);
+    let d = &s["discarded_chains"];
+    let (n, w) = (
+        d["samples"].as_u64().unwrap(),
+        d["period"].as_u64().unwrap(),
+    );
+    let total = s["period_total"].as_u64().unwrap();
+    // spin() takes about half the time.
+    assert!(n > 0 && w > total / 10 && w < total, "{d} of {total}: {s}");
+    // perf script (with --symbolizer perf) cannot say how many.
+    let (_t, result) = copy(c);
+    let o = process(&result, &["--symbolizer", "perf"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let s = summary(&result.join("profiles/perf/worker_0/q1"));
+    assert_eq!(s["symbolized_from"], "perf script", "{s}");
+    assert!(s["discarded_chains"].is_null(), "{s}");
 }
 
 #[test]
