@@ -594,6 +594,10 @@ fn walk<A: UnwindArch>(
     Stop::Depth
 }
 
+/// Addresses whose [`cfi`] verdict is kept before that cache starts over
+/// (about 40 MiB).
+const ROWS_CACHED: usize = 1 << 20;
+
 /// The CFI row at `lookup` (in map `m` of DSO tables `t`) when framehop
 /// cannot take it ([`cfi::expr_row`]), looked up once per (DSO, address).
 fn expr_row<A: UnwindArch>(
@@ -606,6 +610,9 @@ fn expr_row<A: UnwindArch>(
     A::cfi_regs(regs)?;
     let base = t.base_avma(m.start, m.pgoff, m.end - m.start)?;
     let svma = lookup.wrapping_sub(base);
+    if st.rows.len() >= ROWS_CACHED {
+        st.rows.clear();
+    }
     let cfi = &mut st.cfi;
     st.rows
         .entry((m.dso, svma))
