@@ -34,6 +34,8 @@ impl Capture {
 static FP: OnceLock<Option<Capture>> = OnceLock::new();
 static DWARF: OnceLock<Option<Capture>> = OnceLock::new();
 static RUST_DWARF: OnceLock<Option<Capture>> = OnceLock::new();
+static REALIGN_DWARF: OnceLock<Option<Capture>> = OnceLock::new();
+static BAD_FP: OnceLock<Option<Capture>> = OnceLock::new();
 
 fn fp() -> Option<&'static Capture> {
     FP.get_or_init(|| make("fp", 3)).as_ref()
@@ -49,6 +51,18 @@ fn rust_dwarf() -> Option<&'static Capture> {
         .as_ref()
 }
 
+fn realign_dwarf() -> Option<&'static Capture> {
+    REALIGN_DWARF
+        .get_or_init(|| make_with(Worker::Realign, "dwarf,8192", 2))
+        .as_ref()
+}
+
+fn bad_fp() -> Option<&'static Capture> {
+    BAD_FP
+        .get_or_init(|| make_with(Worker::BadFp, "fp", 2))
+        .as_ref()
+}
+
 /// The program recorded.
 #[derive(Clone, Copy)]
 enum Worker {
@@ -56,6 +70,13 @@ enum Worker {
     C,
     /// tests/programs/rust_worker.rs, built with rustc (no frame pointers).
     Rust,
+    /// tests/programs/realign_worker.c, built with gcc without frame
+    /// pointers: a function that realigns its stack through r10 (CFA
+    /// expressions) between callers that keep none.
+    Realign,
+    /// tests/programs/bad_fp_worker.c: half its frame-pointer chains end
+    /// in 0xffffffffffffffff.
+    BadFp,
 }
 
 impl Worker {
@@ -67,6 +88,19 @@ impl Worker {
                 util::gcc("tests/programs/libc_worker.c", &exe, &["-O2", "-g"])
                     .unwrap_or_else(|e| panic!("building the test workload: {e}"));
                 return exe;
+            }
+            Worker::BadFp => {
+                let mut c = Command::new("gcc");
+                c.args(["-O2", "-g", "-fno-omit-frame-pointer", "-mno-red-zone"]);
+                c.args(["-pthread"]);
+                c.arg(util::repo_root().join("tests/programs/bad_fp_worker.c"));
+                ("bad_fp_worker", c)
+            }
+            Worker::Realign => {
+                let mut c = Command::new("gcc");
+                c.args(["-O2", "-g", "-fomit-frame-pointer", "-pthread"]);
+                c.arg(util::repo_root().join("tests/programs/realign_worker.c"));
+                ("realign_worker", c)
             }
             Worker::Rust => {
                 let mut c = Command::new(std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into()));
@@ -445,6 +479,68 @@ fn dwarf_rust_capture_native_matches_perf_script() {
     let native = native_agrees_with_perf(c);
     let deep = weight_through(&native, &["rust_worker::main", "rust_worker::sort_stage"]);
     assert!(deep > 0, "no unwound Rust stacks: {native:?}");
+}
+
+/// jemalloc's `do_rallocx` realigns its stack through r10, and its CFI
+/// says so with DWARF expressions (`DW_CFA_def_cfa_expression: DW_OP_breg6
+/// -16; DW_OP_deref`, `DW_CFA_expression` for the saved registers): perf's
+/// libunwind evaluates them and unwinds on to the thread's first frame, and
+/// so must the native unwinder (framehop alone fell back to the frame
+/// pointer there and lost the caller's stack pointer).
+#[test]
+fn dwarf_stacks_unwind_through_a_stack_realigning_function() {
+    let Some(c) = realign_dwarf() else { return };
+    let native = native_agrees_with_perf(c);
+    let total: u64 = native.values().sum();
+    let main = ["main", "outer", "middle", "realigned", "leaf_work"];
+    let thread = ["start_thread", "outer", "middle", "realigned"];
+    assert!(
+        weight_through(&native, &main) > 0 && weight_through(&native, &thread) > 0,
+        "no stack through realigned() from main and from a thread's start, of {total}: \
+         {native:?}"
+    );
+    // Nothing stops inside it: every stack through it reaches the start.
+    let (_t, result) = copy(c);
+    let cap = result.join("profiles/perf/worker_0/q1");
+    let o = process(&result, &["--symbolizer", "native"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let s = summary(&cap);
+    let truncated = s["truncated_ratio"].as_f64().unwrap();
+    assert!(truncated < 0.005, "truncated {truncated}: {s}");
+}
+
+/// A frame-pointer chain whose walk read 0xffffffffffffffff as a return
+/// address: perf 6.1 takes it for corrupted and prints the sample without
+/// frames; native does the same (it used to keep the leaf) and counts
+/// those samples in summary.json.
+#[test]
+fn fp_chains_ending_in_minus_one_are_discarded_as_perf_discards_them() {
+    let Some(c) = bad_fp() else { return };
+    let native = native_agrees_with_perf(c);
+    assert!(
+        weight_through(&native, &["honest"]) > 0,
+        "no honest stacks: {native:?}"
+    );
+    let (_t, result) = copy(c);
+    let cap = result.join("profiles/perf/worker_0/q1");
+    let o = process(&result, &["--symbolizer", "native"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let s = summary(&cap);
+    let d = &s["discarded_chains"];
+    let (n, w) = (
+        d["samples"].as_u64().unwrap(),
+        d["period"].as_u64().unwrap(),
+    );
+    let total = s["period_total"].as_u64().unwrap();
+    // spin() takes about half the time.
+    assert!(n > 0 && w > total / 10 && w < total, "{d} of {total}: {s}");
+    // perf script (with --symbolizer perf) cannot say how many.
+    let (_t, result) = copy(c);
+    let o = process(&result, &["--symbolizer", "perf"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let s = summary(&result.join("profiles/perf/worker_0/q1"));
+    assert_eq!(s["symbolized_from"], "perf script", "{s}");
+    assert!(s["discarded_chains"].is_null(), "{s}");
 }
 
 #[test]

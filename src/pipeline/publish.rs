@@ -427,6 +427,7 @@ impl Pipeline<'_> {
             truncated_ratio: stats.truncated_ratio,
             unnamed_by_dso: stats.unnamed_by_dso.clone(),
             truncated_roots: stats.truncated_roots.clone(),
+            discarded_chains: stats.discarded_chains,
             kernel_symbols: pass.kernel.as_ref().map(|k| k.describe()),
             jit: pass.jit.clone(),
             skipped_lines: folded.stats.skipped_lines,

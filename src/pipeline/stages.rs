@@ -234,7 +234,11 @@ impl Pipeline<'_> {
         // The unwinder's verdict where it unwound every stack, else the
         // call chains' own (frame pointers, perf script's unwinds).
         stats.judged_by_chains(&folded.stats.chains);
-        if let Some(t) = unwound {
+        stats.discarded_chains = unwound.map(|t| crate::output::summary::DiscardedChains {
+            samples: t.discarded,
+            period: t.discarded_weight,
+        });
+        if let Some(t) = unwound.filter(|t| t.weight > 0) {
             let causes: Vec<(&str, u64)> = native::unwind::Stop::SHORT
                 .iter()
                 .zip(t.short)

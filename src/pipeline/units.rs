@@ -56,8 +56,9 @@ pub(super) struct Symbolized {
     pub(super) archive: (Spool, Vec<Spooled>),
     /// JIT files refused or cut short (logged already).
     pub(super) warnings: Vec<String>,
-    /// How the dwarf unwinds ended, when the native symbolizer ran every
-    /// unit (`perf script` says nothing about it).
+    /// How the dwarf unwinds ended and the call chains discarded, when the
+    /// native symbolizer ran every unit (`perf script` says nothing about
+    /// it).
     pub(super) unwound: Option<native::UnwindTally>,
     /// The report's profile of the new archive's text, read as it streamed
     /// (`None`: no report asked for, or its units' readers could not be
@@ -120,7 +121,7 @@ impl Pipeline<'_> {
             failures,
             archive: (spool, parts),
             warnings,
-            unwound: unwound.filter(|t| t.weight > 0),
+            unwound,
             report,
         })
     }

@@ -144,6 +144,7 @@ mod tests {
             truncated_ratio: 0.125,
             unnamed_by_dso: vec![],
             truncated_roots: vec![],
+            discarded_chains: None,
             kernel_symbols: None,
             jit: None,
             skipped_lines: 0,

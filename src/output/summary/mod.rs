@@ -96,6 +96,9 @@ pub struct StackStats {
     /// Who judged truncation.
     #[serde(skip)]
     pub truncation_judge: Judge,
+    /// Call chains discarded as corrupted, as perf does (`None`: not
+    /// known, `perf script` symbolized a shard).
+    pub discarded_chains: Option<DiscardedChains>,
     /// Top functions by self time (leaf frames).
     pub top_self: Vec<FunctionShare>,
     /// Top functions by total time (anywhere in the stack, counted once per
@@ -124,6 +127,20 @@ pub fn unnamed_dso(frame: &str) -> Option<&str> {
         "unknown" => "[unknown]",
         other => other,
     })
+}
+
+/// The samples whose recorded call chain held an entry at or above
+/// `PERF_CONTEXT_MAX` that is no context marker (a frame-pointer walk that
+/// read `0xffffffffffffffff` as a return address): perf 6.1 takes such a
+/// chain for corrupted and discards all of it, printing the sample
+/// without frames (or with only the frames unwound from its stack copy),
+/// and the native symbolizer does the same.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct DiscardedChains {
+    /// How many samples.
+    pub samples: u64,
+    /// Their weight (sum of periods).
+    pub period: u64,
 }
 
 /// Who judged which stacks are truncated.
@@ -239,6 +256,7 @@ impl<'a> Tally<'a> {
                 .collect(),
             truncated_roots: Vec::new(),
             truncation_judge: Judge::None,
+            discarded_chains: None,
             top_self: top(self.self_t, TOP_N),
             top_total: top(self.total_t, TOP_N),
         }
@@ -350,9 +368,21 @@ impl StackStats {
                  e.g. --call-graph dwarf,32768"
             }
             Some("no unwind tables") => {
-                "the code where they stop has no unwind tables (.eh_frame) or is in no mapping \
-                 (JIT code): build it with unwind tables, or record with --call-graph fp and \
+                "the code where they stop has no unwind tables (.eh_frame) or is in no file \
+                 (JIT code): a larger stack copy will not help; build it with unwind tables, \
+                 or record with --call-graph fp and -fno-omit-frame-pointer"
+            }
+            Some("unsupported CFA rule") => {
+                "the functions where they stop have unwind tables, but with a rule the native \
+                 unwinder cannot evaluate (a DWARF expression operation it does not know): a \
+                 larger stack copy will not help; process with --symbolizer perf (perf's \
+                 libunwind evaluates it), or record with --call-graph fp and \
                  -fno-omit-frame-pointer"
+            }
+            Some("return address in no mapping") if self.truncation_judge == Judge::Unwinder => {
+                "a step through the unwind tables gave a return address in no mapping (a \
+                 damaged stack, or unwind tables that do not describe the code): a larger stack \
+                 copy will not help; compare with --symbolizer perf"
             }
             Some("call chain at the depth limit") => {
                 "the stacks are deeper than perf's limit of 127 frames, whose callers are not \
@@ -581,6 +611,9 @@ pub struct Summary {
     /// Why the truncated stacks stop, by weight (the name is kept from
     /// when it held their root frames).
     pub truncated_roots: Vec<FunctionShare>,
+    /// Call chains discarded as corrupted, as perf discards them (`None`:
+    /// not known, `perf script` symbolized a shard).
+    pub discarded_chains: Option<DiscardedChains>,
     /// Where kernel frames were named from (`snapshot PATH`, the live
     /// `/proc/kallsyms`, perf's default, or `none: why`).
     pub kernel_symbols: Option<String>,
@@ -776,6 +809,34 @@ mod tests {
             "{}",
             w[0]
         );
+    }
+
+    #[test]
+    fn each_cause_the_unwinder_names_gets_its_own_fix() {
+        use crate::symbolize::native::unwind::Stop;
+        let stacks = vec![("w;[libc.so.6];main;work".to_string(), 100)];
+        let fix = |cause: Stop| {
+            let mut s = StackStats::from_stacks(&stacks);
+            s.judged_by_unwinder(&[(cause.as_str(), 50)], 100);
+            s.warnings_for(Some("dwarf")).remove(0)
+        };
+        for cause in Stop::SHORT {
+            let w = fix(cause);
+            assert!(w.contains(&format!("({} 50.0%)", cause.as_str())), "{w}");
+            // Only an exhausted copy is helped by a larger one.
+            assert_eq!(w.contains("dwarf,32768"), cause == Stop::StackCopy, "{w}");
+        }
+        let w = fix(Stop::Unsupported);
+        assert!(
+            w.contains("have unwind tables, but with a rule")
+                && w.contains("--symbolizer perf")
+                && !w.contains("no unwind tables (.eh_frame)"),
+            "{w}"
+        );
+        assert!(fix(Stop::NoTables).contains("no unwind tables (.eh_frame)"));
+        assert!(fix(Stop::BadAddress).contains("a step through the unwind tables"));
+        assert!(fix(Stop::Depth).contains("kernel.perf_event_max_stack"));
+        assert!(fix(Stop::Lost).contains("could not be unwound"));
     }
 
     #[test]

@@ -419,7 +419,11 @@ impl<'a> Run<'a> {
         // up once, then print each frame from the cache.
         let mut resolved = std::mem::take(&mut self.scratch);
         resolved.clear();
-        self.resolve_chain(s, pid, lr, &mut resolved);
+        let kept = self.resolve_chain(s, pid, lr, &mut resolved);
+        if !kept {
+            // perf still appends the frames unwound from a stack copy.
+            self.unwound.discard(s.period.unwrap_or(1));
+        }
         if let (Some(regs), Some((stack, size))) = (&s.user_regs, &s.user_stack) {
             if let Some(stop) = self.user_frames(pid, regs, &stack.as_slice(), *size, &mut resolved)
             {
@@ -431,7 +435,8 @@ impl<'a> Run<'a> {
             self.frame(dso, key);
         }
         self.scratch = resolved;
-        if cacheable {
+        // A discarded chain is not cached: each one is counted.
+        if cacheable && kept {
             self.keep_stack(start);
         }
         self.out.push(b'\n');
@@ -473,57 +478,86 @@ impl<'a> Run<'a> {
 
     /// The sample's call chain as (DSO, address) pairs in `resolved`, with
     /// perf's context markers followed and, on aarch64, the leaf's caller
-    /// from `lr` put in where perf's rule puts it.
+    /// from `lr` put in where perf's rule puts it. `false`: the chain held
+    /// an entry at or above `PERF_CONTEXT_MAX` that is no context perf
+    /// knows (a user stack's `0xffffffffffffffff`): perf 6.1
+    /// (`add_callchain_ip`) takes the chain for corrupted and discards all
+    /// of it, so `resolved` is left empty.
     fn resolve_chain(
         &mut self,
         s: &linux_perf_data::linux_perf_event_reader::SampleRecord<'_>,
         pid: i32,
         lr: Option<u64>,
         resolved: &mut Vec<(u32, u64)>,
-    ) {
-        let mut mode = s.cpu_mode;
+    ) -> bool {
+        match &s.callchain {
+            Some(chain) => self.resolve_ips(
+                s.cpu_mode,
+                chain.len(),
+                &|i| chain.get(i),
+                pid,
+                lr,
+                resolved,
+            ),
+            None => true,
+        }
+    }
+
+    /// [`Self::resolve_chain`] over the `len` entries `ip(i)`, starting in
+    /// CPU mode `mode`.
+    fn resolve_ips(
+        &mut self,
+        mut mode: CpuMode,
+        len: usize,
+        chain: &dyn Fn(usize) -> Option<u64>,
+        pid: i32,
+        lr: Option<u64>,
+        resolved: &mut Vec<(u32, u64)>,
+    ) -> bool {
         let mut n = 0;
         let maps = self.machine.maps_of(pid);
-        if let Some(chain) = &s.callchain {
-            for i in 0..chain.len() {
-                if n >= MAX_STACK {
-                    break;
-                }
-                let Some(ip) = chain.get(i) else { break };
-                if ip >= PERF_CONTEXT_MAX {
-                    mode = match ip {
-                        PERF_CONTEXT_KERNEL => CpuMode::Kernel,
-                        PERF_CONTEXT_USER => CpuMode::User,
-                        PERF_CONTEXT_HV => CpuMode::Hypervisor,
-                        _ => break,
-                    };
-                    continue;
-                }
-                n += 1;
-                if let (Some(lr), CpuMode::User, true) = (lr, mode, i >= 2) {
-                    if chain.get(i - 2) == Some(PERF_CONTEXT_USER) {
-                        let pc = chain.get(i - 1).unwrap_or(0);
-                        let (sym, dsos, cache) = (self.sym, &self.dsos, &mut self.lr_rule);
-                        if let Some(c) =
-                            leaf_caller(sym, dsos, cache, maps, pc, lr).filter(|&c| c != ip)
-                        {
-                            resolved.push(match maps.and_then(|m| m.find(c)) {
-                                Some(m) => (m.dso, m.rel(c)),
-                                None => (NO_DSO, c),
-                            });
-                        }
+        for i in 0..len {
+            if n >= MAX_STACK {
+                break;
+            }
+            let Some(ip) = chain(i) else { break };
+            if ip >= PERF_CONTEXT_MAX {
+                mode = match ip {
+                    PERF_CONTEXT_KERNEL => CpuMode::Kernel,
+                    PERF_CONTEXT_USER => CpuMode::User,
+                    PERF_CONTEXT_HV => CpuMode::Hypervisor,
+                    _ => {
+                        resolved.clear();
+                        return false;
+                    }
+                };
+                continue;
+            }
+            n += 1;
+            if let (Some(lr), CpuMode::User, true) = (lr, mode, i >= 2) {
+                if chain(i - 2) == Some(PERF_CONTEXT_USER) {
+                    let pc = chain(i - 1).unwrap_or(0);
+                    let (sym, dsos, cache) = (self.sym, &self.dsos, &mut self.lr_rule);
+                    if let Some(c) =
+                        leaf_caller(sym, dsos, cache, maps, pc, lr).filter(|&c| c != ip)
+                    {
+                        resolved.push(match maps.and_then(|m| m.find(c)) {
+                            Some(m) => (m.dso, m.rel(c)),
+                            None => (NO_DSO, c),
+                        });
                     }
                 }
-                resolved.push(match mode {
-                    CpuMode::Kernel if self.machine.kernel.find(ip).is_some() => (KERNEL_DSO, ip),
-                    CpuMode::User => match maps.and_then(|m| m.find(ip)) {
-                        Some(m) => (m.dso, m.rel(ip)),
-                        None => (NO_DSO, ip),
-                    },
-                    _ => (NO_DSO, ip),
-                });
             }
+            resolved.push(match mode {
+                CpuMode::Kernel if self.machine.kernel.find(ip).is_some() => (KERNEL_DSO, ip),
+                CpuMode::User => match maps.and_then(|m| m.find(ip)) {
+                    Some(m) => (m.dso, m.rel(ip)),
+                    None => (NO_DSO, ip),
+                },
+                _ => (NO_DSO, ip),
+            });
         }
+        true
     }
 
     /// Appends the user frames unwound from a dwarf sample's registers and
@@ -704,6 +738,45 @@ fn kernel_address(addr: u64, core: Option<(u64, u64, u64)>, text: Option<u64>) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The chain `ips` of a user-mode sample resolved by a fresh run.
+    fn resolve(ips: &[u64]) -> (bool, Vec<(u32, u64)>) {
+        let sym = Symbolizer::new(Default::default());
+        let mut run = Run::new(&sym, HashMap::new(), false);
+        let mut out = Vec::new();
+        let kept = run.resolve_ips(
+            CpuMode::User,
+            ips.len(),
+            &|i| ips.get(i).copied(),
+            1,
+            None,
+            &mut out,
+        );
+        (kept, out)
+    }
+
+    #[test]
+    fn a_chain_with_an_unknown_context_entry_is_discarded_whole() {
+        // A frame-pointer walk that read -1 as a return address: perf 6.1
+        // takes it for a corrupted chain and prints no frame at all.
+        let user = [PERF_CONTEXT_USER, 0x40_1000, 0x40_1100, u64::MAX];
+        assert_eq!(resolve(&user), (false, vec![]));
+        let kernel = [
+            PERF_CONTEXT_KERNEL,
+            0xffff_ffff_8100_0000,
+            PERF_CONTEXT_USER,
+            0x40_1000,
+        ];
+        let guest = [PERF_CONTEXT_USER, 0x40_1000, -2048i64 as u64, 0x40_1100];
+        assert_eq!(resolve(&guest), (false, vec![]));
+        // The known markers only switch modes.
+        let (kept, out) = resolve(&kernel);
+        assert!(kept);
+        assert_eq!(
+            out,
+            vec![(NO_DSO, 0xffff_ffff_8100_0000), (NO_DSO, 0x40_1000)]
+        );
+    }
 
     #[test]
     fn a_shard_truncated_while_it_is_replayed_is_the_runs_error_not_a_crash() {

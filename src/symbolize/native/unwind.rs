@@ -4,7 +4,9 @@
 //! is recovered from the CFI of the mapped files (framehop over
 //! `.eh_frame_hdr` + `.eh_frame` of the capture's copy of the file, else
 //! `.debug_frame` of the file or of its separate debug file, found as
-//! [`super::elf`] finds symbols). perf's conventions are kept: the first
+//! [`super::elf`] finds symbols; on x86-64, the rows framehop cannot
+//! evaluate, CFA expressions of stack-realigning functions among them, are
+//! stepped through by [`cfi`]). perf's conventions are kept: the first
 //! frame is the sampled IP itself, every later one is its return address
 //! minus one (so it names the calling instruction), at most 127 user frames,
 //! a null address ends the chain, and unwinding stops at an address in no
@@ -29,6 +31,7 @@ use object::read::elf::{ElfFile64, ProgramHeader};
 use object::{Endianness, Object, ObjectSection};
 use rustc_hash::FxHashMap;
 
+mod cfi;
 mod leaf;
 mod root;
 
@@ -223,6 +226,11 @@ trait UnwindArch {
     fn root(_trail: &root::Trail) -> Option<u64> {
         None
     }
+    /// The registers a [`cfi`] step works on (x86-64 only: `None`, framehop
+    /// takes every row).
+    fn cfi_regs(_r: &mut Self::Regs) -> Option<&mut UnwindRegsX86_64> {
+        None
+    }
 }
 
 /// x86-64: IP, SP and BP.
@@ -240,6 +248,9 @@ impl UnwindArch for X86 {
     }
     fn sp(r: &UnwindRegsX86_64) -> u64 {
         r.sp()
+    }
+    fn cfi_regs(r: &mut UnwindRegsX86_64) -> Option<&mut UnwindRegsX86_64> {
+        Some(r)
     }
 }
 
@@ -271,10 +282,13 @@ impl UnwindArch for A64 {
 /// Return addresses keep their low 48 bits (the PAC lives above them).
 const PAC_MASK: PtrAuthMask = PtrAuthMask(u64::MAX >> 16);
 
-/// One architecture's unwinders (one per process) and rule cache.
+/// One architecture's unwinders (one per process) and rule cache, and
+/// the CFI rows framehop cannot take by (DSO, address) ([`cfi`]).
 struct State<A: UnwindArch> {
     procs: FxHashMap<i32, A::Unwinder>,
     cache: A::Cache,
+    rows: FxHashMap<(u32, u64), Option<Arc<cfi::Row>>>,
+    cfi: Box<gimli::UnwindContext<usize>>,
 }
 
 impl<A: UnwindArch> Default for State<A> {
@@ -282,6 +296,8 @@ impl<A: UnwindArch> Default for State<A> {
         State {
             procs: FxHashMap::default(),
             cache: A::Cache::default(),
+            rows: FxHashMap::default(),
+            cfi: Box::new(gimli::UnwindContext::new()),
         }
     }
 }
@@ -306,25 +322,46 @@ impl std::fmt::Debug for Unwinding {
 }
 
 /// Why a dwarf unwind of one sample ended: at the thread's first frame, or
-/// before it (the stack is truncated, whatever its frames are called).
+/// before it (the stack is truncated, whatever its frames are called), and
+/// then what stopped it: each cause has its own fix, and only one of them
+/// is a larger stack copy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stop {
     /// The unwind tables say the last frame has no caller (`_start`,
-    /// `clone3`): the whole stack.
+    /// `clone3`), or a return address of 0 ends it: the whole stack.
     Outermost,
-    /// The stack copy ended before the outermost frame (`--call-graph
-    /// dwarf,SIZE` too small).
+    /// A read fell outside the stack copy before the outermost frame
+    /// (`--call-graph dwarf,SIZE` too small): the one cause a larger copy
+    /// fixes.
     StackCopy,
-    /// An address in no mapping, or in code without unwind tables.
+    /// An address in a mapping without unwind tables (a file without
+    /// `.eh_frame`, anonymous or JIT code), or the sampled address in no
+    /// mapping at all.
     NoTables,
-    /// A step failed (a bad frame pointer or return address, or more
-    /// frames than perf prints).
+    /// The function has unwind tables, but its CFI row is one this
+    /// unwinder cannot evaluate (a DWARF expression operation it does not
+    /// know, a register a caller's frame cannot recover).
+    Unsupported,
+    /// A step gave a return address in no mapping (a damaged stack, or
+    /// CFI that does not describe the code).
+    BadAddress,
+    /// A step failed otherwise (the stack pointer moved backwards, nothing
+    /// advanced).
     Lost,
+    /// More frames than perf prints (127): the root is not in the picture.
+    Depth,
 }
 
 impl Stop {
     /// Every way a stack stops short, for tallies.
-    pub const SHORT: [Stop; 3] = [Stop::StackCopy, Stop::NoTables, Stop::Lost];
+    pub const SHORT: [Stop; 6] = [
+        Stop::StackCopy,
+        Stop::NoTables,
+        Stop::Unsupported,
+        Stop::BadAddress,
+        Stop::Lost,
+        Stop::Depth,
+    ];
 
     /// The words the summary and the warning use.
     pub fn as_str(self) -> &'static str {
@@ -332,21 +369,55 @@ impl Stop {
             Stop::Outermost => "outermost frame",
             Stop::StackCopy => "stack copy exhausted",
             Stop::NoTables => "no unwind tables",
+            Stop::Unsupported => "unsupported CFA rule",
+            Stop::BadAddress => "return address in no mapping",
             Stop::Lost => "unwinding failed",
+            Stop::Depth => "call chain at the depth limit",
+        }
+    }
+
+    /// Why the walk stopped at the address it reached: `mapped` (in a
+    /// mapping at all), `tables` (its file has unwind tables); `first`:
+    /// it is the sampled address, not a return address. `None`: it can go
+    /// on.
+    fn at(mapped: bool, tables: bool, first: bool) -> Option<Stop> {
+        match (mapped, tables) {
+            (_, true) => None,
+            (false, false) if !first => Some(Stop::BadAddress),
+            _ => Some(Stop::NoTables),
+        }
+    }
+
+    /// Why a step failed with `e`: `missed` when a read fell outside the
+    /// copy.
+    fn failed(e: &framehop::Error, missed: bool) -> Stop {
+        match e {
+            _ if missed => Stop::StackCopy,
+            framehop::Error::CouldNotReadStack(_) => Stop::StackCopy,
+            _ => Stop::Lost,
         }
     }
 }
 
 /// How the dwarf unwinds of a run ended, weighted by the samples' periods:
 /// a stack is truncated when the unwinder stopped before the thread's
-/// first frame ([`Stop`]), whatever its frames are called.
+/// first frame ([`Stop`]), whatever its frames are called; and the call
+/// chains discarded as corrupted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct UnwindTally {
     /// Weight of the samples unwound from a stack copy.
     pub weight: u64,
     /// Of that, the weight whose unwind stopped short, by
     /// [`Stop::SHORT`].
-    pub short: [u64; 3],
+    pub short: [u64; Stop::SHORT.len()],
+    /// Samples whose recorded call chain held an entry at or above
+    /// `PERF_CONTEXT_MAX` that is no context marker (a frame-pointer walk
+    /// that read `0xffffffffffffffff`): perf 6.1 discards the whole chain
+    /// (`add_callchain_ip`: "the callchain is corrupted"), and so does the
+    /// native symbolizer; frames unwound from a stack copy are kept.
+    pub discarded: u64,
+    /// Their weight.
+    pub discarded_weight: u64,
 }
 
 impl UnwindTally {
@@ -356,6 +427,14 @@ impl UnwindTally {
         for (a, b) in self.short.iter_mut().zip(other.short) {
             *a = a.saturating_add(b);
         }
+        self.discarded = self.discarded.saturating_add(other.discarded);
+        self.discarded_weight = self.discarded_weight.saturating_add(other.discarded_weight);
+    }
+
+    /// Counts a call chain of weight `weight` discarded as corrupted.
+    pub(super) fn discard(&mut self, weight: u64) {
+        self.discarded = self.discarded.saturating_add(1);
+        self.discarded_weight = self.discarded_weight.saturating_add(weight);
     }
 
     pub(super) fn count(&mut self, stop: Stop, weight: u64) {
@@ -433,11 +512,11 @@ fn walk<A: UnwindArch>(
     pid: i32,
     maps: Option<&Maps>,
     load: &mut dyn FnMut(u32) -> Option<Arc<DsoUnwind>>,
-    regs: &Regs<'_>,
+    sampled: &Regs<'_>,
     stack: &[u8],
     out: &mut Vec<u64>,
 ) -> Stop {
-    let Some((ip, mut regs)) = A::regs(regs) else {
+    let Some((ip, mut regs)) = A::regs(sampled) else {
         return Stop::Lost;
     };
     let sp = A::sp(&regs);
@@ -469,16 +548,25 @@ fn walk<A: UnwindArch>(
     };
     let mut addr = FrameAddress::from_instruction_pointer(ip);
     for _ in 1..MAX_USER_FRAMES {
-        let covered = maps
-            .find(addr.address_for_lookup())
-            .is_some_and(|m| table(tables, m.dso, load).is_some());
-        if !covered {
-            return Stop::NoTables;
-        }
-        let u = &st.procs[&pid];
+        let first = !addr.is_return_address();
+        let m = maps.find(addr.address_for_lookup());
+        let t = m.and_then(|m| table(tables, m.dso, load).cloned());
+        let (Some(m), Some(t)) = (m, t) else {
+            return Stop::at(m.is_some(), false, first).unwrap_or(Stop::NoTables);
+        };
         missed.set(false);
         trail.take();
-        match u.unwind_frame(addr, &mut regs, &mut st.cache, &mut read) {
+        let row = expr_row::<A>(st, m, &t, addr.address_for_lookup(), &mut regs);
+        let step = match row {
+            Some(row) => match cfi_step::<A>(&t, &row, &mut regs, first, sampled, &mut read) {
+                Ok(r) => Ok(r),
+                Err(cfi::Fail::Read(a)) => Err(framehop::Error::CouldNotReadStack(a)),
+                Err(cfi::Fail::Unsupported) => return Stop::Unsupported,
+                Err(cfi::Fail::Backwards) => return Stop::Lost,
+            },
+            None => st.procs[&pid].unwind_frame(addr, &mut regs, &mut st.cache, &mut read),
+        };
+        match step {
             Ok(Some(ra)) => match FrameAddress::from_return_address(ra) {
                 Some(next) => {
                     out.push(ra - 1);
@@ -499,8 +587,7 @@ fn walk<A: UnwindArch>(
                 }
                 return Stop::Outermost;
             }
-            _ if missed.get() => return Stop::StackCopy,
-            _ => return Stop::Lost,
+            Err(e) => return Stop::failed(&e, missed.get()),
         }
         if missed.get() {
             // The step went on without the caller's frame pointer (its
@@ -511,7 +598,68 @@ fn walk<A: UnwindArch>(
         }
     }
     // More frames than perf prints: the root is not in the picture.
-    Stop::Lost
+    Stop::Depth
+}
+
+/// Addresses whose [`cfi`] verdict is kept before that cache starts over
+/// (about 40 MiB).
+const ROWS_CACHED: usize = 1 << 20;
+
+/// The CFI row at `lookup` (in map `m` of DSO tables `t`) when framehop
+/// cannot take it ([`cfi::expr_row`]), looked up once per (DSO, address).
+fn expr_row<A: UnwindArch>(
+    st: &mut State<A>,
+    m: &super::threads::Map,
+    t: &DsoUnwind,
+    lookup: u64,
+    regs: &mut A::Regs,
+) -> Option<Arc<cfi::Row>> {
+    A::cfi_regs(regs)?;
+    let base = t.base_avma(m.start, m.pgoff, m.end - m.start)?;
+    let svma = lookup.wrapping_sub(base);
+    if st.rows.len() >= ROWS_CACHED {
+        st.rows.clear();
+    }
+    let cfi = &mut st.cfi;
+    st.rows
+        .entry((m.dso, svma))
+        .or_insert_with(|| cfi::expr_row(t, svma, cfi).map(Arc::new))
+        .clone()
+}
+
+/// One step through `row` ([`cfi::step`]): framehop's registers set to the
+/// caller's, and its return address (`None`: the outermost frame).
+fn cfi_step<A: UnwindArch>(
+    t: &DsoUnwind,
+    row: &cfi::Row,
+    regs: &mut A::Regs,
+    first: bool,
+    sampled: &Regs<'_>,
+    read: &mut dyn FnMut(u64) -> Result<u64, ()>,
+) -> Result<Option<u64>, cfi::Fail> {
+    let r = A::cfi_regs(regs).ok_or(cfi::Fail::Unsupported)?;
+    let other = |n: u16| {
+        first
+            .then(|| cfi::perf_reg(n).and_then(|p| sampled.get(p)))
+            .flatten()
+    };
+    let mut f = cfi::Frame {
+        sp: r.sp(),
+        bp: r.bp(),
+        ip: r.ip(),
+        other: &other,
+        read,
+    };
+    let (cfa, bp, ra) = cfi::step(t, row, &mut f)?;
+    if let Some(ra) = ra {
+        if !first && cfa < r.sp() {
+            return Err(cfi::Fail::Backwards);
+        }
+        r.set_sp(cfa);
+        r.set_bp(bp);
+        r.set_ip(ra);
+    }
+    Ok(ra)
 }
 
 fn build<A: UnwindArch>(
@@ -555,6 +703,39 @@ mod tests {
         let page = off & !0xfff;
         let base = t.base_avma(0x7f00_0000_0000, page, 0x10_0000).unwrap();
         assert_eq!(base, 0x7f00_0000_0000 - page + off - vaddr);
+    }
+
+    #[test]
+    fn where_the_walk_stopped_names_the_cause() {
+        // An address in a file with tables: the walk goes on.
+        assert_eq!(Stop::at(true, true, true), None);
+        assert_eq!(Stop::at(true, true, false), None);
+        // Mapped, but no tables (a stripped .eh_frame, anonymous or JIT
+        // code); the sampled address in no mapping at all.
+        assert_eq!(Stop::at(true, false, false), Some(Stop::NoTables));
+        assert_eq!(Stop::at(false, false, true), Some(Stop::NoTables));
+        // A return address in no mapping: a bad step, not missing tables.
+        assert_eq!(Stop::at(false, false, false), Some(Stop::BadAddress));
+        // A read outside the copy, and any failure after one: the copy.
+        let read = framehop::Error::CouldNotReadStack(0x10);
+        assert_eq!(Stop::failed(&read, false), Stop::StackCopy);
+        let back = framehop::Error::FramepointerUnwindingMovedBackwards;
+        assert_eq!(Stop::failed(&back, true), Stop::StackCopy);
+        assert_eq!(Stop::failed(&back, false), Stop::Lost);
+        assert_eq!(
+            Stop::failed(&framehop::Error::DidNotAdvance, false),
+            Stop::Lost
+        );
+        // Each cause has its own words, counted apart.
+        let mut t = UnwindTally::default();
+        for (i, s) in Stop::SHORT.iter().enumerate() {
+            t.count(*s, 1 << i);
+        }
+        t.count(Stop::Outermost, 1000);
+        assert_eq!(t.short, [1, 2, 4, 8, 16, 32]);
+        assert_eq!(t.truncated(), 63);
+        let words: std::collections::HashSet<_> = Stop::SHORT.iter().map(|s| s.as_str()).collect();
+        assert_eq!(words.len(), Stop::SHORT.len());
     }
 
     #[test]
