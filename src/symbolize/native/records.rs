@@ -250,14 +250,36 @@ impl<'a> OrderedRecords<'a> {
     }
 }
 
+/// An MMAP2 record that carries a build id (`PERF_RECORD_MISC_MMAP_BUILD_ID`)
+/// gives its length in the byte after pid, tid, address, length and page
+/// offset; linux-perf-event-reader (0.10) asserts it is at most 20.
+fn check_mmap2_build_id(record: &RawEventRecord<'_>) -> Result<(), Error> {
+    const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
+    if record.record_type != RecordType::MMAP2 || record.misc & MISC_MMAP_BUILD_ID == 0 {
+        return Ok(());
+    }
+    match record.data.as_slice().get(32) {
+        Some(&len) if len > 20 => Err(Error::DamagedRecord {
+            ty: record.record_type,
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("an MMAP2 build id of {len} bytes (at most 20)"),
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// Checks what linux-perf-event-reader (0.10) takes on trust in a sample
 /// before it parses it: the callchain length, which it multiplies by 8
 /// without a check, so that a damaged one overflows (a panic where
 /// overflow checks are on, a wrapped and wrong length where they are not).
 /// `Err` names the record as damaged; samples without a callchain, and
-/// every other record, pass.
+/// every other record, pass. An MMAP2 record's build id length is checked
+/// too: the reader asserts it is at most 20 (a panic on damaged data).
 pub fn check_sample_layout(record: &RawEventRecord<'_>) -> Result<(), Error> {
     use linux_perf_data::linux_perf_event_reader::{ReadFormat, SampleFormat};
+    check_mmap2_build_id(record)?;
     let info = &record.parse_info;
     let format = info.sample_format;
     if record.record_type != RecordType::SAMPLE || !format.contains(SampleFormat::CALLCHAIN) {
@@ -430,6 +452,22 @@ mod tests {
                 let _ = rec.parse();
                 n += 1;
                 proptest::prop_assert!(n <= chunks.len());
+            }
+        }
+    }
+
+    /// A damaged MMAP2 build id length is the record's error, not the
+    /// reader's assertion (a panic: proptest found it by flipping a byte).
+    #[test]
+    fn an_mmap2_build_id_over_20_bytes_is_a_damaged_record_not_a_panic() {
+        let info = RecordParseInfo::new(&dummy_attr().attr, Endianness::LittleEndian);
+        for (len, ok) in [(20u8, true), (21, false), (64, false)] {
+            let mut body = vec![0u8; 32 + 24 + 8 + 8 + 2];
+            body[32] = len;
+            let rec = RawEventRecord::new(RecordType::MMAP2, 1 << 14, RawData::Single(&body), info);
+            assert_eq!(check_sample_layout(&rec).is_ok(), ok, "{len}");
+            if ok {
+                assert!(rec.parse().is_ok());
             }
         }
     }
