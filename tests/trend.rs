@@ -734,7 +734,8 @@ enum Cap {
 
 /// Run `dir`: per (query, state), three replicates
 /// `profiles/perf/worker_0/<query>_iter<k>/`, and the job view page
-/// `profiles/perf/queries/<query>_iter1/flamegraph.html`, which says
+/// of the base query, `profiles/perf/queries/<query>/flamegraph.html`
+/// (the views merge replicates), which says
 /// `stub flamegraph of <run's file name>`.
 fn synthetic_run(dir: &Path, queries: &[(&str, Cap)]) {
     let perf = dir.join("profiles/perf");
@@ -754,7 +755,7 @@ fn synthetic_run(dir: &Path, queries: &[(&str, Cap)]) {
                 Cap::Unprocessed => {}
             }
         }
-        let page = perf.join(format!("queries/{q}_iter1"));
+        let page = perf.join(format!("queries/{q}"));
         fs::create_dir_all(&page).unwrap();
         fs::write(
             page.join("flamegraph.html"),

@@ -25,9 +25,10 @@ use jobprof::ExitCode;
   jobprof trend runs/* --label commit=$GIT_SHA --fail-on-regression 2 -o trend/   # CI gate
   jobprof trend runs/* --each-run --json trend.json -o trend/
 
-Replicates: a capture named BASE_iterN, BASE.repN, BASE-runN (also
-iteration, repeat; any case) is replicate N of query BASE; any other name is
-a query with one replicate. Workers are merged per replicate.
+Replicates: a capture named BASE_iterN (also BASE.repN, BASE-runN,
+iteration, repeat, any case, and BASE.N) is replicate N of query BASE; any
+other name is a query with one replicate (docs/capture.md, Replicates).
+Workers are merged per replicate.
 
 Nothing to judge: a query of the baseline runs that a run tested has no
 processed, non-empty capture of is named on stderr (with -q too) and in

@@ -16,12 +16,15 @@
 //! headers, writers and readers), and `json` the hand-written JSON writer
 //! both `capture.json` and `nsys-capture.json` ([`mod@nsys`]) use.
 //! [`mod@build_id`] is the one reader of the GNU build id in an ELF note
-//! section, for both sides.
+//! section, for both sides. [`mod@replicate`] is the replicate naming
+//! convention (`Q1_iter2`): the recorder suggests names by it, jobprof groups
+//! captures by it.
 
 pub mod build_id;
 mod capture;
 mod json;
 pub mod nsys;
+pub mod replicate;
 pub mod settle;
 pub mod sha256;
 mod shards;

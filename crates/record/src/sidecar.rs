@@ -821,13 +821,8 @@ impl Server {
                     return;
                 }
                 if self.seen.contains(q) {
-                    self.error(
-                        q,
-                        &format!(
-                            "query id {q} was already captured by this sidecar; \
-                             use a unique id per query run (e.g. {q}.2)"
-                        ),
-                    );
+                    let msg = crate::tokens::query_seen(q, "captured", &self.seen);
+                    self.error(q, &msg);
                     return;
                 }
                 self.seen.insert(q.to_string());
