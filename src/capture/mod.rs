@@ -14,6 +14,7 @@
 //! and the per-capture [`Outcome`] of a run ([`outcome`]). It neither runs
 //! perf nor writes any other output.
 
+pub mod capturing;
 pub mod layout;
 pub mod legacy;
 pub mod marker;
