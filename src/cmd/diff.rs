@@ -14,6 +14,8 @@ use jobprof::ExitCode;
 
 use super::render::{refuse_overwriting_inputs, warn_bad_lines, write_output, LookArgs};
 
+/// Draw how AFTER differs from BEFORE: a differential flamegraph (red grew, blue shrank).
+///
 /// Draw how AFTER differs from BEFORE: AFTER's flamegraph with every frame
 /// coloured by the change of its total (the frame and all it calls): red =
 /// grew, blue = shrank, grey = unchanged; stronger = larger change. Correct

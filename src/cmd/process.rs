@@ -12,6 +12,8 @@ use jobprof::views;
 use super::pipeline_args::PipelineArgs;
 use jobprof::ExitCode;
 
+/// Turn the raw perf captures of result directories into flamegraphs and summaries.
+///
 /// Turn the raw perf captures of a result directory into flamegraphs,
 /// folded stacks, summaries and compressed text archives.
 ///

@@ -16,6 +16,8 @@ use jobprof::ExitCode;
 
 use super::pipeline_args::PipelineArgs;
 
+/// Bring every result directory under ROOT up to date (new or outdated captures).
+///
 /// Bring every result directory under ROOT up to date: process captures
 /// never processed, or processed by an older jobprof.
 ///

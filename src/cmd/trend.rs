@@ -8,6 +8,8 @@ use clap::Args;
 use jobprof::trend::{self, Baseline, Finding, LoadOptions, Options, TimeFinding, Trend};
 use jobprof::ExitCode;
 
+/// Which function got slower in which query across a series of runs (trend.html).
+///
 /// Which function got slower, in which query, across a series of runs of
 /// the same queries: per query and function, the self and total share of
 /// the query's samples in each run (the mean over the run's replicates,
