@@ -1344,6 +1344,7 @@ fn record_full_disk_during_the_symbol_snapshot_leaves_no_half_file() {
 /// `process` says "a capture is being written (worker 0, q03; staged in
 /// ...)" (exit 2, as for no captures); next to a published capture it lists
 /// the running one as "being written"; the marker goes with each `stop`.
+/// A query id captured before is refused with the next replicate's name.
 #[test]
 fn record_process_during_a_capture_says_it_is_being_written() {
     let Some(prog) = components() else { return };
@@ -1387,6 +1388,11 @@ fn record_process_during_a_capture_says_it_is_being_written() {
         "{text}"
     );
     ok(&rig.driver("stop", "q04"));
+    assert!(!marker.exists(), "the marker outlived q04's publication");
+    // A query id used again is refused, suggesting the next replicate in
+    // the one convention (issue 49, item 5; docs/capture.md, Replicates).
+    fails_with(&rig.driver("start", "q03"), 1, "(e.g. q03_iter2)");
+    assert!(!marker.exists(), "a refused start left a marker");
     ok(&rig.shutdown());
     ok(&rig.finish_sidecar());
     assert!(!marker.exists());

@@ -276,10 +276,11 @@ fn the_page_draws_charts_and_a_click_opens_the_runs_flamegraph() {
         st[0]["flagged"].as_u64().unwrap() >= 1,
         "q1's regression is circled: {st}"
     );
-    // A point of run 2 opens run 2's merged flamegraph (job 7002).
+    // A point of run 2 opens run 2's merged flamegraph (job 7002): the
+    // job views' page of q6, its replicates summed.
     let dom = dump_dom(&page, "jobprof-selftest=click&query=q6&run=2");
     assert!(
-        dom.contains("job 7002 · query q6_iter1"),
+        dom.contains("job 7002 · query q6 · all workers"),
         "{}",
         &dom[..dom.len().min(600)]
     );

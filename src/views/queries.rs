@@ -106,9 +106,10 @@ fn update_one(
         && is_file(FOLDED)
         && is_file(crate::output::pprof::PPROF);
     if !current {
+        let summed: BTreeSet<&str> = merged.iter().map(|r| r.query.as_str()).collect();
         let look = Look {
             job: job.as_deref(),
-            replicates: view.replicates.len(),
+            replicates: summed.len(),
         };
         draw(perf_root, &dir, q, look, &merged, opts)?;
         write_in(&dir, SOURCES_JSON, true, sources.as_bytes())?;
@@ -178,7 +179,7 @@ fn remove_view(root: &Dir, q: &str) -> Result<()> {
 struct Look<'a> {
     /// The Slurm job id.
     job: Option<&'a str>,
-    /// Replicates of the query (summed).
+    /// Replicates of the query summed in the view (processed ones).
     replicates: usize,
 }
 
