@@ -37,17 +37,22 @@ struct Cli {
     command: Command,
 }
 
+/// The commands in the order the data flows (`--help` lists them so): text
+/// to stacks to pages, then whole result directories, then comparisons,
+/// then Nsight Systems and the helpers. The first paragraph of each
+/// command's doc is the one line the top-level help shows; `COMMAND --help`
+/// gives the whole description.
 #[derive(Debug, Subcommand)]
 enum Command {
     Fold(cmd::fold::FoldArgs),
-    Nsys(cmd::nsys::NsysArgs),
-    Diff(cmd::diff::DiffArgs),
-    Process(cmd::process::ProcessArgs),
-    Repl(cmd::repl::ReplArgs),
-    Report(cmd::report::ReportArgs),
-    Reprocess(cmd::reprocess::ReprocessArgs),
     Render(cmd::render::RenderArgs),
+    Process(cmd::process::ProcessArgs),
+    Report(cmd::report::ReportArgs),
+    Diff(cmd::diff::DiffArgs),
+    Reprocess(cmd::reprocess::ReprocessArgs),
     Trend(cmd::trend::TrendArgs),
+    Nsys(cmd::nsys::NsysArgs),
+    Repl(cmd::repl::ReplArgs),
     Completions(cmd::generate::CompletionsArgs),
     ManPages(cmd::generate::ManPagesArgs),
 }

@@ -36,7 +36,7 @@ const LIBC_DEBUG: &str = "/usr/lib/debug/.build-id/93/ac61ec5a8eb1396f9fbd350e31
 /// `jobprof process --force RD ARGS`, its log.
 fn process(rd: &Path, args: &[&str]) -> String {
     let out = jobprof()
-        .args(["process", "--force"])
+        .args(["process", "--force", "-v"])
         .arg(rd)
         .args(args)
         .output()
@@ -109,7 +109,7 @@ fn the_second_run_maps_what_the_first_built_and_writes_the_same_outputs() {
 
     // The same by the environment variable: every entry found.
     let again = jobprof()
-        .args(["process", "--force"])
+        .args(["process", "--force", "-v"])
         .arg(&rd)
         .env("JOBPROF_CACHE_DIR", &cache)
         .output()

@@ -73,6 +73,48 @@ fn every_help_has_examples_and_exit_codes() {
     assert!(seen >= 13, "only {seen} commands found");
 }
 
+/// The top-level help lists the commands as the data flows, one line each
+/// (issue 49, item 7); each command's own `--help` keeps its whole
+/// description.
+#[test]
+fn the_top_level_help_lists_commands_in_workflow_order_one_line_each() {
+    let help = stdout(&run(&["--help"]));
+    let listed: Vec<&str> = help
+        .lines()
+        .skip_while(|l| *l != "Commands:")
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .collect();
+    let names: Vec<&str> = listed
+        .iter()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "fold",
+            "render",
+            "process",
+            "report",
+            "diff",
+            "reprocess",
+            "trend",
+            "nsys",
+            "repl",
+            "completions",
+            "man-pages",
+            "help"
+        ],
+        "{help}"
+    );
+    assert!(
+        listed.iter().all(|l| !l.starts_with("   ")),
+        "an entry runs over one line:\n{help}"
+    );
+    let trend = stdout(&run(&["trend", "--help"]));
+    assert!(trend.contains("Benjamini-Hochberg adjusted"), "{trend}");
+}
+
 #[test]
 fn completions_for_each_shell() {
     for (shell, marker) in [
@@ -305,8 +347,12 @@ fn process_results_on_stdout_only_and_quiet() {
         let cap = rd.join("profiles/perf/worker_0/q01");
         let prefix = format!("{}: processed", cap.display());
         assert!(so.contains(&prefix), "{so}");
-        // Log lines name the capture directory, so the result dir.
-        assert!(se.contains(&format!("{}: folding", cap.display())), "{se}");
+        // Quiet batch logs (issue 49, item 7): a capture's steps are not
+        // logged without -v; its result line says how it ended.
+        assert!(
+            !se.contains(&cap.display().to_string()),
+            "a capture's steps on stderr without -v: {se}"
+        );
         for f in [
             "flamegraph.svg",
             "flamegraph.html",
@@ -320,6 +366,15 @@ fn process_results_on_stdout_only_and_quiet() {
     }
     // The result lines are not repeated on stderr.
     assert!(!se.contains("processed"), "{se}");
+    assert!(se.lines().count() <= 1, "noisy stderr: {se}");
+    // -v logs each step; the lines name the capture directory, so the
+    // result dir.
+    let out = process(&["-v", "--force"], &[&a], &no_perf);
+    assert_eq!(out.status.code(), Some(0), "{}", util::output_text(&out));
+    let cap = a.join("profiles/perf/worker_0/q01");
+    let se = stderr(&out);
+    assert!(se.contains(&format!("{}: folding", cap.display())), "{se}");
+    assert!(se.contains("symbol store: "), "{se}");
     let out = process(&["--quiet", "--force"], &[&a], &no_perf);
     assert_eq!(out.status.code(), Some(0), "{}", util::output_text(&out));
     assert_eq!(
@@ -353,9 +408,23 @@ fn reprocess_results_on_stdout_only_and_quiet() {
             .unwrap_or_else(|| panic!("no result line for {rd}: {so}"));
         assert!(line.contains("worker_0/q01"), "{line}");
         assert!(
+            !se.lines().any(|l| l.contains(rd)),
+            "a capture's steps on stderr without -v: {se}"
+        );
+    }
+    let out = jobprof()
+        .args(["reprocess", "-v", "--force"])
+        .arg(&root)
+        .env("PATH", &no_perf)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", util::output_text(&out));
+    let se = stderr(&out);
+    for rd in ["result_dir_1", "result_dir_2"] {
+        assert!(
             se.lines()
                 .any(|l| l.contains(rd) && l.contains("worker_0/q01")),
-            "log lines name the result dir: {se}"
+            "-v: log lines name the result dir: {se}"
         );
     }
     assert!(!se.contains(" samples, "), "result lines on stderr: {se}");

@@ -611,3 +611,94 @@ fn every_table_of_the_generated_pages_lines_up() {
     // The index's two, the diff's one, the trend's findings.
     assert!(tables >= 4, "{tables} tables in {pages:?}");
 }
+
+/// A result directory made of the demo capture (fixtures/result_dir_demo)
+/// copied under each of `names` in `worker_0`, processed (the demo's
+/// shipped `perf.script.zst` needs no perf).
+fn replicate_run(dir: &Path, names: &[&str]) {
+    let scratch = tempfile::tempdir().unwrap();
+    util::copy_demo(scratch.path());
+    let demo = scratch.path().join("profiles/perf/worker_0/q01");
+    let worker = dir.join("profiles/perf/worker_0");
+    copy_tree(&scratch.path().join("profiles/perf/worker_0"), &worker);
+    fs::remove_dir_all(worker.join("q01")).unwrap();
+    for n in names {
+        copy_tree(&demo, &worker.join(n));
+        util::edit_json(&worker.join(n).join("capture.json"), |v| {
+            v["query"] = Value::from(*n)
+        });
+    }
+    ok(&process(dir, &[]));
+}
+
+/// Replicates are one query (issue 49, item 5): `q01_iter1..3` get one
+/// merged view, `queries/q01/`, their stacks summed and the page saying so;
+/// the index lists q01 with its replicates; `diff` pairs q01 of a run with
+/// three replicates and of one with two in the old `q01.2` spelling,
+/// scaling BEFORE by 2/3.
+#[test]
+fn replicates_are_one_query_in_the_views_and_diff() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = (t.path().join("a"), t.path().join("b"));
+    let reps = ["q01_iter1", "q01_iter2", "q01_iter3"];
+    replicate_run(&a, &reps);
+    replicate_run(&b, &["q01", "q01.2"]);
+    let perf = a.join("profiles/perf");
+    let index = json(&perf.join("index.json"));
+    assert_eq!(
+        index["job"]["queries"],
+        serde_json::json!(["q01"]),
+        "{index:#}"
+    );
+    let views = index["queries"].as_array().unwrap();
+    assert_eq!(views.len(), 1, "{index:#}");
+    assert_eq!(views[0]["replicates"], serde_json::json!(reps), "{index:#}");
+    assert_eq!(views[0]["captures_merged"], 3, "{index:#}");
+    let merged = folded(&perf.join("queries/q01/stacks.folded"));
+    let own: u64 = reps
+        .iter()
+        .map(|q| total(&folded(&perf.join(format!("worker_0/{q}/stacks.folded")))))
+        .sum();
+    assert!(own > 0);
+    assert_eq!(total(&merged), own, "the replicates' stacks are summed");
+    for q in reps {
+        assert!(
+            !perf.join("queries").join(q).exists(),
+            "{q} has its own view"
+        );
+    }
+    let page = fs::read_to_string(perf.join("queries/q01/flamegraph.html")).unwrap();
+    assert!(
+        page.contains("3 replicates summed"),
+        "the page says what it holds"
+    );
+    let html = fs::read_to_string(perf.join("index.html")).unwrap();
+    assert!(
+        html.contains("q01_iter1, q01_iter2, q01_iter3"),
+        "index lists the replicates"
+    );
+
+    let out = t.path().join("diff");
+    let o = jobprof()
+        .arg("diff")
+        .arg(&a)
+        .arg(&b)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    ok(&o);
+    let d = json(&out.join("index.json"));
+    let q = d["queries"].as_array().unwrap();
+    assert_eq!(q.len(), 1, "{d:#}");
+    assert_eq!(q[0]["query"], "q01", "{d:#}");
+    assert_eq!(q[0]["before_replicates"], 3, "{d:#}");
+    assert_eq!(q[0]["after_replicates"], 2, "{d:#}");
+    assert!(
+        (q[0]["scale"].as_f64().unwrap() - 2.0 / 3.0).abs() < 1e-9,
+        "{d:#}"
+    );
+    // The same capture in every replicate: no change per replicate.
+    assert!(q[0]["change"].as_f64().unwrap().abs() < 1.0, "{d:#}");
+    assert_eq!(q[0]["after_total"].as_u64(), Some(own * 2 / 3), "{d:#}");
+}

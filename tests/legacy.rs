@@ -276,7 +276,7 @@ fn old_result_dir_without_perf_and_without_its_shards_folds_its_perf_script_gz()
     }
     let before = old_files(&b);
     let out = jobprof()
-        .arg("reprocess")
+        .args(["reprocess", "-v"])
         .arg(&b)
         .env("PATH", no_perf.path())
         .output()
@@ -589,7 +589,7 @@ fn inline_frames_by_default_natively_and_perf_script_only_with_inline() {
     ];
     let mut folded = Vec::new();
     for (args, inline, log) in cases {
-        let out = process(&[&["--force"], args].concat(), &[&b]);
+        let out = process(&[&["--force", "-v"], args].concat(), &[&b]);
         assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
         assert!(
             util::stderr(&out).contains(log),
@@ -715,6 +715,7 @@ fn a_different_binary_at_the_recorded_path_changes_no_output() {
         // Every output: the folded stacks, report.txt, profile.pb.gz and
         // the pages are all named by the resolver's answer.
         let args = [
+            "-v",
             "--symbolizer",
             symbolizer,
             "--formats",

@@ -534,7 +534,7 @@ fn legacy_layout_with_data_and_with_only_its_gzip_text() {
     // q1 symbolized by `perf script` as well: this test is about reading the
     // legacy layout both ways, not about the native symbolizer (whose
     // agreement with perf is tests/native.rs's business).
-    let out = run(&["--symbolizer", "perf"], &[&result]);
+    let out = run(&["--symbolizer", "perf", "-v"], &[&result]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr)
@@ -610,7 +610,7 @@ fn demo_fixture_processes_without_perf() {
     let no_perf = t.path().join("bin");
     fs::create_dir_all(&no_perf).unwrap();
     let out = jobprof()
-        .arg("process")
+        .args(["process", "-v"])
         .arg(&result)
         .env("PATH", &no_perf)
         .output()
@@ -830,7 +830,11 @@ fn captures_of_one_run_share_the_symbol_store_and_keep_their_order() {
     let t = tempfile::tempdir().unwrap();
     let one = t.path().join("one");
     util::copy_demo(&one);
-    let out = jobprof().arg("process").arg(&one).output().unwrap();
+    let out = jobprof()
+        .args(["process", "-v"])
+        .arg(&one)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let (loads_one, _) = store_figures(&util::stderr(&out));
     assert!(loads_one > 0, "{}", text(&out));
@@ -842,7 +846,7 @@ fn captures_of_one_run_share_the_symbol_store_and_keep_their_order() {
         copy_tree(&worker.join("q01"), &worker.join(q));
     }
     let out = jobprof()
-        .args(["process", "--jobs", "2"])
+        .args(["process", "-v", "--jobs", "2"])
         .arg(&three)
         .output()
         .unwrap();

@@ -1337,3 +1337,63 @@ fn record_full_disk_during_the_symbol_snapshot_leaves_no_half_file() {
     assert_eq!(found, listed, "\n{manifest}");
     assert!(worker.join("q1/capture.json").is_file());
 }
+
+/// `jobprof process` during a capture (issue 49, item 9): the capture
+/// lives in staging until its `stop` publishes it, so the sidecar leaves
+/// `PERF_ROOT/worker_0/.capturing` while it runs. With nothing else there
+/// `process` says "a capture is being written (worker 0, q03; staged in
+/// ...)" (exit 2, as for no captures); next to a published capture it lists
+/// the running one as "being written"; the marker goes with each `stop`.
+/// A query id captured before is refused with the next replicate's name.
+#[test]
+fn record_process_during_a_capture_says_it_is_being_written() {
+    let Some(prog) = components() else { return };
+    let _serial = serial();
+    let mut rig = Rig::worker(&prog, 4, 2000, 20_000);
+    rig.sidecar(&[]);
+    let out = rig.path("out");
+    let marker = out.join("worker_0/.capturing");
+    let process = || {
+        crate::util::jobprof()
+            .args(["process", "-j", "1"])
+            .arg(&out)
+            .output()
+            .unwrap()
+    };
+    ok(&rig.driver("start", "q03"));
+    assert!(marker.is_file(), "no marker while q03 is captured");
+    let o = process();
+    let text = crate::util::output_text(&o);
+    assert_eq!(o.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("a capture is being written (worker 0, q03; staged in ")
+            && text.contains("worker_0/q03"),
+        "{text}"
+    );
+    assert!(!text.contains("no captures found"), "{text}");
+    ok(&rig.driver("stop", "q03"));
+    assert!(!marker.exists(), "the marker outlived q03's publication");
+
+    ok(&rig.driver("start", "q04"));
+    let o = process();
+    let text = crate::util::output_text(&o);
+    assert_ne!(o.status.code(), Some(2), "{text}");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("worker_0/q04: being written (jobprof-record is capturing it: worker 0, q04; staged in "),
+        "{text}"
+    );
+    assert!(
+        rig.capture_dir("q03").join("stacks.folded").is_file(),
+        "{text}"
+    );
+    ok(&rig.driver("stop", "q04"));
+    assert!(!marker.exists(), "the marker outlived q04's publication");
+    // A query id used again is refused, suggesting the next replicate in
+    // the one convention (issue 49, item 5; docs/capture.md, Replicates).
+    fails_with(&rig.driver("start", "q03"), 1, "(e.g. q03_iter2)");
+    assert!(!marker.exists(), "a refused start left a marker");
+    ok(&rig.shutdown());
+    ok(&rig.finish_sidecar());
+    assert!(!marker.exists());
+}

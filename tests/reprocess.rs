@@ -258,7 +258,10 @@ fn reprocess_passes_inline_and_min_symbolized_to_the_pipeline_and_the_array() {
     // Without its symfs/ the demo's user frames go unnamed: below 100%.
     fs::remove_dir_all(rd.join("profiles/perf/worker_0/symfs")).unwrap();
     let args = ["--no-inline", "--min-symbolized", "100"];
-    let out = jobprof(&[&args[..], &["--symbolizer", "native"]].concat(), &[&rd]);
+    let out = jobprof(
+        &[&args[..], &["-v", "--symbolizer", "native"]].concat(),
+        &[&rd],
+    );
     assert_eq!(out.status.code(), Some(1), "{}", util::output_text(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("not rendered"));
     assert!(

@@ -276,10 +276,11 @@ fn the_page_draws_charts_and_a_click_opens_the_runs_flamegraph() {
         st[0]["flagged"].as_u64().unwrap() >= 1,
         "q1's regression is circled: {st}"
     );
-    // A point of run 2 opens run 2's merged flamegraph (job 7002).
+    // A point of run 2 opens run 2's merged flamegraph (job 7002): the
+    // job views' page of q6, its replicates summed.
     let dom = dump_dom(&page, "jobprof-selftest=click&query=q6&run=2");
     assert!(
-        dom.contains("job 7002 · query q6_iter1"),
+        dom.contains("job 7002 · query q6 · all workers"),
         "{}",
         &dom[..dom.len().min(600)]
     );
@@ -734,7 +735,8 @@ enum Cap {
 
 /// Run `dir`: per (query, state), three replicates
 /// `profiles/perf/worker_0/<query>_iter<k>/`, and the job view page
-/// `profiles/perf/queries/<query>_iter1/flamegraph.html`, which says
+/// of the base query, `profiles/perf/queries/<query>/flamegraph.html`
+/// (the views merge replicates), which says
 /// `stub flamegraph of <run's file name>`.
 fn synthetic_run(dir: &Path, queries: &[(&str, Cap)]) {
     let perf = dir.join("profiles/perf");
@@ -754,7 +756,7 @@ fn synthetic_run(dir: &Path, queries: &[(&str, Cap)]) {
                 Cap::Unprocessed => {}
             }
         }
-        let page = perf.join(format!("queries/{q}_iter1"));
+        let page = perf.join(format!("queries/{q}"));
         fs::create_dir_all(&page).unwrap();
         fs::write(
             page.join("flamegraph.html"),

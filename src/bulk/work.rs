@@ -76,7 +76,7 @@ pub(super) fn work_all(
         }
     });
     bar.finish_and_clear();
-    progress.log(store.describe());
+    progress.detail(store.describe());
     results.into_inner().expect("no panics hold it")
 }
 

@@ -14,10 +14,14 @@
 //! and the per-capture [`Outcome`] of a run ([`outcome`]). It neither runs
 //! perf nor writes any other output.
 
+pub mod capturing;
 pub mod layout;
 pub mod legacy;
 pub mod marker;
 pub mod outcome;
+/// The replicate naming rule (`Q1_iter2` is replicate 2 of `Q1`), shared
+/// with `jobprof-record`: the job views, `diff` and `trend` group by it.
+pub use jobprof_capture_format::replicate;
 pub mod stamp;
 pub mod validate;
 pub mod walk;

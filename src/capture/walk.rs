@@ -353,6 +353,7 @@ pub fn discover(roots: &[PathBuf], filter: &Filter) -> Result<Vec<CaptureDir>> {
         let before = all.len();
         all.extend(w.found.into_iter().filter(|(_, c)| c.raw).map(|(d, _)| d));
         if all.len() == before {
+            nothing_yet(root)?;
             return Err(Error::Usage(format!(
                 "{}: no captures found; expected RESULT_DIR/profiles/perf/worker_N/QUERY/ \
                  directories holding capture.json or capture-metadata.txt and perf.data files",
@@ -363,6 +364,22 @@ pub fn discover(roots: &[PathBuf], filter: &Filter) -> Result<Vec<CaptureDir>> {
     all.retain(|c| filter.keeps(c.worker, &c.query));
     all.dedup_by(|a, b| a.dir == b.dir);
     Ok(all)
+}
+
+/// The usage error (exit 2) for a root without captures where
+/// `jobprof-record` is writing one now (its `.capturing` marker):
+/// "a capture is being written (worker 0, q03; staged in ...)".
+fn nothing_yet(root: &Path) -> Result<()> {
+    let found = super::capturing::being_written(root);
+    if found.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Usage(format!(
+        "{}: no published capture yet: {}; run this again once its \
+         `jobprof-record stop` has returned",
+        root.display(),
+        super::capturing::sentence(&found)
+    )))
 }
 
 /// Finds every capture and render-only directory under `roots`, at any
@@ -376,6 +393,7 @@ pub fn find(roots: &[PathBuf]) -> Result<Found> {
         let before = w.found.len();
         of_root(root, Reach::Deep, &mut w)?;
         if w.found.len() == before && w.unreadable.is_empty() {
+            nothing_yet(root)?;
             return Err(Error::Usage(format!(
                 "{}: no captures found at any depth; expected result_dir_*/profiles/perf/\
                  worker_N/QUERY/ directories (with capture.json, capture-metadata.txt, \

@@ -14,6 +14,8 @@ use jobprof::ExitCode;
 
 use super::render::{refuse_overwriting_inputs, warn_bad_lines, write_output, LookArgs};
 
+/// Draw how AFTER differs from BEFORE: a differential flamegraph (red grew, blue shrank).
+///
 /// Draw how AFTER differs from BEFORE: AFTER's flamegraph with every frame
 /// coloured by the change of its total (the frame and all it calls): red =
 /// grew, blue = shrank, grey = unchanged; stronger = larger change. Correct
@@ -48,8 +50,9 @@ pub struct DiffArgs {
     #[arg(short, long, value_name = "OUT")]
     pub output: Option<PathBuf>,
 
-    /// With two result directories: compare only query Q (its workers
-    /// merged), into the file OUT.
+    /// With two result directories: compare only query Q (a base query:
+    /// its replicates and workers merged; or one replicate's name), into
+    /// the file OUT.
     #[arg(long, value_name = "Q")]
     pub query: Option<String>,
 
@@ -321,8 +324,13 @@ fn diff_one(
     }
     let mut summary = None;
     super::render::write_output(output.unwrap_or(Path::new("-")), |w| {
+        let before = if args.normalize {
+            std::borrow::Cow::Borrowed(&b.stacks[..])
+        } else {
+            jobdiff::balanced_before(b, a)
+        };
         summary = Some(render_diff(
-            &b.stacks,
+            &before,
             &a.stacks,
             args.normalize,
             format,
@@ -332,6 +340,15 @@ fn diff_one(
         Ok(())
     })?;
     if !args.quiet {
+        let k = jobdiff::replicate_scale(b, a);
+        if k != 1.0 && !args.normalize {
+            jobprof::errln!(
+                "jobprof: note: query {q}: BEFORE has {} replicate(s), AFTER {}: BEFORE's \
+                 counts are scaled by {k:.3}",
+                b.replicates.len(),
+                a.replicates.len()
+            );
+        }
         for (side, s) in [("BEFORE", b), ("AFTER", a)] {
             jobprof::errln!(
                 "jobprof: {side}: query {q}: {} merged{}",

@@ -26,6 +26,8 @@ pub struct CompletionsArgs {
     pub shell: Shell,
 }
 
+/// Write the man pages (jobprof.1 and one per subcommand) into a directory.
+///
 /// Write the man pages (jobprof.1 and one per subcommand, e.g.
 /// jobprof-process.1, jobprof-nsys-collect.1) into a directory.
 #[derive(Debug, Args)]

@@ -31,3 +31,22 @@ pub fn check_count(flag: &str, value: Option<usize>, max: usize) -> Result<(), j
         _ => Ok(()),
     }
 }
+
+/// One stdout line per capture `jobprof-record` is writing now under
+/// `roots` (its `.capturing` marker): listed as "being written" next to the
+/// captures of the run, not processed, the exit code untouched.
+pub fn list_being_written(roots: &[std::path::PathBuf]) -> anyhow::Result<()> {
+    let mut found: Vec<_> = roots
+        .iter()
+        .flat_map(|r| jobprof::capture::capturing::being_written(r))
+        .collect();
+    found.dedup_by(|a, b| a.worker_dir == b.worker_dir);
+    for b in found {
+        jobprof::outln!(
+            "{}: being written (jobprof-record is capturing it: {}); not processed",
+            b.capture_dir().display(),
+            b.describe()
+        )?;
+    }
+    Ok(())
+}

@@ -8,6 +8,8 @@ use jobprof::nsys::{self, CollectOptions, Collection, FlushOptions, Plan};
 use jobprof::sys::progress::Progress;
 use jobprof::sys::units;
 
+/// Collect and archive Nsight Systems reports; plan and set up nsight-slurm runs.
+///
 /// Settle, collect and archive Nsight Systems reports of multi-rank jobs;
 /// plan, set up and tear down nsight-slurm runs.
 #[derive(Debug, Args)]

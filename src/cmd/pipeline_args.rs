@@ -75,6 +75,13 @@ pub struct PipelineArgs {
     #[arg(short, long)]
     pub quiet: bool,
 
+    /// Log each step of each capture on stderr (symbol sources, kernel
+    /// symbols, every shard's text, the archive, the symbol store); by
+    /// default stderr gets warnings only, as stdout has one result line
+    /// per capture.
+    #[arg(short, long, conflicts_with = "quiet")]
+    pub verbose: bool,
+
     /// Who turns perf.data into text: `native` (read perf.data in-process,
     /// no perf needed, several times faster), `perf` (`perf script`), or
     /// `auto`: native for every shard it can read (frame-pointer call
@@ -156,7 +163,7 @@ impl PipelineArgs {
         if self.quiet {
             Progress::quiet()
         } else {
-            Progress::from_env()
+            Progress::from_env().with_verbose(self.verbose)
         }
     }
 
@@ -187,6 +194,9 @@ impl PipelineArgs {
         }
         if self.quiet {
             v.push("--quiet".into());
+        }
+        if self.verbose {
+            v.push("--verbose".into());
         }
         if self.symbolizer != Choice::Auto {
             v.push(format!("--symbolizer={}", self.symbolizer.as_str()));

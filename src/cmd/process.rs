@@ -12,6 +12,8 @@ use jobprof::views;
 use super::pipeline_args::PipelineArgs;
 use jobprof::ExitCode;
 
+/// Turn the raw perf captures of result directories into flamegraphs and summaries.
+///
 /// Turn the raw perf captures of a result directory into flamegraphs,
 /// folded stacks, summaries and compressed text archives.
 ///
@@ -44,7 +46,9 @@ use jobprof::ExitCode;
 
 Exit status: 0 when every capture was processed or already complete; 1
 when any was refused (with its reason), not rendered or failed; 2 for bad
-usage or a directory without captures.")]
+usage or a directory without captures (when jobprof-record is writing one
+there now, the message says \"a capture is being written\"; next to
+published captures it is listed as \"being written\").")]
 pub struct ProcessArgs {
     /// Result directories (holding profiles/perf/worker_N/QUERY/); a perf
     /// root, one worker_N directory or one capture directory also work.
@@ -98,6 +102,7 @@ pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
     // The result lines, one per capture, go to stdout as each capture ends;
     // log lines and bars to stderr.
     let report = pipeline::run(&args.dirs, &filter, &opts, &progress)?;
+    super::list_being_written(&args.dirs)?;
     let views = views::after_run(&report.captures, &views);
     for v in &views {
         jobprof::outln!("{}", v.line())?;

@@ -100,6 +100,8 @@ impl LookArgs {
     }
 }
 
+/// Render collapsed stacks as a flamegraph (SVG or offline HTML), speedscope or text.
+///
 /// Render collapsed stacks (`frame;frame;... COUNT` lines, from jobprof,
 /// inferno, FlameGraph, py-spy, ...) as an interactive flamegraph (SVG or a
 /// self-contained offline HTML page), speedscope JSON, or merged folded text.

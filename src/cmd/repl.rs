@@ -12,6 +12,8 @@ use jobprof::sys::progress::Progress;
 use jobprof::sys::slurm::repl::{self, ReplOptions};
 use jobprof::sys::slurm::{self, JobId, Slurm};
 
+/// Open the Presto CLI on the coordinator of a running Slurm job (or run a SQL file).
+///
 /// Open the Presto CLI on the coordinator (first node) of a running Slurm
 /// job, as an `srun --overlap` step inside the job; with --file, run a SQL
 /// file instead of prompting.

@@ -8,6 +8,8 @@ use jobprof::output::report::{self, Options};
 use jobprof::sys::atomic::{AtomicFile, Destination};
 use jobprof::ExitCode;
 
+/// Print a capture's functions by self time, like `perf report --no-children`.
+///
 /// Print a capture's functions by self time, like `perf report --stdio
 /// --no-children` but over all shards together, with the event, samples,
 /// window and symbol figures on top; 80 columns wide.

@@ -16,6 +16,8 @@ use jobprof::ExitCode;
 
 use super::pipeline_args::PipelineArgs;
 
+/// Bring every result directory under ROOT up to date (new or outdated captures).
+///
 /// Bring every result directory under ROOT up to date: process captures
 /// never processed, or processed by an older jobprof.
 ///
@@ -47,7 +49,9 @@ use super::pipeline_args::PipelineArgs;
 
 Exit status: 0 when every capture is complete; 1 when any was refused,
 not rendered or failed (listed in the summary table); 2 for bad usage or
-a ROOT without captures.")]
+a ROOT without captures (when jobprof-record is writing one there now, the
+message says \"a capture is being written\"; next to published captures it
+is listed as \"being written\").")]
 pub struct ReprocessArgs {
     /// Directory trees holding result directories (any depth); a result
     /// directory itself, or one capture directory, also works.
@@ -149,6 +153,7 @@ pub fn run(args: ReprocessArgs) -> anyhow::Result<ExitCode> {
     // The result lines of the captures worked on go to stdout as each ends
     // (the per-task log of an array job); a dry run lists its plan here.
     let report = bulk::run(&args.roots, &opts, &progress)?;
+    super::list_being_written(&args.roots)?;
     // A dry run changes nothing, the job views included.
     let views = if report.dry_run {
         Vec::new()

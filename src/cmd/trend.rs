@@ -8,6 +8,8 @@ use clap::Args;
 use jobprof::trend::{self, Baseline, Finding, LoadOptions, Options, TimeFinding, Trend};
 use jobprof::ExitCode;
 
+/// Which function got slower in which query across a series of runs (trend.html).
+///
 /// Which function got slower, in which query, across a series of runs of
 /// the same queries: per query and function, the self and total share of
 /// the query's samples in each run (the mean over the run's replicates,
@@ -25,9 +27,10 @@ use jobprof::ExitCode;
   jobprof trend runs/* --label commit=$GIT_SHA --fail-on-regression 2 -o trend/   # CI gate
   jobprof trend runs/* --each-run --json trend.json -o trend/
 
-Replicates: a capture named BASE_iterN, BASE.repN, BASE-runN (also
-iteration, repeat; any case) is replicate N of query BASE; any other name is
-a query with one replicate. Workers are merged per replicate.
+Replicates: a capture named BASE_iterN (also BASE.repN, BASE-runN,
+iteration, repeat, any case, and BASE.N) is replicate N of query BASE; any
+other name is a query with one replicate (docs/capture.md, Replicates).
+Workers are merged per replicate.
 
 Nothing to judge: a query of the baseline runs that a run tested has no
 processed, non-empty capture of is named on stderr (with -q too) and in

@@ -276,7 +276,7 @@ pub fn run(
     let overall = multi.add(progress.bar(found.len() as u64, "captures"));
     let captures = run_captures(&found, &opts, &perf, progress, &multi, &overall);
     overall.finish_and_clear();
-    progress.log(store.describe());
+    progress.detail(store.describe());
     Ok(Report { captures })
 }
 
@@ -386,7 +386,7 @@ pub fn process_capture(
                 return report;
             }
             Completion::Stale(why) => {
-                progress.log(format!("{}: processing again: {why}", found.dir.display()));
+                progress.detail(format!("{}: processing again: {why}", found.dir.display()));
             }
             Completion::NotDone => {}
         }
@@ -498,13 +498,17 @@ impl<'a> Pipeline<'a> {
     }
 
     /// Logs `msg` prefixed with the capture directory (which names the
-    /// result directory: lines of many captures stay readable).
+    /// result directory: lines of many captures stay readable): a warning
+    /// (`warning: ...`) always, any other step's detail with `-v` only
+    /// (the capture's result line on stdout says how it ended).
     fn log(&self, msg: impl AsRef<str>) {
-        self.progress.log(format!(
-            "{}: {}",
-            crate::sys::progress::printable(&self.dir),
-            msg.as_ref()
-        ));
+        let msg = msg.as_ref();
+        let line = format!("{}: {msg}", crate::sys::progress::printable(&self.dir));
+        if msg.starts_with("warning") {
+            self.progress.log(line);
+        } else {
+            self.progress.detail(line);
+        }
     }
 }
 

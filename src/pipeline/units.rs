@@ -243,8 +243,10 @@ impl Pipeline<'_> {
             .slice
             .map(|sl| format!(" slice {}", sl.to_arg()))
             .unwrap_or_default();
+        // A failed shard is a warning, shown without -v too.
         self.log(format!(
-            "shard {}{slice}: {} of text in {:.1}s{}",
+            "{}shard {}{slice}: {} of text in {:.1}s{}",
+            if o.ok() { "" } else { "warning: " },
             s.index,
             crate::sys::units::format_bytes(o.bytes),
             o.elapsed.as_secs_f64(),

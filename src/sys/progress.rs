@@ -2,7 +2,10 @@
 //!
 //! On a terminal, long-running commands draw indicatif bars on stderr; off a
 //! terminal (sbatch logs, CI, pipes) bars are hidden and the same events are
-//! printed as plain timestamped lines, so logs stay readable. Nothing else in
+//! printed as plain timestamped lines, so logs stay readable: by default
+//! only what a reader must see ([`Progress::log`]: warnings, a run's
+//! plan), the detail of each step ([`Progress::detail`]) with `-v`, since
+//! every capture already has its one result line on stdout. Nothing else in
 //! the library draws or prints progress. This module knows nothing about what
 //! is being processed.
 
@@ -46,6 +49,7 @@ pub struct Progress {
     draw: bool,
     quiet: bool,
     results: bool,
+    verbose: bool,
 }
 
 impl Default for Progress {
@@ -61,6 +65,7 @@ impl Progress {
             draw: std::io::stderr().is_terminal(),
             quiet: false,
             results: true,
+            verbose: false,
         }
     }
 
@@ -71,6 +76,7 @@ impl Progress {
             draw: false,
             quiet: true,
             results: false,
+            verbose: false,
         }
     }
 
@@ -80,6 +86,7 @@ impl Progress {
             draw: false,
             quiet: false,
             results: true,
+            verbose: false,
         }
     }
 
@@ -89,7 +96,15 @@ impl Progress {
             draw: false,
             quiet: true,
             results: true,
+            verbose: false,
         }
+    }
+
+    /// The same, with the detail lines ([`detail`](Self::detail)) printed
+    /// too when `verbose` (`-v/--verbose`).
+    pub fn with_verbose(mut self, verbose: bool) -> Self {
+        self.verbose = verbose;
+        self
     }
 
     /// Whether bars are drawn (stderr is a terminal and not silenced).
@@ -165,6 +180,14 @@ impl Progress {
             crate::sys::units::utc_timestamp(),
             msg.as_ref()
         );
+    }
+
+    /// A log line of detail (what each step of a capture did): printed as
+    /// [`log`](Self::log) prints, only with `-v/--verbose`.
+    pub fn detail(&self, msg: impl AsRef<str>) {
+        if self.verbose {
+            self.log(msg);
+        }
     }
 
     fn target(&self) -> ProgressDrawTarget {

@@ -25,8 +25,8 @@
 use serde::Serialize;
 
 use super::load::{QuerySeries, Replicate, RunInfo, Series};
-use super::replicate;
 use super::stats::{self, Method, Tested};
+use crate::capture::replicate;
 
 /// Which runs the tested run is compared with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -1,6 +1,6 @@
 //! Reading a series of runs: each run is a processed result directory;
 //! its captures are found by the one walker ([`crate::capture::discover`]),
-//! grouped by query and replicate ([`super::replicate::split`]), and each
+//! grouped by query and replicate ([`crate::capture::replicate::split`]), and each
 //! replicate's workers are merged as the job views merge them (their
 //! `stacks.folded`, or the off-CPU and wall-clock files, added up). Every
 //! folded file is read once; what is kept is each function's self and
@@ -19,8 +19,8 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
-use super::replicate;
 use super::tally::Tally;
+use crate::capture::replicate;
 use crate::capture::{self, CaptureDir, Filter};
 use crate::error::{Error, Result};
 use crate::views::summary::SummaryFields;
@@ -77,8 +77,9 @@ pub struct Replicate {
     pub total: u64,
     /// The folded files merged (one per worker).
     pub folded: Vec<PathBuf>,
-    /// The job view of this replicate (`queries/<name>/flamegraph.html`),
-    /// when the run has one.
+    /// The job view of this replicate's base query
+    /// (`queries/<base>/flamegraph.html`, every replicate summed), when the
+    /// run has one.
     pub flamegraph: Option<PathBuf>,
     /// (function id, self %, total %), sorted by id.
     pub shares: Vec<(u32, f32, f32)>,
@@ -389,7 +390,7 @@ fn read_replicate(
         let root = crate::views::perf_root_of(&c.dir)?;
         let page = root
             .join(crate::views::QUERIES_DIR)
-            .join(name)
+            .join(base)
             .join(capture::HTML);
         capture::is_plain_file(&page).then_some(page)
     });

@@ -15,7 +15,6 @@
 pub mod assess;
 pub mod load;
 mod page;
-pub mod replicate;
 pub mod stats;
 mod tally;
 
@@ -78,9 +77,9 @@ pub struct Trend {
 }
 
 /// The replicate rule in words (for the page and `trend.json`).
-pub const REPLICATE_RULE: &str = "a capture named BASE{_,.,-}{iter,iteration,rep,repeat,run}N \
-     (e.g. Q3_iter2, q01.rep2) is replicate N of query BASE; any other name is a query with \
-     one replicate";
+pub const REPLICATE_RULE: &str = "a capture named BASE_iterN (also \
+     BASE{_,.,-}{iter,iteration,rep,repeat,run}N and BASE.N: Q3_iter2, q01.rep2, q01.2) is \
+     replicate N of query BASE; any other name is a query with one replicate";
 
 impl Trend {
     /// Assesses `series` with `opts`.

@@ -1,12 +1,16 @@
 //! Run versus run: the same queries of two result directories (or two
-//! capture directories) compared. A query's stacks are the sum of its
-//! workers' `stacks.folded` ([`load_run`]); [`diff_runs`] draws one
-//! differential flamegraph per query present in both runs and an index page
-//! of them sorted by the largest change (the total's change, or with
-//! `normalize` the share of samples that moved between stacks, since the
-//! totals are then equal by construction).
+//! capture directories) compared. A query is a base query
+//! ([`crate::capture::replicate`]: `q01_iter1..3` are three replicates of
+//! `q01`), and its stacks are the sum of its replicates' and workers'
+//! `stacks.folded` ([`load_run`]); when the two runs hold different numbers
+//! of replicates of a query, BEFORE's counts are scaled by AFTER's count
+//! over BEFORE's ([`replicate_scale`]), so both sides stand for as many
+//! replicates. [`diff_runs`] draws one differential flamegraph per query
+//! present in both runs and an index page of them sorted by the largest
+//! change (the total's change, or with `normalize` the share of samples that
+//! moved between stacks, since the totals are then equal by construction).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -16,7 +20,7 @@ use serde::Serialize;
 use super::page::{self, Cell, Col, Section, Table};
 use super::{INDEX_HTML, INDEX_JSON};
 use crate::capture::FOLDED;
-use crate::capture::{self, Filter};
+use crate::capture::{self, replicate, Filter};
 use crate::error::{Error, Result};
 use crate::output::render::diff::render_diff;
 use crate::output::render::folded::read_folded;
@@ -25,11 +29,13 @@ use crate::output::render::{Format, RenderOptions};
 use crate::sys::atomic::{write_atomic, AtomicFile};
 use crate::sys::input::Source;
 
-/// One query of one run, its workers merged.
+/// One base query of one run, its replicates and workers merged.
 #[derive(Debug, Clone, Default)]
 pub struct QueryStacks {
     /// Captures merged (`worker_N/Q`).
     pub merged: Vec<String>,
+    /// The replicates' query names merged (`q01_iter1`, ...).
+    pub replicates: BTreeSet<String>,
     /// Captures of the query without `stacks.folded` (not processed).
     pub missing: Vec<String>,
     /// The merged stacks.
@@ -43,7 +49,7 @@ pub struct QueryStacks {
 pub struct Run {
     /// What was given.
     pub root: PathBuf,
-    /// Query -> its stacks.
+    /// Base query -> its stacks.
     pub queries: BTreeMap<String, QueryStacks>,
     /// The event sampled, from the first merged capture's summary.json.
     pub event: Option<String>,
@@ -63,7 +69,8 @@ pub fn count_name(before: &Run, after: &Run) -> Option<String> {
 
 /// Finds the captures under `root` (a result directory, its
 /// `profiles/perf`, a `worker_N` directory or one capture directory),
-/// narrowed to `query`, and merges each query's workers.
+/// narrowed to `query` (a base query, or one replicate's name), and merges
+/// each base query's replicates and workers.
 pub fn load_run(root: &Path, query: Option<&str>) -> Result<Run> {
     load_run_of(root, query, FOLDED)
 }
@@ -73,25 +80,22 @@ pub fn load_run(root: &Path, query: Option<&str>) -> Result<Run> {
 /// recorded with `--off-cpu`).
 pub fn load_run_of(root: &Path, query: Option<&str>, folded: &str) -> Result<Run> {
     let found = capture::discover(&[root.to_path_buf()], &Filter::default())?;
-    let all: Vec<String> = {
-        let mut v: Vec<String> = found.iter().map(|c| c.query.clone()).collect();
-        v.sort();
-        v.dedup();
-        v
-    };
+    let base = |c: &capture::CaptureDir| replicate::split(&c.query).0.to_string();
+    let wanted = |c: &capture::CaptureDir| query.is_none_or(|q| c.query == q || base(c) == q);
     if let Some(q) = query {
-        if !all.iter().any(|a| a == q) {
+        if !found.iter().any(wanted) {
+            let all: BTreeSet<String> = found.iter().map(base).collect();
             return Err(Error::Usage(format!(
                 "{}: no capture of query `{q}`; its queries are: {}",
                 root.display(),
-                all.join(", ")
+                names(all.iter())
             )));
         }
     }
     let mut queries: BTreeMap<String, QueryStacks> = BTreeMap::new();
     let mut event = None;
-    for c in found.iter().filter(|c| query.is_none_or(|q| c.query == q)) {
-        let entry = queries.entry(c.query.clone()).or_default();
+    for c in found.iter().filter(|c| wanted(c)) {
+        let entry = queries.entry(base(c)).or_default();
         let folded = c.out_dir().join(folded);
         if !folded.is_file() {
             entry.missing.push(c.label());
@@ -107,12 +111,43 @@ pub fn load_run_of(root: &Path, query: Option<&str>, folded: &str) -> Result<Run
         entry.bad_lines += input.bad_lines;
         entry.stacks.extend(input.stacks);
         entry.merged.push(c.label());
+        entry.replicates.insert(c.query.clone());
     }
     Ok(Run {
         root: root.to_path_buf(),
         queries,
         event,
     })
+}
+
+/// The factor BEFORE's counts are multiplied by so that both sides stand
+/// for as many replicates: AFTER's replicate count over BEFORE's (1 when
+/// they are equal, or a side has none).
+pub fn replicate_scale(before: &QueryStacks, after: &QueryStacks) -> f64 {
+    let (b, a) = (before.replicates.len(), after.replicates.len());
+    if b == 0 || a == 0 || a == b {
+        1.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// BEFORE's stacks at AFTER's replicate count ([`replicate_scale`]; each
+/// count rounded), the stacks themselves when the counts are equal.
+pub fn balanced_before<'a>(
+    before: &'a QueryStacks,
+    after: &QueryStacks,
+) -> std::borrow::Cow<'a, [(String, u64)]> {
+    let k = replicate_scale(before, after);
+    if k == 1.0 {
+        return std::borrow::Cow::Borrowed(&before.stacks);
+    }
+    let scaled = before
+        .stacks
+        .iter()
+        .map(|(s, c)| (s.clone(), (*c as f64 * k).round() as u64))
+        .collect();
+    std::borrow::Cow::Owned(scaled)
 }
 
 /// True when `root` is one capture directory (not a result, perf root or
@@ -160,7 +195,8 @@ pub struct QueryDiff {
     pub before_total: u64,
     /// AFTER's total.
     pub after_total: u64,
-    /// Factor BEFORE was scaled by (1 unless normalized).
+    /// Factor BEFORE was scaled by: AFTER's total over BEFORE's when
+    /// normalized, else AFTER's replicate count over BEFORE's (1 when equal).
     pub scale: f64,
     /// AFTER's total minus BEFORE's (scaled).
     pub change: f64,
@@ -173,6 +209,10 @@ pub struct QueryDiff {
     pub before_captures: usize,
     /// Captures merged on AFTER's side.
     pub after_captures: usize,
+    /// Replicates merged on BEFORE's side.
+    pub before_replicates: usize,
+    /// Replicates merged on AFTER's side.
+    pub after_replicates: usize,
     /// The differential flamegraph, relative to the output directory.
     pub file: Option<String>,
 }
@@ -200,7 +240,7 @@ pub fn compare(
     let scale = if normalize && bt > 0 {
         at as f64 / bt as f64
     } else {
-        1.0
+        replicate_scale(before, after)
     };
     let mut stacks: FxHashMap<&str, f64> = FxHashMap::default();
     let mut leaves: FxHashMap<&str, f64> = FxHashMap::default();
@@ -228,6 +268,8 @@ pub fn compare(
         top_function,
         before_captures: before.merged.len(),
         after_captures: after.merged.len(),
+        before_replicates: before.replicates.len(),
+        after_replicates: after.replicates.len(),
         file: None,
     }
 }
@@ -287,7 +329,12 @@ pub fn diff_runs(
             let mut look = opts.clone();
             look.title = format!("{} · query {q}", opts.title);
             let mut f = AtomicFile::create(out_dir.join(&name))?;
-            render_diff(&b.stacks, &a.stacks, normalize, format, &look, &mut f)?;
+            let bs = if normalize {
+                std::borrow::Cow::Borrowed(&b.stacks[..])
+            } else {
+                balanced_before(b, a)
+            };
+            render_diff(&bs, &a.stacks, normalize, format, &look, &mut f)?;
             f.commit()?;
             d.file = Some(name);
         }
@@ -383,6 +430,10 @@ fn query_row(q: &QueryDiff) -> (String, Vec<Cell>) {
         Cell::num(page::pct(Some(q.moved)), Some(q.moved)),
         top,
         Cell::num(
+            format!("{} / {}", q.before_replicates, q.after_replicates),
+            Some(q.after_replicates as f64),
+        ),
+        Cell::num(
             format!("{} / {}", q.before_captures, q.after_captures),
             Some(q.after_captures as f64),
         ),
@@ -406,6 +457,7 @@ fn index_html(d: &RunDiff) -> String {
                 col("relative", "Change %", true),
                 col("moved", "Moved", true),
                 col("function", "Largest function change", false),
+                col("replicates", "Replicates (before / after)", true),
                 col("captures", "Captures (before / after)", true),
                 col("flamegraph", "Flamegraph", false),
             ],
@@ -424,8 +476,18 @@ fn index_note(d: &RunDiff) -> String {
     };
     let mut note = format!(
         "Largest change first, by {sort}. Red: grew since BEFORE; blue: shrank. \
-         Each query's workers are merged."
+         Each query's replicates (q01_iter1, q01_iter2, ... of q01) and workers are summed."
     );
+    if !d.normalize
+        && d.queries
+            .iter()
+            .any(|q| q.before_replicates != q.after_replicates)
+    {
+        note.push_str(
+            " Where the runs hold different numbers of replicates, BEFORE is scaled by \
+             AFTER's replicate count over its own (the change is per as many replicates).",
+        );
+    }
     if !d.only_before.is_empty() {
         note.push_str(&format!(" Only in BEFORE: {}.", d.only_before.join(", ")));
     }

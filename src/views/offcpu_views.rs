@@ -84,17 +84,17 @@ pub fn capture_file(perf_root: &Path, row: &Row, name: &str) -> Option<std::path
     path.is_file().then_some(path)
 }
 
-/// One worker's (or an unnumbered capture's) stacks of one file.
-pub type WorkerStacks = (Option<u32>, Vec<(String, u64)>);
+/// One capture's stacks of one file, with its row (worker and replicate).
+pub type WorkerStacks<'r> = (&'r Row, Vec<(String, u64)>);
 
 /// The stacks of the `name` file of each row that has one, with the
-/// query's root frame rule applied, by row's worker.
-pub fn per_worker(
+/// query's root frame rule applied, by row.
+pub fn per_worker<'r>(
     perf_root: &Path,
-    merged: &[&Row],
+    merged: &[&'r Row],
     name: &str,
     root: QueryRoot,
-) -> Result<Vec<WorkerStacks>> {
+) -> Result<Vec<WorkerStacks<'r>>> {
     let mut out = Vec::new();
     for r in merged {
         let Some(path) = capture_file(perf_root, r, name) else {
@@ -109,7 +109,7 @@ pub fn per_worker(
                 .collect(),
             _ => input.stacks,
         };
-        out.push((r.worker, stacks));
+        out.push((*r, stacks));
     }
     Ok(out)
 }

@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::scan::{Index, NsysCell, OffCpuCells, Row, State};
+use super::scan::{Index, NsysCell, OffCpuCells, QueryView, Row, State};
 use super::{INDEX_HTML, INDEX_JSON};
 use crate::error::Result;
 use crate::output::render::html::{esc, group_digits, href_esc};
@@ -361,8 +361,13 @@ fn queries_section(index: &Index) -> Section {
         .map(|q| {
             let cells = vec![
                 Cell::text(&q.query),
+                replicates_cell(q),
                 Cell::num(
-                    format!("{} of {}", q.workers_merged.len(), q.captures),
+                    format!("{} of {}", q.captures_merged, q.captures),
+                    Some(q.captures_merged as f64),
+                ),
+                Cell::num(
+                    q.workers_merged.len().to_string(),
                     Some(q.workers_merged.len() as f64),
                 ),
                 Cell::num(group_digits(q.samples), Some(q.samples as f64)),
@@ -378,8 +383,9 @@ fn queries_section(index: &Index) -> Section {
     Section {
         heading: "Queries".into(),
         note: Some(
-            "One flamegraph per query, merged over its completely processed workers \
-             (imbalance: the largest worker's samples over the mean; 1.00 = balanced)."
+            "One flamegraph per query, merged over its completely processed captures: \
+             replicates (q01_iter1, q01_iter2, ... of q01) and workers summed (imbalance: \
+             the largest worker's samples over the mean; 1.00 = balanced)."
                 .into(),
         ),
         table: Table {
@@ -391,8 +397,18 @@ fn queries_section(index: &Index) -> Section {
                     num: false,
                 },
                 Col {
+                    key: "replicates",
+                    label: "Replicates",
+                    num: true,
+                },
+                Col {
+                    key: "captures",
+                    label: "Captures merged",
+                    num: true,
+                },
+                Col {
                     key: "workers",
-                    label: "Workers merged",
+                    label: "Workers",
                     num: true,
                 },
                 Col {
@@ -413,6 +429,20 @@ fn queries_section(index: &Index) -> Section {
             ],
             rows,
         },
+    }
+}
+
+/// A query's replicate count, with their names when there are several.
+fn replicates_cell(q: &QueryView) -> Cell {
+    let n = q.replicates.len();
+    let names = match n {
+        0 | 1 => String::new(),
+        _ => format!("<small>{}</small>", esc(&q.replicates.join(", "))),
+    };
+    Cell {
+        html: format!("{n}{names}"),
+        v: Some(n.to_string()),
+        class: "num",
     }
 }
 
@@ -674,6 +704,8 @@ mod tests {
             capture: "worker_0/q".into(),
             worker: Some(0),
             query: "q".into(),
+            base: "q".into(),
+            replicate: 1,
             state: State::Processed,
             reason: None,
             host: None,
@@ -710,7 +742,9 @@ mod tests {
             ],
             queries: vec![super::super::scan::QueryView {
                 query: "q".into(),
+                replicates: vec!["q_iter1".into(), "q_iter2".into()],
                 workers_merged: vec![0],
+                captures_merged: 2,
                 captures: 1,
                 samples: 7,
                 imbalance: None,

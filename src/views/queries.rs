@@ -1,12 +1,15 @@
-//! One flamegraph per query over all its workers:
+//! One flamegraph per base query over all its replicates and workers:
 //! `profiles/perf/queries/<Q>/stacks.folded` and `flamegraph.html`, merged
-//! from the `stacks.folded` of the query's completely processed captures,
-//! with `worker_N` as the root frame by default (one tower per worker, so
-//! imbalance shows). `sources.json`, written last, names the captures (and
-//! when each was completed) a view was drawn from; a view whose sources are
-//! unchanged is not drawn again, so a refresh after one capture redraws one
-//! query.
+//! from the `stacks.folded` of the query's completely processed captures
+//! (`q01_iter1`, `q01_iter2`, ... are replicates of `q01`:
+//! [`crate::capture::replicate`]; their stacks are summed, and the page
+//! says how many replicates it holds), with `worker_N` as the root frame by
+//! default (one tower per worker, so imbalance shows). `sources.json`,
+//! written last, names the captures (and when each was completed) a view
+//! was drawn from; a view whose sources are unchanged is not drawn again,
+//! so a refresh after one capture redraws one query.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use serde_json::json;
@@ -42,6 +45,7 @@ pub fn update(
         rendered += usize::from(redrawn);
         index.queries.push(view);
     }
+    remove_other_views(root, &index.job.queries)?;
     Ok((drawn, rendered))
 }
 
@@ -55,15 +59,24 @@ fn update_one(
     opts: &Options,
 ) -> Result<(QueryView, bool)> {
     let job = index.job.job_ids.iter().next().cloned();
-    let rows: Vec<&Row> = index.captures.iter().filter(|r| r.query == q).collect();
+    let rows: Vec<&Row> = index.captures.iter().filter(|r| r.base == q).collect();
     let merged: Vec<&Row> = rows
         .iter()
         .copied()
         .filter(|r| r.state == State::Processed && r.folded.is_some())
         .collect();
+    let mut replicates: Vec<(u32, &str)> = rows
+        .iter()
+        .map(|r| (r.replicate, r.query.as_str()))
+        .collect();
+    replicates.sort_unstable();
+    replicates.dedup();
+    let workers: BTreeSet<u32> = merged.iter().filter_map(|r| r.worker).collect();
     let mut view = QueryView {
         query: q.to_string(),
-        workers_merged: merged.iter().filter_map(|r| r.worker).collect(),
+        replicates: replicates.iter().map(|(_, n)| n.to_string()).collect(),
+        workers_merged: workers.into_iter().collect(),
+        captures_merged: merged.len(),
         captures: rows.len(),
         samples: merged.iter().filter_map(|r| r.samples).sum(),
         imbalance: imbalance(&merged),
@@ -76,6 +89,7 @@ fn update_one(
     let sources = json!({
         "query": q,
         "root": opts.query_root.as_str(),
+        "replicates": view.replicates,
         "captures": merged.iter().map(|r| json!({
             "capture": r.capture,
             "completed": r.completed,
@@ -92,22 +106,51 @@ fn update_one(
         && is_file(FOLDED)
         && is_file(crate::output::pprof::PPROF);
     if !current {
-        draw(perf_root, &dir, q, job.as_deref(), &merged, opts)?;
+        let summed: BTreeSet<&str> = merged.iter().map(|r| r.query.as_str()).collect();
+        let look = Look {
+            job: job.as_deref(),
+            replicates: summed.len(),
+        };
+        draw(perf_root, &dir, q, look, &merged, opts)?;
         write_in(&dir, SOURCES_JSON, true, sources.as_bytes())?;
     }
     view.flamegraph = Some(format!("{QUERIES_DIR}/{q}/{HTML}"));
     Ok((view, !current))
 }
 
-/// Largest worker's samples over the mean of the merged workers.
+/// Largest worker's samples over the mean of the merged workers (each
+/// worker's replicates summed).
 fn imbalance(rows: &[&Row]) -> Option<f64> {
-    let samples: Vec<u64> = rows.iter().filter_map(|r| r.samples).collect();
+    let mut per_worker: BTreeMap<Option<u32>, u64> = BTreeMap::new();
+    for r in rows {
+        if let Some(n) = r.samples {
+            *per_worker.entry(r.worker).or_default() += n;
+        }
+    }
+    let samples: Vec<u64> = per_worker.into_values().collect();
     if samples.len() < 2 {
         return None;
     }
     let mean = samples.iter().sum::<u64>() as f64 / samples.len() as f64;
     let max = *samples.iter().max()? as f64;
     (mean > 0.0).then(|| max / mean)
+}
+
+/// Removes the views of queries the job no longer has: a query whose
+/// captures were removed, and the per-replicate views (`queries/q01_iter2/`)
+/// that jobprof drew before replicates were merged. Only the view's own
+/// files go; a directory holding anything else stays.
+fn remove_other_views(root: &Dir, queries: &BTreeSet<String>) -> Result<()> {
+    let Ok(dir) = root.sub(QUERIES_DIR) else {
+        return Ok(());
+    };
+    for name in dir.names().unwrap_or_default() {
+        let Some(name) = name.to_str() else { continue };
+        if !queries.contains(name) && dir.entry(name)?.is_some_and(|e| e.is_dir()) {
+            remove_view(root, name)?;
+        }
+    }
+    Ok(())
 }
 
 fn remove_view(root: &Dir, q: &str) -> Result<()> {
@@ -131,13 +174,22 @@ fn remove_view(root: &Dir, q: &str) -> Result<()> {
     Ok(())
 }
 
-/// Merges the workers' folded stacks and writes the query's folded stacks
-/// and flamegraph page.
+/// What a query's pages say about it besides its stacks.
+#[derive(Clone, Copy)]
+struct Look<'a> {
+    /// The Slurm job id.
+    job: Option<&'a str>,
+    /// Replicates of the query summed in the view (processed ones).
+    replicates: usize,
+}
+
+/// Merges the replicates' and workers' folded stacks and writes the query's
+/// folded stacks and flamegraph page.
 fn draw(
     perf_root: &Path,
     dir: &Dir,
     q: &str,
-    job: Option<&str>,
+    look: Look,
     merged: &[&Row],
     opts: &Options,
 ) -> Result<()> {
@@ -147,7 +199,7 @@ fn draw(
         let rel = r.folded.as_deref().expect("filtered on folded");
         let input = read_folded(&[Source::Path(perf_root.join(rel))])?;
         let switch_data = offcpu_views::capture_file(perf_root, r, WALLCLOCK_FOLDED).is_some();
-        labelled.push((input.stacks.len(), r.worker, switch_data));
+        labelled.push((input.stacks.len(), r, switch_data));
         match (opts.query_root, r.worker) {
             (QueryRoot::Worker, Some(w)) => stacks.extend(
                 input
@@ -161,7 +213,7 @@ fn draw(
     let mut f = AtomicFile::create_in(dir, FOLDED, true)?;
     render::render_folded(&stacks, &mut f)?;
     f.commit()?;
-    let ropts = render_options(q, job, merged, opts);
+    let ropts = render_options(q, look, merged, opts);
     if crate::sys::counts::sum(stacks.iter().map(|(_, c)| *c)) == 0 {
         // Every worker's capture of the query was valid and empty.
         dir.remove_file(crate::output::pprof::PPROF)?;
@@ -177,9 +229,10 @@ fn draw(
         .iter()
         .filter_map(|r| {
             let page = r.flamegraph.as_deref()?;
-            let text = match r.worker {
-                Some(w) => format!("worker {w} (timeline)"),
-                None => format!("{} (timeline)", r.capture),
+            let text = match (r.worker, look.replicates) {
+                (Some(w), 1) => format!("worker {w} (timeline)"),
+                (Some(w), _) => format!("{} worker {w} (timeline)", r.query),
+                (None, _) => format!("{} (timeline)", r.capture),
             };
             Some((text, format!("../../{page}")))
         })
@@ -194,20 +247,21 @@ fn draw(
     offcpu_views::draw(perf_root, dir, merged, opts.query_root, &ropts)
 }
 
-/// How many stacks in a row of the merged stacks came from which worker,
-/// and whether that worker's capture has switch data (a `wallclock.folded`).
-type Labelled = (usize, Option<u32>, bool);
+/// How many stacks in a row of the merged stacks came from which capture,
+/// and whether that capture has switch data (a `wallclock.folded`).
+type Labelled<'r> = (usize, &'r Row, bool);
 
-/// The merged query's `profile.pb.gz`: every worker's stacks as samples
-/// labelled `query` and `worker` (`on_cpu`: the merged stacks and which
-/// worker each came from). When a worker has switch data, its `off_cpu`
+/// The merged query's `profile.pb.gz`: every capture's stacks as samples
+/// labelled `query` (the base query), `replicate` (the capture's query
+/// name, when it is not the base's) and `worker` (`on_cpu`: the merged
+/// stacks and which capture each came from). When a worker has switch data, its `off_cpu`
 /// stacks follow in the off-CPU and wall columns, and its on-CPU stacks
 /// count in the wall column too (so that column's total is the query's
 /// `wallclock.folded`).
 fn write_pprof(
     dir: &Dir,
     q: &str,
-    on_cpu: (&[(String, u64)], &[Labelled]),
+    on_cpu: (&[(String, u64)], &[Labelled<'_>]),
     off_cpu: &[offcpu_views::WorkerStacks],
     ropts: &RenderOptions,
 ) -> Result<()> {
@@ -215,25 +269,29 @@ fn write_pprof(
     let switch_data = labelled.iter().any(|l| l.2);
     let columns =
         crate::output::pprof::Columns::for_count_name(&ropts.count_name).with_off_cpu(switch_data);
-    let labels = |w: Option<u32>| {
+    let labels = |r: &Row| {
         let mut labels = vec![("query".to_string(), q.to_string())];
-        if let Some(w) = w {
+        if r.query != q {
+            labels.push(("replicate".to_string(), r.query.clone()));
+        }
+        if let Some(w) = r.worker {
             labels.push(("worker".to_string(), w.to_string()));
         }
         labels
     };
-    let workers = labelled
+    let rows = labelled
         .iter()
-        .flat_map(|&(n, w, wall)| std::iter::repeat_n((w, wall), n));
+        .flat_map(|&(n, r, wall)| std::iter::repeat_n((r, wall), n));
     let on = stacks
         .iter()
-        .zip(workers)
-        .map(|((s, c), (w, wall))| (s.as_str(), columns.on_cpu(*c, wall), labels(w)));
-    let off = off_cpu.iter().flat_map(|(w, stacks)| {
+        .zip(rows)
+        .map(|((s, c), (r, wall))| (s.as_str(), columns.on_cpu(*c, wall), labels(r)));
+    let off = off_cpu.iter().flat_map(|(r, stacks)| {
         let columns = &columns;
+        let labels = labels(r);
         stacks
             .iter()
-            .map(move |(s, ns)| (s.as_str(), columns.off_cpu_values(*ns), labels(*w)))
+            .map(move |(s, ns)| (s.as_str(), columns.off_cpu_values(*ns), labels.clone()))
     });
     let path = dir.join(crate::output::pprof::PPROF);
     let mut f = AtomicFile::create_in(dir, crate::output::pprof::PPROF, true)?;
@@ -242,13 +300,20 @@ fn write_pprof(
     f.commit()
 }
 
-fn render_options(q: &str, job: Option<&str>, merged: &[&Row], opts: &Options) -> RenderOptions {
-    let workers = match merged.len() {
+fn render_options(q: &str, look: Look, merged: &[&Row], opts: &Options) -> RenderOptions {
+    let workers = merged
+        .iter()
+        .filter_map(|r| r.worker)
+        .collect::<BTreeSet<_>>();
+    let workers = match workers.len().max(1) {
         1 => "1 worker".to_string(),
         n => format!("{n} workers"),
     };
     let event = merged.iter().find_map(|r| r.event.clone());
     let mut facts = vec![workers];
+    if look.replicates > 1 {
+        facts.push(format!("{} replicates summed", look.replicates));
+    }
     if let Some(ev) = &event {
         facts.insert(0, ev.clone());
     }
@@ -258,7 +323,7 @@ fn render_options(q: &str, job: Option<&str>, merged: &[&Row], opts: &Options) -
     let mut o = RenderOptions {
         title: format!(
             "{} · all workers",
-            render::capture_title(job, None, Some(q))
+            render::capture_title(look.job, None, Some(q))
         ),
         subtitle: Some(facts.join(" · ")),
         ..RenderOptions::default()

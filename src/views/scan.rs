@@ -71,6 +71,11 @@ pub struct Row {
     pub worker: Option<u32>,
     /// Q.
     pub query: String,
+    /// The query Q is a replicate of ([`crate::capture::replicate`]:
+    /// `q01` for `q01_iter2`; Q itself when it names no replicate).
+    pub base: String,
+    /// Q's replicate number (1 when it names none).
+    pub replicate: u32,
     /// How far it got.
     pub state: State,
     /// Why it is not processed, when it is not.
@@ -138,23 +143,29 @@ pub struct Header {
     pub hosts: BTreeSet<String>,
     /// Worker indices.
     pub workers: BTreeSet<u32>,
-    /// Queries.
+    /// Base queries (replicates counted once: `q01` for `q01_iter1..3`).
     pub queries: BTreeSet<String>,
     /// Capture settings, each with every value seen: `event`,
     /// `frequency`, `call graph`, `threads per shard`, `perf`, `recorder`.
     pub settings: BTreeMap<String, BTreeSet<String>>,
 }
 
-/// A query's merged view, filled in by the per-query stage.
+/// A base query's merged view (its replicates and workers summed), filled
+/// in by the per-query stage.
 #[derive(Debug, Clone, Serialize)]
 pub struct QueryView {
-    /// Q.
+    /// The base query.
     pub query: String,
-    /// Workers merged (processed completely).
+    /// Its replicates' query names (`q01_iter1`, ...; the query itself
+    /// when it has one capture name), sorted by replicate number.
+    pub replicates: Vec<String>,
+    /// Workers merged (processed completely), each once.
     pub workers_merged: Vec<u32>,
+    /// Captures merged (processed completely), over replicates and workers.
+    pub captures_merged: usize,
     /// Captures of the query in all.
     pub captures: usize,
-    /// Sum of the merged workers' samples.
+    /// Sum of the merged captures' samples (every replicate's).
     pub samples: u64,
     /// Largest worker's samples over the mean (1 = balanced).
     pub imbalance: Option<f64>,
@@ -249,6 +260,8 @@ fn row(
         capture: label.clone(),
         worker: c.worker,
         query: c.query.clone(),
+        base: capture::replicate::split(&c.query).0.to_string(),
+        replicate: capture::replicate::split(&c.query).1,
         state: State::NotProcessed,
         reason: None,
         host: meta.as_ref().map(|m| m.host.clone()),
@@ -387,7 +400,8 @@ fn note_header(
     if let Some(w) = c.worker {
         h.workers.insert(w);
     }
-    h.queries.insert(c.query.clone());
+    h.queries
+        .insert(capture::replicate::split(&c.query).0.to_string());
     let mut set = |k: &str, v: String| {
         if !v.is_empty() {
             h.settings.entry(k.to_string()).or_default().insert(v);
@@ -506,6 +520,8 @@ mod tests {
             capture: "worker_0/q".into(),
             worker: Some(0),
             query: "q".into(),
+            base: "q".into(),
+            replicate: 1,
             state: State::Processed,
             reason: None,
             host: None,

@@ -16,17 +16,23 @@
 //! headers, writers and readers), and `json` the hand-written JSON writer
 //! both `capture.json` and `nsys-capture.json` ([`mod@nsys`]) use.
 //! [`mod@build_id`] is the one reader of the GNU build id in an ELF note
-//! section, for both sides.
+//! section, for both sides. [`Capturing`] is the marker of a capture in
+//! progress (`PERF_ROOT/worker_N/.capturing`). [`mod@replicate`] is the replicate naming
+//! convention (`Q1_iter2`): the recorder suggests names by it, jobprof groups
+//! captures by it.
 
 pub mod build_id;
 mod capture;
+mod capturing;
 mod json;
 pub mod nsys;
+pub mod replicate;
 pub mod settle;
 pub mod sha256;
 mod shards;
 
 pub use capture::{Capture, EndCause, Phase, PhaseStamp, ShardCut};
+pub use capturing::{Capturing, CAPTURING, MAX_CAPTURING_BYTES};
 pub use json::json_string;
 pub use shards::{
     parse_dropped_tsv, parse_shards_tsv, write_dropped_tsv, write_shards_tsv, DroppedTid,

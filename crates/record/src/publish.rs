@@ -14,6 +14,11 @@
 //! then the manifest: a reader processing an earlier capture meanwhile sees
 //! every file either whole or not at all.
 //!
+//! While a capture runs, `PERF_ROOT/worker_N/.capturing` ([`mark_capturing`])
+//! names its query and staging directory, so that `jobprof process` run
+//! meanwhile says a capture is being written; it is removed once the
+//! capture is published or given up ([`unmark_capturing`]).
+//!
 //! Nothing is written through a symlink: `PERF_ROOT/worker_N` must be a
 //! real directory of ours, the temporary directories are created new, files
 //! are created with `O_EXCL | O_NOFOLLOW` (or hard-linked), and an existing
@@ -23,7 +28,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use jobprof_capture_format::{Capture, Phase, CAPTURE_JSON};
+use jobprof_capture_format::{Capture, Capturing, Phase, CAPTURE_JSON, CAPTURING};
 
 use crate::sys::{self, now_ns};
 use crate::tokens::write_atomic;
@@ -133,6 +138,31 @@ pub(crate) fn query_dir(
 pub(crate) fn write_meta(dir: &Path, name: &str, json: &str) -> Result<(), String> {
     let path = dir.join(name);
     write_atomic(&path, json.as_bytes()).map_err(|e| ctx("cannot write", &path, e))
+}
+
+/// Writes the marker of the capture of `q` staged in `staged` into
+/// `out_worker` (checked as [`out_dir`]; written atomically, replacing
+/// an earlier one, never through a link).
+pub fn mark_capturing(out_worker: &Path, q: &str, staged: &Path) -> Result<(), String> {
+    out_dir(out_worker)?;
+    let marker = Capturing {
+        query: q.to_string(),
+        staging: staged.display().to_string(),
+        host: sys::hostname(),
+        pid: std::process::id(),
+        since_unix_ns: now_ns(),
+    };
+    write_meta(out_worker, CAPTURING, &marker.to_text())
+}
+
+/// Removes `out_worker`'s capture marker, when there is one (the name
+/// itself: a link there is removed, never followed).
+pub fn unmark_capturing(out_worker: &Path) -> Result<(), String> {
+    let path = out_worker.join(CAPTURING);
+    match fs::remove_file(&path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(ctx("cannot remove", &path, e)),
+        _ => Ok(()),
+    }
 }
 
 /// Publishes the worker-level files of `staged_worker` into `out_worker`.

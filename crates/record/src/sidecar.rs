@@ -70,6 +70,11 @@ pub fn run(opts: SidecarOpts) -> Result<(), Fail> {
     sys::catch_termination();
     tokens.clear_stale()?;
     let worker = prepare(&opts, &tokens, &me)?;
+    // A marker left by a sidecar of this worker killed mid-capture: that
+    // capture is not being written any more (the lock is ours).
+    if let Err(e) = publish::unmark_capturing(&worker.out) {
+        log(&e);
+    }
     let mut server = Server::new(&opts, &tokens, &me, &worker);
     // The first capture is armed before `ready`: a driver that waits for
     // `ready` (wait-ready) then starts its first query in milliseconds.
@@ -745,6 +750,10 @@ impl Server {
         self.snapshot_jit(&c);
         self.add_late_symbols(&c.query);
         let result = publish::capture(&c.dir, &self.out_worker, &c.meta);
+        // Published, or left in staging for shutdown: no longer written.
+        if let Err(e) = publish::unmark_capturing(&self.out_worker) {
+            log(&e);
+        }
         let q = c.query.clone();
         match result {
             Ok(()) => {
@@ -821,13 +830,8 @@ impl Server {
                     return;
                 }
                 if self.seen.contains(q) {
-                    self.error(
-                        q,
-                        &format!(
-                            "query id {q} was already captured by this sidecar; \
-                             use a unique id per query run (e.g. {q}.2)"
-                        ),
-                    );
+                    let msg = crate::tokens::query_seen(q, "captured", &self.seen);
+                    self.error(q, &msg);
                     return;
                 }
                 self.seen.insert(q.to_string());
@@ -866,6 +870,10 @@ impl Server {
                 return;
             }
         };
+        // `jobprof process` meanwhile says the capture is being written.
+        if let Err(e) = publish::mark_capturing(&self.out_worker, q, &c.dir) {
+            log(&format!("cannot mark {q} as being written: {e}"));
+        }
         match c.attach_and_enable(&self.ctx, self.stop_timeout) {
             Ok(()) => {
                 let _ = self

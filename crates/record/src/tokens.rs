@@ -80,6 +80,21 @@ pub fn validate_query(q: &str) -> Result<(), Fail> {
     }
 }
 
+/// What a sidecar answers for a query id it already served (`done`: what
+/// it did with it, `captured` or `served`): the next replicate name
+/// ([`jobprof_capture_format::replicate::next_name`], `q01` -> `q01_iter2`)
+/// that this sidecar has not seen.
+pub fn query_seen(q: &str, done: &str, seen: &std::collections::BTreeSet<String>) -> String {
+    let mut next = jobprof_capture_format::replicate::next_name(q);
+    while seen.contains(&next) {
+        next = jobprof_capture_format::replicate::next_name(&next);
+    }
+    format!(
+        "query id {q} was already {done} by this sidecar; use a unique id per query run: \
+         replicates are named BASE_iterN (e.g. {next})"
+    )
+}
+
 /// Parses a worker index (digits only, exit 2 otherwise).
 pub fn validate_worker(s: &str) -> Result<u32, Fail> {
     if !s.is_empty() && s.len() <= 9 && s.bytes().all(|b| b.is_ascii_digit()) {
@@ -460,6 +475,19 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_seen_query_suggests_the_next_free_replicate() {
+        let seen: std::collections::BTreeSet<String> =
+            ["q01", "q01_iter2", "Q1_iter1"].map(String::from).into();
+        let m = query_seen("q01", "captured", &seen);
+        assert!(m.contains("(e.g. q01_iter3)"), "{m}");
+        let m = query_seen("Q1_iter1", "served", &seen);
+        assert!(
+            m.contains("already served") && m.contains("(e.g. Q1_iter2)"),
+            "{m}"
+        );
+    }
 
     #[test]
     fn query_ids_follow_the_rule() {

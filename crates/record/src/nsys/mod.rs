@@ -333,16 +333,12 @@ impl Server<'_> {
             }
             return;
         }
-        if !self.seen.insert(q.to_string()) {
-            self.error(
-                q,
-                &format!(
-                    "query id {q} was already served by this sidecar; use a unique id per \
-                     query run (e.g. {q}.2)"
-                ),
-            );
+        if self.seen.contains(q) {
+            let msg = crate::tokens::query_seen(q, "served", &self.seen);
+            self.error(q, &msg);
             return;
         }
+        self.seen.insert(q.to_string());
         let dir = self.staging.join(q);
         if let Err(e) = fs::create_dir(&dir) {
             self.start_failed.insert(q.to_string());
