@@ -749,6 +749,14 @@ mod tests {
     }
 
     /// The store's entry for `path` with `build_id` in the snapshot `root`.
+    /// Whether `/usr/bin/tool` under `root`, recorded with `build_id`, is
+    /// keyed by its build id (and content), not by its file's identity.
+    fn keyed_by_build_id(root: &Path, build_id: &[u8]) -> bool {
+        let r = resolved(root, "/usr/bin/tool", build_id);
+        let hash = |f: &Source, _| Hashed::read(&f.root, &f.path, f.owner.as_ref());
+        matches!(DsoId::of("/usr/bin/tool", &r, hash).0, DsoId::Build { .. })
+    }
+
     fn dso(store: &Store, root: &Path, path: &str, build_id: &[u8]) -> Arc<Entry> {
         store.dso(path, &resolved(root, path, build_id))
     }
@@ -848,15 +856,7 @@ mod tests {
         let ea = dso(&store, &a, "/usr/bin/tool", &id);
         let eb = dso(&store, &b, "/usr/bin/tool", &id);
         assert!(!Arc::ptr_eq(&ea, &eb));
-        assert!(matches!(
-            DsoId::of(
-                "/usr/bin/tool",
-                &resolved(&a, "/usr/bin/tool", &id),
-                |f, _| { Hashed::read(&f.root, &f.path, f.owner.as_ref()) }
-            )
-            .0,
-            DsoId::Build { .. }
-        ));
+        assert!(keyed_by_build_id(&a, &id));
         // The resolver takes no file with another build id: b's entry
         // names nothing.
         assert!(eb.symbols().table.is_empty());
@@ -889,15 +889,7 @@ mod tests {
         let ea = dso(&store, &a, "/usr/bin/tool", &id);
         let eb = dso(&store, &b, "/usr/bin/tool", &id);
         assert!(!Arc::ptr_eq(&ea, &eb));
-        assert!(matches!(
-            DsoId::of(
-                "/usr/bin/tool",
-                &resolved(&b, "/usr/bin/tool", &id),
-                |f, _| { Hashed::read(&f.root, &f.path, f.owner.as_ref()) }
-            )
-            .0,
-            DsoId::Build { .. }
-        ));
+        assert!(keyed_by_build_id(&b, &id));
     }
 
     #[test]
