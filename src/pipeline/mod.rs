@@ -185,6 +185,9 @@ pub struct Options {
     /// [`native::cache`]); `None`: none (`--no-cache`). Read when a store
     /// is made ([`Options::with_store`]).
     pub cache_dir: Option<PathBuf>,
+    /// `-o DIR`: where the outputs of the one plain `perf.data` of the run
+    /// go, instead of `FILE.jobprof/` beside it.
+    pub output: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -204,6 +207,7 @@ impl Default for Options {
             debug_dirs: Vec::new(),
             store: None,
             cache_dir: None,
+            output: None,
         }
     }
 }
@@ -261,11 +265,14 @@ pub fn run(
     opts: &Options,
     progress: &Progress,
 ) -> Result<Report> {
-    let found = capture::discover(roots, filter)?;
+    let mut found = capture::discover(roots, filter)?;
     if found.is_empty() {
         return Err(Error::Usage(
             "no capture matches --worker/--query under the given directories".into(),
         ));
+    }
+    if let Some(out) = &opts.output {
+        redirect_plain(&mut found, out)?;
     }
     let perf = PerfTool::find(opts.perf.as_deref());
     if let (Some(p), Err(e)) = (&opts.perf, &perf) {
@@ -278,6 +285,27 @@ pub fn run(
     overall.finish_and_clear();
     progress.log(store.describe());
     Ok(Report { captures })
+}
+
+/// Sends the outputs of the one plain `perf.data` found to `out` (`-o`);
+/// a usage error for anything else: a result directory's captures have
+/// their places, and two files cannot share one directory.
+fn redirect_plain(found: &mut [CaptureDir], out: &Path) -> Result<()> {
+    match found {
+        [CaptureDir {
+            plain: Some(p), ..
+        }] => {
+            p.out = out.to_path_buf();
+            Ok(())
+        }
+        _ => Err(Error::Usage(format!(
+            "-o {}: takes one plain perf.data file; {} capture(s) found, {} of them plain \
+             (a result directory's outputs go into its capture directories)",
+            out.display(),
+            found.len(),
+            found.iter().filter(|c| c.plain.is_some()).count()
+        ))),
+    }
 }
 
 /// The bytes of a capture's `perf.data` files (0 when unreadable).
@@ -359,7 +387,7 @@ pub fn process_capture(
 ) -> Outcome {
     let start = Instant::now();
     let mut report = Outcome {
-        dir: found.dir.clone(),
+        dir: found.subject().to_path_buf(),
         status: Status::Failed,
         message: String::new(),
         elapsed: Duration::ZERO,
@@ -386,7 +414,10 @@ pub fn process_capture(
                 return report;
             }
             Completion::Stale(why) => {
-                progress.log(format!("{}: processing again: {why}", found.dir.display()));
+                progress.log(format!(
+                    "{}: processing again: {why}",
+                    found.subject().display()
+                ));
             }
             Completion::NotDone => {}
         }
@@ -500,9 +531,14 @@ impl<'a> Pipeline<'a> {
     /// Logs `msg` prefixed with the capture directory (which names the
     /// result directory: lines of many captures stay readable).
     fn log(&self, msg: impl AsRef<str>) {
+        // A plain perf.data is named by its file, not its output directory.
+        let who = match self.cap.found.plain {
+            Some(_) => self.cap.found.subject(),
+            None => &self.dir,
+        };
         self.progress.log(format!(
             "{}: {}",
-            crate::sys::progress::printable(&self.dir),
+            crate::sys::progress::printable(who),
             msg.as_ref()
         ));
     }

@@ -45,6 +45,9 @@ pub struct Search {
     pub debug_dirs: Vec<PathBuf>,
     /// The debuginfod client's cache (`$DEBUGINFOD_CACHE_PATH`).
     pub debuginfod: Option<PathBuf>,
+    /// This process's own vDSO ([`live_vdso`]), a candidate for a
+    /// recorded `[vdso]` with its build id.
+    pub live_vdso: Option<PathBuf>,
 }
 
 impl Search {
@@ -60,8 +63,54 @@ impl Search {
             debuginfod: std::env::var_os("DEBUGINFOD_CACHE_PATH")
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from),
+            live_vdso: live_vdso(),
         }
     }
+}
+
+/// This process's own vDSO, copied once into a memory file
+/// (`/proc/PID/fd/N`, gone with the process). perf names a `[vdso]` it
+/// has no copy of from its own vDSO; jobprof does the same, and like every
+/// candidate takes it only when its build id is the recorded one (one
+/// kernel build maps one vDSO). `None` when it cannot be read.
+pub fn live_vdso() -> Option<PathBuf> {
+    static VDSO: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    VDSO.get_or_init(|| copy_vdso().ok()).clone()
+}
+
+/// The vDSO's bytes, from its start (`AT_SYSINFO_EHDR`) to the end of its
+/// `[vdso]` mapping in `/proc/self/maps`, in a memory file kept open.
+fn copy_vdso() -> std::io::Result<PathBuf> {
+    use std::io::Write;
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    // SAFETY: reads the process's auxiliary vector; no memory is touched.
+    let base = unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) } as usize;
+    let maps = std::fs::read_to_string("/proc/self/maps")?;
+    let end = maps
+        .lines()
+        .filter(|l| l.ends_with("[vdso]"))
+        .find_map(|l| {
+            let (from, to) = l.split_once(' ')?.0.split_once('-')?;
+            let from = usize::from_str_radix(from, 16).ok()?;
+            let to = usize::from_str_radix(to, 16).ok()?;
+            (from == base && to > base).then_some(to)
+        })
+        .ok_or_else(|| std::io::Error::other("no [vdso] mapping at AT_SYSINFO_EHDR"))?;
+    // SAFETY: the kernel maps the vDSO readable at [base, end) for the
+    // whole life of the process, and nothing writes it.
+    let bytes = unsafe { std::slice::from_raw_parts(base as *const u8, end - base) };
+    // SAFETY: a constant, NUL-terminated name; the result is checked.
+    let fd = unsafe { libc::memfd_create(c"jobprof-vdso".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just created and is owned by nobody else.
+    let mut file = unsafe { File::from_raw_fd(fd) };
+    file.write_all(bytes)?;
+    // Kept open for the life of the process: the path is its descriptor
+    // (by pid, not `self`: `perf script` reads it through its link tree).
+    let fd = file.into_raw_fd();
+    Ok(PathBuf::from(format!("/proc/{}/fd/{fd}", std::process::id())))
 }
 
 /// Where a taken file came from.
@@ -81,6 +130,8 @@ pub enum Kind {
     Debuginfod,
     /// This host's file at the recorded path.
     HostFile,
+    /// This process's own vDSO ([`live_vdso`]).
+    LiveVdso,
 }
 
 impl Kind {
@@ -94,6 +145,7 @@ impl Kind {
             Kind::DebugDir => "--debug-dir",
             Kind::Debuginfod => "debuginfod cache",
             Kind::HostFile => "host file",
+            Kind::LiveVdso => "this host's vDSO",
         }
     }
 }
@@ -263,9 +315,12 @@ pub fn resolve(path: &str, build_id: &[u8], search: &Search) -> Resolved {
             );
         }
     }
-    // The vDSO is no file on this host: only its copies by build id.
-    if !vdso {
-        r.offer(host, host.join(rel), Kind::HostFile, true);
+    // The vDSO is no file on this host: only its copies by build id, and
+    // this process's own when its build id is the recorded one.
+    match (&search.live_vdso, &hex) {
+        (Some(live), Some(_)) if vdso => r.offer(abs, live.clone(), Kind::LiveVdso, true),
+        _ if !vdso => r.offer(host, host.join(rel), Kind::HostFile, true),
+        _ => {}
     }
     r
 }
