@@ -237,3 +237,25 @@ fn a_missing_or_garbage_perf_data_is_exit_2_naming_it() {
     assert!(util::stderr(&o).contains(&garbage.display().to_string()), "{}", text(&o));
     assert!(!t.path().join("perf.data.jobprof").exists());
 }
+
+#[test]
+fn fold_symbolizes_a_perf_data_natively() {
+    let Some(r) = fp() else { return };
+    let (t, data) = copy(r);
+    let before = hashes(t.path());
+    let tmp = tempfile::tempdir().unwrap();
+    // `jobprof fold perf.data --kernel`, user-space part.
+    let native = user_part(&data, &tmp.path().join("native.folded"));
+    let reference_text = tmp.path().join("reference.script");
+    let o = Command::new("perf")
+        .args(["script", "-i"])
+        .arg(&data)
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    fs::write(&reference_text, o.stdout).unwrap();
+    let reference = user_part(&reference_text, &tmp.path().join("reference.folded"));
+    crate::native::assert_agreement("fold perf.data vs perf script | fold", &native, &reference);
+    assert_eq!(hashes(t.path()), before, "fold wrote beside its input");
+}

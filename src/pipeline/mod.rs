@@ -287,6 +287,45 @@ pub fn run(
     Ok(Report { captures })
 }
 
+/// `jobprof fold|render|report PATH/perf.data`: the symbolized text of a
+/// plain `perf.data`, made by this pipeline as `jobprof process FILE -o
+/// TMP` makes it (one shard, this host's files by build id), in a
+/// temporary directory removed when the returned guard is dropped: the
+/// input's directory is not touched. Returns the guard and the archive
+/// (`perf.script.zst`). A file that cannot be symbolized is an error
+/// naming it (exit code 2).
+pub fn symbolize_plain(file: &Path, opts: &Options) -> Result<(tempfile::TempDir, PathBuf)> {
+    let tmp = tempfile::Builder::new()
+        .prefix("jobprof-perf-data-")
+        .tempdir()
+        .map_err(|e| Error::io(std::env::temp_dir(), e))?;
+    let out = tmp.path().join("out");
+    let opts = Options {
+        output: Some(out.clone()),
+        formats: Formats {
+            render: vec![Format::Folded],
+            summary: false,
+            report: false,
+        },
+        force: true,
+        ..opts.clone()
+    };
+    let filter = capture::Filter::default();
+    let report = run(&[file.to_path_buf()], &filter, &opts, &Progress::silent())?;
+    match report.captures.as_slice() {
+        [o] if o.status == Status::Processed => Ok((tmp, out.join(capture::SCRIPT_ZST))),
+        [o] => Err(Error::Usage(format!(
+            "{}: cannot be symbolized: {}",
+            file.display(),
+            o.message
+        ))),
+        _ => Err(Error::Usage(format!(
+            "{}: not one perf.data file",
+            file.display()
+        ))),
+    }
+}
+
 /// Sends the outputs of the one plain `perf.data` found to `out` (`-o`);
 /// a usage error for anything else: a result directory's captures have
 /// their places, and two files cannot share one directory.
