@@ -259,3 +259,28 @@ fn fold_symbolizes_a_perf_data_natively() {
     crate::native::assert_agreement("fold perf.data vs perf script | fold", &native, &reference);
     assert_eq!(hashes(t.path()), before, "fold wrote beside its input");
 }
+
+#[test]
+fn render_and_report_read_a_perf_data() {
+    let Some(r) = fp() else { return };
+    let (t, data) = copy(r);
+    let before = hashes(t.path());
+    let tmp = tempfile::tempdir().unwrap();
+    let folded = tmp.path().join("fold.folded");
+    let o = jobprof().arg("fold").arg(&data).arg("-o").arg(&folded).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let rendered = tmp.path().join("render.folded");
+    let o = jobprof().arg("render").arg(&data).arg("-o").arg(&rendered).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(util::folded(&rendered), util::folded(&folded));
+    let html = tmp.path().join("flamegraph.html");
+    let o = jobprof().arg("render").arg(&data).arg("-o").arg(&html).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let o = jobprof().arg("report").arg(&data).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let report = util::stdout(&o);
+    let head = format!("# jobprof report: {}", data.display());
+    assert!(report.starts_with(&head), "{report}");
+    assert!(report.contains("[.] compute_stage"), "{report}");
+    assert_eq!(hashes(t.path()), before, "render or report wrote beside the input");
+}

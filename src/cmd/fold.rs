@@ -174,21 +174,23 @@ impl FoldArgs {
     }
 }
 
-/// The inputs, each `perf.data` among them replaced by its symbolized
-/// text, made natively by `jobprof process`'s pipeline (this host's files
-/// by build id) in a temporary directory; the guards keep those alive.
+/// The inputs, each `perf.data` among them replaced by its output `name`
+/// (`perf.script.zst`: the symbolized text; `stacks.folded`), made natively
+/// by `jobprof process`'s pipeline (this host's files by build id) in a
+/// temporary directory; the guards keep those alive.
 pub fn symbolize_perf_data(
     sources: Vec<Source>,
+    name: &str,
 ) -> jobprof::Result<(Vec<Source>, Vec<tempfile::TempDir>)> {
     let mut guards = Vec::new();
     let mut out = Vec::with_capacity(sources.len());
     for s in sources {
         match s {
             Source::Path(file) if jobprof::sys::input::is_perf_data(&file).unwrap_or(false) => {
-                let (guard, text) =
+                let (guard, dir) =
                     pipeline::symbolize_plain(&file, &pipeline::Options::default())?;
                 guards.push(guard);
-                out.push(Source::Path(text));
+                out.push(Source::Path(dir.join(name)));
             }
             other => out.push(other),
         }
@@ -198,7 +200,7 @@ pub fn symbolize_perf_data(
 
 pub fn run(args: FoldArgs) -> anyhow::Result<ExitCode> {
     super::check_count("--threads", args.threads, super::MAX_JOBS)?;
-    let (sources, _symbolized) = symbolize_perf_data(args.sources())?;
+    let (sources, _symbolized) = symbolize_perf_data(args.sources(), jobprof::capture::SCRIPT_ZST)?;
     if sources.iter().filter(|s| **s == Source::Stdin).count() > 1 {
         return Err(jobprof::Error::Usage("stdin (`-`) can be given only once".into()).into());
     }

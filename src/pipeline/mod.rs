@@ -291,8 +291,8 @@ pub fn run(
 /// plain `perf.data`, made by this pipeline as `jobprof process FILE -o
 /// TMP` makes it (one shard, this host's files by build id), in a
 /// temporary directory removed when the returned guard is dropped: the
-/// input's directory is not touched. Returns the guard and the archive
-/// (`perf.script.zst`). A file that cannot be symbolized is an error
+/// input's directory is not touched. Returns the guard and the directory
+/// of the outputs (`perf.script.zst`, `stacks.folded`). A file that cannot be symbolized is an error
 /// naming it (exit code 2).
 pub fn symbolize_plain(file: &Path, opts: &Options) -> Result<(tempfile::TempDir, PathBuf)> {
     let tmp = tempfile::Builder::new()
@@ -313,7 +313,7 @@ pub fn symbolize_plain(file: &Path, opts: &Options) -> Result<(tempfile::TempDir
     let filter = capture::Filter::default();
     let report = run(&[file.to_path_buf()], &filter, &opts, &Progress::silent())?;
     match report.captures.as_slice() {
-        [o] if o.status == Status::Processed => Ok((tmp, out.join(capture::SCRIPT_ZST))),
+        [o] if o.status == Status::Processed => Ok((tmp, out)),
         [o] => Err(Error::Usage(format!(
             "{}: cannot be symbolized: {}",
             file.display(),
