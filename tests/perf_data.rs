@@ -202,6 +202,18 @@ fn the_input_is_never_modified_and_outputs_go_beside_it_or_to_o() {
     // A second run finds them complete; -o puts one file's elsewhere.
     let again = process(&[data.as_os_str()]);
     assert!(util::stdout(&again).contains("skipped"), "{}", text(&again));
+    // A new recording at the same path (perf record renames the old one
+    // and writes a new perf.data) is processed again, not skipped.
+    let newer = t.path().join("newer/perf.data");
+    fs::create_dir(newer.parent().unwrap()).unwrap();
+    fs::copy(&data, &newer).unwrap();
+    assert!(process(&[newer.as_os_str()]).status.success());
+    fs::rename(&newer, newer.with_extension("data.old")).unwrap();
+    fs::copy(&data, &newer).unwrap();
+    let renewed = process(&[newer.as_os_str()]);
+    let line = util::stdout(&renewed);
+    assert!(line.contains("perf.data: processed"), "{}", text(&renewed));
+    fs::remove_dir_all(newer.parent().unwrap()).unwrap();
     let elsewhere = t.path().join("elsewhere/profile");
     let o = process(&[data.as_os_str(), "-o".as_ref(), elsewhere.as_os_str()]);
     assert!(o.status.success(), "{}", text(&o));

@@ -442,7 +442,7 @@ pub fn process_capture(
     };
     let wanted = opts.formats.names();
     if !opts.force {
-        match capture::completion(&found.out_dir(), &wanted) {
+        match plain_changed(found, capture::completion(&found.out_dir(), &wanted)) {
             Completion::Done(m) => {
                 report.status = Status::Skipped;
                 report.message = format!(
@@ -473,6 +473,23 @@ pub fn process_capture(
     }
     report.elapsed = start.elapsed();
     report
+}
+
+/// A plain `perf.data` is rewritten in place by the next `perf record`
+/// (the old one renamed `perf.data.old`): its outputs are complete only
+/// for the file the marker stamped (size, mtime, inode).
+fn plain_changed(found: &CaptureDir, c: Completion) -> Completion {
+    let (Some(p), Completion::Done(m)) = (&found.plain, &c) else {
+        return c;
+    };
+    let name = file_name(&p.file);
+    match m.inputs.get(&name) {
+        Some(stamp) if capture::stamp::unchanged(&p.file, stamp) => c,
+        _ => Completion::Stale(format!(
+            "{} is not the file its outputs were made from (rewritten since)",
+            p.file.display()
+        )),
+    }
 }
 
 /// How one capture's run ended: its status and the line saying why.
