@@ -550,6 +550,31 @@ mod tests {
     }
 
     #[test]
+    fn plain_perf_record_outputs_by_name() {
+        for yes in ["perf.data", "perf.data.old", "perf.data.2026120504031234"] {
+            assert!(plain_data_name(yes), "{yes}");
+        }
+        for no in ["perf.data.part000", "perf.data.3", "perf.data.", "perf.script.zst", "x.data"] {
+            assert!(!plain_data_name(no), "{no}");
+        }
+        assert_eq!(
+            super::super::layout::plain_output_dir(Path::new("/r/perf.data")),
+            Path::new("/r/perf.data.jobprof")
+        );
+    }
+
+    #[test]
+    fn a_directory_with_capture_metadata_holds_no_plain_perf_data() {
+        let d = tempfile::tempdir().unwrap();
+        fs::write(d.path().join("perf.data"), b"PERFILE2").unwrap();
+        fs::write(d.path().join("perf.data.log"), b"text").unwrap();
+        let found = plain_files(d.path()).unwrap().unwrap();
+        assert_eq!(found, [d.path().join("perf.data")]);
+        fs::write(d.path().join(format::CAPTURE_JSON), "{}").unwrap();
+        assert_eq!(plain_files(d.path()).unwrap(), None);
+    }
+
+    #[test]
     fn discover_and_find_skip_symfs_and_hidden_directories() {
         let root = tempfile::tempdir().unwrap();
         let perf = root.path().join("result_dir_7/profiles/perf");

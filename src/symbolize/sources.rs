@@ -15,7 +15,8 @@
 //!    perf's build-id cache (`~/.debug/.build-id/NN/REST/{elf,debug}`),
 //!    each `--debug-dir DIR` (`DIR/.build-id/NN/REST.debug`,
 //!    `DIR/NN/REST.debug`), the debuginfod cache
-//!    (`$DEBUGINFOD_CACHE_PATH/ID/{executable,debuginfo}`);
+//!    (`$DEBUGINFOD_CACHE_PATH/ID/{executable,debuginfo}`), and for
+//!    `[vdso]` this process's own vDSO ([`live_vdso`]);
 //! 4. this host's file at the recorded path.
 //!
 //! A candidate is taken only when its build id equals the recorded one (a
