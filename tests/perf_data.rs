@@ -38,10 +38,17 @@ fn dwarf() -> Option<&'static Recording> {
 /// `perf record CALL_GRAPH -F 499 -p PID -- sleep 2` of the libc worker
 /// (2 threads and its main thread), into `DIR/perf.data`.
 fn record(call_graph: &[&str]) -> Option<Recording> {
-    if !util::require(util::perf_can_record(), "perf record (linux-perf, allowed to sample)") {
+    if !util::require(
+        util::perf_can_record(),
+        "perf record (linux-perf, allowed to sample)",
+    ) {
         return None;
     }
-    let exe = util::program("libc_worker", "tests/programs/libc_worker.c", &["-O2", "-g"]);
+    let exe = util::program(
+        "libc_worker",
+        "tests/programs/libc_worker.c",
+        &["-O2", "-g"],
+    );
     if !util::require(exe.is_some(), "gcc for tests/programs/libc_worker.c") {
         return None;
     }
@@ -195,7 +202,13 @@ fn the_input_is_never_modified_and_outputs_go_beside_it_or_to_o() {
     assert!(lines.contains("perf.data: processed"), "{lines}");
     assert!(lines.contains("perf.data.old: processed"), "{lines}");
     for out in ["perf.data.jobprof", "perf.data.old.jobprof"] {
-        for f in ["stacks.folded", "flamegraph.html", "flamegraph.svg", "summary.json", "report.txt"] {
+        for f in [
+            "stacks.folded",
+            "flamegraph.html",
+            "flamegraph.svg",
+            "summary.json",
+            "report.txt",
+        ] {
             assert!(t.path().join(out).join(f).is_file(), "{out}/{f}");
         }
     }
@@ -246,7 +259,11 @@ fn a_missing_or_garbage_perf_data_is_exit_2_naming_it() {
     // A directory whose only perf.data is garbage names it too.
     let o = process(&[t.path().as_os_str()]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(util::stderr(&o).contains(&garbage.display().to_string()), "{}", text(&o));
+    assert!(
+        util::stderr(&o).contains(&garbage.display().to_string()),
+        "{}",
+        text(&o)
+    );
     assert!(!t.path().join("perf.data.jobprof").exists());
 }
 
@@ -279,14 +296,32 @@ fn render_and_report_read_a_perf_data() {
     let before = hashes(t.path());
     let tmp = tempfile::tempdir().unwrap();
     let folded = tmp.path().join("fold.folded");
-    let o = jobprof().arg("fold").arg(&data).arg("-o").arg(&folded).output().unwrap();
+    let o = jobprof()
+        .arg("fold")
+        .arg(&data)
+        .arg("-o")
+        .arg(&folded)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", text(&o));
     let rendered = tmp.path().join("render.folded");
-    let o = jobprof().arg("render").arg(&data).arg("-o").arg(&rendered).output().unwrap();
+    let o = jobprof()
+        .arg("render")
+        .arg(&data)
+        .arg("-o")
+        .arg(&rendered)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(util::folded(&rendered), util::folded(&folded));
     let html = tmp.path().join("flamegraph.html");
-    let o = jobprof().arg("render").arg(&data).arg("-o").arg(&html).output().unwrap();
+    let o = jobprof()
+        .arg("render")
+        .arg(&data)
+        .arg("-o")
+        .arg(&html)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", text(&o));
     let o = jobprof().arg("report").arg(&data).output().unwrap();
     assert!(o.status.success(), "{}", text(&o));
@@ -294,5 +329,9 @@ fn render_and_report_read_a_perf_data() {
     let head = format!("# jobprof report: {}", data.display());
     assert!(report.starts_with(&head), "{report}");
     assert!(report.contains("[.] compute_stage"), "{report}");
-    assert_eq!(hashes(t.path()), before, "render or report wrote beside the input");
+    assert_eq!(
+        hashes(t.path()),
+        before,
+        "render or report wrote beside the input"
+    );
 }

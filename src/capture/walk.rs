@@ -421,7 +421,10 @@ fn plain_file_root(root: &Path) -> Result<CaptureDir> {
              file written by `perf record`, or a result directory",
             root.display()
         ))),
-        Err(e) => Err(Error::Usage(format!("{}: cannot read it: {e}", root.display()))),
+        Err(e) => Err(Error::Usage(format!(
+            "{}: cannot read it: {e}",
+            root.display()
+        ))),
     }
 }
 
@@ -554,7 +557,13 @@ mod tests {
         for yes in ["perf.data", "perf.data.old", "perf.data.2026120504031234"] {
             assert!(plain_data_name(yes), "{yes}");
         }
-        for no in ["perf.data.part000", "perf.data.3", "perf.data.", "perf.script.zst", "x.data"] {
+        for no in [
+            "perf.data.part000",
+            "perf.data.3",
+            "perf.data.",
+            "perf.script.zst",
+            "x.data",
+        ] {
             assert!(!plain_data_name(no), "{no}");
         }
         assert_eq!(

@@ -187,8 +187,7 @@ pub fn symbolize_perf_data(
     for s in sources {
         match s {
             Source::Path(file) if jobprof::sys::input::is_perf_data(&file).unwrap_or(false) => {
-                let (guard, dir) =
-                    pipeline::symbolize_plain(&file, &pipeline::Options::default())?;
+                let (guard, dir) = pipeline::symbolize_plain(&file, &pipeline::Options::default())?;
                 guards.push(guard);
                 out.push(Source::Path(dir.join(name)));
             }

@@ -331,9 +331,7 @@ pub fn symbolize_plain(file: &Path, opts: &Options) -> Result<(tempfile::TempDir
 /// their places, and two files cannot share one directory.
 fn redirect_plain(found: &mut [CaptureDir], out: &Path) -> Result<()> {
     match found {
-        [CaptureDir {
-            plain: Some(p), ..
-        }] => {
+        [CaptureDir { plain: Some(p), .. }] => {
             p.out = out.to_path_buf();
             Ok(())
         }

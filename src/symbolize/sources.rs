@@ -111,7 +111,10 @@ fn copy_vdso() -> std::io::Result<PathBuf> {
     // Kept open for the life of the process: the path is its descriptor
     // (by pid, not `self`: `perf script` reads it through its link tree).
     let fd = file.into_raw_fd();
-    Ok(PathBuf::from(format!("/proc/{}/fd/{fd}", std::process::id())))
+    Ok(PathBuf::from(format!(
+        "/proc/{}/fd/{fd}",
+        std::process::id()
+    )))
 }
 
 /// Where a taken file came from.

@@ -161,7 +161,8 @@ pub fn is_perf_data(path: &Path) -> io::Result<bool> {
         return Ok(false);
     }
     let mut head = Vec::with_capacity(PERF_DATA_MAGIC.len());
-    f.take(PERF_DATA_MAGIC.len() as u64).read_to_end(&mut head)?;
+    f.take(PERF_DATA_MAGIC.len() as u64)
+        .read_to_end(&mut head)?;
     Ok(head == PERF_DATA_MAGIC)
 }
 const GZIP_MAGIC: &[u8] = &[0x1f, 0x8b];
