@@ -174,6 +174,14 @@ impl FoldArgs {
     }
 }
 
+/// How `fold`, `render` and `report` symbolize a perf.data: `process`'s
+/// defaults, with its symbol cache.
+pub fn perf_data_options() -> pipeline::Options {
+    let mut o = pipeline::Options::default();
+    o.cache_dir = super::pipeline_args::default_cache_dir();
+    o
+}
+
 /// The inputs, each `perf.data` among them replaced by its output `name`
 /// (`perf.script.zst`: the symbolized text; `stacks.folded`), made natively
 /// by `jobprof process`'s pipeline (this host's files by build id) in a
@@ -187,7 +195,7 @@ pub fn symbolize_perf_data(
     for s in sources {
         match s {
             Source::Path(file) if jobprof::sys::input::is_perf_data(&file).unwrap_or(false) => {
-                let (guard, dir) = pipeline::symbolize_plain(&file, &pipeline::Options::default())?;
+                let (guard, dir) = pipeline::symbolize_plain(&file, &perf_data_options())?;
                 guards.push(guard);
                 out.push(Source::Path(dir.join(name)));
             }

@@ -54,7 +54,8 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     let perf_data = jobprof::sys::input::is_perf_data(&args.path).unwrap_or(false);
     let (path, _symbolized) = match perf_data {
         true => {
-            let (guard, dir) = jobprof::pipeline::symbolize_plain(&args.path, &Default::default())?;
+            let (guard, dir) =
+                jobprof::pipeline::symbolize_plain(&args.path, &super::fold::perf_data_options())?;
             (dir.join(jobprof::capture::SCRIPT_ZST), Some(guard))
         }
         false => (args.path.clone(), None),
