@@ -73,7 +73,7 @@ pub enum Error {
     #[error(
         "{}: this is a perf.data file (binary), not `perf script` text; \
          symbolize it first with `perf script -i {} > perf.script.txt`, \
-         or run `jobprof process` on the result directory",
+         or give the perf.data itself (uncompressed) to `jobprof process` or `jobprof fold`",
         path.display(), path.display()
     )]
     PerfData {

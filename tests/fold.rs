@@ -577,15 +577,17 @@ fn cli_merges_shards_and_reads_gzip_zstd_and_stdin() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "w;main;f 30\n");
 }
 
+/// A perf.data is symbolized natively (tests/perf_data.rs); a damaged one
+/// is exit 2 naming it and saying it cannot be symbolized.
 #[test]
-fn cli_refuses_perf_data_with_exit_2_and_advice() {
+fn cli_names_a_damaged_perf_data_with_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let p = write_tmp(dir.path(), "perf.data", b"PERFILE2\x68\0\0\0\0\0\0\0rest");
     let out = jobprof().arg("fold").arg(&p).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("perf.data") && err.contains("perf script") && err.contains("jobprof process"),
+        err.contains(&p.display().to_string()) && err.contains("cannot be symbolized"),
         "{err}"
     );
 }

@@ -18,6 +18,7 @@ mod legacy;
 mod native;
 mod nsys;
 mod offcpu;
+mod perf_data;
 mod pprof;
 mod process;
 mod record;

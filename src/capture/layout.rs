@@ -39,20 +39,86 @@ pub struct CaptureDir {
     pub worker: Option<u32>,
     /// Q: the directory's name.
     pub query: String,
+    /// Set for a plain `perf record` output (no capture metadata): the
+    /// file, and where its outputs go.
+    pub plain: Option<PlainData>,
+}
+
+/// A plain `perf record` output found by [`super::discover`]: `jobprof
+/// process PATH/perf.data`, or a directory holding `perf.data` or
+/// `perf.data.*` without capture metadata. It is a capture of one shard
+/// (the file), with no `symfs/` and no kernel symbol snapshot: names come
+/// from this host's files by build id, as `perf report` takes them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlainData {
+    /// The `perf.data` file.
+    pub file: PathBuf,
+    /// Where its outputs go: [`plain_output_dir`], or `-o DIR`.
+    pub out: PathBuf,
+}
+
+/// Suffix of the directory beside a plain `perf.data` that holds its
+/// outputs (`perf.data.jobprof/`); the input is never modified.
+pub const PLAIN_OUTPUT_SUFFIX: &str = ".jobprof";
+
+/// `FILE.jobprof`, beside `file`: where the outputs of a plain `perf.data`
+/// go unless `-o DIR` says otherwise.
+pub fn plain_output_dir(file: &Path) -> PathBuf {
+    let mut name = file.file_name().unwrap_or_default().to_os_string();
+    name.push(PLAIN_OUTPUT_SUFFIX);
+    file.with_file_name(name)
 }
 
 impl CaptureDir {
-    /// `worker_N/Q` (or just `Q`), for messages.
+    /// `worker_N/Q` (or just `Q`; the file for a plain `perf.data`), for
+    /// messages.
     pub fn label(&self) -> String {
+        if let Some(p) = &self.plain {
+            return p.file.display().to_string();
+        }
         match self.worker {
             Some(w) => format!("worker_{w}/{}", self.query),
             None => self.query.clone(),
         }
     }
 
-    /// Where jobprof writes this capture's outputs: [`output_dir`].
+    /// Where jobprof writes this capture's outputs: [`output_dir`], or a
+    /// plain `perf.data`'s own ([`PlainData::out`]).
     pub fn out_dir(&self) -> PathBuf {
-        output_dir(&self.dir)
+        match &self.plain {
+            Some(p) => p.out.clone(),
+            None => output_dir(&self.dir),
+        }
+    }
+
+    /// What the capture is, for result lines: its directory, or the plain
+    /// `perf.data` file.
+    pub fn subject(&self) -> &Path {
+        match &self.plain {
+            Some(p) => &p.file,
+            None => &self.dir,
+        }
+    }
+
+    /// [`ensure_output_dir`], or a plain `perf.data`'s output directory
+    /// created (with its parents for `-o DIR`), never through a link.
+    pub fn ensure_out_dir(&self) -> Result<PathBuf> {
+        let Some(p) = &self.plain else {
+            return ensure_output_dir(&self.dir);
+        };
+        match fs::symlink_metadata(&p.out) {
+            Ok(m) if m.is_dir() => Ok(p.out.clone()),
+            Ok(_) => Err(Error::Usage(format!(
+                "{}: is not a directory (a symbolic link or a file); jobprof writes the \
+                 outputs of {} there and refuses to follow it",
+                p.out.display(),
+                p.file.display()
+            ))),
+            Err(_) => {
+                fs::create_dir_all(&p.out).map_err(|e| Error::io(&p.out, e))?;
+                Ok(p.out.clone())
+            }
+        }
     }
 
     /// The worker directory (`worker_N/`), holding the shared `symfs/`.

@@ -27,9 +27,9 @@ pub mod validate;
 pub mod walk;
 
 pub use layout::{
-    ensure_output_dir, flat_layout_dir, is_plain_file, numbered_data_files, output_dir, read_plain,
-    CaptureDir, FOLDED, HTML, KALLSYMS, LEGACY_METADATA, LEGACY_OUTPUT_DIR, SCRIPT_GZ, SCRIPT_ZST,
-    SPEEDSCOPE, SUMMARY, SVG,
+    ensure_output_dir, flat_layout_dir, is_plain_file, numbered_data_files, output_dir,
+    plain_output_dir, read_plain, CaptureDir, PlainData, FOLDED, HTML, KALLSYMS, LEGACY_METADATA,
+    LEGACY_OUTPUT_DIR, SCRIPT_GZ, SCRIPT_ZST, SPEEDSCOPE, SUMMARY, SVG,
 };
 pub use marker::{
     clear_marker, completion, previous_inputs, previous_quality, remove_stale_temporaries,

@@ -31,6 +31,11 @@ fn identity(path: &Path) -> io::Result<(u64, i64, u64)> {
     Ok((m.len(), m.mtime() * 1_000_000_000 + m.mtime_nsec(), m.ino()))
 }
 
+/// Whether `path` still has the size, mtime and inode of `stamp`.
+pub fn unchanged(path: &Path, stamp: &InputStamp) -> bool {
+    identity(path).is_ok_and(|i| i == (stamp.bytes, stamp.mtime_ns, stamp.ino))
+}
+
 /// Size and SHA-256 of `path` (`hash` computes them), reusing `known`'s
 /// hash when the file still has its size, mtime and inode; with the stamp
 /// to record (`None` when the file changed while it was hashed).

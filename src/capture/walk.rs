@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use jobprof_capture_format as format;
 
 use super::layout::{
-    flat_layout_dir, is_data_file, numbered_data_file, worker_index, CaptureDir, FOLDED,
-    LEGACY_METADATA, SCRIPT_GZ, SCRIPT_ZST,
+    flat_layout_dir, is_data_file, numbered_data_file, plain_output_dir, worker_index, CaptureDir,
+    PlainData, FOLDED, LEGACY_METADATA, SCRIPT_GZ, SCRIPT_ZST,
 };
 use crate::error::{Error, Result};
 
@@ -193,6 +193,7 @@ fn of_worker(worker_dir: &Path, worker: Option<u32>, reach: Reach, w: &mut Walk)
                 dir: d,
                 worker,
                 query: name,
+                plain: None,
             };
             w.found.push((dir, c));
         }
@@ -242,6 +243,7 @@ fn flat_capture(dir: &Path, w: &mut Walk) -> bool {
         dir: flat,
         worker: None,
         query,
+        plain: None,
     };
     w.found.push((dir, c));
     true
@@ -296,6 +298,14 @@ fn of_root(root: &Path, reach: Reach, w: &mut Walk) -> Result<()> {
     if flat_capture(root, w) {
         return Ok(());
     }
+    if reach == Reach::Roots && !result_dir {
+        if let Some(files) = plain_files(root)? {
+            for f in files {
+                w.found.push((plain_capture(&f), PLAIN_CONTENTS));
+            }
+            return Ok(());
+        }
+    }
     let c = if result_dir {
         Contents::default()
     } else {
@@ -311,6 +321,7 @@ fn of_root(root: &Path, reach: Reach, w: &mut Walk) -> Result<()> {
             dir: root.to_path_buf(),
             worker,
             query: name,
+            plain: None,
         };
         w.found.push((dir, c));
         return Ok(());
@@ -318,6 +329,102 @@ fn of_root(root: &Path, reach: Reach, w: &mut Walk) -> Result<()> {
     match reach {
         Reach::Roots => Ok(()),
         Reach::Deep => walk_tree(root, w),
+    }
+}
+
+/// What a plain `perf.data` counts as: raw data.
+const PLAIN_CONTENTS: Contents = Contents {
+    raw: true,
+    data_or_text: true,
+    folded: false,
+};
+
+/// The name of a plain `perf record` output: `perf.data`, or `perf.data.X`
+/// (`perf.data.old`, `--switch-output`'s timestamped pieces), but not a
+/// shard of `jobprof-record` (`perf.data.partNNN`) nor of the original
+/// pipeline's flat layout (`perf.data.<n>`).
+fn plain_data_name(name: &str) -> bool {
+    name == "perf.data"
+        || name.strip_prefix("perf.data.").is_some_and(|x| {
+            !x.is_empty() && !is_data_file(name) && numbered_data_file(name).is_none()
+        })
+}
+
+/// The plain `perf record` outputs of `dir`, each a capture of its own:
+/// `None` when `dir` holds capture metadata (`capture.json`,
+/// `capture-metadata.txt`, `perf-shards.tsv`) or the original pipeline's
+/// numbered shards, or no file named like a plain output. Files so named
+/// that are not `perf.data` (a `perf.data.log`) are left out; an error
+/// (exit code 2) names them when none of them is one.
+fn plain_files(dir: &Path) -> Result<Option<Vec<PathBuf>>> {
+    let mut named = Vec::new();
+    for e in fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let e = e.map_err(|e| Error::io(dir, e))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        let metadata = [format::CAPTURE_JSON, LEGACY_METADATA, format::SHARDS_TSV];
+        if metadata.contains(&name.as_str()) || numbered_data_file(&name).is_some() {
+            return Ok(None);
+        }
+        // A link is not followed: only a file given by name is.
+        if plain_data_name(&name) && e.file_type().is_ok_and(|t| t.is_file()) {
+            named.push(e.path());
+        }
+    }
+    if named.is_empty() {
+        return Ok(None);
+    }
+    named.sort();
+    let perf_data: Vec<PathBuf> = named
+        .iter()
+        .filter(|p| crate::sys::input::is_perf_data(p).unwrap_or(false))
+        .cloned()
+        .collect();
+    if perf_data.is_empty() {
+        let names: Vec<String> = named.iter().map(|p| p.display().to_string()).collect();
+        return Err(Error::Usage(format!(
+            "{}: not perf.data files (they do not start with perf's magic PERFILE2): pass \
+             files written by `perf record`, or a result directory",
+            names.join(", ")
+        )));
+    }
+    Ok(Some(perf_data))
+}
+
+/// One plain `perf.data` file as a capture: its outputs go to
+/// `FILE.jobprof/` beside it.
+fn plain_capture(file: &Path) -> CaptureDir {
+    let dir = match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    CaptureDir {
+        dir,
+        worker: None,
+        query: file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        plain: Some(PlainData {
+            file: file.to_path_buf(),
+            out: plain_output_dir(file),
+        }),
+    }
+}
+
+/// A root that is a file: a plain `perf.data` (followed when it is a
+/// link: the user named it), or an error (exit code 2) naming it.
+fn plain_file_root(root: &Path) -> Result<CaptureDir> {
+    match crate::sys::input::is_perf_data(root) {
+        Ok(true) => Ok(plain_capture(root)),
+        Ok(false) => Err(Error::Usage(format!(
+            "{}: not a perf.data file (it does not start with perf's magic PERFILE2); pass a \
+             file written by `perf record`, or a result directory",
+            root.display()
+        ))),
+        Err(e) => Err(Error::Usage(format!(
+            "{}: cannot read it: {e}",
+            root.display()
+        ))),
     }
 }
 
@@ -336,7 +443,9 @@ fn check_root(root: &Path, hint: &str) -> Result<()> {
 
 /// Finds the captures under each root. A root may be a result directory
 /// (`RESULT_DIR/profiles/perf/worker_N/Q/`), the `profiles/perf` directory
-/// itself, one `worker_N` directory, or one capture directory. Captures are
+/// itself, one `worker_N` directory, one capture directory, a plain
+/// `perf.data` file, or a directory of plain `perf record` outputs (each
+/// file a capture of its own: [`PlainData`]). Captures are
 /// returned sorted by worker and query, narrowed by `filter`.
 ///
 /// Errors (exit code 2) when a root does not exist or holds no capture at
@@ -344,9 +453,13 @@ fn check_root(root: &Path, hint: &str) -> Result<()> {
 pub fn discover(roots: &[PathBuf], filter: &Filter) -> Result<Vec<CaptureDir>> {
     let mut all = Vec::new();
     for root in roots {
+        if root.is_file() {
+            all.push(plain_file_root(root)?);
+            continue;
+        }
         check_root(
             root,
-            "pass a result directory (the one holding profiles/perf/worker_N/)",
+            "pass a result directory (the one holding profiles/perf/worker_N/) or a perf.data file",
         )?;
         let mut w = Walk::default();
         of_root(root, Reach::Roots, &mut w)?;
@@ -356,13 +469,14 @@ pub fn discover(roots: &[PathBuf], filter: &Filter) -> Result<Vec<CaptureDir>> {
             nothing_yet(root)?;
             return Err(Error::Usage(format!(
                 "{}: no captures found; expected RESULT_DIR/profiles/perf/worker_N/QUERY/ \
-                 directories holding capture.json or capture-metadata.txt and perf.data files",
+                 directories holding capture.json or capture-metadata.txt and perf.data files, \
+                 or perf.data files written by `perf record`",
                 root.display()
             )));
         }
     }
     all.retain(|c| filter.keeps(c.worker, &c.query));
-    all.dedup_by(|a, b| a.dir == b.dir);
+    all.dedup_by(|a, b| a.subject() == b.subject());
     Ok(all)
 }
 
@@ -454,6 +568,37 @@ mod tests {
         let e = tempfile::tempdir().unwrap();
         fs::create_dir(e.path().join("perf.data")).unwrap();
         assert_eq!(classify(e.path()).unwrap().kind(), None);
+    }
+
+    #[test]
+    fn plain_perf_record_outputs_by_name() {
+        for yes in ["perf.data", "perf.data.old", "perf.data.2026120504031234"] {
+            assert!(plain_data_name(yes), "{yes}");
+        }
+        for no in [
+            "perf.data.part000",
+            "perf.data.3",
+            "perf.data.",
+            "perf.script.zst",
+            "x.data",
+        ] {
+            assert!(!plain_data_name(no), "{no}");
+        }
+        assert_eq!(
+            super::super::layout::plain_output_dir(Path::new("/r/perf.data")),
+            Path::new("/r/perf.data.jobprof")
+        );
+    }
+
+    #[test]
+    fn a_directory_with_capture_metadata_holds_no_plain_perf_data() {
+        let d = tempfile::tempdir().unwrap();
+        fs::write(d.path().join("perf.data"), b"PERFILE2").unwrap();
+        fs::write(d.path().join("perf.data.log"), b"text").unwrap();
+        let found = plain_files(d.path()).unwrap().unwrap();
+        assert_eq!(found, [d.path().join("perf.data")]);
+        fs::write(d.path().join(format::CAPTURE_JSON), "{}").unwrap();
+        assert_eq!(plain_files(d.path()).unwrap(), None);
     }
 
     #[test]

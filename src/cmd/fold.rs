@@ -8,6 +8,7 @@ use clap::{Args, ValueEnum};
 
 use jobprof::output::render::{Format, RenderOptions};
 use jobprof::output::split::write_split;
+use jobprof::pipeline;
 use jobprof::sys::atomic::AtomicFile;
 use jobprof::sys::input::Source;
 use jobprof::text::fold::split::{split_by, SplitBy};
@@ -16,11 +17,14 @@ use jobprof::ExitCode;
 
 /// Fold `perf script` text into collapsed stacks (`frame;frame;... count`).
 ///
-/// Several INPUTs are shards of one capture: their stacks are merged.
+/// Several INPUTs are shards of one capture: their stacks are merged. A
+/// perf.data file is symbolized natively first (this host's files by build
+/// id, as `jobprof process PERF_DATA` does): no `perf script` needed.
 /// Compressed inputs (.gz, .zst) are recognised by their magic bytes.
 /// The result is the input of `jobprof render`.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:
+  jobprof fold perf.data > stacks.folded
   perf script | jobprof fold > stacks.folded
   perf script | jobprof fold | jobprof render > flamegraph.svg
   jobprof fold perf.script.zst -o stacks.folded --stats
@@ -29,11 +33,11 @@ use jobprof::ExitCode;
   jobprof fold perf.txt --compat inferno      # byte for byte inferno-collapse-perf
 
 Exit status: 0 folded (lines that were neither headers nor frames are
-counted and reported, not fatal); 2 bad usage, an unreadable or binary input
-(a perf.data file: run `perf script` or `jobprof process` first) or a
-corrupt compressed input (nothing is written).")]
+counted and reported, not fatal); 2 bad usage, an unreadable or binary input,
+a perf.data file that cannot be symbolized, or a corrupt compressed input
+(nothing is written).")]
 pub struct FoldArgs {
-    /// perf script text files; `-` or none reads stdin.
+    /// perf script text files, or perf.data files; `-` or none reads stdin.
     #[arg(value_name = "INPUT")]
     pub inputs: Vec<PathBuf>,
 
@@ -170,9 +174,40 @@ impl FoldArgs {
     }
 }
 
+/// How `fold`, `render` and `report` symbolize a perf.data: `process`'s
+/// defaults, with its symbol cache.
+pub fn perf_data_options() -> pipeline::Options {
+    let mut o = pipeline::Options::default();
+    o.cache_dir = super::pipeline_args::default_cache_dir();
+    o
+}
+
+/// The inputs, each `perf.data` among them replaced by its output `name`
+/// (`perf.script.zst`: the symbolized text; `stacks.folded`), made natively
+/// by `jobprof process`'s pipeline (this host's files by build id) in a
+/// temporary directory; the guards keep those alive.
+pub fn symbolize_perf_data(
+    sources: Vec<Source>,
+    name: &str,
+) -> jobprof::Result<(Vec<Source>, Vec<tempfile::TempDir>)> {
+    let mut guards = Vec::new();
+    let mut out = Vec::with_capacity(sources.len());
+    for s in sources {
+        match s {
+            Source::Path(file) if jobprof::sys::input::is_perf_data(&file).unwrap_or(false) => {
+                let (guard, dir) = pipeline::symbolize_plain(&file, &perf_data_options())?;
+                guards.push(guard);
+                out.push(Source::Path(dir.join(name)));
+            }
+            other => out.push(other),
+        }
+    }
+    Ok((out, guards))
+}
+
 pub fn run(args: FoldArgs) -> anyhow::Result<ExitCode> {
     super::check_count("--threads", args.threads, super::MAX_JOBS)?;
-    let sources = args.sources();
+    let (sources, _symbolized) = symbolize_perf_data(args.sources(), jobprof::capture::SCRIPT_ZST)?;
     if sources.iter().filter(|s| **s == Source::Stdin).count() > 1 {
         return Err(jobprof::Error::Usage("stdin (`-`) can be given only once".into()).into());
     }

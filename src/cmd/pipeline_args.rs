@@ -142,11 +142,7 @@ impl PipelineArgs {
         opts.cache_dir = match (&self.cache_dir, self.no_cache) {
             (_, true) => None,
             (Some(d), false) => Some(std::path::absolute(d).unwrap_or_else(|_| d.clone())),
-            (None, false) => std::env::var_os("JOBPROF_CACHE_DIR")
-                .filter(|d| !d.is_empty())
-                .map(PathBuf::from)
-                .and_then(|d| std::path::absolute(&d).ok())
-                .or_else(jobprof::symbolize::native::cache::Cache::default_dir),
+            (None, false) => default_cache_dir(),
         };
         Ok(opts)
     }
@@ -212,4 +208,14 @@ impl PipelineArgs {
         }
         v
     }
+}
+
+/// The symbol cache without `--cache-dir` or `--no-cache`:
+/// `$JOBPROF_CACHE_DIR`, else `~/.cache/jobprof`.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    std::env::var_os("JOBPROF_CACHE_DIR")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .and_then(|d| std::path::absolute(&d).ok())
+        .or_else(jobprof::symbolize::native::cache::Cache::default_dir)
 }

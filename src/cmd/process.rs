@@ -12,10 +12,10 @@ use jobprof::views;
 use super::pipeline_args::PipelineArgs;
 use jobprof::ExitCode;
 
-/// Turn the raw perf captures of result directories into flamegraphs and summaries.
+/// Turn raw perf captures, or a plain perf.data, into flamegraphs and summaries.
 ///
-/// Turn the raw perf captures of a result directory into flamegraphs,
-/// folded stacks, summaries and compressed text archives.
+/// Turn the raw perf captures of a result directory, or a plain perf.data,
+/// into flamegraphs, folded stacks, summaries and compressed text archives.
 ///
 /// Finds every capture under RESULT_DIR/profiles/perf/worker_N/QUERY/ (written
 /// by jobprof-record or by the old shell pipeline), checks it, symbolizes all
@@ -37,6 +37,8 @@ use jobprof::ExitCode;
 /// warnings go to stderr.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:
+  perf record -g ./prog && jobprof process perf.data   # -> perf.data.jobprof/
+  jobprof process perf.data -o prog-profile
   jobprof process result_dir_4242
   jobprof process result_dir_4242 --worker 0 --query q17 --force
   jobprof process results/* --jobs 8 --formats svg,summary,speedscope
@@ -51,9 +53,17 @@ there now, the message says \"a capture is being written\"; next to
 published captures it is listed as \"being written\").")]
 pub struct ProcessArgs {
     /// Result directories (holding profiles/perf/worker_N/QUERY/); a perf
-    /// root, one worker_N directory or one capture directory also work.
-    #[arg(value_name = "RESULT_DIR", required = true)]
+    /// root, one worker_N directory or one capture directory also work, and
+    /// so do plain `perf record` outputs: a perf.data file, or a directory
+    /// holding perf.data or perf.data.* files without capture.json (each
+    /// file's outputs go to FILE.jobprof/ beside it).
+    #[arg(value_name = "RESULT_DIR|PERF_DATA", required = true)]
     pub dirs: Vec<PathBuf>,
+
+    /// Where the outputs of one plain perf.data go [default: PERF_DATA.jobprof/
+    /// beside it]; the input is never modified.
+    #[arg(short, long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
 
     /// Only captures of worker N (repeatable).
     #[arg(long, value_name = "N")]
@@ -92,6 +102,7 @@ pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
     opts.jobs = args.jobs.unwrap_or(0);
     opts.force = args.force;
     opts.time_slices = args.time_slices;
+    opts.output = args.output;
     let mut views = args.pipeline.view_options()?;
     views.jobs = opts.jobs;
     let filter = Filter {

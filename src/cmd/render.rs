@@ -109,9 +109,11 @@ impl LookArgs {
 /// Several inputs are merged (counts of equal stacks summed). Compressed
 /// inputs (.gz, .zst) are recognised by their magic bytes. Without -o the
 /// SVG goes to stdout, as with inferno-flamegraph. `perf script` text is
-/// refused with the `jobprof fold` command that folds it.
+/// refused with the `jobprof fold` command that folds it; a perf.data file
+/// is symbolized natively and folded first, as `jobprof process` does.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:
+  jobprof render perf.data -o flamegraph.html
   perf script | jobprof fold | jobprof render > flamegraph.svg
   jobprof render stacks.folded -o flamegraph.html --title 'job 4242 · q17'
   jobprof render a.folded b.folded.zst -o merged.folded
@@ -122,7 +124,7 @@ Exit status: 0 rendered; 1 rendered, but some lines were not `stack COUNT`
 and were skipped (they are listed); 2 bad usage, an unreadable input, no
 usable line (nothing is written), or `perf script` text (fold it first).")]
 pub struct RenderArgs {
-    /// Folded stack files; `-` or none reads stdin.
+    /// Folded stack files, or perf.data files; `-` or none reads stdin.
     #[arg(value_name = "FOLDED")]
     pub inputs: Vec<PathBuf>,
 
@@ -161,6 +163,8 @@ pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {
     if let Some(out) = output {
         refuse_overwriting_inputs(out, &args.inputs)?;
     }
+    let (sources, _symbolized) =
+        super::fold::symbolize_perf_data(sources, jobprof::capture::FOLDED)?;
     let input = read_folded(&sources)?;
     if input.stacks.is_empty() {
         let what = if args.inputs.is_empty() {

@@ -15,6 +15,7 @@ use jobprof::ExitCode;
 /// window and symbol figures on top; 80 columns wide.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:
+  jobprof report perf.data
   jobprof report result_dir_123/profiles/perf/worker_0/q17
   jobprof report perf.script.zst --limit 20
   jobprof report stacks.folded --percent-limit 1
@@ -23,8 +24,8 @@ Exit status: 0 printed; 2 bad usage or an input that is neither a capture,
 perf script text nor folded stacks.")]
 pub struct ReportArgs {
     /// A capture directory (RESULT_DIR/profiles/perf/worker_N/QUERY), a
-    /// `perf script` text file (plain, .gz or .zst) or folded stacks; `-`
-    /// reads stdin.
+    /// perf.data file (symbolized natively), a `perf script` text file
+    /// (plain, .gz or .zst) or folded stacks; `-` reads stdin.
     #[arg(value_name = "PATH")]
     pub path: PathBuf,
 
@@ -51,7 +52,20 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
-    let profile = report::read::path(&args.path)?;
+    // A perf.data is symbolized natively first, as `jobprof process` does.
+    let perf_data = jobprof::sys::input::is_perf_data(&args.path).unwrap_or(false);
+    let (path, _symbolized) = match perf_data {
+        true => {
+            let (guard, dir) =
+                jobprof::pipeline::symbolize_plain(&args.path, &super::fold::perf_data_options())?;
+            (dir.join(jobprof::capture::SCRIPT_ZST), Some(guard))
+        }
+        false => (args.path.clone(), None),
+    };
+    let mut profile = report::read::path(&path)?;
+    if perf_data {
+        profile.source = args.path.display().to_string();
+    }
     let opts = Options {
         percent_limit: args.percent_limit,
         limit: args.limit,

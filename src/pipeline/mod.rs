@@ -185,6 +185,9 @@ pub struct Options {
     /// [`native::cache`]); `None`: none (`--no-cache`). Read when a store
     /// is made ([`Options::with_store`]).
     pub cache_dir: Option<PathBuf>,
+    /// `-o DIR`: where the outputs of the one plain `perf.data` of the run
+    /// go, instead of `FILE.jobprof/` beside it.
+    pub output: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -204,6 +207,7 @@ impl Default for Options {
             debug_dirs: Vec::new(),
             store: None,
             cache_dir: None,
+            output: None,
         }
     }
 }
@@ -261,11 +265,14 @@ pub fn run(
     opts: &Options,
     progress: &Progress,
 ) -> Result<Report> {
-    let found = capture::discover(roots, filter)?;
+    let mut found = capture::discover(roots, filter)?;
     if found.is_empty() {
         return Err(Error::Usage(
             "no capture matches --worker/--query under the given directories".into(),
         ));
+    }
+    if let Some(out) = &opts.output {
+        redirect_plain(&mut found, out)?;
     }
     let perf = PerfTool::find(opts.perf.as_deref());
     if let (Some(p), Err(e)) = (&opts.perf, &perf) {
@@ -278,6 +285,64 @@ pub fn run(
     overall.finish_and_clear();
     progress.detail(store.describe());
     Ok(Report { captures })
+}
+
+/// `jobprof fold|render|report PATH/perf.data`: the symbolized text of a
+/// plain `perf.data`, made by this pipeline as `jobprof process FILE -o
+/// TMP` makes it (one shard, this host's files by build id), in a
+/// temporary directory removed when the returned guard is dropped: the
+/// input's directory is not touched. Returns the guard and the directory
+/// of the outputs (`perf.script.zst`, `stacks.folded`). A file that cannot be symbolized is an error
+/// naming it (exit code 2).
+pub fn symbolize_plain(file: &Path, opts: &Options) -> Result<(tempfile::TempDir, PathBuf)> {
+    let tmp = tempfile::Builder::new()
+        .prefix("jobprof-perf-data-")
+        .tempdir()
+        .map_err(|e| Error::io(std::env::temp_dir(), e))?;
+    let out = tmp.path().join("out");
+    let opts = Options {
+        output: Some(out.clone()),
+        formats: Formats {
+            render: vec![Format::Folded],
+            summary: false,
+            report: false,
+        },
+        force: true,
+        ..opts.clone()
+    };
+    let filter = capture::Filter::default();
+    let report = run(&[file.to_path_buf()], &filter, &opts, &Progress::silent())?;
+    match report.captures.as_slice() {
+        [o] if o.status == Status::Processed => Ok((tmp, out)),
+        [o] => Err(Error::Usage(format!(
+            "{}: cannot be symbolized: {}",
+            file.display(),
+            o.message
+        ))),
+        _ => Err(Error::Usage(format!(
+            "{}: not one perf.data file",
+            file.display()
+        ))),
+    }
+}
+
+/// Sends the outputs of the one plain `perf.data` found to `out` (`-o`);
+/// a usage error for anything else: a result directory's captures have
+/// their places, and two files cannot share one directory.
+fn redirect_plain(found: &mut [CaptureDir], out: &Path) -> Result<()> {
+    match found {
+        [CaptureDir { plain: Some(p), .. }] => {
+            p.out = out.to_path_buf();
+            Ok(())
+        }
+        _ => Err(Error::Usage(format!(
+            "-o {}: takes one plain perf.data file; {} capture(s) found, {} of them plain \
+             (a result directory's outputs go into its capture directories)",
+            out.display(),
+            found.len(),
+            found.iter().filter(|c| c.plain.is_some()).count()
+        ))),
+    }
 }
 
 /// The bytes of a capture's `perf.data` files (0 when unreadable).
@@ -359,7 +424,7 @@ pub fn process_capture(
 ) -> Outcome {
     let start = Instant::now();
     let mut report = Outcome {
-        dir: found.dir.clone(),
+        dir: found.subject().to_path_buf(),
         status: Status::Failed,
         message: String::new(),
         elapsed: Duration::ZERO,
@@ -375,7 +440,7 @@ pub fn process_capture(
     };
     let wanted = opts.formats.names();
     if !opts.force {
-        match capture::completion(&found.out_dir(), &wanted) {
+        match plain_changed(found, capture::completion(&found.out_dir(), &wanted)) {
             Completion::Done(m) => {
                 report.status = Status::Skipped;
                 report.message = format!(
@@ -386,7 +451,10 @@ pub fn process_capture(
                 return report;
             }
             Completion::Stale(why) => {
-                progress.detail(format!("{}: processing again: {why}", found.dir.display()));
+                progress.detail(format!(
+                    "{}: processing again: {why}",
+                    found.subject().display()
+                ));
             }
             Completion::NotDone => {}
         }
@@ -403,6 +471,23 @@ pub fn process_capture(
     }
     report.elapsed = start.elapsed();
     report
+}
+
+/// A plain `perf.data` is rewritten in place by the next `perf record`
+/// (the old one renamed `perf.data.old`): its outputs are complete only
+/// for the file the marker stamped (size, mtime, inode).
+fn plain_changed(found: &CaptureDir, c: Completion) -> Completion {
+    let (Some(p), Completion::Done(m)) = (&found.plain, &c) else {
+        return c;
+    };
+    let name = file_name(&p.file);
+    match m.inputs.get(&name) {
+        Some(stamp) if capture::stamp::unchanged(&p.file, stamp) => c,
+        _ => Completion::Stale(format!(
+            "{} is not the file its outputs were made from (rewritten since)",
+            p.file.display()
+        )),
+    }
 }
 
 /// How one capture's run ended: its status and the line saying why.
@@ -502,8 +587,13 @@ impl<'a> Pipeline<'a> {
     /// (`warning: ...`) always, any other step's detail with `-v` only
     /// (the capture's result line on stdout says how it ended).
     fn log(&self, msg: impl AsRef<str>) {
+        // A plain perf.data is named by its file, not its output directory.
+        let who = match self.cap.found.plain {
+            Some(_) => self.cap.found.subject(),
+            None => &self.dir,
+        };
         let msg = msg.as_ref();
-        let line = format!("{}: {msg}", crate::sys::progress::printable(&self.dir));
+        let line = format!("{}: {msg}", crate::sys::progress::printable(who));
         if msg.starts_with("warning") {
             self.progress.log(line);
         } else {

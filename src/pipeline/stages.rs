@@ -23,7 +23,7 @@ use crate::text::fold::{self, Folder};
 
 impl Pipeline<'_> {
     pub(super) fn run(self) -> Result<Done> {
-        capture::ensure_output_dir(&self.cap.found.dir)?;
+        self.cap.found.ensure_out_dir()?;
         self.remove_leftovers();
         // Read before anything changes: what the outputs on disk are worth.
         let previous = capture::previous_quality(&self.dir);
@@ -426,7 +426,11 @@ impl Pipeline<'_> {
     pub(super) fn kernel_symbols(&self) -> &KernelSymbols {
         self.kernel.get_or_init(|| {
             let (host, boot) = kernel::this_host_and_boot();
-            let needs_ids = self.cap.kallsyms.is_none() && self.cap.symfs.is_some();
+            // A plain perf.data has no symfs/ but is named from this
+            // host's files all the same: its kernel only when it runs here.
+            let plain = self.cap.layout == capture::Layout::Plain;
+            let uses_symfs = self.cap.symfs.is_some() || plain;
+            let needs_ids = self.cap.kallsyms.is_none() && uses_symfs;
             let (recorded, running) = match needs_ids {
                 true => (
                     kernel::recorded_kernel_build_id(&self.present_shards()),
@@ -439,10 +443,11 @@ impl Pipeline<'_> {
                 here: (host.as_deref(), boot.as_deref()),
                 recorded_kernel: recorded.as_deref(),
                 running_kernel: running.as_deref(),
+                plain,
             };
             kernel::kernel_symbols(
                 self.cap.kallsyms.as_deref(),
-                self.cap.symfs.is_some(),
+                uses_symfs,
                 machines,
                 kernel::core_table,
             )

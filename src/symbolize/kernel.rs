@@ -60,6 +60,9 @@ pub struct Machines<'a> {
     pub recorded_kernel: Option<&'a str>,
     /// The running kernel's build id (hex).
     pub running_kernel: Option<&'a str>,
+    /// A plain `perf.data` (no capture metadata, no snapshot), for the
+    /// reason given when its kernel is not this machine's.
+    pub plain: bool,
 }
 
 /// This machine's host name and boot id, as `jobprof-record` records them.
@@ -140,6 +143,13 @@ fn unavailable(m: Machines<'_>, recorded: Option<&str>, running: Option<&str>) -
         ),
         (None, _) => "its shards record no kernel build id".to_string(),
     };
+    if m.plain {
+        return format!(
+            "a plain perf.data carries no kernel symbol table, and {kernel}, so this \
+             machine's /proc/kallsyms cannot be trusted for it; kernel frames stay unnamed \
+             (process it on a machine that runs the kernel it recorded)"
+        );
+    }
     match m.recorded {
         (_, None) => format!(
             "the capture has no kallsyms snapshot and does not record its boot id \

@@ -15,7 +15,8 @@
 //!    perf's build-id cache (`~/.debug/.build-id/NN/REST/{elf,debug}`),
 //!    each `--debug-dir DIR` (`DIR/.build-id/NN/REST.debug`,
 //!    `DIR/NN/REST.debug`), the debuginfod cache
-//!    (`$DEBUGINFOD_CACHE_PATH/ID/{executable,debuginfo}`);
+//!    (`$DEBUGINFOD_CACHE_PATH/ID/{executable,debuginfo}`), and for
+//!    `[vdso]` this process's own vDSO ([`live_vdso`]);
 //! 4. this host's file at the recorded path.
 //!
 //! A candidate is taken only when its build id equals the recorded one (a
@@ -72,6 +73,9 @@ pub struct Search {
     /// ([`Creds::owner_of`]): this host's files are opened with the
     /// owner's rights, and taken at a recorded path only by build id.
     pub owner: Option<Creds>,
+    /// This process's own vDSO ([`live_vdso`]), a candidate for a
+    /// recorded `[vdso]` with its build id.
+    pub live_vdso: Option<PathBuf>,
 }
 
 impl Search {
@@ -94,8 +98,57 @@ impl Search {
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from),
             owner,
+            live_vdso: live_vdso(),
         }
     }
+}
+
+/// This process's own vDSO, copied once into a memory file
+/// (`/proc/PID/fd/N`, gone with the process). perf names a `[vdso]` it
+/// has no copy of from its own vDSO; jobprof does the same, and like every
+/// candidate takes it only when its build id is the recorded one (one
+/// kernel build maps one vDSO). `None` when it cannot be read.
+pub fn live_vdso() -> Option<PathBuf> {
+    static VDSO: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    VDSO.get_or_init(|| copy_vdso().ok()).clone()
+}
+
+/// The vDSO's bytes, from its start (`AT_SYSINFO_EHDR`) to the end of its
+/// `[vdso]` mapping in `/proc/self/maps`, in a memory file kept open.
+fn copy_vdso() -> std::io::Result<PathBuf> {
+    use std::io::Write;
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    // SAFETY: reads the process's auxiliary vector; no memory is touched.
+    let base = unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) } as usize;
+    let maps = std::fs::read_to_string("/proc/self/maps")?;
+    let end = maps
+        .lines()
+        .filter(|l| l.ends_with("[vdso]"))
+        .find_map(|l| {
+            let (from, to) = l.split_once(' ')?.0.split_once('-')?;
+            let from = usize::from_str_radix(from, 16).ok()?;
+            let to = usize::from_str_radix(to, 16).ok()?;
+            (from == base && to > base).then_some(to)
+        })
+        .ok_or_else(|| std::io::Error::other("no [vdso] mapping at AT_SYSINFO_EHDR"))?;
+    // SAFETY: the kernel maps the vDSO readable at [base, end) for the
+    // whole life of the process, and nothing writes it.
+    let bytes = unsafe { std::slice::from_raw_parts(base as *const u8, end - base) };
+    // SAFETY: a constant, NUL-terminated name; the result is checked.
+    let fd = unsafe { libc::memfd_create(c"jobprof-vdso".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just created and is owned by nobody else.
+    let mut file = unsafe { File::from_raw_fd(fd) };
+    file.write_all(bytes)?;
+    // Kept open for the life of the process: the path is its descriptor
+    // (by pid, not `self`: `perf script` reads it through its link tree).
+    let fd = file.into_raw_fd();
+    Ok(PathBuf::from(format!(
+        "/proc/{}/fd/{fd}",
+        std::process::id()
+    )))
 }
 
 /// Where a taken file came from.
@@ -115,6 +168,8 @@ pub enum Kind {
     Debuginfod,
     /// This host's file at the recorded path.
     HostFile,
+    /// This process's own vDSO ([`live_vdso`]).
+    LiveVdso,
 }
 
 impl Kind {
@@ -128,6 +183,7 @@ impl Kind {
             Kind::DebugDir => "--debug-dir",
             Kind::Debuginfod => "debuginfod cache",
             Kind::HostFile => "host file",
+            Kind::LiveVdso => "this host's vDSO",
         }
     }
 }
@@ -279,6 +335,10 @@ pub fn resolve(path: &str, build_id: &[u8], search: &Search) -> Resolved {
         // The vDSO is no file on this host: only its copies by build id.
         if !vdso {
             r.offer_host_file(host.join(rel), host, hex.is_some(), search);
+        }
+        // This process's own vDSO, when its build id is the recorded one.
+        if let (true, Some(live), Some(_)) = (vdso, &search.live_vdso, &hex) {
+            r.offer(Path::new("/"), live.clone(), Kind::LiveVdso, true);
         }
     }
     r

@@ -157,7 +157,25 @@ pub fn oversized(path: &Path, what: &'static str) -> Error {
     }
 }
 
-const PERF_DATA_MAGIC: &[u8] = b"PERFILE2";
+/// The first bytes of a `perf.data` file (perf's file format, version 2).
+pub const PERF_DATA_MAGIC: &[u8] = b"PERFILE2";
+
+/// Whether `path` starts with [`PERF_DATA_MAGIC`] (opened without
+/// blocking on a FIFO; an error for a file that cannot be opened).
+pub fn is_perf_data(path: &Path) -> io::Result<bool> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Ok(false);
+    }
+    let mut head = Vec::with_capacity(PERF_DATA_MAGIC.len());
+    f.take(PERF_DATA_MAGIC.len() as u64)
+        .read_to_end(&mut head)?;
+    Ok(head == PERF_DATA_MAGIC)
+}
 const GZIP_MAGIC: &[u8] = &[0x1f, 0x8b];
 const ZSTD_MAGIC: &[u8] = &[0x28, 0xb5, 0x2f, 0xfd];
 

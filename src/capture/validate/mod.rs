@@ -24,6 +24,9 @@ pub enum Layout {
     Record,
     /// The old shell pipeline: `capture-metadata.txt` (key=value).
     Legacy,
+    /// A plain `perf record` output: one `perf.data` file, no metadata,
+    /// no `symfs/`, no kernel symbol snapshot.
+    Plain,
 }
 
 /// One shard (perf process) of a validated capture.
@@ -102,6 +105,9 @@ pub(super) fn refuse(msg: impl Into<String>) -> Refusal {
 /// the manifest as the metadata says. Returns the capture's facts, or the
 /// one-line reason it is refused.
 pub fn validate(found: &CaptureDir) -> std::result::Result<ValidCapture, Refusal> {
+    if let Some(p) = &found.plain {
+        return plain(found, &p.file);
+    }
     let dir = &found.dir;
     let json = dir.join(format::CAPTURE_JSON);
     let legacy_meta = dir.join(LEGACY_METADATA);
@@ -229,6 +235,38 @@ fn unvalidated(found: &CaptureDir) -> std::result::Result<ValidCapture, Refusal>
         boot_id: None,
         script_text: None,
         warnings: vec![warning.to_string()],
+        validated: false,
+        legacy: None,
+    })
+}
+
+/// A plain `perf record` output: one shard, the file itself (read through
+/// a link: the user named it), nothing else. Nothing vouches that the
+/// recording ended cleanly; a damaged file fails its shard.
+fn plain(found: &CaptureDir, file: &Path) -> std::result::Result<ValidCapture, Refusal> {
+    let bytes = match fs::metadata(file) {
+        Ok(m) if m.is_file() => m.len(),
+        Ok(_) => return Err(refuse(format!("{} is not a regular file", file.display()))),
+        Err(e) => return Err(refuse(format!("cannot read {}: {e}", file.display()))),
+    };
+    Ok(ValidCapture {
+        found: found.clone(),
+        layout: Layout::Plain,
+        job_id: None,
+        event: None,
+        recorded_with: None,
+        shards: vec![Shard {
+            index: 0,
+            data_file: file.to_path_buf(),
+            manifest_bytes: None,
+            bytes: Some(bytes),
+        }],
+        symfs: None,
+        kallsyms: None,
+        host: None,
+        boot_id: None,
+        script_text: None,
+        warnings: Vec::new(),
         validated: false,
         legacy: None,
     })

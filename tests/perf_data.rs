@@ -1,0 +1,337 @@
+//! `jobprof process` on plain `perf record` outputs (issue 49, item 1): a
+//! `perf.data` written by `perf record -g` or `--call-graph dwarf` of a
+//! small C program (tests/programs/libc_worker.c: its own functions, libc,
+//! the vDSO, system calls) is symbolized natively with this host's files
+//! by build id and must agree with `perf script | jobprof fold` of the same
+//! file on at least 99% of the weight of the user-space part of the stacks
+//! (kernel frames are cut off: module frames stay unnamed unless the
+//! capture has a kernel table, docs/process.md). The input is never
+//! modified; a missing or garbage file is exit code 2 naming it.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+use crate::util::{self, jobprof, output_text as text};
+
+/// One recording: the directory holding its `perf.data` (kept alive).
+struct Recording {
+    _keep: tempfile::TempDir,
+    data: PathBuf,
+}
+
+static FP: OnceLock<Option<Recording>> = OnceLock::new();
+static DWARF: OnceLock<Option<Recording>> = OnceLock::new();
+
+fn fp() -> Option<&'static Recording> {
+    FP.get_or_init(|| record(&["-g"])).as_ref()
+}
+
+fn dwarf() -> Option<&'static Recording> {
+    DWARF
+        .get_or_init(|| record(&["--call-graph", "dwarf,4096"]))
+        .as_ref()
+}
+
+/// `perf record CALL_GRAPH -F 499 -p PID -- sleep 2` of the libc worker
+/// (2 threads and its main thread), into `DIR/perf.data`.
+fn record(call_graph: &[&str]) -> Option<Recording> {
+    if !util::require(
+        util::perf_can_record(),
+        "perf record (linux-perf, allowed to sample)",
+    ) {
+        return None;
+    }
+    let exe = util::program(
+        "libc_worker",
+        "tests/programs/libc_worker.c",
+        &["-O2", "-g"],
+    );
+    if !util::require(exe.is_some(), "gcc for tests/programs/libc_worker.c") {
+        return None;
+    }
+    // One recording at a time: parallel ones starve each other's workers.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let keep = tempfile::tempdir().unwrap();
+    let data = keep.path().join("perf.data");
+    let mut worker = Command::new(exe.unwrap())
+        .arg("2")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = Command::new("perf")
+        .arg("record")
+        .args(call_graph)
+        .args(["-q", "-F", "499", "-o"])
+        .arg(&data)
+        .arg("-p")
+        .arg(worker.id().to_string())
+        .args(["--", "sleep", "2"])
+        .output()
+        .unwrap();
+    let _ = worker.kill();
+    let _ = worker.wait();
+    assert!(out.status.success(), "perf record: {}", text(&out));
+    Some(Recording { _keep: keep, data })
+}
+
+/// A private copy of the recording's `perf.data` in a fresh directory.
+fn copy(r: &Recording) -> (tempfile::TempDir, PathBuf) {
+    let t = tempfile::tempdir().unwrap();
+    let data = t.path().join("perf.data");
+    fs::copy(&r.data, &data).unwrap();
+    (t, data)
+}
+
+fn process(args: &[&std::ffi::OsStr]) -> Output {
+    jobprof()
+        .arg("process")
+        .args(args)
+        .arg("--no-inline")
+        .output()
+        .unwrap()
+}
+
+/// Folded stacks with kernel frames marked (`jobprof fold --kernel`), each
+/// cut at its first kernel frame: the user-space part.
+fn user_part(script: &Path, folded: &Path) -> HashMap<String, u64> {
+    let o = jobprof()
+        .arg("fold")
+        .arg(script)
+        .arg("--kernel")
+        .arg("-o")
+        .arg(folded)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "jobprof fold: {}", text(&o));
+    let mut user = HashMap::new();
+    for (stack, n) in util::folded(folded) {
+        let cut: Vec<&str> = stack
+            .split(';')
+            .take_while(|f| !f.ends_with("_[k]"))
+            .collect();
+        *user.entry(cut.join(";")).or_default() += n;
+    }
+    user
+}
+
+/// `perf script --no-inline` of `data`, as a user would pipe it.
+fn perf_script(data: &Path, out: &Path) {
+    let o = Command::new("perf")
+        .args(["script", "--no-inline", "-i"])
+        .arg(data)
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "perf script -i {}", data.display());
+    fs::write(out, o.stdout).unwrap();
+}
+
+/// Processes a copy of `r` and requires 99% of the user-space weight on
+/// the stacks `perf script | jobprof fold` gives, and the same total.
+fn agrees_with_perf_script(r: &Recording) {
+    let (t, data) = copy(r);
+    let o = process(&[data.as_os_str()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = t.path().join("perf.data.jobprof");
+    let s = util::summary(&out);
+    assert_eq!(s["symbolized_from"], "native", "{s}");
+    let tmp = t.path();
+    let zst = fs::read(out.join("perf.script.zst")).unwrap();
+    let native_text = tmp.join("native.script");
+    fs::write(&native_text, zstd::decode_all(&zst[..]).unwrap()).unwrap();
+    let native = user_part(&native_text, &tmp.join("native.folded"));
+    let reference_text = tmp.join("reference.script");
+    perf_script(&data, &reference_text);
+    let reference = user_part(&reference_text, &tmp.join("reference.folded"));
+    crate::native::assert_agreement("perf.data vs perf script", &native, &reference);
+    // stacks.folded is the fold of that text: the same weight as perf's.
+    let total: u64 = reference.values().sum();
+    assert_eq!(util::folded_total(&out.join("stacks.folded")), total);
+    // The worker's own frames, libc's and the vDSO's are named.
+    let stacks = util::folded(&out.join("stacks.folded"));
+    for f in ["compute_stage", "__vdso_clock_gettime"] {
+        let share = util::stack_share(&stacks, |x| x == f);
+        assert!(share > 0.0, "no stack through {f}: {stacks:?}");
+    }
+}
+
+#[test]
+fn fp_perf_data_agrees_with_perf_script() {
+    let Some(r) = fp() else { return };
+    agrees_with_perf_script(r);
+}
+
+#[test]
+fn dwarf_perf_data_agrees_with_perf_script() {
+    let Some(r) = dwarf() else { return };
+    agrees_with_perf_script(r);
+}
+
+/// SHA-256 of every file under `dir` (not in `skip`), by relative path.
+fn hashes(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    use sha2::Digest;
+    let mut v: Vec<(String, Vec<u8>)> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, sha2::Sha256::digest(fs::read(&p).unwrap()).to_vec())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn the_input_is_never_modified_and_outputs_go_beside_it_or_to_o() {
+    let Some(r) = fp() else { return };
+    let (t, data) = copy(r);
+    // perf record keeps the previous recording as perf.data.old.
+    fs::copy(&data, t.path().join("perf.data.old")).unwrap();
+    let before = hashes(t.path());
+    // A directory of perf record outputs: one capture per file.
+    let o = process(&[t.path().as_os_str()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let lines = util::stdout(&o);
+    assert_eq!(lines.lines().count(), 2, "{lines}");
+    assert!(lines.contains("perf.data: processed"), "{lines}");
+    assert!(lines.contains("perf.data.old: processed"), "{lines}");
+    for out in ["perf.data.jobprof", "perf.data.old.jobprof"] {
+        for f in [
+            "stacks.folded",
+            "flamegraph.html",
+            "flamegraph.svg",
+            "summary.json",
+            "report.txt",
+        ] {
+            assert!(t.path().join(out).join(f).is_file(), "{out}/{f}");
+        }
+    }
+    // A second run finds them complete; -o puts one file's elsewhere.
+    let again = process(&[data.as_os_str()]);
+    assert!(util::stdout(&again).contains("skipped"), "{}", text(&again));
+    // A new recording at the same path (perf record renames the old one
+    // and writes a new perf.data) is processed again, not skipped.
+    let newer = t.path().join("newer/perf.data");
+    fs::create_dir(newer.parent().unwrap()).unwrap();
+    fs::copy(&data, &newer).unwrap();
+    assert!(process(&[newer.as_os_str()]).status.success());
+    fs::rename(&newer, newer.with_extension("data.old")).unwrap();
+    fs::copy(&data, &newer).unwrap();
+    let renewed = process(&[newer.as_os_str()]);
+    let line = util::stdout(&renewed);
+    assert!(line.contains("perf.data: processed"), "{}", text(&renewed));
+    fs::remove_dir_all(newer.parent().unwrap()).unwrap();
+    let elsewhere = t.path().join("elsewhere/profile");
+    let o = process(&[data.as_os_str(), "-o".as_ref(), elsewhere.as_os_str()]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(elsewhere.join("flamegraph.html").is_file());
+    // -o with two files is bad usage.
+    let two = process(&[t.path().as_os_str(), "-o".as_ref(), elsewhere.as_os_str()]);
+    assert_eq!(two.status.code(), Some(2), "{}", text(&two));
+    assert_eq!(hashes(t.path()), before, "the inputs changed");
+}
+
+#[test]
+fn a_missing_or_garbage_perf_data_is_exit_2_naming_it() {
+    let t = tempfile::tempdir().unwrap();
+    let missing = t.path().join("nope/perf.data");
+    let garbage = t.path().join("perf.data");
+    fs::write(&garbage, b"this is not perf.data\n").unwrap();
+    let empty = t.path().join("empty.data");
+    fs::write(&empty, b"").unwrap();
+    for (file, why) in [
+        (&missing, "does not exist"),
+        (&garbage, "not a perf.data file"),
+        (&empty, "not a perf.data file"),
+    ] {
+        let o = process(&[file.as_os_str()]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        let err = util::stderr(&o);
+        assert!(err.contains(&file.display().to_string()), "{err}");
+        assert!(err.contains(why), "{err}");
+    }
+    // A directory whose only perf.data is garbage names it too.
+    let o = process(&[t.path().as_os_str()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        util::stderr(&o).contains(&garbage.display().to_string()),
+        "{}",
+        text(&o)
+    );
+    assert!(!t.path().join("perf.data.jobprof").exists());
+}
+
+#[test]
+fn fold_symbolizes_a_perf_data_natively() {
+    let Some(r) = fp() else { return };
+    let (t, data) = copy(r);
+    let before = hashes(t.path());
+    let tmp = tempfile::tempdir().unwrap();
+    // `jobprof fold perf.data --kernel`, user-space part.
+    let native = user_part(&data, &tmp.path().join("native.folded"));
+    let reference_text = tmp.path().join("reference.script");
+    let o = Command::new("perf")
+        .args(["script", "-i"])
+        .arg(&data)
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    fs::write(&reference_text, o.stdout).unwrap();
+    let reference = user_part(&reference_text, &tmp.path().join("reference.folded"));
+    crate::native::assert_agreement("fold perf.data vs perf script | fold", &native, &reference);
+    assert_eq!(hashes(t.path()), before, "fold wrote beside its input");
+}
+
+#[test]
+fn render_and_report_read_a_perf_data() {
+    let Some(r) = fp() else { return };
+    let (t, data) = copy(r);
+    let before = hashes(t.path());
+    let tmp = tempfile::tempdir().unwrap();
+    let folded = tmp.path().join("fold.folded");
+    let o = jobprof()
+        .arg("fold")
+        .arg(&data)
+        .arg("-o")
+        .arg(&folded)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let rendered = tmp.path().join("render.folded");
+    let o = jobprof()
+        .arg("render")
+        .arg(&data)
+        .arg("-o")
+        .arg(&rendered)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(util::folded(&rendered), util::folded(&folded));
+    let html = tmp.path().join("flamegraph.html");
+    let o = jobprof()
+        .arg("render")
+        .arg(&data)
+        .arg("-o")
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let o = jobprof().arg("report").arg(&data).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let report = util::stdout(&o);
+    let head = format!("# jobprof report: {}", data.display());
+    assert!(report.starts_with(&head), "{report}");
+    assert!(report.contains("[.] compute_stage"), "{report}");
+    assert_eq!(
+        hashes(t.path()),
+        before,
+        "render or report wrote beside the input"
+    );
+}
