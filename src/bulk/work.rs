@@ -76,7 +76,7 @@ pub(super) fn work_all(
         }
     });
     bar.finish_and_clear();
-    progress.detail(store.describe());
+    store.log_to(progress);
     results.into_inner().expect("no panics hold it")
 }
 

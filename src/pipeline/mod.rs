@@ -283,7 +283,7 @@ pub fn run(
     let overall = multi.add(progress.bar(found.len() as u64, "captures"));
     let captures = run_captures(&found, &opts, &perf, progress, &multi, &overall);
     overall.finish_and_clear();
-    progress.detail(store.describe());
+    store.log_to(progress);
     Ok(Report { captures })
 }
 

@@ -335,6 +335,14 @@ impl Cache {
         }
     }
 
+    /// The first reason the cache was not used or not written, if any.
+    pub fn problem(&self) -> Option<String> {
+        self.problem
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// What the cache did in this run, for the log.
     pub fn describe(&self) -> String {
         let mut s = format!(

@@ -687,6 +687,17 @@ impl Store {
         )
     }
 
+    /// Logs [`Self::describe`]: a detail (`-v`), or a warning when the
+    /// persistent cache could not be used or written (the user's
+    /// `--cache-dir` or home is refused, and says why).
+    pub fn log_to(&self, progress: &crate::sys::progress::Progress) {
+        let line = self.describe();
+        match self.disk.as_ref().and_then(|c| c.problem()) {
+            Some(_) => progress.log(format!("warning: {line}")),
+            None => progress.detail(line),
+        }
+    }
+
     /// One line on what the store holds, for the log.
     pub fn describe(&self) -> String {
         let (dsos, kernels) = self.entries();
