@@ -65,10 +65,10 @@ fn resolve_tool(
         .map(PathBuf::from)
         .map_err(|e| {
             format!(
-            "not running {shown} as root: {e}; only an {what} that root alone can change runs \
+                "not running {shown} as root: {e}; only an {what} that root alone can change runs \
              as root (it and every directory above it owned by root, writable by no one else): \
              install it so, or pass {flag} PATH to one that is"
-        )
+            )
         })
 }
 

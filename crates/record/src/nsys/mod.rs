@@ -493,7 +493,11 @@ impl Server<'_> {
         args.extend(self.opts.session_arg());
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let cancel = self.call(&args);
-        let session = self.opts.session.as_deref().unwrap_or("the default session");
+        let session = self
+            .opts
+            .session
+            .as_deref()
+            .unwrap_or("the default session");
         let msg = format!(
             "nsys stop of query {q} failed ({}): nsys session {session} may be stuck; \
              nsys cancel: {}{}",

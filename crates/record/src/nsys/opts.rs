@@ -131,8 +131,7 @@ fn session_name(v: &str) -> Result<String, Fail> {
     let ok = !v.is_empty()
         && v.len() <= 64
         && !v.starts_with('-')
-        && v
-            .bytes()
+        && v.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
     if ok {
         Ok(v.to_string())
@@ -253,6 +252,52 @@ mod tests {
             assert!(super::seconds("--settle", bad).is_err(), "{bad:?}");
         }
         assert_eq!(o.staging.unwrap().to_str(), Some("/s"));
+    }
+
+    #[test]
+    fn session_start_options_importer_and_call_timeout() {
+        let mut a = args("sidecar --tool nsys --token-dir /t --worker 0 --out /o --session w0.a");
+        a.extend(
+            [
+                "--start-args",
+                "--sample=cpu  --backtrace=fp",
+                "--start-arg",
+                "-s",
+            ]
+            .map(OsString::from),
+        );
+        a.extend(args(
+            "--start-arg cpu --importer /opt/QdstrmImporter --call-timeout 30",
+        ));
+        let Command::NsysSidecar(o) = parse(a).unwrap() else {
+            panic!()
+        };
+        assert_eq!(o.session_arg().as_deref(), Some("--session=w0.a"));
+        assert_eq!(
+            o.start_args,
+            ["--sample=cpu", "--backtrace=fp", "-s", "cpu"]
+        );
+        assert_eq!(o.importer.unwrap().to_str(), Some("/opt/QdstrmImporter"));
+        assert_eq!(o.call_timeout, Duration::from_secs(30));
+        let o = parse(args(
+            "sidecar --tool nsys --token-dir /t --worker 0 --out /o",
+        ))
+        .unwrap();
+        let Command::NsysSidecar(o) = o else { panic!() };
+        assert_eq!(
+            (o.session_arg(), o.call_timeout),
+            (None, Duration::from_secs(120))
+        );
+        for bad in ["-x", "a b", "a/b", ""] {
+            let mut a = args("sidecar --tool nsys --token-dir /t --worker 0 --out /o --session");
+            a.push(bad.into());
+            let e = parse(a).unwrap_err();
+            assert!(
+                e.message.contains("is not a session name"),
+                "{bad:?}: {}",
+                e.message
+            );
+        }
     }
 
     #[test]

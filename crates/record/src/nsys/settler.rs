@@ -192,11 +192,10 @@ impl Config {
         // nsys stop said it did not convert the stream (its importer was
         // not where it looks, as with Debian's packages): once the
         // .qdstrm is whole, it is converted here, or published as it is.
-        let skipped = p.job.stop.exit_code == Some(0)
-            && p.job.stop_output.contains("skipping importation");
-        let qd_whole = qd_s.is_some_and(|s| {
-            settle::settled(&[s.bytes], p.watch.quiet_for(now), self.settle)
-        });
+        let skipped =
+            p.job.stop.exit_code == Some(0) && p.job.stop_output.contains("skipping importation");
+        let qd_whole =
+            qd_s.is_some_and(|s| settle::settled(&[s.bytes], p.watch.quiet_for(now), self.settle));
         if rep_s.is_none() && qd_whole && (skipped || timed_out) {
             if let Some(d) = self.import(p) {
                 return d;
@@ -262,7 +261,11 @@ impl Config {
             ));
         };
         let qd_text = qd.to_string_lossy().into_owned();
-        log(&format!("{}: converting {qd_text} with {}", p.job.query, importer.display()));
+        log(&format!(
+            "{}: converting {qd_text} with {}",
+            p.job.query,
+            importer.display()
+        ));
         // Its own HOME: QdstrmImporter fills `~/.nsightsystems/.../cache`
         // with copies of the worker's binaries, the cache the session's
         // agent uses, and the session's next `stop` then hangs (nsys
@@ -275,11 +278,19 @@ impl Config {
             &[("HOME", &self.importer_home)],
         );
         if !ran.ok() {
-            log(&format!("{}: QdstrmImporter: {}", p.job.query, ran.describe()));
+            log(&format!(
+                "{}: QdstrmImporter: {}",
+                p.job.query,
+                ran.describe()
+            ));
         }
         let ok = ran.ok() && stamp(&with_ext(&p.job.base, ReportKind::NsysRep)).is_some();
         p.import = Some(NsysCall {
-            exit_code: if ok { Some(0) } else { ran.call.exit_code.filter(|c| *c != 0).or(Some(1)) },
+            exit_code: if ok {
+                Some(0)
+            } else {
+                ran.call.exit_code.filter(|c| *c != 0).or(Some(1))
+            },
             ..ran.call
         });
         if ok {
