@@ -15,6 +15,8 @@
 #                          $FAKE_NSYS_PAUSE s ($FAKE_NSYS_BURSTS each), then
 #                          removes the .qdstrm as nsys does; no .nsys-rep
 #                          when $FAKE_NSYS_STATE/no-rep exists
+#                          ($FAKE_NSYS_STATE/skip-import: as Debian's 2022.4,
+#                          the .qdstrm only, written before stop returns)
 #   --version              prints a version line
 # Every call is logged to $FAKE_NSYS_STATE/calls.log: pid, cwd, argv and
 # the NSYS_/CUDA_/SLURM_/FAKE_NSYS_ environment.
@@ -89,6 +91,14 @@ stop)
   fi
   out=$(cat "$state/collecting")
   rm -f "$state/collecting"
+  if [ -e "$state/skip-import" ]; then
+    # As Debian's nsys 2022.4: the stream written before stop returns, its
+    # importer not found.
+    head -c "${FAKE_NSYS_CHUNK:-20000}" /dev/urandom >"$out.qdstrm"
+    echo "Importer error status: The importer binary and its dependencies were not found."
+    echo "Unable to retrieve the importer version: skipping importation of the QDSTRM file."
+    exit 0
+  fi
   bursts=${FAKE_NSYS_BURSTS:-3} pause=${FAKE_NSYS_PAUSE:-0.3} chunk=${FAKE_NSYS_CHUNK:-20000}
   (
     sleep "$pause"

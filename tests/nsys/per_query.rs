@@ -833,3 +833,52 @@ fn an_nsys_others_can_change_is_never_run_as_root() {
         assert!(!ran.exists(), "{how}: the nsys others can change ran");
     }
 }
+
+/// Issue 48: Debian's `nsys stop` leaves the `.qdstrm` ("skipping
+/// importation"); the sidecar converts it with the `QdstrmImporter` it
+/// found in nsys's install tree, under its own `HOME` (the importer fills
+/// `~/.nsightsystems` with a cache the live session shares, and the
+/// session's next `stop` hung), and publishes the `.nsys-rep`.
+#[test]
+fn a_qdstrm_left_by_stop_is_converted_by_the_importer_under_its_own_home() {
+    let mut s = Session::new();
+    fs::write(s.state.join("skip-import"), "").unwrap();
+    let host = s.t.path().join("host-linux-x64");
+    fs::create_dir(&host).unwrap();
+    let importer = host.join("QdstrmImporter");
+    fs::write(
+        &importer,
+        format!(
+            "#!/bin/sh\necho \"$HOME\" >> {}/importer-home\n\
+             [ \"$1\" = -i ] || exit 2\ncat \"$2\" > \"${{2%.qdstrm}}.nsys-rep\"\n",
+            s.state.display()
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(&importer, fs::Permissions::from_mode(0o755)).unwrap();
+    let n = s.sidecar(&[]);
+    let o = s.driver("start_profiler q1 && stop_profiler q1");
+    assert!(o.status.success(), "{}", output_text(&o));
+    let f = s.token("finished", "q1");
+    wait_for("finished q1", Duration::from_secs(30), || f.exists());
+    let m = check_published(&s, "q1", "nsys-rep");
+    assert_eq!(m["settled"], true, "{m}");
+    assert!(
+        m["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("converted from the .qdstrm"),
+        "{m}"
+    );
+    let home = fs::read_to_string(s.state.join("importer-home")).unwrap();
+    assert_eq!(
+        home.trim(),
+        s.staging
+            .join("nsys_worker_0/.importer-home")
+            .display()
+            .to_string(),
+        "the importer ran with the session's HOME"
+    );
+    let (_, code) = s.shutdown(n);
+    assert_eq!(code, Some(0), "{}", s.log(n));
+}

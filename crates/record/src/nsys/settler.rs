@@ -196,7 +196,7 @@ impl Config {
             p.job.stop.exit_code == Some(0) && p.job.stop_output.contains("skipping importation");
         let qd_whole =
             qd_s.is_some_and(|s| settle::settled(&[s.bytes], p.watch.quiet_for(now), self.settle));
-        if rep_s.is_none() && qd_whole && (skipped || timed_out) {
+        if rep_s.is_none() && qd_whole && (skipped || (timed_out && self.importer.is_some())) {
             if let Some(d) = self.import(p) {
                 return d;
             }
