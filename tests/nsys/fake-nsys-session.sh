@@ -17,6 +17,8 @@
 #                          when $FAKE_NSYS_STATE/no-rep exists
 #                          ($FAKE_NSYS_STATE/skip-import: as Debian's 2022.4,
 #                          the .qdstrm only, written before stop returns)
+#                          ($FAKE_NSYS_STATE/fail-stop: stop fails and the
+#                          collection stays, as a stuck 2022.4 session)
 #   --version              prints a version line
 # Every call is logged to $FAKE_NSYS_STATE/calls.log: pid, cwd, argv and
 # the NSYS_/CUDA_/SLURM_/FAKE_NSYS_ environment.
@@ -87,6 +89,11 @@ start)
 stop)
   if [ ! -e "$state/collecting" ]; then
     echo "Error: no collection is running" >&2
+    exit 1
+  fi
+  if [ -e "$state/fail-stop" ]; then
+    # As nsys 2022.4's hung stop: the session stays stuck in Generation.
+    echo "NotImplementedException" >&2
     exit 1
   fi
   out=$(cat "$state/collecting")
