@@ -266,4 +266,43 @@ mod tests {
         }
         fs::remove_dir_all(&dir).unwrap();
     }
+
+    /// Issue 48: the importer is found along nsys's links (Debian's
+    /// layout), and as root one others can change is never chosen, given
+    /// (`--importer`: an error naming it) or found (skipped).
+    #[test]
+    fn the_importer_is_found_along_nsys_links_and_as_root_only_if_root_alone_can_change_it() {
+        use super::importer;
+        let dir = std::env::temp_dir().join(format!("jobprof-importer-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        for d in [
+            "usr/bin",
+            "usr/lib/ns/bin",
+            "usr/lib/ns/host-linux-x64",
+            "usr/lib/x/target",
+        ] {
+            fs::create_dir_all(dir.join(d)).unwrap();
+        }
+        let exe = |p: &Path| {
+            fs::write(p, "#!/bin/sh\n").unwrap();
+            fs::set_permissions(p, fs::Permissions::from_mode(0o755)).unwrap();
+        };
+        exe(&dir.join("usr/lib/x/target/nsys"));
+        let imp = dir.join("usr/lib/ns/host-linux-x64/QdstrmImporter");
+        exe(&imp);
+        std::os::unix::fs::symlink("../../x/target/nsys", dir.join("usr/lib/ns/bin/nsys")).unwrap();
+        std::os::unix::fs::symlink("../lib/ns/bin/nsys", dir.join("usr/bin/nsys")).unwrap();
+        let none = Some(OsStr::new("/nonexistent"));
+        let found = importer(None, &dir.join("usr/bin/nsys"), none, false).unwrap();
+        assert_eq!(fs::canonicalize(found.unwrap()).unwrap(), imp);
+        if crate::sys::euid() == 0 {
+            // The temporary directory is anyone's: skipped as root, and
+            // refused when given.
+            let found = importer(None, &dir.join("usr/bin/nsys"), none, true).unwrap();
+            assert_eq!(found, None);
+            let e = importer(Some(&imp), &dir.join("usr/bin/nsys"), none, true).unwrap_err();
+            assert!(e.contains("not running") && e.contains("--importer"), "{e}");
+        }
+        fs::remove_dir_all(&dir).unwrap();
+    }
 }
