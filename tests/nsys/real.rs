@@ -206,6 +206,20 @@ impl Drop for Real {
             libc::kill(-(self.launch.id() as i32), libc::SIGKILL);
         }
         let _ = self.launch.wait();
+        // The session's agent outlives a stuck session's shutdown.
+        let agent = format!("--session-name={}", self.session);
+        for e in fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let cmd = fs::read(e.path().join("cmdline")).unwrap_or_default();
+            if cmd.split(|b| *b == 0).any(|a| a == agent.as_bytes()) {
+                // SAFETY: kill has no memory-safety preconditions.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                }
+            }
+        }
     }
 }
 
