@@ -15,6 +15,10 @@
 #                          $FAKE_NSYS_PAUSE s ($FAKE_NSYS_BURSTS each), then
 #                          removes the .qdstrm as nsys does; no .nsys-rep
 #                          when $FAKE_NSYS_STATE/no-rep exists
+#                          ($FAKE_NSYS_STATE/skip-import: as Debian's 2022.4,
+#                          the .qdstrm only, written before stop returns)
+#                          ($FAKE_NSYS_STATE/fail-stop: stop fails and the
+#                          collection stays, as a stuck 2022.4 session)
 #   --version              prints a version line
 # Every call is logged to $FAKE_NSYS_STATE/calls.log: pid, cwd, argv and
 # the NSYS_/CUDA_/SLURM_/FAKE_NSYS_ environment.
@@ -87,8 +91,21 @@ stop)
     echo "Error: no collection is running" >&2
     exit 1
   fi
+  if [ -e "$state/fail-stop" ]; then
+    # As nsys 2022.4's hung stop: the session stays stuck in Generation.
+    echo "NotImplementedException" >&2
+    exit 1
+  fi
   out=$(cat "$state/collecting")
   rm -f "$state/collecting"
+  if [ -e "$state/skip-import" ]; then
+    # As Debian's nsys 2022.4: the stream written before stop returns, its
+    # importer not found.
+    head -c "${FAKE_NSYS_CHUNK:-20000}" /dev/urandom >"$out.qdstrm"
+    echo "Importer error status: The importer binary and its dependencies were not found."
+    echo "Unable to retrieve the importer version: skipping importation of the QDSTRM file."
+    exit 0
+  fi
   bursts=${FAKE_NSYS_BURSTS:-3} pause=${FAKE_NSYS_PAUSE:-0.3} chunk=${FAKE_NSYS_CHUNK:-20000}
   (
     sleep "$pause"

@@ -833,3 +833,88 @@ fn an_nsys_others_can_change_is_never_run_as_root() {
         assert!(!ran.exists(), "{how}: the nsys others can change ran");
     }
 }
+
+/// Issue 48: Debian's `nsys stop` leaves the `.qdstrm` ("skipping
+/// importation"); the sidecar converts it with the `QdstrmImporter` it
+/// found in nsys's install tree, under its own `HOME` (the importer fills
+/// `~/.nsightsystems` with a cache the live session shares, and the
+/// session's next `stop` hung), and publishes the `.nsys-rep`.
+#[test]
+fn a_qdstrm_left_by_stop_is_converted_by_the_importer_under_its_own_home() {
+    let mut s = Session::new();
+    fs::write(s.state.join("skip-import"), "").unwrap();
+    let host = s.t.path().join("host-linux-x64");
+    fs::create_dir(&host).unwrap();
+    let importer = host.join("QdstrmImporter");
+    fs::write(
+        &importer,
+        format!(
+            "#!/bin/sh\necho \"$HOME\" >> {}/importer-home\n\
+             [ \"$1\" = -i ] || exit 2\ncat \"$2\" > \"${{2%.qdstrm}}.nsys-rep\"\n",
+            s.state.display()
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(&importer, fs::Permissions::from_mode(0o755)).unwrap();
+    let n = s.sidecar(&[]);
+    let o = s.driver("start_profiler q1 && stop_profiler q1");
+    assert!(o.status.success(), "{}", output_text(&o));
+    let f = s.token("finished", "q1");
+    wait_for("finished q1", Duration::from_secs(30), || f.exists());
+    let m = check_published(&s, "q1", "nsys-rep");
+    assert_eq!(m["settled"], true, "{m}");
+    assert!(
+        m["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("converted from the .qdstrm"),
+        "{m}"
+    );
+    let home = fs::read_to_string(s.state.join("importer-home")).unwrap();
+    assert_eq!(
+        home.trim(),
+        s.staging
+            .join("nsys_worker_0/.importer-home")
+            .display()
+            .to_string(),
+        "the importer ran with the session's HOME"
+    );
+    let (_, code) = s.shutdown(n);
+    assert_eq!(code, Some(0), "{}", s.log(n));
+}
+
+/// Issue 48: a `stop` that fails leaves nsys 2022.4's session stuck, and
+/// every later `start` fails. The sidecar tries `nsys cancel`, every later
+/// start's error token names the failed stop and the session, and
+/// `shutdown` exits 1 naming the query without a report (before: the
+/// starts failed with nsys's bare message).
+#[test]
+fn a_failed_stop_is_named_by_every_later_failed_start_and_fails_shutdown() {
+    let mut s = Session::new();
+    fs::write(s.state.join("fail-stop"), "").unwrap();
+    let n = s.sidecar(&["--report-timeout", "2", "--session", "w0"]);
+    let o = s.driver("start_profiler q1 && stop_profiler q1");
+    assert!(o.status.success(), "{}", output_text(&o));
+    let o = s.driver_env("start_profiler q2", &[("NSYS_START_WAIT", "5")]);
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
+    let e = fs::read_to_string(s.token("error", "q2")).unwrap();
+    assert!(
+        e.contains("nsys stop of query q1 failed")
+            && e.contains("nsys session w0 may be stuck")
+            && e.contains("nsys cancel"),
+        "{e}"
+    );
+    assert!(
+        s.calls().contains("argv=cancel argv=--session=w0"),
+        "{}",
+        s.calls()
+    );
+    let (o, code) = s.shutdown(n);
+    assert_eq!(code, Some(1), "{}", s.log(n));
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
+    assert!(
+        output_text(&o).contains("no report of query q1"),
+        "{}",
+        output_text(&o)
+    );
+}

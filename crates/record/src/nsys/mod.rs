@@ -38,9 +38,6 @@ use crate::tokens::{Refused, Request, Tokens, Tool};
 
 const POLL: Duration = Duration::from_millis(200);
 
-/// How long one `nsys start`/`stop`/`--version` may take.
-const CALL_TIMEOUT: Duration = Duration::from_secs(120);
-
 fn log(msg: &str) {
     eprintln!("jobprof-record sidecar (nsys): {msg}");
 }
@@ -83,14 +80,21 @@ pub fn run(mut opts: NsysOpts) -> Result<(), Fail> {
             settle: opts.settle,
             report_timeout: opts.report_timeout,
             host: me.host.clone(),
+            importer: opts.importer.clone(),
+            call_timeout: opts.call_timeout,
+            importer_home: setup.importer_home.clone(),
         },
         rx,
     );
     let ready = format!(
-        "nsys={} staging={} out={}",
+        "nsys={} staging={} out={} session={} importer={}",
         setup.version,
         setup.staging.display(),
-        setup.out_worker.display()
+        setup.out_worker.display(),
+        opts.session.as_deref().unwrap_or("(default)"),
+        opts.importer
+            .as_ref()
+            .map_or("(none)".into(), |p| p.display().to_string())
     );
     write_signed(&tokens, &tokens.sidecar("ready"), &me, &ready)
         .map_err(|e| Fail::failed(format!("cannot write the ready token: {e}")))?;
@@ -105,6 +109,7 @@ pub fn run(mut opts: NsysOpts) -> Result<(), Fail> {
         start_failed: BTreeSet::new(),
         watch: sys::DirWatch::new(&opts.token_dir),
         refused: Refused::default(),
+        stuck: None,
     };
     let ending = server.serve();
     server.wind_down(&ending);
@@ -121,6 +126,7 @@ pub fn run(mut opts: NsysOpts) -> Result<(), Fail> {
             setup.out_worker.display()
         );
         log(&done);
+        let _ = fs::remove_dir_all(&setup.importer_home);
         let _ = fs::remove_dir(&setup.staging);
         write_signed(&tokens, &tokens.sidecar("done"), &me, &done)
             .map_err(|e| Fail::failed(format!("cannot write the done token: {e}")))
@@ -145,6 +151,8 @@ struct Setup {
     staging: PathBuf,
     /// `NSYS_ROOT/worker_N`.
     out_worker: PathBuf,
+    /// `STAGING/.importer-home`: QdstrmImporter's `HOME`.
+    importer_home: PathBuf,
 }
 
 /// Resolves nsys once (`opts.nsys_bin` becomes the absolute path run from
@@ -152,11 +160,13 @@ struct Setup {
 /// checks it runs, makes the private staging directory, checks the output
 /// directory, and deals with what a killed sidecar left.
 fn prepare(opts: &mut NsysOpts) -> Result<Setup, String> {
-    opts.nsys_bin = call::resolve(
-        &opts.nsys_bin,
-        std::env::var_os("PATH").as_deref(),
-        sys::euid() == 0,
-    )?;
+    let path = std::env::var_os("PATH");
+    let root = sys::euid() == 0;
+    // The path as found (links not resolved): the importer is looked for
+    // along its links.
+    let found = call::resolve(&opts.nsys_bin, path.as_deref(), false)?;
+    opts.nsys_bin = call::resolve(&found, path.as_deref(), root)?;
+    opts.importer = call::importer(opts.importer.as_deref(), &found, path.as_deref(), root)?;
     let root = staging_root(opts.staging.as_deref());
     private_dir(&root)?;
     let staging = root.join(format!("nsys_worker_{}", opts.worker));
@@ -165,7 +175,7 @@ fn prepare(opts: &mut NsysOpts) -> Result<Setup, String> {
         &opts.nsys_bin,
         &["--version"],
         &staging.join(".nsys-call.log"),
-        CALL_TIMEOUT,
+        opts.call_timeout,
     );
     if !ran.ok() {
         return Err(format!(
@@ -184,7 +194,10 @@ fn prepare(opts: &mut NsysOpts) -> Result<Setup, String> {
     }
     crate::publish::out_dir(&out_worker)?;
     set_aside_leftovers(opts, &staging);
+    let importer_home = staging.join(".importer-home");
+    private_dir(&importer_home)?;
     Ok(Setup {
+        importer_home,
         version: ran.output.replace(' ', "_"),
         staging,
         out_worker,
@@ -209,11 +222,14 @@ fn set_aside_leftovers(opts: &NsysOpts, staging: &Path) {
     if left.is_empty() {
         return;
     }
+    let mut args = vec!["stop".to_string()];
+    args.extend(opts.session_arg());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let ran = call::run(
         &opts.nsys_bin,
-        &["stop"],
+        &args,
         &staging.join(".nsys-call.log"),
-        CALL_TIMEOUT,
+        opts.call_timeout,
     );
     log(&format!(
         "an earlier sidecar left {} collection(s) in {}; nsys stop: {}",
@@ -257,6 +273,9 @@ struct Server<'a> {
     watch: Option<sys::DirWatch>,
     /// Requests refused and still there (refused once).
     refused: Refused,
+    /// Why the session may be stuck (a failed `stop`), for the messages of
+    /// the starts that then fail; cleared by the next good start.
+    stuck: Option<String>,
 }
 
 impl Server<'_> {
@@ -297,7 +316,7 @@ impl Server<'_> {
             &self.opts.nsys_bin,
             args,
             &self.staging.join(".nsys-call.log"),
-            CALL_TIMEOUT,
+            self.opts.call_timeout,
         )
     }
 
@@ -353,15 +372,26 @@ impl Server<'_> {
         }
         let base = dir.join(format!("nsys_worker_w{}_{q}", self.tokens.worker));
         let out = base.to_string_lossy().into_owned();
-        let ran = self.call(&["start", "-o", &out, "-f", "true"]);
+        // The session first: nsys 2022.4's `start -o OUT -f true
+        // --session=S` starts a collection whose `stop` hangs.
+        let mut args = vec!["start".to_string()];
+        args.extend(self.opts.session_arg());
+        args.extend(self.opts.start_args.iter().cloned());
+        args.extend(["-o", &out, "-f", "true"].map(String::from));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let ran = self.call(&args);
         if !ran.ok() {
+            let stuck = self
+                .stuck
+                .as_ref()
+                .map_or(String::new(), |s| format!("; {s}"));
             let _ = fs::remove_dir_all(&dir);
             self.start_failed.insert(q.to_string());
             self.error(
                 q,
                 &format!(
                     "nsys start failed for query {q} ({}); no collection runs, the query is \
-                     not profiled",
+                     not profiled{stuck}",
                     ran.describe()
                 ),
             );
@@ -377,6 +407,7 @@ impl Server<'_> {
             .tokens
             .write(&self.tokens.query("started", q), &started(&a));
         log(&format!("started {q}: {}", a.base.display()));
+        self.stuck = None;
         self.active = Some(a);
     }
 
@@ -397,12 +428,16 @@ impl Server<'_> {
             return;
         }
         let a = self.active.take().expect("checked");
-        let ran = self.call(&["stop"]);
+        let mut args = vec!["stop".to_string()];
+        args.extend(self.opts.session_arg());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let ran = self.call(&args);
         if !ran.ok() {
             log(&format!(
                 "nsys stop for {q}: {}; watching for its report anyway",
                 ran.describe()
             ));
+            self.unstick(q, &ran);
         }
         let job = settler::Job {
             query: a.query,
@@ -410,6 +445,7 @@ impl Server<'_> {
             base: a.base,
             start: a.start,
             stop: ran.call,
+            stop_output: ran.output,
             stopped: Instant::now(),
             note,
         };
@@ -439,6 +475,39 @@ impl Server<'_> {
             log(&note);
             self.stop(&q, Some(note));
         }
+    }
+}
+
+impl Server<'_> {
+    /// After a failed or timed-out `stop` the session can stay in its
+    /// `Generation` state, refusing every later `start` ("Configuring is
+    /// not allowed in this state"): `nsys cancel` is tried (2022.4 answers
+    /// "not implemented"), and the error token of `q`, the log and every
+    /// later failed start say so, naming the session.
+    fn unstick(&mut self, q: &str, stop: &call::Ran) {
+        let mut args = vec!["cancel".to_string()];
+        args.extend(self.opts.session_arg());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let cancel = self.call(&args);
+        let session = self
+            .opts
+            .session
+            .as_deref()
+            .unwrap_or("the default session");
+        let msg = format!(
+            "nsys stop of query {q} failed ({}): nsys session {session} may be stuck; \
+             nsys cancel: {}{}",
+            stop.describe(),
+            cancel.describe(),
+            if cancel.ok() {
+                ""
+            } else {
+                "; if later starts fail, end the session (nsys shutdown --session=NAME \
+                 --kill=none) or restart the worker"
+            }
+        );
+        log(&msg);
+        self.stuck = Some(msg);
     }
 }
 

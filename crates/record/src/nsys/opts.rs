@@ -12,7 +12,9 @@ jobprof-record sidecar --tool nsys: serve per-query Nsight Systems collections o
 
 Usage:
   jobprof-record sidecar --tool nsys --token-dir DIR --worker N --out NSYS_ROOT
-      [--nsys-bin PATH] [--settle SECS] [--report-timeout SECS] [--staging DIR]
+      [--nsys-bin PATH] [--session NAME] [--start-args 'ARGS'] [--start-arg ARG]...
+      [--importer PATH] [--call-timeout SECS] [--settle SECS] [--report-timeout SECS]
+      [--staging DIR]
 
 A drop-in for the shell loop beside a worker started under
 `nsys launch -t nvtx,cuda ...`: runs in the worker's container, writes the
@@ -42,6 +44,18 @@ Options:
                            once at start; as root only one that root alone
                            can change (it and every directory above it
                            root's, writable by no one else), else exit 1
+  --session NAME           the worker's session (`nsys launch --session-new=NAME`):
+                           every start/stop passes --session=NAME (default: the
+                           default session, whose stop can hang; name one)
+  --start-args 'ARGS'      extra `nsys start` options, split at whitespace
+                           (e.g. '--sample=cpu --backtrace=fp')
+  --start-arg ARG          one extra `nsys start` option (repeatable)
+  --importer PATH          QdstrmImporter, for a .qdstrm that `nsys stop` left
+                           unconverted (default: on PATH, else under nsys's
+                           install tree, e.g. host-linux-x64/); as root only
+                           one that root alone can change
+  --call-timeout SECS      longest nsys or importer call (default 120); a stop
+                           that times out leaves the session stuck: reported
   --settle SECS            a report is complete once unchanged this long
                            (default 15; decimals allowed)
   --report-timeout SECS    longest wait for a settled .nsys-rep after
@@ -68,6 +82,14 @@ pub struct NsysOpts {
     pub settle: Duration,
     /// The longest wait for a settled `.nsys-rep` after `stop`.
     pub report_timeout: Duration,
+    /// `--session NAME`: passed to every `start`/`stop`.
+    pub session: Option<String>,
+    /// Extra `nsys start` options.
+    pub start_args: Vec<String>,
+    /// `--importer PATH` (else searched at start).
+    pub importer: Option<PathBuf>,
+    /// The longest nsys (or importer) call.
+    pub call_timeout: Duration,
 }
 
 /// The nsys flags as given, before the options are assembled.
@@ -76,6 +98,10 @@ pub struct RawOpts {
     nsys_bin: Option<PathBuf>,
     settle: Option<Duration>,
     report_timeout: Option<Duration>,
+    session: Option<String>,
+    start_args: Vec<String>,
+    importer: Option<PathBuf>,
+    call_timeout: Option<Duration>,
 }
 
 /// Seconds with up to three decimals (`15`, `0.5`): more than 0, at most
@@ -99,6 +125,31 @@ fn seconds(flag: &str, v: &str) -> Result<Duration, Fail> {
     }
 }
 
+/// A session name as `nsys launch --session-new` takes it: letters,
+/// digits, `_`, `-`, `.`, at most 64 bytes (it goes into every argv).
+fn session_name(v: &str) -> Result<String, Fail> {
+    let ok = !v.is_empty()
+        && v.len() <= 64
+        && !v.starts_with('-')
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
+    if ok {
+        Ok(v.to_string())
+    } else {
+        Err(Fail::usage(format!(
+            "--session: `{v}` is not a session name (letters, digits, _ - ., at most 64, \
+             not starting with -; the NAME of `nsys launch --session-new=NAME`)"
+        )))
+    }
+}
+
+impl NsysOpts {
+    /// `--session=NAME` for `start`/`stop`/`cancel`, when one is named.
+    pub fn session_arg(&self) -> Option<String> {
+        self.session.as_ref().map(|s| format!("--session={s}"))
+    }
+}
+
 impl RawOpts {
     /// Reads `flag` when it is an nsys flag (its value from `value`).
     pub fn take(
@@ -110,6 +161,13 @@ impl RawOpts {
             "--nsys-bin" => self.nsys_bin = Some(PathBuf::from(value()?)),
             "--settle" => self.settle = Some(seconds(flag, &value()?)?),
             "--report-timeout" => self.report_timeout = Some(seconds(flag, &value()?)?),
+            "--call-timeout" => self.call_timeout = Some(seconds(flag, &value()?)?),
+            "--session" => self.session = Some(session_name(&value()?)?),
+            "--start-args" => self
+                .start_args
+                .extend(value()?.split_whitespace().map(str::to_string)),
+            "--start-arg" => self.start_args.push(value()?),
+            "--importer" => self.importer = Some(PathBuf::from(value()?)),
             _ => return Ok(false),
         }
         Ok(true)
@@ -117,7 +175,13 @@ impl RawOpts {
 
     /// Whether any nsys flag was given.
     pub fn given(&self) -> bool {
-        self.nsys_bin.is_some() || self.settle.is_some() || self.report_timeout.is_some()
+        self.nsys_bin.is_some()
+            || self.settle.is_some()
+            || self.report_timeout.is_some()
+            || self.call_timeout.is_some()
+            || self.session.is_some()
+            || !self.start_args.is_empty()
+            || self.importer.is_some()
     }
 
     /// The options, with the defaults.
@@ -136,6 +200,10 @@ impl RawOpts {
             nsys_bin: self.nsys_bin.unwrap_or_else(|| PathBuf::from("nsys")),
             settle: self.settle.unwrap_or(Duration::from_secs(15)),
             report_timeout: self.report_timeout.unwrap_or(Duration::from_secs(600)),
+            session: self.session,
+            start_args: self.start_args,
+            importer: self.importer,
+            call_timeout: self.call_timeout.unwrap_or(Duration::from_secs(120)),
         }
     }
 }
@@ -184,6 +252,52 @@ mod tests {
             assert!(super::seconds("--settle", bad).is_err(), "{bad:?}");
         }
         assert_eq!(o.staging.unwrap().to_str(), Some("/s"));
+    }
+
+    #[test]
+    fn session_start_options_importer_and_call_timeout() {
+        let mut a = args("sidecar --tool nsys --token-dir /t --worker 0 --out /o --session w0.a");
+        a.extend(
+            [
+                "--start-args",
+                "--sample=cpu  --backtrace=fp",
+                "--start-arg",
+                "-s",
+            ]
+            .map(OsString::from),
+        );
+        a.extend(args(
+            "--start-arg cpu --importer /opt/QdstrmImporter --call-timeout 30",
+        ));
+        let Command::NsysSidecar(o) = parse(a).unwrap() else {
+            panic!()
+        };
+        assert_eq!(o.session_arg().as_deref(), Some("--session=w0.a"));
+        assert_eq!(
+            o.start_args,
+            ["--sample=cpu", "--backtrace=fp", "-s", "cpu"]
+        );
+        assert_eq!(o.importer.unwrap().to_str(), Some("/opt/QdstrmImporter"));
+        assert_eq!(o.call_timeout, Duration::from_secs(30));
+        let o = parse(args(
+            "sidecar --tool nsys --token-dir /t --worker 0 --out /o",
+        ))
+        .unwrap();
+        let Command::NsysSidecar(o) = o else { panic!() };
+        assert_eq!(
+            (o.session_arg(), o.call_timeout),
+            (None, Duration::from_secs(120))
+        );
+        for bad in ["-x", "a b", "a/b", ""] {
+            let mut a = args("sidecar --tool nsys --token-dir /t --worker 0 --out /o --session");
+            a.push(bad.into());
+            let e = parse(a).unwrap_err();
+            assert!(
+                e.message.contains("is not a session name"),
+                "{bad:?}: {}",
+                e.message
+            );
+        }
     }
 
     #[test]

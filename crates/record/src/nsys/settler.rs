@@ -17,7 +17,7 @@ use jobprof_capture_format::nsys::{NsysCall, NsysCapture, ReportKind, NSYS_FORMA
 use jobprof_capture_format::settle::{self, Stamp, Watch};
 use jobprof_capture_format::sha256;
 
-use super::{log, publish};
+use super::{call, log, publish};
 use crate::sys;
 use crate::tokens::Tokens;
 
@@ -33,6 +33,8 @@ pub struct Job {
     pub start: NsysCall,
     /// `nsys stop`.
     pub stop: NsysCall,
+    /// The last lines of its output.
+    pub stop_output: String,
     /// When `nsys stop` returned.
     pub stopped: Instant,
     /// Why the collection ended other than by its stop token.
@@ -51,6 +53,12 @@ pub struct Config {
     pub report_timeout: Duration,
     /// This node.
     pub host: String,
+    /// `QdstrmImporter`, when one was found.
+    pub importer: Option<PathBuf>,
+    /// The longest importer run.
+    pub call_timeout: Duration,
+    /// `HOME` of the importer: a private directory, not the session's.
+    pub importer_home: PathBuf,
 }
 
 /// What the thread did, for `done` or the error token.
@@ -72,6 +80,8 @@ enum Decision {
 struct Pending {
     job: Job,
     watch: Watch<PathBuf>,
+    /// `QdstrmImporter -i`, once run.
+    import: Option<NsysCall>,
 }
 
 /// A report ready to publish (kept for the retry when publishing failed).
@@ -157,6 +167,7 @@ impl Config {
         Pending {
             watch: Watch::new(job.stopped),
             job,
+            import: None,
         }
     }
 
@@ -177,7 +188,20 @@ impl Config {
                 return Decision::Publish(ReportKind::NsysRep, None);
             }
         }
-        if now.saturating_duration_since(p.job.stopped) < self.report_timeout {
+        let timed_out = now.saturating_duration_since(p.job.stopped) >= self.report_timeout;
+        // nsys stop said it did not convert the stream (its importer was
+        // not where it looks, as with Debian's packages): once the
+        // .qdstrm is whole, it is converted here, or published as it is.
+        let skipped =
+            p.job.stop.exit_code == Some(0) && p.job.stop_output.contains("skipping importation");
+        let qd_whole =
+            qd_s.is_some_and(|s| settle::settled(&[s.bytes], p.watch.quiet_for(now), self.settle));
+        if rep_s.is_none() && qd_whole && (skipped || (timed_out && self.importer.is_some())) {
+            if let Some(d) = self.import(p) {
+                return d;
+            }
+        }
+        if !timed_out {
             return Decision::Wait;
         }
         let t = self.report_timeout.as_secs();
@@ -206,6 +230,82 @@ impl Config {
                     .exit_code
                     .map_or("no exit status".into(), |c| format!("exit {c}"))
             )),
+        }
+    }
+
+    /// Converts the whole `.qdstrm` of `p` with `QdstrmImporter` (once):
+    /// `None` when it wrote the `.nsys-rep` (settled by the next polls);
+    /// else the `.qdstrm` is published, saying why.
+    fn import(&self, p: &mut Pending) -> Option<Decision> {
+        if let Some(tried) = &p.import {
+            return (tried.exit_code != Some(0)).then(|| {
+                Decision::Publish(
+                    ReportKind::Qdstrm,
+                    Some(format!(
+                        "QdstrmImporter did not convert the .qdstrm ({}); the raw .qdstrm is \
+                         published",
+                        sys::describe_status(tried.exit_code.unwrap_or(-1))
+                    )),
+                )
+            });
+        }
+        let qd = with_ext(&p.job.base, ReportKind::Qdstrm);
+        let Some(importer) = &self.importer else {
+            return Some(Decision::Publish(
+                ReportKind::Qdstrm,
+                Some(
+                    "nsys stop did not convert the .qdstrm (its importer was not found) and no \
+                     QdstrmImporter was found (--importer PATH); the raw .qdstrm is published"
+                        .into(),
+                ),
+            ));
+        };
+        let qd_text = qd.to_string_lossy().into_owned();
+        log(&format!(
+            "{}: converting {qd_text} with {}",
+            p.job.query,
+            importer.display()
+        ));
+        // Its own HOME: QdstrmImporter fills `~/.nsightsystems/.../cache`
+        // with copies of the worker's binaries, the cache the session's
+        // agent uses, and the session's next `stop` then hangs (nsys
+        // 2022.4; docs/nsys.md).
+        let ran = call::run_env(
+            importer,
+            &["-i", &qd_text],
+            &p.job.dir.join(".import.log"),
+            self.call_timeout,
+            &[("HOME", &self.importer_home)],
+        );
+        if !ran.ok() {
+            log(&format!(
+                "{}: QdstrmImporter: {}",
+                p.job.query,
+                ran.describe()
+            ));
+        }
+        let ok = ran.ok() && stamp(&with_ext(&p.job.base, ReportKind::NsysRep)).is_some();
+        p.import = Some(NsysCall {
+            exit_code: if ok {
+                Some(0)
+            } else {
+                ran.call.exit_code.filter(|c| *c != 0).or(Some(1))
+            },
+            ..ran.call
+        });
+        if ok {
+            // The .qdstrm stays beside it until the report is published.
+            let how = format!(
+                "converted from the .qdstrm by {} (nsys stop did not)",
+                importer.display()
+            );
+            p.job.note = Some(match p.job.note.take() {
+                Some(n) => format!("{n}; {how}"),
+                None => how,
+            });
+            None
+        } else {
+            self.import(p)
         }
     }
 
