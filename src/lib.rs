@@ -60,7 +60,7 @@ pub mod error;
 pub use error::{Error, ExitCode, Result};
 
 /// A `--jobs`/`--threads` value, where 0 means one per core.
-pub(crate) fn jobs_or_cores(requested: usize) -> usize {
+pub fn jobs_or_cores(requested: usize) -> usize {
     if requested == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     } else {

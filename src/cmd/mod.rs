@@ -5,6 +5,7 @@ pub mod diff;
 pub mod fold;
 pub mod generate;
 pub mod nsys;
+pub mod nsys_reports;
 pub mod pipeline_args;
 pub mod process;
 pub mod render;

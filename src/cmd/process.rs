@@ -110,9 +110,42 @@ pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
         queries: args.query,
     };
     let progress = args.pipeline.progress();
+    // Lone Nsight Systems reports are read by the nsys step alone.
+    let perf_dirs: Vec<PathBuf> = (args.dirs.iter())
+        .filter(|d| !jobprof::nsys::export::is_report(d))
+        .cloned()
+        .collect();
+    let nsys = super::nsys_reports::run(
+        &args.dirs,
+        &filter.workers,
+        &filter.queries,
+        &opts,
+        opts.force,
+    );
+    let nsys_failed = nsys.iter().any(|o| o.failed);
+    let nsys_code = if nsys_failed {
+        ExitCode::Failed
+    } else {
+        ExitCode::Success
+    };
     // The result lines, one per capture, go to stdout as each capture ends;
     // log lines and bars to stderr.
-    let report = pipeline::run(&args.dirs, &filter, &opts, &progress)?;
+    let report = if perf_dirs.is_empty() && !nsys.is_empty() {
+        None
+    } else {
+        match pipeline::run(&perf_dirs, &filter, &opts, &progress) {
+            // A result directory of Nsight Systems reports only.
+            Err(jobprof::Error::Usage(_)) if !nsys.is_empty() => None,
+            Err(e) => return Err(e.into()),
+            Ok(r) => Some(r),
+        }
+    };
+    for o in &nsys {
+        jobprof::outln!("{}", o.line)?;
+    }
+    let Some(report) = report else {
+        return Ok(nsys_code);
+    };
     super::list_being_written(&args.dirs)?;
     let views = views::after_run(&report.captures, &views);
     for v in &views {
@@ -129,5 +162,10 @@ pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
             report.captures.len()
         );
     }
-    Ok(views::exit_code(report.exit_code(), &views))
+    let code = views::exit_code(report.exit_code(), &views);
+    Ok(if code == ExitCode::Success {
+        nsys_code
+    } else {
+        code
+    })
 }

@@ -22,6 +22,7 @@
 //! them.
 
 pub mod collect;
+pub mod export;
 pub mod flush;
 pub mod plan;
 pub mod setup;

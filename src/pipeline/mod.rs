@@ -41,6 +41,7 @@ use crate::symbolize::perf::{self, PerfTool};
 use crate::sys::progress::Progress;
 use crate::text::fold::Folded;
 
+pub mod imported;
 mod inputs;
 mod off_cpu;
 mod plan;

@@ -1,0 +1,136 @@
+//! The Nsight Systems reports of `jobprof process` and `reprocess`: each
+//! per-query report (or lone `.nsys-rep`) read through `nsys::export` and
+//! written as `pipeline::imported` writes a profile, into its own
+//! `jobprof/` directory, `--jobs` reports side by side. The two layers
+//! meet here because `nsys` stands beside the stages (it imports only
+//! `sys`) and no stage may import it.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use rayon::prelude::*;
+
+use jobprof::nsys::export::{self, Found, NsysCli, Profile, Stat};
+use jobprof::pipeline::imported::{self, Imported, Row, Table};
+use jobprof::pipeline::Options;
+
+/// One report's result line and whether it failed.
+pub struct Outcome {
+    /// `OUT: nsys report processed (1.2s): ...`.
+    pub line: String,
+    /// It could not be read or written.
+    pub failed: bool,
+}
+
+/// Processes the reports under `roots` (narrowed by `workers`, `queries`);
+/// a report whose `summary.json` exists is skipped unless `force`.
+pub fn run(
+    roots: &[PathBuf],
+    workers: &[u32],
+    queries: &[String],
+    opts: &Options,
+    force: bool,
+) -> Vec<Outcome> {
+    let found = export::find(roots, workers, queries);
+    if found.is_empty() {
+        return Vec::new();
+    }
+    let nsys = NsysCli::find();
+    let threads = jobprof::jobs_or_cores(opts.jobs).clamp(1, found.len());
+    let one = |f: &Found| process_one(f, &nsys, opts, force);
+    match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
+        Ok(pool) => pool.install(|| found.par_iter().map(one).collect()),
+        Err(_) => found.iter().map(one).collect(),
+    }
+}
+
+fn process_one(f: &Found, nsys: &Result<NsysCli, String>, opts: &Options, force: bool) -> Outcome {
+    let started = Instant::now();
+    let out = f.out.display();
+    let fail = |why: String| Outcome {
+        line: format!("{out}: nsys report not processed: {why}"),
+        failed: true,
+    };
+    if let Some(why) = &f.unreadable {
+        return fail(why.clone());
+    }
+    if !force && f.out.join(jobprof::capture::SUMMARY).is_file() {
+        return Outcome {
+            line: format!("{out}: nsys report already processed (--force to redo)"),
+            failed: false,
+        };
+    }
+    let (profile, how) = match export::read_report(f, nsys) {
+        Ok(p) => p,
+        Err(e) => return fail(e.to_string()),
+    };
+    let imp = imported_of(f, profile, how);
+    match imported::write(&imp, opts) {
+        Ok(s) => Outcome {
+            line: format!(
+                "{out}: nsys report processed ({:.1}s): {} CPU samples, {:.1} ms in OS \
+                 runtime calls, {} ({})",
+                started.elapsed().as_secs_f64(),
+                s.samples,
+                s.wait_ns as f64 / 1e6,
+                tables_line(&s.tables),
+                s.read
+            ),
+            failed: false,
+        },
+        Err(e) => fail(e.to_string()),
+    }
+}
+
+fn tables_line(t: &[imported::TableSummary]) -> String {
+    if t.is_empty() {
+        return "no tables".into();
+    }
+    t.iter()
+        .map(|t| format!("{} {}", t.file, t.names))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn rows(stats: Vec<Stat>) -> Vec<Row> {
+    stats
+        .into_iter()
+        .map(|s| Row {
+            name: s.name,
+            count: s.count,
+            total_ns: s.total_ns,
+            median_ns: s.median_ns,
+        })
+        .collect()
+}
+
+/// The pipeline's view of a read report.
+fn imported_of(f: &Found, p: Profile, how: String) -> Imported {
+    let mut tables = Vec::new();
+    let mut add = |stem: &str, title: &str, stats: Option<Vec<Stat>>| {
+        if let Some(s) = stats {
+            tables.push(Table {
+                stem: stem.into(),
+                title: title.into(),
+                rows: rows(s),
+            });
+        }
+    };
+    add("osrt", "OS runtime calls", p.osrt);
+    add("nvtx", "NVTX ranges", p.nvtx);
+    add("gpu-kernels", "CUDA kernels", p.kernels);
+    add("gpu-memcpy", "CUDA memory copies", p.memcpy);
+    Imported {
+        dir: f.out.clone(),
+        worker: f.worker,
+        query: f.query.clone(),
+        job_id: f.job_id.clone(),
+        source: "nsys".into(),
+        read: p.meta.describe(),
+        input: f.report.clone(),
+        read_through: how,
+        cpu: p.cpu,
+        waits: p.waits,
+        tables,
+    }
+}

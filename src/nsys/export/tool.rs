@@ -1,0 +1,175 @@
+//! Where a report's SQLite export comes from: the `.sqlite` already beside
+//! it (used as it is), else `nsys export --type sqlite` run now by the
+//! `nsys` of this host, into a private temporary directory removed after
+//! reading. That `nsys` is resolved once to an absolute path (the first
+//! executable `nsys` on `PATH`), and as root it runs only when root alone
+//! can change it (the rule of the nsys sidecar, docs/nsys.md). It runs
+//! without a shell, stdin closed, in its own process group, killed at its
+//! time limit ([`crate::sys::exec`]).
+
+use std::ffi::OsString;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::{Error, Result};
+use crate::sys::exec::ExternalCommand;
+
+/// How long one `nsys export` may take (a report of a few GB takes
+/// minutes on one core).
+pub const EXPORT_LIMIT: Duration = Duration::from_secs(1800);
+
+/// The host's `nsys`, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NsysCli {
+    /// Its absolute path.
+    pub program: PathBuf,
+    /// What `nsys --version` said (`NVIDIA Nsight Systems version ...`).
+    pub version: String,
+}
+
+impl NsysCli {
+    /// The first executable `nsys` on `PATH`, checked and asked its
+    /// version; the error says why none can be used.
+    pub fn find() -> std::result::Result<NsysCli, String> {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let found = std::env::split_paths(&path)
+            .filter(|d| d.is_absolute())
+            .map(|d| d.join("nsys"))
+            .find(|p| {
+                std::fs::metadata(p)
+                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })
+            .ok_or_else(|| "no `nsys` on PATH".to_string())?;
+        let program =
+            std::fs::canonicalize(&found).map_err(|e| format!("{}: {e}", found.display()))?;
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if unsafe { libc::geteuid() } == 0 {
+            root_alone_can_change(&program)?;
+        }
+        let out = ExternalCommand::new(
+            vec![program.clone().into(), "--version".into()],
+            Duration::from_secs(60),
+        )
+        .run()
+        .map_err(|e| format!("`{} --version`: {e}", program.display()))?;
+        let version = out.stdout.trim().to_string();
+        if !out.success() || !version.contains("Nsight Systems") {
+            return Err(format!(
+                "`{} --version` did not say it is Nsight Systems: {}",
+                program.display(),
+                last_line(&out.stdout, &out.stderr)
+            ));
+        }
+        Ok(NsysCli { program, version })
+    }
+}
+
+/// As root, a program runs only when it and every directory above it are
+/// root's and writable by no one else.
+fn root_alone_can_change(program: &Path) -> std::result::Result<(), String> {
+    for p in program.ancestors() {
+        let m = std::fs::metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        if m.uid() != 0 || m.mode() & 0o022 != 0 {
+            return Err(format!(
+                "not running {} as root: {} is owned by uid {} with mode {:o}: others can \
+                 change it; only an nsys that root alone can change runs as root",
+                program.display(),
+                p.display(),
+                m.uid(),
+                m.mode() & 0o7777
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn last_line(stdout: &str, stderr: &str) -> String {
+    let all = format!("{stdout}\n{stderr}");
+    all.lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("no output")
+        .chars()
+        .take(300)
+        .collect()
+}
+
+/// A report's export, and whether it is ours to remove.
+#[derive(Debug)]
+pub enum Sqlite {
+    /// The `.sqlite` beside the report, used as it is.
+    Beside(PathBuf),
+    /// Exported now into a temporary directory, removed when dropped.
+    Exported(tempfile::TempDir, PathBuf),
+}
+
+impl Sqlite {
+    /// The export's path.
+    pub fn path(&self) -> &Path {
+        match self {
+            Sqlite::Beside(p) | Sqlite::Exported(_, p) => p,
+        }
+    }
+}
+
+/// `REPORT.sqlite` beside `REPORT.nsys-rep`.
+fn beside(report: &Path) -> PathBuf {
+    report.with_extension("sqlite")
+}
+
+/// The export of `report`: the `.sqlite` beside it when it is a plain
+/// file, else `nsys export` (by `nsys`, or the reason there is none) into
+/// a temporary directory under `scratch`.
+pub fn sqlite_for(
+    report: &Path,
+    nsys: &std::result::Result<NsysCli, String>,
+    scratch: &Path,
+) -> Result<Sqlite> {
+    let near = beside(report);
+    match std::fs::symlink_metadata(&near) {
+        Ok(m) if m.is_file() => return Ok(Sqlite::Beside(near)),
+        Ok(_) | Err(_) => {}
+    }
+    let cli = nsys.as_ref().map_err(|why| Error::NoExporter {
+        report: report.to_path_buf(),
+        sqlite: near.clone(),
+        why: why.clone(),
+    })?;
+    let dir = tempfile::Builder::new()
+        .prefix(".nsys-export-")
+        .tempdir_in(scratch)
+        .map_err(|source| Error::Io {
+            path: scratch.to_path_buf(),
+            source,
+        })?;
+    let out = dir.path().join("report.sqlite");
+    let argv: Vec<OsString> = vec![
+        cli.program.clone().into(),
+        "export".into(),
+        "--type".into(),
+        "sqlite".into(),
+        "--force-overwrite".into(),
+        "true".into(),
+        "-o".into(),
+        out.clone().into(),
+        report.into(),
+    ];
+    let cmd = ExternalCommand::new(argv, EXPORT_LIMIT)
+        .with_env(&[("HOME".into(), dir.path().into())], Some(dir.path()));
+    let failed = |why: String| Error::Export {
+        report: report.to_path_buf(),
+        command: cmd.display(),
+        why,
+    };
+    let o = cmd.run().map_err(|e| failed(e.to_string()))?;
+    if !o.success() || !out.is_file() {
+        return Err(failed(format!(
+            "{}: {}",
+            o.status,
+            last_line(&o.stdout, &o.stderr)
+        )));
+    }
+    Ok(Sqlite::Exported(dir, out))
+}
