@@ -19,6 +19,7 @@ use crate::util::stdout;
 use crate::util::{jobprof, slurm_available, stderr};
 
 mod per_query;
+mod profiles;
 mod real;
 mod setup;
 mod snapshots;

@@ -145,6 +145,11 @@ pub fn sqlite_for(
             source,
         })?;
     let out = dir.path().join("report.sqlite");
+    // nsys runs in the temporary directory: the report by its full path.
+    let input = std::path::absolute(report).map_err(|source| Error::Io {
+        path: report.to_path_buf(),
+        source,
+    })?;
     let argv: Vec<OsString> = vec![
         cli.program.clone().into(),
         "export".into(),
@@ -154,7 +159,7 @@ pub fn sqlite_for(
         "true".into(),
         "-o".into(),
         out.clone().into(),
-        report.into(),
+        input.into(),
     ];
     let cmd = ExternalCommand::new(argv, EXPORT_LIMIT)
         .with_env(&[("HOME".into(), dir.path().into())], Some(dir.path()));
