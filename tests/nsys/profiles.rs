@@ -200,3 +200,115 @@ fn an_nsys_export_becomes_folded_stacks_waits_and_tables() {
     let again = process(&[&report]);
     assert!(String::from_utf8_lossy(&again.stdout).contains("already processed"));
 }
+
+/// An `nsys-capture.json` as the sidecar publishes it, for `file` of `kind`.
+fn manifest(q: &str, file: &str, kind: &str) -> String {
+    let call = r#"{"argv": ["nsys"], "exit_code": 0, "unix_ns": 1000}"#;
+    format!(
+        r#"{{"format_version": 1, "query": "{q}", "worker": 0, "host": "n1",
+  "slurm_job_id": "4242", "start": {call}, "stop": {call}, "settle_ms": 1000,
+  "report_timeout_ms": 60000, "settled_at_ns": 2000, "published_at_ns": 3000,
+  "file": "{file}", "kind": "{kind}", "settled": true, "bytes": 10, "sha256": "00",
+  "reason": null}}"#
+    )
+}
+
+/// Every query the nsys sidecar published under a result directory is
+/// read into its own `jobprof/` directory; a `.qdstrm` fallback is named
+/// with the way to convert it (exit 1); `--query` narrows the run.
+#[test]
+fn each_published_query_report_is_processed_into_its_own_jobprof_dir() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("result");
+    let q = |name: &str| root.join("profiles/nsys/worker_0").join(name);
+    for name in ["q1", "q2"] {
+        fs::create_dir_all(q(name)).unwrap();
+        let file = format!("nsys_worker_w0_{name}");
+        export(&q(name), &file, SCHEMA, DATA);
+        let m = manifest(name, &format!("{file}.nsys-rep"), "nsys-rep");
+        fs::write(q(name).join("nsys-capture.json"), m).unwrap();
+    }
+    fs::create_dir_all(q("q3")).unwrap();
+    fs::write(q("q3").join("nsys_worker_w0_q3.qdstrm"), b"raw").unwrap();
+    let m = manifest("q3", "nsys_worker_w0_q3.qdstrm", "qdstrm");
+    fs::write(q("q3").join("nsys-capture.json"), m).unwrap();
+
+    let only = util::jobprof()
+        .args(["process", "--query", "q2"])
+        .arg(&root)
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    assert!(only.status.success(), "{}", output_text(&only));
+    assert!(!q("q1").join("jobprof").exists());
+    let s = util::json(&q("q2").join("jobprof/summary.json"));
+    assert_eq!(
+        (s["capture"].as_str(), s["job_id"].as_str()),
+        (Some("worker_0/q2"), Some("4242"))
+    );
+
+    let all = process(&[&root]);
+    let text = output_text(&all);
+    assert_eq!(all.status.code(), Some(1), "{text}");
+    assert!(q("q1").join("jobprof/stacks.folded").is_file(), "{text}");
+    assert!(
+        text.contains("q2/jobprof: nsys report already processed"),
+        "{text}"
+    );
+    assert!(
+        text.contains("q3/jobprof: nsys report not processed")
+            && text.contains("is a .qdstrm")
+            && text.contains("QdstrmImporter -i"),
+        "{text}"
+    );
+}
+
+/// A report with no export beside it, on a host without nsys: the line
+/// names the report and both fixes; exit 1, nothing written.
+#[test]
+fn a_report_without_an_export_or_an_nsys_says_so_and_how_to_fix_it() {
+    let t = tempfile::tempdir().unwrap();
+    let report = t.path().join("lone.nsys-rep");
+    fs::write(&report, b"a report").unwrap();
+    let o = process(&[&report]);
+    let text = output_text(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    let sqlite = t.path().join("lone.sqlite");
+    for want in [
+        format!("{}: no {} beside it", report.display(), sqlite.display()),
+        "no `nsys` on PATH".into(),
+        format!("nsys export --type sqlite -o {}", sqlite.display()),
+    ] {
+        assert!(text.contains(&want), "{want}\n{text}");
+    }
+    assert!(!t.path().join("lone.nsys-rep.jobprof/summary.json").exists());
+}
+
+/// An export whose schema lacks a column jobprof reads is refused naming
+/// the table, the column and the nsys version that wrote it.
+#[test]
+fn an_export_missing_a_column_names_the_table_column_and_version() {
+    let t = tempfile::tempdir().unwrap();
+    let schema = SCHEMA.replace(
+        "cpu INTEGER, threadState INTEGER, globalTid INTEGER, cpuCycles",
+        "cpu INTEGER, threadState INTEGER, cpuCycles",
+    );
+    let data = DATA
+        .replace(
+            "(1, 100, 0, 1, MAIN, 1), (2, 200, 0, 1, MAIN, 1),",
+            "(1, 100, 0, 1, 1),",
+        )
+        .replace(
+            "(3, 300, 1, 1, OTHER, 1), (4, 400, 1, 1, OTHER, 1);",
+            "(2, 200, 0, 1, 1);",
+        );
+    let report = export(t.path(), "old", &schema, &data);
+    let o = process(&[&report]);
+    let text = output_text(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("table COMPOSITE_EVENTS has no column `globalTid`")
+            && text.contains("nsys 2024.1.1.59, schema 3.11.1"),
+        "{text}"
+    );
+}
