@@ -21,6 +21,7 @@ use crate::util::{jobprof, slurm_available, stderr};
 mod per_query;
 mod profiles;
 mod real;
+mod real_profiles;
 mod setup;
 mod snapshots;
 
