@@ -10,9 +10,9 @@
 use std::fs;
 use std::path::Path;
 
-use jobprof_capture_format::nsys::{NsysCapture, NSYS_CAPTURE_JSON};
+use jobprof_capture_format::nsys::{NsysCapture, NSYS_CAPTURE_JSON, NSYS_PROFILE_DIR};
 
-use super::scan::{NsysCell, Row};
+use super::scan::{NsysCell, NsysProfileCell, Row};
 use crate::capture::{is_plain_file, read_plain};
 
 /// The per-query nsys root beside `profiles/perf`.
@@ -77,6 +77,7 @@ fn read(dir: &Path, rel: &str) -> NsysCell {
                 wait_seconds: m.wait_s(),
                 settle_seconds: m.settle_ms as f64 / 1000.0,
                 reason: m.reason.clone(),
+                profile: profile(dir, rel),
             }
         }
         Err(why) => NsysCell {
@@ -87,6 +88,61 @@ fn read(dir: &Path, rel: &str) -> NsysCell {
             wait_seconds: 0.0,
             settle_seconds: 0.0,
             reason: Some(why),
+            profile: None,
         },
     }
+}
+
+/// What `summary.json` of a processed report holds for the page.
+#[derive(serde::Deserialize)]
+struct Processed {
+    samples: u64,
+    read: String,
+    tables: Vec<ProcessedTable>,
+}
+
+#[derive(serde::Deserialize)]
+struct ProcessedTable {
+    file: String,
+    top: Vec<ProcessedRow>,
+}
+
+#[derive(serde::Deserialize)]
+struct ProcessedRow {
+    name: String,
+    total_ns: u64,
+}
+
+/// The most bytes of a processed report's `summary.json` read.
+const MAX_SUMMARY: u64 = 1 << 20;
+
+/// The profile `jobprof process` made of the report in `dir`, if any.
+fn profile(dir: &Path, rel: &str) -> Option<NsysProfileCell> {
+    let out = dir.join(NSYS_PROFILE_DIR);
+    let path = out.join(crate::capture::SUMMARY);
+    if fs::symlink_metadata(&path).ok()?.len() > MAX_SUMMARY || !is_real_dir(&out) {
+        return None;
+    }
+    let p: Processed = serde_json::from_str(&read_plain(&path).ok()?).ok()?;
+    let top = |file: &str| -> Vec<(String, u64)> {
+        (p.tables.iter().find(|t| t.file == file))
+            .map(|t| {
+                t.top
+                    .iter()
+                    .take(3)
+                    .map(|r| (r.name.clone(), r.total_ns))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let fg = crate::capture::HTML;
+    Some(NsysProfileCell {
+        flamegraph: is_plain_file(&out.join(fg))
+            .then(|| format!("{rel}/{}/{fg}", NSYS_PROFILE_DIR)),
+        samples: p.samples,
+        read: p.read.clone(),
+        top_waits: top("osrt.tsv"),
+        nvtx: top("nvtx.tsv"),
+        gpu_kernels: top("gpu-kernels.tsv"),
+    })
 }

@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::scan::{Index, NsysCell, OffCpuCells, QueryView, Row, State};
+use super::scan::{Index, NsysCell, NsysProfileCell, OffCpuCells, QueryView, Row, State};
 use super::{INDEX_HTML, INDEX_JSON};
 use crate::error::Result;
 use crate::output::render::html::{esc, group_digits, href_esc};
@@ -651,11 +651,42 @@ fn nsys_cell(c: Option<&NsysCell>) -> Cell {
             c.reason.as_deref().unwrap_or("see nsys-capture.json")
         )
     };
+    let profile = c
+        .profile
+        .as_ref()
+        .map(nsys_profile_html)
+        .unwrap_or_default();
     Cell {
-        html: format!("{link}<small>{}</small>", esc(&note)),
+        html: format!("{link}<small>{}</small>{profile}", esc(&note)),
         v: Some(c.bytes.to_string()),
         class: "",
     }
+}
+
+/// What `jobprof process` read from the report: its flamegraph link and
+/// samples, then the longest waits, NVTX ranges and kernels.
+fn nsys_profile_html(p: &NsysProfileCell) -> String {
+    let label = format!("CPU {} samples", p.samples);
+    let mut html = match &p.flamegraph {
+        Some(h) => format!("<br><a href=\"{}\">{}</a>", href_esc(h), esc(&label)),
+        None => format!("<br>{}", esc(&label)),
+    };
+    let top = |what: &str, rows: &[(String, u64)]| {
+        let list: Vec<String> = (rows.iter())
+            .map(|(n, ns)| format!("{n} {:.1} ms", *ns as f64 / 1e6))
+            .collect();
+        format!("<small>{what}: {}</small>", esc(&list.join(", ")))
+    };
+    for (what, rows) in [
+        ("waits", &p.top_waits),
+        ("NVTX", &p.nvtx),
+        ("GPU kernels", &p.gpu_kernels),
+    ] {
+        if !rows.is_empty() {
+            html.push_str(&top(what, rows));
+        }
+    }
+    html
 }
 
 #[cfg(test)]
@@ -772,6 +803,7 @@ mod tests {
             wait_seconds: 4.25,
             settle_seconds: 15.0,
             reason: None,
+            profile: None,
         };
         let html = nsys_cell(Some(&c)).html;
         assert!(
@@ -789,5 +821,27 @@ mod tests {
         let html = nsys_cell(Some(&c)).html;
         assert!(html.contains("not settled: &lt;no .nsys-rep&gt;") && !html.contains("href"));
         assert_eq!(nsys_cell(None).html, "-");
+        // A processed report: its flamegraph and its longest waits, NVTX
+        // ranges and kernels under the report's link.
+        c.profile = Some(NsysProfileCell {
+            flamegraph: Some("../nsys/worker_0/q1/jobprof/flamegraph.html".into()),
+            samples: 139,
+            read: "nsys 2022.4.2.1, schema 3.0.0".into(),
+            top_waits: vec![("usleep".into(), 241_380_310)],
+            nvtx: vec![("<outer>".into(), 2_000_000)],
+            gpu_kernels: Vec::new(),
+        });
+        let html = nsys_cell(Some(&c)).html;
+        assert!(
+            html.contains(
+                "href=\"../nsys/worker_0/q1/jobprof/flamegraph.html\">CPU 139 samples</a>"
+            ),
+            "{html}"
+        );
+        assert!(html.contains("waits: usleep 241.4 ms"), "{html}");
+        assert!(
+            html.contains("NVTX: &lt;outer&gt; 2.0 ms") && !html.contains("GPU"),
+            "{html}"
+        );
     }
 }

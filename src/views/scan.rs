@@ -132,6 +132,28 @@ pub struct NsysCell {
     pub settle_seconds: f64,
     /// Why it is not a settled `.nsys-rep` (or why it cannot be read).
     pub reason: Option<String>,
+    /// What `jobprof process` read from the report (its `jobprof/`
+    /// directory), when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<NsysProfileCell>,
+}
+
+/// An nsys report's profile (`profiles/nsys/worker_N/Q/jobprof/`), as the
+/// job page shows it beside the perf flamegraph.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct NsysProfileCell {
+    /// Its CPU flamegraph, relative to `profiles/perf`; `None` when not drawn.
+    pub flamegraph: Option<String>,
+    /// CPU samples.
+    pub samples: u64,
+    /// Which nsys wrote what was read.
+    pub read: String,
+    /// The longest OS runtime calls (name, total ns), at most 3.
+    pub top_waits: Vec<(String, u64)>,
+    /// The longest NVTX ranges, at most 3.
+    pub nvtx: Vec<(String, u64)>,
+    /// The longest CUDA kernels, at most 3.
+    pub gpu_kernels: Vec<(String, u64)>,
 }
 
 /// The job header.

@@ -312,3 +312,39 @@ fn an_export_missing_a_column_names_the_table_column_and_version() {
         "{text}"
     );
 }
+
+/// The job page lists each query's nsys profile next to its perf
+/// flamegraph: the nsys flamegraph's link, its samples, the longest waits,
+/// NVTX ranges and kernels (and `index.json` the same).
+#[test]
+fn the_job_page_lists_the_nsys_profile_beside_the_perf_capture() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("result");
+    util::copy_demo(&root);
+    let q = root.join("profiles/nsys/worker_0/q01");
+    fs::create_dir_all(&q).unwrap();
+    export(&q, "nsys_worker_w0_q01", SCHEMA, DATA);
+    let m = manifest("q01", "nsys_worker_w0_q01.nsys-rep", "nsys-rep");
+    fs::write(q.join("nsys-capture.json"), m).unwrap();
+    let o = process(&[&root]);
+    assert!(o.status.success(), "{}", output_text(&o));
+    let perf_root = root.join("profiles/perf");
+    let index = util::json(&perf_root.join("index.json"));
+    let p = &index["captures"][0]["nsys"]["profile"];
+    assert_eq!(p["samples"], 4, "{index}");
+    assert_eq!(
+        p["flamegraph"],
+        "../nsys/worker_0/q01/jobprof/flamegraph.html"
+    );
+    assert_eq!(p["top_waits"][0][0], "pthread_cond_wait");
+    assert_eq!(p["gpu_kernels"][0][0], "void gemm<float>(int)");
+    let html = fs::read_to_string(perf_root.join("index.html")).unwrap();
+    for want in [
+        "href=\"../nsys/worker_0/q01/jobprof/flamegraph.html\">CPU 4 samples</a>",
+        "waits: pthread_cond_wait 0.0 ms, read 0.0 ms",
+        "NVTX: open 0.0 ms, query 0.0 ms, engine:scan 0.0 ms",
+        "GPU kernels: void gemm&lt;float&gt;(int) 0.0 ms",
+    ] {
+        assert!(html.contains(want), "{want}");
+    }
+}

@@ -8,6 +8,10 @@ use crate::json::{json_string, JsonObject};
 
 /// Name of the manifest in every published per-query nsys directory.
 pub const NSYS_CAPTURE_JSON: &str = "nsys-capture.json";
+
+/// The directory beside a published report where `jobprof process`
+/// writes the profile it read from it (flamegraphs, tables, summary).
+pub const NSYS_PROFILE_DIR: &str = "jobprof";
 /// The version of `nsys-capture.json` this crate writes.
 pub const NSYS_FORMAT_VERSION: u32 = 1;
 

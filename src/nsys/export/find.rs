@@ -15,7 +15,7 @@ use jobprof_capture_format::nsys::{NsysCapture, ReportKind, NSYS_CAPTURE_JSON};
 pub const NSYS_PROFILES: &str = "profiles/nsys";
 
 /// The output directory inside a query directory.
-pub const OUTPUT_DIR: &str = "jobprof";
+pub const OUTPUT_DIR: &str = jobprof_capture_format::nsys::NSYS_PROFILE_DIR;
 
 /// The most bytes of `nsys-capture.json` read (it holds a few hundred).
 const MAX_MANIFEST: u64 = 64 * 1024;
