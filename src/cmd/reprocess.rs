@@ -152,7 +152,29 @@ pub fn run(args: ReprocessArgs) -> anyhow::Result<ExitCode> {
     let progress = args.pipeline.progress();
     // The result lines of the captures worked on go to stdout as each ends
     // (the per-task log of an array job); a dry run lists its plan here.
-    let report = bulk::run(&args.roots, &opts, &progress)?;
+    // The Nsight Systems reports under the roots (not in a dry run).
+    let nsys = if args.dry_run {
+        Vec::new()
+    } else {
+        let (force, p) = (opts.force, &opts.process);
+        super::nsys_reports::run(&args.roots, &[], &[], p, force)
+    };
+    let nsys_code = if nsys.iter().any(|o| o.failed) {
+        ExitCode::Failed
+    } else {
+        ExitCode::Success
+    };
+    let report = match bulk::run(&args.roots, &opts, &progress) {
+        // Roots of Nsight Systems reports only.
+        Err(jobprof::Error::Usage(_)) if !nsys.is_empty() => None,
+        r => Some(r?),
+    };
+    for o in &nsys {
+        jobprof::outln!("{}", o.line)?;
+    }
+    let Some(report) = report else {
+        return Ok(nsys_code);
+    };
     super::list_being_written(&args.roots)?;
     // A dry run changes nothing, the job views included.
     let views = if report.dry_run {
@@ -178,7 +200,12 @@ pub fn run(args: ReprocessArgs) -> anyhow::Result<ExitCode> {
         jobprof::outln!("{}", v.line())?;
     }
     jobprof::out!("{}", report.table())?;
-    Ok(views::exit_code(report.exit_code(), &views))
+    let code = views::exit_code(report.exit_code(), &views);
+    Ok(if code == ExitCode::Success {
+        nsys_code
+    } else {
+        code
+    })
 }
 
 fn submit_or_print(args: &ReprocessArgs) -> anyhow::Result<ExitCode> {

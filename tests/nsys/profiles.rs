@@ -261,6 +261,21 @@ fn each_published_query_report_is_processed_into_its_own_jobprof_dir() {
             && text.contains("QdstrmImporter -i"),
         "{text}"
     );
+    // `reprocess --force` reads them again.
+    let again = util::jobprof()
+        .args(["reprocess", "--force"])
+        .arg(&root)
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    let text = output_text(&again);
+    assert_eq!(again.status.code(), Some(1), "{text}");
+    for q in ["q1", "q2"] {
+        assert!(
+            text.contains(&format!("{q}/jobprof: nsys report processed")),
+            "{text}"
+        );
+    }
 }
 
 /// A report with no export beside it, on a host without nsys: the line
