@@ -77,7 +77,14 @@ pub struct DiffArgs {
     pub quiet: bool,
 }
 
-pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
+pub fn run(mut args: DiffArgs) -> anyhow::Result<ExitCode> {
+    // Two Nsight Systems profiles: their folded files of the kind asked.
+    if let (Some(b), Some(a)) = (
+        nsys_folded(&args.before, &args.kind),
+        nsys_folded(&args.after, &args.kind),
+    ) {
+        (args.before, args.after) = (b, a);
+    }
     match (args.before.is_dir(), args.after.is_dir()) {
         (true, true) => return run_dirs(args),
         (false, false) if args.query.is_none() => {}
@@ -152,6 +159,27 @@ pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::Success
     })
+}
+
+/// The folded file of `kind` (`on-cpu`: stacks.folded, `off-cpu`: the
+/// waits, offcpu.folded) of an Nsight Systems profile that `jobprof
+/// process` wrote: its `jobprof/` directory (or `REPORT.jobprof/`), or the
+/// published query directory holding it. `None` for anything else.
+fn nsys_folded(dir: &Path, kind: &str) -> Option<PathBuf> {
+    let profile = [
+        dir.to_path_buf(),
+        dir.join(jobprof::nsys::export::OUTPUT_DIR),
+    ]
+    .into_iter()
+    .find(|d| {
+        let s = std::fs::read_to_string(d.join(jobprof::capture::SUMMARY)).unwrap_or_default();
+        serde_json::from_str::<serde_json::Value>(&s).is_ok_and(|v| v["source"] == "nsys")
+    })?;
+    Some(profile.join(match kind {
+        "off-cpu" => jobprof::text::offcpu::OFFCPU_FOLDED,
+        "wall-clock" => jobprof::text::offcpu::WALLCLOCK_FOLDED,
+        _ => jobprof::capture::FOLDED,
+    }))
 }
 
 /// Two runs: one query into a file, or every common query into a directory.

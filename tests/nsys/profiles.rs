@@ -363,3 +363,42 @@ fn the_job_page_lists_the_nsys_profile_beside_the_perf_capture() {
         assert!(html.contains(want), "{want}");
     }
 }
+
+/// `jobprof diff` compares two nsys profiles (their `jobprof/` or query
+/// directories): the CPU stacks, or the waits with `--kind off-cpu`.
+#[test]
+fn diff_compares_two_nsys_profiles() {
+    let t = tempfile::tempdir().unwrap();
+    let before = export(t.path(), "before", SCHEMA, DATA);
+    let more = DATA
+        .replace("(3, 300, 1, 1, OTHER, 1),", "(3, 300, 1, 1, OTHER, 1), (5, 500, 0, 1, MAIN, 1),")
+        .replace("(2, 3, 5, NULL, NULL, 0), (2, 2, 5, NULL, NULL, 1),", "(2, 3, 5, NULL, NULL, 0), (2, 2, 5, NULL, NULL, 1), (5, 3, 5, NULL, NULL, 0), (5, 2, 5, NULL, NULL, 1),");
+    let after = export(t.path(), "after", SCHEMA, &more);
+    let o = process(&[&before, &after]);
+    assert!(o.status.success(), "{}", output_text(&o));
+    let dir = |r: &Path| PathBuf::from(format!("{}.jobprof", r.display()));
+    let out = t.path().join("d.folded");
+    let o = util::jobprof()
+        .arg("diff")
+        .args([dir(&before), dir(&after)])
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", output_text(&o));
+    let d = fs::read_to_string(&out).unwrap();
+    assert!(d.contains("engine;main;scan 2 3\n"), "{d}");
+    let o = util::jobprof()
+        .args(["diff", "--kind", "off-cpu"])
+        .args([dir(&before), dir(&after)])
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", output_text(&o));
+    let d = fs::read_to_string(&out).unwrap();
+    assert!(
+        d.contains("engine;main;scan;pthread_cond_wait 1500 1500\n"),
+        "{d}"
+    );
+}
