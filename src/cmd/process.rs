@@ -32,6 +32,14 @@ use jobprof::ExitCode;
 /// or on a machine without perf, is folded from the symbolized text it carries
 /// (perf.script.zst, or the old pipeline's perf.script.gz).
 ///
+/// Nsight Systems reports (RESULT_DIR/profiles/nsys/worker_N/QUERY/, as
+/// `jobprof-record sidecar --tool nsys` publishes them, or REPORT.nsys-rep
+/// files) are read through their SQLite export (REPORT.sqlite beside the
+/// report, else `nsys export` of this host) into QUERY/jobprof/ (or
+/// REPORT.nsys-rep.jobprof/): stacks.folded and flamegraphs of the CPU
+/// samples, offcpu.* of the OS runtime calls, osrt.tsv, nvtx.tsv,
+/// gpu-kernels.tsv, gpu-memcpy.tsv, report.txt and summary.json.
+///
 /// One result line per capture goes to stdout (`DIR: processed (1.2s): ...`);
 /// progress (bars on a terminal, timestamped log lines otherwise) and
 /// warnings go to stderr.
@@ -45,9 +53,11 @@ use jobprof::ExitCode;
   jobprof process results/* --formats all --quiet
   jobprof process result_dir_4242 --no-inline --min-symbolized 20
   jobprof process fixtures/result_dir_demo
+  jobprof process run1/q7.nsys-rep                  # -> run1/q7.nsys-rep.jobprof/
 
 Exit status: 0 when every capture was processed or already complete; 1
-when any was refused (with its reason), not rendered or failed; 2 for bad
+when any was refused (with its reason), not rendered or failed (an Nsight
+Systems report too: no export and no nsys, a .qdstrm, an unknown schema); 2 for bad
 usage or a directory without captures (when jobprof-record is writing one
 there now, the message says \"a capture is being written\"; next to
 published captures it is listed as \"being written\").")]
@@ -57,6 +67,7 @@ pub struct ProcessArgs {
     /// so do plain `perf record` outputs: a perf.data file, or a directory
     /// holding perf.data or perf.data.* files without capture.json (each
     /// file's outputs go to FILE.jobprof/ beside it).
+    /// Nsight Systems reports (FILE.nsys-rep) are read too.
     #[arg(value_name = "RESULT_DIR|PERF_DATA", required = true)]
     pub dirs: Vec<PathBuf>,
 

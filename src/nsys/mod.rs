@@ -15,11 +15,14 @@
 //! - [`plan`] validates a profiling config and builds the worker launch argv;
 //! - [`mod@setup`] configures the `nsight-slurm` wrapper and starts its
 //!   coordinator before the first worker step, and stops it at the end;
-//! - [`mod@wrapper`] is how every `nsight-slurm` call is made and logged.
+//! - [`mod@wrapper`] is how every `nsight-slurm` call is made and logged;
+//! - [`export`] reads a report through its SQLite export (`nsys export`)
+//!   into folded CPU stacks, waits and NVTX / CUDA tables, which the binary
+//!   hands to `pipeline::imported` to write.
 //!
-//! It never deletes, truncates or rewrites a report, and it does not run
-//! `nsys` itself or open reports: it only weighs, copies, hashes and archives
-//! them.
+//! It never deletes, truncates or rewrites a report: collecting only weighs,
+//! copies, hashes and archives them, and `export` runs `nsys export` into a
+//! temporary directory of its own and opens the export read-only.
 
 pub mod collect;
 pub mod export;
