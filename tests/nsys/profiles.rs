@@ -402,3 +402,37 @@ fn diff_compares_two_nsys_profiles() {
         "{d}"
     );
 }
+
+/// As root, an `nsys` that others can change (here in a directory under
+/// /tmp) is never run to export a report: the line says which and why.
+#[test]
+fn as_root_an_nsys_others_can_change_is_not_run() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("not root: the rule applies to root only");
+        return;
+    }
+    let t = tempfile::tempdir_in("/tmp").unwrap();
+    let bin = t.path().join("bin");
+    fs::create_dir(&bin).unwrap();
+    let ran = t.path().join("ran");
+    let fake = bin.join("nsys");
+    fs::write(&fake, format!("#!/bin/sh\ntouch {}\n", ran.display())).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
+    let report = t.path().join("r.nsys-rep");
+    fs::write(&report, b"a report").unwrap();
+    let o = util::jobprof()
+        .arg("process")
+        .arg(&report)
+        .env("PATH", &bin)
+        .output()
+        .unwrap();
+    let text = output_text(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("not running") && text.contains("others can change it"),
+        "{text}"
+    );
+    assert!(!ran.exists(), "the fake nsys ran");
+}

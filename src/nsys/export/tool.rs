@@ -178,3 +178,41 @@ pub fn sqlite_for(
     }
     Ok(Sqlite::Exported(dir, out))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn as_root_only_an_nsys_that_root_alone_can_change_runs() {
+        // Under /tmp (mode 1777): others can change what is in it.
+        let t = tempfile::tempdir_in("/tmp").unwrap();
+        let fake = t.path().join("nsys");
+        std::fs::write(&fake, "#!/bin/sh\n").unwrap();
+        let e = root_alone_can_change(&fake).unwrap_err();
+        assert!(
+            e.contains("others can change it") && e.contains("/tmp"),
+            "{e}"
+        );
+        // Debian's own tools are root's, in directories only root writes.
+        let sh = std::fs::canonicalize("/bin/sh").unwrap();
+        assert_eq!(root_alone_can_change(&sh), Ok(()));
+    }
+
+    #[test]
+    fn an_export_beside_the_report_is_used_and_a_linked_one_is_not() {
+        let t = tempfile::tempdir().unwrap();
+        let report = t.path().join("r.nsys-rep");
+        std::fs::write(&report, "x").unwrap();
+        let none = Err("no `nsys` on PATH".to_string());
+        std::os::unix::fs::symlink("/etc/hostname", t.path().join("r.sqlite")).unwrap();
+        let e = sqlite_for(&report, &none, t.path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no `nsys` on PATH"), "{e}");
+        std::fs::remove_file(t.path().join("r.sqlite")).unwrap();
+        std::fs::write(t.path().join("r.sqlite"), "").unwrap();
+        let s = sqlite_for(&report, &none, t.path()).unwrap();
+        assert_eq!(s.path(), t.path().join("r.sqlite"));
+    }
+}
