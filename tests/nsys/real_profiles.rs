@@ -72,22 +72,19 @@ fn real_report(dir: &Path) -> PathBuf {
     let out = dir.join("r");
     let (rep, qd) = (dir.join("r.nsys-rep"), dir.join("r.qdstrm"));
     let mut log = String::new();
-    for _ in 0..3 {
+    for attempt in 0..3 {
+        let session = format!("jobprof-profiles-{}-{attempt}", std::process::id());
         let o = timeout(60, "nsys")
-            .args([
-                "profile",
-                "-t",
-                "osrt,nvtx",
-                "--sample=cpu",
-                "-f",
-                "true",
-                "-o",
-            ])
+            .args(["profile", "-t", "osrt,nvtx", "--sample=cpu", "-f", "true"])
+            .arg(format!("--session-new={session}"))
+            .arg("-o")
             .arg(&out)
             .arg(&exe)
             .output()
             .unwrap();
         log.push_str(&output_text(&o));
+        // A hung run's agent outlives the run: end it.
+        end_agent(&session);
         if rep.exists() || qd.exists() {
             break;
         }
@@ -105,6 +102,23 @@ fn real_report(dir: &Path) -> PathBuf {
     }
     assert!(rep.is_file(), "no report:\n{log}");
     rep
+}
+
+/// Kills the nsys agent of `session` (`--session-name=SESSION`), if any.
+fn end_agent(session: &str) {
+    let agent = format!("--session-name={session}");
+    for e in fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let cmd = fs::read(e.path().join("cmdline")).unwrap_or_default();
+        if cmd.split(|b| *b == 0).any(|a| a == agent.as_bytes()) {
+            // SAFETY: kill has no memory-safety preconditions.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    }
 }
 
 /// `nsys stats -r NAME --format csv` of the report: name -> (count, total
