@@ -174,8 +174,8 @@ pub fn read(sqlite: &Path) -> Result<Profile> {
         samples,
         waits,
         osrt,
-        nvtx: tables::nvtx(&db)?,
-        kernels: tables::kernels(&db)?,
+        nvtx: tables::nvtx(&db, &names)?,
+        kernels: tables::kernels(&db, &names)?,
         memcpy: tables::memcpy(&db)?,
     })
 }

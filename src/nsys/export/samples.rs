@@ -67,6 +67,11 @@ impl Names {
         })
     }
 
+    /// A string by id, when the id names one.
+    pub(super) fn lookup(&self, id: i64) -> Option<&str> {
+        self.strings.get(&id).map(String::as_str)
+    }
+
     /// A string by id (`[unknown]` when the id names none).
     pub(super) fn string(&self, id: Option<i64>) -> &str {
         id.and_then(|i| self.strings.get(&i))

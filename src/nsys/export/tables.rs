@@ -31,10 +31,12 @@ fn col_or_null(db: &Db, table: &str, c: &str) -> Result<String> {
     })
 }
 
-/// The OS runtime calls: their waits folded (`thread;root;...;call`, ns)
-/// and per function; `None` without an OS runtime trace.
-#[allow(clippy::type_complexity)]
-pub(super) fn osrt(db: &Db, names: &Names) -> Result<Option<(Vec<(String, u64)>, Vec<Stat>)>> {
+/// The waits folded (`thread;root;...;call`, ns) and the calls per function.
+pub(super) type Waits = (Vec<(String, u64)>, Vec<Stat>);
+
+/// The OS runtime calls: their waits and per function; `None` without an
+/// OS runtime trace.
+pub(super) fn osrt(db: &Db, names: &Names) -> Result<Option<Waits>> {
     let needed = ["start", "end", "eventClass", "globalTid", "nameId"];
     if !db.has("OSRT_API", &needed)? {
         return Ok(None);
@@ -111,7 +113,7 @@ pub(super) fn osrt(db: &Db, names: &Names) -> Result<Option<(Vec<(String, u64)>,
 /// The NVTX ranges per name, as `nvtxsum` names them (`domain:text` in a
 /// named domain); a range without an end lasts to the trace's last NVTX
 /// time. Push/pop and start/end ranges of one name are one row.
-pub(super) fn nvtx(db: &Db) -> Result<Option<Vec<Stat>>> {
+pub(super) fn nvtx(db: &Db, names: &Names) -> Result<Option<Vec<Stat>>> {
     if !db.has(
         "NVTX_EVENTS",
         &["start", "end", "eventType", "text", "globalTid"],
@@ -119,7 +121,6 @@ pub(super) fn nvtx(db: &Db) -> Result<Option<Vec<Stat>>> {
         return Ok(None);
     }
     let what = "the NVTX ranges (NVTX_EVENTS)";
-    let strings = db.strings()?;
     let text_id = col_or_null(db, "NVTX_EVENTS", "textId")?;
     let domain_id = col_or_null(db, "NVTX_EVENTS", "domainId")?;
     // Domains per process: (domain id, pid bits) -> name, the first made.
@@ -171,7 +172,7 @@ pub(super) fn nvtx(db: &Db) -> Result<Option<Vec<Stat>>> {
         let tid_text = r
             .get::<_, Option<i64>>(3)
             .map_err(db.err(what))?
-            .and_then(|i| strings.get(&i).cloned());
+            .and_then(|i| names.lookup(i).map(str::to_string));
         let domain = r.get::<_, Option<i64>>(4).map_err(db.err(what))?;
         let tid: i64 = r
             .get::<_, Option<i64>>(5)
@@ -194,7 +195,7 @@ pub(super) fn nvtx(db: &Db) -> Result<Option<Vec<Stat>>> {
 const PID_BITS: i64 = 0x0000_FFFF_FF00_0000;
 
 /// The CUDA kernels per (demangled) name; `None` when none ran.
-pub(super) fn kernels(db: &Db) -> Result<Option<Vec<Stat>>> {
+pub(super) fn kernels(db: &Db, names: &Names) -> Result<Option<Vec<Stat>>> {
     let table = "CUPTI_ACTIVITY_KIND_KERNEL";
     let Some(cols) = db.columns(table)? else {
         return Ok(None);
@@ -206,11 +207,9 @@ pub(super) fn kernels(db: &Db) -> Result<Option<Vec<Stat>>> {
     if !db.has(table, &["start", "end", name_col])? {
         return Ok(None);
     }
-    let strings = db.strings()?;
     let sql = format!("SELECT start, end, {name_col} FROM {table}");
     durations(db, &sql, "the CUDA kernels", |id| {
-        id.and_then(|i| strings.get(&i).cloned())
-            .unwrap_or_else(|| "[unknown]".into())
+        names.string(id).to_string()
     })
 }
 
