@@ -968,7 +968,7 @@ pub(crate) mod tests {
             .err()
             .unwrap();
         assert!(err.to_string().contains("/no/such/jobprof-input"));
-        assert_eq!(err.exit_code(), crate::ExitCode::Usage);
+        assert_eq!(err.exit_code(), Some(crate::ExitCode::Usage));
     }
 
     #[test]
