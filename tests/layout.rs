@@ -574,6 +574,36 @@ fn the_library_is_layered_by_stage_without_cycles() {
     );
 }
 
+/// The file system credentials (`setfsuid`, `setfsgid`, with this
+/// thread's `setgroups`) are taken in one place,
+/// `crates/capture-format/src/fs_creds.rs`, for jobprof and the recorder
+/// alike: no other source of either makes those calls. (The recorder's
+/// child that becomes the worker for good before `exec`, `setresuid`, is
+/// another thing.)
+#[test]
+fn the_file_system_credentials_have_one_home() {
+    let root = crate::util::repo_root();
+    let mut files = Vec::new();
+    for dir in ["src", RECORD_SRC, "crates/capture-format/src"] {
+        sources(&root, &root.join(dir), &mut files);
+    }
+    let home = "crates/capture-format/src/fs_creds.rs";
+    let calls = ["SYS_setfsuid", "SYS_setfsgid", "setfsuid(", "setfsgid("];
+    let elsewhere: Vec<&str> = files
+        .iter()
+        .filter(|(rel, text)| rel != home && calls.iter().any(|c| text.contains(c)))
+        .map(|(rel, _)| rel.as_str())
+        .collect();
+    assert!(
+        elsewhere.is_empty(),
+        "file system credentials taken outside {home} (docs/development.md): {elsewhere:?}"
+    );
+    assert!(
+        files.iter().any(|(rel, _)| rel == home),
+        "{home} is missing"
+    );
+}
+
 // ---------------------------------------------------------------------------
 // The checker itself, on small planted trees.
 
