@@ -1,12 +1,15 @@
 //! Typed errors for the whole library and the one exit-code contract.
 //!
-//! Every stage returns [`Result`]; a module with richer failure modes keeps
-//! its own error enum and converts into [`Error`] (`#[from]`), as long as
-//! that module does not use this one (no import loops): `nsys`, which
-//! converts [`Error`] into its own, is not wrapped, and the binary maps its
-//! `nsys::Error::exit_code` at its edge next to [`Error::exit_code`]. Messages carry
-//! the path (and, where it helps, the line number or size) and say what to do.
-//! This module does not print or exit: only `main.rs` does.
+//! Every stage returns [`Result`]. This module stands beneath every layer
+//! and names none of them: a module with richer failure modes keeps its
+//! own error enum, converts it into [`Error::Layer`] itself (its own
+//! `From` impl, beside the enum), and the binary maps it to an exit code
+//! at its edge, as ripgrep does: `main.rs`'s `layer_exit_code` finds the
+//! layer's error in the chain of causes (`output::render::Error`,
+//! `sys::slurm::Error`, and `nsys::Error`, which converts [`Error`] into
+//! its own) next to [`Error::exit_code`]. Messages carry the path (and,
+//! where it helps, the line number or size) and say what to do. This
+//! module does not print or exit: only `main.rs` does.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -144,15 +147,12 @@ pub enum Error {
     #[error("{0}")]
     Usage(String),
 
-    /// A Slurm command failed, or the job asked about is unknown or not
-    /// running.
-    #[error(transparent)]
-    Slurm(#[from] crate::sys::slurm::Error),
-
-    /// Rendering failed: nothing to draw, a bad option, or the output could
-    /// not be written.
-    #[error(transparent)]
-    Render(#[from] crate::output::render::Error),
+    /// A layer's own error (`output::render`, `sys::slurm`), converted by
+    /// that layer's `From` impl: its message, and itself as the source, so
+    /// that the binary finds it in the chain of causes and maps it to an
+    /// exit code at its edge ([`Error::exit_code`] says `None`).
+    #[error("{0}")]
+    Layer(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
 }
 
 impl Error {
@@ -164,8 +164,9 @@ impl Error {
         }
     }
 
-    /// The exit code this error maps to under the contract.
-    pub fn exit_code(&self) -> ExitCode {
+    /// The exit code this error maps to under the contract; `None` for a
+    /// layer's error ([`Error::Layer`]), which the binary maps itself.
+    pub fn exit_code(&self) -> Option<ExitCode> {
         match self {
             Error::Io { .. }
             | Error::PerfData { .. }
@@ -173,13 +174,8 @@ impl Error {
             | Error::Corrupt { .. }
             | Error::Oversized { .. }
             | Error::NoSamples { .. }
-            | Error::Usage(_) => ExitCode::Usage,
-            // A bad, unknown or finished job is the user's input; a Slurm
-            // command that cannot run or fails is failed work.
-            Error::Slurm(e) if e.is_usage() => ExitCode::Usage,
-            Error::Slurm(_) => ExitCode::Failed,
-            Error::Render(e) if e.is_usage() => ExitCode::Usage,
-            Error::Render(_) => ExitCode::Failed,
+            | Error::Usage(_) => Some(ExitCode::Usage),
+            Error::Layer(_) => None,
         }
     }
 }

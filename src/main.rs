@@ -151,12 +151,24 @@ fn exit_for_error(err: &anyhow::Error) -> ExitCode {
 }
 
 /// The exit code of one error in a chain, when it is one of the library's
-/// layers' errors: the library's own [`jobprof::Error`], or a stage's that
-/// it does not wrap (`nsys`, whose codes 3-5 are its own). The outermost
-/// one found decides.
+/// layers' errors: the library's own [`jobprof::Error`] (unless it only
+/// carries a layer's, found next in the chain), or a layer's: `render` and
+/// `slurm` (2 for the user's input or options, 1 for failed work) and
+/// `nsys` (whose codes 3-5 are its own). The outermost one found decides.
 fn layer_exit_code(err: &(dyn std::error::Error + 'static)) -> Option<jobprof::ExitCode> {
+    use jobprof::{output::render, sys::slurm, ExitCode};
+    let usage_or_failed = |usage| match usage {
+        true => ExitCode::Usage,
+        false => ExitCode::Failed,
+    };
     if let Some(e) = err.downcast_ref::<jobprof::Error>() {
-        return Some(e.exit_code());
+        return e.exit_code();
+    }
+    if let Some(e) = err.downcast_ref::<render::Error>() {
+        return Some(usage_or_failed(e.is_usage()));
+    }
+    if let Some(e) = err.downcast_ref::<slurm::Error>() {
+        return Some(usage_or_failed(e.is_usage()));
     }
     err.downcast_ref::<jobprof::nsys::Error>()
         .map(jobprof::nsys::Error::exit_code)
@@ -165,4 +177,39 @@ fn layer_exit_code(err: &(dyn std::error::Error + 'static)) -> Option<jobprof::E
 /// A broken pipe anywhere in `err`'s chain of causes.
 fn is_broken_pipe(err: &anyhow::Error) -> bool {
     jobprof::error::is_broken_pipe(err.as_ref())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jobprof::{output::render, sys::slurm, ExitCode as Code};
+
+    /// The code the binary gives `err`, as `exit_for_error` finds it.
+    fn code_of(err: anyhow::Error) -> Code {
+        err.chain()
+            .find_map(layer_exit_code)
+            .unwrap_or(Code::Failed)
+    }
+
+    #[test]
+    fn a_layers_error_is_mapped_at_the_edge_however_it_is_carried() {
+        let empty = || render::Error::Empty { what: "x".into() };
+        let internal = || render::Error::Internal("bug".into());
+        let bad_job = || slurm::Error::BadJobId("x".into());
+        // Directly, inside the library's error, and under anyhow context.
+        assert_eq!(code_of(empty().into()), Code::Usage);
+        assert_eq!(code_of(jobprof::Error::from(empty()).into()), Code::Usage);
+        let wrapped = anyhow::Error::from(jobprof::Error::from(bad_job())).context("repl");
+        assert_eq!(code_of(wrapped), Code::Usage);
+        assert_eq!(
+            code_of(jobprof::Error::from(internal()).into()),
+            Code::Failed
+        );
+        // The library's own errors keep theirs.
+        let usage = jobprof::Error::Usage("bad".into());
+        assert_eq!(code_of(usage.into()), Code::Usage);
+        // The layer's message is the library error's, printed once.
+        let e = jobprof::Error::from(empty());
+        assert_eq!(e.to_string(), empty().to_string());
+    }
 }

@@ -983,3 +983,42 @@ mod damaged {
         }
     }
 }
+
+/// The live machine's vDSO is copied (a `memfd_create` named
+/// `jobprof-vdso`) only when a capture's `[vdso]` needs it, never up
+/// front: a recorder's capture names its `[vdso]` from the snapshot's
+/// `symfs/[vdso]`, and is processed without the copy.
+#[test]
+fn the_live_vdso_is_copied_only_when_a_capture_needs_it() {
+    let Some(base) = util::base() else { return };
+    if !util::require(util::have("strace"), "strace") {
+        return;
+    }
+    let (t, result) = util::copy_base(base);
+    let worker = result.join("profiles/perf/worker_0");
+    assert!(
+        worker.join("symfs/[vdso]").is_file(),
+        "no snapshot of the vDSO"
+    );
+    let trace = t.path().join("process.strace");
+    let o = Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=memfd_create", "-o"])
+        .arg(&trace)
+        .arg(env!("CARGO_BIN_EXE_jobprof"))
+        .arg("process")
+        .arg(worker.join("q1"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let log = fs::read_to_string(&trace).unwrap();
+    assert!(
+        !log.contains("jobprof-vdso"),
+        "the live vDSO was copied although the snapshot names [vdso]:\n{log}"
+    );
+    let sources = summary(&worker.join("q1"))["symbol_sources"].to_string();
+    assert!(
+        sources.contains("[vdso]") && !sources.contains("vDSO"),
+        "{sources}"
+    );
+}

@@ -21,6 +21,8 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use linux_perf_data::jitdump::{JitDumpReader, JitDumpRecord, JitDumpRecordHeader};
+
 use crate::sys::confined::Dir;
 
 /// The directory of a capture that holds its JIT symbol snapshot.
@@ -151,50 +153,59 @@ fn capped_name(raw: &[u8]) -> String {
     name
 }
 
-/// `JIT_CODE_LOAD` records of a jitdump file (perf's `jitdump.h`: a file
-/// header of `total_size` bytes, then records of `id: u32, total_size: u32,
-/// timestamp: u64`, a code load being `pid: u32, tid: u32, vma, code_addr,
-/// code_size, code_index: u64`, a NUL-terminated name, the code). A damaged
-/// or foreign file gives what could be read up to the damage.
+/// `JIT_CODE_LOAD` records of a jitdump file (perf's `jitdump.h`), read
+/// with `linux-perf-data`'s [`JitDumpReader`] in either byte order, as
+/// perf reads them. A damaged or foreign file gives what could be read up
+/// to the damage. No size the file states is trusted: the header's must
+/// fit the reader's first read, and each record's is checked against the
+/// bytes the file has before the reader is asked for it (the reader
+/// itself subtracts its header from it unchecked, and would gather a
+/// record past the end before finding it short).
 fn jitdump_loads(b: &[u8]) -> Vec<JitSymbol> {
-    const MAGIC: u32 = 0x4A69_5444; // "JiTD"
-    const CODE_LOAD: u32 = 0;
-    let u32_at = |at: usize| -> Option<u32> {
-        Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
-    };
-    let u64_at = |at: usize| -> Option<u64> {
-        Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
-    };
     let mut out = Vec::new();
-    if u32_at(0) != Some(MAGIC) {
+    if jitdump_header_size(b).is_none_or(|n| n >= JITDUMP_FIRST_READ) {
         return out;
     }
-    let Some(mut at) = u32_at(8).map(|n| n as usize) else {
+    let Ok(mut reader) = JitDumpReader::new_with_buffer_size(b, JITDUMP_FIRST_READ) else {
         return out;
     };
-    while let (Some(id), Some(size)) = (u32_at(at), u32_at(at + 4)) {
-        let size = size as usize;
-        if size < 16 || at + size > b.len() {
+    while let Ok(Some(header)) = reader.next_record_header() {
+        let size = u64::from(header.total_size);
+        let end = reader.next_record_offset().saturating_add(size);
+        if size < JitDumpRecordHeader::SIZE as u64 || end > b.len() as u64 {
             break;
         }
-        if id == CODE_LOAD {
-            let body = at + 16;
-            if let (Some(addr), Some(len)) = (u64_at(body + 16), u64_at(body + 24)) {
-                let name_at = body + 40;
-                let rest = &b[name_at.min(at + size)..at + size];
-                let name = rest.split(|&c| c == 0).next().unwrap_or(&[]);
-                if len > 0 {
-                    out.push(JitSymbol {
-                        start: addr,
-                        end: addr.saturating_add(len),
-                        name: capped_name(name),
-                    });
-                }
-            }
+        let Ok(Some(record)) = reader.next_record() else {
+            break;
+        };
+        let Ok(JitDumpRecord::CodeLoad(load)) = record.parse() else {
+            continue;
+        };
+        let len = load.code_bytes.len() as u64;
+        if len > 0 {
+            out.push(JitSymbol {
+                start: load.code_addr,
+                end: load.code_addr.saturating_add(len),
+                name: capped_name(&load.function_name.as_slice()),
+            });
         }
-        at += size;
     }
     out
+}
+
+/// How much of a jitdump [`JitDumpReader`] reads first: its header must
+/// fit in it (perf writes 40 bytes).
+const JITDUMP_FIRST_READ: usize = 4096;
+
+/// The header size a jitdump file states, in its byte order (its magic);
+/// `None` for no jitdump.
+fn jitdump_header_size(b: &[u8]) -> Option<usize> {
+    let n: [u8; 4] = b.get(8..12)?.try_into().ok()?;
+    match b.get(..4)? {
+        b"DTiJ" => Some(u32::from_le_bytes(n) as usize),
+        b"JiTD" => Some(u32::from_be_bytes(n) as usize),
+        _ => None,
+    }
 }
 
 /// The JIT symbol snapshot of one capture, by the PID the samples carry.
@@ -482,27 +493,80 @@ mod tests {
     }
 
     fn jitdump(loads: &[(u64, u64, &str)]) -> Vec<u8> {
+        jitdump_in(false, loads)
+    }
+
+    /// A jitdump file of `loads` (address, code size, name), written in
+    /// big-endian byte order when `big` (perf reads either, by the magic).
+    fn jitdump_in(big: bool, loads: &[(u64, u64, &str)]) -> Vec<u8> {
+        let u32b = |v: u32| {
+            if big {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
+        let u64b = |v: u64| {
+            if big {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
         let mut b = Vec::new();
-        b.extend_from_slice(&0x4A69_5444u32.to_le_bytes());
-        b.extend_from_slice(&1u32.to_le_bytes()); // version
-        b.extend_from_slice(&40u32.to_le_bytes()); // header size
+        b.extend_from_slice(&u32b(0x4A69_5444));
+        b.extend_from_slice(&u32b(1)); // version
+        b.extend_from_slice(&u32b(40)); // header size
         b.resize(40, 0);
         for (i, (addr, len, name)) in loads.iter().enumerate() {
             let size = 16 + 40 + name.len() + 1 + *len as usize;
-            b.extend_from_slice(&0u32.to_le_bytes());
-            b.extend_from_slice(&(size as u32).to_le_bytes());
-            b.extend_from_slice(&0u64.to_le_bytes());
-            b.extend_from_slice(&1u32.to_le_bytes());
-            b.extend_from_slice(&1u32.to_le_bytes());
-            b.extend_from_slice(&addr.to_le_bytes());
-            b.extend_from_slice(&addr.to_le_bytes());
-            b.extend_from_slice(&len.to_le_bytes());
-            b.extend_from_slice(&(i as u64).to_le_bytes());
+            b.extend_from_slice(&u32b(0));
+            b.extend_from_slice(&u32b(size as u32));
+            b.extend_from_slice(&u64b(0));
+            b.extend_from_slice(&u32b(1));
+            b.extend_from_slice(&u32b(1));
+            b.extend_from_slice(&u64b(*addr));
+            b.extend_from_slice(&u64b(*addr));
+            b.extend_from_slice(&u64b(*len));
+            b.extend_from_slice(&u64b(i as u64));
             b.extend_from_slice(name.as_bytes());
             b.push(0);
             b.resize(b.len() + *len as usize, 0x90);
         }
         b
+    }
+
+    #[test]
+    fn a_big_endian_jitdump_names_its_code_as_perf_reads_it() {
+        let mut m = PerfMap::default();
+        m.add_jitdump(&jitdump_in(true, &[(0x5000, 0x10, "js:fast")]));
+        assert_eq!(m.find(0x5004), Some(("js:fast", 4)));
+    }
+
+    #[test]
+    fn sizes_in_a_jitdump_are_checked_against_the_file_never_trusted() {
+        let good = jitdump(&[(0x5000, 0x10, "js:fast"), (0x6000, 0x8, "js:other")]);
+        let first = 16 + 40 + "js:fast".len() + 1 + 0x10;
+        let loads = |b: &[u8]| {
+            let mut m = PerfMap::default();
+            m.add_jitdump(b);
+            m.len()
+        };
+        // The header's size: larger than the reader's first read, or than
+        // the whole file.
+        for header in [4096u32, 1 << 20, u32::MAX, 39, 0] {
+            let mut b = good.clone();
+            b.resize(b.len().max(8192), 0);
+            b[8..12].copy_from_slice(&header.to_le_bytes());
+            assert_eq!(loads(&b), 0, "header size {header}");
+        }
+        // The second record's size: shorter than a record header, or past
+        // the end of the file: the first record is kept.
+        for size in [0u32, 8, 15, u32::MAX, 1 << 30] {
+            let mut b = good.clone();
+            b[40 + first + 4..40 + first + 8].copy_from_slice(&size.to_le_bytes());
+            assert_eq!(loads(&b), 1, "record size {size}");
+        }
     }
 
     #[test]

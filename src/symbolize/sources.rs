@@ -73,9 +73,10 @@ pub struct Search {
     /// ([`Creds::owner_of`]): this host's files are opened with the
     /// owner's rights, and taken at a recorded path only by build id.
     pub owner: Option<Creds>,
-    /// This process's own vDSO ([`live_vdso`]), a candidate for a
-    /// recorded `[vdso]` with its build id.
-    pub live_vdso: Option<PathBuf>,
+    /// Whether this process's own vDSO ([`live_vdso`]) is a candidate
+    /// for a recorded `[vdso]` with its build id: it is copied only when
+    /// such a `[vdso]` is resolved and nothing before it was taken.
+    pub live_vdso: bool,
 }
 
 impl Search {
@@ -98,7 +99,7 @@ impl Search {
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from),
             owner,
-            live_vdso: live_vdso(),
+            live_vdso: true,
         }
     }
 }
@@ -336,9 +337,12 @@ pub fn resolve(path: &str, build_id: &[u8], search: &Search) -> Resolved {
         if !vdso {
             r.offer_host_file(host.join(rel), host, hex.is_some(), search);
         }
-        // This process's own vDSO, when its build id is the recorded one.
-        if let (true, Some(live), Some(_)) = (vdso, &search.live_vdso, &hex) {
-            r.offer(Path::new("/"), live.clone(), Kind::LiveVdso, true);
+        // This process's own vDSO, when its build id is the recorded one;
+        // copied only now, and only when no other file was taken.
+        if vdso && search.live_vdso && hex.is_some() && r.binary.is_none() {
+            if let Some(live) = live_vdso() {
+                r.offer(Path::new("/"), live, Kind::LiveVdso, true);
+            }
         }
     }
     r

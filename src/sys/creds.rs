@@ -12,7 +12,8 @@
 //!
 //! [`Creds::run`] runs a closure with this thread's file system
 //! credentials set to the user's (`setfsuid`, `setfsgid` and `setgroups`
-//! as raw system calls: they change the calling thread only, where the C
+//! as raw system calls, in `jobprof_capture_format::fs_creds`, which the
+//! recorder uses too: they change the calling thread only, where the C
 //! library's wrappers would change every thread), and gives root's back
 //! when it returns. Every permission check of every lookup in an open,
 //! each link followed on the way included, is then the kernel's own for
@@ -22,6 +23,8 @@
 
 use std::io;
 use std::path::Path;
+
+use jobprof_capture_format::fs_creds;
 
 /// The overflow user and group (`nobody`, `nogroup`): anyone.
 const ANYONE: u32 = 65534;
@@ -96,11 +99,7 @@ impl Creds {
     /// back when `f` returns. Credentials that cannot be taken are an
     /// error, and `f` does not run.
     pub fn run<T>(&self, f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
-        if euid() != 0 {
-            return f();
-        }
-        let _back = Taken::take(self)?;
-        f()
+        fs_creds::run_as(self.uid, self.gid, &self.groups, f)
     }
 }
 
@@ -137,79 +136,6 @@ fn group_list(name: &std::ffi::CStr, gid: u32) -> Vec<u32> {
             // No count to grow to: the primary group alone.
             return vec![gid];
         }
-    }
-}
-
-/// This thread's file system credentials before [`Creds::run`] took a
-/// user's: given back on drop.
-struct Taken {
-    uid: u32,
-    gid: u32,
-    groups: Vec<u32>,
-}
-
-/// `setgroups` of this thread only.
-fn set_groups(groups: &[u32]) -> io::Result<()> {
-    // SAFETY: `groups` is a valid array of its length.
-    let r = unsafe { libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr()) };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// Sets this thread's file system uid and gid; what they are now.
-fn set_fs_ids(uid: u32, gid: u32) -> (u32, u32) {
-    // SAFETY: plain system calls on this thread's credentials. Both return
-    // the previous id: asking again with an invalid one says what is set.
-    unsafe {
-        libc::syscall(libc::SYS_setfsgid, gid);
-        libc::syscall(libc::SYS_setfsuid, uid);
-        let gid = libc::syscall(libc::SYS_setfsgid, u32::MAX) as u32;
-        (libc::syscall(libc::SYS_setfsuid, u32::MAX) as u32, gid)
-    }
-}
-
-impl Taken {
-    fn take(c: &Creds) -> io::Result<Taken> {
-        // SAFETY: a size of 0 only asks how many groups there are.
-        let count = unsafe { libc::syscall(libc::SYS_getgroups, 0, std::ptr::null_mut::<u32>()) };
-        if count < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let mut old = vec![0u32; count as usize];
-        // SAFETY: `old` has room for `count` groups (this thread's: only
-        // it changes them).
-        let n = unsafe { libc::syscall(libc::SYS_getgroups, old.len(), old.as_mut_ptr()) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        old.truncate(n as usize);
-        let (uid, gid) = set_fs_ids(u32::MAX, u32::MAX);
-        let back = Taken {
-            uid,
-            gid,
-            groups: old,
-        };
-        set_groups(&c.groups)?;
-        if set_fs_ids(c.uid, c.gid) != (c.uid, c.gid) {
-            return Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                format!(
-                    "cannot take the credentials of uid {} (gid {})",
-                    c.uid, c.gid
-                ),
-            ));
-        }
-        Ok(back)
-    }
-}
-
-impl Drop for Taken {
-    fn drop(&mut self) {
-        // The uid first: root's again, it may set the groups.
-        set_fs_ids(self.uid, self.gid);
-        let _ = set_groups(&self.groups);
     }
 }
 

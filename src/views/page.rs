@@ -15,113 +15,14 @@ use crate::sys::atomic::write_in;
 use crate::sys::confined::Dir;
 use crate::sys::units::format_bytes;
 
-const STYLE: &str = r##"
-body { margin: 0; font-family: sans-serif; color: #222; background: #fff; }
-header { padding: 0.6em 1em; border-bottom: 1px solid #ddd; background: #f6f6f6; }
-header h1 { font-size: 1.2em; margin: 0 0 0.3em 0; }
-dl.jp-facts { display: grid; grid-template-columns: max-content auto; gap: 0.1em 1em; margin: 0; font-size: 0.9em; }
-dl.jp-facts dt { color: #555; }
-dl.jp-facts dd { margin: 0; }
-main { padding: 0.5em 1em 2em 1em; }
-h2 { font-size: 1.05em; margin: 1em 0 0.4em 0; }
-p.jp-note { font-size: 0.9em; color: #555; margin: 0.2em 0 0.6em 0; }
-table { border-collapse: collapse; font-size: 0.88em; }
-th, td { border: 1px solid #ddd; padding: 0.25em 0.5em; text-align: left; vertical-align: top; }
-th { background: #eee; cursor: pointer; user-select: none; white-space: nowrap; }
-th[aria-sort="ascending"]::after { content: " \25B2"; }
-th[aria-sort="descending"]::after { content: " \25BC"; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-tr.st-failed td.st, tr.st-refused td.st { color: #b00; font-weight: bold; }
-tr.st-not-rendered td.st, tr.st-outdated td.st { color: #a60; font-weight: bold; }
-tr.st-not-processed td.st { color: #777; }
-td.st small { display: block; font-weight: normal; color: #555; max-width: 36em; }
-td.fns { font-family: monospace; font-size: 0.95em; }
-td.up, span.up { color: #b00; } td.down, span.down { color: #00b; }
-"##;
+const STYLE: &str = concat!("\n", include_str!("../../assets/job-index.css"));
 
 /// Sorting: every `table.jp-sortable` sorts by a clicked header, on the
 /// cells' `data-v` (numbers when the header has `data-num`). With
 /// `?jobprof-selftest=sort&table=ID` the page clicks each header of table
 /// ID (default: the first) twice and writes what it saw into `<pre id="jp-selftest">`
 /// (for the browser test).
-const SCRIPT: &str = r##"
-(function () {
-  function key(td, num) {
-    var v = td.getAttribute("data-v");
-    if (v === null) v = td.textContent;
-    if (!num) return v.toLowerCase();
-    var n = parseFloat(v);
-    return isNaN(n) ? -Infinity : n;
-  }
-  function sortBy(table, col, desc) {
-    var ths = table.tHead.rows[0].cells;
-    var num = ths[col].hasAttribute("data-num");
-    var body = table.tBodies[0];
-    var rows = Array.prototype.slice.call(body.rows);
-    rows.sort(function (a, b) {
-      var x = key(a.cells[col], num), y = key(b.cells[col], num);
-      var c = x < y ? -1 : x > y ? 1 : 0;
-      return desc ? -c : c;
-    });
-    rows.forEach(function (r) { body.appendChild(r); });
-    for (var i = 0; i < ths.length; i++) ths[i].removeAttribute("aria-sort");
-    ths[col].setAttribute("aria-sort", desc ? "descending" : "ascending");
-  }
-  function column(table, name) {
-    var ths = table.tHead.rows[0].cells;
-    for (var i = 0; i < ths.length; i++) if (ths[i].getAttribute("data-key") === name) return i;
-    return -1;
-  }
-  function wire(table) {
-    var ths = table.tHead.rows[0].cells;
-    Array.prototype.forEach.call(ths, function (th, i) {
-      th.tabIndex = 0;
-      function go() {
-        var desc = th.getAttribute("aria-sort") === "ascending" ||
-          (th.getAttribute("aria-sort") === null && th.hasAttribute("data-num"));
-        sortBy(table, i, desc);
-      }
-      th.addEventListener("click", go);
-      th.addEventListener("keydown", function (e) { if (e.key === "Enter") go(); });
-    });
-  }
-  function selfTest(table) {
-    var out = [];
-    var ths = table.tHead.rows[0].cells;
-    for (var i = 0; i < ths.length; i++) {
-      var k = ths[i].getAttribute("data-key");
-      for (var n = 0; n < 2; n++) {
-        ths[i].dispatchEvent(new MouseEvent("click", { bubbles: true }));
-        var vals = Array.prototype.map.call(table.tBodies[0].rows, function (r) {
-          var td = r.cells[i];
-          var v = td.getAttribute("data-v");
-          return v === null ? td.textContent : v;
-        });
-        out.push({ key: k, sort: ths[i].getAttribute("aria-sort"), values: vals });
-      }
-    }
-    var pre = document.createElement("pre");
-    pre.id = "jp-selftest";
-    pre.textContent = JSON.stringify(out);
-    document.body.appendChild(pre);
-  }
-  var tables = document.querySelectorAll("table.jp-sortable");
-  Array.prototype.forEach.call(tables, wire);
-  var p = new URLSearchParams(window.location.search);
-  var s = p.get("sort");
-  if (s) {
-    var desc = s.charAt(0) === "-";
-    var name = desc ? s.slice(1) : s;
-    Array.prototype.forEach.call(tables, function (t) {
-      var c = column(t, name);
-      if (c >= 0) sortBy(t, c, desc);
-    });
-  }
-  if (p.get("jobprof-selftest") === "sort" && tables.length) {
-    selfTest(document.getElementById(p.get("table") || "") || tables[0]);
-  }
-})();
-"##;
+const SCRIPT: &str = concat!("\n", include_str!("../../assets/job-index.js"));
 
 /// A table column.
 pub struct Col {

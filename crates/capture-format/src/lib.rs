@@ -19,11 +19,15 @@
 //! section, for both sides. [`Capturing`] is the marker of a capture in
 //! progress (`PERF_ROOT/worker_N/.capturing`). [`mod@replicate`] is the replicate naming
 //! convention (`Q1_iter2`): the recorder suggests names by it, jobprof groups
-//! captures by it.
+//! captures by it. With the `libc` feature, [`mod@fs_creds`] is the one
+//! home of the `setfsuid`/`setfsgid` code both sides use to read another
+//! user's files with that user's rights.
 
 pub mod build_id;
 mod capture;
 mod capturing;
+#[cfg(feature = "libc")]
+pub mod fs_creds;
 mod json;
 pub mod nsys;
 pub mod replicate;

@@ -11,7 +11,8 @@
 //!   callers then open nothing and run nothing.
 //! - [`Worker::as_worker`] runs a closure on a thread of its own whose file
 //!   system credentials (`setfsuid`, `setfsgid`, `setgroups`, raw system
-//!   calls: they change that thread only) are the worker's: every
+//!   calls: they change that thread only; `jobprof_capture_format::fs_creds`,
+//!   which jobprof uses too) are the worker's: every
 //!   permission check of every lookup and open is the worker's.
 //! - [`Worker::open_path`] walks a path below the worker's root one
 //!   component at a time (each opened `O_PATH | O_NOFOLLOW` relative to
@@ -145,11 +146,7 @@ impl Worker {
     /// given back when `f` returns. A sidecar that is not root runs it with
     /// its own (an unprivileged user's) credentials.
     pub fn as_worker<T>(&self, f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
-        if sys::euid() != 0 {
-            return f();
-        }
-        let _back = Taken::take(self.uid, self.gid, &self.groups)?;
-        f()
+        jobprof_capture_format::fs_creds::run_as(self.uid, self.gid, &self.groups, f)
     }
 
     /// The worker's root (`/proc/PID/root`), opened as a directory handle
@@ -208,71 +205,6 @@ impl Worker {
         let meta = at.metadata()?;
         regular(&meta)?;
         self.as_worker(|| reopen(&at))
-    }
-}
-
-/// This thread's file system uid, gid and groups as they were before
-/// [`Taken::take`] set the worker's; put back when dropped.
-struct Taken {
-    uid: u32,
-    gid: u32,
-    groups: Vec<u32>,
-}
-
-/// `setgroups` of this thread only (the C library's wrapper would change
-/// every thread).
-fn set_groups(groups: &[u32]) -> io::Result<()> {
-    // SAFETY: `groups` is a valid array of its length.
-    let r = unsafe { libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr()) };
-    if r != 0 {
-        return Err(last_err());
-    }
-    Ok(())
-}
-
-/// Sets this thread's file system uid and gid; what they are now.
-fn set_fs_ids(uid: u32, gid: u32) -> (u32, u32) {
-    // SAFETY: plain system calls on this thread's credentials. Both return
-    // the previous id: asking again with an invalid one says what is set.
-    unsafe {
-        libc::syscall(libc::SYS_setfsgid, gid);
-        libc::syscall(libc::SYS_setfsuid, uid);
-        let gid = libc::syscall(libc::SYS_setfsgid, u32::MAX) as u32;
-        (libc::syscall(libc::SYS_setfsuid, u32::MAX) as u32, gid)
-    }
-}
-
-impl Taken {
-    fn take(uid: u32, gid: u32, groups: &[u32]) -> io::Result<Taken> {
-        let mut old = vec![0u32; 65536];
-        // SAFETY: `old` has room for the most groups there can be.
-        let n = unsafe { libc::syscall(libc::SYS_getgroups, old.len(), old.as_mut_ptr()) };
-        if n < 0 {
-            return Err(last_err());
-        }
-        old.truncate(n as usize);
-        let (fsuid, fsgid) = set_fs_ids(u32::MAX, u32::MAX);
-        let back = Taken {
-            uid: fsuid,
-            gid: fsgid,
-            groups: old,
-        };
-        set_groups(groups)?;
-        if set_fs_ids(uid, gid) != (uid, gid) {
-            return Err(err(
-                io::ErrorKind::PermissionDenied,
-                format!("cannot take the worker's credentials (uid {uid}, gid {gid})"),
-            ));
-        }
-        Ok(back)
-    }
-}
-
-impl Drop for Taken {
-    fn drop(&mut self) {
-        // The uid first: root's again, it may set the groups.
-        set_fs_ids(self.uid, self.gid);
-        let _ = set_groups(&self.groups);
     }
 }
 

@@ -123,6 +123,14 @@ impl Error {
     }
 }
 
+/// A rendering error in the library's [`crate::Error`]: a layer's own,
+/// which the binary maps to an exit code (`is_usage`: 2, else 1).
+impl From<Error> for crate::Error {
+    fn from(e: Error) -> Self {
+        crate::Error::Layer(Box::new(e))
+    }
+}
+
 /// Result type of this module.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -693,7 +701,7 @@ mod tests {
     #[test]
     fn a_broken_pipe_while_writing_is_found_through_crate_error() {
         let source = io::Error::new(io::ErrorKind::BrokenPipe, "closed");
-        let e = crate::Error::Render(Error::Write {
+        let e = crate::Error::from(Error::Write {
             format: Format::Svg,
             source,
         });

@@ -136,6 +136,14 @@ impl Error {
     }
 }
 
+/// A Slurm error in the library's [`crate::Error`]: a layer's own, which
+/// the binary maps to an exit code (`is_usage`: 2, else 1).
+impl From<Error> for crate::Error {
+    fn from(e: Error) -> Self {
+        crate::Error::Layer(Box::new(e))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -219,6 +219,6 @@ mod tests {
             Slurm::new().with_program(crate::sys::slurm::Tool::Squeue, "/nonexistent/squeue");
         let err = plan(&slurm, &opts).unwrap_err();
         assert!(err.to_string().contains("/nonexistent/q.sql"), "{err}");
-        assert_eq!(err.exit_code(), crate::ExitCode::Usage);
+        assert_eq!(err.exit_code(), Some(crate::ExitCode::Usage));
     }
 }
