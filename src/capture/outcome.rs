@@ -46,7 +46,7 @@ impl Status {
 /// The outcome of one capture (or render-only directory).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
-    /// The capture directory.
+    /// The capture directory (the file, for a plain `perf.data`).
     pub dir: PathBuf,
     /// How it ended.
     pub status: Status,

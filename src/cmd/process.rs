@@ -55,7 +55,7 @@ pub struct ProcessArgs {
     /// Result directories (holding profiles/perf/worker_N/QUERY/); a perf
     /// root, one worker_N directory or one capture directory also work, and
     /// so do plain `perf record` outputs: a perf.data file, or a directory
-    /// holding perf.data or perf.data.* files without capture.json (each
+    /// holding perf.data, X.perf.data or perf.data.X files without capture.json (each
     /// file's outputs go to FILE.jobprof/ beside it).
     #[arg(value_name = "RESULT_DIR|PERF_DATA", required = true)]
     pub dirs: Vec<PathBuf>,
