@@ -48,7 +48,8 @@ use jobprof::ExitCode;
 
 Exit status: 0 when every capture was processed or already complete; 1
 when any was refused (with its reason), not rendered or failed; 2 for bad
-usage or a directory without captures (when jobprof-record is writing one
+usage, when every capture was refused (nothing could be done), or a
+directory without captures (when jobprof-record is writing one
 there now, the message says \"a capture is being written\"; next to
 published captures it is listed as \"being written\").")]
 pub struct ProcessArgs {

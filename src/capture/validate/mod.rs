@@ -135,6 +135,7 @@ pub fn validate(found: &CaptureDir) -> std::result::Result<ValidCapture, Refusal
     ]
     .into_iter()
     .find(|p| is_plain_file(p));
+    let mut unreadable_files = Vec::new();
     for s in &mut v.shards {
         s.bytes = match fs::symlink_metadata(&s.data_file) {
             Ok(m) if m.is_file() => Some(m.len()),
@@ -152,6 +153,17 @@ pub fn validate(found: &CaptureDir) -> std::result::Result<ValidCapture, Refusal
             }
             Err(_) => None,
         };
+        if let Some(why) = s.bytes.and_then(|_| unreadable(&s.data_file)) {
+            // Data jobprof may not read is no data: the text, if any, is
+            // folded instead, else the capture is refused naming the file.
+            s.bytes = None;
+            v.warnings.push(format!(
+                "shard {}: cannot read {}: {why}",
+                s.index,
+                s.data_file.display()
+            ));
+            unreadable_files.push(format!("{}: {why}", s.data_file.display()));
+        }
         match (s.bytes, s.manifest_bytes) {
             (Some(now), Some(then)) if now != then => v.warnings.push(format!(
                 "shard {}: {} has {now} bytes, the manifest says {then} (truncated or replaced copy?)",
@@ -160,6 +172,12 @@ pub fn validate(found: &CaptureDir) -> std::result::Result<ValidCapture, Refusal
             )),
             _ => {}
         }
+    }
+    if !unreadable_files.is_empty() && v.script_text.is_none() {
+        return Err(refuse(format!(
+            "cannot read {} (and no {SCRIPT_ZST} or {SCRIPT_GZ} to fold instead)",
+            unreadable_files.join(", ")
+        )));
     }
     if !v.has_all_data() && v.script_text.is_none() {
         let missing: Vec<String> = v
@@ -174,6 +192,11 @@ pub fn validate(found: &CaptureDir) -> std::result::Result<ValidCapture, Refusal
         )));
     }
     Ok(v)
+}
+
+/// Why `file` cannot be opened for reading (permissions), or None.
+fn unreadable(file: &Path) -> Option<std::io::Error> {
+    fs::File::open(file).err()
 }
 
 /// A directory without capture metadata: the original pipeline's flat
@@ -249,6 +272,9 @@ fn plain(found: &CaptureDir, file: &Path) -> std::result::Result<ValidCapture, R
         Ok(_) => return Err(refuse(format!("{} is not a regular file", file.display()))),
         Err(e) => return Err(refuse(format!("cannot read {}: {e}", file.display()))),
     };
+    if let Some(e) = unreadable(file) {
+        return Err(refuse(format!("cannot read {}: {e}", file.display())));
+    }
     Ok(ValidCapture {
         found: found.clone(),
         layout: Layout::Plain,
