@@ -173,7 +173,14 @@ pub fn run(args: TrendArgs) -> anyhow::Result<ExitCode> {
     print_summary(&t, &args)?;
     warn_unjudged(&t, args.fail_on_regression);
     if let Some(gate) = args.fail_on_regression {
-        let over: Vec<&Finding> = t.significant().filter(|f| f.change > gate).collect();
+        // Each named by its cause (a caller's total rose with it).
+        let mut over: Vec<&Finding> = Vec::new();
+        for f in t.significant().filter(|f| f.change > gate) {
+            let r = t.reported_for(f);
+            if !over.iter().any(|o| std::ptr::eq(*o, r)) {
+                over.push(r);
+            }
+        }
         if !over.is_empty() {
             jobprof::errln!(
                 "jobprof: --fail-on-regression {gate}: {} significant regression(s) of more than {gate} points:",
@@ -181,6 +188,9 @@ pub fn run(args: TrendArgs) -> anyhow::Result<ExitCode> {
             );
             for f in over {
                 jobprof::errln!("  {}", finding_line(f, &t, usize::MAX));
+                for l in callers_lines(f, usize::MAX) {
+                    jobprof::errln!("  {l}");
+                }
             }
             return Ok(ExitCode::Regression);
         }
@@ -414,6 +424,25 @@ pub fn finding_line(f: &Finding, t: &Trend, width: usize) -> String {
     format!("{head}{}{tail}", fit(&f.function, room.max(12)))
 }
 
+/// The `  called from: a <- b <- c` lines under a cause (none when it has
+/// no callers), each at most `width` columns: long names keep their end.
+pub fn callers_lines(f: &Finding, width: usize) -> Vec<String> {
+    if f.callers.is_empty() {
+        return Vec::new();
+    }
+    let names: Vec<String> = f.callers.iter().map(|c| fit(c, 60)).collect();
+    let mut lines = vec![format!("  called from: {}", names[0])];
+    for n in &names[1..] {
+        let cur = lines.last_mut().expect("one line");
+        if cur.chars().count() + 4 + n.chars().count() <= width {
+            cur.push_str(&format!(" <- {n}"));
+        } else {
+            lines.push(format!("    <- {n}"));
+        }
+    }
+    lines
+}
+
 fn time_line(f: &TimeFinding, t: &Trend) -> String {
     let amount = |x: f64| trend::amount(x, &t.settings.count_name);
     let run = if t.assessment.tested_runs.len() > 1 {
@@ -480,13 +509,17 @@ fn print_summary(t: &Trend, args: &TrendArgs) -> anyhow::Result<()> {
         }
     }
     let mut any = false;
-    let sig: Vec<&Finding> = t.significant().collect();
+    // Causes, their callers folded under them ([`Finding::reported`]).
+    let sig: Vec<&Finding> = t.reported().collect();
     for f in sig
         .iter()
         .filter(|f| f.change > 0.0)
         .chain(sig.iter().filter(|f| f.change < 0.0))
     {
         jobprof::outln!("{}", finding_line(f, t, 80))?;
+        for l in callers_lines(f, 80) {
+            jobprof::outln!("{l}")?;
+        }
         any = true;
     }
     // Every query whose total moved beyond the threshold, with its

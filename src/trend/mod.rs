@@ -13,7 +13,10 @@
 //! and the processing wrote; it never folds a capture again.
 
 pub mod assess;
+mod causes;
+mod chart;
 pub mod load;
+mod notes;
 mod page;
 pub mod stats;
 mod tally;
@@ -23,6 +26,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 pub use assess::{Assessment, Baseline, Finding, Kind, Options, TimeFinding, Unjudged};
+pub use chart::{FnSeries, QueryTrend};
 pub use load::{LoadOptions, RunInfo, Series};
 
 use crate::error::{Error, Result};
@@ -111,6 +115,22 @@ impl Trend {
     /// The significant findings.
     pub fn significant(&self) -> impl Iterator<Item = &Finding> {
         self.assessment.findings.iter().filter(|f| f.significant)
+    }
+
+    /// The significant findings nothing else explains ([`Finding::reported`]):
+    /// each cause once, its callers folded under it.
+    pub fn reported(&self) -> impl Iterator<Item = &Finding> {
+        self.assessment.findings.iter().filter(|f| f.reported())
+    }
+
+    /// The reported finding that explains `f` (itself when reported).
+    pub fn reported_for<'a>(&'a self, f: &'a Finding) -> &'a Finding {
+        let Some(cause) = &f.cause else { return f };
+        self.reported()
+            .find(|c| {
+                c.kind == Kind::Own && &c.function == cause && c.query == f.query && c.run == f.run
+            })
+            .unwrap_or(f)
     }
 }
 
