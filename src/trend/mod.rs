@@ -13,10 +13,7 @@
 //! and the processing wrote; it never folds a capture again.
 
 pub mod assess;
-mod causes;
-mod chart;
 pub mod load;
-mod notes;
 mod page;
 pub mod stats;
 mod tally;
@@ -26,7 +23,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 pub use assess::{Assessment, Baseline, Finding, Kind, Options, TimeFinding, Unjudged};
-pub use chart::{FnSeries, QueryTrend};
+pub use assess::{FnSeries, QueryTrend};
 pub use load::{LoadOptions, RunInfo, Series};
 
 use crate::error::{Error, Result};

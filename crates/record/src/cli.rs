@@ -45,6 +45,37 @@ file, and what to do); 2 bad usage or bad query id/worker index; 3 timeout;
 5 `stop`: the capture ended but is invalid (data kept, marked invalid).
 ";
 
+/// Help for `completions`.
+pub const COMPLETIONS_HELP: &str = "\
+jobprof-record completions: print a shell completion script on stdout
+
+Usage:
+  jobprof-record completions bash|zsh|fish
+
+Examples:
+  jobprof-record completions bash > ~/.local/share/bash-completion/completions/jobprof-record
+  jobprof-record completions zsh > ~/.zfunc/_jobprof-record
+  jobprof-record completions fish > ~/.config/fish/completions/jobprof-record.fish
+
+Exit status: 0 written; 2 bad usage (an unknown shell).
+";
+
+/// Help for `man-pages`.
+pub const MAN_HELP: &str = "\
+jobprof-record man-pages: write the man page jobprof-record.1 into DIR
+
+Usage:
+  jobprof-record man-pages DIR
+
+The page holds this help and every command's, one section each. DIR is
+created when missing; the page is replaced atomically and its path printed.
+
+Examples:
+  jobprof-record man-pages ~/.local/share/man/man1 && man jobprof-record
+
+Exit status: 0 written; 1 the page could not be written; 2 bad usage.
+";
+
 pub const SIDECAR_HELP: &str = "\
 jobprof-record sidecar: serve query-bounded perf captures of one worker
 
@@ -545,9 +576,9 @@ pub fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Command, Fail> 
 fn generate(sub: &OsStr, rest: Vec<OsString>) -> Result<Command, Fail> {
     let completions = sub == "completions";
     let help = if completions {
-        crate::generate::COMPLETIONS_HELP
+        COMPLETIONS_HELP
     } else {
-        crate::generate::MAN_HELP
+        MAN_HELP
     };
     match &rest[..] {
         [h] if h == "-h" || h == "--help" => Ok(Command::Help(help)),

@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::cli::MAIN_HELP;
+use crate::cli::{COMPLETIONS_HELP, MAIN_HELP, MAN_HELP};
 use crate::fail::Fail;
 
 /// Every command with its help text (the sidecar's `--tool nsys` options
@@ -25,35 +25,6 @@ pub const COMMANDS: [(&str, &[&str]); 8] = [
     ("completions", &[COMPLETIONS_HELP]),
     ("man-pages", &[MAN_HELP]),
 ];
-
-pub const COMPLETIONS_HELP: &str = "\
-jobprof-record completions: print a shell completion script on stdout
-
-Usage:
-  jobprof-record completions bash|zsh|fish
-
-Examples:
-  jobprof-record completions bash > ~/.local/share/bash-completion/completions/jobprof-record
-  jobprof-record completions zsh > ~/.zfunc/_jobprof-record
-  jobprof-record completions fish > ~/.config/fish/completions/jobprof-record.fish
-
-Exit status: 0 written; 2 bad usage (an unknown shell).
-";
-
-pub const MAN_HELP: &str = "\
-jobprof-record man-pages: write the man page jobprof-record.1 into DIR
-
-Usage:
-  jobprof-record man-pages DIR
-
-The page holds this help and every command's, one section each. DIR is
-created when missing; the page is replaced atomically and its path printed.
-
-Examples:
-  jobprof-record man-pages ~/.local/share/man/man1 && man jobprof-record
-
-Exit status: 0 written; 1 the page could not be written; 2 bad usage.
-";
 
 /// The options of a command, sorted: the `--words` of the usage lines of
 /// its help texts (`  jobprof-record ...` and their `[--x ...]`

@@ -4,8 +4,8 @@
 
 use serde::Serialize;
 
-use super::assess::{Finding, Kind, Stat};
-use super::load::QuerySeries;
+use super::{Finding, Kind, Stat};
+use crate::trend::load::QuerySeries;
 
 /// One function's share across the runs.
 #[derive(Debug, Clone, Serialize)]

@@ -2,9 +2,9 @@
 //! nothing of a query ([`why_unjudged`]), what one replicate per run does to
 //! the test, and which shares moved only by dilution.
 
-use super::assess::{Finding, Unjudged};
-use super::load::RunInfo;
+use super::{Finding, Unjudged};
 use crate::capture::replicate;
+use crate::trend::load::RunInfo;
 
 /// Why run `t` (`info`) has nothing of query `query`: which of its
 /// captures were not processed or held no sample.

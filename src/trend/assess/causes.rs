@@ -12,9 +12,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::assess::{Finding, Kind};
-use super::load::Series;
+use super::{Finding, Kind};
 use crate::sys::input::{self, Source};
+use crate::trend::load::Series;
 
 /// Share of a cause's own samples a caller must be on.
 const ON_ITS_PATH: f64 = 0.5;

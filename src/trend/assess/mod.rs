@@ -24,9 +24,15 @@
 
 use serde::Serialize;
 
-use super::chart::{chart, QueryTrend};
+mod causes;
+mod chart;
+mod notes;
+
+use chart::chart;
+pub use chart::{FnSeries, QueryTrend};
+use notes::{dilution_notes, note_one_replicate, why_unjudged};
+
 use super::load::{QuerySeries, Replicate, Series};
-use super::notes::{dilution_notes, note_one_replicate, why_unjudged};
 use super::stats::{self, Method, Tested};
 
 /// Which runs the tested run is compared with.
@@ -175,7 +181,7 @@ pub struct Finding {
     /// For a significant `[total]` finding: the function whose own time
     /// explains it (a self finding of the same query and run that it
     /// calls, or its own), under which it is reported; `None` when nothing
-    /// explains it ([`super::causes`]).
+    /// explains it ([`causes`]).
     pub cause: Option<String>,
     /// For a significant self finding: its callers
     /// (on at least half of its own samples in the run, and those whose
@@ -321,7 +327,7 @@ pub fn assess(series: &Series, opts: &Options) -> Assessment {
             .then_with(|| a.function.cmp(&b.function))
             .then_with(|| a.kind.cmp(&b.kind))
     });
-    super::causes::fold_callers(&mut findings, series);
+    causes::fold_callers(&mut findings, series);
     notes.dedup();
     let queries = series
         .queries
