@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use jobprof_capture_format::{self as format, Capture, Phase};
 use serde::Serialize;
 
+use crate::sys::input::{self, Links};
+
 use super::layout::{
     is_data_file, is_plain_dir, is_plain_file, numbered_data_files, read_plain, CaptureDir,
     KALLSYMS, LEGACY_METADATA, SCRIPT_GZ, SCRIPT_ZST,
@@ -153,7 +155,10 @@ pub fn validate(found: &CaptureDir) -> std::result::Result<ValidCapture, Refusal
             }
             Err(_) => None,
         };
-        if let Some(why) = s.bytes.and_then(|_| unreadable(&s.data_file)) {
+        if let Some(why) = s
+            .bytes
+            .and_then(|_| unreadable(&s.data_file, Links::Refuse))
+        {
             // Data jobprof may not read is no data: the text, if any, is
             // folded instead, else the capture is refused naming the file.
             s.bytes = None;
@@ -194,9 +199,15 @@ pub fn validate(found: &CaptureDir) -> std::result::Result<ValidCapture, Refusal
     Ok(v)
 }
 
-/// Why `file` cannot be opened for reading (permissions), or None.
-fn unreadable(file: &Path) -> Option<std::io::Error> {
-    fs::File::open(file).err()
+/// Why `file` cannot be opened for reading (permissions; a file swapped
+/// for a link or a FIFO since it was looked at), or None. Opened as every
+/// input is ([`input::open_regular`]: never blocking, `links` as given).
+fn unreadable(file: &Path, links: Links) -> Option<String> {
+    match input::open_regular(file, links) {
+        Ok(_) => None,
+        Err(crate::error::Error::Io { source, .. }) => Some(source.to_string()),
+        Err(e) => Some(e.to_string()),
+    }
 }
 
 /// A directory without capture metadata: the original pipeline's flat
@@ -272,7 +283,7 @@ fn plain(found: &CaptureDir, file: &Path) -> std::result::Result<ValidCapture, R
         Ok(_) => return Err(refuse(format!("{} is not a regular file", file.display()))),
         Err(e) => return Err(refuse(format!("cannot read {}: {e}", file.display()))),
     };
-    if let Some(e) = unreadable(file) {
+    if let Some(e) = unreadable(file, Links::Follow) {
         return Err(refuse(format!("cannot read {}: {e}", file.display())));
     }
     Ok(ValidCapture {
