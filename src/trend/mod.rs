@@ -29,6 +29,10 @@ pub use load::{LoadOptions, RunInfo, Series};
 use crate::error::{Error, Result};
 use crate::sys::atomic::write_atomic;
 
+/// Callers named under a cause in stdout and on the page (nearest first;
+/// `trend.json` keeps them all).
+pub const CALLERS_SHOWN: usize = 8;
+
 /// The chart page.
 pub const TREND_HTML: &str = "trend.html";
 /// Every figure, for scripts.

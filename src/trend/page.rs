@@ -457,9 +457,16 @@ fn findings_table(o: &mut String, t: &Trend) {
         let callers = if f.callers.is_empty() {
             String::new()
         } else {
+            let shown = super::CALLERS_SHOWN;
+            let mut names: Vec<&str> = f.callers.iter().take(shown).map(String::as_str).collect();
+            let more = format!("... ({} more)", f.callers.len().saturating_sub(shown));
+            if f.callers.len() > shown {
+                names.push(&more);
+            }
             format!(
-                "<div class=\"jp-callers\">called from: {}</div>",
-                esc(&f.callers.join(" <- "))
+                "<div class=\"jp-callers\" title=\"{}\">called from: {}</div>",
+                esc(&f.callers.join(" <- ")),
+                esc(&names.join(" <- "))
             )
         };
         let _ = writeln!(
