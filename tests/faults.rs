@@ -796,17 +796,6 @@ fn a_forced_rerun_never_downgrades_a_complete_result() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("skipped"));
 }
 
-/// `jobprof ARGS` as user `nobody` (permissions apply: root bypasses them).
-fn jobprof_as_nobody(args: &[&std::ffi::OsStr]) -> Output {
-    Command::new("setpriv")
-        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
-        .arg(env!("CARGO_BIN_EXE_jobprof"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
 /// A permission error names the user's file: the output `fold` could not
 /// write (not the temporary file beside it), the shard jobprof could not
 /// open (not "cannot open" alone; its text is folded instead).
@@ -826,7 +815,7 @@ fn permission_errors_name_the_users_file() {
     let q = t.path().join("r/profiles/perf/worker_0/q01");
     let script = q.join("perf.script.zst");
     let out = t.path().join("nope.folded");
-    let o = jobprof_as_nobody(&[
+    let o = util::jobprof_as_nobody(&[
         "fold".as_ref(),
         script.as_os_str(),
         "-o".as_ref(),
@@ -845,7 +834,7 @@ fn permission_errors_name_the_users_file() {
 
     let shard = q.join("perf.data.part000");
     fs::set_permissions(&shard, fs::Permissions::from_mode(0o000)).unwrap();
-    let o = jobprof_as_nobody(&["process".as_ref(), t.path().join("r").as_os_str()]);
+    let o = util::jobprof_as_nobody(&["process".as_ref(), t.path().join("r").as_os_str()]);
     let text = output_text(&o);
     // Named by its path; the capture's symbolized text is folded instead.
     assert!(
@@ -856,77 +845,4 @@ fn permission_errors_name_the_users_file() {
         "{text}"
     );
     assert!(text.contains("q01: processed"), "{text}");
-}
-
-/// A run where nothing could be done exits 2 (docs/exit-codes.md): every
-/// capture refused (`process` and `reprocess`), or every shard unreadable
-/// (as `nobody`); one capture processed beside them makes it 1.
-#[test]
-fn a_run_where_nothing_could_be_done_exits_2() {
-    let t = tempfile::tempdir().unwrap();
-    let r = t.path().join("r");
-    util::copy_demo(&r);
-    let q01 = r.join("profiles/perf/worker_0/q01");
-    let q02 = r.join("profiles/perf/worker_0/q02");
-    copy_tree(&q01, &q02);
-    for q in [&q01, &q02] {
-        edit_json(&q.join("capture.json"), |v| {
-            v["valid"] = false.into();
-            v["reason"] = "the worker exited during the capture".into();
-        });
-    }
-    let run = |cmd: &str, args: &[&Path]| jobprof().arg(cmd).args(args).output().unwrap();
-    for cmd in ["process", "reprocess"] {
-        let o = run(cmd, &[&r]);
-        assert_eq!(o.status.code(), Some(2), "{cmd}: {}", output_text(&o));
-        assert!(
-            output_text(&o).contains("the worker exited during the capture"),
-            "{cmd}: {}",
-            output_text(&o)
-        );
-    }
-    // One capture done beside a refused one: 1.
-    util::copy_demo(&t.path().join("good"));
-    let good = t.path().join("good");
-    let o = run("process", &[&r, &good]);
-    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
-    // Already complete counts as done: 1 again beside the refused ones.
-    let o = run("reprocess", &[&r, &good]);
-    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
-
-    if !util::require(is_root() && have("setpriv"), "root and setpriv") {
-        return;
-    }
-    // Every shard unreadable: refused naming them, 2; with the symbolized
-    // text beside them, the text is folded instead (0).
-    let u = tempfile::tempdir().unwrap();
-    fs::set_permissions(u.path(), fs::Permissions::from_mode(0o755)).unwrap();
-    for text in [false, true] {
-        let r = u.path().join(format!("r{text}"));
-        util::copy_demo(&r);
-        let q = r.join("profiles/perf/worker_0/q01");
-        if !text {
-            fs::remove_file(q.join("perf.script.zst")).unwrap();
-        }
-        Command::new("chown")
-            .args(["-R", "nobody"])
-            .arg(&r)
-            .status()
-            .unwrap();
-        let shards = data_files(&q);
-        for shard in &shards {
-            fs::set_permissions(shard, fs::Permissions::from_mode(0o000)).unwrap();
-        }
-        let o = jobprof_as_nobody(&["process".as_ref(), r.as_os_str()]);
-        let all = output_text(&o);
-        if text {
-            assert_eq!(o.status.code(), Some(0), "{all}");
-            assert!(all.contains("q01: processed"), "{all}");
-        } else {
-            assert_eq!(o.status.code(), Some(2), "{all}");
-            assert!(all.contains("q01: refused"), "{all}");
-        }
-        let named = format!("cannot read {}: Permission denied", shards[0].display());
-        assert!(all.contains(&named), "{all}");
-    }
 }
