@@ -259,9 +259,17 @@ fn walk_tree(dir: &Path, w: &mut Walk) -> Result<()> {
         // profiles/perf, and its symfs/ trees can be huge.
         return of_perf_root(&dir.join("profiles").join("perf"), Reach::Deep, w);
     }
-    if plain_dir(dir, w)? {
-        return Ok(());
+    // Plain `perf record` outputs here (a file only named like one is
+    // reported), and whatever lies below.
+    if let Err(e) = plain_dir(dir, w) {
+        w.unreadable.push((dir.to_path_buf(), e.to_string()));
     }
+    walk_subdirs(dir, w)
+}
+
+/// [`walk_tree`] of every subdirectory of `dir` but `symfs/` and plain
+/// outputs' directories.
+fn walk_subdirs(dir: &Path, w: &mut Walk) -> Result<()> {
     for d in subdirs(dir)? {
         if d.file_name().is_some_and(|n| n == "symfs") || is_plain_output(&d) {
             continue;
@@ -302,7 +310,11 @@ fn of_root(root: &Path, reach: Reach, w: &mut Walk) -> Result<()> {
         return Ok(());
     }
     if !result_dir && plain_dir(root, w)? {
-        return Ok(());
+        // At any depth, the trees beside them are searched too.
+        return match reach {
+            Reach::Roots => Ok(()),
+            Reach::Deep => walk_subdirs(root, w),
+        };
     }
     let c = if result_dir {
         Contents::default()
@@ -618,6 +630,33 @@ mod tests {
             super::super::layout::plain_output_dir(Path::new("/r/perf.data")),
             Path::new("/r/perf.data.jobprof")
         );
+    }
+
+    #[test]
+    fn find_takes_plain_outputs_and_the_trees_beside_them() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        fs::write(root.join("perf.data"), b"PERFILE2").unwrap();
+        let q = root.join("a/result_dir_1/profiles/perf/worker_0/q01");
+        fs::create_dir_all(&q).unwrap();
+        fs::write(q.join(format::CAPTURE_JSON), "{}").unwrap();
+        fs::write(q.join(SCRIPT_ZST), b"").unwrap();
+        let deeper = root.join("b");
+        fs::create_dir_all(deeper.join("q1.perf.data.jobprof")).unwrap();
+        fs::write(deeper.join("q1.perf.data"), b"PERFILE2").unwrap();
+        fs::write(deeper.join("q1.perf.data.jobprof").join(SCRIPT_ZST), b"").unwrap();
+        let found = find(&[root.to_path_buf()]).unwrap();
+        let subjects: Vec<&Path> = found.items.iter().map(|i| i.capture.subject()).collect();
+        assert_eq!(
+            subjects,
+            [
+                q.as_path(),
+                &deeper.join("q1.perf.data"),
+                &root.join("perf.data")
+            ],
+            "{found:?}"
+        );
+        assert!(found.unreadable.is_empty(), "{found:?}");
     }
 
     #[test]
