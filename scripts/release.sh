@@ -4,9 +4,9 @@
 #   dist/jobprof-<version>-<arch>-linux.tar.gz
 #     bin/jobprof, bin/jobprof-record        static, stripped
 #     share/man/man1/*.1                     jobprof.1, one per subcommand, jobprof-record.1
-#     share/bash-completion/completions/jobprof
-#     share/zsh/site-functions/_jobprof
-#     share/fish/vendor_completions.d/jobprof.fish
+#     share/bash-completion/completions/jobprof, jobprof-record
+#     share/zsh/site-functions/_jobprof, _jobprof-record
+#     share/fish/vendor_completions.d/jobprof.fish, jobprof-record.fish
 #     README.md, docs/, CHANGELOG.md, LICENSE-MIT, LICENSE-APACHE
 #     demo/result_dir_demo/                  the demo capture, as committed
 #   dist/SHA256SUMS                          of every tarball in dist/
@@ -77,7 +77,10 @@ log "completions and man pages"
 "$gen/jobprof" completions zsh >"$stage/share/zsh/site-functions/_jobprof"
 "$gen/jobprof" completions fish >"$stage/share/fish/vendor_completions.d/jobprof.fish"
 "$gen/jobprof" man-pages "$stage/share/man/man1" >/dev/null
-scripts/recorder-man.sh "$gen/jobprof-record" >"$stage/share/man/man1/jobprof-record.1"
+"$gen/jobprof-record" completions bash >"$stage/share/bash-completion/completions/jobprof-record"
+"$gen/jobprof-record" completions zsh >"$stage/share/zsh/site-functions/_jobprof-record"
+"$gen/jobprof-record" completions fish >"$stage/share/fish/vendor_completions.d/jobprof-record.fish"
+"$gen/jobprof-record" man-pages "$stage/share/man/man1" >/dev/null
 
 cp README.md CHANGELOG.md LICENSE-MIT LICENSE-APACHE "$stage/"
 cp -r docs "$stage/docs"

@@ -445,3 +445,111 @@ fn reprocess_results_on_stdout_only_and_quiet() {
         stdout(&out)
     );
 }
+
+fn recorder(args: &[&str]) -> Output {
+    Command::new(util::recorder()).args(args).output().unwrap()
+}
+
+/// `jobprof-record completions SHELL`, as `jobprof` has them: every
+/// command and its options, from the help texts (issue 49).
+#[test]
+fn recorder_completions_for_each_shell() {
+    for (shell, marker) in [
+        (
+            "bash",
+            "complete -o default -F _jobprof_record jobprof-record",
+        ),
+        ("zsh", "#compdef jobprof-record"),
+        ("fish", "complete -c jobprof-record"),
+    ] {
+        let out = recorder(&["completions", shell]);
+        assert_eq!(out.status.code(), Some(0), "{shell}: {}", stderr(&out));
+        let text = stdout(&out);
+        assert!(text.contains(marker), "{shell}: {text}");
+        for word in [
+            "sidecar",
+            "wait-ready",
+            "preflight",
+            "token-dir",
+            "max-shard-size",
+        ] {
+            assert!(text.contains(word), "{shell}: no {word}: {text}");
+        }
+    }
+    // bash: the script loads, and completes commands and a command's options.
+    let out = recorder(&["completions", "bash"]);
+    let t = tempfile::tempdir().unwrap();
+    let script = t.path().join("jobprof-record.bash");
+    fs::write(&script, &out.stdout).unwrap();
+    let complete = |words: &str| {
+        let o = Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "source '{}'; COMP_WORDS=({words}); COMP_CWORD=$((${{#COMP_WORDS[@]}}-1)); \
+                 _jobprof_record; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+                script.display()
+            ))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", util::output_text(&o));
+        stdout(&o)
+    };
+    assert_eq!(complete("jobprof-record wai"), "wait-ready\n");
+    assert_eq!(complete("jobprof-record stop --tok"), "--token-dir\n");
+    let out = recorder(&["completions", "tcsh"]);
+    assert_eq!(out.status.code(), Some(2), "{}", util::output_text(&out));
+}
+
+/// `jobprof-record man-pages DIR` writes jobprof-record.1: every command's
+/// help as a section, read by `man`.
+#[test]
+fn recorder_man_page() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("man/man1");
+    let out = recorder(&["man-pages", dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", util::output_text(&out));
+    let page = dir.join("jobprof-record.1");
+    assert_eq!(stdout(&out), format!("{}\n", page.display()));
+    let text = fs::read_to_string(&page).unwrap();
+    assert!(text.starts_with(".TH JOBPROF-RECORD 1 "), "{text}");
+    for section in [
+        "sidecar",
+        "start",
+        "stop",
+        "shutdown",
+        "wait-ready",
+        "preflight",
+    ] {
+        assert!(
+            text.contains(&format!(".SS {section}\n")),
+            "{section}: {text}"
+        );
+    }
+    // No line of help text reads as a roff request.
+    for l in text.lines() {
+        let request = [".TH", ".SH", ".SS", ".nf", ".fi", ".BR"];
+        assert!(
+            !l.starts_with(['.', '\'']) || request.iter().any(|r| l.starts_with(r)),
+            "{l}"
+        );
+    }
+    if !util::require(
+        Command::new("man").arg("--version").output().is_ok(),
+        "man, to read the page",
+    ) {
+        return;
+    }
+    let shown = Command::new("man")
+        .arg("-l")
+        .arg(&page)
+        .env("MANPAGER", "cat")
+        .env("MANWIDTH", "100")
+        .output()
+        .unwrap();
+    assert!(shown.status.success(), "{}", util::output_text(&shown));
+    let shown = stdout(&shown);
+    assert!(
+        shown.contains("jobprof-record sidecar --token-dir DIR") && shown.contains("Exit status"),
+        "{shown}"
+    );
+}

@@ -796,20 +796,9 @@ fn a_forced_rerun_never_downgrades_a_complete_result() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("skipped"));
 }
 
-/// `jobprof ARGS` as user `nobody` (permissions apply: root bypasses them).
-fn jobprof_as_nobody(args: &[&std::ffi::OsStr]) -> Output {
-    Command::new("setpriv")
-        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
-        .arg(env!("CARGO_BIN_EXE_jobprof"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
 /// A permission error names the user's file: the output `fold` could not
-/// write (not the temporary file beside it), the shard the native
-/// symbolizer could not open (not "cannot open" alone).
+/// write (not the temporary file beside it), the shard jobprof could not
+/// open (not "cannot open" alone; its text is folded instead).
 #[test]
 fn permission_errors_name_the_users_file() {
     if !util::require(is_root() && have("setpriv"), "root and setpriv") {
@@ -826,7 +815,7 @@ fn permission_errors_name_the_users_file() {
     let q = t.path().join("r/profiles/perf/worker_0/q01");
     let script = q.join("perf.script.zst");
     let out = t.path().join("nope.folded");
-    let o = jobprof_as_nobody(&[
+    let o = util::jobprof_as_nobody(&[
         "fold".as_ref(),
         script.as_os_str(),
         "-o".as_ref(),
@@ -845,12 +834,15 @@ fn permission_errors_name_the_users_file() {
 
     let shard = q.join("perf.data.part000");
     fs::set_permissions(&shard, fs::Permissions::from_mode(0o000)).unwrap();
-    let o = jobprof_as_nobody(&["process".as_ref(), t.path().join("r").as_os_str()]);
+    let o = util::jobprof_as_nobody(&["process".as_ref(), t.path().join("r").as_os_str()]);
     let text = output_text(&o);
+    // Named by its path; the capture's symbolized text is folded instead.
     assert!(
-        text.contains(
-            "shard(s) 0 (perf.data.part000) instead of the native symbolizer: cannot open"
-        ),
+        text.contains(&format!(
+            "shard 0: cannot read {}: Permission denied",
+            shard.display()
+        )),
         "{text}"
     );
+    assert!(text.contains("q01: processed"), "{text}");
 }

@@ -335,3 +335,134 @@ fn render_and_report_read_a_perf_data() {
         "render or report wrote beside the input"
     );
 }
+
+/// `stack before after` lines of a `.folded` diff: each side's weight by
+/// stack.
+fn diff_sides(diff: &Path) -> [HashMap<String, u64>; 2] {
+    let mut sides = [HashMap::new(), HashMap::new()];
+    for line in fs::read_to_string(diff).unwrap().lines() {
+        let mut it = line.rsplitn(3, ' ');
+        let (after, before, stack) = (it.next(), it.next(), it.next());
+        let (Some(a), Some(b), Some(stack)) = (after, before, stack) else {
+            panic!("not a diff line: {line}");
+        };
+        for (side, n) in sides.iter_mut().zip([b, a]) {
+            *side.entry(stack.to_string()).or_default() += n.parse::<u64>().unwrap();
+        }
+    }
+    sides
+}
+
+#[test]
+fn diff_reads_two_perf_data_files_as_perf_script_folds_them() {
+    let Some(fp) = fp() else { return };
+    let (ta, a) = copy(fp);
+    let (tb, b) = copy(fp);
+    let inputs = [hashes(ta.path()), hashes(tb.path())];
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("diff.folded");
+    let o = jobprof()
+        .arg("diff")
+        .arg(&a)
+        .arg(&b)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let [before, after] = diff_sides(&out);
+    for (data, side, name) in [(&a, before, "BEFORE"), (&b, after, "AFTER")] {
+        let script = tmp.path().join(format!("{name}.script"));
+        perf_script(data, &script);
+        let folded = tmp.path().join(format!("{name}.folded"));
+        let o = jobprof()
+            .arg("fold")
+            .arg(&script)
+            .arg("-o")
+            .arg(&folded)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "jobprof fold: {}", text(&o));
+        let reference = util::folded(&folded);
+        let side: HashMap<String, u64> = side.into_iter().filter(|(_, n)| *n > 0).collect();
+        crate::native::assert_agreement(&format!("diff {name} vs perf script"), &side, &reference);
+    }
+    // An HTML page too, and nothing written beside the inputs.
+    let html = tmp.path().join("diff.html");
+    let o = jobprof()
+        .arg("diff")
+        .arg(&a)
+        .arg(&b)
+        .arg("-o")
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(fs::read_to_string(&html).unwrap().contains("compute_stage"));
+    assert_eq!([hashes(ta.path()), hashes(tb.path())], inputs);
+}
+
+#[test]
+fn a_directory_of_perf_record_outputs_is_processed_and_reprocessed() {
+    let Some(r) = fp() else { return };
+    let (t, data) = copy(r);
+    let q1 = t.path().join("q1.perf.data");
+    fs::copy(&data, &q1).unwrap();
+    let before = hashes(t.path());
+    let o = process(&[t.path().as_os_str()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let lines = util::stdout(&o);
+    assert!(lines.contains("/perf.data: processed"), "{lines}");
+    assert!(lines.contains("q1.perf.data: processed"), "{lines}");
+    // q1's flamegraph is perf script's.
+    let tmp = tempfile::tempdir().unwrap();
+    let script = tmp.path().join("q1.script");
+    perf_script(&q1, &script);
+    let reference = user_part(&script, &tmp.path().join("q1.folded"));
+    let zst = fs::read(t.path().join("q1.perf.data.jobprof/perf.script.zst")).unwrap();
+    let native_text = tmp.path().join("native.script");
+    fs::write(&native_text, zstd::decode_all(&zst[..]).unwrap()).unwrap();
+    let native = user_part(&native_text, &tmp.path().join("native.folded"));
+    crate::native::assert_agreement("q1.perf.data vs perf script", &native, &reference);
+    // reprocess finds both complete (their output directories are not
+    // captures of their own), then redoes both with --force.
+    let reprocess = |args: &[&str]| {
+        jobprof()
+            .arg("reprocess")
+            .args(args)
+            .arg(t.path())
+            .env_remove("SLURM_ARRAY_TASK_ID")
+            .output()
+            .unwrap()
+    };
+    let counts = |o: &Output| -> Vec<(String, u64)> {
+        let out = util::stdout(o);
+        out.lines()
+            .filter_map(|l| {
+                let (name, n) = l.trim().rsplit_once(' ')?;
+                Some((name.trim().to_string(), n.parse().ok()?))
+            })
+            .collect()
+    };
+    let o = reprocess(&[]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(util::stdout(&o).contains(" 2 capture(s)"), "{}", text(&o));
+    assert!(counts(&o).contains(&("skipped".into(), 2)), "{}", text(&o));
+    fs::remove_dir_all(t.path().join("q1.perf.data.jobprof")).unwrap();
+    let o = reprocess(&["--no-inline"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(util::stdout(&o).contains(" 2 capture(s)"), "{}", text(&o));
+    assert!(
+        counts(&o).contains(&("processed".into(), 1)),
+        "{}",
+        text(&o)
+    );
+    assert!(counts(&o).contains(&("skipped".into(), 1)), "{}", text(&o));
+    let again = util::folded(&t.path().join("q1.perf.data.jobprof/stacks.folded"));
+    assert_eq!(
+        again.values().sum::<u64>(),
+        util::folded_total(&t.path().join("perf.data.jobprof/stacks.folded"))
+    );
+    let now: Vec<_> = hashes(t.path());
+    assert_eq!(now, before, "the inputs changed");
+}

@@ -247,3 +247,25 @@ fn text_without_call_graphs_is_folded_and_reported_with_a_warning_naming_g() {
     assert!(header.replace("#   ", "").contains(warning), "{out}");
     assert!(out.lines().all(|l| l.chars().count() <= 80), "{out}");
 }
+
+/// Folded input with a line that is not `stack COUNT`: reported as
+/// `render` and `diff` do (a warning naming the file, exit 1), not skipped
+/// silently with exit 0 (docs/exit-codes.md).
+#[test]
+fn report_on_folded_input_with_bad_lines_warns_and_exits_1() {
+    let t = tempfile::tempdir().unwrap();
+    let f = t.path().join("mix.folded");
+    fs::write(&f, "w;main;work 3\nthis is no stack line\nw;main;idle 1\n").unwrap();
+    let o = jobprof().arg("report").arg(&f).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
+    let err = util::stderr(&o);
+    assert!(
+        err.contains(&f.display().to_string()) && err.contains("1 line(s)"),
+        "{err}"
+    );
+    assert!(util::stdout(&o).contains("work"), "{}", output_text(&o));
+    // A clean file: 0.
+    fs::write(&f, "w;main;work 3\n").unwrap();
+    let o = jobprof().arg("report").arg(&f).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+}

@@ -130,7 +130,7 @@ fn runs() -> Option<&'static Runs> {
     .as_ref()
 }
 
-fn trend(runs: &[&Path], out: &Path, extra: &[&str]) -> Output {
+pub(crate) fn trend(runs: &[&Path], out: &Path, extra: &[&str]) -> Output {
     jobprof()
         .arg("trend")
         .args(runs)
@@ -141,7 +141,7 @@ fn trend(runs: &[&Path], out: &Path, extra: &[&str]) -> Output {
         .unwrap()
 }
 
-fn json(path: &Path) -> Value {
+pub(crate) fn json(path: &Path) -> Value {
     serde_json::from_slice(&util::read(path)).unwrap()
 }
 
@@ -155,7 +155,7 @@ fn regressed_line(out: &Output) -> String {
         .to_string()
 }
 
-fn significant(t: &Value) -> Vec<&Value> {
+pub(crate) fn significant(t: &Value) -> Vec<&Value> {
     t["findings"]
         .as_array()
         .unwrap()
@@ -210,6 +210,22 @@ fn injected_work_is_flagged_for_its_query_and_function() {
     let line = regressed_line(&out);
     assert!(line.contains("points, p="), "{line}");
     assert!(line.chars().count() <= 80, "{line}");
+    // The cause, not every caller: the functions whose own time rose,
+    // their callers' `[total]` findings (and their own) folded under them
+    // ("called from: ..." where the stacks name callers; DuckDB has no
+    // frame pointers, so here they seldom do).
+    let text = util::stdout(&out);
+    let flagged: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("regressed ") || l.starts_with("improved "))
+        .collect();
+    assert!(flagged.len() <= 3, "{text}");
+    assert!(
+        !flagged
+            .iter()
+            .any(|l| l.contains("[total]") || l.contains("Py_RunMain")),
+        "{text}"
+    );
     let err = util::stderr(&out);
     assert!(
         err.contains("--fail-on-regression 1") && err.contains(INJECTED) && err.contains("p="),
@@ -717,329 +733,3 @@ fn record_off_cpu_run(scratch: &Path, run: &Path, worker: &mut std::process::Chi
 }
 
 // ---------------------------------------------------------------------------
-// Small synthetic runs: what `jobprof process` leaves that the trend reads
-// (`capture.json` and `stacks.folded` per capture, the job view's page per
-// query), written by hand, for the tests of the links and the gate, which
-// need no real profile.
-
-/// What a synthetic capture holds.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Cap {
-    /// `stacks.folded` with two functions.
-    Processed,
-    /// No `stacks.folded`: not processed.
-    Unprocessed,
-    /// An empty `stacks.folded`.
-    Empty,
-}
-
-/// Run `dir`: per (query, state), three replicates
-/// `profiles/perf/worker_0/<query>_iter<k>/`, and the job view page
-/// of the base query, `profiles/perf/queries/<query>/flamegraph.html`
-/// (the views merge replicates), which says
-/// `stub flamegraph of <run's file name>`.
-fn synthetic_run(dir: &Path, queries: &[(&str, Cap)]) {
-    let perf = dir.join("profiles/perf");
-    let run = dir.file_name().unwrap().to_string_lossy().into_owned();
-    for &(q, cap) in queries {
-        for k in 1..=3u64 {
-            let c = perf.join(format!("worker_0/{q}_iter{k}"));
-            fs::create_dir_all(&c).unwrap();
-            fs::write(c.join("capture.json"), "{}\n").unwrap();
-            match cap {
-                Cap::Processed => fs::write(
-                    c.join("stacks.folded"),
-                    format!("w;main;work {}\nw;main;io {}\n", 600 + k, 400 - k),
-                )
-                .unwrap(),
-                Cap::Empty => fs::write(c.join("stacks.folded"), "").unwrap(),
-                Cap::Unprocessed => {}
-            }
-        }
-        let page = perf.join(format!("queries/{q}"));
-        fs::create_dir_all(&page).unwrap();
-        fs::write(
-            page.join("flamegraph.html"),
-            format!("<!DOCTYPE html><html><body><p>stub flamegraph of {run}</p></body></html>\n"),
-        )
-        .unwrap();
-    }
-}
-
-/// A run directory named as a `javascript:` URL (issue 45, item 8), with
-/// `-o` its parent: the link to its flamegraph is `./` and the name
-/// percent-encoded, so a click opens the page in that directory and runs
-/// no script; and the page's own script refuses an href with a scheme even
-/// when the data block holds one (an edited or older page).
-#[test]
-fn a_run_named_like_a_javascript_url_is_a_path_never_a_script() {
-    if !require(chromium().is_some(), "chromium, for the trend page's links") {
-        return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let script = "void(document.body.setAttribute('data-pwned','yes'))";
-    let evil = format!("javascript:{script}%2F%2F");
-    let runs: Vec<PathBuf> = ["run_1", "run_2", evil.as_str()]
-        .iter()
-        .map(|n| tmp.path().join(n))
-        .collect();
-    for r in &runs {
-        synthetic_run(r, &[("q1", Cap::Processed)]);
-    }
-    let dirs: Vec<&Path> = runs.iter().map(PathBuf::as_path).collect();
-    let out = trend(&dirs, tmp.path(), &["--order", "args"]);
-    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
-    let t = json(&tmp.path().join("trend.json"));
-    let link = t["queries"][0]["flamegraphs"][2]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert!(link.starts_with("./") && !link.contains(':'), "{link}");
-    let page = tmp.path().join("trend.html");
-    let dom = dump_dom(&page, "jobprof-selftest=click&query=q1&run=3");
-    assert!(
-        !dom.contains("data-pwned=\"yes\""),
-        "the run's name ran as a script"
-    );
-    assert!(
-        dom.contains(&format!("stub flamegraph of {evil}")),
-        "the click opens the run's page: {}",
-        &dom[..dom.len().min(600)]
-    );
-    // The page's script refuses a link with a scheme on its own.
-    let html = fs::read_to_string(&page).unwrap();
-    let in_data = serde_json::to_string(&link).unwrap().replace('/', "\\/");
-    assert!(html.contains(&in_data), "{in_data} not in the data block");
-    let planted = serde_json::to_string(&format!("javascript:{script}")).unwrap();
-    fs::write(&page, html.replace(&in_data, &planted)).unwrap();
-    let dom = dump_dom(&page, "jobprof-selftest=click&query=q1&run=3");
-    assert!(!dom.contains("data-pwned=\"yes\""), "a planted link ran");
-    assert!(dom.contains("refused"), "{}", &dom[..dom.len().min(600)]);
-}
-
-/// `trend` over `base` and `newest` (`--order args`, `-o` `out`) with
-/// `extra`.
-fn gate(base: &[PathBuf], newest: &Path, out: &Path, extra: &[&str]) -> Output {
-    let mut dirs: Vec<&Path> = base.iter().map(PathBuf::as_path).collect();
-    dirs.push(newest);
-    trend(&dirs, out, &[&["--order", "args"], extra].concat())
-}
-
-/// The gate fails closed (issue 45, item 9): three processed runs and a
-/// newest run with nothing to judge (no capture processed; a query
-/// missing; a query whose folded files are empty). Each query not judged
-/// is named on stderr (with `-q` too) and in `trend.json`'s `unjudged`;
-/// `--fail-on-regression` exits 6; without the gate, exit 0. A healthy
-/// newest run passes the gate and says nothing of the kind.
-#[test]
-fn the_gate_fails_closed_when_the_newest_run_has_nothing_to_judge() {
-    use Cap::{Empty, Processed, Unprocessed};
-    let tmp = tempfile::tempdir().unwrap();
-    let both = [("q1", Processed), ("q6", Processed)];
-    let base: Vec<PathBuf> = (1..=3)
-        .map(|k| {
-            let r = tmp.path().join(format!("run_{k}"));
-            synthetic_run(&r, &both);
-            r
-        })
-        .collect();
-    let healthy = tmp.path().join("run_ok");
-    synthetic_run(&healthy, &both);
-    let out = gate(
-        &base,
-        &healthy,
-        &tmp.path().join("o_ok"),
-        &["--fail-on-regression", "2"],
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
-    assert!(
-        !util::stderr(&out).contains("nothing to judge"),
-        "{}",
-        output_text(&out)
-    );
-    let t = json(&tmp.path().join("o_ok/trend.json"));
-    assert_eq!(t["unjudged"], serde_json::json!([]));
-
-    /// (run name, its captures, the queries not judged, the reason's words)
-    type Case<'a> = (&'a str, &'a [(&'a str, Cap)], &'a [&'a str], &'a str);
-    let cases: [Case; 3] = [
-        (
-            "run_bare",
-            &[("q1", Unprocessed), ("q6", Unprocessed)],
-            &["q1", "q6"],
-            "not processed",
-        ),
-        (
-            "run_no_q6",
-            &[("q1", Processed)],
-            &["q6"],
-            "not in this run",
-        ),
-        (
-            "run_empty_q6",
-            &[("q1", Processed), ("q6", Empty)],
-            &["q6"],
-            "empty",
-        ),
-    ];
-    for (name, caps, missing, why) in cases {
-        let newest = tmp.path().join(name);
-        synthetic_run(&newest, caps);
-        for quiet in [false, true] {
-            let o = tmp.path().join(format!("o_{name}_{quiet}"));
-            let mut extra = vec!["--fail-on-regression", "2"];
-            if quiet {
-                extra.push("-q");
-            }
-            let out = gate(&base, &newest, &o, &extra);
-            let all = output_text(&out);
-            assert_eq!(out.status.code(), Some(6), "{name}: {all}");
-            let err = util::stderr(&out);
-            assert!(err.contains(&format!("run 4 ({name})")), "{name}: {err}");
-            assert!(
-                err.contains("nothing to judge") && err.contains(why),
-                "{name}: {err}"
-            );
-            assert!(err.contains("--fail-on-regression 2"), "{name}: {err}");
-            for q in missing {
-                assert!(err.contains(q), "{name}: {q} not named: {err}");
-            }
-            let text = util::stdout(&out);
-            assert!(!text.contains("no significant change"), "{all}");
-            assert!(quiet || text.contains("not judged"), "{all}");
-            let t = json(&o.join("trend.json"));
-            let unjudged: Vec<&str> = t["unjudged"]
-                .as_array()
-                .unwrap_or_else(|| panic!("{name}: no unjudged in trend.json"))
-                .iter()
-                .map(|u| {
-                    assert_eq!(u["run"], 3, "{u}");
-                    u["query"].as_str().unwrap()
-                })
-                .collect();
-            assert_eq!(unjudged, missing, "{name}");
-        }
-        // Without the gate: said just as clearly, exit 0.
-        let out = gate(
-            &base,
-            &newest,
-            &tmp.path().join(format!("o_{name}")),
-            &["-q"],
-        );
-        assert_eq!(out.status.code(), Some(0), "{name}: {}", output_text(&out));
-        let err = util::stderr(&out);
-        assert!(
-            err.contains("nothing to judge") && err.contains(why),
-            "{name}: {err}"
-        );
-    }
-}
-
-/// Run `dir` of `cpu-clock` captures: per query, 4 replicates whose
-/// functions (leaves under `main`) take the given ms, times `load` (the
-/// machine's run-to-run noise) and a small replicate jitter.
-fn timed_run(dir: &Path, queries: &[(&str, &[(&str, f64)])], load: f64) {
-    for &(q, functions) in queries {
-        for k in 1..=4u32 {
-            let c = dir.join(format!("profiles/perf/worker_0/{q}_iter{k}"));
-            fs::create_dir_all(&c).unwrap();
-            fs::write(c.join("capture.json"), "{}\n").unwrap();
-            fs::write(c.join("summary.json"), "{\"event\": \"cpu-clock\"}\n").unwrap();
-            let jitter = 1.0 + 0.003 * f64::from(k);
-            let text: String = functions
-                .iter()
-                .map(|(f, ms)| format!("w;main;{f} {:.0}\n", ms * 1e6 * load * jitter))
-                .collect();
-            fs::write(c.join("stacks.folded"), text).unwrap();
-        }
-    }
-}
-
-/// Issue 49, item 4: a share moves when other functions' time does, so a
-/// function is judged by its own time per replicate too. q1's `work`
-/// doubles: `io` and `cpu`, whose time did not change, lose share
-/// (dilution) and are not "improved". q6's `b` and `c` take less time:
-/// they improved, the larger fall (`c`) first, and `a` and `d`, whose
-/// time did not change, gain share and are not "regressed". The page's
-/// totals say seconds as stdout does, and its p-values are stdout's.
-#[test]
-fn only_functions_whose_own_time_moved_are_flagged_largest_first() {
-    let tmp = tempfile::tempdir().unwrap();
-    let q1: &[(&str, f64)] = &[("work", 600.0), ("io", 300.0), ("cpu", 100.0)];
-    let q6: &[(&str, f64)] = &[("a", 400.0), ("b", 300.0), ("c", 200.0), ("d", 100.0)];
-    let mut runs: Vec<PathBuf> = Vec::new();
-    for (k, load) in [1.0, 1.02, 0.99].into_iter().enumerate() {
-        let r = tmp.path().join(format!("run_{}", k + 1));
-        timed_run(&r, &[("q1", q1), ("q6", q6)], load);
-        runs.push(r);
-    }
-    let newest = tmp.path().join("run_4");
-    let q1_new: &[(&str, f64)] = &[("work", 1200.0), ("io", 300.0), ("cpu", 100.0)];
-    let q6_new: &[(&str, f64)] = &[("a", 400.0), ("b", 150.0), ("c", 40.0), ("d", 100.0)];
-    timed_run(&newest, &[("q1", q1_new), ("q6", q6_new)], 1.01);
-    runs.push(newest);
-    let dirs: Vec<&Path> = runs.iter().map(PathBuf::as_path).collect();
-    let o = tmp.path().join("out");
-    let out = trend(&dirs, &o, &["--order", "args"]);
-    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
-    let text = util::stdout(&out);
-    let flagged: Vec<&str> = text
-        .lines()
-        .filter(|l| l.starts_with("regressed ") || l.starts_with("improved "))
-        .collect();
-    // "regressed q1 work [total] 60.0% -> 75.0% (...)": up to the share.
-    let heads: Vec<&str> = flagged
-        .iter()
-        .map(|l| l.split(" -> ").next().unwrap().rsplit_once(' ').unwrap().0)
-        .collect();
-    assert_eq!(
-        heads,
-        [
-            "regressed q1 work",
-            "regressed q1 work [total]",
-            "improved q6 c",
-            "improved q6 c [total]",
-            "improved q6 b",
-            "improved q6 b [total]",
-        ],
-        "{text}"
-    );
-    let t = json(&o.join("trend.json"));
-    let sig = significant(&t);
-    let changes: Vec<f64> = sig.iter().map(|f| f["change"].as_f64().unwrap()).collect();
-    assert!(
-        changes
-            .windows(2)
-            .all(|w| w[0] >= 0.0 && w[1] < 0.0 || w[0].abs() >= w[1].abs()),
-        "largest first, rises before falls: {changes:?}"
-    );
-    let io = t["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["function"] == "io" && f["kind"] == "self")
-        .expect("io's share change is listed");
-    assert!(io["own_time_change"].as_f64().unwrap().abs() < 1.0, "{io}");
-    assert_eq!(io["significant"], false, "{io}");
-    // One way to write amounts and p-values: the page's totals table
-    // says what stdout says.
-    let html = fs::read_to_string(o.join("trend.html")).unwrap();
-    let times = &html[html.find("id=\"jp-times\"").expect("a totals table")..];
-    let times = &times[..times.find("</table>").unwrap()];
-    for l in text
-        .lines()
-        .filter(|l| l.starts_with("slower ") || l.starts_with("faster "))
-    {
-        // slower q1 1.01 s -> 1.62 s per replicate (+60%, p=...)
-        let words: Vec<&str> = l.split_whitespace().collect();
-        let (from, to) = (format!("{} s", words[2]), format!("{} s", words[5]));
-        let p = l.rsplit_once("p=").unwrap().1.trim_end_matches(')');
-        for want in [&from, &to, &p.to_string()] {
-            assert!(
-                times.contains(want.as_str()),
-                "{want} not in the page's totals: {times}"
-            );
-        }
-    }
-    assert!(text.lines().any(|l| l.starts_with("slower q1")), "{text}");
-}

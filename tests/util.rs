@@ -1056,3 +1056,14 @@ pub fn comparable_outputs(dir: &Path, rd: &Path) -> std::collections::BTreeMap<S
     }
     out
 }
+
+/// `jobprof ARGS` as user `nobody` (permissions apply: root bypasses them).
+pub fn jobprof_as_nobody(args: &[&std::ffi::OsStr]) -> Output {
+    Command::new("setpriv")
+        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_jobprof"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}

@@ -90,7 +90,7 @@ pub fn run(roots: &[PathBuf], opts: &Options, progress: &Progress) -> Result<Rep
         .into_iter()
         .filter(|item| {
             opts.split
-                .is_none_or(|s| s.takes(share_key(&item.capture.dir, roots)))
+                .is_none_or(|s| s.takes(share_key(item.capture.subject(), roots)))
         })
         .map(|item| {
             let p = plan(&item, opts);
@@ -138,7 +138,7 @@ fn bring_up_to_date(
     let mut outcomes: Vec<Outcome> = done
         .iter()
         .map(|(item, _)| Outcome {
-            dir: item.capture.dir.clone(),
+            dir: item.capture.subject().to_path_buf(),
             status: Status::Skipped,
             message: "already complete".into(),
             elapsed: Duration::ZERO,

@@ -98,7 +98,7 @@ pub fn plan(item: &Item, opts: &Options) -> Plan {
 /// What a dry run says of `item`: what would be done, or why not.
 pub(super) fn dry_run(item: &Item, plan: &Plan) -> Outcome {
     let mut o = Outcome {
-        dir: item.capture.dir.clone(),
+        dir: item.capture.subject().to_path_buf(),
         status: Status::Skipped,
         message: "already complete".into(),
         elapsed: Duration::ZERO,

@@ -26,14 +26,12 @@ impl Report {
         self.outcomes.iter().filter(|o| o.status == status).count()
     }
 
-    /// 0 when everything was processed or already complete; 1 when any
-    /// directory was refused, not rendered or failed.
+    /// 0 when everything was processed or already complete; 2 when
+    /// nothing could be done (each directory refused); 1 when
+    /// any was refused, not rendered or failed beside others done
+    /// ([`crate::capture::run_exit_code`]).
     pub fn exit_code(&self) -> ExitCode {
-        if self.outcomes.iter().any(|o| o.status.is_failure()) {
-            ExitCode::Failed
-        } else {
-            ExitCode::Success
-        }
+        crate::capture::run_exit_code(&self.outcomes)
     }
 
     /// The summary table printed at the end of a run.

@@ -109,7 +109,7 @@ fn work_on(
         Err(failed) => failed,
     };
     Outcome {
-        dir: item.capture.dir.clone(),
+        dir: item.capture.subject().to_path_buf(),
         status,
         message,
         elapsed: start.elapsed(),

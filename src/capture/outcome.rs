@@ -5,6 +5,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::error::ExitCode;
+
 /// How one capture ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
@@ -43,10 +45,25 @@ impl Status {
     }
 }
 
+/// The exit code of a run of `process` or `reprocess` with these outcomes
+/// (docs/exit-codes.md): 0 when none counts as a failure; 2 when nothing
+/// could be done: every capture refused (its input invalid, missing or
+/// unreadable: the reason on its result line); 1 otherwise (some done,
+/// or the work itself failed: a damaged shard, a full disk).
+pub fn run_exit_code(outcomes: &[Outcome]) -> ExitCode {
+    let failures = outcomes.iter().filter(|o| o.status.is_failure()).count();
+    let nothing = outcomes.iter().all(|o| o.status == Status::Refused);
+    match failures {
+        0 => ExitCode::Success,
+        _ if nothing => ExitCode::Usage,
+        _ => ExitCode::Failed,
+    }
+}
+
 /// The outcome of one capture (or render-only directory).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
-    /// The capture directory.
+    /// The capture directory (the file, for a plain `perf.data`).
     pub dir: PathBuf,
     /// How it ended.
     pub status: Status,

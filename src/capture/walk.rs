@@ -14,7 +14,7 @@ use jobprof_capture_format as format;
 
 use super::layout::{
     flat_layout_dir, is_data_file, numbered_data_file, plain_output_dir, worker_index, CaptureDir,
-    PlainData, FOLDED, LEGACY_METADATA, SCRIPT_GZ, SCRIPT_ZST,
+    PlainData, FOLDED, LEGACY_METADATA, PLAIN_OUTPUT_SUFFIX, SCRIPT_GZ, SCRIPT_ZST,
 };
 use crate::error::{Error, Result};
 
@@ -259,8 +259,19 @@ fn walk_tree(dir: &Path, w: &mut Walk) -> Result<()> {
         // profiles/perf, and its symfs/ trees can be huge.
         return of_perf_root(&dir.join("profiles").join("perf"), Reach::Deep, w);
     }
+    // Plain `perf record` outputs here (a file only named like one is
+    // reported), and whatever lies below.
+    if let Err(e) = plain_dir(dir, w) {
+        w.unreadable.push((dir.to_path_buf(), e.to_string()));
+    }
+    walk_subdirs(dir, w)
+}
+
+/// [`walk_tree`] of every subdirectory of `dir` but `symfs/` and plain
+/// outputs' directories.
+fn walk_subdirs(dir: &Path, w: &mut Walk) -> Result<()> {
     for d in subdirs(dir)? {
-        if d.file_name().is_some_and(|n| n == "symfs") {
+        if d.file_name().is_some_and(|n| n == "symfs") || is_plain_output(&d) {
             continue;
         }
         // One unreadable directory among years of results must not stop
@@ -298,13 +309,12 @@ fn of_root(root: &Path, reach: Reach, w: &mut Walk) -> Result<()> {
     if flat_capture(root, w) {
         return Ok(());
     }
-    if reach == Reach::Roots && !result_dir {
-        if let Some(files) = plain_files(root)? {
-            for f in files {
-                w.found.push((plain_capture(&f), PLAIN_CONTENTS));
-            }
-            return Ok(());
-        }
+    if !result_dir && plain_dir(root, w)? {
+        // At any depth, the trees beside them are searched too.
+        return match reach {
+            Reach::Roots => Ok(()),
+            Reach::Deep => walk_subdirs(root, w),
+        };
     }
     let c = if result_dir {
         Contents::default()
@@ -339,15 +349,29 @@ const PLAIN_CONTENTS: Contents = Contents {
     folded: false,
 };
 
-/// The name of a plain `perf record` output: `perf.data`, or `perf.data.X`
-/// (`perf.data.old`, `--switch-output`'s timestamped pieces), but not a
-/// shard of `jobprof-record` (`perf.data.partNNN`) nor of the original
-/// pipeline's flat layout (`perf.data.<n>`).
+/// The name of a plain `perf record` output: `perf.data`, `X.perf.data`
+/// (`perf record -o q1.perf.data`), or `perf.data.X` (`perf.data.old`,
+/// `--switch-output`'s timestamped pieces), but not a shard of
+/// `jobprof-record` (`perf.data.partNNN`) nor of the original pipeline's
+/// flat layout (`perf.data.<n>`).
 fn plain_data_name(name: &str) -> bool {
     name == "perf.data"
+        || name
+            .strip_suffix(".perf.data")
+            .is_some_and(|x| !x.is_empty() && !x.starts_with('.'))
         || name.strip_prefix("perf.data.").is_some_and(|x| {
             !x.is_empty() && !is_data_file(name) && numbered_data_file(name).is_none()
         })
+}
+
+/// True for the output directory of a plain `perf.data` beside it
+/// (`perf.data.jobprof/` next to `perf.data`): never a capture of its own.
+fn is_plain_output(dir: &Path) -> bool {
+    let Some(name) = dir.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        return false;
+    };
+    name.strip_suffix(PLAIN_OUTPUT_SUFFIX)
+        .is_some_and(|file| plain_data_name(file) && dir.with_file_name(file).is_file())
 }
 
 /// The plain `perf record` outputs of `dir`, each a capture of its own:
@@ -388,6 +412,18 @@ fn plain_files(dir: &Path) -> Result<Option<Vec<PathBuf>>> {
         )));
     }
     Ok(Some(perf_data))
+}
+
+/// The plain `perf record` outputs of `dir` ([`plain_files`]) added to the
+/// walk, each a capture; false when it holds none.
+fn plain_dir(dir: &Path, w: &mut Walk) -> Result<bool> {
+    let Some(files) = plain_files(dir)? else {
+        return Ok(false);
+    };
+    for f in files {
+        w.found.push((plain_capture(&f), PLAIN_CONTENTS));
+    }
+    Ok(true)
 }
 
 /// One plain `perf.data` file as a capture: its outputs go to
@@ -526,8 +562,8 @@ pub fn find(roots: &[PathBuf]) -> Result<Found> {
             })
         })
         .collect();
-    items.sort_by(|a, b| a.capture.dir.cmp(&b.capture.dir));
-    items.dedup_by(|a, b| a.capture.dir == b.capture.dir);
+    items.sort_by(|a, b| a.capture.subject().cmp(b.capture.subject()));
+    items.dedup_by(|a, b| a.capture.subject() == b.capture.subject());
     Ok(Found {
         result_dirs: w.result_dirs,
         items,
@@ -572,7 +608,12 @@ mod tests {
 
     #[test]
     fn plain_perf_record_outputs_by_name() {
-        for yes in ["perf.data", "perf.data.old", "perf.data.2026120504031234"] {
+        for yes in [
+            "perf.data",
+            "perf.data.old",
+            "perf.data.2026120504031234",
+            "q1.perf.data",
+        ] {
             assert!(plain_data_name(yes), "{yes}");
         }
         for no in [
@@ -581,6 +622,7 @@ mod tests {
             "perf.data.",
             "perf.script.zst",
             "x.data",
+            ".perf.data",
         ] {
             assert!(!plain_data_name(no), "{no}");
         }
@@ -588,6 +630,33 @@ mod tests {
             super::super::layout::plain_output_dir(Path::new("/r/perf.data")),
             Path::new("/r/perf.data.jobprof")
         );
+    }
+
+    #[test]
+    fn find_takes_plain_outputs_and_the_trees_beside_them() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        fs::write(root.join("perf.data"), b"PERFILE2").unwrap();
+        let q = root.join("a/result_dir_1/profiles/perf/worker_0/q01");
+        fs::create_dir_all(&q).unwrap();
+        fs::write(q.join(format::CAPTURE_JSON), "{}").unwrap();
+        fs::write(q.join(SCRIPT_ZST), b"").unwrap();
+        let deeper = root.join("b");
+        fs::create_dir_all(deeper.join("q1.perf.data.jobprof")).unwrap();
+        fs::write(deeper.join("q1.perf.data"), b"PERFILE2").unwrap();
+        fs::write(deeper.join("q1.perf.data.jobprof").join(SCRIPT_ZST), b"").unwrap();
+        let found = find(&[root.to_path_buf()]).unwrap();
+        let subjects: Vec<&Path> = found.items.iter().map(|i| i.capture.subject()).collect();
+        assert_eq!(
+            subjects,
+            [
+                q.as_path(),
+                &deeper.join("q1.perf.data"),
+                &root.join("perf.data")
+            ],
+            "{found:?}"
+        );
+        assert!(found.unreadable.is_empty(), "{found:?}");
     }
 
     #[test]

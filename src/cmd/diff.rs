@@ -27,6 +27,7 @@ use super::render::{refuse_overwriting_inputs, warn_bad_lines, write_output, Loo
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:
   jobprof diff before.folded after.folded -o diff.svg
+  jobprof diff old/perf.data new/perf.data -o diff.html   # plain perf record outputs
   jobprof diff run1/stacks.folded run2/stacks.folded --normalize -o diff.html
   jobprof diff before.folded after.folded -o diff.folded   # for flamegraph.pl/inferno
   jobprof diff before.folded after.folded > diff.svg
@@ -35,7 +36,8 @@ Exit status: 0 drawn; 1 drawn, but some lines were not `stack COUNT` and
 were skipped (they are listed); 2 bad usage, an unreadable input, or an input
 without a usable line (nothing is written).")]
 pub struct DiffArgs {
-    /// The baseline: folded stacks, or a run (result or capture directory).
+    /// The baseline: folded stacks, a plain perf.data (symbolized natively,
+    /// as `jobprof process` does), or a run (result or capture directory).
     #[arg(value_name = "BEFORE")]
     pub before: PathBuf,
 
@@ -117,8 +119,15 @@ pub fn run(mut args: DiffArgs) -> anyhow::Result<ExitCode> {
     if args.before.as_os_str() == "-" && args.after.as_os_str() == "-" {
         return Err(jobprof::Error::Usage("stdin (`-`) can be given only once".into()).into());
     }
-    let before = read_folded(&[Source::from_arg(&args.before)])?;
-    let after = read_folded(&[Source::from_arg(&args.after)])?;
+    // A plain perf.data is symbolized natively first, as `render` does.
+    let sources = vec![
+        Source::from_arg(&args.before),
+        Source::from_arg(&args.after),
+    ];
+    let (sources, _symbolized) =
+        super::fold::symbolize_perf_data(sources, jobprof::capture::FOLDED)?;
+    let before = read_folded(&sources[..1])?;
+    let after = read_folded(&sources[1..])?;
     if !args.quiet {
         warn_bad_lines(&before);
         warn_bad_lines(&after);

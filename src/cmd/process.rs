@@ -57,15 +57,16 @@ use jobprof::ExitCode;
 
 Exit status: 0 when every capture was processed or already complete; 1
 when any was refused (with its reason), not rendered or failed (an Nsight
-Systems report too: no export and no nsys, a .qdstrm, an unknown schema); 2 for bad
-usage or a directory without captures (when jobprof-record is writing one
+Systems report too: no export and no nsys, a .qdstrm, an unknown schema); 2
+for bad usage, when every capture was refused (nothing could be done), or a
+directory without captures (when jobprof-record is writing one
 there now, the message says \"a capture is being written\"; next to
 published captures it is listed as \"being written\").")]
 pub struct ProcessArgs {
     /// Result directories (holding profiles/perf/worker_N/QUERY/); a perf
     /// root, one worker_N directory or one capture directory also work, and
     /// so do plain `perf record` outputs: a perf.data file, or a directory
-    /// holding perf.data or perf.data.* files without capture.json (each
+    /// holding perf.data, X.perf.data or perf.data.X files without capture.json (each
     /// file's outputs go to FILE.jobprof/ beside it).
     /// Nsight Systems reports (FILE.nsys-rep) are read too.
     #[arg(value_name = "RESULT_DIR|PERF_DATA", required = true)]

@@ -20,8 +20,10 @@ use jobprof::ExitCode;
   jobprof report perf.script.zst --limit 20
   jobprof report stacks.folded --percent-limit 1
 
-Exit status: 0 printed; 2 bad usage or an input that is neither a capture,
-perf script text nor folded stacks.")]
+Exit status: 0 printed; 1 printed, but some lines of folded input were
+not `stack COUNT` and were skipped (as `render`; in perf script text they
+are counted, as `fold` does); 2 bad usage or an input that is neither a
+capture, perf script text nor folded stacks.")]
 pub struct ReportArgs {
     /// A capture directory (RESULT_DIR/profiles/perf/worker_N/QUERY), a
     /// perf.data file (symbolized natively), a `perf script` text file
@@ -71,6 +73,26 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         limit: args.limit,
         ..Options::default()
     };
+    // Folded input is judged as `render` judges it: a skipped line makes
+    // the exit code 1; `perf script` text as `fold` does (counted, 0).
+    let folded = profile.samples.is_none();
+    if profile.bad_lines > 0 {
+        jobprof::errln!(
+            "jobprof: warning: {}: {} line(s) were not {} and were skipped{}",
+            args.path.display(),
+            profile.bad_lines,
+            if folded {
+                "`stack count`"
+            } else {
+                "`perf script` text"
+            },
+            if folded {
+                " (the exit code will be 1)"
+            } else {
+                ""
+            }
+        );
+    }
     let mut text = Vec::new();
     report::write(&profile, &opts, &mut text)?;
     match &args.output {
@@ -84,5 +106,9 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             std::io::stdout().lock().write_all(&text)?;
         }
     }
-    Ok(ExitCode::Success)
+    Ok(if folded && profile.bad_lines > 0 {
+        ExitCode::Failed
+    } else {
+        ExitCode::Success
+    })
 }

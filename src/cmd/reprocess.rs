@@ -48,8 +48,9 @@ use super::pipeline_args::PipelineArgs;
   jobprof reprocess /shared/results --sbatch --submit --array-count 32 --time 1h30m
 
 Exit status: 0 when every capture is complete; 1 when any was refused,
-not rendered or failed (listed in the summary table); 2 for bad usage or
-a ROOT without captures (when jobprof-record is writing one there now, the
+not rendered or failed (listed in the summary table); 2 for bad usage,
+when every capture was refused (nothing could be done), or a ROOT without
+captures (when jobprof-record is writing one there now, the
 message says \"a capture is being written\"; next to published captures it
 is listed as \"being written\").")]
 pub struct ReprocessArgs {

@@ -173,7 +173,14 @@ pub fn run(args: TrendArgs) -> anyhow::Result<ExitCode> {
     print_summary(&t, &args)?;
     warn_unjudged(&t, args.fail_on_regression);
     if let Some(gate) = args.fail_on_regression {
-        let over: Vec<&Finding> = t.significant().filter(|f| f.change > gate).collect();
+        // Each named by its cause (a caller's total rose with it).
+        let mut over: Vec<&Finding> = Vec::new();
+        for f in t.significant().filter(|f| f.change > gate) {
+            let r = t.reported_for(f);
+            if !over.iter().any(|o| std::ptr::eq(*o, r)) {
+                over.push(r);
+            }
+        }
         if !over.is_empty() {
             jobprof::errln!(
                 "jobprof: --fail-on-regression {gate}: {} significant regression(s) of more than {gate} points:",
@@ -181,6 +188,9 @@ pub fn run(args: TrendArgs) -> anyhow::Result<ExitCode> {
             );
             for f in over {
                 jobprof::errln!("  {}", finding_line(f, &t, usize::MAX));
+                for l in callers_lines(f, usize::MAX) {
+                    jobprof::errln!("  {l}");
+                }
             }
             return Ok(ExitCode::Regression);
         }
@@ -414,6 +424,30 @@ pub fn finding_line(f: &Finding, t: &Trend, width: usize) -> String {
     format!("{head}{}{tail}", fit(&f.function, room.max(12)))
 }
 
+/// The `  called from: a <- b <- c` lines under a cause (none when it has
+/// no callers; the nearest [`trend::CALLERS_SHOWN`], the rest counted),
+/// each at most `width` columns: long names keep their end.
+pub fn callers_lines(f: &Finding, width: usize) -> Vec<String> {
+    if f.callers.is_empty() {
+        return Vec::new();
+    }
+    let shown = trend::CALLERS_SHOWN;
+    let mut names: Vec<String> = f.callers.iter().take(shown).map(|c| fit(c, 60)).collect();
+    if f.callers.len() > shown {
+        names.push(format!("... ({} more)", f.callers.len() - shown));
+    }
+    let mut lines = vec![format!("  called from: {}", names[0])];
+    for n in &names[1..] {
+        let cur = lines.last_mut().expect("one line");
+        if cur.chars().count() + 4 + n.chars().count() <= width {
+            cur.push_str(&format!(" <- {n}"));
+        } else {
+            lines.push(format!("    <- {n}"));
+        }
+    }
+    lines
+}
+
 fn time_line(f: &TimeFinding, t: &Trend) -> String {
     let amount = |x: f64| trend::amount(x, &t.settings.count_name);
     let run = if t.assessment.tested_runs.len() > 1 {
@@ -480,13 +514,17 @@ fn print_summary(t: &Trend, args: &TrendArgs) -> anyhow::Result<()> {
         }
     }
     let mut any = false;
-    let sig: Vec<&Finding> = t.significant().collect();
+    // Causes, their callers folded under them ([`Finding::reported`]).
+    let sig: Vec<&Finding> = t.reported().collect();
     for f in sig
         .iter()
         .filter(|f| f.change > 0.0)
         .chain(sig.iter().filter(|f| f.change < 0.0))
     {
         jobprof::outln!("{}", finding_line(f, t, 80))?;
+        for l in callers_lines(f, 80) {
+            jobprof::outln!("{l}")?;
+        }
         any = true;
     }
     // Every query whose total moved beyond the threshold, with its
@@ -563,6 +601,55 @@ mod tests {
                 "{m}"
             );
         }
+    }
+
+    #[test]
+    fn callers_fit_80_columns_nearest_first_the_rest_counted() {
+        let stat = jobprof::trend::assess::Stat {
+            mean: 1.0,
+            sd: 0.0,
+            min: 1.0,
+            max: 1.0,
+            n: 1,
+        };
+        let mut f = Finding {
+            verdict: "regressed",
+            significant: true,
+            query: "q1".into(),
+            function: "leaf".into(),
+            kind: trend::Kind::Own,
+            run: 1,
+            baseline_runs: vec![0],
+            baseline: 1.0,
+            new: 2.0,
+            new_spread: stat,
+            change: 1.0,
+            baseline_time: 1.0,
+            new_time: 2.0,
+            own_time_change: 1.0,
+            own_time_moved: true,
+            noise: 0.0,
+            threshold: 1.0,
+            p: 0.01,
+            q: 0.01,
+            method: jobprof::trend::stats::Method::ExactPermutation,
+            cause: None,
+            callers: Vec::new(),
+        };
+        assert!(callers_lines(&f, 80).is_empty());
+        f.callers = (0..12)
+            .map(|i| format!("duckdb::PhysicalHashAggregate::Sink{i}"))
+            .collect();
+        let lines = callers_lines(&f, 80);
+        assert_eq!(
+            lines[0],
+            "  called from: duckdb::PhysicalHashAggregate::Sink0"
+        );
+        assert_eq!(lines[1], "    <- duckdb::PhysicalHashAggregate::Sink1");
+        assert!(lines.iter().all(|l| l.chars().count() <= 80), "{lines:#?}");
+        let all = lines.join(" ");
+        assert!(all.contains("Sink7") && !all.contains("Sink8"), "{all}");
+        assert!(all.ends_with("<- ... (4 more)"), "{all}");
     }
 
     #[test]

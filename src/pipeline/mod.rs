@@ -246,14 +246,11 @@ pub struct Report {
 }
 
 impl Report {
-    /// 0 when every capture was processed or skipped, 1 when any was
-    /// refused or failed.
+    /// 0 when every capture was processed or skipped, 2 when nothing could
+    /// be done (each refused), 1 otherwise
+    /// ([`capture::run_exit_code`]).
     pub fn exit_code(&self) -> ExitCode {
-        if self.captures.iter().any(|c| c.status.is_failure()) {
-            ExitCode::Failed
-        } else {
-            ExitCode::Success
-        }
+        capture::run_exit_code(&self.captures)
     }
 }
 
@@ -658,6 +655,12 @@ mod tests {
         };
         assert_eq!(r.exit_code(), ExitCode::Success);
         r.captures.push(mk(Status::Refused));
+        assert_eq!(r.exit_code(), ExitCode::Failed);
+        // Nothing could be done: every capture refused.
+        r.captures = vec![mk(Status::Refused), mk(Status::Refused)];
+        assert_eq!(r.exit_code(), ExitCode::Usage);
+        // The work itself failed: 1.
+        r.captures.push(mk(Status::Failed));
         assert_eq!(r.exit_code(), ExitCode::Failed);
     }
 }

@@ -23,10 +23,15 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 pub use assess::{Assessment, Baseline, Finding, Kind, Options, TimeFinding, Unjudged};
+pub use assess::{FnSeries, QueryTrend};
 pub use load::{LoadOptions, RunInfo, Series};
 
 use crate::error::{Error, Result};
 use crate::sys::atomic::write_atomic;
+
+/// Callers named under a cause in stdout and on the page (nearest first;
+/// `trend.json` keeps them all).
+pub const CALLERS_SHOWN: usize = 8;
 
 /// The chart page.
 pub const TREND_HTML: &str = "trend.html";
@@ -111,6 +116,22 @@ impl Trend {
     /// The significant findings.
     pub fn significant(&self) -> impl Iterator<Item = &Finding> {
         self.assessment.findings.iter().filter(|f| f.significant)
+    }
+
+    /// The significant findings nothing else explains ([`Finding::reported`]):
+    /// each cause once, its callers folded under it.
+    pub fn reported(&self) -> impl Iterator<Item = &Finding> {
+        self.assessment.findings.iter().filter(|f| f.reported())
+    }
+
+    /// The reported finding that explains `f` (itself when reported).
+    pub fn reported_for<'a>(&'a self, f: &'a Finding) -> &'a Finding {
+        let Some(cause) = &f.cause else { return f };
+        self.reported()
+            .find(|c| {
+                c.kind == Kind::Own && &c.function == cause && c.query == f.query && c.run == f.run
+            })
+            .unwrap_or(f)
     }
 }
 

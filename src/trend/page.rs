@@ -131,6 +131,7 @@ th, td { border: 1px solid #ddd; padding: 0.25em 0.5em; text-align: left; vertic
 th { background: #eee; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 td.fn { font-family: monospace; font-size: 0.95em; max-width: 40em; overflow-wrap: anywhere; }
+div.jp-callers { font-family: sans-serif; color: #555; margin-top: 0.2em; }
 .up { color: #b00; } .down { color: #00b; }
 section.jp-query { margin: 1em 0 1.5em 0; }
 section.jp-query h3 { font-size: 1em; margin: 0 0 0.3em 0; }
@@ -138,7 +139,7 @@ section.jp-query h3 { font-size: 1em; margin: 0 0 0.3em 0; }
 svg.jp-chart { border: 1px solid #ddd; background: #fff; }
 svg.jp-chart circle { cursor: pointer; }
 svg.jp-chart circle.jp-flag { stroke: #000; stroke-width: 2; }
-ul.jp-legend { list-style: none; padding: 0; margin: 0.3em 0; font-size: 0.85em; font-family: monospace; }
+ul.jp-legend { list-style: none; padding: 0; margin: 0.3em 0; font-family: monospace; font-size: 14px; }
 ul.jp-legend li span.sw { display: inline-block; width: 1.2em; height: 0.6em; margin-right: 0.4em; }
 #jp-tip { position: fixed; pointer-events: none; background: #ffe; border: 1px solid #aaa; padding: 0.3em 0.5em; font-size: 0.85em; display: none; max-width: 40em; overflow-wrap: anywhere; }
 "##;
@@ -202,12 +203,12 @@ const SCRIPT: &str = r##"
     for (var g = 0; g <= 5; g++) {
       var v = max * g / 5;
       svg.appendChild(el("line", { x1: L, x2: W - R, y1: y(v), y2: y(v), stroke: "#eee" }));
-      var t = el("text", { x: L - 4, y: y(v) + 4, "text-anchor": "end", "font-size": 10 });
+      var t = el("text", { x: L - 4, y: y(v) + 4, "text-anchor": "end", "font-size": 12 });
       t.textContent = v.toFixed(0) + "%";
       svg.appendChild(t);
     }
     for (var i = 0; i < n; i++) {
-      var t2 = el("text", { x: x(i), y: H - 10, "text-anchor": "middle", "font-size": 10 });
+      var t2 = el("text", { x: x(i), y: H - 10, "text-anchor": "middle", "font-size": 12 });
       t2.textContent = String(i + 1);
       svg.appendChild(t2);
     }
@@ -424,7 +425,7 @@ fn facts(t: &Trend) -> Vec<(String, String)> {
 }
 
 fn findings_table(o: &mut String, t: &Trend) {
-    let sig: Vec<&Finding> = t.significant().collect();
+    let sig: Vec<&Finding> = t.reported().collect();
     o.push_str("<h2>Most regressed functions</h2>\n");
     if sig.is_empty() {
         o.push_str("<p class=\"jp-note\">No significant change: nothing regressed or improved beyond the threshold and the noise.</p>\n");
@@ -432,7 +433,10 @@ fn findings_table(o: &mut String, t: &Trend) {
     }
     o.push_str(
         "<p class=\"jp-note\">Significant changes of a function's share whose own time per \
-         replicate moved the same way: rises first, then falls, each largest first.</p>\n",
+         replicate moved the same way: rises first, then falls, each largest first. A \
+         function whose own time rose is listed once, with its callers under it (their \
+         total time rose with it; trend.json keeps their findings, each naming its \
+         cause).</p>\n",
     );
     o.push_str(
         "<table id=\"jp-findings\"><thead><tr><th>Verdict</th><th>Query</th><th>Function</th>\
@@ -450,9 +454,24 @@ fn findings_table(o: &mut String, t: &Trend) {
             .map_or("-".to_string(), |d| {
                 format!("<a href=\"{}\">diff</a>", esc(d))
             });
+        let callers = if f.callers.is_empty() {
+            String::new()
+        } else {
+            let shown = super::CALLERS_SHOWN;
+            let mut names: Vec<&str> = f.callers.iter().take(shown).map(String::as_str).collect();
+            let more = format!("... ({} more)", f.callers.len().saturating_sub(shown));
+            if f.callers.len() > shown {
+                names.push(&more);
+            }
+            format!(
+                "<div class=\"jp-callers\" title=\"{}\">called from: {}</div>",
+                esc(&f.callers.join(" <- ")),
+                esc(&names.join(" <- "))
+            )
+        };
         let _ = writeln!(
             o,
-            "<tr><td class=\"{class}\">{}</td><td>{}</td><td class=\"fn\">{}</td><td>{}</td>\
+            "<tr><td class=\"{class}\">{}</td><td>{}</td><td class=\"fn\">{}{callers}</td><td>{}</td>\
              <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{} ± {:.1}</td>\
              <td class=\"num {class}\">{:+.1}</td><td class=\"num\">{} → {}</td>\
              <td class=\"num\">{}</td><td class=\"num\">{}</td>\
@@ -528,6 +547,45 @@ fn runs_table(o: &mut String, t: &Trend) {
 mod tests {
     use super::*;
     use crate::trend::stats::Method;
+
+    /// Pixel sizes of `font-size` in `text` (`font-size: 14px` in the
+    /// style, `"font-size": 12` in the script).
+    fn font_sizes(text: &str) -> Vec<(String, f64)> {
+        text.match_indices("font-size")
+            .map(|(i, _)| {
+                let rest = &text[i + "font-size".len()..];
+                let v: String = rest
+                    .trim_start_matches(['"', ':', ' '])
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '.')
+                    .collect();
+                let line = text[..i].rsplit('\n').next().unwrap_or("").to_string();
+                let px = match v.strip_suffix("em") {
+                    Some(em) => em.parse::<f64>().unwrap_or(0.0) * 16.0,
+                    None => v.trim_end_matches("px").parse().unwrap_or(0.0),
+                };
+                (line, px)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn chart_labels_and_function_names_are_readable() {
+        // The legend (the charted functions' names) and the axis labels.
+        let legend: Vec<(String, f64)> = font_sizes(STYLE)
+            .into_iter()
+            .filter(|(l, _)| l.contains("jp-legend"))
+            .collect();
+        assert!(
+            !legend.is_empty() && legend.iter().all(|(_, px)| *px >= 14.0),
+            "{legend:?}"
+        );
+        let axes = font_sizes(SCRIPT);
+        assert!(
+            !axes.is_empty() && axes.iter().all(|(_, px)| *px >= 12.0),
+            "{axes:?}"
+        );
+    }
 
     #[test]
     fn the_totals_table_writes_amounts_and_p_as_stdout_does() {

@@ -144,9 +144,10 @@ pub fn any_failed(views: &[ViewReport]) -> bool {
 }
 
 /// A run's exit code with its views': [`ExitCode::Failed`] when any view
-/// could not be written, else `run`'s.
+/// could not be written after a successful run, else `run`'s (a run where
+/// nothing could be done stays 2).
 pub fn exit_code(run: ExitCode, views: &[ViewReport]) -> ExitCode {
-    if any_failed(views) {
+    if any_failed(views) && run == ExitCode::Success {
         ExitCode::Failed
     } else {
         run

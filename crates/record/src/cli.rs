@@ -28,6 +28,8 @@ Usage:
   jobprof-record shutdown  [--tool nsys] --token-dir DIR --worker N [--timeout SECS]
   jobprof-record wait-ready [--tool nsys] --token-dir DIR --worker N [--timeout SECS]
   jobprof-record preflight (--pid PID | --pid-file FILE) [--exe-name NAME] [--require-symbols] [--off-cpu]
+  jobprof-record completions bash|zsh|fish
+  jobprof-record man-pages DIR
 
 The sidecar runs next to the worker during the job (e.g. `srun --overlap`),
 attaches perf disabled, samples exactly between the driver's `start` and
@@ -43,7 +45,38 @@ file, and what to do); 2 bad usage or bad query id/worker index; 3 timeout;
 5 `stop`: the capture ended but is invalid (data kept, marked invalid).
 ";
 
-const SIDECAR_HELP: &str = "\
+/// Help for `completions`.
+pub const COMPLETIONS_HELP: &str = "\
+jobprof-record completions: print a shell completion script on stdout
+
+Usage:
+  jobprof-record completions bash|zsh|fish
+
+Examples:
+  jobprof-record completions bash > ~/.local/share/bash-completion/completions/jobprof-record
+  jobprof-record completions zsh > ~/.zfunc/_jobprof-record
+  jobprof-record completions fish > ~/.config/fish/completions/jobprof-record.fish
+
+Exit status: 0 written; 2 bad usage (an unknown shell).
+";
+
+/// Help for `man-pages`.
+pub const MAN_HELP: &str = "\
+jobprof-record man-pages: write the man page jobprof-record.1 into DIR
+
+Usage:
+  jobprof-record man-pages DIR
+
+The page holds this help and every command's, one section each. DIR is
+created when missing; the page is replaced atomically and its path printed.
+
+Examples:
+  jobprof-record man-pages ~/.local/share/man/man1 && man jobprof-record
+
+Exit status: 0 written; 1 the page could not be written; 2 bad usage.
+";
+
+pub const SIDECAR_HELP: &str = "\
 jobprof-record sidecar: serve query-bounded perf captures of one worker
 
 Usage:
@@ -107,7 +140,7 @@ Options:
                            wall-clock profiles (needs tracefs; docs/off-cpu.md)
 ";
 
-const START_HELP: &str = "\
+pub const START_HELP: &str = "\
 jobprof-record start: begin sampling one query (driver side)
 
 Usage:
@@ -123,7 +156,7 @@ start with `.` and is at most 128 bytes long (exit 2 otherwise, before
 anything is written).
 ";
 
-const STOP_HELP: &str = "\
+pub const STOP_HELP: &str = "\
 jobprof-record stop: end sampling of one query (driver side)
 
 Usage:
@@ -136,7 +169,7 @@ reports another error for the query, 4 when no live sidecar holds the
 worker's lock (for 5 s), 3 after SECS (default 600).
 ";
 
-const SHUTDOWN_HELP: &str = "\
+pub const SHUTDOWN_HELP: &str = "\
 jobprof-record shutdown: ask the sidecar to publish every capture and exit
 
 Usage:
@@ -148,7 +181,7 @@ the sidecar's message when publishing failed (the raw data stays in staging),
 with exit 4 when no live sidecar holds the worker's lock (for 5 s).
 ";
 
-const WAIT_HELP: &str = "\
+pub const WAIT_HELP: &str = "\
 jobprof-record wait-ready: wait until the sidecar of a worker is ready
 
 Usage:
@@ -163,11 +196,13 @@ job) do not count. Fails with the sidecar's message (exit 1) when it reports
 an error, with exit 4 when a sidecar that was starting died.
 ";
 
-const PREFLIGHT_HELP: &str = "\
+pub const PREFLIGHT_HELP: &str = "\
 jobprof-record preflight: check that a worker can be profiled, print a report
 
 Usage:
   jobprof-record preflight (--pid PID | --pid-file FILE) [--exe-name NAME] [--require-symbols] [--off-cpu]
+  jobprof-record completions bash|zsh|fish
+  jobprof-record man-pages DIR
       [--event cpu-clock] [--frequency 99] [--call-graph fp|dwarf[,SIZE]] [--user-regs REGS]
       [--staging DIR]
 
@@ -197,6 +232,10 @@ pub enum Command {
     Preflight(PreflightOpts),
     /// Help was asked for: print this and exit 0.
     Help(&'static str),
+    /// `completions SHELL`.
+    Completions(String),
+    /// `man-pages DIR`.
+    ManPages(PathBuf),
 }
 
 /// `sidecar` options.
@@ -500,6 +539,7 @@ pub fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Command, Fail> 
         "shutdown" => (Sub::Shutdown, SHUTDOWN_HELP),
         "wait-ready" => (Sub::WaitReady, WAIT_HELP),
         "preflight" => (Sub::Preflight, PREFLIGHT_HELP),
+        "completions" | "man-pages" => return generate(&first, argv.collect()),
         _ => {
             return Err(Fail::usage(format!(
                 "unknown command `{}`\n\n{MAIN_HELP}",
@@ -530,6 +570,28 @@ pub fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Command, Fail> 
         }
     }
     raw.into_command(sub, help)
+}
+
+/// `completions SHELL` or `man-pages DIR`: one argument, or `--help`.
+fn generate(sub: &OsStr, rest: Vec<OsString>) -> Result<Command, Fail> {
+    let completions = sub == "completions";
+    let help = if completions {
+        COMPLETIONS_HELP
+    } else {
+        MAN_HELP
+    };
+    match &rest[..] {
+        [h] if h == "-h" || h == "--help" => Ok(Command::Help(help)),
+        [a] if !a.to_string_lossy().starts_with('-') => Ok(if completions {
+            Command::Completions(a.to_string_lossy().into_owned())
+        } else {
+            Command::ManPages(PathBuf::from(a))
+        }),
+        _ => Err(Fail::usage(format!(
+            "{}: give one argument\n\n{help}",
+            sub.to_string_lossy()
+        ))),
+    }
 }
 
 impl Raw {

@@ -166,3 +166,24 @@ fn flags_of_other_subcommands_and_stray_values_are_refused() {
         Ok(Command::Help(_))
     ));
 }
+
+/// Every option the completions offer is one the command takes (not an
+/// option of perf or nsys quoted in its help).
+#[test]
+fn completions_offer_only_options_the_commands_take() {
+    for (name, helps) in crate::generate::COMMANDS {
+        if matches!(name, "completions" | "man-pages") {
+            continue;
+        }
+        for o in crate::generate::options(helps) {
+            // sidecar --tool nsys takes the nsys options.
+            let taken = [format!("{name} {o} x"), format!("{name} --tool nsys {o} x")]
+                .iter()
+                .any(|argv| match parse(args(argv)) {
+                    Err(e) => !e.message.starts_with(&format!("unknown argument `{o}`")),
+                    Ok(_) => true,
+                });
+            assert!(taken, "{name} {o}");
+        }
+    }
+}

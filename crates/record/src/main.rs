@@ -12,6 +12,7 @@ mod confine;
 mod driver;
 mod elf;
 mod fail;
+mod generate;
 mod identity;
 mod jit;
 mod nsys;
@@ -60,6 +61,8 @@ fn main() -> ExitCode {
         Command::Shutdown(o) => driver::shutdown(o),
         Command::WaitReady(o) => driver::wait_ready_cmd(o),
         Command::Preflight(o) => preflight(o),
+        Command::Completions(shell) => generate::completions(&shell).map(|s| print!("{s}")),
+        Command::ManPages(dir) => generate::man_pages(&dir),
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use jobprof_capture_format::{self as format, Capture, Phase};
 use serde::Serialize;
 
+use crate::sys::input::{self, Links};
+
 use super::layout::{
     is_data_file, is_plain_dir, is_plain_file, numbered_data_files, read_plain, CaptureDir,
     KALLSYMS, LEGACY_METADATA, SCRIPT_GZ, SCRIPT_ZST,
@@ -135,6 +137,7 @@ pub fn validate(found: &CaptureDir) -> std::result::Result<ValidCapture, Refusal
     ]
     .into_iter()
     .find(|p| is_plain_file(p));
+    let mut unreadable_files = Vec::new();
     for s in &mut v.shards {
         s.bytes = match fs::symlink_metadata(&s.data_file) {
             Ok(m) if m.is_file() => Some(m.len()),
@@ -152,6 +155,20 @@ pub fn validate(found: &CaptureDir) -> std::result::Result<ValidCapture, Refusal
             }
             Err(_) => None,
         };
+        if let Some(why) = s
+            .bytes
+            .and_then(|_| unreadable(&s.data_file, Links::Refuse))
+        {
+            // Data jobprof may not read is no data: the text, if any, is
+            // folded instead, else the capture is refused naming the file.
+            s.bytes = None;
+            v.warnings.push(format!(
+                "shard {}: cannot read {}: {why}",
+                s.index,
+                s.data_file.display()
+            ));
+            unreadable_files.push(format!("{}: {why}", s.data_file.display()));
+        }
         match (s.bytes, s.manifest_bytes) {
             (Some(now), Some(then)) if now != then => v.warnings.push(format!(
                 "shard {}: {} has {now} bytes, the manifest says {then} (truncated or replaced copy?)",
@@ -160,6 +177,12 @@ pub fn validate(found: &CaptureDir) -> std::result::Result<ValidCapture, Refusal
             )),
             _ => {}
         }
+    }
+    if !unreadable_files.is_empty() && v.script_text.is_none() {
+        return Err(refuse(format!(
+            "cannot read {} (and no {SCRIPT_ZST} or {SCRIPT_GZ} to fold instead)",
+            unreadable_files.join(", ")
+        )));
     }
     if !v.has_all_data() && v.script_text.is_none() {
         let missing: Vec<String> = v
@@ -174,6 +197,17 @@ pub fn validate(found: &CaptureDir) -> std::result::Result<ValidCapture, Refusal
         )));
     }
     Ok(v)
+}
+
+/// Why `file` cannot be opened for reading (permissions; a file swapped
+/// for a link or a FIFO since it was looked at), or None. Opened as every
+/// input is ([`input::open_regular`]: never blocking, `links` as given).
+fn unreadable(file: &Path, links: Links) -> Option<String> {
+    match input::open_regular(file, links) {
+        Ok(_) => None,
+        Err(crate::error::Error::Io { source, .. }) => Some(source.to_string()),
+        Err(e) => Some(e.to_string()),
+    }
 }
 
 /// A directory without capture metadata: the original pipeline's flat
@@ -249,6 +283,9 @@ fn plain(found: &CaptureDir, file: &Path) -> std::result::Result<ValidCapture, R
         Ok(_) => return Err(refuse(format!("{} is not a regular file", file.display()))),
         Err(e) => return Err(refuse(format!("cannot read {}: {e}", file.display()))),
     };
+    if let Some(e) = unreadable(file, Links::Follow) {
+        return Err(refuse(format!("cannot read {}: {e}", file.display())));
+    }
     Ok(ValidCapture {
         found: found.clone(),
         layout: Layout::Plain,

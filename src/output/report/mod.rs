@@ -83,6 +83,9 @@ pub struct Profile {
     pub source: String,
     /// Shards merged, when known.
     pub shards: Option<usize>,
+    /// Lines read that were neither `perf script` text nor `stack COUNT`
+    /// (skipped).
+    pub bad_lines: u64,
     /// Indexes into `frames`, by [`frame_hash`] of the frame's text: a
     /// frame seen before is found without building its strings.
     index: hashbrown::HashTable<u32>,

@@ -410,6 +410,7 @@ impl Lines {
                 self.bad
             )));
         }
+        self.p.bad_lines = self.bad;
         Ok(self.p)
     }
 }

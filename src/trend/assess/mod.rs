@@ -24,9 +24,16 @@
 
 use serde::Serialize;
 
-use super::load::{QuerySeries, Replicate, RunInfo, Series};
+mod causes;
+mod chart;
+mod notes;
+
+use chart::chart;
+pub use chart::{FnSeries, QueryTrend};
+use notes::{dilution_notes, note_one_replicate, why_unjudged};
+
+use super::load::{QuerySeries, Replicate, Series};
 use super::stats::{self, Method, Tested};
-use crate::capture::replicate;
 
 /// Which runs the tested run is compared with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -109,7 +116,7 @@ pub struct Stat {
 }
 
 impl Stat {
-    fn of(v: &[f64]) -> Option<Stat> {
+    pub(super) fn of(v: &[f64]) -> Option<Stat> {
         (!v.is_empty()).then(|| Stat {
             mean: stats::mean(v),
             sd: stats::sd(v),
@@ -118,35 +125,6 @@ impl Stat {
             n: v.len(),
         })
     }
-}
-
-/// One function's share across the runs.
-#[derive(Debug, Clone, Serialize)]
-pub struct FnSeries {
-    /// The function.
-    pub function: String,
-    /// Per run: its share (percent), `null` where the run lacks the query.
-    pub points: Vec<Option<Stat>>,
-}
-
-/// One query across the runs.
-#[derive(Debug, Clone, Serialize)]
-pub struct QueryTrend {
-    /// The base query name.
-    pub query: String,
-    /// Per run: its total (counts per replicate, workers summed).
-    pub totals: Vec<Option<Stat>>,
-    /// The charted functions' self shares.
-    pub self_series: Vec<FnSeries>,
-    /// The charted functions' total shares.
-    pub total_series: Vec<FnSeries>,
-    /// Per run: the replicates' capture names.
-    pub replicates: Vec<Vec<String>>,
-    /// Per run: its flamegraph, relative to the output directory.
-    pub flamegraphs: Vec<Option<String>>,
-    /// Per run: its diff against the baseline, relative to the output
-    /// directory (drawn for runs with a significant finding).
-    pub diffs: Vec<Option<String>>,
 }
 
 /// A tested change of one function's share.
@@ -200,6 +178,24 @@ pub struct Finding {
     pub q: f64,
     /// How p was found.
     pub method: Method,
+    /// For a significant `[total]` finding: the function whose own time
+    /// explains it (a self finding of the same query and run that it
+    /// calls, or its own), under which it is reported; `None` when nothing
+    /// explains it ([`causes`]).
+    pub cause: Option<String>,
+    /// For a significant self finding: its callers
+    /// (on at least half of its own samples in the run, and those whose
+    /// `[total]` findings it explains), nearest first (`called from: a <-
+    /// b <- c`).
+    pub callers: Vec<String>,
+}
+
+impl Finding {
+    /// Significant and not explained by another finding: what stdout, the
+    /// page and the gate name.
+    pub fn reported(&self) -> bool {
+        self.significant && self.cause.is_none()
+    }
 }
 
 /// A tested change of one query's total.
@@ -331,6 +327,7 @@ pub fn assess(series: &Series, opts: &Options) -> Assessment {
             .then_with(|| a.function.cmp(&b.function))
             .then_with(|| a.kind.cmp(&b.kind))
     });
+    causes::fold_callers(&mut findings, series);
     notes.dedup();
     let queries = series
         .queries
@@ -344,67 +341,6 @@ pub fn assess(series: &Series, opts: &Options) -> Assessment {
         tested_runs: targets,
         unjudged,
         notes,
-    }
-}
-
-/// Why run `t` (`info`) has nothing of query `query`: which of its
-/// captures were not processed or held no sample.
-fn why_unjudged(info: &RunInfo, t: usize, query: &str) -> Unjudged {
-    let of = |labels: &[String]| -> Vec<String> {
-        labels
-            .iter()
-            .filter(|l| replicate::split(l.rsplit('/').next().unwrap_or(l)).0 == query)
-            .cloned()
-            .collect()
-    };
-    let list = |v: &[String]| {
-        let more = v.len().saturating_sub(3);
-        let mut s = v.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
-        if more > 0 {
-            s.push_str(&format!(" and {more} more"));
-        }
-        s
-    };
-    let (unprocessed, empty) = (of(&info.unprocessed), of(&info.empty));
-    let mut why = Vec::new();
-    if !unprocessed.is_empty() {
-        why.push(format!(
-            "{} capture(s) not processed (run `jobprof process`): {}",
-            unprocessed.len(),
-            list(&unprocessed)
-        ));
-    }
-    if !empty.is_empty() {
-        why.push(format!(
-            "{} capture(s) with an empty profile (no sample): {}",
-            empty.len(),
-            list(&empty)
-        ));
-    }
-    Unjudged {
-        run: t,
-        query: query.to_string(),
-        reason: if why.is_empty() {
-            "not in this run (no capture of it)".into()
-        } else {
-            why.join("; ")
-        },
-    }
-}
-
-fn note_one_replicate(q: &str, t: usize, baseline_runs: usize) -> String {
-    if baseline_runs < 2 {
-        format!(
-            "{q}, run {}: one replicate per run and one baseline run: no test is possible \
-             (run the query several times per run, or give more runs)",
-            t + 1
-        )
-    } else {
-        format!(
-            "{q}, run {}: one replicate per run: the test compares the run with the spread \
-             between the {baseline_runs} baseline runs (weaker than a test over replicates)",
-            t + 1
-        )
     }
 }
 
@@ -572,6 +508,8 @@ fn functions(
                 p: tested.p,
                 q: 1.0,
                 method: tested.method,
+                cause: None,
+                callers: Vec::new(),
             });
             out.push(Tested1 {
                 p: tested.p,
@@ -593,40 +531,6 @@ fn own_times(
     let mean = |reps: &[Replicate]| stats::mean(&reps.iter().map(&own).collect::<Vec<_>>());
     let base: Vec<f64> = b.iter().map(|(_, r)| mean(r)).collect();
     (stats::median(&base), mean(x))
-}
-
-/// One note per query and run tested whose shares moved significantly only
-/// because other functions' time did: those functions are not flagged.
-fn dilution_notes(findings: &[Finding], alpha: f64, min_change: f64) -> Vec<String> {
-    let mut by: std::collections::BTreeMap<(&str, usize), Vec<&str>> = Default::default();
-    for f in findings
-        .iter()
-        .filter(|f| f.q <= alpha && !f.own_time_moved)
-    {
-        let names = by.entry((&f.query, f.run)).or_default();
-        if !names.contains(&f.function.as_str()) {
-            names.push(&f.function);
-        }
-    }
-    by.into_iter()
-        .map(|((q, run), names)| {
-            let shown: Vec<&str> = names.iter().take(5).copied().collect();
-            let more = names.len() - shown.len();
-            format!(
-                "{q}, run {}: the share of {} function(s) moved only because other \
-                 functions' time did (their own time per replicate did not move the same \
-                 way by more than {min_change} points of the query's total), not flagged: {}{}",
-                run + 1,
-                names.len(),
-                shown.join(", "),
-                if more > 0 {
-                    format!(" and {more} more")
-                } else {
-                    String::new()
-                }
-            )
-        })
-        .collect()
 }
 
 /// Degrees of freedom of the run-to-run noise below which a query's total
@@ -721,90 +625,6 @@ fn time(
         q: 1.0,
         method: tested.method,
     })
-}
-
-/// Query `name`'s chart: its totals and its top functions per run.
-fn chart(name: &str, q: &QuerySeries, n: usize, top: usize, findings: &[Finding]) -> QueryTrend {
-    let totals = (0..n)
-        .map(|i| {
-            let v: Vec<f64> = q
-                .runs
-                .get(i)
-                .map(|r| r.iter().map(|r| r.total as f64).collect())
-                .unwrap_or_default();
-            Stat::of(&v)
-        })
-        .collect();
-    let series = |kind: Kind| {
-        let mut best = vec![0f64; q.names.len()];
-        for reps in &q.runs {
-            let mut sum = vec![0f64; q.names.len()];
-            for r in reps {
-                for &(id, s, t) in &r.shares {
-                    sum[id as usize] += f64::from(if kind == Kind::Own { s } else { t });
-                }
-            }
-            for (b, s) in best.iter_mut().zip(sum) {
-                *b = b.max(s / reps.len().max(1) as f64);
-            }
-        }
-        let mut ids: Vec<u32> = (0..q.names.len() as u32).collect();
-        ids.sort_by(|&a, &b| {
-            best[b as usize]
-                .total_cmp(&best[a as usize])
-                .then(a.cmp(&b))
-        });
-        let mut chosen: Vec<u32> = ids.into_iter().take(top).collect();
-        for f in findings
-            .iter()
-            .filter(|f| f.significant && f.kind == kind && f.query == name)
-        {
-            if let Some(id) = q.id(&f.function) {
-                if !chosen.contains(&id) {
-                    chosen.push(id);
-                }
-            }
-        }
-        chosen
-            .into_iter()
-            .map(|id| FnSeries {
-                function: q.names[id as usize].clone(),
-                points: (0..n)
-                    .map(|i| {
-                        let reps = q.runs.get(i).map(Vec::as_slice).unwrap_or_default();
-                        let v: Vec<f64> = reps
-                            .iter()
-                            .map(|r| {
-                                let (s, t) = r.share(id);
-                                if kind == Kind::Own {
-                                    s
-                                } else {
-                                    t
-                                }
-                            })
-                            .collect();
-                        Stat::of(&v)
-                    })
-                    .collect(),
-            })
-            .collect()
-    };
-    QueryTrend {
-        query: name.to_string(),
-        totals,
-        self_series: series(Kind::Own),
-        total_series: series(Kind::Total),
-        replicates: (0..n)
-            .map(|i| {
-                q.runs
-                    .get(i)
-                    .map(|r| r.iter().map(|r| r.name.clone()).collect())
-                    .unwrap_or_default()
-            })
-            .collect(),
-        flamegraphs: vec![None; n],
-        diffs: vec![None; n],
-    }
 }
 
 #[cfg(test)]
