@@ -51,6 +51,7 @@ use super::once_map::OnceMap;
 use super::symbols::{self, SymbolTable};
 use super::unwind::{self, DsoUnwind};
 use crate::symbolize::sources::{Kind, Resolved, Search, Shrank, Source};
+use crate::symbolize::sample::Line;
 
 /// The store's default limit: 1 GiB of symbol data.
 pub const DEFAULT_LIMIT: usize = 1 << 30;
@@ -150,8 +151,8 @@ impl DsoId {
     }
 }
 
-/// Finished frame lines by (file offset, inline frames expanded).
-type Lines = rustc_hash::FxHashMap<(u64, bool), Arc<[u8]>>;
+/// Finished frames' lines by (file offset, inline frames expanded).
+type Lines = rustc_hash::FxHashMap<(u64, bool), Arc<[Line]>>;
 
 /// One DSO's symbol data, each part loaded on the first ask from the files
 /// of the capture that created the entry (the same files, by its key, as
@@ -332,17 +333,18 @@ impl Entry {
             .as_ref()
     }
 
-    /// The frame line kept for file offset `offset` (`expand`: with inline
-    /// frames), or the one `make` writes, kept.
-    pub fn line(&self, offset: u64, expand: bool, make: impl FnOnce() -> Vec<u8>) -> Arc<[u8]> {
+    /// The frame lines kept for file offset `offset` (`expand`: with
+    /// inline frames), or the ones `make` names, kept.
+    pub fn line(&self, offset: u64, expand: bool, make: impl FnOnce() -> Vec<Line>) -> Arc<[Line]> {
         let key = (offset, expand);
         if let Some(l) = self.lock_lines().get(&key) {
             return l.clone();
         }
-        let line: Arc<[u8]> = make().into();
+        let line: Arc<[Line]> = make().into();
+        let size = |l: &[Line]| l.iter().map(Line::size).sum::<usize>();
         let mut lines = self.lock_lines();
         if lines.len() >= LINES_PER_ENTRY {
-            let dropped: usize = lines.values().map(|l| l.len() + 32).sum();
+            let dropped: usize = lines.values().map(|l| size(l)).sum();
             lines.clear();
             self.bytes.fetch_sub(dropped, Ordering::Relaxed);
             if !self.evicted.load(Ordering::Relaxed) {
@@ -350,7 +352,7 @@ impl Entry {
             }
         }
         if lines.insert(key, line.clone()).is_none() {
-            self.count(line.len() + 32);
+            self.count(size(&line));
         }
         line
     }
@@ -1072,7 +1074,7 @@ mod tests {
         let mut made = 0;
         let mut make = || {
             made += 1;
-            b"\t1234 f+0x4 (x)\n".to_vec()
+            vec![Line::new("f+0x4", "x")]
         };
         let a = e.line(0x1234, false, &mut make);
         let b = e.line(0x1234, false, &mut make);
