@@ -112,7 +112,7 @@ pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
     let progress = args.pipeline.progress();
     // The result lines, one per capture, go to stdout as each capture ends;
     // log lines and bars to stderr.
-    let report = pipeline::run(&args.dirs, &filter, &opts, &progress)?;
+    let report = pipeline::run(&args.dirs, &filter, &opts, &*progress)?;
     super::list_being_written(&args.dirs)?;
     let views = views::after_run(&report.captures, &views);
     for v in &views {

@@ -152,7 +152,7 @@ pub fn run(args: ReprocessArgs) -> anyhow::Result<ExitCode> {
     let progress = args.pipeline.progress();
     // The result lines of the captures worked on go to stdout as each ends
     // (the per-task log of an array job); a dry run lists its plan here.
-    let report = bulk::run(&args.roots, &opts, &progress)?;
+    let report = bulk::run(&args.roots, &opts, &*progress)?;
     super::list_being_written(&args.roots)?;
     // A dry run changes nothing, the job views included.
     let views = if report.dry_run {

@@ -21,6 +21,7 @@ use crate::output::report::read::{self as report, SampleReader};
 use crate::output::summary::ShardSummary;
 use crate::symbolize::native;
 use crate::symbolize::sample::{Batch, Frames};
+use crate::sys::progress::{Bar, Counts};
 use crate::symbolize::perf::{self, PerfTool, RunOutcome, ScriptOptions};
 use crate::text::boundary::Chunker;
 use crate::text::fold::{Folded, Folder};
@@ -172,13 +173,11 @@ impl Pipeline<'_> {
         how: &(dyn Fn(&Unit) -> Symbolize<'s> + Sync),
         recycle: &dyn Fn(Vec<u8>),
     ) -> (Folded, Vec<UnitResult>, Option<SampleReader>) {
-        let units_bar = self.multi.add(
+        let label = |what: &str| format!("{} {what}", self.label);
+        let units_bar =
             self.progress
-                .bar(units.len() as u64, format!("{} symbolize", self.label)),
-        );
-        let bytes_bar = self
-            .multi
-            .add(self.progress.bytes_counter(format!("{} text", self.label)));
+                .bar(Some(units.len() as u64), Counts::Items, &label("symbolize"));
+        let bytes_bar = self.progress.bar(None, Counts::Bytes, &label("text"));
         let order = &self.unit_order(units);
         let next = AtomicUsize::new(0);
         let results: Mutex<Vec<Option<UnitResult>>> =
@@ -192,7 +191,7 @@ impl Pipeline<'_> {
                 let sinks = UnitSinks {
                     tx: tx.clone(),
                     zstd_workers,
-                    bytes_bar: &bytes_bar,
+                    bytes_bar: &*bytes_bar,
                     spool,
                 };
                 let (next, results, units_bar) = (&next, &results, &units_bar);
@@ -232,8 +231,8 @@ impl Pipeline<'_> {
                 }
             }
         });
-        units_bar.finish_and_clear();
-        bytes_bar.finish_and_clear();
+        units_bar.finish();
+        bytes_bar.finish();
         let report = readers.and_then(report::merge);
         (stream.finish(), in_unit_order(results), report)
     }
@@ -450,7 +449,7 @@ enum Piece {
 struct UnitSinks<'s> {
     tx: mpsc::SyncSender<(usize, Piece)>,
     zstd_workers: u32,
-    bytes_bar: &'s indicatif::ProgressBar,
+    bytes_bar: &'s dyn Bar,
     spool: &'s Spool,
 }
 
