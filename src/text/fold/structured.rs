@@ -168,3 +168,64 @@ fn lines_of<'c>(
             .collect()
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Folder, Options};
+    use crate::symbolize::sample::{Batch, Frame, Frames, Line, Sample};
+
+    /// One sample of thread `comm`, its text as the native symbolizer
+    /// prints it.
+    fn batch(comm: &str) -> Batch {
+        let frame = Frame {
+            address: 0x1234,
+            lines: vec![Line::new("work+0x4", "/bin/w")].into(),
+        };
+        let mut text = format!("{comm} 77 [001]     1.000001:     250000 cpu-clock: \n")
+            .into_bytes();
+        frame.write_text(&mut text);
+        text.push(b'\n');
+        Batch {
+            new_frames: vec![frame],
+            samples: vec![Sample {
+                comm: comm.into(),
+                tid: 77,
+                cpu: Some(1),
+                time_ns: Some(1_000_001_000),
+                period: Some(250_000),
+                event: "cpu-clock".into(),
+                frames: 0..1,
+            }],
+            stacks: vec![0],
+            text_bytes: text.len() as u64,
+            text,
+            ..Batch::default()
+        }
+    }
+
+    /// A thread name with a number word in it (`pool 2 worker`): its text
+    /// reads as the thread `pool` of id 2, so today's fold of the text
+    /// loses the name's rest; the structured sample keeps it whole.
+    #[test]
+    fn a_thread_name_with_a_number_word_keeps_its_whole_name() {
+        let folder = Folder::new(Options::default());
+        let mut b = batch("pool 2 worker");
+        let mut text = folder.stream();
+        text.push_whole(&b.text);
+        assert_eq!(text.finish().to_bytes(), b"pool;work 250000\n");
+        let mut frames = Frames::default();
+        frames.take(&mut b);
+        let mut s = folder.stream();
+        s.push_samples(0, &b, &frames);
+        assert_eq!(s.finish().to_bytes(), b"pool_2_worker;work 250000\n");
+        // An ordinary name folds alike either way.
+        let mut b = batch("duckdb worker");
+        let mut text = folder.stream();
+        text.push_whole(&b.text);
+        let mut frames = Frames::default();
+        frames.take(&mut b);
+        let mut s = folder.stream();
+        s.push_samples(0, &b, &frames);
+        assert_eq!(text.finish().to_bytes(), s.finish().to_bytes());
+    }
+}
