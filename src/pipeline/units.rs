@@ -20,9 +20,9 @@ use crate::output::archive::{Part, Spool, Spooled};
 use crate::output::report::read::{self as report, SampleReader};
 use crate::output::summary::ShardSummary;
 use crate::symbolize::native;
+use crate::symbolize::perf::{self, PerfTool, RunOutcome, ScriptOptions};
 use crate::symbolize::sample::{Batch, Frames};
 use crate::sys::progress::{Bar, Counts};
-use crate::symbolize::perf::{self, PerfTool, RunOutcome, ScriptOptions};
 use crate::text::boundary::Chunker;
 use crate::text::fold::{Folded, Folder};
 
@@ -65,7 +65,8 @@ pub(super) struct Symbolized {
     /// native symbolizer ran every unit (`perf script` says nothing about
     /// it).
     pub(super) unwound: Option<native::UnwindTally>,
-    /// The report's profile of the new archive's text, read as it streamed
+    /// The report's profile of the units' samples (structured, or text),
+    /// read as they streamed: what a reader of the new archive reads
     /// (`None`: no report asked for, or its units' readers could not be
     /// merged: the archive is read again).
     pub(super) report: Option<SampleReader>,
@@ -238,9 +239,9 @@ impl Pipeline<'_> {
     }
 
     /// One reader of the report's profile per unit, when a report is asked
-    /// for: each unit's text is read as it streams, and the readers merged
-    /// in unit order read what one reader of the archive (the units' text
-    /// in unit order) would.
+    /// for: each unit's samples are read as they stream, and the readers
+    /// merged in unit order read what one reader of the archive (the
+    /// units' text in unit order) would.
     fn report_readers(&self, units: usize) -> Option<Vec<SampleReader>> {
         // Off-CPU captures: the sampling event's, as the folded stacks.
         let event = self.fold_options().event_filter;

@@ -59,12 +59,27 @@ fn fold_both(opts: &Options, runs: &[Vec<Batch>]) -> (Folded, Folded) {
 }
 
 fn assert_same_fold(label: &str, a: &Folded, b: &Folded) {
-    assert!(a.total() > 0 || a.stats.filtered_samples > 0, "{label}: nothing folded");
+    assert!(
+        a.total() > 0 || a.stats.filtered_samples > 0,
+        "{label}: nothing folded"
+    );
     assert_eq!(a.to_bytes(), b.to_bytes(), "{label}: stacks");
     let (s, t) = (&a.stats, &b.stats);
     assert_eq!(
-        (s.bytes, s.samples, s.filtered_samples, s.unique_stacks, &s.event),
-        (t.bytes, t.samples, t.filtered_samples, t.unique_stacks, &t.event),
+        (
+            s.bytes,
+            s.samples,
+            s.filtered_samples,
+            s.unique_stacks,
+            &s.event
+        ),
+        (
+            t.bytes,
+            t.samples,
+            t.filtered_samples,
+            t.unique_stacks,
+            &t.event
+        ),
         "{label}: counts"
     );
     assert_eq!(s.chains, t.chains, "{label}: chain ends");

@@ -76,7 +76,10 @@ fn replay_mapped(
         .event_attributes()
         .iter()
         .enumerate()
-        .map(|(i, a)| a.name().map_or_else(|| format!("event{i}").into(), Arc::from))
+        .map(|(i, a)| {
+            a.name()
+                .map_or_else(|| format!("event{i}").into(), Arc::from)
+        })
         .collect();
     let build_ids: HashMap<Vec<u8>, Vec<u8>> = perf_file
         .build_ids()
@@ -191,6 +194,9 @@ const FRAME_CACHE: usize = 16;
 /// Bytes of whole-stack text cached per run before that cache starts over.
 const STACK_CACHE_BYTES: usize = 64 << 20;
 
+/// A whole frame-pointer stack printed before: its frames' text and ids.
+type CachedStack = (Box<[u8]>, Box<[u32]>);
+
 pub(super) struct Run<'a> {
     sym: &'a Symbolizer,
     machine: Machine,
@@ -227,7 +233,7 @@ pub(super) struct Run<'a> {
     kernel_text: Option<(u64, u64, u64)>,
     /// Frame text and ids of whole frame-pointer stacks by (pid, CPU
     /// mode, call chain); emptied when maps change.
-    stacks: rustc_hash::FxHashMap<Box<[u64]>, (Box<[u8]>, Box<[u32]>)>,
+    stacks: rustc_hash::FxHashMap<Box<[u64]>, CachedStack>,
     /// The current sample's key into `stacks`.
     stack_key: Vec<u64>,
     /// Bytes held by `stacks`, about.

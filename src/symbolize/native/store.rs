@@ -50,8 +50,8 @@ use super::inline;
 use super::once_map::OnceMap;
 use super::symbols::{self, SymbolTable};
 use super::unwind::{self, DsoUnwind};
-use crate::symbolize::sources::{Kind, Resolved, Search, Shrank, Source};
 use crate::symbolize::sample::Line;
+use crate::symbolize::sources::{Kind, Resolved, Search, Shrank, Source};
 
 /// The store's default limit: 1 GiB of symbol data.
 pub const DEFAULT_LIMIT: usize = 1 << 30;

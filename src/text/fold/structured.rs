@@ -98,7 +98,14 @@ impl OneSample<'_> {
             let Some(frame) = self.frames.get(id) else {
                 continue;
             };
-            let names = lines_of(&mut self.cache.folded[java as usize], st, cfg, frame, id, java);
+            let names = lines_of(
+                &mut self.cache.folded[java as usize],
+                st,
+                cfg,
+                frame,
+                id,
+                java,
+            );
             for (line, names) in frame.lines.iter().zip(names.iter()) {
                 chain.frame_at(frame.address, &line.module);
                 st.stack_buf.extend(names.ids.iter().rev());
@@ -119,8 +126,13 @@ impl OneSample<'_> {
             buf.extend_from_slice(s.comm.trim().as_bytes());
             buf.push(0);
             buf.extend_from_slice(tid.as_bytes());
-            st.cells
-                .add(cell_ns, &st.stack_buf, &st.thread_buf, s.printed_time_ns(), at);
+            st.cells.add(
+                cell_ns,
+                &st.stack_buf,
+                &st.thread_buf,
+                s.printed_time_ns(),
+                at,
+            );
         }
         let count = s.period.unwrap_or(1);
         st.stacks.add_deferred(&mut st.stack_buf, count);
@@ -181,8 +193,8 @@ mod tests {
             address: 0x1234,
             lines: vec![Line::new("work+0x4", "/bin/w")].into(),
         };
-        let mut text = format!("{comm} 77 [001]     1.000001:     250000 cpu-clock: \n")
-            .into_bytes();
+        let mut text =
+            format!("{comm} 77 [001]     1.000001:     250000 cpu-clock: \n").into_bytes();
         frame.write_text(&mut text);
         text.push(b'\n');
         Batch {

@@ -50,9 +50,8 @@ fn a_shard_truncated_while_it_is_replayed_is_the_runs_error_not_a_crash() {
     let ran = sym.run(&shard, None, |_| Ok(()));
     assert!(ran.is_ok_and(|o| o.samples > 0), "intact, it is read");
     std::fs::copy(&demo, &shard).unwrap();
-    let ran = crate::sys::input::tests::truncated_after_map(&shard, || {
-        sym.run(&shard, None, |_| Ok(()))
-    });
+    let ran =
+        crate::sys::input::tests::truncated_after_map(&shard, || sym.run(&shard, None, |_| Ok(())));
     match ran {
         Err(Error::ShrankUnderMap { path }) => assert_eq!(path, shard),
         other => panic!("not the shrink: {other:?}"),
