@@ -544,6 +544,8 @@ struct Pipeline<'a> {
     kernel: OnceLock<KernelSymbols>,
     /// Which files name each DSO, decided once for both symbolizers.
     sources: OnceLock<sources::CaptureSources>,
+    /// The shards' build-id tables, read once.
+    shard_ids: OnceLock<crate::symbolize::build_ids::ShardIds>,
     /// The run's symbol store (or this capture's own).
     store: Arc<native::store::Store>,
 }
@@ -569,6 +571,7 @@ impl<'a> Pipeline<'a> {
             dir: cap.found.out_dir(),
             kernel: OnceLock::new(),
             sources: OnceLock::new(),
+            shard_ids: OnceLock::new(),
             store: opts.store.clone().unwrap_or_default(),
         }
     }
