@@ -18,7 +18,7 @@ work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 status=0
 norm() {
   norm1 "$1" | sed -e "s|$work/before|W|g" -e "s|$work/after|W|g" \
-    -e 's/[0-9]\{4\}-[0-9][0-9]-[0-9][0-9]T[0-9:]*Z/TIME/g' |
+    -e 's|/proc/[0-9]*/fd/[0-9]*|/proc/PID/fd/N|g' -e 's/[0-9]\{4\}-[0-9][0-9]-[0-9][0-9]T[0-9:]*Z/TIME/g' |
     grep -avE '"(ino|summary.json|perf.script.zst)":'
 }
 norm1() {

@@ -902,7 +902,7 @@ mod damaged {
             });
         let mut text = 0;
         let ran = sym.run(&path, None, |block| {
-            text += block.len();
+            text += block.text.len();
             Ok(())
         });
         if bytes == shard.bytes {

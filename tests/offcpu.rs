@@ -521,3 +521,32 @@ fn offcpu_damaged_switch_fields_are_a_warning_naming_the_capture() {
         "{s}"
     );
 }
+
+/// With no `perf` anywhere on PATH, the native symbolizer makes the
+/// off-CPU pass too, as it makes the on-CPU one: the off-CPU and
+/// wall-clock profiles are drawn (they were dropped, "not made", before).
+#[test]
+fn offcpu_pass_needs_no_perf_when_native_reads_every_shard() {
+    let Some((s, mut worker)) = offcpu_worker() else {
+        return;
+    };
+    let dir = s.dir.path();
+    let root = dir.join("out");
+    let timeout = Duration::from_secs(120);
+    capture_q1(dir, &root, &mut worker, "--off-cpu", &[], 2, timeout);
+    let empty = tempfile::tempdir().unwrap();
+    let out = jobprof()
+        .arg("process")
+        .arg(&root)
+        .env("PATH", empty.path())
+        .output()
+        .unwrap();
+    let log = output_text(&out);
+    assert!(out.status.success(), "process: {log}");
+    let cap = root.join("worker_0/q1");
+    let s = summary(&cap);
+    assert!(s["perf_version"].is_null(), "perf was found: {s}");
+    assert!(cap.join("offcpu.folded").is_file(), "{log}");
+    assert!(cap.join("wallclock.folded").is_file(), "{log}");
+    assert!(s["off_cpu"]["switch_samples"].as_u64() > Some(0), "{s}");
+}

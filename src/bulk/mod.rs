@@ -76,7 +76,7 @@ impl Options {
 /// `opts.split` is set). Errors only for bad usage (roots without
 /// captures, an unusable `--perf`); per-directory problems are in the
 /// report.
-pub fn run(roots: &[PathBuf], opts: &Options, progress: &Progress) -> Result<Report> {
+pub fn run(roots: &[PathBuf], opts: &Options, progress: &dyn Progress) -> Result<Report> {
     let found = capture::find(roots)?;
     let mut report = Report {
         result_dirs: found.result_dirs,
@@ -132,7 +132,7 @@ fn bring_up_to_date(
     planned: Vec<(Item, Plan)>,
     opts: &Options,
     perf: &std::result::Result<PerfTool, crate::symbolize::perf::Error>,
-    progress: &Progress,
+    progress: &dyn Progress,
 ) -> Vec<Outcome> {
     let (todo, done): (Vec<_>, Vec<_>) = planned.into_iter().partition(|(_, p)| !p.is_empty());
     let mut outcomes: Vec<Outcome> = done
@@ -145,7 +145,7 @@ fn bring_up_to_date(
         })
         .collect();
     if !todo.is_empty() {
-        progress.log(format!(
+        progress.log(&format!(
             "{} of {} director(ies) to bring up to date ({} already complete)",
             todo.len(),
             todo.len() + done.len(),

@@ -16,7 +16,7 @@ use crate::capture::{self, CaptureDir, Completion, Item, Kind, Marker, Outcome, 
 use crate::output::{archive, render::redraw};
 use crate::pipeline;
 use crate::symbolize::perf::{self, PerfTool};
-use crate::sys::progress::Progress;
+use crate::sys::progress::{Counts, NoBars, Progress};
 
 /// Why a step of bringing a directory up to date failed.
 #[derive(Debug, thiserror::Error)]
@@ -48,7 +48,7 @@ pub(super) fn work_all(
     todo: &[(Item, Plan)],
     opts: &Options,
     perf: &std::result::Result<PerfTool, perf::Error>,
-    progress: &Progress,
+    progress: &dyn Progress,
 ) -> Vec<Outcome> {
     let jobs = opts.jobs().min(todo.len()).max(1);
     // Captures run side by side; the cores left over (fewer captures than
@@ -57,25 +57,24 @@ pub(super) fn work_all(
     let (mut popts, store) = opts.process.with_store();
     popts.jobs = (opts.jobs() / jobs).max(1);
     popts.force = true; // plan() already decided what needs doing
-    let bar = progress.bar(todo.len() as u64, "reprocess");
+    let bar = progress.bar(Some(todo.len() as u64), Counts::Items, "reprocess");
     // Per-capture bars stay hidden: one bar overall.
-    let hidden =
-        indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
+    let hidden = NoBars(progress);
     let next = AtomicUsize::new(0);
     let results = Mutex::new(Vec::with_capacity(todo.len()));
     std::thread::scope(|s| {
         for _ in 0..jobs {
             s.spawn(|| {
                 while let Some((item, plan)) = todo.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    let o = work_on(item, plan, opts, &popts, perf, progress, &hidden);
-                    bar.suspend(|| progress.result(o.line()));
+                    let o = work_on(item, plan, opts, &popts, perf, &hidden);
+                    progress.result(&o.line());
                     bar.inc(1);
                     results.lock().expect("no panics hold it").push(o);
                 }
             });
         }
     });
-    bar.finish_and_clear();
+    bar.finish();
     store.log_to(progress);
     results.into_inner().expect("no panics hold it")
 }
@@ -86,14 +85,13 @@ fn work_on(
     opts: &Options,
     popts: &pipeline::Options,
     perf: &std::result::Result<PerfTool, perf::Error>,
-    progress: &Progress,
-    multi: &indicatif::MultiProgress,
+    progress: &dyn Progress,
 ) -> Outcome {
     let start = Instant::now();
     let steps = || -> std::result::Result<Vec<String>, (Status, String)> {
         let mut done = Vec::new();
         if plan.outputs.is_some() {
-            done.push(write_outputs(item, popts, perf, progress, multi)?);
+            done.push(write_outputs(item, popts, perf, progress)?);
         }
         let dir = &item.capture.dir;
         if plan.recompress {
@@ -122,12 +120,11 @@ fn write_outputs(
     item: &Item,
     popts: &pipeline::Options,
     perf: &std::result::Result<PerfTool, perf::Error>,
-    progress: &Progress,
-    multi: &indicatif::MultiProgress,
+    progress: &dyn Progress,
 ) -> std::result::Result<String, (Status, String)> {
     let (status, message) = match item.kind {
         Kind::Capture => {
-            let r = pipeline::process_capture(&item.capture, popts, perf, progress, multi);
+            let r = pipeline::process_capture(&item.capture, popts, perf, progress);
             (r.status, r.message)
         }
         Kind::RenderOnly => match redraw(&item.capture, &popts.formats) {

@@ -1,6 +1,7 @@
 //! One file per subcommand: its clap arguments and the few lines that turn
 //! them into library options and call the library.
 
+pub mod bars;
 pub mod diff;
 pub mod fold;
 pub mod generate;

@@ -340,22 +340,22 @@ fn head_ip(given: Option<std::net::Ipv4Addr>, plan: &Plan) -> Option<std::net::I
 }
 
 pub fn run(args: NsysArgs) -> anyhow::Result<jobprof::ExitCode> {
-    let progress = Progress::from_env();
+    let progress = super::bars::from_env(false);
     match args.command {
         NsysCommand::Collect(a) => {
             let (opts, _) = a.options()?;
-            let c = nsys::collect(&opts, None, &progress)?;
+            let c = nsys::collect(&opts, None, &*progress)?;
             finish(c)
         }
-        NsysCommand::Flush(a) => flush(a, &progress),
-        NsysCommand::Setup(a) => setup(a, &progress),
-        NsysCommand::Teardown(a) => teardown(a, &progress),
+        NsysCommand::Flush(a) => flush(a, &*progress),
+        NsysCommand::Setup(a) => setup(a, &*progress),
+        NsysCommand::Teardown(a) => teardown(a, &*progress),
         NsysCommand::Plan(a) => plan(a),
     }
 }
 
 /// `nsys flush`: through the wrapper of the config, when it names one.
-fn flush(a: FlushArgs, progress: &Progress) -> anyhow::Result<jobprof::ExitCode> {
+fn flush(a: FlushArgs, progress: &dyn Progress) -> anyhow::Result<jobprof::ExitCode> {
     let (collect, plan) = a.collect.options()?;
     let mut opts = FlushOptions::new(a.job.clone(), collect);
     opts.connector_step_name = a.connector_step_name.clone();
@@ -364,7 +364,7 @@ fn flush(a: FlushArgs, progress: &Progress) -> anyhow::Result<jobprof::ExitCode>
         let ip = head_ip(a.wrapper.head_ip, &plan);
         let (ip, warning) = nsys::setup::head_ip(ip)?;
         if let Some(w) = warning {
-            progress.log(w);
+            progress.log(&w);
         }
         let w = nsys::Wrapper::of(&plan, ip, a.wrapper.call_timeout)?;
         opts.nsight_slurm = Some(w.exe.clone());
@@ -375,7 +375,7 @@ fn flush(a: FlushArgs, progress: &Progress) -> anyhow::Result<jobprof::ExitCode>
 }
 
 /// `nsys setup`: one stdout line saying what was done.
-fn setup(a: SetupArgs, progress: &Progress) -> anyhow::Result<jobprof::ExitCode> {
+fn setup(a: SetupArgs, progress: &dyn Progress) -> anyhow::Result<jobprof::ExitCode> {
     let plan = Plan::from_path(&a.config)?;
     let done = nsys::setup(&plan, a.wrapper.head_ip, a.wrapper.call_timeout, progress)?;
     let log = plan
@@ -398,7 +398,7 @@ fn setup(a: SetupArgs, progress: &Progress) -> anyhow::Result<jobprof::ExitCode>
 }
 
 /// `nsys teardown`, with the flush first when `--flush --job` ask for it.
-fn teardown(a: TeardownArgs, progress: &Progress) -> anyhow::Result<jobprof::ExitCode> {
+fn teardown(a: TeardownArgs, progress: &dyn Progress) -> anyhow::Result<jobprof::ExitCode> {
     let plan = Plan::from_path(&a.config)?;
     let flush = match (&a.job, plan.dirs.as_ref()) {
         (Some(job), Some(dirs)) if a.flush => {

@@ -9,7 +9,7 @@ use clap::Args;
 use jobprof::output::archive::DEFAULT_LEVEL;
 use jobprof::pipeline::{self, Formats};
 use jobprof::symbolize::native::Choice;
-use jobprof::sys::progress::Progress;
+use jobprof::sys::progress::{LogLines, Progress};
 use jobprof::views;
 
 /// `--formats` when not given.
@@ -155,11 +155,11 @@ impl PipelineArgs {
     }
 
     /// Progress on stderr, or none with `--quiet`.
-    pub fn progress(&self) -> Progress {
+    pub fn progress(&self) -> Box<dyn Progress> {
         if self.quiet {
-            Progress::quiet()
+            Box::new(LogLines::quiet())
         } else {
-            Progress::from_env().with_verbose(self.verbose)
+            super::bars::from_env(self.verbose)
         }
     }
 

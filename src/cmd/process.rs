@@ -145,7 +145,7 @@ pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
     let report = if perf_dirs.is_empty() && !nsys.is_empty() {
         None
     } else {
-        match pipeline::run(&perf_dirs, &filter, &opts, &progress) {
+        match pipeline::run(&perf_dirs, &filter, &opts, &*progress) {
             // A result directory of Nsight Systems reports only.
             Err(jobprof::Error::Usage(_)) if !nsys.is_empty() => None,
             Err(e) => return Err(e.into()),

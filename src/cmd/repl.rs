@@ -8,7 +8,7 @@ use std::process::Command;
 
 use clap::Args;
 use jobprof::sys::exec::display_argv;
-use jobprof::sys::progress::Progress;
+use jobprof::sys::progress::{LogLines, Progress as _};
 use jobprof::sys::slurm::repl::{self, ReplOptions};
 use jobprof::sys::slurm::{self, JobId, Slurm};
 
@@ -75,7 +75,7 @@ pub fn run(args: ReplArgs) -> anyhow::Result<jobprof::ExitCode> {
     opts.cli = args.cli;
     opts.extra = args.extra;
     let plan = repl::plan(&Slurm::new(), &opts)?;
-    Progress::plain().log(format!(
+    LogLines::plain().log(&format!(
         "job {} coordinator {} ({}): {}",
         opts.job,
         plan.node,

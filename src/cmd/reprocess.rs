@@ -165,7 +165,7 @@ pub fn run(args: ReprocessArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::Success
     };
-    let report = match bulk::run(&args.roots, &opts, &progress) {
+    let report = match bulk::run(&args.roots, &opts, &*progress) {
         // Roots of Nsight Systems reports only.
         Err(jobprof::Error::Usage(_)) if !nsys.is_empty() => None,
         r => Some(r?),

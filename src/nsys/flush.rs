@@ -95,7 +95,7 @@ fn nsight_slurm_executable(p: &Path) -> PathBuf {
 /// for every step named like the connector, then [`fn@super::collect::collect`] with the
 /// baseline (reports that existed before, unchanged, are ignored, except
 /// those of this job).
-pub fn flush(opts: &FlushOptions, progress: &Progress) -> Result<Collection, Error> {
+pub fn flush(opts: &FlushOptions, progress: &dyn Progress) -> Result<Collection, Error> {
     if !opts.collect.report_root.is_dir() {
         return Err(Error::Usage(format!(
             "--report-root {}: not an existing directory; it must be the shared directory \

@@ -32,6 +32,7 @@ pub mod setup;
 mod walk;
 pub mod wrapper;
 
+use crate::sys::progress::{Bar, Counts, Progress};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -48,31 +49,36 @@ pub use wrapper::Wrapper;
 /// Status lines for a long-running nsys command: plain timestamped log lines
 /// off a terminal, and on a terminal lines printed above one progress bar
 /// (elapsed seconds of the timeout), so commands and polls are always shown.
-#[derive(Debug)]
 pub struct Log {
-    progress: crate::sys::progress::Progress,
-    bar: indicatif::ProgressBar,
+    progress: Box<dyn Progress>,
+    bar: Box<dyn Bar>,
+}
+
+impl std::fmt::Debug for Log {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Log").finish_non_exhaustive()
+    }
 }
 
 impl Log {
     /// A log whose bar counts seconds up to `limit`.
-    pub fn new(progress: &crate::sys::progress::Progress, limit: Duration, what: &str) -> Log {
+    pub fn new(progress: &dyn Progress, limit: Duration, what: &str) -> Log {
         Log {
-            progress: progress.clone(),
-            bar: progress.bar(limit.as_secs().max(1), what),
+            progress: progress.boxed(),
+            bar: progress.bar(Some(limit.as_secs().max(1)), Counts::Items, what),
         }
     }
 
     /// Prints one status line.
     pub fn line(&self, msg: impl AsRef<str>) {
         if self.progress.draws_bars() {
-            self.bar.println(format!(
+            self.bar.println(&format!(
                 "[jobprof {}] {}",
                 crate::sys::units::utc_timestamp(),
                 msg.as_ref()
             ));
         } else {
-            self.progress.log(msg);
+            self.progress.log(msg.as_ref());
         }
     }
 
@@ -83,7 +89,7 @@ impl Log {
 
     /// Removes the bar (before another one is drawn).
     pub fn finish(&self) {
-        self.bar.finish_and_clear();
+        self.bar.finish();
     }
 
     /// Runs `cmd` (see [`crate::sys::exec`]), logging its command line
@@ -119,8 +125,8 @@ impl Log {
     }
 
     /// The progress factory behind this log.
-    pub fn progress(&self) -> &crate::sys::progress::Progress {
-        &self.progress
+    pub fn progress(&self) -> &dyn Progress {
+        &*self.progress
     }
 }
 

@@ -154,7 +154,7 @@ pub fn setup(
     plan: &Plan,
     head_ip: Option<Ipv4Addr>,
     limit: Duration,
-    progress: &Progress,
+    progress: &dyn Progress,
 ) -> Result<SetupOutcome, Error> {
     let Some(dirs) = plan.dirs.as_ref() else {
         return Err(Error::Usage(
@@ -255,7 +255,7 @@ pub fn teardown(
     head_ip: Option<Ipv4Addr>,
     limit: Duration,
     flush_options: Option<FlushOptions>,
-    progress: &Progress,
+    progress: &dyn Progress,
 ) -> Result<Option<Collection>, Error> {
     let Some(dirs) = plan.dirs.clone() else {
         return Err(Error::Usage(

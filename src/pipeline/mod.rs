@@ -38,7 +38,7 @@ use crate::output::summary::{ShardSummary, StackStats};
 use crate::symbolize::kernel::KernelSymbols;
 use crate::symbolize::native;
 use crate::symbolize::perf::{self, PerfTool};
-use crate::sys::progress::Progress;
+use crate::sys::progress::{Bar, Counts, LogLines, Progress};
 use crate::text::fold::Folded;
 
 pub mod imported;
@@ -261,7 +261,7 @@ pub fn run(
     roots: &[PathBuf],
     filter: &capture::Filter,
     opts: &Options,
-    progress: &Progress,
+    progress: &dyn Progress,
 ) -> Result<Report> {
     let mut found = capture::discover(roots, filter)?;
     if found.is_empty() {
@@ -277,10 +277,9 @@ pub fn run(
         return Err(Error::Usage(format!("--perf {}: {e}", p.display())));
     }
     let (opts, store) = opts.with_store();
-    let multi = progress.multi();
-    let overall = multi.add(progress.bar(found.len() as u64, "captures"));
-    let captures = run_captures(&found, &opts, &perf, progress, &multi, &overall);
-    overall.finish_and_clear();
+    let overall = progress.bar(Some(found.len() as u64), Counts::Items, "captures");
+    let captures = run_captures(&found, &opts, &perf, progress, &*overall);
+    overall.finish();
     store.log_to(progress);
     Ok(Report { captures })
 }
@@ -309,7 +308,7 @@ pub fn symbolize_plain(file: &Path, opts: &Options) -> Result<(tempfile::TempDir
         ..opts.clone()
     };
     let filter = capture::Filter::default();
-    let report = run(&[file.to_path_buf()], &filter, &opts, &Progress::silent())?;
+    let report = run(&[file.to_path_buf()], &filter, &opts, &LogLines::silent())?;
     match report.captures.as_slice() {
         [o] if o.status == Status::Processed => Ok((tmp, out)),
         [o] => Err(Error::Usage(format!(
@@ -366,9 +365,8 @@ fn run_captures(
     found: &[CaptureDir],
     opts: &Options,
     perf: &std::result::Result<PerfTool, perf::Error>,
-    progress: &Progress,
-    multi: &indicatif::MultiProgress,
-    overall: &indicatif::ProgressBar,
+    progress: &dyn Progress,
+    overall: &dyn Bar,
 ) -> Vec<Outcome> {
     let jobs = opts.jobs();
     let big_bytes = opts.slice_min_bytes.saturating_mul(4 * jobs as u64);
@@ -386,12 +384,12 @@ fn run_captures(
         let mut d = done.lock().unwrap_or_else(|e| e.into_inner());
         d.0[i] = Some(r);
         while let Some(Some(r)) = d.0.get(d.1) {
-            multi.suspend(|| progress.result(r.line()));
+            progress.result(&r.line());
             d.1 += 1;
         }
     };
     for &i in &big {
-        finish(i, process_capture(&found[i], opts, perf, progress, multi));
+        finish(i, process_capture(&found[i], opts, perf, progress));
     }
     let next = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|s| {
@@ -400,10 +398,7 @@ fn run_captures(
                 while let Some(&i) =
                     small.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
                 {
-                    finish(
-                        i,
-                        process_capture(&found[i], &one_each, perf, progress, multi),
-                    );
+                    finish(i, process_capture(&found[i], &one_each, perf, progress));
                 }
             });
         }
@@ -417,8 +412,7 @@ pub fn process_capture(
     found: &CaptureDir,
     opts: &Options,
     perf: &std::result::Result<PerfTool, perf::Error>,
-    progress: &Progress,
-    multi: &indicatif::MultiProgress,
+    progress: &dyn Progress,
 ) -> Outcome {
     let start = Instant::now();
     let mut report = Outcome {
@@ -449,7 +443,7 @@ pub fn process_capture(
                 return report;
             }
             Completion::Stale(why) => {
-                progress.detail(format!(
+                progress.detail(&format!(
                     "{}: processing again: {why}",
                     found.subject().display()
                 ));
@@ -457,7 +451,7 @@ pub fn process_capture(
             Completion::NotDone => {}
         }
     }
-    match Pipeline::new(&capture, opts, perf, progress, multi, start).run() {
+    match Pipeline::new(&capture, opts, perf, progress, start).run() {
         Ok(done) => {
             report.status = done.status;
             report.message = done.message;
@@ -539,8 +533,7 @@ struct Pipeline<'a> {
     raw_mode: Option<u32>,
     opts: &'a Options,
     perf: &'a std::result::Result<PerfTool, perf::Error>,
-    progress: &'a Progress,
-    multi: &'a indicatif::MultiProgress,
+    progress: &'a dyn Progress,
     start: Instant,
     label: String,
     dir: PathBuf,
@@ -549,6 +542,8 @@ struct Pipeline<'a> {
     kernel: OnceLock<KernelSymbols>,
     /// Which files name each DSO, decided once for both symbolizers.
     sources: OnceLock<sources::CaptureSources>,
+    /// The shards' build-id tables, read once.
+    shard_ids: OnceLock<crate::symbolize::build_ids::ShardIds>,
     /// The run's symbol store (or this capture's own).
     store: Arc<native::store::Store>,
 }
@@ -558,8 +553,7 @@ impl<'a> Pipeline<'a> {
         cap: &'a ValidCapture,
         opts: &'a Options,
         perf: &'a std::result::Result<PerfTool, perf::Error>,
-        progress: &'a Progress,
-        multi: &'a indicatif::MultiProgress,
+        progress: &'a dyn Progress,
         start: Instant,
     ) -> Self {
         Pipeline {
@@ -568,7 +562,6 @@ impl<'a> Pipeline<'a> {
             opts,
             perf,
             progress,
-            multi,
             start,
             label: cap.found.label(),
             // The old pipeline's captures get their outputs in a
@@ -576,6 +569,7 @@ impl<'a> Pipeline<'a> {
             dir: cap.found.out_dir(),
             kernel: OnceLock::new(),
             sources: OnceLock::new(),
+            shard_ids: OnceLock::new(),
             store: opts.store.clone().unwrap_or_default(),
         }
     }
@@ -593,9 +587,9 @@ impl<'a> Pipeline<'a> {
         let msg = msg.as_ref();
         let line = format!("{}: {msg}", crate::sys::progress::printable(who));
         if msg.starts_with("warning") {
-            self.progress.log(line);
+            self.progress.log(&line);
         } else {
-            self.progress.detail(line);
+            self.progress.detail(&line);
         }
     }
 }

@@ -142,13 +142,7 @@ impl Pipeline<'_> {
         if !self.cap.has_all_data() {
             return Ok(Vec::new());
         }
-        let shards: Vec<PathBuf> = self
-            .cap
-            .shards
-            .iter()
-            .map(|s| s.data_file.clone())
-            .collect();
-        let (ids, problems) = crate::symbolize::build_ids::of_shards(&shards);
+        let (ids, problems) = self.shard_ids().union();
         warnings.extend(problems);
         let hit: std::collections::HashSet<String> =
             profile.frames.iter().map(|f| f.dso.clone()).collect();
@@ -246,7 +240,8 @@ impl Pipeline<'_> {
         };
         match pprof {
             Some((f, off_cpu)) => {
-                let facts = crate::output::pprof::capture::facts(self.cap, event);
+                let ids = self.shard_ids().by_path();
+                let facts = crate::output::pprof::capture::facts(self.cap, event, ids);
                 let out = self.dir.join(crate::output::pprof::PPROF);
                 let to = (out.as_path(), off_cpu, &mut *f);
                 crate::output::pprof::capture::write_with_text(

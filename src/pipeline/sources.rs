@@ -150,7 +150,7 @@ impl Pipeline<'_> {
             let owner = crate::sys::creds::Creds::owner_of(&self.cap.found.dir);
             let search =
                 Search::on_this_host(self.cap.symfs.clone(), self.opts.debug_dirs.clone(), owner);
-            let (ids, _) = crate::symbolize::build_ids::of_shards(&self.present_data());
+            let (ids, _) = self.shard_ids().union();
             // Resolved once per run for every capture with this search.
             let dsos: Vec<(String, Vec<u8>, Arc<Resolved>)> = ids
                 .into_iter()
@@ -183,6 +183,13 @@ impl Pipeline<'_> {
     fn present_data(&self) -> Vec<PathBuf> {
         let present = self.cap.shards.iter().filter(|s| s.bytes.is_some());
         present.map(|s| s.data_file.clone()).collect()
+    }
+
+    /// The build-id tables of the shards on disk, read at the first call:
+    /// once per capture, for every stage that needs them.
+    pub(super) fn shard_ids(&self) -> &crate::symbolize::build_ids::ShardIds {
+        self.shard_ids
+            .get_or_init(|| crate::symbolize::build_ids::ShardIds::read(&self.present_data()))
     }
 }
 

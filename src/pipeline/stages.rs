@@ -4,7 +4,7 @@
 //! the marker. What each stage does is in the sibling files: `plan` and
 //! `units` symbolize, `publish` and `off_cpu` write, `inputs` hashes.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -432,10 +432,7 @@ impl Pipeline<'_> {
             let uses_symfs = self.cap.symfs.is_some() || plain;
             let needs_ids = self.cap.kallsyms.is_none() && uses_symfs;
             let (recorded, running) = match needs_ids {
-                true => (
-                    kernel::recorded_kernel_build_id(&self.present_shards()),
-                    kernel::running_kernel_build_id(),
-                ),
+                true => (self.shard_ids().kernel(), kernel::running_kernel_build_id()),
                 false => (None, None),
             };
             let machines = kernel::Machines {
@@ -452,12 +449,6 @@ impl Pipeline<'_> {
                 kernel::core_table,
             )
         })
-    }
-
-    /// The data files of the shards that are on disk.
-    fn present_shards(&self) -> Vec<PathBuf> {
-        let present = self.cap.shards.iter().filter(|s| s.bytes.is_some());
-        present.map(|s| s.data_file.clone()).collect()
     }
 
     pub(super) fn fold_options(&self) -> fold::Options {

@@ -1,7 +1,10 @@
 //! Running a capture's units of symbolizing work (planned in `plan`) up
-//! to `jobs` at once: each unit's text is teed into a compressed, spooled
-//! archive part and, cut at sample boundaries, into the fold on this
-//! thread; then the results per shard.
+//! to `jobs` at once: each unit's text is written into a compressed,
+//! spooled archive part; its samples go to the fold and the report on
+//! this thread: a native unit's as structured samples
+//! ([`crate::symbolize::sample`], its text never read again), a `perf
+//! script` unit's as its text cut at sample boundaries. Then the results
+//! per shard.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -18,6 +21,8 @@ use crate::output::report::read::{self as report, SampleReader};
 use crate::output::summary::ShardSummary;
 use crate::symbolize::native;
 use crate::symbolize::perf::{self, PerfTool, RunOutcome, ScriptOptions};
+use crate::symbolize::sample::{Batch, Frames};
+use crate::sys::progress::{Bar, Counts};
 use crate::text::boundary::Chunker;
 use crate::text::fold::{Folded, Folder};
 
@@ -60,7 +65,8 @@ pub(super) struct Symbolized {
     /// native symbolizer ran every unit (`perf script` says nothing about
     /// it).
     pub(super) unwound: Option<native::UnwindTally>,
-    /// The report's profile of the new archive's text, read as it streamed
+    /// The report's profile of the units' samples (structured, or text),
+    /// read as they streamed: what a reader of the new archive reads
     /// (`None`: no report asked for, or its units' readers could not be
     /// merged: the archive is read again).
     pub(super) report: Option<SampleReader>,
@@ -168,18 +174,16 @@ impl Pipeline<'_> {
         how: &(dyn Fn(&Unit) -> Symbolize<'s> + Sync),
         recycle: &dyn Fn(Vec<u8>),
     ) -> (Folded, Vec<UnitResult>, Option<SampleReader>) {
-        let units_bar = self.multi.add(
+        let label = |what: &str| format!("{} {what}", self.label);
+        let units_bar =
             self.progress
-                .bar(units.len() as u64, format!("{} symbolize", self.label)),
-        );
-        let bytes_bar = self
-            .multi
-            .add(self.progress.bytes_counter(format!("{} text", self.label)));
+                .bar(Some(units.len() as u64), Counts::Items, &label("symbolize"));
+        let bytes_bar = self.progress.bar(None, Counts::Bytes, &label("text"));
         let order = &self.unit_order(units);
         let next = AtomicUsize::new(0);
         let results: Mutex<Vec<Option<UnitResult>>> =
             Mutex::new((0..units.len()).map(|_| None).collect());
-        let (tx, rx) = mpsc::sync_channel::<(usize, Vec<u8>)>(jobs * 2);
+        let (tx, rx) = mpsc::sync_channel::<(usize, Piece)>(jobs * 2);
         let folder = Folder::new(self.fold_options_with_cells());
         let mut stream = folder.stream();
         let mut readers = self.report_readers(units.len());
@@ -188,7 +192,7 @@ impl Pipeline<'_> {
                 let sinks = UnitSinks {
                     tx: tx.clone(),
                     zstd_workers,
-                    bytes_bar: &bytes_bar,
+                    bytes_bar: &*bytes_bar,
                     spool,
                 };
                 let (next, results, units_bar) = (&next, &results, &units_bar);
@@ -203,28 +207,41 @@ impl Pipeline<'_> {
                 });
             }
             drop(tx);
-            // Blocks end at sample boundaries: folded in place, their
+            // Text blocks end at sample boundaries: folded in place, their
             // buffers go back to the native symbolizer. Units run side by
             // side; the timeline's cells place each in unit order, and so
             // does the merge of the report's per-unit readers.
-            for (unit, block) in rx {
-                stream.push_whole_of(unit, &block);
-                if let Some(r) = readers.as_mut() {
-                    r[unit].sample(&block);
+            let mut frames: Vec<Frames> = (0..units.len()).map(|_| Frames::default()).collect();
+            for (unit, piece) in rx {
+                match piece {
+                    Piece::Text(block) => {
+                        stream.push_whole_of(unit, &block);
+                        if let Some(r) = readers.as_mut() {
+                            r[unit].sample(&block);
+                        }
+                        recycle(block);
+                    }
+                    Piece::Samples(mut batch) => {
+                        let frames = &mut frames[unit];
+                        frames.take(&mut batch);
+                        stream.push_samples(unit, &batch, frames);
+                        if let Some(r) = readers.as_mut() {
+                            r[unit].samples(&batch, frames);
+                        }
+                    }
                 }
-                recycle(block);
             }
         });
-        units_bar.finish_and_clear();
-        bytes_bar.finish_and_clear();
+        units_bar.finish();
+        bytes_bar.finish();
         let report = readers.and_then(report::merge);
         (stream.finish(), in_unit_order(results), report)
     }
 
     /// One reader of the report's profile per unit, when a report is asked
-    /// for: each unit's text is read as it streams, and the readers merged
-    /// in unit order read what one reader of the archive (the units' text
-    /// in unit order) would.
+    /// for: each unit's samples are read as they stream, and the readers
+    /// merged in unit order read what one reader of the archive (the
+    /// units' text in unit order) would.
     fn report_readers(&self, units: usize) -> Option<Vec<SampleReader>> {
         // Off-CPU captures: the sampling event's, as the folded stacks.
         let event = self.fold_options().event_filter;
@@ -338,12 +355,13 @@ impl Pipeline<'_> {
                 (r, perf.program.clone())
             }
             Symbolize::Native(n) => {
-                // Native blocks already end at sample boundaries: they go to
-                // the folder whole, without the chunker's copy.
-                let consume = |block: Vec<u8>| {
-                    part.write_block(&block)?;
-                    bytes_bar.inc(block.len() as u64);
-                    send(tx, index, block)
+                // The text goes to the archive only; the samples go on.
+                let consume = |mut batch: Batch| {
+                    let text = std::mem::take(&mut batch.text);
+                    part.write_block(&text)?;
+                    bytes_bar.inc(text.len() as u64);
+                    n.recycle(text);
+                    send(tx, index, Piece::Samples(batch))
                 };
                 let r = n.run(&unit.data, unit.slice.as_ref(), consume);
                 unwound = r.as_ref().ok().map(|o| o.unwound);
@@ -354,7 +372,7 @@ impl Pipeline<'_> {
         let write_tail = || -> io::Result<()> {
             part.write_all(&tail.extra)?;
             if !tail.block.is_empty() {
-                send(tx, index, tail.block)?;
+                send(tx, index, Piece::Text(tail.block))?;
             }
             Ok(())
         };
@@ -420,12 +438,19 @@ fn in_unit_order(results: Mutex<Vec<Option<UnitResult>>>) -> Vec<UnitResult> {
         .collect()
 }
 
+/// What a unit hands the fold and the report: text cut at sample
+/// boundaries (`perf script`), or structured samples (native).
+enum Piece {
+    Text(Vec<u8>),
+    Samples(Batch),
+}
+
 /// Where one `perf script` run's text goes: the fold channel and the
 /// archive spool.
 struct UnitSinks<'s> {
-    tx: mpsc::SyncSender<(usize, Vec<u8>)>,
+    tx: mpsc::SyncSender<(usize, Piece)>,
     zstd_workers: u32,
-    bytes_bar: &'s indicatif::ProgressBar,
+    bytes_bar: &'s dyn Bar,
     spool: &'s Spool,
 }
 
@@ -460,7 +485,7 @@ fn run_perf(
         part.write_all(bytes)?;
         bytes_bar.inc(bytes.len() as u64);
         if let Some(block) = chunker.push(bytes) {
-            send(tx, index, block)?;
+            send(tx, index, Piece::Text(block))?;
         }
         Ok(())
     };
@@ -496,9 +521,9 @@ fn native_outcome(r: std::result::Result<native::Outcome, native::Error>) -> Run
     }
 }
 
-/// Sends a block of unit `unit`'s text to the fold.
-fn send(tx: &mpsc::SyncSender<(usize, Vec<u8>)>, unit: usize, block: Vec<u8>) -> io::Result<()> {
-    tx.send((unit, block))
+/// Sends a piece of unit `unit`'s samples to the fold.
+fn send(tx: &mpsc::SyncSender<(usize, Piece)>, unit: usize, piece: Piece) -> io::Result<()> {
+    tx.send((unit, piece))
         .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the folder stopped"))
 }
 
@@ -516,3 +541,6 @@ pub(super) fn shard_summary(s: &crate::capture::Shard, status: &str) -> ShardSum
         inline: None,
     }
 }
+
+#[cfg(test)]
+mod tests;

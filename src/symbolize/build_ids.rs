@@ -9,7 +9,7 @@
 //! hit, judged by the DSO file names in the symbolized text. This module
 //! reads headers only; it never runs perf.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use linux_perf_data::PerfFileReader;
@@ -31,15 +31,63 @@ pub struct BuildId {
 /// The build ids in the headers of `shards`, sorted by path; a shard whose
 /// header cannot be read is a warning naming it.
 pub fn of_shards(shards: &[PathBuf]) -> (Vec<BuildId>, Vec<String>) {
-    let mut all = BTreeSet::new();
-    let mut warnings = Vec::new();
-    for s in shards {
-        match of_shard(s) {
-            Ok(ids) => all.extend(ids),
-            Err(e) => warnings.push(format!("build ids of {}: {e}", s.display())),
-        }
+    ShardIds::read(shards).union()
+}
+
+/// Each shard's build-id table, read once per capture and handed to every
+/// stage that needs it (the symbol sources, the kernel table's choice,
+/// `build-ids.txt`, pprof's mappings).
+#[derive(Debug, Default)]
+pub struct ShardIds {
+    shards: Vec<(PathBuf, Result<Vec<BuildId>, String>)>,
+}
+
+impl ShardIds {
+    /// Reads the table of each of `shards`, in order.
+    pub fn read(shards: &[PathBuf]) -> ShardIds {
+        let shards = shards
+            .iter()
+            .map(|s| (s.clone(), of_shard(s).map_err(|e| e.to_string())))
+            .collect();
+        ShardIds { shards }
     }
-    (all.into_iter().collect(), warnings)
+
+    /// The ids of every shard, sorted by path, and a warning naming each
+    /// shard whose header could not be read ([`of_shards`]).
+    pub fn union(&self) -> (Vec<BuildId>, Vec<String>) {
+        let mut all = BTreeSet::new();
+        let mut warnings = Vec::new();
+        for (s, ids) in &self.shards {
+            match ids {
+                Ok(ids) => all.extend(ids.iter().cloned()),
+                Err(e) => warnings.push(format!("build ids of {}: {e}", s.display())),
+            }
+        }
+        (all.into_iter().collect(), warnings)
+    }
+
+    /// The sampled kernel's build id: `[kernel.kallsyms]` in the first
+    /// shard whose header has it.
+    pub fn kernel(&self) -> Option<String> {
+        self.shards.iter().find_map(|(_, ids)| {
+            let ids = ids.as_ref().ok()?;
+            ids.iter()
+                .find(|id| id.path == "[kernel.kallsyms]")
+                .map(|id| id.build_id.clone())
+        })
+    }
+
+    /// The ids that are not all zeros, by path (a later shard's over an
+    /// earlier one's): the profile's mappings.
+    pub fn by_path(&self) -> HashMap<String, String> {
+        let mut m = HashMap::new();
+        for (_, ids) in &self.shards {
+            let Ok(ids) = ids else { continue };
+            let nonzero = ids.iter().filter(|b| b.build_id.bytes().any(|c| c != b'0'));
+            m.extend(nonzero.map(|b| (b.path.clone(), b.build_id.clone())));
+        }
+        m
+    }
 }
 
 /// Why a shard's build ids could not be read.
@@ -94,6 +142,45 @@ pub fn text(ids: &[BuildId]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_read_serves_the_union_the_kernel_and_the_mappings() {
+        let id = |path: &str, build_id: &str| BuildId {
+            path: path.into(),
+            build_id: build_id.into(),
+        };
+        let ids = ShardIds {
+            shards: vec![
+                (
+                    "a".into(),
+                    Ok(vec![id("/lib/x.so", "aa"), id("[vdso]", "0000")]),
+                ),
+                ("b".into(), Err("damaged".into())),
+                (
+                    "c".into(),
+                    Ok(vec![id("[kernel.kallsyms]", "k1"), id("/lib/x.so", "bb")]),
+                ),
+                ("d".into(), Ok(vec![id("[kernel.kallsyms]", "k2")])),
+            ],
+        };
+        let (all, warnings) = ids.union();
+        assert_eq!(all.len(), 5, "{all:?}");
+        assert_eq!(warnings, ["build ids of b: damaged"]);
+        assert_eq!(ids.kernel().as_deref(), Some("k1"));
+        let m = ids.by_path();
+        assert_eq!(m.get("/lib/x.so").map(String::as_str), Some("bb"));
+        assert!(!m.contains_key("[vdso]"), "all zeros: no build id");
+        // The fixture's shards read alike through either door.
+        let demo = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/result_dir_demo/profiles/perf/worker_0/q01");
+        let shards = [
+            demo.join("perf.data.part000"),
+            demo.join("perf.data.part001"),
+        ];
+        let read = ShardIds::read(&shards);
+        assert_eq!(read.union(), of_shards(&shards));
+        assert!(!read.union().0.is_empty());
+    }
 
     #[test]
     fn hits_by_file_name_and_perf_buildid_list_lines() {

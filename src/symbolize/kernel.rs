@@ -86,17 +86,6 @@ pub fn running_kernel_build_id() -> Option<String> {
         .and_then(|n| gnu_build_id(&n, ByteOrder::NATIVE))
 }
 
-/// The sampled kernel's build id (hex): `[kernel.kallsyms]` in the first
-/// of `shards` whose header has it.
-pub fn recorded_kernel_build_id(shards: &[PathBuf]) -> Option<String> {
-    shards.iter().find_map(|s| {
-        let (ids, _) = super::build_ids::of_shards(std::slice::from_ref(s));
-        ids.into_iter()
-            .find(|id| id.path == "[kernel.kallsyms]")
-            .map(|id| id.build_id)
-    })
-}
-
 /// Decides where kernel symbols come from. `snapshot` is the capture's
 /// `kallsyms`. The live table is used whole only on the host and boot that
 /// were sampled; its core kernel part ([`core_table`]) also when the kernel

@@ -14,4 +14,5 @@ pub mod jit;
 pub mod kernel;
 pub mod native;
 pub mod perf;
+pub mod sample;
 pub mod sources;

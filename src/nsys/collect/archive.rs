@@ -33,9 +33,11 @@ pub(super) fn hash_and_archive(
     start: Instant,
     log: &Log,
 ) -> Result<()> {
-    let bar = log
-        .progress()
-        .bytes_bar(manifest.total_bytes, "hashing reports");
+    let bar = log.progress().bar(
+        Some(manifest.total_bytes),
+        crate::sys::progress::Counts::Bytes,
+        "hashing reports",
+    );
     let mut builder = archive_path.map(open_archive).transpose()?;
     for entry in manifest.reports.iter_mut() {
         let Some(rel) = entry.path.clone() else {
@@ -58,10 +60,10 @@ pub(super) fn hash_and_archive(
             }
             Err(e) => return Err(e),
         };
-        let reader = bar.wrap_read(file);
+        let reader = crate::sys::progress::Counting::new(&*bar, file);
         entry.sha256 = Some(hash_report(reader, entry, &rel, &path, builder.as_mut())?);
     }
-    bar.finish_and_clear();
+    bar.finish();
     manifest.finished_at = format_utc(unix_now() as u64);
     manifest.elapsed_s = start.elapsed().as_secs_f64();
     if let (Some(b), Some(p)) = (builder, archive_path) {

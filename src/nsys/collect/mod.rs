@@ -234,7 +234,7 @@ fn lock(root: &Path, deadline: Instant, poll: Duration, log: &Log) -> Result<Opt
 pub fn collect(
     opts: &CollectOptions,
     baseline: Option<Baseline>,
-    progress: &Progress,
+    progress: &dyn Progress,
 ) -> Result<Collection> {
     let log = Log::new(progress, opts.timeout, "collecting nsys reports");
     let result = collect_logged(opts, baseline, &log);
@@ -305,6 +305,7 @@ pub fn collect_logged(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sys::progress::LogLines;
     use std::fs::File;
 
     pub(super) fn write(path: &Path, bytes: &[u8]) {
@@ -337,7 +338,7 @@ mod tests {
             archive: true,
             ..fast(d.path())
         };
-        let c = collect(&opts, None, &Progress::silent()).unwrap();
+        let c = collect(&opts, None, &LogLines::silent()).unwrap();
         c.check().unwrap();
         let m = &c.manifest;
         assert_eq!(m.status, OverallStatus::Complete);
@@ -379,22 +380,22 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let mut o = fast(d.path());
         o.poll = Duration::ZERO;
-        assert!(collect(&o, None, &Progress::silent())
+        assert!(collect(&o, None, &LogLines::silent())
             .unwrap_err()
             .to_string()
             .contains("--poll"));
         let mut o = fast(d.path());
         o.settle = Duration::ZERO;
-        assert!(collect(&o, None, &Progress::silent())
+        assert!(collect(&o, None, &LogLines::silent())
             .unwrap_err()
             .to_string()
             .contains("--settle"));
         let mut o = fast(d.path());
         o.runtime_dirs = vec![d.path().to_path_buf()];
-        let e = collect(&o, None, &Progress::silent()).unwrap_err();
+        let e = collect(&o, None, &LogLines::silent()).unwrap_err();
         assert!(e.to_string().contains("contains the report root"), "{e}");
         let o = fast(&d.path().join("nope"));
-        let e = collect(&o, None, &Progress::silent()).unwrap_err();
+        let e = collect(&o, None, &LogLines::silent()).unwrap_err();
         assert!(e.to_string().contains("nope"), "{e}");
         assert_eq!(e.exit_code().code(), 2);
     }

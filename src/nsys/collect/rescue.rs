@@ -113,7 +113,7 @@ fn copy_atomic(src_root: &Path, rel: &Path, report_root: &Path) -> Result<u64> {
 mod tests {
     use super::super::tests::{far, fast, write};
     use super::*;
-    use crate::sys::progress::Progress;
+    use crate::sys::progress::LogLines;
     use std::collections::BTreeSet;
     use std::fs;
     use std::io::Write;
@@ -133,7 +133,7 @@ mod tests {
             ..fast(&root)
         };
         let mut warned = BTreeSet::new();
-        let p = Log::new(&Progress::silent(), Duration::from_secs(1), "test");
+        let p = Log::new(&LogLines::silent(), Duration::from_secs(1), "test");
         let dest = root.join("rescued/sub/3_n_rank0.nsys-rep");
         let origins = rescue(&opts, None, &mut warned, &mut Vec::new(), far(), &p)
             .unwrap()

@@ -13,8 +13,14 @@ use crate::error::{Error, Result};
 use crate::text::fold;
 use crate::text::samples::{self, Sample};
 
-/// The facts of `cap` for its profile; `event` is the folded event.
-pub fn facts(cap: &ValidCapture, event: Option<String>) -> Facts {
+/// The facts of `cap` for its profile; `event` is the folded event,
+/// `build_ids` the shards' build ids by DSO path (as read once for the
+/// capture: [`crate::symbolize::build_ids::ShardIds::by_path`]).
+pub fn facts(
+    cap: &ValidCapture,
+    event: Option<String>,
+    build_ids: HashMap<String, String>,
+) -> Facts {
     let mut labels = Vec::new();
     if let Some(w) = cap.found.worker {
         labels.push(("worker".to_string(), w.to_string()));
@@ -32,12 +38,6 @@ pub fn facts(cap: &ValidCapture, event: Option<String>) -> Facts {
             .and_then(|j| j.get(k))
             .and_then(|v| v.as_u64())
     };
-    let mut build_ids = HashMap::new();
-    for s in &cap.shards {
-        if s.data_file.is_file() {
-            build_ids.extend(super::build_ids(&s.data_file));
-        }
-    }
     Facts {
         labels,
         event,

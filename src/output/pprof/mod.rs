@@ -20,7 +20,6 @@ pub mod writer;
 
 use std::collections::HashMap;
 use std::io::{self, Write};
-use std::path::Path;
 
 pub use columns::{from_stacks, Columns, FoldedSample};
 pub use writer::{MappingKey, Meta, Writer};
@@ -190,37 +189,11 @@ impl<W: Write> TextProfile<W> {
     }
 }
 
-/// Build ids (hex) by DSO path from a perf.data file's header; empty when
-/// the file has none or cannot be read (the profile then has mappings
-/// without build ids).
-pub fn build_ids(perf_data: &Path) -> HashMap<String, String> {
-    // The header is checked before linux-perf-data allocates what it says.
-    let Ok((_file, map)) = crate::symbolize::native::open_checked(perf_data) else {
-        return HashMap::new();
-    };
-    let reader = crate::sys::input::MappedReader::new(&map);
-    let Ok(reader) = linux_perf_data::PerfFileReader::parse_file(reader) else {
-        return HashMap::new();
-    };
-    reader
-        .perf_file
-        .build_ids()
-        .map(|m| {
-            m.into_values()
-                .filter(|d| d.build_id.iter().any(|&b| b != 0))
-                .map(|d| {
-                    let hex: String = d.build_id.iter().map(|b| format!("{b:02x}")).collect();
-                    (String::from_utf8_lossy(&d.path).into_owned(), hex)
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use prost::Message;
+    use std::path::Path;
 
     fn decode(gz: &[u8]) -> proto::Profile {
         let mut raw = Vec::new();

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use super::{Frame, Profile};
 use crate::capture::{self, Filter};
 use crate::error::{Error, Result};
+use crate::symbolize::sample::{Batch, Frames, Sample};
 use crate::sys::input::{self, Source};
 use crate::text::perf_script;
 
@@ -129,6 +130,8 @@ pub fn folded_stacks(stacks: &[(String, u64)], source: &str) -> Profile {
 #[derive(Default)]
 pub struct SampleReader {
     lines: Lines,
+    /// Structured samples' frames as the report's, by frame id.
+    frames: Vec<Option<Box<[u32]>>>,
 }
 
 impl SampleReader {
@@ -140,6 +143,7 @@ impl SampleReader {
                 want: event.map(String::from),
                 ..Lines::default()
             },
+            frames: Vec::new(),
         }
     }
 
@@ -155,6 +159,55 @@ impl SampleReader {
         }
         self.lines.push(&text[at..]);
         self.lines.end_sample();
+    }
+
+    /// Takes the structured samples of `batch`, a batch of a run whose
+    /// frames `frames` holds (its new frames taken in): the same as taking
+    /// the batch's `perf script` text, without reading it.
+    pub fn samples(&mut self, batch: &Batch, frames: &Frames) {
+        if batch.reset {
+            self.frames.clear();
+        }
+        for s in &batch.samples {
+            self.lines.end_sample();
+            self.lines.kind.get_or_insert(Kind::Script);
+            if !self.lines.structured_header(s) {
+                continue;
+            }
+            for &id in batch.frames_of(s) {
+                self.frame(frames, id);
+                if let Some(Some(ids)) = self.frames.get(id as usize) {
+                    self.lines.chain.extend_from_slice(ids);
+                }
+            }
+            self.lines.end_sample();
+        }
+    }
+
+    /// Makes sure the report's frames of frame `id` (its inlined lines
+    /// left out, as the text's are) are in `self.frames`.
+    fn frame(&mut self, frames: &Frames, id: u32) {
+        let i = id as usize;
+        if self.frames.len() <= i {
+            self.frames.resize_with(i + 1, || None);
+        }
+        let p = &mut self.lines.p;
+        self.frames[i].get_or_insert_with(|| {
+            let Some(f) = frames.get(id) else {
+                return Box::default();
+            };
+            f.lines
+                .iter()
+                .filter(|l| !l.is_inlined())
+                .map(|l| {
+                    let symbol = match perf_script::strip_offset(l.symbol.trim()).trim() {
+                        "" => "[unknown]",
+                        s => s,
+                    };
+                    p.intern_parts(symbol, dso_name(&l.module))
+                })
+                .collect()
+        });
     }
 
     /// The profile, as [`path`] gives it for the text at `path`.
@@ -203,6 +256,8 @@ struct Lines {
     /// an inlined line, left out), by its bytes: a job's text repeats the
     /// same lines (one per address) in sample after sample.
     frames: rustc_hash::FxHashMap<Box<[u8]>, Option<u32>>,
+    /// The structured samples' times so far, first and last.
+    ns_window: Option<(u64, u64)>,
 }
 
 /// Frame lines kept in [`Lines::frames`] before it starts over.
@@ -346,6 +401,39 @@ impl Lines {
             self.p.flat_samples += 1;
             self.end_sample();
         }
+    }
+
+    /// [`Self::header`] of a structured sample: false when its event is
+    /// not read.
+    fn structured_header(&mut self, s: &Sample) -> bool {
+        let event = s.event.trim_end_matches(':');
+        let wanted = match (&self.want, &self.p.event) {
+            (Some(w), _) => event == w || perf_script::event_base(event) == w,
+            (None, Some(e)) => e == event,
+            (None, None) => true,
+        };
+        if !wanted {
+            self.skipping = true;
+            return false;
+        }
+        if self.p.event.is_none() {
+            self.p.event = Some(event.to_string());
+        }
+        self.skipping = false;
+        if let Some(t) = s.time_ns {
+            let (lo, hi) = self.ns_window.unwrap_or((u64::MAX, 0));
+            if t < lo || t > hi {
+                self.ns_window = Some((lo.min(t), hi.max(t)));
+                // As the text prints it, and as `sample_time` reads that.
+                let at = format!("{}.{:06}", t / 1_000_000_000, t % 1_000_000_000 / 1000);
+                let t = at.parse().unwrap_or(0.0);
+                let w = self.p.window.get_or_insert((t, t));
+                w.0 = w.0.min(t);
+                w.1 = w.1.max(t);
+            }
+        }
+        self.sample = Some(s.period.unwrap_or(1));
+        true
     }
 
     fn end_sample(&mut self) {

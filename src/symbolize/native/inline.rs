@@ -25,7 +25,6 @@ use crate::symbolize::sources::Shrank;
 use crate::sys::creds::Creds;
 use crate::sys::input::Mapping;
 use std::borrow::Cow;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -34,6 +33,7 @@ use object::{Endianness, Object, ObjectSection};
 
 use super::cache::{Cache, Hashed, Kind};
 use super::demangle::demangle;
+use crate::symbolize::sample::{Line, INLINED};
 
 type Reader = gimli::EndianReader<gimli::RunTimeEndian, Bytes>;
 
@@ -588,29 +588,20 @@ fn is_linkage_name(name: &str, lang: Option<gimli::DwLang>) -> bool {
     lang.is_some_and(|l| UNMANGLED.contains(&l))
 }
 
-/// Writes the frame at `addr` (printed address) in ELF symbol `base`
-/// (demangled) at `offset` into it, of DSO `dso`, as perf prints it with
-/// `--inline` given the records `chain`: each record whose demangled name
-/// is `base` as the plain frame line, every other as an inlined line.
-/// `false` (and nothing written) when `chain` is empty.
-pub fn write_frame(
-    line: &mut Vec<u8>,
-    addr: u64,
-    chain: &[String],
-    base: &str,
-    offset: u64,
-    dso: &str,
-) -> bool {
-    for name in chain {
-        let name = demangle(name);
-        let _ = write!(line, "\t{addr:16x} {name}+{offset:#x} ");
-        if name == base {
-            let _ = writeln!(line, "({dso})");
-        } else {
-            line.extend_from_slice(b"(inlined)\n");
-        }
-    }
-    !chain.is_empty()
+/// The lines of the frame in ELF symbol `base` (demangled) at `offset`
+/// into it, of DSO `dso`, as perf prints them with `--inline` given the
+/// records `chain`: each record whose demangled name is `base` as the
+/// plain frame line, every other as an inlined line. Empty when `chain`
+/// is.
+pub fn frame_lines(chain: &[String], base: &str, offset: u64, dso: &str) -> Vec<Line> {
+    chain
+        .iter()
+        .map(|name| {
+            let name = demangle(name);
+            let module = if name == base { dso } else { INLINED };
+            Line::new(format!("{name}+{offset:#x}"), module)
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -619,6 +610,24 @@ mod tests {
 
     #[test]
     fn inlined_lines_and_the_symbol_itself() {
+        // The lines printed as a sample's frame.
+        fn write_frame(
+            out: &mut Vec<u8>,
+            address: u64,
+            chain: &[String],
+            base: &str,
+            offset: u64,
+            dso: &str,
+        ) -> bool {
+            let lines = frame_lines(chain, base, offset, dso);
+            let some = !lines.is_empty();
+            let f = crate::symbolize::sample::Frame {
+                address,
+                lines: lines.into(),
+            };
+            f.write_text(out);
+            some
+        }
         let mut l = Vec::new();
         let chain = ["mix".to_string(), "compute_stage".to_string()];
         assert!(write_frame(

@@ -46,7 +46,7 @@ pub mod tracepoint;
 pub mod unwind;
 
 use std::fs::File;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -55,6 +55,7 @@ use linux_perf_data::linux_perf_event_reader::RecordType;
 use linux_perf_data::{PerfFileReader, PerfFileRecord};
 
 use crate::symbolize::perf::TimeSlice;
+use crate::symbolize::sample::{Batch, Frame, Line};
 use crate::symbolize::sources::Resolved;
 pub use check::check;
 pub use error::{Error, HeaderDamage, SampleDamage};
@@ -357,19 +358,24 @@ impl Symbolizer {
     pub fn user_frame(&self, path: &str, build_id: &[u8], offset: u64, expand: bool) -> Vec<u8> {
         let mut line = Vec::new();
         let entry = self.dso(path, build_id);
-        write_user_frame(&mut line, &entry, path, offset, expand);
+        let frame = Frame {
+            address: offset,
+            lines: user_frame_lines(&entry, path, offset, expand),
+        };
+        frame.write_text(&mut line);
         line
     }
 
-    /// Prints the samples of `data` (those in `slice`, when given) as
-    /// `perf script` would, handing the text to `consume` in blocks (owned,
-    /// so they can be passed on without a copy) that end at sample
-    /// boundaries.
+    /// Reads the samples of `data` (those in `slice`, when given), handing
+    /// them to `consume` in [`Batch`]es, in order: the samples, the frames
+    /// they meet first, and their text as `perf script` would print it
+    /// (owned, so that it can be passed on without a copy; give it back
+    /// with [`Self::recycle`]).
     pub fn run(
         &self,
         data: &Path,
         slice: Option<&TimeSlice>,
-        consume: impl FnMut(Vec<u8>) -> io::Result<()>,
+        consume: impl FnMut(Batch) -> io::Result<()>,
     ) -> Result<Outcome, Error> {
         run::replay(self, data, slice, false, consume)
     }
@@ -382,41 +388,36 @@ impl Symbolizer {
     pub fn run_off_cpu(
         &self,
         data: &Path,
-        consume: impl FnMut(Vec<u8>) -> io::Result<()>,
+        mut consume: impl FnMut(Vec<u8>) -> io::Result<()>,
     ) -> Result<Outcome, Error> {
-        run::replay(self, data, None, true, consume)
+        run::replay(self, data, None, true, |b: Batch| consume(b.text))
     }
 }
 
-/// Writes the line (or, with `expand`, the inline frames and the line)
-/// `perf script` prints for file offset `addr` of the DSO `entry` holds,
-/// named `dso`: kept in the entry, so that every capture sharing it
-/// demangles and resolves each address once.
-fn write_user_frame(line: &mut Vec<u8>, entry: &store::Entry, dso: &str, addr: u64, expand: bool) {
-    let text = entry.line(addr, expand, || {
-        let mut line = Vec::with_capacity(96);
-        format_user_frame(&mut line, entry, dso, addr, expand);
-        line
-    });
-    line.extend_from_slice(&text);
+/// The line (or, with `expand`, the inline frames and the line) `perf
+/// script` prints for file offset `addr` of the DSO `entry` holds, named
+/// `dso`: kept in the entry, so that every capture sharing it demangles
+/// and resolves each address once.
+fn user_frame_lines(entry: &store::Entry, dso: &str, addr: u64, expand: bool) -> Arc<[Line]> {
+    entry.line(addr, expand, || name_user_frame(entry, dso, addr, expand))
 }
 
-fn format_user_frame(line: &mut Vec<u8>, entry: &store::Entry, dso: &str, addr: u64, expand: bool) {
+fn name_user_frame(entry: &store::Entry, dso: &str, addr: u64, expand: bool) -> Vec<Line> {
     let syms = entry.symbols();
     let vaddr = syms.to_vaddr(addr);
     let Some(h) = syms.table.find(vaddr) else {
-        let _ = writeln!(line, "\t{addr:16x} [unknown] ({dso})");
-        return;
+        return vec![Line::new("[unknown]", dso)];
     };
     let base = demangle::demangle(h.name);
     if expand {
         if let Some(d) = entry.debug() {
-            if inline::write_frame(line, addr, &d.chain(vaddr, h.name), &base, h.offset, dso) {
-                return;
+            let lines = inline::frame_lines(&d.chain(vaddr, h.name), &base, h.offset, dso);
+            if !lines.is_empty() {
+                return lines;
             }
         }
     }
-    let _ = writeln!(line, "\t{addr:16x} {base}+{:#x} ({dso})", h.offset);
+    vec![Line::new(format!("{base}+{:#x}", h.offset), dso)]
 }
 
 #[cfg(test)]

@@ -18,10 +18,11 @@ use linux_perf_data::PerfFileReader;
 use super::check::data_section;
 use super::threads::{self, Machine, Map};
 use super::{
-    arch, header, open_and_map, records, store, unwind, write_user_frame, Error, Outcome,
+    arch, header, open_and_map, records, store, unwind, user_frame_lines, Error, Outcome,
     Symbolizer, UnwindTally, FLUSH,
 };
 use crate::symbolize::perf::TimeSlice;
+use crate::symbolize::sample::{Batch, Frame, Line, Sample};
 
 mod offcpu;
 
@@ -32,16 +33,16 @@ const PERF_CONTEXT_USER: u64 = -512i64 as u64;
 /// perf script resolves at most this many call-chain entries.
 const MAX_STACK: usize = 127;
 
-/// Prints the records of `data` (the samples in `slice`, when given; the
+/// Reads the records of `data` (the samples in `slice`, when given; the
 /// off-CPU pass's lines too, with `off_cpu`) in time order, handing the
-/// text to `consume` in blocks that end at sample boundaries
-/// ([`Symbolizer::run`], [`Symbolizer::run_off_cpu`]).
+/// samples and their text to `consume` in batches that end at sample
+/// boundaries ([`Symbolizer::run`], [`Symbolizer::run_off_cpu`]).
 pub(super) fn replay(
     sym: &Symbolizer,
     data: &Path,
     slice: Option<&TimeSlice>,
     off_cpu: bool,
-    consume: impl FnMut(Vec<u8>) -> io::Result<()>,
+    consume: impl FnMut(Batch) -> io::Result<()>,
 ) -> Result<Outcome, Error> {
     let start = Instant::now();
     // Records are read in place in a mapping of the page cache
@@ -63,7 +64,7 @@ fn replay_mapped(
     sym: &Symbolizer,
     map: &crate::sys::input::Mapping,
     (slice, off_cpu): (Option<&TimeSlice>, bool),
-    mut consume: impl FnMut(Vec<u8>) -> io::Result<()>,
+    mut consume: impl FnMut(Batch) -> io::Result<()>,
     start: Instant,
 ) -> Result<Outcome, Error> {
     header::check(map)?;
@@ -71,11 +72,14 @@ fn replay_mapped(
         PerfFileReader::parse_file(io::Cursor::new(&map[..])).map_err(Error::Read)?;
     let section = data_section(map).ok_or(Error::TruncatedHeader)?;
     let mut records = records::OrderedRecords::new(section.1, perf_file.event_attributes())?;
-    let events: Vec<String> = perf_file
+    let events: Vec<Arc<str>> = perf_file
         .event_attributes()
         .iter()
         .enumerate()
-        .map(|(i, a)| a.name().map_or_else(|| format!("event{i}"), str::to_string))
+        .map(|(i, a)| {
+            a.name()
+                .map_or_else(|| format!("event{i}").into(), Arc::from)
+        })
         .collect();
     let build_ids: HashMap<Vec<u8>, Vec<u8>> = perf_file
         .build_ids()
@@ -112,6 +116,11 @@ fn replay_mapped(
         let t = s.timestamp.unwrap_or(0);
         if t < lo || t > hi {
             continue;
+        }
+        if run.table.len() >= FRAME_CACHE {
+            // The frame table starts over between two batches.
+            run.flush(&mut consume)?;
+            run.reset_frames();
         }
         let attr = &perf_file.event_attributes()[attr_index];
         run.sample(&s, attr.attributes().sample_format, &events[attr_index]);
@@ -175,11 +184,18 @@ struct Dso {
 
 const KERNEL_DSO: u32 = u32::MAX;
 const NO_DSO: u32 = u32::MAX - 1;
-/// Frame lines cached per run before the cache starts over (bounds memory
+/// Frames kept per run before its frame table starts over (bounds memory
 /// on captures with millions of distinct addresses).
+#[cfg(not(test))]
 const FRAME_CACHE: usize = 1 << 20;
+/// Small in tests, so that the table starts over in every run.
+#[cfg(test)]
+const FRAME_CACHE: usize = 16;
 /// Bytes of whole-stack text cached per run before that cache starts over.
 const STACK_CACHE_BYTES: usize = 64 << 20;
+
+/// A whole frame-pointer stack printed before: its frames' text and ids.
+type CachedStack = (Box<[u8]>, Box<[u32]>);
 
 pub(super) struct Run<'a> {
     sym: &'a Symbolizer,
@@ -187,10 +203,17 @@ pub(super) struct Run<'a> {
     dsos: Vec<Dso>,
     dso_ids: HashMap<Vec<u8>, u32>,
     build_ids: HashMap<Vec<u8>, Vec<u8>>,
-    /// Finished frame lines by (DSO, address).
-    frames: rustc_hash::FxHashMap<(u32, u64), Box<[u8]>>,
+    /// Frame ids by (DSO, address).
+    frames: rustc_hash::FxHashMap<(u32, u64), u32>,
     /// The same with inline frames expanded.
-    inline_frames: rustc_hash::FxHashMap<(u32, u64), Box<[u8]>>,
+    inline_frames: rustc_hash::FxHashMap<(u32, u64), u32>,
+    /// The text of each frame, by id (the frames themselves go out in the
+    /// batch that first meets them).
+    table: Vec<Box<[u8]>>,
+    /// The samples being gathered (their text in `out`).
+    batch: Batch,
+    /// Command names, shared by the samples that carry them.
+    comms: std::collections::HashSet<Arc<str>>,
     /// Whether the current sample's user frames get inline frames: under
     /// `--inline`, for call chains unwound from stack copies only, as in
     /// perf 6.1 ([`inline`]).
@@ -208,9 +231,9 @@ pub(super) struct Run<'a> {
     /// The core kernel's map as perf recorded it (start, end, and `pgoff`:
     /// the sampled boot's `_text`).
     kernel_text: Option<(u64, u64, u64)>,
-    /// Frame text of whole frame-pointer stacks by (pid, CPU mode, call
-    /// chain); emptied when maps change.
-    stacks: rustc_hash::FxHashMap<Box<[u64]>, Box<[u8]>>,
+    /// Frame text and ids of whole frame-pointer stacks by (pid, CPU
+    /// mode, call chain); emptied when maps change.
+    stacks: rustc_hash::FxHashMap<Box<[u64]>, CachedStack>,
     /// The current sample's key into `stacks`.
     stack_key: Vec<u64>,
     /// Bytes held by `stacks`, about.
@@ -235,6 +258,9 @@ impl<'a> Run<'a> {
             build_ids,
             frames: rustc_hash::FxHashMap::default(),
             inline_frames: rustc_hash::FxHashMap::default(),
+            table: Vec::new(),
+            batch: Batch::default(),
+            comms: Default::default(),
             expand: false,
             stacks: rustc_hash::FxHashMap::default(),
             stack_key: Vec::new(),
@@ -288,13 +314,26 @@ impl<'a> Run<'a> {
         }
     }
 
-    fn flush(&mut self, consume: &mut impl FnMut(Vec<u8>) -> io::Result<()>) -> Result<(), Error> {
-        if self.out.is_empty() {
+    fn flush(&mut self, consume: &mut impl FnMut(Batch) -> io::Result<()>) -> Result<(), Error> {
+        if self.out.is_empty() && self.batch.is_empty() {
             return Ok(());
         }
         self.bytes += self.out.len() as u64;
-        let block = std::mem::replace(&mut self.out, self.sym.block());
-        consume(block).map_err(Error::Consume)
+        let mut batch = std::mem::take(&mut self.batch);
+        batch.text_bytes = self.out.len() as u64;
+        batch.text = std::mem::replace(&mut self.out, self.sym.block());
+        consume(batch).map_err(Error::Consume)
+    }
+
+    /// Starts the frame table over (between two batches): the next batch
+    /// says so.
+    fn reset_frames(&mut self) {
+        self.frames.clear();
+        self.inline_frames.clear();
+        self.table.clear();
+        self.stacks.clear();
+        self.stack_bytes = 0;
+        self.batch.reset = true;
     }
 
     /// A map was added or a process copied its parent's: stacks printed
@@ -397,11 +436,12 @@ impl<'a> Run<'a> {
         &mut self,
         s: &linux_perf_data::linux_perf_event_reader::SampleRecord<'_>,
         has: SampleFormat,
-        event: &str,
+        event: &Arc<str>,
     ) {
         self.samples += 1;
         let pid = s.pid.unwrap_or(-1);
         self.write_header(s, has, event);
+        self.begin_sample(s, has, event);
         self.expand = self.sym.opts.inline && has.contains(SampleFormat::STACK_USER);
         // A frame-pointer chain's text depends only on the process's maps
         // and the chain: most samples repeat one printed before.
@@ -412,9 +452,10 @@ impl<'a> Run<'a> {
             _ => None,
         };
         if cacheable && self.cached_stack(pid, s, lr) {
+            self.end_sample();
             return;
         }
-        let start = self.out.len();
+        let start = (self.out.len(), self.batch.stacks.len());
         // Resolve the chain to (DSO, address) with the process's maps looked
         // up once, then print each frame from the cache.
         let mut resolved = std::mem::take(&mut self.scratch);
@@ -432,7 +473,8 @@ impl<'a> Run<'a> {
         }
         self.warm(&resolved);
         for &(dso, key) in &resolved {
-            self.frame(dso, key);
+            let id = self.frame(dso, key);
+            self.batch.stacks.push(id);
         }
         self.scratch = resolved;
         // A discarded chain is not cached: each one is counted.
@@ -440,6 +482,49 @@ impl<'a> Run<'a> {
             self.keep_stack(start);
         }
         self.out.push(b'\n');
+        self.end_sample();
+    }
+
+    /// Starts the sample's entry in the batch (its frames follow in
+    /// `batch.stacks`).
+    fn begin_sample(
+        &mut self,
+        s: &linux_perf_data::linux_perf_event_reader::SampleRecord<'_>,
+        has: SampleFormat,
+        event: &Arc<str>,
+    ) {
+        let tid = s.tid.unwrap_or(-1);
+        let comm = self.machine.comm_of(tid);
+        let comm = match self.comms.get(&*comm) {
+            Some(c) => c.clone(),
+            None => {
+                let c: Arc<str> = Arc::from(&*comm);
+                self.comms.insert(c.clone());
+                c
+            }
+        };
+        let at = self.batch.stacks.len() as u32;
+        self.batch.samples.push(Sample {
+            comm,
+            tid,
+            cpu: has.contains(SampleFormat::CPU).then(|| s.cpu.unwrap_or(0)),
+            time_ns: has
+                .contains(SampleFormat::TIME)
+                .then(|| s.timestamp.unwrap_or(0)),
+            period: has
+                .contains(SampleFormat::PERIOD)
+                .then(|| s.period.unwrap_or(0)),
+            event: event.clone(),
+            frames: at..at,
+        });
+    }
+
+    /// Ends the sample's entry: its frames are those pushed since.
+    fn end_sample(&mut self) {
+        let end = self.batch.stacks.len() as u32;
+        if let Some(last) = self.batch.samples.last_mut() {
+            last.frames.end = end;
+        }
     }
 
     /// The sample's header line, as `perf script` prints it: comm, TID, CPU,
@@ -448,7 +533,7 @@ impl<'a> Run<'a> {
         &mut self,
         s: &linux_perf_data::linux_perf_event_reader::SampleRecord<'_>,
         has: SampleFormat,
-        event: &str,
+        event: &Arc<str>,
     ) {
         if let Some(o) = &self.off_cpu {
             o.write_header(&mut self.out, &self.machine, s, has, event);
@@ -616,24 +701,28 @@ impl<'a> Run<'a> {
             key.extend((0..chain.len()).map_while(|i| chain.get(i)));
         }
         match self.stacks.get(key.as_slice()) {
-            Some(text) => {
+            Some((text, ids)) => {
                 self.out.extend_from_slice(text);
                 self.out.push(b'\n');
+                self.batch.stacks.extend_from_slice(ids);
                 true
             }
             None => false,
         }
     }
 
-    /// Remembers the frames printed since `start` under `stack_key`.
-    fn keep_stack(&mut self, start: usize) {
-        let text: Box<[u8]> = self.out[start..].into();
-        self.stack_bytes += text.len() + 8 * self.stack_key.len();
+    /// Remembers the frames printed since `start` (text, ids) under
+    /// `stack_key`.
+    fn keep_stack(&mut self, (text_at, ids_at): (usize, usize)) {
+        let text: Box<[u8]> = self.out[text_at..].into();
+        let ids: Box<[u32]> = self.batch.stacks[ids_at..].into();
+        self.stack_bytes += text.len() + 4 * ids.len() + 8 * self.stack_key.len();
         if self.stack_bytes > STACK_CACHE_BYTES {
             self.stacks.clear();
             self.stack_bytes = 0;
         }
-        self.stacks.insert(self.stack_key.as_slice().into(), text);
+        self.stacks
+            .insert(self.stack_key.as_slice().into(), (text, ids));
     }
 
     /// Takes the store's entry of each DSO of the chain met for the first
@@ -653,72 +742,69 @@ impl<'a> Run<'a> {
         }
     }
 
-    fn frame(&mut self, dso: u32, key: u64) {
+    /// Prints the frame of `key` in DSO `dso` and gives its id: from the
+    /// run's table, or named now, added to the table and to the batch.
+    fn frame(&mut self, dso: u32, key: u64) -> u32 {
         let cache = if self.expand {
             &mut self.inline_frames
         } else {
             &mut self.frames
         };
-        if let Some(line) = cache.get(&(dso, key)) {
-            self.out.extend_from_slice(line);
-            return;
+        if let Some(&id) = cache.get(&(dso, key)) {
+            self.out.extend_from_slice(&self.table[id as usize]);
+            return id;
         }
-        let line = self.format_frame((dso != NO_DSO).then_some(dso), key);
-        self.out.extend_from_slice(&line);
+        let frame = Frame {
+            address: key,
+            lines: self.name_frame((dso != NO_DSO).then_some(dso), key),
+        };
+        let mut text = Vec::with_capacity(96);
+        frame.write_text(&mut text);
+        self.out.extend_from_slice(&text);
+        let id = self.table.len() as u32;
+        self.table.push(text.into_boxed_slice());
+        self.batch.new_frames.push(frame);
         let cache = if self.expand {
             &mut self.inline_frames
         } else {
             &mut self.frames
         };
-        if cache.len() >= FRAME_CACHE {
-            cache.clear();
-        }
-        cache.insert((dso, key), line);
+        cache.insert((dso, key), id);
+        id
     }
 
-    fn format_frame(&mut self, dso: Option<u32>, addr: u64) -> Box<[u8]> {
-        let mut line = Vec::with_capacity(96);
+    /// The lines of the frame at `addr` in DSO `dso` (`None`: in no
+    /// mapping).
+    fn name_frame(&mut self, dso: Option<u32>, addr: u64) -> Arc<[Line]> {
         if let Some(id) = dso.filter(|&d| d != KERNEL_DSO) {
             let d = &mut self.dsos[id as usize];
             if let Some(jit) = &d.jit {
-                match jit.as_ref().and_then(|m| m.find(addr)) {
-                    Some((name, off)) => {
-                        let _ = writeln!(line, "\t{addr:16x} {name}+{off:#x} ({})", d.name);
-                    }
-                    None => {
-                        let _ = writeln!(line, "\t{addr:16x} [unknown] ({})", d.name);
-                    }
-                }
-                return line.into_boxed_slice();
+                let symbol = match jit.as_ref().and_then(|m| m.find(addr)) {
+                    Some((name, off)) => format!("{name}+{off:#x}"),
+                    None => "[unknown]".to_string(),
+                };
+                return vec![Line::new(symbol, d.name.as_str())].into();
             }
             let syms = d.symbols.get_or_insert_with(|| match &d.path {
                 Some(p) => self.sym.dso(p, &d.build_id),
                 None => store::Entry::empty(),
             });
-            write_user_frame(&mut line, syms, &d.name, addr, self.expand);
-            return line.into_boxed_slice();
+            return user_frame_lines(syms, &d.name, addr, self.expand);
         }
-        let _ = write!(line, "\t{addr:16x} ");
-        match dso {
+        let line = match dso {
             Some(KERNEL_DSO) => {
                 let table = self.sym.kernel();
                 match table.find(kernel_address(addr, self.kernel_text, table.text())) {
-                    Some(h) => {
-                        let _ = write!(
-                            line,
-                            "{}+{:#x} ({})",
-                            h.name,
-                            h.offset,
-                            h.module.unwrap_or("[kernel.kallsyms]")
-                        );
-                    }
-                    None => line.extend_from_slice(b"[unknown] ([kernel.kallsyms])"),
+                    Some(h) => Line::new(
+                        format!("{}+{:#x}", h.name, h.offset),
+                        h.module.unwrap_or("[kernel.kallsyms]"),
+                    ),
+                    None => Line::new("[unknown]", "[kernel.kallsyms]"),
                 }
             }
-            _ => line.extend_from_slice(b"[unknown] ([unknown])"),
-        }
-        line.push(b'\n');
-        line.into_boxed_slice()
+            _ => Line::new("[unknown]", "[unknown]"),
+        };
+        vec![line].into()
     }
 }
 
@@ -736,91 +822,4 @@ fn kernel_address(addr: u64, core: Option<(u64, u64, u64)>, text: Option<u64>) -
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The chain `ips` of a user-mode sample resolved by a fresh run.
-    fn resolve(ips: &[u64]) -> (bool, Vec<(u32, u64)>) {
-        let sym = Symbolizer::new(Default::default());
-        let mut run = Run::new(&sym, HashMap::new(), false);
-        let mut out = Vec::new();
-        let kept = run.resolve_ips(
-            CpuMode::User,
-            ips.len(),
-            &|i| ips.get(i).copied(),
-            1,
-            None,
-            &mut out,
-        );
-        (kept, out)
-    }
-
-    #[test]
-    fn a_chain_with_an_unknown_context_entry_is_discarded_whole() {
-        // A frame-pointer walk that read -1 as a return address: perf 6.1
-        // takes it for a corrupted chain and prints no frame at all.
-        let user = [PERF_CONTEXT_USER, 0x40_1000, 0x40_1100, u64::MAX];
-        assert_eq!(resolve(&user), (false, vec![]));
-        let kernel = [
-            PERF_CONTEXT_KERNEL,
-            0xffff_ffff_8100_0000,
-            PERF_CONTEXT_USER,
-            0x40_1000,
-        ];
-        let guest = [PERF_CONTEXT_USER, 0x40_1000, -2048i64 as u64, 0x40_1100];
-        assert_eq!(resolve(&guest), (false, vec![]));
-        // The known markers only switch modes.
-        let (kept, out) = resolve(&kernel);
-        assert!(kept);
-        assert_eq!(
-            out,
-            vec![(NO_DSO, 0xffff_ffff_8100_0000), (NO_DSO, 0x40_1000)]
-        );
-    }
-
-    #[test]
-    fn a_shard_truncated_while_it_is_replayed_is_the_runs_error_not_a_crash() {
-        let demo = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("fixtures/result_dir_demo/profiles/perf/worker_0/q01/perf.data.part000");
-        let dir = tempfile::tempdir().unwrap();
-        let shard = dir.path().join("perf.data.part000");
-        std::fs::copy(&demo, &shard).unwrap();
-        let sym = Symbolizer::new(super::super::Options::default());
-        let ran = sym.run(&shard, None, |_| Ok(()));
-        assert!(ran.is_ok_and(|o| o.samples > 0), "intact, it is read");
-        std::fs::copy(&demo, &shard).unwrap();
-        let ran = crate::sys::input::tests::truncated_after_map(&shard, || {
-            sym.run(&shard, None, |_| Ok(()))
-        });
-        match ran {
-            Err(Error::ShrankUnderMap { path }) => assert_eq!(path, shard),
-            other => panic!("not the shrink: {other:?}"),
-        }
-    }
-
-    #[test]
-    fn kernel_addresses_move_by_the_kaslr_offset_modules_do_not() {
-        let core = Some((
-            0xffff_ffff_a100_0000,
-            0xffff_ffff_a200_0000,
-            0xffff_ffff_a100_0000,
-        ));
-        let here = Some(0xffff_ffff_8100_0000);
-        assert_eq!(
-            kernel_address(0xffff_ffff_a13a_e453, core, here),
-            0xffff_ffff_813a_e453
-        );
-        assert_eq!(
-            kernel_address(0xffff_ffff_c000_0010, core, here),
-            0xffff_ffff_c000_0010
-        );
-        assert_eq!(
-            kernel_address(0xffff_ffff_a13a_e453, core, None),
-            0xffff_ffff_a13a_e453
-        );
-        assert_eq!(
-            kernel_address(0xffff_ffff_a13a_e453, None, here),
-            0xffff_ffff_a13a_e453
-        );
-    }
-}
+mod tests;

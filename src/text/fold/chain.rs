@@ -130,6 +130,26 @@ impl Chain {
         };
     }
 
+    /// Takes a frame line of a structured sample: `address` as printed,
+    /// in `module` (`inlined` for an inlined function's line). The same
+    /// verdict as [`Self::frame`] on the line `perf script` prints for it.
+    #[inline]
+    pub fn frame_at(&mut self, address: u64, module: &str) {
+        if module == crate::symbolize::sample::INLINED {
+            return;
+        }
+        self.frames = self.frames.saturating_add(1);
+        self.last = if address == 0 {
+            Last::Zero
+        } else if module == "[unknown]" {
+            Last::Unmapped
+        } else if address >> 48 == 0xffff {
+            Last::Kernel
+        } else {
+            Last::User
+        };
+    }
+
     /// Appends the chain `more` (the frames of a block folded before).
     #[inline]
     pub fn extend(&mut self, more: Chain) {

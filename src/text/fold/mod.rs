@@ -22,6 +22,7 @@ mod lines;
 pub mod split;
 mod stacks;
 mod state;
+mod structured;
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -32,6 +33,7 @@ use std::time::{Duration, Instant};
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
+use crate::symbolize::sample::{Batch, Frames};
 use crate::sys::input::{self, Opened, Source};
 use crate::text::{boundary, perf_script};
 pub use cells::TimeCells;
@@ -334,6 +336,7 @@ impl Folder {
             eng: Engine::new(&self.opts),
             buf: Vec::new(),
             scanned: 0,
+            units: Vec::new(),
         }
     }
 }
@@ -344,6 +347,8 @@ pub struct StreamFolder {
     buf: Vec<u8>,
     /// `buf[..scanned]` holds no block cut (searched already).
     scanned: usize,
+    /// Per unit of structured samples: what its frames folded to.
+    units: Vec<structured::UnitFrames>,
 }
 
 impl StreamFolder {
@@ -385,6 +390,19 @@ impl StreamFolder {
         } else {
             self.push(block);
         }
+    }
+
+    /// Folds the samples of `batch`, a batch of unit `unit`'s run (an input
+    /// of several, as in [`Self::push_whole_of`]) whose frames `frames`
+    /// holds (with the batch's new frames taken in): the fold of the
+    /// batch's `perf script` text, without reading it. Text pushed before
+    /// must have ended at a sample boundary.
+    pub fn push_samples(&mut self, unit: usize, batch: &Batch, frames: &Frames) {
+        if self.units.len() <= unit {
+            self.units.resize_with(unit + 1, Default::default);
+        }
+        self.eng
+            .fold_batch(unit, batch, frames, &mut self.units[unit]);
     }
 
     /// Folds what is left and returns the result.

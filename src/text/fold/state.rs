@@ -41,14 +41,14 @@ pub(crate) struct FoldState {
     pname_arena: Vec<u8>,
     pub(crate) stacks: StackCounts,
     key_buf: Vec<u8>,
-    stack_buf: Vec<u32>,
+    pub(super) stack_buf: Vec<u32>,
     pub(crate) counters: Counters,
     /// Whole frame blocks folded before.
     blocks: super::blocks::BlockCache,
     /// The timeline's counts ([`super::Options::time_cells`]).
     pub(crate) cells: super::cells::Cells,
     /// The current sample's thread for `cells`: `comm \0 tid`.
-    thread_buf: Vec<u8>,
+    pub(super) thread_buf: Vec<u8>,
 }
 
 /// Counts kept per state and summed at the end.
@@ -201,7 +201,7 @@ fn short_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 impl FoldState {
-    fn intern(&mut self, name: &str) -> u32 {
+    pub(super) fn intern(&mut self, name: &str) -> u32 {
         if let Some(&id) = self.name_ids.get(name) {
             return id;
         }
@@ -209,6 +209,55 @@ impl FoldState {
         self.names.push(name.into());
         self.name_ids.insert(name.into(), id);
         id
+    }
+
+    /// The process name's id for a sample of thread `tid` of `pid` named
+    /// `comm` (the root of its stack, with the ids as `cfg` asks), and
+    /// whether it starts with `java`.
+    pub(crate) fn pname(&mut self, cfg: &Config, comm: &str, pid: &str, tid: &str) -> (u32, bool) {
+        let st = self;
+        // The name depends on the comm alone unless ids are shown: then the
+        // key is the comm itself, with no copy.
+        let key: &[u8] = if cfg.include_pid || cfg.include_tid {
+            let buf = &mut st.key_buf;
+            buf.clear();
+            buf.extend_from_slice(comm.as_bytes());
+            buf.push(0);
+            buf.extend_from_slice(pid.as_bytes());
+            if cfg.include_tid {
+                buf.push(b'/');
+                buf.extend_from_slice(tid.as_bytes());
+            }
+            buf
+        } else {
+            comm.as_bytes()
+        };
+        let hash = hash_bytes(key);
+        let arena = &st.pname_arena;
+        if let Some(&(_, _, _, id, java)) = st.pname_cache.find(hash, |&(h, off, len, _, _)| {
+            h == hash
+                && len as usize == key.len()
+                && short_eq(&arena[off as usize..][..key.len()], key)
+        }) {
+            return (id, java);
+        }
+        let mut name = comm.replace(' ', "_");
+        if cfg.include_tid {
+            name.push('-');
+            name.push_str(pid);
+            name.push('/');
+            name.push_str(tid);
+        } else if cfg.include_pid {
+            name.push('-');
+            name.push_str(pid);
+        }
+        let java = name.starts_with("java");
+        let (off, len) = (st.pname_arena.len() as u32, key.len() as u32);
+        st.pname_arena.extend_from_slice(key);
+        let id = st.intern(&name);
+        st.pname_cache
+            .insert_unique(hash, (hash, off, len, id, java), |e| e.0);
+        (id, java)
     }
 
     /// The text of an interned name.
@@ -520,52 +569,7 @@ impl Machine<'_, '_> {
     }
 
     fn set_pname(&mut self, h: &Header<'_>) {
-        let st = &mut *self.st;
-        // The name depends on the comm alone unless ids are shown: then the
-        // key is the comm itself, with no copy.
-        let key: &[u8] = if self.cfg.include_pid || self.cfg.include_tid {
-            let buf = &mut st.key_buf;
-            buf.clear();
-            buf.extend_from_slice(h.comm.as_bytes());
-            buf.push(0);
-            buf.extend_from_slice(h.pid.as_bytes());
-            if self.cfg.include_tid {
-                buf.push(b'/');
-                buf.extend_from_slice(h.tid.as_bytes());
-            }
-            buf
-        } else {
-            h.comm.as_bytes()
-        };
-        let hash = hash_bytes(key);
-        let arena = &st.pname_arena;
-        if let Some(&(_, _, _, id, java)) = st.pname_cache.find(hash, |&(h, off, len, _, _)| {
-            h == hash
-                && len as usize == key.len()
-                && short_eq(&arena[off as usize..][..key.len()], key)
-        }) {
-            self.pname = id;
-            self.java = java;
-            return;
-        }
-        let mut name = h.comm.replace(' ', "_");
-        if self.cfg.include_tid {
-            name.push('-');
-            name.push_str(h.pid);
-            name.push('/');
-            name.push_str(h.tid);
-        } else if self.cfg.include_pid {
-            name.push('-');
-            name.push_str(h.pid);
-        }
-        let java = name.starts_with("java");
-        let (off, len) = (st.pname_arena.len() as u32, key.len() as u32);
-        st.pname_arena.extend_from_slice(key);
-        let id = st.intern(&name);
-        st.pname_cache
-            .insert_unique(hash, (hash, off, len, id, java), |e| e.0);
-        self.pname = id;
-        self.java = java;
+        (self.pname, self.java) = self.st.pname(self.cfg, h.comm, h.pid, h.tid);
     }
 
     fn on_frame_line(&mut self, line: &str) {

@@ -72,6 +72,17 @@ pub enum Error {
     /// No shard has a sample.
     #[error("no shard has samples")]
     NoSamples,
+    /// A shard needs `perf script` (the native symbolizer cannot read it,
+    /// or was not asked to) and no `perf` is usable.
+    #[error("{}: needs perf script ({why}), and {perf}", data.display())]
+    NoPerf {
+        /// The shard.
+        data: PathBuf,
+        /// Why the native symbolizer does not read it.
+        why: String,
+        /// Why no `perf` is usable.
+        perf: String,
+    },
 }
 
 /// The tracepoint `--off-cpu` records at each switch-out.
@@ -197,17 +208,26 @@ pub fn analyze_shard_natively(
 }
 
 /// One shard natively where `sym` is given and takes it, else (with a
-/// warning naming the shard and why) with `perf script`.
+/// warning naming the shard and why) with `perf script`, when `perf` is
+/// usable.
 fn analyze_one(
-    perf: &PerfTool,
+    perf: Perf<'_>,
     opts: &ScriptOptions,
     sym: Option<&native::Symbolizer>,
     data: &Path,
     window: (u64, u64),
     event: Option<&str>,
 ) -> (Result<Finished, Error>, Option<String>) {
+    let with_perf = |why: String| match perf {
+        Ok(perf) => analyze_shard(perf, opts, data, window, event),
+        Err(e) => Err(Error::NoPerf {
+            data: data.to_path_buf(),
+            why,
+            perf: e.to_string(),
+        }),
+    };
     let Some(sym) = sym else {
-        return (analyze_shard(perf, opts, data, window, event), None);
+        return (with_perf("--symbolizer perf".into()), None);
     };
     match analyze_shard_natively(sym, data, window, event) {
         Ok(f) => (Ok(f), None),
@@ -216,10 +236,14 @@ fn analyze_one(
                 "off-CPU pass: perf script reads {} instead of the native symbolizer: {why}",
                 data.display()
             );
-            (analyze_shard(perf, opts, data, window, event), Some(warn))
+            (with_perf(why.to_string()), Some(warn))
         }
     }
 }
+
+/// The `perf` the off-CPU pass runs where the native symbolizer does not
+/// read a shard, or why there is none.
+pub type Perf<'a> = std::result::Result<&'a PerfTool, &'a crate::symbolize::perf::Error>;
 
 /// The capture's window: the first and last sample over its shards.
 pub fn window(shards: &[&Path]) -> Result<(u64, u64), Error> {
@@ -390,10 +414,10 @@ pub fn thread_table(s: &Summary) -> String {
 
 /// The off-CPU pass over a capture's shards (`jobs` at a time), natively
 /// where `sym` is given and takes the shard, else with `perf script`
-/// (each fallback a warning in [`Profiles::warnings`]): `None` when no
-/// shard was recorded with `--off-cpu`.
+/// (each fallback a warning in [`Profiles::warnings`]; `perf` is needed
+/// only then): `None` when no shard was recorded with `--off-cpu`.
 pub fn analyze_capture(
-    perf: &PerfTool,
+    perf: Perf<'_>,
     opts: &ScriptOptions,
     sym: Option<&native::Symbolizer>,
     shards: &[&Path],

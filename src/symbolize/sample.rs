@@ -1,0 +1,210 @@
+//! The sample model the native symbolizer hands its consumers: samples
+//! whose frames are ids into a table of interned frames, each frame an
+//! address with its lines (inlined functions first, then the function
+//! itself), as `perf script` would print them. The consumers (the fold,
+//! the report) read these directly; the same samples' `perf script` text
+//! goes to the archive only, never to be parsed back.
+//!
+//! A run hands its samples on in [`Batch`]es, in order. A batch carries the
+//! frames first met in it ([`Batch::new_frames`], numbered on from the
+//! frames of the batches before); [`Frames`] keeps a run's table on the
+//! consumer's side. A run that holds too many frames starts its table over
+//! ([`Batch::reset`]): ids are numbered from 0 again.
+
+use std::io::Write;
+use std::ops::Range;
+use std::sync::Arc;
+
+/// One line `perf script` prints for a frame: `ADDRESS SYMBOL (MODULE)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line {
+    /// The symbol with its offset (`main+0x1a`), or `[unknown]`.
+    pub symbol: Box<str>,
+    /// The DSO as printed (`/usr/lib/libc.so.6`, `[kernel.kallsyms]`,
+    /// `[unknown]`), or `inlined` for an inlined function's line.
+    pub module: Box<str>,
+}
+
+impl Line {
+    /// A line of `symbol` in `module`.
+    pub fn new(symbol: impl Into<Box<str>>, module: impl Into<Box<str>>) -> Line {
+        Line {
+            symbol: symbol.into(),
+            module: module.into(),
+        }
+    }
+
+    /// An inlined function's line: it belongs to the location of the
+    /// function line after it.
+    pub fn is_inlined(&self) -> bool {
+        &*self.module == INLINED
+    }
+
+    /// Bytes it holds, about (for the caches' accounting).
+    pub fn size(&self) -> usize {
+        self.symbol.len() + self.module.len() + 32
+    }
+}
+
+/// The module of an inlined function's line.
+pub const INLINED: &str = "inlined";
+
+/// A frame of a call chain: an address and the lines printed for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    /// The address as printed: a file offset for user code in a file, an
+    /// absolute address otherwise.
+    pub address: u64,
+    /// Its lines, inlined functions first (one line without inline
+    /// frames).
+    pub lines: Arc<[Line]>,
+}
+
+impl Frame {
+    /// Appends the frame's lines as `perf script` prints them.
+    pub fn write_text(&self, out: &mut Vec<u8>) {
+        for l in self.lines.iter() {
+            let _ = writeln!(out, "\t{:16x} {} ({})", self.address, l.symbol, l.module);
+        }
+    }
+}
+
+/// One sample, as its header line says it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sample {
+    /// The thread's command name.
+    pub comm: Arc<str>,
+    /// The thread id.
+    pub tid: i32,
+    /// The CPU, when recorded.
+    pub cpu: Option<u32>,
+    /// The time in nanoseconds of perf's clock, when recorded.
+    pub time_ns: Option<u64>,
+    /// The period, when recorded.
+    pub period: Option<u64>,
+    /// The event's name.
+    pub event: Arc<str>,
+    /// Its frames' ids in [`Batch::stacks`], leaf first.
+    pub frames: Range<u32>,
+}
+
+impl Sample {
+    /// The time as `perf script` prints it by default (microseconds), in
+    /// nanoseconds: what a reader of the archive's text reads.
+    pub fn printed_time_ns(&self) -> Option<u64> {
+        self.time_ns.map(|t| t / 1000 * 1000)
+    }
+}
+
+/// Samples of one stretch of a run, in order, with the frames first met in
+/// it and their `perf script` text.
+#[derive(Debug, Clone, Default)]
+pub struct Batch {
+    /// The run's frame table starts over before [`Self::new_frames`].
+    pub reset: bool,
+    /// Frames first met in this batch, in id order.
+    pub new_frames: Vec<Frame>,
+    /// The samples.
+    pub samples: Vec<Sample>,
+    /// The samples' frame ids back to back ([`Sample::frames`]).
+    pub stacks: Vec<u32>,
+    /// The samples' `perf script` text (for the archive; may be taken).
+    pub text: Vec<u8>,
+    /// Bytes of that text.
+    pub text_bytes: u64,
+}
+
+impl Batch {
+    /// The frame ids of `s`, leaf first.
+    pub fn frames_of(&self, s: &Sample) -> &[u32] {
+        self.stacks
+            .get(s.frames.start as usize..s.frames.end as usize)
+            .unwrap_or(&[])
+    }
+
+    /// Whether it holds nothing to read.
+    pub fn is_empty(&self) -> bool {
+        self.samples.is_empty() && self.new_frames.is_empty() && !self.reset
+    }
+}
+
+/// A run's frames by id, as its batches define them (the consumer's
+/// copy of the run's table).
+#[derive(Debug, Default)]
+pub struct Frames {
+    frames: Vec<Frame>,
+}
+
+impl Frames {
+    /// Takes in the frames `batch` defines (the table started over first
+    /// when the batch says so), leaving its [`Batch::new_frames`] empty.
+    pub fn take(&mut self, batch: &mut Batch) {
+        if batch.reset {
+            self.frames.clear();
+        }
+        self.frames.append(&mut batch.new_frames);
+    }
+
+    /// The frame `id`.
+    pub fn get(&self, id: u32) -> Option<&Frame> {
+        self.frames.get(id as usize)
+    }
+
+    /// How many frames it holds.
+    pub fn len(&self) -> usize {
+        self.frames.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frame_prints_its_inline_lines_first_as_perf_script_does() {
+        let f = Frame {
+            address: 0x1434,
+            lines: vec![
+                Line::new("mix+0x34", INLINED),
+                Line::new("compute_stage+0x34", "/w"),
+            ]
+            .into(),
+        };
+        let mut out = Vec::new();
+        f.write_text(&mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "\t            1434 mix+0x34 (inlined)\n\
+             \t            1434 compute_stage+0x34 (/w)\n"
+        );
+        assert!(f.lines[0].is_inlined() && !f.lines[1].is_inlined());
+    }
+
+    #[test]
+    fn a_reset_starts_the_table_over() {
+        let frame = |a| Frame {
+            address: a,
+            lines: vec![Line::new("[unknown]", "[unknown]")].into(),
+        };
+        let mut t = Frames::default();
+        let mut b = Batch {
+            new_frames: vec![frame(1), frame(2)],
+            ..Batch::default()
+        };
+        t.take(&mut b);
+        assert_eq!((t.len(), b.new_frames.len()), (2, 0));
+        let mut b = Batch {
+            reset: true,
+            new_frames: vec![frame(3)],
+            ..Batch::default()
+        };
+        t.take(&mut b);
+        assert_eq!(t.len(), 1);
+        assert_eq!(t.get(0).map(|f| f.address), Some(3));
+    }
+}
