@@ -415,7 +415,7 @@ pub fn finding_line(f: &Finding, t: &Trend, width: usize) -> String {
 }
 
 fn time_line(f: &TimeFinding, t: &Trend) -> String {
-    let amount = |x: f64| trend::amount(x, &t.settings.count_name);
+    let amount = |x: f64| trend::amount(x, trend::count_name_of(&f.query, &t.settings.count_name));
     let run = if t.assessment.tested_runs.len() > 1 {
         format!(", run {}", f.run + 1)
     } else {

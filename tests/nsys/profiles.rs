@@ -12,7 +12,7 @@ use crate::util::{self, output_text};
 
 /// The export schema's tables jobprof reads (nsys 2022.4's DDL, the CUDA
 /// tables as the export schema reference documents them).
-const SCHEMA: &str = "
+pub(super) const SCHEMA: &str = "
 CREATE TABLE StringIds (id INTEGER NOT NULL PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE EXPORT_META_DATA (name TEXT NOT NULL, value TEXT);
 CREATE TABLE ThreadNames (nameId INTEGER NOT NULL, priority INTEGER, globalTid INTEGER);
@@ -65,7 +65,7 @@ const PID: i64 = 77 << 24;
 /// sharing a call chain, one without, one of the trace's own events),
 /// NVTX ranges (one in a named domain, one never ended), kernels and
 /// copies.
-const DATA: &str = "
+pub(super) const DATA: &str = "
 INSERT INTO EXPORT_META_DATA VALUES ('EXPORT_PRODUCT_VERSION', '2024.1.1.59'),
   ('EXPORT_SCHEMA_VERSION', '3.11.1');
 INSERT INTO StringIds VALUES (0, '[Unknown]'), (1, 'engine'), (2, 'main'), (3, 'scan'),
@@ -106,7 +106,7 @@ INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY (start, end, deviceId, contextId, streamI
 
 /// Writes `dir/NAME.sqlite` from SQL (the schema, then `data`) and a
 /// placeholder `dir/NAME.nsys-rep` beside it; returns the report.
-fn export(dir: &Path, name: &str, schema: &str, data: &str) -> PathBuf {
+pub(super) fn export(dir: &Path, name: &str, schema: &str, data: &str) -> PathBuf {
     let sql = format!("{schema}\n{data}")
         .replace("MAIN", &MAIN.to_string())
         .replace("OTHER", &OTHER.to_string())
@@ -123,7 +123,7 @@ fn export(dir: &Path, name: &str, schema: &str, data: &str) -> PathBuf {
 }
 
 /// `jobprof process ARGS` with no nsys on PATH.
-fn process(args: &[&Path]) -> std::process::Output {
+pub(super) fn process(args: &[&Path]) -> std::process::Output {
     util::jobprof()
         .arg("process")
         .args(args)
@@ -202,7 +202,7 @@ fn an_nsys_export_becomes_folded_stacks_waits_and_tables() {
 }
 
 /// An `nsys-capture.json` as the sidecar publishes it, for `file` of `kind`.
-fn manifest(q: &str, file: &str, kind: &str) -> String {
+pub(super) fn manifest(q: &str, file: &str, kind: &str) -> String {
     let call = r#"{"argv": ["nsys"], "exit_code": 0, "unix_ns": 1000}"#;
     format!(
         r#"{{"format_version": 1, "query": "{q}", "worker": 0, "host": "n1",
