@@ -364,6 +364,66 @@ fn the_job_page_lists_the_nsys_profile_beside_the_perf_capture() {
     }
 }
 
+/// A result directory of Nsight Systems reports only (no perf capture)
+/// gets its job page too: one row per query and worker, each with its nsys
+/// report and profile, the job's id from the reports' manifests.
+#[test]
+fn a_result_dir_of_nsys_reports_only_gets_a_job_page() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("result");
+    for name in ["q1_iter1", "q1_iter2"] {
+        let q = root.join("profiles/nsys/worker_0").join(name);
+        fs::create_dir_all(&q).unwrap();
+        let file = format!("nsys_worker_w0_{name}");
+        export(&q, &file, SCHEMA, DATA);
+        let m = manifest(name, &format!("{file}.nsys-rep"), "nsys-rep");
+        fs::write(q.join("nsys-capture.json"), m).unwrap();
+    }
+    let o = process(&[&root]);
+    let text = output_text(&o);
+    assert!(o.status.success(), "{text}");
+    let perf_root = root.join("profiles/perf");
+    assert!(
+        text.contains(&format!(
+            "{}: job index",
+            perf_root.join("index.html").display()
+        )),
+        "{text}"
+    );
+    let index = util::json(&perf_root.join("index.json"));
+    let rows = index["captures"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{index}");
+    for (row, q) in rows.iter().zip(["q1_iter1", "q1_iter2"]) {
+        assert_eq!(row["capture"], format!("worker_0/{q}"), "{index}");
+        assert_eq!(row["state"], "nsys-only", "{index}");
+        assert_eq!(row["base"], "q1");
+        assert_eq!(row["nsys"]["profile"]["samples"], 4, "{index}");
+    }
+    assert_eq!(index["job"]["job_ids"][0], "4242", "{index}");
+    let html = fs::read_to_string(perf_root.join("index.html")).unwrap();
+    for want in [
+        "href=\"../nsys/worker_0/q1_iter2/jobprof/flamegraph.html\">CPU 4 samples</a>",
+        "2 nsys only",
+        "job 4242",
+    ] {
+        assert!(html.contains(want), "{want}");
+    }
+    // `reprocess` keeps it.
+    fs::remove_file(perf_root.join("index.json")).unwrap();
+    let again = util::jobprof()
+        .args(["reprocess", "--force"])
+        .arg(&root)
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    assert!(again.status.success(), "{}", output_text(&again));
+    assert!(
+        perf_root.join("index.json").is_file(),
+        "{}",
+        output_text(&again)
+    );
+}
+
 /// `jobprof diff` compares two nsys profiles (their `jobprof/` or query
 /// directories): the CPU stacks, or the waits with `--kind off-cpu`.
 #[test]
