@@ -32,6 +32,12 @@ iteration, repeat, any case, and BASE.N) is replicate N of query BASE; any
 other name is a query with one replicate (docs/capture.md, Replicates).
 Workers are merged per replicate.
 
+Nsight Systems profiles (profiles/nsys/worker_N/Q/jobprof/, made by
+`jobprof process`) are followed too, a run may hold nothing else: per query
+`Q [nsys]` (CPU stacks), `Q [gpu-kernels]`, `Q [gpu-memcpy]` and `Q [nvtx]`
+(each name's total time per replicate), judged and gated alike
+(docs/trend.md, Nsight Systems profiles).
+
 Nothing to judge: a query of the baseline runs that a run tested has no
 processed, non-empty capture of is named on stderr (with -q too) and in
 trend.json's `unjudged`; the gate fails closed on it.

@@ -424,6 +424,32 @@ fn a_result_dir_of_nsys_reports_only_gets_a_job_page() {
     );
 }
 
+/// The `profiles/perf` a job of nsys reports only gets is made in place:
+/// a link planted there is not followed (the views are not written, exit
+/// 1, nothing appears where it points).
+#[test]
+fn the_views_of_nsys_reports_only_are_not_written_through_a_planted_link() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("result");
+    let q = root.join("profiles/nsys/worker_0/q1");
+    fs::create_dir_all(&q).unwrap();
+    export(&q, "nsys_worker_w0_q1", SCHEMA, DATA);
+    let m = manifest("q1", "nsys_worker_w0_q1.nsys-rep", "nsys-rep");
+    fs::write(q.join("nsys-capture.json"), m).unwrap();
+    let elsewhere = t.path().join("elsewhere");
+    fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, root.join("profiles/perf")).unwrap();
+    let o = process(&[&root]);
+    let text = output_text(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("index.html: not written") && text.contains("symbolic link"),
+        "{text}"
+    );
+    assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0, "{text}");
+    assert!(q.join("jobprof/summary.json").is_file(), "{text}");
+}
+
 /// `jobprof diff` compares two nsys profiles (their `jobprof/` or query
 /// directories): the CPU stacks, or the waits with `--kind off-cpu`.
 #[test]
