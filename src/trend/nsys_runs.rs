@@ -30,8 +30,9 @@ pub struct Profile {
     pub query: String,
     /// Its `jobprof/` directory, when `summary.json` is there.
     pub out: Option<PathBuf>,
-    /// The Slurm job id and the ns `nsys start` returned, from the manifest.
+    /// The Slurm job id, from the manifest.
     pub job_id: Option<String>,
+    /// When `nsys start` returned (ns since the epoch), from the manifest.
     pub started_ns: Option<u64>,
 }
 
@@ -131,4 +132,26 @@ pub fn series_of(query: &str) -> Option<SeriesKind> {
 pub fn split(query: &str) -> (String, u32) {
     let (base, n) = replicate::split(query);
     (base.to_string(), n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn series_names_say_their_kind_and_the_nsys_root_is_beside_perf() {
+        assert_eq!(series_name("q1", None), "q1 [nsys]");
+        assert_eq!(series_name("q1", Some("nvtx")), "q1 [nvtx]");
+        assert_eq!(series_of("q1 [nsys]"), Some(SeriesKind::Cpu));
+        assert_eq!(series_of("q1 [gpu-kernels]"), Some(SeriesKind::Table));
+        assert_eq!(series_of("q1"), None);
+        assert_eq!(
+            root_of(Path::new("/r/run_1")),
+            Path::new("/r/run_1/profiles/nsys")
+        );
+        assert_eq!(
+            root_of(Path::new("/r/run_1/profiles/perf")),
+            Path::new("/r/run_1/profiles/nsys")
+        );
+    }
 }
