@@ -24,6 +24,7 @@ mod real;
 mod real_profiles;
 mod setup;
 mod snapshots;
+mod trend_profiles;
 
 /// Short timings keep the suite fast; the settle window stays well above
 /// the writers' longest pause so a loaded machine does not settle early.

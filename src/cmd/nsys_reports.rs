@@ -5,6 +5,7 @@
 //! meet here because `nsys` stands beside the stages (it imports only
 //! `sys`) and no stage may import it.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -13,6 +14,7 @@ use rayon::prelude::*;
 use jobprof::nsys::export::{self, Found, NsysCli, Profile, Stat};
 use jobprof::pipeline::imported::{self, Imported, Row, Table};
 use jobprof::pipeline::Options;
+use jobprof::views;
 
 /// One report's result line and whether it failed.
 pub struct Outcome {
@@ -20,6 +22,9 @@ pub struct Outcome {
     pub line: String,
     /// It could not be read or written.
     pub failed: bool,
+    /// `RESULT_DIR/profiles/perf` of a report the sidecar published under
+    /// `RESULT_DIR/profiles/nsys/worker_N/Q/` (where the job views go).
+    pub perf_root: Option<PathBuf>,
 }
 
 /// Processes the reports under `roots` (narrowed by `workers`, `queries`);
@@ -37,11 +42,39 @@ pub fn run(
     }
     let nsys = NsysCli::find();
     let threads = jobprof::jobs_or_cores(opts.jobs).clamp(1, found.len());
-    let one = |f: &Found| process_one(f, &nsys, opts, force);
+    let one = |f: &Found| Outcome {
+        perf_root: perf_root_of(f),
+        ..process_one(f, &nsys, opts, force)
+    };
     match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
         Ok(pool) => pool.install(|| found.par_iter().map(one).collect()),
         Err(_) => found.iter().map(one).collect(),
     }
+}
+
+/// `RESULT_DIR/profiles/perf` of a published report (its outputs in
+/// `RESULT_DIR/profiles/nsys/worker_N/Q/jobprof`); `None` for a lone one.
+fn perf_root_of(f: &Found) -> Option<PathBuf> {
+    f.worker?;
+    let nsys = f.out.parent()?.parent()?.parent()?;
+    Some(nsys.parent()?.join("perf"))
+}
+
+/// The job views of the result directories whose reports were listed
+/// (processed now or before) and whose views `written` does not hold
+/// already: a job of Nsight Systems reports only has no perf capture to
+/// make them.
+pub fn views(
+    nsys: &[Outcome],
+    written: &[views::ViewReport],
+    opts: &views::Options,
+) -> Vec<views::ViewReport> {
+    let roots: BTreeSet<PathBuf> = nsys
+        .iter()
+        .filter_map(|o| o.perf_root.clone())
+        .filter(|r| !written.iter().any(|v| v.perf_root == *r))
+        .collect();
+    views::for_nsys(&roots.into_iter().collect::<Vec<_>>(), opts)
 }
 
 fn process_one(f: &Found, nsys: &Result<NsysCli, String>, opts: &Options, force: bool) -> Outcome {
@@ -50,6 +83,7 @@ fn process_one(f: &Found, nsys: &Result<NsysCli, String>, opts: &Options, force:
     let fail = |why: String| Outcome {
         line: format!("{out}: nsys report not processed: {why}"),
         failed: true,
+        perf_root: None,
     };
     if let Some(why) = &f.unreadable {
         return fail(why.clone());
@@ -58,6 +92,7 @@ fn process_one(f: &Found, nsys: &Result<NsysCli, String>, opts: &Options, force:
         return Outcome {
             line: format!("{out}: nsys report already processed (--force to redo)"),
             failed: false,
+            perf_root: None,
         };
     }
     let (profile, how) = match export::read_report(f, nsys) {
@@ -77,6 +112,7 @@ fn process_one(f: &Found, nsys: &Result<NsysCli, String>, opts: &Options, force:
                 s.read
             ),
             failed: false,
+            perf_root: None,
         },
         Err(e) => fail(e.to_string()),
     }

@@ -156,10 +156,17 @@ pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
         jobprof::outln!("{}", o.line)?;
     }
     let Some(report) = report else {
-        return Ok(nsys_code);
+        // A job of Nsight Systems reports only: its views list them.
+        let views = super::nsys_reports::views(&nsys, &[], &views);
+        for v in &views {
+            jobprof::outln!("{}", v.line())?;
+        }
+        return Ok(views::exit_code(nsys_code, &views));
     };
     super::list_being_written(&args.dirs)?;
-    let views = views::after_run(&report.captures, &views);
+    let mut views_written = views::after_run(&report.captures, &views);
+    views_written.extend(super::nsys_reports::views(&nsys, &views_written, &views));
+    let views = views_written;
     for v in &views {
         jobprof::outln!("{}", v.line())?;
     }

@@ -174,14 +174,21 @@ pub fn run(args: ReprocessArgs) -> anyhow::Result<ExitCode> {
         jobprof::outln!("{}", o.line)?;
     }
     let Some(report) = report else {
-        return Ok(nsys_code);
+        // Roots of Nsight Systems reports only: their views list them.
+        let views = super::nsys_reports::views(&nsys, &[], &view_opts);
+        for v in &views {
+            jobprof::outln!("{}", v.line())?;
+        }
+        return Ok(views::exit_code(nsys_code, &views));
     };
     super::list_being_written(&args.roots)?;
     // A dry run changes nothing, the job views included.
     let views = if report.dry_run {
         Vec::new()
     } else {
-        views::after_run(&report.outcomes, &view_opts)
+        let mut v = views::after_run(&report.outcomes, &view_opts);
+        v.extend(super::nsys_reports::views(&nsys, &v, &view_opts));
+        v
     };
     if report.dry_run {
         for o in &report.outcomes {

@@ -32,6 +32,12 @@ iteration, repeat, any case, and BASE.N) is replicate N of query BASE; any
 other name is a query with one replicate (docs/capture.md, Replicates).
 Workers are merged per replicate.
 
+Nsight Systems profiles (profiles/nsys/worker_N/Q/jobprof/, made by
+`jobprof process`) are followed too, a run may hold nothing else: per query
+`Q [nsys]` (CPU stacks), `Q [gpu-kernels]`, `Q [gpu-memcpy]` and `Q [nvtx]`
+(each name's total time per replicate), judged and gated alike
+(docs/trend.md, Nsight Systems profiles).
+
 Nothing to judge: a query of the baseline runs that a run tested has no
 processed, non-empty capture of is named on stderr (with -q too) and in
 trend.json's `unjudged`; the gate fails closed on it.
@@ -449,7 +455,7 @@ pub fn callers_lines(f: &Finding, width: usize) -> Vec<String> {
 }
 
 fn time_line(f: &TimeFinding, t: &Trend) -> String {
-    let amount = |x: f64| trend::amount(x, &t.settings.count_name);
+    let amount = |x: f64| trend::amount(x, trend::count_name_of(&f.query, &t.settings.count_name));
     let run = if t.assessment.tested_runs.len() > 1 {
         format!(", run {}", f.run + 1)
     } else {

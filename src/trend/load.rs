@@ -19,6 +19,7 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
+use super::nsys_runs;
 use super::tally::Tally;
 use crate::capture::replicate;
 use crate::capture::{self, CaptureDir, Filter};
@@ -155,9 +156,21 @@ struct Raw {
     bad_lines: u64,
 }
 
-/// A replicate to read: (query, number, capture name) and its workers'
-/// captures.
-type Group = ((String, u32, String), Vec<CaptureDir>);
+/// What one replicate is read from: its workers' files.
+#[derive(Default)]
+struct Members {
+    /// Folded files, or tables (`name count total_ns median_ns`).
+    files: Vec<PathBuf>,
+    /// The captures' labels (`worker_0/Q3_iter2`), for warnings.
+    labels: Vec<String>,
+    /// The files are tables ([`nsys_runs::TABLES`]), not folded stacks.
+    table: bool,
+    /// The page a point of the chart opens.
+    flamegraph: Option<PathBuf>,
+}
+
+/// A replicate to read: (query, number, capture name) and its files.
+type Group = ((String, u32, String), Members);
 
 /// Reads every run: each run's captures are found and grouped first, then
 /// the replicates of all runs are read in parallel (no stacks are kept,
@@ -173,19 +186,19 @@ pub fn load(dirs: &[PathBuf], opts: &LoadOptions) -> Result<Series> {
     }
     let read = groups
         .par_iter()
-        .map(|(r, ((base, number, name), caps))| {
-            let raw = read_replicate(base, *number, name, caps, &opts.folded)?;
-            Ok((*r, caps, raw))
+        .map(|(r, ((base, number, name), members))| {
+            let raw = read_replicate(base, *number, name, members)?;
+            Ok((*r, members, raw))
         })
         .collect::<Result<Vec<_>>>()?;
     let mut per_run: Vec<Vec<Raw>> = dirs.iter().map(|_| Vec::new()).collect();
-    for (r, caps, raw) in read {
+    for (r, members, raw) in read {
         match raw {
             Some(raw) => {
                 infos[r].bad_lines += raw.bad_lines;
                 per_run[r].push(raw);
             }
-            None => infos[r].empty.extend(caps.iter().map(CaptureDir::label)),
+            None => infos[r].empty.extend(members.labels.iter().cloned()),
         }
     }
     let mut order: Vec<usize> = (0..dirs.len()).collect();
@@ -234,8 +247,14 @@ fn load_run(dir: &Path, opts: &LoadOptions) -> Result<(RunInfo, Vec<Group>)> {
             dir.display()
         )));
     }
-    let found = capture::discover(&[dir.to_path_buf()], &Filter::default())?;
-    if found.is_empty() {
+    let nsys = nsys_runs::find(dir);
+    let found = match capture::discover(&[dir.to_path_buf()], &Filter::default()) {
+        Ok(found) => found,
+        // A run of Nsight Systems reports only.
+        Err(_) if !nsys.is_empty() => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    if found.is_empty() && nsys.is_empty() {
         return Err(Error::Usage(format!(
             "{}: no capture found; give result directories written by jobprof-record \
              and processed by `jobprof process`",
@@ -255,7 +274,7 @@ fn load_run(dir: &Path, opts: &LoadOptions) -> Result<(RunInfo, Vec<Group>)> {
         on_cpu_only: 0,
         bad_lines: 0,
     };
-    let mut groups: BTreeMap<(String, u32, String), Vec<CaptureDir>> = BTreeMap::new();
+    let mut groups: BTreeMap<(String, u32, String), Members> = BTreeMap::new();
     for c in &found {
         note_capture(&mut info, c);
         let (base, number) = replicate::split(&c.query);
@@ -276,11 +295,16 @@ fn load_run(dir: &Path, opts: &LoadOptions) -> Result<(RunInfo, Vec<Group>)> {
             info.event =
                 SummaryFields::read(&c.out_dir().join(capture::SUMMARY)).and_then(|s| s.event);
         }
-        groups
+        let m = groups
             .entry((base.to_string(), number, c.query.clone()))
-            .or_default()
-            .push(c.clone());
+            .or_default();
+        if m.files.is_empty() {
+            m.flamegraph = query_page(c, base);
+        }
+        m.files.push(folded);
+        m.labels.push(c.label());
     }
+    add_nsys(&mut info, &mut groups, &nsys, opts);
     info.started = info
         .started_ns
         .map(|ns| crate::sys::units::format_utc(ns / 1_000_000_000));
@@ -361,20 +385,77 @@ pub fn short(s: &str) -> String {
     s.chars().take(MAX_LABEL_CHARS).collect()
 }
 
+/// The nsys profiles of a run, grouped as perf captures are (a query's
+/// CPU stacks and each of its tables are series of their own, named by
+/// [`nsys_runs::series_name`]); a report not processed is left out as a
+/// capture is.
+fn add_nsys(
+    info: &mut RunInfo,
+    groups: &mut BTreeMap<(String, u32, String), Members>,
+    nsys: &[nsys_runs::Profile],
+    opts: &LoadOptions,
+) {
+    for p in nsys {
+        if let Some(j) = &p.job_id {
+            info.job_ids.insert(j.clone());
+        }
+        if let Some(ns) = p.started_ns {
+            info.started_ns = Some(info.started_ns.map_or(ns, |s| s.min(ns)));
+        }
+        let (base, number) = nsys_runs::split(&p.query);
+        if !opts.queries.is_empty() && !opts.queries.iter().any(|q| *q == base || *q == p.query) {
+            continue;
+        }
+        let Some(out) = &p.out else {
+            info.unprocessed.push(p.label.clone());
+            continue;
+        };
+        let html = out.join(capture::HTML);
+        let flamegraph = capture::is_plain_file(&html).then_some(html);
+        let tables = nsys_runs::TABLES
+            .iter()
+            .map(|t| (Some(*t), format!("{t}.tsv")));
+        for (table, file) in std::iter::once((None, opts.folded.clone())).chain(tables) {
+            let path = out.join(file);
+            if !capture::is_plain_file(&path) {
+                continue;
+            }
+            let key = (
+                nsys_runs::series_name(&base, table),
+                number,
+                p.query.clone(),
+            );
+            let m = groups.entry(key).or_default();
+            if m.files.is_empty() && table.is_none() {
+                m.flamegraph = flamegraph.clone();
+            }
+            m.table = table.is_some();
+            m.files.push(path);
+            m.labels.push(p.label.clone());
+        }
+    }
+}
+
+/// The job view of query `base` of the run capture `c` belongs to
+/// (`queries/<base>/flamegraph.html`, every replicate summed), if any.
+fn query_page(c: &CaptureDir, base: &str) -> Option<PathBuf> {
+    let root = crate::views::perf_root_of(&c.dir)?;
+    let page = root
+        .join(crate::views::QUERIES_DIR)
+        .join(base)
+        .join(capture::HTML);
+    capture::is_plain_file(&page).then_some(page)
+}
+
 /// Merges a replicate's workers and keeps each function's shares.
-fn read_replicate(
-    base: &str,
-    number: u32,
-    name: &str,
-    caps: &[CaptureDir],
-    folded: &str,
-) -> Result<Option<Raw>> {
+fn read_replicate(base: &str, number: u32, name: &str, m: &Members) -> Result<Option<Raw>> {
     let mut tally = Tally::default();
-    let mut files = Vec::with_capacity(caps.len());
-    for c in caps {
-        let path = c.out_dir().join(folded);
-        tally.add_file(&path)?;
-        files.push(path);
+    for path in &m.files {
+        if m.table {
+            tally.add_table(path)?;
+        } else {
+            tally.add_file(path)?;
+        }
     }
     let (total, bad_lines) = (tally.total, tally.bad_lines);
     if total == 0 {
@@ -386,22 +467,15 @@ fn read_replicate(
         .map(|(f, s, t)| (f, pct(s), pct(t)))
         .filter(|(_, s, t)| *s >= FLOOR_PCT || *t >= FLOOR_PCT)
         .collect();
-    let flamegraph = caps.first().and_then(|c| {
-        let root = crate::views::perf_root_of(&c.dir)?;
-        let page = root
-            .join(crate::views::QUERIES_DIR)
-            .join(base)
-            .join(capture::HTML);
-        capture::is_plain_file(&page).then_some(page)
-    });
     Ok(Some(Raw {
         base: base.to_string(),
         rep: Replicate {
             name: name.to_string(),
             number,
             total,
-            folded: files,
-            flamegraph,
+            // A table is no stack: no diff is drawn of it.
+            folded: if m.table { Vec::new() } else { m.files.clone() },
+            flamegraph: m.flamegraph.clone(),
             shares: Vec::new(),
         },
         named,

@@ -10,10 +10,15 @@
 //! ([`page`]: `trend.html`, a chart per query linking every point to that
 //! run's flamegraph or its diff against the baseline, and `trend.json`,
 //! every figure). This stage reads what the job views ([`crate::views`])
-//! and the processing wrote; it never folds a capture again.
+//! and the processing wrote; it never folds a capture again. Nsight
+//! Systems profiles (`profiles/nsys/worker_N/Q/jobprof/`) are followed
+//! beside the perf captures ([`nsys_runs`]): their CPU stacks, and their
+//! GPU kernel, memory copy and NVTX tables, each name's total time per
+//! replicate taken as a function's own time.
 
 pub mod assess;
 pub mod load;
+mod nsys_runs;
 mod page;
 pub mod stats;
 mod tally;
@@ -178,6 +183,17 @@ pub fn amount(x: f64, count_name: &str) -> String {
         format!("{:.1} ms", s * 1e3)
     } else {
         format!("{:.0} µs", s * 1e6)
+    }
+}
+
+/// What the counts of `query`'s series are: `ns` for an nsys table's
+/// (`Q [gpu-kernels]`, `Q [nvtx]`), `samples` for an nsys profile's CPU
+/// stacks (`Q [nsys]`), else the run's `count_name`.
+pub fn count_name_of<'a>(query: &str, count_name: &'a str) -> &'a str {
+    match nsys_runs::series_of(query) {
+        Some(nsys_runs::SeriesKind::Table) => "ns",
+        Some(nsys_runs::SeriesKind::Cpu) => "samples",
+        None => count_name,
     }
 }
 

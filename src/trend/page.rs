@@ -16,7 +16,7 @@ use std::path::Path;
 
 use super::assess::{Finding, TimeFinding};
 use super::load::Series;
-use super::{amount, fmt_p, relative, Trend, DIFFS_DIR};
+use super::{amount, count_name_of, fmt_p, relative, Trend, DIFFS_DIR};
 use crate::error::Result;
 use crate::output::render::diff::render_diff;
 use crate::output::render::folded::read_folded;
@@ -79,6 +79,10 @@ pub fn draw_diffs(trend: &mut Trend, series: &Series, out_dir: &Path) -> Result<
         let Some(q) = series.queries.get(&query) else {
             continue;
         };
+        // A table's series (GPU kernels, NVTX ranges) has no stacks.
+        if q.runs.iter().flatten().all(|r| r.folded.is_empty()) {
+            continue;
+        }
         let stacks = |i: usize| -> Result<Vec<(String, u64)>> {
             let files: Vec<Source> = q.runs[i]
                 .iter()
@@ -485,8 +489,14 @@ fn findings_table(o: &mut String, t: &Trend) {
             pct(f.new),
             f.new_spread.sd,
             f.change,
-            esc(&amount(f.baseline_time, &t.settings.count_name)),
-            esc(&amount(f.new_time, &t.settings.count_name)),
+            esc(&amount(
+                f.baseline_time,
+                count_name_of(&f.query, &t.settings.count_name)
+            )),
+            esc(&amount(
+                f.new_time,
+                count_name_of(&f.query, &t.settings.count_name)
+            )),
             fmt_p(f.p),
             fmt_p(f.q),
             f.threshold
@@ -513,8 +523,8 @@ fn times_table(o: &mut String, times: &[TimeFinding], count_name: &str) {
             f.verdict,
             esc(&f.query),
             f.run + 1,
-            esc(&amount(f.baseline, count_name)),
-            esc(&amount(f.new, count_name)),
+            esc(&amount(f.baseline, count_name_of(&f.query, count_name))),
+            esc(&amount(f.new, count_name_of(&f.query, count_name))),
             f.change_pct,
             fmt_p(f.p)
         );

@@ -55,6 +55,31 @@ impl Tally {
         })
     }
 
+    /// Adds the table at `path` (`name count total_ns median_ns`, as
+    /// `jobprof process` writes an nsys report's GPU kernels or NVTX
+    /// ranges, under its header): each name's total ns is its own time
+    /// (a self count; a table has no callers, so no total count).
+    pub fn add_table(&mut self, path: &Path) -> Result<()> {
+        let header = crate::pipeline::imported::TSV_HEADER.trim_end().as_bytes();
+        input::each_line(&Source::Path(path.to_path_buf()), |_, raw| {
+            let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+            if raw.is_empty() || raw == header {
+                return;
+            }
+            let line = String::from_utf8_lossy(raw);
+            let fields: Vec<&str> = line.split('\t').collect();
+            match (fields.as_slice(), fields.get(2).map(|t| t.parse::<u64>())) {
+                ([name, _, _, _], Some(Ok(ns))) if !name.is_empty() => {
+                    self.total = counts::add(self.total, ns);
+                    let id = self.intern(name);
+                    let a = &mut self.acc[id as usize];
+                    a.own = counts::add(a.own, ns);
+                }
+                _ => self.bad_lines += 1,
+            }
+        })
+    }
+
     /// (name, self, total) of every function counted (thread names that
     /// never were a leaf have 0 and 0).
     pub fn into_counts(self) -> impl Iterator<Item = (String, u64, u64)> {
@@ -256,6 +281,23 @@ mod tests {
         for (f, c) in &counts {
             assert!(want.contains_key(f) || *c == (0, 0), "{f:?}");
         }
+    }
+
+    #[test]
+    fn a_tables_totals_are_own_time() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("gpu-kernels.tsv");
+        let text =
+            "name\tcount\ttotal_ns\tmedian_ns\ngemm\t2\t60\t30\nreduce(float*)\t1\t5\t5\nbad\t1\n";
+        std::fs::write(&p, text).unwrap();
+        let mut t = Tally::default();
+        t.add_table(&p).unwrap();
+        t.add_table(&p).unwrap();
+        assert_eq!((t.total, t.bad_lines), (130, 2));
+        let counts: HashMap<String, (u64, u64)> =
+            t.into_counts().map(|(f, s, a)| (f, (s, a))).collect();
+        assert_eq!(counts["gemm"], (120, 0));
+        assert_eq!(counts["reduce(float*)"], (10, 0));
     }
 
     #[test]

@@ -197,8 +197,12 @@ pub fn refresh(perf_root: &Path, outcomes: &[&Outcome], opts: &Options) -> Resul
     let root = Dir::open(perf_root)?;
     let _lock = DirLock::wait(&root, LOCK_FILE)?;
     remove_view_leftovers(&root);
-    let mut index = scan::scan(perf_root, &root, outcomes)?;
-    let nsys_reports = nsys_views::attach(perf_root, &mut index.captures);
+    let mut index = match scan::scan(perf_root, &root, outcomes) {
+        // A job of Nsight Systems reports only: their rows alone.
+        Err(Error::Usage(_)) if nsys_views::has_reports(perf_root) => scan::empty_index(),
+        r => r?,
+    };
+    let nsys_reports = nsys_views::attach(perf_root, &mut index);
     let (queries, rendered) = queries::update(perf_root, &root, &mut index, opts)?;
     page::write_index(&root, &index)?;
     Ok(Refreshed {
@@ -212,6 +216,25 @@ pub fn refresh(perf_root: &Path, outcomes: &[&Outcome], opts: &Options) -> Resul
         queries_rendered: rendered,
         nsys_reports,
     })
+}
+
+/// Writes the views of result directories whose Nsight Systems reports
+/// were read (`perf_roots`: their `profiles/perf`, made when missing, as
+/// a job of nsys reports only has none): one report per directory.
+pub fn for_nsys(perf_roots: &[PathBuf], opts: &Options) -> Vec<ViewReport> {
+    perf_roots
+        .iter()
+        .map(|perf_root| {
+            let made = Dir::parent_of(perf_root).and_then(|(parent, name)| {
+                parent.mkdir(name, 0o777)?;
+                Ok(())
+            });
+            ViewReport {
+                perf_root: perf_root.clone(),
+                result: made.and_then(|()| refresh(perf_root, &[], opts)),
+            }
+        })
+        .collect()
 }
 
 /// Removes the temporaries a killed refresh left (`index.html`,

@@ -12,8 +12,8 @@ use std::path::Path;
 
 use jobprof_capture_format::nsys::{NsysCapture, NSYS_CAPTURE_JSON, NSYS_PROFILE_DIR};
 
-use super::scan::{NsysCell, NsysProfileCell, Row};
-use crate::capture::{is_plain_file, read_plain};
+use super::scan::{Index, NsysCell, NsysProfileCell, Row, State};
+use crate::capture::{is_plain_file, read_plain, replicate};
 
 /// The per-query nsys root beside `profiles/perf`.
 pub const NSYS_DIR: &str = "nsys";
@@ -25,32 +25,128 @@ fn is_real_dir(p: &Path) -> bool {
     fs::symlink_metadata(p).is_ok_and(|m| m.is_dir())
 }
 
-/// Reads the nsys report of every row that has one; returns how many.
-pub fn attach(perf_root: &Path, rows: &mut [Row]) -> usize {
-    let Some(profiles) = perf_root.parent() else {
-        return 0;
+/// `profiles/nsys` beside `perf_root`, when it is a real directory.
+fn nsys_root(perf_root: &Path) -> Option<std::path::PathBuf> {
+    let root = perf_root.parent()?.join(NSYS_DIR);
+    is_real_dir(&root).then_some(root)
+}
+
+/// The worker directories (`worker_N`, real directories) of the nsys root
+/// beside `perf_root`, sorted by N.
+fn workers(perf_root: &Path) -> Vec<(u32, std::path::PathBuf)> {
+    let Some(root) = nsys_root(perf_root) else {
+        return Vec::new();
     };
-    let root = profiles.join(NSYS_DIR);
-    if !is_real_dir(&root) {
-        return 0;
-    }
+    let mut out: Vec<(u32, std::path::PathBuf)> = fs::read_dir(&root)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let n = e
+                .file_name()
+                .to_str()?
+                .strip_prefix("worker_")?
+                .parse()
+                .ok()?;
+            is_real_dir(&e.path()).then(|| (n, e.path()))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// True when some nsys report was published beside `perf_root`.
+pub fn has_reports(perf_root: &Path) -> bool {
+    workers(perf_root)
+        .iter()
+        .any(|(_, w)| !query_dirs(w).is_empty())
+}
+
+/// The query directories of a worker's nsys directory, sorted.
+fn query_dirs(worker: &Path) -> Vec<String> {
+    let mut out: Vec<String> = fs::read_dir(worker)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let name = e.file_name().to_str()?.to_string();
+            is_real_dir(&e.path()).then_some(name)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Reads the nsys report of every row that has one, and adds a row for
+/// each published query and worker without a perf capture (state
+/// [`State::NsysOnly`]; the job's ids, hosts, workers and queries taken
+/// from them too); returns how many reports were listed.
+pub fn attach(perf_root: &Path, index: &mut Index) -> usize {
     let mut found = 0;
-    for r in rows.iter_mut() {
-        let Some(w) = r.worker else { continue };
-        let worker = format!("worker_{w}");
-        let dir = root.join(&worker).join(&r.query);
-        if !is_real_dir(&root.join(&worker)) || !is_real_dir(&dir) {
-            continue;
+    let mut added = false;
+    for (w, wdir) in workers(perf_root) {
+        for query in query_dirs(&wdir) {
+            let rel = format!("../{NSYS_DIR}/worker_{w}/{query}");
+            let (cell, manifest) = read(&wdir.join(&query), &rel);
+            found += 1;
+            let row = index
+                .captures
+                .iter_mut()
+                .find(|r| r.worker == Some(w) && r.query == query);
+            if let Some(r) = row {
+                r.nsys = Some(cell);
+                continue;
+            }
+            let host = manifest.as_ref().map(|m| m.host.clone());
+            let job = &mut index.job;
+            if let Some(j) = manifest.and_then(|m| m.slurm_job_id) {
+                job.job_ids.insert(j);
+            }
+            job.hosts.extend(host.clone());
+            job.workers.insert(w);
+            job.queries.insert(replicate::split(&query).0.to_string());
+            index.captures.push(nsys_only_row(w, &query, host, cell));
+            added = true;
         }
-        let rel = format!("../{NSYS_DIR}/{worker}/{}", r.query);
-        r.nsys = Some(read(&dir, &rel));
-        found += 1;
+    }
+    if added {
+        index
+            .captures
+            .sort_by(|a, b| (a.worker, &a.query).cmp(&(b.worker, &b.query)));
     }
     found
 }
 
-/// The cell of one published query directory `dir` (`rel` from `profiles/perf`).
-fn read(dir: &Path, rel: &str) -> NsysCell {
+/// The row of a query and worker with an nsys report and no perf capture.
+fn nsys_only_row(worker: u32, query: &str, host: Option<String>, cell: NsysCell) -> Row {
+    let (base, replicate) = replicate::split(query);
+    Row {
+        capture: format!("worker_{worker}/{query}"),
+        worker: Some(worker),
+        query: query.to_string(),
+        base: base.to_string(),
+        replicate,
+        state: State::NsysOnly,
+        reason: None,
+        host,
+        samples: None,
+        period_total: None,
+        event: None,
+        window_seconds: None,
+        symbolized_share: None,
+        truncated_share: None,
+        top_self: Vec::new(),
+        flamegraph: None,
+        folded: None,
+        completed: None,
+        off_cpu: None,
+        nsys: Some(cell),
+    }
+}
+
+/// The cell of one published query directory `dir` (`rel` from
+/// `profiles/perf`), and its manifest when it could be read.
+fn read(dir: &Path, rel: &str) -> (NsysCell, Option<NsysCapture>) {
     let path = dir.join(NSYS_CAPTURE_JSON);
     let meta = match fs::symlink_metadata(&path) {
         Ok(m) if m.len() > MAX_MANIFEST => Err(format!(
@@ -69,7 +165,7 @@ fn read(dir: &Path, rel: &str) -> NsysCell {
         Ok(m) => {
             // The file name must stay inside the directory.
             let plain = !m.file.contains('/') && is_plain_file(&dir.join(&m.file));
-            NsysCell {
+            let cell = NsysCell {
                 report: plain.then(|| format!("{rel}/{}", m.file)),
                 kind: m.kind.as_str().to_string(),
                 bytes: m.bytes,
@@ -78,18 +174,22 @@ fn read(dir: &Path, rel: &str) -> NsysCell {
                 settle_seconds: m.settle_ms as f64 / 1000.0,
                 reason: m.reason.clone(),
                 profile: profile(dir, rel),
-            }
+            };
+            (cell, Some(m))
         }
-        Err(why) => NsysCell {
-            report: None,
-            kind: "-".into(),
-            bytes: 0,
-            settled: false,
-            wait_seconds: 0.0,
-            settle_seconds: 0.0,
-            reason: Some(why),
-            profile: None,
-        },
+        Err(why) => (
+            NsysCell {
+                report: None,
+                kind: "-".into(),
+                bytes: 0,
+                settled: false,
+                wait_seconds: 0.0,
+                settle_seconds: 0.0,
+                reason: Some(why),
+                profile: None,
+            },
+            None,
+        ),
     }
 }
 

@@ -215,6 +215,7 @@ fn index_html(perf_root: &Path, index: &Index) -> String {
         State::Refused,
         State::Outdated,
         State::NotProcessed,
+        State::NsysOnly,
     ] {
         let n = index.captures.iter().filter(|r| r.state == st).count();
         if n > 0 {

@@ -37,6 +37,9 @@ pub enum State {
     Outdated,
     /// Not processed (yet).
     NotProcessed,
+    /// No perf capture: a query and worker of which only an Nsight Systems
+    /// report was published (its cell says what was read from it).
+    NsysOnly,
 }
 
 impl State {
@@ -49,6 +52,7 @@ impl State {
             State::Refused => "refused",
             State::Outdated => "outdated",
             State::NotProcessed => "not processed",
+            State::NsysOnly => "nsys only",
         }
     }
 }
@@ -222,14 +226,24 @@ pub fn scan(perf_root: &Path, root: &Dir, outcomes: &[&Outcome]) -> Result<Index
         let outcome = outcomes.iter().find(|o| o.dir == c.dir);
         rows.push(row(perf_root, c, outcome.copied(), &earlier, &mut header));
     }
-    Ok(Index {
+    Ok(index_of(header, rows))
+}
+
+/// The index of a `profiles/perf` without a capture (a job of Nsight
+/// Systems reports only: their rows are added by `nsys_views`).
+pub fn empty_index() -> Index {
+    index_of(Header::default(), Vec::new())
+}
+
+fn index_of(job: Header, captures: Vec<Row>) -> Index {
+    Index {
         tool: "jobprof".into(),
         tool_version: env!("CARGO_PKG_VERSION").into(),
         generated: crate::sys::units::utc_timestamp(),
-        job: header,
-        captures: rows,
+        job,
+        captures,
         queries: Vec::new(),
-    })
+    }
 }
 
 /// Failures recorded by an earlier refresh (perhaps another array task's):

@@ -12,7 +12,7 @@ use crate::util::{self, output_text};
 
 /// The export schema's tables jobprof reads (nsys 2022.4's DDL, the CUDA
 /// tables as the export schema reference documents them).
-const SCHEMA: &str = "
+pub(super) const SCHEMA: &str = "
 CREATE TABLE StringIds (id INTEGER NOT NULL PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE EXPORT_META_DATA (name TEXT NOT NULL, value TEXT);
 CREATE TABLE ThreadNames (nameId INTEGER NOT NULL, priority INTEGER, globalTid INTEGER);
@@ -65,7 +65,7 @@ const PID: i64 = 77 << 24;
 /// sharing a call chain, one without, one of the trace's own events),
 /// NVTX ranges (one in a named domain, one never ended), kernels and
 /// copies.
-const DATA: &str = "
+pub(super) const DATA: &str = "
 INSERT INTO EXPORT_META_DATA VALUES ('EXPORT_PRODUCT_VERSION', '2024.1.1.59'),
   ('EXPORT_SCHEMA_VERSION', '3.11.1');
 INSERT INTO StringIds VALUES (0, '[Unknown]'), (1, 'engine'), (2, 'main'), (3, 'scan'),
@@ -106,7 +106,7 @@ INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY (start, end, deviceId, contextId, streamI
 
 /// Writes `dir/NAME.sqlite` from SQL (the schema, then `data`) and a
 /// placeholder `dir/NAME.nsys-rep` beside it; returns the report.
-fn export(dir: &Path, name: &str, schema: &str, data: &str) -> PathBuf {
+pub(super) fn export(dir: &Path, name: &str, schema: &str, data: &str) -> PathBuf {
     let sql = format!("{schema}\n{data}")
         .replace("MAIN", &MAIN.to_string())
         .replace("OTHER", &OTHER.to_string())
@@ -123,7 +123,7 @@ fn export(dir: &Path, name: &str, schema: &str, data: &str) -> PathBuf {
 }
 
 /// `jobprof process ARGS` with no nsys on PATH.
-fn process(args: &[&Path]) -> std::process::Output {
+pub(super) fn process(args: &[&Path]) -> std::process::Output {
     util::jobprof()
         .arg("process")
         .args(args)
@@ -202,7 +202,7 @@ fn an_nsys_export_becomes_folded_stacks_waits_and_tables() {
 }
 
 /// An `nsys-capture.json` as the sidecar publishes it, for `file` of `kind`.
-fn manifest(q: &str, file: &str, kind: &str) -> String {
+pub(super) fn manifest(q: &str, file: &str, kind: &str) -> String {
     let call = r#"{"argv": ["nsys"], "exit_code": 0, "unix_ns": 1000}"#;
     format!(
         r#"{{"format_version": 1, "query": "{q}", "worker": 0, "host": "n1",
@@ -362,6 +362,92 @@ fn the_job_page_lists_the_nsys_profile_beside_the_perf_capture() {
     ] {
         assert!(html.contains(want), "{want}");
     }
+}
+
+/// A result directory of Nsight Systems reports only (no perf capture)
+/// gets its job page too: one row per query and worker, each with its nsys
+/// report and profile, the job's id from the reports' manifests.
+#[test]
+fn a_result_dir_of_nsys_reports_only_gets_a_job_page() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("result");
+    for name in ["q1_iter1", "q1_iter2"] {
+        let q = root.join("profiles/nsys/worker_0").join(name);
+        fs::create_dir_all(&q).unwrap();
+        let file = format!("nsys_worker_w0_{name}");
+        export(&q, &file, SCHEMA, DATA);
+        let m = manifest(name, &format!("{file}.nsys-rep"), "nsys-rep");
+        fs::write(q.join("nsys-capture.json"), m).unwrap();
+    }
+    let o = process(&[&root]);
+    let text = output_text(&o);
+    assert!(o.status.success(), "{text}");
+    let perf_root = root.join("profiles/perf");
+    assert!(
+        text.contains(&format!(
+            "{}: job index",
+            perf_root.join("index.html").display()
+        )),
+        "{text}"
+    );
+    let index = util::json(&perf_root.join("index.json"));
+    let rows = index["captures"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{index}");
+    for (row, q) in rows.iter().zip(["q1_iter1", "q1_iter2"]) {
+        assert_eq!(row["capture"], format!("worker_0/{q}"), "{index}");
+        assert_eq!(row["state"], "nsys-only", "{index}");
+        assert_eq!(row["base"], "q1");
+        assert_eq!(row["nsys"]["profile"]["samples"], 4, "{index}");
+    }
+    assert_eq!(index["job"]["job_ids"][0], "4242", "{index}");
+    let html = fs::read_to_string(perf_root.join("index.html")).unwrap();
+    for want in [
+        "href=\"../nsys/worker_0/q1_iter2/jobprof/flamegraph.html\">CPU 4 samples</a>",
+        "2 nsys only",
+        "job 4242",
+    ] {
+        assert!(html.contains(want), "{want}");
+    }
+    // `reprocess` keeps it.
+    fs::remove_file(perf_root.join("index.json")).unwrap();
+    let again = util::jobprof()
+        .args(["reprocess", "--force"])
+        .arg(&root)
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    assert!(again.status.success(), "{}", output_text(&again));
+    assert!(
+        perf_root.join("index.json").is_file(),
+        "{}",
+        output_text(&again)
+    );
+}
+
+/// The `profiles/perf` a job of nsys reports only gets is made in place:
+/// a link planted there is not followed (the views are not written, exit
+/// 1, nothing appears where it points).
+#[test]
+fn the_views_of_nsys_reports_only_are_not_written_through_a_planted_link() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("result");
+    let q = root.join("profiles/nsys/worker_0/q1");
+    fs::create_dir_all(&q).unwrap();
+    export(&q, "nsys_worker_w0_q1", SCHEMA, DATA);
+    let m = manifest("q1", "nsys_worker_w0_q1.nsys-rep", "nsys-rep");
+    fs::write(q.join("nsys-capture.json"), m).unwrap();
+    let elsewhere = t.path().join("elsewhere");
+    fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, root.join("profiles/perf")).unwrap();
+    let o = process(&[&root]);
+    let text = output_text(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("index.html: not written") && text.contains("symbolic link"),
+        "{text}"
+    );
+    assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0, "{text}");
+    assert!(q.join("jobprof/summary.json").is_file(), "{text}");
 }
 
 /// `jobprof diff` compares two nsys profiles (their `jobprof/` or query

@@ -1,0 +1,96 @@
+//! `jobprof trend` on Nsight Systems profiles: runs made only of nsys
+//! reports (the fixture export of `profiles`, its GPU kernel and NVTX
+//! durations changed per run), their CPU stacks, GPU kernels and NVTX
+//! ranges followed per query, and the gate on them.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::profiles::{export, manifest, process, DATA, SCHEMA};
+use crate::util::{self, output_text};
+
+/// One run: `q1` in 3 replicates on worker 0, each a report whose
+/// `reduce(float*)` kernel lasts `reduce_ns` (+ the replicate's jitter)
+/// and whose `engine:scan` NVTX range lasts `scan_ns`; processed.
+fn run(dir: &Path, n: u64, reduce_ns: u64, scan_ns: u64) -> PathBuf {
+    let root = dir.join(format!("run_{n}"));
+    for rep in 1..=3u64 {
+        let name = format!("q1_iter{rep}");
+        let q = root.join("profiles/nsys/worker_0").join(&name);
+        fs::create_dir_all(&q).unwrap();
+        let data = DATA
+            .replace(
+                "(80, 85, 0, 1, 7, 16",
+                &format!("(80, {}, 0, 1, 7, 16", 80 + reduce_ns + rep),
+            )
+            .replace(
+                "(200, 300, 60, 'scan'",
+                &format!("(200, {}, 60, 'scan'", 200 + scan_ns + rep),
+            );
+        let file = format!("nsys_worker_w0_{name}");
+        export(&q, &file, SCHEMA, &data);
+        let m = manifest(&name, &format!("{file}.nsys-rep"), "nsys-rep").replace(
+            "\"unix_ns\": 1000",
+            &format!("\"unix_ns\": {}", n * 1_000_000_000),
+        );
+        fs::write(q.join("nsys-capture.json"), m).unwrap();
+    }
+    let o = process(&[&root]);
+    assert!(o.status.success(), "{}", output_text(&o));
+    root
+}
+
+fn trend(runs: &[PathBuf], out: &Path) -> std::process::Output {
+    util::jobprof()
+        .arg("trend")
+        .args(runs)
+        .args(["--fail-on-regression", "2", "-o"])
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
+/// A series of nsys-only runs: unchanged, the gate passes; with one kernel
+/// and one NVTX range slower in the last run, it fails (exit 3) naming
+/// both, and the CPU stacks are followed as perf's are.
+#[test]
+fn trend_follows_nsys_stacks_kernels_and_nvtx_and_gates_on_them() {
+    let t = tempfile::tempdir().unwrap();
+    let mut runs: Vec<PathBuf> = (1..=3).map(|n| run(t.path(), n, 5, 100)).collect();
+    let same = run(t.path(), 4, 5, 100);
+    let slow = run(&t.path().join("slow"), 5, 60, 700);
+
+    runs.push(same);
+    let o = trend(&runs, &t.path().join("unchanged"));
+    let text = output_text(&o);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    assert!(!text.contains("regressed"), "{text}");
+    let json = util::json(&t.path().join("unchanged/trend.json"));
+    let queries: Vec<&str> = json["queries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["query"].as_str().unwrap())
+        .collect();
+    for want in ["q1 [nsys]", "q1 [gpu-kernels]", "q1 [nvtx]"] {
+        assert!(queries.contains(&want), "{want}: {queries:?}");
+    }
+
+    runs[3] = slow;
+    let o = trend(&runs, &t.path().join("slower"));
+    let text = output_text(&o);
+    assert_eq!(o.status.code(), Some(3), "{text}");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    for want in [
+        "regressed q1 [gpu-kernels] reduce(float*)",
+        "regressed q1 [nvtx] engine:scan",
+    ] {
+        assert!(stderr.contains(want), "{want}\n{text}");
+    }
+    assert!(!text.contains("regressed q1 [nsys]"), "{text}");
+    // A table's total is time, whatever the perf captures count.
+    assert!(
+        text.contains("slower q1 [gpu-kernels] 0 µs -> 0 µs per replicate"),
+        "{text}"
+    );
+}
