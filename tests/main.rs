@@ -8,6 +8,7 @@ mod attacks_sidecar;
 mod cache;
 mod cli;
 mod demangle;
+mod engines;
 mod faults;
 mod fold;
 mod fold_props;
