@@ -983,3 +983,47 @@ mod damaged {
         }
     }
 }
+
+/// An address whose DWARF has a line but no function (no
+/// `DW_TAG_subprogram` covers it: tests/programs/unnamed_asm.S) is named
+/// by binutils' `addr2line` from the symbol table, and perf `--inline`
+/// prints that as the plain frame line: the inline chain is the ELF
+/// symbol, never `??` (the `??+0x26 (inlined)` that stood for
+/// `PyLong_FromUnsignedLongLong` in an LTO-built libpython).
+#[test]
+fn an_address_with_a_line_but_no_function_is_named_by_its_symbol() {
+    use jobprof::symbolize::native::inline::Debug;
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = tmp.path().join("unnamed");
+    let asm = util::repo_root().join("tests/programs/unnamed_asm.S");
+    let built = util::gcc(
+        "tests/programs/unnamed_main.c",
+        &exe,
+        &["-O1", "-g", asm.to_str().unwrap()],
+    );
+    if !util::require(built.is_ok(), "gcc (tests/programs/unnamed_asm.S)") {
+        return;
+    }
+    let nm = Command::new("nm").arg(&exe).output().unwrap();
+    let nm = String::from_utf8_lossy(&nm.stdout).into_owned();
+    let start = nm
+        .lines()
+        .find(|l| l.ends_with(" unnamed_spin"))
+        .and_then(|l| u64::from_str_radix(l.split(' ').next()?, 16).ok())
+        .unwrap_or_else(|| panic!("no unnamed_spin in nm {}:\n{nm}", exe.display()));
+    // The second instruction (`mov %rdi,%rax` is 3 bytes): line 6.
+    let at = start + 3;
+    let a2l = Command::new("addr2line")
+        .arg("-e")
+        .arg(&exe)
+        .args(["-f", "-i", &format!("{at:#x}")])
+        .output()
+        .unwrap();
+    let a2l = String::from_utf8_lossy(&a2l.stdout).into_owned();
+    assert!(a2l.starts_with("unnamed_spin\n"), "binutils: {a2l}");
+    assert!(a2l.contains("unnamed_asm.c:6"), "binutils: {a2l}");
+    let d = Debug::load(Path::new("/"), &exe, None, None)
+        .unwrap()
+        .expect("the test program's DWARF");
+    assert_eq!(d.chain(at, "unnamed_spin"), ["unnamed_spin"]);
+}
