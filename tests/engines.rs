@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use crate::util::{self, jobprof, output_text, parse_folded, require};
+use crate::util::{self, jobprof, output_text, require};
 
 const QUERIES: [&str; 4] = ["q1", "q2", "q3", "q4"];
 
@@ -210,13 +210,15 @@ fn compare(c: &Captured, ours: &Path, q: &str, inline: bool) -> (f64, String) {
     let theirs_text = perf_script(c, q, inline);
     let kernel = kernel_names(c);
     let theirs = user_part(&fold(&theirs_text, tmp.path()), &kernel);
-    let ours_stacks =
-        parse_folded(&String::from_utf8(util::read(&ours.join(q).join("stacks.folded"))).unwrap());
-    let ours_stacks = user_part(&ours_stacks, &kernel);
+    let ours_stacks = user_part(&util::folded(&ours.join(q).join("stacks.folded")), &kernel);
     let a = util::agreement(&ours_stacks, &theirs);
     let archive = zstd::decode_all(&util::read(&ours.join(q).join("perf.script.zst"))[..]).unwrap();
     let wrong = wrong_library(&String::from_utf8_lossy(&archive), &theirs_text);
     let mut failed = String::new();
+    let (total, perf_total) = (ours_stacks.values().sum::<u64>(), theirs.values().sum());
+    if total == 0 || total != perf_total {
+        failed += &format!("{q}: weight {total}, perf's {perf_total}\n");
+    }
     if a < AGREEMENT {
         failed += &format!(
             "{q}: agreement {:.2}%; ours: {:#?}\nperf's: {:#?}\n",
