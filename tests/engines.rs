@@ -215,7 +215,10 @@ fn compare(c: &Captured, ours: &Path, q: &str, inline: bool) -> (f64, String) {
     let archive = zstd::decode_all(&util::read(&ours.join(q).join("perf.script.zst"))[..]).unwrap();
     let wrong = wrong_library(&String::from_utf8_lossy(&archive), &theirs_text);
     let mut failed = String::new();
-    let (total, perf_total) = (ours_stacks.values().sum::<u64>(), theirs.values().sum());
+    let (total, perf_total) = (
+        ours_stacks.values().sum::<u64>(),
+        theirs.values().sum::<u64>(),
+    );
     if total == 0 || total != perf_total {
         failed += &format!("{q}: weight {total}, perf's {perf_total}\n");
     }

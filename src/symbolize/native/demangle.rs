@@ -427,6 +427,18 @@ mod tests {
     }
 
     #[test]
+    fn a_reference_to_a_nested_type_whose_prefix_is_a_substitution() {
+        // `ONS7_14CallbackRecordE`: `&&` applies to the whole nested name;
+        // cpp_demangle 0.5.1 let the prefix (`S7_`, itself a nested name)
+        // print it (`arrow::FutureImpl&&::CallbackRecord`; patched in
+        // vendor/cpp_demangle), on every Arrow thread-pool stack.
+        assert_eq!(
+            demangle("_ZN5arrow8internal6FnOnceIFvvEE6FnImplIZNS_18ConcreteFutureImpl21RunOrScheduleCallbackERKSt10shared_ptrINS_10FutureImplEEONS7_14CallbackRecordEbEUlvE_E6invokeEv"),
+            "arrow::internal::FnOnce<void ()>::FnImpl<arrow::ConcreteFutureImpl::RunOrScheduleCallback(std::shared_ptr<arrow::FutureImpl> const&, arrow::FutureImpl::CallbackRecord&&, bool)::{lambda()#1}>::invoke"
+        );
+    }
+
+    #[test]
     fn demangles_cpp_and_rust() {
         assert_eq!(demangle("main"), "main");
         // As perf prints it (DMGL_NO_OPTS): no parameters, no return type.

@@ -2115,7 +2115,15 @@ where
             | NestedName::UnqualifiedExplicitObject(ref p, ref name, _) => {
                 ctx.push_demangle_node(DemangleNodeType::NestedName);
                 if let Some(p) = p.as_ref() {
+                    // jobprof's patch: a prefix that is itself a nested
+                    // name (a substitution) must not print the inner type
+                    // pending for this whole name (`arrow::FutureImpl&&::
+                    // CallbackRecord` for libiberty's `arrow::FutureImpl::
+                    // CallbackRecord&&`).
+                    inner_barrier!(ctx);
                     p.demangle(ctx, scope)?;
+                }
+                if p.is_some() {
                     ctx.write_str("::")?;
                 }
                 name.demangle(ctx, scope)?;
