@@ -54,7 +54,12 @@ if [ -n "$keep" ]; then trap 'rm -rf "$cache_dir"' EXIT; else trap 'rm -rf "$wor
 cache=$cache_dir/symbol-cache
 bin=$(release_dir .)
 recorder=$bin/jobprof-record
-cargo build --release --locked --quiet -p jobprof -p jobprof-record
+# Nothing to build when every capture exists and another jobprof is timed.
+missing=0
+for engine in $engines; do [ -d "$work/$engine-$cg/worker_0" ] || missing=1; done
+if [ -z "$jobprof" ] || [ "$missing" = 1 ]; then
+  cargo build --release --locked --quiet -p jobprof -p jobprof-record
+fi
 jobprof=${jobprof:-$bin/jobprof}
 
 # capture ENGINE RESULT: the engine's 4 queries under the real sidecar.
