@@ -100,6 +100,9 @@ for engine in $engines; do
     perf_ms=$(ms "$t0")
     rm -rf "$cache"
     for run in cold warm; do
+      # Outputs of another build may name more (jobprof then keeps them and
+      # fails): every run writes afresh.
+      rm -f "$w"/q*/.postprocess-complete
       t0=$(date +%s%N)
       /usr/bin/time -v -o "$work/jobprof.time" "$jobprof" process --force --no-inline -q \
         --formats folded,summary --cache-dir "$cache" "$result" >/dev/null 2>"$work/jobprof.err"
