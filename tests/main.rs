@@ -9,6 +9,7 @@ mod cache;
 mod cli;
 mod demangle;
 mod docs;
+mod engines;
 mod exit_codes;
 mod faults;
 mod fold;

@@ -1022,3 +1022,126 @@ fn the_live_vdso_is_copied_only_when_a_capture_needs_it() {
         "{sources}"
     );
 }
+
+/// An address whose DWARF has a line but no function (no
+/// `DW_TAG_subprogram` covers it: tests/programs/unnamed_asm.S) is named
+/// by binutils' `addr2line` from the symbol table, and perf `--inline`
+/// prints that as the plain frame line: the inline chain is the ELF
+/// symbol, never `??` (the `??+0x26 (inlined)` that stood for
+/// `PyLong_FromUnsignedLongLong` in an LTO-built libpython).
+#[test]
+fn an_address_with_a_line_but_no_function_is_named_by_its_symbol() {
+    use jobprof::symbolize::native::inline::Debug;
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = tmp.path().join("unnamed");
+    let asm = util::repo_root().join("tests/programs/unnamed_asm.S");
+    let built = util::gcc(
+        "tests/programs/unnamed_main.c",
+        &exe,
+        &["-O1", "-g", asm.to_str().unwrap()],
+    );
+    if !util::require(built.is_ok(), "gcc (tests/programs/unnamed_asm.S)") {
+        return;
+    }
+    let nm = Command::new("nm").arg(&exe).output().unwrap();
+    let nm = String::from_utf8_lossy(&nm.stdout).into_owned();
+    let start = nm
+        .lines()
+        .find(|l| l.ends_with(" unnamed_spin"))
+        .and_then(|l| u64::from_str_radix(l.split(' ').next()?, 16).ok())
+        .unwrap_or_else(|| panic!("no unnamed_spin in nm {}:\n{nm}", exe.display()));
+    // The second instruction (`mov %rdi,%rax` is 3 bytes): line 6.
+    let at = start + 3;
+    let a2l = Command::new("addr2line")
+        .arg("-e")
+        .arg(&exe)
+        .args(["-f", "-i", &format!("{at:#x}")])
+        .output()
+        .unwrap();
+    let a2l = String::from_utf8_lossy(&a2l.stdout).into_owned();
+    assert!(a2l.starts_with("unnamed_spin\n"), "binutils: {a2l}");
+    assert!(a2l.contains("unnamed_asm.c:6"), "binutils: {a2l}");
+    let d = Debug::load(Path::new("/"), &exe, None, None)
+        .unwrap()
+        .expect("the test program's DWARF");
+    assert_eq!(d.chain(at, "unnamed_spin"), ["unnamed_spin"]);
+}
+
+/// The `(offset of the sh_entsize field, sh_entsize)` of section `name` of
+/// the 64-bit little-endian ELF `bytes`.
+fn section_entsize(bytes: &[u8], name: &str) -> (usize, u64) {
+    let u16_at = |o: usize| u16::from_le_bytes(bytes[o..o + 2].try_into().unwrap()) as usize;
+    let u64_at = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap());
+    let (shoff, shentsize) = (u64_at(0x28) as usize, u16_at(0x3a));
+    let (shnum, shstrndx) = (u16_at(0x3c), u16_at(0x3e));
+    let strtab = u64_at(shoff + shstrndx * shentsize + 0x18) as usize;
+    (0..shnum)
+        .map(|i| shoff + i * shentsize)
+        .find(|h| {
+            let at = strtab + u32::from_le_bytes(bytes[*h..*h + 4].try_into().unwrap()) as usize;
+            bytes[at..].starts_with(name.as_bytes()) && bytes[at + name.len()] == 0
+        })
+        .map(|h| (h + 0x38, u64_at(h + 0x38)))
+        .unwrap_or_else(|| panic!("no section {name}"))
+}
+
+/// perf 6.1 sizes x86-64 PLT entries by the `.plt` section's `sh_entsize`
+/// (its header too): 16 as GNU ld writes it names every stub `NAME@plt`;
+/// 0, as the linker of polars' `_polars_runtime.abi3.so` wrote it, makes
+/// zero-length entries that name no sampled address (perf printed
+/// `[unknown]` where jobprof printed `__tls_get_addr@plt`).
+#[test]
+fn plt_stubs_are_sized_by_the_plt_sections_entry_size_as_perf_6_1_sizes_them() {
+    use jobprof::symbolize::native::elf;
+    use jobprof::symbolize::sources::{resolve, Search};
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = tmp.path().join("libc_worker");
+    let built = util::gcc("tests/programs/libc_worker.c", &exe, &["-O1"]);
+    if !util::require(built.is_ok(), "gcc (tests/programs/libc_worker.c)") {
+        return;
+    }
+    let stubs = |path: &Path| {
+        let search = Search {
+            host: Some("/".into()),
+            ..Default::default()
+        };
+        let syms = elf::load(&resolve(path.to_str().unwrap(), &[], &search));
+        let bytes = fs::read(path).unwrap();
+        let (_, entsize) = section_entsize(&bytes, ".plt");
+        // The stubs after the 16-byte header of GNU ld's .plt.
+        let start = {
+            let out = Command::new("objdump")
+                .args(["-h"])
+                .arg(path)
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            let l = text
+                .lines()
+                .find(|l| l.split_whitespace().nth(1) == Some(".plt"))
+                .unwrap();
+            u64::from_str_radix(l.split_whitespace().nth(3).unwrap(), 16).unwrap()
+        };
+        let names: Vec<String> = (1..4)
+            .filter_map(|i| syms.table.find(start + 16 * i).map(|h| h.name.to_string()))
+            .collect();
+        (entsize, names)
+    };
+    let (entsize, named) = stubs(&exe);
+    assert_eq!(entsize, 16, "GNU ld's .plt");
+    assert!(
+        named.len() == 3 && named.iter().all(|n| n.ends_with("@plt")),
+        "{named:?}"
+    );
+    let mut bytes = fs::read(&exe).unwrap();
+    let (at, _) = section_entsize(&bytes, ".plt");
+    bytes[at..at + 8].copy_from_slice(&0u64.to_le_bytes());
+    let zero = tmp.path().join("libc_worker_entsize0");
+    fs::write(&zero, &bytes).unwrap();
+    let (entsize, named) = stubs(&zero);
+    assert_eq!(entsize, 0);
+    assert!(
+        named.iter().all(|n| !n.ends_with("@plt")),
+        "perf 6.1 names no stub of a .plt with sh_entsize 0: {named:?}"
+    );
+}

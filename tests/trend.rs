@@ -12,7 +12,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::sync::OnceLock;
 
 use serde_json::Value;
@@ -32,55 +32,20 @@ struct Runs {
 /// One run: DuckDB under its sidecar (call graph fp: DuckDB has no frame
 /// pointers, but the leaf, which self shares count, is exact).
 fn record_run(py: &Path, dir: &Path, job: &str, inject: bool) {
-    let perf_root = dir.join("profiles/perf");
-    fs::create_dir_all(&perf_root).unwrap();
-    let scratch = tempfile::tempdir().unwrap();
-    let tokens = scratch.path().join("tokens");
-    fs::create_dir_all(&tokens).unwrap();
-    let ready = tokens.join(".perf_sidecar_ready_w0");
-    let mut worker = Command::new(py)
-        .arg(util::repo_root().join("tests/programs/trend_duckdb.py"))
-        .arg(util::recorder())
-        .arg(&tokens)
-        .args(["0"])
-        .arg(&ready)
-        .arg(ITERATIONS.to_string())
-        .arg(if inject { "1" } else { "0" })
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let sidecar = util::sidecar_command(
-        &tokens,
-        0,
-        worker.id(),
-        &perf_root,
-        &scratch.path().join("staging"),
-    )
-    .args([
-        "--frequency",
-        "997",
-        "--start-timeout",
-        "120",
-        "--stop-timeout",
-        "60",
-    ])
-    .env("SLURM_JOB_ID", job)
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped())
-    .output()
-    .unwrap();
-    let w = worker.wait().unwrap();
-    let mut err = String::new();
-    if let Some(mut e) = worker.stderr.take() {
-        use std::io::Read;
-        let _ = e.read_to_string(&mut err);
-    }
-    assert!(w.success(), "the DuckDB worker: {w:?}\n{err}");
-    assert!(
-        sidecar.status.success(),
-        "sidecar: {}",
-        output_text(&sidecar)
+    util::record_python(
+        py,
+        "tests/programs/trend_duckdb.py",
+        &[&ITERATIONS.to_string(), if inject { "1" } else { "0" }],
+        &dir.join("profiles/perf"),
+        &[
+            "--frequency",
+            "997",
+            "--start-timeout",
+            "120",
+            "--stop-timeout",
+            "60",
+        ],
+        &[("SLURM_JOB_ID", job)],
     );
 }
 

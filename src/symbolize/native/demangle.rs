@@ -411,6 +411,34 @@ mod tests {
     }
 
     #[test]
+    fn lambda_parameters_of_class_type_as_libiberty() {
+        // Arrow's thread-pool callbacks: the lambda's own parameter list
+        // stays its own, the operator()'s follows the operator (cpp_demangle
+        // 0.5.1 printed `{lambda(arrow::Result<int>(arrow::Result<int>))#1}
+        // ::operator()`; patched in vendor/cpp_demangle).
+        assert_eq!(
+            demangle("_ZNSt17_Function_handlerIFN5arrow6StatusEvEZZNS0_5acero12_GLOBAL__N_110SourceNode14StartProducingEvENUlNS0_6ResultIiEEE_clES7_EUlvE_E9_M_invokeERKSt9_Any_data.lto_priv.0"),
+            "std::_Function_handler<arrow::Status (), arrow::acero::(anonymous namespace)::SourceNode::StartProducing()::{lambda(arrow::Result<int>)#1}::operator()(arrow::Result<int>)::{lambda()#1}>::_M_invoke"
+        );
+        assert_eq!(
+            demangle("_ZZZN1a1fEvENUlN1b1cEE_clES1_ENKUlvE_clEv"),
+            "a::f()::{lambda(b::c)#1}::operator()(b::c)::{lambda()#1}::operator()"
+        );
+    }
+
+    #[test]
+    fn a_reference_to_a_nested_type_whose_prefix_is_a_substitution() {
+        // `ONS7_14CallbackRecordE`: `&&` applies to the whole nested name;
+        // cpp_demangle 0.5.1 let the prefix (`S7_`, itself a nested name)
+        // print it (`arrow::FutureImpl&&::CallbackRecord`; patched in
+        // vendor/cpp_demangle), on every Arrow thread-pool stack.
+        assert_eq!(
+            demangle("_ZN5arrow8internal6FnOnceIFvvEE6FnImplIZNS_18ConcreteFutureImpl21RunOrScheduleCallbackERKSt10shared_ptrINS_10FutureImplEEONS7_14CallbackRecordEbEUlvE_E6invokeEv"),
+            "arrow::internal::FnOnce<void ()>::FnImpl<arrow::ConcreteFutureImpl::RunOrScheduleCallback(std::shared_ptr<arrow::FutureImpl> const&, arrow::FutureImpl::CallbackRecord&&, bool)::{lambda()#1}>::invoke"
+        );
+    }
+
+    #[test]
     fn demangles_cpp_and_rust() {
         assert_eq!(demangle("main"), "main");
         // As perf prints it (DMGL_NO_OPTS): no parameters, no return type.

@@ -266,14 +266,12 @@ fn read_symbols(file: &ElfFile64<'_, Endianness>, dynamic: bool) -> Vec<RawSymbo
 /// AArch64, one per `.rela.plt` entry in order after the PLT header, as
 /// perf 6.1 synthesizes them (the target's name demangled, then `@plt`;
 /// an `IRELATIVE` entry has no name: `@plt`);
-/// none unless `.rela.plt` refers to `.dynsym`.
+/// none unless `.rela.plt` refers to `.dynsym`. On x86-64 perf 6.1 takes
+/// both the header's and each entry's size from the `.plt` section's
+/// `sh_entsize` (16 from GNU ld); where a linker wrote 0 its entries are
+/// empty and name no address, so there are none here.
 fn plt_symbols(file: &ElfFile64<'_, Endianness>) -> Vec<RawSymbol> {
     let e = file.endian();
-    let (header, entry) = match file.elf_header().e_machine(e) {
-        elf::EM_X86_64 => (16, 16),
-        elf::EM_AARCH64 => (32, 16),
-        _ => return Vec::new(),
-    };
     let sections = file.elf_section_table();
     let by_name = |name: &[u8]| {
         sections
@@ -283,6 +281,14 @@ fn plt_symbols(file: &ElfFile64<'_, Endianness>) -> Vec<RawSymbol> {
     let (Some(plt), Some(rela)) = (by_name(b".plt"), by_name(b".rela.plt")) else {
         return Vec::new();
     };
+    let (header, entry) = match file.elf_header().e_machine(e) {
+        elf::EM_X86_64 => (plt.sh_entsize(e), plt.sh_entsize(e)),
+        elf::EM_AARCH64 => (32, 16),
+        _ => return Vec::new(),
+    };
+    if entry == 0 {
+        return Vec::new();
+    }
     let Ok(Some((relocs, link))) = rela.rela(e, file.data()) else {
         return Vec::new();
     };

@@ -546,16 +546,16 @@ fn frames(ctx: &addr2line::Context<Reader>, vaddr: u64, symbol: &str) -> (Vec<St
         if f.location.as_ref().and_then(|l| l.line).unwrap_or(0) == 0 {
             return (out, true);
         }
-        let name = f
-            .function
-            .as_ref()
-            .and_then(|n| n.raw_name().ok())
-            .map_or_else(|| "??".to_string(), |n| n.into_owned());
+        let name = f.function.as_ref().and_then(|n| n.raw_name().ok());
         let lang = f.function.as_ref().and_then(|n| n.language);
-        if out.is_empty() && !is_linkage_name(&name, lang) {
+        // The innermost record without a function (a line but no
+        // subprogram: hand-written assembly, some LTO partitions) or with
+        // no linkage name: binutils names it from the symbol table.
+        let linkage = name.as_deref().is_some_and(|n| is_linkage_name(n, lang));
+        if out.is_empty() && !linkage {
             out.push(symbol.to_string());
         } else {
-            out.push(name);
+            out.push(name.map_or_else(|| "??".to_string(), Cow::into_owned));
         }
     }
 }
@@ -569,7 +569,7 @@ fn frames(ctx: &addr2line::Context<Reader>, vaddr: u64, symbol: &str) -> (Vec<St
 /// which perf then prints as the plain frame line.
 fn is_linkage_name(name: &str, lang: Option<gimli::DwLang>) -> bool {
     use gimli::constants::*;
-    if name.starts_with("_Z") || name.starts_with("_R") || name == "??" {
+    if name.starts_with("_Z") || name.starts_with("_R") {
         return true;
     }
     const UNMANGLED: [gimli::DwLang; 11] = [

@@ -143,7 +143,14 @@ impl SymbolTable {
                 _ => kept.push(s),
             }
         }
-        let mut t = SymbolTable::default();
+        // Each allocated once at its size: grown by doubling, a large
+        // library's names (32 MiB for polars) took twice their size, and
+        // the old buffer beside the new while it moved.
+        let mut t = SymbolTable {
+            syms: Vec::with_capacity(kept.len()),
+            names: String::with_capacity(kept.iter().map(|s| s.name.len()).sum()),
+            ..SymbolTable::default()
+        };
         let mut modules = Modules::default();
         for (i, s) in kept.iter().enumerate() {
             let next = kept.get(i + 1).map(|n| n.start);
@@ -397,6 +404,32 @@ mod tests {
             name: name.into(),
             module: None,
         }
+    }
+
+    #[test]
+    fn the_name_arena_is_allocated_once_at_its_size() {
+        // _polars_runtime.abi3.so: 125,431 functions, 32 MiB of names. An
+        // arena grown by doubling reached 64 MiB and held the old 32 MiB
+        // beside it while it moved.
+        let syms: Vec<RawSymbol> = (0..5000u64)
+            .map(|i| {
+                sym(
+                    i * 16,
+                    16,
+                    Binding::Global,
+                    &format!("f{i}_{}", "x".repeat(200)),
+                )
+            })
+            .collect();
+        let want: usize = syms.iter().map(|s| s.name.len()).sum();
+        let t = SymbolTable::build(syms, false);
+        assert_eq!(t.names.len(), want);
+        assert_eq!(
+            t.names.capacity(),
+            want,
+            "one allocation of the names' size"
+        );
+        assert_eq!(t.syms.capacity(), t.syms.len());
     }
 
     #[test]

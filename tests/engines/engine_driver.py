@@ -1,0 +1,41 @@
+"""The capture loop the engine workers of tests/engines.rs share: waits for
+the jobprof-record sidecar to be ready, then runs each query in its own
+capture window (`jobprof-record start/stop --query qN`, driven from here as a
+benchmark driver would), repeating it until the window has lasted SECONDS, and
+shuts the sidecar down.
+
+usage (through an engine's script): SCRIPT RECORDER TOKENS WORKER READY SECONDS
+"""
+import os
+import subprocess
+import sys
+import time
+
+# Every engine runs on a pool of this many threads.
+THREADS = 4
+
+
+def run(queries):
+    """queries: [(name, callable)] in order, one capture window each."""
+    recorder, tokens, worker, ready, seconds = sys.argv[1:6]
+    deadline = time.time() + 300
+    while not os.path.exists(ready):
+        if time.time() > deadline:
+            sys.exit("the sidecar never became ready")
+        time.sleep(0.02)
+
+    def driver(*args):
+        subprocess.run(
+            [recorder, *args, "--token-dir", tokens, "--worker", worker, "--timeout", "300"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+
+    for name, query in queries:
+        query()  # warm: the first run loads code and fills caches
+        driver("start", "--query", name)
+        end = time.time() + float(seconds)
+        while time.time() < end:
+            query()
+        driver("stop", "--query", name)
+    driver("shutdown")
