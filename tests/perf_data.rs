@@ -2,7 +2,8 @@
 //! `perf.data` written by `perf record -g` or `--call-graph dwarf` of a
 //! small C program (tests/programs/libc_worker.c: its own functions, libc,
 //! the vDSO, system calls) is symbolized natively with this host's files
-//! by build id and must agree with `perf script | jobprof fold` of the same
+//! by build id (and so are a C++ worker, tests/programs/cxx_worker.cc, and a
+//! DuckDB worker from PyPI) and must agree with `perf script | jobprof fold` of the same
 //! file on at least 99% of the weight of the user-space part of the stacks
 //! (kernel frames are cut off: module frames stay unnamed unless the
 //! capture has a kernel table, docs/process.md). The input is never
@@ -38,12 +39,6 @@ fn dwarf() -> Option<&'static Recording> {
 /// `perf record CALL_GRAPH -F 499 -p PID -- sleep 2` of the libc worker
 /// (2 threads and its main thread), into `DIR/perf.data`.
 fn record(call_graph: &[&str]) -> Option<Recording> {
-    if !util::require(
-        util::perf_can_record(),
-        "perf record (linux-perf, allowed to sample)",
-    ) {
-        return None;
-    }
     let exe = util::program(
         "libc_worker",
         "tests/programs/libc_worker.c",
@@ -52,16 +47,49 @@ fn record(call_graph: &[&str]) -> Option<Recording> {
     if !util::require(exe.is_some(), "gcc for tests/programs/libc_worker.c") {
         return None;
     }
+    record_worker(Command::new(exe.unwrap()).arg("2"), call_graph)
+}
+
+/// tests/programs/cxx_worker.cc built with g++ (once).
+fn cxx_worker() -> Option<PathBuf> {
+    static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cxx_worker");
+            let src = util::repo_root().join("tests/programs/cxx_worker.cc");
+            let built = Command::new("g++")
+                .args(["-O2", "-g", "-fno-omit-frame-pointer", "-pthread", "-o"])
+                .arg(&exe)
+                .arg(src)
+                .output()
+                .is_ok_and(|o| o.status.success());
+            util::require(built, "g++ for tests/programs/cxx_worker.cc").then_some(exe)
+        })
+        .clone()
+}
+
+/// `perf record CALL_GRAPH -F 499 -p PID -- sleep 2` of the C++ worker
+/// (2 threads and its main thread).
+fn record_cxx(call_graph: &[&str]) -> Option<Recording> {
+    let exe = cxx_worker()?;
+    record_worker(Command::new(exe).arg("2"), call_graph)
+}
+
+/// `perf record CALL_GRAPH -F 499 -p PID -- sleep 2` of `worker`, started
+/// here and killed after, into `DIR/perf.data`.
+fn record_worker(worker: &mut Command, call_graph: &[&str]) -> Option<Recording> {
+    if !util::require(
+        util::perf_can_record(),
+        "perf record (linux-perf, allowed to sample)",
+    ) {
+        return None;
+    }
     // One recording at a time: parallel ones starve each other's workers.
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let keep = tempfile::tempdir().unwrap();
     let data = keep.path().join("perf.data");
-    let mut worker = Command::new(exe.unwrap())
-        .arg("2")
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut worker = worker.stdout(Stdio::null()).spawn().unwrap();
     let out = Command::new("perf")
         .arg("record")
         .args(call_graph)
@@ -77,6 +105,19 @@ fn record(call_graph: &[&str]) -> Option<Recording> {
     assert!(out.status.success(), "perf record: {}", text(&out));
     Some(Recording { _keep: keep, data })
 }
+
+/// A DuckDB worker from PyPI (tests/util.rs's pinned venv): a group-by, a
+/// join and a sort on 2 threads, in a loop until killed.
+const DUCKDB_WORKER: &str = "\
+import duckdb
+con = duckdb.connect()
+con.execute('SET threads=2')
+con.execute('CREATE TABLE t AS SELECT i AS k, i % 97 AS g, (i * 13) % 1000 AS v FROM range(400000) r(i)')
+while True:
+    con.execute('SELECT g, sum(v), count(*) FROM t GROUP BY g').fetchall()
+    con.execute('SELECT count(*) FROM t a JOIN t b ON a.k = b.v').fetchall()
+    con.execute('SELECT k FROM t ORDER BY v, k LIMIT 10').fetchall()
+";
 
 /// A private copy of the recording's `perf.data` in a fresh directory.
 fn copy(r: &Recording) -> (tempfile::TempDir, PathBuf) {
@@ -131,8 +172,9 @@ fn perf_script(data: &Path, out: &Path) {
 }
 
 /// Processes a copy of `r` and requires 99% of the user-space weight on
-/// the stacks `perf script | jobprof fold` gives, and the same total.
-fn agrees_with_perf_script(r: &Recording) {
+/// the stacks `perf script | jobprof fold` gives, the same total, and a
+/// stack through each of `named`.
+fn agrees_with_perf_script(r: &Recording, named: &[&str]) {
     let (t, data) = copy(r);
     let o = process(&[data.as_os_str()]);
     assert!(o.status.success(), "{}", text(&o));
@@ -151,9 +193,9 @@ fn agrees_with_perf_script(r: &Recording) {
     // stacks.folded is the fold of that text: the same weight as perf's.
     let total: u64 = reference.values().sum();
     assert_eq!(util::folded_total(&out.join("stacks.folded")), total);
-    // The worker's own frames, libc's and the vDSO's are named.
+    // The worker's own frames and its libraries' are named.
     let stacks = util::folded(&out.join("stacks.folded"));
-    for f in ["compute_stage", "__vdso_clock_gettime"] {
+    for &f in named {
         let share = util::stack_share(&stacks, |x| x == f);
         assert!(share > 0.0, "no stack through {f}: {stacks:?}");
     }
@@ -162,13 +204,53 @@ fn agrees_with_perf_script(r: &Recording) {
 #[test]
 fn fp_perf_data_agrees_with_perf_script() {
     let Some(r) = fp() else { return };
-    agrees_with_perf_script(r);
+    agrees_with_perf_script(r, C_NAMES);
 }
 
 #[test]
 fn dwarf_perf_data_agrees_with_perf_script() {
     let Some(r) = dwarf() else { return };
-    agrees_with_perf_script(r);
+    agrees_with_perf_script(r, C_NAMES);
+}
+
+/// The C worker's own frames, libc's and the vDSO's.
+const C_NAMES: &[&str] = &["compute_stage", "__vdso_clock_gettime"];
+
+/// The C++ worker's: a lambda in a template argument, spelled as perf
+/// (and `c++filt`) spell it, and a `std::function` handler.
+const CXX_NAMES: &[&str] = &[
+    "engine::sort_stage",
+    "engine::run_task",
+    "std::_Function_handler<engine::Status (), engine::worker(int)::{lambda()#2}>::_M_invoke",
+];
+
+#[test]
+fn cxx_fp_perf_data_agrees_with_perf_script() {
+    let Some(r) = record_cxx(&["-g"]) else { return };
+    agrees_with_perf_script(&r, CXX_NAMES);
+}
+
+#[test]
+fn cxx_dwarf_perf_data_agrees_with_perf_script() {
+    let Some(r) = record_cxx(&["--call-graph", "dwarf,8192"]) else {
+        return;
+    };
+    agrees_with_perf_script(&r, CXX_NAMES);
+}
+
+/// A real engine with a thread pool: DuckDB's wheel (its library stripped
+/// to `.dynsym`) under CPython, `--call-graph dwarf`.
+#[test]
+fn duckdb_dwarf_perf_data_agrees_with_perf_script() {
+    let Some(py) = util::duckdb_python() else {
+        return;
+    };
+    let mut worker = Command::new(py);
+    worker.args(["-c", DUCKDB_WORKER]);
+    let Some(r) = record_worker(&mut worker, &["--call-graph", "dwarf,16384"]) else {
+        return;
+    };
+    agrees_with_perf_script(&r, &["PyEval_EvalCode"]);
 }
 
 /// SHA-256 of every file under `dir` (not in `skip`), by relative path.
