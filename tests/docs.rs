@@ -16,7 +16,8 @@
 //! directories are the old pipeline's seed `result_dir_4242`
 //! (../shared/seed-captures), as `result_dir_4242` and below `results/`,
 //! which stands in for the examples' `/shared/results` and `/data/results`
-//! (the one substitution made in a block). A document's ```toml block
+//! (the one substitution made in a block). `$WORKER_PID` is a running
+//! process (a `sleep`) that the test ends. A document's ```toml block
 //! that starts with `# NAME` (`# profiling.toml`) is the file NAME there.
 
 use std::fs;
@@ -271,7 +272,7 @@ fn local_results(script: &str) -> String {
 
 /// Runs `script` in `dir` with `path` and `home`; Err holds its exit
 /// status and output when it fails.
-fn run_block(script: &str, dir: &Path, path: &str, home: &Path) -> Result<(), String> {
+fn run_block(script: &str, dir: &Path, path: &str, home: &Path, worker: u32) -> Result<(), String> {
     // Output to a file, as on a terminal: `perf record` writes its data
     // to a pipe, not to perf.data.
     let log = dir.join(".block.log");
@@ -281,6 +282,7 @@ fn run_block(script: &str, dir: &Path, path: &str, home: &Path) -> Result<(), St
         .current_dir(dir)
         .env("PATH", path)
         .env("HOME", home)
+        .env("WORKER_PID", worker.to_string())
         .stdin(Stdio::null())
         .stdout(out.try_clone().unwrap())
         .stderr(out)
@@ -305,6 +307,7 @@ fn every_command_block_of_the_docs_runs_or_says_why_not() {
     let data = recording(scratch.path());
     let runs = offcpu_run(scratch.path());
     let seeds = util::seeds().is_some();
+    let mut worker = Command::new("sleep").arg("600").spawn().unwrap();
     let mut failed = Vec::new();
     let (mut ran, mut not_run, mut skipped) = (0, 0, 0);
     for doc in documents() {
@@ -334,11 +337,13 @@ fn every_command_block_of_the_docs_runs_or_says_why_not() {
                 continue;
             }
             ran += 1;
-            if let Err(e) = run_block(&script, dir.path(), &path, &home) {
+            if let Err(e) = run_block(&script, dir.path(), &path, &home, worker.id()) {
                 failed.push(format!("{}: {e}\n{}", b.at, b.script));
             }
         }
     }
+    let _ = worker.kill();
+    let _ = worker.wait();
     eprintln!(
         "docs: {ran} block(s) run, {skipped} skipped (a missing tool), \
          {not_run} marked `not run` with their reason"
