@@ -7,8 +7,18 @@
 //! `<!-- not run: needs a Slurm cluster -->`; nothing is skipped silently.
 //! The directory holds what the examples name as the reader's own:
 //! `./my_program` and `./prog` (tests/programs/deep.c, one second of
-//! work), `before.folded`/`after.folded`, and the plain `perf record`
-//! outputs `runs/q1.perf.data`, `old/perf.data`, `new/perf.data`.
+//! work), `before.folded`/`after.folded`, the plain `perf record`
+//! outputs `runs/q1.perf.data`, `old/perf.data`, `new/perf.data`, and two
+//! runs recorded with `--off-cpu` (the real sidecar beside
+//! tests/programs/offcpu.c, processed with pprof): `run1/`, `run2/` and
+//! the capture's `profile.pb.gz`. A block that runs `go tool pprof` needs
+//! Go (a loud skip, a failure under CI=true). The reader's result
+//! directories are the old pipeline's seed `result_dir_4242`
+//! (../shared/seed-captures), as `result_dir_4242` and below `results/`,
+//! which stands in for the examples' `/shared/results` and `/data/results`
+//! (the one substitution made in a block). `$WORKER_PID` is a running
+//! process (a `sleep`) that the test ends. A document's ```toml block
+//! that starts with `# NAME` (`# profiling.toml`) is the file NAME there.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -90,6 +100,25 @@ fn console_commands(body: &[&str]) -> String {
     out.join("\n")
 }
 
+/// The example files of a document: each ```toml block whose first line
+/// is `# NAME` (a plain file name, e.g. `# profiling.toml`), as (NAME,
+/// text), for its blocks to read.
+fn example_files(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut lines = text.lines();
+    while let Some(l) = lines.next() {
+        if l.trim() != "```toml" {
+            continue;
+        }
+        let body: Vec<&str> = lines.by_ref().take_while(|l| l.trim() != "```").collect();
+        let name = body.first().and_then(|l| l.strip_prefix("# "));
+        if let Some(name) = name.filter(|n| !n.contains([' ', '/'])) {
+            out.push((name.to_string(), body.join("\n") + "\n"));
+        }
+    }
+    out
+}
+
 /// README.md and docs/*.md, by path relative to the repository.
 fn documents() -> Vec<String> {
     let root = util::repo_root();
@@ -118,11 +147,16 @@ fn every_shell_block_of_the_docs_is_read() {
     );
     assert_eq!(b[2].script, "a \\\n    b\nc");
     assert_eq!(b[1].at, "x.md:12");
+    let toml = "```toml\n# p.toml\na = 1\n```\n```toml\n# not a name\n```\n";
+    assert_eq!(
+        example_files(toml),
+        [("p.toml".into(), "# p.toml\na = 1\n".into())]
+    );
 }
 
 /// The reader's own files the examples name, in `dir`, and `bin/` with the
 /// built binaries (returned: the PATH to use).
-fn reader_files(dir: &Path, data: &Path) -> String {
+fn reader_files(dir: &Path, data: &Path, runs: Option<&Path>) -> String {
     let exe = util::program(
         "deep",
         "tests/programs/deep.c",
@@ -148,6 +182,20 @@ fn reader_files(dir: &Path, data: &Path) -> String {
         let to = dir.join(to);
         fs::create_dir_all(to.parent().unwrap()).unwrap();
         fs::copy(data, &to).unwrap();
+    }
+    if let Some(seeds) = util::seeds() {
+        util::copy_seed(&seeds, "result_dir_4242", dir);
+        fs::create_dir_all(dir.join("results")).unwrap();
+        util::copy_seed(&seeds, "result_dir_4242", &dir.join("results"));
+    }
+    if let Some(root) = runs {
+        util::copy_tree(root, &dir.join("run1"));
+        util::copy_tree(root, &dir.join("run2"));
+        fs::copy(
+            root.join("worker_0/q1/profile.pb.gz"),
+            dir.join("profile.pb.gz"),
+        )
+        .unwrap();
     }
     let bin = dir.join(".bin");
     fs::create_dir_all(&bin).unwrap();
@@ -181,6 +229,72 @@ fn recording(scratch: &Path) -> PathBuf {
     data
 }
 
+/// A processed capture of tests/programs/offcpu.c recorded with
+/// `--off-cpu` (its root, in `scratch`), or None (a loud skip) without
+/// tracefs.
+fn offcpu_run(scratch: &Path) -> Option<PathBuf> {
+    let (s, mut worker) = crate::offcpu::offcpu_worker()?;
+    let formats = ["--formats", "svg,html,folded,summary,pprof"];
+    let cap = crate::offcpu::capture_and_process_with(
+        s.dir.path(),
+        &mut worker,
+        "--off-cpu",
+        2,
+        &formats,
+    );
+    let root = scratch.join("offcpu-run");
+    util::copy_tree(cap.parent().unwrap().parent().unwrap(), &root);
+    Some(root)
+}
+
+/// Why `script` cannot run here (a loud skip, a failure under CI), if it
+/// cannot: a tool it needs is missing, or the `--off-cpu` runs or the
+/// seed result directories are.
+fn missing(script: &str, runs: bool, seeds: bool) -> Option<&'static str> {
+    if script.contains("go tool pprof") && !crate::pprof::require_go() {
+        return Some("go tool pprof");
+    }
+    let reads_runs = script.contains("run1/") || script.contains("profile.pb.gz");
+    if reads_runs && !runs {
+        return Some("the runs recorded with --off-cpu");
+    }
+    let reads_seeds = script.contains("result_dir_4242") || script.contains("results");
+    (reads_seeds && !seeds).then_some("../shared/seed-captures")
+}
+
+/// `script` with the examples' shared result roots (`/shared/results`,
+/// `/data/results`) replaced by the directory's `results`.
+fn local_results(script: &str) -> String {
+    script
+        .replace("/shared/results", "results")
+        .replace("/data/results", "results")
+}
+
+/// Runs `script` in `dir` with `path` and `home`; Err holds its exit
+/// status and output when it fails.
+fn run_block(script: &str, dir: &Path, path: &str, home: &Path, worker: u32) -> Result<(), String> {
+    // Output to a file, as on a terminal: `perf record` writes its data
+    // to a pipe, not to perf.data.
+    let log = dir.join(".block.log");
+    let out = fs::File::create(&log).unwrap();
+    let status = Command::new("bash")
+        .args(["-euo", "pipefail", "-c", script])
+        .current_dir(dir)
+        .env("PATH", path)
+        .env("HOME", home)
+        .env("WORKER_PID", worker.to_string())
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .status()
+        .unwrap();
+    if status.success() {
+        return Ok(());
+    }
+    let text = String::from_utf8_lossy(&fs::read(&log).unwrap()).into_owned();
+    Err(format!("{status}\n{text}"))
+}
+
 #[test]
 fn every_command_block_of_the_docs_runs_or_says_why_not() {
     if !util::require(
@@ -191,8 +305,11 @@ fn every_command_block_of_the_docs_runs_or_says_why_not() {
     }
     let scratch = tempfile::tempdir().unwrap();
     let data = recording(scratch.path());
+    let runs = offcpu_run(scratch.path());
+    let seeds = util::seeds().is_some();
+    let mut worker = Command::new("sleep").arg("600").spawn().unwrap();
     let mut failed = Vec::new();
-    let (mut ran, mut not_run) = (0, 0);
+    let (mut ran, mut not_run, mut skipped) = (0, 0, 0);
     for doc in documents() {
         let text = fs::read_to_string(util::repo_root().join(&doc)).unwrap();
         let runnable: Vec<Block> = blocks(&doc, &text)
@@ -208,30 +325,29 @@ fn every_command_block_of_the_docs_runs_or_says_why_not() {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().join(".home");
         fs::create_dir_all(&home).unwrap();
-        let path = reader_files(dir.path(), &data);
+        let path = reader_files(dir.path(), &data, runs.as_deref());
+        for (name, text) in example_files(&text) {
+            fs::write(dir.path().join(name), text).unwrap();
+        }
         for b in runnable {
+            let script = local_results(&b.script);
+            if let Some(what) = missing(&script, runs.is_some(), seeds) {
+                eprintln!("{}: skipped, no {what} here", b.at);
+                skipped += 1;
+                continue;
+            }
             ran += 1;
-            // Output to a file, as on a terminal: `perf record` writes
-            // its data to a pipe, not to perf.data.
-            let log = dir.path().join(".block.log");
-            let out = fs::File::create(&log).unwrap();
-            let status = Command::new("bash")
-                .args(["-euo", "pipefail", "-c", &b.script])
-                .current_dir(dir.path())
-                .env("PATH", &path)
-                .env("HOME", &home)
-                .stdin(Stdio::null())
-                .stdout(out.try_clone().unwrap())
-                .stderr(out)
-                .status()
-                .unwrap();
-            if !status.success() {
-                let text = String::from_utf8_lossy(&fs::read(&log).unwrap()).into_owned();
-                failed.push(format!("{}: {status}\n{}\n{text}", b.at, b.script));
+            if let Err(e) = run_block(&script, dir.path(), &path, &home, worker.id()) {
+                failed.push(format!("{}: {e}\n{}", b.at, b.script));
             }
         }
     }
-    eprintln!("docs: {ran} block(s) run, {not_run} marked `not run` with their reason");
-    assert!(ran >= 4, "only {ran} block(s) ran");
+    let _ = worker.kill();
+    let _ = worker.wait();
+    eprintln!(
+        "docs: {ran} block(s) run, {skipped} skipped (a missing tool), \
+         {not_run} marked `not run` with their reason"
+    );
+    assert!(ran + skipped >= 6, "only {ran} block(s) ran");
     assert!(failed.is_empty(), "{}", failed.join("\n\n"));
 }

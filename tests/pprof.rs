@@ -19,7 +19,7 @@ fn go_available() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-fn require_go() -> bool {
+pub(crate) fn require_go() -> bool {
     util::require(go_available(), "go tool pprof (apt-get install golang-go)")
 }
 
