@@ -32,7 +32,7 @@ use std::time::Duration;
 use crate::capture::{self, Item, Outcome, Status};
 use crate::error::{Error, Result};
 use crate::pipeline;
-use crate::symbolize::perf::PerfTool;
+use crate::symbolize::perf::PerfProbe;
 use crate::sys::progress::Progress;
 
 pub use plan::{array_script, plan, Plan};
@@ -115,8 +115,9 @@ pub fn run(roots: &[PathBuf], opts: &Options, progress: &dyn Progress) -> Result
             .extend(planned.iter().map(|(i, p)| plan::dry_run(i, p)));
         return Ok(report);
     }
-    let perf = PerfTool::find(opts.process.perf.as_deref());
-    if let (Some(p), Err(e)) = (&opts.process.perf, &perf) {
+    let perf = PerfProbe::start(opts.process.perf.as_deref());
+    let explicit = opts.process.perf.as_ref();
+    if let (Some(p), Some(Err(e))) = (explicit, explicit.map(|_| perf.get())) {
         return Err(Error::Usage(format!("--perf {}: {e}", p.display())));
     }
     report
@@ -131,7 +132,7 @@ pub fn run(roots: &[PathBuf], opts: &Options, progress: &dyn Progress) -> Result
 fn bring_up_to_date(
     planned: Vec<(Item, Plan)>,
     opts: &Options,
-    perf: &std::result::Result<PerfTool, crate::symbolize::perf::Error>,
+    perf: &PerfProbe,
     progress: &dyn Progress,
 ) -> Vec<Outcome> {
     let (todo, done): (Vec<_>, Vec<_>) = planned.into_iter().partition(|(_, p)| !p.is_empty());

@@ -15,7 +15,7 @@ use super::Options;
 use crate::capture::{self, CaptureDir, Completion, Item, Kind, Marker, Outcome, Status, FOLDED};
 use crate::output::{archive, render::redraw};
 use crate::pipeline;
-use crate::symbolize::perf::{self, PerfTool};
+use crate::symbolize::perf::PerfProbe;
 use crate::sys::progress::{Counts, NoBars, Progress};
 
 /// Why a step of bringing a directory up to date failed.
@@ -47,7 +47,7 @@ pub enum Error {
 pub(super) fn work_all(
     todo: &[(Item, Plan)],
     opts: &Options,
-    perf: &std::result::Result<PerfTool, perf::Error>,
+    perf: &PerfProbe,
     progress: &dyn Progress,
 ) -> Vec<Outcome> {
     let jobs = opts.jobs().min(todo.len()).max(1);
@@ -84,7 +84,7 @@ fn work_on(
     plan: &Plan,
     opts: &Options,
     popts: &pipeline::Options,
-    perf: &std::result::Result<PerfTool, perf::Error>,
+    perf: &PerfProbe,
     progress: &dyn Progress,
 ) -> Outcome {
     let start = Instant::now();
@@ -119,7 +119,7 @@ fn work_on(
 fn write_outputs(
     item: &Item,
     popts: &pipeline::Options,
-    perf: &std::result::Result<PerfTool, perf::Error>,
+    perf: &PerfProbe,
     progress: &dyn Progress,
 ) -> std::result::Result<String, (Status, String)> {
     let (status, message) = match item.kind {

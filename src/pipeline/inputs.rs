@@ -30,7 +30,7 @@ impl Pipeline<'_> {
                 .map(|s| s.data_file.clone()),
         );
         if let Some(t) = &self.cap.script_text {
-            if !self.cap.has_all_data() || self.perf.is_err() {
+            if !self.cap.has_all_data() || self.perf.get().is_err() {
                 paths.push(t.clone());
             }
         }

@@ -37,7 +37,7 @@ use crate::output::render::Format;
 use crate::output::summary::{ShardSummary, StackStats};
 use crate::symbolize::kernel::KernelSymbols;
 use crate::symbolize::native;
-use crate::symbolize::perf::{self, PerfTool};
+use crate::symbolize::perf::PerfProbe;
 use crate::sys::progress::{Bar, Counts, LogLines, Progress};
 use crate::text::fold::Folded;
 
@@ -263,6 +263,9 @@ pub fn run(
     opts: &Options,
     progress: &dyn Progress,
 ) -> Result<Report> {
+    // perf is looked for while the captures are found, and waited for
+    // only where it is needed.
+    let perf = PerfProbe::start(opts.perf.as_deref());
     let mut found = capture::discover(roots, filter)?;
     if found.is_empty() {
         return Err(Error::Usage(
@@ -272,8 +275,9 @@ pub fn run(
     if let Some(out) = &opts.output {
         redirect_plain(&mut found, out)?;
     }
-    let perf = PerfTool::find(opts.perf.as_deref());
-    if let (Some(p), Err(e)) = (&opts.perf, &perf) {
+    // `--perf PATH` that does not work is a usage error up front.
+    let explicit = opts.perf.as_ref();
+    if let (Some(p), Some(Err(e))) = (explicit, explicit.map(|_| perf.get())) {
         return Err(Error::Usage(format!("--perf {}: {e}", p.display())));
     }
     let (opts, store) = opts.with_store();
@@ -364,7 +368,7 @@ fn data_bytes(dir: &Path) -> u64 {
 fn run_captures(
     found: &[CaptureDir],
     opts: &Options,
-    perf: &std::result::Result<PerfTool, perf::Error>,
+    perf: &PerfProbe,
     progress: &dyn Progress,
     overall: &dyn Bar,
 ) -> Vec<Outcome> {
@@ -411,7 +415,7 @@ fn run_captures(
 pub fn process_capture(
     found: &CaptureDir,
     opts: &Options,
-    perf: &std::result::Result<PerfTool, perf::Error>,
+    perf: &PerfProbe,
     progress: &dyn Progress,
 ) -> Outcome {
     let start = Instant::now();
@@ -532,7 +536,7 @@ struct Pipeline<'a> {
     /// are never more readable.
     raw_mode: Option<u32>,
     opts: &'a Options,
-    perf: &'a std::result::Result<PerfTool, perf::Error>,
+    perf: &'a PerfProbe,
     progress: &'a dyn Progress,
     start: Instant,
     label: String,
@@ -552,7 +556,7 @@ impl<'a> Pipeline<'a> {
     fn new(
         cap: &'a ValidCapture,
         opts: &'a Options,
-        perf: &'a std::result::Result<PerfTool, perf::Error>,
+        perf: &'a PerfProbe,
         progress: &'a dyn Progress,
         start: Instant,
     ) -> Self {

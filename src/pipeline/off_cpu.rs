@@ -45,7 +45,7 @@ impl Pipeline<'_> {
             return Ok(None);
         }
         // perf only for a shard the native symbolizer does not read.
-        let perf = self.perf.as_ref();
+        let perf = self.perf;
         let script = ScriptOptions {
             inline: self.opts.inline,
             symfs: self.perf_symfs(),

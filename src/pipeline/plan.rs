@@ -60,7 +60,10 @@ impl<'a> Pipeline<'a> {
         // Without perf, `auto` keeps folding the text a capture carries (it
         // was symbolized where the capture's files were); native then runs
         // only on captures that carry none, or when asked for by name.
-        if choice == native::Choice::Auto && self.perf.is_err() && self.cap.script_text.is_some() {
+        if choice == native::Choice::Auto
+            && self.cap.script_text.is_some()
+            && self.perf.get().is_err()
+        {
             return None;
         }
         let native = self.native_shards(choice, warnings);
@@ -73,10 +76,11 @@ impl<'a> Pipeline<'a> {
             *cross = Some(msg);
             return None;
         }
-        let perf = self.perf.as_ref().ok();
-        if native.iter().any(|n| !n) && perf.is_none() {
-            return None;
-        }
+        // perf is waited for only when a shard needs `perf script`.
+        let perf = match native.iter().any(|n| !n) {
+            true => Some(self.perf.get().ok()?),
+            false => None,
+        };
         Some(Plan { native, perf })
     }
 

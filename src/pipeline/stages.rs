@@ -188,7 +188,7 @@ impl Pipeline<'_> {
                 message: cross.unwrap_or_default(),
             })),
             None => {
-                let why = match self.perf {
+                let why = match self.perf.get() {
                     Err(e) => e.to_string(),
                     Ok(_) => "shard data files are missing".into(),
                 };
@@ -275,7 +275,7 @@ impl Pipeline<'_> {
         mut warnings: Vec<String>,
         prepare_start: Instant,
     ) -> Result<Pass> {
-        let why = match self.perf {
+        let why = match self.perf.get() {
             Err(e) => format!("perf is not usable: {e}"),
             Ok(_) if self.cap.shards.is_empty() => "the capture has no perf.data files".to_string(),
             Ok(_) => "the perf.data files are not there".to_string(),

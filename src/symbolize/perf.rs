@@ -114,6 +114,70 @@ impl PerfTool {
     }
 }
 
+/// perf found in the background: `perf --version` ([`PerfTool::find`])
+/// runs on its own thread from [`PerfProbe::start`], and [`PerfProbe::get`]
+/// waits for it only where perf or its version is needed, so a capture the
+/// native symbolizer reads whole never waits for it.
+#[derive(Debug)]
+pub struct PerfProbe {
+    program: PathBuf,
+    probe: std::sync::Mutex<Option<std::thread::JoinHandle<Result<PerfTool, Error>>>>,
+    found: std::sync::OnceLock<Result<PerfTool, Error>>,
+}
+
+impl PerfProbe {
+    /// Starts looking for perf (`explicit`, else `perf` on `PATH`).
+    pub fn start(explicit: Option<&Path>) -> PerfProbe {
+        let program = explicit.map_or_else(|| PathBuf::from("perf"), Path::to_path_buf);
+        let arg = explicit.map(Path::to_path_buf);
+        let probe = std::thread::Builder::new()
+            .name("perf-probe".into())
+            .spawn(move || PerfTool::find(arg.as_deref()));
+        match probe {
+            Ok(h) => PerfProbe {
+                program,
+                probe: std::sync::Mutex::new(Some(h)),
+                found: std::sync::OnceLock::new(),
+            },
+            // No thread to spare: look now.
+            Err(_) => PerfProbe::ready(PerfTool::find(explicit)),
+        }
+    }
+
+    /// A probe whose answer is known already.
+    pub fn ready(found: Result<PerfTool, Error>) -> PerfProbe {
+        let program = match &found {
+            Ok(p) => p.program.clone(),
+            Err(Error::Missing { program, .. } | Error::Broken { program, .. }) => program.clone(),
+            Err(_) => PathBuf::from("perf"),
+        };
+        PerfProbe {
+            program,
+            probe: std::sync::Mutex::new(None),
+            found: found.into(),
+        }
+    }
+
+    /// The usable perf, or why there is none: waits for the probe the
+    /// first time.
+    pub fn get(&self) -> Result<&PerfTool, &Error> {
+        self.found
+            .get_or_init(|| {
+                let probe = self.probe.lock().unwrap_or_else(|e| e.into_inner()).take();
+                match probe.map(std::thread::JoinHandle::join) {
+                    Some(Ok(found)) => found,
+                    // A panicked probe, or none left (never: the cell is set
+                    // once, under its own lock).
+                    _ => Err(Error::Broken {
+                        program: self.program.clone(),
+                        stderr: "the perf probe did not finish".into(),
+                    }),
+                }
+            })
+            .as_ref()
+    }
+}
+
 /// How `perf script` symbolizes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -431,6 +495,47 @@ fn last_line(s: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A `perf` that takes `secs` to say its version.
+    fn slow_perf(dir: &Path, secs: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let p = dir.join("perf");
+        let script = format!("#!/bin/sh\nsleep {secs}\necho 'perf version 9.9'\n");
+        std::fs::write(&p, script).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    /// The probe runs in the background: starting it does not wait for
+    /// `perf --version`, and only [`PerfProbe::get`] does, once.
+    #[test]
+    fn the_perf_probe_waits_only_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let perf = slow_perf(dir.path(), "0.5");
+        let t = Instant::now();
+        let probe = PerfProbe::start(Some(&perf));
+        assert!(
+            t.elapsed() < Duration::from_millis(300),
+            "{:?}",
+            t.elapsed()
+        );
+        let got = probe.get().unwrap();
+        assert!(t.elapsed() >= Duration::from_millis(450));
+        assert_eq!(
+            (got.program.as_path(), got.version.as_str()),
+            (perf.as_path(), "perf version 9.9")
+        );
+        assert!(std::ptr::eq(got, probe.get().unwrap()));
+    }
+
+    /// A perf that is not there is named when it is needed.
+    #[test]
+    fn a_missing_perf_is_named_when_needed() {
+        let probe = PerfProbe::start(Some(Path::new("/nonexistent/perf")));
+        let e = probe.get().unwrap_err().to_string();
+        assert!(e.contains("/nonexistent/perf --version"), "{e}");
+        assert!(e.contains("--perf PATH"), "{e}");
+    }
 
     #[test]
     fn seconds_round_trip() {

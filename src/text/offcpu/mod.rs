@@ -218,7 +218,7 @@ fn analyze_one(
     window: (u64, u64),
     event: Option<&str>,
 ) -> (Result<Finished, Error>, Option<String>) {
-    let with_perf = |why: String| match perf {
+    let with_perf = |why: String| match perf.get() {
         Ok(perf) => analyze_shard(perf, opts, data, window, event),
         Err(e) => Err(Error::NoPerf {
             data: data.to_path_buf(),
@@ -242,8 +242,8 @@ fn analyze_one(
 }
 
 /// The `perf` the off-CPU pass runs where the native symbolizer does not
-/// read a shard, or why there is none.
-pub type Perf<'a> = std::result::Result<&'a PerfTool, &'a crate::symbolize::perf::Error>;
+/// read a shard, or why there is none (waited for only then).
+pub type Perf<'a> = &'a crate::symbolize::perf::PerfProbe;
 
 /// The capture's window: the first and last sample over its shards.
 pub fn window(shards: &[&Path]) -> Result<(u64, u64), Error> {
