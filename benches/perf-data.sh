@@ -8,6 +8,12 @@
 #                                            # fp.data (perf record -g, 15 s, 999 Hz)
 #                                            # and dwarf.data (--call-graph dwarf, 8 s, 499 Hz)
 #
+# When `samply` (0.13.1: `cargo install samply`) is on the PATH, or SAMPLY
+# names it, its import of the same file is timed too, twice: `--save-only`
+# (reads and unwinds; names nothing, its server looks symbols up later) and
+# with `--unstable-presymbolicate` (names written beside the profile, so the
+# work compares with jobprof's, which names every frame).
+#
 # JOBPROF=path/to/jobprof (default: target/<host>/release/jobprof). Outputs
 # go to FILE.bench/ (the inputs are not modified). The symbol cache is
 # whatever ~/.cache/jobprof holds (warm after the first run).
@@ -35,14 +41,22 @@ median3() {
     done
     printf '%s\n' "${ts[@]}" | sort -n | sed -n 2p
 }
+S=${SAMPLY:-$(command -v samply || true)}
 for f in "$@"; do
     out="$f.bench"
     mkdir -p "$out"
     echo "$f ($(stat -c %s "$f") bytes)"
-    for cmd in "$J process $f -o $out/process --force -q" \
-               "$J fold $f -o $out/fold.folded" \
-               "perf script -i $f | $J fold -o $out/script.folded"; do
+    cmds=("$J process $f -o $out/process --force -q"
+          "$J fold $f -o $out/fold.folded"
+          "perf script -i $f | $J fold -o $out/script.folded")
+    if [[ -n $S ]]; then
+        cmds+=("$S import --save-only -o $out/samply.json.gz $f"
+               "$S import --save-only --unstable-presymbolicate -o $out/samply-syms.json.gz $f")
+    fi
+    for cmd in "${cmds[@]}"; do
         printf '  %6.3f s  %s\n' "$(median3 "$cmd")" "$cmd"
     done
 done
+[[ -n $S ]] && echo "samply: $("$S" --version)"
+
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores, $(perf --version)"
