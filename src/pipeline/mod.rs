@@ -20,8 +20,9 @@
 //! (`Pipeline`, one capture's run, and `Pass`, what symbolizing produced);
 //! `stages` runs the stages in order, `plan` decides how the shards are
 //! symbolized and `units` runs that, `publish` writes the outputs,
-//! `off_cpu` the off-CPU ones, `sources` which files name each DSO (for
-//! both symbolizers and the summary), and `inputs` hashes the inputs.
+//! `off_cpu` the off-CPU ones, `pprof_stream` the profile written as the
+//! native runs stream, `sources` which files name each DSO (for both
+//! symbolizers and the summary), and `inputs` hashes the inputs.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -45,6 +46,7 @@ pub mod imported;
 mod inputs;
 mod off_cpu;
 mod plan;
+mod pprof_stream;
 mod publish;
 mod sources;
 mod stages;
@@ -515,6 +517,9 @@ struct Pass {
     /// [`units::Symbolized::report`]); kept only when that text is the
     /// archive published.
     report: Option<crate::output::report::read::SampleReader>,
+    /// `profile.pb.gz` from the native runs' samples, to be finished with
+    /// the off-CPU stacks ([`pprof_stream`]).
+    pprof: Option<pprof_stream::StreamedPprof>,
 }
 
 impl Pass {

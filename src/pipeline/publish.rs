@@ -273,9 +273,10 @@ impl Pipeline<'_> {
     }
 
     /// Writes the rendered formats asked for (pictures only when not
-    /// `refused`), with the pprof profile (and its off-CPU stacks, `off_cpu`),
-    /// the page's timeline and the report's profile from one walk over
-    /// `text` when it is on disk; returns that profile (`None`: no walk,
+    /// `refused`), with the pprof profile (and its off-CPU stacks, `off_cpu`:
+    /// the one streamed from the native runs' samples, else from one walk
+    /// over `text`), the page's timeline and the report's profile, when
+    /// `text` is on disk; returns that profile (`None`: no walk,
     /// or no report asked for). The profile read as the archive's text was
     /// symbolized ([`Pass::report`]) is taken instead of reading it again.
     /// A format that fails to draw fails the pass, not the run.
@@ -296,9 +297,19 @@ impl Pipeline<'_> {
             timeline = (pass.folded.cells.as_ref())
                 .filter(|_| wants(Format::Html))
                 .map(render::timeline::Timeline::from_cells);
-            let mut pprof = wants(Format::Pprof)
+            // Written as the native runs streamed, unless its columns do
+            // not fit (then from the text, as for `perf script`'s).
+            let streamed_pprof = pass.pprof.take().filter(|p| p.fits(off_cpu.is_some()));
+            let mut pprof = (wants(Format::Pprof) && streamed_pprof.is_none())
                 .then(|| self.output(crate::output::pprof::PPROF))
                 .transpose()?;
+            if let Some(p) = streamed_pprof {
+                p.commit(off_cpu)?;
+                self.log(format!(
+                    "{}: from the samples as they were symbolized",
+                    crate::output::pprof::PPROF
+                ));
+            }
             let to = pprof.as_mut().map(|f| (f, off_cpu));
             // Off-CPU captures: the sampling event's, as the folded stacks.
             let event = self.fold_options().event_filter;

@@ -103,8 +103,9 @@ impl Pipeline<'_> {
         } else {
             // The report's profile read as the units streamed is of text
             // not archived (a shard failed): the report reads what is on
-            // disk, as before.
+            // disk, as before; the profile streamed is dropped alike.
             pass.report = None;
+            pass.pprof = None;
         }
         let render_start = Instant::now();
         let render_refused = self.render_refusal(&mut pass);
@@ -226,6 +227,7 @@ impl Pipeline<'_> {
             warnings: jit_warnings,
             unwound,
             report,
+            pprof,
         } = self.symbolize_all(plan, &units)?;
         warnings.extend(jit_warnings);
         let jit = crate::output::summary::jit::take_figures(&mut folded, &self.cap.found.dir);
@@ -264,6 +266,7 @@ impl Pipeline<'_> {
             parts: Some(parts),
             kernel: Some(kernel),
             report,
+            pprof,
         })
     }
 
@@ -331,6 +334,7 @@ impl Pipeline<'_> {
             parts: None,
             kernel: None,
             report: None,
+            pprof: None,
         })
     }
 

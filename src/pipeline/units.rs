@@ -2,9 +2,9 @@
 //! to `jobs` at once: each unit's text is written into a compressed,
 //! spooled archive part; its samples go to the fold and the report on
 //! this thread: a native unit's as structured samples
-//! ([`crate::symbolize::sample`], its text never read again), a `perf
-//! script` unit's as its text cut at sample boundaries. Then the results
-//! per shard.
+//! ([`crate::symbolize::sample`], its text never read again; the pprof
+//! profile reads them too, `pprof_stream`), a `perf script` unit's as its
+//! text cut at sample boundaries. Then the results per shard.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -13,6 +13,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use super::plan::{Plan, Unit};
+use super::pprof_stream::StreamedPprof;
 use super::{file_name, secs, Pipeline};
 use crate::capture;
 use crate::error::Result;
@@ -70,6 +71,9 @@ pub(super) struct Symbolized {
     /// (`None`: no report asked for, or its units' readers could not be
     /// merged: the archive is read again).
     pub(super) report: Option<SampleReader>,
+    /// `profile.pb.gz` written from the native runs' samples, still to be
+    /// finished (`None`: not asked for, or a `perf script` unit ran).
+    pub(super) pprof: Option<StreamedPprof>,
 }
 
 impl Pipeline<'_> {
@@ -101,8 +105,14 @@ impl Pipeline<'_> {
             None => unreachable!("plan() gives a perf to every perf unit"),
         };
         let recycle = |block: Vec<u8>| natively.recycle(block);
-        let (folded, results, report) =
-            self.run_units(units, (jobs, zstd_workers), &spool, &how, &recycle);
+        let mut pprof = self.streamed_pprof(units.len(), units.iter().all(|u| u.native))?;
+        let (folded, results, report) = self.run_units(
+            units,
+            (jobs, zstd_workers),
+            (&spool, pprof.as_mut()),
+            &how,
+            &recycle,
+        );
         // The unwinder's verdict stands only when it saw every sample.
         let unwound = results
             .iter()
@@ -129,6 +139,7 @@ impl Pipeline<'_> {
             warnings,
             unwound,
             report,
+            pprof,
         })
     }
 
@@ -165,12 +176,13 @@ impl Pipeline<'_> {
     /// Runs the units on `jobs` threads (each stream compressed with
     /// `zstd_workers` extra threads), each taking the next unit in
     /// [`Self::unit_order`], while this thread folds the text they send
-    /// and reads it for the report; results keep unit order.
+    /// and reads it for the report (and `pprof`, when streamed); results
+    /// keep unit order.
     fn run_units<'s>(
         &self,
         units: &[Unit],
         (jobs, zstd_workers): (usize, u32),
-        spool: &Spool,
+        (spool, mut pprof): (&Spool, Option<&mut StreamedPprof>),
         how: &(dyn Fn(&Unit) -> Symbolize<'s> + Sync),
         recycle: &dyn Fn(Vec<u8>),
     ) -> (Folded, Vec<UnitResult>, Option<SampleReader>) {
@@ -203,6 +215,7 @@ impl Pipeline<'_> {
                         self.log_unit(unit, &r);
                         units_bar.inc(1);
                         results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
+                        let _ = send(&sinks.tx, i, Piece::Done);
                     }
                 });
             }
@@ -222,16 +235,31 @@ impl Pipeline<'_> {
                         recycle(block);
                     }
                     Piece::Samples(mut batch) => {
+                        // The profile keeps a table of its own: it may
+                        // take the batch after later ones.
+                        let new_frames = pprof.as_ref().map(|_| batch.new_frames.clone());
                         let frames = &mut frames[unit];
                         frames.take(&mut batch);
                         stream.push_samples(unit, &batch, frames);
                         if let Some(r) = readers.as_mut() {
                             r[unit].samples(&batch, frames);
                         }
+                        if let (Some(p), Some(new)) = (pprof.as_mut(), new_frames) {
+                            batch.new_frames = new;
+                            p.push(unit, batch);
+                        }
+                    }
+                    Piece::Done => {
+                        if let Some(p) = pprof.as_mut() {
+                            p.done(unit);
+                        }
                     }
                 }
             }
         });
+        if let Some(p) = pprof {
+            p.all_done();
+        }
         units_bar.finish();
         bytes_bar.finish();
         let report = readers.and_then(report::merge);
@@ -439,10 +467,12 @@ fn in_unit_order(results: Mutex<Vec<Option<UnitResult>>>) -> Vec<UnitResult> {
 }
 
 /// What a unit hands the fold and the report: text cut at sample
-/// boundaries (`perf script`), or structured samples (native).
+/// boundaries (`perf script`), or structured samples (native); then that
+/// it is done.
 enum Piece {
     Text(Vec<u8>),
     Samples(Batch),
+    Done,
 }
 
 /// Where one `perf script` run's text goes: the fold channel and the

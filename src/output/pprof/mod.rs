@@ -1,7 +1,8 @@
 //! Google's pprof format (gzipped `profile.proto`), which `go tool pprof`,
 //! Grafana Pyroscope and Parca read: `profile.pb.gz` per capture (from its
-//! perf script text, with addresses, mappings, inline frames and per-thread
-//! labels) and per merged query or folded input (from folded stacks).
+//! samples, the native symbolizer's structured ones or its perf script
+//! text's, with addresses, mappings, inline frames and per-thread labels)
+//! and per merged query or folded input (from folded stacks).
 //!
 //! Value columns are `samples/count` and the folded weight: `cpu/nanoseconds`
 //! for the software clocks (`cpu-clock`, `task-clock`, whose periods are

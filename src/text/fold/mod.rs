@@ -39,6 +39,7 @@ use crate::text::{boundary, perf_script};
 pub use cells::TimeCells;
 use frame::FrameSettings;
 use state::{fold_chunk, ChunkReport, FoldState};
+pub use structured::SampleStacks;
 
 /// Which behaviour to reproduce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -80,14 +80,42 @@ impl OneSample<'_> {
     /// Folds sample `s` with frames `ids` (leaf first); `at`: its place in
     /// the text, for the timeline's cells.
     fn fold(&mut self, s: &Sample, ids: &[u32], at: cells::Order) {
-        let (cfg, st) = (self.cfg, &mut *self.st);
         // The header: in compat mode too an event is always there.
-        if !cfg.event_matches(&s.event) {
-            st.counters.filtered += 1;
+        if !self.cfg.event_matches(&s.event) {
+            self.st.counters.filtered += 1;
             return;
         }
         let mut tid = itoa::Buffer::new();
         let tid = tid.format(s.tid);
+        let Some(chain) = self.stack(s, tid, ids) else {
+            return;
+        };
+        let (cfg, st) = (self.cfg, &mut *self.st);
+        if let Some(cell_ns) = cfg.time_cells {
+            let buf = &mut st.thread_buf;
+            buf.clear();
+            buf.extend_from_slice(s.comm.trim().as_bytes());
+            buf.push(0);
+            buf.extend_from_slice(tid.as_bytes());
+            st.cells.add(
+                cell_ns,
+                &st.stack_buf,
+                &st.thread_buf,
+                s.printed_time_ns(),
+                at,
+            );
+        }
+        let count = s.period.unwrap_or(1);
+        st.stacks.add_deferred(&mut st.stack_buf, count);
+        st.counters.samples += 1;
+        st.counters.chains.count(chain, count);
+    }
+
+    /// Puts the stack of sample `s` (of thread `tid`, frames `ids`, leaf
+    /// first) in the state's stack buffer: its process name's id, then the
+    /// frames' names, leaf first. `None`: the sample folds to nothing.
+    fn stack(&mut self, s: &Sample, tid: &str, ids: &[u32]) -> Option<Chain> {
+        let (cfg, st) = (self.cfg, &mut *self.st);
         // The text prints the thread id alone: the process id reads `?`.
         let (pname, java) = st.pname(cfg, s.comm.trim(), "?", tid);
         st.stack_buf.clear();
@@ -117,27 +145,67 @@ impl OneSample<'_> {
         }
         let emit = st.stack_buf.len() > 1 || (!cfg.compat && !skip_remaining && pname != NO_PNAME);
         if !emit {
-            return;
+            return None;
         }
         st.stack_buf[0] = if skip_remaining { NO_PNAME } else { pname };
-        if let Some(cell_ns) = cfg.time_cells {
-            let buf = &mut st.thread_buf;
-            buf.clear();
-            buf.extend_from_slice(s.comm.trim().as_bytes());
-            buf.push(0);
-            buf.extend_from_slice(tid.as_bytes());
-            st.cells.add(
-                cell_ns,
-                &st.stack_buf,
-                &st.thread_buf,
-                s.printed_time_ns(),
-                at,
-            );
+        Some(chain)
+    }
+}
+
+/// Structured samples folded one at a time, each to its own stack as
+/// `stacks.folded` spells it (`comm;root;...;leaf`): for the outputs that
+/// need every sample with its stack (the pprof profile). The same rules as
+/// the fold of a run's samples ([`super::StreamFolder::push_samples`]),
+/// with the options' event filter fixed.
+pub struct SampleStacks {
+    cfg: Config,
+    st: FoldState,
+    cache: UnitFrames,
+}
+
+impl SampleStacks {
+    /// A folder of samples one at a time with `opts` (their event filter
+    /// should name the fold's event: [`super::Stats::event`]).
+    pub fn new(opts: &super::Options) -> Self {
+        SampleStacks {
+            cfg: Config::new(opts),
+            st: FoldState::default(),
+            cache: UnitFrames::default(),
         }
-        let count = s.period.unwrap_or(1);
-        st.stacks.add_deferred(&mut st.stack_buf, count);
-        st.counters.samples += 1;
-        st.counters.chains.count(chain, count);
+    }
+
+    /// Forgets what the frames folded to: the frame ids of the samples
+    /// that follow number another table (a new run's, or a table started
+    /// over: [`Batch::reset`]).
+    pub fn start_over(&mut self) {
+        self.cache = UnitFrames::default();
+    }
+
+    /// The stack of sample `s` (frames `ids`, leaf first, in `frames`)
+    /// written into `stack` (cleared first), and its weight; `None` when it
+    /// folds to nothing (another event, or no frame and no name).
+    pub fn fold(
+        &mut self,
+        s: &Sample,
+        ids: &[u32],
+        frames: &Frames,
+        stack: &mut String,
+    ) -> Option<u64> {
+        stack.clear();
+        if !self.cfg.event_matches(&s.event) {
+            return None;
+        }
+        let mut tid = itoa::Buffer::new();
+        let tid = tid.format(s.tid);
+        let mut one = OneSample {
+            st: &mut self.st,
+            cfg: &self.cfg,
+            frames,
+            cache: &mut self.cache,
+        };
+        one.stack(s, tid, ids)?;
+        *stack = self.st.render_key(&self.st.stack_buf);
+        Some(s.period.unwrap_or(1))
     }
 }
 
