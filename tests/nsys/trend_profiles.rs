@@ -100,6 +100,16 @@ fn trend_follows_nsys_stacks_kernels_and_nvtx_and_gates_on_them() {
         kernels.contains("<tr><td>reduce(float*)</td><td class=\"num\">7</td><td class=\"num\">62</td><td class=\"num\">+55</td><td class=\"num\">+785.7%</td></tr>"),
         "{kernels}"
     );
+    // An unchanged row is listed too, after the grown one, its name
+    // escaped.
+    let gemm = "<tr><td>void gemm&lt;float&gt;(int)</td><td class=\"num\">60</td>\
+                <td class=\"num\">60</td><td class=\"num\">+0</td><td class=\"num\">+0.0%</td></tr>";
+    let at = |row: &str| {
+        kernels
+            .find(row)
+            .unwrap_or_else(|| panic!("{row}\n{kernels}"))
+    };
+    assert!(at("<tr><td>reduce(float*)</td>") < at(gemm), "{kernels}");
     let nvtx = table_diff(&t.path().join("slower"), "q1 [nvtx]");
     assert!(nvtx.contains("<tr><td>engine:scan</td>"), "{nvtx}");
     // The most grown row first.
