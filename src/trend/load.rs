@@ -78,6 +78,9 @@ pub struct Replicate {
     pub total: u64,
     /// The folded files merged (one per worker).
     pub folded: Vec<PathBuf>,
+    /// A table series' files (`gpu-kernels.tsv`, ...; one per worker),
+    /// for the run-versus-baseline table ([`super::page::draw_diffs`]).
+    pub tables: Vec<PathBuf>,
     /// The job view of this replicate's base query
     /// (`queries/<base>/flamegraph.html`, every replicate summed), when the
     /// run has one.
@@ -473,8 +476,9 @@ fn read_replicate(base: &str, number: u32, name: &str, m: &Members) -> Result<Op
             name: name.to_string(),
             number,
             total,
-            // A table is no stack: no diff is drawn of it.
+            // A table is no stack: its diff is a table of its rows.
             folded: if m.table { Vec::new() } else { m.files.clone() },
+            tables: if m.table { m.files.clone() } else { Vec::new() },
             flamegraph: m.flamegraph.clone(),
             shares: Vec::new(),
         },

@@ -11,11 +11,14 @@
 //! no run or query name can give it a scheme (`javascript:`), and the
 //! script refuses to open any other.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::Path;
 
 use super::assess::{Finding, TimeFinding};
-use super::load::Series;
+use super::load::{Replicate, Series};
+use super::tally::Tally;
 use super::{amount, count_name_of, fmt_p, relative, Trend, DIFFS_DIR};
 use crate::error::Result;
 use crate::output::render::diff::render_diff;
@@ -61,8 +64,10 @@ fn file_safe(s: &str) -> String {
 
 /// Draws `diffs/<Q>.run<N>.diff.html` for every query and run with a
 /// significant finding: the run against its latest baseline run (or the
-/// chosen one), both sides' replicates and workers added up, the baseline
-/// scaled to the run's total.
+/// chosen one), both sides' replicates and workers added up; for stacks a
+/// differential flamegraph (the baseline scaled to the run's total), for
+/// a table series (GPU kernels, NVTX ranges) each row's total per
+/// replicate in both runs and its change.
 pub fn draw_diffs(trend: &mut Trend, series: &Series, out_dir: &Path) -> Result<()> {
     let mut pairs: Vec<(String, usize, usize)> = trend
         .significant()
@@ -79,36 +84,30 @@ pub fn draw_diffs(trend: &mut Trend, series: &Series, out_dir: &Path) -> Result<
         let Some(q) = series.queries.get(&query) else {
             continue;
         };
-        // A table's series (GPU kernels, NVTX ranges) has no stacks.
-        if q.runs.iter().flatten().all(|r| r.folded.is_empty()) {
+        let name = format!("{}.run{}.diff.html", file_safe(&query), run + 1);
+        let title = format!(
+            "query {query} · run {} ({}) against run {} ({})",
+            run + 1,
+            trend.runs[run].name,
+            base + 1,
+            trend.runs[base].name
+        );
+        let (before, after) = (&q.runs[base], &q.runs[run]);
+        let path = dir.join(&name);
+        // A table's series (GPU kernels, NVTX ranges) has no stacks: its
+        // rows side by side instead.
+        if q.runs.iter().flatten().any(|r| !r.tables.is_empty()) {
+            let page = table_diff(&title, before, after)?;
+            let mut f = AtomicFile::create(&path)?;
+            f.write_all(page.as_bytes())
+                .map_err(|e| crate::error::Error::io(&path, e))?;
+            f.commit()?;
+        } else if q.runs.iter().flatten().any(|r| !r.folded.is_empty()) {
+            let count_name = trend.settings.count_name.clone();
+            stack_diff(&path, title, count_name, before, after)?;
+        } else {
             continue;
         }
-        let stacks = |i: usize| -> Result<Vec<(String, u64)>> {
-            let files: Vec<Source> = q.runs[i]
-                .iter()
-                .flat_map(|r| r.folded.iter().map(|p| Source::Path(p.clone())))
-                .collect();
-            Ok(read_folded(&files)?.stacks)
-        };
-        let (before, after) = (stacks(base)?, stacks(run)?);
-        let name = format!("{}.run{}.diff.html", file_safe(&query), run + 1);
-        let opts = RenderOptions {
-            title: format!(
-                "query {query} · run {} ({}) against run {} ({})",
-                run + 1,
-                trend.runs[run].name,
-                base + 1,
-                trend.runs[base].name
-            ),
-            subtitle: Some(
-                "red grew, blue shrank; the baseline is scaled to the run's total".into(),
-            ),
-            count_name: trend.settings.count_name.clone(),
-            ..RenderOptions::default()
-        };
-        let mut f = AtomicFile::create(dir.join(&name))?;
-        render_diff(&before, &after, true, Format::Html, &opts, &mut f)?;
-        f.commit()?;
         if let Some(qt) = trend
             .assessment
             .queries
@@ -120,6 +119,100 @@ pub fn draw_diffs(trend: &mut Trend, series: &Series, out_dir: &Path) -> Result<
     }
     Ok(())
 }
+
+/// The differential flamegraph of `after`'s stacks against `before`'s.
+fn stack_diff(
+    path: &Path,
+    title: String,
+    count_name: String,
+    before: &[Replicate],
+    after: &[Replicate],
+) -> Result<()> {
+    let stacks = |reps: &[Replicate]| -> Result<Vec<(String, u64)>> {
+        let files: Vec<Source> = reps
+            .iter()
+            .flat_map(|r| r.folded.iter().map(|p| Source::Path(p.clone())))
+            .collect();
+        Ok(read_folded(&files)?.stacks)
+    };
+    let opts = RenderOptions {
+        title,
+        subtitle: Some("red grew, blue shrank; the baseline is scaled to the run's total".into()),
+        count_name,
+        ..RenderOptions::default()
+    };
+    let mut f = AtomicFile::create(path)?;
+    render_diff(
+        &stacks(before)?,
+        &stacks(after)?,
+        true,
+        Format::Html,
+        &opts,
+        &mut f,
+    )?;
+    f.commit()
+}
+
+/// Each row's total per replicate (ns) over `reps`, by name.
+fn table_rows(reps: &[Replicate]) -> Result<BTreeMap<String, f64>> {
+    let mut rows = BTreeMap::new();
+    for r in reps {
+        let mut tally = Tally::default();
+        for path in &r.tables {
+            tally.add_table(path)?;
+        }
+        for (name, ns, _) in tally.into_counts() {
+            *rows.entry(name).or_insert(0.0) += ns as f64;
+        }
+    }
+    let n = reps.len().max(1) as f64;
+    rows.values_mut().for_each(|v| *v /= n);
+    Ok(rows)
+}
+
+/// The run-versus-baseline page of a table series: every row's total per
+/// replicate in both runs and its change, the most grown first.
+fn table_diff(title: &str, base: &[Replicate], run: &[Replicate]) -> Result<String> {
+    let (before, after) = (table_rows(base)?, table_rows(run)?);
+    let mut rows: Vec<(&str, f64, f64)> = before
+        .keys()
+        .chain(after.keys())
+        .map(|k| {
+            let get = |m: &BTreeMap<String, f64>| m.get(k).copied().unwrap_or(0.0);
+            (k.as_str(), get(&before), get(&after))
+        })
+        .collect();
+    rows.sort_by(|a, b| (b.2 - b.1).total_cmp(&(a.2 - a.1)).then(a.0.cmp(b.0)));
+    rows.dedup_by(|a, b| a.0 == b.0);
+    let mut body = String::new();
+    for (name, b, a) in rows {
+        let pct = if b > 0.0 {
+            format!("{:+.1}%", 100.0 * (a - b) / b)
+        } else {
+            "new".into()
+        };
+        let _ = writeln!(
+            body,
+            "<tr><td>{}</td><td class=\"num\">{b:.0}</td><td class=\"num\">{a:.0}</td>\
+             <td class=\"num\">{:+.0}</td><td class=\"num\">{pct}</td></tr>",
+            esc(name),
+            a - b
+        );
+    }
+    Ok(format!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{t}</title>\
+         <style>{TABLE_STYLE}</style></head><body><h1>{t}</h1>\
+         <p>each row's total per replicate (ns), the most grown first</p>\n\
+         <table><tr><th>name</th><th>baseline ns</th><th>run ns</th><th>change ns</th>\
+         <th>change</th></tr>\n{body}</table></body></html>\n",
+        t = esc(title)
+    ))
+}
+
+const TABLE_STYLE: &str = "body { font-family: sans-serif; margin: 1em; } \
+    table { border-collapse: collapse; } td, th { padding: 0.2em 0.6em; text-align: left; } \
+    td.num { text-align: right; font-variant-numeric: tabular-nums; } \
+    tr:nth-child(even) { background: #f6f6f6; }";
 
 const STYLE: &str = r##"
 body { margin: 0; font-family: sans-serif; color: #222; background: #fff; }

@@ -7,8 +7,10 @@
 //! What the real CLI does that the fake did not (docs/nsys.md): `stop`
 //! returns only once the report is written; Debian's `nsys stop` leaves a
 //! `.qdstrm` ("skipping importation") that the sidecar converts with
-//! `QdstrmImporter`; a `stop` can hang and leave the session in
-//! `Generation`, refusing every later `start`.
+//! `QdstrmImporter`; a `stop` of a collection with CPU sampling or
+//! context switches can hang (a lost wakeup in nsys 2022.4's agent) and
+//! leave the session in `Generation`, refusing every later `start`: the
+//! sidecar turns both off on 2022.4 unless asked for.
 
 use std::fs;
 use std::os::unix::process::CommandExt;
@@ -74,7 +76,7 @@ impl Real {
         fs::write(t.path().join("worker.py"), WORKER).unwrap();
         let log = fs::File::create(t.path().join("launch.log")).unwrap();
         let launch = Command::new("timeout")
-            .args(["170", "nsys", "launch"])
+            .args(["240", "nsys", "launch"])
             .arg(format!("--session-new={session}"))
             .args(["-t", "osrt", "python3"])
             .arg(t.path().join("worker.py"))
@@ -223,50 +225,37 @@ impl Drop for Real {
     }
 }
 
-/// Each query's report is published as a real `.nsys-rep` (converted by
-/// the sidecar's QdstrmImporter), or, when nsys's `stop` hangs (2022.4
-/// here: see docs/nsys.md), the later failed starts name the stuck
-/// session and `shutdown` exits 1 naming the unpublished query: never a
-/// silent exit 0.
+/// Six queries back to back, each published as a real `.nsys-rep`
+/// (converted by the sidecar's QdstrmImporter), and `shutdown` exits 0.
+/// Before issue 48's fix a `stop` hung now and then here (by hand too):
+/// nsys 2022.4's agent loses the wakeup that ends its Linux perf reader
+/// (docs/nsys.md), so on 2022.4 the sidecar starts collections with
+/// `--sample=none --cpuctxsw=none` unless asked for sampling.
 #[test]
-fn the_real_nsys_publishes_each_query_or_reports_the_stuck_session() {
-    let Some(mut r) = Real::new("three") else {
+fn the_real_nsys_publishes_six_queries_back_to_back() {
+    let Some(mut r) = Real::new("six") else {
         return;
     };
     r.sidecar();
-    let mut lost = Vec::new();
-    for q in ["q1", "q2", "q3"] {
+    let queries = ["q1", "q2", "q3", "q4", "q5", "q6"];
+    for q in queries {
         let o = r.driver(&format!(
             "start_profiler {q} && sleep 1 && stop_profiler {q}"
         ));
-        if !o.status.success() {
-            // The start failed: its error token names the stuck session.
-            let e = fs::read_to_string(r.token("error", q)).unwrap_or_default();
-            assert!(
-                e.contains("nsys start failed") && e.contains(&r.session),
-                "{q}: {e}\n{}",
-                r.log()
-            );
-            assert!(e.contains("may be stuck"), "{q}: {e}\n{}", r.log());
-            continue;
-        }
-        match r.answer(q) {
-            Ok(_) => check_real(&r, q),
-            Err(e) => lost.push((q, e)),
-        }
+        assert!(o.status.success(), "{q}: {}\n{}", output_text(&o), r.log());
+        let answer = r.answer(q);
+        assert!(answer.is_ok(), "{q}: {answer:?}\n{}", r.log());
     }
     let (o, code) = r.shutdown();
-    eprintln!("real nsys: not published: {lost:?}\n{}", r.log());
-    if lost.is_empty() {
-        assert!(o.status.success(), "{}\n{}", output_text(&o), r.log());
-        assert_eq!(code, Some(0), "{}", r.log());
-        return;
-    }
-    assert_eq!(o.status.code(), Some(1), "{}\n{}", output_text(&o), r.log());
-    assert_eq!(code, Some(1), "{}", r.log());
-    for (q, e) in lost {
-        assert!(e.contains(&format!("no report of query {q}")), "{e}");
-        assert!(output_text(&o).contains(&format!("no report of query {q}")));
+    assert!(o.status.success(), "{}\n{}", output_text(&o), r.log());
+    assert_eq!(code, Some(0), "{}", r.log());
+    assert!(
+        output_text(&o).contains(&format!("published {} report(s)", queries.len())),
+        "{}",
+        output_text(&o)
+    );
+    for q in queries {
+        check_real(&r, q);
     }
 }
 
@@ -295,4 +284,7 @@ fn check_real(r: &Real, q: &str) {
         assert_eq!(m[call]["argv"][2], session.as_str(), "{call}: {m}");
         assert_eq!(m[call]["exit_code"], 0, "{call}: {m}");
     }
+    // No Linux perf collection on 2022.4 unless asked for (issue 48).
+    assert_eq!(m["start"]["argv"][3], "--sample=none", "{m}");
+    assert_eq!(m["start"]["argv"][4], "--cpuctxsw=none", "{m}");
 }

@@ -93,4 +93,47 @@ fn trend_follows_nsys_stacks_kernels_and_nvtx_and_gates_on_them() {
         text.contains("slower q1 [gpu-kernels] 0 µs -> 0 µs per replicate"),
         "{text}"
     );
+    // Each regressed table links its rows side by side, run 4 against
+    // run 3, as a regressed stack links its differential flamegraph.
+    let kernels = table_diff(&t.path().join("slower"), "q1 [gpu-kernels]");
+    assert!(
+        kernels.contains("<tr><td>reduce(float*)</td><td class=\"num\">7</td><td class=\"num\">62</td><td class=\"num\">+55</td><td class=\"num\">+785.7%</td></tr>"),
+        "{kernels}"
+    );
+    // An unchanged row is listed too, after the grown one, its name
+    // escaped.
+    let gemm = "<tr><td>void gemm&lt;float&gt;(int)</td><td class=\"num\">60</td>\
+                <td class=\"num\">60</td><td class=\"num\">+0</td><td class=\"num\">+0.0%</td></tr>";
+    let at = |row: &str| {
+        kernels
+            .find(row)
+            .unwrap_or_else(|| panic!("{row}\n{kernels}"))
+    };
+    assert!(at("<tr><td>reduce(float*)</td>") < at(gemm), "{kernels}");
+    let nvtx = table_diff(&t.path().join("slower"), "q1 [nvtx]");
+    assert!(nvtx.contains("<tr><td>engine:scan</td>"), "{nvtx}");
+    // The most grown row first.
+    let first = nvtx.find("<tr><td>").unwrap();
+    assert!(
+        nvtx[first..].starts_with("<tr><td>engine:scan</td>"),
+        "{nvtx}"
+    );
+}
+
+/// The run-versus-baseline page of `query`'s run 4 in the trend written
+/// to `out`, read through the link `trend.json` gives it.
+fn table_diff(out: &Path, query: &str) -> String {
+    let json = util::json(&out.join("trend.json"));
+    let q = json["queries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["query"] == query)
+        .unwrap_or_else(|| panic!("{query}: {json}"));
+    let href = q["diffs"][3]
+        .as_str()
+        .unwrap_or_else(|| panic!("no diff of {query}'s run 4: {q}"));
+    let page = fs::read_to_string(out.join(href)).unwrap_or_else(|e| panic!("{href}: {e}"));
+    assert!(page.contains(&format!("query {query} · run 4")), "{page}");
+    page
 }

@@ -668,6 +668,7 @@ mod tests {
                     number: r as u32 + 1,
                     total: u64::from(samples),
                     folded: vec![],
+                    tables: vec![],
                     flamegraph: None,
                     // Leaf functions: self and total alike.
                     shares: ids
@@ -713,6 +714,7 @@ mod tests {
                             number: r + 1,
                             total: (t * (0.999 + 0.001 * f64::from(r))) as u64,
                             folded: vec![],
+                            tables: vec![],
                             flamegraph: None,
                             shares: vec![(id, 100.0, 100.0)],
                         })

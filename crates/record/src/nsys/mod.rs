@@ -184,6 +184,16 @@ fn prepare(opts: &mut NsysOpts) -> Result<Setup, String> {
             ran.describe()
         ));
     }
+    if opts::perf_off_by_default(&ran.output, &opts.start_args) {
+        opts.start_args
+            .splice(0..0, opts::PERF_OFF.map(String::from));
+        log(&format!(
+            "{}: every nsys start gets {} (nsys 2022.4's stop of CPU sampling or context \
+             switches can hang; pass --start-arg --sample=cpu to sample anyway)",
+            ran.output,
+            opts::PERF_OFF.join(" ")
+        ));
+    }
     let out_worker = opts.out.join(format!("worker_{}", opts.worker));
     if out_worker.join("preflight.txt").exists() || out_worker.join("symfs").exists() {
         return Err(format!(

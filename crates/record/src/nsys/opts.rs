@@ -48,7 +48,11 @@ Options:
                            every start/stop passes --session=NAME (default: the
                            default session, whose stop can hang; name one)
   --start-args 'ARGS'      extra `nsys start` options, split at whitespace
-                           (e.g. '--sample=cpu --backtrace=fp')
+                           (e.g. '--sample=cpu --backtrace=fp'); on nsys
+                           2022.4, unless they choose sampling (-s, -b) or
+                           context switches, every start first gets
+                           '--sample=none --cpuctxsw=none' (its stop of
+                           that collection can hang)
   --start-arg ARG          one extra `nsys start` option (repeatable)
   --importer PATH          QdstrmImporter, for a .qdstrm that `nsys stop` left
                            unconverted (default: on PATH, else under nsys's
@@ -141,6 +145,25 @@ fn session_name(v: &str) -> Result<String, Fail> {
              not starting with -; the NAME of `nsys launch --session-new=NAME`)"
         )))
     }
+}
+
+/// `nsys start` options that keep nsys 2022.4's agent from collecting
+/// with Linux perf (CPU sampling, context switches): its `stop` of that
+/// collection loses a wakeup now and then and hangs (docs/nsys.md).
+pub const PERF_OFF: [&str; 2] = ["--sample=none", "--cpuctxsw=none"];
+
+/// Whether [`PERF_OFF`] goes first in `nsys start`: the nsys is 2022.4
+/// (`version`: its `--version` output) and `args` (the user's start
+/// options) choose neither CPU sampling (`--sample`, `-s`, `--backtrace`,
+/// `-b`) nor context switches (`--cpuctxsw`) themselves.
+pub fn perf_off_by_default(version: &str, args: &[String]) -> bool {
+    let chooses = |a: &str| {
+        ["--sample", "--cpuctxsw", "--backtrace"]
+            .iter()
+            .any(|f| a == *f || a.starts_with(&format!("{f}=")))
+            || ((a.starts_with("-s") || a.starts_with("-b")) && !a.starts_with("--"))
+    };
+    version.contains(" 2022.4.") && !args.iter().any(|a| chooses(a))
 }
 
 impl NsysOpts {
@@ -252,6 +275,40 @@ mod tests {
             assert!(super::seconds("--settle", bad).is_err(), "{bad:?}");
         }
         assert_eq!(o.staging.unwrap().to_str(), Some("/s"));
+    }
+
+    /// Issue 48: nsys 2022.4 gets `--sample=none --cpuctxsw=none` unless
+    /// the user's start options choose sampling, backtraces or context
+    /// switches; other versions keep nsys's defaults.
+    #[test]
+    fn perf_collection_is_off_by_default_on_nsys_2022_4_only() {
+        use super::perf_off_by_default as off;
+        let v = "NVIDIA Nsight Systems version 2022.4.2.1-df9881f";
+        let a = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+        assert!(off(v, &[]));
+        assert!(off(
+            v,
+            &a("-t osrt --stats=false --samples-per-backtrace 1")
+        ));
+        for chosen in [
+            "--sample=cpu",
+            "--sample cpu",
+            "-s cpu",
+            "-scpu",
+            "--cpuctxsw=process-tree",
+            "--backtrace=fp",
+            "-b dwarf",
+        ] {
+            assert!(!off(v, &a(chosen)), "{chosen}");
+        }
+        assert!(!off(
+            "NVIDIA Nsight Systems version 2023.4.1.97-234133557503v0",
+            &[]
+        ));
+        assert!(!off(
+            "NVIDIA Nsight Systems version 2022.5.1.82-32078057v0",
+            &[]
+        ));
     }
 
     #[test]
