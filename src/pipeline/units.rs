@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
+use super::own_text::Consumers;
 use super::plan::{Plan, Unit};
 use super::pprof_stream::StreamedPprof;
 use super::{file_name, secs, Pipeline};
@@ -234,30 +235,20 @@ impl Pipeline<'_> {
                     Piece::Text(block) => {
                         // Text the profile cannot take: it is written from
                         // the archive instead.
-                        if let Some(p) = pprof.as_mut() {
-                            p.spoil();
+                        Consumers {
+                            stream: &mut stream,
+                            reader: readers.as_mut().map(|r| &mut r[unit]),
+                            pprof: pprof.as_deref_mut(),
                         }
-                        stream.push_whole_of(unit, &block);
-                        if let Some(r) = readers.as_mut() {
-                            r[unit].sample(&block);
-                        }
+                        .text(unit, &block);
                         recycle(block);
                     }
-                    Piece::Samples(mut batch) => {
-                        // The profile keeps a table of its own: it may
-                        // take the batch after later ones.
-                        let new_frames = pprof.as_ref().map(|_| batch.new_frames.clone());
-                        let frames = &mut frames[unit];
-                        frames.take(&mut batch);
-                        stream.push_samples(unit, &batch, frames);
-                        if let Some(r) = readers.as_mut() {
-                            r[unit].samples(&batch, frames);
-                        }
-                        if let (Some(p), Some(new)) = (pprof.as_mut(), new_frames) {
-                            batch.new_frames = new;
-                            p.push(unit, batch);
-                        }
+                    Piece::Samples(batch) => Consumers {
+                        stream: &mut stream,
+                        reader: readers.as_mut().map(|r| &mut r[unit]),
+                        pprof: pprof.as_deref_mut(),
                     }
+                    .samples(unit, &mut frames[unit], batch),
                     Piece::Done => {
                         if let Some(p) = pprof.as_mut() {
                             p.done(unit);
