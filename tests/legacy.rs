@@ -294,6 +294,27 @@ fn old_result_dir_without_perf_and_without_its_shards_folds_its_perf_script_gz()
         assert_same_stacks_as_old(&q);
     }
     assert_eq!(old_files(&b), before, "the old pipeline's files changed");
+    // One read of perf.script.gz feeds the fold, the report and pprof.
+    let all = jobprof()
+        .args(["process", "-v", "--force", "--formats", "all"])
+        .arg(&b)
+        .env("PATH", no_perf.path())
+        .output()
+        .unwrap();
+    assert_eq!(all.status.code(), Some(0), "{}", output_text(&all));
+    let log = util::stderr(&all);
+    assert_eq!(
+        log.matches("profile.pb.gz: from the samples as they were read")
+            .count(),
+        2,
+        "{log}"
+    );
+    for q in ["Q1_iter1", "Q2_iter1"] {
+        let q = capture(&b, q);
+        assert_same_stacks_as_old(&q);
+        let report = fs::read_to_string(q.join("jobprof/report.txt")).unwrap();
+        assert!(report.contains("presto_server"), "{report}");
+    }
     let again = jobprof()
         .arg("reprocess")
         .arg(&b)

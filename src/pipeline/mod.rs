@@ -21,7 +21,8 @@
 //! `stages` runs the stages in order, `plan` decides how the shards are
 //! symbolized and `units` runs that, `publish` writes the outputs,
 //! `off_cpu` the off-CPU ones, `pprof_stream` the profile written as the
-//! native runs stream, `sources` which files name each DSO (for both
+//! runs stream, `own_text` the one read of a capture's own text that
+//! feeds the fold, the report and that profile, `sources` which files name each DSO (for both
 //! symbolizers and the summary), and `inputs` hashes the inputs.
 
 use std::path::{Path, PathBuf};
@@ -46,6 +47,7 @@ pub mod imported;
 mod inputs;
 mod off_cpu;
 mod plan;
+mod own_text;
 mod pprof_stream;
 mod publish;
 mod sources;
@@ -514,11 +516,13 @@ struct Pass {
     /// capture's own text was folded.
     kernel: Option<KernelSymbols>,
     /// The report's profile, read from the text as it was symbolized (see
-    /// [`units::Symbolized::report`]); kept only when that text is the
-    /// archive published.
+    /// [`units::Symbolized::report`]) or as the capture's own text was
+    /// folded ([`own_text`]); kept only when that text is on disk (the
+    /// archive published, or the capture's own).
     report: Option<crate::output::report::read::SampleReader>,
-    /// `profile.pb.gz` from the native runs' samples, to be finished with
-    /// the off-CPU stacks ([`pprof_stream`]).
+    /// `profile.pb.gz` from the runs' samples (or the capture's own
+    /// text's, read once), to be finished with the off-CPU stacks
+    /// ([`pprof_stream`]).
     pprof: Option<pprof_stream::StreamedPprof>,
 }
 

@@ -1,12 +1,13 @@
 //! `profile.pb.gz` written during the symbolize pass, from the structured
-//! samples the native runs hand the fold and the report: no text is read
-//! back for it. Runs go side by side; the profile takes their samples in
+//! samples the runs hand the fold and the report (the native symbolizer's,
+//! or `perf script`'s text parsed once): no text is read back for it. Runs go side by side; the profile takes their samples in
 //! unit order (the archive's), holding a later run's batches until the runs
 //! before it are done, so it is the profile a walk over the archive writes.
 //! Its columns are fixed at its first sample: a capture recorded with
 //! `--off-cpu` gets the off-CPU and wall columns, and when its off-CPU pass
-//! then draws nothing the profile is written from the archive instead
-//! ([`StreamedPprof::fits`]).
+//! then draws nothing, or a block of `perf script` text was not parsed
+//! into samples ([`StreamedPprof::spoil`]), the profile is written from
+//! the archive instead ([`StreamedPprof::fits`]).
 
 use std::path::PathBuf;
 
@@ -31,12 +32,17 @@ pub(super) struct StreamedPprof {
     current: usize,
     done: Vec<bool>,
     held: Vec<Vec<Batch>>,
+    /// A unit handed on text: the profile misses its samples.
+    spoiled: bool,
 }
 
 impl StreamedPprof {
     /// Hands on `batch` of unit `unit`; the first batch with a sample starts
     /// the profile, with the fold's event (the filter's, or that sample's).
     pub(super) fn push(&mut self, unit: usize, batch: Batch) {
+        if self.spoiled {
+            return;
+        }
         if let (None, Some(first)) = (&self.profile, batch.samples.first()) {
             let event = (self.opts.event_filter.clone())
                 .unwrap_or_else(|| crate::text::perf_script::event_base(&first.event).into());
@@ -86,10 +92,18 @@ impl StreamedPprof {
         }
     }
 
-    /// Whether the profile written has the columns the capture's outputs
-    /// call for: the off-CPU ones exactly when there are off-CPU stacks.
+    /// A unit handed on a block as text, which the profile does not take:
+    /// it is not written (held samples are dropped).
+    pub(super) fn spoil(&mut self) {
+        self.spoiled = true;
+        self.held.iter_mut().for_each(Vec::clear);
+    }
+
+    /// Whether the profile written has all the samples and the columns the
+    /// capture's outputs call for: the off-CPU ones exactly when there are
+    /// off-CPU stacks.
     pub(super) fn fits(&self, off_cpu: bool) -> bool {
-        self.profile.is_some() && self.off_cpu == off_cpu
+        self.profile.is_some() && !self.spoiled && self.off_cpu == off_cpu
     }
 
     /// Finishes the profile with the off-CPU stacks `off_cpu` and publishes
@@ -106,19 +120,14 @@ impl StreamedPprof {
 
 impl Pipeline<'_> {
     /// The profile to write as the `units` runs stream, when pprof is
-    /// asked for and every unit is native (`perf script`'s text is walked
-    /// after the pass instead).
-    pub(super) fn streamed_pprof(
-        &self,
-        units: usize,
-        native: bool,
-    ) -> Result<Option<StreamedPprof>> {
+    /// asked for.
+    pub(super) fn streamed_pprof(&self, units: usize) -> Result<Option<StreamedPprof>> {
         let wanted = self
             .opts
             .formats
             .render
             .contains(&crate::output::render::Format::Pprof);
-        if !wanted || !native || units == 0 {
+        if !wanted || units == 0 {
             return Ok(None);
         }
         let ids = self.shard_ids().by_path();
@@ -132,6 +141,7 @@ impl Pipeline<'_> {
             current: 0,
             done: vec![false; units],
             held: (0..units).map(|_| Vec::new()).collect(),
+            spoiled: false,
         }))
     }
 }

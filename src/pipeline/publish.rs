@@ -66,9 +66,9 @@ impl Pipeline<'_> {
         Ok(Some(sizes.raw_bytes))
     }
 
-    /// `report.txt`: from the text just archived (read as it was symbolized,
-    /// else read again) or the capture's own text that was folded, which
-    /// keep each frame's DSO; from the folded stacks when there is neither.
+    /// `report.txt`: from the text just archived or the capture's own text
+    /// that was folded (read as it was symbolized or folded, else read
+    /// again), which keep each frame's DSO; from the folded stacks when there is neither.
     pub(super) fn report_profile(
         &self,
         pass: &mut Pass,
@@ -96,7 +96,9 @@ impl Pipeline<'_> {
         };
         // Off-CPU captures: the sampling event's, as the folded stacks.
         let event = self.fold_options().event_filter;
-        let streamed = pass.report.take().filter(|_| archived);
+        // Read as the text was symbolized or folded: dropped already when
+        // that text was not archived.
+        let streamed = pass.report.take();
         let mut profile = match (text, streamed) {
             (Some(t), Some(r)) => r.finish(&t)?,
             (Some(t), None) => crate::output::report::read::of_event(&t, event.as_deref())?,
@@ -274,11 +276,12 @@ impl Pipeline<'_> {
 
     /// Writes the rendered formats asked for (pictures only when not
     /// `refused`), with the pprof profile (and its off-CPU stacks, `off_cpu`:
-    /// the one streamed from the native runs' samples, else from one walk
+    /// the one streamed from the runs' samples, else from one walk
     /// over `text`), the page's timeline and the report's profile, when
     /// `text` is on disk; returns that profile (`None`: no walk,
-    /// or no report asked for). The profile read as the archive's text was
-    /// symbolized ([`Pass::report`]) is taken instead of reading it again.
+    /// or no report asked for). The profile read as the text was
+    /// symbolized or folded ([`Pass::report`]) is taken instead of reading
+    /// it again.
     /// A format that fails to draw fails the pass, not the run.
     pub(super) fn render_outputs(
         &self,
@@ -297,8 +300,8 @@ impl Pipeline<'_> {
             timeline = (pass.folded.cells.as_ref())
                 .filter(|_| wants(Format::Html))
                 .map(render::timeline::Timeline::from_cells);
-            // Written as the native runs streamed, unless its columns do
-            // not fit (then from the text, as for `perf script`'s).
+            // Written as the runs streamed, unless its columns do
+            // not fit or a block stayed text (then from the text).
             let streamed_pprof = pass.pprof.take().filter(|p| p.fits(off_cpu.is_some()));
             let mut pprof = (wants(Format::Pprof) && streamed_pprof.is_none())
                 .then(|| self.output(crate::output::pprof::PPROF))
@@ -306,7 +309,7 @@ impl Pipeline<'_> {
             if let Some(p) = streamed_pprof {
                 p.commit(off_cpu)?;
                 self.log(format!(
-                    "{}: from the samples as they were symbolized",
+                    "{}: from the samples as they were read",
                     crate::output::pprof::PPROF
                 ));
             }

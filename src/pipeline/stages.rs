@@ -18,8 +18,7 @@ use crate::output::render::Format;
 use crate::output::summary::StackStats;
 use crate::symbolize::kernel::{self, KernelSymbols};
 use crate::symbolize::native;
-use crate::sys::input::Source;
-use crate::text::fold::{self, Folder};
+use crate::text::fold;
 
 impl Pipeline<'_> {
     pub(super) fn run(self) -> Result<Done> {
@@ -97,10 +96,12 @@ impl Pipeline<'_> {
         // From here on outputs change: no marker may vouch for a mix.
         capture::clear_marker(&self.dir)?;
         let mut outputs = Vec::new();
+        // Folded from the capture's own text: what it read stays on disk.
+        let own_text = pass.parts.is_none();
         let archive_bytes = self.publish_archive(&mut pass)?;
         if archive_bytes.is_some() {
             outputs.push(capture::SCRIPT_ZST.to_string());
-        } else {
+        } else if !own_text {
             // The report's profile read as the units streamed is of text
             // not archived (a shard failed): the report reads what is on
             // disk, as before; the profile streamed is dropped alike.
@@ -292,8 +293,9 @@ impl Pipeline<'_> {
         ));
         let prepare = prepare_start.elapsed();
         let t = Instant::now();
-        let folder = Folder::new(self.fold_options_with_cells());
-        let mut folded = folder.fold_sources(&[Source::Path(text.to_path_buf())])?;
+        // One read for the fold, the report and the profile.
+        let own = self.read_own_text(text)?;
+        let mut folded = own.folded;
         let jit = crate::output::summary::jit::take_figures(&mut folded, &self.cap.found.dir);
         // The old post-processing's text says whether it has inline frames.
         let inline = (name == capture::SCRIPT_GZ)
@@ -333,8 +335,8 @@ impl Pipeline<'_> {
             pass: t.elapsed(),
             parts: None,
             kernel: None,
-            report: None,
-            pprof: None,
+            report: own.report,
+            pprof: own.pprof,
         })
     }
 

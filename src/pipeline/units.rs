@@ -1,10 +1,13 @@
 //! Running a capture's units of symbolizing work (planned in `plan`) up
 //! to `jobs` at once: each unit's text is written into a compressed,
-//! spooled archive part; its samples go to the fold and the report on
-//! this thread: a native unit's as structured samples
-//! ([`crate::symbolize::sample`], its text never read again; the pprof
-//! profile reads them too, `pprof_stream`), a `perf script` unit's as its
-//! text cut at sample boundaries. Then the results per shard.
+//! spooled archive part; its samples go to the fold, the report and the
+//! pprof profile (`pprof_stream`) on this thread as structured samples
+//! ([`crate::symbolize::sample`]): a native unit's as it symbolizes them,
+//! its text never read again; a `perf script` unit's text cut at sample
+//! boundaries and parsed once, on the unit's thread
+//! ([`crate::text::script_samples`]; a block the model does not print back
+//! goes on as text, read by the fold and the report, and the profile is
+//! then written from the archive). Then the results per shard.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -12,6 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
+use super::own_text::Consumers;
 use super::plan::{Plan, Unit};
 use super::pprof_stream::StreamedPprof;
 use super::{file_name, secs, Pipeline};
@@ -26,6 +30,7 @@ use crate::symbolize::sample::{Batch, Frames};
 use crate::sys::progress::{Bar, Counts};
 use crate::text::boundary::Chunker;
 use crate::text::fold::{Folded, Folder};
+use crate::text::script_samples::ScriptSamples;
 
 struct UnitResult {
     outcome: std::result::Result<RunOutcome, UnitError>,
@@ -105,7 +110,7 @@ impl Pipeline<'_> {
             None => unreachable!("plan() gives a perf to every perf unit"),
         };
         let recycle = |block: Vec<u8>| natively.recycle(block);
-        let mut pprof = self.streamed_pprof(units.len(), units.iter().all(|u| u.native))?;
+        let mut pprof = self.streamed_pprof(units.len())?;
         let (folded, results, report) = self.run_units(
             units,
             (jobs, zstd_workers),
@@ -228,27 +233,22 @@ impl Pipeline<'_> {
             for (unit, piece) in rx {
                 match piece {
                     Piece::Text(block) => {
-                        stream.push_whole_of(unit, &block);
-                        if let Some(r) = readers.as_mut() {
-                            r[unit].sample(&block);
+                        // Text the profile cannot take: it is written from
+                        // the archive instead.
+                        Consumers {
+                            stream: &mut stream,
+                            reader: readers.as_mut().map(|r| &mut r[unit]),
+                            pprof: pprof.as_deref_mut(),
                         }
+                        .text(unit, &block);
                         recycle(block);
                     }
-                    Piece::Samples(mut batch) => {
-                        // The profile keeps a table of its own: it may
-                        // take the batch after later ones.
-                        let new_frames = pprof.as_ref().map(|_| batch.new_frames.clone());
-                        let frames = &mut frames[unit];
-                        frames.take(&mut batch);
-                        stream.push_samples(unit, &batch, frames);
-                        if let Some(r) = readers.as_mut() {
-                            r[unit].samples(&batch, frames);
-                        }
-                        if let (Some(p), Some(new)) = (pprof.as_mut(), new_frames) {
-                            batch.new_frames = new;
-                            p.push(unit, batch);
-                        }
+                    Piece::Samples(batch) => Consumers {
+                        stream: &mut stream,
+                        reader: readers.as_mut().map(|r| &mut r[unit]),
+                        pprof: pprof.as_deref_mut(),
                     }
+                    .samples(unit, &mut frames[unit], batch),
                     Piece::Done => {
                         if let Some(p) = pprof.as_mut() {
                             p.done(unit);
@@ -375,11 +375,13 @@ impl Pipeline<'_> {
             }
         };
         let mut chunker = Chunker::default();
+        let mut parsed = ScriptSamples::default();
         let mut unwound = None;
         let (outcome, program) = match how {
             Symbolize::Perf(perf, script_opts, jit_maps) => {
                 let how = (perf, script_opts, jit_maps);
-                let r = run_perf(how, (index, unit), &mut part, &mut chunker, sinks);
+                let text = (&mut chunker, &mut parsed);
+                let r = run_perf(how, (index, unit), &mut part, text, sinks);
                 (r, perf.program.clone())
             }
             Symbolize::Native(n) => {
@@ -400,7 +402,7 @@ impl Pipeline<'_> {
         let write_tail = || -> io::Result<()> {
             part.write_all(&tail.extra)?;
             if !tail.block.is_empty() {
-                send(tx, index, Piece::Text(tail.block))?;
+                send(tx, index, text_piece(&mut parsed, tail.block))?;
             }
             Ok(())
         };
@@ -466,9 +468,10 @@ fn in_unit_order(results: Mutex<Vec<Option<UnitResult>>>) -> Vec<UnitResult> {
         .collect()
 }
 
-/// What a unit hands the fold and the report: text cut at sample
-/// boundaries (`perf script`), or structured samples (native); then that
-/// it is done.
+/// What a unit hands the fold and the report: structured samples (the
+/// native symbolizer's, or `perf script`'s text parsed), or text cut at
+/// sample boundaries (`perf script`'s that the model does not print back);
+/// then that it is done.
 enum Piece {
     Text(Vec<u8>),
     Samples(Batch),
@@ -496,7 +499,7 @@ enum Symbolize<'a> {
 
 /// Runs `perf script` over `unit`, JIT frames renamed from the capture's
 /// maps, teeing its text into `part` and, cut at sample boundaries by
-/// `chunker`, into the fold channel.
+/// `chunker` and parsed by `parsed`, into the fold channel.
 fn run_perf(
     (perf, script_opts, jit_maps): (
         &PerfTool,
@@ -505,7 +508,7 @@ fn run_perf(
     ),
     (index, unit): (usize, &Unit),
     part: &mut Part,
-    chunker: &mut Chunker,
+    (chunker, parsed): (&mut Chunker, &mut ScriptSamples),
     sinks: &UnitSinks<'_>,
 ) -> io::Result<RunOutcome> {
     let UnitSinks { tx, bytes_bar, .. } = sinks;
@@ -515,7 +518,7 @@ fn run_perf(
         part.write_all(bytes)?;
         bytes_bar.inc(bytes.len() as u64);
         if let Some(block) = chunker.push(bytes) {
-            send(tx, index, Piece::Text(block))?;
+            send(tx, index, text_piece(parsed, block))?;
         }
         Ok(())
     };
@@ -548,6 +551,15 @@ fn native_outcome(r: std::result::Result<native::Outcome, native::Error>) -> Run
             elapsed: Duration::ZERO,
             consumer_error: Some(format!("native symbolizer: {e}")),
         },
+    }
+}
+
+/// A block of a `perf script` run's text as it goes on: its samples, parsed
+/// once, or the text when the model does not print it back as it is.
+fn text_piece(parsed: &mut ScriptSamples, block: Vec<u8>) -> Piece {
+    match parsed.parse(&block) {
+        Some(batch) => Piece::Samples(batch),
+        None => Piece::Text(block),
     }
 }
 

@@ -3,7 +3,8 @@
 //! ([`boundary`]), folding into collapsed
 //! stacks ([`fold`]) with what `--compat inferno` turns off ([`compat`]), the
 //! sample-by-sample walk for outputs that need more than folded stacks
-//! ([`samples`]), and the off-CPU accounting of switch records ([`offcpu`]).
+//! ([`samples`]), `perf script` text parsed once into the sample model
+//! ([`script_samples`]), and the off-CPU accounting of switch records ([`offcpu`]).
 //! This stage reads text and returns values; where they are written is
 //! [`crate::output`]'s business.
 
@@ -14,3 +15,4 @@ pub mod fold;
 pub mod offcpu;
 pub mod perf_script;
 pub mod samples;
+pub mod script_samples;

@@ -98,11 +98,17 @@ pub fn walk_with_text(
 /// Calls `each` with every sample of the text at `path`, in order: runs of
 /// non-empty lines, read in [`BLOCK`] steps cut at sample boundaries.
 fn walk_blocks(path: &Path, mut each: impl FnMut(&[u8])) -> Result<()> {
-    let mut on_block = |text: &[u8]| {
+    blocks(path, |text| {
         for s in split_samples(text) {
             each(s);
         }
-    };
+    })
+}
+
+/// Calls `on_block` with the text at `path` (plain, `.zst` or `.gz`) in
+/// order, in blocks of about [`BLOCK`] bytes, each cut at a sample
+/// boundary (the last one at the end of the text).
+pub fn blocks(path: &Path, mut on_block: impl FnMut(&[u8])) -> Result<()> {
     match input::open(&Source::Path(path.to_path_buf()))? {
         Opened::Empty => {}
         Opened::Mapped(map) => {
