@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
+use super::real_profiles;
 use crate::util::{self, have, output_text, recorder, wait_for};
 
 const FUNCTIONS: &str = "tests/nsys/nsys-profiler.sh";
@@ -256,7 +257,54 @@ fn the_real_nsys_publishes_six_queries_back_to_back() {
     );
     for q in queries {
         check_real(&r, q);
+        read_as_nsys_stats_reads(&r, q);
     }
+}
+
+/// The published report of `q` read by `jobprof process` through the real
+/// `nsys export`: its stacks hold exactly the report's CPU samples (none,
+/// as the sidecar asks on 2022.4) and its OS runtime table equals `nsys
+/// stats` of the same report.
+fn read_as_nsys_stats_reads(r: &Real, q: &str) {
+    let rep = r
+        .out
+        .join("worker_0")
+        .join(q)
+        .join(format!("nsys_worker_w0_{q}.nsys-rep"));
+    let o = real_profiles::jobprof_process(&rep);
+    assert!(o.status.success(), "{q}: {}", output_text(&o));
+    let out = rep.with_extension("nsys-rep.jobprof");
+    let s = util::json(&out.join("summary.json"));
+    let sqlite = r.t.path().join(format!("{q}.stats.sqlite"));
+    let (osrt, _) = real_profiles::report_names();
+    let osrt_stats = real_profiles::stats(&rep, osrt, &sqlite);
+    assert!(
+        !osrt_stats.is_empty(),
+        "{q}: no OS runtime calls in the report"
+    );
+    assert_eq!(
+        real_profiles::table(&out.join("osrt.tsv")),
+        osrt_stats,
+        "{q}"
+    );
+    let db = rusqlite::Connection::open(&sqlite).unwrap();
+    let has_samples: bool = db
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE name = 'COMPOSITE_EVENTS'",
+            [],
+            |row| row.get::<_, i64>(0),
+        )
+        .unwrap()
+        > 0;
+    let samples: u64 = if has_samples {
+        db.query_row("SELECT count(*) FROM COMPOSITE_EVENTS", [], |row| {
+            row.get(0)
+        })
+        .unwrap()
+    } else {
+        0
+    };
+    assert_eq!(s["samples"], samples, "{q}: {s}");
 }
 
 /// A published real report: converted by the sidecar, settled, its argv

@@ -52,10 +52,11 @@ fn timeout(secs: u32, program: &str) -> Command {
     c
 }
 
-/// A real report of the worker: `nsys profile` (three times at most, a
-/// minute each, where a run takes seconds: on a loaded machine its
-/// shutdown can hang, "No transition in ...Shutdown"), then the importer when it left a
-/// `.qdstrm`.
+/// A real report of the worker: `nsys profile` (five times at most, a
+/// minute each, where a run takes seconds: its CPU sampling's stop can
+/// hang, a lost wakeup in nsys 2022.4's agent, docs/nsys.md; the timeout
+/// then prints "No transition in ...Shutdown"), then the importer when it
+/// left a `.qdstrm`.
 fn real_report(dir: &Path) -> PathBuf {
     let src = dir.join("worker.c");
     fs::write(&src, WORKER).unwrap();
@@ -72,7 +73,7 @@ fn real_report(dir: &Path) -> PathBuf {
     let out = dir.join("r");
     let (rep, qd) = (dir.join("r.nsys-rep"), dir.join("r.qdstrm"));
     let mut log = String::new();
-    for attempt in 0..3 {
+    for attempt in 0..5 {
         let session = format!("jobprof-profiles-{}-{attempt}", std::process::id());
         let o = timeout(60, "nsys")
             .args(["profile", "-t", "osrt,nvtx", "--sample=cpu", "-f", "true"])
@@ -124,7 +125,7 @@ fn end_agent(session: &str) {
 /// `nsys stats -r NAME --format csv` of the report: name -> (count, total
 /// ns), from the columns named `Name`/`Range`, `Num Calls`/`Instances`
 /// and `Total Time (ns)`. Its export goes to `sqlite`.
-fn stats(report: &Path, name: &str, sqlite: &Path) -> BTreeMap<String, (u64, u64)> {
+pub(super) fn stats(report: &Path, name: &str, sqlite: &Path) -> BTreeMap<String, (u64, u64)> {
     let o = timeout(300, "nsys")
         .args(["stats", "-q", "-r", name, "--format", "csv", "--sqlite"])
         .arg(sqlite)
@@ -157,7 +158,7 @@ fn stats(report: &Path, name: &str, sqlite: &Path) -> BTreeMap<String, (u64, u64
 }
 
 /// jobprof's table `file`: name -> (count, total ns).
-fn table(file: &Path) -> BTreeMap<String, (u64, u64)> {
+pub(super) fn table(file: &Path) -> BTreeMap<String, (u64, u64)> {
     fs::read_to_string(file)
         .unwrap_or_else(|e| panic!("{}: {e}", file.display()))
         .lines()
@@ -174,7 +175,7 @@ fn table(file: &Path) -> BTreeMap<String, (u64, u64)> {
 
 /// The report names of this nsys: `osrtsum`/`nvtxsum` in 2022.4,
 /// `osrt_sum`/`nvtx_sum` in newer ones.
-fn report_names() -> (&'static str, &'static str) {
+pub(super) fn report_names() -> (&'static str, &'static str) {
     let o = timeout(60, "nsys")
         .args(["stats", "--help-reports"])
         .output()
@@ -186,7 +187,7 @@ fn report_names() -> (&'static str, &'static str) {
     }
 }
 
-fn jobprof_process(report: &Path) -> Output {
+pub(super) fn jobprof_process(report: &Path) -> Output {
     util::jobprof().arg("process").arg(report).output().unwrap()
 }
 
