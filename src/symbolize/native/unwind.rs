@@ -765,6 +765,48 @@ mod tests {
         crate::symbolize::sources::resolve(path, &[], &search)
     }
 
+    /// glibc's `__vfork` pops its return address into RDI around the
+    /// syscall (`DW_CFA_register`): in the sampled frame the step takes
+    /// it from the sampled RDI, as perf does, where framehop stopped.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn a_return_address_in_a_register_is_read_from_the_sampled_one() {
+        use object::{Object, ObjectSymbol};
+        let libc = "/usr/lib/x86_64-linux-gnu/libc.so.6";
+        let t = load(&host_file(libc, None))
+            .unwrap()
+            .expect("libc's tables");
+        let bytes = std::fs::read(libc).unwrap();
+        let elf = object::File::parse(&*bytes).unwrap();
+        let vfork = (elf.dynamic_symbols())
+            .find(|s| s.name() == Ok("__vfork"))
+            .expect("__vfork in libc's .dynsym")
+            .address();
+        let mut ctx = gimli::UnwindContext::new();
+        let rdi = |n: u16| (n == 5).then_some(0x7f00_1234_5678);
+        let stepped = (vfork..vfork + 0x20).any(|svma| {
+            let Some(row) = cfi::expr_row(&t, svma, &mut ctx) else {
+                return false;
+            };
+            let mut read = |_| Err(());
+            let mut f = cfi::Frame {
+                sp: 0x1000,
+                bp: 0,
+                ip: svma,
+                other: &rdi,
+                read: &mut read,
+            };
+            matches!(
+                cfi::step(&t, &row, &mut f),
+                Ok((0x1000, _, Some(0x7f00_1234_5678)))
+            )
+        });
+        assert!(
+            stepped,
+            "no row of __vfork ({vfork:#x}) took its return address from RDI"
+        );
+    }
+
     #[test]
     fn missing_or_climbing_paths_have_no_tables() {
         let root = tempfile::tempdir().unwrap();

@@ -54,7 +54,8 @@ pub enum Fail {
 
 /// The row at `svma` (an address of `t`'s ELF address space) when it needs
 /// this module: a CFA that is an expression or comes from a register other
-/// than RSP and RBP, or an expression for the saved RBP or return address.
+/// than RSP and RBP, an expression for the saved RBP or return address, or
+/// a return address in another register.
 /// `None`: framehop's rules cover it (or `t` has no `.eh_frame_hdr`, or no
 /// FDE covers the address).
 pub fn expr_row(t: &DsoUnwind, svma: u64, ctx: &mut UnwindContext<usize>) -> Option<Row> {
@@ -89,7 +90,11 @@ pub fn expr_row(t: &DsoUnwind, svma: u64, ctx: &mut UnwindContext<usize>) -> Opt
         }
         CfaRule::Expression(_) => true,
     };
-    (needed || is_expr(&bp) || is_expr(&ra)).then(|| Row {
+    // A return address kept in a register (`DW_CFA_register`: glibc's
+    // `__vfork` pops it into RDI around the syscall) is known in the
+    // sampled frame only; framehop takes no such rule and stops there.
+    let in_reg = matches!(ra, RegisterRule::Register(_));
+    (needed || is_expr(&bp) || is_expr(&ra) || in_reg).then(|| Row {
         cfa: row.cfa().clone(),
         bp,
         ra,
