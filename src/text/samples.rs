@@ -134,7 +134,8 @@ pub fn blocks(path: &Path, mut on_block: impl FnMut(&[u8])) -> Result<()> {
                     };
                     on_block(&buf[..end]);
                     buf.drain(..end);
-                    if buf.len() > BLOCK + input::MAX_RECORD {
+                    // What is left is one sample not yet ended.
+                    if buf.len() > input::MAX_RECORD {
                         return Err(input::oversized(s.path(), "a sample"));
                     }
                 }
