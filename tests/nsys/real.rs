@@ -287,23 +287,7 @@ fn read_as_nsys_stats_reads(r: &Real, q: &str) {
         osrt_stats,
         "{q}"
     );
-    let db = rusqlite::Connection::open(&sqlite).unwrap();
-    let has_samples: bool = db
-        .query_row(
-            "SELECT count(*) FROM sqlite_master WHERE name = 'COMPOSITE_EVENTS'",
-            [],
-            |row| row.get::<_, i64>(0),
-        )
-        .unwrap()
-        > 0;
-    let samples: u64 = if has_samples {
-        db.query_row("SELECT count(*) FROM COMPOSITE_EVENTS", [], |row| {
-            row.get(0)
-        })
-        .unwrap()
-    } else {
-        0
-    };
+    let samples = real_profiles::cpu_samples(&sqlite);
     assert_eq!(s["samples"], samples, "{q}: {s}");
 }
 
