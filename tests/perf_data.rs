@@ -213,6 +213,34 @@ fn dwarf_perf_data_agrees_with_perf_script() {
     agrees_with_perf_script(r, C_NAMES);
 }
 
+/// A library met only in call chains: tests/programs/own_code.c spends
+/// its time in its own code, so libc is only the root of its stacks
+/// (`__libc_start_call_main`), never where a sample hit, and perf records
+/// no build id for it. perf script reads the id of the live file and names
+/// those frames from this host's debug file by that id; so must jobprof
+/// (it left them `[libc.so.6]`).
+#[test]
+fn a_library_only_in_call_chains_is_named_from_its_debug_file_by_the_live_id() {
+    let exe = util::program("own_code", "tests/programs/own_code.c", &["-O1", "-g"]);
+    if !util::require(exe.is_some(), "gcc for tests/programs/own_code.c") {
+        return;
+    }
+    let Some(r) = record_worker(&mut Command::new(exe.unwrap()), &["--call-graph", "dwarf"]) else {
+        return;
+    };
+    let ids = Command::new("perf")
+        .args(["buildid-list", "-i"])
+        .arg(&r.data)
+        .output()
+        .unwrap();
+    let ids = String::from_utf8_lossy(&ids.stdout);
+    assert!(
+        !ids.contains("libc.so"),
+        "libc was recorded with a build id, the case is not met: {ids}"
+    );
+    agrees_with_perf_script(&r, &["spin", "__libc_start_call_main"]);
+}
+
 /// The C worker's own frames, libc's and the vDSO's.
 const C_NAMES: &[&str] = &["compute_stage", "__vdso_clock_gettime"];
 

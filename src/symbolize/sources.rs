@@ -312,9 +312,12 @@ pub fn resolve(path: &str, build_id: &[u8], search: &Search) -> Resolved {
         return r;
     }
     let rel = path.trim_start_matches('/');
-    let hex = real_id(build_id).map(crate::sys::digest::hex);
+    let mut hex = real_id(build_id).map(crate::sys::digest::hex);
     if let Some(symfs) = &search.symfs {
         r.offer(symfs, symfs.join(rel), Kind::Snapshot, true);
+        if hex.is_none() {
+            hex = r.adopt_binary_id(search);
+        }
         for p in snapshot_debug(symfs, rel, hex.as_deref()) {
             r.offer(symfs, p, Kind::SnapshotDebug, false);
         }
@@ -330,6 +333,10 @@ pub fn resolve(path: &str, build_id: &[u8], search: &Search) -> Resolved {
         }
     }
     if let Some(host) = &search.host {
+        if hex.is_none() && !vdso && search.owner.is_none() {
+            r.offer_host_file(host.join(rel), host, false, search);
+            hex = r.adopt_binary_id(search);
+        }
         if let Some(hex) = &hex {
             r.offer_host_debug(host, hex, search);
         }
@@ -345,10 +352,27 @@ pub fn resolve(path: &str, build_id: &[u8], search: &Search) -> Resolved {
             }
         }
     }
+    r.recorded = build_id.to_vec();
     r
 }
 
 impl Resolved {
+    /// A capture that recorded no build id for a DSO (perf records ids
+    /// only for DSOs its samples hit; one met only in call chains has
+    /// none): the taken binary's own id, which from here on every
+    /// candidate must carry, as perf's `dso__load` reads the id of the
+    /// file it opened and looks for debug files by it (libc's symbols in
+    /// `/usr/lib/debug/.build-id/`). The processing user's captures only:
+    /// another user's binary is theirs to forge.
+    fn adopt_binary_id(&mut self, search: &Search) -> Option<String> {
+        let id = self.binary.as_ref()?.build_id.as_deref()?;
+        if search.owner.is_some() || real_id(id).is_none() {
+            return None;
+        }
+        self.recorded = id.to_vec();
+        Some(crate::sys::digest::hex(id))
+    }
+
     /// Offers this host's debug files of build id `hex` (hex digits)
     /// under `host`, and the build-id cache's, `--debug-dir`'s and
     /// debuginfod's, opened as [`Search::owner`] when there is one.
@@ -731,6 +755,61 @@ mod tests {
         assert_eq!(id_of(&r.binary.unwrap().path), id);
         // No id recorded: taken by path, as perf does.
         assert!(resolve("/opt/app/server", &[], &search).binary.is_some());
+    }
+
+    #[test]
+    fn without_a_recorded_id_debug_files_are_found_by_the_binarys_own_id() {
+        let Some((exe, id)) = exe() else {
+            panic!("this test binary has no build id");
+        };
+        let host = tempfile::tempdir().unwrap();
+        let put = |rel: &str, from: &Path| {
+            let at = host.path().join(rel);
+            std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+            std::fs::copy(from, &at).unwrap();
+        };
+        put("usr/lib/libx.so", &exe);
+        let hex = crate::sys::digest::hex(&id);
+        let by_id = format!("usr/lib/debug/.build-id/{}/{}.debug", &hex[..2], &hex[2..]);
+        put(&by_id, &exe);
+        let search = Search {
+            host: Some(host.path().to_path_buf()),
+            ..Search::default()
+        };
+        // As perf's dso__load: the live file's id finds its debug file.
+        let r = resolve("/usr/lib/libx.so", &[], &search);
+        assert_eq!(r.binary.as_ref().unwrap().kind, Kind::HostFile);
+        assert_eq!(r.debug.len(), 1, "{r:?}");
+        assert_eq!(r.debug[0].kind, Kind::HostDebug);
+        assert!(r.recorded.is_empty(), "the recorded id is still none");
+        // Found inside a snapshot the same way, by the snapshot's copy.
+        let symfs = tempfile::tempdir().unwrap();
+        let snap = symfs.path().join("usr/lib/libx.so");
+        std::fs::create_dir_all(snap.parent().unwrap()).unwrap();
+        std::fs::copy(&exe, &snap).unwrap();
+        let with_snapshot = Search {
+            symfs: Some(symfs.path().to_path_buf()),
+            ..search.clone()
+        };
+        let r = resolve("/usr/lib/libx.so", &[], &with_snapshot);
+        assert_eq!(r.binary.as_ref().unwrap().kind, Kind::Snapshot);
+        assert_eq!(r.debug[0].kind, Kind::HostDebug, "{r:?}");
+        // A file of another id under that name is not taken.
+        let other = host.path().join(&by_id);
+        std::fs::remove_file(&other).unwrap();
+        let mut bytes = std::fs::read(&exe).unwrap();
+        let at = bytes.windows(id.len()).position(|w| w == id).unwrap();
+        bytes[at] ^= 0xff;
+        std::fs::write(&other, bytes).unwrap();
+        let r = resolve("/usr/lib/libx.so", &[], &search);
+        assert!(r.debug.is_empty(), "{r:?}");
+        assert_eq!(r.rejected.len(), 1, "{r:?}");
+        // Another user's capture: no id recorded names nothing here.
+        let theirs = Search {
+            owner: Some(Creds::anyone()),
+            ..search
+        };
+        assert!(!resolve("/usr/lib/libx.so", &[], &theirs).found());
     }
 
     #[test]
