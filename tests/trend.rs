@@ -5,7 +5,8 @@
 //! are processed by the real binary (with `perf script`). Three runs are
 //! unchanged; a fourth computes one more expression in q1 (a substring
 //! search in a quarter of the rows, whose compare loop is the named
-//! `duckdb::FindStrInStr`, a sixth of q1's samples). The unchanged series
+//! `duckdb::FindStrInStr`; with its memchr, about half of that run's q1
+//! samples). The unchanged series
 //! must flag nothing, the series ending with the injected run must flag q1
 //! and `duckdb::FindStrInStr`, and the false-positive rate is measured over
 //! many series resampled from the real replicates.
@@ -175,20 +176,23 @@ fn injected_work_is_flagged_for_its_query_and_function() {
     let line = regressed_line(&out);
     assert!(line.contains("points, p="), "{line}");
     assert!(line.chars().count() <= 80, "{line}");
-    // The cause, not every caller: the functions whose own time rose,
-    // their callers' `[total]` findings (and their own) folded under them
+    // The cause, not every caller: the functions whose own time rose (the
+    // injected expression's: the search, memchr, and as the run's noise
+    // has it the CASE, the modulo and the scan of the padded column), their
+    // callers' `[total]` findings (and their own) folded under them
     // ("called from: ..." where the stacks name callers; DuckDB has no
-    // frame pointers, so here they seldom do).
+    // frame pointers, so here they seldom do). Nothing the new work
+    // diluted is flagged: no line of q6, none improved, no caller.
     let text = util::stdout(&out);
     let flagged: Vec<&str> = text
         .lines()
         .filter(|l| l.starts_with("regressed ") || l.starts_with("improved "))
         .collect();
-    assert!(flagged.len() <= 3, "{text}");
+    assert!(flagged.len() <= 6, "{text}");
     assert!(
-        !flagged
-            .iter()
-            .any(|l| l.contains("[total]") || l.contains("Py_RunMain")),
+        flagged.iter().all(|l| l.starts_with("regressed q1 ")
+            && !l.contains("[total]")
+            && !l.contains("Py_RunMain")),
         "{text}"
     );
     let err = util::stderr(&out);

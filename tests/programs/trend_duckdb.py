@@ -4,9 +4,9 @@ capture window (`jobprof-record start/stop --query qN_iterK`, driven from
 here as a benchmark driver would). With INJECT=1, q1 computes one more
 expression (the position of 'ab' in a quarter of the 60-character pads, which
 is never there: a naive substring search, whose compare loop is
-duckdb::FindStrInStr, a named function of the wheel's stripped library, with
-about a sixth of q1's samples, and memchr), the injected regression the test
-must find. Each window runs its query several times, so that a replicate has
+duckdb::FindStrInStr, a named function of the wheel's stripped library, and
+memchr: about half of that run's q1 samples), the injected regression the
+test must find. Each window runs its query several times, so that a replicate has
 a few hundred samples at 997 Hz.
 
 usage: trend_duckdb.py RECORDER TOKENS WORKER READY ITERATIONS INJECT
