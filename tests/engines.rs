@@ -64,12 +64,15 @@ impl Captured {
 fn capture(py: &Path, engine: &str, call_graph: &str) -> Captured {
     let keep = tempfile::tempdir().unwrap();
     let root = keep.path().join("result");
+    // JOBPROF_TEST_ENGINE_WINDOW=SECONDS: longer windows (more samples,
+    // rarer stacks met) when working on the agreement itself.
+    let window = std::env::var("JOBPROF_TEST_ENGINE_WINDOW").unwrap_or_else(|_| "0.3".into());
     // Short windows at 499 Hz: perf script --inline asks addr2line about
     // every distinct address, about a second each in a large library.
     util::record_python(
         py,
         &format!("tests/engines/engine_{engine}.py"),
-        &["0.3"],
+        &[&window],
         &root,
         &[
             "--call-graph",
