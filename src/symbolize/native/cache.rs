@@ -23,10 +23,13 @@
 //! their temporary files are ever removed, nothing else in it.
 //!
 //! **Keys, never trusted across a mismatch.** A file's name and header
-//! carry a SHA-256 of what it was built from: this jobprof executable (its
-//! own build id: a rebuilt jobprof, whose rules may differ, never reads an
-//! older one's tables), the kind, and, for every symbol file it was read
-//! from, the SHA-256 of the file's bytes ([`Content`]), and who other than
+//! carry a BLAKE3 hash of what it was built from: this jobprof executable
+//! (its own build id: a rebuilt jobprof, whose rules may differ, never
+//! reads an older one's tables), the kind, and, for every symbol file it
+//! was read from, the BLAKE3 hash of the file's bytes ([`Content`]; a
+//! cryptographic hash, as collision-resistant as SHA-256 and a third of its
+//! CPU time with the CPU's SHA extensions: 13 against 47 ms for a 68 MB
+//! library, which every run that meets it reads whole), and who other than
 //! this user and root could rewrite the file in place (its owner). A
 //! capture's owner may write anything in its `symfs/`, build ids
 //! included: by content, a forged file is another key, and an entry built
@@ -55,8 +58,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use sha2::{Digest, Sha256};
-
 use crate::sys::confined::Dir;
 use crate::sys::creds::Creds;
 
@@ -65,9 +66,8 @@ mod directory;
 use directory::{open_private, ours, Ours};
 
 const MAGIC: &[u8; 8] = b"jobprofK";
-/// 2: entries keyed by the contents of their files (1: by build id and
-/// size).
-const VERSION: u32 = 2;
+/// 3: keyed by BLAKE3 hashes (2: SHA-256; 1: by build id and size).
+const VERSION: u32 = 3;
 /// The tag that marks a directory as jobprof's cache.
 const TAG: &str = "CACHEDIR.TAG";
 /// The tag's first line (the Cache Directory Tagging standard).
@@ -153,11 +153,11 @@ pub fn identity(root: &Path, path: &Path) -> Option<FileId> {
     meta.ok().map(|m| file_id(&m))
 }
 
-/// What a key says about one file an entry is built from: the SHA-256 of
-/// its bytes, and who else could rewrite them in place.
+/// What a key says about one file an entry is built from: the BLAKE3 hash
+/// of its bytes, and who else could rewrite them in place.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Content {
-    /// SHA-256 of the file's bytes.
+    /// BLAKE3 hash of the file's bytes.
     pub digest: [u8; 32],
     /// The file's owner when it is neither this user nor root (who may
     /// change its bytes after they were hashed); `None`: only this user
@@ -205,12 +205,14 @@ impl Hashed {
         if before.mode() & 0o022 != 0 {
             return None;
         }
-        let mut h = Sha256::new();
+        let mut h = blake3::Hasher::new();
         let mut buf = vec![0u8; HASH_STEP];
         loop {
             match f.read(&mut buf) {
                 Ok(0) => break,
-                Ok(n) => h.update(&buf[..n]),
+                Ok(n) => {
+                    h.update(&buf[..n]);
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(_) => return None,
             }
@@ -227,7 +229,7 @@ impl Hashed {
             path: path.to_path_buf(),
             id,
             content: Content {
-                digest: h.finalize().into(),
+                digest: *h.finalize().as_bytes(),
                 writer: (owner != me && owner != 0).then_some(owner),
             },
         })
@@ -397,12 +399,12 @@ impl Cache {
     /// The file name and header digest of the entry of `kind` for `key`.
     fn name(&self, kind: Kind, key: &[u8]) -> (OsString, [u8; 32]) {
         let me = self.me.get_or_init(own_identity);
-        let mut h = Sha256::new();
-        h.update((me.len() as u64).to_le_bytes());
+        let mut h = blake3::Hasher::new();
+        h.update(&(me.len() as u64).to_le_bytes());
         h.update(me);
-        h.update(kind.tag().1.to_le_bytes());
+        h.update(&kind.tag().1.to_le_bytes());
         h.update(key);
-        let digest: [u8; 32] = h.finalize().into();
+        let digest: [u8; 32] = *h.finalize().as_bytes();
         let hex = crate::sys::digest::hex(&digest[..16]);
         (format!("{}-{hex}", kind.tag().0).into(), digest)
     }

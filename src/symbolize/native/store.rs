@@ -20,7 +20,7 @@
 //! captures only when those files are the same ([`DsoId`]): with a build
 //! id that every taken file carries in its `.note.gnu.build-id` (the
 //! resolver takes no other), the recorded path, the build id, and the kind
-//! and content of each taken file ([`Content`]: the SHA-256 of its bytes,
+//! and content of each taken file ([`Content`]: the BLAKE3 hash of its bytes,
 //! and its owner when another user could rewrite it: a build id is only
 //! bytes a capture's owner wrote, and a forged file must never name
 //! another capture's frames); otherwise (no build id recorded, a file
