@@ -241,6 +241,44 @@ fn a_library_only_in_call_chains_is_named_from_its_debug_file_by_the_live_id() {
     agrees_with_perf_script(&r, &["spin", "__libc_start_call_main"]);
 }
 
+/// Folded code without debug information (tests/programs/folded.c: three
+/// local symbols at one address): perf names the address by the longest
+/// name, and with inline frames (its default, on call chains unwound from
+/// stack copies) prints what binutils' `addr2line` answers, the first
+/// listed, as an inlined frame; so must jobprof (it printed the longest:
+/// pyarrow's `CTypeImpl<UInt32Type>::layout` where perf printed
+/// `CTypeImpl<FloatType>::layout`).
+#[test]
+fn folded_code_is_named_as_perf_script_names_it_with_inline_frames() {
+    let exe = util::program("folded", "tests/programs/folded.c", &["-O1"]);
+    if !util::require(exe.is_some(), "gcc for tests/programs/folded.c") {
+        return;
+    }
+    let Some(r) = record_worker(&mut Command::new(exe.unwrap()), &["--call-graph", "dwarf"]) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let native = user_part(&r.data, &tmp.path().join("native.folded"));
+    let reference_text = tmp.path().join("reference.script");
+    let o = Command::new("perf")
+        .args(["script", "--inline", "-i"])
+        .arg(&r.data)
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "perf script --inline: {}", text(&o));
+    fs::write(&reference_text, o.stdout).unwrap();
+    let reference = user_part(&reference_text, &tmp.path().join("reference.folded"));
+    crate::native::assert_agreement(
+        "fold perf.data vs perf script --inline",
+        &native,
+        &reference,
+    );
+    let through = |f: &str| native.keys().any(|s| s.split(';').any(|x| x == f));
+    assert!(through("b_spin"), "binutils' name: {native:?}");
+    assert!(!through("a_spin_with_a_much_longer_name"), "{native:?}");
+}
+
 /// The C worker's own frames, libc's and the vDSO's.
 const C_NAMES: &[&str] = &["compute_stage", "__vdso_clock_gettime"];
 

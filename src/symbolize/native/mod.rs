@@ -416,6 +416,11 @@ fn name_user_frame(entry: &store::Entry, dso: &str, addr: u64, expand: bool) -> 
                 return lines;
             }
         }
+        // No line for the address: perf still prints addr2line's function,
+        // binutils' pick of the symbols starting there.
+        if let Some(name) = syms.table.bfd_name(vaddr) {
+            return inline::frame_lines(&[name.to_string()], &base, h.offset, dso);
+        }
     }
     vec![Line::new(format!("{base}+{:#x}", h.offset), dso)]
 }

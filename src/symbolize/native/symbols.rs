@@ -63,6 +63,24 @@ pub struct SymbolTable {
     /// A kernel table's `_text`: where the core kernel starts in the boot
     /// the table describes.
     text: Option<u64>,
+    /// Every symbol of each address two or more start at (identical code
+    /// folded by the linker: `CTypeImpl<FloatType>::layout` and three
+    /// others at one address), by start, each group in symbol-table
+    /// order: binutils names such an address by its own rule
+    /// ([`SymbolTable::bfd_name`]), not perf's.
+    aliases: Vec<Alias>,
+}
+
+/// One symbol of an address several start at.
+#[derive(Debug, Clone, Copy)]
+struct Alias {
+    start: u64,
+    /// BFD's size: the symbol's, 1 for an unsized one.
+    size: u64,
+    /// `STT_NOTYPE`.
+    untyped: bool,
+    name_at: u64,
+    name_len: u32,
 }
 
 /// A symbol found for an address.
@@ -126,6 +144,14 @@ impl SymbolTable {
     pub fn build(mut syms: Vec<RawSymbol>, kallsyms: bool) -> SymbolTable {
         // Stable: symbols at one address stay in table order.
         syms.sort_by_key(|s| s.start);
+        let mut aliases = Vec::new();
+        if !kallsyms {
+            for group in syms.chunk_by(|a, b| a.start == b.start) {
+                if group.len() > 1 {
+                    aliases.extend(group.iter().cloned());
+                }
+            }
+        }
         // Keep the best of each run of equal starts. For a kernel table
         // that is the last one listed (`__x64_sys_getppid` over the
         // `__ia32_sys_getppid` above it): perf 6.1 ends every kallsyms
@@ -148,7 +174,7 @@ impl SymbolTable {
         // the old buffer beside the new while it moved.
         let mut t = SymbolTable {
             syms: Vec::with_capacity(kept.len()),
-            names: String::with_capacity(kept.iter().map(|s| s.name.len()).sum()),
+            names: String::with_capacity(kept.iter().chain(&aliases).map(|s| s.name.len()).sum()),
             ..SymbolTable::default()
         };
         let mut modules = Modules::default();
@@ -168,6 +194,19 @@ impl SymbolTable {
             t.syms.push(sym);
         }
         t.modules = modules.names;
+        t.aliases = aliases
+            .iter()
+            .map(|a| {
+                let sym = t.sym(a.start, &a.name, NO_MODULE);
+                Alias {
+                    start: a.start,
+                    size: a.size.max(1),
+                    untyped: a.untyped,
+                    name_at: sym.name_at,
+                    name_len: sym.name_len,
+                }
+            })
+            .collect();
         t
     }
 
@@ -216,8 +255,54 @@ impl SymbolTable {
     }
 }
 
+impl SymbolTable {
+    /// The name binutils gives `addr` from this symbol table where it
+    /// differs from [`SymbolTable::find`]'s, or `None`: `addr2line -f`
+    /// (which `perf script --inline` asks for every address of a DWARF
+    /// call chain, and whose answer it prints, as an inlined frame when it
+    /// is not perf's own symbol, even without a line) takes, among the
+    /// symbols starting at one address, the first in symbol-table order
+    /// (BFD's `better_fit`: one that reaches `addr` over one that does
+    /// not, a function over a label, then the smaller, then the earlier),
+    /// where perf keeps the longest name.
+    pub fn bfd_name(&self, addr: u64) -> Option<&str> {
+        let hit = self.find(addr)?;
+        let start = addr - hit.offset;
+        let from = self.aliases.partition_point(|a| a.start < start);
+        let group = self.aliases[from..].iter().take_while(|a| a.start == start);
+        let mut best: Option<&Alias> = None;
+        for a in group {
+            best = match best {
+                Some(b) if !bfd_better_fit(b, a, addr) => Some(b),
+                _ => Some(a),
+            };
+        }
+        let b = best?;
+        let at = b.name_at as usize;
+        let name = &self.names[at..at + b.name_len as usize];
+        (name != hit.name).then_some(name)
+    }
+}
+
+/// BFD's `better_fit` for two symbols starting at one address: whether
+/// `new` beats the current `best` for `addr`.
+fn bfd_better_fit(best: &Alias, new: &Alias, addr: u64) -> bool {
+    if best.start + best.size < addr {
+        return new.size > best.size;
+    }
+    if new.start + new.size < addr {
+        return false;
+    }
+    if best.untyped != new.untyped {
+        return best.untyped;
+    }
+    new.size < best.size
+}
+
 /// [`SymbolTable::encode`]'s bytes per symbol.
 const ENCODED_SYM: usize = 32;
+/// [`SymbolTable::encode`]'s bytes per alias.
+const ENCODED_ALIAS: usize = 29;
 
 impl SymbolTable {
     /// Appends this table to `out` for the persistent cache
@@ -241,6 +326,14 @@ impl SymbolTable {
             out.extend_from_slice(m.as_bytes());
         }
         put_u64(out, self.text.map_or(u64::MAX, |t| t));
+        put_u64(out, self.aliases.len() as u64);
+        for a in &self.aliases {
+            put_u64(out, a.start);
+            put_u64(out, a.size);
+            put_u64(out, a.name_at);
+            put_u32(out, a.name_len);
+            out.push(u8::from(a.untyped));
+        }
     }
 
     /// A table [`SymbolTable::encode`] wrote, read from `c`; `None` when
@@ -257,6 +350,9 @@ impl SymbolTable {
             modules.push(std::str::from_utf8(c.bytes(len)?).ok()?.into());
         }
         let text = Some(c.u64()?).filter(|&t| t != u64::MAX);
+        let n_aliases = c.usize()?;
+        let raw_aliases = c.bytes(n_aliases.checked_mul(ENCODED_ALIAS)?)?;
+        let aliases = decode_aliases(raw_aliases, &names)?;
         let mut syms = Vec::with_capacity(n);
         let mut last = 0;
         for r in raw.chunks_exact(ENCODED_SYM) {
@@ -285,8 +381,38 @@ impl SymbolTable {
             names,
             modules,
             text,
+            aliases,
         })
     }
+}
+
+/// The aliases [`SymbolTable::encode`] wrote: `None` unless every name is
+/// in `names` and the starts are in order.
+fn decode_aliases(raw: &[u8], names: &str) -> Option<Vec<Alias>> {
+    let mut out = Vec::with_capacity(raw.len() / ENCODED_ALIAS);
+    let mut last = 0;
+    for r in raw.chunks_exact(ENCODED_ALIAS) {
+        let mut f = super::cache::Cursor::new(r);
+        let a = Alias {
+            start: f.u64()?,
+            size: f.u64()?,
+            name_at: f.u64()?,
+            name_len: f.u32()?,
+            untyped: f.bytes(1)?[0] != 0,
+        };
+        let at = usize::try_from(a.name_at).ok()?;
+        let ok = a.start >= last
+            && a.size > 0
+            && names
+                .get(at..at.checked_add(a.name_len as usize)?)
+                .is_some();
+        if !ok {
+            return None;
+        }
+        last = a.start;
+        out.push(a);
+    }
+    Some(out)
 }
 
 /// perf: the last symbol of a kernel table ends a page past its start.
@@ -471,6 +597,54 @@ mod tests {
         assert_eq!(
             demangle(t.find(0x501).unwrap().name),
             "<usize as core::fmt::Display>::fmt"
+        );
+    }
+
+    #[test]
+    fn binutils_names_an_address_of_folded_code_by_its_first_symbol() {
+        let mut label = sym(0x300, 0, Binding::Global, "a_label");
+        label.untyped = true;
+        let t = SymbolTable::build(
+            vec![
+                // pyarrow's libarrow.so.2600: four local aliases, one size.
+                sym(0x100, 0x80, Binding::Local, "b_float_layout"),
+                sym(0x100, 0x80, Binding::Local, "c_uint32_layout_longest"),
+                sym(0x100, 0x80, Binding::Local, "d_list_layout"),
+                sym(0x200, 0x10, Binding::Global, "alone"),
+                label,
+                sym(0x300, 0x10, Binding::Local, "the_function"),
+                sym(0x400, 0x4, Binding::Local, "s"),
+                sym(0x400, 0x10, Binding::Local, "a_long_one"),
+            ],
+            false,
+        );
+        // perf keeps the longest name; binutils the first listed.
+        assert_eq!(t.find(0x140).unwrap().name, "c_uint32_layout_longest");
+        assert_eq!(t.bfd_name(0x140), Some("b_float_layout"));
+        // One symbol at its address, or binutils agrees: nothing to say.
+        assert_eq!(t.bfd_name(0x208), None);
+        assert_eq!(t.bfd_name(0x50), None);
+        // A function over a label.
+        assert_eq!(t.find(0x304).unwrap().name, "the_function");
+        assert_eq!(t.bfd_name(0x304), None);
+        // One that reaches the address over one that does not; else the
+        // smaller.
+        assert_eq!(t.find(0x40c).unwrap().name, "a_long_one");
+        assert_eq!(t.bfd_name(0x40c), None);
+        assert_eq!(t.bfd_name(0x402), Some("s"));
+        // The persistent cache keeps them.
+        let mut bytes = Vec::new();
+        t.encode(&mut bytes);
+        let back = SymbolTable::decode(&mut crate::symbolize::native::cache::Cursor::new(&bytes))
+            .expect("decodes");
+        assert_eq!(back.bfd_name(0x140), Some("b_float_layout"));
+        assert_eq!(back.bfd_name(0x402), Some("s"));
+        // A damaged alias name is refused.
+        let at = bytes.len() - 5;
+        bytes[at - 4..at].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(
+            SymbolTable::decode(&mut crate::symbolize::native::cache::Cursor::new(&bytes))
+                .is_none()
         );
     }
 
