@@ -11,7 +11,10 @@
 //! the ordinary frame line; any other prints as `NAME+0xOFF (inlined)`,
 //! with the offset from the ELF symbol and no DSO. No line number for the
 //! address itself (no debug information, or a compiler-made row) means no
-//! inline list: the frame prints as without `--inline`. perf 6.1 does this
+//! inline list here: the frame prints as without `--inline`, unless
+//! binutils names the address from the symbol table otherwise than perf
+//! does (folded code: [`super::symbols::SymbolTable::bfd_name`]), which
+//! perf prints as an inlined frame. perf 6.1 does this
 //! only for call chains it unwinds from stack copies (`--call-graph
 //! dwarf`); frame-pointer chains print no inline frames even with
 //! `--inline` (the change that added them to other chains was reverted
