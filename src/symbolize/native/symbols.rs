@@ -147,7 +147,7 @@ impl SymbolTable {
         let mut aliases = Vec::new();
         if !kallsyms {
             for group in syms.chunk_by(|a, b| a.start == b.start) {
-                if group.len() > 1 {
+                if group.len() > 1 && !bfd_agrees(group) {
                     aliases.extend(group.iter().cloned());
                 }
             }
@@ -282,6 +282,24 @@ impl SymbolTable {
         let name = &self.names[at..at + b.name_len as usize];
         (name != hit.name).then_some(name)
     }
+}
+
+/// Whether binutils names every address of `group` (symbols starting at
+/// one address, in table order) as perf does: all of one size and type,
+/// perf's pick listed first. Only the other groups are kept.
+fn bfd_agrees(group: &[RawSymbol]) -> bool {
+    let first = &group[0];
+    let uniform = group
+        .iter()
+        .all(|s| s.size.max(1) == first.size.max(1) && s.untyped == first.untyped);
+    let perf_pick = group.iter().reduce(|best, s| {
+        if better(s, best) == Ordering::Less {
+            s
+        } else {
+            best
+        }
+    });
+    uniform && perf_pick.is_some_and(|p| std::ptr::eq(p, first))
 }
 
 /// BFD's `better_fit` for two symbols starting at one address: whether
@@ -615,9 +633,14 @@ mod tests {
                 sym(0x300, 0x10, Binding::Local, "the_function"),
                 sym(0x400, 0x4, Binding::Local, "s"),
                 sym(0x400, 0x10, Binding::Local, "a_long_one"),
+                sym(0x500, 0x8, Binding::Local, "the_longest_first"),
+                sym(0x500, 0x8, Binding::Local, "short"),
             ],
             false,
         );
+        // A group binutils names as perf does is not kept.
+        assert!(t.aliases.iter().all(|a| a.start != 0x500));
+        assert_eq!(t.bfd_name(0x504), None);
         // perf keeps the longest name; binutils the first listed.
         assert_eq!(t.find(0x140).unwrap().name, "c_uint32_layout_longest");
         assert_eq!(t.bfd_name(0x140), Some("b_float_layout"));
