@@ -417,8 +417,10 @@ fn name_user_frame(entry: &store::Entry, dso: &str, addr: u64, expand: bool) -> 
             }
         }
         // No line for the address: perf still prints addr2line's function,
-        // binutils' pick of the symbols starting there.
-        if let Some(name) = syms.table.bfd_name(vaddr) {
+        // binutils' pick of the symbols starting there; it asks addr2line
+        // nothing about `[vdso]` or a `/tmp/perf-PID.map` (`dso__name`).
+        let asked = !dso.starts_with('[') && !dso.starts_with("/tmp/perf-");
+        if let Some(name) = syms.table.bfd_name(vaddr).filter(|_| asked) {
             return inline::frame_lines(&[name.to_string()], &base, h.offset, dso);
         }
     }
