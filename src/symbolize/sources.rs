@@ -677,6 +677,12 @@ mod tests {
         Some((exe, id))
     }
 
+    /// Copies `from` to `at`, its directories made.
+    fn copy_to(from: &Path, at: &Path) {
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        std::fs::copy(from, at).unwrap();
+    }
+
     /// Runs `f` in a forked child and returns its exit status (a signal
     /// that kills it is part of the status).
     fn in_child(f: impl FnOnce() -> i32) -> i32 {
@@ -734,9 +740,7 @@ mod tests {
             return;
         };
         let host = tempfile::tempdir().unwrap();
-        let at = host.path().join("opt/app/server");
-        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
-        std::fs::copy(&exe, &at).unwrap();
+        copy_to(&exe, &host.path().join("opt/app/server"));
         let search = Search {
             host: Some(host.path().to_path_buf()),
             ..Search::default()
@@ -763,15 +767,10 @@ mod tests {
             panic!("this test binary has no build id");
         };
         let host = tempfile::tempdir().unwrap();
-        let put = |rel: &str, from: &Path| {
-            let at = host.path().join(rel);
-            std::fs::create_dir_all(at.parent().unwrap()).unwrap();
-            std::fs::copy(from, &at).unwrap();
-        };
-        put("usr/lib/libx.so", &exe);
+        copy_to(&exe, &host.path().join("usr/lib/libx.so"));
         let hex = crate::sys::digest::hex(&id);
         let by_id = format!("usr/lib/debug/.build-id/{}/{}.debug", &hex[..2], &hex[2..]);
-        put(&by_id, &exe);
+        copy_to(&exe, &host.path().join(&by_id));
         let search = Search {
             host: Some(host.path().to_path_buf()),
             ..Search::default()
@@ -784,9 +783,7 @@ mod tests {
         assert!(r.recorded.is_empty(), "the recorded id is still none");
         // Found inside a snapshot the same way, by the snapshot's copy.
         let symfs = tempfile::tempdir().unwrap();
-        let snap = symfs.path().join("usr/lib/libx.so");
-        std::fs::create_dir_all(snap.parent().unwrap()).unwrap();
-        std::fs::copy(&exe, &snap).unwrap();
+        copy_to(&exe, &symfs.path().join("usr/lib/libx.so"));
         let with_snapshot = Search {
             symfs: Some(symfs.path().to_path_buf()),
             ..search.clone()
@@ -823,9 +820,7 @@ mod tests {
             return;
         }
         let host = tempfile::tempdir().unwrap();
-        let at = host.path().join("opt/app/server");
-        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
-        std::fs::copy(&exe, &at).unwrap();
+        copy_to(&exe, &host.path().join("opt/app/server"));
         let private = host.path().join("opt");
         let mode = |m| std::fs::set_permissions(&private, std::fs::Permissions::from_mode(m));
         mode(0o700).unwrap();
@@ -879,10 +874,7 @@ mod tests {
             tmp.path().join("host"),
             tmp.path().join("extra"),
         );
-        let put = |p: PathBuf| {
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::copy(&exe, &p).unwrap();
-        };
+        let put = |p: PathBuf| copy_to(&exe, &p);
         put(symfs.join("opt/app/server"));
         put(host.join("opt/app/server"));
         put(host.join(format!("usr/lib/debug/.build-id/{nn}/{rest}.debug")));
