@@ -382,11 +382,9 @@ impl SymbolTable {
                 name_len: f.u32()?,
                 module: f.u32()?,
             };
-            let at = usize::try_from(s.name_at).ok()?;
-            let name = at..at.checked_add(s.name_len as usize)?;
             let ok = s.start >= last
                 && s.end > s.start
-                && names.get(name).is_some()
+                && arena_name(&names, s.name_at, s.name_len).is_some()
                 && (s.module == NO_MODULE || (s.module as usize) < modules.len());
             if !ok {
                 return None;
@@ -418,12 +416,8 @@ fn decode_aliases(raw: &[u8], names: &str) -> Option<Vec<Alias>> {
             name_len: f.u32()?,
             untyped: f.bytes(1)?[0] != 0,
         };
-        let at = usize::try_from(a.name_at).ok()?;
-        let ok = a.start >= last
-            && a.size > 0
-            && names
-                .get(at..at.checked_add(a.name_len as usize)?)
-                .is_some();
+        let ok =
+            a.start >= last && a.size > 0 && arena_name(names, a.name_at, a.name_len).is_some();
         if !ok {
             return None;
         }
@@ -431,6 +425,14 @@ fn decode_aliases(raw: &[u8], names: &str) -> Option<Vec<Alias>> {
         out.push(a);
     }
     Some(out)
+}
+
+/// The name at `at` of `len` bytes in the arena `names`, or `None` when
+/// that is not in it (or not on character boundaries): a decoded table's
+/// check.
+fn arena_name(names: &str, at: u64, len: u32) -> Option<&str> {
+    let at = usize::try_from(at).ok()?;
+    names.get(at..at.checked_add(len as usize)?)
 }
 
 /// perf: the last symbol of a kernel table ends a page past its start.
