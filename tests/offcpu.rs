@@ -18,6 +18,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+use jobprof::symbolize::native::OffCpuRecords;
+use jobprof::symbolize::sample::Frames;
+use jobprof::text::offcpu::parse::{Event, LineParser};
+use jobprof::text::offcpu::ShardLog;
 use serde_json::Value;
 
 use crate::util::{self, summary};
@@ -380,16 +384,42 @@ fn shards_of(cap: &Path) -> Vec<PathBuf> {
     v
 }
 
-/// The lines of perf-script text other than frame lines (headers of
-/// samples and of the switch and task records).
-fn header_lines(text: &str) -> Vec<&str> {
-    text.lines()
-        .filter(|l| !l.is_empty() && !l.starts_with([' ', '\t']))
-        .collect()
+/// The records of `perf script --ns --show-switch-events
+/// --show-task-events` text as the off-CPU accounting reads them, without
+/// the samples' stacks.
+fn events_of_text(text: &str) -> Vec<Event> {
+    let mut p = LineParser::default();
+    let mut v = Vec::new();
+    for l in text.lines() {
+        p.line(l, &mut |e| v.push(e));
+    }
+    p.finish(&mut |e| v.push(e));
+    for e in &mut v {
+        if let Event::Sample { stack, .. } = e {
+            stack.clear();
+        }
+    }
+    v
+}
+
+/// What the native symbolizer's run over shard `d` logs for the off-CPU
+/// accounting, as the pipeline logs it.
+fn events_logged(d: &Path) -> Vec<Event> {
+    let sym = jobprof::symbolize::native::Symbolizer::new(Default::default());
+    let (mut frames, mut log) = (Frames::default(), ShardLog::default());
+    let o = sym
+        .run(d, None, |mut batch| {
+            frames.take(&mut batch);
+            log.push(&batch, &frames);
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(o.off_cpu, OffCpuRecords::Handed, "{}", d.display());
+    log.events()
 }
 
 #[test]
-fn offcpu_native_pass_prints_what_perf_script_prints_and_accounts_the_same() {
+fn offcpu_native_pass_reads_what_perf_script_prints_and_accounts_the_same() {
     let Some((s, mut worker)) = offcpu_worker() else {
         return;
     };
@@ -402,18 +432,26 @@ fn offcpu_native_pass_prints_what_perf_script_prints_and_accounts_the_same() {
     );
     let read = |name: &str| fs::read_to_string(cap.join(name)).unwrap();
     let (off, wall) = (read("offcpu.folded"), read("wallclock.folded"));
-    // Header lines (sched_switch fields, SWITCH, COMM, FORK, EXIT) as perf
-    // script prints them.
+    // The wall-clock profile's on-CPU part is the flame graph's stacks,
+    // inline frames included (before the off-CPU pass was its own, its
+    // stacks lacked the inline frames the flame graph has).
+    let sorted = |t: &str, keep: &dyn Fn(&str) -> bool| {
+        let mut v: Vec<String> = t.lines().filter(|l| keep(l)).map(String::from).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        sorted(&wall, &|l| !l.contains("[off-cpu")),
+        sorted(&read("stacks.folded"), &|_| true),
+        "{}",
+        cap.display()
+    );
+    // The samples (times, threads, events, periods, switch-out states)
+    // and the SWITCH, COMM, FORK and EXIT records, in order, as the
+    // accounting reads them from perf script's text.
     let shards = shards_of(&cap);
     assert!(!shards.is_empty(), "no shard in {}", cap.display());
-    let sym = jobprof::symbolize::native::Symbolizer::new(Default::default());
     for d in &shards {
-        let mut mine = Vec::new();
-        sym.run_off_cpu(d, |b| {
-            mine.extend_from_slice(&b);
-            Ok(())
-        })
-        .unwrap();
         let perf = Command::new("perf")
             .args([
                 "script",
@@ -425,17 +463,24 @@ fn offcpu_native_pass_prints_what_perf_script_prints_and_accounts_the_same() {
             .arg(d)
             .output()
             .unwrap();
-        let (mine, theirs) = (
-            String::from_utf8_lossy(&mine).into_owned(),
-            String::from_utf8_lossy(&perf.stdout).into_owned(),
-        );
-        let (a, b) = (header_lines(&mine), header_lines(&theirs));
-        assert!(b.iter().any(|l| l.contains("PERF_RECORD_SWITCH")));
-        assert!(b.iter().any(|l| l.contains("prev_state=")));
-        for (x, y) in a.iter().zip(&b) {
-            assert_eq!(x, y, "{}", d.display());
+        let theirs = events_of_text(&String::from_utf8_lossy(&perf.stdout));
+        let switch = |e: &&Event| matches!(e, Event::Switch { .. });
+        let state = |e: &&Event| {
+            matches!(
+                e,
+                Event::Sample {
+                    prev_state: Some(_),
+                    ..
+                }
+            )
+        };
+        assert!(theirs.iter().any(|e| switch(&e)), "{}", d.display());
+        assert!(theirs.iter().any(|e| state(&e)), "{}", d.display());
+        let mine = events_logged(d);
+        for (k, (x, y)) in mine.iter().zip(&theirs).enumerate() {
+            assert_eq!(x, y, "record {k} of {}", d.display());
         }
-        assert_eq!(a.len(), b.len(), "{}", d.display());
+        assert_eq!(mine.len(), theirs.len(), "{}", d.display());
     }
     // The same profiles and totals from `--symbolizer perf`.
     let root = cap.parent().unwrap().parent().unwrap();

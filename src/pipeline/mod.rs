@@ -46,6 +46,7 @@ use crate::text::fold::Folded;
 pub mod imported;
 mod inputs;
 mod off_cpu;
+mod off_cpu_logs;
 mod plan;
 mod own_text;
 mod pprof_stream;
@@ -524,6 +525,9 @@ struct Pass {
     /// text's, read once), to be finished with the off-CPU stacks
     /// ([`pprof_stream`]).
     pprof: Option<pprof_stream::StreamedPprof>,
+    /// The off-CPU accounting's input, per shard recorded with
+    /// `--off-cpu` (none when the capture's own text was folded).
+    off_cpu: Vec<(std::path::PathBuf, crate::text::offcpu::ShardInput)>,
 }
 
 impl Pass {

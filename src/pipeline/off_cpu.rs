@@ -1,22 +1,24 @@
 //! The off-CPU stage of the per-capture pipeline: for captures recorded with
-//! `--off-cpu`, a second pass per shard ([`crate::text::offcpu`]: the native
-//! symbolizer where `--symbolizer` allows and it takes the shard, else
-//! `perf script`)
-//! and the `offcpu.*` and `wallclock.*` outputs in the formats asked for,
-//! state frames in their fixed colours. A capture whose shards hold no
-//! switch data says so (log line, summary warning) instead of drawing
-//! nothing.
+//! `--off-cpu`, the accounting of each shard's switch and task records
+//! ([`crate::text::offcpu`]): from what the native symbolizer logged of
+//! them in the symbolizing pass ([`Pipeline::off_cpu_inputs`]), else from
+//! `perf script` run once more over the shard; and the `offcpu.*` and
+//! `wallclock.*` outputs in the formats asked for, state frames in their
+//! fixed colours. A capture whose shards hold no switch data says so (log
+//! line, summary warning) instead of drawing nothing.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use super::plan::Unit;
+use super::units::UnitResult;
 use super::{Pass, Pipeline};
 use crate::error::{Error, Result};
 use crate::output::render::{self, Format, RenderOptions};
-use crate::symbolize::native;
+use crate::symbolize::native::{self, OffCpuRecords};
 use crate::symbolize::perf::ScriptOptions;
-use crate::text::offcpu::{self, Profiles};
+use crate::text::offcpu::{self, Profiles, ShardInput};
 
 impl Pipeline<'_> {
     /// Whether any shard was recorded with `--off-cpu`.
@@ -33,6 +35,74 @@ impl Pipeline<'_> {
             .collect()
     }
 
+    /// How the off-CPU accounting reads each shard recorded with
+    /// `--off-cpu`: from the logs of its units (taken from `results`) when
+    /// the native symbolizer read all of it and handed its records on,
+    /// else with `perf script`.
+    pub(super) fn off_cpu_inputs(
+        &self,
+        units: &[Unit],
+        results: &mut [UnitResult],
+    ) -> Vec<(PathBuf, ShardInput)> {
+        let mut inputs = Vec::new();
+        for (pos, shard) in self.cap.shards.iter().enumerate() {
+            if shard.bytes.is_none() {
+                continue;
+            }
+            let data = &shard.data_file;
+            let mine: Vec<usize> = (0..units.len())
+                .filter(|&i| units[i].shard_pos == pos)
+                .collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let read = |i: usize| match (&results[i].outcome, &results[i].off_cpu) {
+                (Ok(o), Some((r, _))) if o.ok() => Ok(r.clone()),
+                (Ok(o), _) if units[i].native && !o.ok() => Err(Some(o.failure())),
+                _ => Err(None),
+            };
+            let verdicts: Vec<_> = mine.iter().map(|&i| read(i)).collect();
+            let all_read = verdicts.iter().all(|v| *v == Ok(OffCpuRecords::Handed));
+            let last = mine[mine.len() - 1];
+            let read = all_read
+                .then(|| results[last].log.take()?.into_accounts())
+                .flatten();
+            let input = if let Some(accounts) = read {
+                let header = results[mine[0]].off_cpu.as_ref().and_then(|o| o.1);
+                ShardInput::Read(Box::new(accounts), header)
+            } else if verdicts.contains(&Ok(OffCpuRecords::NotRecorded)) || !offcpu::recorded(data)
+            {
+                continue;
+            } else {
+                ShardInput::Perf(self.why_perf_reads(data, &verdicts))
+            };
+            inputs.push((data.clone(), input));
+        }
+        inputs
+    }
+
+    /// Why `perf script` reads the off-CPU records of shard `data`, whose
+    /// units ended as `verdicts` say, when the native symbolizer was meant
+    /// to (`None`: `--symbolizer perf`).
+    fn why_perf_reads(
+        &self,
+        data: &Path,
+        verdicts: &[std::result::Result<OffCpuRecords, Option<String>>],
+    ) -> Option<String> {
+        if self.opts.symbolizer == native::Choice::Perf {
+            return None;
+        }
+        let told = verdicts.iter().find_map(|v| match v {
+            Ok(OffCpuRecords::Refused(why)) => Some(why.clone()),
+            Err(Some(failed)) => Some(failed.clone()),
+            _ => None,
+        });
+        Some(told.unwrap_or_else(|| match native::check(data) {
+            Err(why) => why.to_string(),
+            Ok(()) => "the symbolizing pass ran perf script on it".into(),
+        }))
+    }
+
     /// Makes and writes the off-CPU and wall-clock profiles; returns them
     /// (for `profile.pb.gz`) with their summary section, or `None` for a
     /// capture recorded without `--off-cpu`.
@@ -41,36 +111,22 @@ impl Pipeline<'_> {
         pass: &mut Pass,
         outputs: &mut Vec<String>,
     ) -> Result<Option<Profiles>> {
-        if !self.off_cpu_shards() {
+        let shards = std::mem::take(&mut pass.off_cpu);
+        if shards.is_empty() {
             return Ok(None);
         }
-        // perf only for a shard the native symbolizer does not read.
-        let perf = self.perf;
+        // perf only for a shard the native symbolizer did not read, as
+        // the symbolizing pass runs it.
         let script = ScriptOptions {
-            inline: self.opts.inline,
+            inline: self.perf_inline(),
             symfs: self.perf_symfs(),
             kallsyms: self.kernel_symbols().file().map(Path::to_path_buf),
         };
         let started = Instant::now();
-        let shards = self.shard_files();
         let event = self.cap.event.as_deref();
-        // The on-CPU pass's rule: native unless `--symbolizer perf`.
-        let natively = (self.opts.symbolizer != native::Choice::Perf).then(|| {
-            native::Symbolizer::with_store(
-                native::Options {
-                    sources: self.sources().search.clone(),
-                    kallsyms: script.kallsyms.clone(),
-                    inline: script.inline,
-                    jit: Some(self.cap.found.dir.clone()),
-                },
-                self.store.clone(),
-            )
-        });
         let jobs = self.opts.jobs();
-        let sym = natively.as_ref();
-        let profiles = match offcpu::analyze_capture(perf, &script, sym, &shards, event, jobs) {
-            Ok(Some(p)) => p,
-            Ok(None) => return Ok(None),
+        let profiles = match offcpu::analyze_capture(self.perf, &script, shards, event, jobs) {
+            Ok(p) => p,
             Err(e) => {
                 pass.failures.push(format!("off-CPU pass: {e}"));
                 return Ok(None);

@@ -10,6 +10,7 @@
 
 use std::path::Path;
 
+use super::off_cpu_logs::OffCpuLogs;
 use super::pprof_stream::StreamedPprof;
 use super::Pipeline;
 use crate::error::Result;
@@ -24,6 +25,8 @@ pub(super) struct Consumers<'a> {
     pub stream: &'a mut StreamFolder,
     pub reader: Option<&'a mut SampleReader>,
     pub pprof: Option<&'a mut StreamedPprof>,
+    /// The off-CPU accounting of the units' records (a run's only).
+    pub off_cpu: Option<&'a mut OffCpuLogs>,
 }
 
 impl Consumers<'_> {
@@ -34,12 +37,17 @@ impl Consumers<'_> {
         // after later ones.
         let new_frames = self.pprof.as_ref().map(|_| batch.new_frames.clone());
         frames.take(&mut batch);
+        if let Some(logs) = self.off_cpu {
+            logs.push(unit, &batch, frames);
+        }
         self.stream.push_samples(unit, &batch, frames);
         if let Some(r) = self.reader {
             r.samples(&batch, frames);
         }
         if let (Some(p), Some(new)) = (self.pprof, new_frames) {
             batch.new_frames = new;
+            // The profile may hold the batch a while: not its records.
+            batch.tasks = None;
             p.push(unit, batch);
         }
     }
@@ -84,6 +92,7 @@ impl Pipeline<'_> {
                 stream: &mut stream,
                 reader: report.as_mut(),
                 pprof: pprof.as_mut(),
+                off_cpu: None,
             };
             match parsed.parse(block) {
                 Some(batch) => to.samples(0, &mut frames, batch),

@@ -233,7 +233,7 @@ impl<'a> Pipeline<'a> {
 
     /// Inline frames from `perf script`: it can get 100 times slower, so
     /// only with `--inline`.
-    fn perf_inline(&self) -> bool {
+    pub(super) fn perf_inline(&self) -> bool {
         self.opts.inline && !self.opts.no_inline
     }
 

@@ -229,6 +229,7 @@ impl Pipeline<'_> {
             unwound,
             report,
             pprof,
+            off_cpu,
         } = self.symbolize_all(plan, &units)?;
         warnings.extend(jit_warnings);
         let jit = crate::output::summary::jit::take_figures(&mut folded, &self.cap.found.dir);
@@ -268,6 +269,7 @@ impl Pipeline<'_> {
             kernel: Some(kernel),
             report,
             pprof,
+            off_cpu,
         })
     }
 
@@ -337,6 +339,7 @@ impl Pipeline<'_> {
             kernel: None,
             report: own.report,
             pprof: own.pprof,
+            off_cpu: Vec::new(),
         })
     }
 

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
+use super::off_cpu_logs::OffCpuLogs;
 use super::own_text::Consumers;
 use super::plan::{Plan, Unit};
 use super::pprof_stream::StreamedPprof;
@@ -30,19 +31,40 @@ use crate::symbolize::sample::{Batch, Frames};
 use crate::sys::progress::{Bar, Counts};
 use crate::text::boundary::Chunker;
 use crate::text::fold::{Folded, Folder};
+use crate::text::offcpu::{ShardInput, ShardLog};
 use crate::text::script_samples::ScriptSamples;
 
-struct UnitResult {
-    outcome: std::result::Result<RunOutcome, UnitError>,
+pub(super) struct UnitResult {
+    pub(super) outcome: std::result::Result<RunOutcome, UnitError>,
     part: Option<Spooled>,
     /// How the native symbolizer's dwarf unwinds ended (`None`: `perf
     /// script` ran, or the run failed).
     unwound: Option<native::UnwindTally>,
+    /// Whether the native run handed on its shard's switch and task
+    /// records, and the header's first and last sample time (`None`:
+    /// `perf script` ran, or the run failed).
+    pub(super) off_cpu: Option<(native::OffCpuRecords, Option<(u64, u64)>)>,
+    /// Those records and the samples, as the off-CPU accounting takes
+    /// them.
+    pub(super) log: Option<ShardLog>,
+}
+
+impl UnitResult {
+    /// A unit that never ran.
+    fn empty() -> UnitResult {
+        UnitResult {
+            outcome: Err(UnitError::NotRun),
+            part: None,
+            unwound: None,
+            off_cpu: None,
+            log: None,
+        }
+    }
 }
 
 /// Why a unit has no run outcome (its shard fails with this message).
 #[derive(Debug, thiserror::Error)]
-enum UnitError {
+pub(super) enum UnitError {
     /// Its compressed part could not be created.
     #[error(transparent)]
     Part(crate::Error),
@@ -79,6 +101,9 @@ pub(super) struct Symbolized {
     /// `profile.pb.gz` written from the native runs' samples, still to be
     /// finished (`None`: not asked for, or a `perf script` unit ran).
     pub(super) pprof: Option<StreamedPprof>,
+    /// The off-CPU accounting's input, per shard recorded with
+    /// `--off-cpu`.
+    pub(super) off_cpu: Vec<(PathBuf, ShardInput)>,
 }
 
 impl Pipeline<'_> {
@@ -111,7 +136,7 @@ impl Pipeline<'_> {
         };
         let recycle = |block: Vec<u8>| natively.recycle(block);
         let mut pprof = self.streamed_pprof(units.len())?;
-        let (folded, results, report) = self.run_units(
+        let (folded, mut results, report) = self.run_units(
             units,
             (jobs, zstd_workers),
             (&spool, pprof.as_mut()),
@@ -125,6 +150,7 @@ impl Pipeline<'_> {
                 t.add(r.unwound.as_ref()?);
                 Some(t)
             });
+        let off_cpu = self.off_cpu_inputs(units, &mut results);
         let (shards, failures, parts) = self.collect_results(units, results);
         let mut warnings = jit_maps.warnings.clone();
         for file in natively.shrunk_files() {
@@ -145,6 +171,7 @@ impl Pipeline<'_> {
             unwound,
             report,
             pprof,
+            off_cpu,
         })
     }
 
@@ -204,6 +231,7 @@ impl Pipeline<'_> {
         let folder = Folder::new(self.fold_options_with_cells());
         let mut stream = folder.stream();
         let mut readers = self.report_readers(units.len());
+        let mut logs = OffCpuLogs::new(units, self.cap.event.as_deref());
         std::thread::scope(|scope| {
             for _ in 0..jobs {
                 let sinks = UnitSinks {
@@ -230,6 +258,7 @@ impl Pipeline<'_> {
             // side; the timeline's cells place each in unit order, and so
             // does the merge of the report's per-unit readers.
             let mut frames: Vec<Frames> = (0..units.len()).map(|_| Frames::default()).collect();
+            let logs = &mut logs;
             for (unit, piece) in rx {
                 match piece {
                     Piece::Text(block) => {
@@ -239,6 +268,7 @@ impl Pipeline<'_> {
                             stream: &mut stream,
                             reader: readers.as_mut().map(|r| &mut r[unit]),
                             pprof: pprof.as_deref_mut(),
+                            off_cpu: None,
                         }
                         .text(unit, &block);
                         recycle(block);
@@ -247,12 +277,14 @@ impl Pipeline<'_> {
                         stream: &mut stream,
                         reader: readers.as_mut().map(|r| &mut r[unit]),
                         pprof: pprof.as_deref_mut(),
+                        off_cpu: Some(&mut *logs),
                     }
                     .samples(unit, &mut frames[unit], batch),
                     Piece::Done => {
                         if let Some(p) = pprof.as_mut() {
                             p.done(unit);
                         }
+                        logs.done(unit);
                     }
                 }
             }
@@ -263,7 +295,11 @@ impl Pipeline<'_> {
         units_bar.finish();
         bytes_bar.finish();
         let report = readers.and_then(report::merge);
-        (stream.finish(), in_unit_order(results), report)
+        let mut results = in_unit_order(results);
+        for (unit, r) in results.iter_mut().enumerate() {
+            r.log = logs.take(unit);
+        }
+        (stream.finish(), results, report)
     }
 
     /// One reader of the report's profile per unit, when a report is asked
@@ -369,14 +405,13 @@ impl Pipeline<'_> {
             Err(e) => {
                 return UnitResult {
                     outcome: Err(UnitError::Part(e)),
-                    part: None,
-                    unwound: None,
+                    ..UnitResult::empty()
                 }
             }
         };
         let mut chunker = Chunker::default();
         let mut parsed = ScriptSamples::default();
-        let mut unwound = None;
+        let (mut unwound, mut off_cpu) = (None, None);
         let (outcome, program) = match how {
             Symbolize::Perf(perf, script_opts, jit_maps) => {
                 let how = (perf, script_opts, jit_maps);
@@ -395,6 +430,7 @@ impl Pipeline<'_> {
                 };
                 let r = n.run(&unit.data, unit.slice.as_ref(), consume);
                 unwound = r.as_ref().ok().map(|o| o.unwound);
+                off_cpu = r.as_ref().ok().map(|o| (o.off_cpu.clone(), o.sample_times));
                 (Ok(native_outcome(r)), PathBuf::from("native symbolizer"))
             }
         };
@@ -417,6 +453,7 @@ impl Pipeline<'_> {
         };
         let mut r = self.finish_part(part, spool, outcome);
         r.unwound = unwound;
+        r.off_cpu = off_cpu;
         r
     }
 
@@ -433,7 +470,7 @@ impl Pipeline<'_> {
             Ok(p) => UnitResult {
                 outcome,
                 part: Some(p),
-                unwound: None,
+                ..UnitResult::empty()
             },
             Err(e) => UnitResult {
                 outcome: outcome.map(|mut o| {
@@ -444,8 +481,7 @@ impl Pipeline<'_> {
                     ));
                     o
                 }),
-                part: None,
-                unwound: None,
+                ..UnitResult::empty()
             },
         }
     }
@@ -458,13 +494,7 @@ fn in_unit_order(results: Mutex<Vec<Option<UnitResult>>>) -> Vec<UnitResult> {
         .into_inner()
         .unwrap_or_else(|e| e.into_inner())
         .into_iter()
-        .map(|r| {
-            r.unwrap_or(UnitResult {
-                outcome: Err(UnitError::NotRun),
-                part: None,
-                unwound: None,
-            })
-        })
+        .map(|r| r.unwrap_or(UnitResult::empty()))
         .collect()
 }
 

@@ -112,6 +112,63 @@ pub struct Batch {
     pub text: Vec<u8>,
     /// Bytes of that text.
     pub text_bytes: u64,
+    /// The switch and task records among the samples, for the off-CPU
+    /// accounting (`None`: the run was not asked for them).
+    pub tasks: Option<Tasks>,
+}
+
+/// What a run of a capture recorded with `--off-cpu` hands the off-CPU
+/// accounting besides its samples: the side-band records that start and
+/// end threads' runs, in record order among the samples, and the state
+/// each `sched:sched_switch` sample left its thread in.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tasks {
+    /// Each record with the number of the batch's samples before it.
+    pub records: Vec<(u32, Task)>,
+    /// The `prev_state` of each `sched:sched_switch` sample, as perf
+    /// prints it (`S`, `R+`, `D|K`), by its index in the batch (`None`:
+    /// its fields lie outside the record).
+    pub states: Vec<(u32, Option<Box<str>>)>,
+}
+
+/// A switch or task record (times in ns of perf's clock; only records
+/// with a time are handed on, as `perf script` prints them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Task {
+    /// `PERF_RECORD_SWITCH` (or `_CPU_WIDE`) of the thread.
+    Switch {
+        /// Thread id.
+        tid: i32,
+        /// Time.
+        time: u64,
+        /// A switch-out (else in).
+        out: bool,
+        /// The out was a preemption.
+        preempt: bool,
+    },
+    /// `PERF_RECORD_COMM`: the thread's (new) name.
+    Comm {
+        /// Thread id.
+        tid: i32,
+        /// Its name.
+        comm: Box<str>,
+        /// Time.
+        time: u64,
+    },
+    /// `PERF_RECORD_FORK`: a thread is born.
+    Fork {
+        /// The new thread.
+        tid: i32,
+        /// Time.
+        time: u64,
+    },
+    /// `PERF_RECORD_EXIT`: a thread ended.
+    Exit {
+        /// The thread.
+        tid: i32,
+        /// Time.
+        time: u64,
+    },
 }
 
 impl Batch {
@@ -124,7 +181,8 @@ impl Batch {
 
     /// Whether it holds nothing to read.
     pub fn is_empty(&self) -> bool {
-        self.samples.is_empty() && self.new_frames.is_empty() && !self.reset
+        let no_records = self.tasks.as_ref().is_none_or(|t| t.records.is_empty());
+        self.samples.is_empty() && self.new_frames.is_empty() && !self.reset && no_records
     }
 }
 

@@ -206,6 +206,24 @@ pub struct Outcome {
     pub elapsed: Duration,
     /// How the unwinds of the samples with stack copies ended.
     pub unwound: UnwindTally,
+    /// Whether the batches carried the switch and task records.
+    pub off_cpu: OffCpuRecords,
+    /// The first and last sample's time, when the file's header has them
+    /// (`HEADER_SAMPLE_TIME`).
+    pub sample_times: Option<(u64, u64)>,
+}
+
+/// Whether a run handed on the switch and task records of its shard
+/// ([`crate::symbolize::sample::Batch::tasks`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OffCpuRecords {
+    /// The shard was recorded without `--off-cpu` (no
+    /// `sched:sched_switch` event).
+    NotRecorded,
+    /// Every batch carries them.
+    Handed,
+    /// The shard has them but they were not read: why.
+    Refused(String),
 }
 
 /// The largest kernel symbol table read (a kallsyms snapshot is about
@@ -370,27 +388,16 @@ impl Symbolizer {
     /// them to `consume` in [`Batch`]es, in order: the samples, the frames
     /// they meet first, and their text as `perf script` would print it
     /// (owned, so that it can be passed on without a copy; give it back
-    /// with [`Self::recycle`]).
+    /// with [`Self::recycle`]), and in a shard recorded with `--off-cpu`
+    /// its switch and task records ([`Batch::tasks`]; [`Outcome::off_cpu`]
+    /// says whether they were read).
     pub fn run(
         &self,
         data: &Path,
         slice: Option<&TimeSlice>,
         consume: impl FnMut(Batch) -> io::Result<()>,
     ) -> Result<Outcome, Error> {
-        run::replay(self, data, slice, false, consume)
-    }
-
-    /// Prints all of `data` as `perf script --ns --show-switch-events
-    /// --show-task-events` would (the off-CPU pass, `run/offcpu.rs`): the
-    /// samples with `sched:sched_switch`'s fields decoded
-    /// ([`tracepoint`]), and the `SWITCH`, `COMM`, `FORK` and `EXIT`
-    /// records. Refuses a file whose `sched_switch` format it cannot read.
-    pub fn run_off_cpu(
-        &self,
-        data: &Path,
-        mut consume: impl FnMut(Vec<u8>) -> io::Result<()>,
-    ) -> Result<Outcome, Error> {
-        run::replay(self, data, None, true, |b: Batch| consume(b.text))
+        run::replay(self, data, slice, consume)
     }
 }
 

@@ -18,8 +18,8 @@ use linux_perf_data::PerfFileReader;
 use super::check::data_section;
 use super::threads::{self, Machine, Map};
 use super::{
-    arch, header, open_and_map, records, store, unwind, user_frame_lines, Error, Outcome,
-    Symbolizer, UnwindTally, FLUSH,
+    arch, header, open_and_map, records, store, unwind, user_frame_lines, Error, OffCpuRecords,
+    Outcome, Symbolizer, UnwindTally, FLUSH,
 };
 use crate::symbolize::perf::TimeSlice;
 use crate::symbolize::sample::{Batch, Frame, Line, Sample};
@@ -33,22 +33,21 @@ const PERF_CONTEXT_USER: u64 = -512i64 as u64;
 /// perf script resolves at most this many call-chain entries.
 const MAX_STACK: usize = 127;
 
-/// Reads the records of `data` (the samples in `slice`, when given; the
-/// off-CPU pass's lines too, with `off_cpu`) in time order, handing the
-/// samples and their text to `consume` in batches that end at sample
-/// boundaries ([`Symbolizer::run`], [`Symbolizer::run_off_cpu`]).
+/// Reads the records of `data` (the samples in `slice`, when given) in
+/// time order, handing the samples, their text and (in a capture recorded
+/// with `--off-cpu`) the switch and task records to `consume` in batches
+/// that end at sample boundaries ([`Symbolizer::run`]).
 pub(super) fn replay(
     sym: &Symbolizer,
     data: &Path,
     slice: Option<&TimeSlice>,
-    off_cpu: bool,
     consume: impl FnMut(Batch) -> io::Result<()>,
 ) -> Result<Outcome, Error> {
     let start = Instant::now();
     // Records are read in place in a mapping of the page cache
     // ([`records`]): no copy at all.
     let (_file, map) = open_and_map(data, Some(data))?;
-    let out = replay_mapped(sym, &map, (slice, off_cpu), consume, start);
+    let out = replay_mapped(sym, &map, slice, consume, start);
     // A shard truncated while it was read gave zeros: the run is its
     // error, whatever it made of them.
     if map.shrank() {
@@ -63,7 +62,7 @@ pub(super) fn replay(
 fn replay_mapped(
     sym: &Symbolizer,
     map: &crate::sys::input::Mapping,
-    (slice, off_cpu): (Option<&TimeSlice>, bool),
+    slice: Option<&TimeSlice>,
     mut consume: impl FnMut(Batch) -> io::Result<()>,
     start: Instant,
 ) -> Result<Outcome, Error> {
@@ -87,9 +86,21 @@ fn replay_mapped(
         .unwrap_or_default();
     let aarch64 = perf_file.arch().ok().flatten().map(arch::normalized) == Some("aarch64");
     let mut run = Run::new(sym, build_ids, aarch64);
-    if off_cpu {
-        run.off_cpu = Some(offcpu::OffCpu::of(&perf_file)?);
-    }
+    let off_cpu = match offcpu::OffCpu::of(&perf_file) {
+        Ok(None) => OffCpuRecords::NotRecorded,
+        Ok(Some(o)) => {
+            run.off_cpu = Some(o);
+            OffCpuRecords::Handed
+        }
+        Err(why) => OffCpuRecords::Refused(why.to_string()),
+    };
+    run.start_tasks();
+    let sample_times = perf_file
+        .sample_time_range()
+        .ok()
+        .flatten()
+        .filter(|t| t.last_sample_time >= t.first_sample_time && t.last_sample_time > 0)
+        .map(|t| (t.first_sample_time, t.last_sample_time));
     let (lo, hi) = (
         slice.and_then(|s| s.start_ns).unwrap_or(0),
         slice.and_then(|s| s.end_ns).unwrap_or(u64::MAX),
@@ -108,9 +119,7 @@ fn replay_mapped(
             .map_err(|source| Error::DamagedRecord { ty, source })?;
         let EventRecord::Sample(s) = parsed else {
             run.side_band(&parsed);
-            if run.off_cpu.is_some() {
-                run.side_band_line(&parsed, &record, attr_index);
-            }
+            run.task(&parsed, &record, lo, hi);
             continue;
         };
         let t = s.timestamp.unwrap_or(0);
@@ -124,6 +133,7 @@ fn replay_mapped(
         }
         let attr = &perf_file.event_attributes()[attr_index];
         run.sample(&s, attr.attributes().sample_format, &events[attr_index]);
+        run.switch_state(&s, attr_index);
         if run.out.len() >= FLUSH {
             run.flush(&mut consume)?;
         }
@@ -134,6 +144,8 @@ fn replay_mapped(
         samples: run.samples,
         elapsed: start.elapsed(),
         unwound: run.unwound,
+        off_cpu,
+        sample_times,
     })
 }
 
@@ -241,7 +253,8 @@ pub(super) struct Run<'a> {
     out: Vec<u8>,
     bytes: u64,
     samples: u64,
-    /// An off-CPU run: what it prints besides the samples.
+    /// A capture recorded with `--off-cpu`: how its switch and task
+    /// records are read.
     off_cpu: Option<offcpu::OffCpu>,
     /// How the dwarf unwinds ended.
     unwound: UnwindTally,
@@ -320,6 +333,7 @@ impl<'a> Run<'a> {
         }
         self.bytes += self.out.len() as u64;
         let mut batch = std::mem::take(&mut self.batch);
+        self.start_tasks();
         batch.text_bytes = self.out.len() as u64;
         batch.text = std::mem::replace(&mut self.out, self.sym.block());
         consume(batch).map_err(Error::Consume)
@@ -535,10 +549,6 @@ impl<'a> Run<'a> {
         has: SampleFormat,
         event: &Arc<str>,
     ) {
-        if let Some(o) = &self.off_cpu {
-            o.write_header(&mut self.out, &self.machine, s, has, event);
-            return;
-        }
         let tid = s.tid.unwrap_or(-1);
         let comm = self.machine.comm_of(tid);
         let out = &mut self.out;

@@ -1,10 +1,8 @@
 //! The `sched:sched_switch` tracepoint's fields, decoded from a sample's
 //! raw data with the event format perf stored in the file's tracing data
 //! (`HEADER_TRACING_DATA`: field offsets and sizes, and the `prev_state`
-//! letters and the preemption bit from the format's `print fmt`), and
-//! printed as perf 6.1 prints them.
-
-use std::io::Write;
+//! letters and the preemption bit from the format's `print fmt`):
+//! `prev_state` as perf 6.1 prints it, for the off-CPU accounting.
 
 /// The part of `print fmt` this module reproduces.
 const PRINT_FMT: &str = "\"prev_comm=%s prev_pid=%d prev_prio=%d prev_state=%s%s ==> \
@@ -17,7 +15,7 @@ struct Field {
     size: usize,
 }
 
-/// What printing a `sched_switch` sample needs from its format.
+/// What reading a `sched_switch` sample needs from its format.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SchedSwitch {
     prev_comm: Field,
@@ -84,10 +82,9 @@ impl SchedSwitch {
             .then_some(s)
     }
 
-    /// Prints the fields of raw data `raw` as perf does (no newline);
-    /// false, printing nothing, when `raw` is too short.
-    pub fn write(&self, out: &mut Vec<u8>, raw: &[u8]) -> bool {
-        let fits = |f: Field| f.offset + f.size <= raw.len();
+    /// Whether every field lies inside raw data `raw` (perf prints none
+    /// of them when one does not).
+    fn fits(&self, raw: &[u8]) -> bool {
         let all = [
             self.prev_comm,
             self.prev_pid,
@@ -97,27 +94,15 @@ impl SchedSwitch {
             self.next_pid,
             self.next_prio,
         ];
-        if !all.iter().all(|&f| fits(f)) {
-            return false;
-        }
-        let int = |f: Field| signed(&raw[f.offset..f.offset + f.size]);
-        let text = |f: Field| {
-            let b = &raw[f.offset..f.offset + f.size];
-            let n = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-            String::from_utf8_lossy(&b[..n]).into_owned()
-        };
-        let _ = write!(
-            out,
-            "prev_comm={} prev_pid={} prev_prio={} prev_state={} ==> next_comm={} next_pid={} next_prio={}",
-            text(self.prev_comm),
-            int(self.prev_pid),
-            int(self.prev_prio),
-            self.state(int(self.prev_state) as u64),
-            text(self.next_comm),
-            int(self.next_pid),
-            int(self.next_prio),
-        );
-        true
+        all.iter().all(|f| f.offset + f.size <= raw.len())
+    }
+
+    /// `prev_state` of raw data `raw` as perf prints it ([`Self::state`]);
+    /// `None` when perf prints no fields (`raw` too short).
+    pub fn prev_state(&self, raw: &[u8]) -> Option<String> {
+        let f = self.prev_state;
+        self.fits(raw)
+            .then(|| self.state(signed(&raw[f.offset..f.offset + f.size]) as u64))
     }
 
     /// `prev_state` as perf prints it: the letters of the bits below the
@@ -323,18 +308,14 @@ print fmt: \"prev_comm=%s prev_pid=%d prev_prio=%d prev_state=%s%s ==> next_comm
     }
 
     #[test]
-    fn decodes_the_fields_at_the_formats_offsets_as_perf_prints_them() {
+    fn decodes_prev_state_at_the_formats_offset_as_perf_prints_it() {
         let s = SchedSwitch::parse(FORMAT).unwrap();
         assert_eq!(s.preempt, 0x100);
         assert_eq!(s.letters.len(), 8);
-        let mut out = Vec::new();
-        assert!(s.write(&mut out, &raw(1)));
-        assert_eq!(
-            String::from_utf8(out).unwrap(),
-            "prev_comm=sh prev_pid=16885 prev_prio=120 prev_state=S ==> \
-             next_comm=kworker/u8:0 next_pid=9795 next_prio=-51"
-        );
-        assert!(!s.write(&mut Vec::new(), &raw(1)[..60]));
+        assert_eq!(s.prev_state(&raw(1)).as_deref(), Some("S"));
+        assert_eq!(s.prev_state(&raw(0x101)).as_deref(), Some("S+"));
+        // One field past the record's end: perf prints no fields at all.
+        assert_eq!(s.prev_state(&raw(1)[..60]), None);
     }
 
     #[test]

@@ -67,6 +67,29 @@ pub(crate) fn frame_names(
     FrameNames { names, skip_after }
 }
 
+/// The frame names of line `line` of a structured frame at `pc` (its
+/// address in hex), as [`frame_names`] makes them from the line the
+/// frame prints (`crate::symbolize::sample::Frame::write_text`): what the
+/// text's frame parser reads of it.
+pub(crate) fn line_names(
+    pc: &str,
+    line: &crate::symbolize::sample::Line,
+    java: bool,
+    s: &FrameSettings,
+    skip_after: &[String],
+) -> FrameNames {
+    let rawfunc = match line.symbol.trim() {
+        "" => " ",
+        sym => sym,
+    };
+    let f = FrameLine {
+        pc,
+        rawfunc,
+        module: &line.module,
+    };
+    frame_names(&f, java, s, skip_after)
+}
+
 /// `[unknown]` symbols become `[dso-basename]` (or `[unknown <addr>]` /
 /// `[dso <addr>]` with `--addrs`).
 fn unknown_fallback<'a>(

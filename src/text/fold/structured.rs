@@ -7,11 +7,11 @@
 //! so the fold is the one of the run's text.
 
 use super::chain::Chain;
-use super::frame::frame_names;
+use super::frame::line_names;
 use super::state::{FoldState, NO_PNAME};
 use super::{cells, Config, Engine};
 use crate::symbolize::sample::{Batch, Frame, Frames, Sample};
-use crate::text::perf_script::{self, FrameLine};
+use crate::text::perf_script;
 
 /// What one frame line folds to: its names' ids (in the line's order) and
 /// whether it matched `--skip-after`.
@@ -229,17 +229,7 @@ fn lines_of<'c>(
             .lines
             .iter()
             .map(|l| {
-                // What the text's frame parser reads of the line.
-                let rawfunc = match l.symbol.trim() {
-                    "" => " ",
-                    s => s,
-                };
-                let f = FrameLine {
-                    pc: &pc,
-                    rawfunc,
-                    module: &l.module,
-                };
-                let n = frame_names(&f, java, &cfg.frames, &cfg.skip_after);
+                let n = line_names(&pc, l, java, &cfg.frames, &cfg.skip_after);
                 LineNames {
                     ids: n.names.iter().map(|n| st.intern(n)).collect(),
                     skip_after: n.skip_after,

@@ -8,6 +8,15 @@
 //! no record at all was blocked the whole window. Only one pending switch
 //! per thread is held, so memory grows with threads and distinct stacks,
 //! not with switches.
+//!
+//! The window (the first and last sample over every shard of the capture)
+//! is known only once every shard was read, and the records are read in
+//! one pass: a span that lies between this shard's first sample and the
+//! last one read so far lies in the window whatever the other shards hold,
+//! and is counted as it closes; the others (before the shard's first
+//! sample, or closed after its last sample so far) wait, a few per thread,
+//! until a later sample vouches for them or [`Accounts::finish`] cuts them
+//! to the window.
 
 use std::collections::HashMap;
 
@@ -146,11 +155,45 @@ struct Thread {
     totals: ThreadTotals,
 }
 
+/// A span whose share of the window is not known yet ([`Accounts`]).
+#[derive(Debug)]
+enum Span {
+    /// Off the CPU from `a` to `b`, in `state`, at `stack` (a folded key).
+    Gap {
+        tid: u32,
+        state: State,
+        stack: String,
+        a: u64,
+        b: u64,
+    },
+    /// Running from `a` to `b`.
+    Run { tid: u32, a: u64, b: u64 },
+    /// A switch-out at `a`: counted when in the window.
+    Switch { tid: u32, a: u64 },
+}
+
+impl Span {
+    fn ends(&self) -> (u64, u64) {
+        match *self {
+            Span::Gap { a, b, .. } | Span::Run { a, b, .. } => (a, b),
+            Span::Switch { a, .. } => (a, a),
+        }
+    }
+}
+
 /// The accumulated result of one or more shards' records.
 #[derive(Debug)]
 pub struct Accounts {
+    /// The window, once [`Accounts::finish`] knows it.
     start: u64,
     end: u64,
+    finishing: bool,
+    /// The first and last sample read.
+    seen: Option<(u64, u64)>,
+    /// Spans that start before the first sample.
+    early: Vec<Span>,
+    /// Spans that end after the last sample read (so far).
+    waiting: Vec<Span>,
     sampling_event: Option<String>,
     threads: HashMap<u32, Thread>,
     /// Off-CPU ns per folded stack (state leaf included).
@@ -168,13 +211,17 @@ pub struct Accounts {
 }
 
 impl Accounts {
-    /// Accounts for the window `[start, end]` (perf clock ns); samples of
-    /// `sampling_event` (base name; `None`: any event but the tracepoint)
-    /// are the on-CPU part of the wall-clock profile.
-    pub fn new(start: u64, end: u64, sampling_event: Option<&str>) -> Accounts {
+    /// Accounts of a shard's records; samples of `sampling_event` (base
+    /// name; `None`: any event but the tracepoint) are the on-CPU part of
+    /// the wall-clock profile.
+    pub fn new(sampling_event: Option<&str>) -> Accounts {
         Accounts {
-            start,
-            end: end.max(start),
+            start: 0,
+            end: u64::MAX,
+            finishing: false,
+            seen: None,
+            early: Vec::new(),
+            waiting: Vec::new(),
             sampling_event: sampling_event.map(String::from),
             threads: HashMap::new(),
             off_cpu: HashMap::new(),
@@ -186,14 +233,70 @@ impl Accounts {
         }
     }
 
-    /// The window's length in ns.
-    pub fn window_ns(&self) -> u64 {
-        self.end - self.start
+    /// The first and last sample's time among the records read.
+    pub fn sample_times(&self) -> Option<(u64, u64)> {
+        self.seen
     }
 
     /// The ns of `[a, b]` inside the window.
     fn clip(&self, a: u64, b: u64) -> u64 {
         b.min(self.end).saturating_sub(a.max(self.start))
+    }
+
+    /// A sample at `t` (of any event, or of no thread): it bounds the
+    /// window, and the spans waiting for it are in it.
+    pub fn saw_sample(&mut self, t: u64) {
+        let (first, last) = self.seen.map_or((t, t), |(a, b)| (a.min(t), b.max(t)));
+        self.seen = Some((first, last));
+        if self.waiting.iter().any(|s| s.ends().1 <= last) {
+            let (now, later) = std::mem::take(&mut self.waiting)
+                .into_iter()
+                .partition(|s| s.ends().1 <= last);
+            self.waiting = later;
+            for s in now {
+                self.count(s, true);
+            }
+        }
+    }
+
+    /// Counts `span` now when it lies between the first and last sample
+    /// read (or the window is known), else keeps it for later.
+    fn span(&mut self, span: Span) {
+        let (a, b) = span.ends();
+        match self.seen {
+            _ if self.finishing => self.count(span, false),
+            Some((first, last)) if a >= first && b <= last => self.count(span, true),
+            Some((first, _)) if a >= first => self.waiting.push(span),
+            _ => self.early.push(span),
+        }
+    }
+
+    /// Adds `span` to its thread and stack: whole when `inside` the
+    /// window, else cut to it.
+    fn count(&mut self, span: Span, inside: bool) {
+        let (a, b) = span.ends();
+        let ns = if inside {
+            b.saturating_sub(a)
+        } else {
+            self.clip(a, b)
+        };
+        let in_window = inside || (a >= self.start && a <= self.end);
+        match span {
+            Span::Gap {
+                tid, state, stack, ..
+            } => {
+                self.thread(tid).totals.add(Some(state), ns);
+                if ns > 0 {
+                    *self.off_cpu.entry(stack).or_default() += ns;
+                }
+            }
+            Span::Run { tid, .. } => self.thread(tid).totals.add(None, ns),
+            Span::Switch { tid, .. } => {
+                if in_window {
+                    self.thread(tid).totals.switches += 1;
+                }
+            }
+        }
     }
 
     fn thread(&mut self, tid: u32) -> &mut Thread {
@@ -223,28 +326,15 @@ impl Accounts {
                 prev_state,
                 stack,
             } => {
-                if event == super::TRACEPOINT {
-                    self.switch_samples += 1;
-                    // perf prints no fields (the native pass neither)
-                    // when the format puts them outside the record.
-                    if prev_state.as_deref().is_none_or(str::is_empty) {
-                        self.unreadable_switches += 1;
-                    }
-                    let state = prev_state
-                        .as_deref()
-                        .map_or(State::Unknown, State::from_prev_state);
-                    self.switch_out(tid, &comm, time, state, Some(stack));
-                } else if self.is_sampling(&event) {
-                    self.samples += 1;
-                    let key = folded_key(&comm, &stack, None);
-                    *self.on_cpu.entry(key).or_default() += period;
-                    let t = self.thread(tid);
-                    t.comm = comm;
-                    if matches!(t.head, Head::None) {
-                        t.head = Head::Running(time);
-                        t.running_since = Some(time);
-                    }
-                }
+                let frames: String = stack.iter().flat_map(|f| [";", f]).collect();
+                let s = SampleOf {
+                    tid,
+                    comm: &comm,
+                    time,
+                    event: &event,
+                    period,
+                };
+                self.sample(s, prev_state.as_deref(), &frames);
             }
             Event::Switch {
                 tid,
@@ -279,6 +369,35 @@ impl Accounts {
         }
     }
 
+    /// Takes one sample (in time order per thread): a switch-out with the
+    /// `prev_state` perf prints for it, or one of the sampling event;
+    /// `frames`: its stack, each frame name after a `;`, root first.
+    pub fn sample(&mut self, s: SampleOf<'_>, prev_state: Option<&str>, frames: &str) {
+        self.saw_sample(s.time);
+        if s.event == super::TRACEPOINT {
+            self.switch_samples += 1;
+            // perf prints no fields (the native pass neither)
+            // when the format puts them outside the record.
+            if prev_state.is_none_or(str::is_empty) {
+                self.unreadable_switches += 1;
+            }
+            let state = prev_state.map_or(State::Unknown, State::from_prev_state);
+            self.switch_out(s.tid, s.comm, s.time, state, Some(frames));
+        } else if self.is_sampling(s.event) {
+            self.samples += 1;
+            let key = folded_key(s.comm, frames, None);
+            *self.on_cpu.entry(key).or_default() += s.period;
+            let t = self.thread(s.tid);
+            if t.comm != s.comm {
+                t.comm = s.comm.to_string();
+            }
+            if matches!(t.head, Head::None) {
+                t.head = Head::Running(s.time);
+                t.running_since = Some(s.time);
+            }
+        }
+    }
+
     fn is_sampling(&self, event: &str) -> bool {
         match &self.sampling_event {
             None => true,
@@ -286,15 +405,7 @@ impl Accounts {
         }
     }
 
-    fn switch_out(
-        &mut self,
-        tid: u32,
-        comm: &str,
-        time: u64,
-        state: State,
-        stack: Option<Vec<String>>,
-    ) {
-        let (start, end) = (self.start, self.end);
+    fn switch_out(&mut self, tid: u32, comm: &str, time: u64, state: State, frames: Option<&str>) {
         let t = self.thread(tid);
         if !comm.is_empty() {
             t.comm = comm.to_string();
@@ -303,19 +414,22 @@ impl Accounts {
         if matches!(t.head, Head::None) {
             t.head = Head::Running(time);
         }
-        if let Some(since) = t.running_since.take() {
-            let ns = time.min(end).saturating_sub(since.max(start));
-            t.totals.add(None, ns);
-        }
-        if time >= start && time <= end {
-            t.totals.switches += 1;
-        }
-        let stack = match stack {
-            Some(s) => folded_key(&comm, &s, Some(state)),
-            None => folded_key(&comm, &[UNKNOWN_STACK.to_string()], Some(state)),
+        let ran = t.running_since.take();
+        let stack = match frames {
+            Some(f) => folded_key(&comm, f, Some(state)),
+            None => folded_key(&comm, &frame(UNKNOWN_STACK), Some(state)),
         };
         // A second out without an in: the first gap ends here.
-        if let Some(p) = t.pending.take() {
+        let pending = t.pending.take();
+        if let Some(since) = ran {
+            self.span(Span::Run {
+                tid,
+                a: since,
+                b: time,
+            });
+        }
+        self.span(Span::Switch { tid, a: time });
+        if let Some(p) = pending {
             self.close_gap(tid, p, time);
         }
         self.thread(tid).pending = Some(Pending { time, stack, state });
@@ -325,7 +439,7 @@ impl Accounts {
         let t = self.thread(tid);
         if let Some(since) = t.unborn_since.take() {
             let comm = t.comm.clone();
-            let key = folded_key(&comm, &[NOT_YET_RUN.to_string()], Some(State::Runnable));
+            let key = folded_key(&comm, &frame(NOT_YET_RUN), Some(State::Runnable));
             let p = Pending {
                 time: since,
                 stack: key,
@@ -341,33 +455,48 @@ impl Accounts {
     }
 
     fn exit(&mut self, tid: u32, time: u64) {
-        let (start, end) = (self.start, self.end);
         let t = self.thread(tid);
-        if let Some(since) = t.running_since.take() {
-            t.totals
-                .add(None, time.min(end).saturating_sub(since.max(start)));
-        }
+        let ran = t.running_since.take();
         t.exited = Some(time);
-        if let Some(p) = t.pending.take() {
+        let pending = t.pending.take();
+        if let Some(since) = ran {
+            self.span(Span::Run {
+                tid,
+                a: since,
+                b: time,
+            });
+        }
+        if let Some(p) = pending {
             self.close_gap(tid, p, time);
         }
     }
 
     /// Adds the gap from `p` to `until` to the thread and its stack.
     fn close_gap(&mut self, tid: u32, p: Pending, until: u64) {
-        let ns = self.clip(p.time, until);
-        let t = self.thread(tid);
-        t.totals.add(Some(p.state), ns);
-        if ns > 0 {
-            *self.off_cpu.entry(p.stack).or_default() += ns;
-        }
+        self.span(Span::Gap {
+            tid,
+            state: p.state,
+            stack: p.stack,
+            a: p.time,
+            b: until,
+        });
     }
 
-    /// Ends every thread at the window's end: open gaps and runs are
-    /// closed, the time before each thread's first record is decided, and
-    /// the per-thread totals come back, by tid.
-    pub fn finish(mut self) -> Finished {
+    /// Ends every thread at the end of the capture's window `[start, end]`
+    /// (perf clock ns: the first and last sample over its shards): the
+    /// spans still waiting are cut to it, open gaps and runs are closed,
+    /// the time before each thread's first record is decided, and the
+    /// per-thread totals come back, by tid.
+    pub fn finish(mut self, (start, end): (u64, u64)) -> Finished {
+        (self.start, self.end, self.finishing) = (start, end.max(start), true);
         let end = self.end;
+        let spans = [
+            std::mem::take(&mut self.early),
+            std::mem::take(&mut self.waiting),
+        ];
+        for span in spans.into_iter().flatten() {
+            self.count(span, false);
+        }
         let tids: Vec<u32> = self.threads.keys().copied().collect();
         for tid in tids {
             self.finish_thread(tid, end);
@@ -398,10 +527,11 @@ impl Accounts {
         let t = self.thread(tid);
         let stop = t.exited.unwrap_or(end);
         if let Some(since) = t.running_since.take() {
-            let start = self.start;
-            let t = self.thread(tid);
-            t.totals
-                .add(None, stop.min(end).saturating_sub(since.max(start)));
+            self.span(Span::Run {
+                tid,
+                a: since,
+                b: stop,
+            });
         }
         let t = self.thread(tid);
         if let Some(p) = t.pending.take() {
@@ -410,7 +540,7 @@ impl Accounts {
         let t = self.thread(tid);
         if let Some(since) = t.unborn_since.take() {
             let comm = t.comm.clone();
-            let key = folded_key(&comm, &[NOT_YET_RUN.to_string()], Some(State::Runnable));
+            let key = folded_key(&comm, &frame(NOT_YET_RUN), Some(State::Runnable));
             let p = Pending {
                 time: since,
                 stack: key,
@@ -434,7 +564,7 @@ impl Accounts {
 
     /// Time from the window's start to `until`, blocked with no stack.
     fn blocked_before(&mut self, tid: u32, comm: &str, until: u64) {
-        let key = folded_key(comm, &[BEFORE_WINDOW.to_string()], Some(State::Unknown));
+        let key = folded_key(comm, &frame(BEFORE_WINDOW), Some(State::Unknown));
         let p = Pending {
             time: self.start,
             stack: key,
@@ -442,6 +572,26 @@ impl Accounts {
         };
         self.close_gap(tid, p, until);
     }
+}
+
+/// One frame name as [`folded_key`] takes frames: after a `;`.
+fn frame(name: &str) -> String {
+    format!(";{name}")
+}
+
+/// A sample's header, as [`Accounts::sample`] takes it.
+#[derive(Debug, Clone, Copy)]
+pub struct SampleOf<'a> {
+    /// Thread id.
+    pub tid: u32,
+    /// Thread name.
+    pub comm: &'a str,
+    /// Time in ns (perf clock).
+    pub time: u64,
+    /// The event's name.
+    pub event: &'a str,
+    /// The sample period (1 when not recorded).
+    pub period: u64,
 }
 
 /// The result of [`Accounts::finish`].
@@ -485,14 +635,12 @@ impl Finished {
     }
 }
 
-/// `comm;root;...;leaf[;STATE]` as `jobprof fold` writes stacks.
-pub fn folded_key(comm: &str, stack: &[String], state: Option<State>) -> String {
-    let mut k = String::with_capacity(64);
+/// `comm;root;...;leaf[;STATE]` as `jobprof fold` writes stacks, from
+/// `frames`: each frame name after a `;` (`;root;...;leaf`).
+pub fn folded_key(comm: &str, frames: &str, state: Option<State>) -> String {
+    let mut k = String::with_capacity(comm.len() + frames.len() + 32);
     k.push_str(if comm.is_empty() { "[unknown]" } else { comm });
-    for f in stack {
-        k.push(';');
-        k.push_str(f);
-    }
+    k.push_str(frames);
     if let Some(s) = state {
         k.push(';');
         k.push_str(s.frame());
@@ -527,7 +675,7 @@ mod tests {
 
     #[test]
     fn gaps_go_to_the_switch_out_stack_and_states_stay_apart() {
-        let mut a = Accounts::new(100, 1100, Some("cpu-clock"));
+        let mut a = Accounts::new(Some("cpu-clock"));
         // Running from the start, sleeps 200..500, preempted 600..700.
         a.event(out(1, 200, "S", "nanosleep"));
         a.event(sw(1, 201, true));
@@ -542,7 +690,7 @@ mod tests {
             comm: "idle".into(),
             time: 0,
         });
-        let f = a.finish();
+        let f = a.finish((100, 1100));
         let t1 = &f.threads[0];
         assert_eq!(t1.on_cpu_ns, 100 + 100 + 400);
         assert_eq!(t1.sleeping_ns, 300);
@@ -559,18 +707,32 @@ mod tests {
         );
     }
 
+    /// Spans before the shard's first sample and after its last one are
+    /// cut to the window when it is known; those between are whole.
     #[test]
     fn gaps_are_cut_at_the_window() {
-        let mut a = Accounts::new(1000, 2000, None);
-        a.event(out(1, 500, "S", "wait"));
+        let mut a = Accounts::new(None);
+        // Out (no tracepoint sample) before the first sample, in after it.
+        a.event(sw(1, 800, true));
         a.event(sw(1, 1500, false));
-        a.event(out(1, 1800, "D", "read"));
-        let f = a.finish();
+        a.event(out(1, 1600, "S", "wait"));
+        a.event(Event::Sample {
+            tid: 2,
+            comm: "w".into(),
+            time: 2000,
+            event: "cpu-clock".into(),
+            period: 1,
+            prev_state: None,
+            stack: vec!["main".into()],
+        });
+        // In after the last sample.
+        a.event(sw(1, 2500, false));
+        assert_eq!(a.sample_times(), Some((1600, 2000)));
+        let f = a.finish((1000, 2000));
         let t = &f.threads[0];
-        assert_eq!(
-            (t.sleeping_ns, t.on_cpu_ns, t.uninterruptible_ns),
-            (500, 300, 200)
-        );
+        assert_eq!((t.unknown_ns, t.on_cpu_ns, t.sleeping_ns), (500, 100, 400));
+        assert_eq!(t.total_ns(), 1000);
+        // The out at 800 is outside the window.
         assert_eq!(t.switches, 1);
     }
 }

@@ -2,10 +2,12 @@
 //! `jobprof-record sidecar --off-cpu` (`sched:sched_switch` with call chains
 //! and `--switch-events` next to the samples; docs/off-cpu.md).
 //!
-//! Each shard's records are read once more, as `perf script
-//! --show-switch-events --show-task-events` text ([`parse`]; the native
-//! symbolizer prints the same text where it takes the shard), by a
-//! per-thread state machine ([`account`]) that attributes every gap between
+//! Each shard's samples, switch and task records go, in record order, to
+//! a per-thread state machine ([`account`]): those the native symbolizer
+//! read in the symbolizing pass from its log ([`log`]), kept until the
+//! window is known; a shard it did not read as `perf script
+//! --show-switch-events --show-task-events` text ([`parse`]). The machine
+//! attributes every gap between
 //! a switch-out and the thread's next switch-in to the switch-out's stack,
 //! cut to the capture's window (the first and last sample of its shards).
 //! [`Profiles`] turns the result into `offcpu.folded` (ns off the CPU, a
@@ -15,6 +17,7 @@
 //! `summary.json`; [`thread_table`] formats those for `report.txt`.
 
 pub mod account;
+pub mod log;
 pub mod parse;
 
 use std::io::{BufRead, BufReader};
@@ -23,9 +26,10 @@ use std::process::{ExitStatus, Stdio};
 
 use serde::Serialize;
 
+pub use account::SampleOf;
 pub use account::{Accounts, Finished, State, ThreadTotals};
+pub use log::ShardLog;
 
-use crate::symbolize::native;
 use crate::symbolize::perf::{PerfTool, ScriptOptions};
 
 /// Why the off-CPU pass over a capture failed, or found no window.
@@ -59,15 +63,6 @@ pub enum Error {
         data: PathBuf,
         /// How it ended.
         status: ExitStatus,
-    },
-    /// A shard's sample times could not be read.
-    #[error("{}: {source}", data.display())]
-    Window {
-        /// The shard.
-        data: PathBuf,
-        /// Why.
-        #[source]
-        source: crate::symbolize::native::Error,
     },
     /// No shard has a sample.
     #[error("no shard has samples")]
@@ -137,14 +132,14 @@ pub fn read_text(text: impl BufRead, acc: &mut Accounts) -> std::io::Result<()> 
     Ok(())
 }
 
-/// Runs the off-CPU pass over one shard with `perf script`, streaming.
+/// Reads one shard's records with `perf script`, streaming, into its
+/// accounts (to be finished with the capture's window).
 pub fn analyze_shard(
     perf: &PerfTool,
     opts: &ScriptOptions,
     data: &Path,
-    window: (u64, u64),
     event: Option<&str>,
-) -> Result<Finished, Error> {
+) -> Result<Accounts, Error> {
     let mut child = perf
         .command(&script_argv(data, opts))
         .stdout(Stdio::piped())
@@ -154,7 +149,7 @@ pub fn analyze_shard(
             data: data.to_path_buf(),
             source,
         })?;
-    let mut acc = Accounts::new(window.0, window.1, event);
+    let mut acc = Accounts::new(event);
     let out = child.stdout.take().expect("stdout is piped");
     let read = read_text(BufReader::with_capacity(1 << 20, out), &mut acc);
     let status = child.wait().map_err(Error::Wait)?;
@@ -168,94 +163,67 @@ pub fn analyze_shard(
             status,
         });
     }
-    Ok(acc.finish())
+    Ok(acc)
 }
 
-/// Runs the off-CPU pass over one shard with the native symbolizer
-/// ([`native::Symbolizer::run_off_cpu`], the same text `perf script`
-/// prints); `Err` says why it could not, before or while reading.
-pub fn analyze_shard_natively(
-    sym: &native::Symbolizer,
-    data: &Path,
-    window: (u64, u64),
-    event: Option<&str>,
-) -> Result<Finished, native::Error> {
-    native::check(data)?;
-    let mut acc = Accounts::new(window.0, window.1, event);
-    // The symbolizer on its own thread, the reader on this one: the two
-    // overlap as `perf script` and its reader do.
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
-    let run = std::thread::scope(|scope| {
-        let producer = scope.spawn(move || {
-            sym.run_off_cpu(data, |block| {
-                tx.send(block)
-                    .map_err(|_| std::io::Error::other("the off-CPU reader stopped"))
-            })
-        });
-        let mut p = parse::LineParser::default();
-        let mut emit = |e| acc.event(e);
-        for block in rx {
-            for line in block.split(|&b| b == b'\n') {
-                p.line(&String::from_utf8_lossy(line), &mut emit);
-            }
-            sym.recycle(block);
-        }
-        p.finish(&mut emit);
-        producer.join().expect("the native off-CPU pass panicked")
-    });
-    run?;
-    Ok(acc.finish())
+/// How the off-CPU accounting reads one shard of a capture.
+#[derive(Debug)]
+pub enum ShardInput {
+    /// Read in the symbolizing pass ([`ShardLog`]) into these accounts;
+    /// with the first and last sample's time from the shard's header,
+    /// when it has them.
+    Read(Box<Accounts>, Option<(u64, u64)>),
+    /// With `perf script` (the native symbolizer did not read it), with
+    /// why the native symbolizer did not, when it was meant to.
+    Perf(Option<String>),
 }
 
-/// One shard natively where `sym` is given and takes it, else (with a
-/// warning naming the shard and why) with `perf script`, when `perf` is
-/// usable.
-fn analyze_one(
+/// One shard with `perf script`, when `perf` is usable; with a warning
+/// when the native symbolizer was meant to read it.
+fn analyze_with_perf(
     perf: Perf<'_>,
     opts: &ScriptOptions,
-    sym: Option<&native::Symbolizer>,
     data: &Path,
-    window: (u64, u64),
+    why: Option<&str>,
     event: Option<&str>,
-) -> (Result<Finished, Error>, Option<String>) {
-    let with_perf = |why: String| match perf.get() {
-        Ok(perf) => analyze_shard(perf, opts, data, window, event),
+) -> (Result<Accounts, Error>, Option<String>) {
+    let warn = why.map(|why| {
+        format!(
+            "off-CPU pass: perf script reads {} instead of the native symbolizer: {why}",
+            data.display()
+        )
+    });
+    let r = match perf.get() {
+        Ok(perf) => analyze_shard(perf, opts, data, event),
         Err(e) => Err(Error::NoPerf {
             data: data.to_path_buf(),
-            why,
+            why: why.unwrap_or("--symbolizer perf").to_string(),
             perf: e.to_string(),
         }),
     };
-    let Some(sym) = sym else {
-        return (with_perf("--symbolizer perf".into()), None);
-    };
-    match analyze_shard_natively(sym, data, window, event) {
-        Ok(f) => (Ok(f), None),
-        Err(why) => {
-            let warn = format!(
-                "off-CPU pass: perf script reads {} instead of the native symbolizer: {why}",
-                data.display()
-            );
-            (with_perf(why.to_string()), Some(warn))
-        }
-    }
+    (r, warn)
 }
 
 /// The `perf` the off-CPU pass runs where the native symbolizer does not
 /// read a shard, or why there is none (waited for only then).
 pub type Perf<'a> = &'a crate::symbolize::perf::PerfProbe;
 
-/// The capture's window: the first and last sample over its shards.
-pub fn window(shards: &[&Path]) -> Result<(u64, u64), Error> {
+/// The capture's window: the first and last sample over its shards (a
+/// shard's header's times where it has them, else those of the samples
+/// read), from each shard's accounts and header times.
+pub fn window<'a>(
+    shards: impl IntoIterator<Item = (&'a Accounts, Option<(u64, u64)>)>,
+) -> Option<(u64, u64)> {
     let mut w: Option<(u64, u64)> = None;
-    for d in shards {
-        let (a, b) = crate::symbolize::native::time_range(d).map_err(|source| Error::Window {
-            data: d.to_path_buf(),
-            source,
-        })?;
-        w = Some(w.map_or((a, b), |(x, y)| (x.min(a), y.max(b))));
+    for (acc, header) in shards {
+        let read = acc.sample_times();
+        // The header's times, and any sample outside them (a damaged
+        // header must not leave a counted span outside the window).
+        for (a, b) in header.into_iter().chain(read) {
+            w = Some(w.map_or((a, b), |(x, y)| (x.min(a), y.max(b))));
+        }
     }
-    w.ok_or(Error::NoSamples)
+    w
 }
 
 /// Totals over all threads, in ns. The job views read `summary.json`
@@ -412,54 +380,65 @@ pub fn thread_table(s: &Summary) -> String {
     out
 }
 
-/// The off-CPU pass over a capture's shards (`jobs` at a time), natively
-/// where `sym` is given and takes the shard, else with `perf script`
-/// (each fallback a warning in [`Profiles::warnings`]; `perf` is needed
-/// only then): `None` when no shard was recorded with `--off-cpu`.
+/// The off-CPU accounting over the shards of a capture recorded with
+/// `--off-cpu`: each read in the symbolizing pass, or now with `perf
+/// script` (`jobs` at a time; each shard the native symbolizer was meant
+/// to read a warning in [`Profiles::warnings`]; `perf` is needed only
+/// then), then finished with the capture's window.
 pub fn analyze_capture(
     perf: Perf<'_>,
     opts: &ScriptOptions,
-    sym: Option<&native::Symbolizer>,
-    shards: &[&Path],
+    shards: Vec<(PathBuf, ShardInput)>,
     event: Option<&str>,
     jobs: usize,
-) -> Result<Option<Profiles>, Error> {
-    let recorded_shards: Vec<&Path> = shards.iter().copied().filter(|d| recorded(d)).collect();
-    if recorded_shards.is_empty() {
-        return Ok(None);
-    }
-    let window = match window(&recorded_shards) {
-        Ok(w) => w,
-        Err(why) => {
-            let summary = Summary {
-                not_drawn: Some(format!(
-                    "no sample and no switch-out in the capture ({why}): no off-CPU time to draw"
-                )),
-                ..Summary::default()
-            };
-            return Ok(Some(Profiles {
-                summary,
-                ..Profiles::default()
-            }));
-        }
-    };
-    let results = crate::sys::jobs::map_jobs(&recorded_shards, jobs, |d| {
-        analyze_one(perf, opts, sym, d, window, event)
+) -> Result<Profiles, Error> {
+    let (read, by_perf): (Vec<_>, Vec<_>) = shards
+        .into_iter()
+        .partition(|(_, input)| matches!(input, ShardInput::Read(..)));
+    let ran = crate::sys::jobs::map_jobs(&by_perf, jobs, |(d, input)| {
+        let why = match input {
+            ShardInput::Perf(why) => why.as_deref(),
+            ShardInput::Read(..) => None,
+        };
+        analyze_with_perf(perf, opts, d, why, event)
     });
+    let mut accounts = Vec::with_capacity(read.len() + ran.len());
+    for (_, input) in read {
+        if let ShardInput::Read(acc, header) = input {
+            accounts.push((*acc, header));
+        }
+    }
+    let mut warnings = Vec::new();
+    for (r, warn) in ran {
+        warnings.extend(warn);
+        accounts.push((r?, None));
+    }
+    let Some(window) = window(accounts.iter().map(|(a, h)| (a, *h))) else {
+        let why = Error::NoSamples;
+        let summary = Summary {
+            not_drawn: Some(format!(
+                "no sample and no switch-out in the capture ({why}): no off-CPU time to draw"
+            )),
+            ..Summary::default()
+        };
+        return Ok(Profiles {
+            summary,
+            warnings,
+            ..Profiles::default()
+        });
+    };
     let mut all = Finished {
         start: window.0,
         end: window.1,
         ..Finished::default()
     };
-    let mut warnings = Vec::new();
-    for (r, warn) in results {
-        warnings.extend(warn);
-        all.merge(r?);
+    for (acc, _) in accounts {
+        all.merge(acc.finish(window));
     }
     let mut p = Profiles::from_finished(all);
     warnings.append(&mut p.warnings);
     p.warnings = warnings;
-    Ok(Some(p))
+    Ok(p)
 }
 
 #[cfg(test)]
@@ -492,7 +471,7 @@ mod tests {
     #[test]
     fn switch_outs_without_readable_fields_are_a_warning() {
         use super::parse::Event;
-        let mut a = Accounts::new(0, 100, Some("cpu-clock"));
+        let mut a = Accounts::new(Some("cpu-clock"));
         for (time, prev_state) in [(10, Some("S")), (20, None), (30, Some(""))] {
             a.event(Event::Sample {
                 tid: 7,
@@ -504,14 +483,14 @@ mod tests {
                 stack: vec!["f".into()],
             });
         }
-        let p = Profiles::from_finished(a.finish());
+        let p = Profiles::from_finished(a.finish((0, 100)));
         assert_eq!(p.warnings.len(), 1, "{:?}", p.warnings);
         assert!(
             p.warnings[0].starts_with("2 of 3 sched:sched_switch samples have no readable fields"),
             "{}",
             p.warnings[0]
         );
-        let mut fine = Accounts::new(0, 100, None);
+        let mut fine = Accounts::new(None);
         fine.event(Event::Sample {
             tid: 7,
             comm: "w".into(),
@@ -521,7 +500,9 @@ mod tests {
             prev_state: Some("R+".into()),
             stack: vec![],
         });
-        assert!(Profiles::from_finished(fine.finish()).warnings.is_empty());
+        assert!(Profiles::from_finished(fine.finish((0, 100)))
+            .warnings
+            .is_empty());
     }
 
     #[test]

@@ -72,16 +72,20 @@ pub struct LineParser {
     frames: Vec<String>,
 }
 
+/// How the off-CPU profiles name frames: as `jobprof fold` does by
+/// default, with no `_[k]` or `_[j]` annotations.
+pub(crate) const SETTINGS: FrameSettings = FrameSettings {
+    include_addrs: false,
+    annotate_kernel: false,
+    annotate_jit: false,
+    keep_paren_frames: true,
+    anon_is_jit: true,
+};
+
 impl Default for LineParser {
     fn default() -> Self {
         LineParser {
-            settings: FrameSettings {
-                include_addrs: false,
-                annotate_kernel: false,
-                annotate_jit: false,
-                keep_paren_frames: true,
-                anon_is_jit: true,
-            },
+            settings: SETTINGS,
             current: None,
             frames: Vec::new(),
         }
