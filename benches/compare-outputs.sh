@@ -12,6 +12,8 @@
 # file and exits 1 when any differs.
 #
 #   bash benches/compare-outputs.sh BEFORE_BIN AFTER_BIN RESULT_DIR...
+#   JOBPROF_ARGS="--no-inline --time-slices 3" bash benches/compare-outputs.sh ...
+# (JOBPROF_ARGS: more options for both runs of `jobprof process`)
 set -uo pipefail
 before=$1 after=$2; shift 2
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
@@ -48,7 +50,8 @@ for dir in "$@"; do
     rm -rf "$work/$side"; mkdir -p "$work/$side"
     cp -a "$dir" "$work/$side/$name"
     bin=$before; [ "$side" = after ] && bin=$after
-    "$bin" process --force --formats all "$work/$side/$name" >"$work/$side.out" 2>"$work/$side.err"
+    # shellcheck disable=SC2086 # JOBPROF_ARGS is a list of options
+    "$bin" process --force --formats all ${JOBPROF_ARGS:-} "$work/$side/$name" >"$work/$side.out" 2>"$work/$side.err"
     echo "$side exit $?" >> "$work/$side.out"
   done
   n=0

@@ -34,10 +34,13 @@
 #   bash benches/job.sh [--queries 8] [--iterations 3] [--rows 3000000]
 #        [--seconds 1] [--frequency 499] [--runs 3] [--keep DIR] [--job RESULT_DIR]
 #        [--venv DIR] [--old DIR] [--old-dirs "DIR..."] [--jobprof BIN]
+#        [--sidecar-args "ARGS"]
 # --keep DIR reuses the job made there before; --venv a Python venv with
 # duckdb (made with pip when missing: `python3 -m venv V && V/bin/pip
 # install duckdb`); --jobprof times another jobprof binary (e.g. main's,
-# for a before/after figure).
+# for a before/after figure); --sidecar-args more arguments for the
+# sidecar that records the job (e.g. "--off-cpu": a job of off-CPU
+# captures).
 #
 # Needs root (or perf_event_paranoid <= 1), perf, python3 (venv + pip, or
 # a venv with duckdb). Builds jobprof and jobprof-record in release mode.
@@ -46,6 +49,7 @@ cd "$(dirname "$0")/.."
 . benches/lib.sh
 
 queries=8 iterations=3 rows=3000000 seconds=1 freq=499 runs=3 keep= job= venv= old= jobprof=
+sidecar_args=
 old_dirs=$(ls -d ../shared/seed-captures/result_dir_* 2>/dev/null || true)
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -61,7 +65,8 @@ while [ $# -gt 0 ]; do
     --old) old=$2; shift 2 ;;
     --old-dirs) old_dirs=$2; shift 2 ;;
     --jobprof) jobprof=$2; shift 2 ;;
-    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
+    --sidecar-args) sidecar_args=$2; shift 2 ;;
+    -h|--help) sed -n '2,43p' "$0"; exit 0 ;;
     *) echo "job.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -95,7 +100,7 @@ make_job() {
   grep -qx ready "$w/done" || { echo "job.sh: the DuckDB worker did not start" >&2; exit 1; }
   SLURM_JOB_ID=job "$recorder" sidecar --token-dir "$tokens" --worker 0 --pid "$worker" \
     --out "$perf_root" --staging "$work/staging" --frequency "$freq" \
-    --call-graph dwarf > "$work/sidecar.log" 2>&1 &
+    --call-graph dwarf $sidecar_args > "$work/sidecar.log" 2>&1 &
   local sidecar=$!
   for _ in $(seq 600); do [ -e "$tokens/.perf_sidecar_ready_w0" ] && break; sleep 0.1; done
   local all=(q01 q03 q05 q06 q09 q13 q18 q21) i q n=0
