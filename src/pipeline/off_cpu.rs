@@ -21,18 +21,10 @@ use crate::symbolize::perf::ScriptOptions;
 use crate::text::offcpu::{self, Profiles, ShardInput};
 
 impl Pipeline<'_> {
-    /// Whether any shard was recorded with `--off-cpu`.
+    /// Whether any shard was recorded with `--off-cpu` (from the headers
+    /// read once per capture).
     pub(super) fn off_cpu_shards(&self) -> bool {
-        self.shard_files().iter().any(|d| offcpu::recorded(d))
-    }
-
-    fn shard_files(&self) -> Vec<&Path> {
-        self.cap
-            .shards
-            .iter()
-            .filter(|s| s.bytes.is_some())
-            .map(|s| s.data_file.as_path())
-            .collect()
+        self.shard_ids().any_off_cpu()
     }
 
     /// How the off-CPU accounting reads each shard recorded with
@@ -70,7 +62,8 @@ impl Pipeline<'_> {
             let input = if let Some(accounts) = read {
                 let header = results[mine[0]].off_cpu.as_ref().and_then(|o| o.1);
                 ShardInput::Read(Box::new(accounts), header)
-            } else if verdicts.contains(&Ok(OffCpuRecords::NotRecorded)) || !offcpu::recorded(data)
+            } else if verdicts.contains(&Ok(OffCpuRecords::NotRecorded))
+                || !self.shard_ids().off_cpu(data)
             {
                 continue;
             } else {

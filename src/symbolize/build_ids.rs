@@ -34,22 +34,28 @@ pub fn of_shards(shards: &[PathBuf]) -> (Vec<BuildId>, Vec<String>) {
     ShardIds::read(shards).union()
 }
 
-/// Each shard's build-id table, read once per capture and handed to every
-/// stage that needs it (the symbol sources, the kernel table's choice,
-/// `build-ids.txt`, pprof's mappings).
+/// Each shard's build-id table, and whether it was recorded with
+/// `--off-cpu`, read once per capture from its header and handed to every
+/// stage that needs them (the symbol sources, the kernel table's choice,
+/// `build-ids.txt`, pprof's mappings and columns, the off-CPU pass).
 #[derive(Debug, Default)]
 pub struct ShardIds {
     shards: Vec<(PathBuf, Result<Vec<BuildId>, String>)>,
+    /// Per shard: it has the `sched:sched_switch` event (`--off-cpu`).
+    off_cpu: Vec<bool>,
 }
 
 impl ShardIds {
     /// Reads the table of each of `shards`, in order.
     pub fn read(shards: &[PathBuf]) -> ShardIds {
-        let shards = shards
+        let (shards, off_cpu) = shards
             .iter()
-            .map(|s| (s.clone(), of_shard(s).map_err(|e| e.to_string())))
-            .collect();
-        ShardIds { shards }
+            .map(|s| {
+                let (ids, off_cpu) = of_shard(s);
+                ((s.clone(), ids.map_err(|e| e.to_string())), off_cpu)
+            })
+            .unzip();
+        ShardIds { shards, off_cpu }
     }
 
     /// The ids of every shard, sorted by path, and a warning naming each
@@ -88,6 +94,18 @@ impl ShardIds {
         }
         m
     }
+
+    /// Whether shard `data` was recorded with `--off-cpu` (a shard whose
+    /// header could not be read says no: the symbolizing pass reports it).
+    pub fn off_cpu(&self, data: &Path) -> bool {
+        let mut shards = self.shards.iter().zip(&self.off_cpu);
+        shards.any(|((s, _), &off_cpu)| s == data && off_cpu)
+    }
+
+    /// Whether any shard was recorded with `--off-cpu`.
+    pub fn any_off_cpu(&self) -> bool {
+        self.off_cpu.contains(&true)
+    }
 }
 
 /// Why a shard's build ids could not be read.
@@ -101,20 +119,38 @@ enum ShardError {
     Table(#[source] linux_perf_data::Error),
 }
 
-fn of_shard(path: &Path) -> Result<Vec<BuildId>, ShardError> {
+/// A shard's build-id table, and whether its events include the switch
+/// tracepoint (no when the header cannot be read).
+fn of_shard(path: &Path) -> (Result<Vec<BuildId>, ShardError>, bool) {
     // The header is checked before linux-perf-data allocates what it says.
-    let (_file, map) = crate::symbolize::native::open_checked(path).map_err(ShardError::Damaged)?;
-    let PerfFileReader { perf_file, .. } =
-        PerfFileReader::parse_file(crate::sys::input::MappedReader::new(&map))
-            .map_err(ShardError::Header)?;
-    let table = perf_file.build_ids().map_err(ShardError::Table)?;
-    Ok(table
-        .into_values()
-        .map(|d| BuildId {
-            path: String::from_utf8_lossy(&d.path).into_owned(),
-            build_id: d.build_id.iter().map(|b| format!("{b:02x}")).collect(),
-        })
-        .collect())
+    let perf_file = crate::symbolize::native::open_checked(path)
+        .map_err(ShardError::Damaged)
+        .and_then(|(_file, map)| {
+            PerfFileReader::parse_file(crate::sys::input::MappedReader::new(&map))
+                .map(|r| r.perf_file)
+                .map_err(ShardError::Header)
+        });
+    let perf_file = match perf_file {
+        Ok(f) => f,
+        Err(e) => return (Err(e), false),
+    };
+    let off_cpu = perf_file
+        .event_attributes()
+        .iter()
+        .any(|a| a.name() == Some(crate::symbolize::sample::SWITCH_EVENT));
+    let ids = perf_file
+        .build_ids()
+        .map_err(ShardError::Table)
+        .map(|table| {
+            table
+                .into_values()
+                .map(|d| BuildId {
+                    path: String::from_utf8_lossy(&d.path).into_owned(),
+                    build_id: d.build_id.iter().map(|b| format!("{b:02x}")).collect(),
+                })
+                .collect()
+        });
+    (ids, off_cpu)
 }
 
 /// The ids of DSOs that a sample hit: those whose file name (the last path
@@ -162,6 +198,7 @@ mod tests {
                 ),
                 ("d".into(), Ok(vec![id("[kernel.kallsyms]", "k2")])),
             ],
+            off_cpu: vec![false, false, true, false],
         };
         let (all, warnings) = ids.union();
         assert_eq!(all.len(), 5, "{all:?}");
@@ -170,6 +207,7 @@ mod tests {
         let m = ids.by_path();
         assert_eq!(m.get("/lib/x.so").map(String::as_str), Some("bb"));
         assert!(!m.contains_key("[vdso]"), "all zeros: no build id");
+        assert!(ids.any_off_cpu() && ids.off_cpu(Path::new("c")) && !ids.off_cpu(Path::new("a")));
         // The fixture's shards read alike through either door.
         let demo = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("fixtures/result_dir_demo/profiles/perf/worker_0/q01");
@@ -180,6 +218,8 @@ mod tests {
         let read = ShardIds::read(&shards);
         assert_eq!(read.union(), of_shards(&shards));
         assert!(!read.union().0.is_empty());
+        // The demo was recorded without --off-cpu.
+        assert!(!read.any_off_cpu());
     }
 
     #[test]

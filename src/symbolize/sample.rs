@@ -117,6 +117,10 @@ pub struct Batch {
     pub tasks: Option<Tasks>,
 }
 
+/// The tracepoint whose samples are switch-outs: a capture recorded with
+/// `--off-cpu` has it.
+pub const SWITCH_EVENT: &str = "sched:sched_switch";
+
 /// What a run of a capture recorded with `--off-cpu` hands the off-CPU
 /// accounting besides its samples: the side-band records that start and
 /// end threads' runs, in record order among the samples, and the state

@@ -81,7 +81,7 @@ pub enum Error {
 }
 
 /// The tracepoint `--off-cpu` records at each switch-out.
-pub const TRACEPOINT: &str = "sched:sched_switch";
+pub const TRACEPOINT: &str = crate::symbolize::sample::SWITCH_EVENT;
 /// The off-CPU profile's file name.
 pub const OFFCPU_FOLDED: &str = "offcpu.folded";
 /// The wall-clock profile's file name.

@@ -14,10 +14,7 @@ use linux_perf_data::{Feature, PerfFile};
 use super::Run;
 use crate::symbolize::native::error::Error;
 use crate::symbolize::native::tracepoint::SchedSwitch;
-use crate::symbolize::sample::{Task, Tasks};
-
-/// The tracepoint whose samples are switch-outs.
-const TRACEPOINT: &str = "sched:sched_switch";
+use crate::symbolize::sample::{Task, Tasks, SWITCH_EVENT as TRACEPOINT};
 
 /// How a run reads the records of an off-CPU capture.
 #[derive(Debug)]
