@@ -182,9 +182,14 @@ fn injected_work_is_flagged_for_its_query_and_function() {
     // a string segment check the changed plan runs less: "improved q1
     // ...ValidateRange 4.1% -> 0.7%" in one CI run), their callers'
     // `[total]` findings (and their own) folded under them ("called from:
-    // ..." where the stacks name callers; DuckDB has no frame pointers, so
-    // here they seldom do). Nothing only diluted is flagged, nor a caller,
-    // nor anything of q6.
+    // ..." where the stacks name callers). DuckDB has no frame pointers,
+    // so past the leaf these fp stacks name whatever return addresses the
+    // walk meets: a `[total]` finding of such a "caller" is that noise
+    // ("improved q1 ...Info::~LogicalTypeInfo [total] 11.1% -> 1.9%" in
+    // one CI run), and may stand among the few lines allowed; the roots
+    // every sample shares (Py_RunMain) never do. The folding of true
+    // callers is tested on exact stacks (trend_synthetic). Nothing only
+    // diluted is flagged, nor anything of q6.
     let text = util::stdout(&out);
     let flagged: Vec<&str> = text
         .lines()
@@ -194,7 +199,6 @@ fn injected_work_is_flagged_for_its_query_and_function() {
     assert!(
         flagged.iter().all(
             |l| (l.starts_with("regressed q1 ") || l.starts_with("improved q1 "))
-                && !l.contains("[total]")
                 && !l.contains("Py_RunMain")
         ),
         "{text}"
