@@ -134,16 +134,20 @@ pub fn from_stacks<'a, W: Write>(
         ..Meta::default()
     };
     let mut w = Writer::new(meta, w);
+    // A frame name is one location whatever the stack: looked up once.
+    let mut by_name: rustc_hash::FxHashMap<&str, u64> = Default::default();
+    let mut locations = Vec::new();
     for (stack, values, labels) in stacks {
         if values.iter().all(|&v| v == 0) || stack.trim().is_empty() {
             continue;
         }
-        let locations: Vec<u64> = stack
-            .trim()
-            .split(';')
-            .rev()
-            .map(|n| w.location(&[n], 0, None))
-            .collect();
+        locations.clear();
+        for n in stack.trim().split(';').rev() {
+            let id = *by_name
+                .entry(n)
+                .or_insert_with(|| w.location(&[n], 0, None));
+            locations.push(id);
+        }
         let labels: Vec<(&str, &str)> = labels
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))

@@ -5,7 +5,7 @@
 //! one, with repeated fields appended, so readers see a single profile;
 //! memory holds only the distinct frames, never the samples.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::io::{self, Write};
 
 use flate2::write::GzEncoder;
@@ -65,13 +65,13 @@ impl<W: Write> Writer<W> {
         let mut me = Writer {
             out: GzEncoder::new(io::BufWriter::new(w), flate2::Compression::default()),
             columns: meta.sample_types.len(),
-            strings: HashMap::new(),
+            strings: HashMap::default(),
             string_table: Vec::new(),
-            functions: HashMap::new(),
+            functions: HashMap::default(),
             function_table: Vec::new(),
-            locations: HashMap::new(),
+            locations: HashMap::default(),
             location_table: Vec::new(),
-            mappings: HashMap::new(),
+            mappings: HashMap::default(),
             mapping_table: Vec::new(),
             meta,
             buf: Vec::with_capacity(256),
