@@ -357,7 +357,7 @@ pub(crate) fn frame_ordered<S: AsRef<str>>(stacks: &[(S, u64)]) -> Vec<(&str, u6
         .map(|(s, c)| (s.as_ref().trim(), *c))
         .filter(|(s, c)| *c > 0 && !s.is_empty())
         .collect();
-    v.sort_unstable_by(|a, b| a.0.split(';').cmp(b.0.split(';')));
+    v.sort_unstable_by(|a, b| frame_cmp(a.0, b.0));
     // Equal stacks (possible when the caller did not merge) become one.
     v.dedup_by(|later, earlier| {
         if later.0 == earlier.0 {
@@ -368,6 +368,22 @@ pub(crate) fn frame_ordered<S: AsRef<str>>(stacks: &[(S, u64)]) -> Vec<(&str, u6
         }
     });
     v
+}
+
+/// Two stacks compared frame by frame (as `a.split(';').cmp(b.split(';'))`),
+/// in one pass over their bytes: where they first differ, the one whose
+/// frame ends there comes first; else the shorter.
+fn frame_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    match a.iter().zip(b).position(|(x, y)| x != y) {
+        Some(i) => match (a[i], b[i]) {
+            (b';', _) => Ordering::Less,
+            (_, b';') => Ordering::Greater,
+            (x, y) => x.cmp(&y),
+        },
+        None => a.len().cmp(&b.len()),
+    }
 }
 
 /// inferno's input lines for stacks in frame order, reversed because
@@ -671,6 +687,18 @@ pub fn render_empty<W: Write>(format: Format, opts: &RenderOptions, why: &str, w
 
 #[cfg(test)]
 mod tests {
+    proptest::proptest! {
+        /// One pass over the bytes orders stacks as comparing their frames
+        /// one by one does (`;`, space and other bytes below `;` included).
+        #[test]
+        fn frame_cmp_is_the_frame_by_frame_order(
+            a in "[a-c; :<(é]{0,12}",
+            b in "[a-c; :<(é]{0,12}",
+        ) {
+            proptest::prop_assert_eq!(frame_cmp(&a, &b), a.split(';').cmp(b.split(';')));
+        }
+    }
+
     use super::*;
 
     #[test]
