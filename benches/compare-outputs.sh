@@ -6,9 +6,10 @@
 # Paths are compared with the copies' locations taken out; summary.json
 # without its timings, tool version and dates; the marker, index.json and
 # the query pages' sources.json without inode numbers, time stamps and the
-# sizes of summary.json (its timings' digits) and of perf.script.zst (its
+# sizes of summary.json (its timings' digits), of perf.script.zst (its
 # text is compared decompressed: how it is cut into zstd frames follows
-# the time slices, which follow --jobs). Prints one line per differing
+# the time slices, which follow --jobs) and of the pprof profiles (compared
+# gunzipped: a change of gzip level changes only their size). Prints one line per differing
 # file and exits 1 when any differs.
 #
 #   bash benches/compare-outputs.sh BEFORE_BIN AFTER_BIN RESULT_DIR...
@@ -21,7 +22,7 @@ status=0
 norm() {
   norm1 "$1" | sed -e "s|$work/before|W|g" -e "s|$work/after|W|g" \
     -e 's|/proc/[0-9]*/fd/[0-9]*|/proc/PID/fd/N|g' -e 's/[0-9]\{4\}-[0-9][0-9]-[0-9][0-9]T[0-9:]*Z/TIME/g' |
-    grep -avE '"(ino|summary.json|perf.script.zst)":'
+    grep -avE '"(ino|summary.json|perf.script.zst|[a-z]*.pb.gz)":'
 }
 norm1() {
   case "$1" in
