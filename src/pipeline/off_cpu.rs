@@ -42,6 +42,9 @@ impl Pipeline<'_> {
                 continue;
             }
             let data = &shard.data_file;
+            if !self.shard_ids().off_cpu(data) {
+                continue;
+            }
             let mine: Vec<usize> = (0..units.len())
                 .filter(|&i| units[i].shard_pos == pos)
                 .collect();
@@ -62,10 +65,6 @@ impl Pipeline<'_> {
             let input = if let Some(accounts) = read {
                 let header = results[mine[0]].off_cpu.as_ref().and_then(|o| o.1);
                 ShardInput::Read(Box::new(accounts), header)
-            } else if verdicts.contains(&Ok(OffCpuRecords::NotRecorded))
-                || !self.shard_ids().off_cpu(data)
-            {
-                continue;
             } else {
                 ShardInput::Perf(self.why_perf_reads(data, &verdicts))
             };

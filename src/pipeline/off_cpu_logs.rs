@@ -15,7 +15,10 @@ use crate::text::offcpu::{Accounts, ShardLog};
 /// before it are done, then takes the accounts over.
 pub(super) struct OffCpuLogs {
     logs: Vec<Option<ShardLog>>,
-    /// Per unit: the first of its shard; the next unit is of its shard.
+    /// Per unit: its shard was recorded with `--off-cpu` (the others have
+    /// nothing to account); the first of its shard; the next unit is of
+    /// its shard.
+    recorded: Vec<bool>,
     first: Vec<bool>,
     next_same: Vec<bool>,
     done: Vec<bool>,
@@ -24,11 +27,17 @@ pub(super) struct OffCpuLogs {
 }
 
 impl OffCpuLogs {
-    /// For `units` (a shard's units next to each other, in slice order).
-    pub(super) fn new(units: &[Unit], event: Option<&str>) -> OffCpuLogs {
+    /// For `units` (a shard's units next to each other, in slice order),
+    /// those of the shards `recorded` says were recorded with `--off-cpu`.
+    pub(super) fn new(
+        units: &[Unit],
+        recorded: impl Fn(&Unit) -> bool,
+        event: Option<&str>,
+    ) -> OffCpuLogs {
         let same = |a: usize, b: usize| units[a].shard_pos == units[b].shard_pos;
         OffCpuLogs {
             logs: units.iter().map(|_| None).collect(),
+            recorded: units.iter().map(recorded).collect(),
             first: (0..units.len())
                 .map(|u| u == 0 || !same(u - 1, u))
                 .collect(),
@@ -59,6 +68,9 @@ impl OffCpuLogs {
     /// of its shard, as far as they are done too.
     pub(super) fn done(&mut self, unit: usize) {
         self.done[unit] = true;
+        if !self.recorded[unit] {
+            return;
+        }
         let mut u = unit;
         while self.done[u] && self.next_same[u] && self.log(u).is_live() {
             let Some(acc) = self.logs[u].take().and_then(ShardLog::into_accounts) else {

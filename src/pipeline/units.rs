@@ -231,7 +231,8 @@ impl Pipeline<'_> {
         let folder = Folder::new(self.fold_options_with_cells());
         let mut stream = folder.stream();
         let mut readers = self.report_readers(units.len());
-        let mut logs = OffCpuLogs::new(units, self.cap.event.as_deref());
+        let recorded = |u: &Unit| self.shard_ids().off_cpu(&u.data);
+        let mut logs = OffCpuLogs::new(units, recorded, self.cap.event.as_deref());
         std::thread::scope(|scope| {
             for _ in 0..jobs {
                 let sinks = UnitSinks {

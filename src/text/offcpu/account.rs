@@ -421,13 +421,7 @@ impl Accounts {
         };
         // A second out without an in: the first gap ends here.
         let pending = t.pending.take();
-        if let Some(since) = ran {
-            self.span(Span::Run {
-                tid,
-                a: since,
-                b: time,
-            });
-        }
+        self.run_ends(tid, ran, time);
         self.span(Span::Switch { tid, a: time });
         if let Some(p) = pending {
             self.close_gap(tid, p, time);
@@ -459,15 +453,17 @@ impl Accounts {
         let ran = t.running_since.take();
         t.exited = Some(time);
         let pending = t.pending.take();
-        if let Some(since) = ran {
-            self.span(Span::Run {
-                tid,
-                a: since,
-                b: time,
-            });
-        }
+        self.run_ends(tid, ran, time);
         if let Some(p) = pending {
             self.close_gap(tid, p, time);
+        }
+    }
+
+    /// A run of thread `tid` since `since` (when it was running) ends at
+    /// `until`.
+    fn run_ends(&mut self, tid: u32, since: Option<u64>, until: u64) {
+        if let Some(a) = since {
+            self.span(Span::Run { tid, a, b: until });
         }
     }
 
@@ -526,13 +522,8 @@ impl Accounts {
     fn finish_thread(&mut self, tid: u32, end: u64) {
         let t = self.thread(tid);
         let stop = t.exited.unwrap_or(end);
-        if let Some(since) = t.running_since.take() {
-            self.span(Span::Run {
-                tid,
-                a: since,
-                b: stop,
-            });
-        }
+        let ran = t.running_since.take();
+        self.run_ends(tid, ran, stop);
         let t = self.thread(tid);
         if let Some(p) = t.pending.take() {
             self.close_gap(tid, p, stop);
