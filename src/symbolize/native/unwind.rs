@@ -550,15 +550,18 @@ fn walk<A: UnwindArch>(
     for _ in 1..MAX_USER_FRAMES {
         let first = !addr.is_return_address();
         let m = maps.find(addr.address_for_lookup());
-        let t = m.and_then(|m| table(tables, m.dso, load).cloned());
+        // Borrowed, not cloned: the symbolizing threads share these
+        // tables, and a reference count bumped per frame bounced one cache
+        // line between the cores (a third of a dwarf capture's CPU).
+        let t = m.and_then(|m| table(tables, m.dso, load));
         let (Some(m), Some(t)) = (m, t) else {
             return Stop::at(m.is_some(), false, first).unwrap_or(Stop::NoTables);
         };
         missed.set(false);
         trail.take();
-        let row = expr_row::<A>(st, m, &t, addr.address_for_lookup(), &mut regs);
+        let row = expr_row::<A>(st, m, t, addr.address_for_lookup(), &mut regs);
         let step = match row {
-            Some(row) => match cfi_step::<A>(&t, &row, &mut regs, first, sampled, &mut read) {
+            Some(row) => match cfi_step::<A>(t, &row, &mut regs, first, sampled, &mut read) {
                 Ok(r) => Ok(r),
                 Err(cfi::Fail::Read(a)) => Err(framehop::Error::CouldNotReadStack(a)),
                 Err(cfi::Fail::Unsupported) => return Stop::Unsupported,
