@@ -68,6 +68,20 @@ impl Maps {
         self.maps.iter()
     }
 
+    /// The map holding `ip`, trying `last` (the map of the caller's
+    /// previous lookup) first: a stack's frames mostly lie in the map of
+    /// the frame before them, and the search costs more than the check.
+    pub fn find_after<'m>(&'m self, ip: u64, last: &mut Option<&'m Map>) -> Option<&'m Map> {
+        if let Some(m) = *last {
+            if m.start <= ip && ip < m.end {
+                return Some(m);
+            }
+        }
+        let found = self.find(ip);
+        *last = found;
+        found
+    }
+
     /// The map holding `ip`.
     pub fn find(&self, ip: u64) -> Option<&Map> {
         let i = self

@@ -547,9 +547,10 @@ fn walk<A: UnwindArch>(
         Ok(v)
     };
     let mut addr = FrameAddress::from_instruction_pointer(ip);
+    let mut last = None;
     for _ in 1..MAX_USER_FRAMES {
         let first = !addr.is_return_address();
-        let m = maps.find(addr.address_for_lookup());
+        let m = maps.find_after(addr.address_for_lookup(), &mut last);
         // Borrowed, not cloned: the symbolizing threads share these
         // tables, and a reference count bumped per frame bounced one cache
         // line between the cores (a third of a dwarf capture's CPU).
