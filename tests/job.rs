@@ -702,3 +702,62 @@ fn replicates_are_one_query_in_the_views_and_diff() {
     assert!(q[0]["change"].as_f64().unwrap().abs() < 1.0, "{d:#}");
     assert_eq!(q[0]["after_total"].as_u64(), Some(own * 2 / 3), "{d:#}");
 }
+
+/// Runs `jobprof process DIR` under `strace -e trace=openat` and returns
+/// the lines that open a capture's `stacks.folded` (below `worker_0/`)
+/// for reading.
+fn folded_reads_of_process(dir: &Path, trace: &Path) -> Vec<String> {
+    let o = Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=openat", "-o"])
+        .arg(trace)
+        .arg(env!("CARGO_BIN_EXE_jobprof"))
+        .arg("process")
+        .arg(dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    ok(&o);
+    fs::read_to_string(trace)
+        .unwrap()
+        .lines()
+        .filter(|l| {
+            l.contains("worker_0/") && l.contains("/stacks.folded\"") && l.contains("O_RDONLY")
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// The views take the folded stacks a run has just written from memory
+/// (issue 47): the run that processes the captures opens none of their
+/// `stacks.folded` to read it back, and a later refresh with nothing to
+/// process (the query view's `sources.json` removed, so it is drawn
+/// again) reads them from disk and draws the same view byte for byte.
+#[test]
+fn the_views_take_the_runs_stacks_from_memory_and_others_from_disk() {
+    if !require(util::have("strace"), "strace") {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    util::copy_demo(scratch.path());
+    let demo = scratch.path().join("profiles/perf/worker_0/q01");
+    let dir = t.path().join("run");
+    let worker = dir.join("profiles/perf/worker_0");
+    for n in ["q01_iter1", "q01_iter2"] {
+        copy_tree(&demo, &worker.join(n));
+        util::edit_json(&worker.join(n).join("capture.json"), |v| {
+            v["query"] = Value::from(n)
+        });
+    }
+    let reads = folded_reads_of_process(&dir, &t.path().join("first.strace"));
+    assert!(reads.is_empty(), "read back: {reads:#?}");
+    let view = dir.join("profiles/perf/queries/q01");
+    let merged = fs::read(view.join("stacks.folded")).unwrap();
+    assert!(!merged.is_empty());
+    let page = fs::read(view.join("flamegraph.html")).unwrap();
+    fs::remove_file(view.join("sources.json")).unwrap();
+    let reads = folded_reads_of_process(&dir, &t.path().join("second.strace"));
+    assert_eq!(reads.len(), 2, "{reads:#?}");
+    assert_eq!(fs::read(view.join("stacks.folded")).unwrap(), merged);
+    assert_eq!(fs::read(view.join("flamegraph.html")).unwrap(), page);
+}

@@ -107,6 +107,7 @@ pub fn run(roots: &[PathBuf], opts: &Options, progress: &dyn Progress) -> Result
                 status: Status::Failed,
                 message: format!("not searched for captures: {why}"),
                 elapsed: Duration::ZERO,
+                stacks: None,
             }));
     }
     if opts.dry_run {
@@ -143,6 +144,7 @@ fn bring_up_to_date(
             status: Status::Skipped,
             message: "already complete".into(),
             elapsed: Duration::ZERO,
+            stacks: None,
         })
         .collect();
     if !todo.is_empty() {

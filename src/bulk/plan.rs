@@ -102,6 +102,7 @@ pub(super) fn dry_run(item: &Item, plan: &Plan) -> Outcome {
         status: Status::Skipped,
         message: "already complete".into(),
         elapsed: Duration::ZERO,
+        stacks: None,
     };
     if plan.is_empty() {
         return o;

@@ -7,12 +7,14 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use super::plan::{render_only_outputs, Plan};
 use super::Options;
-use crate::capture::{self, CaptureDir, Completion, Item, Kind, Marker, Outcome, Status, FOLDED};
+use crate::capture::{
+    self, CaptureDir, Completion, Item, KeptStacks, Kind, Marker, Outcome, Status, FOLDED,
+};
 use crate::output::{archive, render::redraw};
 use crate::pipeline;
 use crate::symbolize::perf::PerfProbe;
@@ -88,10 +90,13 @@ fn work_on(
     progress: &dyn Progress,
 ) -> Outcome {
     let start = Instant::now();
-    let steps = || -> std::result::Result<Vec<String>, (Status, String)> {
+    let mut stacks = None;
+    let mut steps = || -> std::result::Result<Vec<String>, (Status, String)> {
         let mut done = Vec::new();
         if plan.outputs.is_some() {
-            done.push(write_outputs(item, popts, perf, progress)?);
+            let (line, kept) = write_outputs(item, popts, perf, progress)?;
+            done.push(line);
+            stacks = kept;
         }
         let dir = &item.capture.dir;
         if plan.recompress {
@@ -111,29 +116,34 @@ fn work_on(
         status,
         message,
         elapsed: start.elapsed(),
+        stacks,
     }
 }
 
+/// What [`write_outputs`] did, and the folded stacks kept for the views.
+type Written = (String, Option<Arc<KeptStacks>>);
+
 /// The outputs: the whole pipeline for a capture, the renders alone for a
-/// render-only directory. Err: the status and message when not processed.
+/// render-only directory (with the folded stacks kept for the views).
+/// Err: the status and message when not processed.
 fn write_outputs(
     item: &Item,
     popts: &pipeline::Options,
     perf: &PerfProbe,
     progress: &dyn Progress,
-) -> std::result::Result<String, (Status, String)> {
-    let (status, message) = match item.kind {
+) -> std::result::Result<Written, (Status, String)> {
+    let (status, message, stacks) = match item.kind {
         Kind::Capture => {
             let r = pipeline::process_capture(&item.capture, popts, perf, progress);
-            (r.status, r.message)
+            (r.status, r.message, r.stacks)
         }
         Kind::RenderOnly => match redraw(&item.capture, &popts.formats) {
-            Ok(msg) => (Status::Processed, msg),
-            Err(e) => (Status::Failed, e.to_string()),
+            Ok(msg) => (Status::Processed, msg, None),
+            Err(e) => (Status::Failed, e.to_string(), None),
         },
     };
     if status == Status::Processed {
-        Ok(message)
+        Ok((message, stacks))
     } else {
         Err((status, message))
     }

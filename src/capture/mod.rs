@@ -35,6 +35,6 @@ pub use marker::{
     clear_marker, completion, previous_inputs, previous_quality, remove_stale_temporaries,
     write_marker, Completion, Marker, Quality, MARKER, OUTPUT_VERSION,
 };
-pub use outcome::{run_exit_code, Outcome, Status};
+pub use outcome::{run_exit_code, KeptStacks, Outcome, Status};
 pub use validate::{validate, Layout, Refusal, Shard, ValidCapture};
 pub use walk::{discover, find, Filter, Found, Item, Kind};

@@ -3,9 +3,11 @@
 //! the job views take to show states that left nothing on disk.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::ExitCode;
+use crate::sys::confined::Entry;
 
 /// How one capture ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +73,70 @@ pub struct Outcome {
     pub message: String,
     /// Wall time spent on it.
     pub elapsed: Duration,
+    /// The folded stacks the run wrote, kept for the job views (`None`:
+    /// not kept, read from disk if needed).
+    pub stacks: Option<Arc<KeptStacks>>,
+}
+
+/// A capture's folded stacks as a run wrote them, kept in memory for the
+/// job views, which take them instead of reading `path` back only while
+/// the file there is still the one written (`file`: checked under the
+/// views' lock, so a later run's outputs are read from disk). The stacks
+/// lie end to end in one buffer (a `String` each would take half as much
+/// again).
+#[derive(Debug, PartialEq, Eq)]
+pub struct KeptStacks {
+    /// The `stacks.folded` written.
+    pub path: PathBuf,
+    /// That file when it was renamed into place.
+    pub file: Entry,
+    text: String,
+    /// Each stack's end in `text`, and its count.
+    ends: Vec<(usize, u64)>,
+}
+
+impl KeptStacks {
+    /// Keeps `stacks` (what reading `path` back gives: distinct, sorted
+    /// bytewise, counts above 0) as the content of the file `file`.
+    pub fn new<'s>(
+        path: PathBuf,
+        file: Entry,
+        stacks: impl ExactSizeIterator<Item = (&'s str, u64)> + Clone,
+    ) -> KeptStacks {
+        let mut text = String::with_capacity(stacks.clone().map(|(s, _)| s.len()).sum());
+        let mut ends = Vec::with_capacity(stacks.len());
+        for (s, c) in stacks {
+            text.push_str(s);
+            ends.push((text.len(), c));
+        }
+        KeptStacks {
+            path,
+            file,
+            text,
+            ends,
+        }
+    }
+
+    /// The stacks and their counts, in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, u64)> {
+        let starts = std::iter::once(0).chain(self.ends.iter().map(|&(e, _)| e));
+        (starts.zip(&self.ends)).map(|(start, &(end, c))| (&self.text[start..end], c))
+    }
+
+    /// How many stacks.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// No stack at all.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Bytes it holds.
+    pub fn bytes(&self) -> usize {
+        self.text.len() + 16 * self.ends.len()
+    }
 }
 
 impl Outcome {
@@ -83,5 +149,27 @@ impl Outcome {
             self.elapsed.as_secs_f64(),
             self.message
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_stacks_give_back_what_they_took() {
+        let meta = std::fs::symlink_metadata("/").unwrap();
+        let stacks = [("a;b", 2), ("a;c", 1), ("é;x y", 7)];
+        let k = KeptStacks::new(PathBuf::from("f"), Entry::of(&meta), stacks.into_iter());
+        assert_eq!(k.iter().collect::<Vec<_>>(), stacks);
+        assert_eq!((k.len(), k.is_empty()), (3, false));
+        let none = KeptStacks::new(
+            PathBuf::new(),
+            Entry::of(&meta),
+            std::iter::empty::<(&str, u64)>()
+                .collect::<Vec<_>>()
+                .into_iter(),
+        );
+        assert!(none.is_empty() && none.iter().next().is_none());
     }
 }

@@ -144,6 +144,10 @@ impl PipelineArgs {
             (Some(d), false) => Some(std::path::absolute(d).unwrap_or_else(|_| d.clone())),
             (None, false) => default_cache_dir(),
         };
+        // `process` and `reprocess` refresh the job views after the run.
+        opts.keep_stacks = Some(std::sync::Arc::new(std::sync::atomic::AtomicU64::new(
+            views::KEEP_STACKS_BYTES,
+        )));
         Ok(opts)
     }
 

@@ -194,6 +194,10 @@ pub struct Options {
     /// `-o DIR`: where the outputs of the one plain `perf.data` of the run
     /// go, instead of `FILE.jobprof/` beside it.
     pub output: Option<PathBuf>,
+    /// Bytes of folded stacks the run may still keep in memory for the
+    /// job views ([`Outcome::stacks`]); `None` (the default): none kept.
+    /// Shared by every capture of the run, each taking what it keeps.
+    pub keep_stacks: Option<Arc<std::sync::atomic::AtomicU64>>,
 }
 
 impl Default for Options {
@@ -214,6 +218,7 @@ impl Default for Options {
             store: None,
             cache_dir: None,
             output: None,
+            keep_stacks: None,
         }
     }
 }
@@ -429,6 +434,7 @@ pub fn process_capture(
         status: Status::Failed,
         message: String::new(),
         elapsed: Duration::ZERO,
+        stacks: None,
     };
     let capture = match capture::validate(found) {
         Ok(v) => v,
@@ -464,6 +470,7 @@ pub fn process_capture(
         Ok(done) => {
             report.status = done.status;
             report.message = done.message;
+            report.stacks = done.stacks;
         }
         Err(e) => {
             report.status = Status::Failed;
@@ -491,10 +498,12 @@ fn plain_changed(found: &CaptureDir, c: Completion) -> Completion {
     }
 }
 
-/// How one capture's run ended: its status and the line saying why.
+/// How one capture's run ended: its status and the line saying why (and
+/// the folded stacks kept for the views).
 struct Done {
     status: Status,
     message: String,
+    stacks: Option<Arc<capture::KeptStacks>>,
 }
 
 /// What one symbolize-and-fold pass produced, before anything is written.
@@ -563,6 +572,8 @@ struct Pipeline<'a> {
     shard_ids: OnceLock<crate::symbolize::build_ids::ShardIds>,
     /// The run's symbol store (or this capture's own).
     store: Arc<native::store::Store>,
+    /// The `stacks.folded` this run wrote, when it was renamed into place.
+    folded_file: OnceLock<crate::sys::confined::Entry>,
 }
 
 impl<'a> Pipeline<'a> {
@@ -588,6 +599,7 @@ impl<'a> Pipeline<'a> {
             sources: OnceLock::new(),
             shard_ids: OnceLock::new(),
             store: opts.store.clone().unwrap_or_default(),
+            folded_file: OnceLock::new(),
         }
     }
 
@@ -660,6 +672,7 @@ mod tests {
             status,
             message: String::new(),
             elapsed: Duration::ZERO,
+            stacks: None,
         };
         let mut r = Report {
             captures: vec![mk(Status::Processed), mk(Status::Skipped)],

@@ -380,7 +380,10 @@ impl Pipeline<'_> {
                 continue;
             }
             f.flush().map_err(|e| Error::io(self.dir.join(name), e))?;
-            f.commit()?;
+            let file = f.commit_identified()?;
+            if let Some(file) = file.filter(|_| *format == Format::Folded) {
+                let _ = self.folded_file.set(file);
+            }
             outputs.push(name.to_string());
         }
         Ok(report)

@@ -5,6 +5,7 @@
 //! `units` symbolize, `publish` and `off_cpu` write, `inputs` hashes.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -12,9 +13,9 @@ use super::inputs::{hash_all, join_hasher, Hashed, Stamps};
 use super::plan::Plan;
 use super::units::{shard_summary, Symbolized};
 use super::{file_name, Done, Pass, Pipeline};
-use crate::capture::{self, Marker, Quality, Status, SUMMARY};
+use crate::capture::{self, KeptStacks, Marker, Quality, Status, SUMMARY};
 use crate::error::Result;
-use crate::output::render::Format;
+use crate::output::render::{self, Format};
 use crate::output::summary::StackStats;
 use crate::symbolize::kernel::{self, KernelSymbols};
 use crate::symbolize::native;
@@ -188,6 +189,7 @@ impl Pipeline<'_> {
             None if cross.is_some() => Ok(Err(Done {
                 status: Status::Failed,
                 message: cross.unwrap_or_default(),
+                stacks: None,
             })),
             None => {
                 let why = match self.perf.get() {
@@ -200,6 +202,7 @@ impl Pipeline<'_> {
                         "cannot symbolize: {why}; and there is no {} to fold instead",
                         capture::SCRIPT_ZST
                     ),
+                    stacks: None,
                 }))
             }
         }
@@ -373,6 +376,7 @@ impl Pipeline<'_> {
         Some(Done {
             status: Status::Failed,
             message: format!("{why}; kept the previous complete outputs unchanged"),
+            stacks: None,
         })
     }
 
@@ -391,12 +395,14 @@ impl Pipeline<'_> {
             return Ok(Done {
                 status: Status::Failed,
                 message: pass.failures.join("; "),
+                stacks: None,
             });
         }
         if let Some(why) = render_refused {
             return Ok(Done {
                 status: Status::RenderRefused,
                 message: format!("flamegraph not rendered: {why}"),
+                stacks: None,
             });
         }
         let mut marker = Marker::new(
@@ -427,7 +433,33 @@ impl Pipeline<'_> {
                 100.0 * pass.stats.truncated_ratio,
                 outputs.join(", ")
             ),
+            stacks: self.keep_stacks(pass),
         })
+    }
+
+    /// The folded stacks this run wrote, for the job views, when the run
+    /// may keep them ([`super::Options::keep_stacks`]: each capture takes
+    /// its share of the run's budget, and one that does not fit is read
+    /// back from disk by the views) and reading the file back would give
+    /// the same ([`render::folded::as_read_back`]).
+    fn keep_stacks(&self, pass: Pass) -> Option<Arc<KeptStacks>> {
+        use std::sync::atomic::Ordering;
+        let budget = self.opts.keep_stacks.as_ref()?;
+        let file = *self.folded_file.get()?;
+        let need: u64 = (pass.folded.stacks.iter())
+            .map(|(s, _)| s.len() as u64 + 16)
+            .sum();
+        budget
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+                left.checked_sub(need)
+            })
+            .ok()?;
+        let Some(lines) = render::folded::as_read_back(&pass.folded.stacks) else {
+            budget.fetch_add(need, Ordering::SeqCst);
+            return None;
+        };
+        let path = self.dir.join(capture::FOLDED);
+        Some(Arc::new(KeptStacks::new(path, file, lines.into_iter())))
     }
 
     /// Where kernel frames get their names ([`kernel::kernel_symbols`]),

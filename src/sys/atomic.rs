@@ -42,6 +42,7 @@ use std::ffi::{OsStr, OsString};
 
 use crate::error::{Error, Result};
 pub use crate::sys::confined::Dir;
+use crate::sys::confined::Entry;
 
 /// What to do with a symbolic link or special file at the destination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -345,6 +346,14 @@ impl AtomicFile {
     /// Flushes, fsyncs and renames the temporary file onto the destination,
     /// with the mode of the file it replaces (or `0666 & ~umask`).
     pub fn commit(self) -> Result<()> {
+        self.commit_identified().map(drop)
+    }
+
+    /// [`Self::commit`], and what the committed file was when it was
+    /// renamed into place (taken from its descriptor, so it is this
+    /// file's even if another is renamed over it at once); `None` for a
+    /// file written in place.
+    pub fn commit_identified(self) -> Result<Option<Entry>> {
         let fsync = self.fsync;
         let dest = self.dest;
         let sink = self
@@ -353,10 +362,10 @@ impl AtomicFile {
             .map_err(|e| Error::io(&dest, e.into_error()))?;
         let tmp = match sink {
             Sink::Temp(tmp) => tmp,
-            Sink::At(tmp) => return commit_at(tmp, self.mode, fsync, &dest),
+            Sink::At(tmp) => return commit_at(tmp, self.mode, fsync, &dest).map(Some),
             // Written in place; nothing to rename (and fsync means nothing
             // for a device or a pipe).
-            Sink::InPlace(_) => return Ok(()),
+            Sink::InPlace(_) => return Ok(None),
         };
         if let Some(mode) = self.mode {
             tmp.as_file()
@@ -366,13 +375,21 @@ impl AtomicFile {
         if fsync {
             tmp.as_file().sync_all().map_err(|e| Error::io(&dest, e))?;
         }
+        let entry = identify(tmp.as_file(), &dest)?;
         tmp.persist(&dest).map_err(|e| Error::io(&dest, e.error))?;
-        Ok(())
+        Ok(Some(entry))
     }
 }
 
+/// The identity of the temporary file `f` about to become `dest`.
+fn identify(f: &fs::File, dest: &Path) -> Result<Entry> {
+    f.metadata()
+        .map(|m| Entry::of(&m))
+        .map_err(|e| Error::io(dest, e))
+}
+
 /// The confined commit: mode, fsync, `renameat` onto the entry.
-fn commit_at(mut tmp: TempAt, mode: Option<u32>, fsync: bool, dest: &Path) -> Result<()> {
+fn commit_at(mut tmp: TempAt, mode: Option<u32>, fsync: bool, dest: &Path) -> Result<Entry> {
     if let Some(mode) = mode {
         tmp.file
             .set_permissions(fs::Permissions::from_mode(mode))
@@ -381,9 +398,10 @@ fn commit_at(mut tmp: TempAt, mode: Option<u32>, fsync: bool, dest: &Path) -> Re
     if fsync {
         tmp.file.sync_all().map_err(|e| Error::io(dest, e))?;
     }
+    let entry = identify(&tmp.file, dest)?;
     tmp.dir.rename(&tmp.tmp, &tmp.name)?;
     tmp.kept = true;
-    Ok(())
+    Ok(entry)
 }
 
 /// Writes `bytes` to the file `name` in the confined directory `dir`

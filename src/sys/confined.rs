@@ -63,7 +63,7 @@ fn step_error(path: &Path, e: io::Error, is_link: impl FnOnce() -> bool) -> Erro
 }
 
 /// What a `fstatat(AT_SYMLINK_NOFOLLOW)` found.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Entry {
     /// `st_mode`.
     pub mode: u32,
@@ -78,6 +78,26 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// The entry `meta` describes (of a file already open).
+    pub fn of(meta: &std::fs::Metadata) -> Entry {
+        use std::os::unix::fs::MetadataExt;
+        Entry {
+            mode: meta.mode(),
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime_ns: meta.mtime().saturating_mul(1_000_000_000) + meta.mtime_nsec(),
+        }
+    }
+
+    /// Whether `other` is this very file as it was: the same device,
+    /// inode, size and modification time (a file rewritten, or another
+    /// renamed over it, differs in one of them).
+    pub fn same_file(self, other: Entry) -> bool {
+        (self.dev, self.ino, self.size, self.mtime_ns)
+            == (other.dev, other.ino, other.size, other.mtime_ns)
+    }
+
     fn kind(self) -> u32 {
         self.mode & libc::S_IFMT
     }

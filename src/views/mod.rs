@@ -9,7 +9,9 @@
 //! `index.json` (the same table for scripts), plus one flamegraph per query
 //! merged over all its workers (`profiles/perf/queries/<Q>/`). Everything is
 //! rebuilt from what is on disk (the captures' `summary.json`, markers and
-//! metadata; no re-folding), under an exclusive lock on
+//! metadata; no re-folding; the folded stacks this run wrote are taken
+//! from memory while the file on disk is still the one written), under an
+//! exclusive lock on
 //! `profiles/perf/.jobprof-index.lock`, and written atomically: when several
 //! array tasks finish at once, the last one to take the lock sees every
 //! task's outputs, so the final page is complete. [`diff`] compares two runs
@@ -45,6 +47,10 @@ pub const QUERIES_DIR: &str = "queries";
 pub const SOURCES_JSON: &str = "sources.json";
 /// The lock serializing refreshes of one result directory.
 pub const LOCK_FILE: &str = ".jobprof-index.lock";
+/// Bytes of folded stacks a run of `process` or `reprocess` keeps in
+/// memory for the views ([`crate::pipeline::Options::keep_stacks`]); the
+/// captures past it are read back from disk.
+pub const KEEP_STACKS_BYTES: u64 = 32 << 20;
 
 /// What the per-query flamegraphs put at the root of every stack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -203,7 +209,11 @@ pub fn refresh(perf_root: &Path, outcomes: &[&Outcome], opts: &Options) -> Resul
         r => r?,
     };
     let nsys_reports = nsys_views::attach(perf_root, &mut index);
-    let (queries, rendered) = queries::update(perf_root, &root, &mut index, opts)?;
+    let kept: queries::Kept = (outcomes.iter())
+        .filter_map(|o| o.stacks.as_deref())
+        .map(|k| ((k.file.dev, k.file.ino), k))
+        .collect();
+    let (queries, rendered) = queries::update(perf_root, &root, &mut index, &kept, opts)?;
     page::write_index(&root, &index)?;
     Ok(Refreshed {
         captures: index.captures.len(),

@@ -9,20 +9,24 @@
 //! was drawn from; a view whose sources are unchanged is not drawn again,
 //! so a refresh after one capture redraws one query.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
 use serde_json::json;
 
 use super::scan::{Index, QueryView, Row, State};
 use super::{offcpu_views, Options, QueryRoot, QUERIES_DIR, SOURCES_JSON};
-use crate::capture::{FOLDED, HTML};
+use crate::capture::{KeptStacks, FOLDED, HTML};
 use crate::error::{Error, Result};
 use crate::output::render::{self, folded::read_folded, RenderOptions};
 use crate::sys::atomic::{write_in, AtomicFile};
-use crate::sys::confined::Dir;
+use crate::sys::confined::{Dir, Entry};
 use crate::sys::input::Source;
 use crate::text::offcpu::{OFFCPU_FOLDED, WALLCLOCK_FOLDED};
+
+/// The folded stacks the run kept in memory ([`KeptStacks`]), by the
+/// device and inode of the file they were written to.
+pub type Kept<'a> = HashMap<(u64, u64), &'a KeptStacks>;
 
 /// Brings every query's merged view up to date and records it in
 /// `index.queries`. Returns (queries with a view, views redrawn).
@@ -30,13 +34,14 @@ pub fn update(
     perf_root: &Path,
     root: &Dir,
     index: &mut Index,
+    kept: &Kept<'_>,
     opts: &Options,
 ) -> Result<(usize, usize)> {
     let queries: Vec<String> = index.job.queries.iter().cloned().collect();
     // Queries side by side (`sub_create` takes a directory another made).
     let jobs = crate::jobs_or_cores(opts.jobs);
     let views = crate::sys::jobs::map_jobs(&queries, jobs, |q| {
-        update_one(perf_root, root, index, q, opts)
+        update_one((perf_root, root), index, kept, q, opts)
     });
     let (mut drawn, mut rendered) = (0, 0);
     for v in views {
@@ -52,9 +57,9 @@ pub fn update(
 /// Brings query `q`'s merged view up to date: the view, and whether it was
 /// drawn again.
 fn update_one(
-    perf_root: &Path,
-    root: &Dir,
+    (perf_root, root): (&Path, &Dir),
     index: &Index,
+    kept: &Kept<'_>,
     q: &str,
     opts: &Options,
 ) -> Result<(QueryView, bool)> {
@@ -111,7 +116,7 @@ fn update_one(
             job: job.as_deref(),
             replicates: summed.len(),
         };
-        draw(perf_root, &dir, q, look, &merged, opts)?;
+        draw((perf_root, kept), &dir, q, look, &merged, opts)?;
         write_in(&dir, SOURCES_JSON, true, sources.as_bytes())?;
     }
     view.flamegraph = Some(format!("{QUERIES_DIR}/{q}/{HTML}"));
@@ -186,7 +191,7 @@ struct Look<'a> {
 /// Merges the replicates' and workers' folded stacks and writes the query's
 /// folded stacks and flamegraph page.
 fn draw(
-    perf_root: &Path,
+    (perf_root, kept): (&Path, &Kept<'_>),
     dir: &Dir,
     q: &str,
     look: Look,
@@ -196,19 +201,28 @@ fn draw(
     let mut stacks: Vec<(String, u64)> = Vec::new();
     let mut labelled: Vec<Labelled> = Vec::new();
     for r in merged {
-        let rel = r.folded.as_deref().expect("filtered on folded");
-        let input = read_folded(&[Source::Path(perf_root.join(rel))])?;
+        let path = perf_root.join(r.folded.as_deref().expect("filtered on folded"));
         let switch_data = offcpu_views::capture_file(perf_root, r, WALLCLOCK_FOLDED).is_some();
-        labelled.push((input.stacks.len(), r, switch_data));
-        match (opts.query_root, r.worker) {
-            (QueryRoot::Worker, Some(w)) => stacks.extend(
-                input
-                    .stacks
-                    .into_iter()
-                    .map(|(s, c)| (format!("worker_{w};{s}"), c)),
-            ),
-            _ => stacks.extend(input.stacks),
+        let before = stacks.len();
+        let root = match (opts.query_root, r.worker) {
+            (QueryRoot::Worker, Some(w)) => Some(format!("worker_{w};")),
+            _ => None,
+        };
+        let rooted = |s: &str| match &root {
+            Some(root) => format!("{root}{s}"),
+            None => s.to_string(),
+        };
+        match kept_for(kept, &path) {
+            Some(k) => stacks.extend(k.iter().map(|(s, c)| (rooted(s), c))),
+            None => {
+                let read = read_folded(&[Source::Path(path)])?.stacks;
+                stacks.extend(read.into_iter().map(|(s, c)| match root {
+                    Some(_) => (rooted(&s), c),
+                    None => (s, c),
+                }));
+            }
         }
+        labelled.push((stacks.len() - before, r, switch_data));
     }
     let mut f = AtomicFile::create_in(dir, FOLDED, true)?;
     render::render_folded(&stacks, &mut f)?;
@@ -245,6 +259,18 @@ fn draw(
     render::render_html_with(&stacks, &ropts, &extras, &mut f)?;
     f.commit()?;
     offcpu_views::draw(perf_root, dir, merged, opts.query_root, &ropts)
+}
+
+/// The stacks the run kept for the folded file at `path`, while that file
+/// is still the one it wrote (the same device, inode, size and mtime, not
+/// a link); `None`: read it from disk.
+fn kept_for<'k>(kept: &Kept<'k>, path: &Path) -> Option<&'k KeptStacks> {
+    if kept.is_empty() {
+        return None;
+    }
+    let now = Entry::of(&std::fs::symlink_metadata(path).ok()?);
+    let k = *kept.get(&(now.dev, now.ino))?;
+    k.file.same_file(now).then_some(k)
 }
 
 /// How many stacks in a row of the merged stacks came from which capture,
@@ -332,4 +358,34 @@ fn render_options(q: &str, look: Look, merged: &[&Row], opts: &Options) -> Rende
         crate::text::perf_script::period_unit(ev).clone_into(&mut o.count_name);
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(path: &Path) -> Entry {
+        Entry::of(&std::fs::symlink_metadata(path).unwrap())
+    }
+
+    #[test]
+    fn kept_stacks_stand_for_their_file_only_while_it_is_unchanged() {
+        let t = tempfile::tempdir().unwrap();
+        let path = t.path().join(FOLDED);
+        std::fs::write(&path, "a;b 1\n").unwrap();
+        let k = KeptStacks::new(path.clone(), entry(&path), [("a;b", 1)].into_iter());
+        let kept: Kept = [((k.file.dev, k.file.ino), &k)].into_iter().collect();
+        let got = kept_for(&kept, &path).map(|k| k.iter().collect::<Vec<_>>());
+        assert_eq!(got, Some(vec![("a;b", 1)]));
+        // Another run's file renamed over it: read from disk.
+        let other = t.path().join("other");
+        std::fs::write(&other, "a;c 2\n").unwrap();
+        std::fs::rename(&other, &path).unwrap();
+        assert!(kept_for(&kept, &path).is_none());
+        // A link to the file written is not that file.
+        let link = t.path().join("link");
+        std::os::unix::fs::symlink(&k.path, &link).unwrap();
+        assert!(kept_for(&kept, &link).is_none());
+        assert!(kept_for(&Kept::new(), &path).is_none());
+    }
 }

@@ -246,6 +246,27 @@ fn is_cpu_or_time(w: &str) -> bool {
     cpu || time
 }
 
+/// Whether `stack`, written as a `stack count` line, reads back as
+/// itself: [`read_folded`] trims each line, skips empty ones and `#`
+/// comments, a line ends at `\n` (a `\r` before it is dropped), and
+/// one longer than [`crate::sys::input::MAX_RECORD`] is an error.
+pub fn reads_back(stack: &str) -> bool {
+    // The stack, a space, up to 20 digits and the newline.
+    stack.len() + 22 <= crate::sys::input::MAX_RECORD
+        && !stack.is_empty()
+        && !stack.starts_with('#')
+        && stack.trim() == stack
+        && !stack.contains(['\n', '\r'])
+}
+
+/// What [`read_folded`] gives for the file [`super::render_folded`] writes
+/// from `stacks`, without writing or reading it; `None` when a stack would
+/// not read back as itself ([`reads_back`]).
+pub fn as_read_back<S: AsRef<str>>(stacks: &[(S, u64)]) -> Option<Vec<(&str, u64)>> {
+    let lines = super::folded_lines(stacks);
+    lines.iter().all(|(s, _)| reads_back(s)).then_some(lines)
+}
+
 /// Reads and merges folded inputs (plain, `.gz` or `.zst`; `-` is stdin).
 /// Fails only when an input cannot be opened or read; bad lines are counted
 /// in the result.
@@ -268,6 +289,27 @@ mod tests {
             m.line(std::path::Path::new("x.folded"), i as u64 + 1, l);
         }
         m.finish()
+    }
+
+    #[test]
+    fn what_is_written_reads_back_as_as_read_back_says() {
+        let cases: &[&[(&str, u64)]] = &[
+            &[("b;c", 2), ("a", 1), ("b;c", 3), ("z", 0)],
+            &[("a", 1), ("b;c", 5)],
+            &[("main;f x", 5), ("é;ü", 7)],
+            &[],
+        ];
+        for &stacks in cases {
+            let mut text = Vec::new();
+            super::super::render_folded(stacks, &mut text).unwrap();
+            let back = read(std::str::from_utf8(&text).unwrap()).stacks;
+            let back: Vec<(&str, u64)> = back.iter().map(|(s, c)| (s.as_str(), *c)).collect();
+            assert_eq!(as_read_back(stacks), Some(back), "{stacks:?}");
+        }
+        for odd in ["# a comment?", " lead", "trail ", "two\nlines", "cr\r", ""] {
+            assert!(!reads_back(odd), "{odd:?}");
+            assert_eq!(as_read_back(&[(odd, 1)]), None);
+        }
     }
 
     #[test]

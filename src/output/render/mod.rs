@@ -555,26 +555,32 @@ pub fn render_speedscope<S: AsRef<str>, W: Write>(
         })
 }
 
-/// Writes stacks as folded text (`stack count` lines), sorted bytewise and
-/// with equal stacks merged.
-pub fn render_folded<S: AsRef<str>, W: Write>(stacks: &[(S, u64)], w: W) -> Result<()> {
+/// The `stack count` lines [`render_folded`] writes for `stacks`: sorted
+/// bytewise, equal stacks merged, counts of 0 left out.
+pub fn folded_lines<S: AsRef<str>>(stacks: &[(S, u64)]) -> Vec<(&str, u64)> {
     let mut v: Vec<(&str, u64)> = stacks
         .iter()
         .map(|(s, c)| (s.as_ref(), *c))
         .filter(|(_, c)| *c > 0)
         .collect();
     v.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    v.dedup_by(|later, kept| {
+        let same = later.0 == kept.0;
+        if same {
+            kept.1 = crate::sys::counts::add(kept.1, later.1);
+        }
+        same
+    });
+    v
+}
+
+/// Writes stacks as folded text (`stack count` lines), sorted bytewise and
+/// with equal stacks merged ([`folded_lines`]).
+pub fn render_folded<S: AsRef<str>, W: Write>(stacks: &[(S, u64)], w: W) -> Result<()> {
     let mut w = io::BufWriter::new(w);
     let mut num = itoa::Buffer::new();
-    let mut i = 0;
     let res = (|| {
-        while i < v.len() {
-            let (stack, mut count) = v[i];
-            i += 1;
-            while i < v.len() && v[i].0 == stack {
-                count = crate::sys::counts::add(count, v[i].1);
-                i += 1;
-            }
+        for (stack, count) in folded_lines(stacks) {
             w.write_all(stack.as_bytes())?;
             w.write_all(b" ")?;
             w.write_all(num.format(count).as_bytes())?;

@@ -687,10 +687,12 @@ impl<'a> Run<'a> {
         user.clear();
         let stop = unwind.user_frames(pid, maps, &mut load, regs, stack, user);
         let mut last = None;
-        resolved.extend(user.iter().map(|&ip| match maps.and_then(|m| m.find_after(ip, &mut last)) {
-            Some(m) => (m.dso, m.rel(ip)),
-            None => (NO_DSO, ip),
-        }));
+        resolved.extend(user.iter().map(
+            |&ip| match maps.and_then(|m| m.find_after(ip, &mut last)) {
+                Some(m) => (m.dso, m.rel(ip)),
+                None => (NO_DSO, ip),
+            },
+        ));
         Some(stop)
     }
 
