@@ -34,13 +34,15 @@
 #   bash benches/job.sh [--queries 8] [--iterations 3] [--rows 3000000]
 #        [--seconds 1] [--frequency 499] [--runs 3] [--keep DIR] [--job RESULT_DIR]
 #        [--venv DIR] [--old DIR] [--old-dirs "DIR..."] [--jobprof BIN]
-#        [--sidecar-args "ARGS"]
+#        [--sidecar-args "ARGS"] [--jobprof-args "ARGS"]
 # --keep DIR reuses the job made there before; --venv a Python venv with
 # duckdb (made with pip when missing: `python3 -m venv V && V/bin/pip
 # install duckdb`); --jobprof times another jobprof binary (e.g. main's,
 # for a before/after figure); --sidecar-args more arguments for the
 # sidecar that records the job (e.g. "--off-cpu": a job of off-CPU
-# captures).
+# captures); --jobprof-args more arguments for every timed `jobprof
+# process` (e.g. "--formats folded": only the outputs perf script's text
+# stands for, the archive and the job views still written).
 #
 # Needs root (or perf_event_paranoid <= 1), perf, python3 (venv + pip, or
 # a venv with duckdb). Builds jobprof and jobprof-record in release mode.
@@ -49,7 +51,7 @@ cd "$(dirname "$0")/.."
 . benches/lib.sh
 
 queries=8 iterations=3 rows=3000000 seconds=1 freq=499 runs=3 keep= job= venv= old= jobprof=
-sidecar_args=
+sidecar_args= jobprof_args=
 old_dirs=$(ls -d ../shared/seed-captures/result_dir_* 2>/dev/null || true)
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -66,7 +68,8 @@ while [ $# -gt 0 ]; do
     --old-dirs) old_dirs=$2; shift 2 ;;
     --jobprof) jobprof=$2; shift 2 ;;
     --sidecar-args) sidecar_args=$2; shift 2 ;;
-    -h|--help) sed -n '2,43p' "$0"; exit 0 ;;
+    --jobprof-args) jobprof_args=$2; shift 2 ;;
+    -h|--help) sed -n '2,48p' "$0"; exit 0 ;;
     *) echo "job.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -140,7 +143,7 @@ run_jobprof() {
   local t0
   t0=$(date +%s%N)
   /usr/bin/time -o "$work/jobprof.time" -f "%U %S" \
-    "$jobprof" process --force --cache-dir "$cache" "$result" >"$work/jobprof.out" 2>"$work/jobprof.err" || true
+    "$jobprof" process --force $jobprof_args --cache-dir "$cache" "$result" >"$work/jobprof.out" 2>"$work/jobprof.err" || true
   jp_ms=$(ms "$t0")
   jp_cpu=$(cpu "$work/jobprof.time")
 }
