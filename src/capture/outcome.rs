@@ -132,11 +132,6 @@ impl KeptStacks {
     pub fn is_empty(&self) -> bool {
         self.ends.is_empty()
     }
-
-    /// Bytes it holds.
-    pub fn bytes(&self) -> usize {
-        self.text.len() + 16 * self.ends.len()
-    }
 }
 
 impl Outcome {
@@ -163,13 +158,7 @@ mod tests {
         let k = KeptStacks::new(PathBuf::from("f"), Entry::of(&meta), stacks.into_iter());
         assert_eq!(k.iter().collect::<Vec<_>>(), stacks);
         assert_eq!((k.len(), k.is_empty()), (3, false));
-        let none = KeptStacks::new(
-            PathBuf::new(),
-            Entry::of(&meta),
-            std::iter::empty::<(&str, u64)>()
-                .collect::<Vec<_>>()
-                .into_iter(),
-        );
+        let none = KeptStacks::new(PathBuf::new(), Entry::of(&meta), Vec::new().into_iter());
         assert!(none.is_empty() && none.iter().next().is_none());
     }
 }
