@@ -22,7 +22,15 @@ pub(super) struct CaptureSources {
     /// The `--symfs` tree for `perf script` (links to the taken files),
     /// made when a `perf script` run first needs it: the native
     /// symbolizer reads the taken files themselves.
-    perf_tree: OnceLock<Option<tempfile::TempDir>>,
+    perf_tree: OnceLock<Option<Tree>>,
+}
+
+/// A symbol tree, and the lock on it that tells [`remove_left_trees`] of
+/// other runs it is in use.
+#[derive(Debug)]
+struct Tree {
+    dir: tempfile::TempDir,
+    _lock: std::fs::File,
 }
 
 impl CaptureSources {
@@ -48,7 +56,7 @@ impl CaptureSources {
             }
         });
         match tree {
-            Some(t) => Some(t.path().to_path_buf()),
+            Some(t) => Some(t.dir.path().to_path_buf()),
             None => self.search.symfs.clone(),
         }
     }
@@ -110,14 +118,27 @@ fn user_dso(path: &str) -> bool {
     (path.starts_with('/') && !path.starts_with("//")) || path == "[vdso]"
 }
 
+/// The start of a symbol tree's name in the temporary directory; the
+/// creator's pid follows (`jobprof-symfs-PID-XXXXXX`, for whoever looks).
+const TREE_PREFIX: &str = "jobprof-symfs-";
+
+/// A tree is taken for left behind only when nobody holds its lock and it
+/// is older than this (a new tree is locked microseconds after it is made).
+const LEFT_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The tree of links `perf script --symfs` reads: each taken binary at its
 /// recorded path, the first taken debug file at
 /// `usr/lib/debug/.build-id/NN/REST.debug`. Links are made in a private
-/// temporary directory; a DSO whose link cannot be made is left out.
-fn perf_tree(dsos: &[(String, Vec<u8>, Arc<Resolved>)]) -> std::io::Result<tempfile::TempDir> {
+/// temporary directory, locked while it is used and removed with it; the
+/// trees of runs killed before they could remove theirs are removed
+/// first, once per process. A DSO whose link cannot be made is left out.
+fn perf_tree(dsos: &[(String, Vec<u8>, Arc<Resolved>)]) -> std::io::Result<Tree> {
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(|| remove_left_trees(&std::env::temp_dir()));
     let dir = tempfile::Builder::new()
-        .prefix("jobprof-symfs-")
+        .prefix(&format!("{TREE_PREFIX}{}-", std::process::id()))
         .tempdir()?;
+    let lock = lock_tree(dir.path(), false)?.ok_or_else(|| std::io::Error::other("locked"))?;
     for (path, id, r) in dsos {
         if let Some(b) = &r.binary {
             let _ = link(dir.path(), path.trim_start_matches('/'), &b.path);
@@ -129,7 +150,66 @@ fn perf_tree(dsos: &[(String, Vec<u8>, Arc<Resolved>)]) -> std::io::Result<tempf
             let _ = link(dir.path(), &at, &d.path);
         }
     }
-    Ok(dir)
+    Ok(Tree { dir, _lock: lock })
+}
+
+/// An exclusive `flock` on the directory `dir` (never through a link),
+/// waiting for it unless `try_only`; `None`: someone else holds it.
+fn lock_tree(dir: &Path, try_only: bool) -> std::io::Result<Option<std::fs::File>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+        .open(dir)?;
+    let op = libc::LOCK_EX | if try_only { libc::LOCK_NB } else { 0 };
+    // SAFETY: a valid descriptor; flock has no other preconditions.
+    if unsafe { libc::flock(f.as_raw_fd(), op) } == 0 {
+        return Ok(Some(f));
+    }
+    match std::io::Error::last_os_error() {
+        e if e.raw_os_error() == Some(libc::EWOULDBLOCK) => Ok(None),
+        e => Err(e),
+    }
+}
+
+/// Removes the symbol trees in `tmp` that runs of this user left behind (a
+/// run killed with SIGKILL cannot remove its own): directories owned by
+/// this user, named `jobprof-symfs-PID-...`, whose lock nobody holds (a
+/// live run holds it, in any pid namespace) and older than [`LEFT_AFTER`];
+/// trees of the older name without a pid, which had no lock, a day old.
+/// Never through a link (`remove_dir_all` does not follow them either).
+fn remove_left_trees(tmp: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    let me = crate::sys::creds::euid();
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(TREE_PREFIX)) else {
+            continue;
+        };
+        let path = e.path();
+        let Ok(meta) = path.symlink_metadata() else {
+            continue;
+        };
+        let age = meta.modified().ok().and_then(|t| t.elapsed().ok());
+        if !meta.is_dir() || meta.uid() != me || age.is_none_or(|a| a < LEFT_AFTER) {
+            continue;
+        }
+        let numbered = rest
+            .split_once('-')
+            .is_some_and(|(pid, _)| pid.parse::<u32>().is_ok());
+        if numbered {
+            // Held while removed: a run cannot take a name that exists.
+            if let Ok(Some(_held)) = lock_tree(&path, true) {
+                let _ = std::fs::remove_dir_all(&path);
+            }
+        } else if age.is_some_and(|a| a.as_secs() > 24 * 3600) {
+            let _ = std::fs::remove_dir_all(&path);
+        }
+    }
 }
 
 fn link(root: &Path, rel: &str, target: &Path) -> std::io::Result<()> {
@@ -202,6 +282,36 @@ fn unhex(s: &str) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn trees_left_by_killed_runs_are_removed_and_those_in_use_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        let mk = |name: &str, age: Option<std::time::SystemTime>| {
+            let d = tmp.path().join(name);
+            std::fs::create_dir_all(d.join("usr/lib")).unwrap();
+            std::os::unix::fs::symlink("/etc/passwd", d.join("usr/lib/x")).unwrap();
+            if let Some(t) = age {
+                std::fs::File::open(&d).unwrap().set_modified(t).unwrap();
+            }
+            d
+        };
+        let left = mk("jobprof-symfs-4242-aBc123", Some(old));
+        let in_use = mk("jobprof-symfs-4243-xYz789", Some(old));
+        let _held = lock_tree(&in_use, false).unwrap().unwrap();
+        let just_made = mk("jobprof-symfs-4244-n3wOne", None);
+        let unnumbered = mk("jobprof-symfs-Qw3rTy", Some(old));
+        let other = mk("other-symfs-1-a", Some(old));
+        let file = tmp.path().join("jobprof-symfs-4245-file");
+        std::fs::write(&file, "not a tree").unwrap();
+        remove_left_trees(tmp.path());
+        assert!(!left.exists());
+        for kept in [&in_use, &just_made, &unnumbered, &other] {
+            assert!(kept.is_dir(), "{}", kept.display());
+        }
+        assert!(file.is_file());
+        assert!(Path::new("/etc/passwd").is_file(), "links are not followed");
+    }
 
     #[test]
     fn user_space_dsos_only() {
