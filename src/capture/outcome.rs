@@ -79,16 +79,14 @@ pub struct Outcome {
 }
 
 /// A capture's folded stacks as a run wrote them, kept in memory for the
-/// job views, which take them instead of reading `path` back only while
-/// the file there is still the one written (`file`: checked under the
+/// job views, which take them instead of reading the file back only while
+/// it is still the one written (`file`: checked under the
 /// views' lock, so a later run's outputs are read from disk). The stacks
 /// lie end to end in one buffer (a `String` each would take half as much
 /// again).
 #[derive(Debug, PartialEq, Eq)]
 pub struct KeptStacks {
-    /// The `stacks.folded` written.
-    pub path: PathBuf,
-    /// That file when it was renamed into place.
+    /// The `stacks.folded` written, when it was renamed into place.
     pub file: Entry,
     text: String,
     /// Each stack's end in `text`, and its count.
@@ -96,10 +94,9 @@ pub struct KeptStacks {
 }
 
 impl KeptStacks {
-    /// Keeps `stacks` (what reading `path` back gives: distinct, sorted
+    /// Keeps `stacks` (what reading the file back gives: distinct, sorted
     /// bytewise, counts above 0) as the content of the file `file`.
     pub fn new<'s>(
-        path: PathBuf,
         file: Entry,
         stacks: impl ExactSizeIterator<Item = (&'s str, u64)> + Clone,
     ) -> KeptStacks {
@@ -109,12 +106,7 @@ impl KeptStacks {
             text.push_str(s);
             ends.push((text.len(), c));
         }
-        KeptStacks {
-            path,
-            file,
-            text,
-            ends,
-        }
+        KeptStacks { file, text, ends }
     }
 
     /// The stacks and their counts, in order.
@@ -155,10 +147,10 @@ mod tests {
     fn kept_stacks_give_back_what_they_took() {
         let meta = std::fs::symlink_metadata("/").unwrap();
         let stacks = [("a;b", 2), ("a;c", 1), ("é;x y", 7)];
-        let k = KeptStacks::new(PathBuf::from("f"), Entry::of(&meta), stacks.into_iter());
+        let k = KeptStacks::new(Entry::of(&meta), stacks.into_iter());
         assert_eq!(k.iter().collect::<Vec<_>>(), stacks);
         assert_eq!((k.len(), k.is_empty()), (3, false));
-        let none = KeptStacks::new(PathBuf::new(), Entry::of(&meta), Vec::new().into_iter());
+        let none = KeptStacks::new(Entry::of(&meta), Vec::new().into_iter());
         assert!(none.is_empty() && none.iter().next().is_none());
     }
 }

@@ -7,7 +7,6 @@
 //! a new mtime (or size, or inode when replaced) and is hashed again.
 
 use std::io;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -27,8 +26,8 @@ pub struct InputStamp {
 
 /// The file's (size, mtime in ns, inode), not following a link.
 fn identity(path: &Path) -> io::Result<(u64, i64, u64)> {
-    let m = std::fs::symlink_metadata(path)?;
-    Ok((m.len(), m.mtime() * 1_000_000_000 + m.mtime_nsec(), m.ino()))
+    let e = crate::sys::confined::Entry::of(&std::fs::symlink_metadata(path)?);
+    Ok((e.size, e.mtime_ns, e.ino))
 }
 
 /// Whether `path` still has the size, mtime and inode of `stamp`.

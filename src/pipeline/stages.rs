@@ -458,8 +458,7 @@ impl Pipeline<'_> {
             budget.fetch_add(need, Ordering::SeqCst);
             return None;
         };
-        let path = self.dir.join(capture::FOLDED);
-        Some(Arc::new(KeptStacks::new(path, file, lines.into_iter())))
+        Some(Arc::new(KeptStacks::new(file, lines.into_iter())))
     }
 
     /// Where kernel frames get their names ([`kernel::kernel_symbols`]),

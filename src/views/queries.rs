@@ -373,7 +373,7 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let path = t.path().join(FOLDED);
         std::fs::write(&path, "a;b 1\n").unwrap();
-        let k = KeptStacks::new(path.clone(), entry(&path), [("a;b", 1)].into_iter());
+        let k = KeptStacks::new(entry(&path), [("a;b", 1)].into_iter());
         let kept: Kept = [((k.file.dev, k.file.ino), &k)].into_iter().collect();
         let got = kept_for(&kept, &path).map(|k| k.iter().collect::<Vec<_>>());
         assert_eq!(got, Some(vec![("a;b", 1)]));
@@ -384,7 +384,7 @@ mod tests {
         assert!(kept_for(&kept, &path).is_none());
         // A link to the file written is not that file.
         let link = t.path().join("link");
-        std::os::unix::fs::symlink(&k.path, &link).unwrap();
+        std::os::unix::fs::symlink(&path, &link).unwrap();
         assert!(kept_for(&kept, &link).is_none());
         assert!(kept_for(&Kept::new(), &path).is_none());
     }
