@@ -62,17 +62,40 @@ if [ -z "$jobprof" ] || [ "$missing" = 1 ]; then
 fi
 jobprof=${jobprof:-$bin/jobprof}
 
+# drive TOKENS: the benchmark driver, outside the worker's process tree as
+# a job's is (a child of the worker would be in its profile): runs each
+# `jobprof-record ASK` the worker asks for, a line on stdin, and answers
+# `ok` (or `failed`, and stops) on stdout.
+drive() {
+  local ask
+  while read -r ask; do
+    # shellcheck disable=SC2086 # the ask is words: start --query q1
+    if "$recorder" $ask --token-dir "$1" --worker 0 --timeout 300 >/dev/null 2>>"$work/driver.log"; then
+      echo ok
+    else
+      echo failed; return 1
+    fi
+  done
+}
+
 # capture ENGINE RESULT: the engine's 4 queries under the real sidecar.
 capture() {
   local engine=$1 result=$2 tokens=$work/tokens-$1
   rm -rf "$tokens"; mkdir -p "$tokens" "$result"
-  "$venv/bin/python" "tests/engines/engine_$engine.py" "$recorder" "$tokens" 0 \
-    "$tokens/.perf_sidecar_ready_w0" "$seconds" &
+  local asks=$work/asks-$engine answers=$work/answers-$engine
+  rm -f "$asks" "$answers"; mkfifo "$asks" "$answers"
+  # Each side opens the answers first, then the asks: no open waits forever.
+  "$venv/bin/python" "tests/engines/engine_$engine.py" "$tokens" 0 \
+    "$tokens/.perf_sidecar_ready_w0" "$seconds" <"$answers" >"$asks" &
   local worker=$!
+  drive "$tokens" >"$answers" <"$asks" &
+  local driver=$!
   "$recorder" sidecar --token-dir "$tokens" --worker 0 --pid "$worker" --out "$result" \
     --staging "$work/staging-$engine" --frequency 499 --call-graph "$cg" \
     --start-timeout 120 --stop-timeout 60 >"$work/sidecar-$engine.log" 2>&1
   wait "$worker"
+  wait "$driver"
+  rm -f "$asks" "$answers"
 }
 
 # measure FILE: "user+system seconds, peak RSS KiB" of a /usr/bin/time -v file.

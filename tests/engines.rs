@@ -146,17 +146,10 @@ fn kernel_names(c: &Captured) -> HashSet<String> {
 
 /// The user-space part of each stack: the run of kernel frames at the leaf
 /// end cut (only that run: `start_thread`, `memcpy` and `memset` are
-/// kernel names too). The engine's stacks only: the driver's own
-/// `jobprof-record start/stop` children are sampled too, and jobprof names
-/// their frames from the binary on this host where perf, confined to the
-/// snapshot by `--symfs`, cannot (it was not running when the snapshot
-/// was taken).
+/// kernel names too).
 fn user_part(stacks: &HashMap<String, u64>, kernel: &HashSet<String>) -> HashMap<String, u64> {
     let mut out = HashMap::new();
-    for (s, n) in stacks
-        .iter()
-        .filter(|(s, _)| !s.starts_with("jobprof-record;"))
-    {
+    for (s, n) in stacks {
         let mut frames: Vec<&str> = s.split(';').collect();
         while frames.len() > 1 && kernel.contains(*frames.last().unwrap()) {
             frames.pop();

@@ -1,13 +1,13 @@
 """The capture loop the engine workers of tests/engines.rs share: waits for
 the jobprof-record sidecar to be ready, then runs each query in its own
-capture window (`jobprof-record start/stop --query qN`, driven from here as a
-benchmark driver would), repeating it until the window has lasted SECONDS, and
-shuts the sidecar down.
+capture window (`jobprof-record start/stop --query qN`, asked of the test's
+driver: a line on stdout, `ok` back on stdin; run by the driver outside this
+process, as a job's benchmark driver runs beside the engine), repeating it
+until the window has lasted SECONDS, and shuts the sidecar down.
 
-usage (through an engine's script): SCRIPT RECORDER TOKENS WORKER READY SECONDS
+usage (through an engine's script): SCRIPT TOKENS WORKER READY SECONDS
 """
 import os
-import subprocess
 import sys
 import time
 
@@ -17,7 +17,7 @@ THREADS = 4
 
 def run(queries):
     """queries: [(name, callable)] in order, one capture window each."""
-    recorder, tokens, worker, ready, seconds = sys.argv[1:6]
+    tokens, worker, ready, seconds = sys.argv[1:5]
     deadline = time.time() + 300
     while not os.path.exists(ready):
         if time.time() > deadline:
@@ -25,11 +25,10 @@ def run(queries):
         time.sleep(0.02)
 
     def driver(*args):
-        subprocess.run(
-            [recorder, *args, "--token-dir", tokens, "--worker", worker, "--timeout", "300"],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
+        print(*args, flush=True)
+        answer = sys.stdin.readline()
+        if answer != "ok\n":
+            sys.exit(f"the driver failed {' '.join(args)}: {answer!r}")
 
     for name, query in queries:
         query()  # warm: the first run loads code and fills caches

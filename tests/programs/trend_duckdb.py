@@ -1,7 +1,8 @@
 """A benchmark worker for tests/trend.rs: DuckDB (from PyPI) running two
 TPC-H-shaped queries, each ITERATIONS times, every iteration in its own
-capture window (`jobprof-record start/stop --query qN_iterK`, driven from
-here as a benchmark driver would). With INJECT=1, q1 computes one more
+capture window (`jobprof-record start/stop --query qN_iterK`, asked of
+the test's driver: a line on stdout, `ok` back on stdin; run by the driver
+outside this process, as a job's benchmark driver runs beside the engine). With INJECT=1, q1 computes one more
 expression (the position of 'ab' in a quarter of the 60-character pads, which
 is never there: a naive substring search, whose compare loop is
 duckdb::FindStrInStr, a named function of the wheel's stripped library, and
@@ -9,16 +10,15 @@ memchr: about half of that run's q1 samples), the injected regression the
 test must find. Each window runs its query several times, so that a replicate has
 a few hundred samples at 997 Hz.
 
-usage: trend_duckdb.py RECORDER TOKENS WORKER READY ITERATIONS INJECT
+usage: trend_duckdb.py TOKENS WORKER READY ITERATIONS INJECT
 """
 import os
-import subprocess
 import sys
 import time
 
 import duckdb
 
-recorder, tokens, worker, ready, iterations, inject = sys.argv[1:7]
+tokens, worker, ready, iterations, inject = sys.argv[1:6]
 
 con = duckdb.connect()
 # One thread: with two, every short query hands its tasks over with futex
@@ -67,11 +67,10 @@ while not os.path.exists(ready):
 
 
 def driver(*args):
-    subprocess.run(
-        [recorder, *args, "--token-dir", tokens, "--worker", worker, "--timeout", "300"],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
+    print(*args, flush=True)
+    answer = sys.stdin.readline()
+    if answer != "ok\n":
+        sys.exit(f"the driver failed {' '.join(args)}: {answer!r}")
 
 
 for q, (repeat, sql) in QUERIES.items():

@@ -1,9 +1,11 @@
 //! A real query engine: DuckDB from PyPI in a pinned virtual environment,
 //! and a Python benchmark driver run beside the real sidecar.
 
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
+use std::thread;
 
 use super::{output_text, recorder, repo_root, require, sidecar_command};
 
@@ -71,11 +73,19 @@ pub fn pinned_venv(name: &str, pins: &[(&str, &str, &str)]) -> Option<PathBuf> {
     .then_some(py)
 }
 
-/// Runs the Python benchmark driver `script` (below the repository root)
+/// Runs the Python benchmark worker `script` (below the repository root)
 /// with `py` beside the real sidecar, as a job does: the script gets
-/// `RECORDER TOKENS 0 READY ARGS...`, waits for READY, drives `start`,
-/// `stop` and `shutdown` itself; the sidecar writes into `perf_root`
-/// (created) with `options` and `env`. Insists both succeed.
+/// `TOKENS 0 READY ARGS...` and waits for READY; the sidecar writes into
+/// `perf_root` (created) with `options` and `env`. Insists both succeed.
+///
+/// The script asks for each `start`, `stop` and `shutdown` by a line on its
+/// stdout (`start --query q1_iter1`) and waits for `ok` on its stdin: they
+/// run here, outside the worker's process tree, as a job's benchmark driver
+/// runs in its own process or container. Run by the worker, each
+/// `jobprof-record` would be a child of the profiled process, followed by
+/// its perf: its token file's create and fsync, whose cost follows the
+/// disk's load, were in the queries' profiles (a CI run's unchanged trend
+/// series flagged `ext4_create` and `__libc_open64` at +1.1 points).
 pub fn record_python(
     py: &Path,
     script: &str,
@@ -90,15 +100,16 @@ pub fn record_python(
     std::fs::create_dir_all(&tokens).unwrap();
     let mut worker = Command::new(py)
         .arg(repo_root().join(script))
-        .arg(recorder())
         .arg(&tokens)
         .arg("0")
         .arg(tokens.join(".perf_sidecar_ready_w0"))
         .args(args)
-        .stdout(Stdio::null())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let driver = drive(&mut worker, &tokens);
     let sidecar = sidecar_command(
         &tokens,
         0,
@@ -118,10 +129,45 @@ pub fn record_python(
         use std::io::Read;
         let _ = e.read_to_string(&mut err);
     }
+    let driven = driver.join().unwrap();
     assert!(w.success(), "the worker {script}: {w:?}\n{err}");
+    assert_eq!(driven, Ok(()), "the driver of {script}");
     assert!(
         sidecar.status.success(),
         "sidecar: {}",
         output_text(&sidecar)
     );
+}
+
+/// The benchmark driver of [`record_python`]: for each line the worker
+/// writes (`start --query NAME`, `stop --query NAME`, `shutdown`), runs
+/// `jobprof-record LINE --token-dir TOKENS --worker 0 --timeout 300` and
+/// answers `ok`, or `failed` (and stops driving). Its result: the first
+/// failure's words and output.
+fn drive(worker: &mut Child, tokens: &Path) -> thread::JoinHandle<Result<(), String>> {
+    let asks = BufReader::new(worker.stdout.take().expect("piped stdout"));
+    let mut answers = worker.stdin.take().expect("piped stdin");
+    let tokens = tokens.to_path_buf();
+    thread::spawn(move || {
+        for line in asks.lines() {
+            let line = line.map_err(|e| format!("reading the worker: {e}"))?;
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let out = Command::new(recorder())
+                .args(&words)
+                .arg("--token-dir")
+                .arg(&tokens)
+                .args(["--worker", "0", "--timeout", "300"])
+                .stdin(Stdio::null())
+                .output()
+                .map_err(|e| format!("running jobprof-record {line}: {e}"))?;
+            let ok = out.status.success();
+            // The worker may be gone already: its exit status says why.
+            let _ = answers.write_all(if ok { b"ok\n" } else { b"failed\n" });
+            let _ = answers.flush();
+            if !ok {
+                return Err(format!("jobprof-record {line}: {}", output_text(&out)));
+            }
+        }
+        Ok(())
+    })
 }
