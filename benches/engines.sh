@@ -85,7 +85,7 @@ capture() {
   local asks=$work/asks-$engine answers=$work/answers-$engine
   rm -f "$asks" "$answers"; mkfifo "$asks" "$answers"
   # Each side opens the answers first, then the asks: no open waits forever.
-  "$venv/bin/python" "tests/engines/engine_$engine.py" "$tokens" 0 \
+  "$venv/bin/python" "tests/engines/engine_$engine.py" \
     "$tokens/.perf_sidecar_ready_w0" "$seconds" <"$answers" >"$asks" &
   local worker=$!
   drive "$tokens" >"$answers" <"$asks" &

@@ -156,20 +156,22 @@ fn perf_tree(dsos: &[(String, Vec<u8>, Arc<Resolved>)]) -> std::io::Result<Tree>
 /// An exclusive `flock` on the directory `dir` (never through a link),
 /// waiting for it unless `try_only`; `None`: someone else holds it.
 fn lock_tree(dir: &Path, try_only: bool) -> std::io::Result<Option<std::fs::File>> {
+    use std::fs::TryLockError;
     use std::os::unix::fs::OpenOptionsExt;
-    use std::os::unix::io::AsRawFd;
     let f = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
         .open(dir)?;
-    let op = libc::LOCK_EX | if try_only { libc::LOCK_NB } else { 0 };
-    // SAFETY: a valid descriptor; flock has no other preconditions.
-    if unsafe { libc::flock(f.as_raw_fd(), op) } == 0 {
-        return Ok(Some(f));
-    }
-    match std::io::Error::last_os_error() {
-        e if e.raw_os_error() == Some(libc::EWOULDBLOCK) => Ok(None),
-        e => Err(e),
+    // std's locks are `flock` on Linux, as `sys::lock`'s.
+    let taken = if try_only {
+        f.try_lock()
+    } else {
+        f.lock().map_err(TryLockError::Error)
+    };
+    match taken {
+        Ok(()) => Ok(Some(f)),
+        Err(TryLockError::WouldBlock) => Ok(None),
+        Err(TryLockError::Error(e)) => Err(e),
     }
 }
 

@@ -5,7 +5,7 @@ driver: a line on stdout, `ok` back on stdin; run by the driver outside this
 process, as a job's benchmark driver runs beside the engine), repeating it
 until the window has lasted SECONDS, and shuts the sidecar down.
 
-usage (through an engine's script): SCRIPT TOKENS WORKER READY SECONDS
+usage (through an engine's script): SCRIPT READY SECONDS
 """
 import os
 import sys
@@ -17,7 +17,7 @@ THREADS = 4
 
 def run(queries):
     """queries: [(name, callable)] in order, one capture window each."""
-    tokens, worker, ready, seconds = sys.argv[1:5]
+    ready, seconds = sys.argv[1:3]
     deadline = time.time() + 300
     while not os.path.exists(ready):
         if time.time() > deadline:

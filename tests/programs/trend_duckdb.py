@@ -10,7 +10,7 @@ memchr: about half of that run's q1 samples), the injected regression the
 test must find. Each window runs its query several times, so that a replicate has
 a few hundred samples at 997 Hz.
 
-usage: trend_duckdb.py TOKENS WORKER READY ITERATIONS INJECT
+usage: trend_duckdb.py READY ITERATIONS INJECT
 """
 import os
 import sys
@@ -18,7 +18,7 @@ import time
 
 import duckdb
 
-tokens, worker, ready, iterations, inject = sys.argv[1:6]
+ready, iterations, inject = sys.argv[1:4]
 
 con = duckdb.connect()
 # One thread: with two, every short query hands its tasks over with futex

@@ -75,7 +75,7 @@ pub fn pinned_venv(name: &str, pins: &[(&str, &str, &str)]) -> Option<PathBuf> {
 
 /// Runs the Python benchmark worker `script` (below the repository root)
 /// with `py` beside the real sidecar, as a job does: the script gets
-/// `TOKENS 0 READY ARGS...` and waits for READY; the sidecar writes into
+/// `READY ARGS...` and waits for the file READY; the sidecar writes into
 /// `perf_root` (created) with `options` and `env`. Insists both succeed.
 ///
 /// The script asks for each `start`, `stop` and `shutdown` by a line on its
@@ -100,8 +100,6 @@ pub fn record_python(
     std::fs::create_dir_all(&tokens).unwrap();
     let mut worker = Command::new(py)
         .arg(repo_root().join(script))
-        .arg(&tokens)
-        .arg("0")
         .arg(tokens.join(".perf_sidecar_ready_w0"))
         .args(args)
         .stdin(Stdio::piped())
