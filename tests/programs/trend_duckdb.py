@@ -1,14 +1,17 @@
 """A benchmark worker for tests/trend.rs: DuckDB (from PyPI) running two
 TPC-H-shaped queries, each ITERATIONS times, every iteration in its own
-capture window (`jobprof-record start/stop --query qN_iterK`, asked of
-the test's driver: a line on stdout, `ok` back on stdin; run by the driver
-outside this process, as a job's benchmark driver runs beside the engine). With INJECT=1, q1 computes one more
-expression (the position of 'ab' in a quarter of the 60-character pads, which
-is never there: a naive substring search, whose compare loop is
-duckdb::FindStrInStr, a named function of the wheel's stripped library, and
-memchr: about half of that run's q1 samples), the injected regression the
-test must find. Each window runs its query several times, so that a replicate has
-a few hundred samples at 997 Hz.
+capture window (`jobprof-record start/stop --query qN_iterK`, asked of the
+test's driver: a line on stdout, `ok` back on stdin; run by the driver outside
+this process, as a job's benchmark driver runs beside the engine). With
+INJECT=1, q1 computes one more expression (the position of 'ab' in a quarter
+of the 60-character pads, which is never there: a naive substring search,
+whose compare loop is duckdb::FindStrInStr, a named function of the wheel's
+stripped library, and memchr: about half of that run's q1 samples), the
+injected regression the test must find. Each window runs its query several
+times, so that a replicate has about 300 samples at 997 Hz: with under 100 (3
+and 24 runs), one stray sample was over a point of the query, and a leaf met
+once in each of the four q6 replicates of a run whose q6 did not change was
+flagged (+1.9 points).
 
 usage: trend_duckdb.py READY ITERATIONS INJECT
 """
@@ -43,16 +46,16 @@ EXTRA = (
 QUERIES = {
     # TPC-H Q1's shape: a grouped aggregation over most rows.
     "q1": (
-        3,
+        9,
         "SELECT l_returnflag, l_linestatus, sum(l_quantity),"
         " sum(l_extendedprice * (1 - l_discount)),"
         " sum(l_extendedprice * (1 - l_discount) * (1 + l_tax)), avg(l_discount),"
         " count(*)" + EXTRA + " FROM lineitem WHERE l_shipdate <= DATE '1998-09-01'"
         " GROUP BY 1, 2 ORDER BY 1, 2",
     ),
-    # TPC-H Q6's shape: a filtered sum; short, so run 24 times per window.
+    # TPC-H Q6's shape: a filtered sum; short, so run 96 times per window.
     "q6": (
-        24,
+        96,
         "SELECT sum(l_extendedprice * l_discount) FROM lineitem"
         " WHERE l_shipdate >= DATE '1994-01-01' AND l_shipdate < DATE '1995-01-01'"
         " AND l_discount BETWEEN 0.05 AND 0.07 AND l_quantity < 24",
