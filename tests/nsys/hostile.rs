@@ -316,21 +316,19 @@ fn has_open(pid: u32, target: &Path) -> bool {
         .any(|e| fs::read_link(e.path()).is_ok_and(|l| l == target))
 }
 
-/// While root reads a slow export, the worker swaps its query directory
-/// for a link to a root-only directory: nothing is read or written there;
-/// the outputs go to the directory that was opened (the one renamed).
-#[test]
-fn a_query_directory_swapped_while_read_redirects_no_write() {
-    if !ready() {
-        return;
-    }
+/// `jobprof process TARGET` on a tree whose q1 export is slow to read;
+/// once jobprof holds the export open, `nobody` swaps `q1` for a link to
+/// the root-only directory. Nothing may land there, and `out` (relative
+/// to the renamed `q1.old`) must be the complete outputs.
+fn swap_while_read(target: impl Fn(&Tree) -> PathBuf, out: &str) {
     let many = "INSERT INTO COMPOSITE_EVENTS WITH RECURSIVE c(x) AS
           (SELECT 10 UNION ALL SELECT x + 1 FROM c WHERE x < 1500000)
           SELECT x, x, 0, 1, MAIN, 1 FROM c;";
     let t = Tree::new(&[("q1", &format!("{DATA}{many}"))]);
-    let sqlite = t.q("q1").join("nsys_worker_w0_q1.sqlite");
+    let q1 = t.q("q1");
+    let sqlite = q1.join("nsys_worker_w0_q1.sqlite");
     let mut c = util::jobprof();
-    c.arg("process").arg(&t.root).env("PATH", "/nonexistent");
+    c.arg("process").arg(target(&t)).env("PATH", "/nonexistent");
     let child = c
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -342,10 +340,10 @@ fn a_query_directory_swapped_while_read_redirects_no_write() {
         std::thread::sleep(Duration::from_millis(5));
     }
     assert!(has_open(pid, &sqlite), "jobprof never opened the export");
-    let q1 = t.q("q1");
+    let workers = q1.parent().unwrap();
     as_nobody(&format!(
         "cd {} && mv q1 q1.old && ln -s {} q1",
-        q1.parent().unwrap().display(),
+        workers.display(),
         t.secret.display()
     ));
     let o = wait_within(child, 120).expect("jobprof hung");
@@ -356,9 +354,20 @@ fn a_query_directory_swapped_while_read_redirects_no_write() {
         "written into the root-only dir: {inside:?}\n{text}"
     );
     assert!(o.status.success(), "{text}");
-    let moved = q1.parent().unwrap().join("q1.old/jobprof");
+    let moved = workers.join("q1.old").join(out);
     assert!(moved.join("summary.json").is_file(), "{text}");
     assert!(moved.join("stacks.folded").is_file(), "{text}");
+}
+
+/// While root reads a slow export, the worker swaps its query directory
+/// for a link to a root-only directory: nothing is read or written there;
+/// the outputs go to the directory that was opened (the one renamed).
+#[test]
+fn a_query_directory_swapped_while_read_redirects_no_write() {
+    if !ready() {
+        return;
+    }
+    swap_while_read(|t| t.root.clone(), "jobprof");
 }
 
 /// The same for a lone report: its directory swapped while the export is
@@ -368,44 +377,10 @@ fn a_lone_reports_directory_swapped_while_read_redirects_no_write() {
     if !ready() {
         return;
     }
-    let many = "INSERT INTO COMPOSITE_EVENTS WITH RECURSIVE c(x) AS
-          (SELECT 10 UNION ALL SELECT x + 1 FROM c WHERE x < 1500000)
-          SELECT x, x, 0, 1, MAIN, 1 FROM c;";
-    let t = Tree::new(&[("q1", &format!("{DATA}{many}"))]);
-    let dir = t.q("q1");
-    let report = dir.join("nsys_worker_w0_q1.nsys-rep");
-    let mut c = util::jobprof();
-    c.arg("process").arg(&report).env("PATH", "/nonexistent");
-    let child = c
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let sqlite = dir.join("nsys_worker_w0_q1.sqlite");
-    let started = Instant::now();
-    while !has_open(pid, &sqlite) && started.elapsed() < Duration::from_secs(60) {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    assert!(has_open(pid, &sqlite), "jobprof never opened the export");
-    as_nobody(&format!(
-        "cd {} && mv q1 q1.old && ln -s {} q1",
-        dir.parent().unwrap().display(),
-        t.secret.display()
-    ));
-    let o = wait_within(child, 120).expect("jobprof hung");
-    let text = output_text(&o);
-    let inside: Vec<_> = fs::read_dir(&t.secret).unwrap().collect();
-    assert!(
-        inside.is_empty(),
-        "written into the root-only dir: {inside:?}\n{text}"
+    swap_while_read(
+        |t| t.q("q1").join("nsys_worker_w0_q1.nsys-rep"),
+        "nsys_worker_w0_q1.nsys-rep.jobprof",
     );
-    assert!(o.status.success(), "{text}");
-    let out = dir
-        .parent()
-        .unwrap()
-        .join("q1.old/nsys_worker_w0_q1.nsys-rep.jobprof/summary.json");
-    assert!(out.is_file(), "{text}");
 }
 
 /// Without an export beside the report, `nsys export` runs with the rights
