@@ -454,7 +454,8 @@ impl Pipeline<'_> {
                 left.checked_sub(need)
             })
             .ok()?;
-        let Some(lines) = render::folded::as_read_back(&pass.folded.stacks) else {
+        let mut held = Vec::new();
+        let Some(lines) = render::folded::as_read_back(&pass.folded.stacks, &mut held) else {
             budget.fetch_add(need, Ordering::SeqCst);
             return None;
         };

@@ -26,11 +26,15 @@ pub struct Line {
 }
 
 impl Line {
-    /// A line of `symbol` in `module`.
+    /// A line of `symbol` in `module`, their control characters escaped
+    /// ([`crate::sys::printable`]): a symbol of an ELF file or a JIT map,
+    /// or a module's path, with a newline or an escape sequence in it
+    /// reaches no output raw, the archive's text included.
     pub fn new(symbol: impl Into<Box<str>>, module: impl Into<Box<str>>) -> Line {
+        use crate::sys::printable::printable_owned;
         Line {
-            symbol: symbol.into(),
-            module: module.into(),
+            symbol: printable_owned(symbol.into()),
+            module: printable_owned(module.into()),
         }
     }
 

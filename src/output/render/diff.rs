@@ -138,8 +138,9 @@ pub fn render_diff<S: AsRef<str>, T: AsRef<str>, W: Write>(
     opts: &RenderOptions,
     w: W,
 ) -> Result<DiffSummary> {
-    let before = frame_ordered(before);
-    let after = frame_ordered(after);
+    let (mut held_before, mut held_after) = (Vec::new(), Vec::new());
+    let before = frame_ordered(before, &mut held_before);
+    let after = frame_ordered(after, &mut held_after);
     let before_total = crate::sys::counts::sum(before.iter().map(|(_, c)| *c));
     let after_total = crate::sys::counts::sum(after.iter().map(|(_, c)| *c));
     let scale = if normalize && before_total > 0 {
@@ -500,8 +501,9 @@ mod tests {
     fn inner_frame_totals_include_callees() {
         let before = [("main;a", 10u64), ("main;a;x", 10)];
         let after = [("main;a", 10u64), ("main;a;x", 20)];
-        let b = frame_ordered(&before);
-        let a = frame_ordered(&after);
+        let (mut hb, mut ha) = (Vec::new(), Vec::new());
+        let b = frame_ordered(&before, &mut hb);
+        let a = frame_ordered(&after, &mut ha);
         let mut t = Tree::new();
         t.add_after(&a);
         t.add_before(&b, 1.0);

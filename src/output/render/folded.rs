@@ -7,7 +7,8 @@
 //! inputs are summed. Lines that are not `stack count` are counted and the
 //! first few are kept with their file and line number for the caller to
 //! report; they never abort the read. Blank lines and lines starting with
-//! `#` are comments.
+//! `#` are comments. Control characters in a stack are escaped as jobprof
+//! writes them ([`crate::sys::printable`]).
 
 use std::path::{Path, PathBuf};
 
@@ -190,6 +191,9 @@ impl Merger {
         if count == 0 {
             return;
         }
+        // A file another tool (or an older jobprof) wrote: its names
+        // escaped as jobprof writes them (`crate::sys::printable`).
+        let stack = &*crate::sys::printable::printable_text(stack);
         match self.map.get_mut(stack) {
             Some(c) => *c = crate::sys::counts::add(*c, count),
             None => {
@@ -260,10 +264,14 @@ pub fn reads_back(stack: &str) -> bool {
 }
 
 /// What [`read_folded`] gives for the file [`super::render_folded`] writes
-/// from `stacks`, without writing or reading it; `None` when a stack would
-/// not read back as itself ([`reads_back`]).
-pub fn as_read_back<S: AsRef<str>>(stacks: &[(S, u64)]) -> Option<Vec<(&str, u64)>> {
-    let lines = super::folded_lines(stacks);
+/// from `stacks` (the stacks that need it escaped into `held`), without
+/// writing or reading it; `None` when a stack would not read back as
+/// itself ([`reads_back`]).
+pub fn as_read_back<'a, S: AsRef<str>>(
+    stacks: &'a [(S, u64)],
+    held: &'a mut Vec<String>,
+) -> Option<Vec<(&'a str, u64)>> {
+    let lines = super::folded_lines(stacks, held);
     lines.iter().all(|(s, _)| reads_back(s)).then_some(lines)
 }
 
@@ -297,6 +305,12 @@ mod tests {
             &[("b;c", 2), ("a", 1), ("b;c", 3), ("z", 0)],
             &[("a", 1), ("b;c", 5)],
             &[("main;f x", 5), ("é;ü", 7)],
+            // Control characters are escaped as written, so read back.
+            &[
+                ("two\nlines", 1),
+                ("w;cr\r;esc\u{1b}", 2),
+                ("w;cr\\r;esc\\u{1b}", 3),
+            ],
             &[],
         ];
         for &stacks in cases {
@@ -304,12 +318,17 @@ mod tests {
             super::super::render_folded(stacks, &mut text).unwrap();
             let back = read(std::str::from_utf8(&text).unwrap()).stacks;
             let back: Vec<(&str, u64)> = back.iter().map(|(s, c)| (s.as_str(), *c)).collect();
-            assert_eq!(as_read_back(stacks), Some(back), "{stacks:?}");
+            assert_eq!(
+                as_read_back(stacks, &mut Vec::new()),
+                Some(back),
+                "{stacks:?}"
+            );
         }
-        for odd in ["# a comment?", " lead", "trail ", "two\nlines", "cr\r", ""] {
+        for odd in ["# a comment?", " lead", "trail ", ""] {
             assert!(!reads_back(odd), "{odd:?}");
-            assert_eq!(as_read_back(&[(odd, 1)]), None);
+            assert_eq!(as_read_back(&[(odd, 1)], &mut Vec::new()), None);
         }
+        assert!(!reads_back("two\nlines") && !reads_back("cr\r"));
     }
 
     #[test]

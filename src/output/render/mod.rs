@@ -349,14 +349,19 @@ pub fn capture_title(job: Option<&str>, worker: Option<&str>, query: Option<&str
     }
 }
 
-/// Stacks with a non-zero count, trimmed, in frame order: compared frame by
-/// frame, so that every call path is contiguous and becomes one frame.
-pub(crate) fn frame_ordered<S: AsRef<str>>(stacks: &[(S, u64)]) -> Vec<(&str, u64)> {
-    let mut v: Vec<(&str, u64)> = stacks
-        .iter()
-        .map(|(s, c)| (s.as_ref().trim(), *c))
-        .filter(|(s, c)| *c > 0 && !s.is_empty())
-        .collect();
+/// Stacks with a non-zero count, trimmed, their control characters
+/// escaped ([`printable_stacks`]: the stacks that have some are escaped
+/// into `held`), in frame order: compared frame by frame, so that every
+/// call path is contiguous and becomes one frame.
+pub(crate) fn frame_ordered<'a, S: AsRef<str>>(
+    stacks: &'a [(S, u64)],
+    held: &'a mut Vec<String>,
+) -> Vec<(&'a str, u64)> {
+    let mut v: Vec<(&str, u64)> =
+        printable_stacks(stacks.iter().map(|(s, c)| (s.as_ref().trim(), *c)), held)
+            .into_iter()
+            .filter(|(s, c)| *c > 0 && !s.is_empty())
+            .collect();
     v.sort_unstable_by(|a, b| frame_cmp(a.0, b.0));
     // Equal stacks (possible when the caller did not merge) become one.
     v.dedup_by(|later, earlier| {
@@ -368,6 +373,37 @@ pub(crate) fn frame_ordered<S: AsRef<str>>(stacks: &[(S, u64)]) -> Vec<(&str, u6
         }
     });
     v
+}
+
+/// `stacks` with their control characters escaped
+/// ([`crate::sys::printable`]), the escaped ones kept in `held`: what
+/// every renderer draws and every folded writer writes, so that no name
+/// splits a line or reaches a page raw.
+pub(crate) fn printable_stacks<'a>(
+    stacks: impl Iterator<Item = (&'a str, u64)> + Clone,
+    held: &'a mut Vec<String>,
+) -> Vec<(&'a str, u64)> {
+    use std::borrow::Cow;
+    // One scan a stack: the positions of those escaped, then the stacks.
+    let mut dirty = Vec::new();
+    for (i, (s, _)) in stacks.clone().enumerate() {
+        if let Cow::Owned(e) = crate::sys::printable::printable_text(s) {
+            dirty.push(i);
+            held.push(e);
+        }
+    }
+    let held: &'a Vec<String> = held;
+    let mut escaped = dirty
+        .iter()
+        .zip(&held[held.len() - dirty.len()..])
+        .peekable();
+    stacks
+        .enumerate()
+        .map(|(i, (s, c))| match escaped.next_if(|(d, _)| **d == i) {
+            Some((_, e)) => (e.as_str(), c),
+            None => (s, c),
+        })
+        .collect()
 }
 
 /// Two stacks compared frame by frame (as `a.split(';').cmp(b.split(';'))`),
@@ -434,7 +470,8 @@ pub fn render_svg<S: AsRef<str>, W: Write>(
     opts: &RenderOptions,
     w: W,
 ) -> Result<()> {
-    let ordered = frame_ordered(stacks);
+    let mut held = Vec::new();
+    let ordered = frame_ordered(stacks, &mut held);
     svg_from_ordered(&ordered, opts, w, Format::Svg)
 }
 
@@ -500,7 +537,8 @@ pub struct Drawing {
 /// Draws `stacks` as [`render_svg`] does, keeping the SVG for
 /// [`Drawing::page`] too.
 pub fn drawing<S: AsRef<str>>(stacks: &[(S, u64)], opts: &RenderOptions) -> Result<Drawing> {
-    let ordered = frame_ordered(stacks);
+    let mut held = Vec::new();
+    let ordered = frame_ordered(stacks, &mut held);
     let mut svg = Vec::new();
     svg_from_ordered(&ordered, opts, &mut svg, Format::Html)?;
     let summary = html::Summary {
@@ -537,7 +575,8 @@ pub fn render_speedscope<S: AsRef<str>, W: Write>(
     opts: &RenderOptions,
     w: W,
 ) -> Result<()> {
-    let ordered = frame_ordered(stacks);
+    let mut held = Vec::new();
+    let ordered = frame_ordered(stacks, &mut held);
     if ordered.is_empty() {
         return Err(Error::Empty {
             what: "the input".into(),
@@ -555,14 +594,24 @@ pub fn render_speedscope<S: AsRef<str>, W: Write>(
         })
 }
 
-/// The `stack count` lines [`render_folded`] writes for `stacks`: sorted
-/// bytewise, equal stacks merged, counts of 0 left out.
-pub fn folded_lines<S: AsRef<str>>(stacks: &[(S, u64)]) -> Vec<(&str, u64)> {
-    let mut v: Vec<(&str, u64)> = stacks
-        .iter()
-        .map(|(s, c)| (s.as_ref(), *c))
-        .filter(|(_, c)| *c > 0)
-        .collect();
+/// The `stack count` lines of the file [`render_folded`] writes for
+/// `stacks`, as a reader of folded stacks takes them
+/// ([`folded::read_folded`]): control characters escaped ([`printable_stacks`],
+/// the escaped stacks kept in `held`), sorted bytewise, equal stacks
+/// merged, counts of 0 left out.
+pub fn folded_lines<'a, S: AsRef<str>>(
+    stacks: &'a [(S, u64)],
+    held: &'a mut Vec<String>,
+) -> Vec<(&'a str, u64)> {
+    merged(printable_stacks(
+        stacks.iter().map(|(s, c)| (s.as_ref(), *c)),
+        held,
+    ))
+}
+
+/// `stacks` sorted bytewise, equal stacks merged, counts of 0 left out.
+fn merged(mut v: Vec<(&str, u64)>) -> Vec<(&str, u64)> {
+    v.retain(|(_, c)| *c > 0);
     v.sort_unstable_by(|a, b| a.0.cmp(b.0));
     v.dedup_by(|later, kept| {
         let same = later.0 == kept.0;
@@ -575,16 +624,29 @@ pub fn folded_lines<S: AsRef<str>>(stacks: &[(S, u64)]) -> Vec<(&str, u64)> {
 }
 
 /// Writes stacks as folded text (`stack count` lines), sorted bytewise and
-/// with equal stacks merged ([`folded_lines`]).
+/// with equal stacks merged, each line's control characters escaped
+/// ([`crate::sys::printable`]) as it is written: scanned where it was just
+/// copied, in cache (a pass of its own over stacks scattered in memory
+/// cost twice as much). A stack escaped there (none of jobprof's own: names
+/// are escaped as they are read) keeps the place of its raw text; readers
+/// sort and merge ([`folded_lines`] is what they read).
 pub fn render_folded<S: AsRef<str>, W: Write>(stacks: &[(S, u64)], w: W) -> Result<()> {
     let mut w = io::BufWriter::new(w);
     let mut num = itoa::Buffer::new();
+    let mut line = Vec::with_capacity(256);
     let res = (|| {
-        for (stack, count) in folded_lines(stacks) {
-            w.write_all(stack.as_bytes())?;
-            w.write_all(b" ")?;
-            w.write_all(num.format(count).as_bytes())?;
-            w.write_all(b"\n")?;
+        let raw: Vec<(&str, u64)> = stacks.iter().map(|(s, c)| (s.as_ref(), *c)).collect();
+        for (stack, count) in merged(raw) {
+            line.clear();
+            line.extend_from_slice(stack.as_bytes());
+            if !crate::sys::printable::bytes_are_printable(&line) {
+                line.clear();
+                line.extend_from_slice(crate::sys::printable::printable_text(stack).as_bytes());
+            }
+            line.push(b' ');
+            line.extend_from_slice(num.format(count).as_bytes());
+            line.push(b'\n');
+            w.write_all(&line)?;
         }
         w.flush()
     })();
@@ -746,7 +808,8 @@ mod tests {
     #[test]
     fn frame_order_keeps_a_call_path_together() {
         let stacks = [("main;f", 1u64), ("main.cold", 2), ("main", 3)];
-        let o = frame_ordered(&stacks);
+        let mut held = Vec::new();
+        let o = frame_ordered(&stacks, &mut held);
         let names: Vec<&str> = o.iter().map(|(s, _)| *s).collect();
         assert_eq!(names, ["main", "main;f", "main.cold"]);
     }
