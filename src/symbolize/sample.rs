@@ -73,13 +73,15 @@ pub struct Frame {
 /// ELF symbol line `function` ([`Frame::function`]) that names the
 /// function holding the code at its address: the one rule by which the
 /// report's entries, `report.txt` and `summary.json`'s `top_self` charge a
-/// sample's self time (to its leaf frame's function line) and name each
-/// frame of its call path. As `perf report --no-children` does (its
-/// entries are by the symbol of the sampled address, with or without
-/// `--inline`): the frame's plain line (the ELF symbol's own; inlined
-/// callees count in it); without one, `function`; without that either
-/// (text), the outermost inlined line, the nearest name the text holds.
-/// `None` only for a frame without lines.
+/// sample's self time (to its leaf frame's function line). As `perf
+/// report --no-children` does (its entries are by the symbol of the
+/// sampled address, with or without `--inline`): the frame's plain line
+/// (the ELF symbol's own; inlined callees count in it); without one,
+/// `function`; without that either (text), the outermost inlined line,
+/// the nearest name the text holds. `None` only for a frame without
+/// lines. A frame in a call path is named by the same rule without
+/// `function` ([`Frame::caller_line`]): perf report's call graph prints a
+/// frame whose every line is inlined by its inlined lines.
 pub fn function_line<'a>(lines: &'a [Line], function: Option<&'a Line>) -> Option<&'a Line> {
     lines
         .iter()
@@ -93,6 +95,13 @@ impl Frame {
     /// by [`function_line`].
     pub fn function_line(&self) -> Option<&Line> {
         function_line(&self.lines, self.function.as_ref())
+    }
+
+    /// The line naming the frame in a call path, as perf report's call
+    /// graph prints it: [`function_line`] without [`Self::function`], what
+    /// the frame's text gives.
+    pub fn caller_line(&self) -> Option<&Line> {
+        function_line(&self.lines, None)
     }
 
     /// Appends the frame's lines as `perf script` prints them.
@@ -302,6 +311,8 @@ mod tests {
         let only_inlined = [("__memcpy_avx512_unaligned_erms+0x375", INLINED)];
         let f = frame(&only_inlined, Some(memmove.clone()));
         assert_eq!(f.function_line(), Some(&memmove));
+        // In a call path, as perf's call graph prints it.
+        assert_eq!(&*f.caller_line().unwrap().symbol, only_inlined[0].0);
         // From text, which lacks it: the outermost inlined line.
         let f = frame(&[("inner+0x4", INLINED), ("outer+0x4", INLINED)], None);
         assert_eq!(f.function_line().map(|l| &*l.symbol), Some("outer+0x4"));

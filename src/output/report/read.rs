@@ -7,9 +7,11 @@
 //! without offset, DSO file name)`, one per address, named by its function
 //! line ([`crate::symbolize::sample::function_line`]: inlined functions'
 //! lines count in the function holding the code, as `perf report`'s
-//! entries do; a frame whose every line is inlined is that function's
-//! ELF symbol where the symbolizer kept it, else the outermost inlined
-//! line in DSO `-`), and only the first event seen is read. Folded stacks carry no DSO: their first frame
+//! entries do). A frame whose every line is inlined is named by its
+//! outermost inlined line in DSO `-` (as perf report's call graph prints
+//! it), except as a structured sample's leaf, where the ELF symbol the
+//! symbolizer kept names it (as perf report's entries do; text lacks it).
+//! Only the first event seen is read. Folded stacks carry no DSO: their first frame
 //! is taken for the process name (jobprof, inferno and FlameGraph put it
 //! there) and left out, unnamed frames (`[libc.so.6]`, the old pipeline's
 //! `[unknown:libc.so.6]`) become `[unknown]` in that DSO, `_[k]` frames
@@ -133,8 +135,10 @@ pub fn folded_stacks(stacks: &[(String, u64)], source: &str) -> Profile {
 #[derive(Default)]
 pub struct SampleReader {
     lines: Lines,
-    /// Structured samples' frames as the report's, by frame id.
-    frames: Vec<Option<Box<[u32]>>>,
+    /// Structured samples' frames as the report's, by frame id: as a
+    /// sample's leaf and as a caller (`None` inside: a frame without
+    /// lines).
+    frames: Vec<Option<Option<Named>>>,
 }
 
 impl SampleReader {
@@ -166,7 +170,9 @@ impl SampleReader {
 
     /// Takes the structured samples of `batch`, a batch of a run whose
     /// frames `frames` holds (its new frames taken in): the same as taking
-    /// the batch's `perf script` text, without reading it.
+    /// the batch's `perf script` text, without reading it, but for a leaf
+    /// frame whose every line is inlined, named by the ELF symbol the
+    /// symbolizer kept ([`crate::symbolize::sample::Frame::function`]).
     pub fn samples(&mut self, batch: &Batch, frames: &Frames) {
         if batch.reset {
             self.frames.clear();
@@ -177,19 +183,24 @@ impl SampleReader {
             if !self.lines.structured_header(s) {
                 continue;
             }
-            for &id in batch.frames_of(s) {
+            for (at, &id) in batch.frames_of(s).iter().enumerate() {
                 self.frame(frames, id);
-                if let Some(Some(ids)) = self.frames.get(id as usize) {
-                    self.lines.chain.extend_from_slice(ids);
+                if let Some(Some(Some(n))) = self.frames.get(id as usize) {
+                    let i = if at == 0 { n.leaf } else { n.caller };
+                    self.lines.chain.push(i);
                 }
             }
             self.lines.end_sample();
         }
     }
 
-    /// Makes sure the report's frame of frame `id` (its function line,
-    /// [`crate::symbolize::sample::Frame::function_line`]) is in
-    /// `self.frames`.
+    /// Makes sure the report's frames of frame `id` are in `self.frames`:
+    /// as a leaf, its function line
+    /// ([`crate::symbolize::sample::Frame::function_line`], the ELF
+    /// symbol of a frame whose every line is inlined, as perf report's
+    /// entries); as a caller, the line perf report's call graph prints
+    /// for it ([`crate::symbolize::sample::Frame::caller_line`]), what
+    /// the text gives too.
     fn frame(&mut self, frames: &Frames, id: u32) {
         let i = id as usize;
         if self.frames.len() <= i {
@@ -197,11 +208,14 @@ impl SampleReader {
         }
         let p = &mut self.lines.p;
         self.frames[i].get_or_insert_with(|| {
-            let Some(l) = frames.get(id).and_then(|f| f.function_line()) else {
-                return Box::default();
+            let f = frames.get(id)?;
+            let mut intern = |l: &Line| {
+                let (symbol, dso) = frame_parts(&l.symbol, &l.module);
+                p.intern_parts(symbol, dso)
             };
-            let (symbol, dso) = frame_parts(&l.symbol, &l.module);
-            Box::new([p.intern_parts(symbol, dso)])
+            let caller = intern(f.caller_line()?);
+            let leaf = f.function_line().map_or(caller, intern);
+            Some(Named { leaf, caller })
         });
     }
 
@@ -257,6 +271,13 @@ struct Lines {
     inlined: Option<(u64, Line)>,
     /// The structured samples' times so far, first and last.
     ns_window: Option<(u64, u64)>,
+}
+
+/// A structured frame's report frames, as a leaf and as a caller.
+#[derive(Debug, Clone, Copy)]
+struct Named {
+    leaf: u32,
+    caller: u32,
 }
 
 /// Frame lines kept in [`Lines::frames`] before it starts over.
