@@ -135,6 +135,9 @@ impl Pipeline<'_> {
             self.write_report(&profile, off_cpu.as_ref())?;
             outputs.push(crate::output::report::REPORT_TXT.to_string());
             build_ids = self.write_build_ids(&profile, &mut pass.warnings, &mut outputs)?;
+            if let Some(slot) = &self.opts.keep_report {
+                *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(profile);
+            }
         }
         let render_time = render_start.elapsed();
         let mut stamps = Stamps::new();

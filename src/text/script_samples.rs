@@ -229,6 +229,7 @@ fn frame(text: &[u8]) -> Option<Frame> {
     let frame = Frame {
         address: address?,
         lines: lines.into(),
+        function: None,
     };
     let mut back = Vec::with_capacity(text.len());
     frame.write_text(&mut back);

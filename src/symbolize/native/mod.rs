@@ -379,6 +379,7 @@ impl Symbolizer {
         let frame = Frame {
             address: offset,
             lines: user_frame_lines(&entry, path, offset, expand),
+            function: None,
         };
         frame.write_text(&mut line);
         line
