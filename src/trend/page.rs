@@ -427,7 +427,7 @@ pub fn html(t: &Trend) -> String {
         for u in &t.assessment.unjudged {
             let _ = writeln!(
                 o,
-                "<li class=\"up\">Nothing to judge: run {} ({}), query {}: {}</li>",
+                "<li class=\"up\">Not judged: run {} ({}), query {}: {}</li>",
                 u.run + 1,
                 esc(&t.runs[u.run].name),
                 esc(&u.query),
