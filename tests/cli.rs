@@ -244,7 +244,7 @@ fn fold_takes_inferno_nthreads() {
     let text = b"w 1 1.0: 5 cpu-clock:\n\tffff main (/bin/w)\n\n";
     let out = run_stdin(&["fold", "--nthreads", "1"], text);
     assert_eq!(out.status.code(), Some(0), "{}", util::output_text(&out));
-    assert_eq!(stdout(&out), "w;main 5\n");
+    assert_eq!(stdout(&out), "# counts: ns\nw;main 5\n");
 }
 
 #[test]

@@ -110,7 +110,7 @@ pub fn run(mut args: DiffArgs) -> anyhow::Result<ExitCode> {
     let format = args.look.format_for(output)?;
     // The palette is unused: every frame is coloured by its change.
     let inputs = [args.before.clone(), args.after.clone()];
-    let opts = args
+    let mut opts = args
         .look
         .options_for("Differential Flame Graph", "hot", &inputs)?;
     if let Some(out) = output {
@@ -132,6 +132,7 @@ pub fn run(mut args: DiffArgs) -> anyhow::Result<ExitCode> {
         warn_bad_lines(&before);
         warn_bad_lines(&after);
     }
+    args.look.take_declared(&mut opts, [&before, &after]);
     if after.stacks.is_empty() {
         let e = after.nothing_usable(&args.after.display().to_string());
         return Err(jobprof::Error::from(e).into());
@@ -154,12 +155,16 @@ pub fn run(mut args: DiffArgs) -> anyhow::Result<ExitCode> {
     })?;
     if let (Some(s), false) = (summary, args.quiet) {
         if s.vanished >= 0.5 {
+            // `5 of BEFORE's 10 samples`, `7.01 ms of BEFORE's 1.07 s`.
+            let name = &opts.count_name;
+            let vanished = match name.as_str() {
+                "ns" => jobprof::sys::units::format_amount(s.vanished, name),
+                _ => format!("{:.0}", s.vanished),
+            };
             jobprof::errln!(
-                "jobprof: note: {:.0} of BEFORE's {} {} are on call paths AFTER never reached; \
-                 they are not drawn (swap the inputs to see them)",
-                s.vanished,
-                s.before_total,
-                opts.count_name
+                "jobprof: note: {vanished} of BEFORE's {} are on call paths AFTER never \
+                 reached; they are not drawn (swap the inputs to see them)",
+                jobprof::sys::units::format_amount(s.before_total as f64, name),
             );
         }
     }
@@ -398,12 +403,16 @@ fn diff_one(
             );
         }
         if let Some(s) = summary.filter(|s| s.vanished >= 0.5) {
+            // `5 of BEFORE's 10 samples`, `7.01 ms of BEFORE's 1.07 s`.
+            let name = &opts.count_name;
+            let vanished = match name.as_str() {
+                "ns" => jobprof::sys::units::format_amount(s.vanished, name),
+                _ => format!("{:.0}", s.vanished),
+            };
             jobprof::errln!(
-                "jobprof: note: {:.0} of BEFORE's {} {} are on call paths AFTER never reached; \
-                 they are not drawn (swap the inputs to see them)",
-                s.vanished,
-                s.before_total,
-                opts.count_name
+                "jobprof: note: {vanished} of BEFORE's {} are on call paths AFTER never \
+                 reached; they are not drawn (swap the inputs to see them)",
+                jobprof::sys::units::format_amount(s.before_total as f64, name),
             );
         }
     }

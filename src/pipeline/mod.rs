@@ -198,6 +198,11 @@ pub struct Options {
     /// job views ([`Outcome::stacks`]); `None` (the default): none kept.
     /// Shared by every capture of the run, each taking what it keeps.
     pub keep_stacks: Option<Arc<std::sync::atomic::AtomicU64>>,
+    /// Begin `stacks.folded` with what its counts are when they are not
+    /// samples (`# counts: ns`; [`crate::output::render::folded::counts_line`]):
+    /// for [`symbolize_plain`], whose folded stacks go to another stage
+    /// without their `summary.json`.
+    pub counts_line: bool,
 }
 
 impl Default for Options {
@@ -219,6 +224,7 @@ impl Default for Options {
             cache_dir: None,
             output: None,
             keep_stacks: None,
+            counts_line: false,
         }
     }
 }
@@ -319,6 +325,7 @@ pub fn symbolize_plain(file: &Path, opts: &Options) -> Result<(tempfile::TempDir
             report: false,
         },
         force: true,
+        counts_line: true,
         ..opts.clone()
     };
     let filter = capture::Filter::default();

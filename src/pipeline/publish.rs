@@ -517,6 +517,7 @@ impl Pipeline<'_> {
             // Folded counts are sample periods.
             o.count_name = crate::text::perf_script::period_unit(ev).into();
         }
+        o.counts_line = self.opts.counts_line;
         o
     }
 }

@@ -227,11 +227,11 @@ fn write_drawing<W: Write>(
             .and_then(|()| w.flush())
             .map_err(|source| Error::Write { format, source });
     }
+    let amount = |n: u64| crate::sys::units::format_amount(n as f64, &look.count_name);
     let note = format!(
-        "{LEGEND}. BEFORE {} {}, AFTER {}{}.",
-        html::group_digits(summary.before_total),
-        look.count_name,
-        html::group_digits(summary.after_total),
+        "{LEGEND}. BEFORE {}, AFTER {}{}.",
+        amount(summary.before_total),
+        amount(summary.after_total),
         if normalize {
             format!(" (BEFORE scaled by {:.4})", summary.scale)
         } else {
@@ -292,27 +292,22 @@ fn color(delta: f64, max_abs: f64) -> String {
     }
 }
 
-fn signed(d: f64) -> String {
-    let r = d.round() as i64;
-    if r > 0 {
-        format!("+{}", html::group_digits(r as u64))
-    } else if r < 0 {
-        format!("-{}", html::group_digits(r.unsigned_abs()))
-    } else {
-        "0".to_string()
-    }
-}
-
 fn tooltip(node: &Node<'_>, after_total: u64, count_name: &str) -> String {
     let delta = node.after as f64 - node.before;
     let total = after_total.max(1) as f64;
+    let amount = |n: f64| crate::sys::units::format_amount(n, count_name);
+    // `before 20, +10 samples`, `before 1.07 s, -539 ms`.
+    let before = if count_name == "ns" {
+        amount(node.before)
+    } else {
+        html::group_digits(node.before.round() as u64)
+    };
     format!(
-        "{} ({} {count_name}, {:.2}%; before {}, {} {count_name}, {:+.2}%)",
+        "{} ({}, {:.2}%; before {before}, {}, {:+.2}%)",
         deannotate(node.name),
-        html::group_digits(node.after),
+        amount(node.after as f64),
         100.0 * node.after as f64 / total,
-        html::group_digits(node.before.round() as u64),
-        signed(delta),
+        crate::sys::units::format_change(delta, count_name),
         100.0 * delta / total,
     )
 }

@@ -58,7 +58,7 @@ pub fn of_event(path: &Path, event: Option<&str>) -> Result<Profile> {
     input::each_line(&src, |_, l| lines.push(l))?;
     let mut p = lines.finish(&src.display_path())?;
     p.source = src.display_path().display().to_string();
-    if p.samples.is_none() && src != Source::Stdin {
+    if p.samples.is_none() && src != Source::Stdin && p.count_name.is_none() {
         p.count_name = crate::output::render::folded::count_name_beside(path);
     }
     Ok(p)
@@ -290,6 +290,10 @@ impl Lines {
             return;
         }
         if line.starts_with('#') {
+            // Folded text that says what its counts are (`# counts: ns`).
+            if let Some(n) = crate::output::render::folded::declared_counts(line.trim()) {
+                self.p.count_name.get_or_insert_with(|| n.to_string());
+            }
             return;
         }
         let kind = *self.kind.get_or_insert_with(|| kind_of(line));
