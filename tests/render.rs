@@ -444,28 +444,62 @@ fn diff_colours_inner_frames_by_their_total() {
     );
 }
 
+/// Issue 58, item 5: two profiles of different length are compared by
+/// shares by default (AFTER ran twice as long with the same shape: nothing
+/// changed), the page and stderr saying both raw totals and the scale; a
+/// run half as long was blue all over. `--no-normalize` compares the raw
+/// counts, and says that every frame takes the colour of the total's
+/// change.
 #[test]
-fn diff_normalize_scales_before_to_after() {
-    // AFTER ran twice as long with the same shape: normalised, nothing
-    // changed; raw, everything grew.
+fn diff_of_runs_of_different_length_is_normalized_by_default() {
     let before = "main;f 10\nmain;g 30\n";
     let after = "main;f 20\nmain;g 60\n";
     let dir = tempfile::tempdir().unwrap();
-    let (o, out) = diff(dir.path(), before, after, "n.svg", &["--normalize"]);
+    for extra in [&[][..], &["--normalize"][..]] {
+        let (o, out) = diff(dir.path(), before, after, "n.svg", extra);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let (frames, _) = parse_svg(&util::read(&out));
+        assert!(
+            frames.iter().all(|f| is_grey(&f.fill)),
+            "{extra:?}: {frames:?}"
+        );
+        assert!(
+            stderr(&o).contains("BEFORE 40 samples, AFTER 80 samples: BEFORE scaled by 2.0000"),
+            "{}",
+            stderr(&o)
+        );
+    }
+    let (o, out) = diff(dir.path(), after, before, "n.html", &[]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let (frames, _) = parse_svg(&util::read(&out));
-    assert!(frames.iter().all(|f| is_grey(&f.fill)), "{frames:?}");
-    let (o, out) = diff(dir.path(), before, after, "raw.svg", &[]);
+    let page = std::fs::read_to_string(out).unwrap();
+    assert!(
+        page.contains("BEFORE 80 samples, AFTER 40 samples: BEFORE scaled by 0.5000"),
+        "the raw totals are not in the page"
+    );
+    let (o, out) = diff(dir.path(), before, after, "raw.svg", &["--no-normalize"]);
     assert!(o.status.success());
     let (frames, _) = parse_svg(&util::read(&out));
     assert!(is_red(&frames_named(&frames, "g")[0].fill));
+    assert!(
+        stderr(&o).contains("AFTER's total is 200% of BEFORE's"),
+        "{}",
+        stderr(&o)
+    );
     // The folded form is FlameGraph's `stack before after`.
-    let (o, out) = diff(dir.path(), before, after, "n.folded", &["--normalize"]);
+    let (o, out) = diff(dir.path(), before, after, "n.folded", &[]);
     assert!(o.status.success());
     assert_eq!(
         std::fs::read_to_string(out).unwrap(),
         "main;f 20 20\nmain;g 60 60\n"
     );
+    let (o, _) = diff(
+        dir.path(),
+        before,
+        after,
+        "x.svg",
+        &["--normalize", "--no-normalize"],
+    );
+    assert_eq!(o.status.code(), Some(2));
 }
 
 #[test]
