@@ -482,10 +482,34 @@ pub fn process_capture(
         Err(e) => {
             report.status = Status::Failed;
             report.message = e.to_string();
+            if let Some(fix) = unwritable_output(found, &e) {
+                report.message.push_str(&fix);
+            }
         }
     }
     report.elapsed = start.elapsed();
     report
+}
+
+/// The fix for a plain `perf.data` whose outputs cannot be written beside
+/// it (a read-only folder, another user's): `-o DIR`.
+fn unwritable_output(found: &CaptureDir, e: &Error) -> Option<String> {
+    let p = found.plain.as_ref()?;
+    let Error::Io { path, source } = e else {
+        return None;
+    };
+    let denied = matches!(
+        source.kind(),
+        std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+    );
+    (denied && path.starts_with(&p.out)).then(|| {
+        let name = file_name(&p.file);
+        format!(
+            "; its folder is not writable: write the outputs elsewhere with -o DIR \
+             (e.g. `jobprof process {} -o /tmp/{name}.jobprof`)",
+            p.file.display()
+        )
+    })
 }
 
 /// A plain `perf.data` is rewritten in place by the next `perf record`

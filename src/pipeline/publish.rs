@@ -188,8 +188,11 @@ impl Pipeline<'_> {
             .iter()
             .any(|f| *f != Format::Folded);
         if pass.folded.stacks.is_empty() {
-            self.log(format!("warning: {NO_SAMPLES}"));
-            pass.warnings.push(NO_SAMPLES.into());
+            // A capture that failed is not one that ran too briefly.
+            if pass.failures.is_empty() {
+                self.log(format!("warning: {NO_SAMPLES}"));
+                pass.warnings.push(NO_SAMPLES.into());
+            }
             return None;
         }
         self.opts

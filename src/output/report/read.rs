@@ -41,7 +41,31 @@ pub fn path(path: &Path) -> Result<Profile> {
     if path.is_dir() {
         return capture_dir(path);
     }
+    if let Some(e) = unusable(path) {
+        return Err(e);
+    }
     of_event(path, None)
+}
+
+/// A path that cannot be reported, said as `process` says it: one that
+/// does not exist, or an empty file (`-` is stdin).
+fn unusable(path: &Path) -> Option<Error> {
+    if path.as_os_str() == "-" {
+        return None;
+    }
+    let what = "pass a perf.data, `perf script` text, folded stacks or a capture directory";
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(Error::Usage(format!(
+            "{}: does not exist; {what}",
+            path.display()
+        ))),
+        Ok(m) if m.is_file() && m.len() == 0 => Some(Error::Usage(format!(
+            "{}: the file is empty (0 bytes): nothing to report (was the capture or its copy \
+             cut off?); {what}",
+            path.display()
+        ))),
+        _ => None,
+    }
 }
 
 /// Reads the file `path` as [`path`] does, keeping only the samples of
