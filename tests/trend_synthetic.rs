@@ -340,6 +340,58 @@ fn timed_run(dir: &Path, queries: &[(&str, &[(&str, f64)])], load: f64) {
     }
 }
 
+/// Four runs of q1 and q6 (issue 49, item 4): q1's `work` doubles in the
+/// newest, q6's `b` and `c` take less time.
+fn own_time_runs(tmp: &Path) -> Vec<PathBuf> {
+    let q1: &[(&str, f64)] = &[("work", 600.0), ("io", 300.0), ("cpu", 100.0)];
+    let q6: &[(&str, f64)] = &[("a", 400.0), ("b", 300.0), ("c", 200.0), ("d", 100.0)];
+    let mut runs: Vec<PathBuf> = Vec::new();
+    for (k, load) in [1.0, 1.02, 0.99].into_iter().enumerate() {
+        let r = tmp.join(format!("run_{}", k + 1));
+        timed_run(&r, &[("q1", q1), ("q6", q6)], load);
+        runs.push(r);
+    }
+    let newest = tmp.join("run_4");
+    let q1_new: &[(&str, f64)] = &[("work", 1200.0), ("io", 300.0), ("cpu", 100.0)];
+    let q6_new: &[(&str, f64)] = &[("a", 400.0), ("b", 150.0), ("c", 40.0), ("d", 100.0)];
+    timed_run(&newest, &[("q1", q1_new), ("q6", q6_new)], 1.01);
+    runs.push(newest);
+    runs
+}
+
+/// Issue 58, item 8: the page's "Most regressed functions" listed the
+/// improved rows too, and its threshold said "1.0" with no unit. Rises and
+/// falls are now two tables, their change and threshold in points.
+#[test]
+fn the_page_lists_regressions_and_improvements_apart_in_points() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = own_time_runs(tmp.path());
+    let dirs: Vec<&Path> = runs.iter().map(PathBuf::as_path).collect();
+    let o = tmp.path().join("out");
+    let out = trend(&dirs, &o, &["--order", "args"]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let html = fs::read_to_string(o.join("trend.html")).unwrap();
+    let table = |id: &str| {
+        let t = &html[html.find(&format!("id=\"{id}\"")).expect(id)..];
+        t[..t.find("</table>").unwrap()].to_string()
+    };
+    let regressed = table("jp-findings");
+    assert!(regressed.contains(">work<"), "{regressed}");
+    assert!(!regressed.contains(">improved<"), "{regressed}");
+    assert!(
+        regressed.contains("<th>Threshold (points)</th>"),
+        "{regressed}"
+    );
+    let improved = table("jp-improved");
+    assert!(
+        improved.contains(">c<") && improved.contains(">b<"),
+        "{improved}"
+    );
+    assert!(!improved.contains(">regressed<"), "{improved}");
+    assert!(html.contains("<h2>Most improved functions</h2>"));
+    assert!(!html.contains("0.0e0"));
+}
+
 /// Issue 49, item 4: a share moves when other functions' time does, so a
 /// function is judged by its own time per replicate too. q1's `work`
 /// doubles: `io` and `cpu`, whose time did not change, lose share
@@ -350,19 +402,7 @@ fn timed_run(dir: &Path, queries: &[(&str, &[(&str, f64)])], load: f64) {
 #[test]
 fn only_functions_whose_own_time_moved_are_flagged_largest_first() {
     let tmp = tempfile::tempdir().unwrap();
-    let q1: &[(&str, f64)] = &[("work", 600.0), ("io", 300.0), ("cpu", 100.0)];
-    let q6: &[(&str, f64)] = &[("a", 400.0), ("b", 300.0), ("c", 200.0), ("d", 100.0)];
-    let mut runs: Vec<PathBuf> = Vec::new();
-    for (k, load) in [1.0, 1.02, 0.99].into_iter().enumerate() {
-        let r = tmp.path().join(format!("run_{}", k + 1));
-        timed_run(&r, &[("q1", q1), ("q6", q6)], load);
-        runs.push(r);
-    }
-    let newest = tmp.path().join("run_4");
-    let q1_new: &[(&str, f64)] = &[("work", 1200.0), ("io", 300.0), ("cpu", 100.0)];
-    let q6_new: &[(&str, f64)] = &[("a", 400.0), ("b", 150.0), ("c", 40.0), ("d", 100.0)];
-    timed_run(&newest, &[("q1", q1_new), ("q6", q6_new)], 1.01);
-    runs.push(newest);
+    let runs = own_time_runs(tmp.path());
     let dirs: Vec<&Path> = runs.iter().map(PathBuf::as_path).collect();
     let o = tmp.path().join("out");
     let out = trend(&dirs, &o, &["--order", "args"]);

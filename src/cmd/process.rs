@@ -19,8 +19,10 @@ use jobprof::ExitCode;
 ///
 /// Finds every capture under RESULT_DIR/profiles/perf/worker_N/QUERY/ (written
 /// by jobprof-record or by the old shell pipeline), checks it, symbolizes all
-/// its shards with `perf script` at once, folds and compresses the text as it
-/// streams, and writes into the capture directory, each file atomically:
+/// its shards at once, in-process by default (the native symbolizer, with this
+/// host's files by build id; `perf script` only for shards it cannot read, or
+/// with --symbolizer perf), folds and compresses the text as it streams, and
+/// writes into the capture directory, each file atomically:
 /// perf.script.zst, stacks.folded, flamegraph.svg, flamegraph.html,
 /// summary.json, and .postprocess-complete last. Then it refreshes the job's
 /// views from the summaries: profiles/perf/index.html (every capture in one

@@ -120,11 +120,12 @@ impl LookArgs {
     }
 }
 
-/// Render collapsed stacks as a flamegraph (SVG or offline HTML), speedscope or text.
+/// Render collapsed stacks as a flamegraph (SVG or HTML), speedscope, pprof or folded.
 ///
 /// Render collapsed stacks (`frame;frame;... COUNT` lines, from jobprof,
 /// inferno, FlameGraph, py-spy, ...) as an interactive flamegraph (SVG or a
-/// self-contained offline HTML page), speedscope JSON, or merged folded text.
+/// self-contained offline HTML page), speedscope JSON, a pprof profile, or
+/// merged folded stacks (`--format folded`).
 ///
 /// Several inputs are merged (counts of equal stacks summed). Compressed
 /// inputs (.gz, .zst) are recognised by their magic bytes. Without -o the

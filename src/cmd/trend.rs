@@ -425,11 +425,11 @@ pub fn finding_line(f: &Finding, t: &Trend, width: usize) -> String {
         String::new()
     };
     let tail = format!(
-        "{kind} {:.1}% -> {:.1}% ({:+.1} points, p={}{run})",
+        "{kind} {:.1}% -> {:.1}% ({:+.1} points, {}{run})",
         f.baseline,
         f.new,
         f.change,
-        trend::fmt_p(f.p)
+        trend::p_is(f.p)
     );
     let head = format!("{} {} ", f.verdict, f.query);
     let room = width.saturating_sub(head.chars().count() + tail.chars().count());
@@ -468,13 +468,13 @@ fn time_line(f: &TimeFinding, t: &Trend) -> String {
         String::new()
     };
     format!(
-        "{} {} {} -> {} per replicate ({:+.0}%, p={}{run})",
+        "{} {} {} -> {} per replicate ({:+.0}%, {}{run})",
         if f.significant { f.verdict } else { "total" },
         fit(&f.query, 24),
         amount(f.baseline),
         amount(f.new),
         f.change_pct,
-        trend::fmt_p(f.p)
+        trend::p_is(f.p)
     )
 }
 
