@@ -485,8 +485,15 @@ fn diff_of_runs_of_different_length_is_normalized_by_default() {
         "{}",
         stderr(&o)
     );
-    // The folded form is FlameGraph's `stack before after`.
-    let (o, out) = diff(dir.path(), before, after, "n.folded", &[]);
+    // The folded form is FlameGraph's `stack before after`: data, raw
+    // unless --normalize (difffolded.pl normalizes with its own -n).
+    let (o, out) = diff(dir.path(), before, after, "raw.folded", &[]);
+    assert!(o.status.success());
+    assert_eq!(
+        std::fs::read_to_string(out).unwrap(),
+        "main;f 10 20\nmain;g 30 60\n"
+    );
+    let (o, out) = diff(dir.path(), before, after, "n.folded", &["--normalize"]);
     assert!(o.status.success());
     assert_eq!(
         std::fs::read_to_string(out).unwrap(),

@@ -68,8 +68,9 @@ pub struct DiffArgs {
 
     /// Scale BEFORE's counts so its total equals AFTER's, so the colours
     /// compare shares (runs of different lengths or sampling rates): the
-    /// default for two profiles; for two result directories, instead of
-    /// scaling by the replicate counts.
+    /// default for a drawing (svg, html) of two profiles; for a .folded
+    /// output and for two result directories (instead of scaling by the
+    /// replicate counts), only when given.
     #[arg(long)]
     pub normalize: bool,
 
@@ -148,9 +149,10 @@ pub fn run(mut args: DiffArgs) -> anyhow::Result<ExitCode> {
         let e = before.nothing_usable(&args.before.display().to_string());
         return Err(jobprof::Error::from(e).into());
     }
-    // Two profiles are compared by shares unless asked otherwise: a run
-    // half as long would be blue all over.
-    let normalize = !args.no_normalize;
+    // A drawing compares shares unless asked otherwise: a run half as long
+    // would be blue all over. The folded form is data for other tools
+    // (difffolded.pl normalizes with its own -n): raw unless --normalize.
+    let normalize = args.normalize || (!args.no_normalize && format != Format::Folded);
     let mut summary = None;
     write_output(output.unwrap_or(Path::new("-")), |w| {
         summary = Some(render_diff(

@@ -61,8 +61,8 @@ Exit status: 0 when every capture was processed or already complete; 1
 when any was refused (with its reason), not rendered or failed (an Nsight
 Systems report too: no export and no nsys, a .qdstrm, an unknown schema),
 or a path among others was missing or not a perf.data (named, the others
-processed); 2 for bad usage, when every capture was refused (nothing could be done), or a
-directory without captures (when jobprof-record is writing one
+processed); 2 for bad usage, when every capture was refused (nothing could
+be done), or a directory without captures (when jobprof-record is writing one
 there now, the message says \"a capture is being written\"; next to
 published captures it is listed as \"being written\").")]
 pub struct ProcessArgs {
@@ -198,9 +198,10 @@ pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let code = views::exit_code(report.exit_code(), &views);
-    Ok(match (code, left_out) {
-        (ExitCode::Success, true) => ExitCode::Failed,
-        (ExitCode::Success, false) => nsys_code,
-        (code, _) => code,
+    // nsys_code is 1 for a path left out, too.
+    Ok(if code == ExitCode::Success {
+        nsys_code
+    } else {
+        code
     })
 }
