@@ -224,7 +224,7 @@ fn text_without_call_graphs_is_folded_and_reported_with_a_warning_naming_g() {
     util::ok(&fold);
     assert_eq!(
         util::stdout(&fold),
-        "gzip;__mmap_region 250000\ngzip;deflate_slow 250000\nsh;update_active 250000\n"
+        "# counts: ns\ngzip;__mmap_region 250000\ngzip;deflate_slow 250000\nsh;update_active 250000\n"
     );
     let warning = "3 of 3 sample(s) have no call graph (recorded without `perf record -g`)";
     assert!(

@@ -270,7 +270,9 @@ fn write_waits(
 
 /// `report.txt`: the CPU functions by self samples, then every table.
 fn write_report(p: &Imported, dir: &Dir) -> Result<()> {
-    let profile = report::read::folded_stacks(&p.cpu, &p.read);
+    let mut profile = report::read::folded_stacks(&p.cpu, &p.read);
+    // nsys's CPU stacks count samples, one each.
+    profile.count_name = Some("samples".into());
     let mut ropts = report::Options::default();
     for t in &p.tables {
         let mut lines = vec![format!(
@@ -395,6 +397,10 @@ mod tests {
             format!("{TSV_HEADER}outer\\trange\t2\t30\t15\n")
         );
         assert!(read("report.txt").contains("NVTX ranges (nvtx.tsv)"));
+        // Issue 58, item 8: the CPU samples are counted, not "not known".
+        let report = read("report.txt");
+        assert!(report.contains("# Samples: 4\n"), "{report}");
+        assert!(!report.contains("not known"), "{report}");
         assert!(read("flamegraph.html").contains("spin"));
         let json: serde_json::Value = serde_json::from_str(&read("summary.json")).unwrap();
         assert_eq!(json["read"], "nsys 2022.4.2.1, schema 3.0.0");

@@ -205,6 +205,11 @@ pub struct Options {
     /// (the last capture's), for a caller that prints the report itself
     /// ([`report_plain`]); `None` (the default): not kept.
     pub keep_report: Option<Arc<std::sync::Mutex<Option<crate::output::report::Profile>>>>,
+    /// Begin `stacks.folded` with what its counts are when they are not
+    /// samples (`# counts: ns`; [`crate::output::render::folded::counts_line`]):
+    /// for [`symbolize_plain`], whose folded stacks go to another stage
+    /// without their `summary.json`.
+    pub counts_line: bool,
 }
 
 impl Default for Options {
@@ -228,6 +233,7 @@ impl Default for Options {
             keep_stacks: None,
             nsys_read_limit: None,
             keep_report: None,
+            counts_line: false,
         }
     }
 }
@@ -336,6 +342,7 @@ fn symbolize_with(file: &Path, opts: &Options) -> Result<(tempfile::TempDir, Pat
     let opts = Options {
         output: Some(out.clone()),
         force: true,
+        counts_line: true,
         ..opts.clone()
     };
     let filter = capture::Filter::default();
@@ -520,10 +527,34 @@ pub fn process_capture(
         Err(e) => {
             report.status = Status::Failed;
             report.message = e.to_string();
+            if let Some(fix) = unwritable_output(found, &e) {
+                report.message.push_str(&fix);
+            }
         }
     }
     report.elapsed = start.elapsed();
     report
+}
+
+/// The fix for a plain `perf.data` whose outputs cannot be written beside
+/// it (a read-only folder, another user's): `-o DIR`.
+fn unwritable_output(found: &CaptureDir, e: &Error) -> Option<String> {
+    let p = found.plain.as_ref()?;
+    let Error::Io { path, source } = e else {
+        return None;
+    };
+    let denied = matches!(
+        source.kind(),
+        std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+    );
+    (denied && path.starts_with(&p.out)).then(|| {
+        let name = file_name(&p.file);
+        format!(
+            "; its folder is not writable: write the outputs elsewhere with -o DIR \
+             (e.g. `jobprof process {} -o /tmp/{name}.jobprof`)",
+            p.file.display()
+        )
+    })
 }
 
 /// A plain `perf.data` is rewritten in place by the next `perf record`

@@ -197,8 +197,11 @@ impl Pipeline<'_> {
             .iter()
             .any(|f| *f != Format::Folded);
         if pass.folded.stacks.is_empty() {
-            self.log(format!("warning: {NO_SAMPLES}"));
-            pass.warnings.push(NO_SAMPLES.into());
+            // A capture that failed is not one that ran too briefly.
+            if pass.failures.is_empty() {
+                self.log(format!("warning: {NO_SAMPLES}"));
+                pass.warnings.push(NO_SAMPLES.into());
+            }
             return None;
         }
         self.opts
@@ -526,6 +529,7 @@ impl Pipeline<'_> {
             // Folded counts are sample periods.
             o.count_name = crate::text::perf_script::period_unit(ev).into();
         }
+        o.counts_line = self.opts.counts_line;
         o
     }
 }

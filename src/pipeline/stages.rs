@@ -427,13 +427,21 @@ impl Pipeline<'_> {
         } else {
             format!(", folded from {}", pass.symbolized_from)
         };
+        // Without call chains nothing is truncated: there are no callers.
+        let flat = self
+            .capture_facts()
+            .is_some_and(|f| f.call_graph() == "none");
+        let truncated = if flat {
+            "no call graph (recorded without -g)".to_string()
+        } else {
+            format!("{:.1}% truncated", 100.0 * pass.stats.truncated_ratio)
+        };
         Ok(Done {
             status: Status::Processed,
             message: format!(
                 "{samples} samples, {shards_word}{from}, {symbolized_pct:.1}% named at the leaf, \
-                 {:.1}% with an unnamed frame, {:.1}% truncated -> {}",
+                 {:.1}% with an unnamed frame, {truncated} -> {}",
                 100.0 * pass.stats.unnamed_stack_ratio,
-                100.0 * pass.stats.truncated_ratio,
                 outputs.join(", ")
             ),
             stacks: self.keep_stacks(pass),

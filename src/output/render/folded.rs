@@ -62,6 +62,37 @@ pub fn count_name_of(inputs: &[&Path]) -> String {
     }
 }
 
+/// The start of the comment line that says what a folded file's counts
+/// are when they are not samples (`# counts: ns`), written first by `jobprof
+/// fold` and wherever jobprof hands folded stacks to another of its stages
+/// without a `summary.json` beside them. jobprof's readers take the unit
+/// from it (`render`, `diff`, `report`) and skip it as any `#` line;
+/// FlameGraph and inferno skip it as a line they cannot read.
+pub const COUNTS_PREFIX: &str = "# counts: ";
+
+/// The line ([`COUNTS_PREFIX`]) that says the counts are `count_name`,
+/// `None` for samples (what every reader assumes).
+pub fn counts_line(count_name: &str) -> Option<String> {
+    (count_name != "samples" && is_count_name(count_name))
+        .then(|| format!("{COUNTS_PREFIX}{count_name}\n"))
+}
+
+/// The count name a (trimmed) line declares, if it is a [`counts_line`].
+pub fn declared_counts(line: &str) -> Option<&str> {
+    line.strip_prefix(COUNTS_PREFIX)
+        .map(str::trim)
+        .filter(|n| is_count_name(n))
+}
+
+/// A unit a counts line may name: a short word (`ns`, `cycles`, `bytes`,
+/// `instructions:u`).
+fn is_count_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 64
+        && n.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_:.".contains(&b))
+}
+
 /// How many bad lines are kept for reporting.
 const KEEP_BAD: usize = 10;
 
@@ -107,6 +138,11 @@ pub struct FoldedInput {
     /// The first input whose bad lines look like `perf script` output
     /// (sample headers, tab-indented frames): it needs `jobprof fold` first.
     pub perf_script_text: Option<std::path::PathBuf>,
+    /// What the counts are, as the inputs' [`counts_line`] says (`None`:
+    /// no input says, or two say different things).
+    pub count_name: Option<String>,
+    /// Two inputs declared different count names.
+    counts_differ: bool,
 }
 
 impl FoldedInput {
@@ -165,6 +201,13 @@ impl Merger {
         };
         let line = text.trim();
         if line.is_empty() || line.starts_with('#') {
+            if let Some(n) = declared_counts(line) {
+                match &self.out.count_name {
+                    Some(m) if m != n => self.out.counts_differ = true,
+                    Some(_) => {}
+                    None => self.out.count_name = Some(n.to_string()),
+                }
+            }
             return;
         }
         let (stack, count) = match line.rfind([' ', '\t']) {
@@ -218,6 +261,9 @@ impl Merger {
     }
 
     fn finish(mut self) -> FoldedInput {
+        if self.out.counts_differ {
+            self.out.count_name = None;
+        }
         let mut stacks: Vec<(String, u64)> = self.map.into_iter().collect();
         stacks.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         self.out.stacks = stacks;
@@ -297,6 +343,24 @@ mod tests {
             m.line(std::path::Path::new("x.folded"), i as u64 + 1, l);
         }
         m.finish()
+    }
+
+    /// Issue 58, item 4: the counts' unit travels in the folded text.
+    #[test]
+    fn a_counts_line_names_the_counts() {
+        assert_eq!(counts_line("samples"), None);
+        assert_eq!(counts_line("two words"), None);
+        let line = counts_line("ns").unwrap();
+        assert_eq!(line, "# counts: ns\n");
+        let r = read(&format!("{line}main;a 5\n"));
+        assert_eq!(r.count_name.as_deref(), Some("ns"));
+        assert_eq!((r.stacks.len(), r.bad_lines), (1, 0));
+        assert_eq!(read("# a comment\nmain;a 5\n").count_name, None);
+        // Two inputs that disagree say nothing.
+        assert_eq!(
+            read("# counts: ns\n# counts: cycles\na 1\n").count_name,
+            None
+        );
     }
 
     #[test]

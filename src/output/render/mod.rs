@@ -271,6 +271,10 @@ pub struct RenderOptions {
     /// Same colour for the same function name in every render (instead of
     /// inferno's random jitter), so reruns produce identical files.
     pub deterministic: bool,
+    /// Folded output: say what the counts are in a first line when they
+    /// are not samples (`# counts: ns`, [`folded::counts_line`]), for the
+    /// jobprof stage that reads it next.
+    pub counts_line: bool,
 }
 
 impl Default for RenderOptions {
@@ -286,6 +290,7 @@ impl Default for RenderOptions {
             name_type: "Function:".to_string(),
             search_color: "#e600e6".to_string(),
             deterministic: true,
+            counts_line: false,
         }
     }
 }
@@ -488,8 +493,62 @@ fn svg_from_ordered<W: Write>(
     }
     let mut io = opts.inferno()?;
     let lines = inferno_lines(ordered);
-    flamegraph::from_lines(&mut io, lines.iter().map(String::as_str), w)
+    if opts.count_name != "ns" {
+        return flamegraph::from_lines(&mut io, lines.iter().map(String::as_str), w)
+            .map_err(|source| Error::Write { format, source });
+    }
+    let mut svg = Vec::new();
+    flamegraph::from_lines(&mut io, lines.iter().map(String::as_str), &mut svg)
+        .map_err(|source| Error::Write { format, source })?;
+    let mut w = w;
+    w.write_all(&ns_titles_as_time(&svg))
+        .and_then(|()| w.flush())
         .map_err(|source| Error::Write { format, source })
+}
+
+/// inferno's tooltips (`name (5,314,629,216 ns, 12.34%)`) with the ns
+/// written as time (`name (5.31 s, 12.34%)`,
+/// [`crate::sys::units::format_amount`]); the rest of the SVG as it is.
+fn ns_titles_as_time(svg: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(svg.len());
+    let mut rest = svg;
+    while let Some(at) = find(rest, b"<title>") {
+        let start = at + b"<title>".len();
+        let Some(len) = find(&rest[start..], b"</title>") else {
+            break;
+        };
+        out.extend_from_slice(&rest[..start]);
+        let title = &rest[start..start + len];
+        out.extend_from_slice(&title_as_time(title).unwrap_or_else(|| title.to_vec()));
+        rest = &rest[start + len..];
+    }
+    out.extend_from_slice(rest);
+    out
+}
+
+/// One tooltip's `(N ns, ` (its last parenthesis) as time.
+fn title_as_time(title: &[u8]) -> Option<Vec<u8>> {
+    let open = title.windows(2).rposition(|w| w == b" (")? + 2;
+    let tail = &title[open..];
+    let digits = tail
+        .iter()
+        .take_while(|b| b.is_ascii_digit() || **b == b',')
+        .count();
+    let rest = tail[digits..].strip_prefix(b" ns, ")?;
+    let n: u64 = std::str::from_utf8(&tail[..digits])
+        .ok()?
+        .replace(',', "")
+        .parse()
+        .ok()?;
+    let mut v = title[..open].to_vec();
+    v.extend_from_slice(crate::sys::units::format_amount(n as f64, "ns").as_bytes());
+    v.extend_from_slice(b", ");
+    v.extend_from_slice(rest);
+    Some(v)
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 /// Renders stacks as one self-contained HTML page: a header with title and
@@ -692,7 +751,20 @@ pub fn render<S: AsRef<str>, W: Write>(
         Format::Svg => render_svg(stacks, opts, w),
         Format::Html => render_html(stacks, opts, w),
         Format::Speedscope => render_speedscope(stacks, opts, w),
-        Format::Folded => render_folded(stacks, w),
+        Format::Folded => {
+            match folded::counts_line(&opts.count_name).filter(|_| opts.counts_line) {
+                Some(line) => {
+                    let mut w = w;
+                    w.write_all(line.as_bytes())
+                        .map_err(|source| Error::Write {
+                            format: Format::Folded,
+                            source,
+                        })?;
+                    render_folded(stacks, w)
+                }
+                None => render_folded(stacks, w),
+            }
+        }
         Format::Pprof => render_pprof(stacks, opts, w),
     }
 }
@@ -803,6 +875,38 @@ mod tests {
         });
         assert!(crate::error::is_broken_pipe(&e));
         assert!(!crate::error::is_broken_pipe(&Error::Internal("x".into())));
+    }
+
+    /// Issue 58, item 4: ns read as time in every tooltip.
+    #[test]
+    fn nanosecond_tooltips_read_as_time() {
+        let stacks = [
+            ("main;work", 5_314_629_216u64),
+            ("main;idle (x)", 20_000_000),
+        ];
+        let mut o = RenderOptions {
+            count_name: "ns".into(),
+            ..RenderOptions::default()
+        };
+        let mut svg = Vec::new();
+        render_svg(&stacks, &o, &mut svg).unwrap();
+        let svg = String::from_utf8(svg).unwrap();
+        assert!(
+            svg.contains("<title>work (5.31 s, 99.63%)</title>"),
+            "{svg}"
+        );
+        assert!(
+            svg.contains("<title>idle (x) (20.0 ms, 0.37%)</title>"),
+            "{svg}"
+        );
+        assert!(svg.contains("<title>all (5.33 s, 100%)</title>"), "{svg}");
+        assert!(!svg.contains(" ns, "), "{svg}");
+        // Other counts keep inferno's numbers.
+        o.count_name = "samples".into();
+        let mut svg = Vec::new();
+        render_svg(&stacks, &o, &mut svg).unwrap();
+        let svg = String::from_utf8(svg).unwrap();
+        assert!(svg.contains("(5,314,629,216 samples, 99.63%)"), "{svg}");
     }
 
     #[test]

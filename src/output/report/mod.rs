@@ -377,15 +377,23 @@ fn write_header(p: &Profile, total: u64, out: &mut dyn Write) -> io::Result<()> 
         "{}",
         fit(&format!("# jobprof report: {}{shards}", p.source))
     )?;
-    let samples = match p.samples {
-        Some(n) => format!(
+    let samples = match (p.samples, p.count_name.as_deref()) {
+        (Some(n), _) => format!(
             "# Samples: {n}  of event '{}'",
             p.event.as_deref().unwrap_or("unknown")
         ),
-        None => "# Samples: not known (folded stacks hold weights, not samples)".to_string(),
+        // Folded stacks whose counts are samples (an nsys profile's CPU
+        // samples): the count is the samples'.
+        (None, Some("samples")) => format!("# Samples: {total}"),
+        (None, _) => "# Samples: not known (folded stacks hold weights, not samples)".to_string(),
     };
     writeln!(out, "{}", fit(&samples))?;
-    match &p.count_name {
+    match p.count_name.as_deref() {
+        Some("ns") if p.samples.is_none() => writeln!(
+            out,
+            "# Event count: {total} ns ({})",
+            crate::sys::units::format_amount(total as f64, "ns")
+        )?,
         Some(unit) if p.samples.is_none() => writeln!(out, "# Event count: {total} {unit}")?,
         _ => writeln!(out, "# Event count: {total}")?,
     }

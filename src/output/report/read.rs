@@ -46,7 +46,31 @@ pub fn path(path: &Path) -> Result<Profile> {
     if path.is_dir() {
         return capture_dir(path);
     }
+    if let Some(e) = unusable(path) {
+        return Err(e);
+    }
     of_event(path, None)
+}
+
+/// A path that cannot be reported, said as `process` says it: one that
+/// does not exist, or an empty file (`-` is stdin).
+fn unusable(path: &Path) -> Option<Error> {
+    if path.as_os_str() == "-" {
+        return None;
+    }
+    let what = "pass a perf.data, `perf script` text, folded stacks or a capture directory";
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(Error::Usage(format!(
+            "{}: does not exist; {what}",
+            path.display()
+        ))),
+        Ok(m) if m.is_file() && m.len() == 0 => Some(Error::Usage(format!(
+            "{}: the file is empty (0 bytes): nothing to report (was the capture or its copy \
+             cut off?); {what}",
+            path.display()
+        ))),
+        _ => None,
+    }
 }
 
 /// Reads the file `path` as [`path`] does, keeping only the samples of
@@ -63,7 +87,7 @@ pub fn of_event(path: &Path, event: Option<&str>) -> Result<Profile> {
     input::each_line(&src, |_, l| lines.push(l))?;
     let mut p = lines.finish(&src.display_path())?;
     p.source = src.display_path().display().to_string();
-    if p.samples.is_none() && src != Source::Stdin {
+    if p.samples.is_none() && src != Source::Stdin && p.count_name.is_none() {
         p.count_name = crate::output::render::folded::count_name_beside(path);
     }
     Ok(p)
@@ -343,6 +367,10 @@ impl Lines {
             return;
         }
         if line.starts_with('#') {
+            // Folded text that says what its counts are (`# counts: ns`).
+            if let Some(n) = crate::output::render::folded::declared_counts(line.trim()) {
+                self.p.count_name.get_or_insert_with(|| n.to_string());
+            }
             return;
         }
         let kind = *self.kind.get_or_insert_with(|| kind_of(line));

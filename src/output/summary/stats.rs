@@ -52,6 +52,14 @@ pub struct DsoShare {
 /// How many DSOs [`StackStats::unnamed_by_dso`] lists.
 pub const TOP_DSOS: usize = 10;
 
+/// What a capture recorded without call chains (`perf record` without
+/// `-g`) gets instead of a truncation warning: its stacks are not cut, it
+/// has none.
+pub const NO_CALL_GRAPH: &str =
+    "the capture has no call graph (recorded without `perf record -g`): \
+     each stack is the sampled function alone, without callers; record with `perf record -g` \
+     (or `--call-graph dwarf`)";
+
 /// Symbol statistics of folded stacks.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct StackStats {
@@ -451,11 +459,15 @@ impl StackStats {
     /// [`StackStats::warnings`] for a capture recorded with `call_graph`
     /// (`fp` or `dwarf`; `None`: not known): the advice fits the mode used
     /// (no "record with --call-graph dwarf" for a dwarf capture).
+    /// A capture recorded without call chains (`none`: no `-g`) has only
+    /// its leaves: that is said, not a truncation and its frame-pointer fix.
     pub fn warnings_for(&self, call_graph: Option<&str>) -> Vec<String> {
         let dwarf = call_graph == Some("dwarf");
         let mut out = Vec::new();
         let truncated = 100.0 * self.truncated_ratio;
-        if truncated > TRUNCATED_WARN_PCT && self.truncation_judge != Judge::None {
+        if call_graph == Some("none") {
+            out.push(NO_CALL_GRAPH.to_string());
+        } else if truncated > TRUNCATED_WARN_PCT && self.truncation_judge != Judge::None {
             out.push(self.truncation_warning(truncated, dwarf));
         }
         for d in &self.unnamed_by_dso {

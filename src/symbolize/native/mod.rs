@@ -59,7 +59,7 @@ use crate::symbolize::sample::{Batch, Frame, Line};
 use crate::symbolize::sources::Resolved;
 pub use check::check;
 pub use error::{Error, HeaderDamage, SampleDamage};
-pub use header::open_checked;
+pub use header::{open_checked, truncation};
 use symbols::SymbolTable;
 pub use unwind::UnwindTally;
 
