@@ -7,8 +7,9 @@
 //! periods ([`counts`]), durations, sizes and times as people type and read
 //! them ([`units`]), progress bars and log lines ([`progress`]), the one
 //! runner of external commands, with time limits ([`exec`]), a few long
-//! tasks on a bounded number of threads ([`jobs`]), and Slurm's commands
-//! ([`slurm`]).
+//! tasks on a bounded number of threads ([`jobs`]), Slurm's commands
+//! ([`slurm`]), and the statistics of replicates ([`stats`]: permutation
+//! tests and false-discovery control, for `trend` and `diff`).
 
 pub mod atomic;
 pub mod confined;
@@ -22,4 +23,5 @@ pub(crate) mod jobs;
 pub mod lock;
 pub mod progress;
 pub mod slurm;
+pub mod stats;
 pub mod units;

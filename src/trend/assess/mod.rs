@@ -631,7 +631,7 @@ fn time(
 mod tests {
     use super::*;
     use crate::trend::load::RunInfo;
-    use crate::trend::stats::Rng;
+    use crate::sys::stats::Rng;
 
     /// A query of 12 functions sampled `samples` times per replicate, with
     /// a little run-to-run jitter of the true shares; `bump` adds points

@@ -1,5 +1,5 @@
-//! The statistics of the trend: means, medians and spreads, the
-//! permutation tests over replicates (exact enumeration when the number of
+//! The statistics of replicates (`trend`'s functions and `diff`'s
+//! frames): means, medians and spreads, the permutation tests over replicates (exact enumeration when the number of
 //! ways to split the replicates is small, otherwise a fixed number of
 //! random splits from a seeded generator, so a rerun prints the same
 //! p-values); the prediction test of one new value against earlier runs
