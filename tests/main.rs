@@ -8,6 +8,7 @@ mod attacks_sidecar;
 mod cache;
 mod cli;
 mod demangle;
+mod diff_noise;
 mod docs;
 mod engines;
 mod exit_codes;

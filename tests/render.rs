@@ -44,15 +44,15 @@ app;main;fetch;http://example.invalid/x 2
 
 /// One frame of an SVG flamegraph: its tooltip and fill colour.
 #[derive(Debug, Clone)]
-struct SvgFrame {
-    title: String,
-    fill: String,
-    width_samples: u64,
+pub(crate) struct SvgFrame {
+    pub(crate) title: String,
+    pub(crate) fill: String,
+    pub(crate) width_samples: u64,
 }
 
 /// Parses the SVG completely (an XML error fails the test) and returns the
 /// frames and whether a non-empty script was present.
-fn parse_svg(bytes: &[u8]) -> (Vec<SvgFrame>, bool) {
+pub(crate) fn parse_svg(bytes: &[u8]) -> (Vec<SvgFrame>, bool) {
     let mut reader = Reader::from_reader(bytes);
     let mut frames = Vec::new();
     let mut script = false;
@@ -104,7 +104,7 @@ fn parse_svg(bytes: &[u8]) -> (Vec<SvgFrame>, bool) {
     (frames, script)
 }
 
-fn frames_named<'a>(frames: &'a [SvgFrame], name: &str) -> Vec<&'a SvgFrame> {
+pub(crate) fn frames_named<'a>(frames: &'a [SvgFrame], name: &str) -> Vec<&'a SvgFrame> {
     let prefix = format!("{name} (");
     frames
         .iter()
@@ -389,17 +389,17 @@ fn rgb(fill: &str) -> (u8, u8, u8) {
     (v[0], v[1], v[2])
 }
 
-fn is_red(fill: &str) -> bool {
+pub(crate) fn is_red(fill: &str) -> bool {
     let (r, g, b) = rgb(fill);
     r == 255 && g == b && g < 210
 }
 
-fn is_blue(fill: &str) -> bool {
+pub(crate) fn is_blue(fill: &str) -> bool {
     let (r, g, b) = rgb(fill);
     b == 255 && r == g && r < 210
 }
 
-fn is_grey(fill: &str) -> bool {
+pub(crate) fn is_grey(fill: &str) -> bool {
     let (r, g, b) = rgb(fill);
     r == g && g == b
 }

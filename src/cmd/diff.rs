@@ -1,11 +1,16 @@
 //! `jobprof diff`: a differential flamegraph of two folded profiles, or of
-//! the same queries of two runs (result or capture directories).
+//! the same queries of two runs (result or capture directories); with
+//! replicates on both sides (`BEFORE... --vs AFTER...`, or queries run
+//! several times), only the frames that changed beyond their noise are
+//! coloured.
 
 use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use jobprof::output::render::diff::{render_diff, totals_note, DiffSummary};
+use jobprof::output::render::diff::{
+    render_diff, render_diff_replicates, totals_note, DiffSummary, Noise, NoiseSummary,
+};
 use jobprof::output::render::folded::read_folded;
 use jobprof::output::render::Format;
 use jobprof::sys::input::Source;
@@ -22,6 +27,16 @@ use super::render::{refuse_overwriting_inputs, warn_bad_lines, write_output, Loo
 /// for inner frames, not only leaves. Code only BEFORE ran is not drawn
 /// (swap the inputs to see it).
 ///
+/// With replicates on both sides (several profiles each: `BEFORE...
+/// --vs AFTER...`; or two runs whose query ran several times), their
+/// counts are pooled (BEFORE's scaled to AFTER's number of replicates) and
+/// a frame is coloured only where its change is beyond the replicates'
+/// noise: its share of each replicate's samples, and its samples per
+/// replicate, differ by a permutation test, with the false discovery rate
+/// kept to --alpha over the frames (as `jobprof trend` judges functions);
+/// grey otherwise. The tooltips give the shares, p and q. Without
+/// replicates every change is coloured.
+///
 /// The look options of `render` apply, except --colors (the colours are the
 /// changes).
 #[derive(Debug, Args)]
@@ -31,18 +46,33 @@ use super::render::{refuse_overwriting_inputs, warn_bad_lines, write_output, Loo
   jobprof diff run1/stacks.folded run2/stacks.folded --no-normalize -o diff.html   # raw counts
   jobprof diff before.folded after.folded -o diff.folded   # for flamegraph.pl/inferno
   jobprof diff before.folded after.folded > diff.svg
+  jobprof diff a1.folded a2.folded a3.folded a4.folded --vs b1.folded b2.folded b3.folded b4.folded -o diff.html
+  jobprof diff old_run/ new_run/ --query q01 -o q01.html   # q01_iter1.. are replicates
 
 Exit status: 0 drawn; 1 drawn, but some lines were not `stack COUNT` and
 were skipped (they are listed); 2 bad usage, an unreadable input, or an input
 without a usable line (nothing is written).")]
 pub struct DiffArgs {
-    /// The baseline: folded stacks, a plain perf.data (symbolized natively,
-    /// as `jobprof process` does), or a run (result or capture directory).
-    #[arg(value_name = "BEFORE")]
+    /// BEFORE AFTER: the baseline and what to compare with it (of the same
+    /// kind): folded stacks, a plain perf.data (symbolized natively, as
+    /// `jobprof process` does), or a run (result or capture directory).
+    /// With --vs: BEFORE's replicates, one profile each (a folded file, a
+    /// perf.data, or a run's query: the only one, or --query).
+    #[arg(value_name = "INPUT", required = true, num_args = 1..)]
+    pub inputs: Vec<PathBuf>,
+
+    /// AFTER's replicates, of the same kinds as BEFORE's (at least two a
+    /// side, so that the noise can be measured: 4 or more for a
+    /// permutation test to reach p < 0.05).
+    #[arg(long, value_name = "AFTER", num_args = 1..)]
+    pub vs: Vec<PathBuf>,
+
+    /// The baseline (from INPUT).
+    #[arg(skip)]
     pub before: PathBuf,
 
-    /// What to compare with the baseline (of the same kind as BEFORE).
-    #[arg(value_name = "AFTER")]
+    /// What is compared with it (from INPUT).
+    #[arg(skip)]
     pub after: PathBuf,
 
     /// Output file, written atomically: .svg, .html, or .folded
@@ -69,8 +99,9 @@ pub struct DiffArgs {
     /// Scale BEFORE's counts so its total equals AFTER's, so the colours
     /// compare shares (runs of different lengths or sampling rates): the
     /// default for a drawing (svg, html) of two profiles; for a .folded
-    /// output and for two result directories (instead of scaling by the
-    /// replicate counts), only when given.
+    /// output, for two result directories (instead of scaling by the
+    /// replicate counts) and for replicates, only when given. With
+    /// replicates, frames are then judged by their shares alone.
     #[arg(long)]
     pub normalize: bool,
 
@@ -78,6 +109,16 @@ pub struct DiffArgs {
     /// over) instead of scaling BEFORE to AFTER's total.
     #[arg(long, conflicts_with = "normalize")]
     pub no_normalize: bool,
+
+    /// With replicates: the false discovery rate over the frames tested
+    /// (a frame is coloured when its adjusted p is at most RATE).
+    #[arg(long, value_name = "RATE", default_value_t = 0.05)]
+    pub alpha: f64,
+
+    /// With replicates: colour every frame whose total changed, as without
+    /// them, not only the changes beyond the noise.
+    #[arg(long)]
+    pub every_change: bool,
 
     #[command(flatten)]
     pub look: LookArgs,
@@ -88,6 +129,27 @@ pub struct DiffArgs {
 }
 
 pub fn run(mut args: DiffArgs) -> anyhow::Result<ExitCode> {
+    if !(args.alpha > 0.0 && args.alpha < 1.0) {
+        return Err(jobprof::Error::Usage(format!(
+            "--alpha {}: give a rate between 0 and 1 (0.05)",
+            args.alpha
+        ))
+        .into());
+    }
+    match (args.inputs.len(), args.vs.len()) {
+        (2, 0) => {}
+        (n, 0) => {
+            return Err(jobprof::Error::Usage(format!(
+                "give BEFORE AFTER (two profiles or runs), or replicates as \
+                 BEFORE... --vs AFTER...; got {n} input(s) without --vs"
+            ))
+            .into())
+        }
+        (1, 1) => args.inputs.push(args.vs.pop().expect("one")),
+        _ => return run_replicates(args),
+    }
+    args.before = args.inputs[0].clone();
+    args.after = args.inputs[1].clone();
     // Two Nsight Systems profiles: their folded files of the kind asked.
     if let (Some(b), Some(a)) = (
         nsys_folded(&args.before, &args.kind),
@@ -260,7 +322,16 @@ fn run_dirs(args: DiffArgs) -> anyhow::Result<ExitCode> {
             opts.count_name = n;
         }
     }
-    let diff = jobdiff::diff_runs(&before, &after, args.normalize, format, &opts, &out_dir)?;
+    let noise = args.noise();
+    let diff = jobdiff::diff_runs(
+        &before,
+        &after,
+        args.normalize,
+        noise.as_ref(),
+        format,
+        &opts,
+        &out_dir,
+    )?;
     let bad = warn_unprocessed(&args, [&before, &after]);
     print_changes(&diff, &opts.count_name, &out_dir)?;
     if !args.quiet {
@@ -401,16 +472,13 @@ fn diff_one(
         opts.title = format!("Differential Flame Graph · query {q}");
     }
     let mut summary = None;
+    let noise = args.noise();
     super::render::write_output(output.unwrap_or(Path::new("-")), |w| {
-        let before = if args.normalize {
-            std::borrow::Cow::Borrowed(&b.stacks[..])
-        } else {
-            jobdiff::balanced_before(b, a)
-        };
-        summary = Some(render_diff(
-            &before,
-            &a.stacks,
+        summary = Some(jobdiff::render_query(
+            b,
+            a,
             args.normalize,
+            noise.as_ref(),
             format,
             &opts,
             w,
@@ -422,7 +490,9 @@ fn diff_one(
     }
     if !args.quiet {
         let k = jobdiff::replicate_scale(b, a);
-        if k != 1.0 && !args.normalize {
+        if let Some(n) = summary.as_ref().and_then(|s| s.noise.as_ref()) {
+            note_noise(n, &format!("query {q}: "));
+        } else if k != 1.0 && !args.normalize {
             jobprof::errln!(
                 "jobprof: note: query {q}: BEFORE has {} replicate(s), AFTER {}: BEFORE's \
                  counts are scaled by {k:.3}",
@@ -446,6 +516,187 @@ fn diff_one(
         }
     }
     Ok(if b.bad_lines + a.bad_lines > 0 {
+        ExitCode::Failed
+    } else {
+        ExitCode::Success
+    })
+}
+
+impl DiffArgs {
+    /// How frames are judged over replicates (none with --every-change).
+    fn noise(&self) -> Option<Noise> {
+        (!self.every_change).then(|| Noise {
+            alpha: self.alpha,
+            ..Noise::default()
+        })
+    }
+}
+
+/// Says how many frames changed beyond the noise, and when these
+/// replicates can never show one.
+fn note_noise(n: &NoiseSummary, what: &str) {
+    jobprof::errln!(
+        "jobprof: {what}{} of {} frames changed beyond the noise ({} tested; {} and {} \
+         replicates, permutation test, false discovery rate {})",
+        n.significant,
+        n.frames,
+        n.tested,
+        n.before_replicates,
+        n.after_replicates,
+        n.alpha
+    );
+    if n.smallest_p > n.alpha {
+        jobprof::errln!(
+            "jobprof: warning: {what}with {} and {} replicates the smallest p-value a \
+             permutation test can give is {:.3}, above --alpha {}: no frame can be coloured; \
+             give more replicates (4 a side or more)",
+            n.before_replicates,
+            n.after_replicates,
+            n.smallest_p,
+            n.alpha
+        );
+    }
+}
+
+/// One replicate: its stacks, its lines that were not `stack COUNT`, and
+/// what its counts are when it says (`# counts: ns`, or the run's event).
+type Replicate = (Vec<(String, u64)>, u64, Option<String>);
+
+/// One replicate's stacks: a folded file (or perf.data, symbolized), or
+/// the query of a run (`--query`, or its only one) with its own
+/// replicates and workers merged.
+fn replicate_of(
+    path: &Path,
+    args: &DiffArgs,
+    guards: &mut Vec<tempfile::TempDir>,
+) -> anyhow::Result<Replicate> {
+    let folded = match args.kind.as_str() {
+        "off-cpu" => jobprof::text::offcpu::OFFCPU_FOLDED,
+        "wall-clock" => jobprof::text::offcpu::WALLCLOCK_FOLDED,
+        _ => jobprof::capture::FOLDED,
+    };
+    let file = nsys_folded(path, &args.kind).unwrap_or_else(|| path.to_path_buf());
+    if file.is_dir() {
+        let run = jobdiff::load_run_of(&file, args.query.as_deref(), folded)?;
+        let q = match (&args.query, jobdiff::only_query(&run)) {
+            (Some(q), _) => q.clone(),
+            (None, Some((q, _))) => q.clone(),
+            (None, None) => {
+                return Err(jobprof::Error::Usage(format!(
+                    "{}: a run of several queries; pick one with --query",
+                    file.display()
+                ))
+                .into())
+            }
+        };
+        let s = jobdiff::stacks_of(&run, &q, "input")?;
+        let count = jobdiff::count_name(&run, &run);
+        return Ok((s.stacks.clone(), s.bad_lines, count));
+    }
+    if args.query.is_some() {
+        return Err(jobprof::Error::Usage(format!(
+            "{}: --query needs runs (result or capture directories)",
+            file.display()
+        ))
+        .into());
+    }
+    let (sources, mut g) =
+        super::fold::symbolize_perf_data(vec![Source::from_arg(&file)], jobprof::capture::FOLDED)?;
+    guards.append(&mut g);
+    let input = read_folded(&sources)?;
+    if !args.quiet {
+        warn_bad_lines(&input);
+    }
+    if input.stacks.is_empty() {
+        let e = input.nothing_usable(&file.display().to_string());
+        return Err(jobprof::Error::from(e).into());
+    }
+    Ok((input.stacks, input.bad_lines, input.count_name))
+}
+
+/// `BEFORE... --vs AFTER...`: each input one replicate.
+fn run_replicates(args: DiffArgs) -> anyhow::Result<ExitCode> {
+    let all: Vec<PathBuf> = args.inputs.iter().chain(&args.vs).cloned().collect();
+    if all.iter().any(|p| p.as_os_str() == "-") {
+        return Err(
+            jobprof::Error::Usage("replicates are files or runs, not stdin (`-`)".into()).into(),
+        );
+    }
+    let output = args.output.as_deref();
+    let format = args.look.format_for(output)?;
+    let mut opts = args
+        .look
+        .options_for("Differential Flame Graph", "hot", &all)?;
+    if args.kind != "on-cpu" && args.look.count_name.is_none() {
+        opts.count_name = "ns".into();
+    }
+    if let Some(out) = output {
+        refuse_overwriting_inputs(out, &all)?;
+    }
+    let mut guards = Vec::new();
+    let mut bad = 0;
+    let mut declared = Vec::new();
+    let mut side = |paths: &[PathBuf]| -> anyhow::Result<Vec<Vec<(String, u64)>>> {
+        paths
+            .iter()
+            .map(|p| {
+                let (stacks, b, count) = replicate_of(p, &args, &mut guards)?;
+                bad += b;
+                declared.extend(count);
+                Ok(stacks)
+            })
+            .collect()
+    };
+    let before = side(&args.inputs)?;
+    let after = side(&args.vs)?;
+    // Without --count-name, what the inputs say they count (`ns`: read as
+    // time), when none says otherwise.
+    if let (None, Some(first)) = (&args.look.count_name, declared.first()) {
+        if args.kind == "on-cpu" && declared.iter().all(|n| n == first) {
+            opts.count_name.clone_from(first);
+        }
+    }
+    let noise = args.noise();
+    let mut summary = None;
+    write_output(output.unwrap_or(Path::new("-")), |w| {
+        summary = Some(match &noise {
+            Some(n) if before.len() >= 2 && after.len() >= 2 => {
+                render_diff_replicates(&before, &after, args.normalize, n, format, &opts, w)?
+            }
+            _ => {
+                // Every change coloured: the pooled sides, BEFORE at
+                // AFTER's number of replicates (or, normalised, its total).
+                let k = if args.normalize {
+                    1.0
+                } else {
+                    after.len() as f64 / before.len() as f64
+                };
+                let b: Vec<(String, u64)> = before
+                    .iter()
+                    .flatten()
+                    .map(|(s, c)| (s.clone(), (*c as f64 * k).round() as u64))
+                    .collect();
+                let a: Vec<(String, u64)> = after.iter().flatten().cloned().collect();
+                render_diff(&b, &a, args.normalize, format, &opts, w)?
+            }
+        });
+        Ok(())
+    })?;
+    if let (Some(s), false) = (&summary, args.quiet) {
+        note_totals(s, args.normalize, &opts.count_name);
+        match &s.noise {
+            Some(n) => note_noise(n, ""),
+            None if args.every_change => {}
+            None => jobprof::errln!(
+                "jobprof: note: {} and {} replicates: the noise is measured only with two or \
+                 more a side; every change is coloured",
+                before.len(),
+                after.len()
+            ),
+        }
+        note_vanished(s, &opts.count_name);
+    }
+    Ok(if bad > 0 {
         ExitCode::Failed
     } else {
         ExitCode::Success

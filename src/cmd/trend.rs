@@ -644,7 +644,7 @@ mod tests {
             threshold: 1.0,
             p: 0.01,
             q: 0.01,
-            method: jobprof::trend::stats::Method::ExactPermutation,
+            method: jobprof::sys::stats::Method::ExactPermutation,
             cause: None,
             callers: Vec::new(),
         };

@@ -8,8 +8,9 @@
 //! them ([`units`]), progress bars and log lines ([`progress`]), the one
 //! escape of control characters in names and paths ([`printable`]), the
 //! one runner of external commands, with time limits ([`exec`]), a few
-//! long tasks on a bounded number of threads ([`jobs`]), and Slurm's
-//! commands ([`slurm`]).
+//! long tasks on a bounded number of threads ([`jobs`]), Slurm's commands
+//! ([`slurm`]), and the statistics of replicates ([`stats`]: permutation
+//! tests and false-discovery control, for `trend` and `diff`).
 
 pub mod atomic;
 pub mod confined;
@@ -24,4 +25,5 @@ pub mod lock;
 pub mod printable;
 pub mod progress;
 pub mod slurm;
+pub mod stats;
 pub mod units;

@@ -6,7 +6,8 @@
 //! [`tally`]), judged ([`assess`]: per query and function, the
 //! change of the self and total share from the baseline, beyond the
 //! threshold and significant by a permutation test over replicates with a
-//! Benjamini-Hochberg adjustment; [`stats`] holds the tests), and written
+//! Benjamini-Hochberg adjustment; [`stats`] holds the tests, in `sys` since
+//! `jobprof diff` judges its frames with them too), and written
 //! ([`page`]: `trend.html`, a chart per query linking every point to that
 //! run's flamegraph or its diff against the baseline, and `trend.json`,
 //! every figure). This stage reads what the job views ([`crate::views`])
@@ -20,7 +21,7 @@ pub mod assess;
 pub mod load;
 mod nsys_runs;
 mod page;
-pub mod stats;
+pub use crate::sys::stats;
 mod tally;
 
 use std::path::{Path, PathBuf};

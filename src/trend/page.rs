@@ -671,7 +671,7 @@ fn runs_table(o: &mut String, t: &Trend) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trend::stats::Method;
+    use crate::sys::stats::Method;
 
     /// Pixel sizes of `font-size` in `text` (`font-size: 14px` in the
     /// style, `"font-size": 12` in the script).

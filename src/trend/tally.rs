@@ -196,7 +196,7 @@ mod tests {
 
     use super::*;
     use crate::output::render::folded::read_folded;
-    use crate::trend::stats::Rng;
+    use crate::sys::stats::Rng;
 
     fn tally_of(files: &[&str]) -> (HashMap<String, (u64, u64)>, u64, u64) {
         let d = tempfile::tempdir().unwrap();

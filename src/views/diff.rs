@@ -22,7 +22,7 @@ use super::{INDEX_HTML, INDEX_JSON};
 use crate::capture::FOLDED;
 use crate::capture::{self, replicate, Filter};
 use crate::error::{Error, Result};
-use crate::output::render::diff::render_diff;
+use crate::output::render::diff::{render_diff, render_diff_replicates, DiffSummary, Noise};
 use crate::output::render::folded::read_folded;
 use crate::output::render::html::group_digits;
 use crate::output::render::{Format, RenderOptions};
@@ -40,6 +40,9 @@ pub struct QueryStacks {
     pub missing: Vec<String>,
     /// The merged stacks.
     pub stacks: Vec<(String, u64)>,
+    /// Each merged capture's replicate (query name) and its lines in
+    /// `stacks`.
+    pub parts: Vec<(String, std::ops::Range<usize>)>,
     /// Lines of the folded files that were not `stack count`.
     pub bad_lines: u64,
 }
@@ -109,7 +112,11 @@ pub fn load_run_of(root: &Path, query: Option<&str>, folded: &str) -> Result<Run
         }
         let input = read_folded(&[Source::Path(folded)])?;
         entry.bad_lines += input.bad_lines;
+        let start = entry.stacks.len();
         entry.stacks.extend(input.stacks);
+        entry
+            .parts
+            .push((c.query.clone(), start..entry.stacks.len()));
         entry.merged.push(c.label());
         entry.replicates.insert(c.query.clone());
     }
@@ -118,6 +125,49 @@ pub fn load_run_of(root: &Path, query: Option<&str>, folded: &str) -> Result<Run
         queries,
         event,
     })
+}
+
+impl QueryStacks {
+    /// The stacks of each replicate (its workers together), in the order of
+    /// the replicates' names.
+    pub fn by_replicate(&self) -> Vec<Vec<(&str, u64)>> {
+        let mut reps: BTreeMap<&str, Vec<(&str, u64)>> = BTreeMap::new();
+        for (name, range) in &self.parts {
+            reps.entry(name).or_default().extend(
+                self.stacks[range.clone()]
+                    .iter()
+                    .map(|(s, c)| (s.as_str(), *c)),
+            );
+        }
+        reps.into_values().collect()
+    }
+}
+
+/// Draws query `b` -> `a`: with `noise` and at least two replicates on
+/// each side, only the frames that changed beyond the replicates' noise
+/// are coloured ([`render_diff_replicates`]); otherwise every change is
+/// (BEFORE's counts scaled to AFTER's number of replicates unless
+/// `normalize`).
+pub fn render_query<W: std::io::Write>(
+    b: &QueryStacks,
+    a: &QueryStacks,
+    normalize: bool,
+    noise: Option<&Noise>,
+    format: Format,
+    opts: &RenderOptions,
+    w: W,
+) -> crate::output::render::Result<DiffSummary> {
+    let replicated = b.replicates.len() >= 2 && a.replicates.len() >= 2;
+    if let (Some(noise), true) = (noise, replicated) {
+        let (rb, ra) = (b.by_replicate(), a.by_replicate());
+        return render_diff_replicates(&rb, &ra, normalize, noise, format, opts, w);
+    }
+    let bs = if normalize {
+        std::borrow::Cow::Borrowed(&b.stacks[..])
+    } else {
+        balanced_before(b, a)
+    };
+    render_diff(&bs, &a.stacks, normalize, format, opts, w)
 }
 
 /// The factor BEFORE's counts are multiplied by so that both sides stand
@@ -296,11 +346,13 @@ pub struct RunDiff {
 /// Draws one differential flamegraph per query in both runs into
 /// `out_dir/<Q>.diff.<ext>` and the index (`index.html`, `index.json`),
 /// each file atomically. Queries without stacks on either side are listed
-/// but not drawn.
+/// but not drawn. With `noise`, queries with replicates on both sides are
+/// drawn by [`render_query`]'s rule (only changes beyond the noise).
 pub fn diff_runs(
     before: &Run,
     after: &Run,
     normalize: bool,
+    noise: Option<&Noise>,
     format: Format,
     opts: &RenderOptions,
     out_dir: &Path,
@@ -329,12 +381,7 @@ pub fn diff_runs(
             let mut look = opts.clone();
             look.title = format!("{} · query {q}", opts.title);
             let mut f = AtomicFile::create(out_dir.join(&name))?;
-            let bs = if normalize {
-                std::borrow::Cow::Borrowed(&b.stacks[..])
-            } else {
-                balanced_before(b, a)
-            };
-            render_diff(&bs, &a.stacks, normalize, format, &look, &mut f)?;
+            render_query(b, a, normalize, noise, format, &look, &mut f)?;
             f.commit()?;
             d.file = Some(name);
         }

@@ -16,6 +16,18 @@
 //! Code that only BEFORE ran has no width in AFTER and is not drawn; its
 //! samples still count in the deltas of its callers, and the total is
 //! returned in [`DiffSummary::vanished`]. To see it, swap the inputs.
+//!
+//! With replicates on both sides ([`render_diff_replicates`]), the pooled
+//! counts are drawn (BEFORE's scaled to AFTER's number of replicates) and
+//! only the frames whose change is beyond the replicates' noise are
+//! coloured ([`noise`]: the trend's permutation test and false-discovery
+//! control per frame); the others are grey, and every tooltip gives the
+//! frame's share before and after, p and q.
+
+mod noise;
+
+use noise::Verdict;
+pub use noise::{smallest_p, Noise, NoiseSummary};
 
 use std::io::{self, Write};
 
@@ -36,11 +48,26 @@ pub struct DiffSummary {
     pub before_total: u64,
     /// Sum of AFTER's counts.
     pub after_total: u64,
-    /// Factor BEFORE's counts were multiplied by (1 unless normalised).
+    /// Factor BEFORE's counts were multiplied by: 1, unless normalised
+    /// (AFTER's total over BEFORE's) or of replicates (AFTER's number of
+    /// replicates over BEFORE's).
     pub scale: f64,
     /// BEFORE's (scaled) counts on call paths AFTER never reached: not
     /// drawn, but included in their callers' deltas.
     pub vanished: f64,
+    /// With replicates: how many frames were tested and coloured.
+    pub noise: Option<NoiseSummary>,
+}
+
+/// The legend of a differential flamegraph whose frames were judged over
+/// replicates.
+pub fn noise_legend(n: &NoiseSummary) -> String {
+    format!(
+        "width = AFTER ({} replicates pooled); red = grew since BEFORE, blue = shrank, \
+         beyond the noise of {} and {} replicates (permutation test, false discovery rate {}); \
+         grey = within the noise (each frame's total)",
+        n.after_replicates, n.before_replicates, n.after_replicates, n.alpha
+    )
 }
 
 struct Node<'a> {
@@ -141,22 +168,99 @@ pub fn render_diff<S: AsRef<str>, T: AsRef<str>, W: Write>(
     let (mut held_before, mut held_after) = (Vec::new(), Vec::new());
     let before = frame_ordered(before, &mut held_before);
     let after = frame_ordered(after, &mut held_after);
+    render(&before, after, normalize, 1.0, None, format, opts, w)
+}
+
+/// [`render_diff`] of replicates: each side's replicates pooled (BEFORE's
+/// counts scaled by AFTER's number of replicates over BEFORE's, or with
+/// `normalize` to AFTER's total), and only the frames whose change is
+/// significant over the replicates coloured (`noise`); the others grey.
+/// Each side needs at least two replicates for that (with fewer, use
+/// [`render_diff`]).
+pub fn render_diff_replicates<S: AsRef<str>, T: AsRef<str>, W: Write>(
+    before: &[Vec<(S, u64)>],
+    after: &[Vec<(T, u64)>],
+    normalize: bool,
+    noise: &Noise,
+    format: Format,
+    opts: &RenderOptions,
+    w: W,
+) -> Result<DiffSummary> {
+    // Each replicate's escaped names are held in its own vector.
+    let mut held_b: Vec<Vec<String>> = vec![Vec::new(); before.len()];
+    let mut held_a: Vec<Vec<String>> = vec![Vec::new(); after.len()];
+    let reps_b: Vec<Vec<(&str, u64)>> = before
+        .iter()
+        .zip(held_b.iter_mut())
+        .map(|(r, h)| frame_ordered(r, h))
+        .collect();
+    let reps_a: Vec<Vec<(&str, u64)>> = after
+        .iter()
+        .zip(held_a.iter_mut())
+        .map(|(r, h)| frame_ordered(r, h))
+        .collect();
+    let pooled_b: Vec<(&str, u64)> = reps_b.iter().flatten().copied().collect();
+    let pooled_a: Vec<(&str, u64)> = reps_a.iter().flatten().copied().collect();
+    // Already escaped (the escape is idempotent): nothing is held.
+    let (mut held_pb, mut held_pa) = (Vec::new(), Vec::new());
+    let b = frame_ordered(&pooled_b, &mut held_pb);
+    let a = frame_ordered(&pooled_a, &mut held_pa);
+    let per_replicate = if reps_b.is_empty() {
+        1.0
+    } else {
+        reps_a.len() as f64 / reps_b.len() as f64
+    };
+    let judged = (&reps_b[..], &reps_a[..], noise);
+    render(
+        &b,
+        a,
+        normalize,
+        per_replicate,
+        Some(judged),
+        format,
+        opts,
+        w,
+    )
+}
+
+/// Each side's replicates and how to judge them.
+type Judged<'r, 'a> = (
+    &'r [Vec<(&'a str, u64)>],
+    &'r [Vec<(&'a str, u64)>],
+    &'r Noise,
+);
+
+/// Draws frame-ordered `before` -> `after`; BEFORE's counts times
+/// `scale` (or, with `normalize`, scaled to AFTER's total); with `judged`,
+/// only the frames that changed beyond the replicates' noise coloured.
+#[allow(clippy::too_many_arguments)]
+fn render<W: Write>(
+    before: &[(&str, u64)],
+    after: Vec<(&str, u64)>,
+    normalize: bool,
+    scale: f64,
+    judged: Option<Judged<'_, '_>>,
+    format: Format,
+    opts: &RenderOptions,
+    w: W,
+) -> Result<DiffSummary> {
     let before_total = crate::sys::counts::sum(before.iter().map(|(_, c)| *c));
     let after_total = crate::sys::counts::sum(after.iter().map(|(_, c)| *c));
     let scale = if normalize && before_total > 0 {
         after_total as f64 / before_total as f64
     } else {
-        1.0
+        scale
     };
     let mut summary = DiffSummary {
         before_total,
         after_total,
         scale,
         vanished: 0.0,
+        noise: None,
     };
     match format {
         Format::Folded => {
-            write_diff_folded(&before, &after, scale, w)
+            write_diff_folded(before, &after, scale, w)
                 .map_err(|source| Error::Write { format, source })?;
             return Ok(summary);
         }
@@ -174,16 +278,24 @@ pub fn render_diff<S: AsRef<str>, T: AsRef<str>, W: Write>(
             what: "AFTER".into(),
         });
     }
-    let (after, tree, vanished) = diff_tree(after, &before, scale);
+    let (after, tree, vanished) = diff_tree(after, before, scale);
     summary.vanished = vanished;
+    let verdicts = judged.map(|(b, a, noise)| {
+        let (v, n) = noise::judge(&tree, b, a, noise, normalize);
+        summary.noise = Some(n);
+        v
+    });
     let mut look = opts.clone();
     if look.subtitle.is_none() {
-        look.subtitle = Some(LEGEND.to_string());
+        look.subtitle = Some(match &summary.noise {
+            Some(n) => noise_legend(n),
+            None => LEGEND.to_string(),
+        });
     }
     let mut plain = Vec::new();
     super::svg_from_ordered(&after, &look, &mut plain, format)?;
     let mut svg = Vec::with_capacity(plain.len() + plain.len() / 4);
-    recolor(&plain, &tree, opts, &mut svg)?;
+    recolor(&plain, &tree, verdicts.as_deref(), opts, &mut svg)?;
     let stacks = after.len() as u64;
     write_drawing(&svg, format, &look, &summary, normalize, stacks, w)?;
     Ok(summary)
@@ -228,9 +340,19 @@ fn write_drawing<W: Write>(
             .and_then(|()| w.flush())
             .map_err(|source| Error::Write { format, source });
     }
+    let legend = match &summary.noise {
+        Some(n) => format!(
+            "{}. {} of {} frames tested, {} coloured",
+            noise_legend(n),
+            n.tested,
+            n.frames,
+            n.significant
+        ),
+        None => LEGEND.to_string(),
+    };
     let amount = |n: u64| crate::sys::units::format_amount(n as f64, &look.count_name);
     let note = format!(
-        "{LEGEND}. BEFORE {}, AFTER {}{}",
+        "{legend}. BEFORE {}, AFTER {}{}",
         amount(summary.before_total),
         amount(summary.after_total),
         totals_note(summary, normalize)
@@ -245,22 +367,44 @@ fn write_drawing<W: Write>(
 }
 
 /// How the totals were compared, after "BEFORE x, AFTER y": BEFORE
-/// scaled to AFTER's total (the colours compare shares), or, unscaled,
-/// a warning when the totals differ by more than a tenth (every frame
-/// then takes the colour of that change).
+/// scaled to AFTER's total (the colours compare shares); with replicates
+/// judged unnormalised, BEFORE scaled by AFTER's number of replicates over
+/// its own (a change of the total alone colours nothing there: a frame's
+/// samples per replicate and its share must both move); or, unscaled, a
+/// warning when the totals differ by more than a tenth (every frame then
+/// takes the colour of that change).
 pub fn totals_note(summary: &DiffSummary, normalize: bool) -> String {
     let (b, a) = (summary.before_total as f64, summary.after_total as f64);
-    if normalize && (summary.scale - 1.0).abs() > 1e-9 {
-        format!(
-            ": BEFORE scaled by {:.4} to AFTER's total, so the colours compare shares \
-             (--no-normalize: the raw counts).",
-            summary.scale
-        )
-    } else if !normalize && b > 0.0 && (a / b - 1.0).abs() > 0.1 {
+    let scaled = (summary.scale - 1.0).abs() > 1e-9;
+    if normalize {
+        if scaled {
+            format!(
+                ": BEFORE scaled by {:.4} to AFTER's total, so the colours compare shares \
+                 ({}).",
+                summary.scale,
+                if summary.noise.is_some() {
+                    "without --normalize: the counts per replicate"
+                } else {
+                    "--no-normalize: the raw counts"
+                }
+            )
+        } else {
+            ".".to_string()
+        }
+    } else if let Some(n) = &summary.noise {
+        if scaled {
+            format!(
+                ": BEFORE scaled by {:.4}, AFTER's {} replicates over BEFORE's {}.",
+                summary.scale, n.after_replicates, n.before_replicates
+            )
+        } else {
+            ".".to_string()
+        }
+    } else if b > 0.0 && (a / (b * summary.scale) - 1.0).abs() > 0.1 {
         format!(
             ": AFTER's total is {:.0}% of BEFORE's, and every frame is coloured by that too \
              (--normalize compares shares).",
-            100.0 * a / b
+            100.0 * a / (b * summary.scale)
         )
     } else {
         ".".to_string()
@@ -319,9 +463,36 @@ fn color(delta: f64, max_abs: f64) -> String {
     }
 }
 
-fn tooltip(node: &Node<'_>, after_total: u64, count_name: &str) -> String {
+fn tooltip(
+    node: &Node<'_>,
+    verdict: Option<Verdict>,
+    after_total: u64,
+    count_name: &str,
+) -> String {
     let delta = node.after as f64 - node.before;
     let total = after_total.max(1) as f64;
+    let judged = match verdict {
+        None => String::new(),
+        Some(Verdict::Rare) => "; not tested: under the floor in most replicates".to_string(),
+        Some(Verdict::Constant) => "; not tested: the same share in every replicate".to_string(),
+        Some(Verdict::Tested {
+            before,
+            after,
+            p,
+            q,
+            significant,
+        }) => format!(
+            "; share {before:.2}% -> {after:.2}% ({:+.2} points), p={}, q={}: {}",
+            after - before,
+            short(p),
+            short(q),
+            if significant {
+                "beyond the noise"
+            } else {
+                "within the noise"
+            }
+        ),
+    };
     let amount = |n: f64| crate::sys::units::format_amount(n, count_name);
     // `before 20, +10 samples`, `before 1.07 s, -539 ms`.
     let before = if count_name == "ns" {
@@ -330,13 +501,22 @@ fn tooltip(node: &Node<'_>, after_total: u64, count_name: &str) -> String {
         html::group_digits(node.before.round() as u64)
     };
     format!(
-        "{} ({}, {:.2}%; before {before}, {}, {:+.2}%)",
+        "{} ({}, {:.2}%; before {before}, {}, {:+.2}%{judged})",
         deannotate(node.name),
         amount(node.after as f64),
         100.0 * node.after as f64 / total,
         crate::sys::units::format_change(delta, count_name),
         100.0 * delta / total,
     )
+}
+
+/// A p or q value in three significant digits.
+fn short(p: f64) -> String {
+    if p >= 0.001 {
+        format!("{p:.3}")
+    } else {
+        format!("{p:.1e}")
+    }
 }
 
 fn xml_err(e: quick_xml::Error) -> Error {
@@ -352,10 +532,26 @@ fn attr(e: &BytesStart<'_>, name: &str) -> Option<String> {
 
 /// Copies inferno's SVG, replacing each frame's fill and tooltip with the
 /// frame's total delta.
-fn recolor(svg: &[u8], tree: &Tree<'_>, opts: &RenderOptions, out: &mut Vec<u8>) -> Result<()> {
+/// With `verdicts` (per node), only the frames beyond the noise are
+/// coloured, the strongest colour their largest change.
+fn recolor(
+    svg: &[u8],
+    tree: &Tree<'_>,
+    verdicts: Option<&[Option<Verdict>]>,
+    opts: &RenderOptions,
+    out: &mut Vec<u8>,
+) -> Result<()> {
     let depth_of = row_depths(svg, opts.inverted)?;
     let after_total = tree.nodes[0].after;
-    let max_abs = largest_change(tree);
+    let max_abs = largest_change(tree, verdicts);
+    let drawing = Drawing {
+        tree,
+        verdicts,
+        depth_of: &depth_of,
+        max_abs,
+        after_total,
+        opts,
+    };
 
     // Pass 2: copy, buffering each frame group until its rect says which
     // frame it is.
@@ -399,7 +595,7 @@ fn recolor(svg: &[u8], tree: &Tree<'_>, opts: &RenderOptions, out: &mut Vec<u8>)
         g.push(ev.into_owned());
         if closes {
             let events = group.take().expect("checked above");
-            for e in rewrite_group(events, tree, &depth_of, max_abs, after_total, opts)? {
+            for e in rewrite_group(events, &drawing)? {
                 writer.write_event(e).map_err(io_internal)?;
             }
         }
@@ -431,10 +627,12 @@ fn row_depths(svg: &[u8], inverted: bool) -> Result<FxHashMap<i64, usize>> {
     Ok(ys.iter().enumerate().map(|(d, y)| (*y, d)).collect())
 }
 
-/// The largest absolute change of any drawn frame (the full colour).
-fn largest_change(tree: &Tree<'_>) -> f64 {
+/// The largest absolute change of any drawn frame (the full colour); with
+/// `verdicts`, of any frame beyond the noise.
+fn largest_change(tree: &Tree<'_>, verdicts: Option<&[Option<Verdict>]>) -> f64 {
     tree.at
         .values()
+        .filter(|&&id| verdicts.is_none_or(|v| coloured(v[id as usize])))
         .map(|&id| {
             let n = &tree.nodes[id as usize];
             (n.after as f64 - n.before).abs()
@@ -442,18 +640,32 @@ fn largest_change(tree: &Tree<'_>) -> f64 {
         .fold(0.0f64, f64::max)
 }
 
+fn coloured(v: Option<Verdict>) -> bool {
+    matches!(
+        v,
+        Some(Verdict::Tested {
+            significant: true,
+            ..
+        })
+    )
+}
+
+/// What every frame's rewrite needs.
+struct Drawing<'d, 'a> {
+    tree: &'d Tree<'a>,
+    verdicts: Option<&'d [Option<Verdict>]>,
+    depth_of: &'d FxHashMap<i64, usize>,
+    max_abs: f64,
+    after_total: u64,
+    opts: &'d RenderOptions,
+}
+
 fn io_internal(e: io::Error) -> Error {
     Error::Internal(format!("writing the recoloured SVG: {e}"))
 }
 
-fn rewrite_group(
-    events: Vec<Event<'static>>,
-    tree: &Tree<'_>,
-    depth_of: &FxHashMap<i64, usize>,
-    max_abs: f64,
-    after_total: u64,
-    opts: &RenderOptions,
-) -> Result<Vec<Event<'static>>> {
+fn rewrite_group(events: Vec<Event<'static>>, d: &Drawing<'_, '_>) -> Result<Vec<Event<'static>>> {
+    let (tree, depth_of) = (d.tree, d.depth_of);
     let rect = events
         .iter()
         .find_map(|e| match e {
@@ -481,8 +693,13 @@ fn rewrite_group(
             node.name, node.after
         )));
     }
-    let fill = color(node.after as f64 - node.before, max_abs);
-    let title = tooltip(node, after_total, &opts.count_name);
+    let verdict = d.verdicts.and_then(|v| v[id as usize]);
+    let fill = if d.verdicts.is_some() && !coloured(verdict) {
+        color(0.0, d.max_abs)
+    } else {
+        color(node.after as f64 - node.before, d.max_abs)
+    };
+    let title = tooltip(node, verdict, d.after_total, &d.opts.count_name);
     let mut out = Vec::with_capacity(events.len());
     let mut in_title = false;
     for e in events {

@@ -635,8 +635,8 @@ fn time(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sys::stats::Rng;
     use crate::trend::load::RunInfo;
-    use crate::trend::stats::Rng;
 
     /// A query of 12 functions sampled `samples` times per replicate, with
     /// a little run-to-run jitter of the true shares; `bump` adds points

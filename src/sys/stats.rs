@@ -1,10 +1,10 @@
-//! The statistics of the trend: means, medians and spreads, the
-//! permutation tests over replicates (exact enumeration when the number of
-//! ways to split the replicates is small, otherwise a fixed number of
-//! random splits from a seeded generator, so a rerun prints the same
-//! p-values); the prediction test of one new value against earlier runs
-//! (Student's t, for runs with one replicate each); Simes' combination
-//! and Benjamini-Hochberg.
+//! The statistics of replicates (`trend`'s functions and `diff`'s frames):
+//! means, medians and spreads, the permutation tests over replicates (exact
+//! enumeration when the number of ways to split the replicates is small,
+//! otherwise a fixed number of random splits from a seeded generator, so a
+//! rerun prints the same p-values); the prediction test of one new value
+//! against earlier runs (Student's t, for runs with one replicate each);
+//! Simes' combination and Benjamini-Hochberg.
 
 /// Exact enumeration up to this many ways to pick the new run's
 /// replicates out of all of them; random splits above it.
