@@ -774,3 +774,110 @@ fn a_recorded_path_without_a_build_id_never_reads_a_root_only_host_file_as_root(
         }
     }
 }
+
+/// Writes the worker's uid and gid into the demo capture's `capture.json`
+/// as the recorder does (`None`: left as older recorders wrote it).
+fn record_worker_ids(result: &Path, ids: Option<(u32, u32)>) {
+    let Some((uid, gid)) = ids else {
+        return;
+    };
+    let p = demo_q01(result).join("capture.json");
+    let mut v: serde_json::Value = serde_json::from_str(&fs::read_to_string(&p).unwrap()).unwrap();
+    v["worker_uid"] = uid.into();
+    v["worker_gid"] = gid.into();
+    fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+}
+
+#[test]
+fn a_root_owned_capture_of_another_users_worker_never_reads_a_root_only_host_file_as_root() {
+    // Issue 55: the root sidecar publishes a root-owned capture of a
+    // worker that ran as `nobody`; the DSO paths in it are the worker's
+    // own mmaps. One the snapshot lacks, recorded without a build id,
+    // points at a root-only file, directly or through a link `nobody`
+    // planted in a directory of its own after the capture.
+    if !util::require(is_root(), "root") {
+        return;
+    }
+    let t = tempfile::Builder::new().tempdir_in("/tmp").unwrap();
+    fs::set_permissions(t.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let base = t.path().as_os_str().len() + "/".len() + "/demo_worker".len();
+    let pad = DEMO_RECORDED.len().checked_sub(base).filter(|&n| n > 0);
+    let pad = pad.unwrap_or_else(|| panic!("{} is too long a tempdir", t.path().display()));
+    // The root-only file, in a 0700 directory.
+    let private = t.path().join("s".repeat(pad));
+    fs::create_dir(&private).unwrap();
+    fs::set_permissions(&private, fs::Permissions::from_mode(0o700)).unwrap();
+    let secret = private.join("demo_worker");
+    let real = util::fixtures().join("result_dir_demo/profiles/perf/worker_0/symfs");
+    fs::copy(real.join(DEMO_EXE), &secret).unwrap();
+    // nobody's directory, where the worker mapped its library, now a link.
+    let theirs = t.path().join("n".repeat(pad));
+    fs::create_dir(&theirs).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+    let link = theirs.join("demo_worker");
+    as_nobody(&format!("ln -s {} {}", secret.display(), link.display()));
+    const NOBODY: Option<(u32, u32)> = Some((65534, 65534));
+    const ROOT: Option<(u32, u32)> = Some((0, 0));
+    // (worker ids recorded, recorded path, symbolizer, keeps symfs/,
+    // named): a worker of root's names the file by path, as perf does, and
+    // so does a capture made before the ids were recorded (today's rule);
+    // nobody's worker never, with either symbolizer.
+    let mut cases = vec![
+        (NOBODY, &secret, "auto", true, false),
+        (NOBODY, &link, "auto", true, false),
+        (NOBODY, &link, "auto", false, false),
+        (ROOT, &secret, "auto", true, true),
+        (None, &secret, "auto", true, true),
+    ];
+    if util::require(have("perf"), "perf") {
+        cases.extend([
+            (NOBODY, &secret, "perf", true, false),
+            (NOBODY, &secret, "perf", false, false),
+            (NOBODY, &link, "perf", false, false),
+            (ROOT, &secret, "perf", false, true),
+        ]);
+    }
+    let traced = have("strace");
+    for (i, (ids, path, symbolizer, symfs, named)) in cases.into_iter().enumerate() {
+        let case = format!(
+            "worker {ids:?}, path {}, --symbolizer {symbolizer}, symfs/ {symfs}",
+            path.display()
+        );
+        let result = t.path().join(format!("r{i}"));
+        copy_demo(&result);
+        point_demo_at(&result, path);
+        record_worker_ids(&result, ids);
+        if !symfs {
+            fs::remove_dir_all(result.join("profiles/perf/worker_0/symfs")).unwrap();
+        }
+        // Under strace (-z: successful calls only), every process.
+        let trace = t.path().join(format!("r{i}.strace"));
+        let mut c = jobprof();
+        if traced {
+            c = std::process::Command::new("strace");
+            c.args(["-f", "-qq", "-z", "-e", "trace=open,openat,openat2", "-o"]);
+            c.arg(&trace).arg(env!("CARGO_BIN_EXE_jobprof"));
+            c.stdin(std::process::Stdio::null())
+                .env_remove("CI_FAKE_LOG");
+        }
+        c.args(["process", "--symbolizer", symbolizer]).arg(&result);
+        let o = c.output().unwrap();
+        let text = output_text(&o);
+        assert!(o.status.success(), "{case}: {text}");
+        let folded = fs::read_to_string(demo_q01(&result).join("stacks.folded")).unwrap();
+        for name in ["demo_run_query", "demo_sort_results"] {
+            assert_eq!(
+                folded.contains(name),
+                named,
+                "{case}: {name} of the root-only file in stacks.folded: {text}"
+            );
+        }
+        if traced {
+            // Opened (with root's rights) only where it is named.
+            let needle = format!("\"{}\"", path.display());
+            let trace = fs::read_to_string(&trace).unwrap();
+            let opened: Vec<&str> = trace.lines().filter(|l| l.contains(&needle)).collect();
+            assert_eq!(!opened.is_empty(), named, "{case}: {opened:#?}");
+        }
+    }
+}

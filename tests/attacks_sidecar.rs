@@ -177,6 +177,13 @@ fn capture_with(mut worker: Child, env: &[(&str, &str)], options: &str, stop_ok:
     let _ = worker.wait();
     let log = output_text(&out);
     assert!(out.status.success(), "sidecar: {log}");
+    if stop_ok {
+        // The root-owned capture names the worker, whose rights `jobprof
+        // process` reads this host's files with (issue 55).
+        let c = util::json(&root.join("worker_0/q1/capture.json"));
+        let ids = (c["worker_uid"].as_u64(), c["worker_gid"].as_u64());
+        assert_eq!(ids, (Some(65534), Some(65534)), "{c:#}");
+    }
     Run { keep, log }
 }
 

@@ -20,6 +20,7 @@ use crate::util::{jobprof, slurm_available, stderr};
 mod flush;
 mod per_query;
 mod plan;
+mod hostile;
 mod profiles;
 mod real;
 mod real_profiles;

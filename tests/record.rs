@@ -375,6 +375,9 @@ fn record_three_shards_hold_the_query_window_only() {
     assert_eq!(meta.shard_count, 3);
     assert_eq!(meta.target_thread_count, 301);
     assert_eq!(meta.dropped_thread_count as usize, dropped.len());
+    // SAFETY: geteuid and getegid have no preconditions.
+    let me = unsafe { (libc::geteuid(), libc::getegid()) };
+    assert_eq!((meta.worker_uid, meta.worker_gid), (Some(me.0), Some(me.1)));
     for p in Phase::ALL {
         assert!(meta.reached(p), "phase {p} missing: {meta:?}");
     }

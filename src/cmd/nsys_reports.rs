@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
-use jobprof::nsys::export::{self, Found, NsysCli, Profile, Stat};
+use jobprof::nsys::export::{self, Cuts, Found, Limits, NsysCli, Profile, Stat};
 use jobprof::pipeline::imported::{self, Imported, Row, Table};
 use jobprof::pipeline::Options;
 use jobprof::views;
@@ -77,9 +77,12 @@ pub fn views(
     views::for_nsys(&roots.into_iter().collect::<Vec<_>>(), opts)
 }
 
+/// Reads one report and writes its outputs: the query directory is opened
+/// once (`export::open_query`, no link followed) and the report, its
+/// export and every output are reached relative to it.
 fn process_one(f: &Found, nsys: &Result<NsysCli, String>, opts: &Options, force: bool) -> Outcome {
     let started = Instant::now();
-    let out = f.out.display();
+    let out = jobprof::sys::progress::printable(&f.out);
     let fail = |why: String| Outcome {
         line: format!("{out}: nsys report not processed: {why}"),
         failed: true,
@@ -88,27 +91,40 @@ fn process_one(f: &Found, nsys: &Result<NsysCli, String>, opts: &Options, force:
     if let Some(why) = &f.unreadable {
         return fail(why.clone());
     }
-    if !force && f.out.join(jobprof::capture::SUMMARY).is_file() {
+    let opened = match export::open_query(f) {
+        Ok(o) => o,
+        Err(e) => return fail(e.to_string()),
+    };
+    if !force && opened.done(jobprof::capture::SUMMARY) {
         return Outcome {
             line: format!("{out}: nsys report already processed (--force to redo)"),
             failed: false,
             perf_root: None,
         };
     }
-    let (profile, how) = match export::read_report(f, nsys) {
+    let limits = Limits {
+        deadline: opts.nsys_read_limit.unwrap_or(export::DEFAULT_DEADLINE),
+        ..Limits::default()
+    };
+    let (profile, how) = match export::read_report(&opened, nsys, &limits) {
         Ok(p) => p,
         Err(e) => return fail(e.to_string()),
     };
+    let cuts = profile.cuts;
     let imp = imported_of(f, profile, how);
-    match imported::write(&imp, opts) {
+    let written = opened
+        .out_dir()
+        .and_then(|dir| imported::write(&imp, &dir, opts));
+    match written {
         Ok(s) => Outcome {
             line: format!(
                 "{out}: nsys report processed ({:.1}s): {} CPU samples, {:.1} ms in OS \
-                 runtime calls, {} ({})",
+                 runtime calls, {}{} ({})",
                 started.elapsed().as_secs_f64(),
                 s.samples,
                 s.wait_ns as f64 / 1e6,
                 tables_line(&s.tables),
+                cut_line(&cuts, &limits),
                 s.read
             ),
             failed: false,
@@ -116,6 +132,27 @@ fn process_one(f: &Found, nsys: &Result<NsysCli, String>, opts: &Options, force:
         },
         Err(e) => fail(e.to_string()),
     }
+}
+
+/// `; cut: ...` when the reader's limits cut something, else empty.
+fn cut_line(cuts: &Cuts, limits: &Limits) -> String {
+    match cuts.is_empty() {
+        true => String::new(),
+        false => format!("; cut: {}", cuts.describe(limits)),
+    }
+}
+
+/// The cuts as `summary.json`'s `cut` object (only what was cut).
+fn cut_map(cuts: &Cuts) -> std::collections::BTreeMap<String, u64> {
+    [
+        ("deep_chains", cuts.deep_chains),
+        ("long_names", cuts.long_names),
+        ("repeated_depths", cuts.repeated_depths),
+    ]
+    .into_iter()
+    .filter(|(_, n)| *n > 0)
+    .map(|(k, n)| (k.to_string(), n))
+    .collect()
 }
 
 fn tables_line(t: &[imported::TableSummary]) -> String {
@@ -156,6 +193,7 @@ fn imported_of(f: &Found, p: Profile, how: String) -> Imported {
     add("nvtx", "NVTX ranges", p.nvtx);
     add("gpu-kernels", "CUDA kernels", p.kernels);
     add("gpu-memcpy", "CUDA memory copies", p.memcpy);
+    let cut = cut_map(&p.cuts);
     Imported {
         dir: f.out.clone(),
         worker: f.worker,
@@ -168,5 +206,6 @@ fn imported_of(f: &Found, p: Profile, how: String) -> Imported {
         cpu: p.cpu,
         waits: p.waits,
         tables,
+        cut,
     }
 }

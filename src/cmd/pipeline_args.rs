@@ -10,6 +10,7 @@ use jobprof::output::archive::DEFAULT_LEVEL;
 use jobprof::pipeline::{self, Formats};
 use jobprof::symbolize::native::Choice;
 use jobprof::sys::progress::{LogLines, Progress};
+use jobprof::sys::units;
 use jobprof::views;
 
 /// `--formats` when not given.
@@ -113,6 +114,13 @@ pub struct PipelineArgs {
     /// Do not read or write the symbol cache (--cache-dir).
     #[arg(long, conflicts_with = "cache_dir")]
     pub no_cache: bool,
+
+    /// The longest one Nsight Systems report's export may take to read
+    /// (e.g. 90s, 20m); a report past it fails naming the limit and the
+    /// others are still processed [default: 10m]. An export a worker left
+    /// beside its report is read as hostile input (docs/nsys.md).
+    #[arg(long, value_name = "DURATION", value_parser = units::parse_duration)]
+    pub nsys_read_limit: Option<std::time::Duration>,
 }
 
 impl PipelineArgs {
@@ -144,6 +152,7 @@ impl PipelineArgs {
             (Some(d), false) => Some(std::path::absolute(d).unwrap_or_else(|_| d.clone())),
             (None, false) => default_cache_dir(),
         };
+        opts.nsys_read_limit = self.nsys_read_limit;
         // `process` and `reprocess` refresh the job views after the run.
         opts.keep_stacks = Some(std::sync::Arc::new(std::sync::atomic::AtomicU64::new(
             views::KEEP_STACKS_BYTES,
@@ -209,6 +218,9 @@ impl PipelineArgs {
         }
         if self.no_cache {
             v.push("--no-cache".into());
+        }
+        if let Some(d) = self.nsys_read_limit {
+            v.push(format!("--nsys-read-limit={}ms", d.as_millis()));
         }
         v
     }

@@ -198,6 +198,9 @@ pub struct Options {
     /// job views ([`Outcome::stacks`]); `None` (the default): none kept.
     /// Shared by every capture of the run, each taking what it keeps.
     pub keep_stacks: Option<Arc<std::sync::atomic::AtomicU64>>,
+    /// `--nsys-read-limit`: the longest one Nsight Systems report's export
+    /// may take to read; `None`: the reader's default.
+    pub nsys_read_limit: Option<std::time::Duration>,
 }
 
 impl Default for Options {
@@ -219,6 +222,7 @@ impl Default for Options {
             cache_dir: None,
             output: None,
             keep_stacks: None,
+            nsys_read_limit: None,
         }
     }
 }

@@ -228,8 +228,10 @@ impl Pipeline<'_> {
     /// logged then).
     pub(super) fn sources(&self) -> &CaptureSources {
         self.sources.get_or_init(|| {
-            // Another user's capture reads this host's files as that user.
-            let owner = crate::sys::creds::Creds::owner_of(&self.cap.found.dir);
+            // Another user's capture (or a capture of another user's
+            // worker) reads this host's files as that user.
+            let (dir, cap) = (&self.cap.found.dir, &self.cap);
+            let owner = crate::sys::creds::Creds::of_capture(dir, cap.worker_uid, cap.worker_gid);
             let search =
                 Search::on_this_host(self.cap.symfs.clone(), self.opts.debug_dirs.clone(), owner);
             let (ids, _) = self.shard_ids().union();

@@ -28,7 +28,9 @@
 //!
 //! **Another user's capture.** When the capture belongs to someone else
 //! than the processing user ([`Search::owner`]: root's `reprocess` over
-//! users' result dirs), what the capture records is that user's to write,
+//! users' result dirs, or a root-owned capture of another user's worker,
+//! whose mmaps the recorded paths are), what the capture records is that
+//! user's to write,
 //! so this host's files are read only as that user could read them: each
 //! is opened with the owner's file system credentials
 //! ([`crate::sys::creds`]: every directory searched and link followed on
@@ -70,7 +72,7 @@ pub struct Search {
     /// The debuginfod client's cache (`$DEBUGINFOD_CACHE_PATH`).
     pub debuginfod: Option<PathBuf>,
     /// The capture's owner, when not (only) the processing user
-    /// ([`Creds::owner_of`]): this host's files are opened with the
+    /// ([`Creds::of_capture`]): this host's files are opened with the
     /// owner's rights, and taken at a recorded path only by build id.
     pub owner: Option<Creds>,
     /// Whether this process's own vDSO ([`live_vdso`]) is a candidate

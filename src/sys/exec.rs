@@ -112,6 +112,9 @@ pub struct ExternalCommand {
     pub env: Vec<(OsString, OsString)>,
     /// The working directory (jobprof's own when `None`).
     pub cwd: Option<PathBuf>,
+    /// Whose rights it runs with (groups, group and user set in the child
+    /// before it runs the program); `None`: jobprof's own.
+    pub user: Option<crate::sys::creds::Creds>,
 }
 
 impl ExternalCommand {
@@ -122,7 +125,15 @@ impl ExternalCommand {
             limit,
             env: Vec::new(),
             cwd: None,
+            user: None,
         }
+    }
+
+    /// The same command run with `user`'s rights (`None`: jobprof's own).
+    /// Only root can take them: another user's attempt fails the spawn.
+    pub fn as_user(mut self, user: Option<crate::sys::creds::Creds>) -> Self {
+        self.user = user;
+        self
     }
 
     /// The same command with variables `env` set and run in `cwd`.
@@ -185,6 +196,24 @@ impl ExternalCommand {
             .process_group(0);
         if let Some(dir) = &self.cwd {
             command.current_dir(dir);
+        }
+        if let Some(user) = &self.user {
+            let (uid, gid, groups) = (user.uid, user.gid, user.groups.clone());
+            // SAFETY: the closure runs in the child between fork and exec
+            // and calls only setgroups, setgid and setuid, which are
+            // async-signal-safe, on data allocated before the fork.
+            unsafe {
+                command.pre_exec(move || {
+                    let g = groups.as_ptr();
+                    if libc::setgroups(groups.len(), g) != 0
+                        || libc::setgid(gid) != 0
+                        || libc::setuid(uid) != 0
+                    {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
         }
         command
             .stdin(Stdio::null())

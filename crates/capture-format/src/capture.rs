@@ -157,6 +157,18 @@ pub struct Capture {
     pub slurm_job_id: Option<String>,
     /// PID of the profiled worker process (in the sidecar's PID namespace).
     pub pid: u32,
+    /// The worker's effective uid (the second `Uid:` field of
+    /// `/proc/PID/status`) when the capture was set up: the user whose
+    /// mmaps the capture's DSO paths are, so `jobprof process` opens this
+    /// host's files at those paths with that user's rights, whoever owns
+    /// the published files (the root sidecar). `None` when it could not
+    /// be read, and in captures made before it was recorded.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub worker_uid: Option<u32>,
+    /// The worker's effective gid (the second `Gid:` field), read with
+    /// `worker_uid`.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub worker_gid: Option<u32>,
     /// The worker's executable (`/proc/PID/exe`).
     pub exe: String,
     /// The perf event sampled (`-e`), e.g. `cpu-clock`.
@@ -277,6 +289,8 @@ impl Capture {
         w.opt_str("boot_id", self.boot_id.as_deref());
         w.opt_str("slurm_job_id", self.slurm_job_id.as_deref());
         w.num("pid", self.pid as u64);
+        w.opt_num("worker_uid", self.worker_uid.map(u64::from));
+        w.opt_num("worker_gid", self.worker_gid.map(u64::from));
         w.str("exe", &self.exe);
         w.str("event", &self.event);
         w.num("frequency", self.frequency as u64);
@@ -339,6 +353,8 @@ mod tests {
             boot_id: Some("7b1d119e-cdef-4276-a422-00234f072303".into()),
             slurm_job_id: Some("4242".into()),
             pid: 123456,
+            worker_uid: Some(4_294_967_294),
+            worker_gid: Some(1000),
             exe: "/opt/presto/bin/presto_server (deleted)".into(),
             event: "cpu-clock".into(),
             frequency: 99,
@@ -412,6 +428,28 @@ mod tests {
             let back: Capture = serde_json::from_value(v).unwrap();
             c.boot_id = None;
             assert_eq!(back, c);
+        }
+
+        #[test]
+        fn worker_ids_round_trip_and_older_json_without_them_reads_as_unknown() {
+            let mut c = sample_capture();
+            let v: serde_json::Value = serde_json::from_str(&c.to_json()).unwrap();
+            assert_eq!(v["worker_uid"], 4_294_967_294u32);
+            assert_eq!(v["worker_gid"], 1000);
+            assert_eq!(serde_json::from_value::<Capture>(v.clone()).unwrap(), c);
+            // Captures made before the ids were recorded.
+            let mut old = v;
+            let obj = old.as_object_mut().unwrap();
+            obj.remove("worker_uid").unwrap();
+            obj.remove("worker_gid").unwrap();
+            let back: Capture = serde_json::from_value(old).unwrap();
+            c.worker_uid = None;
+            c.worker_gid = None;
+            assert_eq!(back, c);
+            // Written as null when unknown, and read back so.
+            let json = c.to_json();
+            assert!(json.contains("\"worker_uid\": null"), "{json}");
+            assert_eq!(serde_json::from_str::<Capture>(&json).unwrap(), c);
         }
 
         #[test]

@@ -39,6 +39,12 @@ pub struct Context {
     pub worker: u32,
     /// Worker PID.
     pub pid: u32,
+    /// The worker's start time (clock ticks since boot): tells it from a
+    /// later process with its PID.
+    pub start_time: u64,
+    /// The worker's effective uid and gid when the sidecar started
+    /// (`None`: they could not be read); each capture reads them again.
+    pub worker_ids: Option<(u32, u32)>,
     /// `/proc/PID/exe`.
     pub exe: String,
     /// Host name.
@@ -115,6 +121,7 @@ impl ActiveCapture {
         let dir = ctx.worker_dir.join(query);
         set_aside(&ctx.worker_dir, query)?;
         fs::DirBuilder::new().mode(0o700).create(&dir)?;
+        let ids = worker_ids(ctx);
         let meta = Capture {
             format_version: FORMAT_VERSION,
             recorder_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -124,6 +131,8 @@ impl ActiveCapture {
             boot_id: ctx.boot_id.clone(),
             slurm_job_id: ctx.slurm_job_id.clone(),
             pid: ctx.pid,
+            worker_uid: ids.map(|(u, _)| u),
+            worker_gid: ids.map(|(_, g)| g),
             exe: ctx.exe.clone(),
             event: ctx.spec.event.clone(),
             frequency: ctx.spec.frequency,
@@ -412,6 +421,19 @@ impl ActiveCapture {
         self.count();
         self.meta.reach(Phase::Queued, now_ns());
         self.save()
+    }
+}
+
+/// The worker's effective uid and gid for `capture.json`: read when the
+/// capture is set up (the process pinned as for every read of its files,
+/// [`crate::confine::Worker::pin`]), else those read when the sidecar
+/// started. The DSO paths a capture records are this user's mmaps, so
+/// `jobprof process` reads this host's files at them with this user's
+/// rights, though the published capture is root's.
+fn worker_ids(ctx: &Context) -> Option<(u32, u32)> {
+    match crate::confine::Worker::pin(ctx.pid, ctx.start_time) {
+        Ok(w) => Some((w.uid, w.gid)),
+        Err(_) => ctx.worker_ids,
     }
 }
 

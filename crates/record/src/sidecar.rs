@@ -223,6 +223,10 @@ fn context(opts: &SidecarOpts, tokens: &Tokens, me: &SidecarId, worker: &Worker)
     Context {
         worker: opts.worker,
         pid: worker.pid,
+        start_time: worker.start_time,
+        worker_ids: crate::confine::Worker::pin(worker.pid, worker.start_time)
+            .ok()
+            .map(|w| (w.uid, w.gid)),
         exe: worker.report.exe.clone(),
         host: me.host.clone(),
         boot_id: sys::boot_id(),

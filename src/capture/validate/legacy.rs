@@ -53,6 +53,8 @@ pub fn validate(found: &CaptureDir, meta_path: &Path) -> Checked<ValidCapture> {
         kallsyms: None,
         host: facts.hostname.clone(),
         boot_id: None,
+        worker_uid: None,
+        worker_gid: None,
         script_text: None,
         warnings: Vec::new(),
         validated: true,

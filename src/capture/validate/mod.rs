@@ -67,6 +67,12 @@ pub struct ValidCapture {
     pub host: Option<String>,
     /// The node's boot id at capture time, when recorded.
     pub boot_id: Option<String>,
+    /// The worker's effective uid (`capture.json`'s `worker_uid`), when
+    /// recorded: this host's files at the DSO paths the capture names are
+    /// read with its rights ([`crate::sys::creds::Creds::of_capture`]).
+    pub worker_uid: Option<u32>,
+    /// The worker's effective gid (`worker_gid`), when recorded.
+    pub worker_gid: Option<u32>,
     /// Symbolized text already in the capture (`perf.script.zst`, else the
     /// old pipeline's `perf.script.gz`).
     pub script_text: Option<PathBuf>,
@@ -267,6 +273,8 @@ fn unvalidated(found: &CaptureDir) -> std::result::Result<ValidCapture, Refusal>
         kallsyms: None,
         host: None,
         boot_id: None,
+        worker_uid: None,
+        worker_gid: None,
         script_text: None,
         warnings: vec![warning.to_string()],
         validated: false,
@@ -302,6 +310,8 @@ fn plain(found: &CaptureDir, file: &Path) -> std::result::Result<ValidCapture, R
         kallsyms: None,
         host: None,
         boot_id: None,
+        worker_uid: None,
+        worker_gid: None,
         script_text: None,
         warnings: Vec::new(),
         validated: false,
@@ -330,6 +340,8 @@ fn validate_record(found: &CaptureDir, json: &Path) -> std::result::Result<Valid
         kallsyms: None,
         host: Some(cap.host.clone()),
         boot_id: cap.boot_id.clone(),
+        worker_uid: cap.worker_uid,
+        worker_gid: cap.worker_gid,
         script_text: None,
         warnings: size_limit_warnings(&cap),
         validated: true,

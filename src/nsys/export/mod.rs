@@ -12,8 +12,25 @@
 //! nothing holds the report whole, only the folded stacks (one entry per
 //! distinct stack) and one duration per range or call for the medians.
 //!
-//! The files: `find` finds the reports; `tool` finds and runs `nsys export`; `schema` reads the
-//! metadata and checks columns; `samples` folds the CPU samples; `tables`
+//! An export is input a worker may have written: it is read as hostile.
+//! Only the export's real tables are read (a view, trigger or virtual
+//! table under a name jobprof reads refuses the report), with SQLite's
+//! defensive settings and its own limits on, and a deadline per report
+//! ([`Limits::deadline`]). Chains are cut at [`Limits::max_depth`] frames
+//! and names at [`Limits::max_name`] bytes, each cut counted ([`Cuts`]);
+//! names are made printable (control characters escaped) as they are read,
+//! so no name can split or forge a line of any output. Each distinct frame
+//! and chain is built once: the work grows with the export's size and the
+//! memory with its distinct stacks.
+//!
+//! The report and its `.sqlite` are opened relative to the query
+//! directory's descriptor, never by a path a worker could swap
+//! ([`open_query`]); `nsys export` runs with the rights of the directory's
+//! owner, into a private temporary directory outside the tree.
+//!
+//! The files: `find` finds the reports and opens their directories;
+//! `tool` finds and runs `nsys export`; `schema` opens the export and
+//! checks objects and columns; `samples` folds the CPU samples; `tables`
 //! the OS runtime calls, NVTX ranges and CUDA activity.
 
 mod find;
@@ -22,11 +39,14 @@ mod schema;
 mod tables;
 mod tool;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use std::time::Duration;
 
-pub use find::{find, is_report, Found, NSYS_PROFILES, OUTPUT_DIR};
+use serde::Serialize;
+
+pub use find::{find, is_report, open_query, Found, Opened, NSYS_PROFILES, OUTPUT_DIR};
 pub use schema::Meta;
-pub use tool::{sqlite_for, NsysCli, Sqlite};
+pub use tool::NsysCli;
 
 /// What reading a report's export can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -93,6 +113,37 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A directory or file of the tree could not be reached without
+    /// following a link (or is not what it should be).
+    #[error(transparent)]
+    Tree(#[from] crate::error::Error),
+    /// A name jobprof reads is a view, trigger or virtual table.
+    #[error(
+        "{}: `{name}` is {kind}, not a plain table: jobprof reads only an export's tables \
+         (a view or trigger can run any query), so this report is refused; export it again \
+         with `nsys export --type sqlite`",
+        path.display()
+    )]
+    NotATable {
+        /// The export.
+        path: PathBuf,
+        /// The object's name.
+        name: String,
+        /// `a view`, `a trigger`, `a virtual table`.
+        kind: &'static str,
+    },
+    /// Reading the export took longer than the limit.
+    #[error(
+        "{}: reading the export took longer than {} (--nsys-read-limit), and was stopped; \
+         a report this slow to read is huge or hostile: raise the limit to read it",
+        path.display(), crate::sys::units::format_duration(*limit)
+    )]
+    Deadline {
+        /// The export.
+        path: PathBuf,
+        /// The limit.
+        limit: Duration,
+    },
 }
 
 /// A `Result` of this module.
@@ -111,6 +162,85 @@ pub struct Stat {
     /// Their median, ns (the mean of the middle two for an even count,
     /// rounded down).
     pub median_ns: u64,
+}
+
+/// How much work and memory one report may cost (the report's owner may
+/// be anyone: `jobprof process` as root reads every worker's reports).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall time to read one export (SQLite interrupts the query past it).
+    pub deadline: Duration,
+    /// Frames kept of a call chain, from the leaf (perf's own default
+    /// `kernel.perf_event_max_stack`).
+    pub max_depth: usize,
+    /// Bytes kept of a name (cut at a character boundary, `...` added).
+    pub max_name: usize,
+}
+
+/// The default time to read one export.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(600);
+
+/// The frames kept of a chain: perf's `kernel.perf_event_max_stack` default.
+pub const MAX_DEPTH: usize = 127;
+
+/// The bytes kept of a name: C++ names of real engines stay well below.
+pub const MAX_NAME: usize = 4096;
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            deadline: DEFAULT_DEADLINE,
+            max_depth: MAX_DEPTH,
+            max_name: MAX_NAME,
+        }
+    }
+}
+
+/// What the limits cut, counted (in `summary.json` and the run's line).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Cuts {
+    /// Call chains deeper than [`Limits::max_depth`], their root-most
+    /// frames dropped.
+    pub deep_chains: u64,
+    /// Distinct names longer than [`Limits::max_name`], shortened.
+    pub long_names: u64,
+    /// Call-chain rows skipped: a `stackDepth` repeated within a chain.
+    pub repeated_depths: u64,
+}
+
+impl Cuts {
+    /// Nothing was cut.
+    pub fn is_empty(&self) -> bool {
+        *self == Cuts::default()
+    }
+
+    /// `1 chain cut at 127 frames, ...` for the run's line; empty when
+    /// nothing was cut.
+    pub fn describe(&self, limits: &Limits) -> String {
+        let mut parts = Vec::new();
+        let n = |v: u64, one: &str, many: &str| format!("{v} {}", if v == 1 { one } else { many });
+        if self.deep_chains > 0 {
+            parts.push(format!(
+                "{} cut at {} frames",
+                n(self.deep_chains, "chain", "chains"),
+                limits.max_depth
+            ));
+        }
+        if self.long_names > 0 {
+            parts.push(format!(
+                "{} cut at {} bytes",
+                n(self.long_names, "name", "names"),
+                limits.max_name
+            ));
+        }
+        if self.repeated_depths > 0 {
+            parts.push(format!(
+                "{} with a repeated stackDepth skipped",
+                n(self.repeated_depths, "chain row", "chain rows")
+            ));
+        }
+        parts.join(", ")
+    }
 }
 
 /// Everything jobprof takes from one report.
@@ -134,54 +264,52 @@ pub struct Profile {
     pub kernels: Option<Vec<Stat>>,
     /// Per memory copy kind (`gpumemtimesum`'s copies); `None`: none.
     pub memcpy: Option<Vec<Stat>>,
+    /// What the limits cut.
+    pub cuts: Cuts,
 }
 
-/// Reads one found report: its export (beside it, or made now by `nsys`
-/// in a temporary directory under its output directory, removed after),
-/// and how it was read (`the .sqlite beside it`, or the export command).
+/// Reads the report of the query directory `opened` (its `.sqlite`
+/// beside it, or one made now by `nsys` in a private temporary directory
+/// outside the tree, removed after), and how it was read (`the .sqlite
+/// beside it`, or the export command).
 pub fn read_report(
-    found: &Found,
+    opened: &Opened,
     nsys: &std::result::Result<NsysCli, String>,
+    limits: &Limits,
 ) -> Result<(Profile, String)> {
-    std::fs::create_dir_all(&found.out).map_err(|source| Error::Io {
-        path: found.out.clone(),
-        source,
-    })?;
-    let sqlite = sqlite_for(&found.report, nsys, &found.out)?;
-    let how = match (&sqlite, nsys) {
-        (Sqlite::Beside(p), _) => format!("{} (the export beside the report)", p.display()),
-        (Sqlite::Exported(..), Ok(cli)) => {
-            format!("nsys export --type sqlite ({})", cli.version)
-        }
-        (Sqlite::Exported(..), Err(_)) => "nsys export --type sqlite".into(),
-    };
-    Ok((read(sqlite.path())?, how))
+    let export = tool::export_of(opened, nsys)?;
+    let profile = read(export.file, &export.path, limits)?;
+    Ok((profile, export.how))
 }
 
-/// Reads the export `sqlite` into a [`Profile`].
-pub fn read(sqlite: &Path) -> Result<Profile> {
-    let db = schema::Db::open(sqlite)?;
+/// Reads the export open as `file` (shown as `path`) into a [`Profile`].
+pub fn read(file: std::fs::File, path: &std::path::Path, limits: &Limits) -> Result<Profile> {
+    let db = schema::Db::open(file, path, limits)?;
     let meta = db.meta()?;
-    let names = samples::Names::read(&db)?;
-    let (cpu, samples) = samples::fold(&db, &names)?;
-    let (waits, osrt) = match tables::osrt(&db, &names)? {
+    let mut names = samples::Names::read(&db, limits)?;
+    let (cpu, samples) = samples::fold(&db, &mut names)?;
+    let (waits, osrt) = match tables::osrt(&db, &mut names)? {
         Some((w, s)) => (w, Some(s)),
         None => (Vec::new(), None),
     };
+    let nvtx = tables::nvtx(&db, &names)?;
+    let kernels = tables::kernels(&db, &names)?;
+    let memcpy = tables::memcpy(&db, &names)?;
     Ok(Profile {
         meta,
         cpu,
         samples,
         waits,
         osrt,
-        nvtx: tables::nvtx(&db, &names)?,
-        kernels: tables::kernels(&db, &names)?,
-        memcpy: tables::memcpy(&db)?,
+        nvtx,
+        kernels,
+        memcpy,
+        cuts: names.cuts(),
     })
 }
 
 /// Sorted `(key, value)` pairs of a map, zero values dropped.
-fn sorted(map: std::collections::HashMap<String, u64>) -> Vec<(String, u64)> {
+fn sorted(map: impl IntoIterator<Item = (String, u64)>) -> Vec<(String, u64)> {
     let mut v: Vec<(String, u64)> = map.into_iter().filter(|(_, n)| *n > 0).collect();
     v.sort_unstable();
     v

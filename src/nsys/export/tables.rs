@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use rustc_hash::FxHashMap;
 
-use super::samples::{chain_query, chain_row, key, Frame, Names};
+use super::samples::{chain_query, key, Chains, Names};
 use super::schema::Db;
 use super::{sorted, stats, Result, Stat};
 
@@ -35,8 +35,11 @@ fn col_or_null(db: &Db, table: &str, c: &str) -> Result<String> {
 pub(super) type Waits = (Vec<(String, u64)>, Vec<Stat>);
 
 /// The OS runtime calls: their waits and per function; `None` without an
-/// OS runtime trace.
-pub(super) fn osrt(db: &Db, names: &Names) -> Result<Option<Waits>> {
+/// OS runtime trace. Calls are stepped in chain order beside the chains,
+/// each distinct chain read once and kept as frame ids; the waits are
+/// summed by (thread, chain, call) and each such stack's text built once
+/// at the end, so the work grows with the export, not with calls x depth.
+pub(super) fn osrt(db: &Db, names: &mut Names) -> Result<Option<Waits>> {
     let needed = ["start", "end", "eventClass", "globalTid", "nameId"];
     if !db.has("OSRT_API", &needed)? {
         return Ok(None);
@@ -49,65 +52,60 @@ pub(super) fn osrt(db: &Db, names: &Names) -> Result<Option<Waits>> {
     );
     let mut calls = db.conn.prepare(&sql).map_err(db.err(what))?;
     let chain_sql = chain_query(db, "OSRT_CALLCHAINS")?;
-    let mut chains = match &chain_sql {
+    let mut chain_st = match &chain_sql {
         Some(s) => Some(db.conn.prepare(s).map_err(db.err(what))?),
         None => None,
     };
-    let mut chain_rows = match chains.as_mut() {
-        Some(c) => Some(c.query([]).map_err(db.err(what))?),
-        None => None,
-    };
-    let mut pending: Option<(i64, Frame)> = None;
-    let mut last: (Option<i64>, Vec<String>) = (None, Vec::new());
-    let mut waits: HashMap<String, u64> = HashMap::new();
-    let mut per_name: HashMap<String, Vec<u64>> = HashMap::new();
+    let mut chains = Chains::new(db, chain_st.as_mut(), what)?;
+    // Frame ids of each chain met (leaf first); 0 and none: no chain.
+    let mut chain_frames: FxHashMap<i64, Box<[u32]>> = FxHashMap::default();
+    let mut last: Option<i64> = None;
+    let mut frames = Vec::new();
+    // ns by (thread id, chain id, call name id); durations by call name id.
+    let mut waits: FxHashMap<(u32, i64, Option<i64>), u64> = FxHashMap::default();
+    let mut per_id: FxHashMap<Option<i64>, Vec<u64>> = FxHashMap::default();
     let mut rows = calls.query([]).map_err(db.err(what))?;
     while let Some(r) = rows.next().map_err(db.err(what))? {
-        let start: i64 = r
-            .get::<_, Option<i64>>(0)
-            .map_err(db.err(what))?
-            .unwrap_or(0);
-        let end: i64 = r
-            .get::<_, Option<i64>>(1)
-            .map_err(db.err(what))?
-            .unwrap_or(start);
-        let tid: i64 = r
-            .get::<_, Option<i64>>(2)
-            .map_err(db.err(what))?
-            .unwrap_or(0);
-        let name = names.string(r.get(3).map_err(db.err(what))?).to_string();
-        let chain: Option<i64> = r.get::<_, Option<i64>>(4).map_err(db.err(what))?;
+        let get = |i| r.get::<_, Option<i64>>(i).map_err(db.err(what));
+        let start = get(0)?.unwrap_or(0);
+        let end = get(1)?.unwrap_or(start);
+        let tid = get(2)?.unwrap_or(0);
+        let name = get(3)?;
+        let chain = get(4)?.filter(|c| *c > 0).unwrap_or(0);
         let ns = end.saturating_sub(start).max(0) as u64;
-        if chain != last.0 {
-            last = (chain, Vec::new());
-            if let (Some(id), Some(cr)) = (chain.filter(|c| *c > 0), chain_rows.as_mut()) {
-                loop {
-                    let row = match pending.take() {
-                        Some(p) => p,
-                        None => match cr.next().map_err(db.err(what))? {
-                            Some(r) => chain_row(r).map_err(db.err(what))?,
-                            None => break,
-                        },
-                    };
-                    if row.0 < id {
-                        continue;
-                    }
-                    if row.0 > id {
-                        pending = Some(row);
-                        break;
-                    }
-                    last.1.extend(names.frame(&row.1));
-                }
-            }
+        if chain != 0 && last != Some(chain) {
+            last = Some(chain);
+            chains.read(db, chain, names, &mut frames, what)?;
+            chain_frames.insert(chain, frames.as_slice().into());
         }
-        let mut frames = last.1.clone();
-        if frames.first() != Some(&name) {
-            frames.insert(0, name.clone());
-        }
-        *waits.entry(key(&names.thread(tid), &frames)).or_default() += ns;
-        per_name.entry(name).or_default().push(ns);
+        let thread = names.thread(tid);
+        let w = waits.entry((thread, chain, name)).or_default();
+        *w = w.saturating_add(ns);
+        per_id.entry(name).or_default().push(ns);
     }
-    Ok(Some((sorted(waits), stats(per_name))))
+    let mut folded: FxHashMap<String, u64> = FxHashMap::default();
+    let mut stack: Vec<&str> = Vec::new();
+    for ((thread, chain, name), ns) in waits {
+        let call = names.string(name);
+        stack.clear();
+        if let Some(f) = chain_frames.get(&chain) {
+            stack.extend(f.iter().map(|&id| names.frame_text(id)));
+        }
+        if stack.first() != Some(&call) {
+            stack.insert(0, call);
+        }
+        let k = key(names.thread_text(thread), stack.iter().copied());
+        let w = folded.entry(k).or_default();
+        *w = w.saturating_add(ns);
+    }
+    let mut per_name: HashMap<String, Vec<u64>> = HashMap::new();
+    for (id, d) in per_id {
+        per_name
+            .entry(names.string(id).to_string())
+            .or_default()
+            .extend(d);
+    }
+    Ok(Some((sorted(folded), stats(per_name))))
 }
 
 /// The NVTX ranges per name, as `nvtxsum` names them (`domain:text` in a
@@ -138,7 +136,7 @@ pub(super) fn nvtx(db: &Db, names: &Names) -> Result<Option<Vec<Stat>>> {
             .map_err(db.err(what))?
             .unwrap_or(0);
         if let (Some(d), Some(t)) = (d, r.get::<_, Option<String>>(2).map_err(db.err(what))?) {
-            domains.insert((d, tid & PID_BITS), t);
+            domains.insert((d, tid & PID_BITS), names.clean(&t));
         }
     }
     drop(rows);
@@ -169,6 +167,7 @@ pub(super) fn nvtx(db: &Db, names: &Names) -> Result<Option<Vec<Stat>>> {
             .map_err(db.err(what))?
             .unwrap_or(max_ts);
         let text: Option<String> = r.get(2).map_err(db.err(what))?;
+        let text = text.map(|t| names.clean(&t));
         let tid_text = r
             .get::<_, Option<i64>>(3)
             .map_err(db.err(what))?
@@ -215,7 +214,7 @@ pub(super) fn kernels(db: &Db, names: &Names) -> Result<Option<Vec<Stat>>> {
 
 /// The CUDA memory copies per kind (`ENUM_CUDA_MEMCPY_OPER`'s label,
 /// `Host-to-Device`); `None` when none ran.
-pub(super) fn memcpy(db: &Db) -> Result<Option<Vec<Stat>>> {
+pub(super) fn memcpy(db: &Db, names: &Names) -> Result<Option<Vec<Stat>>> {
     let table = "CUPTI_ACTIVITY_KIND_MEMCPY";
     if !db.has(table, &["start", "end", "copyKind"])? {
         return Ok(None);
@@ -234,7 +233,7 @@ pub(super) fn memcpy(db: &Db) -> Result<Option<Vec<Stat>>> {
         while let Some(r) = rows.next().map_err(db.err(what))? {
             let id: i64 = r.get(0).map_err(db.err(what))?;
             let n: Option<String> = r.get(1).map_err(db.err(what))?;
-            kinds.insert(id, n.unwrap_or_default());
+            kinds.insert(id, names.clean(n.as_deref().unwrap_or_default()));
         }
     }
     let sql = format!("SELECT start, end, copyKind FROM {table}");

@@ -1,18 +1,23 @@
 //! Where a report's SQLite export comes from: the `.sqlite` already beside
-//! it (used as it is), else `nsys export --type sqlite` run now by the
-//! `nsys` of this host, into a private temporary directory removed after
+//! it (a regular file opened relative to the query directory, never
+//! through a link; read as hostile input by `schema`), else `nsys export
+//! --type sqlite` run now by the `nsys` of this host, into a private
+//! temporary directory outside the tree (`TMPDIR`), removed after
 //! reading. That `nsys` is resolved once to an absolute path (the first
 //! executable `nsys` on `PATH`), and as root it runs only when root alone
-//! can change it (the rule of the nsys sidecar, docs/nsys.md). It runs
-//! without a shell, stdin closed, in its own process group, killed at its
-//! time limit ([`crate::sys::exec`]).
+//! can change it (the rule of the nsys sidecar, docs/nsys.md), with the
+//! rights of the query directory's owner when that is another user (the
+//! temporary directory is then theirs, and what they leave in it is read
+//! as hostile too). It runs without a shell, stdin closed, in its own
+//! process group, killed at its time limit ([`crate::sys::exec`]).
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::{Error, Result};
+use super::{Error, Opened, Result};
+use crate::sys::confined::Dir;
 use crate::sys::exec::ExternalCommand;
 
 /// How long one `nsys export` may take (a report of a few GB takes
@@ -96,60 +101,70 @@ fn last_line(stdout: &str, stderr: &str) -> String {
         .collect()
 }
 
-/// A report's export, and whether it is ours to remove.
+/// A report's export, open.
 #[derive(Debug)]
-pub enum Sqlite {
-    /// The `.sqlite` beside the report, used as it is.
-    Beside(PathBuf),
-    /// Exported now into a temporary directory, removed when dropped.
-    Exported(tempfile::TempDir, PathBuf),
+pub struct Export {
+    /// The export, open for reading.
+    pub file: std::fs::File,
+    /// Its path, for messages.
+    pub path: PathBuf,
+    /// How it was had: `DIR/r.sqlite (the export beside the report)`, or
+    /// the export command.
+    pub how: String,
+    /// The temporary directory of an export made now, removed when
+    /// dropped.
+    _tmp: Option<tempfile::TempDir>,
 }
 
-impl Sqlite {
-    /// The export's path.
-    pub fn path(&self) -> &Path {
-        match self {
-            Sqlite::Beside(p) | Sqlite::Exported(_, p) => p,
-        }
-    }
+/// The name of the export beside the report `name` (`r.nsys-rep` ->
+/// `r.sqlite`).
+fn beside(name: &OsStr) -> OsString {
+    Path::new(name).with_extension("sqlite").into_os_string()
 }
 
-/// `REPORT.sqlite` beside `REPORT.nsys-rep`.
-fn beside(report: &Path) -> PathBuf {
-    report.with_extension("sqlite")
-}
-
-/// The export of `report`: the `.sqlite` beside it when it is a plain
-/// file, else `nsys export` (by `nsys`, or the reason there is none) into
-/// a temporary directory under `scratch`.
-pub fn sqlite_for(
-    report: &Path,
-    nsys: &std::result::Result<NsysCli, String>,
-    scratch: &Path,
-) -> Result<Sqlite> {
-    let near = beside(report);
-    match std::fs::symlink_metadata(&near) {
-        Ok(m) if m.is_file() => return Ok(Sqlite::Beside(near)),
-        Ok(_) | Err(_) => {}
+/// The export of the report of `q`: the `.sqlite` beside it when that is
+/// a regular file, else `nsys export` (by `nsys`, or the reason there is
+/// none).
+pub fn export_of(q: &Opened, nsys: &std::result::Result<NsysCli, String>) -> Result<Export> {
+    let near = beside(&q.report_name);
+    if q.dir.entry(&near)?.is_some_and(|e| e.is_file()) {
+        let path = q.dir.join(&near);
+        return Ok(Export {
+            file: q.dir.open_read(&near)?,
+            how: format!("{} (the export beside the report)", path.display()),
+            path,
+            _tmp: None,
+        });
     }
     let cli = nsys.as_ref().map_err(|why| Error::NoExporter {
-        report: report.to_path_buf(),
-        sqlite: near.clone(),
+        report: q.report(),
+        sqlite: q.dir.join(&near),
         why: why.clone(),
     })?;
-    let dir = tempfile::Builder::new()
-        .prefix(".nsys-export-")
-        .tempdir_in(scratch)
-        .map_err(|source| Error::Io {
-            path: scratch.to_path_buf(),
-            source,
-        })?;
-    let out = dir.path().join("report.sqlite");
+    export_now(q, cli)
+}
+
+/// `nsys export` of the report of `q` into a private temporary directory,
+/// with the rights of the query directory's owner when root and that is
+/// another user.
+fn export_now(q: &Opened, cli: &NsysCli) -> Result<Export> {
+    let report = q.report();
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| Error::Io { path, source }
+    };
+    let tmp = tempfile::Builder::new()
+        .prefix("jobprof-nsys-export-")
+        .tempdir()
+        .map_err(io(&std::env::temp_dir()))?;
+    let as_user = q.owner.clone().filter(|_| crate::sys::creds::euid() == 0);
+    if let Some(owner) = &as_user {
+        std::os::unix::fs::chown(tmp.path(), Some(owner.uid), Some(owner.gid))
+            .map_err(io(tmp.path()))?;
+    }
+    let out = tmp.path().join("report.sqlite");
     // nsys runs in the temporary directory: the report by its full path.
-    let input = std::path::absolute(report).map_err(|source| Error::Io {
-        path: report.to_path_buf(),
-        source,
-    })?;
+    let input = std::path::absolute(&report).map_err(io(&report))?;
     let argv: Vec<OsString> = vec![
         cli.program.clone().into(),
         "export".into(),
@@ -162,21 +177,29 @@ pub fn sqlite_for(
         input.into(),
     ];
     let cmd = ExternalCommand::new(argv, EXPORT_LIMIT)
-        .with_env(&[("HOME".into(), dir.path().into())], Some(dir.path()));
+        .with_env(&[("HOME".into(), tmp.path().into())], Some(tmp.path()))
+        .as_user(as_user);
     let failed = |why: String| Error::Export {
-        report: report.to_path_buf(),
+        report: report.clone(),
         command: cmd.display(),
         why,
     };
     let o = cmd.run().map_err(|e| failed(e.to_string()))?;
-    if !o.success() || !out.is_file() {
+    let dir = Dir::open(tmp.path())?;
+    let exported = dir.entry("report.sqlite")?.is_some_and(|e| e.is_file());
+    if !o.success() || !exported {
         return Err(failed(format!(
             "{}: {}",
             o.status,
             last_line(&o.stdout, &o.stderr)
         )));
     }
-    Ok(Sqlite::Exported(dir, out))
+    Ok(Export {
+        file: dir.open_read("report.sqlite")?,
+        path: out,
+        how: format!("nsys export --type sqlite ({})", cli.version),
+        _tmp: Some(tmp),
+    })
 }
 
 #[cfg(test)]
@@ -206,13 +229,13 @@ mod tests {
         std::fs::write(&report, "x").unwrap();
         let none = Err("no `nsys` on PATH".to_string());
         std::os::unix::fs::symlink("/etc/hostname", t.path().join("r.sqlite")).unwrap();
-        let e = sqlite_for(&report, &none, t.path())
-            .unwrap_err()
-            .to_string();
+        let found = super::super::find(std::slice::from_ref(&report), &[], &[]);
+        let q = super::super::open_query(&found[0]).unwrap();
+        let e = export_of(&q, &none).unwrap_err().to_string();
         assert!(e.contains("no `nsys` on PATH"), "{e}");
         std::fs::remove_file(t.path().join("r.sqlite")).unwrap();
         std::fs::write(t.path().join("r.sqlite"), "").unwrap();
-        let s = sqlite_for(&report, &none, t.path()).unwrap();
-        assert_eq!(s.path(), t.path().join("r.sqlite"));
+        let s = export_of(&q, &none).unwrap();
+        assert_eq!(s.path, t.path().join("r.sqlite"));
     }
 }

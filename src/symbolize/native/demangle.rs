@@ -81,8 +81,18 @@ fn rust_legacy(name: &str) -> Option<String> {
         .map(|d| format!("{d:#}"))
 }
 
+/// The longest C++ name libiberty demangles: it sizes its component array
+/// at twice the name's length and refuses, for want of stack, any name that
+/// needs more than `DEMANGLE_RECURSION_LIMIT` (2048) components (PR 87675;
+/// perf passes no `DMGL_NO_RECURSE_LIMIT`), clone suffix included. perf
+/// prints longer names mangled.
+const LIBIBERTY_MAX_LEN: usize = 1024;
+
 /// A C++ name as libiberty prints it without `DMGL_PARAMS`.
 fn cpp(name: &str) -> Option<String> {
+    if name.len() > LIBIBERTY_MAX_LEN {
+        return None;
+    }
     if let Some((words, target)) = special_name(name) {
         let s = cpp_text(&format!("_Z{target}"), words.params)?;
         return Some(format!(
@@ -91,7 +101,7 @@ fn cpp(name: &str) -> Option<String> {
             libiberty_spelling(&s, words.params)
         ));
     }
-    let s = cpp_text(name, false).or_else(|| cpp_name_only(name))?;
+    let s = cpp_text(name, false)?;
     Some(libiberty_spelling(&s, false))
 }
 
@@ -144,6 +154,14 @@ fn offset_number(s: &str) -> Option<&str> {
     s[digits..].strip_prefix('_')
 }
 
+/// How deep cpp_demangle may recurse reading and printing a name. Its
+/// defaults (96 and 128) turn away real names that libiberty prints
+/// (gRPC's nested promise combinators, under 1024 characters); libiberty
+/// itself stops at 2048 and 1024. These depths need well under 1 MiB of
+/// stack.
+const PARSE_DEPTH: u32 = 256;
+const PRINT_DEPTH: u32 = 512;
+
 /// cpp_demangle's text of the encoding at the start of `name` (what
 /// follows it ignored, as libiberty does without `DMGL_PARAMS`), without
 /// parameters and return type unless `params`.
@@ -151,29 +169,16 @@ fn cpp_text(name: &str, params: bool) -> Option<String> {
     // No C++ identifier holds a `.`: the first starts a clone suffix, which
     // libiberty reads only at the top with parameters on.
     let name = name.split('.').next().unwrap_or(name);
-    let (sym, _) = cpp_demangle::BorrowedSymbol::with_tail(name.as_bytes()).ok()?;
-    let opts = cpp_demangle::DemangleOptions::new();
+    let parse = cpp_demangle::ParseOptions::default().recursion_limit(PARSE_DEPTH);
+    let (sym, _) =
+        cpp_demangle::BorrowedSymbol::with_tail_and_options(name.as_bytes(), &parse).ok()?;
+    let opts = cpp_demangle::DemangleOptions::new().recursion_limit(PRINT_DEPTH);
     let opts = if params {
         opts
     } else {
         opts.no_params().no_return_type()
     };
     sym.demangle_with_options(&opts).ok()
-}
-
-/// The function name alone where cpp_demangle cannot read the whole symbol
-/// but libiberty can (an `sr` expression in a SFINAE return type, as in
-/// `std::swap<unsigned long>`): the shortest prefix ending in `E` that
-/// reads as a name once a `void` parameter list (and, for a template, a
-/// `void` return type) is added. Without parameters and return type that
-/// is what libiberty prints.
-fn cpp_name_only(name: &str) -> Option<String> {
-    name.char_indices()
-        .filter(|&(_, c)| c == 'E')
-        .find_map(|(i, _)| {
-            let head = &name[..=i];
-            cpp_text(&format!("{head}v"), false).or_else(|| cpp_text(&format!("{head}vv"), false))
-        })
 }
 
 /// The integer literal types libiberty prints as a suffix (its
@@ -196,10 +201,7 @@ const FUNCTION_QUALIFIERS: [&str; 4] = [" const", " volatile", " &&", " &"];
 /// argument packs at the end of a list, after which libiberty takes back
 /// the `", "` it wrote (`std::__invoke<void (*)()>`, not
 /// `<void (*)(), >`); `decltype(nullptr)` for `std::nullptr_t` (`Dn`);
-/// a space between a function type's return type and
-/// its parameters (`std::function<arrow::Status ()>`, see
-/// [`opens_function_type`]); and, without `params`, no qualifiers of the
-/// function itself.
+/// and, without `params`, no qualifiers of the function itself.
 fn libiberty_spelling(s: &str, params: bool) -> String {
     let mut out = String::with_capacity(s.len() + 16);
     let mut rest = s;
@@ -207,9 +209,6 @@ fn libiberty_spelling(s: &str, params: bool) -> String {
         if let Some(after) = respell(&mut out, rest) {
             rest = after;
             continue;
-        }
-        if rest.starts_with('(') && opens_function_type(&out, rest) {
-            out.push(' ');
         }
         let c = rest.chars().next().unwrap_or_default();
         out.push(c);
@@ -264,42 +263,6 @@ fn respell<'a>(out: &mut String, rest: &'a str) -> Option<&'a str> {
 /// Whether `c` can be part of a C++ identifier.
 fn is_name_char(c: char) -> bool {
     c == '_' || c.is_ascii_alphanumeric()
-}
-
-/// Whether the `(` that starts `rest`, `before` written before it, opens
-/// the parameters of a function type right after its return type
-/// (`arrow::Status(long)`, which libiberty spells `arrow::Status (long)`):
-/// a `(` right after a name or a `>` whose parameter list is not followed
-/// by `::` or the end (those are a function's own parameters: a local
-/// name's function, `f<int>(long)::x`, or a thunk's target); not a
-/// lambda's (`{lambda(int)#1}`) or an operator's name. A `(` after `)`
-/// (`void (*)(int)`), `:` or `<` (`(anonymous namespace)`, a cast) is none.
-fn opens_function_type(before: &str, rest: &str) -> bool {
-    let prev = before.as_bytes().last().copied().unwrap_or(b' ');
-    let after_type = prev == b'>' || prev == b'_' || prev.is_ascii_alphanumeric();
-    if !after_type || before.ends_with("{lambda") || before.ends_with("operator") {
-        return false;
-    }
-    let mut depth = 0usize;
-    let close = rest.bytes().position(|c| {
-        match c {
-            b'(' => depth += 1,
-            b')' => depth -= 1,
-            _ => {}
-        }
-        depth == 0
-    });
-    let Some(close) = close else {
-        return false;
-    };
-    let mut tail = &rest[close + 1..];
-    while let Some(t) = FUNCTION_QUALIFIERS
-        .into_iter()
-        .find_map(|q| tail.strip_prefix(q))
-    {
-        tail = t;
-    }
-    !(tail.is_empty() || tail.starts_with("::"))
 }
 
 #[cfg(test)]
@@ -438,6 +401,54 @@ mod tests {
         );
     }
 
+    /// Issue 57's Velox names (pyvelox 0.2.0's libvelox.so), as
+    /// `c++filt -p -i` 2.40 prints them; each fixed in vendor/cpp_demangle.
+    #[test]
+    fn velox_names_as_libiberty() {
+        // A reference to a pointer to member function, and one returned by
+        // the function type of a `std::_Bind`: the class stays whole.
+        assert_eq!(
+            demangle("_ZSt13__invoke_implIvRMN5folly18ThreadPoolExecutorEFvSt10shared_ptrINS1_6ThreadEEERPS1_JRS4_EET_St21__invoke_memfun_derefOT0_OT1_DpOT2_"),
+            "std::__invoke_impl<void, void (folly::ThreadPoolExecutor::*&)(std::shared_ptr<folly::ThreadPoolExecutor::Thread>), folly::ThreadPoolExecutor*&, std::shared_ptr<folly::ThreadPoolExecutor::Thread>&>"
+        );
+        assert_eq!(
+            demangle("_ZN5folly6detail8function13DispatchSmall4execISt5_BindIFMNS_18ThreadPoolExecutorEFvSt10shared_ptrINS5_6ThreadEEEPS5_S8_EEEEmNS1_2OpEPNS1_4DataESG_"),
+            "folly::detail::function::DispatchSmall::exec<std::_Bind<void (folly::ThreadPoolExecutor::*(folly::ThreadPoolExecutor*, std::shared_ptr<folly::ThreadPoolExecutor::Thread>))(std::shared_ptr<folly::ThreadPoolExecutor::Thread>)> >"
+        );
+        // folly's local closures: an `sr` of a `std::` class template and
+        // an empty template argument list (`result<>`), once left mangled.
+        assert_eq!(
+            demangle("_ZZN5folly6detail17distributed_mutex16DistributedMutexISt6atomicLb1EE12lock_combineIZNS_16ThrottledLifoSem21maybeStartWakingChainEvEUlvE_EENS_13invoke_detail6traitsIRKT_E6resultIEESA_ENKUlvE_clEv"),
+            "folly::detail::distributed_mutex::DistributedMutex<std::atomic, true>::lock_combine<folly::ThrottledLifoSem::maybeStartWakingChain()::{lambda()#1}>(folly::ThrottledLifoSem::maybeStartWakingChain()::{lambda()#1})::{lambda()#1}::operator()"
+        );
+        assert_eq!(
+            demangle("_ZZN5folly2toIbEENSt9enable_ifIXntsrSt7is_sameINS_5RangeIPKcEET_E5valueES7_E4typeES6_ENKUlNS_4UnitEE0_clESB_"),
+            "folly::to<bool>(folly::Range<char const*>)::{lambda(folly::Unit)#2}::operator()"
+        );
+        // A standard substitution's destructor: libiberty's full name.
+        assert_eq!(
+            demangle("_ZTv0_n24_NSoD1Ev"),
+            "virtual thunk to std::basic_ostream<char, std::char_traits<char> >::~basic_ostream()"
+        );
+        // A closure's destructor takes the last source name read.
+        assert_eq!(
+            demangle("_ZZN5arrow18ConcreteFutureImpl21RunOrScheduleCallbackERKSt10shared_ptrINS_10FutureImplEEONS2_14CallbackRecordEbENUlvE_D1Ev"),
+            "arrow::ConcreteFutureImpl::RunOrScheduleCallback(std::shared_ptr<arrow::FutureImpl> const&, arrow::FutureImpl::CallbackRecord&&, bool)::{lambda()#1}::~CallbackRecord"
+        );
+        // A pack expansion of references: the pattern for each element.
+        assert_eq!(
+            demangle("_ZN5folly12small_vectorINS_5RangeIPKcEELm1EvE16makeSizeInternalIZNS5_12emplace_backIJRS3_lEEERS4_DpOT_EUlPvE_EEvmbOT_m"),
+            "folly::small_vector<folly::Range<char const*>, 1ul, void>::makeSizeInternal<folly::small_vector<folly::Range<char const*>, 1ul, void>::emplace_back<char const*&, long>(char const*&, long&&)::{lambda(void*)#1}>"
+        );
+        // libiberty leaves these mangled, so perf does: a substitution
+        // printed inside two prints of itself, and a name over 1024
+        // characters.
+        let looping = "_ZN8facebook5velox4bits10forEachBitIZNS0_4exec7EvalCtx22applyToSelectedNoThrowIZNKS3_21SimpleFunctionAdapterINS0_4core9UDFHolderINS0_9functions11ChrFunctionINS3_10VectorExecEEESB_NS0_7VarcharENS0_15ConstantCheckerIJlEEEJlEEEE8applyUdfIZNKSH_7iterateIJNS3_12VectorReaderIlEEEEEvRNSH_12ApplyContextEDpRT_EUlRT_RT0_T1_E1_EEvSN_SR_EUlSR_E_ZNKSI_ISW_EEvSN_SR_EUlSR_E0_EEvRKNS0_17SelectivityVectorESR_ST_EUlSR_E_EEvPKmiibSR_";
+        assert_eq!(demangle(looping), looping);
+        let long = format!("_ZN1a{}1bEv", "3foo".repeat(260));
+        assert_eq!(demangle(&long), long);
+    }
+
     #[test]
     fn demangles_cpp_and_rust() {
         assert_eq!(demangle("main"), "main");
@@ -447,7 +458,8 @@ mod tests {
             demangle("_ZN4work9sort_someImEEvRSt6vectorIT_SaIS2_EE"),
             "work::sort_some<unsigned long>"
         );
-        // cpp_demangle cannot read the sr expression; libiberty can.
+        // An `sr` expression in a SFINAE return type (read as libiberty
+        // reads it, vendor/cpp_demangle).
         assert_eq!(
             demangle("_ZSt4swapImENSt9enable_ifIXsrSt6__and_IJSt6__not_ISt15__is_tuple_likeIT_EESt21is_move_constructibleIS4_ESt18is_move_assignableIS4_EEE5valueEvE4typeERS4_SE_"),
             "std::swap<unsigned long>"

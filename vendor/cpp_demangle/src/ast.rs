@@ -185,6 +185,9 @@ pub struct ParseContext {
     max_recursion: u32,
     // Mutable state within the `ParseContext`.
     state: Cell<ParseContextState>,
+    // libiberty's `di->last_name`: the name a constructor or destructor
+    // takes (see `CtorDtorLastName`).
+    last_name: Cell<Option<CtorDtorLastName>>,
 }
 
 impl ParseContext {
@@ -193,6 +196,7 @@ impl ParseContext {
         ParseContext {
             max_recursion: options.recursion_limit.map(|v| v.get()).unwrap_or(96),
             state: Cell::new(ParseContextState::default()),
+            last_name: Cell::new(None),
         }
     }
 
@@ -235,6 +239,34 @@ impl ParseContext {
         state.in_conversion = in_conversion;
         self.state.set(state);
         previously_in_conversion
+    }
+}
+
+/// The name that libiberty gives a constructor or destructor: not the
+/// enclosing class's but the last `<source-name>` read before it, outside
+/// template arguments and ABI tags (`di->last_name`), or the name that a
+/// standard substitution such as `So` stands for (`basic_ostream`). The
+/// two differ where the class is a closure or an unnamed type local to a
+/// function: libiberty prints `f(a::b)::{lambda()#1}::~b` for
+/// `_ZZ1fN1a1bEENUlvE_D1Ev`, the last name of the function's parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CtorDtorLastName {
+    /// A `<source-name>`, by its position in the input.
+    Source(usize, usize),
+    /// A standard substitution's class name.
+    Std(&'static str),
+}
+
+impl CtorDtorLastName {
+    fn demangle<W: DemangleWrite>(self, ctx: &mut DemangleContext<W>) -> fmt::Result {
+        match self {
+            CtorDtorLastName::Source(start, end) => {
+                let name = ctx.input.get(start..end).ok_or(fmt::Error)?;
+                let name = str::from_utf8(name).map_err(|_| fmt::Error)?;
+                ctx.write_str(name)
+            }
+            CtorDtorLastName::Std(name) => ctx.write_str(name),
+        }
     }
 }
 
@@ -552,9 +584,10 @@ where
     // We are currently demangling a template-prefix in a nested-name.
     is_template_prefix_in_nested_name: bool,
 
-    //  `PackExpansion`'s should only print '...', only when there is no template
-    //  argument pack.
-    is_template_argument_pack: bool,
+    // Which element of an argument pack a template parameter that names a
+    // pack prints: libiberty's `dpi->pack_index`, set by each pack expansion
+    // for each element it prints and, as there, never reset after it.
+    pack_index: usize,
 
     // We are currently demangling an object with an explicit named parameter.
     is_explicit_obj_param: bool,
@@ -574,6 +607,20 @@ where
 
     // recursion protection.
     state: Cell<DemangleState>,
+
+    // The shared nodes (substitutions, and template arguments reached through
+    // a template parameter) being printed right now, innermost last: see
+    // `enter_shared`.
+    printing_shared: Vec<usize>,
+
+    // libiberty's saved scopes (`d_save_scope`): for each template parameter
+    // (by its substitution index) that a reference type `T_&` or `T_&&` has
+    // printed, the template arguments it named the first time.
+    saved_scopes: Vec<(usize, &'a TemplateArgs)>,
+
+    // The template arguments that the next template parameter printed
+    // names instead of those of the scope: a reference's saved scope.
+    saved_scope_override: Option<&'a TemplateArgs>,
 }
 
 impl<'a, W> fmt::Write for DemangleContext<'a, W>
@@ -617,13 +664,44 @@ where
             is_lambda_arg: false,
             is_template_prefix: false,
             is_template_prefix_in_nested_name: false,
-            is_template_argument_pack: false,
+            pack_index: 0,
             is_explicit_obj_param: false,
             show_params: !options.no_params,
             show_return_type: !options.no_return_type,
             show_expression_literal_types: !options.hide_expression_literal_types,
             state: Cell::new(DemangleState { recursion_level: 0 }),
+            printing_shared: vec![],
+            saved_scopes: vec![],
+            saved_scope_override: None,
         }
+    }
+
+    /// Enters a node that more than one place of the AST can print: a
+    /// substitution (every use of it, the first included, prints the same
+    /// node) or a template argument reached through a template parameter.
+    ///
+    /// libiberty refuses to print a node that is already being printed twice
+    /// (`d_print_comp`'s `dc->d_printing > 1` check, its guard against
+    /// cycles), and the whole demangling fails then. That happens on real
+    /// names without any cycle: a substitution such as `SR_` (`T_&`) used in
+    /// the parameters of nested local functions whose template argument is
+    /// a closure type local to the next one (Velox's `forEachBit` /
+    /// `applyToSelectedNoThrow` / `applyUdf` lambdas) is printed a third
+    /// time inside itself, each time naming another argument. To fail where
+    /// libiberty does, the same check: a node entered while two prints of it
+    /// are under way is an error.
+    pub(crate) fn enter_shared(&mut self, node: usize) -> fmt::Result {
+        if self.printing_shared.iter().filter(|&&n| n == node).count() >= 2 {
+            log!("node {:x} printed inside two prints of itself", node);
+            return Err(fmt::Error);
+        }
+        self.printing_shared.push(node);
+        Ok(())
+    }
+
+    /// Leaves the node last entered with `enter_shared`.
+    pub(crate) fn exit_shared(&mut self) {
+        self.printing_shared.pop();
     }
 
     /// Get the current recursion level for this context.
@@ -889,6 +967,11 @@ where
     }
 
     fn is_qualified(&self) -> bool {
+        false
+    }
+
+    /// Whether this is the parameter list of a function type.
+    fn is_bare_function_type(&self) -> bool {
         false
     }
 }
@@ -1559,8 +1642,13 @@ where
             let (scope, function_args) =
                 if let Some(template_args) = name.get_template_args(ctx.subs) {
                     let scope = scope.push(template_args);
-                    let function_args = FunctionArgListAndReturnType::new(&fun_ty.0);
-                    (scope, function_args as &dyn DemangleAsInner<W>)
+                    // A constructor template has no return type to skip.
+                    let function_args = if name.is_ctor_dtor_conversion(ctx.subs) {
+                        FunctionArgList::new(&fun_ty.0) as &dyn DemangleAsInner<W>
+                    } else {
+                        FunctionArgListAndReturnType::new(&fun_ty.0)
+                    };
+                    (scope, function_args)
                 } else {
                     let function_args = FunctionArgList::new(&fun_ty.0);
                     (scope, function_args as &dyn DemangleAsInner<W>)
@@ -1764,6 +1852,19 @@ where
                 args.demangle(ctx, scope)
             }
             Name::Local(ref local) => local.demangle(ctx, scope),
+        }
+    }
+}
+
+impl Name {
+    /// Whether libiberty holds this name as a plain or qualified name
+    /// (`DEMANGLE_COMPONENT_NAME`, `_QUAL_NAME`): no template arguments,
+    /// no local name, no cv-qualifiers.
+    fn is_plain_name(&self) -> bool {
+        match *self {
+            Name::Unscoped(_) => true,
+            Name::Nested(NestedName::Unqualified(ref cv, None, _, _)) => cv.is_empty(),
+            _ => false,
         }
     }
 }
@@ -2121,7 +2222,12 @@ where
                     // CallbackRecord` for libiberty's `arrow::FutureImpl::
                     // CallbackRecord&&`).
                     inner_barrier!(ctx);
-                    p.demangle(ctx, scope)?;
+                    match (p, name) {
+                        (&PrefixHandle::WellKnown(ref wk), &UnqualifiedName::CtorDtor(..)) => {
+                            ctx.write_str(wk.full_name())?;
+                        }
+                        _ => p.demangle(ctx, scope)?,
+                    }
                 }
                 if p.is_some() {
                     ctx.write_str("::")?;
@@ -2140,8 +2246,17 @@ where
             ctx.is_explicit_obj_param = true;
         }
 
-        if let Some(inner) = ctx.pop_inner() {
-            inner.demangle_as_inner(ctx, scope)?;
+        // Not the parameters of a function type this class is the return
+        // type of: those follow a space (`std::function<a::b ()>`, as
+        // libiberty prints every function type), see `BareFunctionType`.
+        if ctx
+            .inner
+            .last()
+            .map_or(false, |i| !i.is_bare_function_type())
+        {
+            if let Some(inner) = ctx.pop_inner() {
+                inner.demangle_as_inner(ctx, scope)?;
+            }
         }
 
         if let Some(cv_qualifiers) = self.cv_qualifiers() {
@@ -2539,8 +2654,8 @@ impl PrefixHandle {
 pub enum UnqualifiedName {
     /// An operator name.
     Operator(OperatorName, AbiTags),
-    /// A constructor or destructor name.
-    CtorDtor(CtorDtorName, AbiTags),
+    /// A constructor or destructor name, with the name libiberty gives it.
+    CtorDtor(CtorDtorName, AbiTags, Option<CtorDtorLastName>),
     /// A source name.
     Source(SourceName, AbiTags),
     /// A local source name.
@@ -2568,8 +2683,13 @@ impl Parse for UnqualifiedName {
         }
 
         if let Ok((ctor_dtor, tail)) = try_recurse!(CtorDtorName::parse(ctx, subs, input)) {
+            // After an inheriting constructor's type, as libiberty reads it.
+            let last_name = ctx.last_name.get();
             let (abi_tags, tail) = AbiTags::parse(ctx, subs, tail)?;
-            return Ok((UnqualifiedName::CtorDtor(ctor_dtor, abi_tags), tail));
+            return Ok((
+                UnqualifiedName::CtorDtor(ctor_dtor, abi_tags, last_name),
+                tail,
+            ));
         }
 
         if let Ok(tail) = consume(b"L", input) {
@@ -2598,6 +2718,13 @@ impl Parse for UnqualifiedName {
         }
 
         let (unnamed, tail) = UnnamedTypeName::parse(ctx, subs, input)?;
+        // libiberty makes the unnamed type on its own a substitution
+        // candidate (`d_unnamed_type`), before the prefix or type it ends:
+        // in `N1aUt_E`, `S0_` is `{unnamed type#1}`, `S1_` `a::{unnamed
+        // type#1}`. GCC's later substitutions count it.
+        subs.insert(Substitutable::Prefix(Prefix::Unqualified(
+            UnqualifiedName::UnnamedType(unnamed.clone(), AbiTags::default()),
+        )));
         let (abi_tags, tail) = AbiTags::parse(ctx, subs, tail)?;
         Ok((UnqualifiedName::UnnamedType(unnamed, abi_tags), tail))
     }
@@ -2621,8 +2748,16 @@ where
                 op_name.demangle(ctx, scope)?;
                 abi_tags.demangle(ctx, scope)
             }
-            UnqualifiedName::CtorDtor(ref ctor_dtor, ref abi_tags) => {
-                ctor_dtor.demangle(ctx, scope)?;
+            UnqualifiedName::CtorDtor(ref ctor_dtor, ref abi_tags, last_name) => {
+                match last_name {
+                    Some(name) => {
+                        if ctor_dtor.is_destructor() {
+                            write!(ctx, "~")?;
+                        }
+                        name.demangle(ctx)?;
+                    }
+                    None => ctor_dtor.demangle(ctx, scope)?,
+                }
                 abi_tags.demangle(ctx, scope)
             }
             UnqualifiedName::Source(ref name, ref abi_tags)
@@ -2714,6 +2849,10 @@ impl Parse for SourceName {
             return Err(error::Error::UnexpectedText);
         }
 
+        ctx.last_name.set(Some(CtorDtorLastName::Source(
+            identifier.start,
+            identifier.end,
+        )));
         let source_name = SourceName(identifier);
         Ok((source_name, tail))
     }
@@ -2780,7 +2919,10 @@ impl Parse for AbiTags {
     ) -> Result<(AbiTags, IndexStr<'b>)> {
         try_begin_parse!("AbiTags", ctx, input);
 
+        // An ABI tag is no constructor's name (libiberty's `d_abi_tags`).
+        let last_name = ctx.last_name.get();
         let (tags, tail) = zero_or_more::<AbiTag>(ctx, subs, input)?;
+        ctx.last_name.set(last_name);
         Ok((AbiTags(tags), tail))
     }
 }
@@ -3549,6 +3691,16 @@ where
 }
 
 impl CtorDtorName {
+    fn is_destructor(&self) -> bool {
+        matches!(
+            *self,
+            CtorDtorName::DeletingDestructor
+                | CtorDtorName::CompleteDestructor
+                | CtorDtorName::BaseDestructor
+                | CtorDtorName::MaybeInChargeDestructor
+        )
+    }
+
     #[inline]
     fn starts_with(byte: u8) -> bool {
         byte == b'C' || byte == b'D'
@@ -3882,7 +4034,16 @@ where
                 }
                 Ok(())
             }
-            Type::PointerTo(ref ty) | Type::LvalueRef(ref ty) | Type::RvalueRef(ref ty) => {
+            Type::LvalueRef(ref ty) | Type::RvalueRef(ref ty) => {
+                self.use_saved_scope(ctx, scope, ty)?;
+                ctx.push_inner(self);
+                ty.demangle(ctx, scope)?;
+                if ctx.pop_inner_if(self) {
+                    self.demangle_as_inner(ctx, scope)?;
+                }
+                Ok(())
+            }
+            Type::PointerTo(ref ty) => {
                 ctx.push_inner(self);
                 ty.demangle(ctx, scope)?;
                 if ctx.pop_inner_if(self) {
@@ -3909,14 +4070,67 @@ where
                 }
                 Ok(())
             }
-            Type::PackExpansion(ref ty) => {
-                ty.demangle(ctx, scope)?;
-                if !ctx.is_template_argument_pack {
-                    write!(ctx, "...")?;
+            Type::PackExpansion(ref ty) => demangle_pack_expansion(ctx, scope, ty, ty),
+        }
+    }
+}
+
+impl Type {
+    /// libiberty's saved scopes, for a reference to a template parameter
+    /// (`T_&`, `T_&&`; `d_print_comp`'s `DEMANGLE_COMPONENT_REFERENCE` case):
+    /// the first time the parameter is printed under a reference, the
+    /// templates in force are saved; a later print of a reference to that
+    /// same parameter node (through a substitution such as `SR_`) that is
+    /// not inside the parameter or the reference itself names the argument
+    /// of the saved templates, not of those in force. So `SO_` (`T_&&`,
+    /// first printed in one function's parameters) in another function's
+    /// parameters still names the first function's argument, as perf
+    /// prints it.
+    fn use_saved_scope<'subs, 'prev, 'ctx, W>(
+        &'subs self,
+        ctx: &'ctx mut DemangleContext<'subs, W>,
+        scope: Option<ArgScopeStack<'prev, 'subs>>,
+        ty: &'subs TypeHandle,
+    ) -> fmt::Result
+    where
+        W: 'subs + DemangleWrite,
+    {
+        if ctx.is_lambda_arg {
+            return Ok(());
+        }
+        let idx = match *ty {
+            TypeHandle::BackReference(idx) => idx,
+            _ => return Ok(()),
+        };
+        let (param_node, param) = match ctx.subs.get(idx) {
+            Some(&Substitutable::Type(ref ty @ Type::TemplateParam(ref param))) => {
+                (ty as *const Type as usize, param)
+            }
+            _ => return Ok(()),
+        };
+        let saved = ctx
+            .saved_scopes
+            .iter()
+            .find(|&&(i, _)| i == idx)
+            .map(|&(_, args)| args);
+        match saved {
+            None => {
+                let (_, args) = scope.get_template_arg(param.0).map_err(|_| fmt::Error)?;
+                ctx.saved_scopes.push((idx, args));
+            }
+            Some(args) => {
+                // Not while printing the parameter's own argument or this
+                // reference (the top entry is this reference itself).
+                let this = self as *const Type as usize;
+                let shared = &ctx.printing_shared;
+                let outer = &shared[..shared.len().saturating_sub(1)];
+                let beneath = outer.iter().any(|&n| n == param_node || n == this);
+                if !beneath {
+                    ctx.saved_scope_override = Some(args);
                 }
-                Ok(())
             }
         }
+        Ok(())
     }
 }
 
@@ -4726,6 +4940,10 @@ where
         self.args().demangle_as_inner(ctx, scope)?;
         Ok(())
     }
+
+    fn is_bare_function_type(&self) -> bool {
+        true
+    }
 }
 
 /// The `<decltype>` production.
@@ -4932,8 +5150,16 @@ where
     ) -> fmt::Result {
         let ctx = try_begin_demangle!(self, ctx, scope);
 
-        write!(ctx, "{{unnamed type#{}}}", self.0.map_or(1, |n| n + 1))?;
+        // `Ut_` is the first unnamed type, `Ut0_` the second, as for
+        // closures (libiberty's `d_compact_number`).
+        write!(ctx, "{{unnamed type#{}}}", self.number())?;
         Ok(())
+    }
+}
+
+impl UnnamedTypeName {
+    fn number(&self) -> usize {
+        self.0.map_or(1, |n| n + 2)
     }
 }
 
@@ -4949,7 +5175,7 @@ where
         if let Some(source_name) = ctx.source_name {
             write!(ctx, "{}", source_name)?;
         } else {
-            write!(ctx, "{{unnamed type#{}}}", self.0.map_or(1, |n| n + 1))?;
+            write!(ctx, "{{unnamed type#{}}}", self.number())?;
         }
         Ok(())
     }
@@ -5276,7 +5502,15 @@ where
             ctx.ensure_space()?;
         }
 
-        self.0.demangle(ctx, scope)?;
+        {
+            // The class is a name of its own: what is still pending on the
+            // inner stack (a reference to this pointer to member, the
+            // parameters of a function type it is the return type of)
+            // follows the `::*`, as libiberty prints it (`void (C::*&)()`,
+            // `void (C::*(C*))()`), not the class (`C&::*`).
+            inner_barrier!(ctx);
+            self.0.demangle(ctx, scope)?;
+        }
         write!(ctx, "::*")?;
         Ok(())
     }
@@ -5329,11 +5563,472 @@ where
             // To match libiberty, template references are converted to `auto`.
             write!(ctx, "auto:{}", self.0 + 1)
         } else {
-            let arg = self.resolve(scope)?;
-            arg.demangle(ctx, scope)
+            let mut arg = match ctx.saved_scope_override.take() {
+                Some(args) => args.get_template_arg(self.0).map_err(|_| fmt::Error)?.0,
+                None => self.resolve(scope)?,
+            };
+            if let TemplateArg::ArgPack(ref args) = *arg {
+                // libiberty prints one element of a pack, the one the
+                // enclosing pack expansion is at (`dpi->pack_index`).
+                arg = args.get(ctx.pack_index).ok_or(fmt::Error)?;
+            }
+            ctx.enter_shared(arg as *const TemplateArg as usize)?;
+            let ret = arg.demangle(ctx, scope);
+            ctx.exit_shared();
+            ret
         };
         ctx.pop_demangle_node();
         ret
+    }
+}
+
+/// Prints a pack expansion (`Dp <type>` or `sp <expression>`) as libiberty
+/// does: the pattern once for each element of the first argument pack that
+/// one of its template parameters names (`d_find_pack`), `", "` between
+/// them, the parameter printing the element at hand; nothing for an empty
+/// pack. Where no template parameter names a pack (a function parameter
+/// pack, or a parameter that names no pack where it is printed), the
+/// pattern, in parentheses unless it is a plain name, and `...`.
+fn demangle_pack_expansion<'subs, 'prev, 'ctx, W, P>(
+    ctx: &'ctx mut DemangleContext<'subs, W>,
+    scope: Option<ArgScopeStack<'prev, 'subs>>,
+    pattern: &'subs P,
+    finder: &'subs dyn FindPack,
+) -> fmt::Result
+where
+    W: 'subs + DemangleWrite,
+    P: Demangle<'subs, W> + ?Sized,
+{
+    let found = finder.find_pack(ctx.subs, scope)?;
+    let len = match found {
+        Some(len) => len,
+        None => {
+            let simple = finder.is_simple_subexpr(ctx.subs);
+            if !simple {
+                write!(ctx, "(")?;
+            }
+            pattern.demangle(ctx, scope)?;
+            if !simple {
+                write!(ctx, ")")?;
+            }
+            return write!(ctx, "...");
+        }
+    };
+    for i in 0..len {
+        ctx.pack_index = i;
+        pattern.demangle(ctx, scope)?;
+        if i + 1 < len {
+            write!(ctx, ", ")?;
+        }
+    }
+    Ok(())
+}
+
+/// libiberty's `d_find_pack`: the length of the first template argument
+/// pack that a template parameter in this node names, looked up where the
+/// expansion is printed. It does not look inside lambdas, other pack
+/// expansions, names or function parameters; a parameter that names no
+/// pack (or no argument) is passed over; a parameter looked up where there
+/// are no template arguments at all fails the demangling, as in libiberty.
+trait FindPack {
+    fn find_pack<'subs, 'prev>(
+        &'subs self,
+        subs: &'subs SubstitutionTable,
+        scope: Option<ArgScopeStack<'prev, 'subs>>,
+    ) -> ::core::result::Result<Option<usize>, fmt::Error>;
+
+    /// Whether libiberty prints this pattern bare before `...`
+    /// (`d_print_subexpr`: a name, a qualified name, a function parameter).
+    fn is_simple_subexpr(&self, _subs: &SubstitutionTable) -> bool {
+        false
+    }
+}
+
+macro_rules! find_first_pack {
+    ( $subs:expr, $scope:expr; $( $node:expr ),* ) => {{
+        $(
+            if let Some(len) = $node.find_pack($subs, $scope)? {
+                return Ok(Some(len));
+            }
+        )*
+        Ok(None)
+    }};
+}
+
+impl FindPack for TemplateParam {
+    fn find_pack<'subs, 'prev>(
+        &'subs self,
+        _subs: &'subs SubstitutionTable,
+        scope: Option<ArgScopeStack<'prev, 'subs>>,
+    ) -> ::core::result::Result<Option<usize>, fmt::Error> {
+        if scope.is_none() {
+            return Err(fmt::Error);
+        }
+        match scope.get_template_arg(self.0) {
+            Ok((&TemplateArg::ArgPack(ref args), _)) => Ok(Some(args.len())),
+            _ => Ok(None),
+        }
+    }
+}
+
+impl FindPack for TypeHandle {
+    fn find_pack<'subs, 'prev>(
+        &'subs self,
+        subs: &'subs SubstitutionTable,
+        scope: Option<ArgScopeStack<'prev, 'subs>>,
+    ) -> ::core::result::Result<Option<usize>, fmt::Error> {
+        match *self {
+            TypeHandle::BackReference(idx) => match subs.get(idx) {
+                Some(Substitutable::Type(ty)) => ty.find_pack(subs, scope),
+                Some(Substitutable::Prefix(p)) => p.find_pack(subs, scope),
+                Some(Substitutable::UnresolvedType(UnresolvedType::Template(p, args))) => {
+                    find_first_pack!(subs, scope; p, args)
+                }
+                _ => Ok(None),
+            },
+            _ => Ok(None),
+        }
+    }
+
+    fn is_simple_subexpr(&self, subs: &SubstitutionTable) -> bool {
+        match *self {
+            TypeHandle::BackReference(idx) => match subs.get(idx) {
+                Some(Substitutable::Type(ty)) => ty.is_simple_subexpr(subs),
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+}
+
+impl<T: FindPack> FindPack for Option<T> {
+    fn find_pack<'subs, 'prev>(
+        &'subs self,
+        subs: &'subs SubstitutionTable,
+        scope: Option<ArgScopeStack<'prev, 'subs>>,
+    ) -> ::core::result::Result<Option<usize>, fmt::Error> {
+        match *self {
+            Some(ref x) => x.find_pack(subs, scope),
+            None => Ok(None),
+        }
+    }
+}
+
+impl<T: FindPack> FindPack for Box<T> {
+    fn find_pack<'subs, 'prev>(
+        &'subs self,
+        subs: &'subs SubstitutionTable,
+        scope: Option<ArgScopeStack<'prev, 'subs>>,
+    ) -> ::core::result::Result<Option<usize>, fmt::Error> {
+        (**self).find_pack(subs, scope)
+    }
+
+    fn is_simple_subexpr(&self, subs: &SubstitutionTable) -> bool {
+        (**self).is_simple_subexpr(subs)
+    }
+}
+
+impl<T: FindPack> FindPack for [T] {
+    fn find_pack<'subs, 'prev>(
+        &'subs self,
+        subs: &'subs SubstitutionTable,
+        scope: Option<ArgScopeStack<'prev, 'subs>>,
+    ) -> ::core::result::Result<Option<usize>, fmt::Error> {
+        for x in self {
+            if let Some(len) = x.find_pack(subs, scope)? {
+                return Ok(Some(len));
+            }
+        }
+        Ok(None)
+    }
+}
+
+impl<T: FindPack> FindPack for Vec<T> {
+    fn find_pack<'subs, 'prev>(
+        &'subs self,
+        subs: &'subs SubstitutionTable,
+        scope: Option<ArgScopeStack<'prev, 'subs>>,
+    ) -> ::core::result::Result<Option<usize>, fmt::Error> {
+        self[..].find_pack(subs, scope)
+    }
+}
+
+impl FindPack for Type {
+    fn find_pack<'subs, 'prev>(
+        &'subs self,
+        subs: &'subs SubstitutionTable,
+        scope: Option<ArgScopeStack<'prev, 'subs>>,
+    ) -> ::core::result::Result<Option<usize>, fmt::Error> {
+        match *self {
+            Type::Function(ref f) => f.bare.0.find_pack(subs, scope),
+            Type::ClassEnum(ref c) => c.find_pack(subs, scope),
+            Type::Array(ArrayType::DimensionNumber(_, ref ty))
+            | Type::Array(ArrayType::NoDimension(ref ty)) => ty.find_pack(subs, scope),
+            Type::Array(ArrayType::DimensionExpression(ref e, ref ty)) => {
+                find_first_pack!(subs, scope; e, ty)
+            }
+            Type::Vector(_) => Ok(None),
+            Type::PointerToMember(ref pm) => find_first_pack!(subs, scope; pm.0, pm.1),
+            Type::TemplateParam(ref p) => p.find_pack(subs, scope),
+            Type::TemplateTemplate(ref p, ref args) => {
+                if let TemplateTemplateParamHandle::BackReference(idx) = *p {
+                    if let Some(Substitutable::TemplateTemplateParam(ref ttp)) = subs.get(idx) {
+                        if let Some(len) = ttp.0.find_pack(subs, scope)? {
+                            return Ok(Some(len));
+                        }
+                    }
+                }
+                args.find_pack(subs, scope)
+            }
+            Type::Decltype(ref d) => d.find_pack(subs, scope),
+            Type::Qualified(_, ref ty)
+            | Type::PointerTo(ref ty)
+            | Type::LvalueRef(ref ty)
+            | Type::RvalueRef(ref ty)
+            | Type::Complex(ref ty)
+            | Type::Imaginary(ref ty) => ty.find_pack(subs, scope),
+            Type::VendorExtension(_, ref args, ref ty) => find_first_pack!(subs, scope; args, ty),
+            Type::PackExpansion(_) => Ok(None),
+        }
+    }
+
+    fn is_simple_subexpr(&self, subs: &SubstitutionTable) -> bool {
+        // A class type that libiberty holds as a (qualified) name, not a
+        // template instance, a local name or a substitution of `std::`.
+        match *self {
+            Type::ClassEnum(ClassEnumType::Named(ref name)) => match *name {
+                Name::Unscoped(UnscopedName::Unqualified(_)) => true,
+                Name::Unscoped(UnscopedName::Std(_)) => true,
+                Name::Nested(NestedName::Unqualified(..)) => true,
+                _ => false,
+            },
+            _ => {
+                let _ = subs;
+                false
+            }
+        }
+    }
+}
+
+impl FindPack for ClassEnumType {
+    fn find_pack<'subs, 'prev>(
+        &'subs self,
+        subs: &'subs SubstitutionTable,
+        scope: Option<ArgScopeStack<'prev, 'subs>>,
+    ) -> ::core::result::Result<Option<usize>, fmt::Error> {
+        match *self {
+            ClassEnumType::Named(ref n)
+            | ClassEnumType::ElaboratedStruct(ref n)
+            | ClassEnumType::ElaboratedUnion(ref n)
+            | ClassEnumType::ElaboratedEnum(ref n) => n.find_pack(subs, scope),
+        }
+    }
+}
+
+impl FindPack for Name {
+    fn find_pack<'subs, 'prev>(
+        &'subs self,
+        subs: &'subs SubstitutionTable,
+        scope: Option<ArgScopeStack<'prev, 'subs>>,
+    ) -> ::core::result::Result<Option<usize>, fmt::Error> {
+        match *self {
+            Name::Nested(ref n) => n.find_pack(subs, scope),
+            Name::Unscoped(_) => Ok(None),
+            Name::UnscopedTemplate(_, ref args) => args.find_pack(subs, scope),
+            Name::Local(ref l) => l.find_pack(subs, scope),
+        }
+    }
+}
+
+impl FindPack for NestedName {
+    fn find_pack<'subs, 'prev>(
+        &'subs self,
+        subs: &'subs SubstitutionTable,
+        scope: Option<ArgScopeStack<'prev, 'subs>>,
+    ) -> ::core::result::Result<Option<usize>, fmt::Error> {
+        match *self {
+            NestedName::Unqualified(_, _, ref p, _)
+            | NestedName::UnqualifiedExplicitObject(ref p, _, _) => p.find_pack(subs, scope),
+            NestedName::Template(_, _, ref p) | NestedName::TemplateExplicitObject(ref p, _) => {
+                p.find_pack(subs, scope)
+            }
+        }
+    }
+}
+
+impl FindPack for PrefixHandle {
+    fn find_pack<'subs, 'prev>(
+        &'subs self,
+        subs: &'subs SubstitutionTable,
+        scope: Option<ArgScopeStack<'prev, 'subs>>,
+    ) -> ::core::result::Result<Option<usize>, fmt::Error> {
+        match *self {
+            PrefixHandle::BackReference(idx) => match subs.get(idx) {
+                Some(Substitutable::Prefix(p)) => p.find_pack(subs, scope),
+                _ => Ok(None),
+            },
+            PrefixHandle::NonSubstitution(NonSubstitution(idx)) => {
+                match subs.get_non_substitution(idx) {
+                    Some(Substitutable::Prefix(p)) => p.find_pack(subs, scope),
+                    _ => Ok(None),
+                }
+            }
+            PrefixHandle::WellKnown(_) => Ok(None),
+        }
+    }
+}
+
+impl FindPack for Prefix {
+    fn find_pack<'subs, 'prev>(
+        &'subs self,
+        subs: &'subs SubstitutionTable,
+        scope: Option<ArgScopeStack<'prev, 'subs>>,
+    ) -> ::core::result::Result<Option<usize>, fmt::Error> {
+        match *self {
+            Prefix::Unqualified(_) => Ok(None),
+            Prefix::Nested(ref p, _) | Prefix::DataMember(ref p, _) => p.find_pack(subs, scope),
+            Prefix::Template(ref p, ref args) => find_first_pack!(subs, scope; p, args),
+            Prefix::TemplateParam(ref p) => p.find_pack(subs, scope),
+            Prefix::Decltype(ref d) => d.find_pack(subs, scope),
+        }
+    }
+}
+
+impl FindPack for LocalName {
+    fn find_pack<'subs, 'prev>(
+        &'subs self,
+        subs: &'subs SubstitutionTable,
+        scope: Option<ArgScopeStack<'prev, 'subs>>,
+    ) -> ::core::result::Result<Option<usize>, fmt::Error> {
+        // libiberty looks into the function (its template arguments and
+        // parameters), not into a lambda or a plain name.
+        match *self {
+            LocalName::Relative(ref enc, ref name, _) => find_first_pack!(subs, scope; enc, name),
+            LocalName::Default(ref enc, _, ref name) => find_first_pack!(subs, scope; enc, name),
+        }
+    }
+}
+
+impl FindPack for Encoding {
+    fn find_pack<'subs, 'prev>(
+        &'subs self,
+        subs: &'subs SubstitutionTable,
+        scope: Option<ArgScopeStack<'prev, 'subs>>,
+    ) -> ::core::result::Result<Option<usize>, fmt::Error> {
+        match *self {
+            Encoding::Function(ref name, ref ty) => find_first_pack!(subs, scope; name, ty.0),
+            Encoding::Data(ref name) => name.find_pack(subs, scope),
+            Encoding::Special(_) => Ok(None),
+        }
+    }
+}
+
+impl FindPack for TemplateArgs {
+    fn find_pack<'subs, 'prev>(
+        &'subs self,
+        subs: &'subs SubstitutionTable,
+        scope: Option<ArgScopeStack<'prev, 'subs>>,
+    ) -> ::core::result::Result<Option<usize>, fmt::Error> {
+        self.0.find_pack(subs, scope)
+    }
+}
+
+impl FindPack for TemplateArg {
+    fn find_pack<'subs, 'prev>(
+        &'subs self,
+        subs: &'subs SubstitutionTable,
+        scope: Option<ArgScopeStack<'prev, 'subs>>,
+    ) -> ::core::result::Result<Option<usize>, fmt::Error> {
+        match *self {
+            TemplateArg::Type(ref ty) => ty.find_pack(subs, scope),
+            TemplateArg::Expression(ref e) => e.find_pack(subs, scope),
+            TemplateArg::SimpleExpression(ref e) => e.find_pack(subs, scope),
+            TemplateArg::ArgPack(ref args) => args.find_pack(subs, scope),
+        }
+    }
+}
+
+impl FindPack for Decltype {
+    fn find_pack<'subs, 'prev>(
+        &'subs self,
+        subs: &'subs SubstitutionTable,
+        scope: Option<ArgScopeStack<'prev, 'subs>>,
+    ) -> ::core::result::Result<Option<usize>, fmt::Error> {
+        match *self {
+            Decltype::IdExpression(ref e) | Decltype::Expression(ref e) => e.find_pack(subs, scope),
+        }
+    }
+}
+
+impl FindPack for ExprPrimary {
+    fn find_pack<'subs, 'prev>(
+        &'subs self,
+        subs: &'subs SubstitutionTable,
+        scope: Option<ArgScopeStack<'prev, 'subs>>,
+    ) -> ::core::result::Result<Option<usize>, fmt::Error> {
+        match *self {
+            ExprPrimary::Literal(ref ty, _, _) => ty.find_pack(subs, scope),
+            ExprPrimary::External(_) => Ok(None),
+        }
+    }
+}
+
+impl FindPack for Expression {
+    fn find_pack<'subs, 'prev>(
+        &'subs self,
+        subs: &'subs SubstitutionTable,
+        scope: Option<ArgScopeStack<'prev, 'subs>>,
+    ) -> ::core::result::Result<Option<usize>, fmt::Error> {
+        match *self {
+            Expression::Unary(_, ref e)
+            | Expression::PrefixInc(ref e)
+            | Expression::PrefixDec(ref e)
+            | Expression::Delete(ref e)
+            | Expression::GlobalDelete(ref e)
+            | Expression::DeleteArray(ref e)
+            | Expression::GlobalDeleteArray(ref e)
+            | Expression::TypeidExpr(ref e)
+            | Expression::SizeofExpr(ref e)
+            | Expression::AlignofExpr(ref e)
+            | Expression::Noexcept(ref e)
+            | Expression::Throw(ref e)
+            | Expression::Member(ref e, _)
+            | Expression::DerefMember(ref e, _) => e.find_pack(subs, scope),
+            Expression::Binary(_, ref a, ref b) | Expression::PointerToMember(ref a, ref b) => {
+                find_first_pack!(subs, scope; a, b)
+            }
+            Expression::Ternary(_, ref a, ref b, ref c) => find_first_pack!(subs, scope; a, b, c),
+            Expression::Call(ref f, ref args) => find_first_pack!(subs, scope; f, args),
+            Expression::ConversionOne(ref ty, ref e)
+            | Expression::DynamicCast(ref ty, ref e)
+            | Expression::StaticCast(ref ty, ref e)
+            | Expression::ConstCast(ref ty, ref e)
+            | Expression::ReinterpretCast(ref ty, ref e) => find_first_pack!(subs, scope; ty, e),
+            Expression::ConversionMany(ref ty, ref es)
+            | Expression::ConversionBraced(ref ty, ref es) => find_first_pack!(subs, scope; ty, es),
+            Expression::BracedInitList(ref es) => es.find_pack(subs, scope),
+            Expression::TypeidType(ref ty)
+            | Expression::SizeofType(ref ty)
+            | Expression::AlignofType(ref ty) => ty.find_pack(subs, scope),
+            Expression::TemplateParam(ref p) => p.find_pack(subs, scope),
+            Expression::Primary(ref p) => p.find_pack(subs, scope),
+            _ => Ok(None),
+        }
+    }
+
+    fn is_simple_subexpr(&self, _subs: &SubstitutionTable) -> bool {
+        // `d_print_subexpr`'s plain names: a function parameter, a
+        // qualified or unqualified name.
+        match *self {
+            Expression::FunctionParam(_) => true,
+            Expression::UnresolvedName(UnresolvedName::Name(BaseUnresolvedName::Name(
+                SimpleId(_, None),
+            ))) => true,
+            Expression::UnresolvedName(UnresolvedName::Nested1(..))
+            | Expression::UnresolvedName(UnresolvedName::Nested2(..))
+            | Expression::UnresolvedName(UnresolvedName::GlobalNested2(..)) => true,
+            _ => false,
+        }
     }
 }
 
@@ -5510,7 +6205,28 @@ impl Parse for TemplateArgs {
 
         let tail = consume(b"I", input)?;
 
-        let (args, tail) = one_or_more::<TemplateArg>(ctx, subs, tail)?;
+        // Nor is a name inside template arguments (`d_template_args_1`).
+        let last_name = ctx.last_name.get();
+        let result = TemplateArgs::parse_args(ctx, subs, tail);
+        ctx.last_name.set(last_name);
+        result
+    }
+}
+
+impl TemplateArgs {
+    fn parse_args<'a, 'b>(
+        ctx: &'a ParseContext,
+        subs: &'a mut SubstitutionTable,
+        tail: IndexStr<'b>,
+    ) -> Result<(TemplateArgs, IndexStr<'b>)> {
+        // libiberty reads an empty list (`IE`, as GCC mangles a template
+        // whose arguments are all defaulted empty packs: folly's
+        // `invoke_detail::traits<F const&>::result<>`).
+        let (args, tail) = if tail.peek() == Some(b'E') {
+            (vec![], tail)
+        } else {
+            one_or_more::<TemplateArg>(ctx, subs, tail)?
+        };
         let tail = consume(b"E", tail)?;
         Ok((TemplateArgs(args), tail))
     }
@@ -5653,7 +6369,6 @@ where
             TemplateArg::Expression(ref expr) => expr.demangle(ctx, scope),
             TemplateArg::SimpleExpression(ref expr) => expr.demangle(ctx, scope),
             TemplateArg::ArgPack(ref args) => {
-                ctx.is_template_argument_pack = true;
                 let mut need_comma = false;
                 for arg in &args[..] {
                     if need_comma {
@@ -6235,6 +6950,24 @@ where
                 expr.demangle_as_subexpr(ctx, scope)?;
                 op.demangle(ctx, scope)
             }
+            Expression::Unary(OperatorName::Simple(SimpleOperatorName::AddressOf), ref expr)
+                if expr.is_qualified_function_name() =>
+            {
+                // libiberty does not print the parameters of a function
+                // whose address is taken when its name is a plain
+                // qualified name (`&a::f`, not `&a::f(int)`; a template,
+                // an unqualified or a cv-qualified name keeps them).
+                write!(ctx, "&")?;
+                let name = match **expr {
+                    Expression::Primary(ExprPrimary::External(ref name)) => name,
+                    _ => unreachable!("is_qualified_function_name"),
+                };
+                let saved_show_params = ctx.show_params;
+                ctx.show_params = false;
+                let ret = name.demangle(ctx, scope);
+                ctx.show_params = saved_show_params;
+                ret
+            }
             Expression::Unary(ref op, ref expr) => {
                 op.demangle(ctx, scope)?;
                 expr.demangle_as_subexpr(ctx, scope)
@@ -6560,9 +7293,7 @@ where
                 Ok(())
             }
             Expression::PackExpansion(ref pack) => {
-                pack.demangle_as_subexpr(ctx, scope)?;
-                write!(ctx, "...")?;
-                Ok(())
+                demangle_pack_expansion(ctx, scope, &**pack, &**pack)
             }
             Expression::Throw(ref expr) => {
                 write!(ctx, "throw ")?;
@@ -6579,6 +7310,22 @@ where
 }
 
 impl Expression {
+    /// Whether this is an external function name (`L_Z ... E`) whose name
+    /// is a qualified name without template arguments or cv-qualifiers: a
+    /// `DEMANGLE_COMPONENT_QUAL_NAME` in libiberty.
+    fn is_qualified_function_name(&self) -> bool {
+        match *self {
+            Expression::Primary(ExprPrimary::External(MangledName::Encoding(
+                Encoding::Function(
+                    Name::Nested(NestedName::Unqualified(ref cv, None, Some(_), _)),
+                    _,
+                ),
+                _,
+            ))) => cv.is_empty(),
+            _ => false,
+        }
+    }
+
     fn demangle_as_subexpr<'subs, 'prev, 'ctx, W>(
         &'subs self,
         ctx: &'ctx mut DemangleContext<'subs, W>,
@@ -6588,7 +7335,13 @@ impl Expression {
         W: 'subs + DemangleWrite,
     {
         let needs_parens = match *self {
-            Expression::FunctionParam(_) | Expression::Primary(ExprPrimary::External(_)) => false,
+            Expression::FunctionParam(_) => false,
+            // libiberty's `d_print_subexpr`: a plain or qualified name is
+            // bare, a function with its parameters is not (`&(f(int))`).
+            Expression::Primary(ExprPrimary::External(MangledName::Encoding(
+                Encoding::Data(ref name),
+                _,
+            ))) => !name.is_plain_name(),
             _ => true,
         };
 
@@ -6673,6 +7426,23 @@ impl Parse for UnresolvedName {
             let tail = consume(b"E", tail)?;
             let (name, tail) = BaseUnresolvedName::parse(ctx, subs, tail)?;
             return Ok((UnresolvedName::Nested1(ty, levels, name), tail));
+        }
+
+        if tail.peek() == Some(b'S') {
+            // libiberty reads a whole `<type>` after `sr` unless a simple id
+            // follows (the old `sr <type> <base-unresolved-name>` mangling,
+            // `d_unresolved_name`), so a class template of `std::` with its
+            // arguments is the qualifier: `srSt7is_sameIT_T0_E5value` is
+            // `std::is_same<T, U>::value`, as GCC mangles it. A substitution
+            // is a type too (followed by template arguments or not).
+            let (ty, tail) = TypeHandle::parse(ctx, subs, tail)?;
+            let ty = match ty {
+                TypeHandle::BackReference(idx) => UnresolvedTypeHandle::BackReference(idx),
+                TypeHandle::WellKnown(wk) => UnresolvedTypeHandle::WellKnown(wk),
+                _ => return Err(error::Error::UnexpectedText),
+            };
+            let (name, tail) = BaseUnresolvedName::parse(ctx, subs, tail)?;
+            return Ok((UnresolvedName::Nested1(ty, vec![], name), tail));
         }
 
         if let Ok((ty, tail)) = try_recurse!(UnresolvedTypeHandle::parse(ctx, subs, tail)) {
@@ -7112,10 +7882,15 @@ where
 
         match *self {
             ExprPrimary::External(ref name) => {
+                // A function named in an expression is printed whole, its
+                // return type (a template's) included, as libiberty does.
                 let saved_show_params = ctx.show_params;
+                let saved_show_return_type = ctx.show_return_type;
                 ctx.show_params = true;
+                ctx.show_return_type = true;
                 let ret = name.demangle(ctx, scope);
                 ctx.show_params = saved_show_params;
+                ctx.show_return_type = saved_show_return_type;
                 ret
             }
             ExprPrimary::Literal(
@@ -7130,11 +7905,20 @@ where
                     write_literal(ctx, start, end)
                 }
             },
+            // libiberty reads `LDnE` as the type alone (`d_expr_primary`),
+            // printed `decltype(nullptr)`, and `LDn0E` as a cast.
             ExprPrimary::Literal(
                 TypeHandle::Builtin(BuiltinType::Standard(StandardBuiltinType::Nullptr)),
-                _,
-                _,
-            ) => write!(ctx, "nullptr"),
+                start,
+                end,
+            ) => {
+                if start == end {
+                    write!(ctx, "decltype(nullptr)")
+                } else {
+                    write!(ctx, "(decltype(nullptr))")?;
+                    write_literal(ctx, start, end)
+                }
+            }
             ExprPrimary::Literal(
                 ref ty @ TypeHandle::Builtin(BuiltinType::Standard(StandardBuiltinType::Double)),
                 start,
@@ -7310,7 +8094,11 @@ where
         let ctx = try_begin_demangle!(self, ctx, scope);
 
         let saved_show_params = ctx.show_params;
+        let saved_show_return_type = ctx.show_return_type;
         ctx.show_params = true;
+        // libiberty elides the return type of the function a local name is
+        // in (`d_local_name`): `g<int>(int&&)::{lambda()#1}`.
+        ctx.show_return_type = false;
         let ret = match *self {
             LocalName::Relative(ref encoding, Some(ref name), _) => {
                 encoding.demangle(ctx, scope)?;
@@ -7323,9 +8111,16 @@ where
                 write!(ctx, "::string literal")?;
                 Ok(())
             }
-            LocalName::Default(ref encoding, _, _) => encoding.demangle(ctx, scope),
+            LocalName::Default(ref encoding, param, ref name) => {
+                // libiberty numbers default arguments from the last
+                // parameter, 1 for `d_`, 2 for `d0_`.
+                encoding.demangle(ctx, scope)?;
+                write!(ctx, "::{{default arg#{}}}::", param.map_or(1, |n| n + 2))?;
+                name.demangle(ctx, scope)
+            }
         };
         ctx.show_params = saved_show_params;
+        ctx.show_return_type = saved_show_return_type;
         ret
     }
 }
@@ -7633,6 +8428,9 @@ impl Parse for Substitution {
         try_begin_parse!("Substitution", ctx, input);
 
         if let Ok((well_known, tail)) = try_recurse!(WellKnownComponent::parse(ctx, subs, input)) {
+            if let Some(name) = well_known.class_name() {
+                ctx.last_name.set(Some(CtorDtorLastName::Std(name)));
+            }
             return Ok((Substitution::WellKnown(well_known), tail));
         }
 
@@ -7663,9 +8461,42 @@ define_vocabulary! {
         StdAllocator (b"Sa", "std::allocator"),
         StdString1   (b"Sb", "std::basic_string"),
         StdString2   (b"Ss", "std::string"),
-        StdIstream   (b"Si", "std::basic_istream<char, std::char_traits<char> >"),
+        StdIstream   (b"Si", "std::istream"),
         StdOstream   (b"So", "std::ostream"),
-        StdIostream  (b"Sd", "std::basic_iostream<char, std::char_traits<char> >")
+        StdIostream  (b"Sd", "std::iostream")
+    }
+}
+
+impl WellKnownComponent {
+    /// The class name that a constructor or destructor of this standard
+    /// substitution takes (libiberty's `set_last_name`).
+    fn class_name(&self) -> Option<&'static str> {
+        match *self {
+            WellKnownComponent::Std => None,
+            WellKnownComponent::StdAllocator => Some("allocator"),
+            WellKnownComponent::StdString1 | WellKnownComponent::StdString2 => Some("basic_string"),
+            WellKnownComponent::StdIstream => Some("basic_istream"),
+            WellKnownComponent::StdOstream => Some("basic_ostream"),
+            WellKnownComponent::StdIostream => Some("basic_iostream"),
+        }
+    }
+
+    /// The full name libiberty prints for this standard substitution as the
+    /// prefix of a constructor or destructor (`d_substitution`'s `verbose`
+    /// case): `std::basic_ostream<char, std::char_traits<char> >::
+    /// ~basic_ostream`, not `std::ostream::~ostream`.
+    fn full_name(&self) -> &'static str {
+        match *self {
+            WellKnownComponent::Std => "std",
+            WellKnownComponent::StdAllocator => "std::allocator",
+            WellKnownComponent::StdString1 => "std::basic_string",
+            WellKnownComponent::StdString2 => {
+                "std::basic_string<char, std::char_traits<char>, std::allocator<char> >"
+            }
+            WellKnownComponent::StdIstream => "std::basic_istream<char, std::char_traits<char> >",
+            WellKnownComponent::StdOstream => "std::basic_ostream<char, std::char_traits<char> >",
+            WellKnownComponent::StdIostream => "std::basic_iostream<char, std::char_traits<char> >",
+        }
     }
 }
 
@@ -7706,9 +8537,9 @@ where
             }
             WellKnownComponent::StdAllocator => write!(ctx, "allocator"),
             WellKnownComponent::StdString1 => write!(ctx, "basic_string"),
-            WellKnownComponent::StdString2 => write!(ctx, "string"),
+            WellKnownComponent::StdString2 => write!(ctx, "basic_string"),
             WellKnownComponent::StdIstream => write!(ctx, "basic_istream"),
-            WellKnownComponent::StdOstream => write!(ctx, "ostream"),
+            WellKnownComponent::StdOstream => write!(ctx, "basic_ostream"),
             WellKnownComponent::StdIostream => write!(ctx, "basic_iostream"),
         }
     }
@@ -9895,10 +10726,15 @@ mod tests {
                         b"...",
                         []
                     }
+                    // Empty, as libiberty reads it.
+                    b"IE..." => {
+                        TemplateArgs(vec![]),
+                        b"...",
+                        []
+                    }
                 }
                 Err => {
                     b"zzz" => Error::UnexpectedText,
-                    b"IE" => Error::UnexpectedText,
                     b"IS_" => Error::UnexpectedEnd,
                     b"I" => Error::UnexpectedEnd,
                     b"" => Error::UnexpectedEnd,
@@ -11722,7 +12558,7 @@ mod tests {
                     b".."
                 }
                 b"C1.." => {
-                    UnqualifiedName::CtorDtor(CtorDtorName::CompleteConstructor(None), AbiTags::default()),
+                    UnqualifiedName::CtorDtor(CtorDtorName::CompleteConstructor(None), AbiTags::default(), None),
                     b".."
                 }
                 b"10abcdefghij..." => {
@@ -11742,10 +12578,6 @@ mod tests {
                             ]),
                             None),
                         AbiTags::default()),
-                    b"..."
-                }
-                b"Ut5_..." => {
-                    UnqualifiedName::UnnamedType(UnnamedTypeName(Some(5)), AbiTags::default()),
                     b"..."
                 }
                 b"L3foo_0..." => {
@@ -11794,7 +12626,8 @@ mod tests {
                                     end: 5,
                                 },
                             ),
-                        )])
+                        )]),
+                        None,
                     ),
                     b".."
                 }
@@ -11842,30 +12675,6 @@ mod tests {
                                 },
                             ),
                         )])
-                    ),
-                    b"..."
-                }
-                b"Ut5_B1QB2lp..." => {
-                    UnqualifiedName::UnnamedType(
-                        UnnamedTypeName(Some(5)),
-                        AbiTags(vec![
-                            AbiTag(
-                                SourceName(
-                                    Identifier {
-                                        start: 6,
-                                        end: 7,
-                                    },
-                                ),
-                            ),
-                            AbiTag(
-                                SourceName(
-                                    Identifier {
-                                        start: 9,
-                                        end: 11,
-                                    },
-                                ),
-                            ),
-                        ])
                     ),
                     b"..."
                 }
@@ -11925,6 +12734,59 @@ mod tests {
         });
     }
 
+    #[test]
+    fn parse_unnamed_type_is_a_substitution() {
+        // libiberty's `d_unnamed_type` makes the unnamed type alone a
+        // substitution candidate, before any ABI tags.
+        assert_parse!(UnqualifiedName {
+            with subs [] => {
+                Ok => {
+                    b"Ut5_..." => {
+                        UnqualifiedName::UnnamedType(UnnamedTypeName(Some(5)), AbiTags::default()),
+                        b"...",
+                        [
+                            Substitutable::Prefix(Prefix::Unqualified(UnqualifiedName::UnnamedType(
+                                UnnamedTypeName(Some(5)),
+                                AbiTags::default(),
+                            )))
+                        ]
+                    }
+                b"Ut5_B1QB2lp..." => {
+                    UnqualifiedName::UnnamedType(
+                        UnnamedTypeName(Some(5)),
+                        AbiTags(vec![
+                            AbiTag(
+                                SourceName(
+                                    Identifier {
+                                        start: 6,
+                                        end: 7,
+                                    },
+                                ),
+                            ),
+                            AbiTag(
+                                SourceName(
+                                    Identifier {
+                                        start: 9,
+                                        end: 11,
+                                    },
+                                ),
+                            ),
+                        ])
+                    ),
+                    b"...",
+                    [
+                        Substitutable::Prefix(Prefix::Unqualified(UnqualifiedName::UnnamedType(
+                            UnnamedTypeName(Some(5)),
+                            AbiTags::default(),
+                        )))
+                    ]
+                }
+                }
+                Err => {
+                }
+            }
+        });
+    }
     #[test]
     fn parse_unnamed_type_name() {
         assert_parse!(UnnamedTypeName {

@@ -441,3 +441,135 @@ substitutions = {:#?}",
         Ok((symbol, tail.into()))
     }
 }
+
+/// Names that libiberty (binutils' `c++filt`, and perf through it) prints in
+/// its own way, each checked against `c++filt -i` 2.40; the comments say
+/// what libiberty does.
+#[cfg(test)]
+mod libiberty_tests {
+    use super::{BorrowedSymbol, DemangleOptions};
+    use alloc::string::String;
+
+    fn demangle(name: &str) -> Option<String> {
+        let sym = BorrowedSymbol::new(name.as_bytes()).ok()?;
+        sym.demangle_with_options(&DemangleOptions::new()).ok()
+    }
+
+    fn check(name: &str, expected: &str) {
+        assert_eq!(demangle(name).as_deref(), Some(expected), "{}", name);
+    }
+
+    #[test]
+    fn pointer_to_member_class_is_a_name_of_its_own() {
+        // A reference to a pointer to member function, and one that is the
+        // return type of a function type: the class, then `::*`, then what
+        // applies to the pointer.
+        check("_Z1fIRM1AFvvEEvv", "void f<void (A::*&)()>()");
+        check(
+            "_Z1fISt5_BindIFM1AFviEPS0_iEEEvv",
+            "void f<std::_Bind<void (A::*(std::_Bind*, int))(int)> >()",
+        );
+    }
+
+    #[test]
+    fn pack_expansion_repeats_its_pattern() {
+        // `d_print_comp`'s pack expansion: the pattern once per element of
+        // the pack it names (`long&&`, and `int& &&` collapsed to `int&`).
+        check("_Z1fIJRilEEvDpOT_", "void f<int&, long>(int&, long&&)");
+        // No pack: the pattern in parentheses and `...`.
+        check("_Z1fIiEvDpT_", "void f<int>((int)...)");
+    }
+
+    #[test]
+    fn reference_to_template_parameter_keeps_its_first_scope() {
+        // `S2_` (`T_&&`, first printed in g's parameters) names g's `int`
+        // in h's parameters too: libiberty's saved scopes.
+        check(
+            "_Z1hIZ1gIiEvOT_EUlvE_EvS2_",
+            "void h<g<int>(int&&)::{lambda()#1}>(int&&)",
+        );
+    }
+
+    #[test]
+    fn node_printed_inside_two_prints_of_itself_fails() {
+        // Velox: `SR_` (`T_&`) in the parameters of nested local functions,
+        // each time naming the next closure type; libiberty's `d_printing`
+        // guard refuses the third print and the name stays mangled.
+        let name = "_ZN8facebook5velox4bits10forEachBitIZNS0_4exec7EvalCtx22applyToSelectedNoThrowIZNKS3_21SimpleFunctionAdapterINS0_4core9UDFHolderINS0_9functions11ChrFunctionINS3_10VectorExecEEESB_NS0_7VarcharENS0_15ConstantCheckerIJlEEEJlEEEE8applyUdfIZNKSH_7iterateIJNS3_12VectorReaderIlEEEEEvRNSH_12ApplyContextEDpRT_EUlRT_RT0_T1_E1_EEvSN_SR_EUlSR_E_ZNKSI_ISW_EEvSN_SR_EUlSR_E0_EEvRKNS0_17SelectivityVectorESR_ST_EUlSR_E_EEvPKmiibSR_";
+        assert_eq!(demangle(name), None);
+    }
+
+    #[test]
+    fn sr_with_a_class_template_of_std() {
+        // `d_unresolved_name` reads a whole type after `sr`.
+        check(
+            "_Z1fIiENSt9enable_ifIXsrSt7is_sameIT_iE5valueEvE4typeEv",
+            "std::enable_if<std::is_same<int, int>::value, void>::type f<int>()",
+        );
+    }
+
+    #[test]
+    fn empty_template_argument_list() {
+        check("_ZN1a1bIEEvv", "void a::b<>()");
+    }
+
+    #[test]
+    fn constructor_takes_the_last_source_name() {
+        // `di->last_name`: the closure's destructor is named after the
+        // last source name read, the function's parameter type.
+        check("_ZZ1fN1a1bEENUlvE_D1Ev", "f(a::b)::{lambda()#1}::~b()");
+        // A standard substitution before a constructor or destructor is
+        // printed in full (`d_substitution`'s verbose case).
+        let thunk = demangle("_ZTv0_n24_NSoD1Ev").unwrap();
+        assert!(
+            thunk.ends_with(
+                ", std::basic_ostream<char, std::char_traits<char> >::~basic_ostream())}"
+            ),
+            "{}",
+            thunk
+        );
+        check("_ZNSt8ios_base4InitC1Ev", "std::ios_base::Init::Init()");
+        check("_Z1fRSd", "f(std::iostream&)");
+        // A constructor template has no return type to skip.
+        check("_ZN1AC2IiEET_", "A::A<int>(int)");
+    }
+
+    #[test]
+    fn address_of_a_function() {
+        // `&` of a qualified function name drops its parameters; any other
+        // function is printed whole, in parentheses.
+        check("_Z1fIXadL_ZN1a1bEvEEEvv", "void f<&a::b>()");
+        check("_Z1fIXadL_Z1bvEEEvv", "void f<&(b())>()");
+    }
+
+    #[test]
+    fn function_type_returning_a_class() {
+        // A space before the parameters of every function type.
+        check("_Z1fIFN1a1bEvEEvv", "void f<a::b ()>()");
+    }
+
+    #[test]
+    fn nullptr_template_argument() {
+        // `LDnE` is the type alone in libiberty.
+        check("_Z1fILDnEEvv", "void f<decltype(nullptr)>()");
+    }
+
+    #[test]
+    fn default_argument_scope() {
+        check(
+            "_ZZ1fvEd_NKUlvE_clEv",
+            "f()::{default arg#1}::{lambda()#1}::operator()() const",
+        );
+    }
+
+    #[test]
+    fn unnamed_types() {
+        // `d_unnamed_type` makes the unnamed type alone a substitution;
+        // `Ut0_` is the second.
+        check(
+            "_Z1fIN1aUt_EEvS1_",
+            "void f<a::{unnamed type#1}>({unnamed type#1})",
+        );
+        check("_ZN1aUt0_C1Ev", "a::{unnamed type#2}::a()");
+    }
+}

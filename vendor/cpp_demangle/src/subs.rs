@@ -38,13 +38,24 @@ where
         ctx: &'ctx mut ast::DemangleContext<'subs, W>,
         scope: Option<ast::ArgScopeStack<'prev, 'subs>>,
     ) -> fmt::Result {
-        match *self {
+        // Every use of a substitution prints this one node, as in libiberty
+        // (see `DemangleContext::enter_shared`).
+        // A type is known by the address of its `Type` (see
+        // `Type::use_saved_scope`), anything else by this entry's.
+        let node = match *self {
+            Substitutable::Type(ref ty) => ty as *const ast::Type as usize,
+            _ => self as *const Substitutable as usize,
+        };
+        ctx.enter_shared(node)?;
+        let ret = match *self {
             Substitutable::UnscopedTemplateName(ref name) => name.demangle(ctx, scope),
             Substitutable::Type(ref ty) => ty.demangle(ctx, scope),
             Substitutable::TemplateTemplateParam(ref ttp) => ttp.demangle(ctx, scope),
             Substitutable::UnresolvedType(ref ty) => ty.demangle(ctx, scope),
             Substitutable::Prefix(ref prefix) => prefix.demangle(ctx, scope),
-        }
+        };
+        ctx.exit_shared();
+        ret
     }
 }
 
