@@ -30,7 +30,7 @@ mod cmd;
 
 Exit status (every subcommand): 0 done; 1 some work failed or was refused
 while the rest was done; 2 bad usage or unreadable input; 3-5 `nsys collect`
-outcomes; 3 `trend --fail-on-regression`: a regression, 6: nothing to judge. `jobprof COMMAND --help` gives each command's examples."
+outcomes; 3 `trend --fail-on-regression`: a regression, 6: nothing to judge or no test possible. `jobprof COMMAND --help` gives each command's examples."
 )]
 struct Cli {
     #[command(subcommand)]

@@ -115,6 +115,40 @@ fn the_top_level_help_lists_commands_in_workflow_order_one_line_each() {
     assert!(trend.contains("Benjamini-Hochberg adjusted"), "{trend}");
 }
 
+/// Issue 58, item 8: the words agree with the program. `jobprof --help`
+/// said `render` writes "speedscope or text" while `--format text` was
+/// refused: every output `render`'s line names is one `--format` takes.
+/// `process --help` said it symbolizes with `perf script`; the native
+/// symbolizer is the default.
+#[test]
+fn the_help_says_what_the_program_does() {
+    let help = stdout(&run(&["--help"]));
+    let line = help
+        .lines()
+        .find(|l| l.trim_start().starts_with("render "))
+        .unwrap_or_else(|| panic!("{help}"));
+    let said = line.split(" as a flamegraph").nth(1).unwrap_or("");
+    let words: Vec<&str> = said
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty() && !["or", "SVG", "offline", "HTML"].contains(w))
+        .collect();
+    assert!(!words.is_empty(), "{line}");
+    for w in words {
+        let o = run_stdin(&["render", "--format", w], b"main;f 1\n");
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "`jobprof --help` says render writes {w}: {}",
+            stderr(&o)
+        );
+    }
+    let process = stdout(&run(&["process", "--help"]));
+    assert!(
+        process.contains("native symbolizer") && !process.contains("shards with `perf script` at"),
+        "{process}"
+    );
+}
+
 #[test]
 fn completions_for_each_shell() {
     for (shell, marker) in [
@@ -244,7 +278,7 @@ fn fold_takes_inferno_nthreads() {
     let text = b"w 1 1.0: 5 cpu-clock:\n\tffff main (/bin/w)\n\n";
     let out = run_stdin(&["fold", "--nthreads", "1"], text);
     assert_eq!(out.status.code(), Some(0), "{}", util::output_text(&out));
-    assert_eq!(stdout(&out), "w;main 5\n");
+    assert_eq!(stdout(&out), "# counts: ns\nw;main 5\n");
 }
 
 #[test]

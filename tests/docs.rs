@@ -295,6 +295,71 @@ fn run_block(script: &str, dir: &Path, path: &str, home: &Path, worker: u32) -> 
     Err(format!("{status}\n{text}"))
 }
 
+/// Issue 58, item 3: after the README's first command (`cargo run
+/// --release -- process ...`) the Quick start types `jobprof`, which was
+/// on no PATH: the binary is in `target/<host triple>/release/`
+/// (.cargo/config.toml builds for the host as an explicit target), and
+/// `target/release/jobprof` does not exist. In a fresh checkout `x` whose
+/// `target/<triple>/release/` holds what that command builds (this build's
+/// binaries: cargo puts a release build beside the test's
+/// `target/<triple>/debug/`), with no `jobprof` on PATH, the README's
+/// blocks after the first run as written, in one shell as a reader types
+/// them: the block right after the first command puts `jobprof` on PATH,
+/// and the Quick start runs.
+#[test]
+fn the_readme_quick_start_runs_as_written_after_the_first_command() {
+    if !util::require(
+        util::perf_can_record() && util::have("gcc"),
+        "perf that can record and gcc, for the README's perf record example",
+    ) {
+        return;
+    }
+    let text = fs::read_to_string(util::repo_root().join("README.md")).unwrap();
+    let all = blocks("README.md", &text);
+    assert!(
+        all[0]
+            .script
+            .starts_with("cargo run --release -- process fixtures/result_dir_demo"),
+        "the README's first command: {}",
+        all[0].script
+    );
+    assert!(
+        all[1].not_run.is_none() && all[1].script.contains("release:$PATH"),
+        "the block after the first command does not put `jobprof` on PATH: {:?}",
+        all[1]
+    );
+    let scratch = tempfile::tempdir().unwrap();
+    let data = recording(scratch.path());
+    let x = scratch.path().join("x");
+    let debug = Path::new(env!("CARGO_BIN_EXE_jobprof")).parent().unwrap();
+    assert_eq!(debug.file_name().unwrap(), "debug", "{}", debug.display());
+    let triple = debug.parent().unwrap().file_name().unwrap();
+    let release = x.join("target").join(triple).join("release");
+    fs::create_dir_all(&release).unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_jobprof"), release.join("jobprof")).unwrap();
+    std::os::unix::fs::symlink(util::recorder(), release.join("jobprof-record")).unwrap();
+    reader_files(&x, &data, None);
+    let path: Vec<String> = std::env::var("PATH")
+        .unwrap_or_default()
+        .split(':')
+        .filter(|d| !Path::new(d).join("jobprof").exists())
+        .map(str::to_string)
+        .collect();
+    let home = scratch.path().join("home");
+    fs::create_dir_all(&home).unwrap();
+    let mut script = String::from("! command -v jobprof >/dev/null\n");
+    for b in all[1..].iter().filter(|b| b.not_run.is_none()) {
+        script.push_str(&format!("# {}\n{}\n", b.at, b.script));
+    }
+    script.push_str("command -v jobprof > .where\n");
+    if let Err(e) = run_block(&script, &x, &path.join(":"), &home, std::process::id()) {
+        panic!("the README as written, in {}: {e}\n{script}", x.display());
+    }
+    let found = fs::read_to_string(x.join(".where")).unwrap();
+    assert_eq!(Path::new(found.trim()), release.join("jobprof"));
+    assert!(x.join("perf.data.jobprof/flamegraph.html").is_file());
+}
+
 #[test]
 fn every_command_block_of_the_docs_runs_or_says_why_not() {
     if !util::require(

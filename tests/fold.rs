@@ -473,7 +473,10 @@ fn cli_folds_file_to_stdout_and_output_file() {
     let input = write_tmp(dir.path(), "in.txt", SMALL.as_bytes());
     let out = jobprof().arg("fold").arg(&input).output().unwrap();
     assert!(out.status.success());
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "w;main;f 10\n");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "# counts: ns\nw;main;f 10\n"
+    );
     let dest = dir.path().join("out.folded");
     let st = jobprof()
         .args(["fold", "-o"])
@@ -482,7 +485,10 @@ fn cli_folds_file_to_stdout_and_output_file() {
         .status()
         .unwrap();
     assert!(st.success());
-    assert_eq!(std::fs::read_to_string(&dest).unwrap(), "w;main;f 10\n");
+    assert_eq!(
+        std::fs::read_to_string(&dest).unwrap(),
+        "# counts: ns\nw;main;f 10\n"
+    );
 }
 
 #[test]
@@ -516,7 +522,7 @@ fn cli_output_to_a_fifo_is_written_in_place_not_replaced() {
         .unwrap()
         .file_type()
         .is_fifo());
-    assert_eq!(reader.join().unwrap(), "w;main;f 10\n");
+    assert_eq!(reader.join().unwrap(), "# counts: ns\nw;main;f 10\n");
 }
 
 #[test]
@@ -574,7 +580,10 @@ fn cli_merges_shards_and_reads_gzip_zstd_and_stdin() {
         .unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "w;main;f 30\n");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "# counts: ns\nw;main;f 30\n"
+    );
 }
 
 /// A perf.data is symbolized natively (tests/perf_data.rs); a damaged one
@@ -764,7 +773,10 @@ fn cli_capture_cut_mid_line_folds_what_is_complete() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "w;g 5\nw;main;f 10\n");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "# counts: ns\nw;g 5\nw;main;f 10\n"
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("cut.txt:7") && err.contains("mid-line"),

@@ -18,6 +18,7 @@ mod jit;
 mod job;
 mod layout;
 mod legacy;
+mod names;
 mod native;
 mod nsys;
 mod offcpu;

@@ -385,6 +385,126 @@ fn the_input_is_never_modified_and_outputs_go_beside_it_or_to_o() {
     assert_eq!(hashes(t.path()), before, "the inputs changed");
 }
 
+/// Issue 58, item 6: the advice fits what is wrong. A capture recorded
+/// without `-g` has no call graph (it was "93.4% truncated ... a frame
+/// pointer led nowhere ... -fno-omit-frame-pointer"); a perf.data cut short
+/// is truncated (it was "ran for less than one sampling period ... raise
+/// --frequency"); a `.qdstrm` is converted with `QdstrmImporter -i FILE`
+/// (it was "not a perf.data file").
+#[test]
+fn the_advice_fits_no_call_graph_a_truncated_file_and_a_qdstrm() {
+    let Some(nog) = record(&[]) else { return };
+    let (_t, data) = copy(&nog);
+    let o = process(&[data.as_os_str()]);
+    let all = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{all}");
+    assert!(
+        all.contains("no call graph") && all.contains("record with `perf record -g`"),
+        "{all}"
+    );
+    assert!(
+        !all.contains("frame pointer") && !all.contains("% truncated"),
+        "{all}"
+    );
+
+    let Some(fp) = fp() else { return };
+    let (t, full) = copy(fp);
+    let cut = t.path().join("cut.data");
+    let bytes = fs::read(&full).unwrap();
+    fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let o = process(&[cut.as_os_str()]);
+    let all = text(&o);
+    assert!(all.contains("the file is truncated"), "{all}");
+    assert!(
+        !all.contains("sampling period") && !all.contains("--frequency"),
+        "{all}"
+    );
+
+    let qdstrm = t.path().join("q7.qdstrm");
+    fs::write(&qdstrm, b"not a report yet").unwrap();
+    let o = process(&[qdstrm.as_os_str()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = util::stderr(&o);
+    assert!(
+        err.contains(&format!("QdstrmImporter -i {}", qdstrm.display())),
+        "{err}"
+    );
+}
+
+/// Issue 58, item 7: errors say the fix, and a batch does the rest. A
+/// perf.data in a folder its user cannot write says `-o DIR`; `process
+/// fp.data nope.data` processed nothing (exit 2) and now processes fp.data,
+/// names nope.data and exits 1, as `cp` does; `report nope.data` printed a
+/// raw "(os error 2)" and now says what `process` says; an empty file is
+/// said to be empty.
+#[test]
+fn errors_say_the_fix_and_a_batch_does_the_rest() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(fp) = fp() else { return };
+    if util::require(
+        util::have("setpriv"),
+        "setpriv (util-linux), to run as nobody",
+    ) {
+        let t = tempfile::tempdir().unwrap();
+        let ro = t.path().join("ro");
+        fs::create_dir(&ro).unwrap();
+        let data = ro.join("fp.data");
+        fs::copy(&fp.data, &data).unwrap();
+        fs::set_permissions(&data, fs::Permissions::from_mode(0o644)).unwrap();
+        fs::set_permissions(&ro, fs::Permissions::from_mode(0o555)).unwrap();
+        fs::set_permissions(t.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        let o = Command::new("setpriv")
+            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_jobprof"))
+            .arg("process")
+            .arg(&data)
+            .env("HOME", t.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let all = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{all}");
+        assert!(
+            all.contains("Permission denied") && all.contains("-o DIR"),
+            "{all}"
+        );
+    }
+
+    let (t, data) = copy(fp);
+    let nope = t.path().join("nope.data");
+    let o = process(&[data.as_os_str(), nope.as_os_str()]);
+    let all = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{all}");
+    assert!(
+        t.path().join("perf.data.jobprof/flamegraph.html").is_file(),
+        "{all}"
+    );
+    let err = util::stderr(&o);
+    assert!(
+        err.contains(&format!("{}: does not exist", nope.display())),
+        "{err}"
+    );
+
+    let o = jobprof().arg("report").arg(&nope).output().unwrap();
+    let err = util::stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("does not exist") && !err.contains("os error"),
+        "{err}"
+    );
+    let empty = t.path().join("empty.data");
+    fs::write(&empty, b"").unwrap();
+    for cmd in ["process", "report"] {
+        let o = jobprof().arg(cmd).arg(&empty).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {}", text(&o));
+        assert!(
+            util::stderr(&o).contains("the file is empty (0 bytes)"),
+            "{cmd}: {}",
+            text(&o)
+        );
+    }
+}
+
 #[test]
 fn a_missing_or_garbage_perf_data_is_exit_2_naming_it() {
     let t = tempfile::tempdir().unwrap();
@@ -396,7 +516,7 @@ fn a_missing_or_garbage_perf_data_is_exit_2_naming_it() {
     for (file, why) in [
         (&missing, "does not exist"),
         (&garbage, "not a perf.data file"),
-        (&empty, "not a perf.data file"),
+        (&empty, "the file is empty (0 bytes)"),
     ] {
         let o = process(&[file.as_os_str()]);
         assert_eq!(o.status.code(), Some(2), "{}", text(&o));

@@ -444,28 +444,69 @@ fn diff_colours_inner_frames_by_their_total() {
     );
 }
 
+/// Issue 58, item 5: two profiles of different length are compared by
+/// shares by default (AFTER ran twice as long with the same shape: nothing
+/// changed), the page and stderr saying both raw totals and the scale; a
+/// run half as long was blue all over. `--no-normalize` compares the raw
+/// counts, and says that every frame takes the colour of the total's
+/// change.
 #[test]
-fn diff_normalize_scales_before_to_after() {
-    // AFTER ran twice as long with the same shape: normalised, nothing
-    // changed; raw, everything grew.
+fn diff_of_runs_of_different_length_is_normalized_by_default() {
     let before = "main;f 10\nmain;g 30\n";
     let after = "main;f 20\nmain;g 60\n";
     let dir = tempfile::tempdir().unwrap();
-    let (o, out) = diff(dir.path(), before, after, "n.svg", &["--normalize"]);
+    for extra in [&[][..], &["--normalize"][..]] {
+        let (o, out) = diff(dir.path(), before, after, "n.svg", extra);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let (frames, _) = parse_svg(&util::read(&out));
+        assert!(
+            frames.iter().all(|f| is_grey(&f.fill)),
+            "{extra:?}: {frames:?}"
+        );
+        assert!(
+            stderr(&o).contains("BEFORE 40 samples, AFTER 80 samples: BEFORE scaled by 2.0000"),
+            "{}",
+            stderr(&o)
+        );
+    }
+    let (o, out) = diff(dir.path(), after, before, "n.html", &[]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let (frames, _) = parse_svg(&util::read(&out));
-    assert!(frames.iter().all(|f| is_grey(&f.fill)), "{frames:?}");
-    let (o, out) = diff(dir.path(), before, after, "raw.svg", &[]);
+    let page = std::fs::read_to_string(out).unwrap();
+    assert!(
+        page.contains("BEFORE 80 samples, AFTER 40 samples: BEFORE scaled by 0.5000"),
+        "the raw totals are not in the page"
+    );
+    let (o, out) = diff(dir.path(), before, after, "raw.svg", &["--no-normalize"]);
     assert!(o.status.success());
     let (frames, _) = parse_svg(&util::read(&out));
     assert!(is_red(&frames_named(&frames, "g")[0].fill));
-    // The folded form is FlameGraph's `stack before after`.
+    assert!(
+        stderr(&o).contains("AFTER's total is 200% of BEFORE's"),
+        "{}",
+        stderr(&o)
+    );
+    // The folded form is FlameGraph's `stack before after`: data, raw
+    // unless --normalize (difffolded.pl normalizes with its own -n).
+    let (o, out) = diff(dir.path(), before, after, "raw.folded", &[]);
+    assert!(o.status.success());
+    assert_eq!(
+        std::fs::read_to_string(out).unwrap(),
+        "main;f 10 20\nmain;g 30 60\n"
+    );
     let (o, out) = diff(dir.path(), before, after, "n.folded", &["--normalize"]);
     assert!(o.status.success());
     assert_eq!(
         std::fs::read_to_string(out).unwrap(),
         "main;f 20 20\nmain;g 60 60\n"
     );
+    let (o, _) = diff(
+        dir.path(),
+        before,
+        after,
+        "x.svg",
+        &["--normalize", "--no-normalize"],
+    );
+    assert_eq!(o.status.code(), Some(2));
 }
 
 #[test]
@@ -748,14 +789,17 @@ fn processed_demo(root: &Path) -> PathBuf {
 
 /// Folded counts of a cpu-clock capture are ns of CPU, and every total
 /// drawn from its `stacks.folded` says so (render, diff, report, fold's
-/// split index), where each said "samples" before.
+/// split index), where each said "samples" before; pages write them as
+/// time (issue 58, item 4).
 #[test]
 fn totals_of_a_cpu_clock_capture_are_named_ns() {
     let t = tempfile::tempdir().unwrap();
     let cap = processed_demo(&t.path().join("r"));
     let folded = cap.join("stacks.folded");
-    // The page's total (`1,204,408,808 ns in 51 distinct stacks`).
-    let total = folded_total(&folded).to_string();
+    // The page's total (`1.20 s in 51 distinct stacks`).
+    let ns = folded_total(&folded);
+    let time = jobprof::sys::units::format_amount(ns as f64, "ns");
+    let total = ns.to_string();
     let total = total
         .as_bytes()
         .rchunks(3)
@@ -772,9 +816,10 @@ fn totals_of_a_cpu_clock_capture_are_named_ns() {
     ]));
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(
-        page.contains(&format!("{total} ns in ")),
-        "{total} ns not in the page"
+        page.contains(&format!(">{time} in ")),
+        "{time} not in the page"
     );
+    assert!(!page.contains(" ns, "), "ns in a tooltip");
     assert!(
         !page.contains(&format!("{total} samples")),
         "ns called samples"
@@ -812,8 +857,8 @@ fn totals_of_a_cpu_clock_capture_are_named_ns() {
     util::ok(&o);
     let svg = std::fs::read_to_string(&svg).unwrap();
     assert!(
-        svg.contains(&format!("({total} ns, 100")),
-        "diff tooltips: not ns"
+        svg.contains(&format!("({time}, 100")),
+        "diff tooltips: not {time}"
     );
 
     // report: the folded file's lines are not samples.
@@ -844,5 +889,132 @@ fn totals_of_a_cpu_clock_capture_are_named_ns() {
     assert!(index.starts_with("group\tns\tpercent\t"), "{index}");
     let o = run(&[os("fold"), script.as_os_str()]);
     util::ok(&o);
-    assert!(stderr(&o).contains("--count-name ns"), "{}", stderr(&o));
+    assert!(
+        util::stdout(&o).starts_with("# counts: ns\n"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!stderr(&o).contains("--count-name"), "{}", stderr(&o));
+}
+
+/// Issue 58, item 4: on a real `perf record -e cpu-clock` (its counts are
+/// ns), `jobprof diff p1/perf.data p3/perf.data` said "4,208,416,800
+/// samples" and "of BEFORE's 5314629216 samples"; `perf script | jobprof
+/// fold | jobprof render` called ns samples, `fold` asking for
+/// `--count-name ns` on stderr. The unit now travels in the folded text
+/// (`# counts: ns`), and pages and notes write ns as time (`1.07 s`).
+#[test]
+fn nanoseconds_travel_with_the_stacks_and_read_as_time() {
+    if !util::require(
+        util::perf_can_record() && util::have("gcc"),
+        "perf that can record and gcc",
+    ) {
+        return;
+    }
+    let exe = util::program(
+        "deep",
+        "tests/programs/deep.c",
+        &["-O0", "-g", "-fno-omit-frame-pointer"],
+    )
+    .expect("gcc for tests/programs/deep.c");
+    let t = tempfile::tempdir().unwrap();
+    let record = |name: &str, secs: &str| {
+        let data = t.path().join(name).join("perf.data");
+        std::fs::create_dir_all(data.parent().unwrap()).unwrap();
+        let o = Command::new("perf")
+            .args(["record", "-q", "-e", "cpu-clock", "-g", "-F", "499", "-o"])
+            .arg(&data)
+            .arg("--")
+            .arg(&exe)
+            .args([secs, "20"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "perf record: {}", util::output_text(&o));
+        data
+    };
+    let (p1, p3) = (record("p1", "1"), record("p3", "1"));
+    let is_time = |s: &str| s.ends_with(" s") || s.ends_with(" ms");
+    // diff of two perf.data: the page, its tooltips and the note.
+    let d = t.path().join("d.html");
+    let o = run(&[
+        os("diff"),
+        p1.as_os_str(),
+        p3.as_os_str(),
+        os("-o"),
+        d.as_os_str(),
+    ]);
+    util::ok(&o);
+    let page = std::fs::read_to_string(&d).unwrap();
+    assert!(!page.contains(" samples"), "ns called samples in the diff");
+    let facts: Vec<&str> = page
+        .split("<span class=\"jp-facts\">")
+        .skip(1)
+        .map(|s| s.split(" in ").next().unwrap())
+        .collect();
+    assert!(facts.iter().any(|f| is_time(f)), "{facts:?}");
+    // Nanoseconds are written as ns only under a microsecond (`0 ns`).
+    for (at, _) in page.match_indices(" ns") {
+        let n: String = page[..at]
+            .chars()
+            .rev()
+            .take_while(|c| c.is_ascii_digit() || *c == ',')
+            .collect();
+        assert!(n.len() <= 3 && !n.contains(','), "{n} ns in the diff page");
+    }
+    // perf script | fold | render: the unit goes through the pipe.
+    let script = Command::new("perf")
+        .args(["script", "-i"])
+        .arg(&p1)
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(script.status.success());
+    let pipe = |cmd: &[&str], input: &[u8]| {
+        let mut c = jobprof()
+            .args(cmd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = c.stdin.take().unwrap();
+        let input = input.to_vec();
+        let feed = std::thread::spawn(move || {
+            use std::io::Write;
+            let _ = stdin.write_all(&input);
+        });
+        let o = c.wait_with_output().unwrap();
+        feed.join().unwrap();
+        o
+    };
+    let folded = pipe(&["fold"], &script.stdout);
+    util::ok(&folded);
+    assert!(folded.stdout.starts_with(b"# counts: ns\n"));
+    assert!(
+        !stderr(&folded).contains("--count-name"),
+        "{}",
+        stderr(&folded)
+    );
+    let svg = pipe(&["render"], &folded.stdout);
+    util::ok(&svg);
+    let (frames, _) = parse_svg(&svg.stdout);
+    let all = frames
+        .iter()
+        .find(|f| f.title.starts_with("all ("))
+        .unwrap();
+    assert!(
+        all.title.contains(" s, 100%") || all.title.contains(" ms, 100%"),
+        "{}",
+        all.title
+    );
+    assert!(frames.iter().all(|f| !f.title.contains("samples")));
+    // report reads the unit from the folded text too.
+    let f = write(
+        t.path(),
+        "f.folded",
+        std::str::from_utf8(&folded.stdout).unwrap(),
+    );
+    let o = run(&[os("report"), f.as_os_str()]);
+    util::ok(&o);
+    assert!(util::stdout(&o).contains(" ns"), "{}", util::stdout(&o));
 }

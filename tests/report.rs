@@ -224,7 +224,7 @@ fn text_without_call_graphs_is_folded_and_reported_with_a_warning_naming_g() {
     util::ok(&fold);
     assert_eq!(
         util::stdout(&fold),
-        "gzip;__mmap_region 250000\ngzip;deflate_slow 250000\nsh;update_active 250000\n"
+        "# counts: ns\ngzip;__mmap_region 250000\ngzip;deflate_slow 250000\nsh;update_active 250000\n"
     );
     let warning = "3 of 3 sample(s) have no call graph (recorded without `perf record -g`)";
     assert!(
@@ -268,4 +268,93 @@ fn report_on_folded_input_with_bad_lines_warns_and_exits_1() {
     fs::write(&f, "w;main;work 3\n").unwrap();
     let o = jobprof().arg("report").arg(&f).output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+}
+
+/// The first entry of a `perf report --stdio` style table (perf's or
+/// jobprof's): its symbol, after `[.] ` or `[k] `.
+fn top_symbol(report: &str) -> Option<String> {
+    report
+        .lines()
+        .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .find_map(|l| {
+            let (_, sym) = l.split_once("] ")?;
+            l.split_whitespace()
+                .next()?
+                .ends_with('%')
+                .then(|| sym.trim().to_string())
+        })
+}
+
+/// A memcpy loop recorded with `--call-graph dwarf`: under libc's debug
+/// info perf 6.1 prints the sampled address's line as inlined alone
+/// (`__memcpy_avx512_unaligned_erms (inlined)`), and `perf report
+/// --no-children` charges the ELF symbol (`__memmove_avx512_unaligned_erms`).
+/// `jobprof report`, `report.txt` and `summary.json`'s `top_self` name the
+/// same function (they gave the caller `copyit`, and the inlined name).
+#[test]
+fn an_inlined_leaf_is_charged_to_the_function_perf_report_names() {
+    if !util::require(util::perf_can_record(), "perf record (root)") {
+        return;
+    }
+    let exe = util::program(
+        "memcpy_loop",
+        "tests/programs/memcpy_loop.c",
+        &["-O2", "-g"],
+    );
+    if !util::require(exe.is_some(), "gcc (tests/programs/memcpy_loop.c)") {
+        return;
+    }
+    let exe = exe.unwrap();
+    let t = tempfile::tempdir().unwrap();
+    let data = t.path().join("perf.data");
+    let rec = Command::new("perf")
+        .args(["record", "-q", "-F", "999", "--call-graph", "dwarf", "-o"])
+        .arg(&data)
+        .arg(&exe)
+        .arg("1")
+        .output()
+        .unwrap();
+    assert!(rec.status.success(), "{}", output_text(&rec));
+    let perf = Command::new("perf")
+        .args(["report", "--no-children", "--stdio", "-i"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(perf.status.success(), "{}", output_text(&perf));
+    let perf = String::from_utf8_lossy(&perf.stdout);
+    let want = top_symbol(&perf).unwrap_or_else(|| panic!("no entry in perf report:\n{perf}"));
+    assert!(
+        want.contains("mem"),
+        "perf report's top is not memcpy's:\n{perf}"
+    );
+
+    let printed = jobprof().arg("report").arg(&data).output().unwrap();
+    assert_eq!(printed.status.code(), Some(0), "{}", output_text(&printed));
+    let printed = util::stdout(&printed);
+    let out = t.path().join("out");
+    let p = jobprof()
+        .args(["process", "-o"])
+        .arg(&out)
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert_eq!(p.status.code(), Some(0), "{}", output_text(&p));
+    let report_txt = fs::read_to_string(out.join("report.txt")).unwrap();
+    let summary = util::json(&out.join("summary.json"));
+    let figures = [
+        ("jobprof report", top_symbol(&printed)),
+        ("report.txt", top_symbol(&report_txt)),
+        (
+            "summary.json top_self",
+            summary["top_self"][0]["name"].as_str().map(String::from),
+        ),
+    ];
+    for (what, got) in figures {
+        assert_eq!(
+            got.as_deref(),
+            Some(want.as_str()),
+            "{what} disagrees with perf report --no-children\nperf:\n{perf}\n\
+             jobprof report:\n{printed}\nreport.txt:\n{report_txt}"
+        );
+    }
 }

@@ -317,6 +317,7 @@ fn a_redrawn_folded_file_names_what_its_counts_are() {
     let s = util::output_text(&out);
     assert!(s.contains("drawn from stacks.folded (42000000 ns)"), "{s}");
     let html = fs::read_to_string(q.join("flamegraph.html")).unwrap();
-    assert!(html.contains("42,000,000 ns"), "the page names ns");
+    // ns written as time (issue 58, item 4).
+    assert!(html.contains("42.0 ms in "), "the page names ns as time");
     assert!(!html.contains("42,000,000 samples"), "ns called samples");
 }

@@ -228,6 +228,98 @@ fn the_gate_fails_closed_when_the_newest_run_has_nothing_to_judge() {
     }
 }
 
+/// Run `dir`: query q1 as the captures `names` (`q1` alone is one
+/// replicate), each with `sort_run` taking `sort` of 1,000 samples.
+fn sort_run(dir: &Path, names: &[&str], sort: u32) {
+    for (k, name) in names.iter().enumerate() {
+        let c = dir.join(format!("profiles/perf/worker_0/{name}"));
+        fs::create_dir_all(&c).unwrap();
+        fs::write(c.join("capture.json"), "{}\n").unwrap();
+        let sort = sort + k as u32;
+        fs::write(
+            c.join("stacks.folded"),
+            format!("w;main;sort_run {sort}\nw;main;scan {}\n", 1000 - sort),
+        )
+        .unwrap();
+    }
+}
+
+/// Issue 58, item 1: `trend p3 p1 --order args --fail-on-regression 2`,
+/// `sort_run` from 21.8% to 34.5%, one replicate per run, passed ("no
+/// significant change", exit 0) although nothing could be tested; so did
+/// `--baseline 1` (the README's `trend base_run new_run`) and 3 replicates
+/// against 3 (no permutation p below 0.1). The gate fails closed (exit
+/// 6) naming why and the fix; without the gate stdout says "not judged"
+/// and the exit is 0; 4 replicates against 4 are tested and gated (3).
+#[test]
+fn the_gate_fails_closed_when_no_test_is_possible() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cases: [(&[&str], &str); 3] = [
+        (&["q1"], "no test is possible"),
+        (&["q1_iter1", "q1_iter2"], "no p-value below 0.333"),
+        (
+            &["q1_iter1", "q1_iter2", "q1_iter3"],
+            "no p-value below 0.100",
+        ),
+    ];
+    for (names, why) in cases {
+        let n = names.len();
+        let (p3, p1) = (
+            tmp.path().join(format!("p3_{n}")),
+            tmp.path().join(format!("p1_{n}")),
+        );
+        sort_run(&p3, names, 218);
+        sort_run(&p1, names, 345);
+        for extra in [&[][..], &["--baseline", "1"][..]] {
+            let o = tmp.path().join(format!("o_{n}_{}", extra.len()));
+            let args = [&["--fail-on-regression", "2"][..], extra].concat();
+            let out = gate(std::slice::from_ref(&p3), &p1, &o, &args);
+            let all = output_text(&out);
+            assert_eq!(out.status.code(), Some(6), "{n} {extra:?}: {all}");
+            let err = util::stderr(&out);
+            assert!(
+                err.contains(why) && err.contains("query q1") && err.contains("q1_iter2, ..."),
+                "{n}: {err}"
+            );
+            assert!(err.contains("failing closed"), "{n}: {err}");
+            let text = util::stdout(&out);
+            assert!(!text.contains("no significant change"), "{all}");
+            assert!(text.contains("not judged"), "{all}");
+            let t = json(&o.join("trend.json"));
+            assert_eq!(t["unjudged"][0]["query"], "q1", "{t}");
+        }
+        let out = gate(
+            std::slice::from_ref(&p3),
+            &p1,
+            &tmp.path().join(format!("o_{n}")),
+            &[],
+        );
+        assert_eq!(out.status.code(), Some(0), "{n}: {}", output_text(&out));
+        assert!(
+            util::stdout(&out).contains("not judged"),
+            "{}",
+            output_text(&out)
+        );
+    }
+    // 4 replicates against 4 can be tested: the rise fails the gate.
+    let names = ["q1_iter1", "q1_iter2", "q1_iter3", "q1_iter4"];
+    let (p3, p1) = (tmp.path().join("p3_4"), tmp.path().join("p1_4"));
+    sort_run(&p3, &names, 218);
+    sort_run(&p1, &names, 345);
+    let out = gate(
+        &[p3],
+        &p1,
+        &tmp.path().join("o_4"),
+        &["--fail-on-regression", "2"],
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", output_text(&out));
+    assert!(
+        util::stderr(&out).contains("sort_run"),
+        "{}",
+        output_text(&out)
+    );
+}
+
 /// Run `dir` of `cpu-clock` captures: per query, 4 replicates whose
 /// functions (leaves under `main`) take the given ms, times `load` (the
 /// machine's run-to-run noise) and a small replicate jitter.
@@ -248,6 +340,58 @@ fn timed_run(dir: &Path, queries: &[(&str, &[(&str, f64)])], load: f64) {
     }
 }
 
+/// Four runs of q1 and q6 (issue 49, item 4): q1's `work` doubles in the
+/// newest, q6's `b` and `c` take less time.
+fn own_time_runs(tmp: &Path) -> Vec<PathBuf> {
+    let q1: &[(&str, f64)] = &[("work", 600.0), ("io", 300.0), ("cpu", 100.0)];
+    let q6: &[(&str, f64)] = &[("a", 400.0), ("b", 300.0), ("c", 200.0), ("d", 100.0)];
+    let mut runs: Vec<PathBuf> = Vec::new();
+    for (k, load) in [1.0, 1.02, 0.99].into_iter().enumerate() {
+        let r = tmp.join(format!("run_{}", k + 1));
+        timed_run(&r, &[("q1", q1), ("q6", q6)], load);
+        runs.push(r);
+    }
+    let newest = tmp.join("run_4");
+    let q1_new: &[(&str, f64)] = &[("work", 1200.0), ("io", 300.0), ("cpu", 100.0)];
+    let q6_new: &[(&str, f64)] = &[("a", 400.0), ("b", 150.0), ("c", 40.0), ("d", 100.0)];
+    timed_run(&newest, &[("q1", q1_new), ("q6", q6_new)], 1.01);
+    runs.push(newest);
+    runs
+}
+
+/// Issue 58, item 8: the page's "Most regressed functions" listed the
+/// improved rows too, and its threshold said "1.0" with no unit. Rises and
+/// falls are now two tables, their change and threshold in points.
+#[test]
+fn the_page_lists_regressions_and_improvements_apart_in_points() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = own_time_runs(tmp.path());
+    let dirs: Vec<&Path> = runs.iter().map(PathBuf::as_path).collect();
+    let o = tmp.path().join("out");
+    let out = trend(&dirs, &o, &["--order", "args"]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let html = fs::read_to_string(o.join("trend.html")).unwrap();
+    let table = |id: &str| {
+        let t = &html[html.find(&format!("id=\"{id}\"")).expect(id)..];
+        t[..t.find("</table>").unwrap()].to_string()
+    };
+    let regressed = table("jp-findings");
+    assert!(regressed.contains(">work<"), "{regressed}");
+    assert!(!regressed.contains(">improved<"), "{regressed}");
+    assert!(
+        regressed.contains("<th>Threshold (points)</th>"),
+        "{regressed}"
+    );
+    let improved = table("jp-improved");
+    assert!(
+        improved.contains(">c<") && improved.contains(">b<"),
+        "{improved}"
+    );
+    assert!(!improved.contains(">regressed<"), "{improved}");
+    assert!(html.contains("<h2>Most improved functions</h2>"));
+    assert!(!html.contains("0.0e0"));
+}
+
 /// Issue 49, item 4: a share moves when other functions' time does, so a
 /// function is judged by its own time per replicate too. q1's `work`
 /// doubles: `io` and `cpu`, whose time did not change, lose share
@@ -258,19 +402,7 @@ fn timed_run(dir: &Path, queries: &[(&str, &[(&str, f64)])], load: f64) {
 #[test]
 fn only_functions_whose_own_time_moved_are_flagged_largest_first() {
     let tmp = tempfile::tempdir().unwrap();
-    let q1: &[(&str, f64)] = &[("work", 600.0), ("io", 300.0), ("cpu", 100.0)];
-    let q6: &[(&str, f64)] = &[("a", 400.0), ("b", 300.0), ("c", 200.0), ("d", 100.0)];
-    let mut runs: Vec<PathBuf> = Vec::new();
-    for (k, load) in [1.0, 1.02, 0.99].into_iter().enumerate() {
-        let r = tmp.path().join(format!("run_{}", k + 1));
-        timed_run(&r, &[("q1", q1), ("q6", q6)], load);
-        runs.push(r);
-    }
-    let newest = tmp.path().join("run_4");
-    let q1_new: &[(&str, f64)] = &[("work", 1200.0), ("io", 300.0), ("cpu", 100.0)];
-    let q6_new: &[(&str, f64)] = &[("a", 400.0), ("b", 150.0), ("c", 40.0), ("d", 100.0)];
-    timed_run(&newest, &[("q1", q1_new), ("q6", q6_new)], 1.01);
-    runs.push(newest);
+    let runs = own_time_runs(tmp.path());
     let dirs: Vec<&Path> = runs.iter().map(PathBuf::as_path).collect();
     let o = tmp.path().join("out");
     let out = trend(&dirs, &o, &["--order", "args"]);

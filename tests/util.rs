@@ -269,6 +269,8 @@ pub fn folded_total(path: &Path) -> u64 {
     std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
         .lines()
+        // `# counts: ns` says what the counts are (`jobprof fold`).
+        .filter(|l| !l.starts_with('#'))
         .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
         .sum()
 }
@@ -651,7 +653,11 @@ pub fn edit_json(path: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
 /// twice adds up).
 pub fn parse_folded(text: &str) -> HashMap<String, u64> {
     let mut m = HashMap::new();
-    for l in text.lines().filter(|l| !l.is_empty()) {
+    // `# counts: ns` says what the counts are (`jobprof fold`).
+    for l in text
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
         let (stack, n) = l.rsplit_once(' ').unwrap();
         *m.entry(stack.to_string()).or_default() += n.parse::<u64>().unwrap();
     }

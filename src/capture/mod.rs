@@ -37,4 +37,4 @@ pub use marker::{
 };
 pub use outcome::{run_exit_code, KeptStacks, Outcome, Status};
 pub use validate::{validate, Layout, Refusal, Shard, ValidCapture};
-pub use walk::{discover, find, Filter, Found, Item, Kind};
+pub use walk::{discover, find, root_problem, Filter, Found, Item, Kind};

@@ -452,15 +452,54 @@ fn plain_capture(file: &Path) -> CaptureDir {
 fn plain_file_root(root: &Path) -> Result<CaptureDir> {
     match crate::sys::input::is_perf_data(root) {
         Ok(true) => Ok(plain_capture(root)),
-        Ok(false) => Err(Error::Usage(format!(
-            "{}: not a perf.data file (it does not start with perf's magic PERFILE2); pass a \
-             file written by `perf record`, or a result directory",
-            root.display()
-        ))),
+        Ok(false) => Err(Error::Usage(not_perf_data(root))),
         Err(e) => Err(Error::Usage(format!(
             "{}: cannot read it: {e}",
             root.display()
         ))),
+    }
+}
+
+/// Why the file `root` is not a perf.data, and what to do: an empty file
+/// (perf wrote nothing), an Nsight Systems raw stream (`.qdstrm`, to
+/// convert), or another file.
+fn not_perf_data(root: &Path) -> String {
+    let name = root.display();
+    if std::fs::metadata(root).is_ok_and(|m| m.len() == 0) {
+        return format!(
+            "{name}: the file is empty (0 bytes), not a perf.data: `perf record` wrote nothing \
+             into it (stopped before its first write, or the copy failed); record again"
+        );
+    }
+    if root
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("qdstrm"))
+    {
+        return format!(
+            "{name}: an Nsight Systems raw stream (.qdstrm), not a perf.data: convert it with \
+             `QdstrmImporter -i {name}` (in nsys's host-linux-* directory), then `jobprof \
+             process` the .nsys-rep it writes"
+        );
+    }
+    format!(
+        "{name}: not a perf.data file (it does not start with perf's magic PERFILE2); pass a \
+         file written by `perf record`, or a result directory"
+    )
+}
+
+/// Why `root` cannot be processed at all, found without walking it: it
+/// does not exist, or it is a file that is not a perf.data (an Nsight
+/// Systems `.nsys-rep` is for the caller to take). `None`: try it. Lets a
+/// run of several roots do the others and name this one, as `cp` does.
+pub fn root_problem(root: &Path) -> Option<Error> {
+    match std::fs::metadata(root) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(Error::Usage(format!(
+            "{}: does not exist; pass a result directory (the one holding \
+             profiles/perf/worker_N/) or a perf.data file",
+            root.display()
+        ))),
+        Ok(m) if m.is_file() => plain_file_root(root).err(),
+        _ => None,
     }
 }
 

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use jobprof::output::render::diff::render_diff;
+use jobprof::output::render::diff::{render_diff, totals_note, DiffSummary};
 use jobprof::output::render::folded::read_folded;
 use jobprof::output::render::Format;
 use jobprof::sys::input::Source;
@@ -28,7 +28,7 @@ use super::render::{refuse_overwriting_inputs, warn_bad_lines, write_output, Loo
 #[command(after_help = "Examples:
   jobprof diff before.folded after.folded -o diff.svg
   jobprof diff old/perf.data new/perf.data -o diff.html   # plain perf record outputs
-  jobprof diff run1/stacks.folded run2/stacks.folded --normalize -o diff.html
+  jobprof diff run1/stacks.folded run2/stacks.folded --no-normalize -o diff.html   # raw counts
   jobprof diff before.folded after.folded -o diff.folded   # for flamegraph.pl/inferno
   jobprof diff before.folded after.folded > diff.svg
 
@@ -66,10 +66,18 @@ pub struct DiffArgs {
           value_parser = ["on-cpu", "off-cpu", "wall-clock"])]
     pub kind: String,
 
-    /// Scale BEFORE's counts so its total equals AFTER's (compare the shape
-    /// of runs of different lengths or sampling rates).
+    /// Scale BEFORE's counts so its total equals AFTER's, so the colours
+    /// compare shares (runs of different lengths or sampling rates): the
+    /// default for a drawing (svg, html) of two profiles; for a .folded
+    /// output and for two result directories (instead of scaling by the
+    /// replicate counts), only when given.
     #[arg(long)]
     pub normalize: bool,
+
+    /// Two profiles: compare the raw counts (a longer AFTER is red all
+    /// over) instead of scaling BEFORE to AFTER's total.
+    #[arg(long, conflicts_with = "normalize")]
+    pub no_normalize: bool,
 
     #[command(flatten)]
     pub look: LookArgs,
@@ -110,7 +118,7 @@ pub fn run(mut args: DiffArgs) -> anyhow::Result<ExitCode> {
     let format = args.look.format_for(output)?;
     // The palette is unused: every frame is coloured by its change.
     let inputs = [args.before.clone(), args.after.clone()];
-    let opts = args
+    let mut opts = args
         .look
         .options_for("Differential Flame Graph", "hot", &inputs)?;
     if let Some(out) = output {
@@ -132,6 +140,7 @@ pub fn run(mut args: DiffArgs) -> anyhow::Result<ExitCode> {
         warn_bad_lines(&before);
         warn_bad_lines(&after);
     }
+    args.look.take_declared(&mut opts, [&before, &after]);
     if after.stacks.is_empty() {
         let e = after.nothing_usable(&args.after.display().to_string());
         return Err(jobprof::Error::from(e).into());
@@ -140,34 +149,66 @@ pub fn run(mut args: DiffArgs) -> anyhow::Result<ExitCode> {
         let e = before.nothing_usable(&args.before.display().to_string());
         return Err(jobprof::Error::from(e).into());
     }
+    // A drawing compares shares unless asked otherwise: a run half as long
+    // would be blue all over. The folded form is data for other tools
+    // (difffolded.pl normalizes with its own -n): raw unless --normalize.
+    let normalize = args.normalize || (!args.no_normalize && format != Format::Folded);
     let mut summary = None;
     write_output(output.unwrap_or(Path::new("-")), |w| {
         summary = Some(render_diff(
             &before.stacks,
             &after.stacks,
-            args.normalize,
+            normalize,
             format,
             &opts,
             w,
         )?);
         Ok(())
     })?;
+    if let (Some(s), false) = (&summary, args.quiet) {
+        note_totals(s, normalize, &opts.count_name);
+    }
     if let (Some(s), false) = (summary, args.quiet) {
-        if s.vanished >= 0.5 {
-            jobprof::errln!(
-                "jobprof: note: {:.0} of BEFORE's {} {} are on call paths AFTER never reached; \
-                 they are not drawn (swap the inputs to see them)",
-                s.vanished,
-                s.before_total,
-                opts.count_name
-            );
-        }
+        note_vanished(&s, &opts.count_name);
     }
     Ok(if before.bad_lines + after.bad_lines > 0 {
         ExitCode::Failed
     } else {
         ExitCode::Success
     })
+}
+
+/// Says on stderr how much of BEFORE (its own counts, before any scaling)
+/// lies on call paths AFTER never reached, which are not drawn.
+fn note_vanished(s: &DiffSummary, name: &str) {
+    let vanished = s.vanished / if s.scale > 0.0 { s.scale } else { 1.0 };
+    if vanished < 0.5 {
+        return;
+    }
+    // `5 of BEFORE's 10 samples`, `7.01 ms of BEFORE's 1.07 s`.
+    let part = match name {
+        "ns" => jobprof::sys::units::format_amount(vanished, name),
+        _ => format!("{vanished:.0}"),
+    };
+    jobprof::errln!(
+        "jobprof: note: {part} of BEFORE's {} are on call paths AFTER never reached; they \
+         are not drawn (swap the inputs to see them)",
+        jobprof::sys::units::format_amount(s.before_total as f64, name),
+    );
+}
+
+/// Says on stderr how the totals were compared when they differ: BEFORE
+/// scaled to AFTER's, or a warning that the colours include the change of
+/// the total ([`totals_note`]).
+fn note_totals(s: &DiffSummary, normalize: bool, count_name: &str) {
+    let note = totals_note(s, normalize);
+    if note != "." {
+        jobprof::errln!(
+            "jobprof: note: BEFORE {}, AFTER {}{note}",
+            jobprof::sys::units::format_amount(s.before_total as f64, count_name),
+            jobprof::sys::units::format_amount(s.after_total as f64, count_name),
+        );
+    }
 }
 
 /// The folded file of `kind` (`on-cpu`: stacks.folded, `off-cpu`: the
@@ -376,6 +417,9 @@ fn diff_one(
         )?);
         Ok(())
     })?;
+    if let (Some(s), false) = (&summary, args.quiet) {
+        note_totals(s, args.normalize, &opts.count_name);
+    }
     if !args.quiet {
         let k = jobdiff::replicate_scale(b, a);
         if k != 1.0 && !args.normalize {
@@ -397,14 +441,8 @@ fn diff_one(
                 }
             );
         }
-        if let Some(s) = summary.filter(|s| s.vanished >= 0.5) {
-            jobprof::errln!(
-                "jobprof: note: {:.0} of BEFORE's {} {} are on call paths AFTER never reached; \
-                 they are not drawn (swap the inputs to see them)",
-                s.vanished,
-                s.before_total,
-                opts.count_name
-            );
+        if let Some(s) = summary {
+            note_vanished(&s, &opts.count_name);
         }
     }
     Ok(if b.bad_lines + a.bad_lines > 0 {

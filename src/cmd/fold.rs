@@ -1,11 +1,12 @@
 //! `jobprof fold`: perf script text in, collapsed stacks out.
 
-use std::io;
+use std::io::{self, Write};
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 
+use jobprof::output::render::folded::counts_line;
 use jobprof::output::render::{Format, RenderOptions};
 use jobprof::output::split::write_split;
 use jobprof::pipeline;
@@ -248,45 +249,33 @@ pub fn run(args: FoldArgs) -> anyhow::Result<ExitCode> {
     }
     let folded = Folder::new(options.clone()).fold_sources(&sources)?;
     require_samples(&folded, &sources, &options)?;
+    // What the counts are travels with them (`# counts: ns`), for
+    // `render`, `diff` and `report`; never in inferno's byte-for-byte mode.
+    let counts = counts_line(folded.count_name()).filter(|_| options.compat == Compat::None);
+    let head = counts.as_deref().unwrap_or("").as_bytes();
     match &args.output {
         Some(path) => {
             let mut f = AtomicFile::create(path)?;
-            folded
-                .write_to(&mut f)
+            f.write_all(head)
+                .and_then(|()| folded.write_to(&mut f))
                 .map_err(|e| jobprof::Error::io(path, e))?;
             f.commit()?;
         }
         None => {
             let stdout = io::stdout();
-            let w = io::BufWriter::with_capacity(1 << 16, stdout.lock());
-            folded.write_to(w).context("writing to stdout")?;
+            let mut w = io::BufWriter::with_capacity(1 << 16, stdout.lock());
+            w.write_all(head)
+                .and_then(|()| folded.write_to(w))
+                .context("writing to stdout")?;
         }
     }
     if !args.quiet {
         warn_skipped(&folded, &sources);
-        if options.compat == Compat::None {
-            note_counts(&folded);
-        }
     }
     if args.stats {
         print_stats(&folded);
     }
     Ok(ExitCode::Success)
-}
-
-/// Says what the counts are when they are not samples (the summed periods
-/// of a clock are ns of CPU): folded text cannot say it, and `render`
-/// would call them samples.
-fn note_counts(folded: &Folded) {
-    let name = folded.count_name();
-    if name != "samples" {
-        jobprof::errln!(
-            "jobprof: note: the counts are the {} samples' summed {} periods ({name}), \
-             not samples; `jobprof render --count-name {name}` labels them so",
-            folded.stats.samples,
-            folded.stats.event.as_deref().unwrap_or("event")
-        );
-    }
 }
 
 /// Input where not one line is a sample is an error (exit 2), except under

@@ -19,8 +19,10 @@ use jobprof::ExitCode;
 ///
 /// Finds every capture under RESULT_DIR/profiles/perf/worker_N/QUERY/ (written
 /// by jobprof-record or by the old shell pipeline), checks it, symbolizes all
-/// its shards with `perf script` at once, folds and compresses the text as it
-/// streams, and writes into the capture directory, each file atomically:
+/// its shards at once, in-process by default (the native symbolizer, with this
+/// host's files by build id; `perf script` only for shards it cannot read, or
+/// with --symbolizer perf), folds and compresses the text as it streams, and
+/// writes into the capture directory, each file atomically:
 /// perf.script.zst, stacks.folded, flamegraph.svg, flamegraph.html,
 /// summary.json, and .postprocess-complete last. Then it refreshes the job's
 /// views from the summaries: profiles/perf/index.html (every capture in one
@@ -57,9 +59,10 @@ use jobprof::ExitCode;
 
 Exit status: 0 when every capture was processed or already complete; 1
 when any was refused (with its reason), not rendered or failed (an Nsight
-Systems report too: no export and no nsys, a .qdstrm, an unknown schema); 2
-for bad usage, when every capture was refused (nothing could be done), or a
-directory without captures (when jobprof-record is writing one
+Systems report too: no export and no nsys, a .qdstrm, an unknown schema),
+or a path among others was missing or not a perf.data (named, the others
+processed); 2 for bad usage, when every capture was refused (nothing could
+be done), or a directory without captures (when jobprof-record is writing one
 there now, the message says \"a capture is being written\"; next to
 published captures it is listed as \"being written\").")]
 pub struct ProcessArgs {
@@ -123,10 +126,23 @@ pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
     };
     let progress = args.pipeline.progress();
     // Lone Nsight Systems reports are read by the nsys step alone.
-    let perf_dirs: Vec<PathBuf> = (args.dirs.iter())
+    let mut perf_dirs: Vec<PathBuf> = (args.dirs.iter())
         .filter(|d| !jobprof::nsys::export::is_report(d))
         .cloned()
         .collect();
+    // A path that does not exist, or a file that is not a perf.data, is
+    // named and left out while the others are processed (exit 1), as `cp`
+    // does; alone, it is the usage error (exit 2).
+    let problems: Vec<(PathBuf, jobprof::Error)> = (perf_dirs.iter())
+        .filter_map(|d| jobprof::capture::root_problem(d).map(|e| (d.clone(), e)))
+        .collect();
+    let left_out = !problems.is_empty() && problems.len() < args.dirs.len();
+    if left_out {
+        perf_dirs.retain(|d| !problems.iter().any(|(p, _)| p == d));
+        for (_, e) in &problems {
+            jobprof::errln!("jobprof: error: {e} (left out; the others are processed)");
+        }
+    }
     let nsys = super::nsys_reports::run(
         &args.dirs,
         &filter.workers,
@@ -135,7 +151,7 @@ pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
         opts.force,
     );
     let nsys_failed = nsys.iter().any(|o| o.failed);
-    let nsys_code = if nsys_failed {
+    let nsys_code = if nsys_failed || left_out {
         ExitCode::Failed
     } else {
         ExitCode::Success
@@ -182,6 +198,7 @@ pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let code = views::exit_code(report.exit_code(), &views);
+    // nsys_code is 1 for a path left out, too.
     Ok(if code == ExitCode::Success {
         nsys_code
     } else {

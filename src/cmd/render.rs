@@ -37,10 +37,11 @@ pub struct LookArgs {
     pub inverted: bool,
 
     /// What the counts are, for the totals and tooltips (e.g. samples, ns,
-    /// bytes) [default: what the capture directory of the inputs says
-    /// (its summary.json's event: `ns` for cpu-clock, whose periods the
-    /// counts are), else samples]. `--countname` (inferno's spelling) also
-    /// works.
+    /// bytes; ns are shown as time) [default: what the inputs' first line
+    /// says (`# counts: ns`, written by `jobprof fold`), else what their
+    /// capture directory says (its summary.json's event: `ns` for
+    /// cpu-clock, whose periods the counts are), else samples].
+    /// `--countname` (inferno's spelling) also works.
     #[arg(long, value_name = "NAME", alias = "countname")]
     pub count_name: Option<String>,
 
@@ -87,6 +88,25 @@ impl LookArgs {
         Ok(o)
     }
 
+    /// Without `--count-name`, the count name the folded inputs declare
+    /// (`# counts: ns`, as `fold` writes it), when one does and none says
+    /// otherwise.
+    pub fn take_declared<'a>(
+        &self,
+        opts: &mut RenderOptions,
+        inputs: impl IntoIterator<Item = &'a FoldedInput>,
+    ) {
+        if self.count_name.is_some() {
+            return;
+        }
+        let mut said = inputs.into_iter().filter_map(|i| i.count_name.as_deref());
+        if let Some(first) = said.next() {
+            if said.all(|n| n == first) {
+                first.clone_into(&mut opts.count_name);
+            }
+        }
+    }
+
     /// The format to write `output` in (`None` or `-`: stdout, SVG unless
     /// --format says otherwise).
     pub fn format_for(&self, output: Option<&Path>) -> anyhow::Result<Format> {
@@ -100,11 +120,12 @@ impl LookArgs {
     }
 }
 
-/// Render collapsed stacks as a flamegraph (SVG or offline HTML), speedscope or text.
+/// Render collapsed stacks as a flamegraph (SVG or HTML), speedscope, pprof or folded.
 ///
 /// Render collapsed stacks (`frame;frame;... COUNT` lines, from jobprof,
 /// inferno, FlameGraph, py-spy, ...) as an interactive flamegraph (SVG or a
-/// self-contained offline HTML page), speedscope JSON, or merged folded text.
+/// self-contained offline HTML page), speedscope JSON, a pprof profile, or
+/// merged folded stacks (`--format folded`).
 ///
 /// Several inputs are merged (counts of equal stacks summed). Compressed
 /// inputs (.gz, .zst) are recognised by their magic bytes. Without -o the
@@ -149,9 +170,11 @@ pub struct RenderArgs {
 pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {
     let output = args.output.as_deref();
     let format = args.look.format_for(output)?;
-    let opts = args
+    let mut opts = args
         .look
         .options_for("Flame Graph", &args.colors, &args.inputs)?;
+    // Merged folded text says what its counts are, as `fold` does.
+    opts.counts_line = true;
     let sources: Vec<Source> = if args.inputs.is_empty() {
         vec![Source::Stdin]
     } else {
@@ -177,6 +200,7 @@ pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {
     if !args.quiet {
         warn_bad_lines(&input);
     }
+    args.look.take_declared(&mut opts, [&input]);
     write_output(output.unwrap_or(Path::new("-")), |w| {
         render::render(format, &input.stacks, &opts, w)
     })?;

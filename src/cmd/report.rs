@@ -54,19 +54,17 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
-    // A perf.data is symbolized natively first, as `jobprof process` does.
+    // A perf.data is symbolized natively first, as `jobprof process` does,
+    // and its samples read as `report.txt`'s are.
     let perf_data = jobprof::sys::input::is_perf_data(&args.path).unwrap_or(false);
-    let (path, _symbolized) = match perf_data {
-        true => {
-            let (guard, dir) =
-                jobprof::pipeline::symbolize_plain(&args.path, &super::fold::perf_data_options())?;
-            (dir.join(jobprof::capture::SCRIPT_ZST), Some(guard))
-        }
-        false => (args.path.clone(), None),
+    let mut profile = match perf_data {
+        true => jobprof::pipeline::report_plain(&args.path, &super::fold::perf_data_options())?,
+        false => report::read::path(&args.path)?,
     };
-    let mut profile = report::read::path(&path)?;
     if perf_data {
+        // As for any one file: no shard count in the header.
         profile.source = args.path.display().to_string();
+        profile.shards = None;
     }
     let opts = Options {
         percent_limit: args.percent_limit,

@@ -39,8 +39,11 @@ Nsight Systems profiles (profiles/nsys/worker_N/Q/jobprof/, made by
 (docs/trend.md, Nsight Systems profiles).
 
 Nothing to judge: a query of the baseline runs that a run tested has no
-processed, non-empty capture of is named on stderr (with -q too) and in
-trend.json's `unjudged`; the gate fails closed on it.
+processed, non-empty capture of, or too few replicates for any test (one
+replicate against one baseline run of one; 3 against 3, whose permutation
+test gives no p below 0.1), is named on stderr (with -q too) and in
+trend.json's `unjudged`; the gate fails closed on it. Give 4 or more
+replicates per run (BASE_iterN), or more baseline runs.
 
 Exit status: 0 done (whatever changed, unless gated; a query with nothing
 to judge is said, not failed, without the gate); 1 done, but some folded
@@ -48,7 +51,8 @@ lines were unusable; 2 bad usage or an unreadable run (nothing is written);
 3 --fail-on-regression: a significant regression of more than PTS points
 (each is named on stderr); 6 --fail-on-regression: no regression, but a run
 tested has nothing to judge of a query its baseline runs have (not
-processed, empty, or missing; each is named on stderr).")]
+processed, empty, missing, or too few replicates to test; each is named on
+stderr).")]
 pub struct TrendArgs {
     /// The runs: result directories (or their profiles/perf) processed by
     /// `jobprof process` or `reprocess`, at least two.
@@ -71,7 +75,8 @@ pub struct TrendArgs {
 
     /// Exit 3 when a function's share rose significantly by more than PTS
     /// points (the CI gate), else 6 when a run tested has nothing to judge
-    /// of a query its baseline runs have; also tests changes down to PTS.
+    /// of a query its baseline runs have, or too few replicates to test
+    /// it; also tests changes down to PTS.
     #[arg(long, value_name = "PTS")]
     pub fail_on_regression: Option<f64>,
 
@@ -374,7 +379,8 @@ fn warn_unjudged(t: &Trend, gate: Option<f64>) {
     }
     let what = if gate.is_some() { "error" } else { "warning" };
     jobprof::errln!(
-        "jobprof: {what}: nothing to judge for {} query(s) of the baseline runs:",
+        "jobprof: {what}: {} query(s) of the baseline runs not judged (nothing to judge, \
+         or no test possible):",
         unjudged.len()
     );
     for u in unjudged {
@@ -419,11 +425,11 @@ pub fn finding_line(f: &Finding, t: &Trend, width: usize) -> String {
         String::new()
     };
     let tail = format!(
-        "{kind} {:.1}% -> {:.1}% ({:+.1} points, p={}{run})",
+        "{kind} {:.1}% -> {:.1}% ({:+.1} points, {}{run})",
         f.baseline,
         f.new,
         f.change,
-        trend::fmt_p(f.p)
+        trend::p_is(f.p)
     );
     let head = format!("{} {} ", f.verdict, f.query);
     let room = width.saturating_sub(head.chars().count() + tail.chars().count());
@@ -462,13 +468,13 @@ fn time_line(f: &TimeFinding, t: &Trend) -> String {
         String::new()
     };
     format!(
-        "{} {} {} -> {} per replicate ({:+.0}%, p={}{run})",
+        "{} {} {} -> {} per replicate ({:+.0}%, {}{run})",
         if f.significant { f.verdict } else { "total" },
         fit(&f.query, 24),
         amount(f.baseline),
         amount(f.new),
         f.change_pct,
-        trend::fmt_p(f.p)
+        trend::p_is(f.p)
     )
 }
 
@@ -552,7 +558,7 @@ fn print_summary(t: &Trend, args: &TrendArgs) -> anyhow::Result<()> {
             let names: Vec<&str> = names.into_iter().collect();
             let line = format!(
                 "nothing significant in the queries judged; not judged (nothing to judge, \
-                 see stderr): {}",
+                 or no test possible; see stderr): {}",
                 names.join(", ")
             );
             for l in wrap(&line) {

@@ -70,7 +70,7 @@ pub fn write_split(
         writeln!(
             index,
             "{}\t{}\t{:.2}\t{}\t{}",
-            w.key.replace(['\t', '\n'], " "),
+            crate::sys::printable::printable_text(&w.key),
             w.total,
             100.0 * w.total as f64 / grand.max(1) as f64,
             w.stacks,

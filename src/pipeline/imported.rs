@@ -10,8 +10,9 @@
 //! (the functions by self samples, then every table) and `summary.json`
 //! last, so a run killed half-way is done again by the next one.
 
+use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -22,7 +23,8 @@ use crate::error::{Error, Result};
 use crate::output::render::{self, RenderOptions};
 use crate::output::report;
 use crate::output::summary::{FunctionShare, StackStats};
-use crate::sys::atomic::{AtomicFile, Destination};
+use crate::sys::atomic::AtomicFile;
+use crate::sys::confined::Dir;
 
 /// One row of a table: a name's durations.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -51,15 +53,13 @@ pub struct Table {
 /// The header of every table file.
 pub const TSV_HEADER: &str = "name\tcount\ttotal_ns\tmedian_ns\n";
 
-/// A table as TSV (tabs and newlines in names become spaces).
+/// A table as TSV, control characters in names escaped as in every
+/// output (`crate::sys::printable`: a tab is `\t`, a newline `\n`), so a
+/// name never adds a column or a row.
 pub fn tsv(rows: &[Row]) -> String {
     let mut s = String::from(TSV_HEADER);
     for r in rows {
-        let name: String = r
-            .name
-            .chars()
-            .map(|c| if c.is_control() { ' ' } else { c })
-            .collect();
+        let name = crate::sys::printable::printable_text(&r.name);
         s.push_str(&format!(
             "{name}\t{}\t{}\t{}\n",
             r.count, r.total_ns, r.median_ns
@@ -71,7 +71,8 @@ pub fn tsv(rows: &[Row]) -> String {
 /// One imported profile to write.
 #[derive(Debug, Clone, Default)]
 pub struct Imported {
-    /// Where the outputs go (made when missing).
+    /// Where the outputs go (for messages: [`write`] is handed the
+    /// directory open).
     pub dir: PathBuf,
     /// Worker index.
     pub worker: Option<u32>,
@@ -93,6 +94,9 @@ pub struct Imported {
     pub waits: Vec<(String, u64)>,
     /// The tables.
     pub tables: Vec<Table>,
+    /// What the reader's limits cut, counted by what (`deep_chains`:
+    /// chains cut at the depth limit, ...); empty when nothing was cut.
+    pub cut: BTreeMap<String, u64>,
 }
 
 /// A table's figures in `summary.json`.
@@ -153,6 +157,8 @@ pub struct ImportedSummary {
     pub tables: Vec<TableSummary>,
     /// Files written besides this one.
     pub outputs: Vec<String>,
+    /// What the reader's limits cut, counted by what (as in [`Imported`]).
+    pub cut: BTreeMap<String, u64>,
     /// What went wrong without stopping it.
     pub warnings: Vec<String>,
     /// Seconds spent writing.
@@ -186,10 +192,11 @@ impl Imported {
     }
 }
 
-/// Writes every output of `p` as `opts.formats` asks; returns its summary.
-pub fn write(p: &Imported, opts: &Options) -> Result<ImportedSummary> {
+/// Writes every output of `p` into `dir` (its output directory, open: each
+/// file is created and renamed relative to it, never through a link) as
+/// `opts.formats` asks; returns its summary.
+pub fn write(p: &Imported, dir: &Dir, opts: &Options) -> Result<ImportedSummary> {
     let started = Instant::now();
-    std::fs::create_dir_all(&p.dir).map_err(|e| Error::io(&p.dir, e))?;
     let mut outputs = Vec::new();
     let mut warnings = Vec::new();
     let o = p.render_options();
@@ -199,31 +206,31 @@ pub fn write(p: &Imported, opts: &Options) -> Result<ImportedSummary> {
             warnings.push(format!("{name}: no CPU sample in the report (not drawn)"));
             continue;
         }
-        write_file(&p.dir, &name, |w| {
+        write_file(dir, &name, |w| {
             render::render(format, &p.cpu, &o, w).map_err(Error::from)
         })?;
         outputs.push(name);
     }
-    write_waits(p, opts, &o, &mut outputs)?;
+    write_waits(p, dir, opts, &o, &mut outputs)?;
     for t in &p.tables {
         let name = format!("{}.tsv", t.stem);
-        write_file(&p.dir, &name, |w| {
+        write_file(dir, &name, |w| {
             w.write_all(tsv(&t.rows).as_bytes())
-                .map_err(|e| Error::io(p.dir.join(&name), e))
+                .map_err(|e| Error::io(dir.join(&name), e))
         })?;
         outputs.push(name);
     }
     if opts.formats.report {
-        write_report(p)?;
+        write_report(p, dir)?;
         outputs.push(report::REPORT_TXT.to_string());
     }
     let summary = summarize(p, outputs, warnings, started);
     if opts.formats.summary {
         let mut s = serde_json::to_string_pretty(&summary).expect("a summary serializes");
         s.push('\n');
-        write_file(&p.dir, SUMMARY, |w| {
+        write_file(dir, SUMMARY, |w| {
             w.write_all(s.as_bytes())
-                .map_err(|e| Error::io(p.dir.join(SUMMARY), e))
+                .map_err(|e| Error::io(dir.join(SUMMARY), e))
         })?;
     }
     Ok(summary)
@@ -232,6 +239,7 @@ pub fn write(p: &Imported, opts: &Options) -> Result<ImportedSummary> {
 /// The waits as the off-CPU view draws them: `offcpu.*`, ns, `io` colours.
 fn write_waits(
     p: &Imported,
+    dir: &Dir,
     opts: &Options,
     base: &RenderOptions,
     outputs: &mut Vec<String>,
@@ -252,7 +260,7 @@ fn write_waits(
     o.colors = RenderOptions::parse_palette("io")?;
     for &format in &opts.formats.render {
         let name = format!("offcpu.{}", format.extension());
-        write_file(&p.dir, &name, |w| {
+        write_file(dir, &name, |w| {
             render::render(format, &p.waits, &o, w).map_err(Error::from)
         })?;
         outputs.push(name);
@@ -261,8 +269,10 @@ fn write_waits(
 }
 
 /// `report.txt`: the CPU functions by self samples, then every table.
-fn write_report(p: &Imported) -> Result<()> {
-    let profile = report::read::folded_stacks(&p.cpu, &p.read);
+fn write_report(p: &Imported, dir: &Dir) -> Result<()> {
+    let mut profile = report::read::folded_stacks(&p.cpu, &p.read);
+    // nsys's CPU stacks count samples, one each.
+    profile.count_name = Some("samples".into());
     let mut ropts = report::Options::default();
     for t in &p.tables {
         let mut lines = vec![format!(
@@ -284,8 +294,8 @@ fn write_report(p: &Imported) -> Result<()> {
         });
     }
     let name = report::REPORT_TXT;
-    write_file(&p.dir, name, |w| {
-        report::write(&profile, &ropts, w).map_err(|e| Error::io(p.dir.join(name), e))
+    write_file(dir, name, |w| {
+        report::write(&profile, &ropts, w).map_err(|e| Error::io(dir.join(name), e))
     })
 }
 
@@ -331,14 +341,15 @@ fn summarize(
         wait_ns: render::total(&p.waits),
         tables,
         outputs,
+        cut: p.cut.clone(),
         warnings,
         seconds: started.elapsed().as_secs_f64(),
     }
 }
 
 /// Writes `dir/name` atomically with `f`.
-fn write_file(dir: &Path, name: &str, f: impl FnOnce(&mut AtomicFile) -> Result<()>) -> Result<()> {
-    let mut out = AtomicFile::open(&dir.join(name), Destination::Confined, false)?;
+fn write_file(dir: &Dir, name: &str, f: impl FnOnce(&mut AtomicFile) -> Result<()>) -> Result<()> {
+    let mut out = AtomicFile::create_in(dir, name, false)?;
     f(&mut out)?;
     out.flush().map_err(|e| Error::io(dir.join(name), e))?;
     out.commit()
@@ -371,7 +382,8 @@ mod tests {
             }],
             ..Imported::default()
         };
-        let s = write(&p, &Options::default()).unwrap();
+        std::fs::create_dir(&p.dir).unwrap();
+        let s = write(&p, &Dir::open(&p.dir).unwrap(), &Options::default()).unwrap();
         assert_eq!(s.samples, 4);
         assert_eq!(s.wait_ns, 2_000_000);
         let read = |n: &str| std::fs::read_to_string(p.dir.join(n)).unwrap();
@@ -382,9 +394,13 @@ mod tests {
         assert_eq!(read("offcpu.folded"), "w;main;usleep 2000000\n");
         assert_eq!(
             read("nvtx.tsv"),
-            format!("{TSV_HEADER}outer range\t2\t30\t15\n")
+            format!("{TSV_HEADER}outer\\trange\t2\t30\t15\n")
         );
         assert!(read("report.txt").contains("NVTX ranges (nvtx.tsv)"));
+        // Issue 58, item 8: the CPU samples are counted, not "not known".
+        let report = read("report.txt");
+        assert!(report.contains("# Samples: 4\n"), "{report}");
+        assert!(!report.contains("not known"), "{report}");
         assert!(read("flamegraph.html").contains("spin"));
         let json: serde_json::Value = serde_json::from_str(&read("summary.json")).unwrap();
         assert_eq!(json["read"], "nsys 2022.4.2.1, schema 3.0.0");

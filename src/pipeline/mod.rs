@@ -201,6 +201,15 @@ pub struct Options {
     /// `--nsys-read-limit`: the longest one Nsight Systems report's export
     /// may take to read; `None`: the reader's default.
     pub nsys_read_limit: Option<std::time::Duration>,
+    /// Where a run that writes `report.txt` leaves the report's profile
+    /// (the last capture's), for a caller that prints the report itself
+    /// ([`report_plain`]); `None` (the default): not kept.
+    pub keep_report: Option<Arc<std::sync::Mutex<Option<crate::output::report::Profile>>>>,
+    /// Begin `stacks.folded` with what its counts are when they are not
+    /// samples (`# counts: ns`; [`crate::output::render::folded::counts_line`]):
+    /// for [`symbolize_plain`], whose folded stacks go to another stage
+    /// without their `summary.json`.
+    pub counts_line: bool,
 }
 
 impl Default for Options {
@@ -223,6 +232,8 @@ impl Default for Options {
             output: None,
             keep_stacks: None,
             nsys_read_limit: None,
+            keep_report: None,
+            counts_line: false,
         }
     }
 }
@@ -310,6 +321,19 @@ pub fn run(
 /// of the outputs (`perf.script.zst`, `stacks.folded`). A file that cannot be symbolized is an error
 /// naming it (exit code 2).
 pub fn symbolize_plain(file: &Path, opts: &Options) -> Result<(tempfile::TempDir, PathBuf)> {
+    let opts = Options {
+        formats: Formats {
+            render: vec![Format::Folded],
+            summary: false,
+            report: false,
+        },
+        ..opts.clone()
+    };
+    symbolize_with(file, &opts)
+}
+
+/// [`symbolize_plain`] writing `opts.formats`.
+fn symbolize_with(file: &Path, opts: &Options) -> Result<(tempfile::TempDir, PathBuf)> {
     let tmp = tempfile::Builder::new()
         .prefix("jobprof-perf-data-")
         .tempdir()
@@ -317,12 +341,8 @@ pub fn symbolize_plain(file: &Path, opts: &Options) -> Result<(tempfile::TempDir
     let out = tmp.path().join("out");
     let opts = Options {
         output: Some(out.clone()),
-        formats: Formats {
-            render: vec![Format::Folded],
-            summary: false,
-            report: false,
-        },
         force: true,
+        counts_line: true,
         ..opts.clone()
     };
     let filter = capture::Filter::default();
@@ -339,6 +359,34 @@ pub fn symbolize_plain(file: &Path, opts: &Options) -> Result<(tempfile::TempDir
             file.display()
         ))),
     }
+}
+
+/// `jobprof report PATH/perf.data`: the report's profile of a plain
+/// `perf.data`, read from its samples as `jobprof process` reads the one
+/// it writes `report.txt` from (not from text read back: the samples keep
+/// what the text lacks, such as the ELF symbol of a frame printed with
+/// inlined lines only). Made by a run as [`symbolize_plain`]'s, in a
+/// temporary directory removed before it returns. A file that cannot be
+/// symbolized is an error naming it (exit code 2).
+pub fn report_plain(file: &Path, opts: &Options) -> Result<crate::output::report::Profile> {
+    let kept = Arc::new(std::sync::Mutex::new(None));
+    let opts = Options {
+        formats: Formats {
+            render: Vec::new(),
+            summary: false,
+            report: true,
+        },
+        keep_report: Some(kept.clone()),
+        ..opts.clone()
+    };
+    let (_tmp, _) = symbolize_with(file, &opts)?;
+    let profile = kept.lock().unwrap_or_else(|e| e.into_inner()).take();
+    profile.ok_or_else(|| {
+        Error::Usage(format!(
+            "{}: cannot be symbolized: no report was made",
+            file.display()
+        ))
+    })
 }
 
 /// Sends the outputs of the one plain `perf.data` found to `out` (`-o`);
@@ -479,10 +527,34 @@ pub fn process_capture(
         Err(e) => {
             report.status = Status::Failed;
             report.message = e.to_string();
+            if let Some(fix) = unwritable_output(found, &e) {
+                report.message.push_str(&fix);
+            }
         }
     }
     report.elapsed = start.elapsed();
     report
+}
+
+/// The fix for a plain `perf.data` whose outputs cannot be written beside
+/// it (a read-only folder, another user's): `-o DIR`.
+fn unwritable_output(found: &CaptureDir, e: &Error) -> Option<String> {
+    let p = found.plain.as_ref()?;
+    let Error::Io { path, source } = e else {
+        return None;
+    };
+    let denied = matches!(
+        source.kind(),
+        std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+    );
+    (denied && path.starts_with(&p.out)).then(|| {
+        let name = file_name(&p.file);
+        format!(
+            "; its folder is not writable: write the outputs elsewhere with -o DIR \
+             (e.g. `jobprof process {} -o /tmp/{name}.jobprof`)",
+            p.file.display()
+        )
+    })
 }
 
 /// A plain `perf.data` is rewritten in place by the next `perf record`

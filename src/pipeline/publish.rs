@@ -81,6 +81,7 @@ impl Pipeline<'_> {
             let mut profile = profile?;
             profile.source = self.label.clone();
             profile.shards = Some(self.cap.shards.len());
+            pass.stats.top_self = crate::output::summary::top_self_of(&profile);
             return Ok(profile);
         }
         // A capture without samples (an off-CPU capture of a thread that
@@ -99,9 +100,12 @@ impl Pipeline<'_> {
         // Read as the text was symbolized or folded: dropped already when
         // that text was not archived.
         let streamed = pass.report.take();
+        let from_text = text.is_some();
         let mut profile = match (text, streamed) {
             (Some(t), Some(r)) => r.finish(&t)?,
             (Some(t), None) => crate::output::report::read::of_event(&t, event.as_deref())?,
+            // The folded stacks' leaves are all the summary has: its
+            // top_self stays theirs.
             (None, _) => {
                 let mut p = crate::output::report::read::folded_stacks(&pass.folded.stacks, "");
                 // The fold counted the samples its stacks were made of.
@@ -110,6 +114,11 @@ impl Pipeline<'_> {
                 p
             }
         };
+        if from_text {
+            // The samples' own call chains: self time charged as perf
+            // report and the report charge it.
+            pass.stats.top_self = crate::output::summary::top_self_of(&profile);
+        }
         profile.source = self.label.clone();
         profile.shards = Some(self.cap.shards.len());
         Ok(profile)
@@ -188,8 +197,11 @@ impl Pipeline<'_> {
             .iter()
             .any(|f| *f != Format::Folded);
         if pass.folded.stacks.is_empty() {
-            self.log(format!("warning: {NO_SAMPLES}"));
-            pass.warnings.push(NO_SAMPLES.into());
+            // A capture that failed is not one that ran too briefly.
+            if pass.failures.is_empty() {
+                self.log(format!("warning: {NO_SAMPLES}"));
+                pass.warnings.push(NO_SAMPLES.into());
+            }
             return None;
         }
         self.opts
@@ -517,6 +529,7 @@ impl Pipeline<'_> {
             // Folded counts are sample periods.
             o.count_name = crate::text::perf_script::period_unit(ev).into();
         }
+        o.counts_line = self.opts.counts_line;
         o
     }
 }

@@ -135,6 +135,9 @@ impl Pipeline<'_> {
             self.write_report(&profile, off_cpu.as_ref())?;
             outputs.push(crate::output::report::REPORT_TXT.to_string());
             build_ids = self.write_build_ids(&profile, &mut pass.warnings, &mut outputs)?;
+            if let Some(slot) = &self.opts.keep_report {
+                *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(profile);
+            }
         }
         let render_time = render_start.elapsed();
         let mut stamps = Stamps::new();
@@ -424,13 +427,21 @@ impl Pipeline<'_> {
         } else {
             format!(", folded from {}", pass.symbolized_from)
         };
+        // Without call chains nothing is truncated: there are no callers.
+        let flat = self
+            .capture_facts()
+            .is_some_and(|f| f.call_graph() == "none");
+        let truncated = if flat {
+            "no call graph (recorded without -g)".to_string()
+        } else {
+            format!("{:.1}% truncated", 100.0 * pass.stats.truncated_ratio)
+        };
         Ok(Done {
             status: Status::Processed,
             message: format!(
                 "{samples} samples, {shards_word}{from}, {symbolized_pct:.1}% named at the leaf, \
-                 {:.1}% with an unnamed frame, {:.1}% truncated -> {}",
+                 {:.1}% with an unnamed frame, {truncated} -> {}",
                 100.0 * pass.stats.unnamed_stack_ratio,
-                100.0 * pass.stats.truncated_ratio,
                 outputs.join(", ")
             ),
             stacks: self.keep_stacks(pass),
@@ -454,7 +465,8 @@ impl Pipeline<'_> {
                 left.checked_sub(need)
             })
             .ok()?;
-        let Some(lines) = render::folded::as_read_back(&pass.folded.stacks) else {
+        let mut held = Vec::new();
+        let Some(lines) = render::folded::as_read_back(&pass.folded.stacks, &mut held) else {
             budget.fetch_add(need, Ordering::SeqCst);
             return None;
         };

@@ -368,10 +368,13 @@ impl Pipeline<'_> {
             };
             if let Some(e) = err {
                 if sh.error.is_none() {
-                    let hint = if e.contains("exit status") {
-                        " (corrupt or truncated perf.data?)"
-                    } else {
-                        ""
+                    let data = &self.cap.shards[unit.shard_pos].data_file;
+                    let hint = match crate::symbolize::native::truncation(data) {
+                        Some(why) => format!(": {why}"),
+                        None if e.contains("exit status") => {
+                            " (corrupt or truncated perf.data?)".to_string()
+                        }
+                        None => String::new(),
                     };
                     let msg = format!("shard {} ({}): {e}{hint}", sh.index, sh.data_file);
                     failures.push(msg);

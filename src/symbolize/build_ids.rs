@@ -168,10 +168,14 @@ pub fn hit_only(ids: Vec<BuildId>, hit: &HashSet<String>) -> Vec<BuildId> {
         .collect()
 }
 
-/// The text of `build-ids.txt`.
+/// The text of `build-ids.txt` (a path's control characters escaped,
+/// [`crate::sys::printable`]: one line a file).
 pub fn text(ids: &[BuildId]) -> String {
     ids.iter()
-        .map(|b| format!("{} {}\n", b.build_id, b.path))
+        .map(|b| {
+            let path = crate::sys::printable::printable_text(&b.path);
+            format!("{} {path}\n", b.build_id)
+        })
         .collect()
 }
 

@@ -26,11 +26,15 @@ pub struct Line {
 }
 
 impl Line {
-    /// A line of `symbol` in `module`.
+    /// A line of `symbol` in `module`, their control characters escaped
+    /// ([`crate::sys::printable`]): a symbol of an ELF file or a JIT map,
+    /// or a module's path, with a newline or an escape sequence in it
+    /// reaches no output raw, the archive's text included.
     pub fn new(symbol: impl Into<Box<str>>, module: impl Into<Box<str>>) -> Line {
+        use crate::sys::printable::printable_owned;
         Line {
-            symbol: symbol.into(),
-            module: module.into(),
+            symbol: printable_owned(symbol.into()),
+            module: printable_owned(module.into()),
         }
     }
 
@@ -58,9 +62,52 @@ pub struct Frame {
     /// Its lines, inlined functions first (one line without inline
     /// frames).
     pub lines: Arc<[Line]>,
+    /// The line of the ELF symbol holding the address (`name+0xOFF` in
+    /// the DSO, as perf prints the frame without `--inline`), kept only
+    /// when no line of [`Self::lines`] is it: every line inlined, which
+    /// perf 6.1 prints when the function holding the code is named
+    /// otherwise in the DWARF than its ELF symbol (an alias such as
+    /// `__memcpy_avx512_unaligned_erms` for `__memmove_avx512_unaligned_erms`,
+    /// a `.constprop` clone). Never printed; `perf report` names the frame
+    /// by it ([`Self::function_line`]). `None` from text, which lacks it.
+    pub function: Option<Line>,
+}
+
+/// The line of a frame with lines `lines` (inlined functions first) and
+/// ELF symbol line `function` ([`Frame::function`]) that names the
+/// function holding the code at its address: the one rule by which the
+/// report's entries, `report.txt` and `summary.json`'s `top_self` charge a
+/// sample's self time (to its leaf frame's function line). As `perf
+/// report --no-children` does (its entries are by the symbol of the
+/// sampled address, with or without `--inline`): the frame's plain line
+/// (the ELF symbol's own; inlined callees count in it); without one,
+/// `function`; without that either (text), the outermost inlined line,
+/// the nearest name the text holds. `None` only for a frame without
+/// lines. A frame in a call path is named by the same rule without
+/// `function` ([`Frame::caller_line`]): perf report's call graph prints a
+/// frame whose every line is inlined by its inlined lines.
+pub fn function_line<'a>(lines: &'a [Line], function: Option<&'a Line>) -> Option<&'a Line> {
+    lines
+        .iter()
+        .find(|l| !l.is_inlined())
+        .or(function)
+        .or(lines.last())
 }
 
 impl Frame {
+    /// The line naming the function that holds the code at the address,
+    /// by [`function_line`].
+    pub fn function_line(&self) -> Option<&Line> {
+        function_line(&self.lines, self.function.as_ref())
+    }
+
+    /// The line naming the frame in a call path, as perf report's call
+    /// graph prints it: [`function_line`] without [`Self::function`], what
+    /// the frame's text gives.
+    pub fn caller_line(&self) -> Option<&Line> {
+        function_line(&self.lines, None)
+    }
+
     /// Appends the frame's lines as `perf script` prints them.
     pub fn write_text(&self, out: &mut Vec<u8>) {
         for l in self.lines.iter() {
@@ -236,6 +283,7 @@ mod tests {
                 Line::new("compute_stage+0x34", "/w"),
             ]
             .into(),
+            function: None,
         };
         let mut out = Vec::new();
         f.write_text(&mut out);
@@ -248,10 +296,39 @@ mod tests {
     }
 
     #[test]
+    fn a_frame_is_named_by_its_function_line_as_perf_report_names_it() {
+        let frame = |lines: &[(&str, &str)], function: Option<Line>| Frame {
+            address: 0x16db75,
+            lines: lines.iter().map(|(s, m)| Line::new(*s, *m)).collect(),
+            function,
+        };
+        // Inlined callees count in the function holding the code.
+        let f = frame(&[("mix+0x34", INLINED), ("compute+0x34", "/w")], None);
+        assert_eq!(f.function_line(), Some(&Line::new("compute+0x34", "/w")));
+        // Every line inlined (perf 6.1's memcpy under libc's debug info):
+        // the ELF symbol the symbolizer kept, not the inlined name nor
+        // the caller.
+        let memmove = Line::new(
+            "__memmove_avx512_unaligned_erms+0x375",
+            "/usr/lib/libc.so.6",
+        );
+        let only_inlined = [("__memcpy_avx512_unaligned_erms+0x375", INLINED)];
+        let f = frame(&only_inlined, Some(memmove.clone()));
+        assert_eq!(f.function_line(), Some(&memmove));
+        // In a call path, as perf's call graph prints it.
+        assert_eq!(&*f.caller_line().unwrap().symbol, only_inlined[0].0);
+        // From text, which lacks it: the outermost inlined line.
+        let f = frame(&[("inner+0x4", INLINED), ("outer+0x4", INLINED)], None);
+        assert_eq!(f.function_line().map(|l| &*l.symbol), Some("outer+0x4"));
+        assert_eq!(frame(&[], None).function_line(), None);
+    }
+
+    #[test]
     fn a_reset_starts_the_table_over() {
         let frame = |a| Frame {
             address: a,
             lines: vec![Line::new("[unknown]", "[unknown]")].into(),
+            function: None,
         };
         let mut t = Frames::default();
         let mut b = Batch {

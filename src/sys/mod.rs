@@ -6,9 +6,10 @@
 //! mapping inputs ([`input`]), SHA-256 ([`digest`]), overflow-safe sums of
 //! periods ([`counts`]), durations, sizes and times as people type and read
 //! them ([`units`]), progress bars and log lines ([`progress`]), the one
-//! runner of external commands, with time limits ([`exec`]), a few long
-//! tasks on a bounded number of threads ([`jobs`]), and Slurm's commands
-//! ([`slurm`]).
+//! escape of control characters in names and paths ([`printable`]), the
+//! one runner of external commands, with time limits ([`exec`]), a few
+//! long tasks on a bounded number of threads ([`jobs`]), and Slurm's
+//! commands ([`slurm`]).
 
 pub mod atomic;
 pub mod confined;
@@ -20,6 +21,7 @@ pub mod file_kind;
 pub mod input;
 pub(crate) mod jobs;
 pub mod lock;
+pub mod printable;
 pub mod progress;
 pub mod slurm;
 pub mod units;

@@ -231,46 +231,13 @@ impl Progress for LogLines {
     }
 }
 
-/// `path` for a one-line message: control characters (a newline in a
-/// directory name) escaped, so a name cannot split or forge a line.
-pub fn printable(path: &std::path::Path) -> String {
-    printable_text(&path.display().to_string()).into_owned()
-}
-
-/// `text` with every C0 and C1 control character (and DEL) escaped
-/// (`\u{1b}`, `\n`): a name from a capture (a JIT function, a thread) cannot
-/// split a line, or reach a terminal as an escape sequence, in the log or
-/// in `report.txt`. The one escape for both.
-pub fn printable_text(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(char::is_control) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        match c.is_control() {
-            true => out.extend(c.escape_default()),
-            false => out.push(c),
-        }
-    }
-    std::borrow::Cow::Owned(out)
-}
+// The one escape of names and paths, where log lines and `report.txt`
+// have always found it.
+pub use super::printable::{printable, printable_text};
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn control_characters_are_escaped_c0_c1_and_del() {
-        let t = "jit \u{1b}]0;TITLE\u{7}\u{1b}[2J \u{9b}31m\u{7f} ok\tz\n";
-        assert_eq!(
-            printable_text(t),
-            "jit \\u{1b}]0;TITLE\\u{7}\\u{1b}[2J \\u{9b}31m\\u{7f} ok\\tz\\n"
-        );
-        assert!(matches!(
-            printable_text("plain é"),
-            std::borrow::Cow::Borrowed("plain é")
-        ));
-    }
 
     #[test]
     fn log_lines_draw_no_bars_and_no_bars_keeps_the_lines() {

@@ -166,6 +166,68 @@ pub fn format_bytes(n: u64) -> String {
     }
 }
 
+/// `n` with thousands separators: `5,314,629,216`.
+pub fn group_digits(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// An amount of `count_name` as pages and messages write it: `ns` (the
+/// summed periods of a clock event, or off-CPU time) as a time of about
+/// three significant digits (`5.31 s`, `12.3 ms`, `456 µs`, `789 ns`),
+/// other counts as whole numbers with thousands separators and their name
+/// (`4,208 samples`).
+pub fn format_amount(n: f64, count_name: &str) -> String {
+    if count_name != "ns" {
+        let sign = if n < -0.5 { "-" } else { "" };
+        return format!(
+            "{sign}{} {count_name}",
+            group_digits(n.abs().round() as u64)
+        );
+    }
+    let a = n.abs();
+    // Each unit from where three significant digits round up to it.
+    let (v, unit) = if a >= 999.5e6 {
+        (n / 1e9, "s")
+    } else if a >= 999.5e3 {
+        (n / 1e6, "ms")
+    } else if a >= 999.5 {
+        (n / 1e3, "µs")
+    } else {
+        return format!("{n:.0} ns");
+    };
+    let digits = match v.abs() {
+        x if x >= 999.5 => {
+            let sign = if v < 0.0 { "-" } else { "" };
+            return format!("{sign}{} {unit}", group_digits(x.round() as u64));
+        }
+        x if x >= 99.95 => 0,
+        x if x >= 9.995 => 1,
+        _ => 2,
+    };
+    format!("{v:.digits$} {unit}")
+}
+
+/// [`format_amount`] of a change, with its sign (`+1.20 ms`, `-3 samples`,
+/// `0 ns`).
+pub fn format_change(d: f64, count_name: &str) -> String {
+    let s = format_amount(d, count_name);
+    if d.round() > 0.0 {
+        format!("+{s}")
+    } else if d.round() == 0.0 {
+        format!("0 {count_name}")
+    } else {
+        s
+    }
+}
+
 /// The current time as an RFC 3339 UTC timestamp with second precision.
 pub fn utc_timestamp() -> String {
     let secs = SystemTime::now()
@@ -187,6 +249,25 @@ pub fn format_utc(secs: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nanoseconds_read_as_time_and_other_counts_as_numbers() {
+        assert_eq!(format_amount(5_314_629_216.0, "ns"), "5.31 s");
+        assert_eq!(format_amount(4_208_416_800.0, "ns"), "4.21 s");
+        assert_eq!(format_amount(42_084_168_000.0, "ns"), "42.1 s");
+        assert_eq!(format_amount(1_234_567_000_000.0, "ns"), "1,235 s");
+        assert_eq!(format_amount(12_345_678.0, "ns"), "12.3 ms");
+        assert_eq!(format_amount(456_000.0, "ns"), "456 µs");
+        assert_eq!(format_amount(999_999.0, "ns"), "1.00 ms");
+        assert_eq!(format_amount(789.0, "ns"), "789 ns");
+        assert_eq!(format_amount(-2_500_000.0, "ns"), "-2.50 ms");
+        assert_eq!(format_amount(4_208.0, "samples"), "4,208 samples");
+        assert_eq!(format_amount(-3.0, "samples"), "-3 samples");
+        assert_eq!(format_change(1_200_000.0, "ns"), "+1.20 ms");
+        assert_eq!(format_change(-3.0, "samples"), "-3 samples");
+        assert_eq!(format_change(0.2, "ns"), "0 ns");
+        assert_eq!(group_digits(5_314_629_216), "5,314,629,216");
+    }
 
     fn secs(t: &str) -> f64 {
         parse_duration(t).unwrap().as_secs_f64()

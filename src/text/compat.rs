@@ -6,7 +6,10 @@
 //! including these losses; the default mode fixes them. The one place where
 //! compat mode cannot match is an input whose first sample names no event:
 //! inferno then panics (`assertion failed: self.event_filter.is_some()`),
-//! while jobprof folds with the first event it sees later. This module only
+//! while jobprof folds with the first event it sees later. Nor does compat
+//! mode keep control characters in names raw, as inferno does: they are
+//! escaped in every mode (`crate::sys::printable`), so a name never splits
+//! a folded line. This module only
 //! documents; the behaviour lives in `crate::text::perf_script` and `crate::text::fold`.
 
 /// One difference between the default mode and `--compat inferno`.

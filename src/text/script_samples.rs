@@ -159,12 +159,15 @@ impl ScriptSamples {
         e
     }
 
-    /// The thread name `comm`, shared by the samples that name it.
+    /// The thread name `comm`, shared by the samples that name it, its
+    /// control characters escaped as in every name of the model
+    /// ([`crate::sys::printable`]; such a header is then not printed back
+    /// as it is, and its block is left as text).
     fn comm(&mut self, comm: &str) -> Arc<str> {
         if let Some(c) = self.comms.get(comm) {
             return c.clone();
         }
-        let c: Arc<str> = comm.into();
+        let c: Arc<str> = crate::sys::printable::printable_text(comm).into();
         self.comms.insert(comm.into(), c.clone());
         c
     }
@@ -226,6 +229,7 @@ fn frame(text: &[u8]) -> Option<Frame> {
     let frame = Frame {
         address: address?,
         lines: lines.into(),
+        function: None,
     };
     let mut back = Vec::with_capacity(text.len());
     frame.write_text(&mut back);

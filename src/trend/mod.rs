@@ -159,13 +159,30 @@ pub fn write(
     write_atomic(out_dir.join(TREND_HTML), page::html(trend).as_bytes())
 }
 
+/// The smallest p-value written as a number: below it (a t test's p can
+/// round to 0), `<1e-9`.
+const P_FLOOR: f64 = 1e-9;
+
 /// A p-value as every output writes it (stdout, stderr, the page): three
-/// decimals, or two significant digits below 0.001.
+/// decimals, two significant digits below 0.001, `<1e-9` below 1e-9
+/// (never `0.0e0`). With its sign, as lines print it: [`p_is`].
 pub fn fmt_p(p: f64) -> String {
-    if p < 0.001 {
+    if p < P_FLOOR {
+        "<1e-9".to_string()
+    } else if p < 0.001 {
         format!("{p:.1e}")
     } else {
         format!("{p:.3}")
+    }
+}
+
+/// `p=0.012`, `p=4.0e-4`, or `p<1e-9`.
+pub fn p_is(p: f64) -> String {
+    let v = fmt_p(p);
+    if v.starts_with('<') {
+        format!("p{v}")
+    } else {
+        format!("p={v}")
     }
 }
 
@@ -234,6 +251,10 @@ mod tests {
     fn p_values_and_amounts_have_one_form() {
         assert_eq!(fmt_p(0.0123), "0.012");
         assert_eq!(fmt_p(0.0004), "4.0e-4");
+        // Issue 58, item 8: a p of 0 (a t test's, rounded) was `0.0e0`.
+        assert_eq!(fmt_p(0.0), "<1e-9");
+        assert_eq!(p_is(0.0), "p<1e-9");
+        assert_eq!(p_is(0.0123), "p=0.012");
         assert_eq!(amount(735_343_292.0, "ns"), "0.74 s");
         assert_eq!(amount(2_500_000.0, "ns"), "2.5 ms");
         assert_eq!(amount(40_000.0, "ns"), "40 µs");

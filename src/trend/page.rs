@@ -427,7 +427,7 @@ pub fn html(t: &Trend) -> String {
         for u in &t.assessment.unjudged {
             let _ = writeln!(
                 o,
-                "<li class=\"up\">Nothing to judge: run {} ({}), query {}: {}</li>",
+                "<li class=\"up\">Not judged: run {} ({}), query {}: {}</li>",
                 u.run + 1,
                 esc(&t.runs[u.run].name),
                 esc(&u.query),
@@ -523,24 +523,46 @@ fn facts(t: &Trend) -> Vec<(String, String)> {
 
 fn findings_table(o: &mut String, t: &Trend) {
     let sig: Vec<&Finding> = t.reported().collect();
+    let (up, down): (Vec<&Finding>, Vec<&Finding>) = sig.iter().partition(|f| f.change > 0.0);
     o.push_str("<h2>Most regressed functions</h2>\n");
     if sig.is_empty() {
         o.push_str("<p class=\"jp-note\">No significant change: nothing regressed or improved beyond the threshold and the noise.</p>\n");
         return;
     }
-    o.push_str(
-        "<p class=\"jp-note\">Significant changes of a function's share whose own time per \
-         replicate moved the same way: rises first, then falls, each largest first. A \
-         function whose own time rose is listed once, with its callers under it (their \
-         total time rose with it; trend.json keeps their findings, each naming its \
-         cause).</p>\n",
+    if up.is_empty() {
+        o.push_str(
+            "<p class=\"jp-note\">Nothing regressed beyond the threshold and the noise.</p>\n",
+        );
+    } else {
+        o.push_str(
+            "<p class=\"jp-note\">Significant rises of a function's share whose own time per \
+             replicate rose too, largest first. A function whose own time rose is listed once, \
+             with its callers under it (their total time rose with it; trend.json keeps their \
+             findings, each naming its cause). Change and threshold are in percentage points \
+             of the query's samples.</p>\n",
+        );
+        finding_rows(o, t, "jp-findings", &up);
+    }
+    if !down.is_empty() {
+        o.push_str("<h2>Most improved functions</h2>\n");
+        o.push_str(
+            "<p class=\"jp-note\">Significant falls of a function's share whose own time per \
+             replicate fell too, largest first.</p>\n",
+        );
+        finding_rows(o, t, "jp-improved", &down);
+    }
+}
+
+/// One table of findings (`id`), a row each.
+fn finding_rows(o: &mut String, t: &Trend, id: &str, sig: &[&Finding]) {
+    let _ = write!(
+        o,
+        "<table id=\"{id}\"><thead><tr><th>Verdict</th><th>Query</th><th>Function</th>\
+        <th>Share</th><th>Run</th><th>Baseline</th><th>New</th><th>Change (points)</th>\
+        <th>Own time</th><th>p</th><th>q</th><th>Threshold (points)</th><th>Diff</th></tr>\
+        </thead>\n<tbody>\n",
     );
-    o.push_str(
-        "<table id=\"jp-findings\"><thead><tr><th>Verdict</th><th>Query</th><th>Function</th>\
-        <th>Share</th><th>Run</th><th>Baseline</th><th>New</th><th>Change</th><th>Own time</th>\
-        <th>p</th><th>q</th><th>Threshold</th><th>Diff</th></tr></thead>\n<tbody>\n",
-    );
-    for f in sig {
+    for &f in sig {
         let class = if f.change > 0.0 { "up" } else { "down" };
         let diff = t
             .assessment

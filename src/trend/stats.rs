@@ -118,6 +118,19 @@ pub fn choose(n: u64, k: u64) -> u64 {
     c as u64
 }
 
+/// The smallest p-value [`permutation`] can give for groups of `k` and
+/// `n` values: one split in all (two when the groups are the same size,
+/// whose mirror split gives the same difference), or one in
+/// `RANDOM_SPLITS + 1` when the splits are drawn.
+pub fn smallest_permutation_p(k: usize, n: usize) -> f64 {
+    let ways = choose((k + n) as u64, k as u64);
+    if ways > EXACT_LIMIT {
+        return 1.0 / (RANDOM_SPLITS + 1) as f64;
+    }
+    let extreme = if k == n { 2.0 } else { 1.0 };
+    (extreme / ways as f64).min(1.0)
+}
+
 /// Two-sided permutation test of `x` (the new run's replicates) against
 /// `y` (the baseline's replicates): how often a random split of all the
 /// values into groups of their sizes gives a difference of means at least
@@ -397,6 +410,22 @@ mod tests {
         }
         let rate = f64::from(small) / trials as f64;
         assert!((0.03..=0.07).contains(&rate), "{rate}");
+    }
+
+    #[test]
+    fn the_smallest_permutation_p_is_one_split_or_its_mirror() {
+        // 1 against 1: the two splits mirror each other.
+        assert_eq!(smallest_permutation_p(1, 1), 1.0);
+        assert!((smallest_permutation_p(1, 2) - 1.0 / 3.0).abs() < 1e-12);
+        // 3 against 3: 20 splits, the seen one and its mirror.
+        assert!((smallest_permutation_p(3, 3) - 0.1).abs() < 1e-12);
+        assert!((smallest_permutation_p(4, 4) - 2.0 / 70.0).abs() < 1e-12);
+        assert!((smallest_permutation_p(3, 6) - 1.0 / 84.0).abs() < 1e-12);
+        // As the test itself finds when every split but the seen differs.
+        let x = [10.0, 11.0, 12.0];
+        let y = [1.0, 2.0, 3.0];
+        let p = permutation(&x, &y, 1).unwrap().p;
+        assert!((p - smallest_permutation_p(3, 3)).abs() < 1e-12, "{p}");
     }
 
     #[test]

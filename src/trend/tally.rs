@@ -71,7 +71,7 @@ impl Tally {
             match (fields.as_slice(), fields.get(2).map(|t| t.parse::<u64>())) {
                 ([name, _, _, _], Some(Ok(ns))) if !name.is_empty() => {
                     self.total = counts::add(self.total, ns);
-                    let id = self.intern(name);
+                    let id = self.intern(&crate::sys::printable::printable_text(name));
                     let a = &mut self.acc[id as usize];
                     a.own = counts::add(a.own, ns);
                 }
@@ -118,7 +118,8 @@ impl Tally {
             return;
         }
         if n > 0 {
-            self.add_stack(stack, n);
+            // Names escaped as `read_folded` escapes them (an older file).
+            self.add_stack(&crate::sys::printable::printable_text(stack), n);
         }
     }
 

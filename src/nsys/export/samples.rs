@@ -124,7 +124,7 @@ impl Names {
     /// (a name cannot split or forge a line), then cut to the name limit
     /// at a character boundary with `...` added (counted).
     pub(super) fn clean(&self, raw: &str) -> String {
-        let text = crate::sys::progress::printable_text(raw);
+        let text = crate::sys::printable::printable_text(raw);
         let max = self.limits.max_name;
         if text.len() <= max {
             return text.into_owned();

@@ -213,6 +213,7 @@ mod tests {
         let frame = |address, lines: &[(&str, &str)]| Frame {
             address,
             lines: lines.iter().map(|(s, m)| Line::new(*s, *m)).collect(),
+            function: None,
         };
         let new_frames = vec![
             frame(0x1434, &[("mix+0x34", INLINED), ("stage+0x34", "/w")]),

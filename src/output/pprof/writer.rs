@@ -84,13 +84,16 @@ impl<W: Write> Writer<W> {
         me
     }
 
-    /// The index of `s` in the string table.
+    /// The index of `s` in the string table, where it is written with its
+    /// control characters escaped ([`crate::sys::printable`]): every
+    /// function, file, label and comment of a profile goes through here.
     pub fn string(&mut self, s: &str) -> i64 {
         if let Some(&i) = self.strings.get(s) {
             return i;
         }
         let i = self.string_table.len() as i64;
-        self.string_table.push(s.to_string());
+        let shown = crate::sys::printable::printable_text(s).into_owned();
+        self.string_table.push(shown);
         self.strings.insert(s.to_string(), i);
         i
     }

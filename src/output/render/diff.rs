@@ -138,8 +138,9 @@ pub fn render_diff<S: AsRef<str>, T: AsRef<str>, W: Write>(
     opts: &RenderOptions,
     w: W,
 ) -> Result<DiffSummary> {
-    let before = frame_ordered(before);
-    let after = frame_ordered(after);
+    let (mut held_before, mut held_after) = (Vec::new(), Vec::new());
+    let before = frame_ordered(before, &mut held_before);
+    let after = frame_ordered(after, &mut held_after);
     let before_total = crate::sys::counts::sum(before.iter().map(|(_, c)| *c));
     let after_total = crate::sys::counts::sum(after.iter().map(|(_, c)| *c));
     let scale = if normalize && before_total > 0 {
@@ -227,16 +228,12 @@ fn write_drawing<W: Write>(
             .and_then(|()| w.flush())
             .map_err(|source| Error::Write { format, source });
     }
+    let amount = |n: u64| crate::sys::units::format_amount(n as f64, &look.count_name);
     let note = format!(
-        "{LEGEND}. BEFORE {} {}, AFTER {}{}.",
-        html::group_digits(summary.before_total),
-        look.count_name,
-        html::group_digits(summary.after_total),
-        if normalize {
-            format!(" (BEFORE scaled by {:.4})", summary.scale)
-        } else {
-            String::new()
-        }
+        "{LEGEND}. BEFORE {}, AFTER {}{}",
+        amount(summary.before_total),
+        amount(summary.after_total),
+        totals_note(summary, normalize)
     );
     let s = html::Summary {
         total: summary.after_total,
@@ -245,6 +242,29 @@ fn write_drawing<W: Write>(
     };
     html::wrap(svg, look, &s, w)?;
     Ok(())
+}
+
+/// How the totals were compared, after "BEFORE x, AFTER y": BEFORE
+/// scaled to AFTER's total (the colours compare shares), or, unscaled,
+/// a warning when the totals differ by more than a tenth (every frame
+/// then takes the colour of that change).
+pub fn totals_note(summary: &DiffSummary, normalize: bool) -> String {
+    let (b, a) = (summary.before_total as f64, summary.after_total as f64);
+    if normalize && (summary.scale - 1.0).abs() > 1e-9 {
+        format!(
+            ": BEFORE scaled by {:.4} to AFTER's total, so the colours compare shares \
+             (--no-normalize: the raw counts).",
+            summary.scale
+        )
+    } else if !normalize && b > 0.0 && (a / b - 1.0).abs() > 0.1 {
+        format!(
+            ": AFTER's total is {:.0}% of BEFORE's, and every frame is coloured by that too \
+             (--normalize compares shares).",
+            100.0 * a / b
+        )
+    } else {
+        ".".to_string()
+    }
 }
 
 fn write_diff_folded<W: Write>(
@@ -280,11 +300,18 @@ fn deannotate(f: &str) -> &str {
     f
 }
 
+/// A frame's fill for its change: grey when unchanged, else red (grew)
+/// or blue (shrank), stronger for a larger change, from a pale tint down
+/// to `rgb(255,100,100)` and `rgb(100,100,255)`: the frames' black text
+/// keeps a contrast of at least 4.5:1 (WCAG AA) on the strongest blue,
+/// where full `rgb(0,0,255)` gave 2.4:1.
 fn color(delta: f64, max_abs: f64) -> String {
     if delta.abs() < 0.5 || max_abs <= 0.0 {
         return "rgb(225,225,225)".to_string();
     }
-    let v = (210.0 * (1.0 - (delta.abs() / max_abs).min(1.0))).round() as u8;
+    const PALE: f64 = 210.0;
+    const STRONG: f64 = 100.0;
+    let v = (STRONG + (PALE - STRONG) * (1.0 - (delta.abs() / max_abs).min(1.0))).round() as u8;
     if delta > 0.0 {
         format!("rgb(255,{v},{v})")
     } else {
@@ -292,27 +319,22 @@ fn color(delta: f64, max_abs: f64) -> String {
     }
 }
 
-fn signed(d: f64) -> String {
-    let r = d.round() as i64;
-    if r > 0 {
-        format!("+{}", html::group_digits(r as u64))
-    } else if r < 0 {
-        format!("-{}", html::group_digits(r.unsigned_abs()))
-    } else {
-        "0".to_string()
-    }
-}
-
 fn tooltip(node: &Node<'_>, after_total: u64, count_name: &str) -> String {
     let delta = node.after as f64 - node.before;
     let total = after_total.max(1) as f64;
+    let amount = |n: f64| crate::sys::units::format_amount(n, count_name);
+    // `before 20, +10 samples`, `before 1.07 s, -539 ms`.
+    let before = if count_name == "ns" {
+        amount(node.before)
+    } else {
+        html::group_digits(node.before.round() as u64)
+    };
     format!(
-        "{} ({} {count_name}, {:.2}%; before {}, {} {count_name}, {:+.2}%)",
+        "{} ({}, {:.2}%; before {before}, {}, {:+.2}%)",
         deannotate(node.name),
-        html::group_digits(node.after),
+        amount(node.after as f64),
         100.0 * node.after as f64 / total,
-        html::group_digits(node.before.round() as u64),
-        signed(delta),
+        crate::sys::units::format_change(delta, count_name),
         100.0 * delta / total,
     )
 }
@@ -500,8 +522,9 @@ mod tests {
     fn inner_frame_totals_include_callees() {
         let before = [("main;a", 10u64), ("main;a;x", 10)];
         let after = [("main;a", 10u64), ("main;a;x", 20)];
-        let b = frame_ordered(&before);
-        let a = frame_ordered(&after);
+        let (mut hb, mut ha) = (Vec::new(), Vec::new());
+        let b = frame_ordered(&before, &mut hb);
+        let a = frame_ordered(&after, &mut ha);
         let mut t = Tree::new();
         t.add_after(&a);
         t.add_before(&b, 1.0);
@@ -514,7 +537,39 @@ mod tests {
     #[test]
     fn colours() {
         assert_eq!(color(0.2, 10.0), "rgb(225,225,225)");
-        assert_eq!(color(10.0, 10.0), "rgb(255,0,0)");
-        assert_eq!(color(-5.0, 10.0), "rgb(105,105,255)");
+        assert_eq!(color(10.0, 10.0), "rgb(255,100,100)");
+        assert_eq!(color(-5.0, 10.0), "rgb(155,155,255)");
+    }
+
+    /// WCAG's contrast of black text on `rgb(r,g,b)`.
+    fn contrast_with_black(fill: &str) -> f64 {
+        let v: Vec<f64> = fill
+            .trim_start_matches("rgb(")
+            .trim_end_matches(')')
+            .split(',')
+            .map(|c| {
+                let c = c.parse::<f64>().unwrap() / 255.0;
+                if c <= 0.03928 {
+                    c / 12.92
+                } else {
+                    ((c + 0.055) / 1.055).powf(2.4)
+                }
+            })
+            .collect();
+        let l = 0.2126 * v[0] + 0.7152 * v[1] + 0.0722 * v[2];
+        (l + 0.05) / 0.05
+    }
+
+    /// Issue 58, item 5: the strongest blue under black text was hard to
+    /// read; every colour keeps AA contrast (4.5:1) with the text.
+    #[test]
+    fn the_strongest_colours_keep_black_text_readable() {
+        for i in 0..=20 {
+            let d = f64::from(i) / 2.0;
+            for fill in [color(d, 10.0), color(-d, 10.0)] {
+                let c = contrast_with_black(&fill);
+                assert!(c >= 4.5, "{fill}: contrast {c:.2}");
+            }
+        }
     }
 }

@@ -7,7 +7,8 @@
 //! inputs are summed. Lines that are not `stack count` are counted and the
 //! first few are kept with their file and line number for the caller to
 //! report; they never abort the read. Blank lines and lines starting with
-//! `#` are comments.
+//! `#` are comments. Control characters in a stack are escaped as jobprof
+//! writes them ([`crate::sys::printable`]).
 
 use std::path::{Path, PathBuf};
 
@@ -61,6 +62,37 @@ pub fn count_name_of(inputs: &[&Path]) -> String {
     }
 }
 
+/// The start of the comment line that says what a folded file's counts
+/// are when they are not samples (`# counts: ns`), written first by `jobprof
+/// fold` and wherever jobprof hands folded stacks to another of its stages
+/// without a `summary.json` beside them. jobprof's readers take the unit
+/// from it (`render`, `diff`, `report`) and skip it as any `#` line;
+/// FlameGraph and inferno skip it as a line they cannot read.
+pub const COUNTS_PREFIX: &str = "# counts: ";
+
+/// The line ([`COUNTS_PREFIX`]) that says the counts are `count_name`,
+/// `None` for samples (what every reader assumes).
+pub fn counts_line(count_name: &str) -> Option<String> {
+    (count_name != "samples" && is_count_name(count_name))
+        .then(|| format!("{COUNTS_PREFIX}{count_name}\n"))
+}
+
+/// The count name a (trimmed) line declares, if it is a [`counts_line`].
+pub fn declared_counts(line: &str) -> Option<&str> {
+    line.strip_prefix(COUNTS_PREFIX)
+        .map(str::trim)
+        .filter(|n| is_count_name(n))
+}
+
+/// A unit a counts line may name: a short word (`ns`, `cycles`, `bytes`,
+/// `instructions:u`).
+fn is_count_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 64
+        && n.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_:.".contains(&b))
+}
+
 /// How many bad lines are kept for reporting.
 const KEEP_BAD: usize = 10;
 
@@ -106,6 +138,11 @@ pub struct FoldedInput {
     /// The first input whose bad lines look like `perf script` output
     /// (sample headers, tab-indented frames): it needs `jobprof fold` first.
     pub perf_script_text: Option<std::path::PathBuf>,
+    /// What the counts are, as the inputs' [`counts_line`] says (`None`:
+    /// no input says, or two say different things).
+    pub count_name: Option<String>,
+    /// Two inputs declared different count names.
+    counts_differ: bool,
 }
 
 impl FoldedInput {
@@ -164,6 +201,13 @@ impl Merger {
         };
         let line = text.trim();
         if line.is_empty() || line.starts_with('#') {
+            if let Some(n) = declared_counts(line) {
+                match &self.out.count_name {
+                    Some(m) if m != n => self.out.counts_differ = true,
+                    Some(_) => {}
+                    None => self.out.count_name = Some(n.to_string()),
+                }
+            }
             return;
         }
         let (stack, count) = match line.rfind([' ', '\t']) {
@@ -190,6 +234,9 @@ impl Merger {
         if count == 0 {
             return;
         }
+        // A file another tool (or an older jobprof) wrote: its names
+        // escaped as jobprof writes them (`crate::sys::printable`).
+        let stack = &*crate::sys::printable::printable_text(stack);
         match self.map.get_mut(stack) {
             Some(c) => *c = crate::sys::counts::add(*c, count),
             None => {
@@ -214,6 +261,9 @@ impl Merger {
     }
 
     fn finish(mut self) -> FoldedInput {
+        if self.out.counts_differ {
+            self.out.count_name = None;
+        }
         let mut stacks: Vec<(String, u64)> = self.map.into_iter().collect();
         stacks.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         self.out.stacks = stacks;
@@ -260,10 +310,14 @@ pub fn reads_back(stack: &str) -> bool {
 }
 
 /// What [`read_folded`] gives for the file [`super::render_folded`] writes
-/// from `stacks`, without writing or reading it; `None` when a stack would
-/// not read back as itself ([`reads_back`]).
-pub fn as_read_back<S: AsRef<str>>(stacks: &[(S, u64)]) -> Option<Vec<(&str, u64)>> {
-    let lines = super::folded_lines(stacks);
+/// from `stacks` (the stacks that need it escaped into `held`), without
+/// writing or reading it; `None` when a stack would not read back as
+/// itself ([`reads_back`]).
+pub fn as_read_back<'a, S: AsRef<str>>(
+    stacks: &'a [(S, u64)],
+    held: &'a mut Vec<String>,
+) -> Option<Vec<(&'a str, u64)>> {
+    let lines = super::folded_lines(stacks, held);
     lines.iter().all(|(s, _)| reads_back(s)).then_some(lines)
 }
 
@@ -291,12 +345,36 @@ mod tests {
         m.finish()
     }
 
+    /// Issue 58, item 4: the counts' unit travels in the folded text.
+    #[test]
+    fn a_counts_line_names_the_counts() {
+        assert_eq!(counts_line("samples"), None);
+        assert_eq!(counts_line("two words"), None);
+        let line = counts_line("ns").unwrap();
+        assert_eq!(line, "# counts: ns\n");
+        let r = read(&format!("{line}main;a 5\n"));
+        assert_eq!(r.count_name.as_deref(), Some("ns"));
+        assert_eq!((r.stacks.len(), r.bad_lines), (1, 0));
+        assert_eq!(read("# a comment\nmain;a 5\n").count_name, None);
+        // Two inputs that disagree say nothing.
+        assert_eq!(
+            read("# counts: ns\n# counts: cycles\na 1\n").count_name,
+            None
+        );
+    }
+
     #[test]
     fn what_is_written_reads_back_as_as_read_back_says() {
         let cases: &[&[(&str, u64)]] = &[
             &[("b;c", 2), ("a", 1), ("b;c", 3), ("z", 0)],
             &[("a", 1), ("b;c", 5)],
             &[("main;f x", 5), ("é;ü", 7)],
+            // Control characters are escaped as written, so read back.
+            &[
+                ("two\nlines", 1),
+                ("w;cr\r;esc\u{1b}", 2),
+                ("w;cr\\r;esc\\u{1b}", 3),
+            ],
             &[],
         ];
         for &stacks in cases {
@@ -304,12 +382,17 @@ mod tests {
             super::super::render_folded(stacks, &mut text).unwrap();
             let back = read(std::str::from_utf8(&text).unwrap()).stacks;
             let back: Vec<(&str, u64)> = back.iter().map(|(s, c)| (s.as_str(), *c)).collect();
-            assert_eq!(as_read_back(stacks), Some(back), "{stacks:?}");
+            assert_eq!(
+                as_read_back(stacks, &mut Vec::new()),
+                Some(back),
+                "{stacks:?}"
+            );
         }
-        for odd in ["# a comment?", " lead", "trail ", "two\nlines", "cr\r", ""] {
+        for odd in ["# a comment?", " lead", "trail ", ""] {
             assert!(!reads_back(odd), "{odd:?}");
-            assert_eq!(as_read_back(&[(odd, 1)]), None);
+            assert_eq!(as_read_back(&[(odd, 1)], &mut Vec::new()), None);
         }
+        assert!(!reads_back("two\nlines") && !reads_back("cr\r"));
     }
 
     #[test]

@@ -153,9 +153,11 @@ fn write_page<W: Write>(
     }
     writeln!(
         w,
-        "<span class=\"jp-facts\">{} {} in {} distinct stacks</span>",
-        group_digits(summary.total),
-        esc(&opts.count_name),
+        "<span class=\"jp-facts\">{} in {} distinct stacks</span>",
+        esc(&crate::sys::units::format_amount(
+            summary.total as f64,
+            &opts.count_name
+        )),
         group_digits(summary.stacks)
     )?;
     w.write_all(
@@ -227,15 +229,7 @@ fn inline_svg<W: Write>(svg: &[u8], w: &mut W) -> io::Result<()> {
 
 /// `1234567` as `1,234,567`.
 pub(crate) fn group_digits(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    crate::sys::units::group_digits(n)
 }
 
 #[cfg(test)]

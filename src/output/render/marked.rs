@@ -66,7 +66,8 @@ fn svg<S: AsRef<str>, W: Write>(
     w: W,
     format: Format,
 ) -> Result<()> {
-    let ordered = frame_ordered(stacks);
+    let mut held = Vec::new();
+    let ordered = frame_ordered(stacks, &mut held);
     if ordered.is_empty() {
         return Err(Error::Empty {
             what: "the input".into(),

@@ -271,6 +271,10 @@ pub struct RenderOptions {
     /// Same colour for the same function name in every render (instead of
     /// inferno's random jitter), so reruns produce identical files.
     pub deterministic: bool,
+    /// Folded output: say what the counts are in a first line when they
+    /// are not samples (`# counts: ns`, [`folded::counts_line`]), for the
+    /// jobprof stage that reads it next.
+    pub counts_line: bool,
 }
 
 impl Default for RenderOptions {
@@ -286,6 +290,7 @@ impl Default for RenderOptions {
             name_type: "Function:".to_string(),
             search_color: "#e600e6".to_string(),
             deterministic: true,
+            counts_line: false,
         }
     }
 }
@@ -349,14 +354,19 @@ pub fn capture_title(job: Option<&str>, worker: Option<&str>, query: Option<&str
     }
 }
 
-/// Stacks with a non-zero count, trimmed, in frame order: compared frame by
-/// frame, so that every call path is contiguous and becomes one frame.
-pub(crate) fn frame_ordered<S: AsRef<str>>(stacks: &[(S, u64)]) -> Vec<(&str, u64)> {
-    let mut v: Vec<(&str, u64)> = stacks
-        .iter()
-        .map(|(s, c)| (s.as_ref().trim(), *c))
-        .filter(|(s, c)| *c > 0 && !s.is_empty())
-        .collect();
+/// Stacks with a non-zero count, trimmed, their control characters
+/// escaped ([`printable_stacks`]: the stacks that have some are escaped
+/// into `held`), in frame order: compared frame by frame, so that every
+/// call path is contiguous and becomes one frame.
+pub(crate) fn frame_ordered<'a, S: AsRef<str>>(
+    stacks: &'a [(S, u64)],
+    held: &'a mut Vec<String>,
+) -> Vec<(&'a str, u64)> {
+    let mut v: Vec<(&str, u64)> =
+        printable_stacks(stacks.iter().map(|(s, c)| (s.as_ref().trim(), *c)), held)
+            .into_iter()
+            .filter(|(s, c)| *c > 0 && !s.is_empty())
+            .collect();
     v.sort_unstable_by(|a, b| frame_cmp(a.0, b.0));
     // Equal stacks (possible when the caller did not merge) become one.
     v.dedup_by(|later, earlier| {
@@ -368,6 +378,37 @@ pub(crate) fn frame_ordered<S: AsRef<str>>(stacks: &[(S, u64)]) -> Vec<(&str, u6
         }
     });
     v
+}
+
+/// `stacks` with their control characters escaped
+/// ([`crate::sys::printable`]), the escaped ones kept in `held`: what
+/// every renderer draws and every folded writer writes, so that no name
+/// splits a line or reaches a page raw.
+pub(crate) fn printable_stacks<'a>(
+    stacks: impl Iterator<Item = (&'a str, u64)> + Clone,
+    held: &'a mut Vec<String>,
+) -> Vec<(&'a str, u64)> {
+    use std::borrow::Cow;
+    // One scan a stack: the positions of those escaped, then the stacks.
+    let mut dirty = Vec::new();
+    for (i, (s, _)) in stacks.clone().enumerate() {
+        if let Cow::Owned(e) = crate::sys::printable::printable_text(s) {
+            dirty.push(i);
+            held.push(e);
+        }
+    }
+    let held: &'a Vec<String> = held;
+    let mut escaped = dirty
+        .iter()
+        .zip(&held[held.len() - dirty.len()..])
+        .peekable();
+    stacks
+        .enumerate()
+        .map(|(i, (s, c))| match escaped.next_if(|(d, _)| **d == i) {
+            Some((_, e)) => (e.as_str(), c),
+            None => (s, c),
+        })
+        .collect()
 }
 
 /// Two stacks compared frame by frame (as `a.split(';').cmp(b.split(';'))`),
@@ -434,7 +475,8 @@ pub fn render_svg<S: AsRef<str>, W: Write>(
     opts: &RenderOptions,
     w: W,
 ) -> Result<()> {
-    let ordered = frame_ordered(stacks);
+    let mut held = Vec::new();
+    let ordered = frame_ordered(stacks, &mut held);
     svg_from_ordered(&ordered, opts, w, Format::Svg)
 }
 
@@ -451,8 +493,62 @@ fn svg_from_ordered<W: Write>(
     }
     let mut io = opts.inferno()?;
     let lines = inferno_lines(ordered);
-    flamegraph::from_lines(&mut io, lines.iter().map(String::as_str), w)
+    if opts.count_name != "ns" {
+        return flamegraph::from_lines(&mut io, lines.iter().map(String::as_str), w)
+            .map_err(|source| Error::Write { format, source });
+    }
+    let mut svg = Vec::new();
+    flamegraph::from_lines(&mut io, lines.iter().map(String::as_str), &mut svg)
+        .map_err(|source| Error::Write { format, source })?;
+    let mut w = w;
+    w.write_all(&ns_titles_as_time(&svg))
+        .and_then(|()| w.flush())
         .map_err(|source| Error::Write { format, source })
+}
+
+/// inferno's tooltips (`name (5,314,629,216 ns, 12.34%)`) with the ns
+/// written as time (`name (5.31 s, 12.34%)`,
+/// [`crate::sys::units::format_amount`]); the rest of the SVG as it is.
+fn ns_titles_as_time(svg: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(svg.len());
+    let mut rest = svg;
+    while let Some(at) = find(rest, b"<title>") {
+        let start = at + b"<title>".len();
+        let Some(len) = find(&rest[start..], b"</title>") else {
+            break;
+        };
+        out.extend_from_slice(&rest[..start]);
+        let title = &rest[start..start + len];
+        out.extend_from_slice(&title_as_time(title).unwrap_or_else(|| title.to_vec()));
+        rest = &rest[start + len..];
+    }
+    out.extend_from_slice(rest);
+    out
+}
+
+/// One tooltip's `(N ns, ` (its last parenthesis) as time.
+fn title_as_time(title: &[u8]) -> Option<Vec<u8>> {
+    let open = title.windows(2).rposition(|w| w == b" (")? + 2;
+    let tail = &title[open..];
+    let digits = tail
+        .iter()
+        .take_while(|b| b.is_ascii_digit() || **b == b',')
+        .count();
+    let rest = tail[digits..].strip_prefix(b" ns, ")?;
+    let n: u64 = std::str::from_utf8(&tail[..digits])
+        .ok()?
+        .replace(',', "")
+        .parse()
+        .ok()?;
+    let mut v = title[..open].to_vec();
+    v.extend_from_slice(crate::sys::units::format_amount(n as f64, "ns").as_bytes());
+    v.extend_from_slice(b", ");
+    v.extend_from_slice(rest);
+    Some(v)
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 /// Renders stacks as one self-contained HTML page: a header with title and
@@ -500,7 +596,8 @@ pub struct Drawing {
 /// Draws `stacks` as [`render_svg`] does, keeping the SVG for
 /// [`Drawing::page`] too.
 pub fn drawing<S: AsRef<str>>(stacks: &[(S, u64)], opts: &RenderOptions) -> Result<Drawing> {
-    let ordered = frame_ordered(stacks);
+    let mut held = Vec::new();
+    let ordered = frame_ordered(stacks, &mut held);
     let mut svg = Vec::new();
     svg_from_ordered(&ordered, opts, &mut svg, Format::Html)?;
     let summary = html::Summary {
@@ -537,7 +634,8 @@ pub fn render_speedscope<S: AsRef<str>, W: Write>(
     opts: &RenderOptions,
     w: W,
 ) -> Result<()> {
-    let ordered = frame_ordered(stacks);
+    let mut held = Vec::new();
+    let ordered = frame_ordered(stacks, &mut held);
     if ordered.is_empty() {
         return Err(Error::Empty {
             what: "the input".into(),
@@ -555,14 +653,24 @@ pub fn render_speedscope<S: AsRef<str>, W: Write>(
         })
 }
 
-/// The `stack count` lines [`render_folded`] writes for `stacks`: sorted
-/// bytewise, equal stacks merged, counts of 0 left out.
-pub fn folded_lines<S: AsRef<str>>(stacks: &[(S, u64)]) -> Vec<(&str, u64)> {
-    let mut v: Vec<(&str, u64)> = stacks
-        .iter()
-        .map(|(s, c)| (s.as_ref(), *c))
-        .filter(|(_, c)| *c > 0)
-        .collect();
+/// The `stack count` lines of the file [`render_folded`] writes for
+/// `stacks`, as a reader of folded stacks takes them
+/// ([`folded::read_folded`]): control characters escaped ([`printable_stacks`],
+/// the escaped stacks kept in `held`), sorted bytewise, equal stacks
+/// merged, counts of 0 left out.
+pub fn folded_lines<'a, S: AsRef<str>>(
+    stacks: &'a [(S, u64)],
+    held: &'a mut Vec<String>,
+) -> Vec<(&'a str, u64)> {
+    merged(printable_stacks(
+        stacks.iter().map(|(s, c)| (s.as_ref(), *c)),
+        held,
+    ))
+}
+
+/// `stacks` sorted bytewise, equal stacks merged, counts of 0 left out.
+fn merged(mut v: Vec<(&str, u64)>) -> Vec<(&str, u64)> {
+    v.retain(|(_, c)| *c > 0);
     v.sort_unstable_by(|a, b| a.0.cmp(b.0));
     v.dedup_by(|later, kept| {
         let same = later.0 == kept.0;
@@ -575,16 +683,29 @@ pub fn folded_lines<S: AsRef<str>>(stacks: &[(S, u64)]) -> Vec<(&str, u64)> {
 }
 
 /// Writes stacks as folded text (`stack count` lines), sorted bytewise and
-/// with equal stacks merged ([`folded_lines`]).
+/// with equal stacks merged, each line's control characters escaped
+/// ([`crate::sys::printable`]) as it is written: scanned where it was just
+/// copied, in cache (a pass of its own over stacks scattered in memory
+/// cost twice as much). A stack escaped there (none of jobprof's own: names
+/// are escaped as they are read) keeps the place of its raw text; readers
+/// sort and merge ([`folded_lines`] is what they read).
 pub fn render_folded<S: AsRef<str>, W: Write>(stacks: &[(S, u64)], w: W) -> Result<()> {
     let mut w = io::BufWriter::new(w);
     let mut num = itoa::Buffer::new();
+    let mut line = Vec::with_capacity(256);
     let res = (|| {
-        for (stack, count) in folded_lines(stacks) {
-            w.write_all(stack.as_bytes())?;
-            w.write_all(b" ")?;
-            w.write_all(num.format(count).as_bytes())?;
-            w.write_all(b"\n")?;
+        let raw: Vec<(&str, u64)> = stacks.iter().map(|(s, c)| (s.as_ref(), *c)).collect();
+        for (stack, count) in merged(raw) {
+            line.clear();
+            line.extend_from_slice(stack.as_bytes());
+            if !crate::sys::printable::bytes_are_printable(&line) {
+                line.clear();
+                line.extend_from_slice(crate::sys::printable::printable_text(stack).as_bytes());
+            }
+            line.push(b' ');
+            line.extend_from_slice(num.format(count).as_bytes());
+            line.push(b'\n');
+            w.write_all(&line)?;
         }
         w.flush()
     })();
@@ -630,7 +751,20 @@ pub fn render<S: AsRef<str>, W: Write>(
         Format::Svg => render_svg(stacks, opts, w),
         Format::Html => render_html(stacks, opts, w),
         Format::Speedscope => render_speedscope(stacks, opts, w),
-        Format::Folded => render_folded(stacks, w),
+        Format::Folded => {
+            match folded::counts_line(&opts.count_name).filter(|_| opts.counts_line) {
+                Some(line) => {
+                    let mut w = w;
+                    w.write_all(line.as_bytes())
+                        .map_err(|source| Error::Write {
+                            format: Format::Folded,
+                            source,
+                        })?;
+                    render_folded(stacks, w)
+                }
+                None => render_folded(stacks, w),
+            }
+        }
         Format::Pprof => render_pprof(stacks, opts, w),
     }
 }
@@ -743,10 +877,43 @@ mod tests {
         assert!(!crate::error::is_broken_pipe(&Error::Internal("x".into())));
     }
 
+    /// Issue 58, item 4: ns read as time in every tooltip.
+    #[test]
+    fn nanosecond_tooltips_read_as_time() {
+        let stacks = [
+            ("main;work", 5_314_629_216u64),
+            ("main;idle (x)", 20_000_000),
+        ];
+        let mut o = RenderOptions {
+            count_name: "ns".into(),
+            ..RenderOptions::default()
+        };
+        let mut svg = Vec::new();
+        render_svg(&stacks, &o, &mut svg).unwrap();
+        let svg = String::from_utf8(svg).unwrap();
+        assert!(
+            svg.contains("<title>work (5.31 s, 99.63%)</title>"),
+            "{svg}"
+        );
+        assert!(
+            svg.contains("<title>idle (x) (20.0 ms, 0.37%)</title>"),
+            "{svg}"
+        );
+        assert!(svg.contains("<title>all (5.33 s, 100%)</title>"), "{svg}");
+        assert!(!svg.contains(" ns, "), "{svg}");
+        // Other counts keep inferno's numbers.
+        o.count_name = "samples".into();
+        let mut svg = Vec::new();
+        render_svg(&stacks, &o, &mut svg).unwrap();
+        let svg = String::from_utf8(svg).unwrap();
+        assert!(svg.contains("(5,314,629,216 samples, 99.63%)"), "{svg}");
+    }
+
     #[test]
     fn frame_order_keeps_a_call_path_together() {
         let stacks = [("main;f", 1u64), ("main.cold", 2), ("main", 3)];
-        let o = frame_ordered(&stacks);
+        let mut held = Vec::new();
+        let o = frame_ordered(&stacks, &mut held);
         let names: Vec<&str> = o.iter().map(|(s, _)| *s).collect();
         assert_eq!(names, ["main", "main;f", "main.cold"]);
     }

@@ -165,6 +165,26 @@ impl Profile {
             .fold(0u64, |a, &b| crate::sys::counts::add(a, b))
     }
 
+    /// Each function's self weight (of the chains whose leaf frame it
+    /// is: the leaf's function line, [`crate::symbolize::sample::function_line`]),
+    /// by frame index, heaviest first, ties by name: the report's entries
+    /// and `summary.json`'s `top_self` alike.
+    pub fn self_weights(&self) -> Vec<(u32, u64)> {
+        let mut by_leaf: HashMap<u32, u64> = HashMap::new();
+        for (chain, &w) in &self.chains {
+            if let Some(&leaf) = chain.first() {
+                let t = by_leaf.entry(leaf).or_default();
+                *t = crate::sys::counts::add(*t, w);
+            }
+        }
+        let mut out: Vec<(u32, u64)> = by_leaf.into_iter().collect();
+        out.sort_by(|a, b| {
+            b.1.cmp(&a.1)
+                .then_with(|| self.frames[a.0 as usize].cmp(&self.frames[b.0 as usize]))
+        });
+        out
+    }
+
     /// Shares (percent) of the weight whose leaf is named, and whose chain
     /// has any named frame.
     pub fn symbol_shares(&self) -> (f64, f64) {
@@ -229,7 +249,8 @@ struct Entry {
     paths: Vec<(Vec<u32>, u64)>,
 }
 
-/// The entries by self weight, heaviest first, ties by name.
+/// The entries by self weight ([`Profile::self_weights`]), heaviest first,
+/// ties by name.
 fn entries(p: &Profile) -> Vec<Entry> {
     let mut by_leaf: HashMap<u32, Vec<(&Vec<u32>, u64)>> = HashMap::new();
     for (chain, &w) in &p.chains {
@@ -237,12 +258,10 @@ fn entries(p: &Profile) -> Vec<Entry> {
             by_leaf.entry(leaf).or_default().push((chain, w));
         }
     }
-    let mut out: Vec<Entry> = by_leaf
+    p.self_weights()
         .into_iter()
-        .map(|(frame, chains)| {
-            let weight = chains
-                .iter()
-                .fold(0u64, |a, c| crate::sys::counts::add(a, c.1));
+        .map(|(frame, weight)| {
+            let chains = by_leaf.remove(&frame).unwrap_or_default();
             let mut paths: Vec<(Vec<u32>, u64)> =
                 chains.into_iter().map(|(c, w)| (c.clone(), w)).collect();
             paths.sort_by(|a, b| {
@@ -255,13 +274,7 @@ fn entries(p: &Profile) -> Vec<Entry> {
                 paths,
             }
         })
-        .collect();
-    out.sort_by(|a, b| {
-        b.weight
-            .cmp(&a.weight)
-            .then_with(|| p.frames[a.frame as usize].cmp(&p.frames[b.frame as usize]))
-    });
-    out
+        .collect()
 }
 
 fn names<'a>(p: &'a Profile, chain: &[u32]) -> Vec<&'a Frame> {
@@ -364,15 +377,23 @@ fn write_header(p: &Profile, total: u64, out: &mut dyn Write) -> io::Result<()> 
         "{}",
         fit(&format!("# jobprof report: {}{shards}", p.source))
     )?;
-    let samples = match p.samples {
-        Some(n) => format!(
+    let samples = match (p.samples, p.count_name.as_deref()) {
+        (Some(n), _) => format!(
             "# Samples: {n}  of event '{}'",
             p.event.as_deref().unwrap_or("unknown")
         ),
-        None => "# Samples: not known (folded stacks hold weights, not samples)".to_string(),
+        // Folded stacks whose counts are samples (an nsys profile's CPU
+        // samples): the count is the samples'.
+        (None, Some("samples")) => format!("# Samples: {total}"),
+        (None, _) => "# Samples: not known (folded stacks hold weights, not samples)".to_string(),
     };
     writeln!(out, "{}", fit(&samples))?;
-    match &p.count_name {
+    match p.count_name.as_deref() {
+        Some("ns") if p.samples.is_none() => writeln!(
+            out,
+            "# Event count: {total} ns ({})",
+            crate::sys::units::format_amount(total as f64, "ns")
+        )?,
         Some(unit) if p.samples.is_none() => writeln!(out, "# Event count: {total} {unit}")?,
         _ => writeln!(out, "# Event count: {total}")?,
     }

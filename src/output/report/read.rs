@@ -4,9 +4,14 @@
 //! stacks).
 //!
 //! `perf script` samples keep their DSOs and times: frames are `(symbol
-//! without offset, DSO file name)`, inline frames (`(inlined)` lines) are
-//! counted in their function, as `perf report`'s entries are, and only the
-//! first event seen is read. Folded stacks carry no DSO: their first frame
+//! without offset, DSO file name)`, one per address, named by its function
+//! line ([`crate::symbolize::sample::function_line`]: inlined functions'
+//! lines count in the function holding the code, as `perf report`'s
+//! entries do). A frame whose every line is inlined is named by its
+//! outermost inlined line in DSO `-` (as perf report's call graph prints
+//! it), except as a structured sample's leaf, where the ELF symbol the
+//! symbolizer kept names it (as perf report's entries do; text lacks it).
+//! Only the first event seen is read. Folded stacks carry no DSO: their first frame
 //! is taken for the process name (jobprof, inferno and FlameGraph put it
 //! there) and left out, unnamed frames (`[libc.so.6]`, the old pipeline's
 //! `[unknown:libc.so.6]`) become `[unknown]` in that DSO, `_[k]` frames
@@ -22,7 +27,7 @@ use std::path::{Path, PathBuf};
 use super::{Frame, Profile};
 use crate::capture::{self, Filter};
 use crate::error::{Error, Result};
-use crate::symbolize::sample::{Batch, Frames, Sample};
+use crate::symbolize::sample::{Batch, Frames, Line, Sample, INLINED};
 use crate::sys::input::{self, Source};
 use crate::text::perf_script;
 
@@ -41,7 +46,31 @@ pub fn path(path: &Path) -> Result<Profile> {
     if path.is_dir() {
         return capture_dir(path);
     }
+    if let Some(e) = unusable(path) {
+        return Err(e);
+    }
     of_event(path, None)
+}
+
+/// A path that cannot be reported, said as `process` says it: one that
+/// does not exist, or an empty file (`-` is stdin).
+fn unusable(path: &Path) -> Option<Error> {
+    if path.as_os_str() == "-" {
+        return None;
+    }
+    let what = "pass a perf.data, `perf script` text, folded stacks or a capture directory";
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(Error::Usage(format!(
+            "{}: does not exist; {what}",
+            path.display()
+        ))),
+        Ok(m) if m.is_file() && m.len() == 0 => Some(Error::Usage(format!(
+            "{}: the file is empty (0 bytes): nothing to report (was the capture or its copy \
+             cut off?); {what}",
+            path.display()
+        ))),
+        _ => None,
+    }
 }
 
 /// Reads the file `path` as [`path`] does, keeping only the samples of
@@ -58,7 +87,7 @@ pub fn of_event(path: &Path, event: Option<&str>) -> Result<Profile> {
     input::each_line(&src, |_, l| lines.push(l))?;
     let mut p = lines.finish(&src.display_path())?;
     p.source = src.display_path().display().to_string();
-    if p.samples.is_none() && src != Source::Stdin {
+    if p.samples.is_none() && src != Source::Stdin && p.count_name.is_none() {
         p.count_name = crate::output::render::folded::count_name_beside(path);
     }
     Ok(p)
@@ -130,8 +159,10 @@ pub fn folded_stacks(stacks: &[(String, u64)], source: &str) -> Profile {
 #[derive(Default)]
 pub struct SampleReader {
     lines: Lines,
-    /// Structured samples' frames as the report's, by frame id.
-    frames: Vec<Option<Box<[u32]>>>,
+    /// Structured samples' frames as the report's, by frame id: as a
+    /// sample's leaf and as a caller (`None` inside: a frame without
+    /// lines).
+    frames: Vec<Option<Option<Named>>>,
 }
 
 impl SampleReader {
@@ -163,7 +194,9 @@ impl SampleReader {
 
     /// Takes the structured samples of `batch`, a batch of a run whose
     /// frames `frames` holds (its new frames taken in): the same as taking
-    /// the batch's `perf script` text, without reading it.
+    /// the batch's `perf script` text, without reading it, but for a leaf
+    /// frame whose every line is inlined, named by the ELF symbol the
+    /// symbolizer kept ([`crate::symbolize::sample::Frame::function`]).
     pub fn samples(&mut self, batch: &Batch, frames: &Frames) {
         if batch.reset {
             self.frames.clear();
@@ -174,18 +207,24 @@ impl SampleReader {
             if !self.lines.structured_header(s) {
                 continue;
             }
-            for &id in batch.frames_of(s) {
+            for (at, &id) in batch.frames_of(s).iter().enumerate() {
                 self.frame(frames, id);
-                if let Some(Some(ids)) = self.frames.get(id as usize) {
-                    self.lines.chain.extend_from_slice(ids);
+                if let Some(Some(Some(n))) = self.frames.get(id as usize) {
+                    let i = if at == 0 { n.leaf } else { n.caller };
+                    self.lines.chain.push(i);
                 }
             }
             self.lines.end_sample();
         }
     }
 
-    /// Makes sure the report's frames of frame `id` (its inlined lines
-    /// left out, as the text's are) are in `self.frames`.
+    /// Makes sure the report's frames of frame `id` are in `self.frames`:
+    /// as a leaf, its function line
+    /// ([`crate::symbolize::sample::Frame::function_line`], the ELF
+    /// symbol of a frame whose every line is inlined, as perf report's
+    /// entries); as a caller, the line perf report's call graph prints
+    /// for it ([`crate::symbolize::sample::Frame::caller_line`]), what
+    /// the text gives too.
     fn frame(&mut self, frames: &Frames, id: u32) {
         let i = id as usize;
         if self.frames.len() <= i {
@@ -193,20 +232,14 @@ impl SampleReader {
         }
         let p = &mut self.lines.p;
         self.frames[i].get_or_insert_with(|| {
-            let Some(f) = frames.get(id) else {
-                return Box::default();
+            let f = frames.get(id)?;
+            let mut intern = |l: &Line| {
+                let (symbol, dso) = frame_parts(&l.symbol, &l.module);
+                p.intern_parts(symbol, dso)
             };
-            f.lines
-                .iter()
-                .filter(|l| !l.is_inlined())
-                .map(|l| {
-                    let symbol = match perf_script::strip_offset(l.symbol.trim()).trim() {
-                        "" => "[unknown]",
-                        s => s,
-                    };
-                    p.intern_parts(symbol, dso_name(&l.module))
-                })
-                .collect()
+            let caller = intern(f.caller_line()?);
+            let leaf = f.function_line().map_or(caller, intern);
+            Some(Named { leaf, caller })
         });
     }
 
@@ -252,16 +285,59 @@ struct Lines {
     /// only a tab starts a frame line.
     flat: bool,
     bad: u64,
-    /// The frame each `perf script` frame line read so far gave (`None`:
-    /// an inlined line, left out), by its bytes: a job's text repeats the
-    /// same lines (one per address) in sample after sample.
-    frames: rustc_hash::FxHashMap<Box<[u8]>, Option<u32>>,
+    /// What each `perf script` frame line read so far gave, by its
+    /// bytes: a job's text repeats the same lines (one per address) in
+    /// sample after sample.
+    frames: rustc_hash::FxHashMap<Box<[u8]>, Read>,
+    /// The frame being read whose lines so far are all inlined: its
+    /// address and its outermost inlined line so far, the frame's name
+    /// unless a plain line at the address follows.
+    inlined: Option<(u64, Line)>,
     /// The structured samples' times so far, first and last.
     ns_window: Option<(u64, u64)>,
 }
 
+/// A structured frame's report frames, as a leaf and as a caller.
+#[derive(Debug, Clone, Copy)]
+struct Named {
+    leaf: u32,
+    caller: u32,
+}
+
 /// Frame lines kept in [`Lines::frames`] before it starts over.
 const FRAMES_KEPT: usize = 1 << 20;
+
+/// What one `perf script` frame line gives: at its address, a frame's
+/// plain line (interned) or an inlined function's line (its symbol as
+/// printed).
+#[derive(Debug, Clone)]
+struct Read {
+    address: u64,
+    line: ReadLine,
+}
+
+#[derive(Debug, Clone)]
+enum ReadLine {
+    Plain(u32),
+    Inlined(Box<str>),
+}
+
+/// The report's frame of a frame's function line `symbol` (with offset)
+/// in `module`: the symbol without offset (`[unknown]` when empty) and the
+/// DSO's file name, `-` for an inlined line (the text does not say which
+/// DSO holds it).
+fn frame_parts<'a>(symbol: &'a str, module: &'a str) -> (&'a str, &'a str) {
+    let symbol = match perf_script::strip_offset(symbol.trim()).trim() {
+        "" => "[unknown]",
+        s => s,
+    };
+    let dso = if module == INLINED {
+        "-"
+    } else {
+        dso_name(module)
+    };
+    (symbol, dso)
+}
 
 impl Lines {
     fn push(&mut self, raw: &[u8]) {
@@ -270,8 +346,9 @@ impl Lines {
             && !self.skipping
             && self.sample.is_some();
         if frame_line {
-            if let Some(&frame) = self.frames.get(raw) {
-                self.chain.extend(frame);
+            if let Some(read) = self.frames.get(raw) {
+                let read = read.clone();
+                self.take(read);
                 return;
             }
         }
@@ -290,18 +367,22 @@ impl Lines {
             return;
         }
         if line.starts_with('#') {
+            // Folded text that says what its counts are (`# counts: ns`).
+            if let Some(n) = crate::output::render::folded::declared_counts(line.trim()) {
+                self.p.count_name.get_or_insert_with(|| n.to_string());
+            }
             return;
         }
         let kind = *self.kind.get_or_insert_with(|| kind_of(line));
         match kind {
             Kind::Folded => self.folded(line),
             Kind::Script => {
-                let frame = self.script(line);
-                if let Some(frame) = frame.filter(|_| frame_line) {
+                let read = self.script(line);
+                if let Some(read) = read.filter(|_| frame_line) {
                     if self.frames.len() >= FRAMES_KEPT {
                         self.frames.clear();
                     }
-                    self.frames.insert(raw.into(), frame);
+                    self.frames.insert(raw.into(), read);
                 }
             }
         }
@@ -329,8 +410,8 @@ impl Lines {
     }
 
     /// Takes one line of `perf script` text; for a frame line of a
-    /// sample, what it gave (`Some(None)`: an inlined line, left out).
-    fn script(&mut self, line: &str) -> Option<Option<u32>> {
+    /// sample, what it gave.
+    fn script(&mut self, line: &str) -> Option<Read> {
         // A line indented with spaces between samples is a header (the
         // command name right-aligned, as perf prints it without `-g`).
         let in_sample = self.sample.is_some() || self.skipping;
@@ -350,20 +431,64 @@ impl Lines {
         frame
     }
 
-    /// The frame of a frame line (`Some(None)`: an inlined line, left
-    /// out), added to the sample's chain; `None` when it is no frame line.
-    fn frame(&mut self, trimmed: &str) -> Option<Option<u32>> {
+    /// What a frame line gives, taken into the sample's chain
+    /// ([`Self::take`]); `None` when it is no frame line.
+    fn frame(&mut self, trimmed: &str) -> Option<Read> {
         let fl = perf_script::parse_frame_fixed(trimmed)?;
-        if fl.module == "inlined" {
-            return Some(None);
-        }
-        let symbol = match perf_script::strip_offset(fl.rawfunc).trim() {
-            "" => "[unknown]",
-            s => s,
+        // perf prints the address in hex; anything else is no address
+        // another line shares.
+        let address = u64::from_str_radix(fl.pc, 16).unwrap_or(u64::MAX);
+        let line = if fl.module == INLINED {
+            ReadLine::Inlined(fl.rawfunc.into())
+        } else {
+            let (symbol, dso) = frame_parts(fl.rawfunc, fl.module);
+            ReadLine::Plain(self.p.intern_parts(symbol, dso))
         };
-        let i = self.p.intern_parts(symbol, dso_name(fl.module));
-        self.chain.push(i);
-        Some(Some(i))
+        let read = Read { address, line };
+        self.take(read.clone());
+        Some(read)
+    }
+
+    /// Takes one frame line's [`Read`] into the sample's chain: one frame
+    /// per address, named by the frame's function line as
+    /// [`crate::symbolize::sample::function_line`] picks it from the
+    /// lines printed for the address (inlined ones first, then at most one
+    /// plain line, which ends the frame).
+    fn take(&mut self, read: Read) {
+        let same = self
+            .inlined
+            .as_ref()
+            .is_some_and(|(a, _)| *a == read.address);
+        match read.line {
+            ReadLine::Inlined(symbol) => {
+                if !same {
+                    self.end_inlined();
+                }
+                self.inlined = Some((read.address, Line::new(symbol, INLINED)));
+            }
+            ReadLine::Plain(i) => {
+                if same {
+                    self.inlined = None;
+                } else {
+                    self.end_inlined();
+                }
+                self.chain.push(i);
+            }
+        }
+    }
+
+    /// Ends a frame whose lines were all inlined: named by its outermost
+    /// inlined line, as the rule names a frame whose text holds no ELF
+    /// symbol.
+    fn end_inlined(&mut self) {
+        if let Some((_, line)) = self.inlined.take() {
+            let outermost = std::slice::from_ref(&line);
+            if let Some(l) = crate::symbolize::sample::function_line(outermost, None) {
+                let (symbol, dso) = frame_parts(&l.symbol, &l.module);
+                let i = self.p.intern_parts(symbol, dso);
+                self.chain.push(i);
+            }
+        }
     }
 
     fn header(&mut self, line: &str) {
@@ -397,7 +522,8 @@ impl Lines {
         }
         self.sample = Some(h.period.unwrap_or(1));
         // A frame on the header line: the sample has no call graph.
-        if let Some(Some(_)) = trailing_frame.and_then(|t| self.frame(t.trim())) {
+        let read = trailing_frame.and_then(|t| self.frame(t.trim()));
+        if let Some(ReadLine::Plain(_)) = read.map(|r| r.line) {
             self.p.flat_samples += 1;
             self.end_sample();
         }
@@ -437,6 +563,7 @@ impl Lines {
     }
 
     fn end_sample(&mut self) {
+        self.end_inlined();
         if let Some(w) = self.sample.take() {
             if !self.chain.is_empty() {
                 *self.p.samples.get_or_insert(0) += 1;
@@ -674,13 +801,14 @@ mod tests {
     #[test]
     fn a_frame_line_read_again_counts_as_read_the_first_time() {
         // The same lines in three samples (the second of an event left
-        // out): the memo of frame lines gives the same frames, inlined
-        // lines still left out, and none for the skipped event.
+        // out): the memo of frame lines gives the same frames, an inlined
+        // line still counted in the function after it at its address, and
+        // none for the skipped event.
         let sample = |event: &str| {
             format!(
                 "w 10 1.000000:     250 {event}: \n\
                  \t    1159 burn+0x19 (/opt/w)\n\
-                 \t    1160 inner+0x2 (inlined)\n\
+                 \t    1200 inner+0x2 (inlined)\n\
                  \t    1200 busy+0x1 (/opt/w)\n\n"
             )
         };
@@ -694,6 +822,107 @@ mod tests {
         let chains: Vec<(Vec<u32>, u64)> = p.chains.clone().into_iter().collect();
         assert_eq!(chains.len(), 1, "{chains:?}");
         assert_eq!((chains[0].0.len(), chains[0].1), (2, 500));
+    }
+
+    /// A memcpy loop's sample as perf 6.1 prints it under libc's debug
+    /// info: the sampled address's only line is inlined (the DWARF names
+    /// the function `__memcpy_...`, its ELF symbol is `__memmove_...`).
+    const INLINED_LEAF: &str = "m 10 1.000000:     250 cpu-clock: \n\
+        \t          16db75 __memcpy_avx512_unaligned_erms+0x375 (inlined)\n\
+        \t            1229 copyit+0x19 (/tmp/m)\n\
+        \t            10c1 main+0x51 (/tmp/m)\n\n";
+
+    fn leaf(p: &Profile) -> &Frame {
+        let (i, _) = p.self_weights()[0];
+        &p.frames[i as usize]
+    }
+
+    #[test]
+    fn a_leaf_whose_lines_are_all_inlined_is_not_charged_to_its_caller() {
+        let mut r = SampleReader::default();
+        r.sample(INLINED_LEAF.as_bytes());
+        let p = r.finish(Path::new("x")).unwrap();
+        // The text holds no ELF symbol: its outermost inlined line, in a
+        // DSO the text does not say.
+        assert_eq!(
+            leaf(&p),
+            &Frame {
+                symbol: "__memcpy_avx512_unaligned_erms".into(),
+                dso: "-".into()
+            }
+        );
+        let chains = sorted_chains(&p);
+        assert_eq!((chains.len(), chains[0].0.len()), (1, 3), "{p:?}");
+    }
+
+    #[test]
+    fn structured_samples_name_an_all_inlined_leaf_by_its_elf_symbol() {
+        use crate::symbolize::sample::{Frame as Structured, INLINED};
+        let frame = |address, lines: Vec<Line>, function| Structured {
+            address,
+            lines: lines.into(),
+            function,
+        };
+        let memmove = Line::new(
+            "__memmove_avx512_unaligned_erms+0x375",
+            "/usr/lib/x86_64-linux-gnu/libc.so.6",
+        );
+        let mut batch = Batch {
+            new_frames: vec![
+                frame(
+                    0x16db75,
+                    vec![Line::new("__memcpy_avx512_unaligned_erms+0x375", INLINED)],
+                    Some(memmove),
+                ),
+                frame(0x1229, vec![Line::new("copyit+0x19", "/tmp/m")], None),
+            ],
+            samples: vec![Sample {
+                comm: "m".into(),
+                tid: 10,
+                cpu: None,
+                time_ns: Some(1_000_000_000),
+                period: Some(250),
+                event: "cpu-clock".into(),
+                frames: 0..2,
+            }],
+            stacks: vec![0, 1],
+            ..Batch::default()
+        };
+        let mut frames = Frames::default();
+        frames.take(&mut batch);
+        let mut r = SampleReader::default();
+        r.samples(&batch, &frames);
+        let p = r.finish(Path::new("x")).unwrap();
+        assert_eq!(
+            leaf(&p),
+            &Frame {
+                symbol: "__memmove_avx512_unaligned_erms".into(),
+                dso: "libc.so.6".into()
+            }
+        );
+    }
+
+    #[test]
+    fn one_frame_per_address_and_recursion_keeps_its_frames() {
+        // Inlined lines then the plain one: one frame, the plain one's;
+        // the same plain line twice (a recursive call at one address):
+        // two frames, as before.
+        let text = "w 10 1.000000:     250 cpu-clock: \n\
+                    \t    1434 mix+0x34 (inlined)\n\
+                    \t    1434 compute+0x34 (/w)\n\
+                    \t    1500 rec+0x10 (/w)\n\
+                    \t    1500 rec+0x10 (/w)\n\
+                    \t    1600 main+0x1 (/w)\n\n";
+        let mut r = SampleReader::default();
+        r.sample(text.as_bytes());
+        let p = r.finish(Path::new("x")).unwrap();
+        let chains = sorted_chains(&p);
+        let names: Vec<&str> = chains[0]
+            .0
+            .iter()
+            .map(|&i| p.frames[i as usize].symbol.as_str())
+            .collect();
+        assert_eq!(names, ["compute", "rec", "rec", "main"]);
     }
 
     #[test]

@@ -23,8 +23,8 @@ pub mod jit;
 mod stats;
 
 pub use stats::{
-    is_unknown_frame, unnamed_dso, DiscardedChains, DsoShare, FunctionShare, Judge, StackStats,
-    DSO_WARN_PCT, SYMBOL_WARN_PCT, TOP_DSOS, TOP_N, TRUNCATED_WARN_PCT,
+    is_unknown_frame, top_self_of, unnamed_dso, DiscardedChains, DsoShare, FunctionShare, Judge,
+    StackStats, DSO_WARN_PCT, SYMBOL_WARN_PCT, TOP_DSOS, TOP_N, TRUNCATED_WARN_PCT,
 };
 
 use std::fs::File;
@@ -181,7 +181,10 @@ pub struct Summary {
     /// How the text was obtained: `perf script` or the name of the
     /// symbolized text file folded instead.
     pub symbolized_from: String,
-    /// Top functions by self time.
+    /// Top functions by self time: each sample charged to its leaf
+    /// frame's function, as `perf report --no-children` and `report.txt`
+    /// charge it ([`top_self_of`]; from the folded stacks' leaves when
+    /// there was no text to read).
     pub top_self: Vec<FunctionShare>,
     /// Top functions by total time.
     pub top_total: Vec<FunctionShare>,

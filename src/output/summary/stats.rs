@@ -52,6 +52,14 @@ pub struct DsoShare {
 /// How many DSOs [`StackStats::unnamed_by_dso`] lists.
 pub const TOP_DSOS: usize = 10;
 
+/// What a capture recorded without call chains (`perf record` without
+/// `-g`) gets instead of a truncation warning: its stacks are not cut, it
+/// has none.
+pub const NO_CALL_GRAPH: &str =
+    "the capture has no call graph (recorded without `perf record -g`): \
+     each stack is the sampled function alone, without callers; record with `perf record -g` \
+     (or `--call-graph dwarf`)";
+
 /// Symbol statistics of folded stacks.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct StackStats {
@@ -84,7 +92,9 @@ pub struct StackStats {
     /// Call chains discarded as corrupted, as perf does (`None`: not
     /// known, `perf script` symbolized a shard).
     pub discarded_chains: Option<DiscardedChains>,
-    /// Top functions by self time (leaf frames).
+    /// Top functions by self time (leaf frames; where the samples' call
+    /// chains are read, [`top_self_of`] replaces it: a folded leaf may be
+    /// an inlined function, which perf charges to the one holding it).
     pub top_self: Vec<FunctionShare>,
     /// Top functions by total time (anywhere in the stack, counted once per
     /// stack even under recursion).
@@ -210,19 +220,7 @@ impl<'a> Tally<'a> {
     /// The ratios and top lists of what was counted.
     fn stats(self) -> StackStats {
         let total = self.total;
-        let ratio = |a: u128, b: u128| if b == 0 { 0.0 } else { a as f64 / b as f64 };
-        let top = |m: HashMap<&str, u64>, n: usize| {
-            let mut v: Vec<(&str, u64)> = m.into_iter().collect();
-            v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-            v.truncate(n);
-            v.into_iter()
-                .map(|(name, period)| FunctionShare {
-                    name: name.to_string(),
-                    period,
-                    percent: round2(100.0 * ratio(u128::from(period), u128::from(total))),
-                })
-                .collect::<Vec<_>>()
-        };
+        let top = |m: HashMap<&str, u64>, n: usize| top(m, total, n);
         let t = u128::from(total);
         StackStats {
             period_total: total,
@@ -245,6 +243,67 @@ impl<'a> Tally<'a> {
             top_self: top(self.self_t, TOP_N),
             top_total: top(self.total_t, TOP_N),
         }
+    }
+}
+
+/// The top functions by self time of `profile`, the samples' call chains
+/// as the report reads them: each sample's weight charged to its leaf
+/// frame's function line ([`crate::symbolize::sample::function_line`],
+/// as `perf report --no-children` charges it and as the report's entries
+/// are), named as the fold names frames (`[libc.so.6]` for an unnamed
+/// one) and summed by that name, as [`StackStats::from_stacks`] sums
+/// folded leaves.
+pub fn top_self_of(profile: &crate::output::report::Profile) -> Vec<FunctionShare> {
+    let mut by_name: HashMap<String, u64> = HashMap::new();
+    for (i, w) in profile.self_weights() {
+        let f = &profile.frames[i as usize];
+        let t = by_name.entry(folded_name(f)).or_default();
+        *t = crate::sys::counts::add(*t, w);
+    }
+    let by_name = by_name.iter().map(|(n, &w)| (n.as_str(), w)).collect();
+    top(by_name, profile.total(), TOP_N)
+}
+
+/// The name the fold gives the frame `f` of a report (its symbol in its
+/// DSO): the frame name of the line `perf script` prints for it, by the
+/// fold's rules with the fold's defaults (its first name: a Java inline
+/// chain `a->b` is charged to `a`, the function holding the code).
+fn folded_name(f: &crate::output::report::Frame) -> String {
+    use crate::text::fold::frame::{line_names, FrameSettings};
+    const SETTINGS: FrameSettings = FrameSettings {
+        include_addrs: false,
+        annotate_kernel: false,
+        annotate_jit: false,
+        keep_paren_frames: true,
+        anon_is_jit: true,
+    };
+    let line = crate::symbolize::sample::Line::new(f.symbol.as_str(), f.dso.as_str());
+    let names = line_names("0", &line, false, &SETTINGS, &[]).names;
+    names.into_iter().next().unwrap_or_else(|| f.symbol.clone())
+}
+
+/// The `n` heaviest of `m`'s `(name, weight)`, ties by name, with their
+/// shares of `total`.
+fn top(m: HashMap<&str, u64>, total: u64, n: usize) -> Vec<FunctionShare> {
+    let mut v: Vec<(&str, u64)> = m.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    v.truncate(n);
+    let t = u128::from(total);
+    v.into_iter()
+        .map(|(name, period)| FunctionShare {
+            name: name.to_string(),
+            period,
+            percent: round2(100.0 * ratio(u128::from(period), t)),
+        })
+        .collect()
+}
+
+/// `a / b`, 0 when `b` is.
+fn ratio(a: u128, b: u128) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
     }
 }
 
@@ -400,11 +459,15 @@ impl StackStats {
     /// [`StackStats::warnings`] for a capture recorded with `call_graph`
     /// (`fp` or `dwarf`; `None`: not known): the advice fits the mode used
     /// (no "record with --call-graph dwarf" for a dwarf capture).
+    /// A capture recorded without call chains (`none`: no `-g`) has only
+    /// its leaves: that is said, not a truncation and its frame-pointer fix.
     pub fn warnings_for(&self, call_graph: Option<&str>) -> Vec<String> {
         let dwarf = call_graph == Some("dwarf");
         let mut out = Vec::new();
         let truncated = 100.0 * self.truncated_ratio;
-        if truncated > TRUNCATED_WARN_PCT && self.truncation_judge != Judge::None {
+        if call_graph == Some("none") {
+            out.push(NO_CALL_GRAPH.to_string());
+        } else if truncated > TRUNCATED_WARN_PCT && self.truncation_judge != Judge::None {
             out.push(self.truncation_warning(truncated, dwarf));
         }
         for d in &self.unnamed_by_dso {
@@ -655,6 +718,41 @@ mod tests {
         let f = s.top_total.iter().find(|x| x.name == "f").unwrap();
         assert_eq!(f.period, 8, "recursion counted once per stack");
         assert!(s.top_total.iter().all(|x| x.name != "app"));
+    }
+
+    #[test]
+    fn top_self_of_the_samples_is_charged_as_the_report_charges_it() {
+        use crate::output::report::{Frame, Profile};
+        let mut p = Profile::default();
+        let mut frame = |symbol: &str, dso: &str| {
+            p.intern(Frame {
+                symbol: symbol.into(),
+                dso: dso.into(),
+            })
+        };
+        let (memmove, copyit, unknown, main) = (
+            frame("__memmove_avx512_unaligned_erms", "libc.so.6"),
+            frame("copyit", "m"),
+            frame("[unknown]", "libc.so.6"),
+            frame("main", "m"),
+        );
+        p.add(vec![memmove, copyit, main], 97);
+        p.add(vec![copyit, main], 1);
+        p.add(vec![unknown, main], 2);
+        let top = top_self_of(&p);
+        let names: Vec<(&str, u64, f64)> = top
+            .iter()
+            .map(|f| (f.name.as_str(), f.period, f.percent))
+            .collect();
+        // Named as the fold names frames: `[libc.so.6]` for unnamed ones.
+        assert_eq!(
+            names,
+            [
+                ("__memmove_avx512_unaligned_erms", 97, 97.0),
+                ("[libc.so.6]", 2, 2.0),
+                ("copyit", 1, 1.0)
+            ]
+        );
     }
 
     #[test]

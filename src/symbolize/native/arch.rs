@@ -28,15 +28,21 @@ pub struct Facts {
     /// Some event samples user registers (dwarf, or aarch64 `-g`, where
     /// perf records the link register).
     pub regs_user: bool,
+    /// Some event samples call chains (`PERF_SAMPLE_CALLCHAIN`: `perf
+    /// record -g` or `--call-graph`); without, each sample is its leaf.
+    pub call_chains: bool,
 }
 
 impl Facts {
-    /// `fp` or `dwarf`: the call-graph mode the shard was recorded with.
+    /// `fp` or `dwarf`: the call-graph mode the shard was recorded with;
+    /// `none` without call chains (no `-g`).
     pub fn call_graph(&self) -> &'static str {
         if self.dwarf {
             "dwarf"
-        } else {
+        } else if self.call_chains {
             "fp"
+        } else {
+            "none"
         }
     }
 }
@@ -72,6 +78,7 @@ pub fn facts(data: &Path) -> Option<Facts> {
         let s = a.attributes().sample_format;
         f.regs_user |= s.contains(SampleFormat::REGS_USER);
         f.dwarf |= s.contains(SampleFormat::REGS_USER | SampleFormat::STACK_USER);
+        f.call_chains |= s.contains(SampleFormat::CALLCHAIN);
     }
     Some(f)
 }
@@ -109,6 +116,7 @@ mod tests {
             arch: Some(arch.into()),
             dwarf,
             regs_user,
+            call_chains: true,
         }
     }
 
@@ -129,5 +137,10 @@ mod tests {
         assert_eq!(mismatch(&none, "x86_64"), None);
         assert_eq!(f("x86_64", true, true).call_graph(), "dwarf");
         assert_eq!(f("x86_64", false, false).call_graph(), "fp");
+        let flat = Facts {
+            call_chains: false,
+            ..f("x86_64", false, false)
+        };
+        assert_eq!(flat.call_graph(), "none");
     }
 }

@@ -295,12 +295,13 @@ mod tests {
         put(&mut h, 48, 54_008);
         std::fs::write(&p, &h).unwrap();
         assert!(check(&p).unwrap_err().to_string().contains("AUX"));
+        // A data section that ends past the file: a file cut short.
         put(&mut h, 48, 54_016);
         std::fs::write(&p, &h).unwrap();
         assert!(check(&p)
             .unwrap_err()
             .to_string()
-            .contains("past the end of the file"));
+            .contains("the file is truncated"));
         put(&mut h, 48, 54_000);
         std::fs::write(&p, &h).unwrap();
         assert!(check(&p).is_ok());

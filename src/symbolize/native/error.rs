@@ -159,6 +159,19 @@ pub enum HeaderDamage {
     /// A section of the header (named) past the end of the file.
     #[error("its {0} section lies past the end of the file")]
     SectionPastEnd(&'static str),
+    /// The samples (the data section) end past the end of the file: the
+    /// file was cut short.
+    #[error(
+        "the file is truncated: its header says its samples end at byte {end}, but it has \
+         {len} bytes (a copy cut short, a full disk, or perf killed while writing); copy it \
+         again whole, or record again"
+    )]
+    Truncated {
+        /// Where the header says the data section ends.
+        end: u64,
+        /// The file's size.
+        len: usize,
+    },
     /// A feature section past the end of the file.
     #[error("feature section {0} lies past the end of the file")]
     FeaturePastEnd(usize),

@@ -80,7 +80,7 @@ pub fn check(b: &[u8]) -> Result<(), Error> {
         match section(b, at) {
             Some(r) if at == 40 => data = r,
             Some(_) => {}
-            None => return bad(HeaderDamage::SectionPastEnd(name)),
+            None => return bad(past_end(b, name, at)),
         }
     }
     // One (offset, size) per feature flag set, right after the data
@@ -101,6 +101,41 @@ pub fn check(b: &[u8]) -> Result<(), Error> {
         table += 16;
     }
     Ok(())
+}
+
+/// Whether the perf.data file `data` is cut short (its data section ends
+/// past the end of the file), read from its header alone: the reason, for
+/// a failure's message.
+pub fn truncation(data: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut f = File::open(data).ok()?;
+    let len = f.metadata().ok()?.len();
+    let mut head = vec![0u8; HEADER_SIZE];
+    f.read_exact(&mut head).ok()?;
+    let (off, size) = (u64_at(&head, 40)?, u64_at(&head, 48)?);
+    let end = off.checked_add(size)?;
+    (off <= len && end > len).then(|| {
+        HeaderDamage::Truncated {
+            end,
+            len: usize::try_from(len).unwrap_or(usize::MAX),
+        }
+        .to_string()
+    })
+}
+
+/// Why section `name` (its offset and size at `at`) does not fit in `b`: a
+/// data section that starts within the file but ends past it is a file
+/// cut short ([`HeaderDamage::Truncated`]).
+fn past_end(b: &[u8], name: &'static str, at: usize) -> HeaderDamage {
+    let (Some(off), Some(size)) = (u64_at(b, at), u64_at(b, at + 8)) else {
+        return HeaderDamage::SectionPastEnd(name);
+    };
+    match off.checked_add(size) {
+        Some(end) if name == "data" && off <= b.len() as u64 => {
+            HeaderDamage::Truncated { end, len: b.len() }
+        }
+        _ => HeaderDamage::SectionPastEnd(name),
+    }
 }
 
 /// The end of the `perf_header_string` at `at` of `s`, when it fits.
@@ -182,6 +217,18 @@ mod tests {
         let arch = [3u8, 0, 0, 0, b'x', b'8', b'6'];
         let desc = event_desc(1, 128, 2, b"cpu-clock\0", 2);
         assert!(check(&file(&[6, 12], &[&arch, &desc])).is_ok());
+    }
+
+    /// Issue 58, item 6: a perf.data cut short is said to be truncated.
+    #[test]
+    fn a_data_section_cut_short_is_a_truncated_file() {
+        let mut cut = file(&[], &[]);
+        cut[48..56].copy_from_slice(&5000u64.to_le_bytes());
+        let e = check(&cut).unwrap_err().to_string();
+        assert!(
+            e.contains("the file is truncated") && e.contains("end at byte 5104, but it has 104"),
+            "{e}"
+        );
     }
 
     #[test]

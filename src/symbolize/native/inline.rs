@@ -627,6 +627,7 @@ mod tests {
             let f = crate::symbolize::sample::Frame {
                 address,
                 lines: lines.into(),
+                function: None,
             };
             f.write_text(out);
             some

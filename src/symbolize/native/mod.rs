@@ -59,7 +59,7 @@ use crate::symbolize::sample::{Batch, Frame, Line};
 use crate::symbolize::sources::Resolved;
 pub use check::check;
 pub use error::{Error, HeaderDamage, SampleDamage};
-pub use header::open_checked;
+pub use header::{open_checked, truncation};
 use symbols::SymbolTable;
 pub use unwind::UnwindTally;
 
@@ -379,6 +379,7 @@ impl Symbolizer {
         let frame = Frame {
             address: offset,
             lines: user_frame_lines(&entry, path, offset, expand),
+            function: None,
         };
         frame.write_text(&mut line);
         line

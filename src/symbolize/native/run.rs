@@ -767,9 +767,17 @@ impl<'a> Run<'a> {
             self.out.extend_from_slice(&self.table[id as usize]);
             return id;
         }
+        let in_dso = (dso != NO_DSO).then_some(dso);
+        let lines = self.name_frame(in_dso, key, self.expand);
+        // Every line inlined: the ELF symbol's own line, which perf
+        // report names the frame by (`Frame::function`).
+        let function = (self.expand && lines.iter().all(Line::is_inlined))
+            .then(|| self.name_frame(in_dso, key, false).first().cloned())
+            .flatten();
         let frame = Frame {
             address: key,
-            lines: self.name_frame((dso != NO_DSO).then_some(dso), key),
+            lines,
+            function,
         };
         let mut text = Vec::with_capacity(96);
         frame.write_text(&mut text);
@@ -787,8 +795,8 @@ impl<'a> Run<'a> {
     }
 
     /// The lines of the frame at `addr` in DSO `dso` (`None`: in no
-    /// mapping).
-    fn name_frame(&mut self, dso: Option<u32>, addr: u64) -> Arc<[Line]> {
+    /// mapping), inline frames expanded when `expand`.
+    fn name_frame(&mut self, dso: Option<u32>, addr: u64, expand: bool) -> Arc<[Line]> {
         if let Some(id) = dso.filter(|&d| d != KERNEL_DSO) {
             let d = &mut self.dsos[id as usize];
             if let Some(jit) = &d.jit {
@@ -802,7 +810,7 @@ impl<'a> Run<'a> {
                 Some(p) => self.sym.dso(p, &d.build_id),
                 None => store::Entry::empty(),
             });
-            return user_frame_lines(syms, &d.name, addr, self.expand);
+            return user_frame_lines(syms, &d.name, addr, expand);
         }
         let line = match dso {
             Some(KERNEL_DSO) => {

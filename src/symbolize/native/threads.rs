@@ -103,9 +103,11 @@ pub struct Machine {
 }
 
 impl Machine {
-    /// `COMM`: names thread `tid`.
+    /// `COMM`: names thread `tid` (control characters escaped,
+    /// [`crate::sys::printable`]: a thread's name is the thread's to set).
     pub fn comm(&mut self, tid: i32, name: &str) {
-        self.comms.insert(tid, name.to_string());
+        let name = crate::sys::printable::printable_text(name).into_owned();
+        self.comms.insert(tid, name);
     }
 
     /// `FORK`: thread `tid` of `pid` created by `ptid` of `ppid`.

@@ -102,7 +102,8 @@ impl Cells {
         let thread = |k: &[u8]| {
             let s = String::from_utf8_lossy(k);
             let (comm, tid) = s.split_once('\0').unwrap_or((&s, ""));
-            (comm.to_string(), tid.to_string())
+            let comm = crate::sys::printable::printable_text(comm);
+            (comm.into_owned(), tid.to_string())
         };
         TimeCells {
             cell_ns,

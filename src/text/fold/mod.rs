@@ -234,13 +234,21 @@ pub struct Folded {
 }
 
 impl Folded {
-    /// Writes `stack count` lines.
+    /// Writes `stack count` lines, control characters escaped
+    /// ([`crate::sys::printable`]: the names were escaped as they were
+    /// interned; this keeps any other stack from splitting a line).
     pub fn write_to<W: Write>(&self, mut w: W) -> io::Result<()> {
         let mut line = Vec::with_capacity(256);
         let mut num = itoa::Buffer::new();
         for (stack, count) in &self.stacks {
             line.clear();
             line.extend_from_slice(stack.as_bytes());
+            // Scanned in the copy, in cache: a separate pass over the
+            // stacks, scattered in memory, cost twice as much.
+            if !crate::sys::printable::bytes_are_printable(&line) {
+                line.clear();
+                line.extend_from_slice(crate::sys::printable::printable_text(stack).as_bytes());
+            }
             line.push(b' ');
             line.extend_from_slice(num.format(*count).as_bytes());
             line.push(b'\n');

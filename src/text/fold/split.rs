@@ -71,7 +71,8 @@ impl fmt::Display for SplitBy {
 /// One group of stacks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Group {
-    /// The group's name: `comm`, `comm-PID` or `comm-PID/TID`.
+    /// The group's name: `comm`, `comm-PID` or `comm-PID/TID` (`comm/TID`
+    /// when the text did not give the pid).
     pub key: String,
     /// A file-name stem for the group: safe characters only, unique within
     /// the split (case-insensitively).
@@ -90,6 +91,10 @@ fn parse_root<'a>(root: &'a str, opts: &Options) -> (&'a str, Option<&'a str>, O
             if let Some((pid, tid)) = rest.split_once('/') {
                 if digits(pid) && digits(tid) {
                     return (comm, Some(pid), Some(tid));
+                }
+                // `perf script` without the pid field: `comm-?/TID`.
+                if pid == "?" && digits(tid) {
+                    return (comm, None, Some(tid));
                 }
             }
         }
@@ -127,6 +132,9 @@ pub fn split_by(stacks: &[(String, u64)], by: SplitBy, opts: &Options) -> Result
             (SplitBy::Comm, _, _) => comm.to_string(),
             (SplitBy::Pid, Some(pid), _) => format!("{comm}-{pid}"),
             (SplitBy::Tid, Some(pid), Some(tid)) => format!("{comm}-{pid}/{tid}"),
+            // The pid unknown (`perf script` prints it only with `-F +pid`):
+            // the thread by its comm and TID, `xz/23248`, not `xz-?/23248`.
+            (SplitBy::Tid, None, Some(tid)) => format!("{comm}/{tid}"),
             // A root without the expected suffix: its own group.
             _ => root.to_string(),
         };
@@ -234,6 +242,21 @@ mod tests {
         let keys: Vec<(&str, u64)> = by_comm.iter().map(|g| (g.key.as_str(), g.total)).collect();
         assert_eq!(keys, [("srv", 9), ("cc", 2)]);
         assert!(split_by(&s, SplitBy::Tid, &opts(true, false)).is_err());
+    }
+
+    /// Issue 58, item 8: `perf script` without `-F +pid` gives no pid; a
+    /// thread was named `prog-?/8011`.
+    #[test]
+    fn a_thread_whose_pid_is_unknown_is_named_by_its_comm_and_tid() {
+        let s = stacks(&[("xz-?/23248;main;f", 5), ("xz-?/23247;main", 2)]);
+        let by_tid = split_by(&s, SplitBy::Tid, &opts(false, true)).unwrap();
+        let keys: Vec<(&str, &str)> = by_tid
+            .iter()
+            .map(|g| (g.key.as_str(), g.stem.as_str()))
+            .collect();
+        assert_eq!(keys, [("xz/23248", "xz_23248"), ("xz/23247", "xz_23247")]);
+        let by_comm = split_by(&s, SplitBy::Comm, &opts(false, true)).unwrap();
+        assert_eq!(by_comm[0].key, "xz");
     }
 
     #[test]

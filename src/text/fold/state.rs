@@ -16,6 +16,7 @@ use super::chain::{Chain, ChainEnds};
 use super::frame::frame_names;
 use super::stacks::StackCounts;
 use super::{Config, SkippedKind, SkippedLine};
+use crate::sys::printable::printable_text;
 use crate::text::perf_script::{self, trim_end, Header};
 
 type FxMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<FxHasher>>;
@@ -201,7 +202,11 @@ fn short_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 impl FoldState {
+    /// The id of the frame or process name `name`, its control
+    /// characters escaped first ([`printable_text`]): no name from a
+    /// capture can split a folded line. Called on cache misses only.
     pub(super) fn intern(&mut self, name: &str) -> u32 {
+        let name = &*printable_text(name);
         if let Some(&id) = self.name_ids.get(name) {
             return id;
         }

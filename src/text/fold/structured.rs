@@ -250,6 +250,7 @@ mod tests {
         let frame = Frame {
             address: 0x1234,
             lines: vec![Line::new("work+0x4", "/bin/w")].into(),
+            function: None,
         };
         let mut text =
             format!("{comm} 77 [001]     1.000001:     250000 cpu-clock: \n").into_bytes();

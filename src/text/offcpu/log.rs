@@ -344,10 +344,12 @@ mod tests {
                     Line::new("compute+0x34", "/w"),
                 ]
                 .into(),
+                function: None,
             },
             Frame {
                 address: 0x1010,
                 lines: vec![Line::new("main+0x10", "/w")].into(),
+                function: None,
             },
         ]
     }

@@ -139,7 +139,8 @@ fn add_line(line: &str, names: &[&str], out: &mut HashMap<String, Calls>) {
         return;
     };
     let Ok(n) = count.parse::<u64>() else { return };
-    let frames: Vec<&str> = stack.trim_end().split(';').collect();
+    let stack = crate::sys::printable::printable_text(stack.trim_end());
+    let frames: Vec<&str> = stack.split(';').collect();
     let Some((&leaf, callers)) = frames.split_last() else {
         return;
     };

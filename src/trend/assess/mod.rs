@@ -30,7 +30,7 @@ mod notes;
 
 use chart::chart;
 pub use chart::{FnSeries, QueryTrend};
-use notes::{dilution_notes, note_one_replicate, why_unjudged};
+use notes::{dilution_notes, note_one_replicate, why_unjudged, why_untestable};
 
 use super::load::{QuerySeries, Replicate, Series};
 use super::stats::{self, Method, Tested};
@@ -237,8 +237,9 @@ pub struct TimeFinding {
     pub method: Method,
 }
 
-/// A query the baseline runs have that a tested run has nothing of: not
-/// judged (the gate fails closed on it).
+/// A query the baseline runs have that a tested run has nothing of, or
+/// that cannot be tested (too few replicates and baseline runs for any
+/// change to be significant): not judged (the gate fails closed on it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Unjudged {
     /// The run tested (index in the series).
@@ -246,7 +247,8 @@ pub struct Unjudged {
     /// The query.
     pub query: String,
     /// Why, in words: its captures in the run not processed, their
-    /// profiles empty, or no capture of it in the run.
+    /// profiles empty, no capture of it in the run, or no test possible
+    /// with its replicates (and what would make one possible).
     pub reason: String,
 }
 
@@ -262,7 +264,8 @@ pub struct Assessment {
     pub time_findings: Vec<TimeFinding>,
     /// The runs tested.
     pub tested_runs: Vec<usize>,
-    /// Queries of the baseline runs that a run tested has nothing of.
+    /// Queries of the baseline runs that a run tested has nothing of, or
+    /// that cannot be tested.
     pub unjudged: Vec<Unjudged>,
     /// Notes on the tests (weaker tests, untestable queries).
     pub notes: Vec<String>,
@@ -300,8 +303,10 @@ pub fn assess(series: &Series, opts: &Options) -> Assessment {
                 unjudged.push(why_unjudged(&series.runs[t], t, name));
                 continue;
             };
-            let one = x.len() == 1 && b.iter().all(|(_, r)| r.len() == 1);
-            if one {
+            let sizes: Vec<usize> = b.iter().map(|(_, r)| r.len()).collect();
+            if let Some(u) = why_untestable(name, t, x.len(), &sizes, opts.alpha) {
+                unjudged.push(u);
+            } else if x.len() == 1 && sizes.iter().all(|&n| n == 1) {
                 notes.push(note_one_replicate(name, t, b.len()));
             }
             let family = functions(name, q, t, x, &b, opts);
@@ -810,6 +815,43 @@ mod tests {
         let a = assess(&s, &Options::default());
         assert_eq!(a.unjudged.len(), 1, "{:?}", a.unjudged);
         assert_eq!(a.unjudged[0].query, "q2");
+    }
+
+    /// Issue 58, item 1: with one replicate against one baseline run of
+    /// one, or 3 replicates against 3, no change can be significant: the
+    /// query is unjudged (the gate fails closed on it), with what would
+    /// make a test possible; 4 against 4 can be tested.
+    #[test]
+    fn a_query_no_test_can_judge_is_unjudged_with_the_fix() {
+        for (reps, words) in [
+            (1, "no test is possible"),
+            (2, "no p-value below 0.333"),
+            (3, "no p-value below 0.100"),
+        ] {
+            let s = series(&mut Rng::new(3), 2, reps, 400, 12.0);
+            let a = assess(&s, &Options::default());
+            assert_eq!(a.unjudged.len(), 1, "{reps}: {:?}", a.unjudged);
+            let u = &a.unjudged[0];
+            assert_eq!((u.run, u.query.as_str()), (1, "q"));
+            assert!(
+                u.reason.contains(words) && u.reason.contains("several times per run"),
+                "{reps}: {}",
+                u.reason
+            );
+            // Said once, as the reason, not again as a note.
+            assert!(
+                !a.notes.iter().any(|n| n.contains("no test")),
+                "{:?}",
+                a.notes
+            );
+        }
+        let s = series(&mut Rng::new(3), 2, 4, 400, 12.0);
+        let a = assess(&s, &Options::default());
+        assert!(a.unjudged.is_empty(), "{:?}", a.unjudged);
+        // One replicate against two baseline runs: the weaker test.
+        let s = series(&mut Rng::new(3), 3, 1, 400, 12.0);
+        let a = assess(&s, &Options::default());
+        assert!(a.unjudged.is_empty(), "{:?}", a.unjudged);
     }
 
     fn flags(s: &Series) -> Vec<Finding> {

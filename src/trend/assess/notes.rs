@@ -5,6 +5,7 @@
 use super::{Finding, Unjudged};
 use crate::capture::replicate;
 use crate::trend::load::RunInfo;
+use crate::trend::stats;
 
 /// Why run `t` (`info`) has nothing of query `query`: which of its
 /// captures were not processed or held no sample.
@@ -51,20 +52,61 @@ pub(super) fn why_unjudged(info: &RunInfo, t: usize, query: &str) -> Unjudged {
     }
 }
 
-pub(super) fn note_one_replicate(q: &str, t: usize, baseline_runs: usize) -> String {
-    if baseline_runs < 2 {
+/// Why query `q` of run `t` cannot be tested, when no change of it could
+/// be significant at `alpha` whatever it is: one replicate in the run and
+/// in the one baseline run (no test at all), or too few replicates for the
+/// permutation test to give a p-value of at most `alpha`. `run` is the
+/// run's replicate count, `baseline` each baseline run's. The gate fails
+/// closed on it, as on a query with nothing to judge.
+pub(super) fn why_untestable(
+    q: &str,
+    t: usize,
+    run: usize,
+    baseline: &[usize],
+    alpha: f64,
+) -> Option<Unjudged> {
+    let base = q.split(" [").next().unwrap_or(q);
+    let fix = format!(
+        "record the query several times per run (replicates: captures named {base}_iter1, \
+         {base}_iter2, ...; 4 per run against 4 give p down to 0.029), or give more baseline \
+         runs"
+    );
+    let reason = if run == 1 && baseline.iter().all(|&n| n == 1) {
+        if baseline.len() >= 2 {
+            return None;
+        }
         format!(
-            "{q}, run {}: one replicate per run and one baseline run: no test is possible \
-             (run the query several times per run, or give more runs)",
-            t + 1
+            "one replicate in the run and one baseline run of one replicate: no test is \
+             possible, so no change can be found: {fix}"
         )
     } else {
+        let n: usize = baseline.iter().sum();
+        let smallest = stats::smallest_permutation_p(run, n);
+        if smallest <= alpha {
+            return None;
+        }
         format!(
-            "{q}, run {}: one replicate per run: the test compares the run with the spread \
-             between the {baseline_runs} baseline runs (weaker than a test over replicates)",
-            t + 1
+            "{run} replicate(s) in the run against {n} in the baseline: the permutation \
+             test over them gives no p-value below {}, above --alpha {alpha}, so no change \
+             can be found: {fix}",
+            crate::trend::fmt_p(smallest)
         )
-    }
+    };
+    Some(Unjudged {
+        run: t,
+        query: q.to_string(),
+        reason,
+    })
+}
+
+/// What one replicate per run does to the test, with `baseline_runs` of
+/// at least 2 (with one, [`why_untestable`] says it).
+pub(super) fn note_one_replicate(q: &str, t: usize, baseline_runs: usize) -> String {
+    format!(
+        "{q}, run {}: one replicate per run: the test compares the run with the spread \
+         between the {baseline_runs} baseline runs (weaker than a test over replicates)",
+        t + 1
+    )
 }
 
 /// One note per query and run tested whose shares moved significantly only

@@ -88,7 +88,10 @@ impl Run<'_> {
             },
             EventRecord::Comm(c) => Task::Comm {
                 tid: c.tid,
-                comm: String::from_utf8_lossy(&c.name.as_slice()).into(),
+                comm: crate::sys::printable::printable_text(&String::from_utf8_lossy(
+                    &c.name.as_slice(),
+                ))
+                .into(),
                 time,
             },
             EventRecord::Fork(f) => Task::Fork { tid: f.tid, time },
