@@ -15,12 +15,14 @@
 # jobprof's over the whole run (empty cache) against perf script's largest
 # over its shards, with /usr/bin/time -v's "Maximum resident set size".
 #
-#   bash benches/engines.sh [--engines "polars datafusion pyarrow"]
+#   bash benches/engines.sh [--engines "polars datafusion pyarrow velox"]
 #        [--call-graph dwarf] [--seconds 1] [--runs 3] [--keep DIR]
-#        [--venv DIR] [--jobprof BIN]
+#        [--venv DIR] [--velox-venv DIR] [--jobprof BIN]
 # --keep DIR reuses the captures made there before; --venv a Python venv
 # with the engines (default target/engines-venv, made by .ci/run or
-# tests/engines.rs with the pinned wheels); --jobprof times another jobprof
+# tests/engines.rs with the pinned wheels); --velox-venv the one with
+# pyvelox 0.2.0 and pyarrow 19.0.1 (default target/velox-venv, made by
+# tests/engines.rs: pyvelox needs pyarrow 19); --jobprof times another jobprof
 # binary (e.g. main's, for a before/after figure).
 #
 # Needs root (or perf_event_paranoid <= 1), perf and /usr/bin/time. Builds
@@ -30,6 +32,7 @@ cd "$(dirname "$0")/.."
 . benches/lib.sh
 
 engines="polars datafusion pyarrow" cg=dwarf seconds=1 runs=3 keep= venv=target/engines-venv jobprof=
+velox_venv=target/velox-venv
 while [ $# -gt 0 ]; do
   case "$1" in
     --engines) engines=$2; shift 2 ;;
@@ -38,8 +41,9 @@ while [ $# -gt 0 ]; do
     --runs) runs=$2; shift 2 ;;
     --keep) keep=$2; shift 2 ;;
     --venv) venv=$2; shift 2 ;;
+    --velox-venv) velox_venv=$2; shift 2 ;;
     --jobprof) jobprof=$2; shift 2 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "engines.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -85,7 +89,9 @@ capture() {
   local asks=$work/asks-$engine answers=$work/answers-$engine
   rm -f "$asks" "$answers"; mkfifo "$asks" "$answers"
   # Each side opens the answers first, then the asks: no open waits forever.
-  "$venv/bin/python" "tests/engines/engine_$engine.py" \
+  local py=$venv/bin/python
+  [ "$engine" = velox ] && py=$velox_venv/bin/python
+  "$py" "tests/engines/engine_$engine.py" \
     "$tokens/.perf_sidecar_ready_w0" "$seconds" <"$answers" >"$asks" &
   local worker=$!
   drive "$tokens" >"$answers" <"$asks" &

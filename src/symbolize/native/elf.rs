@@ -7,13 +7,14 @@
 //! Addresses in a mapping are file offsets; the binary's `PT_LOAD` segments
 //! turn them into the addresses symbols use.
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 
 use object::elf;
 use object::read::elf::{ElfFile64, FileHeader, ProgramHeader, SectionHeader, Sym};
 use object::Endianness;
 
-use super::symbols::{Binding, RawSymbol, SymbolTable};
+use super::symbols::{Binding, RawSymbols, SymbolTable};
 use crate::symbolize::sources::{Resolved, Source};
 
 /// What a DSO's addresses map to.
@@ -110,22 +111,18 @@ fn read(resolved: &Resolved, shrank: &mut Option<PathBuf>) -> DsoSymbols {
         }
     };
     let mut segments = Vec::new();
-    let mut dynsym: Option<(Vec<RawSymbol>, &Source)> = None;
-    let mut chosen: Option<(Vec<RawSymbol>, &Source)> = None;
-    let mut binary_symtab: Option<(Vec<RawSymbol>, &Source)> = None;
+    let mut chosen: Option<(RawSymbols, &Source)> = None;
     let mut plt = Vec::new();
-    if let Some(b) = &resolved.binary {
-        if let Some(map) = b.map() {
-            if let Ok(file) = ElfFile64::<Endianness>::parse(&map[..]) {
-                segments = load_segments(&file);
-                plt = plt_symbols(&file);
-                if !file.elf_symbol_table().is_empty() {
-                    binary_symtab = Some((read_symbols(&file, false), b));
-                }
-                dynsym = Some((read_symbols(&file, true), b));
-            }
-            note(&map, b);
-        }
+    let binary = resolved.binary.as_ref().and_then(|b| Some((b.map()?, b)));
+    let binary_elf = binary
+        .as_ref()
+        .and_then(|(map, _)| ElfFile64::<Endianness>::parse(&map[..]).ok());
+    if let Some(file) = &binary_elf {
+        segments = load_segments(file);
+        plt = plt_symbols(file);
+    }
+    if let Some((map, b)) = &binary {
+        note(map, b);
     }
     for d in &resolved.debug {
         let Some(map) = d.map() else {
@@ -139,22 +136,33 @@ fn read(resolved: &Resolved, shrank: &mut Option<PathBuf>) -> DsoSymbols {
             segments = load_segments(&file);
         }
         if !file.elf_symbol_table().is_empty() {
-            chosen = Some((read_symbols(&file, false), d));
+            chosen = Some((read_symbols(&file, false, &plt), d));
             note(&map, d);
             break;
         }
         note(&map, d);
     }
+    // Debug files first, then the binary's `.symtab`, else its `.dynsym`:
+    // only the table taken is read.
+    if chosen.is_none() {
+        if let (Some((map, b)), Some(file)) = (&binary, &binary_elf) {
+            let dynamic = file.elf_symbol_table().is_empty();
+            chosen = Some((read_symbols(file, dynamic, &plt), *b));
+            note(map, b);
+        }
+    }
     // perf adds `name@plt` entries whenever it found any symbol.
-    let (mut syms, source) = match chosen.or(binary_symtab).or(dynsym) {
+    let (mut syms, source) = match chosen {
         Some((s, p)) => (s, Some(p)),
-        None => (Vec::new(), None),
+        None => (RawSymbols::default(), None),
     };
     if !syms.is_empty() {
-        syms.extend(plt);
+        for (start, size, target) in &plt {
+            syms.push_plt(*start, *size, target);
+        }
     }
     DsoSymbols {
-        table: SymbolTable::build(syms, false),
+        table: SymbolTable::build_from(syms),
         segments,
         source: source.cloned(),
         shrank: None,
@@ -191,8 +199,14 @@ fn in_exec_segment(exec: &[(u64, u64)], addr: u64) -> bool {
 }
 
 /// Function symbols (placed by their address) and labels in executable
-/// sections, as perf's `dso__load_sym` keeps them.
-fn read_symbols(file: &ElfFile64<'_, Endianness>, dynamic: bool) -> Vec<RawSymbol> {
+/// sections, as perf's `dso__load_sym` keeps them, with room for the
+/// `extra` PLT entries: the names are gathered first (borrowed from the
+/// mapped string table), then copied into one arena of their exact size.
+fn read_symbols(
+    file: &ElfFile64<'_, Endianness>,
+    dynamic: bool,
+    extra: &[(u64, u64, Cow<'_, str>)],
+) -> RawSymbols {
     let e = file.endian();
     let table = if dynamic {
         file.elf_dynamic_symbol_table()
@@ -202,7 +216,7 @@ fn read_symbols(file: &ElfFile64<'_, Endianness>, dynamic: bool) -> Vec<RawSymbo
     let sections = file.elf_section_table();
     let is_arm = file.elf_header().e_machine(e) == elf::EM_AARCH64;
     let exec = exec_ranges(file);
-    let mut out = Vec::new();
+    let mut found = Vec::new();
     for s in table.symbols() {
         let ty = s.st_type();
         let shndx = s.st_shndx(e);
@@ -246,18 +260,18 @@ fn read_symbols(file: &ElfFile64<'_, Endianness>, dynamic: bool) -> Vec<RawSymbo
         if is_arm && name.starts_with('$') {
             continue;
         }
-        out.push(RawSymbol {
-            start: s.st_value(e),
-            size: s.st_size(e),
-            binding: match s.st_bind() {
-                elf::STB_GLOBAL => Binding::Global,
-                elf::STB_WEAK => Binding::Weak,
-                _ => Binding::Local,
-            },
-            untyped: !func,
-            name: name.into_owned(),
-            module: None,
-        });
+        let binding = match s.st_bind() {
+            elf::STB_GLOBAL => Binding::Global,
+            elf::STB_WEAK => Binding::Weak,
+            _ => Binding::Local,
+        };
+        found.push((s.st_value(e), s.st_size(e), binding, !func, name));
+    }
+    let names = found.iter().map(|k| k.4.len()).sum::<usize>()
+        + extra.iter().map(|k| k.2.len()).sum::<usize>();
+    let mut out = RawSymbols::with_capacity(found.len() + extra.len(), names);
+    for (start, size, binding, untyped, name) in &found {
+        out.push(*start, *size, *binding, *untyped, name);
     }
     out
 }
@@ -270,7 +284,7 @@ fn read_symbols(file: &ElfFile64<'_, Endianness>, dynamic: bool) -> Vec<RawSymbo
 /// both the header's and each entry's size from the `.plt` section's
 /// `sh_entsize` (16 from GNU ld); where a linker wrote 0 its entries are
 /// empty and name no address, so there are none here.
-fn plt_symbols(file: &ElfFile64<'_, Endianness>) -> Vec<RawSymbol> {
+fn plt_symbols<'d>(file: &ElfFile64<'d, Endianness>) -> Vec<(u64, u64, Cow<'d, str>)> {
     let e = file.endian();
     let sections = file.elf_section_table();
     let by_name = |name: &[u8]| {
@@ -320,15 +334,9 @@ fn plt_symbols(file: &ElfFile64<'_, Endianness>) -> Vec<RawSymbol> {
             .and_then(|s| dynsyms.symbol_name(e, s).ok())
             .map(String::from_utf8_lossy)
             .unwrap_or_default();
-        out.push(RawSymbol {
-            start: plt.sh_addr(e) + header + (i as u64) * entry,
-            size: entry,
-            binding: Binding::Global,
-            untyped: false,
-            // perf demangles the target's name, then adds `@plt`.
-            name: format!("{}@plt", super::demangle::demangle(&name)),
-            module: None,
-        });
+        // perf demangles the target's name, then adds `@plt`: on the
+        // entry's first lookup ([`RawSymbols::push_plt`]).
+        out.push((plt.sh_addr(e) + header + (i as u64) * entry, entry, name));
     }
     out
 }

@@ -5,6 +5,13 @@
 //! local, fewer leading underscores, longer name); zero-sized symbols
 //! (every kallsyms symbol) ending where the next one starts. A lookup is a
 //! binary search. Knows nothing about processes or files on disk.
+//!
+//! Building a table costs one sort of compact entries (names stay in one
+//! arena, none on the heap of its own) and no demangling: where perf's
+//! choice among symbols at one address comes down to their demangled names
+//! (C++ constructors' C1/C2 pairs, folded code), the group is kept and
+//! decided on the first lookup that lands in it. Velox's `libvelox.so` has
+//! 26,000 such groups among 214,000 symbols; demangling them all took 8 s.
 
 use std::cmp::Ordering;
 
@@ -43,14 +50,101 @@ pub struct RawSymbol {
 struct Sym {
     start: u64,
     end: u64,
-    /// Offset of the name in [`SymbolTable::names`].
+    /// Offset of the name in [`SymbolTable::names`]; for a symbol whose
+    /// name is not decided yet ([`LAZY`]), the index of its group in
+    /// [`SymbolTable::groups`].
     name_at: u64,
+    /// The name's length, or [`LAZY`].
     name_len: u32,
     /// Index into [`SymbolTable::modules`], or [`NO_MODULE`].
     module: u32,
 }
 
 const NO_MODULE: u32 = u32::MAX;
+/// [`Sym::name_len`] of a symbol whose name perf picks among the
+/// [`Alias`]es at its start by their demangled names, on the first lookup.
+const LAZY: u32 = u32::MAX;
+/// [`Sym::name_len`] of a PLT entry, whose name (its target's, demangled,
+/// then `@plt`) is made on its first lookup: [`Sym::name_at`] indexes
+/// [`SymbolTable::plts`]. A C++ library has tens of thousands (65,000 in
+/// `libvelox.so`), and samples land in a handful.
+const LAZY_PLT: u32 = u32::MAX - 1;
+
+/// Symbols as read from a file, before [`SymbolTable::build_from`]: compact
+/// entries, every name in one arena (no allocation per symbol).
+#[derive(Debug, Default)]
+pub struct RawSymbols {
+    syms: Vec<RawSym>,
+    names: String,
+}
+
+/// One symbol of [`RawSymbols`].
+#[derive(Debug, Clone, Copy)]
+struct RawSym {
+    start: u64,
+    size: u64,
+    name_at: u64,
+    name_len: u32,
+    binding: Binding,
+    untyped: bool,
+    /// A PLT entry: the name is its target's raw name ([`LAZY_PLT`]).
+    plt: bool,
+}
+
+impl RawSymbols {
+    /// Room for `syms` symbols whose names take `names` bytes.
+    pub fn with_capacity(syms: usize, names: usize) -> RawSymbols {
+        RawSymbols {
+            syms: Vec::with_capacity(syms),
+            names: String::with_capacity(names),
+        }
+    }
+
+    /// Adds a symbol.
+    pub fn push(&mut self, start: u64, size: u64, binding: Binding, untyped: bool, name: &str) {
+        self.push_as(start, size, binding, untyped, name, false);
+    }
+
+    /// Adds a PLT entry of x86-64's or AArch64's lazy-binding `.plt` for
+    /// the target named `target` (raw): named `target` demangled, then
+    /// `@plt`, as perf 6.1 names them, on its first lookup.
+    pub fn push_plt(&mut self, start: u64, size: u64, target: &str) {
+        self.push_as(start, size, Binding::Global, false, target, true);
+    }
+
+    fn push_as(
+        &mut self,
+        start: u64,
+        size: u64,
+        binding: Binding,
+        untyped: bool,
+        name: &str,
+        plt: bool,
+    ) {
+        let name_len = u32::try_from(name.len()).unwrap_or(LAZY_PLT - 1);
+        let name_at = self.names.len() as u64;
+        self.names.push_str(&name[..name_len as usize]);
+        self.syms.push(RawSym {
+            start,
+            size,
+            name_at,
+            name_len,
+            binding,
+            untyped,
+            plt,
+        });
+    }
+
+    /// Number of symbols.
+    pub fn len(&self) -> usize {
+        self.syms.len()
+    }
+
+    /// True when there is none.
+    pub fn is_empty(&self) -> bool {
+        self.syms.is_empty()
+    }
+}
 
 /// A sorted, de-duplicated symbol table. Names live in one arena (no
 /// allocation per symbol): a 10 M-line kallsyms costs its names plus 32
@@ -67,8 +161,23 @@ pub struct SymbolTable {
     /// folded by the linker: `CTypeImpl<FloatType>::layout` and three
     /// others at one address), by start, each group in symbol-table
     /// order: binutils names such an address by its own rule
-    /// ([`SymbolTable::bfd_name`]), not perf's.
+    /// ([`SymbolTable::bfd_name`]), not perf's; and perf's pick among the
+    /// [`Alias::candidate`]s of a [`LAZY`] symbol.
     aliases: Vec<Alias>,
+    /// Per [`LAZY`] symbol, perf's pick among its aliases once a lookup
+    /// decided it: (name offset, length).
+    groups: Vec<std::sync::OnceLock<(u64, u32)>>,
+    /// Per [`LAZY_PLT`] symbol: its target's raw name in the arena, and
+    /// its own name once a lookup made it.
+    plts: Vec<Plt>,
+}
+
+/// A PLT entry's name ([`LAZY_PLT`]).
+#[derive(Debug)]
+struct Plt {
+    target_at: u64,
+    target_len: u32,
+    name: std::sync::OnceLock<Box<str>>,
 }
 
 /// One symbol of an address several start at.
@@ -79,6 +188,9 @@ struct Alias {
     size: u64,
     /// `STT_NOTYPE`.
     untyped: bool,
+    /// Among the ones perf's choice comes down to by name (its ranking by
+    /// size, type, binding put none of the group above it).
+    candidate: bool,
     name_at: u64,
     name_len: u32,
 }
@@ -98,116 +210,243 @@ fn underscores(s: &str) -> usize {
     s.bytes().take_while(|&b| b == b'_').count()
 }
 
-/// perf's `choose_best_symbol` (and the x86 `SyS` alias rule): `Less` when
-/// `a` is the one to keep.
-fn better(a: &RawSymbol, b: &RawSymbol) -> Ordering {
-    use Ordering::{Greater, Less};
-    match (a.size, b.size) {
-        (x, 0) if x > 0 => return Less,
-        (0, y) if y > 0 => return Greater,
-        _ => {}
+/// The part of perf's `choose_best_symbol` that needs no name, higher
+/// first: sized over unsized, typed over untyped, strong over weak, global
+/// over local.
+fn rank(size: u64, untyped: bool, binding: Binding) -> (bool, bool, bool, bool) {
+    (
+        size > 0,
+        !untyped,
+        binding != Binding::Weak,
+        binding == Binding::Global,
+    )
+}
+
+/// What the rest of perf's choice reads of a name: its demangled form's
+/// leading underscores and length, and whether it is an x86 `SyS` alias.
+struct NameKey {
+    underscores: usize,
+    len: usize,
+    sys: bool,
+}
+
+impl NameKey {
+    fn of(name: &str) -> NameKey {
+        // perf keeps names demangled, and compares those.
+        let d = demangle(name);
+        NameKey {
+            underscores: underscores(&d),
+            len: d.len(),
+            sys: name.starts_with("SyS") || name.starts_with("compat_SyS"),
+        }
     }
-    if a.untyped != b.untyped {
-        return if a.untyped { Greater } else { Less };
+}
+
+/// The index of perf's pick among `names`, symbols at one address of one
+/// [`rank`], in symbol-table order: fewer leading underscores, not a `SyS`
+/// alias, the longer name; on a tie the one seen first (perf's
+/// `symbols__fixup_duplicate` keeps the earlier symbol-table entry:
+/// `__libc_start_main@@GLIBC_2.34` over `__libc_start_main@GLIBC_2.2.5`).
+/// Each name is demangled once.
+fn pick_by_name<'a>(names: impl Iterator<Item = &'a str>) -> usize {
+    let keys: Vec<NameKey> = names.map(NameKey::of).collect();
+    let mut kept = 0;
+    for (i, a) in keys.iter().enumerate().skip(1) {
+        let b = &keys[kept];
+        let wins = match a.underscores.cmp(&b.underscores) {
+            Ordering::Less => true,
+            Ordering::Greater => false,
+            Ordering::Equal => !a.sys && a.len > b.len,
+        };
+        if wins {
+            kept = i;
+        }
     }
-    let weak = |s: &RawSymbol| s.binding == Binding::Weak;
-    if weak(a) != weak(b) {
-        return if weak(b) { Less } else { Greater };
-    }
-    let global = |s: &RawSymbol| s.binding == Binding::Global;
-    if global(a) != global(b) {
-        return if global(a) { Less } else { Greater };
-    }
-    // perf keeps names demangled, and compares those.
-    let (da, db) = (demangle(&a.name), demangle(&b.name));
-    match underscores(&da).cmp(&underscores(&db)) {
-        Ordering::Less => return Less,
-        Ordering::Greater => return Greater,
-        Ordering::Equal => {}
-    }
-    if a.name.starts_with("SyS") || a.name.starts_with("compat_SyS") {
-        return Greater;
-    }
-    // The longer name; on a tie the one seen first (perf's
-    // `symbols__fixup_duplicate` keeps the earlier symbol-table entry:
-    // `__libc_start_main@@GLIBC_2.34` over `__libc_start_main@GLIBC_2.2.5`).
-    if da.len() > db.len() {
-        Less
-    } else {
-        Greater
-    }
+    kept
 }
 
 impl SymbolTable {
     /// Builds a table from `syms`. `kallsyms` makes every symbol end where
     /// the next one starts, as perf does for kernel symbol lists.
-    pub fn build(mut syms: Vec<RawSymbol>, kallsyms: bool) -> SymbolTable {
+    pub fn build(syms: Vec<RawSymbol>, kallsyms: bool) -> SymbolTable {
+        if kallsyms {
+            let mut t = SymbolTable::default();
+            let mut modules = Modules::default();
+            for s in &syms {
+                let module = s.module.as_deref().map_or(NO_MODULE, |m| modules.id(m));
+                let sym = t.sym(s.start, &s.name, module);
+                t.syms.push(sym);
+            }
+            t.modules = modules.names;
+            finish_kernel_table(&mut t);
+            return t;
+        }
+        let names = syms.iter().map(|s| s.name.len()).sum();
+        let mut raw = RawSymbols::with_capacity(syms.len(), names);
+        for s in &syms {
+            raw.push(s.start, s.size, s.binding, s.untyped, &s.name);
+        }
+        SymbolTable::build_from(raw)
+    }
+
+    /// Builds an ELF table from `raw`, whose arena becomes the table's: one
+    /// stable sort by address, then per address the symbol perf keeps
+    /// (perf's `choose_best_symbol` and the x86 `SyS` alias rule); where
+    /// that comes down to demangled names, it is decided on the first
+    /// lookup ([`LAZY`]) unless the candidates' sizes differ (then the end
+    /// depends on it: decided now). Every symbol of an address two or more
+    /// start at is kept as an [`Alias`] (binutils names those by its own
+    /// rule, [`SymbolTable::bfd_name`]).
+    pub fn build_from(raw: RawSymbols) -> SymbolTable {
+        let RawSymbols { mut syms, names } = raw;
         // Stable: symbols at one address stay in table order.
         syms.sort_by_key(|s| s.start);
-        let mut aliases = Vec::new();
-        if !kallsyms {
-            for group in syms.chunk_by(|a, b| a.start == b.start) {
-                if group.len() > 1 && !bfd_agrees(group) {
-                    aliases.extend(group.iter().cloned());
-                }
-            }
-        }
-        // Keep the best of each run of equal starts. For a kernel table
-        // that is the last one listed (`__x64_sys_getppid` over the
-        // `__ia32_sys_getppid` above it): perf 6.1 ends every kallsyms
-        // symbol where the next one starts *before* it drops duplicates,
-        // so all but the last of a run are empty, and `choose_best_symbol`
-        // keeps the one that is not.
-        let mut kept: Vec<RawSymbol> = Vec::with_capacity(syms.len());
-        for s in syms {
-            match kept.last_mut() {
-                Some(last) if last.start == s.start => {
-                    if kallsyms || better(&s, last) == Ordering::Less {
-                        *last = s;
-                    }
-                }
-                _ => kept.push(s),
-            }
-        }
-        // Each allocated once at its size: grown by doubling, a large
-        // library's names (32 MiB for polars) took twice their size, and
-        // the old buffer beside the new while it moved.
+        let distinct = 1 + syms.windows(2).filter(|w| w[0].start != w[1].start).count();
         let mut t = SymbolTable {
-            syms: Vec::with_capacity(kept.len()),
-            names: String::with_capacity(kept.iter().chain(&aliases).map(|s| s.name.len()).sum()),
+            syms: Vec::with_capacity(distinct.min(syms.len())),
+            names,
             ..SymbolTable::default()
         };
-        let mut modules = Modules::default();
-        for (i, s) in kept.iter().enumerate() {
-            let next = kept.get(i + 1).map(|n| n.start);
-            let end = if s.size > 0 && !kallsyms {
-                s.start + s.size
+        let mut at = 0;
+        while at < syms.len() {
+            let start = syms[at].start;
+            let n = syms[at..].iter().take_while(|s| s.start == start).count();
+            let group = &syms[at..at + n];
+            at += n;
+            let next = syms.get(at).map(|s| s.start);
+            let (name_at, name_len, size) = if n == 1 && group[0].plt {
+                let g = &group[0];
+                t.plts.push(Plt {
+                    target_at: g.name_at,
+                    target_len: g.name_len,
+                    name: std::sync::OnceLock::new(),
+                });
+                ((t.plts.len() - 1) as u64, LAZY_PLT, g.size)
+            } else if n == 1 {
+                (group[0].name_at, group[0].name_len, group[0].size)
             } else {
-                match next {
-                    Some(n) => n,
-                    None => last_end(s.start),
-                }
+                // A PLT entry at another symbol's address (none in the
+                // libraries seen) is named now, to be compared.
+                let named: Vec<RawSym> = group.iter().map(|s| t.named_plt(s)).collect();
+                t.choose(&named)
             };
-            let module = s.module.as_deref().map_or(NO_MODULE, |m| modules.id(m));
-            let mut sym = t.sym(s.start, &s.name, module);
-            sym.end = end.max(s.start + 1);
-            t.syms.push(sym);
+            let end = if size > 0 {
+                start.saturating_add(size)
+            } else {
+                next.unwrap_or_else(|| last_end(start))
+            };
+            t.syms.push(Sym {
+                start,
+                end: end.max(start + 1),
+                name_at,
+                name_len,
+                module: NO_MODULE,
+            });
         }
-        t.modules = modules.names;
-        t.aliases = aliases
-            .iter()
-            .map(|a| {
-                let sym = t.sym(a.start, &a.name, NO_MODULE);
-                Alias {
-                    start: a.start,
-                    size: a.size.max(1),
-                    untyped: a.untyped,
-                    name_at: sym.name_at,
-                    name_len: sym.name_len,
-                }
-            })
-            .collect();
         t
+    }
+
+    /// Perf's pick among `group` (symbols at one address, in table order):
+    /// (name offset, name length, size), or a [`LAZY`] name; every member
+    /// kept as an [`Alias`].
+    fn choose(&mut self, group: &[RawSym]) -> (u64, u32, u64) {
+        let best = group
+            .iter()
+            .map(|s| rank(s.size, s.untyped, s.binding))
+            .max()
+            .unwrap_or_default();
+        let is_candidate = |s: &RawSym| rank(s.size, s.untyped, s.binding) == best;
+        self.aliases.extend(group.iter().map(|s| Alias {
+            start: s.start,
+            size: s.size.max(1),
+            untyped: s.untyped,
+            candidate: is_candidate(s),
+            name_at: s.name_at,
+            name_len: s.name_len,
+        }));
+        let candidates: Vec<&RawSym> = group.iter().filter(|s| is_candidate(s)).collect();
+        let first = candidates[0];
+        if candidates.len() == 1 {
+            return (first.name_at, first.name_len, first.size);
+        }
+        if candidates.iter().all(|c| c.size == first.size) {
+            self.groups.push(std::sync::OnceLock::new());
+            return ((self.groups.len() - 1) as u64, LAZY, first.size);
+        }
+        let names = &self.names;
+        let name = |c: &&RawSym| {
+            let at = c.name_at as usize;
+            &names[at..at + c.name_len as usize]
+        };
+        let w = candidates[pick_by_name(candidates.iter().map(name))];
+        (w.name_at, w.name_len, w.size)
+    }
+
+    /// `s` with its name in the arena: a PLT entry's made now.
+    fn named_plt(&mut self, s: &RawSym) -> RawSym {
+        if !s.plt {
+            return *s;
+        }
+        let target = arena_name(&self.names, s.name_at, s.name_len).unwrap_or("");
+        let name = plt_name(target);
+        let name_at = self.names.len() as u64;
+        self.names.push_str(&name);
+        RawSym {
+            name_at,
+            name_len: u32::try_from(name.len()).unwrap_or(LAZY_PLT - 1),
+            plt: false,
+            ..*s
+        }
+    }
+
+    /// The name of `s`: a [`LAZY`] or [`LAZY_PLT`] one made now (once).
+    fn name_str(&self, s: &Sym) -> &str {
+        if s.name_len == LAZY_PLT {
+            let Some(p) = self.plts.get(s.name_at as usize) else {
+                return "";
+            };
+            return p.name.get_or_init(|| {
+                let target = arena_name(&self.names, p.target_at, p.target_len).unwrap_or("");
+                plt_name(target).into_boxed_str()
+            });
+        }
+        let (at, len) = self.name_of(s);
+        arena_name(&self.names, at, len).unwrap_or("")
+    }
+
+    /// The (offset, length) of `s`'s name in the arena, a [`LAZY`] one
+    /// decided now (once).
+    fn name_of(&self, s: &Sym) -> (u64, u32) {
+        if s.name_len != LAZY {
+            return (s.name_at, s.name_len);
+        }
+        let Some(cell) = self.groups.get(s.name_at as usize) else {
+            return (0, 0);
+        };
+        *cell.get_or_init(|| {
+            let candidates: Vec<&Alias> = self
+                .group_at(s.start)
+                .iter()
+                .filter(|a| a.candidate)
+                .collect();
+            let names = candidates
+                .iter()
+                .map(|a| arena_name(&self.names, a.name_at, a.name_len).unwrap_or(""));
+            match candidates.get(pick_by_name(names)) {
+                Some(a) => (a.name_at, a.name_len),
+                None => (0, 0),
+            }
+        })
+    }
+
+    /// The aliases starting at `start`.
+    fn group_at(&self, start: u64) -> &[Alias] {
+        let from = self.aliases.partition_point(|a| a.start < start);
+        let n = self.aliases[from..]
+            .iter()
+            .take_while(|a| a.start == start)
+            .count();
+        &self.aliases[from..from + n]
     }
 
     /// A symbol at `start` named `name` (copied into the arena), no end yet.
@@ -246,9 +485,11 @@ impl SymbolTable {
             .partition_point(|s| s.start <= addr)
             .checked_sub(1)?;
         let s = self.syms[i];
-        let at = s.name_at as usize;
-        (addr < s.end).then(|| Hit {
-            name: &self.names[at..at + s.name_len as usize],
+        if addr >= s.end {
+            return None;
+        }
+        Some(Hit {
+            name: self.name_str(&s),
             offset: addr - s.start,
             module: self.modules.get(s.module as usize).map(|m| &**m),
         })
@@ -268,10 +509,8 @@ impl SymbolTable {
     pub fn bfd_name(&self, addr: u64) -> Option<&str> {
         let hit = self.find(addr)?;
         let start = addr - hit.offset;
-        let from = self.aliases.partition_point(|a| a.start < start);
-        let group = self.aliases[from..].iter().take_while(|a| a.start == start);
         let mut best: Option<&Alias> = None;
-        for a in group {
+        for a in self.group_at(start) {
             best = match best {
                 Some(b) if !bfd_better_fit(b, a, addr) => Some(b),
                 _ => Some(a),
@@ -282,24 +521,6 @@ impl SymbolTable {
         let name = &self.names[at..at + b.name_len as usize];
         (name != hit.name).then_some(name)
     }
-}
-
-/// Whether binutils names every address of `group` (symbols starting at
-/// one address, in table order) as perf does: all of one size and type,
-/// perf's pick listed first. Only the other groups are kept.
-fn bfd_agrees(group: &[RawSymbol]) -> bool {
-    let first = &group[0];
-    let uniform = group
-        .iter()
-        .all(|s| s.size.max(1) == first.size.max(1) && s.untyped == first.untyped);
-    let perf_pick = group.iter().reduce(|best, s| {
-        if better(s, best) == Ordering::Less {
-            s
-        } else {
-            best
-        }
-    });
-    uniform && perf_pick.is_some_and(|p| std::ptr::eq(p, first))
 }
 
 /// BFD's `better_fit` for two symbols starting at one address: whether
@@ -321,6 +542,8 @@ fn bfd_better_fit(best: &Alias, new: &Alias, addr: u64) -> bool {
 const ENCODED_SYM: usize = 32;
 /// [`SymbolTable::encode`]'s bytes per alias.
 const ENCODED_ALIAS: usize = 29;
+/// [`SymbolTable::encode`]'s bytes per PLT entry.
+const ENCODED_PLT: usize = 12;
 
 impl SymbolTable {
     /// Appends this table to `out` for the persistent cache
@@ -350,13 +573,20 @@ impl SymbolTable {
             put_u64(out, a.size);
             put_u64(out, a.name_at);
             put_u32(out, a.name_len);
-            out.push(u8::from(a.untyped));
+            out.push(u8::from(a.untyped) | (u8::from(a.candidate) << 1));
+        }
+        put_u64(out, self.plts.len() as u64);
+        for p in &self.plts {
+            put_u64(out, p.target_at);
+            put_u32(out, p.target_len);
         }
     }
 
     /// A table [`SymbolTable::encode`] wrote, read from `c`; `None` when
     /// the bytes are not one (every name in the arena and on a character
-    /// boundary, every module known, starts in order).
+    /// boundary, every module known, starts in order, every [`LAZY`] name
+    /// a group of its own with candidates among the aliases). Its
+    /// [`LAZY`] names are decided again on their first lookup.
     pub fn decode(c: &mut super::cache::Cursor<'_>) -> Option<SymbolTable> {
         let n = c.usize()?;
         let raw = c.bytes(n.checked_mul(ENCODED_SYM)?)?;
@@ -371,8 +601,22 @@ impl SymbolTable {
         let n_aliases = c.usize()?;
         let raw_aliases = c.bytes(n_aliases.checked_mul(ENCODED_ALIAS)?)?;
         let aliases = decode_aliases(raw_aliases, &names)?;
+        let n_plts = c.usize()?;
+        let raw_plts = c.bytes(n_plts.checked_mul(ENCODED_PLT)?)?;
+        let mut plts = Vec::with_capacity(n_plts);
+        for r in raw_plts.chunks_exact(ENCODED_PLT) {
+            let mut f = super::cache::Cursor::new(r);
+            let (target_at, target_len) = (f.u64()?, f.u32()?);
+            arena_name(&names, target_at, target_len)?;
+            plts.push(Plt {
+                target_at,
+                target_len,
+                name: std::sync::OnceLock::new(),
+            });
+        }
         let mut syms = Vec::with_capacity(n);
         let mut last = 0;
+        let mut groups = 0u64;
         for r in raw.chunks_exact(ENCODED_SYM) {
             let mut f = super::cache::Cursor::new(r);
             let s = Sym {
@@ -382,9 +626,23 @@ impl SymbolTable {
                 name_len: f.u32()?,
                 module: f.u32()?,
             };
+            let named = if s.name_len == LAZY_PLT {
+                (s.name_at as usize) < plts.len()
+            } else if s.name_len == LAZY {
+                groups += 1;
+                s.name_at == groups - 1 && {
+                    let from = aliases.partition_point(|a| a.start < s.start);
+                    aliases[from..]
+                        .iter()
+                        .take_while(|a| a.start == s.start)
+                        .any(|a| a.candidate)
+                }
+            } else {
+                arena_name(&names, s.name_at, s.name_len).is_some()
+            };
             let ok = s.start >= last
                 && s.end > s.start
-                && arena_name(&names, s.name_at, s.name_len).is_some()
+                && named
                 && (s.module == NO_MODULE || (s.module as usize) < modules.len());
             if !ok {
                 return None;
@@ -398,6 +656,8 @@ impl SymbolTable {
             modules,
             text,
             aliases,
+            groups: (0..groups).map(|_| std::sync::OnceLock::new()).collect(),
+            plts,
         })
     }
 }
@@ -414,7 +674,17 @@ fn decode_aliases(raw: &[u8], names: &str) -> Option<Vec<Alias>> {
             size: f.u64()?,
             name_at: f.u64()?,
             name_len: f.u32()?,
-            untyped: f.bytes(1)?[0] != 0,
+            untyped: false,
+            candidate: false,
+        };
+        let flags = f.bytes(1)?[0];
+        if flags > 3 {
+            return None;
+        }
+        let a = Alias {
+            untyped: flags & 1 != 0,
+            candidate: flags & 2 != 0,
+            ..a
         };
         let ok =
             a.start >= last && a.size > 0 && arena_name(names, a.name_at, a.name_len).is_some();
@@ -433,6 +703,12 @@ fn decode_aliases(raw: &[u8], names: &str) -> Option<Vec<Alias>> {
 fn arena_name(names: &str, at: u64, len: u32) -> Option<&str> {
     let at = usize::try_from(at).ok()?;
     names.get(at..at.checked_add(len as usize)?)
+}
+
+/// A PLT entry's name, as perf 6.1 makes it: the target's (raw) name
+/// demangled, then `@plt`.
+fn plt_name(target: &str) -> String {
+    format!("{}@plt", demangle(target))
 }
 
 /// perf: the last symbol of a kernel table ends a page past its start.
@@ -621,6 +897,103 @@ mod tests {
     }
 
     #[test]
+    fn names_that_tie_but_for_their_demangled_form_are_decided_on_the_first_lookup() {
+        // A C++ constructor's C1 and C2 symbols (one size, both global):
+        // perf keeps the longer demangled name, equal here, so the first.
+        // libvelox.so has 26,000 such groups; demangling every one while
+        // building its table took 8 s.
+        let t = SymbolTable::build(
+            vec![
+                sym(0x100, 0x10, Binding::Global, "_ZN2ns3FooC2Ev"),
+                sym(0x100, 0x10, Binding::Global, "_ZN2ns3FooC1Ev"),
+                sym(0x200, 0x10, Binding::Weak, "_Z1wv"),
+                sym(0x200, 0x10, Binding::Global, "_ZN2ns1gEv"),
+                sym(0x300, 0x8, Binding::Global, "__x"),
+                sym(0x300, 0x8, Binding::Global, "_x"),
+            ],
+            false,
+        );
+        // Binding decides 0x200 while building; 0x100 and 0x300 wait.
+        assert_eq!(t.groups.len(), 2);
+        assert!(
+            t.groups.iter().all(|g| g.get().is_none()),
+            "nothing decided"
+        );
+        assert_eq!(t.find(0x204).unwrap().name, "_ZN2ns1gEv");
+        assert!(t.groups.iter().all(|g| g.get().is_none()));
+        assert_eq!(t.find(0x104).unwrap().name, "_ZN2ns3FooC2Ev");
+        assert!(t.groups[0].get().is_some(), "decided by the lookup");
+        assert!(t.groups[1].get().is_none());
+        // Fewer leading underscores.
+        assert_eq!(t.find(0x307).unwrap().name, "_x");
+        assert!(t.find(0x308).is_none());
+        // The cache keeps them undecided, and they decide the same.
+        let mut bytes = Vec::new();
+        t.encode(&mut bytes);
+        let back = SymbolTable::decode(&mut crate::symbolize::native::cache::Cursor::new(&bytes))
+            .expect("decodes");
+        assert!(back.groups.iter().all(|g| g.get().is_none()));
+        assert_eq!(back.find(0x100).unwrap().name, "_ZN2ns3FooC2Ev");
+        assert_eq!(back.find(0x300).unwrap().name, "_x");
+    }
+
+    #[test]
+    fn candidates_of_different_sizes_are_decided_while_building() {
+        // The end depends on the pick: decided at once.
+        let t = SymbolTable::build(
+            vec![
+                sym(0x100, 0x8, Binding::Global, "_ZN1a5shortEv"),
+                sym(0x100, 0x20, Binding::Global, "_ZN1a11much_longerEv"),
+            ],
+            false,
+        );
+        assert!(t.groups.is_empty());
+        assert_eq!(t.find(0x11f).unwrap().name, "_ZN1a11much_longerEv");
+        assert!(t.find(0x120).is_none());
+    }
+
+    #[test]
+    fn plt_entries_are_named_on_their_first_lookup() {
+        // libvelox.so has 65,000 PLT entries; demangling every target's
+        // name while building the table took most of its time.
+        let mut raw = RawSymbols::default();
+        raw.push(0x1000, 0x40, Binding::Global, false, "main");
+        raw.push_plt(0x200, 0x10, "_ZN5arrow6Status8ToStringB5cxx11Ev");
+        raw.push_plt(0x210, 0x10, "memcpy");
+        // One at another symbol's address is named at once, to compare.
+        raw.push_plt(0x220, 0x10, "_ZN1a1fEv");
+        raw.push(0x220, 0x10, Binding::Weak, false, "f_alias");
+        let t = SymbolTable::build_from(raw);
+        assert_eq!(t.plts.len(), 2);
+        assert!(
+            t.plts.iter().all(|p| p.name.get().is_none()),
+            "none named yet"
+        );
+        assert_eq!(t.find(0x214).unwrap().name, "memcpy@plt");
+        assert!(t.plts[0].name.get().is_none());
+        let h = t.find(0x20f).unwrap();
+        assert_eq!(
+            (h.name, h.offset),
+            ("arrow::Status::ToString[abi:cxx11]@plt", 0xf)
+        );
+        assert_eq!(t.find(0x221).unwrap().name, "a::f@plt");
+        assert_eq!(t.find(0x1001).unwrap().name, "main");
+        let mut bytes = Vec::new();
+        t.encode(&mut bytes);
+        let back = SymbolTable::decode(&mut crate::symbolize::native::cache::Cursor::new(&bytes))
+            .expect("decodes");
+        assert!(back.plts.iter().all(|p| p.name.get().is_none()));
+        assert_eq!(back.find(0x214).unwrap().name, "memcpy@plt");
+        // A damaged PLT name is refused.
+        let at = bytes.len() - 4;
+        bytes[at..].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(
+            SymbolTable::decode(&mut crate::symbolize::native::cache::Cursor::new(&bytes))
+                .is_none()
+        );
+    }
+
+    #[test]
     fn binutils_names_an_address_of_folded_code_by_its_first_symbol() {
         let mut label = sym(0x300, 0, Binding::Global, "a_label");
         label.untyped = true;
@@ -640,8 +1013,7 @@ mod tests {
             ],
             false,
         );
-        // A group binutils names as perf does is not kept.
-        assert!(t.aliases.iter().all(|a| a.start != 0x500));
+        // A group binutils names as perf does: nothing to say.
         assert_eq!(t.bfd_name(0x504), None);
         // perf keeps the longest name; binutils the first listed.
         assert_eq!(t.find(0x140).unwrap().name, "c_uint32_layout_longest");
@@ -664,8 +1036,9 @@ mod tests {
             .expect("decodes");
         assert_eq!(back.bfd_name(0x140), Some("b_float_layout"));
         assert_eq!(back.bfd_name(0x402), Some("s"));
-        // A damaged alias name is refused.
-        let at = bytes.len() - 5;
+        // A damaged alias name is refused (the last alias, before the
+        // PLT entries' count).
+        let at = bytes.len() - 8 - 5;
         bytes[at - 4..at].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(
             SymbolTable::decode(&mut crate::symbolize::native::cache::Cursor::new(&bytes))

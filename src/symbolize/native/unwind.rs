@@ -73,6 +73,9 @@ pub struct DsoUnwind {
     eh_frame: Option<(Range<u64>, Bytes)>,
     eh_frame_hdr: Option<(Range<u64>, Bytes)>,
     debug_frame: Option<Bytes>,
+    /// Go's outermost functions ([`go_roots`]), by address: a stack ends
+    /// in them.
+    roots: Vec<Range<u64>>,
 }
 
 impl DsoUnwind {
@@ -83,6 +86,12 @@ impl DsoUnwind {
             + len(&self.eh_frame_hdr)
             + self.debug_frame.as_ref().map_or(0, |b| b.len())
             + 24 * (self.segments.len() + self.exec.len())
+            + 16 * self.roots.len()
+    }
+
+    /// Whether ELF address `svma` lies in one of Go's outermost functions.
+    fn is_root(&self, svma: u64) -> bool {
+        self.roots.iter().any(|r| r.contains(&svma))
     }
 
     /// Where the ELF's address 0 lies in a process that maps `len` bytes
@@ -140,6 +149,7 @@ pub fn load(resolved: &Resolved) -> Result<Option<DsoUnwind>, Shrank> {
                 t.text = file.section_by_name(".text").map(|s| svma_range(&s));
                 t.got = file.section_by_name(".got").map(|s| svma_range(&s));
                 t.exec = exec_segments(&file);
+                t.roots = go_roots(&file);
                 if let (Some(hdr), Some(eh)) =
                     (section(&file, ".eh_frame_hdr"), section(&file, ".eh_frame"))
                 {
@@ -177,6 +187,47 @@ pub fn load(resolved: &Resolved) -> Result<Option<DsoUnwind>, Shrank> {
     }
     let usable = t.eh_frame_hdr.is_some() || t.debug_frame.is_some();
     Ok((usable && !t.segments.is_empty()).then_some(t))
+}
+
+/// The functions a Go stack starts in, as Go's own traceback
+/// (`topofstack`) stops at them: `runtime.goexit` under every goroutine,
+/// `runtime.mstart` under each thread's scheduler stack, `runtime.rt0_go`
+/// under the first, and where a call switched to the scheduler stack
+/// (`runtime.systemstack`, `runtime.mcall`, `runtime.morestack`: the
+/// caller's frames are on another stack, not in the sample's copy), by
+/// address, when `file` is a Go binary (a `.go.buildinfo` or `.gopclntab`
+/// section) with a symbol table. Their CFI describes a frame like any
+/// other, so an unwinder steps past them into whatever the words above
+/// hold (an `[unknown]` root, or stale frames of a reused stack). `perf
+/// script` has no say here: its libunwind prints a Go dwarf stack as its
+/// leaf alone (Go has `.debug_frame`, no `.eh_frame`).
+fn go_roots(file: &ElfFile64<'_, Endianness>) -> Vec<Range<u64>> {
+    use object::ObjectSymbol;
+    let go = file.section_by_name(".go.buildinfo").is_some()
+        || file.section_by_name(".gopclntab").is_some();
+    if !go {
+        return Vec::new();
+    }
+    file.symbols()
+        .filter(|s| s.size() > 0)
+        .filter(|s| s.name().is_ok_and(is_go_root))
+        .map(|s| s.address()..s.address().saturating_add(s.size()))
+        .collect()
+}
+
+/// Whether `name` is one of Go's outermost functions ([`go_roots`]), with
+/// or without the `.abi0` suffix of assembly functions.
+fn is_go_root(name: &str) -> bool {
+    let name = name.strip_suffix(".abi0").unwrap_or(name);
+    matches!(
+        name,
+        "runtime.goexit"
+            | "runtime.mstart"
+            | "runtime.rt0_go"
+            | "runtime.systemstack"
+            | "runtime.mcall"
+            | "runtime.morestack"
+    )
 }
 
 /// The executable `PT_LOAD` segments' addresses, widened to 4 KiB pages
@@ -558,6 +609,14 @@ fn walk<A: UnwindArch>(
         let (Some(m), Some(t)) = (m, t) else {
             return Stop::at(m.is_some(), false, first).unwrap_or(Stop::NoTables);
         };
+        // Go's outermost functions end the stack (their CFI would step
+        // on into the word above).
+        if !t.roots.is_empty() {
+            let base = t.base_avma(m.start, m.pgoff, m.end - m.start);
+            if base.is_some_and(|b| t.is_root(addr.address_for_lookup().wrapping_sub(b))) {
+                return Stop::Outermost;
+            }
+        }
         missed.set(false);
         trail.take();
         let row = expr_row::<A>(st, m, t, addr.address_for_lookup(), &mut regs);
@@ -707,6 +766,25 @@ mod tests {
         let page = off & !0xfff;
         let base = t.base_avma(0x7f00_0000_0000, page, 0x10_0000).unwrap();
         assert_eq!(base, 0x7f00_0000_0000 - page + off - vaddr);
+    }
+
+    #[test]
+    fn go_stacks_start_in_the_runtime_s_outermost_functions() {
+        assert!(is_go_root("runtime.goexit.abi0"));
+        assert!(is_go_root("runtime.goexit"));
+        assert!(is_go_root("runtime.systemstack.abi0"));
+        assert!(is_go_root("runtime.mstart.abi0"));
+        // Called by them, not under them.
+        assert!(!is_go_root("runtime.goexit1"));
+        assert!(!is_go_root("runtime.mstart0"));
+        assert!(!is_go_root("runtime.systemstack_switch"));
+        assert!(!is_go_root("main.main"));
+        // Not a Go binary: nothing is looked up.
+        let exe = std::env::current_exe().unwrap();
+        let t = load(&host_file(exe.to_str().unwrap(), None))
+            .unwrap()
+            .unwrap();
+        assert!(t.roots.is_empty());
     }
 
     #[test]
