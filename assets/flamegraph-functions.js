@@ -22,18 +22,19 @@
     if (D.v !== 1) throw new Error("function data of version " + D.v + " is not known");
     var names = D.names, NN = names.length, R = D.nodes, N = R.length >> 1, S = D.self, unit = D.unit;
     var parent = new Int32Array(N), name = new Int32Array(N), size = new Int32Array(N);
-    var self = new Float64Array(N), tot = new Float64Array(N), outer = new Uint8Array(N);
+    var self = new Float64Array(N), tot = new Float64Array(N), outer = new Uint8Array(N), dep = new Int32Array(N);
     var path = new Int32Array(N + 1), onPath = new Int32Array(NN), depth = 0, i, k;
     for (i = 0; i < N; i++) {
       for (k = R[2 * i]; k > 0; k--) onPath[name[path[--depth]]]--;
       var f = R[2 * i + 1];
       name[i] = f;
       parent[i] = depth > 0 ? path[depth - 1] : -1;
+      dep[i] = depth;
       if (onPath[f] === 0) outer[i] = 1;
       onPath[f]++;
       path[depth++] = i;
     }
-    for (k = 0, i = -1; k < S.length; k += 2) { i += S[k]; self[i] = S[k + 1] * unit; }
+    for (k = 0, i = -1; k < S.length; k += 2) { i += S[k]; self[i] = S[k + 1]; }
     tot.set(self);
     size.fill(1);
     var total = 0;
@@ -51,11 +52,14 @@
     var ids = new Map();
     for (i = 0; i < NN; i++) ids.set(names[i], i);
     M = { names: names, NN: NN, N: N, parent: parent, name: name, size: size, tot: tot,
-      outer: outer, total: total, fSelf: fSelf, fTotal: fTotal, fPaths: fPaths, ids: ids,
+      outer: outer, depth: dep, total: total, unit: unit, fSelf: fSelf, fTotal: fTotal, fPaths: fPaths, ids: ids,
       lower: null, map: new Int32Array(N) };
   }
 
-  function num(v) { return Math.round(v).toLocaleString("en-US"); }
+  // Counts are kept in the data's unit (their sums are exact: the writer
+  // keeps them under 2^53) and multiplied out only to be shown.
+  function abs(v) { return v * M.unit; }
+  function num(v) { return Math.round(abs(v)).toLocaleString("en-US"); }
   function pct(v) { return M.total > 0 ? (100 * v / M.total).toFixed(2) + "%" : "0%"; }
   function td(text, cls, title) {
     var c = document.createElement("td");
@@ -93,8 +97,8 @@
       var tr = document.createElement("tr");
       tr.tabIndex = r === 0 ? 0 : -1;
       tr.setAttribute("data-f", f);
-      tr.setAttribute("data-self", M.fSelf[f]);
-      tr.setAttribute("data-total", M.fTotal[f]);
+      tr.setAttribute("data-self", abs(M.fSelf[f]));
+      tr.setAttribute("data-total", abs(M.fTotal[f]));
       tr.setAttribute("data-paths", M.fPaths[f]);
       if (f === st.picked) tr.className = "jp-fn-picked";
       tr.appendChild(td(M.names[f], "jp-fn-n", M.names[f]));
@@ -132,25 +136,56 @@
   }
 
   // ---- callers and callees ------------------------------------------------
-  function newTree(f) { return { name: [f], v: [0], kids: [null], key: new Map() }; }
-  function child(t, c, f) {
-    var key = c * M.NN + f, k = t.key.get(key);
-    if (k === undefined) {
-      k = t.name.length;
-      t.name.push(f); t.v.push(0); t.kids.push(null);
-      (t.kids[c] || (t.kids[c] = [])).push(k);
-      t.key.set(key, k);
+  // A merged tree: node k is a name under parent par[k] with value v[k];
+  // node 0 is the picked function. Children are found by (parent, name)
+  // in an open-addressing table of node numbers (typed arrays: a Map of
+  // millions of number keys is several times slower).
+  function newTree(f, most) {
+    var cap = 1024;
+    while (cap < most) cap *= 2;
+    var t = { n: 1, name: new Int32Array(cap), par: new Int32Array(cap), v: new Float64Array(cap),
+      slots: new Int32Array(2 * cap).fill(-1), kids: null, kidStart: null };
+    t.name[0] = f; t.par[0] = -1;
+    return t;
+  }
+  function slot(t, c, f) {
+    var mask = t.slots.length - 1, h = (Math.imul(c, 0x9e3779b1) ^ Math.imul(f, 0x85ebca77)) & mask;
+    for (;;) {
+      var k = t.slots[h];
+      if (k < 0 || (t.par[k] === c && t.name[k] === f)) return h;
+      h = (h + 1) & mask;
     }
+  }
+  function grow(t) {
+    var cap = t.name.length * 2, name = new Int32Array(cap), par = new Int32Array(cap), v = new Float64Array(cap);
+    name.set(t.name); par.set(t.par); v.set(t.v);
+    t.name = name; t.par = par; t.v = v;
+    t.slots = new Int32Array(cap * 2).fill(-1);
+    for (var k = 1; k < t.n; k++) t.slots[slot(t, t.par[k], t.name[k])] = k;
+  }
+  function child(t, c, f) {
+    var h = slot(t, c, f), k = t.slots[h];
+    if (k >= 0) return k;
+    if (t.n === t.name.length) { grow(t); h = slot(t, c, f); }
+    k = t.n++;
+    t.name[k] = f; t.par[k] = c; t.v[k] = 0;
+    t.slots[h] = k;
     return k;
   }
   // Both trees of f, from each outermost frame of f: the path up to the
   // root (callers) and the frame's subtree (callees), weighted by the
   // frame's total.
   function sandwich(f) {
-    var callers = newTree(f), callees = newTree(f);
     var name = M.name, parent = M.parent, outer = M.outer, tot = M.tot, size = M.size, map = M.map;
-    for (var i = 0; i < M.N; i++) {
-      if (name[i] !== f || !outer[i]) continue;
+    // The outermost frames of f, and how many nodes each tree can have at
+    // most (sized once: growing a table of millions is slow).
+    var at = [], up = 1, down = 1, i;
+    for (i = 0; i < M.N; i++) {
+      if (name[i] === f && outer[i]) { at.push(i); up += M.depth[i]; down += size[i]; i += size[i] - 1; }
+    }
+    var callers = newTree(f, Math.min(up, M.N + 1)), callees = newTree(f, Math.min(down, M.N + 1));
+    for (var a = 0; a < at.length; a++) {
+      i = at[a];
       var w = tot[i], c = 0;
       callers.v[0] += w;
       for (var p = parent[i]; p >= 0; p = parent[p]) { c = child(callers, c, name[p]); callers.v[c] += w; }
@@ -162,26 +197,35 @@
         map[j] = c;
         callees.v[c] += tot[j];
       }
-      i = end - 1;
     }
     return { callers: callers, callees: callees };
   }
+  // Children of n, largest first (by name on ties); all nodes' lists are
+  // made at the first call.
   function kidsOf(t, n) {
-    var k = t.kids[n];
-    if (!k) return [];
-    if (!k.sorted) {
-      k.sort(function (a, b) {
-        return t.v[b] - t.v[a] || (M.names[t.name[a]] < M.names[t.name[b]] ? -1 : 1);
-      });
-      k.sorted = true;
-    }
-    return k;
+    csr(t);
+    var list = Array.prototype.slice.call(t.kids.subarray(t.kidStart[n], t.kidStart[n + 1]));
+    list.sort(function (a, b) {
+      return t.v[b] - t.v[a] || (M.names[t.name[a]] < M.names[t.name[b]] ? -1 : 1);
+    });
+    return list;
   }
+  function csr(t) {
+    if (!t.kids) {
+      var start = new Int32Array(t.n + 1), kids = new Int32Array(Math.max(0, t.n - 1)), k;
+      for (k = 1; k < t.n; k++) start[t.par[k] + 1]++;
+      for (k = 0; k < t.n; k++) start[k + 1] += start[k];
+      var at = start.slice(0, t.n);
+      for (k = 1; k < t.n; k++) kids[at[t.par[k]]++] = k;
+      t.kids = kids; t.kidStart = start;
+    }
+  }
+  function hasKids(t, n) { csr(t); return t.kidStart[n + 1] > t.kidStart[n]; }
   function item(t, n, root) {
     var li = document.createElement("li");
     li.setAttribute("role", "treeitem");
     li.tabIndex = -1;
-    li.setAttribute("data-v", t.v[n]);
+    li.setAttribute("data-v", abs(t.v[n]));
     li.jpTree = t; li.jpNode = n;
     var row = document.createElement("div");
     row.className = "jp-fn-node";
@@ -201,7 +245,7 @@
     nm.title = M.names[t.name[n]] + (root ? "" : " (click: show its callers and callees)");
     row.appendChild(tog); row.appendChild(bar); row.appendChild(v); row.appendChild(nm);
     li.appendChild(row);
-    if (t.kids[n]) {
+    if (hasKids(t, n)) {
       li.setAttribute("aria-expanded", "false");
       tog.textContent = "\u25b8";
     }
@@ -250,11 +294,13 @@
   function pick(f, focus) {
     if (f < 0 || f >= M.NN) return;
     st.picked = f;
+    var t0 = performance.now();
     var s = sandwich(f);
+    var t1 = performance.now();
     var h = document.getElementById("jp-fn-name");
     h.textContent = M.names[f];
-    h.setAttribute("data-self", M.fSelf[f]);
-    h.setAttribute("data-total", M.fTotal[f]);
+    h.setAttribute("data-self", abs(M.fSelf[f]));
+    h.setAttribute("data-total", abs(M.fTotal[f]));
     h.setAttribute("data-paths", M.fPaths[f]);
     document.getElementById("jp-fn-facts").textContent =
       "self " + num(M.fSelf[f]) + " " + unitName + " (" + pct(M.fSelf[f]) + "), total " +
@@ -263,6 +309,8 @@
     drawTree(document.getElementById("jp-fn-callers"), s.callers);
     drawTree(document.getElementById("jp-fn-callees"), s.callees);
     document.getElementById("jp-fn-pick").hidden = false;
+    st.timing = { mergeMs: t1 - t0, drawMs: performance.now() - t1,
+      callers: s.callers.n, callees: s.callees.n };
     var rows = tbody.children;
     for (var i = 0; i < rows.length; i++) {
       rows[i].className = +rows[i].getAttribute("data-f") === f ? "jp-fn-picked" : "";
@@ -385,6 +433,7 @@
       out.pickMs = performance.now() - t0;
     }
     out.picked = st.picked >= 0 ? M.names[st.picked] : null;
+    out.pickTiming = st.timing;
     var h = document.getElementById("jp-fn-name");
     out.self = +h.getAttribute("data-self");
     out.total = +h.getAttribute("data-total");

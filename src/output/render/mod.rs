@@ -458,8 +458,10 @@ fn svg_from_ordered<W: Write>(
 
 /// Renders stacks as one self-contained HTML page: a header with title and
 /// totals, a search box (case-insensitive) and a reset-zoom button wired to
-/// the inline SVG's own functions, and Enter on a focused frame zooms. The
-/// page references nothing outside itself.
+/// the inline SVG's own functions, and Enter on a focused frame zooms;
+/// beside the graph, a table of functions and the callers and callees of
+/// the one picked, drawn from the stacks embedded as [`functions`] writes
+/// them. The page references nothing outside itself.
 pub fn render_html<S: AsRef<str>, W: Write>(
     stacks: &[(S, u64)],
     opts: &RenderOptions,
