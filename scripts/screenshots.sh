@@ -12,6 +12,8 @@
 #                                  and a second one whose q02 does twice
 #                                  the work
 #   docs/timeline-screenshot.png   the demo capture's page at #t=500-1500
+#   docs/functions-screenshot.png  the same page with demo_merge_sort picked
+#                                  in the function table (?fn=)
 #   docs/render-screenshot.png     `jobprof render` of a real `perf record -e
 #                                  cpu-clock -g` of `xz -T2 | gzip | sort`
 #
@@ -100,6 +102,8 @@ cp -a fixtures/result_dir_demo "$work/demo"
 "$jobprof" process "$work/demo" --formats folded,html > /dev/null 2>&1
 shot "file://$work/demo/profiles/perf/worker_0/q01/flamegraph.html#t=500-1500" \
   docs/timeline-screenshot.png 1280 820
+shot "file://$work/demo/profiles/perf/worker_0/q01/flamegraph.html?fn=demo_merge_sort" \
+  docs/functions-screenshot.png 1500 820
 
 (cd "$work" && perf record -q -e cpu-clock -F 1999 -g -o perf.data -- \
   sh -c 'head -c 8000000 /dev/urandom | xz -T2 | gzip | sort > /dev/null' 2> /dev/null)

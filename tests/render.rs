@@ -1018,3 +1018,252 @@ fn nanoseconds_travel_with_the_stacks_and_read_as_time() {
     util::ok(&o);
     assert!(util::stdout(&o).contains(" ns"), "{}", util::stdout(&o));
 }
+
+// ---------------------------------------------------------------------------
+// The function table and a function's callers and callees, in a real
+// browser, against figures computed here from the folded stacks.
+
+/// A profile where `f` recurses directly (`f;f`) and through `g`, is
+/// called from `main` and from `g` and from `main.cold`, and calls
+/// `tokenize`, which `parse_query` calls too.
+const RECURSIVE: &str = "\
+app;main;parse_query;tokenize 40
+app;main;parse_query 10
+app;main;f;g;f;g;f 6
+app;main;g;f;tokenize 5
+app;main;f;f 4
+app;main.cold;f;tokenize 3
+app;main;run<alloc::vec::Vec<u8>> 20
+";
+
+/// What the page must show for one function, from folded text: self,
+/// total (each stack once, however often the function recurses in it),
+/// call paths (distinct prefixes ending in it), and its callers and
+/// callees merged from its outermost frame in each stack, as `path ->
+/// total` with the function first (callers: then its caller, its caller's
+/// caller...).
+#[derive(Debug, Default, PartialEq)]
+struct Sandwich {
+    own: u64,
+    total: u64,
+    paths: u64,
+    callers: BTreeMap<String, u64>,
+    callees: BTreeMap<String, u64>,
+}
+
+fn sandwich_of(folded: &str, f: &str) -> Sandwich {
+    let mut s = Sandwich::default();
+    let mut prefixes = std::collections::BTreeSet::new();
+    for line in folded.lines() {
+        let (stack, count) = line.rsplit_once(' ').unwrap();
+        let count: u64 = count.parse().unwrap();
+        let frames: Vec<&str> = stack.split(';').collect();
+        for j in 0..frames.len() {
+            if frames[j] == f {
+                prefixes.insert(frames[..=j].join(";"));
+            }
+        }
+        if frames.last() == Some(&f) {
+            s.own += count;
+        }
+        let Some(i) = frames.iter().position(|&x| x == f) else {
+            continue;
+        };
+        s.total += count;
+        let up: Vec<&str> = frames[..=i].iter().rev().copied().collect();
+        for k in 1..=up.len() {
+            *s.callers.entry(up[..k].join(";")).or_default() += count;
+        }
+        for k in i + 1..=frames.len() {
+            *s.callees.entry(frames[i..k].join(";")).or_default() += count;
+        }
+    }
+    s.paths = prefixes.len() as u64;
+    s
+}
+
+/// The JSON a page's self-test wrote into `<pre id="ID">`, read from the
+/// DOM Chromium dumped.
+fn selftest_json(dom: &str, id: &str) -> serde_json::Value {
+    let open = format!(r#"<pre id="{id}">"#);
+    let start = dom
+        .find(&open)
+        .unwrap_or_else(|| panic!("no {id} result in the DOM"));
+    let json = &dom[start + open.len()..];
+    let json = &json[..json.find("</pre>").unwrap()];
+    let json = json
+        .replace("&quot;", "\"")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&");
+    serde_json::from_str(&json).unwrap()
+}
+
+fn u64_map(v: &serde_json::Value) -> BTreeMap<String, u64> {
+    v.as_object()
+        .unwrap_or_else(|| panic!("not an object: {v}"))
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
+        .collect()
+}
+
+/// Loads the page with `?jobprof-fn-selftest=NAME&jobprof-fn-frame=FRAME`:
+/// it types NAME into the search box, focuses its table row and presses
+/// Enter, expands both trees whole and writes every row's path and value,
+/// the table's rows in each sort order, and what clicking FRAME's frame
+/// in the graph picked.
+fn functions_selftest(html: &Path, name: &str, frame: &str) -> serde_json::Value {
+    let q = |s: &str| util_encode(s);
+    let dom = dump_dom(
+        html,
+        &format!(
+            "jobprof-fn-selftest={}&jobprof-fn-frame={}",
+            q(name),
+            q(frame)
+        ),
+    );
+    selftest_json(&dom, "jp-fn-selftest")
+}
+
+fn util_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[test]
+fn chromium_shows_callers_and_callees_of_a_picked_function() {
+    if !util::require(chromium().is_some(), "chromium (apt-get install chromium)") {
+        return;
+    }
+    // Counts as cpu-clock's (ns, multiples of one period at 99 Hz): the
+    // page stores them over their divisor and shows them multiplied out.
+    let folded: String = RECURSIVE
+        .lines()
+        .map(|l| {
+            let (stack, count) = l.rsplit_once(' ').unwrap();
+            format!("{stack} {}\n", count.parse::<u64>().unwrap() * 10_101_010)
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let input = write(dir.path(), "r.folded", &folded);
+    let html = dir.path().join("r.html");
+    util::ok(&run(&[
+        os("render"),
+        input.as_os_str(),
+        os("-o"),
+        html.as_os_str(),
+    ]));
+    for (name, frame) in [("f", "parse_query"), ("tokenize", "g"), ("main", "f")] {
+        let want = sandwich_of(&folded, name);
+        let r = functions_selftest(&html, name, frame);
+        assert_eq!(r["rowFound"], true, "{name}: {r}");
+        // Reached by keyboard: the row takes the focus, Enter picks it.
+        assert_eq!(r["rowFocused"], true, "{name}: {r}");
+        assert_eq!(r["picked"], name, "{name}: {r}");
+        assert_eq!(r["self"], want.own, "{name} self: {r}");
+        assert_eq!(r["total"], want.total, "{name} total: {r}");
+        assert_eq!(r["paths"], want.paths, "{name} paths: {r}");
+        assert_eq!(u64_map(&r["callers"]), want.callers, "{name} callers");
+        assert_eq!(u64_map(&r["callees"]), want.callees, "{name} callees");
+        // A click on a frame of the graph picks that function, and still
+        // zooms into the frame.
+        assert_eq!(r["frameFound"], true, "{r}");
+        assert_eq!(r["frameClickPicked"], frame, "{r}");
+        assert_eq!(r["frameWidthAfterClick"], "100.0000%", "{r}");
+        assert!(
+            r["url"].as_str().unwrap().contains(&format!("fn={frame}")),
+            "{r}"
+        );
+    }
+}
+
+#[test]
+fn chromium_function_table_counts_recursion_once_and_sorts() {
+    if !util::require(chromium().is_some(), "chromium (apt-get install chromium)") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let input = write(dir.path(), "r.folded", RECURSIVE);
+    let html = dir.path().join("r.html");
+    util::ok(&run(&[
+        os("render"),
+        input.as_os_str(),
+        os("-o"),
+        html.as_os_str(),
+    ]));
+    let r = functions_selftest(&html, "f", "f");
+    let mut names: Vec<&str> = RECURSIVE
+        .lines()
+        .flat_map(|l| l.rsplit_once(' ').unwrap().0.split(';'))
+        .collect();
+    names.sort();
+    names.dedup();
+    // Every function, with self, total and paths as computed here; by
+    // default sorted by self, largest first (ties by name).
+    let rows = r["table"].as_array().unwrap();
+    assert_eq!(rows.len(), names.len(), "{r}");
+    assert_eq!(r["tableSortKey"], "self");
+    let mut want: Vec<(String, u64, u64, u64)> = names
+        .iter()
+        .map(|&n| {
+            let s = sandwich_of(RECURSIVE, n);
+            (n.to_string(), s.own, s.total, s.paths)
+        })
+        .collect();
+    want.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let got: Vec<(String, u64, u64, u64)> = rows
+        .iter()
+        .map(|row| {
+            let n = |i: usize| row[i].as_u64().unwrap();
+            (row[0].as_str().unwrap().to_string(), n(1), n(2), n(3))
+        })
+        .collect();
+    assert_eq!(got, want);
+    // f recurses (f;g;f;g;f and f;f) and is still counted once per stack.
+    let f = got.iter().find(|r| r.0 == "f").unwrap();
+    assert_eq!((f.1, f.2), (6 + 4, 6 + 5 + 4 + 3), "{f:?}");
+    // The header's buttons sort by total (largest first) and by name.
+    want.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+    let by_total: Vec<&str> = want.iter().map(|w| w.0.as_str()).collect();
+    assert_eq!(r["byTotal"], serde_json::json!(by_total));
+    assert_eq!(r["byName"], serde_json::json!(names));
+}
+
+#[test]
+fn html_embeds_the_stacks_once_compactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write(dir.path(), "r.folded", RECURSIVE);
+    let html = dir.path().join("r.html");
+    util::ok(&run(&[
+        os("render"),
+        input.as_os_str(),
+        os("-o"),
+        html.as_os_str(),
+    ]));
+    let page = std::fs::read_to_string(&html).unwrap();
+    let open = r#"<script type="application/json" id="jp-fn-data">"#;
+    let at = page.find(open).expect("the function data is in the page") + open.len();
+    let json = &page[at..at + page[at..].find("</script>").unwrap()];
+    let v: serde_json::Value = serde_json::from_str(json).unwrap();
+    // Each name once; nodes are the distinct prefixes (two numbers each).
+    let names = v["names"].as_array().unwrap();
+    assert_eq!(names.len(), 8, "{v}");
+    let prefixes: std::collections::BTreeSet<String> = RECURSIVE
+        .lines()
+        .flat_map(|l| {
+            let f: Vec<&str> = l.rsplit_once(' ').unwrap().0.split(';').collect();
+            (1..=f.len()).map(move |k| f[..k].join(";"))
+        })
+        .collect();
+    assert_eq!(v["nodes"].as_array().unwrap().len(), 2 * prefixes.len());
+    assert_eq!(
+        v["self"].as_array().unwrap().len(),
+        2 * RECURSIVE.lines().count()
+    );
+    // The table and trees come before the frames (Tab reaches them first).
+    assert!(page.find(r#"id="jp-fn-table""#).unwrap() < page.find(r#"id="frames""#).unwrap());
+}

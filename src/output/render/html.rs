@@ -41,6 +41,26 @@ const PRE_SCRIPT: &str = concat!("\n", include_str!("../../../assets/flamegraph-
 /// with the outcome written into `<pre id="jp-selftest">`.
 const POST_SCRIPT: &str = concat!("\n", include_str!("../../../assets/flamegraph-page.js"));
 
+/// The function table and the callers / callees of a picked function,
+/// drawn from the embedded stacks ([`super::functions`]); its own
+/// self-test runs only with `?jobprof-fn-selftest=NAME`.
+const FUNCTIONS_SCRIPT: &str = concat!(
+    "\n",
+    include_str!("../../../assets/flamegraph-functions.js")
+);
+
+/// What a page shows besides the flamegraph, each part already in the form
+/// the page embeds.
+#[derive(Debug, Default)]
+pub(crate) struct Parts<'a> {
+    /// The timeline's JSON ([`super::timeline::Timeline::to_json`]).
+    pub timeline: Option<&'a str>,
+    /// The function table's JSON ([`super::functions::CallTree::to_json`]).
+    pub functions: Option<&'a str>,
+    /// `(text, href)` links in the header.
+    pub links: &'a [(String, String)],
+}
+
 /// Escapes text for HTML; `/` is written as a character reference so that
 /// no `://` appears in the page's source.
 pub(crate) fn esc(s: &str) -> String {
@@ -103,21 +123,20 @@ pub(crate) fn wrap<W: Write>(
     summary: &Summary,
     w: W,
 ) -> Result<()> {
-    wrap_with(svg, opts, summary, None, &[], w)
+    wrap_with(svg, opts, summary, &Parts::default(), w)
 }
 
-/// [`wrap`] with a timeline above the flamegraph when `timeline` (its
-/// embedded JSON) is given, and `(text, href)` links in the header.
+/// [`wrap`] with `parts`: a timeline above the flamegraph, the function
+/// table beside it, links in the header.
 pub(crate) fn wrap_with<W: Write>(
     svg: &[u8],
     opts: &RenderOptions,
     summary: &Summary,
-    timeline: Option<&str>,
-    links: &[(String, String)],
+    parts: &Parts<'_>,
     w: W,
 ) -> Result<()> {
     let mut w = io::BufWriter::new(w);
-    write_page(svg, opts, summary, timeline, links, &mut w)
+    write_page(svg, opts, summary, parts, &mut w)
         .and_then(|()| w.flush())
         .map_err(|source| Error::Write {
             format: Format::Html,
@@ -129,10 +148,10 @@ fn write_page<W: Write>(
     svg: &[u8],
     opts: &RenderOptions,
     summary: &Summary,
-    timeline: Option<&str>,
-    links: &[(String, String)],
+    parts: &Parts<'_>,
     w: &mut W,
 ) -> io::Result<()> {
+    let (timeline, links) = (parts.timeline, parts.links);
     let title = esc(&opts.title);
     write!(
         w,
@@ -179,7 +198,16 @@ fn write_page<W: Write>(
         }
         w.write_all(b"</nav>\n")?;
     }
-    w.write_all(b"</header>\n<main id=\"jp-main\">\n")?;
+    w.write_all(b"</header>\n")?;
+    match parts.functions {
+        // First in the document, so that Tab reaches the table before the
+        // flamegraph's frames; the style places it beside (or below) them.
+        Some(json) => {
+            w.write_all(b"<main id=\"jp-main\" class=\"jp-with-fn\">\n")?;
+            write_functions_section(json, &opts.count_name, w)?;
+        }
+        None => w.write_all(b"<main id=\"jp-main\">\n")?,
+    }
     if let Some(json) = timeline {
         super::timeline_page::write_section(json, w)?;
     }
@@ -188,8 +216,43 @@ fn write_page<W: Write>(
     if timeline.is_some() {
         super::timeline_page::write_script(w)?;
     }
+    if parts.functions.is_some() {
+        writeln!(w, "<script>{FUNCTIONS_SCRIPT}</script>")?;
+    }
     w.write_all(b"</body>\n</html>\n")?;
     Ok(())
+}
+
+/// The function table, the callers / callees of the picked function, and
+/// their data ([`super::functions`]); the script fills them in.
+fn write_functions_section<W: Write>(json: &str, count_name: &str, w: &mut W) -> io::Result<()> {
+    let unit = esc(count_name);
+    write!(
+        w,
+        "<aside id=\"jp-fn\" aria-label=\"Functions, their callers and callees\" data-unit=\"{unit}\">\n\
+         <div class=\"jp-fn-bar\"><strong>Functions</strong>\
+         <span id=\"jp-fn-info\" aria-live=\"polite\">reading the stacks...</span></div>\n\
+         <section id=\"jp-fn-pick\" aria-label=\"Callers and callees\" hidden>\n\
+         <h2 id=\"jp-fn-name\" tabindex=\"-1\"></h2><p id=\"jp-fn-facts\"></p>\n\
+         <h3>Callers <small>(who calls it, merged over every call path; {unit})</small></h3>\
+         <ul id=\"jp-fn-callers\" class=\"jp-fn-tree\" role=\"tree\" aria-label=\"Callers\"></ul>\n\
+         <h3>Callees <small>(what it calls, merged wherever it runs; {unit})</small></h3>\
+         <ul id=\"jp-fn-callees\" class=\"jp-fn-tree\" role=\"tree\" aria-label=\"Callees\"></ul>\n\
+         </section>\n\
+         <div id=\"jp-fn-scroll\"><table id=\"jp-fn-table\">\
+         <caption>Functions: self is time in the function itself, total also counts what it calls \
+         (once per stack, even when it recurses), paths is how many frames of the graph it is. \
+         Arrow keys move, Enter shows callers and callees.</caption>\
+         <thead><tr>\
+         <th scope=\"col\"><button type=\"button\" data-key=\"name\">Function</button></th>\
+         <th scope=\"col\" aria-sort=\"descending\"><button type=\"button\" data-key=\"self\">Self</button></th>\
+         <th scope=\"col\"><button type=\"button\" data-key=\"total\">Total</button></th>\
+         <th scope=\"col\"><button type=\"button\" data-key=\"paths\">Paths</button></th>\
+         </tr></thead><tbody></tbody></table></div>\n</aside>\n\
+         <script type=\"application/json\" id=\"jp-fn-data\">"
+    )?;
+    w.write_all(json.as_bytes())?;
+    w.write_all(b"</script>\n")
 }
 
 /// Copies the SVG element, leaving out what does not belong inside HTML or

@@ -13,6 +13,7 @@
 
 pub mod diff;
 pub mod folded;
+pub mod functions;
 pub(crate) mod html;
 pub mod marked;
 pub mod redraw;
@@ -553,8 +554,10 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 
 /// Renders stacks as one self-contained HTML page: a header with title and
 /// totals, a search box (case-insensitive) and a reset-zoom button wired to
-/// the inline SVG's own functions, and Enter on a focused frame zooms. The
-/// page references nothing outside itself.
+/// the inline SVG's own functions, and Enter on a focused frame zooms;
+/// beside the graph, a table of functions and the callers and callees of
+/// the one picked, drawn from the stacks embedded as [`functions`] writes
+/// them. The page references nothing outside itself.
 pub fn render_html<S: AsRef<str>, W: Write>(
     stacks: &[(S, u64)],
     opts: &RenderOptions,
@@ -591,6 +594,9 @@ pub struct Drawing {
     /// The SVG, as [`render_svg`] writes it.
     pub svg: Vec<u8>,
     summary: html::Summary,
+    /// The page's function table and callers/callees data
+    /// ([`functions::CallTree::to_json`]).
+    functions: String,
 }
 
 /// Draws `stacks` as [`render_svg`] does, keeping the SVG for
@@ -605,7 +611,12 @@ pub fn drawing<S: AsRef<str>>(stacks: &[(S, u64)], opts: &RenderOptions) -> Resu
         stacks: ordered.len() as u64,
         note: None,
     };
-    Ok(Drawing { svg, summary })
+    let functions = functions::CallTree::from_ordered(&ordered).to_json();
+    Ok(Drawing {
+        svg,
+        summary,
+        functions,
+    })
 }
 
 impl Drawing {
@@ -621,8 +632,12 @@ impl Drawing {
             .timeline
             .filter(|t| !t.is_empty())
             .map(timeline::Timeline::to_json);
-        let s = &self.summary;
-        html::wrap_with(&self.svg, opts, s, json.as_deref(), &extras.links, w)
+        let parts = html::Parts {
+            timeline: json.as_deref(),
+            functions: Some(&self.functions),
+            links: &extras.links,
+        };
+        html::wrap_with(&self.svg, opts, &self.summary, &parts, w)
     }
 }
 
@@ -807,7 +822,7 @@ pub fn render_empty<W: Write>(format: Format, opts: &RenderOptions, why: &str, w
                 stacks: 0,
                 note: Some(why.to_string()),
             };
-            html::wrap_with(svg().as_bytes(), opts, &summary, None, &[], w)
+            html::wrap(svg().as_bytes(), opts, &summary, w)
         }
         Format::Speedscope => {
             let file = speedscope::File::from_stacks(&[], &opts.title, &opts.count_name);
