@@ -202,7 +202,8 @@ mod tests {
     use super::*;
 
     fn tree(stacks: &[(&str, u64)]) -> CallTree {
-        CallTree::from_ordered(&frame_ordered(stacks))
+        let mut held = Vec::new();
+        CallTree::from_ordered(&frame_ordered(stacks, &mut held))
     }
 
     fn json(t: &CallTree) -> serde_json::Value {
