@@ -711,15 +711,7 @@ pub fn render_folded<S: AsRef<str>, W: Write>(stacks: &[(S, u64)], w: W) -> Resu
     let res = (|| {
         let raw: Vec<(&str, u64)> = stacks.iter().map(|(s, c)| (s.as_ref(), *c)).collect();
         for (stack, count) in merged(raw) {
-            line.clear();
-            line.extend_from_slice(stack.as_bytes());
-            if !crate::sys::printable::bytes_are_printable(&line) {
-                line.clear();
-                line.extend_from_slice(crate::sys::printable::printable_text(stack).as_bytes());
-            }
-            line.push(b' ');
-            line.extend_from_slice(num.format(count).as_bytes());
-            line.push(b'\n');
+            crate::text::fold::folded_line(&mut line, stack, count, &mut num);
             w.write_all(&line)?;
         }
         w.flush()

@@ -241,17 +241,7 @@ impl Folded {
         let mut line = Vec::with_capacity(256);
         let mut num = itoa::Buffer::new();
         for (stack, count) in &self.stacks {
-            line.clear();
-            line.extend_from_slice(stack.as_bytes());
-            // Scanned in the copy, in cache: a separate pass over the
-            // stacks, scattered in memory, cost twice as much.
-            if !crate::sys::printable::bytes_are_printable(&line) {
-                line.clear();
-                line.extend_from_slice(crate::sys::printable::printable_text(stack).as_bytes());
-            }
-            line.push(b' ');
-            line.extend_from_slice(num.format(*count).as_bytes());
-            line.push(b'\n');
+            folded_line(&mut line, stack, *count, &mut num);
             w.write_all(&line)?;
         }
         w.flush()
@@ -789,6 +779,22 @@ impl Engine {
 /// in the page cache: `fault_around_bytes` (64 KiB by default), or a whole
 /// large folio, at most a PMD (2 MiB).
 const MAP_SLACK: usize = 2 << 20;
+
+/// `line` made the folded line `STACK COUNT\n`, its control characters
+/// escaped (`sys::printable`): the one way every folded writer builds a
+/// line. The stack is scanned in the copy, in cache (a separate pass over
+/// the stacks, scattered in memory, cost twice as much).
+pub(crate) fn folded_line(line: &mut Vec<u8>, stack: &str, count: u64, num: &mut itoa::Buffer) {
+    line.clear();
+    line.extend_from_slice(stack.as_bytes());
+    if !crate::sys::printable::bytes_are_printable(line) {
+        line.clear();
+        line.extend_from_slice(crate::sys::printable::printable_text(stack).as_bytes());
+    }
+    line.push(b' ');
+    line.extend_from_slice(num.format(count).as_bytes());
+    line.push(b'\n');
+}
 
 #[cfg(test)]
 mod stream_tests {
