@@ -65,36 +65,29 @@ impl Names {
         };
         names.strings = names.read_strings(db)?;
         if db.has("ThreadNames", &["nameId", "globalTid", "priority"])? {
-            let what = "ThreadNames";
-            let mut st = db
-                .conn
-                .prepare("SELECT globalTid, nameId FROM ThreadNames ORDER BY priority")
-                .map_err(db.err(what))?;
-            let mut rows = st.query([]).map_err(db.err(what))?;
-            while let Some(r) = rows.next().map_err(db.err(what))? {
-                let tid: i64 = r.get(0).map_err(db.err(what))?;
-                let name: Option<i64> = r.get(1).map_err(db.err(what))?;
-                if let Some(n) = name.and_then(|n| names.strings.get(&n)) {
+            let sql = "SELECT globalTid, nameId FROM ThreadNames ORDER BY priority";
+            let (strings, threads) = (&names.strings, &mut names.threads);
+            db.each(sql, "ThreadNames", |r| {
+                let tid: i64 = r.get(0)?;
+                let name: Option<i64> = r.get(1)?;
+                if let Some(n) = name.and_then(|n| strings.get(&n)) {
                     // The highest priority comes last and wins.
-                    names.threads.insert(tid, n.clone());
+                    threads.insert(tid, n.clone());
                 }
-            }
+                Ok(())
+            })?;
         }
         if db.has("PROCESSES", &["globalPid", "name"])? {
-            let what = "PROCESSES";
-            let mut st = db
-                .conn
-                .prepare("SELECT globalPid, name FROM PROCESSES")
-                .map_err(db.err(what))?;
-            let mut rows = st.query([]).map_err(db.err(what))?;
-            while let Some(r) = rows.next().map_err(db.err(what))? {
-                let pid: i64 = r.get(0).map_err(db.err(what))?;
-                let name: Option<String> = r.get(1).map_err(db.err(what))?;
-                if let Some(n) = name {
-                    let n = names.clean(&n);
-                    names.processes.insert(pid, n);
+            let mut processes = FxHashMap::default();
+            let sql = "SELECT globalPid, name FROM PROCESSES";
+            db.each(sql, "PROCESSES", |r| {
+                let pid: i64 = r.get(0)?;
+                if let Some(n) = r.get::<_, Option<String>>(1)? {
+                    processes.insert(pid, names.clean(&n));
                 }
-            }
+                Ok(())
+            })?;
+            names.processes = processes;
         }
         Ok(names)
     }
@@ -106,17 +99,11 @@ impl Names {
         if !db.has("StringIds", &["id", "value"])? {
             return Ok(map);
         }
-        let what = "StringIds";
-        let mut st = db
-            .conn
-            .prepare("SELECT id, value FROM StringIds")
-            .map_err(db.err(what))?;
-        let mut rows = st.query([]).map_err(db.err(what))?;
-        while let Some(r) = rows.next().map_err(db.err(what))? {
-            let id: i64 = r.get(0).map_err(db.err(what))?;
-            let v: Option<String> = r.get(1).map_err(db.err(what))?;
-            map.insert(id, self.clean(v.as_deref().unwrap_or_default()));
-        }
+        db.each("SELECT id, value FROM StringIds", "StringIds", |r| {
+            let v: Option<String> = r.get(1)?;
+            map.insert(r.get(0)?, self.clean(v.as_deref().unwrap_or_default()));
+            Ok(())
+        })?;
         Ok(map)
     }
 

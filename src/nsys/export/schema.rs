@@ -246,27 +246,40 @@ impl Db {
         Ok(true)
     }
 
+    /// Runs `sql` and hands each row to `f`, a SQLite error (or the
+    /// deadline) while reading `what` an [`Error`] naming it: the one loop
+    /// over a query's rows.
+    pub(super) fn each(
+        &self,
+        sql: &str,
+        what: &str,
+        mut f: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<()>,
+    ) -> Result<()> {
+        let mut st = self.conn.prepare(sql).map_err(self.err(what))?;
+        let mut rows = st.query([]).map_err(self.err(what))?;
+        while let Some(r) = rows.next().map_err(self.err(what))? {
+            f(r).map_err(self.err(what))?;
+        }
+        Ok(())
+    }
+
     /// `EXPORT_META_DATA`'s versions.
     pub(super) fn meta(&self) -> Result<Meta> {
         let mut m = Meta::default();
         if self.columns("EXPORT_META_DATA")?.is_none() {
             return Ok(m);
         }
-        let what = "EXPORT_META_DATA";
-        let mut st = self
-            .conn
-            .prepare("SELECT name, value FROM EXPORT_META_DATA")
-            .map_err(self.err(what))?;
-        let mut rows = st.query([]).map_err(self.err(what))?;
-        while let Some(r) = rows.next().map_err(self.err(what))? {
-            let name: String = r.get(0).map_err(self.err(what))?;
-            let value: Option<String> = r.get(1).map_err(self.err(what))?;
+        let sql = "SELECT name, value FROM EXPORT_META_DATA";
+        self.each(sql, "EXPORT_META_DATA", |r| {
+            let name: String = r.get(0)?;
+            let value: Option<String> = r.get(1)?;
             match name.as_str() {
                 "EXPORT_PRODUCT_VERSION" => m.nsys_version = value.unwrap_or_default(),
                 "EXPORT_SCHEMA_VERSION" => m.schema_version = value.unwrap_or_default(),
                 _ => {}
             }
-        }
+            Ok(())
+        })?;
         Ok(m)
     }
 }

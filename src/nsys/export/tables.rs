@@ -127,19 +127,14 @@ pub(super) fn nvtx(db: &Db, names: &Names) -> Result<Option<Vec<Stat>>> {
         "SELECT {domain_id}, globalTid, text FROM NVTX_EVENTS \
          WHERE eventType = {NVTX_DOMAIN_CREATE} ORDER BY start DESC"
     );
-    let mut st = db.conn.prepare(&sql).map_err(db.err(what))?;
-    let mut rows = st.query([]).map_err(db.err(what))?;
-    while let Some(r) = rows.next().map_err(db.err(what))? {
-        let d: Option<i64> = r.get(0).map_err(db.err(what))?;
-        let tid: i64 = r
-            .get::<_, Option<i64>>(1)
-            .map_err(db.err(what))?
-            .unwrap_or(0);
-        if let (Some(d), Some(t)) = (d, r.get::<_, Option<String>>(2).map_err(db.err(what))?) {
+    db.each(&sql, what, |r| {
+        let d: Option<i64> = r.get(0)?;
+        let tid: i64 = r.get::<_, Option<i64>>(1)?.unwrap_or(0);
+        if let (Some(d), Some(t)) = (d, r.get::<_, Option<String>>(2)?) {
             domains.insert((d, tid & PID_BITS), names.clean(&t));
         }
-    }
-    drop(rows);
+        Ok(())
+    })?;
     let max_ts: i64 = db
         .conn
         .query_row(
@@ -228,13 +223,11 @@ pub(super) fn memcpy(db: &Db, names: &Names) -> Result<Option<Vec<Stat>>> {
         };
         let what = "ENUM_CUDA_MEMCPY_OPER";
         let sql = format!("SELECT id, {label} FROM ENUM_CUDA_MEMCPY_OPER");
-        let mut st = db.conn.prepare(&sql).map_err(db.err(what))?;
-        let mut rows = st.query([]).map_err(db.err(what))?;
-        while let Some(r) = rows.next().map_err(db.err(what))? {
-            let id: i64 = r.get(0).map_err(db.err(what))?;
-            let n: Option<String> = r.get(1).map_err(db.err(what))?;
-            kinds.insert(id, names.clean(n.as_deref().unwrap_or_default()));
-        }
+        db.each(&sql, what, |r| {
+            let n: Option<String> = r.get(1)?;
+            kinds.insert(r.get(0)?, names.clean(n.as_deref().unwrap_or_default()));
+            Ok(())
+        })?;
     }
     let sql = format!("SELECT start, end, copyKind FROM {table}");
     durations(db, &sql, "the CUDA memory copies", |k| match k {
@@ -253,23 +246,15 @@ fn durations(
     what: &str,
     name: impl Fn(Option<i64>) -> String,
 ) -> Result<Option<Vec<Stat>>> {
-    let mut st = db.conn.prepare(sql).map_err(db.err(what))?;
-    let mut rows = st.query([]).map_err(db.err(what))?;
     let mut per_name: HashMap<String, Vec<u64>> = HashMap::new();
-    while let Some(r) = rows.next().map_err(db.err(what))? {
-        let start: i64 = r
-            .get::<_, Option<i64>>(0)
-            .map_err(db.err(what))?
-            .unwrap_or(0);
-        let end: i64 = r
-            .get::<_, Option<i64>>(1)
-            .map_err(db.err(what))?
-            .unwrap_or(start);
-        let n = name(r.get(2).map_err(db.err(what))?);
+    db.each(sql, what, |r| {
+        let start: i64 = r.get::<_, Option<i64>>(0)?.unwrap_or(0);
+        let end: i64 = r.get::<_, Option<i64>>(1)?.unwrap_or(start);
         per_name
-            .entry(n)
+            .entry(name(r.get(2)?))
             .or_default()
             .push(end.saturating_sub(start).max(0) as u64);
-    }
+        Ok(())
+    })?;
     Ok((!per_name.is_empty()).then(|| stats(per_name)))
 }
