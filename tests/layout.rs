@@ -15,8 +15,10 @@
 //! attribute arguments (`#[error("{}", crate::x::LIMIT)]`) are read token
 //! by token. Every module may use `crate::error` (`crate::Error`, `Result`,
 //! `ExitCode`): the one exit-code contract is beneath all, and a loop
-//! through `error.rs` would be a loop like any other. `crates/record/src` (a binary of flat
-//! modules) is checked for cycles only.
+//! through `error.rs` would be a loop like any other. `crates/record/src` (a
+//! binary of flat modules) is checked for cycles only; the binary's command
+//! files (`src/cmd/`, one per subcommand) for cycles and for one command's
+//! file importing another's (what several share has a file of its own).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -47,6 +49,23 @@ const ERROR: &str = "error";
 /// rooted at `main.rs`): checked for cycles only.
 const RECORD_SRC: &str = "crates/record/src/";
 
+/// The binary's command files (`src/cmd/`, one per subcommand): no cycles,
+/// and no command file imports another command's; what several share has
+/// a file of its own, one of these.
+const COMMANDS: &str = "src/cmd/";
+const SHARED_COMMAND_FILES: [&str; 5] = ["bars", "files", "look", "nsys_reports", "pipeline_args"];
+
+/// Which sources a check reads, and how it names their modules.
+#[derive(Clone, Copy, PartialEq)]
+enum Tree {
+    /// `src/` but the binary: stage order, `error.rs`'s rule, cycles.
+    Library,
+    /// `crates/record/src`: cycles only.
+    Recorder,
+    /// `src/cmd/`: cycles, and no command file importing another's.
+    Commands,
+}
+
 /// The names `lib.rs` re-exports from `error.rs`.
 const ERROR_REEXPORTS: [&str; 3] = ["Error", "Result", "ExitCode"];
 
@@ -64,10 +83,18 @@ struct Reference {
     path: Vec<String>,
 }
 
-/// The module path of a library source file (`src/nsys/flush.rs` is
-/// `nsys::flush`, `src/nsys/mod.rs` is `nsys`); `None` for the crate root
-/// and the binary (`lib.rs`, `main.rs`, `cmd/`).
-fn module_of(rel: &str) -> Option<Module> {
+/// The module path of source file `rel` in `tree`: a library file
+/// (`src/nsys/flush.rs` is `nsys::flush`, `src/nsys/mod.rs` is `nsys`;
+/// `None` for the crate root and the binary: `lib.rs`, `main.rs`, `cmd/`),
+/// a recorder file alike, and to [`Tree::Commands`] the binary's command
+/// files (`src/cmd/fold.rs` is `cmd::fold`, `src/cmd/mod.rs` is `cmd`).
+fn module_in(tree: Tree, rel: &str) -> Option<Module> {
+    if tree == Tree::Commands {
+        let rel = rel.strip_prefix(COMMANDS)?.strip_suffix(".rs")?;
+        let mut parts = vec!["cmd".to_string()];
+        parts.extend(rel.split('/').filter(|p| *p != "mod").map(str::to_string));
+        return Some(parts);
+    }
     let rel = rel
         .strip_prefix("src/")
         .or_else(|| rel.strip_prefix(RECORD_SRC))?
@@ -268,8 +295,8 @@ fn item_attrs(item: &syn::Item) -> &[syn::Attribute] {
 
 /// The references of the library file `rel` (relative to the repository
 /// root, `src/...`) with content `source`; none for the root and the binary.
-fn references(rel: &str, source: &str) -> Vec<Reference> {
-    let Some(module) = module_of(rel) else {
+fn references(tree: Tree, rel: &str, source: &str) -> Vec<Reference> {
+    let Some(module) = module_in(tree, rel) else {
         return Vec::new();
     };
     let file = syn::parse_file(source).unwrap_or_else(|e| panic!("{rel}: {e}"));
@@ -371,24 +398,48 @@ type Edges = BTreeMap<(Module, Module), Reference>;
 /// (`(relative path, content)`), each a line naming the file, the line and
 /// the import.
 fn violations(files: &[(String, String)]) -> Vec<String> {
-    check(files, true)
+    check(files, Tree::Library)
 }
 
 /// The import cycles of the recorder's files (`crates/record/src/...`):
 /// its modules have no stage order, but may not loop either.
 fn record_violations(files: &[(String, String)]) -> Vec<String> {
-    check(files, false)
+    check(files, Tree::Recorder)
 }
 
-/// [`violations`] (`library`: with the stage order, `error.rs`'s rule and
-/// the folder cycles) or [`record_violations`] (module cycles only).
-fn check(files: &[(String, String)], library: bool) -> Vec<String> {
-    let modules: BTreeSet<Module> = files.iter().filter_map(|(p, _)| module_of(p)).collect();
+/// The import cycles of the binary's command files, and every import of
+/// one command's file by another's.
+fn command_violations(files: &[(String, String)]) -> Vec<String> {
+    check(files, Tree::Commands)
+}
+
+/// Why command file `from` may not import `to` (`cmd::fold` importing
+/// `cmd::render::LookArgs`), if it may not.
+fn command_rule(from: &Module, to: &Module) -> Option<String> {
+    let (Some(a), Some(b)) = (from.get(1), to.get(1)) else {
+        return None;
+    };
+    (a != b && !SHARED_COMMAND_FILES.contains(&b.as_str())).then(|| {
+        format!(
+            "the command file {a} imports the command file {b}: move what both need \
+             into a shared file of src/cmd/ ({})",
+            SHARED_COMMAND_FILES.join(", ")
+        )
+    })
+}
+
+/// [`violations`] (the library: with the stage order, `error.rs`'s rule
+/// and the folder cycles), [`record_violations`] (module cycles only) or
+/// [`command_violations`] (module cycles and the command files' rule).
+fn check(files: &[(String, String)], tree: Tree) -> Vec<String> {
+    let library = tree == Tree::Library;
+    let of = |rel: &str| module_in(tree, rel);
+    let modules: BTreeSet<Module> = files.iter().filter_map(|(p, _)| of(p)).collect();
     let mut problems = Vec::new();
     let mut edges = Edges::new();
     let mut folder_edges = Edges::new();
     for (rel, source) in files {
-        for r in references(rel, source) {
+        for r in references(tree, rel, source) {
             let at = format!("{}:{}: `{}`", r.file, r.line, r.path.join("::"));
             let to = match resolve(&r, &modules) {
                 Target::Outside => continue,
@@ -400,7 +451,12 @@ fn check(files: &[(String, String)], library: bool) -> Vec<String> {
                 Target::Module(m) => m,
             };
             if !library {
-                let from_file = module_of(rel).unwrap();
+                let from_file = of(rel).unwrap();
+                if tree == Tree::Commands {
+                    if let Some(why) = command_rule(&from_file, &to) {
+                        problems.push(format!("{at}: {why}"));
+                    }
+                }
                 if !related(&from_file, &to) {
                     edges.entry((from_file, to)).or_insert(r);
                 }
@@ -422,7 +478,7 @@ fn check(files: &[(String, String)], library: bool) -> Vec<String> {
                 let key = (vec![from.clone()], vec![to[0].clone()]);
                 folder_edges.entry(key).or_insert_with(|| r.clone());
             }
-            let from_file = module_of(rel).unwrap();
+            let from_file = of(rel).unwrap();
             if !related(&from_file, &to) {
                 edges.entry((from_file, to)).or_insert(r);
             }
@@ -554,6 +610,22 @@ fn the_recorder_has_no_import_cycles() {
     assert!(
         problems.is_empty(),
         "{} import cycles in crates/record (docs/development.md, \"Layering\"):\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn the_command_files_import_only_shared_ones_without_cycles() {
+    let root = crate::util::repo_root();
+    let mut files = Vec::new();
+    sources(&root, &root.join(COMMANDS), &mut files);
+    files.sort();
+    assert!(files.len() > 10, "src/cmd/ holds {} files", files.len());
+    let problems = command_violations(&files);
+    assert!(
+        problems.is_empty(),
+        "{} problems in src/cmd/ (docs/development.md, \"Layering\"):\n{}",
         problems.len(),
         problems.join("\n")
     );
@@ -863,4 +935,50 @@ fn layering_checks_the_recorder_for_cycles() {
         .filter(|(p, _)| !p.ends_with("preflight.rs"))
         .collect();
     assert!(record_violations(&fixed).is_empty());
+}
+
+#[test]
+fn layering_checks_the_command_files() {
+    // `fold` and `render` importing each other, as they did: a cycle, and
+    // two command files importing each other's; a shared file is allowed.
+    let files: Vec<(String, String)> = [
+        (
+            "src/cmd/mod.rs",
+            "pub mod fold; pub mod render; pub mod files;",
+        ),
+        (
+            "src/cmd/fold.rs",
+            "use super::render::refuse; use super::files::write;",
+        ),
+        ("src/cmd/render.rs", "fn f() { super::fold::symbolize() }"),
+        (
+            "src/cmd/files.rs",
+            "pub fn write() { jobprof::sys::atomic::f() }",
+        ),
+    ]
+    .iter()
+    .map(|(p, s)| (p.to_string(), s.to_string()))
+    .collect();
+    let problems = command_violations(&files);
+    assert_eq!(problems.len(), 3, "{problems:#?}");
+    assert!(problems[0].starts_with("src/cmd/fold.rs:1: `super::render::refuse`: the command file fold imports the command file render"), "{problems:#?}");
+    assert!(
+        problems[1].starts_with(
+            "src/cmd/render.rs:1: `super::fold::symbolize`: the command file render imports"
+        ),
+        "{problems:#?}"
+    );
+    assert!(
+        problems[2].starts_with("module import cycle: cmd::fold -> cmd::render"),
+        "{problems:#?}"
+    );
+    let fixed: Vec<(String, String)> = files
+        .into_iter()
+        .map(|(p, s)| match p.as_str() {
+            "src/cmd/fold.rs" => (p, "use super::files::write;".to_string()),
+            "src/cmd/render.rs" => (p, "fn f() { super::files::write() }".to_string()),
+            _ => (p, s),
+        })
+        .collect();
+    assert!(command_violations(&fixed).is_empty());
 }

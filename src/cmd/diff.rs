@@ -17,7 +17,8 @@ use jobprof::sys::input::Source;
 use jobprof::views::diff::{self as jobdiff, QueryStacks};
 use jobprof::ExitCode;
 
-use super::render::{refuse_overwriting_inputs, warn_bad_lines, write_output, LookArgs};
+use super::files::{refuse_overwriting_inputs, warn_bad_lines, write_output};
+use super::look::LookArgs;
 
 /// Draw how AFTER differs from BEFORE: a differential flamegraph (red grew, blue shrank).
 ///
@@ -195,7 +196,7 @@ pub fn run(mut args: DiffArgs) -> anyhow::Result<ExitCode> {
         Source::from_arg(&args.after),
     ];
     let (sources, _symbolized) =
-        super::fold::symbolize_perf_data(sources, jobprof::capture::FOLDED)?;
+        super::files::symbolize_perf_data(sources, jobprof::capture::FOLDED)?;
     let before = read_folded(&sources[..1])?;
     let after = read_folded(&sources[1..])?;
     if !args.quiet {
@@ -473,7 +474,7 @@ fn diff_one(
     }
     let mut summary = None;
     let noise = args.noise();
-    super::render::write_output(output.unwrap_or(Path::new("-")), |w| {
+    super::files::write_output(output.unwrap_or(Path::new("-")), |w| {
         summary = Some(jobdiff::render_query(
             b,
             a,
@@ -601,7 +602,7 @@ fn replicate_of(
         .into());
     }
     let (sources, mut g) =
-        super::fold::symbolize_perf_data(vec![Source::from_arg(&file)], jobprof::capture::FOLDED)?;
+        super::files::symbolize_perf_data(vec![Source::from_arg(&file)], jobprof::capture::FOLDED)?;
     guards.append(&mut g);
     let input = read_folded(&sources)?;
     if !args.quiet {

@@ -9,12 +9,13 @@ use clap::{Args, ValueEnum};
 use jobprof::output::render::folded::counts_line;
 use jobprof::output::render::{Format, RenderOptions};
 use jobprof::output::split::write_split;
-use jobprof::pipeline;
 use jobprof::sys::atomic::AtomicFile;
 use jobprof::sys::input::Source;
 use jobprof::text::fold::split::{split_by, SplitBy};
 use jobprof::text::fold::{Compat, Folded, Folder, Options, SkippedKind};
 use jobprof::ExitCode;
+
+use super::files::symbolize_perf_data;
 
 /// Fold `perf script` text into collapsed stacks (`frame;frame;... count`).
 ///
@@ -175,37 +176,6 @@ impl FoldArgs {
     }
 }
 
-/// How `fold`, `render` and `report` symbolize a perf.data: `process`'s
-/// defaults, with its symbol cache.
-pub fn perf_data_options() -> pipeline::Options {
-    let mut o = pipeline::Options::default();
-    o.cache_dir = super::pipeline_args::default_cache_dir();
-    o
-}
-
-/// The inputs, each `perf.data` among them replaced by its output `name`
-/// (`perf.script.zst`: the symbolized text; `stacks.folded`), made natively
-/// by `jobprof process`'s pipeline (this host's files by build id) in a
-/// temporary directory; the guards keep those alive.
-pub fn symbolize_perf_data(
-    sources: Vec<Source>,
-    name: &str,
-) -> jobprof::Result<(Vec<Source>, Vec<tempfile::TempDir>)> {
-    let mut guards = Vec::new();
-    let mut out = Vec::with_capacity(sources.len());
-    for s in sources {
-        match s {
-            Source::Path(file) if jobprof::sys::input::is_perf_data(&file).unwrap_or(false) => {
-                let (guard, dir) = pipeline::symbolize_plain(&file, &perf_data_options())?;
-                guards.push(guard);
-                out.push(Source::Path(dir.join(name)));
-            }
-            other => out.push(other),
-        }
-    }
-    Ok((out, guards))
-}
-
 pub fn run(args: FoldArgs) -> anyhow::Result<ExitCode> {
     super::check_count("--threads", args.threads, super::MAX_JOBS)?;
     let (sources, _symbolized) = symbolize_perf_data(args.sources(), jobprof::capture::SCRIPT_ZST)?;
@@ -214,7 +184,7 @@ pub fn run(args: FoldArgs) -> anyhow::Result<ExitCode> {
     }
     let options = args.options();
     if let (Some(output), None) = (&args.output, args.split_by) {
-        super::render::refuse_overwriting_inputs(output, &args.inputs)?;
+        super::files::refuse_overwriting_inputs(output, &args.inputs)?;
     }
     if let Some(by) = args.split_by {
         // Parse the list before the (possibly long) fold.

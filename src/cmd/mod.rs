@@ -1,10 +1,17 @@
 //! One file per subcommand: its clap arguments and the few lines that turn
-//! them into library options and call the library.
+//! them into library options and call the library. A command file imports
+//! no other command's file: what several share has its own file here
+//! (`bars`: progress; `pipeline_args`: `process` and `reprocess` options;
+//! `files`: inputs and outputs of the file commands; `look`: a
+//! flamegraph's look; `nsys_reports`: Nsight Systems reports beside the
+//! captures), checked by tests/layout.rs.
 
 pub mod bars;
 pub mod diff;
+pub mod files;
 pub mod fold;
 pub mod generate;
+pub mod look;
 pub mod nsys;
 pub mod nsys_reports;
 pub mod pipeline_args;

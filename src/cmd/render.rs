@@ -1,124 +1,17 @@
 //! `jobprof render`: folded stacks from any tool in, a flamegraph (SVG or
 //! offline HTML), speedscope JSON or merged folded text out.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use clap::Args;
 
-use jobprof::output::render::folded::{count_name_of, read_folded, FoldedInput};
-use jobprof::output::render::{self, Format, RenderOptions};
-use jobprof::sys::atomic::AtomicFile;
+use jobprof::output::render;
+use jobprof::output::render::folded::read_folded;
 use jobprof::sys::input::Source;
 use jobprof::ExitCode;
 
-/// Options shared by `render` and `diff`: how the flamegraph looks.
-#[derive(Debug, Args)]
-pub struct LookArgs {
-    /// Title at the top (default: "Flame Graph", or "Differential Flame Graph").
-    #[arg(long, value_name = "TEXT")]
-    pub title: Option<String>,
-
-    /// A second line under the title.
-    #[arg(long, value_name = "TEXT")]
-    pub subtitle: Option<String>,
-
-    /// Image width in pixels [default: fit the window].
-    #[arg(long, value_name = "PIXELS", value_parser = clap::value_parser!(u32).range(100..))]
-    pub width: Option<u32>,
-
-    /// Leave out frames narrower than this percentage of the total.
-    #[arg(long, value_name = "PERCENT", default_value_t = 0.1)]
-    pub minwidth: f64,
-
-    /// Icicle graph: roots at the top, stacks growing downwards.
-    #[arg(long)]
-    pub inverted: bool,
-
-    /// What the counts are, for the totals and tooltips (e.g. samples, ns,
-    /// bytes; ns are shown as time) [default: what the inputs' first line
-    /// says (`# counts: ns`, written by `jobprof fold`), else what their
-    /// capture directory says (its summary.json's event: `ns` for
-    /// cpu-clock, whose periods the counts are), else samples].
-    /// `--countname` (inferno's spelling) also works.
-    #[arg(long, value_name = "NAME", alias = "countname")]
-    pub count_name: Option<String>,
-
-    /// Output format: svg, html, speedscope, folded, pprof [default: from
-    /// the output's extension (.svg, .html, .json, .folded, .pb.gz); svg on
-    /// stdout].
-    #[arg(long, value_name = "FORMAT")]
-    pub format: Option<String>,
-}
-
-impl LookArgs {
-    /// Library options from the flags, drawn with `palette`.
-    pub fn options(&self, default_title: &str, palette: &str) -> anyhow::Result<RenderOptions> {
-        let mut o = RenderOptions::default();
-        o.title = self
-            .title
-            .clone()
-            .unwrap_or_else(|| default_title.to_string());
-        o.subtitle = self.subtitle.clone();
-        o.width = self.width.map(|w| w as usize);
-        o.min_width_pct = self.minwidth;
-        o.colors = RenderOptions::parse_palette(palette).map_err(jobprof::Error::from)?;
-        o.inverted = self.inverted;
-        if let Some(n) = &self.count_name {
-            o.count_name = n.clone();
-        }
-        Ok(o)
-    }
-
-    /// [`LookArgs::options`] for stacks read from `inputs`: without
-    /// `--count-name`, the counts are named as their capture directories
-    /// say ([`count_name_of`]).
-    pub fn options_for(
-        &self,
-        default_title: &str,
-        palette: &str,
-        inputs: &[PathBuf],
-    ) -> anyhow::Result<RenderOptions> {
-        let mut o = self.options(default_title, palette)?;
-        if self.count_name.is_none() {
-            let paths: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
-            o.count_name = count_name_of(&paths);
-        }
-        Ok(o)
-    }
-
-    /// Without `--count-name`, the count name the folded inputs declare
-    /// (`# counts: ns`, as `fold` writes it), when one does and none says
-    /// otherwise.
-    pub fn take_declared<'a>(
-        &self,
-        opts: &mut RenderOptions,
-        inputs: impl IntoIterator<Item = &'a FoldedInput>,
-    ) {
-        if self.count_name.is_some() {
-            return;
-        }
-        let mut said = inputs.into_iter().filter_map(|i| i.count_name.as_deref());
-        if let Some(first) = said.next() {
-            if said.all(|n| n == first) {
-                first.clone_into(&mut opts.count_name);
-            }
-        }
-    }
-
-    /// The format to write `output` in (`None` or `-`: stdout, SVG unless
-    /// --format says otherwise).
-    pub fn format_for(&self, output: Option<&Path>) -> anyhow::Result<Format> {
-        let f = match (&self.format, output) {
-            (Some(f), _) => f.parse(),
-            (None, None) => Ok(Format::Svg),
-            (None, Some(p)) if p == Path::new("-") => Ok(Format::Svg),
-            (None, Some(p)) => Format::from_path(p),
-        };
-        Ok(f.map_err(jobprof::Error::from)?)
-    }
-}
+use super::files::{refuse_overwriting_inputs, warn_bad_lines, write_output};
+use super::look::LookArgs;
 
 /// Render collapsed stacks as a flamegraph (SVG or HTML), speedscope, pprof or folded.
 ///
@@ -187,7 +80,7 @@ pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {
         refuse_overwriting_inputs(out, &args.inputs)?;
     }
     let (sources, _symbolized) =
-        super::fold::symbolize_perf_data(sources, jobprof::capture::FOLDED)?;
+        super::files::symbolize_perf_data(sources, jobprof::capture::FOLDED)?;
     let input = read_folded(&sources)?;
     if input.stacks.is_empty() {
         let what = if args.inputs.is_empty() {
@@ -209,67 +102,6 @@ pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::Success
     })
-}
-
-/// Writes `path` atomically with `f` (nothing is left behind on error), or
-/// stdout when `path` is `-`.
-pub fn write_output(
-    path: &Path,
-    f: impl FnOnce(&mut dyn Write) -> render::Result<()>,
-) -> anyhow::Result<()> {
-    if path == Path::new("-") {
-        let stdout = std::io::stdout();
-        let mut w = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
-        f(&mut w).map_err(jobprof::Error::from)?;
-        w.flush().context("writing to stdout")?;
-        return Ok(());
-    }
-    let mut out = AtomicFile::create(path)?;
-    f(&mut out).map_err(jobprof::Error::from)?;
-    out.commit()?;
-    Ok(())
-}
-
-/// Refuses an output path that is one of the inputs: jobprof never
-/// modifies its inputs.
-pub fn refuse_overwriting_inputs(output: &Path, inputs: &[PathBuf]) -> anyhow::Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(out) = std::fs::metadata(output) else {
-        return Ok(());
-    };
-    for input in inputs {
-        if let Ok(m) = std::fs::metadata(input) {
-            if m.dev() == out.dev() && m.ino() == out.ino() {
-                return Err(jobprof::Error::Usage(format!(
-                    "{}: the output is also an input; choose another output path \
-                     (jobprof never modifies its inputs)",
-                    output.display()
-                ))
-                .into());
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Prints the bad lines of an input (first few with file:line) on stderr.
-pub fn warn_bad_lines(input: &FoldedInput) {
-    if input.bad_lines > 0 {
-        jobprof::errln!(
-            "jobprof: warning: {} line(s) were not `stack count` and were skipped \
-             (the exit code will be 1):",
-            input.bad_lines
-        );
-        for b in &input.first_bad {
-            jobprof::errln!("  {b}");
-        }
-    }
-    if input.non_utf8_lines > 0 {
-        jobprof::errln!(
-            "jobprof: warning: {} line(s) were not valid UTF-8 and were read with U+FFFD replacements",
-            input.non_utf8_lines
-        );
-    }
 }
 
 fn names(paths: &[PathBuf]) -> String {

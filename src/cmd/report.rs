@@ -58,7 +58,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     // and its samples read as `report.txt`'s are.
     let perf_data = jobprof::sys::input::is_perf_data(&args.path).unwrap_or(false);
     let mut profile = match perf_data {
-        true => jobprof::pipeline::report_plain(&args.path, &super::fold::perf_data_options())?,
+        true => jobprof::pipeline::report_plain(&args.path, &super::files::perf_data_options())?,
         false => report::read::path(&args.path)?,
     };
     if perf_data {

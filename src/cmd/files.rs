@@ -1,0 +1,106 @@
+//! What the file commands (`fold`, `render`, `report`, `diff`) share at
+//! their edges: a perf.data among the inputs symbolized as `process` does,
+//! the bad lines of a folded input reported, an output written atomically
+//! and never over one of the inputs.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use jobprof::output::render::{self, folded::FoldedInput};
+use jobprof::pipeline;
+use jobprof::sys::atomic::AtomicFile;
+use jobprof::sys::input::Source;
+
+/// How `fold`, `render` and `report` symbolize a perf.data: `process`'s
+/// defaults, with its symbol cache.
+pub fn perf_data_options() -> pipeline::Options {
+    let mut o = pipeline::Options::default();
+    o.cache_dir = super::pipeline_args::default_cache_dir();
+    o
+}
+
+/// The inputs, each `perf.data` among them replaced by its output `name`
+/// (`perf.script.zst`: the symbolized text; `stacks.folded`), made natively
+/// by `jobprof process`'s pipeline (this host's files by build id) in a
+/// temporary directory; the guards keep those alive.
+pub fn symbolize_perf_data(
+    sources: Vec<Source>,
+    name: &str,
+) -> jobprof::Result<(Vec<Source>, Vec<tempfile::TempDir>)> {
+    let mut guards = Vec::new();
+    let mut out = Vec::with_capacity(sources.len());
+    for s in sources {
+        match s {
+            Source::Path(file) if jobprof::sys::input::is_perf_data(&file).unwrap_or(false) => {
+                let (guard, dir) = pipeline::symbolize_plain(&file, &perf_data_options())?;
+                guards.push(guard);
+                out.push(Source::Path(dir.join(name)));
+            }
+            other => out.push(other),
+        }
+    }
+    Ok((out, guards))
+}
+
+/// Writes `path` atomically with `f` (nothing is left behind on error), or
+/// stdout when `path` is `-`.
+pub fn write_output(
+    path: &Path,
+    f: impl FnOnce(&mut dyn Write) -> render::Result<()>,
+) -> anyhow::Result<()> {
+    if path == Path::new("-") {
+        let stdout = std::io::stdout();
+        let mut w = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+        f(&mut w).map_err(jobprof::Error::from)?;
+        w.flush().context("writing to stdout")?;
+        return Ok(());
+    }
+    let mut out = AtomicFile::create(path)?;
+    f(&mut out).map_err(jobprof::Error::from)?;
+    out.commit()?;
+    Ok(())
+}
+
+/// Refuses an output path that is one of the inputs: jobprof never
+/// modifies its inputs.
+pub fn refuse_overwriting_inputs(output: &Path, inputs: &[PathBuf]) -> anyhow::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(out) = std::fs::metadata(output) else {
+        return Ok(());
+    };
+    for input in inputs {
+        if let Ok(m) = std::fs::metadata(input) {
+            if m.dev() == out.dev() && m.ino() == out.ino() {
+                return Err(jobprof::Error::Usage(format!(
+                    "{}: the output is also an input; choose another output path \
+                     (jobprof never modifies its inputs)",
+                    output.display()
+                ))
+                .into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Prints the bad lines of an input (first few with file:line) on stderr.
+pub fn warn_bad_lines(input: &FoldedInput) {
+    if input.bad_lines > 0 {
+        jobprof::errln!(
+            "jobprof: warning: {} line(s) were not `stack count` and were skipped \
+             (the exit code will be 1):",
+            input.bad_lines
+        );
+        for b in &input.first_bad {
+            jobprof::errln!("  {b}");
+        }
+    }
+    if input.non_utf8_lines > 0 {
+        jobprof::errln!(
+            "jobprof: warning: {} line(s) were not valid UTF-8 and were read with U+FFFD replacements",
+            input.non_utf8_lines
+        );
+    }
+}
