@@ -20,6 +20,8 @@ use serde_json::Value;
 
 use crate::util::{self, chromium, dump_dom, jobprof, ok, output_text, perf_can_record, require};
 
+mod diff;
+
 const INJECTED: &str = "duckdb::FindStrInStr";
 const ITERATIONS: u32 = 4;
 
