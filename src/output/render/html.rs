@@ -11,7 +11,7 @@
 use std::io::{self, Write};
 use std::path::{Component, Path};
 
-use quick_xml::events::{BytesCData, BytesText, Event};
+use quick_xml::events::{BytesCData, BytesStart, BytesText, Event};
 use quick_xml::{Reader, Writer};
 
 use super::{Error, Format, RenderOptions, Result};
@@ -256,16 +256,26 @@ fn write_functions_section<W: Write>(json: &str, count_name: &str, w: &mut W) ->
 }
 
 /// Copies the SVG element, leaving out what does not belong inside HTML or
-/// would name a URL (see the module docs).
+/// would name a URL (see the module docs), and the SVG's own title and
+/// subtitle: the page's header already shows them, and the band they take
+/// at the top is cut ([`title_band`]), so that the frames start near the
+/// top of the graph.
 fn inline_svg<W: Write>(svg: &[u8], w: &mut W) -> io::Result<()> {
+    let band = title_band(svg)?;
     let mut reader = Reader::from_reader(svg);
     let mut writer = Writer::new(w);
+    let mut in_title = false;
     loop {
         let ev = reader
             .read_event()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         match ev {
             Event::Eof => break,
+            Event::Start(e) if e.name().as_ref() == b"text" && is_title(&e) => in_title = true,
+            Event::End(e) if in_title && e.name().as_ref() == b"text" => in_title = false,
+            _ if in_title => {}
+            Event::Start(e) => writer.write_event(Event::Start(moved_up(&e, band)))?,
+            Event::Empty(e) => writer.write_event(Event::Empty(moved_up(&e, band)))?,
             Event::Decl(_) | Event::DocType(_) | Event::Comment(_) | Event::PI(_) => {}
             Event::Text(t) => {
                 let raw = t.into_inner();
@@ -288,6 +298,89 @@ fn inline_svg<W: Write>(svg: &[u8], w: &mut W) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Whether `e` is inferno's title or subtitle text.
+fn is_title(e: &BytesStart<'_>) -> bool {
+    attr(e, b"id").is_some_and(|id| id == "title" || id == "subtitle")
+}
+
+/// The value of `e`'s attribute `name`, unescaped as written.
+fn attr(e: &BytesStart<'_>, name: &[u8]) -> Option<String> {
+    e.attributes()
+        .flatten()
+        .find(|a| a.key.as_ref() == name)
+        .map(|a| String::from_utf8_lossy(&a.value).into_owned())
+}
+
+/// Pixels cut from the top of the SVG: down to 6 px under the baseline of
+/// the lower of its title and subtitle, but never through the line of a
+/// hovered frame's details (above the frames in an icicle graph). Read
+/// from the header, which inferno writes before the frames; 0 without a
+/// title.
+fn title_band(svg: &[u8]) -> io::Result<f64> {
+    let mut reader = Reader::from_reader(svg);
+    let (mut title, mut details) = (None::<f64>, f64::INFINITY);
+    loop {
+        let ev = reader
+            .read_event()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        let e = match ev {
+            Event::Start(e) | Event::Empty(e) => e,
+            Event::Eof => break,
+            _ => continue,
+        };
+        if attr(&e, b"id").as_deref() == Some("frames") {
+            break;
+        }
+        let y = attr(&e, b"y").and_then(|y| y.parse::<f64>().ok());
+        match (attr(&e, b"id").as_deref(), y) {
+            (Some("title" | "subtitle"), Some(y)) => title = Some(title.map_or(y, |t| t.max(y))),
+            (Some("details"), Some(y)) => details = y,
+            _ => {}
+        }
+    }
+    Ok(title.map_or(0.0, |t| (t + 6.0).min(details - 16.0).max(0.0)))
+}
+
+/// `e` with its `y` (and, for the `<svg>` element, its `height` and
+/// `viewBox`) moved up by `band` pixels.
+fn moved_up<'a>(e: &BytesStart<'a>, band: f64) -> BytesStart<'a> {
+    if band == 0.0 {
+        return e.clone();
+    }
+    let svg = e.name().as_ref() == b"svg";
+    let mut out = BytesStart::new(String::from_utf8_lossy(e.name().as_ref()).into_owned());
+    for a in e.attributes().flatten() {
+        let (key, value) = (a.key.as_ref(), String::from_utf8_lossy(&a.value));
+        let num = || value.parse::<f64>().ok();
+        let new = match key {
+            b"y" => num().map(|y| fmt_px(y - band)),
+            b"height" if svg => num().map(|h| fmt_px(h - band)),
+            b"viewBox" if svg => {
+                let mut v: Vec<String> = value.split(' ').map(str::to_string).collect();
+                if let Some(h) = v.get_mut(3).and_then(|h| h.parse::<f64>().ok()) {
+                    v[3] = fmt_px(h - band);
+                }
+                Some(v.join(" "))
+            }
+            _ => None,
+        };
+        match new {
+            Some(v) => out.push_attribute((key, v.as_bytes())),
+            None => out.push_attribute(a),
+        }
+    }
+    out
+}
+
+/// A length as inferno writes it: whole pixels bare, others to 2 places.
+fn fmt_px(v: f64) -> String {
+    if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
 }
 
 /// `1234567` as `1,234,567`.
