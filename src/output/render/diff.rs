@@ -340,19 +340,21 @@ fn write_drawing<W: Write>(
             .and_then(|()| w.flush())
             .map_err(|source| Error::Write { format, source });
     }
-    let legend = match &summary.noise {
+    // The header shows the subtitle: the legend is said there, once.
+    let base = summary.noise.as_ref().map_or(LEGEND.to_string(), noise_legend);
+    let mut legend = match &summary.noise {
         Some(n) => format!(
-            "{}. {} of {} frames tested, {} coloured",
-            noise_legend(n),
-            n.tested,
-            n.frames,
-            n.significant
+            "{base}. {} of {} frames tested, {} coloured. ",
+            n.tested, n.frames, n.significant
         ),
-        None => LEGEND.to_string(),
+        None => format!("{base}. "),
     };
+    if look.subtitle.as_deref() == Some(base.as_str()) {
+        legend.replace_range(..base.len() + 2, "");
+    }
     let amount = |n: u64| crate::sys::units::format_amount(n as f64, &look.count_name);
     let note = format!(
-        "{legend}. BEFORE {}, AFTER {}{}",
+        "{legend}BEFORE {}, AFTER {}{}",
         amount(summary.before_total),
         amount(summary.after_total),
         totals_note(summary, normalize)
