@@ -14,7 +14,7 @@ use quick_xml::Reader;
 use jobprof::output::render::speedscope;
 
 use crate::util;
-use crate::util::{chromium, dump_dom, have};
+use crate::util::{dump_dom, have};
 use crate::util::{folded_total, jobprof, stderr};
 
 fn run(args: &[&std::ffi::OsStr]) -> Output {
@@ -713,7 +713,7 @@ fn browser_selftest(html: &Path, frame: &str) -> serde_json::Value {
 
 #[test]
 fn chromium_restores_zoom_and_search_from_the_url() {
-    if !util::require(chromium().is_some(), "chromium (apt-get install chromium)") {
+    if !util::require_chromium() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -738,7 +738,7 @@ fn chromium_restores_zoom_and_search_from_the_url() {
 
 #[test]
 fn chromium_zooms_on_click_and_enter_and_searches() {
-    if !util::require(chromium().is_some(), "chromium (apt-get install chromium)") {
+    if !util::require_chromium() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -780,7 +780,7 @@ fn chromium_zooms_on_click_and_enter_and_searches() {
 
 /// The demo capture processed (cpu-clock: its folded counts are ns of
 /// CPU), and its capture directory.
-fn processed_demo(root: &Path) -> PathBuf {
+pub(crate) fn processed_demo(root: &Path) -> PathBuf {
     util::copy_demo(root);
     let o = jobprof().arg("process").arg(root).output().unwrap();
     util::ok(&o);
@@ -1136,7 +1136,7 @@ fn util_encode(s: &str) -> String {
 
 #[test]
 fn chromium_shows_callers_and_callees_of_a_picked_function() {
-    if !util::require(chromium().is_some(), "chromium (apt-get install chromium)") {
+    if !util::require_chromium() {
         return;
     }
     // Counts as cpu-clock's (ns, multiples of one period at 99 Hz): the
@@ -1183,7 +1183,7 @@ fn chromium_shows_callers_and_callees_of_a_picked_function() {
 
 #[test]
 fn chromium_function_table_counts_recursion_once_and_sorts() {
-    if !util::require(chromium().is_some(), "chromium (apt-get install chromium)") {
+    if !util::require_chromium() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
