@@ -1183,6 +1183,34 @@ fn chromium_shows_callers_and_callees_of_a_picked_function() {
     }
 }
 
+/// The differential page has the function table too: AFTER's functions
+/// (the graph's widths), with callers and callees, picked from the table
+/// or by a click on a frame of the recoloured graph.
+#[test]
+fn chromium_diff_page_shows_callers_and_callees_of_after() {
+    if !util::require_chromium() {
+        return;
+    }
+    let before = RECURSIVE.replace("tokenize 40", "tokenize 10");
+    let after = RECURSIVE.replace("f;f 4", "f;f 24");
+    let dir = tempfile::tempdir().unwrap();
+    let (o, html) = diff(dir.path(), &before, &after, "d.html", &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for (name, frame) in [("f", "parse_query"), ("tokenize", "g")] {
+        let want = sandwich_of(&after, name);
+        let r = functions_selftest(&html, name, frame);
+        assert_eq!(r["rowFound"], true, "{name}: {r}");
+        assert_eq!(r["picked"], name, "{name}: {r}");
+        assert_eq!(r["self"], want.own, "{name} self: {r}");
+        assert_eq!(r["total"], want.total, "{name} total: {r}");
+        assert_eq!(r["paths"], want.paths, "{name} paths: {r}");
+        assert_eq!(u64_map(&r["callers"]), want.callers, "{name} callers");
+        assert_eq!(u64_map(&r["callees"]), want.callees, "{name} callees");
+        assert_eq!(r["frameClickPicked"], frame, "{r}");
+        assert_eq!(r["frameWidthAfterClick"], "100.0000%", "{r}");
+    }
+}
+
 #[test]
 fn chromium_function_table_counts_recursion_once_and_sorts() {
     if !util::require_chromium() {
