@@ -429,6 +429,44 @@ mod tests {
         assert_eq!(group_digits(1234567), "1,234,567");
     }
 
+    /// The first value of attribute `name` in `text` after `from`.
+    fn attr_after(text: &str, from: &str, name: &str) -> f64 {
+        let rest = &text[text.find(from).unwrap()..];
+        let rest = &rest[rest.find(&format!(" {name}=\"")).unwrap() + name.len() + 3..];
+        rest[..rest.find('"').unwrap()].parse().unwrap()
+    }
+
+    #[test]
+    fn the_svg_title_is_left_to_the_header_and_its_band_cut() {
+        let opts = RenderOptions {
+            title: "T one".into(),
+            subtitle: Some("S two".into()),
+            ..RenderOptions::default()
+        };
+        let mut svg = Vec::new();
+        super::super::render_svg(&[("a;b", 3u64), ("a", 1)], &opts, &mut svg).unwrap();
+        let mut page = Vec::new();
+        inline_svg(&svg, &mut page).unwrap();
+        let (svg, page) = (
+            String::from_utf8(svg).unwrap(),
+            String::from_utf8(page).unwrap(),
+        );
+        assert!(svg.contains(">T one<") && svg.contains(">S two<"), "{svg}");
+        assert!(!page.contains("T one") && !page.contains("S two"), "{page}");
+        // Cut down to 6 px under the subtitle's baseline (48): 54 px, from
+        // the image's height and from every frame's y alike.
+        let band = 54.0;
+        let cut =
+            |what: &str, name: &str| attr_after(&svg, what, name) - attr_after(&page, what, name);
+        assert_eq!(cut("<svg", "height"), band);
+        assert_eq!(cut("<title>b ", "y"), band);
+        assert_eq!(cut("<title>a ", "y"), band);
+        assert_eq!(cut("id=\"details\"", "y"), band);
+        // The top frame now starts 7 px under the top of the graph (6 px
+        // and the pixel inferno leaves above each frame).
+        assert_eq!(attr_after(&page, "<title>b ", "y"), 7.0);
+    }
+
     #[test]
     fn escaping_hides_urls() {
         assert_eq!(esc("a://b<c>"), "a:&#47;&#47;b&lt;c&gt;");
