@@ -1160,27 +1160,35 @@ fn chromium_shows_callers_and_callees_of_a_picked_function() {
         html.as_os_str(),
     ]));
     for (name, frame) in [("f", "parse_query"), ("tokenize", "g"), ("main", "f")] {
-        let want = sandwich_of(&folded, name);
-        let r = functions_selftest(&html, name, frame);
-        assert_eq!(r["rowFound"], true, "{name}: {r}");
-        // Reached by keyboard: the row takes the focus, Enter picks it.
-        assert_eq!(r["rowFocused"], true, "{name}: {r}");
-        assert_eq!(r["picked"], name, "{name}: {r}");
-        assert_eq!(r["self"], want.own, "{name} self: {r}");
-        assert_eq!(r["total"], want.total, "{name} total: {r}");
-        assert_eq!(r["paths"], want.paths, "{name} paths: {r}");
-        assert_eq!(u64_map(&r["callers"]), want.callers, "{name} callers");
-        assert_eq!(u64_map(&r["callees"]), want.callees, "{name} callees");
-        // A click on a frame of the graph picks that function, and still
-        // zooms into the frame.
-        assert_eq!(r["frameFound"], true, "{r}");
-        assert_eq!(r["frameClickPicked"], frame, "{r}");
-        assert_eq!(r["frameWidthAfterClick"], "100.0000%", "{r}");
-        assert!(
-            r["url"].as_str().unwrap().contains(&format!("fn={frame}")),
-            "{r}"
-        );
+        assert_page_shows_sandwich(&html, &folded, name, frame);
     }
+}
+
+/// The page `html` of the stacks `folded` shows NAME's row, self, total,
+/// paths, callers and callees as computed here when NAME is typed into
+/// the search box and picked by keyboard, and a click on FRAME's frame
+/// picks FRAME and zooms into it.
+fn assert_page_shows_sandwich(html: &Path, folded: &str, name: &str, frame: &str) {
+    let want = sandwich_of(folded, name);
+    let r = functions_selftest(html, name, frame);
+    assert_eq!(r["rowFound"], true, "{name}: {r}");
+    // Reached by keyboard: the row takes the focus, Enter picks it.
+    assert_eq!(r["rowFocused"], true, "{name}: {r}");
+    assert_eq!(r["picked"], name, "{name}: {r}");
+    assert_eq!(r["self"], want.own, "{name} self: {r}");
+    assert_eq!(r["total"], want.total, "{name} total: {r}");
+    assert_eq!(r["paths"], want.paths, "{name} paths: {r}");
+    assert_eq!(u64_map(&r["callers"]), want.callers, "{name} callers");
+    assert_eq!(u64_map(&r["callees"]), want.callees, "{name} callees");
+    // A click on a frame of the graph picks that function, and still
+    // zooms into the frame.
+    assert_eq!(r["frameFound"], true, "{r}");
+    assert_eq!(r["frameClickPicked"], frame, "{r}");
+    assert_eq!(r["frameWidthAfterClick"], "100.0000%", "{r}");
+    assert!(
+        r["url"].as_str().unwrap().contains(&format!("fn={frame}")),
+        "{r}"
+    );
 }
 
 /// The differential page has the function table too: AFTER's functions
@@ -1197,17 +1205,7 @@ fn chromium_diff_page_shows_callers_and_callees_of_after() {
     let (o, html) = diff(dir.path(), &before, &after, "d.html", &[]);
     assert!(o.status.success(), "{}", stderr(&o));
     for (name, frame) in [("f", "parse_query"), ("tokenize", "g")] {
-        let want = sandwich_of(&after, name);
-        let r = functions_selftest(&html, name, frame);
-        assert_eq!(r["rowFound"], true, "{name}: {r}");
-        assert_eq!(r["picked"], name, "{name}: {r}");
-        assert_eq!(r["self"], want.own, "{name} self: {r}");
-        assert_eq!(r["total"], want.total, "{name} total: {r}");
-        assert_eq!(r["paths"], want.paths, "{name} paths: {r}");
-        assert_eq!(u64_map(&r["callers"]), want.callers, "{name} callers");
-        assert_eq!(u64_map(&r["callees"]), want.callees, "{name} callees");
-        assert_eq!(r["frameClickPicked"], frame, "{r}");
-        assert_eq!(r["frameWidthAfterClick"], "100.0000%", "{r}");
+        assert_page_shows_sandwich(&html, &after, name, frame);
     }
 }
 
