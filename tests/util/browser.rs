@@ -33,10 +33,11 @@ pub fn require_chromium() -> bool {
 }
 
 /// Runs headless Chromium on `url` with `what` (`--dump-dom`,
-/// `--screenshot=FILE`): a fresh profile, a [`WINDOW`]-sized window, file
-/// pages allowed to read each other (the layout probe's frame), and every
-/// host name unresolvable, so the page must not need the network.
-fn headless(what: &str, url: &str) -> std::process::Output {
+/// `--screenshot=FILE`, and for the layout probe's frame
+/// `--allow-file-access-from-files`): a fresh profile, a [`WINDOW`]-sized
+/// window, and every host name unresolvable, so the page must not need
+/// the network.
+fn headless(what: &[&str], url: &str) -> std::process::Output {
     let profile = tempfile::tempdir().unwrap();
     Command::new(chromium().expect("callers require chromium"))
         .args([
@@ -48,13 +49,12 @@ fn headless(what: &str, url: &str) -> std::process::Output {
             "--disable-component-update",
             "--disable-sync",
             "--hide-scrollbars",
-            "--allow-file-access-from-files",
             "--host-resolver-rules=MAP * ~NOTFOUND",
             "--virtual-time-budget=10000",
         ])
         .arg(format!("--window-size={},{}", WINDOW.0, WINDOW.1))
         .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg(what)
+        .args(what)
         .arg(url)
         .stdin(Stdio::null())
         .output()
@@ -63,7 +63,11 @@ fn headless(what: &str, url: &str) -> std::process::Output {
 
 /// The DOM of `url` after its scripts ran (`--dump-dom`, see [`headless`]).
 pub fn dump_dom_url(url: &str) -> String {
-    let out = headless("--dump-dom", url);
+    dump_dom_with(url, &[])
+}
+
+fn dump_dom_with(url: &str, extra: &[&str]) -> String {
+    let out = headless(&[&["--dump-dom"], extra].concat(), url);
     let dom = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(dom.contains("<html"), "no DOM: {}", output_text(&out));
     dom
@@ -106,7 +110,10 @@ document.getElementById("f").addEventListener("load", function () {{ setTimeout(
         h = WINDOW.1,
     );
     std::fs::write(&wrapper, page).unwrap();
-    let dom = dump_dom_url(&format!("file://{}", wrapper.display()));
+    let dom = dump_dom_with(
+        &format!("file://{}", wrapper.display()),
+        &["--allow-file-access-from-files"],
+    );
     let open = r#"<pre id="jp-probe">"#;
     let at = dom
         .find(open)
@@ -143,7 +150,7 @@ impl Screenshot {
 /// browser, decoded; the PNG is also left at `png`, for a person to look at.
 pub fn screenshot(html: &Path, query: &str, png: &Path) -> Screenshot {
     let url = format!("file://{}?{query}", html.display());
-    let out = headless(&format!("--screenshot={}", png.display()), &url);
+    let out = headless(&[&format!("--screenshot={}", png.display())], &url);
     let bytes = std::fs::read(png).unwrap_or_else(|e| {
         panic!(
             "no screenshot {}: {e}: {}",
