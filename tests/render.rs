@@ -1204,6 +1204,8 @@ fn chromium_diff_page_shows_callers_and_callees_of_after() {
     let dir = tempfile::tempdir().unwrap();
     let (o, html) = diff(dir.path(), &before, &after, "d.html", &[]);
     assert!(o.status.success(), "{}", stderr(&o));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<strong>Functions of AFTER</strong>"));
     for (name, frame) in [("f", "parse_query"), ("tokenize", "g")] {
         assert_page_shows_sandwich(&html, &after, name, frame);
     }

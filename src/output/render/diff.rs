@@ -370,6 +370,7 @@ fn write_drawing<W: Write>(
     let functions = super::functions::CallTree::from_ordered(after).to_json();
     let parts = html::Parts {
         functions: Some(&functions),
+        functions_of: "of AFTER",
         ..html::Parts::default()
     };
     html::wrap_with(svg, look, &s, &parts, w)?;

@@ -57,6 +57,9 @@ pub(crate) struct Parts<'a> {
     pub timeline: Option<&'a str>,
     /// The function table's JSON ([`super::functions::CallTree::to_json`]).
     pub functions: Option<&'a str>,
+    /// Whose functions the table lists, after "Functions" (`of AFTER` on
+    /// a diff page); empty: the graph's.
+    pub functions_of: &'a str,
     /// `(text, href)` links in the header.
     pub links: &'a [(String, String)],
 }
@@ -204,7 +207,7 @@ fn write_page<W: Write>(
         // flamegraph's frames; the style places it beside (or below) them.
         Some(json) => {
             w.write_all(b"<main id=\"jp-main\" class=\"jp-with-fn\">\n")?;
-            write_functions_section(json, &opts.count_name, w)?;
+            write_functions_section(json, parts.functions_of, &opts.count_name, w)?;
         }
         None => w.write_all(b"<main id=\"jp-main\">\n")?,
     }
@@ -225,12 +228,22 @@ fn write_page<W: Write>(
 
 /// The function table, the callers / callees of the picked function, and
 /// their data ([`super::functions`]); the script fills them in.
-fn write_functions_section<W: Write>(json: &str, count_name: &str, w: &mut W) -> io::Result<()> {
+fn write_functions_section<W: Write>(
+    json: &str,
+    of: &str,
+    count_name: &str,
+    w: &mut W,
+) -> io::Result<()> {
     let unit = esc(count_name);
+    let of = if of.is_empty() {
+        String::new()
+    } else {
+        format!(" {}", esc(of))
+    };
     write!(
         w,
         "<aside id=\"jp-fn\" aria-label=\"Functions, their callers and callees\" data-unit=\"{unit}\">\n\
-         <div class=\"jp-fn-bar\"><strong>Functions</strong>\
+         <div class=\"jp-fn-bar\"><strong>Functions{of}</strong>\
          <span id=\"jp-fn-info\" aria-live=\"polite\">reading the stacks...</span></div>\n\
          <section id=\"jp-fn-pick\" aria-label=\"Callers and callees\" hidden>\n\
          <h2 id=\"jp-fn-name\" tabindex=\"-1\"></h2><p id=\"jp-fn-facts\"></p>\n\

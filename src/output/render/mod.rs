@@ -635,6 +635,7 @@ impl Drawing {
         let parts = html::Parts {
             timeline: json.as_deref(),
             functions: Some(&self.functions),
+            functions_of: "",
             links: &extras.links,
         };
         html::wrap_with(&self.svg, opts, &self.summary, &parts, w)
