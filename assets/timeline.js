@@ -12,10 +12,18 @@
   for (var i = 0; i < N; i++) if (kids[i]) kids[i].sort(function (a, b) {
     var x = D.frames[frame[a]], y = D.frames[frame[b]]; return x < y ? -1 : x > y ? 1 : 0; });
   var cols = Math.max(1, Math.ceil(D.cells / ROWS));
-  var cw = Math.max(4, Math.min(48, Math.floor(1200 / cols))), ch = 6, AXIS = 14;
+  // A second is a column 100 px tall (2 px a cell); the columns share the
+  // section's width (at least 4 px each; a long capture's map is scaled
+  // down to fit), so the map leaves no empty space beside it and the
+  // flamegraph starts high on the page.
+  var cw = 4, ch = 2, AXIS = 14;
   var canvas = document.getElementById("jp-tl-heat"), flame = document.getElementById("jp-tl-flame");
   var info = document.getElementById("jp-tl-info"), pick = document.getElementById("jp-tl-thread");
-  canvas.width = cols * cw; canvas.height = ROWS * ch + AXIS;
+  function fit() {
+    cw = Math.max(4, Math.floor((canvas.parentNode.clientWidth - 2) / cols));
+    canvas.width = cols * cw; canvas.height = ROWS * ch + AXIS;
+  }
+  fit();
   var st = { a: -1, b: -1, thread: -1, zoom: 0 }, totals = null;
   function svg() { return document.querySelector("#jp-main > svg"); }
   function cellTotals() {
@@ -30,9 +38,9 @@
     for (var c = 0; c < D.cells; c++) {
       var v = max > 0 ? totals[c] / max : 0, x = Math.floor(c / ROWS) * cw, y = (c % ROWS) * ch;
       g.fillStyle = v > 0 ? "hsl(" + (45 - 45 * v) + ",100%," + (92 - 52 * v) + "%)" : "#f5f5f5";
-      g.fillRect(x, y, cw - 1, ch - 1);
+      g.fillRect(x, y, cw - 1, ch);
       if (st.a >= 0 && c >= st.a && c <= st.b) {
-        g.fillStyle = "rgba(0,80,255,0.45)"; g.fillRect(x, y, cw - 1, ch - 1);
+        g.fillStyle = "rgba(0,80,255,0.45)"; g.fillRect(x, y, cw - 1, ch);
       }
     }
     g.fillStyle = "#444"; g.font = "10px sans-serif";
@@ -183,6 +191,7 @@
       svgHidden: !!(svg() && svg().style.display === "none") });
     document.body.appendChild(pre);
   }
+  window.addEventListener("resize", function () { fit(); heat(); });
   window.addEventListener("hashchange", function () {
     st.a = st.b = st.thread = -1; readHash(); pick.value = st.thread; totals = cellTotals(); show();
   });

@@ -94,20 +94,20 @@ gcc -O1 -fno-omit-frame-pointer -pthread tests/programs/job_queries.c -o "$work/
 run "$work/a/result_4242" 4242 "150 150 150"
 run "$work/b/result_4243" 4243 "150 300 150"
 shot "file://$work/a/result_4242/profiles/perf/index.html?sort=-samples" \
-  docs/job-index-screenshot.png 1500 720
+  docs/job-index-screenshot.png 1400 900
 "$jobprof" diff "$work/a/result_4242" "$work/b/result_4243" -o "$work/diff" > /dev/null
-shot "file://$work/diff/index.html" docs/job-diff-screenshot.png 1280 360
+shot "file://$work/diff/index.html" docs/job-diff-screenshot.png 1400 900
 
 cp -a fixtures/result_dir_demo "$work/demo"
 "$jobprof" process "$work/demo" --formats folded,html > /dev/null 2>&1
 shot "file://$work/demo/profiles/perf/worker_0/q01/flamegraph.html#t=500-1500" \
-  docs/timeline-screenshot.png 1280 820
+  docs/timeline-screenshot.png 1400 900
 shot "file://$work/demo/profiles/perf/worker_0/q01/flamegraph.html?fn=demo_merge_sort" \
-  docs/functions-screenshot.png 1500 820
+  docs/functions-screenshot.png 1400 900
 
 (cd "$work" && perf record -q -e cpu-clock -F 1999 -g -o perf.data -- \
   sh -c 'head -c 8000000 /dev/urandom | xz -T2 | gzip | sort > /dev/null' 2> /dev/null)
 perf script -i "$work/perf.data" 2> /dev/null | "$jobprof" fold -q \
   | "$jobprof" render --count-name ns --title 'xz -T2 | gzip | sort (perf, 1999 Hz)' \
     -o "$work/render.html"
-shot "file://$work/render.html" docs/render-screenshot.png 1200 390
+shot "file://$work/render.html" docs/render-screenshot.png 1400 900

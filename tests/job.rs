@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use crate::util::jobprof;
 use crate::util::{self, copy_tree, output_text, perf_can_record, require};
-use crate::util::{chromium, dump_dom, ok, wait_for};
+use crate::util::{dump_dom, ok, wait_for};
 
 const QUERIES: [(&str, char, &str); 3] = [
     ("q1", 'A', "query_alpha_work"),
@@ -305,7 +305,7 @@ fn is_sorted_by(values: &[Value], num: bool, desc: bool) -> bool {
 
 #[test]
 fn chromium_sorts_the_index_offline() {
-    if !require(chromium().is_some(), "chromium (apt-get install chromium)") {
+    if !util::require_chromium() {
         return;
     }
     let Some(runs) = runs() else { return };

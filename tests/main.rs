@@ -23,6 +23,7 @@ mod names;
 mod native;
 mod nsys;
 mod offcpu;
+mod pages;
 mod perf_data;
 mod pprof;
 mod process;

@@ -115,10 +115,7 @@ fn range_frames(dom: &str) -> String {
 #[test]
 fn chromium_draws_only_the_selected_phase() {
     if !util::require(util::perf_can_record(), "perf that can record (root)")
-        || !util::require(
-            util::chromium().is_some(),
-            "chromium (apt-get install chromium)",
-        )
+        || !util::require_chromium()
     {
         return;
     }

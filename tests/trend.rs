@@ -277,7 +277,7 @@ fn injected_work_is_flagged_for_its_query_and_function() {
 #[test]
 fn the_page_draws_charts_and_a_click_opens_the_runs_flamegraph() {
     let Some(r) = runs() else { return };
-    if !require(chromium().is_some(), "chromium, for the trend page test") {
+    if !util::require_chromium() {
         return;
     }
     let out_dir = tempfile::tempdir().unwrap();

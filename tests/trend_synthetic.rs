@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use crate::trend::{json, significant, trend};
-use crate::util::{self, chromium, dump_dom, output_text, require};
+use crate::util::{self, dump_dom, output_text};
 
 // Small synthetic runs: what `jobprof process` leaves that the trend reads
 // (`capture.json` and `stacks.folded` per capture, the job view's page per
@@ -66,7 +66,7 @@ fn synthetic_run(dir: &Path, queries: &[(&str, Cap)]) {
 /// when the data block holds one (an edited or older page).
 #[test]
 fn a_run_named_like_a_javascript_url_is_a_path_never_a_script() {
-    if !require(chromium().is_some(), "chromium, for the trend page's links") {
+    if !util::require_chromium() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

@@ -13,7 +13,10 @@ mod browser;
 mod captures;
 mod engine;
 
-pub use browser::{assert_tables_line_up, chromium, dump_dom, dump_dom_url};
+pub use browser::{
+    assert_tables_line_up, chromium, dump_dom, dump_dom_url, probe_layout, require_chromium,
+    screenshot, WINDOW,
+};
 pub use captures::{base, capture_dir, copy_base, copy_seed, data_files, perf_counts, seeds};
 pub use engine::{duckdb_python, pinned_venv, record_python};
 

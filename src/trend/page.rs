@@ -236,6 +236,9 @@ section.jp-query h3 { font-size: 1em; margin: 0 0 0.3em 0; }
 svg.jp-chart { border: 1px solid #ddd; background: #fff; }
 svg.jp-chart circle { cursor: pointer; }
 svg.jp-chart circle.jp-flag { stroke: #000; stroke-width: 2; }
+/* The legend beside the chart (below it on a narrow window), so that a
+   query's chart and its names fit in one screen. */
+div.jp-plot { display: flex; flex-wrap: wrap; gap: 0.3em 1.2em; align-items: flex-start; }
 ul.jp-legend { list-style: none; padding: 0; margin: 0.3em 0; font-family: monospace; font-size: 14px; }
 ul.jp-legend li span.sw { display: inline-block; width: 1.2em; height: 0.6em; margin-right: 0.4em; }
 #jp-tip { position: fixed; pointer-events: none; background: #ffe; border: 1px solid #aaa; padding: 0.3em 0.5em; font-size: 0.85em; display: none; max-width: 40em; overflow-wrap: anywhere; }
@@ -457,8 +460,9 @@ pub fn html(t: &Trend) -> String {
              <label>Click opens <select class=\"jp-open\"><option value=\"flamegraph\">the run's \
              flamegraph</option><option value=\"diff\">the run against the baseline</option>\
              </select></label></div>\n\
-             <svg class=\"jp-chart\" width=\"720\" height=\"280\" role=\"img\" aria-label=\"Shares of query {} per run\"></svg>\n\
-             <ul class=\"jp-legend\"></ul>\n</section>\n",
+             <div class=\"jp-plot\"><svg class=\"jp-chart\" width=\"720\" height=\"280\" role=\"img\" \
+             aria-label=\"Shares of query {} per run\"></svg>\n\
+             <ul class=\"jp-legend\"></ul></div>\n</section>\n",
             esc(&file_id(&q.query)),
             esc(&q.query),
             esc(&q.query)

@@ -296,8 +296,7 @@ fn render<W: Write>(
     super::svg_from_ordered(&after, &look, &mut plain, format)?;
     let mut svg = Vec::with_capacity(plain.len() + plain.len() / 4);
     recolor(&plain, &tree, verdicts.as_deref(), opts, &mut svg)?;
-    let stacks = after.len() as u64;
-    write_drawing(&svg, format, &look, &summary, normalize, stacks, w)?;
+    write_drawing(&svg, format, &look, &summary, normalize, &after, w)?;
     Ok(summary)
 }
 
@@ -324,14 +323,15 @@ fn diff_tree<'a>(
 }
 
 /// Writes the recoloured `svg`: as it is, or wrapped in the offline HTML
-/// page with the legend and both totals (`stacks`: AFTER's, as drawn).
+/// page with the legend, both totals and the function table with callers
+/// and callees of `after` (AFTER's stacks, as drawn: the graph's widths).
 fn write_drawing<W: Write>(
     svg: &[u8],
     format: Format,
     look: &RenderOptions,
     summary: &DiffSummary,
     normalize: bool,
-    stacks: u64,
+    after: &[(&str, u64)],
     mut w: W,
 ) -> Result<()> {
     if format != Format::Html {
@@ -340,29 +340,40 @@ fn write_drawing<W: Write>(
             .and_then(|()| w.flush())
             .map_err(|source| Error::Write { format, source });
     }
-    let legend = match &summary.noise {
+    // The header shows the subtitle: the legend is said there, once.
+    let base = summary
+        .noise
+        .as_ref()
+        .map_or(LEGEND.to_string(), noise_legend);
+    let mut legend = match &summary.noise {
         Some(n) => format!(
-            "{}. {} of {} frames tested, {} coloured",
-            noise_legend(n),
-            n.tested,
-            n.frames,
-            n.significant
+            "{base}. {} of {} frames tested, {} coloured. ",
+            n.tested, n.frames, n.significant
         ),
-        None => LEGEND.to_string(),
+        None => format!("{base}. "),
     };
+    if look.subtitle.as_deref() == Some(base.as_str()) {
+        legend.replace_range(..base.len() + 2, "");
+    }
     let amount = |n: u64| crate::sys::units::format_amount(n as f64, &look.count_name);
     let note = format!(
-        "{legend}. BEFORE {}, AFTER {}{}",
+        "{legend}BEFORE {}, AFTER {}{}",
         amount(summary.before_total),
         amount(summary.after_total),
         totals_note(summary, normalize)
     );
     let s = html::Summary {
         total: summary.after_total,
-        stacks,
+        stacks: after.len() as u64,
         note: Some(note),
     };
-    html::wrap(svg, look, &s, w)?;
+    let functions = super::functions::CallTree::from_ordered(after).to_json();
+    let parts = html::Parts {
+        functions: Some(&functions),
+        functions_of: "of AFTER",
+        ..html::Parts::default()
+    };
+    html::wrap_with(svg, look, &s, &parts, w)?;
     Ok(())
 }
 

@@ -11,7 +11,7 @@
 use std::io::{self, Write};
 use std::path::{Component, Path};
 
-use quick_xml::events::{BytesCData, BytesText, Event};
+use quick_xml::events::{BytesCData, BytesStart, BytesText, Event};
 use quick_xml::{Reader, Writer};
 
 use super::{Error, Format, RenderOptions, Result};
@@ -57,6 +57,9 @@ pub(crate) struct Parts<'a> {
     pub timeline: Option<&'a str>,
     /// The function table's JSON ([`super::functions::CallTree::to_json`]).
     pub functions: Option<&'a str>,
+    /// Whose functions the table lists, after "Functions" (`of AFTER` on
+    /// a diff page); empty: the graph's.
+    pub functions_of: &'a str,
     /// `(text, href)` links in the header.
     pub links: &'a [(String, String)],
 }
@@ -204,7 +207,7 @@ fn write_page<W: Write>(
         // flamegraph's frames; the style places it beside (or below) them.
         Some(json) => {
             w.write_all(b"<main id=\"jp-main\" class=\"jp-with-fn\">\n")?;
-            write_functions_section(json, &opts.count_name, w)?;
+            write_functions_section(json, parts.functions_of, &opts.count_name, w)?;
         }
         None => w.write_all(b"<main id=\"jp-main\">\n")?,
     }
@@ -225,12 +228,22 @@ fn write_page<W: Write>(
 
 /// The function table, the callers / callees of the picked function, and
 /// their data ([`super::functions`]); the script fills them in.
-fn write_functions_section<W: Write>(json: &str, count_name: &str, w: &mut W) -> io::Result<()> {
+fn write_functions_section<W: Write>(
+    json: &str,
+    of: &str,
+    count_name: &str,
+    w: &mut W,
+) -> io::Result<()> {
     let unit = esc(count_name);
+    let of = if of.is_empty() {
+        String::new()
+    } else {
+        format!(" {}", esc(of))
+    };
     write!(
         w,
         "<aside id=\"jp-fn\" aria-label=\"Functions, their callers and callees\" data-unit=\"{unit}\">\n\
-         <div class=\"jp-fn-bar\"><strong>Functions</strong>\
+         <div class=\"jp-fn-bar\"><strong>Functions{of}</strong>\
          <span id=\"jp-fn-info\" aria-live=\"polite\">reading the stacks...</span></div>\n\
          <section id=\"jp-fn-pick\" aria-label=\"Callers and callees\" hidden>\n\
          <h2 id=\"jp-fn-name\" tabindex=\"-1\"></h2><p id=\"jp-fn-facts\"></p>\n\
@@ -256,16 +269,26 @@ fn write_functions_section<W: Write>(json: &str, count_name: &str, w: &mut W) ->
 }
 
 /// Copies the SVG element, leaving out what does not belong inside HTML or
-/// would name a URL (see the module docs).
+/// would name a URL (see the module docs), and the SVG's own title and
+/// subtitle: the page's header already shows them, and the band they take
+/// at the top is cut ([`title_band`]), so that the frames start near the
+/// top of the graph.
 fn inline_svg<W: Write>(svg: &[u8], w: &mut W) -> io::Result<()> {
+    let band = title_band(svg)?;
     let mut reader = Reader::from_reader(svg);
     let mut writer = Writer::new(w);
+    let mut in_title = false;
     loop {
         let ev = reader
             .read_event()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         match ev {
             Event::Eof => break,
+            Event::Start(e) if e.name().as_ref() == b"text" && is_title(&e) => in_title = true,
+            Event::End(e) if in_title && e.name().as_ref() == b"text" => in_title = false,
+            _ if in_title => {}
+            Event::Start(e) => writer.write_event(Event::Start(moved_up(&e, band)))?,
+            Event::Empty(e) => writer.write_event(Event::Empty(moved_up(&e, band)))?,
             Event::Decl(_) | Event::DocType(_) | Event::Comment(_) | Event::PI(_) => {}
             Event::Text(t) => {
                 let raw = t.into_inner();
@@ -288,6 +311,89 @@ fn inline_svg<W: Write>(svg: &[u8], w: &mut W) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Whether `e` is inferno's title or subtitle text.
+fn is_title(e: &BytesStart<'_>) -> bool {
+    attr(e, b"id").is_some_and(|id| id == "title" || id == "subtitle")
+}
+
+/// The value of `e`'s attribute `name`, unescaped as written.
+fn attr(e: &BytesStart<'_>, name: &[u8]) -> Option<String> {
+    e.attributes()
+        .flatten()
+        .find(|a| a.key.as_ref() == name)
+        .map(|a| String::from_utf8_lossy(&a.value).into_owned())
+}
+
+/// Pixels cut from the top of the SVG: down to 6 px under the baseline of
+/// the lower of its title and subtitle, but never through the line of a
+/// hovered frame's details (above the frames in an icicle graph). Read
+/// from the header, which inferno writes before the frames; 0 without a
+/// title.
+fn title_band(svg: &[u8]) -> io::Result<f64> {
+    let mut reader = Reader::from_reader(svg);
+    let (mut title, mut details) = (None::<f64>, f64::INFINITY);
+    loop {
+        let ev = reader
+            .read_event()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        let e = match ev {
+            Event::Start(e) | Event::Empty(e) => e,
+            Event::Eof => break,
+            _ => continue,
+        };
+        if attr(&e, b"id").as_deref() == Some("frames") {
+            break;
+        }
+        let y = attr(&e, b"y").and_then(|y| y.parse::<f64>().ok());
+        match (attr(&e, b"id").as_deref(), y) {
+            (Some("title" | "subtitle"), Some(y)) => title = Some(title.map_or(y, |t| t.max(y))),
+            (Some("details"), Some(y)) => details = y,
+            _ => {}
+        }
+    }
+    Ok(title.map_or(0.0, |t| (t + 6.0).min(details - 16.0).max(0.0)))
+}
+
+/// `e` with its `y` (and, for the `<svg>` element, its `height` and
+/// `viewBox`) moved up by `band` pixels.
+fn moved_up<'a>(e: &BytesStart<'a>, band: f64) -> BytesStart<'a> {
+    if band == 0.0 {
+        return e.clone();
+    }
+    let svg = e.name().as_ref() == b"svg";
+    let mut out = BytesStart::new(String::from_utf8_lossy(e.name().as_ref()).into_owned());
+    for a in e.attributes().flatten() {
+        let (key, value) = (a.key.as_ref(), String::from_utf8_lossy(&a.value));
+        let num = || value.parse::<f64>().ok();
+        let new = match key {
+            b"y" => num().map(|y| fmt_px(y - band)),
+            b"height" if svg => num().map(|h| fmt_px(h - band)),
+            b"viewBox" if svg => {
+                let mut v: Vec<String> = value.split(' ').map(str::to_string).collect();
+                if let Some(h) = v.get_mut(3).and_then(|h| h.parse::<f64>().ok()) {
+                    v[3] = fmt_px(h - band);
+                }
+                Some(v.join(" "))
+            }
+            _ => None,
+        };
+        match new {
+            Some(v) => out.push_attribute((key, v.as_bytes())),
+            None => out.push_attribute(a),
+        }
+    }
+    out
+}
+
+/// A length as inferno writes it: whole pixels bare, others to 2 places.
+fn fmt_px(v: f64) -> String {
+    if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
 }
 
 /// `1234567` as `1,234,567`.
@@ -334,6 +440,44 @@ mod tests {
         assert_eq!(group_digits(0), "0");
         assert_eq!(group_digits(1234), "1,234");
         assert_eq!(group_digits(1234567), "1,234,567");
+    }
+
+    /// The first value of attribute `name` in `text` after `from`.
+    fn attr_after(text: &str, from: &str, name: &str) -> f64 {
+        let rest = &text[text.find(from).unwrap()..];
+        let rest = &rest[rest.find(&format!(" {name}=\"")).unwrap() + name.len() + 3..];
+        rest[..rest.find('"').unwrap()].parse().unwrap()
+    }
+
+    #[test]
+    fn the_svg_title_is_left_to_the_header_and_its_band_cut() {
+        let opts = RenderOptions {
+            title: "T one".into(),
+            subtitle: Some("S two".into()),
+            ..RenderOptions::default()
+        };
+        let mut svg = Vec::new();
+        super::super::render_svg(&[("a;b", 3u64), ("a", 1)], &opts, &mut svg).unwrap();
+        let mut page = Vec::new();
+        inline_svg(&svg, &mut page).unwrap();
+        let (svg, page) = (
+            String::from_utf8(svg).unwrap(),
+            String::from_utf8(page).unwrap(),
+        );
+        assert!(svg.contains(">T one<") && svg.contains(">S two<"), "{svg}");
+        assert!(!page.contains("T one") && !page.contains("S two"), "{page}");
+        // Cut down to 6 px under the subtitle's baseline (48): 54 px, from
+        // the image's height and from every frame's y alike.
+        let band = 54.0;
+        let cut =
+            |what: &str, name: &str| attr_after(&svg, what, name) - attr_after(&page, what, name);
+        assert_eq!(cut("<svg", "height"), band);
+        assert_eq!(cut("<title>b ", "y"), band);
+        assert_eq!(cut("<title>a ", "y"), band);
+        assert_eq!(cut("id=\"details\"", "y"), band);
+        // The top frame now starts 7 px under the top of the graph (6 px
+        // and the pixel inferno leaves above each frame).
+        assert_eq!(attr_after(&page, "<title>b ", "y"), 7.0);
     }
 
     #[test]

@@ -635,6 +635,7 @@ impl Drawing {
         let parts = html::Parts {
             timeline: json.as_deref(),
             functions: Some(&self.functions),
+            functions_of: "",
             links: &extras.links,
         };
         html::wrap_with(&self.svg, opts, &self.summary, &parts, w)
@@ -795,7 +796,7 @@ pub fn render_empty<W: Write>(format: Format, opts: &RenderOptions, why: &str, w
             "<svg version=\"1.1\" width=\"1200\" height=\"90\" viewBox=\"0 0 1200 90\" \
              xmlns=\"http://www.w3.org/2000/svg\">\
              <rect x=\"0\" y=\"0\" width=\"100%\" height=\"100%\" fill=\"#eeeeee\"/>\
-             <text x=\"600\" y=\"28\" text-anchor=\"middle\" font-family=\"Verdana\" \
+             <text id=\"title\" x=\"600\" y=\"28\" text-anchor=\"middle\" font-family=\"Verdana\" \
              font-size=\"17\">{title}</text>\
              <text id=\"jp-empty\" x=\"600\" y=\"60\" text-anchor=\"middle\" \
              font-family=\"Verdana\" font-size=\"12\">{why}</text></svg>\n"
