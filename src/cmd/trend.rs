@@ -499,7 +499,12 @@ const PLAN_SHOWN: usize = 4;
 /// (each function's share in the run where it appeared, in the baseline
 /// where it vanished; long names keep their end).
 pub fn plan_lines(p: &PlanChange, t: &Trend, width: usize) -> Vec<String> {
-    let run = if t.assessment.tested_runs.len() > 1 {
+    plan_text(p, t.assessment.tested_runs.len() > 1, width)
+}
+
+/// [`plan_lines`], the run named when `name_run`.
+fn plan_text(p: &PlanChange, name_run: bool, width: usize) -> Vec<String> {
+    let run = if name_run {
         format!(", run {}", p.run + 1)
     } else {
         String::new()
@@ -728,6 +733,7 @@ mod tests {
             q: 0.01,
             method: jobprof::sys::stats::Method::ExactPermutation,
             cause: None,
+            plan_change: None,
             callers: Vec::new(),
         };
         assert!(callers_lines(&f, 80).is_empty());
@@ -744,6 +750,44 @@ mod tests {
         let all = lines.join(" ");
         assert!(all.contains("Sink7") && !all.contains("Sink8"), "{all}");
         assert!(all.ends_with("<- ... (4 more)"), "{all}");
+    }
+
+    #[test]
+    fn a_plan_change_fits_80_columns_largest_first_the_rest_counted() {
+        let f = |n: &str, share: f64| trend::PlanFunction {
+            function: n.to_string(),
+            share,
+        };
+        let p = PlanChange {
+            query: "q1".into(),
+            run: 3,
+            appeared: (0..6)
+                .map(|k| {
+                    f(
+                        &format!("duckdb::GroupedAggregateHashTable::Op{k}"),
+                        9.0 - k as f64,
+                    )
+                })
+                .collect(),
+            vanished: vec![f(&format!("duckdb::{}", "x".repeat(90)), 12.0)],
+        };
+        let lines = plan_text(&p, true, 80);
+        assert!(
+            lines[0].starts_with(
+                "plan change q1, run 4: appeared duckdb::GroupedAggregateHashTable::Op0 9.0%,"
+            ),
+            "{lines:#?}"
+        );
+        assert!(lines.iter().all(|l| l.chars().count() <= 80), "{lines:#?}");
+        assert!(lines[1..]
+            .iter()
+            .all(|l| l.starts_with("  ") && !l.starts_with("   ")));
+        let text = lines.join("\n");
+        assert!(
+            text.contains("Op3 6.0%, ... (2 more); vanished") && !text.contains("Op4"),
+            "{text}"
+        );
+        assert!(text.ends_with("xxx 12.0%") && text.contains("…"), "{text}");
     }
 
     #[test]

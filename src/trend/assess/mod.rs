@@ -777,6 +777,61 @@ mod tests {
         assert!(a.unjudged.is_empty(), "{:?}", a.unjudged);
     }
 
+    /// Four runs of four replicates of one query: `scan` and `old` in
+    /// every run; in the last, `new` takes 30% and, with `vanish`, `old`
+    /// is gone.
+    fn plan_series(vanish: bool) -> Series {
+        let mut s = totals(&[1e8; 4], &[]);
+        s.queries.remove("q2");
+        let q = s.queries.get_mut("q1").unwrap();
+        let ids = [q.intern("scan"), q.intern("old"), q.intern("new")];
+        for (run, reps) in q.runs.iter_mut().enumerate() {
+            let last = run == 3;
+            reps.push(reps[0].clone());
+            for (k, r) in reps.iter_mut().enumerate() {
+                let j = k as f32 * 0.5;
+                let old = if last && vanish { 0.0 } else { 30.0 + j };
+                let new = if last { 30.0 - j } else { 0.0 };
+                let scan = 100.0 - old - new;
+                r.shares = [(ids[0], scan), (ids[1], old), (ids[2], new)]
+                    .into_iter()
+                    .filter(|(_, v)| *v > 0.0)
+                    .map(|(id, v)| (id, v, v))
+                    .collect();
+                r.shares.sort_by_key(|x| x.0);
+            }
+        }
+        s
+    }
+
+    /// Issue 58, item 2: what appeared and vanished is one plan change,
+    /// each function once; what only appeared is new work, reported.
+    #[test]
+    fn functions_that_appear_and_vanish_are_one_plan_change() {
+        let a = assess(&plan_series(true), &Options::default());
+        assert_eq!(a.plan_changes.len(), 1, "{:#?}", a.findings);
+        let p = &a.plan_changes[0];
+        let names = |v: &[PlanFunction]| v.iter().map(|f| f.function.clone()).collect::<Vec<_>>();
+        assert_eq!(
+            (names(&p.appeared), names(&p.vanished)),
+            (vec!["new".to_string()], vec!["old".to_string()])
+        );
+        assert!(
+            a.findings
+                .iter()
+                .filter(|f| f.function != "scan")
+                .all(|f| !f.reported()),
+            "{:#?}",
+            a.findings
+        );
+        let a = assess(&plan_series(false), &Options::default());
+        assert!(a.plan_changes.is_empty(), "{:#?}", a.plan_changes);
+        assert!(a
+            .findings
+            .iter()
+            .any(|f| f.function == "new" && f.reported()));
+    }
+
     fn flags(s: &Series) -> Vec<Finding> {
         assess(s, &Options::default())
             .findings
