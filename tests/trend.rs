@@ -81,18 +81,7 @@ fn runs() -> Option<&'static Runs> {
                 injected,
             });
         }
-        for (i, b) in base.iter().enumerate() {
-            record_run(&py, b, &format!("700{}", i + 1), "0", "fp");
-        }
-        record_run(&py, &injected, "7004", "1", "fp");
-        let out = jobprof()
-            .arg("process")
-            .args(&base)
-            .arg(&injected)
-            .args(["-j", "2", "--symbolizer", "perf"])
-            .output()
-            .unwrap();
-        ok(&out);
+        record_series(&py, &base, &injected, ("700", "1"), "fp");
         Some(Runs {
             root,
             _keep: keep,
@@ -101,6 +90,30 @@ fn runs() -> Option<&'static Runs> {
         })
     })
     .as_ref()
+}
+
+/// Records the unchanged runs `base` (jobs `{job}1`..`{job}3`) and `last`
+/// (job `{job}4`, trend_duckdb.py's INJECT `inject`) with `call_graph`,
+/// and processes them.
+fn record_series(
+    py: &Path,
+    base: &[PathBuf; 3],
+    last: &Path,
+    (job, inject): (&str, &str),
+    call_graph: &str,
+) {
+    for (i, b) in base.iter().enumerate() {
+        record_run(py, b, &format!("{job}{}", i + 1), "0", call_graph);
+    }
+    record_run(py, last, &format!("{job}4"), inject, call_graph);
+    let out = jobprof()
+        .arg("process")
+        .args(base)
+        .arg(last)
+        .args(["-j", "2", "--symbolizer", "perf"])
+        .output()
+        .unwrap();
+    ok(&out);
 }
 
 /// Three unchanged runs and one whose q1 changes its plan
@@ -124,18 +137,7 @@ fn plan_runs() -> Option<&'static PlanRuns> {
         let base = [dir("run_7101"), dir("run_7102"), dir("run_7103")];
         let plan = dir("run_7104");
         if !plan.join("profiles/perf/index.html").is_file() {
-            for (i, b) in base.iter().enumerate() {
-                record_run(&py, b, &format!("710{}", i + 1), "0", "dwarf");
-            }
-            record_run(&py, &plan, "7104", "2", "dwarf");
-            let out = jobprof()
-                .arg("process")
-                .args(&base)
-                .arg(&plan)
-                .args(["-j", "2", "--symbolizer", "perf"])
-                .output()
-                .unwrap();
-            ok(&out);
+            record_series(&py, &base, &plan, ("710", "2"), "dwarf");
         }
         Some(PlanRuns { base, plan })
     })

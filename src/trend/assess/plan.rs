@@ -6,16 +6,19 @@
 //! baseline runs (appeared) or of the tested run (vanished: below the
 //! floor of [`crate::trend::load::FLOOR_PCT`] reads as absent) are grouped
 //! into one [`PlanChange`] of their query and run, each function named
-//! once, largest first, when some appeared and some vanished (a function
+//! once, largest first (except a cause whose callers' findings are folded
+//! under it: it keeps its line, as the hashing a new plan does, with
+//! `Py_RunMain` and the executor folded under it), when some appeared and
+//! some vanished (a function
 //! that only appears is new work, reported on a line of its own: an
 //! injected substring search is no plan change); the findings keep their
 //! figures in `trend.json`, marked with their `plan_change`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use serde::Serialize;
 
-use super::Finding;
+use super::{Finding, Kind};
 use crate::trend::load::{QuerySeries, Replicate, Series};
 
 /// A function of a plan change.
@@ -46,7 +49,26 @@ pub struct PlanChange {
 /// some appeared and some vanished (functions that only appear are new
 /// work, reported as such).
 pub(super) fn group(findings: &mut [Finding], series: &Series) -> Vec<PlanChange> {
-    let words: Vec<Option<&'static str>> = findings.iter().map(|f| word(f, series)).collect();
+    // Causes of their callers' findings are named on lines of their own.
+    let causes: HashSet<(&str, usize, &str)> = findings
+        .iter()
+        .filter_map(|f| {
+            let c = f.cause.as_deref().filter(|c| *c != f.function)?;
+            Some((f.query.as_str(), f.run, c))
+        })
+        .collect();
+    let words: Vec<Option<&'static str>> = findings
+        .iter()
+        .map(|f| {
+            let cause = f.kind == Kind::Own
+                && causes.contains(&(f.query.as_str(), f.run, f.function.as_str()));
+            if cause {
+                None
+            } else {
+                word(f, series)
+            }
+        })
+        .collect();
     let mut out: BTreeMap<(String, usize), PlanChange> = BTreeMap::new();
     for (f, w) in findings.iter().zip(&words) {
         let Some(w) = w else { continue };
