@@ -9,7 +9,10 @@
 //! samples). The unchanged series
 //! must flag nothing, the series ending with the injected run must flag q1
 //! and `duckdb::FindStrInStr`, and the false-positive rate is measured over
-//! many series resampled from the real replicates.
+//! many series resampled from the real replicates. A second series,
+//! recorded with DWARF stacks, ends with a run whose q1 changes its plan
+//! (a hash aggregate for the perfect hash aggregate): it must be said in a
+//! few lines, the hashing named and the Python frames folded under it.
 
 use std::fs;
 use std::path::{Path, PathBuf};
