@@ -9,7 +9,10 @@
 //! samples). The unchanged series
 //! must flag nothing, the series ending with the injected run must flag q1
 //! and `duckdb::FindStrInStr`, and the false-positive rate is measured over
-//! many series resampled from the real replicates.
+//! many series resampled from the real replicates. A second series,
+//! recorded with DWARF stacks, ends with a run whose q1 changes its plan
+//! (a hash aggregate for the perfect hash aggregate): it must be said in a
+//! few lines, the hashing named and the Python frames folded under it.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -27,6 +30,9 @@ const ITERATIONS: u32 = 4;
 
 /// Three unchanged runs and one with injected work in q1, processed.
 struct Runs {
+    /// Where the runs are (a temporary directory, or
+    /// JOBPROF_TEST_TREND_RUNS).
+    root: PathBuf,
     _keep: tempfile::TempDir,
     base: [PathBuf; 3],
     injected: PathBuf,
@@ -34,11 +40,11 @@ struct Runs {
 
 /// One run: DuckDB under its sidecar (call graph fp: DuckDB has no frame
 /// pointers, but the leaf, which self shares count, is exact).
-fn record_run(py: &Path, dir: &Path, job: &str, inject: bool) {
+fn record_run(py: &Path, dir: &Path, job: &str, inject: &str, call_graph: &str) {
     util::record_python(
         py,
         "tests/programs/trend_duckdb.py",
-        &[&ITERATIONS.to_string(), if inject { "1" } else { "0" }],
+        &[&ITERATIONS.to_string(), inject],
         &dir.join("profiles/perf"),
         &[
             "--frequency",
@@ -47,6 +53,8 @@ fn record_run(py: &Path, dir: &Path, job: &str, inject: bool) {
             "120",
             "--stop-timeout",
             "60",
+            "--call-graph",
+            call_graph,
         ],
         &[("SLURM_JOB_ID", job)],
     );
@@ -72,28 +80,71 @@ fn runs() -> Option<&'static Runs> {
         let injected = dir("run_7004");
         if kept.is_some() && injected.join("profiles/perf/index.html").is_file() {
             return Some(Runs {
+                root,
                 _keep: keep,
                 base,
                 injected,
             });
         }
-        for (i, b) in base.iter().enumerate() {
-            record_run(&py, b, &format!("700{}", i + 1), false);
-        }
-        record_run(&py, &injected, "7004", true);
-        let out = jobprof()
-            .arg("process")
-            .args(&base)
-            .arg(&injected)
-            .args(["-j", "2", "--symbolizer", "perf"])
-            .output()
-            .unwrap();
-        ok(&out);
+        record_series(&py, &base, &injected, ("700", "1"), "fp");
         Some(Runs {
+            root,
             _keep: keep,
             base,
             injected,
         })
+    })
+    .as_ref()
+}
+
+/// Records the unchanged runs `base` (jobs `{job}1`..`{job}3`) and `last`
+/// (job `{job}4`, trend_duckdb.py's INJECT `inject`) with `call_graph`,
+/// and processes them.
+fn record_series(
+    py: &Path,
+    base: &[PathBuf; 3],
+    last: &Path,
+    (job, inject): (&str, &str),
+    call_graph: &str,
+) {
+    for (i, b) in base.iter().enumerate() {
+        record_run(py, b, &format!("{job}{}", i + 1), "0", call_graph);
+    }
+    record_run(py, last, &format!("{job}4"), inject, call_graph);
+    let out = jobprof()
+        .arg("process")
+        .args(base)
+        .arg(last)
+        .args(["-j", "2", "--symbolizer", "perf"])
+        .output()
+        .unwrap();
+    ok(&out);
+}
+
+/// Three unchanged runs and one whose q1 changes its plan
+/// (trend_duckdb.py INJECT=2: a grouping key that hashes every row, and a
+/// hash aggregate where the others run a perfect hash aggregate), recorded
+/// with DWARF call graphs (the stacks walk through DuckDB, whose wheel has
+/// no frame pointers, to the Python frames every sample passes through:
+/// `Py_RunMain`, `PyEval_EvalCode`, ...) and processed; only for the tests
+/// that use them.
+struct PlanRuns {
+    base: [PathBuf; 3],
+    plan: PathBuf,
+}
+
+fn plan_runs() -> Option<&'static PlanRuns> {
+    static RUNS: OnceLock<Option<PlanRuns>> = OnceLock::new();
+    RUNS.get_or_init(|| {
+        let r = runs()?;
+        let py = util::duckdb_python()?;
+        let dir = |n: &str| r.root.join(n);
+        let base = [dir("run_7101"), dir("run_7102"), dir("run_7103")];
+        let plan = dir("run_7104");
+        if !plan.join("profiles/perf/index.html").is_file() {
+            record_series(&py, &base, &plan, ("710", "2"), "dwarf");
+        }
+        Some(PlanRuns { base, plan })
     })
     .as_ref()
 }
@@ -739,6 +790,135 @@ fn record_off_cpu_run(scratch: &Path, run: &Path, worker: &mut std::process::Chi
     util::record_driver(&tokens, 0, &["shutdown"]);
     let out = sidecar.wait_with_output().unwrap();
     assert!(out.status.success(), "sidecar: {}", output_text(&out));
+}
+
+/// Issue 58, item 2: a plan change (run_7104's q1 groups by one more key,
+/// the parity of a hash of every row's pad, so DuckDB reads the padded
+/// column, hashes each row and runs a hash aggregate where the baseline ran
+/// a perfect hash aggregate) is said in a few lines: q1 slower, the
+/// hashing named, its callers' `[total]` findings (down to `Py_RunMain`
+/// and the Python frames every sample passes through, which DWARF stacks
+/// reach) folded under the causes whose stacks explain their change, and
+/// one `plan change` line for the functions that appeared and vanished
+/// (each once, not once as self and once as `[total]`). Before: 19
+/// `regressed` lines for q1, `[total]` findings of every Python frame, and
+/// each operator twice. The unchanged runs of the same series flag
+/// nothing.
+#[test]
+fn a_plan_change_is_said_in_a_few_lines_naming_the_hashing() {
+    let Some(r) = plan_runs() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let o = tmp.path().join("plan");
+    let runs = [r.base[0].as_path(), &r.base[1], &r.base[2], &r.plan];
+    let out = trend(&runs, &o, &["--order", "args"]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let text = util::stdout(&out);
+    let q1: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            [
+                "regressed",
+                "improved",
+                "plan change",
+                "slower",
+                "faster",
+                "total",
+            ]
+            .iter()
+            .any(|w| l.starts_with(&format!("{w} q1")))
+        })
+        .collect();
+    assert!(q1.len() <= 5, "{} lines for q1:\n{text}", q1.len());
+    assert!(q1.iter().any(|l| l.starts_with("slower q1 ")), "{text}");
+    assert!(
+        !q1.iter().any(|l| l.contains("[total]")),
+        "a [total] finding not folded:\n{text}"
+    );
+    for python in ["Py_RunMain", "PyEval_EvalCode", "pymain_run_file"] {
+        assert!(
+            !text
+                .lines()
+                .any(|l| !l.starts_with(' ') && l.contains(python)),
+            "{python} on a line of its own:\n{text}"
+        );
+    }
+    // The hashing is named: a cause of its own, or first among what
+    // appeared where no baseline replicate hashes.
+    let plan_at = text.find("plan change q1: appeared ").expect(&text);
+    let plan = &text[plan_at..];
+    let plan = &plan[..plan
+        .find("\nslower")
+        .or(plan.find("\nnote"))
+        .unwrap_or(plan.len())];
+    assert!(
+        q1.iter()
+            .any(|l| l.starts_with("regressed q1 ") && l.contains("VectorOperations::Hash "))
+            || plan.contains("VectorOperations::Hash "),
+        "the hashing not named:\n{text}"
+    );
+    assert!(
+        plan.contains("PhysicalHashAggregate::Sink")
+            && plan.contains("vanished")
+            && plan.contains("PhysicalPerfectHashAggregate::Sink"),
+        "{plan}"
+    );
+    let t = json(&o.join("trend.json"));
+    let plans = t["plan_changes"].as_array().unwrap();
+    assert_eq!(plans.len(), 1, "{plans:#?}");
+    let named = |list: &str| -> Vec<&str> {
+        plans[0][list]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["function"].as_str().unwrap())
+            .collect()
+    };
+    let (appeared, vanished) = (named("appeared"), named("vanished"));
+    assert!(
+        appeared.contains(&"duckdb::PhysicalHashAggregate::Sink"),
+        "{appeared:?}"
+    );
+    assert!(
+        vanished.contains(&"duckdb::PhysicalPerfectHashAggregate::Sink"),
+        "{vanished:?}"
+    );
+    let mut once = appeared.clone();
+    once.extend(&vanished);
+    once.sort_unstable();
+    once.dedup();
+    assert_eq!(
+        once.len(),
+        appeared.len() + vanished.len(),
+        "each function once"
+    );
+    // trend.json keeps every finding: the Python frames' `[total]` ones
+    // name the cause whose stacks explain them.
+    let sig = significant(&t);
+    let py = sig
+        .iter()
+        .find(|f| f["function"] == "Py_RunMain" && f["kind"] == "total");
+    if let Some(py) = py {
+        assert!(py["cause"].is_string(), "{py}");
+    }
+    assert!(
+        sig.iter()
+            .all(|f| f["query"] == "q1" || clock_read(f["function"].as_str().unwrap_or(""))),
+        "q6 did not change: {sig:#?}"
+    );
+    // The page has the plan change once, as a table.
+    let html = fs::read_to_string(o.join("trend.html")).unwrap();
+    assert_eq!(html.matches("<table id=\"jp-plan\">").count(), 1);
+    // The unchanged runs of the same (DWARF) series flag nothing.
+    let o = tmp.path().join("unchanged");
+    let base: Vec<&Path> = r.base.iter().map(PathBuf::as_path).collect();
+    let out = trend(&base, &o, &["--order", "args"]);
+    let t = json(&o.join("trend.json"));
+    let flagged: Vec<&Value> = significant(&t)
+        .into_iter()
+        .filter(|f| !clock_read(f["function"].as_str().unwrap_or("")))
+        .collect();
+    assert!(flagged.is_empty(), "{flagged:#?}\n{}", output_text(&out));
+    assert!(t["plan_changes"].as_array().unwrap().is_empty());
 }
 
 // ---------------------------------------------------------------------------

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use jobprof::trend::{self, Baseline, Finding, LoadOptions, Options, TimeFinding, Trend};
+use jobprof::trend::{
+    self, Baseline, Finding, LoadOptions, Options, PlanChange, TimeFinding, Trend,
+};
 use jobprof::ExitCode;
 
 /// Which function got slower in which query across a series of runs (trend.html).
@@ -185,24 +187,7 @@ pub fn run(args: TrendArgs) -> anyhow::Result<ExitCode> {
     warn_unjudged(&t, args.fail_on_regression);
     if let Some(gate) = args.fail_on_regression {
         // Each named by its cause (a caller's total rose with it).
-        let mut over: Vec<&Finding> = Vec::new();
-        for f in t.significant().filter(|f| f.change > gate) {
-            let r = t.reported_for(f);
-            if !over.iter().any(|o| std::ptr::eq(*o, r)) {
-                over.push(r);
-            }
-        }
-        if !over.is_empty() {
-            jobprof::errln!(
-                "jobprof: --fail-on-regression {gate}: {} significant regression(s) of more than {gate} points:",
-                over.len()
-            );
-            for f in over {
-                jobprof::errln!("  {}", finding_line(f, &t, usize::MAX));
-                for l in callers_lines(f, usize::MAX) {
-                    jobprof::errln!("  {l}");
-                }
-            }
+        if say_regressions(&t, gate) {
             return Ok(ExitCode::Regression);
         }
         if !t.assessment.unjudged.is_empty() {
@@ -220,6 +205,51 @@ pub fn run(args: TrendArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::Success
     })
+}
+
+/// Names on stderr the significant regressions of more than `gate`
+/// points, each by its cause (a caller's total rose with it) or its
+/// query's plan change, once; `false` when there is none.
+fn say_regressions(t: &Trend, gate: f64) -> bool {
+    let mut over: Vec<&Finding> = Vec::new();
+    let mut plans: Vec<&PlanChange> = Vec::new();
+    for f in t.significant().filter(|f| f.change > gate) {
+        let r = t.reported_for(f);
+        if let Some(p) = r.plan_change.and_then(|_| plan_of(t, r)) {
+            if !plans.iter().any(|s| std::ptr::eq(*s, p)) {
+                plans.push(p);
+            }
+        } else if !over.iter().any(|o| std::ptr::eq(*o, r)) {
+            over.push(r);
+        }
+    }
+    if over.is_empty() && plans.is_empty() {
+        return false;
+    }
+    jobprof::errln!(
+        "jobprof: --fail-on-regression {gate}: {} significant regression(s) of more than {gate} points:",
+        over.len() + plans.len()
+    );
+    for f in over {
+        jobprof::errln!("  {}", finding_line(f, t, usize::MAX));
+        for l in callers_lines(f, usize::MAX) {
+            jobprof::errln!("  {l}");
+        }
+    }
+    for p in plans {
+        for l in plan_lines(p, t, usize::MAX) {
+            jobprof::errln!("  {l}");
+        }
+    }
+    true
+}
+
+/// The plan change that names `f`'s function.
+fn plan_of<'a>(t: &'a Trend, f: &Finding) -> Option<&'a PlanChange> {
+    t.assessment
+        .plan_changes
+        .iter()
+        .find(|p| p.query == f.query && p.run == f.run)
 }
 
 /// Why no capture could be read: not processed, or (`--kind off-cpu` or
@@ -460,6 +490,56 @@ pub fn callers_lines(f: &Finding, width: usize) -> Vec<String> {
     lines
 }
 
+/// Functions named per list of a `plan change` line (largest first; the
+/// rest counted, `trend.json` and the page have them all).
+const PLAN_SHOWN: usize = 4;
+
+/// The `plan change` line of a query and run, wrapped at `width`
+/// columns: `plan change q1: appeared A 12.1%, B 3.0%; vanished C 15.3%`
+/// (each function's share in the run where it appeared, in the baseline
+/// where it vanished; long names keep their end).
+pub fn plan_lines(p: &PlanChange, t: &Trend, width: usize) -> Vec<String> {
+    plan_text(p, t.assessment.tested_runs.len() > 1, width)
+}
+
+/// [`plan_lines`], the run named when `name_run`.
+fn plan_text(p: &PlanChange, name_run: bool, width: usize) -> Vec<String> {
+    let run = if name_run {
+        format!(", run {}", p.run + 1)
+    } else {
+        String::new()
+    };
+    let list = |word: &str, v: &[trend::PlanFunction]| -> Option<String> {
+        let mut names: Vec<String> = v
+            .iter()
+            .take(PLAN_SHOWN)
+            .map(|e| format!("{} {:.1}%", fit(&e.function, 60), e.share))
+            .collect();
+        if v.len() > PLAN_SHOWN {
+            names.push(format!("... ({} more)", v.len() - PLAN_SHOWN));
+        }
+        (!names.is_empty()).then(|| format!("{word} {}", names.join(", ")))
+    };
+    let parts: Vec<String> = [list("appeared", &p.appeared), list("vanished", &p.vanished)]
+        .into_iter()
+        .flatten()
+        .collect();
+    let text = format!("plan change {}{run}: {}", p.query, parts.join("; "));
+    let mut lines = vec![String::new()];
+    for w in text.split(' ') {
+        let cur = lines.last_mut().expect("one line");
+        if !cur.trim().is_empty() && cur.chars().count() + 1 + w.chars().count() > width {
+            lines.push("  ".to_string());
+        }
+        let cur = lines.last_mut().expect("one line");
+        if !cur.trim().is_empty() {
+            cur.push(' ');
+        }
+        cur.push_str(w);
+    }
+    lines
+}
+
 fn time_line(f: &TimeFinding, t: &Trend) -> String {
     let amount = |x: f64| trend::amount(x, trend::count_name_of(&f.query, &t.settings.count_name));
     let run = if t.assessment.tested_runs.len() > 1 {
@@ -535,6 +615,13 @@ fn print_summary(t: &Trend, args: &TrendArgs) -> anyhow::Result<()> {
     {
         jobprof::outln!("{}", finding_line(f, t, 80))?;
         for l in callers_lines(f, 80) {
+            jobprof::outln!("{l}")?;
+        }
+        any = true;
+    }
+    // One line (wrapped) per query whose plan changed.
+    for p in &t.assessment.plan_changes {
+        for l in plan_lines(p, t, 80) {
             jobprof::outln!("{l}")?;
         }
         any = true;
@@ -646,6 +733,7 @@ mod tests {
             q: 0.01,
             method: jobprof::sys::stats::Method::ExactPermutation,
             cause: None,
+            plan_change: None,
             callers: Vec::new(),
         };
         assert!(callers_lines(&f, 80).is_empty());
@@ -662,6 +750,44 @@ mod tests {
         let all = lines.join(" ");
         assert!(all.contains("Sink7") && !all.contains("Sink8"), "{all}");
         assert!(all.ends_with("<- ... (4 more)"), "{all}");
+    }
+
+    #[test]
+    fn a_plan_change_fits_80_columns_largest_first_the_rest_counted() {
+        let f = |n: &str, share: f64| trend::PlanFunction {
+            function: n.to_string(),
+            share,
+        };
+        let p = PlanChange {
+            query: "q1".into(),
+            run: 3,
+            appeared: (0..6)
+                .map(|k| {
+                    f(
+                        &format!("duckdb::GroupedAggregateHashTable::Op{k}"),
+                        9.0 - k as f64,
+                    )
+                })
+                .collect(),
+            vanished: vec![f(&format!("duckdb::{}", "x".repeat(90)), 12.0)],
+        };
+        let lines = plan_text(&p, true, 80);
+        assert!(
+            lines[0].starts_with(
+                "plan change q1, run 4: appeared duckdb::GroupedAggregateHashTable::Op0 9.0%,"
+            ),
+            "{lines:#?}"
+        );
+        assert!(lines.iter().all(|l| l.chars().count() <= 80), "{lines:#?}");
+        assert!(lines[1..]
+            .iter()
+            .all(|l| l.starts_with("  ") && !l.starts_with("   ")));
+        let text = lines.join("\n");
+        assert!(
+            text.contains("Op3 6.0%, ... (2 more); vanished") && !text.contains("Op4"),
+            "{text}"
+        );
+        assert!(text.ends_with("xxx 12.0%") && text.contains("…"), "{text}");
     }
 
     #[test]

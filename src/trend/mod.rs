@@ -30,6 +30,7 @@ use serde::Serialize;
 
 pub use assess::{Assessment, Baseline, Finding, Kind, Options, TimeFinding, Unjudged};
 pub use assess::{FnSeries, QueryTrend};
+pub use assess::{PlanChange, PlanFunction};
 pub use load::{LoadOptions, RunInfo, Series};
 
 use crate::error::{Error, Result};
@@ -130,10 +131,11 @@ impl Trend {
         self.assessment.findings.iter().filter(|f| f.reported())
     }
 
-    /// The reported finding that explains `f` (itself when reported).
+    /// The finding that explains `f`: its cause's self finding (reported,
+    /// or named in a plan change), or itself.
     pub fn reported_for<'a>(&'a self, f: &'a Finding) -> &'a Finding {
         let Some(cause) = &f.cause else { return f };
-        self.reported()
+        self.significant()
             .find(|c| {
                 c.kind == Kind::Own && &c.function == cause && c.query == f.query && c.run == f.run
             })

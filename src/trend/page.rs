@@ -529,7 +529,7 @@ fn findings_table(o: &mut String, t: &Trend) {
     let sig: Vec<&Finding> = t.reported().collect();
     let (up, down): (Vec<&Finding>, Vec<&Finding>) = sig.iter().partition(|f| f.change > 0.0);
     o.push_str("<h2>Most regressed functions</h2>\n");
-    if sig.is_empty() {
+    if sig.is_empty() && t.assessment.plan_changes.is_empty() {
         o.push_str("<p class=\"jp-note\">No significant change: nothing regressed or improved beyond the threshold and the noise.</p>\n");
         return;
     }
@@ -555,6 +555,46 @@ fn findings_table(o: &mut String, t: &Trend) {
         );
         finding_rows(o, t, "jp-improved", &down);
     }
+    plan_rows(o, t);
+}
+
+/// The plan changes: per query and run, the functions that appeared and
+/// vanished, each once ([`super::PlanChange`]).
+fn plan_rows(o: &mut String, t: &Trend) {
+    if t.assessment.plan_changes.is_empty() {
+        return;
+    }
+    o.push_str(
+        "<h2>Plan changes</h2>\n<p class=\"jp-note\">Functions with a significant change \
+         that no baseline replicate has (appeared; their share in the run) or no replicate \
+         of the run has (vanished; their share in the baseline): the query's plan changed. \
+         trend.json keeps their findings, each marked with its <code>plan_change</code>.</p>\n\
+         <table id=\"jp-plan\"><thead><tr><th>Query</th><th>Run</th><th>Appeared</th>\
+         <th>Vanished</th></tr></thead>\n<tbody>\n",
+    );
+    let list = |v: &[super::PlanFunction]| -> String {
+        let items: Vec<String> = v
+            .iter()
+            .map(|e| format!("{} ({})", esc(&e.function), pct(e.share)))
+            .collect();
+        if items.is_empty() {
+            "-".to_string()
+        } else {
+            items.join("<br>")
+        }
+    };
+    for p in &t.assessment.plan_changes {
+        let _ = writeln!(
+            o,
+            "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"fn up\">{}</td>\
+             <td class=\"fn down\">{}</td></tr>",
+            esc(&p.query),
+            p.run + 1,
+            list(&p.appeared),
+            list(&p.vanished)
+        );
+    }
+    o.push_str("</tbody></table>\n");
 }
 
 /// One table of findings (`id`), a row each.

@@ -17,7 +17,7 @@
 //!
 //! Each query's total (its samples per replicate) is judged in log terms
 //! against the machine's run-to-run noise, pooled over every query of the
-//! baseline runs (a run's load moves all its queries; [`load_noise`]),
+//! baseline runs (a run's load moves all its queries; [`totals`]),
 //! Benjamini-Hochberg across queries. The chart series (the top functions'
 //! shares per run, with their spread over replicates) are gathered here
 //! too.
@@ -27,10 +27,15 @@ use serde::Serialize;
 mod causes;
 mod chart;
 mod notes;
+mod plan;
+mod totals;
 
 use chart::chart;
 pub use chart::{FnSeries, QueryTrend};
 use notes::{dilution_notes, note_one_replicate, why_unjudged, why_untestable};
+pub use plan::{PlanChange, PlanFunction};
+pub use totals::MIN_LOAD_DF;
+use totals::{load_noise, time};
 
 use super::load::{QuerySeries, Replicate, Series};
 use super::stats::{self, Method, Tested};
@@ -179,10 +184,16 @@ pub struct Finding {
     /// How p was found.
     pub method: Method,
     /// For a significant `[total]` finding: the function whose own time
-    /// explains it (a self finding of the same query and run that it
-    /// calls, or its own), under which it is reported; `None` when nothing
-    /// explains it ([`causes`]).
+    /// explains it, under which it is reported: of the significant self
+    /// findings of the same query and run whose stacks through this
+    /// function explain at least half of its change in share, the one
+    /// that explains the most; `None` when they do not ([`causes`]).
     pub cause: Option<String>,
+    /// For a significant finding nothing explains, of a function absent
+    /// from every replicate of the baseline runs (`appeared`) or of the
+    /// tested run (`vanished`): the query's plan changed, and the function
+    /// is named once in its [`PlanChange`], not on a line of its own.
+    pub plan_change: Option<&'static str>,
     /// For a significant self finding: its callers
     /// (on at least half of its own samples in the run, and those whose
     /// `[total]` findings it explains), nearest first (`called from: a <-
@@ -194,7 +205,7 @@ impl Finding {
     /// Significant and not explained by another finding: what stdout, the
     /// page and the gate name.
     pub fn reported(&self) -> bool {
-        self.significant && self.cause.is_none()
+        self.significant && self.cause.is_none() && self.plan_change.is_none()
     }
 }
 
@@ -267,6 +278,9 @@ pub struct Assessment {
     /// Queries of the baseline runs that a run tested has nothing of, or
     /// that cannot be tested.
     pub unjudged: Vec<Unjudged>,
+    /// Per query and tested run whose plan changed: the functions that
+    /// appeared and vanished ([`plan`]).
+    pub plan_changes: Vec<PlanChange>,
     /// Notes on the tests (weaker tests, untestable queries).
     pub notes: Vec<String>,
 }
@@ -333,6 +347,7 @@ pub fn assess(series: &Series, opts: &Options) -> Assessment {
             .then_with(|| a.kind.cmp(&b.kind))
     });
     causes::fold_callers(&mut findings, series);
+    let plan_changes = plan::group(&mut findings, series);
     notes.dedup();
     let queries = series
         .queries
@@ -345,6 +360,7 @@ pub fn assess(series: &Series, opts: &Options) -> Assessment {
         time_findings: times,
         tested_runs: targets,
         unjudged,
+        plan_changes,
         notes,
     }
 }
@@ -395,7 +411,7 @@ fn adjust<T>(items: &mut [T], p: impl Fn(&T) -> f64, set: impl Fn(&mut T, f64)) 
 }
 
 /// The test of `x` (the run's replicates) against the baseline runs'.
-fn test(x: &[f64], runs: &[Vec<f64>], seed: u64) -> Option<Tested> {
+pub(super) fn test(x: &[f64], runs: &[Vec<f64>], seed: u64) -> Option<Tested> {
     if x.len() == 1 && runs.iter().all(|r| r.len() == 1) {
         let means: Vec<f64> = runs.iter().map(|r| r[0]).collect();
         return stats::between_runs(x[0], &means);
@@ -514,6 +530,7 @@ fn functions(
                 q: 1.0,
                 method: tested.method,
                 cause: None,
+                plan_change: None,
                 callers: Vec::new(),
             });
             out.push(Tested1 {
@@ -536,100 +553,6 @@ fn own_times(
     let mean = |reps: &[Replicate]| stats::mean(&reps.iter().map(&own).collect::<Vec<_>>());
     let base: Vec<f64> = b.iter().map(|(_, r)| mean(r)).collect();
     (stats::median(&base), mean(x))
-}
-
-/// Degrees of freedom of the run-to-run noise below which a query's total
-/// is listed but never significant: the spread of two runs is no estimate
-/// of a machine's load changes (two unchanged runs that happen to agree
-/// would make any third one "significant").
-pub const MIN_LOAD_DF: usize = 2;
-
-/// The machine's run-to-run noise of query totals, in log terms: the
-/// deviations of each query's log run mean from that query's mean over the
-/// baseline runs `base`, pooled over every query. A run's load moves all
-/// its queries, so every query's spread measures the same noise (pooling
-/// steadies its size; it does not add degrees of freedom, which stay the
-/// runs'). `None` without two baseline runs of any query.
-fn load_noise(series: &Series, base: &[usize]) -> Option<f64> {
-    let (mut ss, mut df) = (0.0, 0usize);
-    for q in series.queries.values() {
-        let logs: Vec<f64> = base
-            .iter()
-            .filter_map(|&i| q.runs.get(i).filter(|r| !r.is_empty()))
-            .map(|r| stats::mean(&r.iter().map(|r| r.total as f64).collect::<Vec<_>>()))
-            .filter(|m| *m > 0.0)
-            .map(f64::ln)
-            .collect();
-        if logs.len() >= 2 {
-            let m = stats::mean(&logs);
-            ss += logs.iter().map(|l| (l - m).powi(2)).sum::<f64>();
-            df += logs.len() - 1;
-        }
-    }
-    (df > 0).then(|| (ss / df as f64).sqrt())
-}
-
-/// The candidate change of query `name`'s total in run `t`, if any. The
-/// change is judged in log terms (a halving weighs as a doubling) against
-/// the machine's run-to-run noise `load` ([`load_noise`]): it must exceed
-/// `min_time_change` and `noise_sigmas` of that noise, and its p is the
-/// Student's t prediction test of the run's log total against the query's
-/// baseline runs with the pooled noise (baseline runs - 1 degrees of
-/// freedom). With one
-/// baseline run, or no pooled noise, the permutation test over replicates
-/// gives the p of a change that is listed but never significant.
-fn time(
-    name: &str,
-    t: usize,
-    x: &[Replicate],
-    b: &[(usize, &Vec<Replicate>)],
-    load: Option<f64>,
-    opts: &Options,
-) -> Option<TimeFinding> {
-    let xs: Vec<f64> = x.iter().map(|r| r.total as f64).collect();
-    let ys: Vec<Vec<f64>> = b
-        .iter()
-        .map(|(_, r)| r.iter().map(|r| r.total as f64).collect())
-        .collect();
-    let means: Vec<f64> = ys.iter().map(|r| stats::mean(r)).collect();
-    let baseline = stats::median(&means);
-    let new = stats::mean(&xs);
-    if baseline <= 0.0 || new <= 0.0 || means.iter().any(|m| *m <= 0.0) {
-        return None;
-    }
-    let change_pct = 100.0 * (new - baseline) / baseline;
-    let (sd, df) = match load {
-        Some(sd) if means.len() >= 2 => (sd, means.len() - 1),
-        _ => (0.0, 0),
-    };
-    let threshold = (1.0 + opts.min_time_change / 100.0)
-        .ln()
-        .max(opts.noise_sigmas * sd);
-    if (new / baseline).ln().abs() <= threshold {
-        return None;
-    }
-    let tested = if df > 0 {
-        let logs: Vec<f64> = means.iter().map(|m| m.ln()).collect();
-        stats::prediction(new.ln(), stats::mean(&logs), sd, logs.len(), df)
-    } else {
-        test(&xs, &ys, stats::seed_of(name) ^ t as u64)?
-    };
-    Some(TimeFinding {
-        verdict: if change_pct > 0.0 { "slower" } else { "faster" },
-        significant: false,
-        query: name.to_string(),
-        run: t,
-        baseline_runs: b.len(),
-        load_sd: (df > 0).then_some(sd),
-        load_df: df,
-        baseline,
-        new,
-        change_pct,
-        threshold_pct: 100.0 * threshold.exp_m1(),
-        p: tested.p,
-        q: 1.0,
-        method: tested.method,
-    })
 }
 
 #[cfg(test)]
@@ -852,6 +775,61 @@ mod tests {
         let s = series(&mut Rng::new(3), 3, 1, 400, 12.0);
         let a = assess(&s, &Options::default());
         assert!(a.unjudged.is_empty(), "{:?}", a.unjudged);
+    }
+
+    /// Four runs of four replicates of one query: `scan` and `old` in
+    /// every run; in the last, `new` takes 30% and, with `vanish`, `old`
+    /// is gone.
+    fn plan_series(vanish: bool) -> Series {
+        let mut s = totals(&[1e8; 4], &[]);
+        s.queries.remove("q2");
+        let q = s.queries.get_mut("q1").unwrap();
+        let ids = [q.intern("scan"), q.intern("old"), q.intern("new")];
+        for (run, reps) in q.runs.iter_mut().enumerate() {
+            let last = run == 3;
+            reps.push(reps[0].clone());
+            for (k, r) in reps.iter_mut().enumerate() {
+                let j = k as f32 * 0.5;
+                let old = if last && vanish { 0.0 } else { 30.0 + j };
+                let new = if last { 30.0 - j } else { 0.0 };
+                let scan = 100.0 - old - new;
+                r.shares = [(ids[0], scan), (ids[1], old), (ids[2], new)]
+                    .into_iter()
+                    .filter(|(_, v)| *v > 0.0)
+                    .map(|(id, v)| (id, v, v))
+                    .collect();
+                r.shares.sort_by_key(|x| x.0);
+            }
+        }
+        s
+    }
+
+    /// Issue 58, item 2: what appeared and vanished is one plan change,
+    /// each function once; what only appeared is new work, reported.
+    #[test]
+    fn functions_that_appear_and_vanish_are_one_plan_change() {
+        let a = assess(&plan_series(true), &Options::default());
+        assert_eq!(a.plan_changes.len(), 1, "{:#?}", a.findings);
+        let p = &a.plan_changes[0];
+        let names = |v: &[PlanFunction]| v.iter().map(|f| f.function.clone()).collect::<Vec<_>>();
+        assert_eq!(
+            (names(&p.appeared), names(&p.vanished)),
+            (vec!["new".to_string()], vec!["old".to_string()])
+        );
+        assert!(
+            a.findings
+                .iter()
+                .filter(|f| f.function != "scan")
+                .all(|f| !f.reported()),
+            "{:#?}",
+            a.findings
+        );
+        let a = assess(&plan_series(false), &Options::default());
+        assert!(a.plan_changes.is_empty(), "{:#?}", a.plan_changes);
+        assert!(a
+            .findings
+            .iter()
+            .any(|f| f.function == "new" && f.reported()));
     }
 
     fn flags(s: &Series) -> Vec<Finding> {
