@@ -76,6 +76,15 @@
     pre.textContent = JSON.stringify(out);
     document.body.appendChild(pre);
   }
+  // A flamegraph taller than the window (deep stacks: 128 frames of a
+  // dwarf capture are 2,000 px) opens on its root, where the wide frames
+  // are, not on the empty tips of its deepest stacks; an icicle's root is
+  // at its top already.
+  function jpShowRoot() {
+    if (typeof inverted !== "undefined" && inverted) return;
+    var bottom = svg.getBoundingClientRect().bottom;
+    if (bottom > window.innerHeight) window.scrollBy(0, bottom - window.innerHeight);
+  }
   function ready() {
     // Browsers differ on whether an inline <svg onload> fires; start the
     // SVG's script here if it has not started.
@@ -108,6 +117,7 @@
           }
         }
       }
+      else jpShowRoot();
       // A search restored from the URL (`?s=`) shows its share here too.
       if (searching) document.getElementById("jp-matched").textContent = matchedtxt.firstChild.nodeValue;
       var st = new URLSearchParams(window.location.search).get("jobprof-selftest");

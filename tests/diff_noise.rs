@@ -87,6 +87,16 @@ fn diff_replicates(before: &[PathBuf], after: &[PathBuf], out: &Path, extra: &[&
     cmd.output().unwrap()
 }
 
+/// What inferno's script draws in a frame: its tooltip without the last
+/// parenthesized group at its end (`update_text`'s
+/// `replace(/\([^(]*\)$/, "")`).
+fn inferno_label(title: &str) -> &str {
+    match title.rfind('(') {
+        Some(i) if title.ends_with(')') => &title[..i],
+        _ => title,
+    }
+}
+
 /// Frames not grey.
 fn coloured(frames: &[SvgFrame]) -> Vec<&SvgFrame> {
     frames.iter().filter(|f| !is_grey(&f.fill)).collect()
@@ -121,6 +131,13 @@ fn diff_of_unchanged_replicates_colours_nearly_nothing() {
         )),
         "{err}"
     );
+    // Every frame is labelled with its name: the page's script (inferno's)
+    // labels a frame with its tooltip up to the last `(` (the noise's
+    // `(+0.12 points)` made it print the tooltip in the frame).
+    for f in &frames {
+        let name = f.title.split(" (").next().unwrap();
+        assert_eq!(inferno_label(&f.title).trim_end(), name, "{}", f.title);
+    }
     // Every tested tooltip says p and q; the legend says what grey means.
     let main = frames_named(&frames, "main")[0];
     assert!(

@@ -203,3 +203,36 @@ fn trend_page_draws_each_legend_beside_its_chart() {
     assert!(num(&p, "legend.top") < num(&p, "chart.bottom"), "{p}");
     assert!(num(&p, "legend.bottom") <= WINDOW.1 as f64, "{p}");
 }
+
+/// A graph taller than the window (stacks of 130 frames, as deep as a
+/// dwarf capture's: about 2,100 px) opens on its root frames, not on the
+/// empty tips of its deepest stacks (the window showed nothing but a
+/// column of narrow frames); an icicle graph opens at its top, where its
+/// root is.
+#[test]
+fn a_deep_flamegraph_opens_on_its_root() {
+    if !require_chromium() {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let chain = |leaf: &str| -> String {
+        let frames: Vec<String> = (0..128).map(|i| format!("f{i}")).collect();
+        format!("worker;{};{leaf}", frames.join(";"))
+    };
+    let folded = t.path().join("deep.folded");
+    let text = format!("{} 5\n{} 3\nworker;main;run 90\n", chain("a"), chain("b"));
+    std::fs::write(&folded, text).unwrap();
+    for (name, extra) in [("deep.html", None), ("icicle.html", Some("--inverted"))] {
+        let page = t.path().join(name);
+        let mut cmd = jobprof();
+        cmd.arg("render").arg(&folded).arg("-o").arg(&page);
+        cmd.args(extra);
+        util::ok(&cmd.output().unwrap());
+        let p = probe_layout(&page, "", FLAMEGRAPH_PROBE);
+        eprintln!("{name} at {WINDOW:?}: {p}");
+        assert!(num(&p, "svg.height") > 2.0 * WINDOW.1 as f64, "{p}");
+        // The root frame, `all`, on screen.
+        let root = num(&p, "rootBottom");
+        assert!(root > 0.0 && root <= WINDOW.1 as f64, "{name}: {p}");
+    }
+}

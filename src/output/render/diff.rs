@@ -493,7 +493,9 @@ fn tooltip(
             q,
             significant,
         }) => format!(
-            "; share {before:.2}% -> {after:.2}% ({:+.2} points), p={}, q={}: {}",
+            // No parentheses: the page's script labels a frame with its
+            // tooltip up to the last `(`.
+            "; share {before:.2}% -> {after:.2}%, {:+.2} points, p={}, q={}: {}",
             after - before,
             short(p),
             short(q),
