@@ -24,6 +24,7 @@ mod hostile;
 mod profiles;
 mod real;
 mod real_profiles;
+mod real_slices;
 mod setup;
 mod snapshots;
 mod trend_profiles;
