@@ -115,6 +115,7 @@ fn a_real_report_cut_per_nvtx_range_matches_the_export_and_nsys_stats() {
         "{}",
         output_text(&o)
     );
+    eprint!("{}", String::from_utf8_lossy(&o.stdout));
     let out = t.path().join("r.nsys-rep.jobprof");
     let sqlite = t.path().join("stats.sqlite");
     let (osrt, nvtx) = report_names();
