@@ -26,6 +26,7 @@ mod real;
 mod real_profiles;
 mod real_slices;
 mod setup;
+mod slices;
 mod snapshots;
 mod trend_profiles;
 

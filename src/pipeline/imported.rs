@@ -54,7 +54,7 @@ pub struct Table {
 
 /// The directory of a report's windows (`--slice-by`), in its output
 /// directory: one directory per window below it.
-pub const SLICES_DIR: &str = "slices";
+pub const SLICES_DIR: &str = jobprof_capture_format::nsys::NSYS_SLICES_DIR;
 
 /// The header of every table file.
 pub const TSV_HEADER: &str = "name\tcount\ttotal_ns\tmedian_ns\n";
