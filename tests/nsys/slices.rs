@@ -149,3 +149,70 @@ fn trend_follows_the_slices_per_query() {
     }
     assert!(!queries.iter().any(|q| q.contains("iter")), "{queries:?}");
 }
+
+/// A whole-run report the sidecar published as query `all`: each slice is
+/// a row of the job page (its own profile, the report's link) and a query
+/// of `trend`.
+#[test]
+fn the_slices_of_a_published_report_are_queries_of_the_job_page_and_trend() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("result");
+    let q = root.join("profiles/nsys/worker_0/all");
+    fs::create_dir_all(&q).unwrap();
+    export(&q, "nsys_worker_w0_all", SCHEMA, DATA);
+    let m = super::profiles::manifest("all", "nsys_worker_w0_all.nsys-rep", "nsys-rep");
+    fs::write(q.join("nsys-capture.json"), m).unwrap();
+    let o = util::jobprof()
+        .arg("process")
+        .arg(&root)
+        .args(["--slice-by", "nvtx:query"])
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", output_text(&o));
+    let perf_root = root.join("profiles/perf");
+    let index = util::json(&perf_root.join("index.json"));
+    let rows = index["captures"].as_array().unwrap();
+    let captures: Vec<&str> = rows
+        .iter()
+        .map(|r| r["capture"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        captures,
+        [
+            "worker_0/all",
+            "worker_0/query",
+            "worker_0/query_iter2",
+            "worker_0/query_iter3"
+        ],
+        "{index}"
+    );
+    let query = &rows[1];
+    assert_eq!(query["base"], "query");
+    assert_eq!(query["nsys"]["profile"]["samples"], 4, "{index}");
+    assert_eq!(rows[2]["nsys"]["profile"]["samples"], 0, "{index}");
+    let html = fs::read_to_string(perf_root.join("index.html")).unwrap();
+    let link =
+        "href=\"../nsys/worker_0/all/jobprof/slices/query/flamegraph.html\">CPU 4 samples</a>";
+    assert!(html.contains(link), "{html}");
+    assert!(perf_root
+        .join(&link[6..link.find("\">").unwrap()])
+        .is_file());
+
+    let o = util::jobprof()
+        .arg("trend")
+        .arg(&root)
+        .arg(&root)
+        .arg("-o")
+        .arg(t.path().join("trend"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", output_text(&o));
+    let json = util::json(&t.path().join("trend/trend.json"));
+    let queries: Vec<&str> = (json["queries"].as_array().unwrap().iter())
+        .map(|q| q["query"].as_str().unwrap())
+        .collect();
+    for want in ["query [nsys]", "all [nsys]"] {
+        assert!(queries.contains(&want), "{want}: {queries:?}");
+    }
+}
