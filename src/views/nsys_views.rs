@@ -253,7 +253,7 @@ const MAX_SUMMARY: u64 = 1 << 20;
 /// `profiles/perf`): a report's `jobprof/`, or one of its slices.
 fn profile(out: &Path, rel: &str) -> Option<NsysProfileCell> {
     let path = out.join(crate::capture::SUMMARY);
-    if fs::symlink_metadata(&path).ok()?.len() > MAX_SUMMARY || !is_real_dir(&out) {
+    if fs::symlink_metadata(&path).ok()?.len() > MAX_SUMMARY || !is_real_dir(out) {
         return None;
     }
     let p: Processed = serde_json::from_str(&read_plain(&path).ok()?).ok()?;
