@@ -48,7 +48,7 @@ use serde::Serialize;
 
 pub use find::{find, is_report, open_query, Found, Opened, NSYS_PROFILES, OUTPUT_DIR};
 pub use schema::Meta;
-pub use slice::{SliceBy, Span, Window};
+pub use slice::{SliceBy, Window};
 pub use tool::NsysCli;
 
 /// What reading a report's export can fail with.
@@ -243,6 +243,25 @@ impl Cuts {
             ));
         }
         parts.join(", ")
+    }
+}
+
+/// A time window of the report, ns on the export's clock: `[start, end)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    /// First ns in it.
+    pub start: i64,
+    /// First ns past it.
+    pub end: i64,
+}
+
+impl Span {
+    /// The SQL condition of an event that starts in it (`start` column).
+    fn sql(span: Option<Span>) -> String {
+        match span {
+            Some(s) => format!("(start >= {} AND start < {})", s.start, s.end),
+            None => "1".into(),
+        }
     }
 }
 

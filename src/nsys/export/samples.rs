@@ -15,8 +15,7 @@ use std::cell::Cell;
 use rustc_hash::FxHashMap;
 
 use super::schema::Db;
-use super::slice::Span;
-use super::{Cuts, Limits, Result};
+use super::{Cuts, Limits, Result, Span};
 
 /// nsys's marks where an unwind stopped: not functions, left out.
 const MARKS: [&str; 2] = ["[Broken backtraces]", "[Max depth]"];

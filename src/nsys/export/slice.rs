@@ -15,7 +15,7 @@ use rustc_hash::FxHashMap;
 use super::samples::Names;
 use super::schema::Db;
 use super::tables::nvtx_ranges;
-use super::Result;
+use super::{Result, Span};
 
 /// Which NVTX ranges cut a report: `nvtx:PATTERN` (any domain),
 /// `nvtx:DOMAIN:PATTERN` (that domain's), `nvtx::PATTERN` (the default
@@ -102,25 +102,6 @@ fn glob(pattern: &[char], text: &[char]) -> bool {
         }
     }
     pattern[p..].iter().all(|&c| c == '*')
-}
-
-/// A time window of the report, ns on the export's clock: `[start, end)`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Span {
-    /// First ns in it.
-    pub start: i64,
-    /// First ns past it.
-    pub end: i64,
-}
-
-impl Span {
-    /// The SQL condition of an event that starts in it (`start` column).
-    pub(super) fn sql(span: Option<Span>) -> String {
-        match span {
-            Some(s) => format!("(start >= {} AND start < {})", s.start, s.end),
-            None => "1".into(),
-        }
-    }
 }
 
 /// One window to cut: a matching range.

@@ -11,8 +11,7 @@ use rustc_hash::FxHashMap;
 
 use super::samples::{chain_query, key, Chains, Names};
 use super::schema::Db;
-use super::slice::Span;
-use super::{sorted, stats, Result, Stat};
+use super::{sorted, stats, Result, Span, Stat};
 
 /// `OSRT_API.eventClass` of a call (`TRACE_PROCESS_EVENT_OS_RUNTIME`);
 /// the others mark the trace's start and end (osrtsum counts 27 only).
