@@ -216,3 +216,30 @@ fn the_slices_of_a_published_report_are_queries_of_the_job_page_and_trend() {
         assert!(queries.contains(&want), "{want}: {queries:?}");
     }
 }
+
+/// A pattern that matches more ranges than a report is cut into fails the
+/// report (exit 1) naming the count and the limit, and writes nothing.
+#[test]
+fn more_matching_ranges_than_the_limit_fail_the_report() {
+    let t = tempfile::tempdir().unwrap();
+    let many = format!(
+        "{DATA}\nWITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 10001) \
+         INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) \
+         SELECT 10000 + x, 10001 + x, 59, 'tiny', MAIN, 0 FROM c;"
+    );
+    export(t.path(), "r", SCHEMA, &many);
+    let o = util::jobprof()
+        .arg("process")
+        .arg(t.path().join("r.nsys-rep"))
+        .args(["--slice-by", "nvtx:t*"])
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    let text = output_text(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("nvtx:t* matches 10001 NVTX ranges, more than the 10000 windows"),
+        "{text}"
+    );
+    assert!(!t.path().join("r.nsys-rep.jobprof/slices").exists());
+}

@@ -135,6 +135,22 @@ pub enum Error {
         /// `a view`, `a trigger`, `a virtual table`.
         kind: &'static str,
     },
+    /// `--slice-by` matched more ranges than a report is cut into.
+    #[error(
+        "{}: {by} matches {count} NVTX ranges, more than the {max} windows one report is \
+         cut into; give a narrower pattern (a domain: nvtx:DOMAIN:PATTERN)",
+        path.display()
+    )]
+    TooManyWindows {
+        /// The export.
+        path: PathBuf,
+        /// The spec.
+        by: String,
+        /// The ranges it matched.
+        count: usize,
+        /// [`slice::MAX_WINDOWS`].
+        max: usize,
+    },
     /// Reading the export took longer than the limit.
     #[error(
         "{}: reading the export took longer than {} (--nsys-read-limit), and was stopped; \

@@ -15,7 +15,7 @@ use rustc_hash::FxHashMap;
 use super::samples::Names;
 use super::schema::Db;
 use super::tables::nvtx_ranges;
-use super::{Result, Span};
+use super::{Error, Result, Span};
 
 /// Which NVTX ranges cut a report: `nvtx:PATTERN` (any domain),
 /// `nvtx:DOMAIN:PATTERN` (that domain's), `nvtx::PATTERN` (the default
@@ -116,7 +116,13 @@ pub struct Window {
     pub span: Span,
 }
 
-/// The ranges `by` takes, in the order they started, named.
+/// The most windows one report is cut into: each is one more pass over
+/// the report's events and one more directory (a benchmark's queries are
+/// tens to thousands; more is a pattern that matches every small range).
+pub const MAX_WINDOWS: usize = 10_000;
+
+/// The ranges `by` takes, in the order they started, named; more than
+/// [`MAX_WINDOWS`] refuses the report.
 pub(super) fn windows(db: &Db, names: &Names, by: &SliceBy) -> Result<Vec<Window>> {
     let mut found = Vec::new();
     nvtx_ranges(db, names, None, |r| {
@@ -124,6 +130,14 @@ pub(super) fn windows(db: &Db, names: &Names, by: &SliceBy) -> Result<Vec<Window
             found.push(r);
         }
     })?;
+    if found.len() > MAX_WINDOWS {
+        return Err(Error::TooManyWindows {
+            path: db.path.clone(),
+            by: by.to_string(),
+            count: found.len(),
+            max: MAX_WINDOWS,
+        });
+    }
     found.sort_by_key(|r| (r.start, r.end));
     let mut seen: FxHashMap<String, u32> = FxHashMap::default();
     Ok(found
