@@ -24,7 +24,9 @@ mod hostile;
 mod profiles;
 mod real;
 mod real_profiles;
+mod real_slices;
 mod setup;
+mod slices;
 mod snapshots;
 mod trend_profiles;
 

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
-use jobprof::nsys::export::{self, Cuts, Found, Limits, NsysCli, Profile, Stat};
+use jobprof::nsys::export::{self, Cuts, Found, Limits, NsysCli, Profile, Slice, SliceBy, Stat};
 use jobprof::pipeline::imported::{self, Imported, Row, Table};
 use jobprof::pipeline::Options;
 use jobprof::views;
@@ -28,13 +28,15 @@ pub struct Outcome {
 }
 
 /// Processes the reports under `roots` (narrowed by `workers`, `queries`);
-/// a report whose `summary.json` exists is skipped unless `force`.
+/// a report whose `summary.json` exists is skipped unless `force`; with
+/// `by`, each report is also cut into its windows (`slices/NAME/`).
 pub fn run(
     roots: &[PathBuf],
     workers: &[u32],
     queries: &[String],
     opts: &Options,
     force: bool,
+    by: Option<&SliceBy>,
 ) -> Vec<Outcome> {
     let found = export::find(roots, workers, queries);
     if found.is_empty() {
@@ -44,7 +46,7 @@ pub fn run(
     let threads = jobprof::jobs_or_cores(opts.jobs).clamp(1, found.len());
     let one = |f: &Found| Outcome {
         perf_root: perf_root_of(f),
-        ..process_one(f, &nsys, opts, force)
+        ..process_one(f, &nsys, opts, force, by)
     };
     match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
         Ok(pool) => pool.install(|| found.par_iter().map(one).collect()),
@@ -80,7 +82,13 @@ pub fn views(
 /// Reads one report and writes its outputs: the query directory is opened
 /// once (`export::open_query`, no link followed) and the report, its
 /// export and every output are reached relative to it.
-fn process_one(f: &Found, nsys: &Result<NsysCli, String>, opts: &Options, force: bool) -> Outcome {
+fn process_one(
+    f: &Found,
+    nsys: &Result<NsysCli, String>,
+    opts: &Options,
+    force: bool,
+    by: Option<&SliceBy>,
+) -> Outcome {
     let started = Instant::now();
     let out = jobprof::sys::progress::printable(&f.out);
     let fail = |why: String| Outcome {
@@ -106,24 +114,24 @@ fn process_one(f: &Found, nsys: &Result<NsysCli, String>, opts: &Options, force:
         deadline: opts.nsys_read_limit.unwrap_or(export::DEFAULT_DEADLINE),
         ..Limits::default()
     };
-    let (profile, how) = match export::read_report(&opened, nsys, &limits) {
+    let (profile, slices, how) = match export::read_report(&opened, nsys, &limits, by) {
         Ok(p) => p,
         Err(e) => return fail(e.to_string()),
     };
     let cuts = profile.cuts;
-    let imp = imported_of(f, profile, how);
     let written = opened
         .out_dir()
-        .and_then(|dir| imported::write(&imp, &dir, opts));
+        .and_then(|dir| write_all(f, &dir, profile, slices, &how, opts, by));
     match written {
         Ok(s) => Outcome {
             line: format!(
                 "{out}: nsys report processed ({:.1}s): {} CPU samples, {:.1} ms in OS \
-                 runtime calls, {}{} ({})",
+                 runtime calls, {}{}{} ({})",
                 started.elapsed().as_secs_f64(),
                 s.samples,
                 s.wait_ns as f64 / 1e6,
                 tables_line(&s.tables),
+                slices_line(&s.slices, by),
                 cut_line(&cuts, &limits),
                 s.read
             ),
@@ -131,6 +139,54 @@ fn process_one(f: &Found, nsys: &Result<NsysCli, String>, opts: &Options, force:
             perf_root: None,
         },
         Err(e) => fail(e.to_string()),
+    }
+}
+
+/// Writes each window's profile into `slices/NAME/` of `dir`, then the
+/// whole report's into `dir` (its `summary.json` last of all).
+fn write_all(
+    f: &Found,
+    dir: &jobprof::sys::confined::Dir,
+    whole: Profile,
+    slices: Vec<Slice>,
+    how: &str,
+    opts: &Options,
+    by: Option<&SliceBy>,
+) -> jobprof::Result<imported::ImportedSummary> {
+    let mut names = Vec::with_capacity(slices.len());
+    if !slices.is_empty() {
+        let root = dir.sub_create(imported::SLICES_DIR)?;
+        for s in slices {
+            let w = s.window;
+            let mut imp = imported_of(f, s.profile, how.to_string());
+            imp.dir = f.out.join(imported::SLICES_DIR).join(&w.name);
+            imp.query = w.name.clone();
+            imp.slice = Some(imported::SliceOf {
+                by: by.map(ToString::to_string).unwrap_or_default(),
+                range: w.range,
+                start_ns: w.span.start,
+                end_ns: w.span.end,
+            });
+            imported::write(&imp, &root.sub_create(&w.name)?, opts)?;
+            names.push(format!("{}/{}", imported::SLICES_DIR, w.name));
+        }
+    }
+    let mut imp = imported_of(f, whole, how.to_string());
+    imp.slices = names;
+    imported::write(&imp, dir, opts)
+}
+
+/// `, 9 slices by nvtx:q* (slices/)`, or `, no NVTX range matches
+/// nvtx:q*`; empty without `--slice-by`.
+fn slices_line(slices: &[String], by: Option<&SliceBy>) -> String {
+    match (by, slices.len()) {
+        (None, _) => String::new(),
+        (Some(by), 0) => format!(", no NVTX range matches {by}"),
+        (Some(by), n) => format!(
+            ", {n} slice{} by {by} ({}/)",
+            if n == 1 { "" } else { "s" },
+            imported::SLICES_DIR
+        ),
     }
 }
 
@@ -207,5 +263,7 @@ fn imported_of(f: &Found, p: Profile, how: String) -> Imported {
         waits: p.waits,
         tables,
         cut,
+        slice: None,
+        slices: Vec::new(),
     }
 }

@@ -121,6 +121,15 @@ pub struct PipelineArgs {
     /// beside its report is read as hostile input (docs/nsys.md).
     #[arg(long, value_name = "DURATION", value_parser = units::parse_duration)]
     pub nsys_read_limit: Option<std::time::Duration>,
+
+    /// Also cut each Nsight Systems report into one profile per NVTX
+    /// range whose text matches PATTERN (a glob: `*`, `?`), in
+    /// REPORT_OUT/slices/NAME/ (a repeated name: NAME_iter2, ...);
+    /// nvtx:DOMAIN:PATTERN takes that domain's ranges only, nvtx::PATTERN
+    /// the default domain's (docs/nsys.md). A report already processed
+    /// needs --force.
+    #[arg(long, value_name = "nvtx[:DOMAIN:]PATTERN")]
+    pub slice_by: Option<jobprof::nsys::export::SliceBy>,
 }
 
 impl PipelineArgs {
@@ -221,6 +230,9 @@ impl PipelineArgs {
         }
         if let Some(d) = self.nsys_read_limit {
             v.push(format!("--nsys-read-limit={}ms", d.as_millis()));
+        }
+        if let Some(by) = &self.slice_by {
+            v.push(format!("--slice-by={by}"));
         }
         v
     }

@@ -149,6 +149,7 @@ pub fn run(args: ProcessArgs) -> anyhow::Result<ExitCode> {
         &filter.queries,
         &opts,
         opts.force,
+        args.pipeline.slice_by.as_ref(),
     );
     let nsys_failed = nsys.iter().any(|o| o.failed);
     let nsys_code = if nsys_failed || left_out {

@@ -158,7 +158,14 @@ pub fn run(args: ReprocessArgs) -> anyhow::Result<ExitCode> {
         Vec::new()
     } else {
         let (force, p) = (opts.force, &opts.process);
-        super::nsys_reports::run(&args.roots, &[], &[], p, force)
+        super::nsys_reports::run(
+            &args.roots,
+            &[],
+            &[],
+            p,
+            force,
+            args.pipeline.slice_by.as_ref(),
+        )
     };
     let nsys_code = if nsys.iter().any(|o| o.failed) {
         ExitCode::Failed

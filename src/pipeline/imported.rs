@@ -8,7 +8,9 @@
 //! view's `offcpu.*` (ns, its `io` colours), one `NAME.tsv` per table
 //! (`name count total_ns median_ns`, biggest total first), `report.txt`
 //! (the functions by self samples, then every table) and `summary.json`
-//! last, so a run killed half-way is done again by the next one.
+//! last, so a run killed half-way is done again by the next one. A report
+//! cut into windows (`--slice-by`) has one such directory per window
+//! under `slices/`, each a query's profile, written before the whole's.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -49,6 +51,10 @@ pub struct Table {
     /// The rows, biggest total first.
     pub rows: Vec<Row>,
 }
+
+/// The directory of a report's windows (`--slice-by`), in its output
+/// directory: one directory per window below it.
+pub const SLICES_DIR: &str = jobprof_capture_format::nsys::NSYS_SLICES_DIR;
 
 /// The header of every table file.
 pub const TSV_HEADER: &str = "name\tcount\ttotal_ns\tmedian_ns\n";
@@ -97,6 +103,24 @@ pub struct Imported {
     /// What the reader's limits cut, counted by what (`deep_chains`:
     /// chains cut at the depth limit, ...); empty when nothing was cut.
     pub cut: BTreeMap<String, u64>,
+    /// The window of the report this profile is (`--slice-by`), if one.
+    pub slice: Option<SliceOf>,
+    /// The windows written beside it (`slices/NAME`), for a whole report
+    /// cut by `--slice-by`.
+    pub slices: Vec<String>,
+}
+
+/// Which window of a report a sliced profile is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SliceOf {
+    /// The `--slice-by` spec that cut it.
+    pub by: String,
+    /// The NVTX range (`domain:text`).
+    pub range: String,
+    /// Its start, ns on the report's clock.
+    pub start_ns: i64,
+    /// Its end (the first ns past it).
+    pub end_ns: i64,
 }
 
 /// A table's figures in `summary.json`.
@@ -159,6 +183,12 @@ pub struct ImportedSummary {
     pub outputs: Vec<String>,
     /// What the reader's limits cut, counted by what (as in [`Imported`]).
     pub cut: BTreeMap<String, u64>,
+    /// The window this is, for a slice of a report.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slice: Option<SliceOf>,
+    /// The slices written beside it (`slices/NAME`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub slices: Vec<String>,
     /// What went wrong without stopping it.
     pub warnings: Vec<String>,
     /// Seconds spent writing.
@@ -342,6 +372,8 @@ fn summarize(
         tables,
         outputs,
         cut: p.cut.clone(),
+        slice: p.slice.clone(),
+        slices: p.slices.clone(),
         warnings,
         seconds: started.elapsed().as_secs_f64(),
     }

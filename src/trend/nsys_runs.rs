@@ -4,12 +4,16 @@
 //! query gives up to four series, named after it: `Q [nsys]` (the CPU
 //! stacks, `stacks.folded`, or the kind's folded file), `Q [gpu-kernels]`,
 //! `Q [gpu-memcpy]` and `Q [nvtx]` (the tables: each name's total ns per
-//! replicate, its share of the table's total). Only real directories and
-//! plain files are read (a link is not followed).
+//! replicate, its share of the table's total). A report cut per query
+//! (`--slice-by`) gives each slice (`jobprof/slices/NAME/`) as query NAME,
+//! and a report's own profile directory given as a run gives its slices.
+//! Only real directories and plain files are read (a link is not followed).
 
 use std::path::{Path, PathBuf};
 
-use jobprof_capture_format::nsys::{NsysCapture, NSYS_CAPTURE_JSON, NSYS_PROFILE_DIR};
+use jobprof_capture_format::nsys::{
+    NsysCapture, NSYS_CAPTURE_JSON, NSYS_PROFILE_DIR, NSYS_SLICES_DIR,
+};
 
 use crate::capture::{self, is_plain_file, replicate};
 
@@ -53,6 +57,10 @@ fn root_of(run: &Path) -> PathBuf {
 /// Every per-query report directory of the run (holding
 /// `nsys-capture.json` or a `jobprof/` directory), sorted.
 pub fn find(run: &Path) -> Vec<Profile> {
+    // A report's own profile directory, cut per query: its slices.
+    if is_plain_file(&run.join(capture::SUMMARY)) && is_real_dir(&run.join(NSYS_SLICES_DIR)) {
+        return slices(run, "nsys", None);
+    }
     let root = root_of(run);
     let mut out = Vec::new();
     for worker in sorted_dirs(&root) {
@@ -69,16 +77,37 @@ pub fn find(run: &Path) -> Vec<Profile> {
             }
             let processed = is_real_dir(&jp) && is_plain_file(&jp.join(capture::SUMMARY));
             let manifest = read_manifest(&q.join(NSYS_CAPTURE_JSON));
+            let job_id = manifest.as_ref().and_then(|m| m.slurm_job_id.clone());
+            let label = format!("nsys {wname}/{query}");
+            out.extend(slices(&jp, &label, job_id.clone()));
             out.push(Profile {
-                label: format!("nsys {wname}/{query}"),
+                label,
                 query,
                 out: processed.then_some(jp),
-                job_id: manifest.as_ref().and_then(|m| m.slurm_job_id.clone()),
+                job_id,
                 started_ns: manifest.map(|m| m.start.unix_ns).filter(|&ns| ns > 0),
             });
         }
     }
     out
+}
+
+/// The processed slices of a report's profile directory `out`
+/// (`slices/NAME/` with a `summary.json`), each a query named NAME.
+fn slices(out: &Path, label: &str, job_id: Option<String>) -> Vec<Profile> {
+    (sorted_dirs(&out.join(NSYS_SLICES_DIR)).into_iter())
+        .filter(|d| is_plain_file(&d.join(capture::SUMMARY)))
+        .filter_map(|d| {
+            let query = d.file_name()?.to_string_lossy().into_owned();
+            Some(Profile {
+                label: format!("{label}/{NSYS_SLICES_DIR}/{query}"),
+                query,
+                out: Some(d),
+                job_id: job_id.clone(),
+                started_ns: None,
+            })
+        })
+        .collect()
 }
 
 fn sorted_dirs(dir: &Path) -> Vec<PathBuf> {

@@ -3,14 +3,18 @@
 //! into `profiles/nsys/worker_N/Q/` (beside `profiles/perf/`), read from
 //! its `nsys-capture.json`: the report's size and link, which file it is
 //! (`.nsys-rep`, or the `.qdstrm` fallback), and how long it took to
-//! settle after `nsys stop`. Links only to regular files reached through
+//! settle after `nsys stop`. A report cut per query (`--slice-by`) gives
+//! each slice (`Q/jobprof/slices/NAME/`) a row of query NAME, its cell the
+//! report's with the slice's profile. Links only to regular files reached through
 //! real directories; nothing here is written. The page's cell is drawn
 //! in `page` ([`super::page`]).
 
 use std::fs;
 use std::path::Path;
 
-use jobprof_capture_format::nsys::{NsysCapture, NSYS_CAPTURE_JSON, NSYS_PROFILE_DIR};
+use jobprof_capture_format::nsys::{
+    NsysCapture, NSYS_CAPTURE_JSON, NSYS_PROFILE_DIR, NSYS_SLICES_DIR,
+};
 
 use super::scan::{Index, NsysCell, NsysProfileCell, Row, State};
 use crate::capture::{is_plain_file, read_plain, replicate};
@@ -89,24 +93,23 @@ pub fn attach(perf_root: &Path, index: &mut Index) -> usize {
             let rel = format!("../{NSYS_DIR}/worker_{w}/{query}");
             let (cell, manifest) = read(&wdir.join(&query), &rel);
             found += 1;
-            let row = index
-                .captures
-                .iter_mut()
-                .find(|r| r.worker == Some(w) && r.query == query);
-            if let Some(r) = row {
-                r.nsys = Some(cell);
-                continue;
+            // The report's slices (`--slice-by`): a query each, the
+            // report's cell with the slice's profile.
+            let out = wdir.join(&query).join(NSYS_PROFILE_DIR);
+            let out_rel = format!("{rel}/{NSYS_PROFILE_DIR}");
+            for name in query_dirs(&out.join(NSYS_SLICES_DIR)) {
+                let dir = out.join(NSYS_SLICES_DIR).join(&name);
+                let dir_rel = format!("{out_rel}/{NSYS_SLICES_DIR}/{name}");
+                let Some(p) = profile(&dir, &dir_rel) else {
+                    continue;
+                };
+                let slice = NsysCell {
+                    profile: Some(p),
+                    ..cell.clone()
+                };
+                added |= add_cell(index, w, &name, manifest.as_ref(), slice);
             }
-            let host = manifest.as_ref().map(|m| m.host.clone());
-            let job = &mut index.job;
-            if let Some(j) = manifest.and_then(|m| m.slurm_job_id) {
-                job.job_ids.insert(j);
-            }
-            job.hosts.extend(host.clone());
-            job.workers.insert(w);
-            job.queries.insert(replicate::split(&query).0.to_string());
-            index.captures.push(nsys_only_row(w, &query, host, cell));
-            added = true;
+            added |= add_cell(index, w, &query, manifest.as_ref(), cell);
         }
     }
     if added {
@@ -115,6 +118,33 @@ pub fn attach(perf_root: &Path, index: &mut Index) -> usize {
             .sort_by(|a, b| (a.worker, &a.query).cmp(&(b.worker, &b.query)));
     }
     found
+}
+
+/// Puts `cell` in the row of worker `w`'s `query`, or adds an nsys-only
+/// row for it (the job's ids, host, worker and query noted); whether a
+/// row was added.
+fn add_cell(
+    index: &mut Index,
+    w: u32,
+    query: &str,
+    manifest: Option<&NsysCapture>,
+    cell: NsysCell,
+) -> bool {
+    let row = (index.captures.iter_mut()).find(|r| r.worker == Some(w) && r.query == query);
+    if let Some(r) = row {
+        r.nsys = Some(cell);
+        return false;
+    }
+    let host = manifest.map(|m| m.host.clone());
+    let job = &mut index.job;
+    if let Some(j) = manifest.and_then(|m| m.slurm_job_id.clone()) {
+        job.job_ids.insert(j);
+    }
+    job.hosts.extend(host.clone());
+    job.workers.insert(w);
+    job.queries.insert(replicate::split(query).0.to_string());
+    index.captures.push(nsys_only_row(w, query, host, cell));
+    true
 }
 
 /// The row of a query and worker with an nsys report and no perf capture.
@@ -173,7 +203,10 @@ fn read(dir: &Path, rel: &str) -> (NsysCell, Option<NsysCapture>) {
                 wait_seconds: m.wait_s(),
                 settle_seconds: m.settle_ms as f64 / 1000.0,
                 reason: m.reason.clone(),
-                profile: profile(dir, rel),
+                profile: profile(
+                    &dir.join(NSYS_PROFILE_DIR),
+                    &format!("{rel}/{NSYS_PROFILE_DIR}"),
+                ),
             };
             (cell, Some(m))
         }
@@ -216,11 +249,11 @@ struct ProcessedRow {
 /// The most bytes of a processed report's `summary.json` read.
 const MAX_SUMMARY: u64 = 1 << 20;
 
-/// The profile `jobprof process` made of the report in `dir`, if any.
-fn profile(dir: &Path, rel: &str) -> Option<NsysProfileCell> {
-    let out = dir.join(NSYS_PROFILE_DIR);
+/// The profile `jobprof process` wrote into `out` (`rel` from
+/// `profiles/perf`): a report's `jobprof/`, or one of its slices.
+fn profile(out: &Path, rel: &str) -> Option<NsysProfileCell> {
     let path = out.join(crate::capture::SUMMARY);
-    if fs::symlink_metadata(&path).ok()?.len() > MAX_SUMMARY || !is_real_dir(&out) {
+    if fs::symlink_metadata(&path).ok()?.len() > MAX_SUMMARY || !is_real_dir(out) {
         return None;
     }
     let p: Processed = serde_json::from_str(&read_plain(&path).ok()?).ok()?;
@@ -237,8 +270,7 @@ fn profile(dir: &Path, rel: &str) -> Option<NsysProfileCell> {
     };
     let fg = crate::capture::HTML;
     Some(NsysProfileCell {
-        flamegraph: is_plain_file(&out.join(fg))
-            .then(|| format!("{rel}/{}/{fg}", NSYS_PROFILE_DIR)),
+        flamegraph: is_plain_file(&out.join(fg)).then(|| format!("{rel}/{fg}")),
         samples: p.samples,
         read: p.read.clone(),
         top_waits: top("osrt.tsv"),

@@ -57,16 +57,16 @@ fn timeout(secs: u32, program: &str) -> Command {
 /// hang, a lost wakeup in nsys 2022.4's agent, docs/nsys.md; the timeout
 /// then prints "No transition in ...Shutdown"), then the importer when it
 /// left a `.qdstrm`.
-fn real_report(dir: &Path) -> PathBuf {
+pub(super) fn real_report(dir: &Path, worker: &str) -> PathBuf {
     let src = dir.join("worker.c");
-    fs::write(&src, WORKER).unwrap();
+    fs::write(&src, worker).unwrap();
     let exe = dir.join("worker");
     let cc = Command::new("gcc")
         .args(["-O1", "-g", "-fno-omit-frame-pointer", "-I", NVTX_INCLUDE])
         .arg(&src)
         .arg("-o")
         .arg(&exe)
-        .arg("-ldl")
+        .args(["-ldl", "-pthread"])
         .output()
         .unwrap();
     assert!(cc.status.success(), "{}", output_text(&cc));
@@ -126,12 +126,24 @@ fn end_agent(session: &str) {
 /// ns), from the columns named `Name`/`Range`, `Num Calls`/`Instances`
 /// and `Total Time (ns)`. Its export goes to `sqlite`.
 pub(super) fn stats(report: &Path, name: &str, sqlite: &Path) -> BTreeMap<String, (u64, u64)> {
-    let o = timeout(300, "nsys")
-        .args(["stats", "-q", "-r", name, "--format", "csv", "--sqlite"])
+    let mut c = timeout(300, "nsys");
+    c.args(["stats", "-q", "-r", name, "--format", "csv", "--sqlite"])
         .arg(sqlite)
-        .arg(report)
-        .output()
-        .unwrap();
+        .arg(report);
+    stats_of(&mut c)
+}
+
+/// `nsys stats -r NAME --format csv` of an export (`.sqlite`) itself.
+pub(super) fn export_stats(sqlite: &Path, name: &str) -> BTreeMap<String, (u64, u64)> {
+    let mut c = timeout(300, "nsys");
+    c.args(["stats", "-q", "-r", name, "--format", "csv"])
+        .arg(sqlite);
+    stats_of(&mut c)
+}
+
+/// The rows of the CSV an `nsys stats` command prints ([`stats`]).
+fn stats_of(c: &mut Command) -> BTreeMap<String, (u64, u64)> {
+    let o = c.output().unwrap();
     assert!(o.status.success(), "{}", output_text(&o));
     let text = String::from_utf8_lossy(&o.stdout).into_owned();
     let mut lines = text.lines().filter(|l| l.contains(','));
@@ -205,8 +217,29 @@ pub(super) fn cpu_samples(sqlite: &Path) -> u64 {
         .unwrap()
 }
 
+/// Whether the real nsys, its importer, the NVTX headers and gcc are
+/// here ([`util::require`]: a skip said loudly, a failure under CI).
+pub(super) fn require_real() -> bool {
+    let real = have("nsys")
+        && have("gcc")
+        && Path::new(IMPORTER).is_file()
+        && Path::new(NVTX_INCLUDE).join("nvtx3/nvToolsExt.h").is_file();
+    util::require(
+        real,
+        "the real Nsight Systems CLI, its importer and NVTX headers (Debian non-free's \
+         nsight-systems-target and nsight-systems, as .ci/run installs them) and gcc",
+    )
+}
+
 pub(super) fn jobprof_process(report: &Path) -> Output {
-    util::jobprof().arg("process").arg(report).output().unwrap()
+    jobprof_process_with(report, &[])
+}
+
+/// `jobprof process REPORT ARGS...`.
+pub(super) fn jobprof_process_with(report: &Path, args: &[&str]) -> Output {
+    (util::jobprof().arg("process").arg(report).args(args))
+        .output()
+        .unwrap()
 }
 
 /// jobprof reads the real report through the real `nsys export`: its
@@ -214,19 +247,11 @@ pub(super) fn jobprof_process(report: &Path) -> Output {
 /// NVTX tables equal `nsys stats` of the same nsys on the same report.
 #[test]
 fn a_real_report_read_by_jobprof_matches_nsys_stats() {
-    let real = have("nsys")
-        && have("gcc")
-        && Path::new(IMPORTER).is_file()
-        && Path::new(NVTX_INCLUDE).join("nvtx3/nvToolsExt.h").is_file();
-    if !util::require(
-        real,
-        "the real Nsight Systems CLI, its importer and NVTX headers (Debian non-free's \
-         nsight-systems-target and nsight-systems, as .ci/run installs them) and gcc",
-    ) {
+    if !require_real() {
         return;
     }
     let t = tempfile::tempdir().unwrap();
-    let report = real_report(t.path());
+    let report = real_report(t.path(), WORKER);
     // No export beside the report yet: jobprof runs `nsys export` itself.
     let o = jobprof_process(&report);
     assert!(o.status.success(), "{}", output_text(&o));

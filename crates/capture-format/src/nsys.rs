@@ -12,6 +12,10 @@ pub const NSYS_CAPTURE_JSON: &str = "nsys-capture.json";
 /// The directory beside a published report where `jobprof process`
 /// writes the profile it read from it (flamegraphs, tables, summary).
 pub const NSYS_PROFILE_DIR: &str = "jobprof";
+
+/// The directory in a report's profile directory where `jobprof process
+/// --slice-by` writes one profile per window (`slices/NAME/`).
+pub const NSYS_SLICES_DIR: &str = "slices";
 /// The version of `nsys-capture.json` this crate writes.
 pub const NSYS_FORMAT_VERSION: u32 = 1;
 

@@ -31,11 +31,13 @@
 //! The files: `find` finds the reports and opens their directories;
 //! `tool` finds and runs `nsys export`; `schema` opens the export and
 //! checks objects and columns; `samples` folds the CPU samples; `tables`
-//! the OS runtime calls, NVTX ranges and CUDA activity.
+//! the OS runtime calls, NVTX ranges and CUDA activity; `slice` finds the
+//! NVTX ranges that cut a report into per-query windows.
 
 mod find;
 mod samples;
 mod schema;
+mod slice;
 mod tables;
 mod tool;
 
@@ -46,6 +48,7 @@ use serde::Serialize;
 
 pub use find::{find, is_report, open_query, Found, Opened, NSYS_PROFILES, OUTPUT_DIR};
 pub use schema::Meta;
+pub use slice::{SliceBy, Window};
 pub use tool::NsysCli;
 
 /// What reading a report's export can fail with.
@@ -131,6 +134,22 @@ pub enum Error {
         name: String,
         /// `a view`, `a trigger`, `a virtual table`.
         kind: &'static str,
+    },
+    /// `--slice-by` matched more ranges than a report is cut into.
+    #[error(
+        "{}: {by} matches {count} NVTX ranges, more than the {max} windows one report is \
+         cut into; give a narrower pattern (a domain: nvtx:DOMAIN:PATTERN)",
+        path.display()
+    )]
+    TooManyWindows {
+        /// The export.
+        path: PathBuf,
+        /// The spec.
+        by: String,
+        /// The ranges it matched.
+        count: usize,
+        /// [`slice::MAX_WINDOWS`].
+        max: usize,
     },
     /// Reading the export took longer than the limit.
     #[error(
@@ -243,6 +262,25 @@ impl Cuts {
     }
 }
 
+/// A time window of the report, ns on the export's clock: `[start, end)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    /// First ns in it.
+    pub start: i64,
+    /// First ns past it.
+    pub end: i64,
+}
+
+impl Span {
+    /// The SQL condition of an event that starts in it (`start` column).
+    fn sql(span: Option<Span>) -> String {
+        match span {
+            Some(s) => format!("(start >= {} AND start < {})", s.start, s.end),
+            None => "1".into(),
+        }
+    }
+}
+
 /// Everything jobprof takes from one report.
 #[derive(Debug, Clone, Default)]
 pub struct Profile {
@@ -268,42 +306,86 @@ pub struct Profile {
     pub cuts: Cuts,
 }
 
+/// One window of a sliced report and its profile.
+#[derive(Debug, Clone)]
+pub struct Slice {
+    /// The window: its name as a query, its range and time.
+    pub window: Window,
+    /// What happened in it ([`Profile::cuts`]: the whole report's).
+    pub profile: Profile,
+}
+
 /// Reads the report of the query directory `opened` (its `.sqlite`
 /// beside it, or one made now by `nsys` in a private temporary directory
 /// outside the tree, removed after), and how it was read (`the .sqlite
-/// beside it`, or the export command).
+/// beside it`, or the export command); with `by`, also the profile of
+/// each window it cuts ([`read_sliced`]).
 pub fn read_report(
     opened: &Opened,
     nsys: &std::result::Result<NsysCli, String>,
     limits: &Limits,
-) -> Result<(Profile, String)> {
+    by: Option<&SliceBy>,
+) -> Result<(Profile, Vec<Slice>, String)> {
     let export = tool::export_of(opened, nsys)?;
-    let profile = read(export.file, &export.path, limits)?;
-    Ok((profile, export.how))
+    let (profile, slices) = read_sliced(export.file, &export.path, limits, by)?;
+    Ok((profile, slices, export.how))
 }
 
 /// Reads the export open as `file` (shown as `path`) into a [`Profile`].
 pub fn read(file: std::fs::File, path: &std::path::Path, limits: &Limits) -> Result<Profile> {
+    read_sliced(file, path, limits, None).map(|(p, _)| p)
+}
+
+/// Reads the export open as `file` (shown as `path`): the whole report,
+/// and with `by` each window it cuts, in the order they started (one more
+/// pass over the events per window; the names are read once).
+pub fn read_sliced(
+    file: std::fs::File,
+    path: &std::path::Path,
+    limits: &Limits,
+    by: Option<&SliceBy>,
+) -> Result<(Profile, Vec<Slice>)> {
     let db = schema::Db::open(file, path, limits)?;
     let meta = db.meta()?;
     let mut names = samples::Names::read(&db, limits)?;
-    let (cpu, samples) = samples::fold(&db, &mut names)?;
-    let (waits, osrt) = match tables::osrt(&db, &mut names)? {
+    let whole = profile(&db, &mut names, &meta, None)?;
+    let windows = match by {
+        Some(by) => slice::windows(&db, &names, by)?,
+        None => Vec::new(),
+    };
+    let mut slices = Vec::with_capacity(windows.len());
+    for window in windows {
+        let profile = profile(&db, &mut names, &meta, Some(window.span))?;
+        slices.push(Slice { window, profile });
+    }
+    let cuts = names.cuts();
+    for s in &mut slices {
+        s.profile.cuts = cuts;
+    }
+    Ok((Profile { cuts, ..whole }, slices))
+}
+
+/// The profile of the events that start in `span` (all without one).
+fn profile(
+    db: &schema::Db,
+    names: &mut samples::Names,
+    meta: &Meta,
+    span: Option<Span>,
+) -> Result<Profile> {
+    let (cpu, samples) = samples::fold(db, names, span)?;
+    let (waits, osrt) = match tables::osrt(db, names, span)? {
         Some((w, s)) => (w, Some(s)),
         None => (Vec::new(), None),
     };
-    let nvtx = tables::nvtx(&db, &names)?;
-    let kernels = tables::kernels(&db, &names)?;
-    let memcpy = tables::memcpy(&db, &names)?;
     Ok(Profile {
-        meta,
+        meta: meta.clone(),
         cpu,
         samples,
         waits,
         osrt,
-        nvtx,
-        kernels,
-        memcpy,
+        nvtx: tables::nvtx(db, names, span)?,
+        kernels: tables::kernels(db, names, span)?,
+        memcpy: tables::memcpy(db, names, span)?,
         cuts: names.cuts(),
     })
 }

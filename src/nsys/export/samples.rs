@@ -15,7 +15,7 @@ use std::cell::Cell;
 use rustc_hash::FxHashMap;
 
 use super::schema::Db;
-use super::{Cuts, Limits, Result};
+use super::{Cuts, Limits, Result, Span};
 
 /// nsys's marks where an unwind stopped: not functions, left out.
 const MARKS: [&str; 2] = ["[Broken backtraces]", "[Max depth]"];
@@ -378,16 +378,26 @@ impl<'s> Chains<'s> {
 }
 
 /// The CPU samples folded, and how many there were (a sample without a
-/// call chain counts too, as `thread;[unknown]`).
-pub(super) fn fold(db: &Db, names: &mut Names) -> Result<(Vec<(String, u64)>, u64)> {
-    if !db.has("COMPOSITE_EVENTS", &["id", "globalTid"])? {
+/// call chain counts too, as `thread;[unknown]`); only those taken in
+/// `span` when given.
+pub(super) fn fold(
+    db: &Db,
+    names: &mut Names,
+    span: Option<Span>,
+) -> Result<(Vec<(String, u64)>, u64)> {
+    let needed: &[&str] = match span {
+        Some(_) => &["id", "globalTid", "start"],
+        None => &["id", "globalTid"],
+    };
+    if !db.has("COMPOSITE_EVENTS", needed)? {
         return Ok((Vec::new(), 0));
     }
     let what = "the CPU samples (COMPOSITE_EVENTS, SAMPLING_CALLCHAINS)";
-    let mut samples = db
-        .conn
-        .prepare("SELECT id, globalTid FROM COMPOSITE_EVENTS ORDER BY id")
-        .map_err(db.err(what))?;
+    let sql = format!(
+        "SELECT id, globalTid FROM COMPOSITE_EVENTS WHERE {} ORDER BY id",
+        Span::sql(span)
+    );
+    let mut samples = db.conn.prepare(&sql).map_err(db.err(what))?;
     let chain_sql = chain_query(db, "SAMPLING_CALLCHAINS")?;
     let mut chain_st = match &chain_sql {
         Some(sql) => Some(db.conn.prepare(sql).map_err(db.err(what))?),

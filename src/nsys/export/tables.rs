@@ -2,7 +2,8 @@
 //! for the waits' stacks), NVTX ranges (`NVTX_EVENTS`), CUDA kernels and
 //! memory copies (`CUPTI_ACTIVITY_KIND_KERNEL`, `..._MEMCPY`), each by the
 //! rule of the `nsys stats` report it matches (`osrtsum`, `nvtxsum`,
-//! `gpukernsum`, `gpumemtimesum`).
+//! `gpukernsum`, `gpumemtimesum`); each limited to the events that start
+//! in a window when one is given (`slice`).
 
 use std::collections::HashMap;
 
@@ -10,7 +11,7 @@ use rustc_hash::FxHashMap;
 
 use super::samples::{chain_query, key, Chains, Names};
 use super::schema::Db;
-use super::{sorted, stats, Result, Stat};
+use super::{sorted, stats, Result, Span, Stat};
 
 /// `OSRT_API.eventClass` of a call (`TRACE_PROCESS_EVENT_OS_RUNTIME`);
 /// the others mark the trace's start and end (osrtsum counts 27 only).
@@ -39,7 +40,7 @@ pub(super) type Waits = (Vec<(String, u64)>, Vec<Stat>);
 /// each distinct chain read once and kept as frame ids; the waits are
 /// summed by (thread, chain, call) and each such stack's text built once
 /// at the end, so the work grows with the export, not with calls x depth.
-pub(super) fn osrt(db: &Db, names: &mut Names) -> Result<Option<Waits>> {
+pub(super) fn osrt(db: &Db, names: &mut Names, span: Option<Span>) -> Result<Option<Waits>> {
     let needed = ["start", "end", "eventClass", "globalTid", "nameId"];
     if !db.has("OSRT_API", &needed)? {
         return Ok(None);
@@ -48,7 +49,8 @@ pub(super) fn osrt(db: &Db, names: &mut Names) -> Result<Option<Waits>> {
     let cc = col_or_null(db, "OSRT_API", "callchainId")?;
     let sql = format!(
         "SELECT start, end, globalTid, nameId, {cc} FROM OSRT_API \
-         WHERE eventClass = {OSRT_CALL} ORDER BY {cc}"
+         WHERE eventClass = {OSRT_CALL} AND {} ORDER BY {cc}",
+        Span::sql(span)
     );
     let mut calls = db.conn.prepare(&sql).map_err(db.err(what))?;
     let chain_sql = chain_query(db, "OSRT_CALLCHAINS")?;
@@ -108,33 +110,57 @@ pub(super) fn osrt(db: &Db, names: &mut Names) -> Result<Option<Waits>> {
     Ok(Some((sorted(folded), stats(per_name))))
 }
 
+/// One NVTX range as read: its time, text and domain.
+pub(super) struct NvtxRange {
+    pub(super) start: i64,
+    pub(super) end: i64,
+    /// Its registered string, else its text (clean).
+    pub(super) text: String,
+    /// Its domain's name; `None`: the default domain.
+    pub(super) domain: Option<String>,
+}
+
+impl NvtxRange {
+    /// The name `nvtxsum` gives it: `domain:text` in a named domain.
+    pub(super) fn name(&self) -> String {
+        match &self.domain {
+            Some(d) => format!("{d}:{}", self.text),
+            None => self.text.clone(),
+        }
+    }
+}
+
 /// The NVTX ranges per name, as `nvtxsum` names them (`domain:text` in a
-/// named domain); a range without an end lasts to the trace's last NVTX
-/// time. Push/pop and start/end ranges of one name are one row.
-pub(super) fn nvtx(db: &Db, names: &Names) -> Result<Option<Vec<Stat>>> {
+/// named domain), those that start in `span`. Push/pop and start/end
+/// ranges of one name are one row.
+pub(super) fn nvtx(db: &Db, names: &Names, span: Option<Span>) -> Result<Option<Vec<Stat>>> {
+    let mut per_name: HashMap<String, Vec<u64>> = HashMap::new();
+    let traced = nvtx_ranges(db, names, span, |r| {
+        let ns = r.end.saturating_sub(r.start).max(0) as u64;
+        per_name.entry(r.name()).or_default().push(ns);
+    })?;
+    Ok(traced.then(|| stats(per_name)))
+}
+
+/// Hands every NVTX range that starts in `span` to `f`; `false` without
+/// an NVTX trace. A range without an end lasts to the trace's last NVTX
+/// time.
+pub(super) fn nvtx_ranges(
+    db: &Db,
+    names: &Names,
+    span: Option<Span>,
+    mut f: impl FnMut(NvtxRange),
+) -> Result<bool> {
     if !db.has(
         "NVTX_EVENTS",
         &["start", "end", "eventType", "text", "globalTid"],
     )? {
-        return Ok(None);
+        return Ok(false);
     }
     let what = "the NVTX ranges (NVTX_EVENTS)";
     let text_id = col_or_null(db, "NVTX_EVENTS", "textId")?;
     let domain_id = col_or_null(db, "NVTX_EVENTS", "domainId")?;
-    // Domains per process: (domain id, pid bits) -> name, the first made.
-    let mut domains: FxHashMap<(i64, i64), String> = FxHashMap::default();
-    let sql = format!(
-        "SELECT {domain_id}, globalTid, text FROM NVTX_EVENTS \
-         WHERE eventType = {NVTX_DOMAIN_CREATE} ORDER BY start DESC"
-    );
-    db.each(&sql, what, |r| {
-        let d: Option<i64> = r.get(0)?;
-        let tid: i64 = r.get::<_, Option<i64>>(1)?.unwrap_or(0);
-        if let (Some(d), Some(t)) = (d, r.get::<_, Option<String>>(2)?) {
-            domains.insert((d, tid & PID_BITS), names.clean(&t));
-        }
-        Ok(())
-    })?;
+    let domains = nvtx_domains(db, names, &domain_id)?;
     let max_ts: i64 = db
         .conn
         .query_row(
@@ -147,49 +173,53 @@ pub(super) fn nvtx(db: &Db, names: &Names) -> Result<Option<Vec<Stat>>> {
     let types = NVTX_RANGES.map(|t| t.to_string()).join(",");
     let sql = format!(
         "SELECT start, end, text, {text_id}, {domain_id}, globalTid FROM NVTX_EVENTS \
-         WHERE eventType IN ({types})"
+         WHERE eventType IN ({types}) AND {}",
+        Span::sql(span)
     );
-    let mut st = db.conn.prepare(&sql).map_err(db.err(what))?;
-    let mut rows = st.query([]).map_err(db.err(what))?;
-    let mut per_name: HashMap<String, Vec<u64>> = HashMap::new();
-    while let Some(r) = rows.next().map_err(db.err(what))? {
-        let start: i64 = r
-            .get::<_, Option<i64>>(0)
-            .map_err(db.err(what))?
-            .unwrap_or(0);
-        let end: i64 = r
-            .get::<_, Option<i64>>(1)
-            .map_err(db.err(what))?
-            .unwrap_or(max_ts);
-        let text: Option<String> = r.get(2).map_err(db.err(what))?;
+    db.each(&sql, what, |r| {
+        let start: i64 = r.get::<_, Option<i64>>(0)?.unwrap_or(0);
+        let end: i64 = r.get::<_, Option<i64>>(1)?.unwrap_or(max_ts);
+        let text: Option<String> = r.get(2)?;
         let text = text.map(|t| names.clean(&t));
-        let tid_text = r
-            .get::<_, Option<i64>>(3)
-            .map_err(db.err(what))?
-            .and_then(|i| names.lookup(i).map(str::to_string));
-        let domain = r.get::<_, Option<i64>>(4).map_err(db.err(what))?;
-        let tid: i64 = r
-            .get::<_, Option<i64>>(5)
-            .map_err(db.err(what))?
-            .unwrap_or(0);
-        let tag = tid_text.or(text).unwrap_or_default();
-        let name = match domain.and_then(|d| domains.get(&(d, tid & PID_BITS))) {
-            Some(d) => format!("{d}:{tag}"),
-            None => tag,
-        };
-        per_name
-            .entry(name)
-            .or_default()
-            .push(end.saturating_sub(start).max(0) as u64);
-    }
-    Ok(Some(stats(per_name)))
+        let tid_text =
+            (r.get::<_, Option<i64>>(3)?).and_then(|i| names.lookup(i).map(str::to_string));
+        let domain = r.get::<_, Option<i64>>(4)?;
+        let tid: i64 = r.get::<_, Option<i64>>(5)?.unwrap_or(0);
+        f(NvtxRange {
+            start,
+            end,
+            text: tid_text.or(text).unwrap_or_default(),
+            domain: domain.and_then(|d| domains.get(&(d, tid & PID_BITS)).cloned()),
+        });
+        Ok(())
+    })?;
+    Ok(true)
+}
+
+/// The NVTX domains per process: (domain id, pid bits) -> name, the first
+/// made.
+fn nvtx_domains(db: &Db, names: &Names, domain_id: &str) -> Result<FxHashMap<(i64, i64), String>> {
+    let mut domains: FxHashMap<(i64, i64), String> = FxHashMap::default();
+    let sql = format!(
+        "SELECT {domain_id}, globalTid, text FROM NVTX_EVENTS \
+         WHERE eventType = {NVTX_DOMAIN_CREATE} ORDER BY start DESC"
+    );
+    db.each(&sql, "the NVTX domains (NVTX_EVENTS)", |r| {
+        let d: Option<i64> = r.get(0)?;
+        let tid: i64 = r.get::<_, Option<i64>>(1)?.unwrap_or(0);
+        if let (Some(d), Some(t)) = (d, r.get::<_, Option<String>>(2)?) {
+            domains.insert((d, tid & PID_BITS), names.clean(&t));
+        }
+        Ok(())
+    })?;
+    Ok(domains)
 }
 
 /// The process part of a `globalTid` (what `nvtxsum` matches domains by).
 const PID_BITS: i64 = 0x0000_FFFF_FF00_0000;
 
 /// The CUDA kernels per (demangled) name; `None` when none ran.
-pub(super) fn kernels(db: &Db, names: &Names) -> Result<Option<Vec<Stat>>> {
+pub(super) fn kernels(db: &Db, names: &Names, span: Option<Span>) -> Result<Option<Vec<Stat>>> {
     let table = "CUPTI_ACTIVITY_KIND_KERNEL";
     let Some(cols) = db.columns(table)? else {
         return Ok(None);
@@ -201,7 +231,10 @@ pub(super) fn kernels(db: &Db, names: &Names) -> Result<Option<Vec<Stat>>> {
     if !db.has(table, &["start", "end", name_col])? {
         return Ok(None);
     }
-    let sql = format!("SELECT start, end, {name_col} FROM {table}");
+    let sql = format!(
+        "SELECT start, end, {name_col} FROM {table} WHERE {}",
+        Span::sql(span)
+    );
     durations(db, &sql, "the CUDA kernels", |id| {
         names.string(id).to_string()
     })
@@ -209,7 +242,7 @@ pub(super) fn kernels(db: &Db, names: &Names) -> Result<Option<Vec<Stat>>> {
 
 /// The CUDA memory copies per kind (`ENUM_CUDA_MEMCPY_OPER`'s label,
 /// `Host-to-Device`); `None` when none ran.
-pub(super) fn memcpy(db: &Db, names: &Names) -> Result<Option<Vec<Stat>>> {
+pub(super) fn memcpy(db: &Db, names: &Names, span: Option<Span>) -> Result<Option<Vec<Stat>>> {
     let table = "CUPTI_ACTIVITY_KIND_MEMCPY";
     if !db.has(table, &["start", "end", "copyKind"])? {
         return Ok(None);
@@ -229,7 +262,10 @@ pub(super) fn memcpy(db: &Db, names: &Names) -> Result<Option<Vec<Stat>>> {
             Ok(())
         })?;
     }
-    let sql = format!("SELECT start, end, copyKind FROM {table}");
+    let sql = format!(
+        "SELECT start, end, copyKind FROM {table} WHERE {}",
+        Span::sql(span)
+    );
     durations(db, &sql, "the CUDA memory copies", |k| match k {
         Some(k) => kinds
             .get(&k)
