@@ -40,6 +40,7 @@ shot() {
     --disable-background-networking --disable-component-update --disable-sync \
     --host-resolver-rules='MAP * ~NOTFOUND' --hide-scrollbars \
     --user-data-dir="$work/chromium" --virtual-time-budget=5000 \
+    --allow-file-access-from-files \
     --window-size="$3,$4" --screenshot="$2" "$1" 2> /dev/null
   echo "$2"
 }
@@ -111,3 +112,29 @@ perf script -i "$work/perf.data" 2> /dev/null | "$jobprof" fold -q \
   | "$jobprof" render --count-name ns --title 'xz -T2 | gzip | sort (perf, 1999 Hz)' \
     -o "$work/render.html"
 shot "file://$work/render.html" docs/render-screenshot.png 1400 900
+
+# Two pictures from real runs the tests keep, when given (each run takes
+# minutes, so they are made once by the tests):
+#   JOBPROF_TREND_RUNS=DIR   the DuckDB runs tests/trend.rs keeps with
+#                            JOBPROF_TEST_TREND_RUNS=DIR: q1 of an unchanged
+#                            run against the run with injected work, 4
+#                            replicates a side -> docs/diff-replicates-screenshot.png
+#   JOBPROF_SLICES=DIR       the outputs tests/nsys/real_slices.rs keeps with
+#                            JOBPROF_TEST_KEEP_SLICES=DIR: the page of slice
+#                            q2 of a real nsys report -> docs/nsys-slice-screenshot.png
+# A page that scrolls itself (a deep graph opens on its root) is shot in a
+# frame of the window's size: headless Chromium's --screenshot paints a
+# scrolled page blank.
+framed() {
+  printf '<!DOCTYPE html><html><body style="margin:0"><iframe src="%s" width="%s" height="%s" style="border:0;display:block"></iframe></body></html>' \
+    "$1" "$3" "$4" > "$work/framed.html"
+  shot "file://$work/framed.html" "$2" "$3" "$4"
+}
+if [ -n "${JOBPROF_TREND_RUNS:-}" ]; then
+  "$jobprof" diff "$JOBPROF_TREND_RUNS/run_7001" "$JOBPROF_TREND_RUNS/run_7004" --query q1 \
+    -o "$work/diff-q1.html" > /dev/null 2>&1
+  framed "file://$work/diff-q1.html" docs/diff-replicates-screenshot.png 1400 900
+fi
+if [ -n "${JOBPROF_SLICES:-}" ]; then
+  framed "file://$JOBPROF_SLICES/slices/q2/flamegraph.html" docs/nsys-slice-screenshot.png 1400 900
+fi

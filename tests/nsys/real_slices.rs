@@ -117,6 +117,17 @@ fn a_real_report_cut_per_nvtx_range_matches_the_export_and_nsys_stats() {
     );
     eprint!("{}", String::from_utf8_lossy(&o.stdout));
     let out = t.path().join("r.nsys-rep.jobprof");
+    // JOBPROF_TEST_KEEP_SLICES=DIR keeps the outputs there (the picture in
+    // docs/nsys.md is one slice's page: scripts/screenshots.sh).
+    if let Some(keep) = std::env::var_os("JOBPROF_TEST_KEEP_SLICES") {
+        let status = std::process::Command::new("cp")
+            .args(["-a", "--"])
+            .arg(&out)
+            .arg(&keep)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
     let sqlite = t.path().join("stats.sqlite");
     let (osrt, nvtx) = report_names();
     let whole_osrt = stats(&report, osrt, &sqlite);
