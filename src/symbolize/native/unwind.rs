@@ -12,8 +12,10 @@
 //! a null address ends the chain, and unwinding stops at an address in no
 //! mapped file or in a file without unwind tables (where perf's libunwind
 //! stops too) or where a stack read falls outside the copy (perf never
-//! reads the copy's last word; a return address past the copy reads as 0,
-//! which perf prints as one last `ffffffffffffffff [unknown]` frame, and a
+//! reads the copy's last word; a return address past the copy, in a map
+//! perf knows, reads as 0, which perf prints as one last `ffffffffffffffff
+//! [unknown]` frame, and in no map or the main thread's `[stack]` ends the
+//! stack there; and a
 //! frame pointer whose save slot lies below the copy poisons the frames
 //! that need it). The tables are read once per DSO and shared
 //! by every shard, time slice and capture of a run ([`super::store`]); each run keeps one
@@ -32,11 +34,13 @@ use object::{Endianness, Object, ObjectSection};
 use rustc_hash::FxHashMap;
 
 mod cfi;
+mod go;
 mod leaf;
 mod root;
 
 use super::elf::load_segments;
 use super::threads::Maps;
+use go::go_roots;
 
 /// The most user frames perf script takes from one unwinding (libunwind's
 /// `ips[]`, `PERF_MAX_STACK_DEPTH`).
@@ -189,47 +193,6 @@ pub fn load(resolved: &Resolved) -> Result<Option<DsoUnwind>, Shrank> {
     Ok((usable && !t.segments.is_empty()).then_some(t))
 }
 
-/// The functions a Go stack starts in, as Go's own traceback
-/// (`topofstack`) stops at them: `runtime.goexit` under every goroutine,
-/// `runtime.mstart` under each thread's scheduler stack, `runtime.rt0_go`
-/// under the first, and where a call switched to the scheduler stack
-/// (`runtime.systemstack`, `runtime.mcall`, `runtime.morestack`: the
-/// caller's frames are on another stack, not in the sample's copy), by
-/// address, when `file` is a Go binary (a `.go.buildinfo` or `.gopclntab`
-/// section) with a symbol table. Their CFI describes a frame like any
-/// other, so an unwinder steps past them into whatever the words above
-/// hold (an `[unknown]` root, or stale frames of a reused stack). `perf
-/// script` has no say here: its libunwind prints a Go dwarf stack as its
-/// leaf alone (Go has `.debug_frame`, no `.eh_frame`).
-fn go_roots(file: &ElfFile64<'_, Endianness>) -> Vec<Range<u64>> {
-    use object::ObjectSymbol;
-    let go = file.section_by_name(".go.buildinfo").is_some()
-        || file.section_by_name(".gopclntab").is_some();
-    if !go {
-        return Vec::new();
-    }
-    file.symbols()
-        .filter(|s| s.size() > 0)
-        .filter(|s| s.name().is_ok_and(is_go_root))
-        .map(|s| s.address()..s.address().saturating_add(s.size()))
-        .collect()
-}
-
-/// Whether `name` is one of Go's outermost functions ([`go_roots`]), with
-/// or without the `.abi0` suffix of assembly functions.
-fn is_go_root(name: &str) -> bool {
-    let name = name.strip_suffix(".abi0").unwrap_or(name);
-    matches!(
-        name,
-        "runtime.goexit"
-            | "runtime.mstart"
-            | "runtime.rt0_go"
-            | "runtime.systemstack"
-            | "runtime.mcall"
-            | "runtime.morestack"
-    )
-}
-
 /// The executable `PT_LOAD` segments' addresses, widened to 4 KiB pages
 /// as the kernel maps them.
 fn exec_segments(file: &ElfFile64<'_, Endianness>) -> Vec<Range<u64>> {
@@ -361,6 +324,8 @@ pub struct Unwinding {
     x86: State<X86>,
     a64: State<A64>,
     tables: Vec<Option<Option<Arc<DsoUnwind>>>>,
+    /// DSO ids of perf's "no DSO" memory ([`Unwinding::no_dso`]).
+    no_dso: rustc_hash::FxHashSet<u32>,
 }
 
 impl std::fmt::Debug for Unwinding {
@@ -526,6 +491,17 @@ impl Unwinding {
         }
     }
 
+    /// DSO `dso` (named `name`) is what perf calls memory without a DSO
+    /// (`is_no_dso_memory`: the main thread's `[stack]`, `[heap]`, SysV
+    /// shared memory): a stack read past the copy that lands there fails
+    /// in perf and ends the stack, where one in other memory (a thread's
+    /// anonymous stack) reads as 0 and adds a last `[unknown]` frame.
+    pub fn dso_named(&mut self, dso: u32, name: &str) {
+        if name.starts_with("[stack") || name.starts_with("/SYSV") || name == "[heap]" {
+            self.no_dso.insert(dso);
+        }
+    }
+
     /// Process `pid`'s maps changed (a new map, a fork): its unwinder is
     /// rebuilt at its next sample.
     pub fn maps_changed(&mut self, pid: i32) {
@@ -547,6 +523,7 @@ impl Unwinding {
         out: &mut Vec<u64>,
     ) -> Stop {
         let tables = &mut self.tables;
+        let maps = maps.map(|m| (m, &self.no_dso));
         if self.aarch64 {
             walk::<A64>(&mut self.a64, tables, pid, maps, load, regs, stack, out)
         } else {
@@ -561,7 +538,7 @@ fn walk<A: UnwindArch>(
     st: &mut State<A>,
     tables: &mut Vec<Option<Option<Arc<DsoUnwind>>>>,
     pid: i32,
-    maps: Option<&Maps>,
+    maps: Option<(&Maps, &rustc_hash::FxHashSet<u32>)>,
     load: &mut dyn FnMut(u32) -> Option<Arc<DsoUnwind>>,
     sampled: &Regs<'_>,
     stack: &[u8],
@@ -574,7 +551,7 @@ fn walk<A: UnwindArch>(
     if ip != 0 {
         out.push(ip);
     }
-    let Some(maps) = maps else {
+    let Some((maps, no_dso)) = maps else {
         return Stop::NoTables;
     };
     st.procs
@@ -638,10 +615,15 @@ fn walk<A: UnwindArch>(
                 // A return address of 0 ends a stack as the ABI says.
                 None => return Stop::Outermost,
             },
-            // A return address beyond the copy reads as 0 in perf, which
-            // libunwind takes as one more frame (printed as 0 - 1).
+            // A return address beyond the copy, in a map perf knows (a
+            // thread's anonymous stack, recorded as a data map), reads as 0
+            // in perf, which libunwind takes as one more frame (printed as
+            // 0 - 1); in no map or in perf's "no DSO" memory (the main
+            // thread's `[stack]`), the read fails and the stack ends there.
             Err(framehop::Error::CouldNotReadStack(a)) if a >= sp && a.saturating_add(8) >= end => {
-                out.push(u64::MAX);
+                if maps.find(a).is_some_and(|m| !no_dso.contains(&m.dso)) {
+                    out.push(u64::MAX);
+                }
                 return Stop::StackCopy;
             }
             Ok(None) => {
@@ -769,17 +751,7 @@ mod tests {
     }
 
     #[test]
-    fn go_stacks_start_in_the_runtime_s_outermost_functions() {
-        assert!(is_go_root("runtime.goexit.abi0"));
-        assert!(is_go_root("runtime.goexit"));
-        assert!(is_go_root("runtime.systemstack.abi0"));
-        assert!(is_go_root("runtime.mstart.abi0"));
-        // Called by them, not under them.
-        assert!(!is_go_root("runtime.goexit1"));
-        assert!(!is_go_root("runtime.mstart0"));
-        assert!(!is_go_root("runtime.systemstack_switch"));
-        assert!(!is_go_root("main.main"));
-        // Not a Go binary: nothing is looked up.
+    fn a_binary_not_of_go_has_no_go_roots() {
         let exe = std::env::current_exe().unwrap();
         let t = load(&host_file(exe.to_str().unwrap(), None))
             .unwrap()
