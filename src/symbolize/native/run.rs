@@ -395,7 +395,6 @@ impl<'a> Run<'a> {
             jit,
         });
         self.dso_ids.insert(path.to_vec(), id);
-        self.unwind.dso_named(id, &self.dsos[id as usize].name);
         id
     }
 

@@ -14,8 +14,8 @@
 //! stops too) or where a stack read falls outside the copy (perf never
 //! reads the copy's last word; a return address past the copy, in a map
 //! perf knows, reads as 0, which perf prints as one last `ffffffffffffffff
-//! [unknown]` frame, and in no map or the main thread's `[stack]` ends the
-//! stack there; and a
+//! [unknown]` frame, and in no map ends the stack there, as does a CFA
+//! read past it (a stack-realigning function's); and a
 //! frame pointer whose save slot lies below the copy poisons the frames
 //! that need it). The tables are read once per DSO and shared
 //! by every shard, time slice and capture of a run ([`super::store`]); each run keeps one
@@ -324,8 +324,6 @@ pub struct Unwinding {
     x86: State<X86>,
     a64: State<A64>,
     tables: Vec<Option<Option<Arc<DsoUnwind>>>>,
-    /// DSO ids of perf's "no DSO" memory ([`Unwinding::no_dso`]).
-    no_dso: rustc_hash::FxHashSet<u32>,
 }
 
 impl std::fmt::Debug for Unwinding {
@@ -491,17 +489,6 @@ impl Unwinding {
         }
     }
 
-    /// DSO `dso` (named `name`) is what perf calls memory without a DSO
-    /// (`is_no_dso_memory`: the main thread's `[stack]`, `[heap]`, SysV
-    /// shared memory): a stack read past the copy that lands there fails
-    /// in perf and ends the stack, where one in other memory (a thread's
-    /// anonymous stack) reads as 0 and adds a last `[unknown]` frame.
-    pub fn dso_named(&mut self, dso: u32, name: &str) {
-        if name.starts_with("[stack") || name.starts_with("/SYSV") || name == "[heap]" {
-            self.no_dso.insert(dso);
-        }
-    }
-
     /// Process `pid`'s maps changed (a new map, a fork): its unwinder is
     /// rebuilt at its next sample.
     pub fn maps_changed(&mut self, pid: i32) {
@@ -523,7 +510,6 @@ impl Unwinding {
         out: &mut Vec<u64>,
     ) -> Stop {
         let tables = &mut self.tables;
-        let maps = maps.map(|m| (m, &self.no_dso));
         if self.aarch64 {
             walk::<A64>(&mut self.a64, tables, pid, maps, load, regs, stack, out)
         } else {
@@ -538,7 +524,7 @@ fn walk<A: UnwindArch>(
     st: &mut State<A>,
     tables: &mut Vec<Option<Option<Arc<DsoUnwind>>>>,
     pid: i32,
-    maps: Option<(&Maps, &rustc_hash::FxHashSet<u32>)>,
+    maps: Option<&Maps>,
     load: &mut dyn FnMut(u32) -> Option<Arc<DsoUnwind>>,
     sampled: &Regs<'_>,
     stack: &[u8],
@@ -551,7 +537,7 @@ fn walk<A: UnwindArch>(
     if ip != 0 {
         out.push(ip);
     }
-    let Some((maps, no_dso)) = maps else {
+    let Some(maps) = maps else {
         return Stop::NoTables;
     };
     st.procs
@@ -601,6 +587,9 @@ fn walk<A: UnwindArch>(
             Some(row) => match cfi_step::<A>(t, &row, &mut regs, first, sampled, &mut read) {
                 Ok(r) => Ok(r),
                 Err(cfi::Fail::Read(a)) => Err(framehop::Error::CouldNotReadStack(a)),
+                // perf reads such a word as 0 (or fails): a CFA of 0 whose
+                // return address it cannot read. The stack ends, no frame.
+                Err(cfi::Fail::ReadCfa) => return Stop::StackCopy,
                 Err(cfi::Fail::Unsupported) => return Stop::Unsupported,
                 Err(cfi::Fail::Backwards) => return Stop::Lost,
             },
@@ -615,13 +604,12 @@ fn walk<A: UnwindArch>(
                 // A return address of 0 ends a stack as the ABI says.
                 None => return Stop::Outermost,
             },
-            // A return address beyond the copy, in a map perf knows (a
-            // thread's anonymous stack, recorded as a data map), reads as 0
-            // in perf, which libunwind takes as one more frame (printed as
-            // 0 - 1); in no map or in perf's "no DSO" memory (the main
-            // thread's `[stack]`), the read fails and the stack ends there.
+            // A return address beyond the copy, in a map perf knows (the
+            // thread's stack, recorded as a data map), reads as 0 in perf,
+            // which libunwind takes as one more frame (printed as 0 - 1);
+            // in no map, the read fails and the stack ends there.
             Err(framehop::Error::CouldNotReadStack(a)) if a >= sp && a.saturating_add(8) >= end => {
-                if maps.find(a).is_some_and(|m| !no_dso.contains(&m.dso)) {
+                if maps.find(a).is_some() {
                     out.push(u64::MAX);
                 }
                 return Stop::StackCopy;
