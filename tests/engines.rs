@@ -29,17 +29,6 @@ const QUERIES: [&str; 4] = ["q1", "q2", "q3", "q4"];
 /// The least share of a query's weight on identical stacks.
 const AGREEMENT: f64 = 0.995;
 
-/// Velox with `--call-graph dwarf`: 97.0-100% per query measured (before
-/// the demangler's fix: 0.8-9.7%). The one difference left: jobprof adds
-/// a root `[unknown]` where perf's stack stops (`python;[unknown];
-/// [libvelox.so];...`, `CPUThreadPool1;[unknown];facebook::velox::exec::
-/// VectorHasher::...`): the address its unwinder takes as the outermost
-/// frame's return address (`root::Trail`), which perf's libunwind does not
-/// print on these stacks. The threshold leaves room for a few such samples
-/// in a query of a few hundred; docs/symbols.md says so (issue 57's 99.5%
-/// goal is not met on Velox dwarf yet).
-const VELOX_DWARF_AGREEMENT: f64 = 0.95;
-
 /// Pinned (keep in step with .ci/run): the agreement is measured on these
 /// builds (their symbol tables, mangling schemes and unwind tables); a new
 /// release is a new measurement, not a drop-in.
@@ -115,6 +104,14 @@ fn capture(py: &Path, engine: &str, call_graph: &str) -> Captured {
         ],
         &[],
     );
+    // JOBPROF_TEST_ENGINE_KEEP=DIR copies the capture there (to study the
+    // differences with perf script by hand).
+    if let Some(dir) = std::env::var_os("JOBPROF_TEST_ENGINE_KEEP") {
+        util::copy_tree(
+            &root,
+            &Path::new(&dir).join(format!("{engine}-{call_graph}")),
+        );
+    }
     Captured { _keep: keep, root }
 }
 
@@ -271,17 +268,13 @@ fn check(engine: &str, call_graph: &str) {
 fn check_modes(engine: &str, call_graph: &str, inlines: &[bool]) {
     let Some(py) = python(engine) else { return };
     let c = capture(&py, engine, call_graph);
-    let needed = match (engine, call_graph) {
-        ("velox", "dwarf") => VELOX_DWARF_AGREEMENT,
-        _ => AGREEMENT,
-    };
     let tmp = tempfile::tempdir().unwrap();
     let mut failed = String::new();
     let mut row = BTreeMap::new();
     for &inline in inlines {
         let ours = process(&c, tmp.path(), inline);
         for q in QUERIES {
-            let (a, f) = compare(&c, &ours, q, inline, needed);
+            let (a, f) = compare(&c, &ours, q, inline, AGREEMENT);
             row.insert((inline, q), a);
             failed += &f;
         }

@@ -70,6 +70,7 @@ unsafe impl stable_deref_trait::StableDeref for Bytes {}
 // SAFETY: as above.
 unsafe impl stable_deref_trait::CloneStableDeref for Bytes {}
 
+mod names;
 mod units;
 
 /// An addr2line context. It fills its tables lazily and is not `Sync`:
@@ -93,6 +94,8 @@ pub struct Debug {
     /// The mapped files read in place (lookups read them lazily), with
     /// their paths: one that shrank names no inline frame from then on.
     maps: Vec<(Arc<Mapping>, PathBuf)>,
+    /// binutils' names of functions without linkage names, as asked.
+    named: names::Named,
 }
 
 /// [`Debug`]'s contexts over some units.
@@ -410,6 +413,7 @@ impl Debug {
             whole: OnceLock::new(),
             parts: Mutex::default(),
             maps,
+            named: names::Named::default(),
         };
         // Without an index the whole file's context is the only one; a
         // file addr2line cannot read has none.
@@ -471,15 +475,15 @@ impl Debug {
     /// no inline list (no line for the address).
     /// Nothing once a file it reads shrank.
     pub fn chain(&self, vaddr: u64, symbol: &str) -> Vec<String> {
-        let chain = self.read_chain(vaddr, symbol);
+        let records = self.read_chain(vaddr);
         if self.shrank() {
             return Vec::new();
         }
-        chain
+        self.named.names(records, symbol)
     }
 
     /// [`Self::chain`]'s lookup.
-    fn read_chain(&self, vaddr: u64, symbol: &str) -> Vec<String> {
+    fn read_chain(&self, vaddr: u64) -> Vec<names::Record> {
         if let Some(index) = &self.index {
             let set = index.units_at(vaddr);
             if set.is_empty() {
@@ -489,20 +493,13 @@ impl Debug {
                 let ctx = ctx.lock().unwrap_or_else(|e| e.into_inner());
                 // A name in a unit left out is an error there: asked again
                 // of the whole file.
-                if let (chain, true) = frames(&ctx, vaddr, symbol) {
+                if let (chain, true) = frames(&ctx, vaddr) {
                     return chain;
                 }
             }
         }
         match self.whole() {
-            Some(ctx) => {
-                frames(
-                    &ctx.lock().unwrap_or_else(|e| e.into_inner()),
-                    vaddr,
-                    symbol,
-                )
-                .0
-            }
+            Some(ctx) => frames(&ctx.lock().unwrap_or_else(|e| e.into_inner()), vaddr).0,
             None => Vec::new(),
         }
     }
@@ -531,9 +528,10 @@ fn unit_index(
     Some(index)
 }
 
-/// [`Debug::chain`] in one context, and whether it met no error (the
-/// records read before an error are kept, as perf keeps them).
-fn frames(ctx: &addr2line::Context<Reader>, vaddr: u64, symbol: &str) -> (Vec<String>, bool) {
+/// [`Debug::chain`]'s records in one context, innermost first, and
+/// whether it met no error (the records read before an error are kept,
+/// as perf keeps them); [`names`] names them.
+fn frames(ctx: &addr2line::Context<Reader>, vaddr: u64) -> (Vec<names::Record>, bool) {
     let mut out = Vec::new();
     let Ok(mut frames) = ctx.find_frames(vaddr).skip_all_loads() else {
         return (out, false);
@@ -551,25 +549,20 @@ fn frames(ctx: &addr2line::Context<Reader>, vaddr: u64, symbol: &str) -> (Vec<St
         }
         let name = f.function.as_ref().and_then(|n| n.raw_name().ok());
         let lang = f.function.as_ref().and_then(|n| n.language);
-        // The innermost record without a function (a line but no
-        // subprogram: hand-written assembly, some LTO partitions) or with
-        // no linkage name: binutils names it from the symbol table.
-        let linkage = name.as_deref().is_some_and(|n| is_linkage_name(n, lang));
-        if out.is_empty() && !linkage {
-            out.push(symbol.to_string());
-        } else {
-            out.push(name.map_or_else(|| "??".to_string(), Cow::into_owned));
-        }
+        out.push(names::Record {
+            linkage: name.as_deref().is_some_and(|n| is_linkage_name(n, lang)),
+            name: name.map(Cow::into_owned),
+            die: f.dw_die_offset.map(|o| o.0),
+        });
     }
 }
 
 /// Whether binutils takes `name` (a DWARF function's name in a unit of
 /// language `lang`) as the function's linkage name: a mangled name (from
 /// `DW_AT_linkage_name`), or any name in a language without mangling
-/// (binutils' `mangle_style` 0: C, Fortran 77, Pascal, ...). For the
-/// innermost record only, binutils' `addr2line` names any other (a C++
-/// lambda's `operator()`) by the ELF symbol holding the address instead,
-/// which perf then prints as the plain frame line.
+/// (binutils' `mangle_style` 0: C, Fortran 77, Pascal, ...). Any other (a
+/// C++ template instance's `__introsort_loop<..., long int, ...>`, a
+/// lambda's `operator()`) is named as binutils names it then ([`names`]).
 fn is_linkage_name(name: &str, lang: Option<gimli::DwLang>) -> bool {
     use gimli::constants::*;
     if name.starts_with("_Z") || name.starts_with("_R") {

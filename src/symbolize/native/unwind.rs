@@ -12,8 +12,10 @@
 //! a null address ends the chain, and unwinding stops at an address in no
 //! mapped file or in a file without unwind tables (where perf's libunwind
 //! stops too) or where a stack read falls outside the copy (perf never
-//! reads the copy's last word; a return address past the copy reads as 0,
-//! which perf prints as one last `ffffffffffffffff [unknown]` frame, and a
+//! reads the copy's last word; a return address past the copy, in a map
+//! perf knows, reads as 0, which perf prints as one last `ffffffffffffffff
+//! [unknown]` frame, and in no map ends the stack there, as does a CFA
+//! read past it (a stack-realigning function's); and a
 //! frame pointer whose save slot lies below the copy poisons the frames
 //! that need it). The tables are read once per DSO and shared
 //! by every shard, time slice and capture of a run ([`super::store`]); each run keeps one
@@ -32,11 +34,13 @@ use object::{Endianness, Object, ObjectSection};
 use rustc_hash::FxHashMap;
 
 mod cfi;
+mod go;
 mod leaf;
 mod root;
 
 use super::elf::load_segments;
 use super::threads::Maps;
+use go::go_roots;
 
 /// The most user frames perf script takes from one unwinding (libunwind's
 /// `ips[]`, `PERF_MAX_STACK_DEPTH`).
@@ -187,47 +191,6 @@ pub fn load(resolved: &Resolved) -> Result<Option<DsoUnwind>, Shrank> {
     }
     let usable = t.eh_frame_hdr.is_some() || t.debug_frame.is_some();
     Ok((usable && !t.segments.is_empty()).then_some(t))
-}
-
-/// The functions a Go stack starts in, as Go's own traceback
-/// (`topofstack`) stops at them: `runtime.goexit` under every goroutine,
-/// `runtime.mstart` under each thread's scheduler stack, `runtime.rt0_go`
-/// under the first, and where a call switched to the scheduler stack
-/// (`runtime.systemstack`, `runtime.mcall`, `runtime.morestack`: the
-/// caller's frames are on another stack, not in the sample's copy), by
-/// address, when `file` is a Go binary (a `.go.buildinfo` or `.gopclntab`
-/// section) with a symbol table. Their CFI describes a frame like any
-/// other, so an unwinder steps past them into whatever the words above
-/// hold (an `[unknown]` root, or stale frames of a reused stack). `perf
-/// script` has no say here: its libunwind prints a Go dwarf stack as its
-/// leaf alone (Go has `.debug_frame`, no `.eh_frame`).
-fn go_roots(file: &ElfFile64<'_, Endianness>) -> Vec<Range<u64>> {
-    use object::ObjectSymbol;
-    let go = file.section_by_name(".go.buildinfo").is_some()
-        || file.section_by_name(".gopclntab").is_some();
-    if !go {
-        return Vec::new();
-    }
-    file.symbols()
-        .filter(|s| s.size() > 0)
-        .filter(|s| s.name().is_ok_and(is_go_root))
-        .map(|s| s.address()..s.address().saturating_add(s.size()))
-        .collect()
-}
-
-/// Whether `name` is one of Go's outermost functions ([`go_roots`]), with
-/// or without the `.abi0` suffix of assembly functions.
-fn is_go_root(name: &str) -> bool {
-    let name = name.strip_suffix(".abi0").unwrap_or(name);
-    matches!(
-        name,
-        "runtime.goexit"
-            | "runtime.mstart"
-            | "runtime.rt0_go"
-            | "runtime.systemstack"
-            | "runtime.mcall"
-            | "runtime.morestack"
-    )
 }
 
 /// The executable `PT_LOAD` segments' addresses, widened to 4 KiB pages
@@ -624,6 +587,9 @@ fn walk<A: UnwindArch>(
             Some(row) => match cfi_step::<A>(t, &row, &mut regs, first, sampled, &mut read) {
                 Ok(r) => Ok(r),
                 Err(cfi::Fail::Read(a)) => Err(framehop::Error::CouldNotReadStack(a)),
+                // perf reads such a word as 0 (or fails): a CFA of 0 whose
+                // return address it cannot read. The stack ends, no frame.
+                Err(cfi::Fail::ReadCfa) => return Stop::StackCopy,
                 Err(cfi::Fail::Unsupported) => return Stop::Unsupported,
                 Err(cfi::Fail::Backwards) => return Stop::Lost,
             },
@@ -638,10 +604,14 @@ fn walk<A: UnwindArch>(
                 // A return address of 0 ends a stack as the ABI says.
                 None => return Stop::Outermost,
             },
-            // A return address beyond the copy reads as 0 in perf, which
-            // libunwind takes as one more frame (printed as 0 - 1).
+            // A return address beyond the copy, in a map perf knows (the
+            // thread's stack, recorded as a data map), reads as 0 in perf,
+            // which libunwind takes as one more frame (printed as 0 - 1);
+            // in no map, the read fails and the stack ends there.
             Err(framehop::Error::CouldNotReadStack(a)) if a >= sp && a.saturating_add(8) >= end => {
-                out.push(u64::MAX);
+                if maps.find(a).is_some() {
+                    out.push(u64::MAX);
+                }
                 return Stop::StackCopy;
             }
             Ok(None) => {
@@ -769,17 +739,7 @@ mod tests {
     }
 
     #[test]
-    fn go_stacks_start_in_the_runtime_s_outermost_functions() {
-        assert!(is_go_root("runtime.goexit.abi0"));
-        assert!(is_go_root("runtime.goexit"));
-        assert!(is_go_root("runtime.systemstack.abi0"));
-        assert!(is_go_root("runtime.mstart.abi0"));
-        // Called by them, not under them.
-        assert!(!is_go_root("runtime.goexit1"));
-        assert!(!is_go_root("runtime.mstart0"));
-        assert!(!is_go_root("runtime.systemstack_switch"));
-        assert!(!is_go_root("main.main"));
-        // Not a Go binary: nothing is looked up.
+    fn a_binary_not_of_go_has_no_go_roots() {
         let exe = std::env::current_exe().unwrap();
         let t = load(&host_file(exe.to_str().unwrap(), None))
             .unwrap()
