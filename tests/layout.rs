@@ -646,6 +646,39 @@ fn the_library_is_layered_by_stage_without_cycles() {
     );
 }
 
+/// The most lines a source file may have (issue 56): a file a newcomer
+/// reads whole. Unit tests kept in a file of their own (`tests.rs`,
+/// `*_tests.rs`) and vendored crates (`vendor/`) are not held to it.
+const MAX_LINES: usize = 900;
+
+#[test]
+fn no_source_file_is_over_900_lines() {
+    let root = crate::util::repo_root();
+    let mut files = Vec::new();
+    sources(&root, &root.join("src"), &mut files);
+    for e in fs::read_dir(root.join("crates")).unwrap() {
+        let src = e.unwrap().path().join("src");
+        if src.is_dir() {
+            sources(&root, &src, &mut files);
+        }
+    }
+    files.sort();
+    assert!(files.len() > 100, "{} files", files.len());
+    let long: Vec<String> = files
+        .iter()
+        .filter(|(rel, _)| !rel.ends_with("/tests.rs") && !rel.ends_with("_tests.rs"))
+        .map(|(rel, text)| (rel, text.lines().count()))
+        .filter(|(_, n)| *n > MAX_LINES)
+        .map(|(rel, n)| format!("{rel}: {n} lines"))
+        .collect();
+    assert!(
+        long.is_empty(),
+        "files over {MAX_LINES} lines (split them where the code divides; unit tests \
+         may go to a tests.rs beside the file):\n{}",
+        long.join("\n")
+    );
+}
+
 /// The file system credentials (`setfsuid`, `setfsgid`, with this
 /// thread's `setgroups`) are taken in one place,
 /// `crates/capture-format/src/fs_creds.rs`, for jobprof and the recorder
