@@ -16,6 +16,7 @@ use jobprof_capture_format::nsys::{
 };
 
 use crate::capture::{self, is_plain_file, replicate};
+use crate::views::listed_slices;
 
 /// Where the sidecar publishes per-query reports, beside `profiles/perf`.
 const NSYS_ROOT: &str = "nsys";
@@ -58,7 +59,7 @@ fn root_of(run: &Path) -> PathBuf {
 /// `nsys-capture.json` or a `jobprof/` directory), sorted.
 pub fn find(run: &Path) -> Vec<Profile> {
     // A report's own profile directory, cut per query: its slices.
-    if is_plain_file(&run.join(capture::SUMMARY)) && is_real_dir(&run.join(NSYS_SLICES_DIR)) {
+    if !listed_slices(run).is_empty() {
         return slices(run, "nsys", None);
     }
     let root = root_of(run);
@@ -92,20 +93,18 @@ pub fn find(run: &Path) -> Vec<Profile> {
     out
 }
 
-/// The processed slices of a report's profile directory `out`
-/// (`slices/NAME/` with a `summary.json`), each a query named NAME.
+/// The slices of a report's profile directory `out` its summary lists
+/// ([`listed_slices`]), each a query named NAME.
 fn slices(out: &Path, label: &str, job_id: Option<String>) -> Vec<Profile> {
-    (sorted_dirs(&out.join(NSYS_SLICES_DIR)).into_iter())
-        .filter(|d| is_plain_file(&d.join(capture::SUMMARY)))
-        .filter_map(|d| {
-            let query = d.file_name()?.to_string_lossy().into_owned();
-            Some(Profile {
-                label: format!("{label}/{NSYS_SLICES_DIR}/{query}"),
-                query,
-                out: Some(d),
-                job_id: job_id.clone(),
-                started_ns: None,
-            })
+    let mut names = listed_slices(out);
+    names.sort();
+    (names.into_iter())
+        .map(|query| Profile {
+            label: format!("{label}/{NSYS_SLICES_DIR}/{query}"),
+            out: Some(out.join(NSYS_SLICES_DIR).join(&query)),
+            query,
+            job_id: job_id.clone(),
+            started_ns: None,
         })
         .collect()
 }

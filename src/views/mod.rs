@@ -34,7 +34,7 @@ use crate::sys::lock::DirLock;
 use crate::capture::Outcome;
 use crate::error::{Error, ExitCode, Result};
 
-pub use nsys_views::NSYS_DIR;
+pub use nsys_views::{listed_slices, NSYS_DIR};
 pub use scan::{Header, Index, NsysCell, QueryView, Row, Share, State};
 
 /// The job page, in `profiles/perf/`.

@@ -97,7 +97,7 @@ pub fn attach(perf_root: &Path, index: &mut Index) -> usize {
             // report's cell with the slice's profile.
             let out = wdir.join(&query).join(NSYS_PROFILE_DIR);
             let out_rel = format!("{rel}/{NSYS_PROFILE_DIR}");
-            for name in query_dirs(&out.join(NSYS_SLICES_DIR)) {
+            for name in listed_slices(&out) {
                 let dir = out.join(NSYS_SLICES_DIR).join(&name);
                 let dir_rel = format!("{out_rel}/{NSYS_SLICES_DIR}/{name}");
                 let Some(p) = profile(&dir, &dir_rel) else {
@@ -248,6 +248,40 @@ struct ProcessedRow {
 
 /// The most bytes of a processed report's `summary.json` read.
 const MAX_SUMMARY: u64 = 1 << 20;
+
+/// The slices of a report's profile directory `out` that its own
+/// `summary.json` lists (`"slices": ["slices/q1", ...]`, written last by
+/// the run that cut them), each a real directory with its summary: a slice
+/// of an earlier cut left on disk, a link, or a name that is not one plain
+/// path component is not one.
+pub fn listed_slices(out: &Path) -> Vec<String> {
+    #[derive(serde::Deserialize)]
+    struct Listed {
+        #[serde(default)]
+        slices: Vec<String>,
+    }
+    let root = out.join(NSYS_SLICES_DIR);
+    let path = out.join(crate::capture::SUMMARY);
+    if !is_real_dir(out) || !is_real_dir(&root) {
+        return Vec::new();
+    }
+    let small = fs::symlink_metadata(&path).is_ok_and(|m| m.len() <= MAX_SUMMARY);
+    let listed: Option<Listed> = small
+        .then(|| read_plain(&path).ok())
+        .flatten()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    let prefix = format!("{NSYS_SLICES_DIR}/");
+    (listed.map(|l| l.slices).unwrap_or_default().into_iter())
+        .filter_map(|s| s.strip_prefix(&prefix).map(str::to_string))
+        .filter(|n| {
+            let one = Path::new(n).components().count() == 1;
+            let plain = !n.is_empty() && !n.starts_with('.') && !n.contains('/');
+            one && plain
+                && is_real_dir(&root.join(n))
+                && is_plain_file(&root.join(n).join(crate::capture::SUMMARY))
+        })
+        .collect()
+}
 
 /// The profile `jobprof process` wrote into `out` (`rel` from
 /// `profiles/perf`): a report's `jobprof/`, or one of its slices.

@@ -230,6 +230,24 @@ fn a_deep_chain_of_long_names_is_cut_and_counted() {
     assert_eq!(s["cut"]["deep_chains"], 1, "{s}");
     assert_eq!(s["cut"]["long_names"], 1, "{s}");
     assert_eq!(s["cut"]["repeated_depths"], 30000, "{s}");
+    // Cut per NVTX range, the report's counts stay its own: each window's
+    // pass reads the chain again, and those reads were counted too.
+    let o = process_within(&["--force", "--slice-by", "nvtx:query"], &t.root, 120)
+        .expect("jobprof hung on the bomb, sliced");
+    assert!(o.status.success(), "{}", output_text(&o));
+    for summary in [
+        t.out("q1", "summary.json"),
+        t.out("q1", "slices/query_iter2/summary.json"),
+    ] {
+        let s = util::json(&summary);
+        assert_eq!(s["cut"]["deep_chains"], 1, "{}: {s}", summary.display());
+        assert_eq!(
+            s["cut"]["repeated_depths"],
+            30000,
+            "{}: {s}",
+            summary.display()
+        );
+    }
     let folded = fs::read_to_string(t.out("q1", "stacks.folded")).unwrap();
     let deep = folded
         .lines()

@@ -243,3 +243,58 @@ fn more_matching_ranges_than_the_limit_fail_the_report() {
     );
     assert!(!t.path().join("r.nsys-rep.jobprof/slices").exists());
 }
+
+/// A report cut again another way (`--force`, here without `--slice-by`):
+/// the slices of the earlier cut stay on disk but are no query of the job
+/// page or of `trend` any more, which list what the report's summary.json
+/// lists; a link planted as a slice is not followed.
+#[test]
+fn slices_of_an_earlier_cut_and_links_are_not_queries() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("result");
+    let q = root.join("profiles/nsys/worker_0/all");
+    fs::create_dir_all(&q).unwrap();
+    export(&q, "nsys_worker_w0_all", SCHEMA, DATA);
+    let m = super::profiles::manifest("all", "nsys_worker_w0_all.nsys-rep", "nsys-rep");
+    fs::write(q.join("nsys-capture.json"), m).unwrap();
+    let process = |args: &[&str]| {
+        let o = util::jobprof()
+            .arg("process")
+            .arg(&root)
+            .args(args)
+            .env("PATH", "/nonexistent")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", output_text(&o));
+    };
+    let captures = || -> Vec<String> {
+        let index = util::json(&root.join("profiles/perf/index.json"));
+        (index["captures"].as_array().unwrap().iter())
+            .map(|r| r["capture"].as_str().unwrap().to_string())
+            .collect()
+    };
+    process(&["--slice-by", "nvtx:query"]);
+    assert_eq!(captures().len(), 4, "{:?}", captures());
+    let slices = q.join("jobprof/slices");
+    std::os::unix::fs::symlink(slices.join("query"), slices.join("planted")).unwrap();
+    process(&["--force"]);
+    assert!(slices.join("query_iter2/summary.json").is_file());
+    assert_eq!(captures(), ["worker_0/all"]);
+    let o = util::jobprof()
+        .arg("trend")
+        .args([&root, &root])
+        .arg("-o")
+        .arg(t.path().join("trend"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", output_text(&o));
+    let json = util::json(&t.path().join("trend/trend.json"));
+    let queries: Vec<&str> = (json["queries"].as_array().unwrap().iter())
+        .map(|q| q["query"].as_str().unwrap())
+        .collect();
+    assert!(queries.contains(&"all [nsys]"), "{queries:?}");
+    assert!(
+        queries.iter().all(|q| q.starts_with("all ")),
+        "a slice of the earlier cut followed: {queries:?}"
+    );
+}

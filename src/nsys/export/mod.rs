@@ -358,11 +358,12 @@ pub fn read_sliced(
         let profile = profile(&db, &mut names, &meta, Some(window.span))?;
         slices.push(Slice { window, profile });
     }
-    let cuts = names.cuts();
+    // The report's cuts, counted by its own pass: each window's pass reads
+    // the chains and names again, and [`samples::Names`] counts every read.
     for s in &mut slices {
-        s.profile.cuts = cuts;
+        s.profile.cuts = whole.cuts;
     }
-    Ok((Profile { cuts, ..whole }, slices))
+    Ok((whole, slices))
 }
 
 /// The profile of the events that start in `span` (all without one).

@@ -139,27 +139,67 @@ pub(super) fn windows(db: &Db, names: &Names, by: &SliceBy) -> Result<Vec<Window
         });
     }
     found.sort_by_key(|r| (r.start, r.end));
-    let mut seen: FxHashMap<String, u32> = FxHashMap::default();
+    let mut names = WindowNames::default();
     Ok(found
         .into_iter()
-        .map(|r| {
-            let base = file_name(&r.text);
-            let n = seen.entry(base.clone()).or_default();
-            *n += 1;
-            let name = match *n {
-                1 => base,
-                k => format!("{base}_iter{k}"),
-            };
-            Window {
-                name,
-                range: r.name(),
-                span: Span {
-                    start: r.start,
-                    end: r.end,
-                },
-            }
+        .map(|r| Window {
+            name: names.next(&r.text),
+            range: r.name(),
+            span: Span {
+                start: r.start,
+                end: r.end,
+            },
         })
         .collect())
+}
+
+/// Directory names for windows, in the order they started: a range's text
+/// as [`file_name`] spells it, the same text again `NAME_iter2`, ... (the
+/// replicate naming), and never a name given before: two texts spelled
+/// alike (`a/b` and `a_b`, SQL texts sharing their first 100 bytes) or a
+/// text that is another's replicate name (`q1_iter2`) get a short hash of
+/// the whole text after it.
+#[derive(Default)]
+struct WindowNames {
+    /// Each text's base name and how many windows it named.
+    texts: FxHashMap<String, (String, u32)>,
+    /// Every base and name given.
+    taken: rustc_hash::FxHashSet<String>,
+}
+
+impl WindowNames {
+    fn next(&mut self, text: &str) -> String {
+        let (base, n) = match self.texts.get_mut(text) {
+            Some((base, n)) => {
+                *n += 1;
+                (base.clone(), *n)
+            }
+            None => {
+                let mut base = file_name(text);
+                if self.taken.contains(&base) {
+                    base = format!("{base}-{}", short_hash(text));
+                }
+                self.taken.insert(base.clone());
+                self.texts.insert(text.to_string(), (base.clone(), 1));
+                (base, 1)
+            }
+        };
+        let mut name = match n {
+            1 => base,
+            k => format!("{base}_iter{k}"),
+        };
+        let mut extra = 1;
+        while n > 1 && !self.taken.insert(name.clone()) {
+            extra += 1;
+            name = format!("{name}-{}{extra}", short_hash(text));
+        }
+        name
+    }
+}
+
+/// Eight hex digits of the BLAKE3 hash of `text`: the same on every run.
+fn short_hash(text: &str) -> String {
+    blake3::hash(text.as_bytes()).to_hex()[..8].to_string()
 }
 
 /// The most bytes of a window's directory name.
@@ -195,6 +235,27 @@ fn file_name(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Texts spelled alike and a text that is a replicate's name never
+    /// share a directory.
+    #[test]
+    fn window_names_are_never_given_twice() {
+        let mut w = WindowNames::default();
+        let got: Vec<String> = ["q1", "q1_iter2", "q1", "a/b", "a_b", "a/b", "q1"]
+            .iter()
+            .map(|t| w.next(t))
+            .collect();
+        let h = |t: &str| short_hash(t);
+        assert_eq!(got[0], "q1");
+        assert_eq!(got[1], "q1_iter2");
+        assert_eq!(got[2], format!("q1_iter2-{}2", h("q1")));
+        assert_eq!(got[3], "a_b");
+        assert_eq!(got[4], format!("a_b-{}", h("a_b")));
+        assert_eq!(got[5], "a_b_iter2");
+        assert_eq!(got[6], "q1_iter3");
+        let unique: std::collections::BTreeSet<&String> = got.iter().collect();
+        assert_eq!(unique.len(), got.len(), "{got:?}");
+    }
 
     fn by(s: &str) -> SliceBy {
         s.parse().unwrap()
