@@ -20,7 +20,9 @@ use jobprof::ExitCode;
 /// the noise (a permutation test over replicates, Benjamini-Hochberg
 /// adjusted). Writes trend.html (a chart per query; click a point to open
 /// that run's flamegraph or its diff against the baseline) and trend.json,
-/// and prints one `regressed` or `improved` line per significant change.
+/// and prints one `regressed` or `improved` line per significant change
+/// (a caller's `[total]` folded under the function that explains it) and
+/// one `plan change` line per query whose functions appeared and vanished.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:
   jobprof trend results/run_* -o trend/
@@ -38,7 +40,9 @@ Nsight Systems profiles (profiles/nsys/worker_N/Q/jobprof/, made by
 `jobprof process`) are followed too, a run may hold nothing else: per query
 `Q [nsys]` (CPU stacks), `Q [gpu-kernels]`, `Q [gpu-memcpy]` and `Q [nvtx]`
 (each name's total time per replicate), judged and gated alike
-(docs/trend.md, Nsight Systems profiles).
+(docs/trend.md, Nsight Systems profiles). A report cut with `--slice-by`
+adds a query per slice (jobprof/slices/NAME, as its summary lists them),
+and a report's own profile directory (REPORT.nsys-rep.jobprof) is a run.
 
 Nothing to judge: a query of the baseline runs that a run tested has no
 processed, non-empty capture of, or too few replicates for any test (one

@@ -150,7 +150,10 @@ impl Screenshot {
 /// browser, decoded; the PNG is also left at `png`, for a person to look at.
 pub fn screenshot(html: &Path, query: &str, png: &Path) -> Screenshot {
     let url = format!("file://{}?{query}", html.display());
+    // A picture left by an earlier run must not pass for this one's.
+    let _ = std::fs::remove_file(png);
     let out = headless(&[&format!("--screenshot={}", png.display())], &url);
+    assert!(out.status.success(), "chromium: {}", output_text(&out));
     let bytes = std::fs::read(png).unwrap_or_else(|e| {
         panic!(
             "no screenshot {}: {e}: {}",

@@ -343,6 +343,12 @@ impl Entry {
         let line: Arc<[Line]> = make().into();
         let size = |l: &[Line]| l.iter().map(Line::size).sum::<usize>();
         let mut lines = self.lock_lines();
+        // Another thread made this address's lines meanwhile: the first
+        // answer stands, so that one address is named one way (inline
+        // names depend on what was asked before).
+        if let Some(l) = lines.get(&key) {
+            return l.clone();
+        }
         if lines.len() >= LINES_PER_ENTRY {
             let dropped: usize = lines.values().map(|l| size(l)).sum();
             lines.clear();

@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::{Finding, Kind};
 use crate::sys::input::{self, Source};
-use crate::sys::stats;
+use crate::sys::{counts, stats};
 use crate::trend::load::{QuerySeries, Replicate, Series};
 
 /// Share of a cause's own samples a caller must be on to be named under it.
@@ -202,11 +202,11 @@ fn changes(q: &QuerySeries, run: usize, base: &[usize], w: &Wanted) -> Changes {
     for (t, _) in tested {
         for (name, c) in t.calls {
             let e = calls.entry(name).or_default();
-            e.own += c.own;
+            e.own = counts::add(e.own, c.own);
             for (f, (n, d)) in c.callers {
                 let x = e.callers.entry(f).or_default();
-                x.0 += n;
-                x.1 += d;
+                x.0 = counts::add(x.0, n);
+                x.1 = counts::add(x.1, d);
             }
         }
     }
@@ -245,9 +245,11 @@ fn add_line(line: &str, w: &Wanted, with_calls: bool, out: &mut Through) {
     let mut seen: Vec<&str> = Vec::new();
     for f in std::iter::once(leaf).chain(above.iter().copied()) {
         if w.totals.contains(&f) && !seen.contains(&f) {
-            *out.pairs
+            let pair = out
+                .pairs
                 .entry((f.to_string(), leaf.to_string()))
-                .or_default() += n;
+                .or_default();
+            *pair = counts::add(*pair, n);
         }
         seen.push(f);
     }
@@ -255,7 +257,7 @@ fn add_line(line: &str, w: &Wanted, with_calls: bool, out: &mut Through) {
         return;
     }
     let calls = out.calls.entry(leaf.to_string()).or_default();
-    calls.own += n;
+    calls.own = counts::add(calls.own, n);
     let mut seen: Vec<&str> = vec![leaf];
     for (d, &f) in above.iter().enumerate() {
         if seen.contains(&f) {
@@ -263,8 +265,9 @@ fn add_line(line: &str, w: &Wanted, with_calls: bool, out: &mut Through) {
         }
         seen.push(f);
         let e = calls.callers.entry(f.to_string()).or_default();
-        e.0 += n;
-        e.1 += n * (d as u64 + 1);
+        // Counts come from files: summed without overflow, as the tally's.
+        e.0 = counts::add(e.0, n);
+        e.1 = counts::add(e.1, n.saturating_mul(d as u64 + 1));
     }
 }
 
