@@ -29,6 +29,46 @@ fn read(dir: &Path, f: &str) -> String {
     fs::read_to_string(dir.join(f)).unwrap_or_else(|e| panic!("{}: {e}", dir.join(f).display()))
 }
 
+/// The queries `jobprof trend RUNS -o OUT` followed (it must succeed).
+fn trend_queries(runs: &[&Path], out: &Path) -> Vec<String> {
+    let o = util::jobprof()
+        .arg("trend")
+        .args(runs)
+        .arg("-o")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", output_text(&o));
+    let json = util::json(&out.join("trend.json"));
+    (json["queries"].as_array().unwrap().iter())
+        .map(|q| q["query"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A result directory under `dir` whose worker 0 published the fixture's
+/// report as query `all`: the result directory and the query's.
+fn published(dir: &Path) -> (PathBuf, PathBuf) {
+    let root = dir.join("result");
+    let q = root.join("profiles/nsys/worker_0/all");
+    fs::create_dir_all(&q).unwrap();
+    export(&q, "nsys_worker_w0_all", SCHEMA, DATA);
+    let m = super::profiles::manifest("all", "nsys_worker_w0_all.nsys-rep", "nsys-rep");
+    fs::write(q.join("nsys-capture.json"), m).unwrap();
+    (root, q)
+}
+
+/// `jobprof process ROOT ARGS` with no nsys on PATH (it must succeed).
+fn process(root: &Path, args: &[&str]) {
+    let o = util::jobprof()
+        .arg("process")
+        .arg(root)
+        .args(args)
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", output_text(&o));
+}
+
 /// The fixture's `query` ranges are [100, 600), [700, 1000), [1000,
 /// 1400); its samples at 100, 200 (main thread), 300, 400 (the other);
 /// its OS runtime call at 100 lasts to 1100; `engine:scan` is [200, 300).
@@ -132,20 +172,10 @@ fn trend_follows_the_slices_per_query() {
             out
         })
         .collect();
-    let o = util::jobprof()
-        .arg("trend")
-        .args(&runs)
-        .arg("-o")
-        .arg(t.path().join("trend"))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", output_text(&o));
-    let json = util::json(&t.path().join("trend/trend.json"));
-    let queries: Vec<&str> = (json["queries"].as_array().unwrap().iter())
-        .map(|q| q["query"].as_str().unwrap())
-        .collect();
+    let runs: Vec<&Path> = runs.iter().map(PathBuf::as_path).collect();
+    let queries = trend_queries(&runs, &t.path().join("trend"));
     for want in ["query [nsys]", "query [nvtx]"] {
-        assert!(queries.contains(&want), "{want}: {queries:?}");
+        assert!(queries.iter().any(|q| q == want), "{want}: {queries:?}");
     }
     assert!(!queries.iter().any(|q| q.contains("iter")), "{queries:?}");
 }
@@ -156,20 +186,8 @@ fn trend_follows_the_slices_per_query() {
 #[test]
 fn the_slices_of_a_published_report_are_queries_of_the_job_page_and_trend() {
     let t = tempfile::tempdir().unwrap();
-    let root = t.path().join("result");
-    let q = root.join("profiles/nsys/worker_0/all");
-    fs::create_dir_all(&q).unwrap();
-    export(&q, "nsys_worker_w0_all", SCHEMA, DATA);
-    let m = super::profiles::manifest("all", "nsys_worker_w0_all.nsys-rep", "nsys-rep");
-    fs::write(q.join("nsys-capture.json"), m).unwrap();
-    let o = util::jobprof()
-        .arg("process")
-        .arg(&root)
-        .args(["--slice-by", "nvtx:query"])
-        .env("PATH", "/nonexistent")
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", output_text(&o));
+    let (root, _) = published(t.path());
+    process(&root, &["--slice-by", "nvtx:query"]);
     let perf_root = root.join("profiles/perf");
     let index = util::json(&perf_root.join("index.json"));
     let rows = index["captures"].as_array().unwrap();
@@ -199,21 +217,9 @@ fn the_slices_of_a_published_report_are_queries_of_the_job_page_and_trend() {
         .join(&link[6..link.find("\">").unwrap()])
         .is_file());
 
-    let o = util::jobprof()
-        .arg("trend")
-        .arg(&root)
-        .arg(&root)
-        .arg("-o")
-        .arg(t.path().join("trend"))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", output_text(&o));
-    let json = util::json(&t.path().join("trend/trend.json"));
-    let queries: Vec<&str> = (json["queries"].as_array().unwrap().iter())
-        .map(|q| q["query"].as_str().unwrap())
-        .collect();
+    let queries = trend_queries(&[&root, &root], &t.path().join("trend"));
     for want in ["query [nsys]", "all [nsys]"] {
-        assert!(queries.contains(&want), "{want}: {queries:?}");
+        assert!(queries.iter().any(|q| q == want), "{want}: {queries:?}");
     }
 }
 
@@ -251,48 +257,22 @@ fn more_matching_ranges_than_the_limit_fail_the_report() {
 #[test]
 fn slices_of_an_earlier_cut_and_links_are_not_queries() {
     let t = tempfile::tempdir().unwrap();
-    let root = t.path().join("result");
-    let q = root.join("profiles/nsys/worker_0/all");
-    fs::create_dir_all(&q).unwrap();
-    export(&q, "nsys_worker_w0_all", SCHEMA, DATA);
-    let m = super::profiles::manifest("all", "nsys_worker_w0_all.nsys-rep", "nsys-rep");
-    fs::write(q.join("nsys-capture.json"), m).unwrap();
-    let process = |args: &[&str]| {
-        let o = util::jobprof()
-            .arg("process")
-            .arg(&root)
-            .args(args)
-            .env("PATH", "/nonexistent")
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", output_text(&o));
-    };
+    let (root, q) = published(t.path());
     let captures = || -> Vec<String> {
         let index = util::json(&root.join("profiles/perf/index.json"));
         (index["captures"].as_array().unwrap().iter())
             .map(|r| r["capture"].as_str().unwrap().to_string())
             .collect()
     };
-    process(&["--slice-by", "nvtx:query"]);
+    process(&root, &["--slice-by", "nvtx:query"]);
     assert_eq!(captures().len(), 4, "{:?}", captures());
     let slices = q.join("jobprof/slices");
     std::os::unix::fs::symlink(slices.join("query"), slices.join("planted")).unwrap();
-    process(&["--force"]);
+    process(&root, &["--force"]);
     assert!(slices.join("query_iter2/summary.json").is_file());
     assert_eq!(captures(), ["worker_0/all"]);
-    let o = util::jobprof()
-        .arg("trend")
-        .args([&root, &root])
-        .arg("-o")
-        .arg(t.path().join("trend"))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", output_text(&o));
-    let json = util::json(&t.path().join("trend/trend.json"));
-    let queries: Vec<&str> = (json["queries"].as_array().unwrap().iter())
-        .map(|q| q["query"].as_str().unwrap())
-        .collect();
-    assert!(queries.contains(&"all [nsys]"), "{queries:?}");
+    let queries = trend_queries(&[&root, &root], &t.path().join("trend"));
+    assert!(queries.iter().any(|q| q == "all [nsys]"), "{queries:?}");
     assert!(
         queries.iter().all(|q| q.starts_with("all ")),
         "a slice of the earlier cut followed: {queries:?}"
