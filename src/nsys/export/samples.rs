@@ -268,7 +268,7 @@ type ChainRow = (i64, i64, Frame);
 /// `OSRT_CALLCHAINS`), in id then depth order: id, stackDepth, symbol,
 /// module, unresolved, kernelMode (the last two `NULL` where the schema
 /// lacks them).
-pub(super) fn chain_query(db: &Db, table: &str) -> Result<Option<String>> {
+pub(super) fn chain_query(db: &Db, table: &str, ids: Option<(i64, i64)>) -> Result<Option<String>> {
     if !db.has(table, &["id", "symbol", "module", "stackDepth"])? {
         return Ok(None);
     }
@@ -280,11 +280,35 @@ pub(super) fn chain_query(db: &Db, table: &str) -> Result<Option<String>> {
             "NULL".into()
         }
     };
+    // A window's chains only: with the table's key (id, stackDepth) SQLite
+    // starts at the window's first chain instead of reading every chain
+    // before it, once per window.
+    let only = match ids {
+        Some((first, last)) => format!("WHERE id >= {first} AND id <= {last} "),
+        None => String::new(),
+    };
     Ok(Some(format!(
-        "SELECT id, stackDepth, symbol, module, {}, {} FROM {table} ORDER BY id, stackDepth",
+        "SELECT id, stackDepth, symbol, module, {}, {} FROM {table} {only}ORDER BY id, stackDepth",
         opt("unresolved"),
         opt("kernelMode")
     )))
+}
+
+/// The smallest and largest `column` of `table`'s rows `filter` takes
+/// (`(1, 0)`, an empty range, when none): the chains a window needs.
+pub(super) fn id_range(
+    db: &Db,
+    column: &str,
+    table: &str,
+    filter: &str,
+    what: &str,
+) -> Result<(i64, i64)> {
+    let sql = format!("SELECT min({column}), max({column}) FROM {table} WHERE {filter}");
+    let (first, last): (Option<i64>, Option<i64>) = db
+        .conn
+        .query_row(&sql, [], |r| Ok((r.get(0)?, r.get(1)?)))
+        .map_err(db.err(what))?;
+    Ok(first.zip(last).unwrap_or((1, 0)))
 }
 
 /// Reads one chain row.
@@ -398,7 +422,17 @@ pub(super) fn fold(
         Span::sql(span)
     );
     let mut samples = db.conn.prepare(&sql).map_err(db.err(what))?;
-    let chain_sql = chain_query(db, "SAMPLING_CALLCHAINS")?;
+    let ids = match span {
+        Some(span) => Some(id_range(
+            db,
+            "id",
+            "COMPOSITE_EVENTS",
+            &Span::sql(Some(span)),
+            what,
+        )?),
+        None => None,
+    };
+    let chain_sql = chain_query(db, "SAMPLING_CALLCHAINS", ids)?;
     let mut chain_st = match &chain_sql {
         Some(sql) => Some(db.conn.prepare(sql).map_err(db.err(what))?),
         None => None,

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use rustc_hash::FxHashMap;
 
-use super::samples::{chain_query, key, Chains, Names};
+use super::samples::{chain_query, id_range, key, Chains, Names};
 use super::schema::Db;
 use super::{sorted, stats, Result, Span, Stat};
 
@@ -53,7 +53,17 @@ pub(super) fn osrt(db: &Db, names: &mut Names, span: Option<Span>) -> Result<Opt
         Span::sql(span)
     );
     let mut calls = db.conn.prepare(&sql).map_err(db.err(what))?;
-    let chain_sql = chain_query(db, "OSRT_CALLCHAINS")?;
+    let ids = match (span, cc.as_str()) {
+        (Some(_), "NULL") | (None, _) => None,
+        (Some(span), cc) => {
+            let filter = format!(
+                "eventClass = {OSRT_CALL} AND {} AND {cc} > 0",
+                Span::sql(Some(span))
+            );
+            Some(id_range(db, cc, "OSRT_API", &filter, what)?)
+        }
+    };
+    let chain_sql = chain_query(db, "OSRT_CALLCHAINS", ids)?;
     let mut chain_st = match &chain_sql {
         Some(s) => Some(db.conn.prepare(s).map_err(db.err(what))?),
         None => None,
