@@ -359,17 +359,24 @@ fn own_time_runs(tmp: &Path) -> Vec<PathBuf> {
     runs
 }
 
+/// `jobprof trend --order args` over [`own_time_runs`] made under `tmp`
+/// (it must exit 0): its output and its `-o` directory.
+fn own_time_trend(tmp: &Path) -> (std::process::Output, PathBuf) {
+    let runs = own_time_runs(tmp);
+    let dirs: Vec<&Path> = runs.iter().map(PathBuf::as_path).collect();
+    let o = tmp.join("out");
+    let out = trend(&dirs, &o, &["--order", "args"]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    (out, o)
+}
+
 /// Issue 58, item 8: the page's "Most regressed functions" listed the
 /// improved rows too, and its threshold said "1.0" with no unit. Rises and
 /// falls are now two tables, their change and threshold in points.
 #[test]
 fn the_page_lists_regressions_and_improvements_apart_in_points() {
     let tmp = tempfile::tempdir().unwrap();
-    let runs = own_time_runs(tmp.path());
-    let dirs: Vec<&Path> = runs.iter().map(PathBuf::as_path).collect();
-    let o = tmp.path().join("out");
-    let out = trend(&dirs, &o, &["--order", "args"]);
-    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let (_, o) = own_time_trend(tmp.path());
     let html = fs::read_to_string(o.join("trend.html")).unwrap();
     let table = |id: &str| {
         let t = &html[html.find(&format!("id=\"{id}\"")).expect(id)..];
@@ -402,11 +409,7 @@ fn the_page_lists_regressions_and_improvements_apart_in_points() {
 #[test]
 fn only_functions_whose_own_time_moved_are_flagged_largest_first() {
     let tmp = tempfile::tempdir().unwrap();
-    let runs = own_time_runs(tmp.path());
-    let dirs: Vec<&Path> = runs.iter().map(PathBuf::as_path).collect();
-    let o = tmp.path().join("out");
-    let out = trend(&dirs, &o, &["--order", "args"]);
-    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let (out, o) = own_time_trend(tmp.path());
     let text = util::stdout(&out);
     let flagged: Vec<&str> = text
         .lines()
