@@ -149,29 +149,51 @@ pub fn step(t: &DsoUnwind, row: &Row, f: &mut Frame<'_>) -> Result<(u64, u64, Op
             e => e,
         })?,
     };
-    let saved = |rule: &RegisterRule<usize>, f: &mut Frame<'_>| -> Result<Option<u64>, Fail> {
-        Ok(Some(match rule {
-            RegisterRule::Undefined => return Ok(None),
-            RegisterRule::Offset(n) => f.load(cfa.wrapping_add(*n as u64))?,
-            RegisterRule::ValOffset(n) => cfa.wrapping_add(*n as u64),
-            RegisterRule::Register(r) => f.reg(*r)?,
-            RegisterRule::Expression(e) => {
-                let at = eval(expr(e)?, Some(cfa), f)?;
-                f.load(at)?
-            }
-            RegisterRule::ValExpression(e) => eval(expr(e)?, Some(cfa), f)?,
+    let saved = |rule: &RegisterRule<usize>, f: &mut Frame<'_>| -> Result<Saved, Fail> {
+        Ok(match rule {
+            RegisterRule::Undefined => Saved::Undefined,
+            RegisterRule::Offset(n) => Saved::At(cfa.wrapping_add(*n as u64)),
+            RegisterRule::ValOffset(n) => Saved::Value(cfa.wrapping_add(*n as u64)),
+            RegisterRule::Register(r) => Saved::Value(f.reg(*r)?),
+            RegisterRule::Expression(e) => Saved::At(eval(expr(e)?, Some(cfa), f)?),
+            RegisterRule::ValExpression(e) => Saved::Value(eval(expr(e)?, Some(cfa), f)?),
             _ => return Err(Fail::Unsupported),
-        }))
+        })
     };
+    // libunwind keeps where the caller's RBP was saved and reads it only
+    // when a later frame needs the register: a slot it cannot read does
+    // not end the stack (0 here: the walk forgets the register, as it
+    // does a frame pointer whose slot lies outside the copy). GCC's
+    // realigning epilogues need this: after `pop %rbp` their rows still
+    // say RBP = [RBP], and the caller's RBP is often no pointer at all.
     let bp = match &row.bp {
         RegisterRule::SameValue => f.bp,
-        rule => saved(rule, f)?.unwrap_or(f.bp),
+        rule => match saved(rule, f)? {
+            Saved::Undefined => f.bp,
+            Saved::Value(v) => v,
+            Saved::At(a) => f.load(a).unwrap_or(0),
+        },
     };
+    // The return address is read at once (libunwind needs it to go on).
     let ra = match &row.ra {
         RegisterRule::SameValue => return Err(Fail::Unsupported),
-        rule => saved(rule, f)?,
+        rule => match saved(rule, f)? {
+            Saved::Undefined => None,
+            Saved::Value(v) => Some(v),
+            Saved::At(a) => Some(f.load(a)?),
+        },
     };
     Ok((cfa, bp, ra))
+}
+
+/// Where a register rule puts the caller's value.
+enum Saved {
+    /// Nowhere: the register is undefined in the caller.
+    Undefined,
+    /// In the stack word at this address.
+    At(u64),
+    /// This value itself.
+    Value(u64),
 }
 
 /// The address a CFI expression computes (with `push` on its stack first:
@@ -241,6 +263,7 @@ pub fn perf_reg(n: u16) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     /// A caller's frame (no other registers) reading with `read`.
     fn on<'f>(sp: u64, bp: u64, read: &'f mut dyn FnMut(u64) -> Result<u64, ()>) -> Frame<'f> {
@@ -356,6 +379,123 @@ mod tests {
             ra: RegisterRule::Undefined,
         };
         assert_eq!(step(&t, &row, &mut f), Ok((0x1008, 0, None)));
+    }
+
+    /// A `DsoUnwind` whose `.eh_frame` (at 0x200) holds one FDE over
+    /// `pc` with `instructions`, under GCC's x86-64 CIE (CFA = RSP + 8,
+    /// return address at CFA - 8), and whose `.eh_frame_hdr` (at 0x100)
+    /// indexes it, as the linker writes them.
+    fn one_fde(pc: std::ops::Range<u64>, instructions: &[u8]) -> DsoUnwind {
+        let (hdr_at, eh_at) = (0x100u64, 0x200u64);
+        let pad = |v: &mut Vec<u8>| v.resize(v.len().next_multiple_of(8), 0);
+        let rel = |to: u64, from: u64| (to.wrapping_sub(from) as i32).to_le_bytes();
+        // CIE: id 0, version 1, "zR", code 1, data -8, RA r16, pointers
+        // pc-relative sdata4; def_cfa rsp+8, offset r16 at cfa-8.
+        let mut cie = vec![0, 0, 0, 0, 1, b'z', b'R', 0, 1, 0x78, 16, 1, 0x1b];
+        cie.extend([0x0c, 7, 8, 0x90, 1]);
+        pad(&mut cie);
+        let mut eh = (cie.len() as u32).to_le_bytes().to_vec();
+        eh.extend(&cie);
+        let fde_at = eh.len() as u64;
+        let mut fde = ((fde_at + 4) as u32).to_le_bytes().to_vec(); // to the CIE
+        fde.extend(rel(pc.start, eh_at + fde_at + 8));
+        fde.extend(((pc.end - pc.start) as u32).to_le_bytes());
+        fde.push(0); // no augmentation data
+        fde.extend(instructions);
+        pad(&mut fde);
+        eh.extend((fde.len() as u32).to_le_bytes());
+        eh.extend(fde);
+        eh.extend([0; 4]);
+        // version 1; eh_frame_ptr pcrel sdata4, count udata4, table
+        // datarel sdata4; one entry.
+        let mut hdr = vec![1, 0x1b, 0x03, 0x3b];
+        hdr.extend(rel(eh_at, hdr_at + 4));
+        hdr.extend(1u32.to_le_bytes());
+        hdr.extend(rel(pc.start, hdr_at));
+        hdr.extend(rel(eh_at + fde_at, hdr_at));
+        let section = |at: u64, b: Vec<u8>| Some((at..at + b.len() as u64, Arc::from(b)));
+        DsoUnwind {
+            eh_frame_hdr: section(hdr_at, hdr),
+            eh_frame: section(eh_at, eh),
+            ..Default::default()
+        }
+    }
+
+    /// The FDE of a stack-realigning function of pyvelox 0.2.0's
+    /// `libvelox.so` (at 0x52c5250, in `rewriteSplitToMapCall`), its
+    /// instructions as the file has them. Its epilogue:
+    ///
+    /// ```text
+    /// 52c570e pop %rbx; pop %r10; pop %r12; ... pop %rbp   CFA = r10
+    /// 52c571a lea -0x8(%r10),%rsp
+    /// 52c571e ret                                           CFA = rsp + 8
+    /// ```
+    ///
+    /// Its rows keep RBP = [RBP] (`DW_CFA_expression rbp: DW_OP_breg6 0`)
+    /// after `pop %rbp`, where RBP is the caller's own register.
+    const VELOX_REALIGNED: [u8; 58] = [
+        0x45, 0x0c, 0x0a, 0x00, 0x50, 0x10, 0x06, 0x02, 0x76, 0x00, 0x48, 0x10, 0x0f, 0x02, 0x76,
+        0x78, 0x10, 0x0e, 0x02, 0x76, 0x70, 0x10, 0x0d, 0x02, 0x76, 0x68, 0x10, 0x0c, 0x02, 0x76,
+        0x60, 0x46, 0x0f, 0x03, 0x76, 0x58, 0x06, 0x48, 0x10, 0x03, 0x02, 0x76, 0x50, 0x03, 0x96,
+        0x04, 0x0a, 0x0c, 0x0a, 0x00, 0x4d, 0x0c, 0x07, 0x08, 0x42, 0x0b, 0x00, 0x00,
+    ];
+
+    #[test]
+    fn an_unreadable_saved_rbp_does_not_end_the_stack() {
+        // The sample of CI's q4 (thread CPUThreadPool1): IP at the `ret`,
+        // RBP 0xc350 (the caller keeps a count in it), the return address
+        // at RSP. perf's libunwind keeps RBP's location, never reads it
+        // (the callers save and restore RBP themselves) and unwinds the
+        // stack whole; jobprof read [0xc350], failed and stopped at the
+        // leaf.
+        let t = one_fde(0x52c_5250..0x52c_584c, &VELOX_REALIGNED);
+        let mut ctx = UnwindContext::new();
+        let row = expr_row(&t, 0x52c_571e, &mut ctx).expect("RBP's rule is an expression");
+        assert_eq!(
+            row.cfa,
+            CfaRule::RegisterAndOffset {
+                register: X86_64::RSP,
+                offset: 8
+            }
+        );
+        let stack = [0x52c_8ace_u64, 0x1234];
+        let mut read = reader(&stack);
+        let mut f = on(0x1000, 0xc350, &mut read);
+        // The caller's RSP and return address; its RBP unknown (0).
+        assert_eq!(step(&t, &row, &mut f), Ok((0x1008, 0, Some(0x52c_8ace))));
+        // Where RBP's slot is in the copy, its word is the caller's RBP.
+        let mut read = reader(&stack);
+        let mut f = on(0x1000, 0x1008, &mut read);
+        assert_eq!(
+            step(&t, &row, &mut f),
+            Ok((0x1008, 0x1234, Some(0x52c_8ace)))
+        );
+        // The return address itself must be read: past the copy, no step.
+        let mut read = reader(&[]);
+        let mut f = on(0x1000, 0xc350, &mut read);
+        assert_eq!(step(&t, &row, &mut f), Err(Fail::Read(0x1000)));
+    }
+
+    #[test]
+    fn the_velox_fde_s_rows_are_read_as_readelf_reads_them() {
+        let t = one_fde(0x52c_5250..0x52c_584c, &VELOX_REALIGNED);
+        let mut ctx = UnwindContext::new();
+        // The prologue's first instruction: CFA = RSP + 8, nothing for us.
+        assert!(expr_row(&t, 0x52c_5250, &mut ctx).is_none());
+        // The body: CFA = [RBP - 40] (DW_OP_breg6 -40; DW_OP_deref).
+        let body = expr_row(&t, 0x52c_5300, &mut ctx).unwrap();
+        assert!(matches!(body.cfa, CfaRule::Expression(_)));
+        // The epilogue after `pop %r10`: CFA = r10.
+        let epilogue = expr_row(&t, 0x52c_5711, &mut ctx).unwrap();
+        assert_eq!(
+            epilogue.cfa,
+            CfaRule::RegisterAndOffset {
+                register: Register(10),
+                offset: 0
+            }
+        );
+        // Past the FDE: no row.
+        assert!(expr_row(&t, 0x52c_584c, &mut ctx).is_none());
     }
 
     #[test]
