@@ -705,10 +705,23 @@ fn arena_name(names: &str, at: u64, len: u32) -> Option<&str> {
     names.get(at..at.checked_add(len as usize)?)
 }
 
+/// The longest PLT entry name perf 6.1 makes: it prints them into a
+/// 1024-byte buffer (`sympltname`), so a longer one loses its end,
+/// `@plt` included (folly's templates in Velox's `libvelox.so`).
+const PLT_NAME_MAX: usize = 1023;
+
 /// A PLT entry's name, as perf 6.1 makes it: the target's (raw) name
-/// demangled, then `@plt`.
+/// demangled, then `@plt`, cut to [`PLT_NAME_MAX`] bytes.
 fn plt_name(target: &str) -> String {
-    format!("{}@plt", demangle(target))
+    let mut name = format!("{}@plt", demangle(target));
+    if name.len() > PLT_NAME_MAX {
+        let cut = (0..=PLT_NAME_MAX)
+            .rev()
+            .find(|&i| name.is_char_boundary(i))
+            .unwrap_or(0);
+        name.truncate(cut);
+    }
+    name
 }
 
 /// perf: the last symbol of a kernel table ends a page past its start.

@@ -178,6 +178,24 @@ fn plt_entries_are_named_on_their_first_lookup() {
 }
 
 #[test]
+fn a_plt_name_is_cut_where_perf_cuts_it() {
+    // perf 6.1 prints `name@plt` into 1024 bytes: libvelox.so's PLT entry
+    // for folly's `UnboundedQueue<...>::Segment::push_links<...>` (1,100
+    // bytes demangled) is 1,023 bytes in perf script, no `@plt`.
+    let long = format!("f{}", "x".repeat(1100));
+    let mut raw = RawSymbols::default();
+    raw.push_plt(0x200, 0x10, &long);
+    raw.push_plt(0x210, 0x10, &long[..1019]);
+    let t = SymbolTable::build_from(raw);
+    assert_eq!(t.find(0x200).unwrap().name, &long[..1023]);
+    // One that fits keeps its `@plt`.
+    assert_eq!(
+        t.find(0x210).unwrap().name,
+        format!("{}@plt", &long[..1019])
+    );
+}
+
+#[test]
 fn binutils_names_an_address_of_folded_code_by_its_first_symbol() {
     let mut label = sym(0x300, 0, Binding::Global, "a_label");
     label.untyped = true;
