@@ -17,6 +17,8 @@ use std::sync::OnceLock;
 
 use crate::util::{self, jobprof, output_text as text};
 
+mod clone3;
+
 /// One recording: the directory holding its `perf.data` (kept alive).
 struct Recording {
     _keep: tempfile::TempDir,
