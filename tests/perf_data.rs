@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 
 use crate::util::{self, jobprof, output_text as text};
 
-mod clone3;
+mod per_sample;
 
 /// One recording: the directory holding its `perf.data` (kept alive).
 struct Recording {

@@ -1,5 +1,5 @@
 /* A worker for the dwarf unwinder's test of threads sampled inside
- * `clone3` (tests/perf_data/clone3.rs): start_batch() starts 8 short
+ * `clone3` (tests/perf_data/per_sample.rs): start_batch() starts 8 short
  * threads (a little work each) and joins them, over and over, so that
  * many samples of the starting thread land in glibc's `clone3` (the
  * kernel creating the thread). glibc ends `clone3`'s unwind table before
