@@ -20,7 +20,9 @@
 //! the caller's stack pointer, and the walk derails one frame later. One
 //! step through such a row is taken here (gimli's expression evaluator,
 //! reading the stack copy); the registers it recovers go back to framehop
-//! for the next frames.
+//! for the next frames. As in libunwind, the return address is read at
+//! once and the saved RBP only as far as it can be: the epilogue's rows
+//! keep `RBP = [RBP]` after `pop %rbp`, where the slot may be anything.
 
 use gimli::{
     BaseAddresses, CfaRule, EhFrame, EhFrameHdr, EndianSlice, Evaluation, EvaluationResult,
@@ -431,7 +433,7 @@ mod tests {
     /// 52c571e ret                                           CFA = rsp + 8
     /// ```
     ///
-    /// Its rows keep RBP = [RBP] (`DW_CFA_expression rbp: DW_OP_breg6 0`)
+    /// Its rows keep `RBP = [RBP]` (`DW_CFA_expression rbp: DW_OP_breg6 0`)
     /// after `pop %rbp`, where RBP is the caller's own register.
     const VELOX_REALIGNED: [u8; 58] = [
         0x45, 0x0c, 0x0a, 0x00, 0x50, 0x10, 0x06, 0x02, 0x76, 0x00, 0x48, 0x10, 0x0f, 0x02, 0x76,
