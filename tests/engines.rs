@@ -29,14 +29,6 @@ const QUERIES: [&str; 4] = ["q1", "q2", "q3", "q4"];
 /// The least share of a query's weight on identical stacks.
 const AGREEMENT: f64 = 0.995;
 
-/// Velox with `--call-graph dwarf`: 100% on most recordings since the root
-/// frame's fix, but one CI recording gave q4 99.48%: one sample of about
-/// 190 where jobprof's stack stops at its leaf in `libvelox.so`
-/// (`CPUThreadPool0;[libvelox.so]`) and perf unwinds it whole through
-/// folly's thread pool. Until that unwinding case is found (issue 57), a
-/// single such sample in a query may not fail the test; two do.
-const VELOX_DWARF_AGREEMENT: f64 = 0.99;
-
 /// Pinned (keep in step with .ci/run): the agreement is measured on these
 /// builds (their symbol tables, mangling schemes and unwind tables); a new
 /// release is a new measurement, not a drop-in.
@@ -235,7 +227,7 @@ fn differing(a: &HashMap<String, u64>, b: &HashMap<String, u64>) -> Vec<(u64, St
 
 /// One query in one mode: the agreement, and what failed (empty when
 /// nothing did).
-fn compare(c: &Captured, ours: &Path, q: &str, inline: bool, needed: f64) -> (f64, String) {
+fn compare(c: &Captured, ours: &Path, q: &str, inline: bool) -> (f64, String) {
     let tmp = tempfile::tempdir().unwrap();
     let theirs_text = perf_script(c, q, inline);
     let kernel = kernel_names(c);
@@ -252,7 +244,7 @@ fn compare(c: &Captured, ours: &Path, q: &str, inline: bool, needed: f64) -> (f6
     if total == 0 || total != perf_total {
         failed += &format!("{q}: weight {total}, perf's {perf_total}\n");
     }
-    if a < needed {
+    if a < AGREEMENT {
         failed += &format!(
             "{q}: agreement {:.2}%; ours: {:#?}\nperf's: {:#?}\n",
             100.0 * a,
@@ -282,11 +274,7 @@ fn check_modes(engine: &str, call_graph: &str, inlines: &[bool]) {
     for &inline in inlines {
         let ours = process(&c, tmp.path(), inline);
         for q in QUERIES {
-            let needed = match (engine, call_graph) {
-                ("velox", "dwarf") => VELOX_DWARF_AGREEMENT,
-                _ => AGREEMENT,
-            };
-            let (a, f) = compare(&c, &ours, q, inline, needed);
+            let (a, f) = compare(&c, &ours, q, inline);
             row.insert((inline, q), a);
             failed += &f;
         }
