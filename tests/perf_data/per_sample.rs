@@ -29,7 +29,8 @@ fn samples(script: &str) -> Samples {
             .filter_map(|l| l.trim().split_once(' ').map(|(_, f)| f))
             .map(|f| f.rsplit_once(" (").map_or(f, |(s, _)| s).to_string())
             .collect();
-        out.insert((tid.to_string(), time.to_string()), frames);
+        let time = time.trim_end_matches(':').to_string();
+        out.insert((tid.to_string(), time), frames);
     }
     out
 }
@@ -74,7 +75,8 @@ fn compared(worker: &mut Command) -> Option<(Samples, Samples)> {
 /// without a table in the sampled frame, and goes on through
 /// `pthread_create` to its callers. tests/programs/thread_starter.c starts
 /// and joins 8 short threads over and over (about half its samples fall in
-/// the parent's `clone3`).
+/// the parent's `clone3`), after a second with none, for `perf record -p`
+/// to attach to one thread.
 #[test]
 fn dwarf_stacks_in_clone3_go_on_to_pthread_create_s_callers_where_perf_s_stop() {
     let exe = util::program(
@@ -88,31 +90,24 @@ fn dwarf_stacks_in_clone3_go_on_to_pthread_create_s_callers_where_perf_s_stop() 
     let Some((ours, theirs)) = compared(&mut Command::new(exe.unwrap())) else {
         return;
     };
-    // The starting thread: the one perf unwinds through start_batch.
-    let starter: Vec<&String> = (theirs.iter())
-        .filter(|(_, f)| f.iter().any(|f| function(f) == "start_batch"))
-        .map(|((tid, _), _)| tid)
-        .collect();
+    // Every sample has perf's frames, but where perf's stack is clone3
+    // alone: there jobprof's goes on to pthread_create and its callers.
     let (mut inside, mut others) = (0, 0);
     for (key, perf) in &theirs {
-        let mine = &ours[key];
-        let in_clone3 =
-            starter.contains(&&key.0) && mine.first().is_some_and(|f| function(f) == "clone3");
-        if !in_clone3 {
-            // Everywhere else, the same frames as perf.
-            assert_eq!(mine, perf, "sample {key:?}");
+        let mine = ours
+            .get(key)
+            .unwrap_or_else(|| panic!("sample {key:?}: not in ours"));
+        if mine == perf {
             others += 1;
             continue;
         }
         inside += 1;
-        assert_eq!(
-            perf.len(),
-            1,
-            "perf script now unwinds past clone3: {perf:?}"
-        );
         let names: Vec<&str> = mine.iter().map(|f| function(f)).collect();
+        let perfs: Vec<&str> = perf.iter().map(|f| function(f)).collect();
+        assert_eq!(perfs, ["clone3"], "sample {key:?}: ours {names:?}");
         let at = |name: &str| names.iter().position(|n| n.starts_with(name));
         let order = [
+            at("clone3"),
             at("pthread_create"),
             at("start_batch"),
             at("start_forever"),
@@ -123,10 +118,11 @@ fn dwarf_stacks_in_clone3_go_on_to_pthread_create_s_callers_where_perf_s_stop() 
             "sample {key:?} in clone3: {names:?}"
         );
     }
-    eprintln!("clone3: {inside} samples of the starting thread in clone3, {others} others");
+    eprintln!("clone3: {inside} samples unwound past clone3, {others} as perf's");
+    // Fewer: perf now unwinds past clone3 too, or jobprof stops there.
     assert!(
         inside >= 5,
-        "{inside} samples in clone3 of {}",
+        "{inside} samples past clone3 of {}",
         theirs.len()
     );
 }

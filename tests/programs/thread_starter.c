@@ -3,7 +3,9 @@
  * threads (a little work each) and joins them, over and over, so that
  * many samples of the starting thread land in glibc's `clone3` (the
  * kernel creating the thread). glibc ends `clone3`'s unwind table before
- * its system call, for the child's sake.
+ * its system call, for the child's sake. It starts no thread for its
+ * first second: perf record -p attaching to a process that starts and
+ * ends threads meanwhile sometimes records next to nothing (perf 6.1).
  *
  *   thread_starter
  *
@@ -11,6 +13,7 @@
  * thread_starter
  */
 #include <pthread.h>
+#include <unistd.h>
 
 #define NI __attribute__((noinline))
 
@@ -38,6 +41,7 @@ NI void start_forever(void) {
 }
 
 int main(void) {
+    sleep(1);
     start_forever();
     return 0;
 }
