@@ -751,6 +751,34 @@ fn render_and_report_read_a_perf_data() {
     );
 }
 
+/// Issue 56: `fold`, `render`, `report` and `diff` on a perf.data run in
+/// memory, its samples handed from the symbolizer to the command: with
+/// `TMPDIR` naming no directory (they made one there for a whole
+/// `process` run to write into and read back) each still works, names
+/// the worker's functions and writes nothing beside the input.
+#[test]
+fn file_commands_on_a_perf_data_need_no_temporary_directory() {
+    let Some(r) = fp() else { return };
+    let (t, data) = copy(r);
+    let before = hashes(t.path());
+    let none = t.path().join("no-such-tmp");
+    let data = data.to_str().unwrap();
+    let commands: [&[&str]; 4] = [
+        &["fold", data],
+        &["render", data],
+        &["report", data],
+        &["diff", data, data],
+    ];
+    for args in commands {
+        let o = jobprof().args(args).env("TMPDIR", &none).output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o));
+        let out = util::stdout(&o);
+        assert!(out.contains("compute_stage"), "{args:?}: {out}");
+    }
+    assert!(!none.exists());
+    assert_eq!(hashes(t.path()), before, "a command wrote beside its input");
+}
+
 /// `stack before after` lines of a `.folded` diff: each side's weight by
 /// stack.
 fn diff_sides(diff: &Path) -> [HashMap<String, u64>; 2] {
