@@ -458,6 +458,41 @@ mod tests {
         assert!(!reads_back("two\nlines") && !reads_back("cr\r"));
     }
 
+    /// What `render` and `diff` take of a perf.data symbolized in memory
+    /// is what they read from the `stacks.folded` it would be written to,
+    /// alone or merged with a file read after it.
+    #[test]
+    fn stacks_made_in_memory_are_read_as_their_file() {
+        let cases: &[&[(&str, u64)]] = &[
+            &[("b;c", 2), ("a", 1), ("b;c", 3), ("z", 0)],
+            &[(" lead", 1), ("b", 2), ("# hash", 3)],
+            &[],
+        ];
+        let path = Path::new("perf.data");
+        for &stacks in cases {
+            for unit in ["samples", "ns"] {
+                let mut text = counts_line(unit).unwrap_or_default().into_bytes();
+                super::super::render_folded(stacks, &mut text).unwrap();
+                let file = read(std::str::from_utf8(&text).unwrap());
+                let made = as_input(stacks, unit, path);
+                assert_eq!(
+                    (&made.stacks, made.lines, made.bad_lines),
+                    (&file.stacks, file.lines, file.bad_lines),
+                    "{stacks:?} {unit}"
+                );
+                assert_eq!(made.count_name, file.count_name);
+                let mut m = Merger::default();
+                m.absorb(made);
+                m.line(path, 1, b"a 4");
+                let mut both = read(std::str::from_utf8(&text).unwrap()).stacks;
+                both.push(("a".into(), 4));
+                let merged = m.finish().stacks;
+                let total = |v: &[(String, u64)]| v.iter().map(|(_, c)| c).sum::<u64>();
+                assert_eq!(total(&merged), total(&both), "{stacks:?}");
+            }
+        }
+    }
+
     #[test]
     fn merges_and_reports_bad_lines() {
         let r = read("a;b 1\n# comment\n\na;b 2\r\nc\t4\nnocount\nx;y 1.5\nz 0\n");
