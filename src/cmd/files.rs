@@ -47,18 +47,22 @@ pub fn read_folded_inputs(sources: &[Source]) -> jobprof::Result<FoldedInput> {
 /// `sources` folded as `folder` folds `perf script` text
 /// ([`Folder::fold_sources`]), each `perf.data` among them symbolized in
 /// memory and its samples folded by the same fold
-/// ([`pipeline::fold_plain`]: the fold of its text, without the text).
+/// ([`pipeline::fold_plain`]: the fold of its text, without the text;
+/// under `--compat inferno`, of the text made in memory).
 pub fn fold_inputs(folder: &Folder, sources: &[Source]) -> jobprof::Result<Folded> {
     if !sources.iter().any(|s| perf_data(s).is_some()) {
         return folder.fold_sources(sources);
     }
+    // inferno reads text: its fold is of the samples' text.
+    let as_text = folder.options().compat == jobprof::text::fold::Compat::Inferno;
     let mut stream = folder.stream();
     // The runs' units are numbered after the inputs'.
     let mut unit = sources.len();
     for (i, src) in sources.iter().enumerate() {
         match perf_data(src) {
             Some(file) => {
-                (stream, unit) = pipeline::fold_plain(file, &perf_data_options(), stream, unit)?;
+                let opts = perf_data_options();
+                (stream, unit) = pipeline::fold_plain(file, &opts, (stream, unit), as_text)?;
             }
             None => stream.push_source(i, src)?,
         }

@@ -31,6 +31,11 @@ pub(super) struct Memory {
     /// That fold, and the number its first unit takes in it (units of
     /// inputs folded before are numbered below).
     into: Mutex<Option<(StreamFolder, usize)>>,
+    /// The runs hand that fold their samples' `perf script` text, not the
+    /// samples: `--compat inferno` folds as inferno folds the text, down
+    /// to the headers inferno skips (a thread id of -1) and the lines it
+    /// misreads (a DSO path with ` (` in it).
+    pub(super) as_text: bool,
 }
 
 impl Memory {
@@ -60,14 +65,18 @@ pub fn folded_plain(file: &Path, opts: &Options) -> Result<FoldedInput> {
 /// `jobprof fold FILE`: folds the samples of the plain `perf.data` `file`
 /// into `stream` (with its options: the fold of the file's `perf script`
 /// text, made without the text), the run's units numbered from `unit`.
-/// Returns the fold and the next free unit number.
+/// Returns the fold and the next free unit number. `as_text`: the fold
+/// reads the samples' text instead (`--compat inferno`, [`Memory::as_text`]).
 pub fn fold_plain(
     file: &Path,
     opts: &Options,
-    stream: StreamFolder,
-    unit: usize,
+    (stream, unit): (StreamFolder, usize),
+    as_text: bool,
 ) -> Result<(StreamFolder, usize)> {
-    let memory = Memory::default();
+    let memory = Memory {
+        as_text,
+        ..Memory::default()
+    };
     memory.give_back(stream, unit);
     in_memory(file, opts, false, &memory, |_, _| Ok(()))?;
     memory.take_fold().ok_or_else(|| {

@@ -447,13 +447,19 @@ impl Pipeline<'_> {
                 (r, perf.program.clone())
             }
             Symbolize::Native(n) => {
-                // The text goes to the archive only; the samples go on.
+                // The text goes to the archive only; the samples go on
+                // (in memory, the text instead where the caller's fold
+                // reads text: [`super::memory::Memory::as_text`]).
+                let as_text = self.memory.is_some_and(|m| m.as_text);
                 let consume = |mut batch: Batch| {
                     let text = std::mem::take(&mut batch.text);
                     if let Some(part) = part.as_mut() {
                         part.write_block(&text)?;
                     }
                     bytes_bar.inc(text.len() as u64);
+                    if as_text {
+                        return send(tx, index, Piece::Text(text));
+                    }
                     n.recycle(text);
                     send(tx, index, Piece::Samples(batch))
                 };
