@@ -190,7 +190,7 @@ pub fn run(mut args: DiffArgs) -> anyhow::Result<ExitCode> {
         return Err(jobprof::Error::Usage("stdin (`-`) can be given only once".into()).into());
     }
     // A plain perf.data is symbolized natively first, as `render` does.
-    let sources = vec![
+    let sources = [
         Source::from_arg(&args.before),
         Source::from_arg(&args.after),
     ];
