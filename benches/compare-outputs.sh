@@ -20,7 +20,7 @@ before=$1 after=$2; shift 2
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 status=0
 norm() {
-  norm1 "$1" | sed -e "s|$work/before|W|g" -e "s|$work/after|W|g" \
+  norm1 "$1" | sed -e "s|$work/old|W|g" -e "s|$work/new|W|g" \
     -e 's|/proc/[0-9]*/fd/[0-9]*|/proc/PID/fd/N|g' -e 's/[0-9]\{4\}-[0-9][0-9]-[0-9][0-9]T[0-9:]*Z/TIME/g' |
     grep -avE '"(ino|summary.json|perf.script.zst|[a-z]*.pb.gz)":'
 }
@@ -47,28 +47,29 @@ PY
 }
 for dir in "$@"; do
   name=$(basename "$dir")
-  for side in before after; do
+  # Side directories of equal length: paths cut to a width cut alike.
+  for side in old new; do
     rm -rf "$work/$side"; mkdir -p "$work/$side"
     cp -a "$dir" "$work/$side/$name"
-    bin=$before; [ "$side" = after ] && bin=$after
+    bin=$before; [ "$side" = new ] && bin=$after
     # shellcheck disable=SC2086 # JOBPROF_ARGS is a list of options
     "$bin" process --force --formats all ${JOBPROF_ARGS:-} "$work/$side/$name" >"$work/$side.out" 2>"$work/$side.err"
     echo "$side exit $?" >> "$work/$side.out"
   done
   n=0
   while IFS= read -r f; do
-    rel=${f#"$work/after/"}
-    b=$work/before/$rel
+    rel=${f#"$work/new/"}
+    b=$work/old/$rel
     if [ ! -e "$b" ]; then echo "only after: $rel"; status=1; continue; fi
     if ! cmp -s <(norm "$b") <(norm "$f"); then
       echo "DIFFERS: $rel"; status=1
       diff <(norm "$b") <(norm "$f") | head -4
     fi
     n=$((n + 1))
-  done < <(find "$work/after/$name" -type f -newer "$work/before.out" | sort)
-  lines() { sed -e 's/([0-9.]*s)//' -e "s|$work/before|W|g" -e "s|$work/after|W|g" -e 's/^before exit/exit/' -e 's/^after exit/exit/' "$1"; }
-  if ! diff -q <(lines "$work/before.out") <(lines "$work/after.out") >/dev/null; then
-    echo "result lines differ for $name:"; diff <(lines "$work/before.out") <(lines "$work/after.out") | head -5
+  done < <(find "$work/new/$name" -type f -newer "$work/old.out" | sort)
+  lines() { sed -e 's/([0-9.]*s)//' -e "s|$work/old|W|g" -e "s|$work/new|W|g" -e 's/^old exit/exit/' -e 's/^new exit/exit/' "$1"; }
+  if ! diff -q <(lines "$work/old.out") <(lines "$work/new.out") >/dev/null; then
+    echo "result lines differ for $name:"; diff <(lines "$work/old.out") <(lines "$work/new.out") | head -5
     status=1
   fi
   echo "$name: $n output files compared"

@@ -753,6 +753,69 @@ fn render_and_report_read_a_perf_data() {
     );
 }
 
+/// Issue 56: `fold`, `render`, `report` and `diff` on a perf.data run in
+/// memory, its samples handed from the symbolizer to the command: with
+/// `TMPDIR` naming no directory (they made one there for a whole
+/// `process` run to write into and read back) each still works, names
+/// the worker's functions and writes nothing beside the input.
+#[test]
+fn file_commands_on_a_perf_data_need_no_temporary_directory() {
+    let Some(r) = fp() else { return };
+    let (t, data) = copy(r);
+    let before = hashes(t.path());
+    let none = t.path().join("no-such-tmp");
+    let data = data.to_str().unwrap();
+    let commands: [&[&str]; 4] = [
+        &["fold", data],
+        &["render", data],
+        &["report", data],
+        &["diff", data, data],
+    ];
+    for args in commands {
+        let o = jobprof().args(args).env("TMPDIR", &none).output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o));
+        let out = util::stdout(&o);
+        assert!(out.contains("compute_stage"), "{args:?}: {out}");
+    }
+    assert!(!none.exists());
+    assert_eq!(hashes(t.path()), before, "a command wrote beside its input");
+}
+
+/// `jobprof fold perf.data` folds the samples in memory as it folds the
+/// `perf script` text the same symbolizer prints for them (the archive
+/// `process` writes), byte for byte: from the samples' fields by default,
+/// from that text under `--compat inferno` (inferno reads text).
+#[test]
+fn fold_of_a_perf_data_is_the_fold_of_its_text() {
+    let Some(r) = fp() else { return };
+    let (t, data) = copy(r);
+    let out = t.path().join("out");
+    let o = jobprof()
+        .arg("process")
+        .arg("-o")
+        .arg(&out)
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let archive = out.join("perf.script.zst");
+    for opts in [&[][..], &["--compat", "inferno"], &["--all", "--addrs"]] {
+        let fold = |input: &Path| {
+            let o = jobprof()
+                .arg("fold")
+                .args(opts)
+                .arg(input)
+                .output()
+                .unwrap();
+            assert_eq!(o.status.code(), Some(0), "{opts:?}: {}", text(&o));
+            o.stdout
+        };
+        let (in_memory, of_text) = (fold(&data), fold(&archive));
+        assert!(!in_memory.is_empty(), "{opts:?}");
+        assert!(in_memory == of_text, "{opts:?}: the folds differ");
+    }
+}
+
 /// `stack before after` lines of a `.folded` diff: each side's weight by
 /// stack.
 fn diff_sides(diff: &Path) -> [HashMap<String, u64>; 2] {

@@ -271,17 +271,16 @@ fn report_on_folded_input_with_bad_lines_warns_and_exits_1() {
 }
 
 /// The first entry of a `perf report --stdio` style table (perf's or
-/// jobprof's): its symbol, after `[.] ` or `[k] `.
-fn top_symbol(report: &str) -> Option<String> {
+/// jobprof's): its share as printed (`98.48`) and its symbol, after `[.] `
+/// or `[k] `.
+fn top_entry(report: &str) -> Option<(String, String)> {
     report
         .lines()
         .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
         .find_map(|l| {
             let (_, sym) = l.split_once("] ")?;
-            l.split_whitespace()
-                .next()?
-                .ends_with('%')
-                .then(|| sym.trim().to_string())
+            let pct = l.split_whitespace().next()?.strip_suffix('%')?;
+            Some((pct.to_string(), sym.trim().to_string()))
         })
 }
 
@@ -322,9 +321,9 @@ fn an_inlined_leaf_is_charged_to_the_function_perf_report_names() {
         .unwrap();
     assert!(perf.status.success(), "{}", output_text(&perf));
     let perf = String::from_utf8_lossy(&perf.stdout);
-    let want = top_symbol(&perf).unwrap_or_else(|| panic!("no entry in perf report:\n{perf}"));
+    let want = top_entry(&perf).unwrap_or_else(|| panic!("no entry in perf report:\n{perf}"));
     assert!(
-        want.contains("mem"),
+        want.1.contains("mem"),
         "perf report's top is not memcpy's:\n{perf}"
     );
 
@@ -341,18 +340,23 @@ fn an_inlined_leaf_is_charged_to_the_function_perf_report_names() {
     assert_eq!(p.status.code(), Some(0), "{}", output_text(&p));
     let report_txt = fs::read_to_string(out.join("report.txt")).unwrap();
     let summary = util::json(&out.join("summary.json"));
+    // One shard: perf report's shares are jobprof's, to the printed digit.
+    let top_self = &summary["top_self"][0];
     let figures = [
-        ("jobprof report", top_symbol(&printed)),
-        ("report.txt", top_symbol(&report_txt)),
+        ("jobprof report", top_entry(&printed)),
+        ("report.txt", top_entry(&report_txt)),
         (
             "summary.json top_self",
-            summary["top_self"][0]["name"].as_str().map(String::from),
+            top_self["percent"].as_f64().and_then(|p| {
+                let name = top_self["name"].as_str()?;
+                Some((format!("{p:.2}"), name.to_string()))
+            }),
         ),
     ];
     for (what, got) in figures {
         assert_eq!(
-            got.as_deref(),
-            Some(want.as_str()),
+            got.as_ref(),
+            Some(&want),
             "{what} disagrees with perf report --no-children\nperf:\n{perf}\n\
              jobprof report:\n{printed}\nreport.txt:\n{report_txt}"
         );

@@ -11,13 +11,12 @@ use clap::Args;
 use jobprof::output::render::diff::{
     render_diff, render_diff_replicates, totals_note, DiffSummary, Noise, NoiseSummary,
 };
-use jobprof::output::render::folded::read_folded;
 use jobprof::output::render::Format;
 use jobprof::sys::input::Source;
 use jobprof::views::diff::{self as jobdiff, QueryStacks};
 use jobprof::ExitCode;
 
-use super::files::{refuse_overwriting_inputs, warn_bad_lines, write_output};
+use super::files::{read_folded_inputs, refuse_overwriting_inputs, warn_bad_lines, write_output};
 use super::look::LookArgs;
 
 /// Draw how AFTER differs from BEFORE: a differential flamegraph (red grew, blue shrank).
@@ -191,14 +190,12 @@ pub fn run(mut args: DiffArgs) -> anyhow::Result<ExitCode> {
         return Err(jobprof::Error::Usage("stdin (`-`) can be given only once".into()).into());
     }
     // A plain perf.data is symbolized natively first, as `render` does.
-    let sources = vec![
+    let sources = [
         Source::from_arg(&args.before),
         Source::from_arg(&args.after),
     ];
-    let (sources, _symbolized) =
-        super::files::symbolize_perf_data(sources, jobprof::capture::FOLDED)?;
-    let before = read_folded(&sources[..1])?;
-    let after = read_folded(&sources[1..])?;
+    let before = read_folded_inputs(&sources[..1])?;
+    let after = read_folded_inputs(&sources[1..])?;
     if !args.quiet {
         warn_bad_lines(&before);
         warn_bad_lines(&after);
@@ -566,11 +563,7 @@ type Replicate = (Vec<(String, u64)>, u64, Option<String>);
 /// One replicate's stacks: a folded file (or perf.data, symbolized), or
 /// the query of a run (`--query`, or its only one) with its own
 /// replicates and workers merged.
-fn replicate_of(
-    path: &Path,
-    args: &DiffArgs,
-    guards: &mut Vec<tempfile::TempDir>,
-) -> anyhow::Result<Replicate> {
+fn replicate_of(path: &Path, args: &DiffArgs) -> anyhow::Result<Replicate> {
     let folded = match args.kind.as_str() {
         "off-cpu" => jobprof::text::offcpu::OFFCPU_FOLDED,
         "wall-clock" => jobprof::text::offcpu::WALLCLOCK_FOLDED,
@@ -601,10 +594,7 @@ fn replicate_of(
         ))
         .into());
     }
-    let (sources, mut g) =
-        super::files::symbolize_perf_data(vec![Source::from_arg(&file)], jobprof::capture::FOLDED)?;
-    guards.append(&mut g);
-    let input = read_folded(&sources)?;
+    let input = read_folded_inputs(&[Source::from_arg(&file)])?;
     if !args.quiet {
         warn_bad_lines(&input);
     }
@@ -634,14 +624,13 @@ fn run_replicates(args: DiffArgs) -> anyhow::Result<ExitCode> {
     if let Some(out) = output {
         refuse_overwriting_inputs(out, &all)?;
     }
-    let mut guards = Vec::new();
     let mut bad = 0;
     let mut declared = Vec::new();
     let mut side = |paths: &[PathBuf]| -> anyhow::Result<Vec<Vec<(String, u64)>>> {
         paths
             .iter()
             .map(|p| {
-                let (stacks, b, count) = replicate_of(p, &args, &mut guards)?;
+                let (stacks, b, count) = replicate_of(p, &args)?;
                 bad += b;
                 declared.extend(count);
                 Ok(stacks)

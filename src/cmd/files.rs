@@ -1,6 +1,6 @@
 //! What the file commands (`fold`, `render`, `report`, `diff`) share at
-//! their edges: a perf.data among the inputs symbolized as `process` does,
-//! the bad lines of a folded input reported, an output written atomically
+//! their edges: a perf.data among the inputs symbolized as `process` does
+//! and folded in memory, the bad lines of a folded input reported, an output written atomically
 //! and never over one of the inputs.
 
 use std::io::Write;
@@ -8,10 +8,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use jobprof::output::render::{self, folded::FoldedInput};
+use jobprof::output::render;
+use jobprof::output::render::folded::{read_folded_or, FoldedInput};
 use jobprof::pipeline;
 use jobprof::sys::atomic::AtomicFile;
 use jobprof::sys::input::Source;
+use jobprof::text::fold::{Folded, Folder};
 
 /// How `fold`, `render` and `report` symbolize a perf.data: `process`'s
 /// defaults, with its symbol cache.
@@ -21,27 +23,51 @@ pub fn perf_data_options() -> pipeline::Options {
     o
 }
 
-/// The inputs, each `perf.data` among them replaced by its output `name`
-/// (`perf.script.zst`: the symbolized text; `stacks.folded`), made natively
-/// by `jobprof process`'s pipeline (this host's files by build id) in a
-/// temporary directory; the guards keep those alive.
-pub fn symbolize_perf_data(
-    sources: Vec<Source>,
-    name: &str,
-) -> jobprof::Result<(Vec<Source>, Vec<tempfile::TempDir>)> {
-    let mut guards = Vec::new();
-    let mut out = Vec::with_capacity(sources.len());
-    for s in sources {
-        match s {
-            Source::Path(file) if jobprof::sys::input::is_perf_data(&file).unwrap_or(false) => {
-                let (guard, dir) = pipeline::symbolize_plain(&file, &perf_data_options())?;
-                guards.push(guard);
-                out.push(Source::Path(dir.join(name)));
+/// The file of `src` when it is a `perf.data`.
+fn perf_data(src: &Source) -> Option<&Path> {
+    match src {
+        Source::Path(file) if jobprof::sys::input::is_perf_data(file).unwrap_or(false) => {
+            Some(file)
+        }
+        _ => None,
+    }
+}
+
+/// Folded stacks read from `sources` and merged ([`read_folded_or`]),
+/// each `perf.data` among them symbolized and folded in memory as
+/// `jobprof process` makes its `stacks.folded` ([`pipeline::folded_plain`]).
+pub fn read_folded_inputs(sources: &[Source]) -> jobprof::Result<FoldedInput> {
+    read_folded_or(sources, |src| {
+        perf_data(src)
+            .map(|file| pipeline::folded_plain(file, &perf_data_options()))
+            .transpose()
+    })
+}
+
+/// `sources` folded as `folder` folds `perf script` text
+/// ([`Folder::fold_sources`]), each `perf.data` among them symbolized in
+/// memory and its samples folded by the same fold
+/// ([`pipeline::fold_plain`]: the fold of its text, without the text;
+/// under `--compat inferno`, of the text made in memory).
+pub fn fold_inputs(folder: &Folder, sources: &[Source]) -> jobprof::Result<Folded> {
+    if !sources.iter().any(|s| perf_data(s).is_some()) {
+        return folder.fold_sources(sources);
+    }
+    // inferno reads text: its fold is of the samples' text.
+    let as_text = folder.options().compat == jobprof::text::fold::Compat::Inferno;
+    let mut stream = folder.stream();
+    // The runs' units are numbered after the inputs'.
+    let mut unit = sources.len();
+    for (i, src) in sources.iter().enumerate() {
+        match perf_data(src) {
+            Some(file) => {
+                let opts = perf_data_options();
+                (stream, unit) = pipeline::fold_plain(file, &opts, (stream, unit), as_text)?;
             }
-            other => out.push(other),
+            None => stream.push_source(i, src)?,
         }
     }
-    Ok((out, guards))
+    Ok(stream.finish())
 }
 
 /// Writes `path` atomically with `f` (nothing is left behind on error), or

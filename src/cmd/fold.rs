@@ -15,7 +15,7 @@ use jobprof::text::fold::split::{split_by, SplitBy};
 use jobprof::text::fold::{Compat, Folded, Folder, Options, SkippedKind};
 use jobprof::ExitCode;
 
-use super::files::symbolize_perf_data;
+use super::files::fold_inputs;
 
 /// Fold `perf script` text into collapsed stacks (`frame;frame;... count`).
 ///
@@ -178,7 +178,7 @@ impl FoldArgs {
 
 pub fn run(args: FoldArgs) -> anyhow::Result<ExitCode> {
     super::check_count("--threads", args.threads, super::MAX_JOBS)?;
-    let (sources, _symbolized) = symbolize_perf_data(args.sources(), jobprof::capture::SCRIPT_ZST)?;
+    let sources = args.sources();
     if sources.iter().filter(|s| **s == Source::Stdin).count() > 1 {
         return Err(jobprof::Error::Usage("stdin (`-`) can be given only once".into()).into());
     }
@@ -193,7 +193,7 @@ pub fn run(args: FoldArgs) -> anyhow::Result<ExitCode> {
             .output
             .as_deref()
             .expect("clap requires -o with --split-by");
-        let folded = Folder::new(options.clone()).fold_sources(&sources)?;
+        let folded = fold_inputs(&Folder::new(options.clone()), &sources)?;
         require_samples(&folded, &sources, &options)?;
         let groups = split_by(&folded.stacks, by.into(), &options)?;
         let look = {
@@ -217,7 +217,7 @@ pub fn run(args: FoldArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::Success);
     }
-    let folded = Folder::new(options.clone()).fold_sources(&sources)?;
+    let folded = fold_inputs(&Folder::new(options.clone()), &sources)?;
     require_samples(&folded, &sources, &options)?;
     // What the counts are travels with them (`# counts: ns`), for
     // `render`, `diff` and `report`; never in inferno's byte-for-byte mode.

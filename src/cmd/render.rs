@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use jobprof::output::render;
-use jobprof::output::render::folded::read_folded;
 use jobprof::sys::input::Source;
 use jobprof::ExitCode;
 
@@ -79,9 +78,7 @@ pub fn run(args: RenderArgs) -> anyhow::Result<ExitCode> {
     if let Some(out) = output {
         refuse_overwriting_inputs(out, &args.inputs)?;
     }
-    let (sources, _symbolized) =
-        super::files::symbolize_perf_data(sources, jobprof::capture::FOLDED)?;
-    let input = read_folded(&sources)?;
+    let input = super::files::read_folded_inputs(&sources)?;
     if input.stacks.is_empty() {
         let what = if args.inputs.is_empty() {
             "stdin".to_string()

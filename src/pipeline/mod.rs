@@ -40,11 +40,12 @@ use crate::output::summary::{ShardSummary, StackStats};
 use crate::symbolize::kernel::KernelSymbols;
 use crate::symbolize::native;
 use crate::symbolize::perf::PerfProbe;
-use crate::sys::progress::{Bar, Counts, LogLines, Progress};
+use crate::sys::progress::{Bar, Counts, Progress};
 use crate::text::fold::Folded;
 
 pub mod imported;
 mod inputs;
+mod memory;
 mod off_cpu;
 mod off_cpu_logs;
 mod plan;
@@ -54,6 +55,8 @@ mod publish;
 mod sources;
 mod stages;
 mod units;
+
+pub use memory::{fold_plain, folded_plain, report_plain};
 
 /// The file a format is written to.
 pub fn output_name(format: Format) -> &'static str {
@@ -201,15 +204,6 @@ pub struct Options {
     /// `--nsys-read-limit`: the longest one Nsight Systems report's export
     /// may take to read; `None`: the reader's default.
     pub nsys_read_limit: Option<std::time::Duration>,
-    /// Where a run that writes `report.txt` leaves the report's profile
-    /// (the last capture's), for a caller that prints the report itself
-    /// ([`report_plain`]); `None` (the default): not kept.
-    pub keep_report: Option<Arc<std::sync::Mutex<Option<crate::output::report::Profile>>>>,
-    /// Begin `stacks.folded` with what its counts are when they are not
-    /// samples (`# counts: ns`; [`crate::output::render::folded::counts_line`]):
-    /// for [`symbolize_plain`], whose folded stacks go to another stage
-    /// without their `summary.json`.
-    pub counts_line: bool,
 }
 
 impl Default for Options {
@@ -232,8 +226,6 @@ impl Default for Options {
             output: None,
             keep_stacks: None,
             nsys_read_limit: None,
-            keep_report: None,
-            counts_line: false,
         }
     }
 }
@@ -311,82 +303,6 @@ pub fn run(
     overall.finish();
     store.log_to(progress);
     Ok(Report { captures })
-}
-
-/// `jobprof fold|render|report PATH/perf.data`: the symbolized text of a
-/// plain `perf.data`, made by this pipeline as `jobprof process FILE -o
-/// TMP` makes it (one shard, this host's files by build id), in a
-/// temporary directory removed when the returned guard is dropped: the
-/// input's directory is not touched. Returns the guard and the directory
-/// of the outputs (`perf.script.zst`, `stacks.folded`). A file that cannot be symbolized is an error
-/// naming it (exit code 2).
-pub fn symbolize_plain(file: &Path, opts: &Options) -> Result<(tempfile::TempDir, PathBuf)> {
-    let opts = Options {
-        formats: Formats {
-            render: vec![Format::Folded],
-            summary: false,
-            report: false,
-        },
-        ..opts.clone()
-    };
-    symbolize_with(file, &opts)
-}
-
-/// [`symbolize_plain`] writing `opts.formats`.
-fn symbolize_with(file: &Path, opts: &Options) -> Result<(tempfile::TempDir, PathBuf)> {
-    let tmp = tempfile::Builder::new()
-        .prefix("jobprof-perf-data-")
-        .tempdir()
-        .map_err(|e| Error::io(std::env::temp_dir(), e))?;
-    let out = tmp.path().join("out");
-    let opts = Options {
-        output: Some(out.clone()),
-        force: true,
-        counts_line: true,
-        ..opts.clone()
-    };
-    let filter = capture::Filter::default();
-    let report = run(&[file.to_path_buf()], &filter, &opts, &LogLines::silent())?;
-    match report.captures.as_slice() {
-        [o] if o.status == Status::Processed => Ok((tmp, out)),
-        [o] => Err(Error::Usage(format!(
-            "{}: cannot be symbolized: {}",
-            file.display(),
-            o.message
-        ))),
-        _ => Err(Error::Usage(format!(
-            "{}: not one perf.data file",
-            file.display()
-        ))),
-    }
-}
-
-/// `jobprof report PATH/perf.data`: the report's profile of a plain
-/// `perf.data`, read from its samples as `jobprof process` reads the one
-/// it writes `report.txt` from (not from text read back: the samples keep
-/// what the text lacks, such as the ELF symbol of a frame printed with
-/// inlined lines only). Made by a run as [`symbolize_plain`]'s, in a
-/// temporary directory removed before it returns. A file that cannot be
-/// symbolized is an error naming it (exit code 2).
-pub fn report_plain(file: &Path, opts: &Options) -> Result<crate::output::report::Profile> {
-    let kept = Arc::new(std::sync::Mutex::new(None));
-    let opts = Options {
-        formats: Formats {
-            render: Vec::new(),
-            summary: false,
-            report: true,
-        },
-        keep_report: Some(kept.clone()),
-        ..opts.clone()
-    };
-    let (_tmp, _) = symbolize_with(file, &opts)?;
-    let profile = kept.lock().unwrap_or_else(|e| e.into_inner()).take();
-    profile.ok_or_else(|| {
-        Error::Usage(format!(
-            "{}: cannot be symbolized: no report was made",
-            file.display()
-        ))
-    })
 }
 
 /// Sends the outputs of the one plain `perf.data` found to `out` (`-o`);
@@ -650,6 +566,9 @@ struct Pipeline<'a> {
     store: Arc<native::store::Store>,
     /// The `stacks.folded` this run wrote, when it was renamed into place.
     folded_file: OnceLock<crate::sys::confined::Entry>,
+    /// A run in memory ([`memory`]): nothing written, the samples handed
+    /// on; `None`: `jobprof process`'s run.
+    memory: Option<&'a memory::Memory>,
 }
 
 impl<'a> Pipeline<'a> {
@@ -676,6 +595,7 @@ impl<'a> Pipeline<'a> {
             shard_ids: OnceLock::new(),
             store: opts.store.clone().unwrap_or_default(),
             folded_file: OnceLock::new(),
+            memory: None,
         }
     }
 

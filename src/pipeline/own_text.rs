@@ -23,6 +23,9 @@ use crate::text::script_samples::ScriptSamples;
 /// the fold, the report's reader of the unit, the profile.
 pub(super) struct Consumers<'a> {
     pub stream: &'a mut StreamFolder,
+    /// The fold's number of unit 0 (a caller's fold of several inputs
+    /// numbers their units on, [`super::memory`]; else 0).
+    pub unit_base: usize,
     pub reader: Option<&'a mut SampleReader>,
     pub pprof: Option<&'a mut StreamedPprof>,
     /// The off-CPU accounting of the units' records (a run's only).
@@ -40,7 +43,8 @@ impl Consumers<'_> {
         if let Some(logs) = self.off_cpu {
             logs.push(unit, &batch, frames);
         }
-        self.stream.push_samples(unit, &batch, frames);
+        self.stream
+            .push_samples(self.unit_base + unit, &batch, frames);
         if let Some(r) = self.reader {
             r.samples(&batch, frames);
         }
@@ -58,7 +62,7 @@ impl Consumers<'_> {
         if let Some(p) = self.pprof {
             p.spoil();
         }
-        self.stream.push_whole_of(unit, block);
+        self.stream.push_whole_of(self.unit_base + unit, block);
         if let Some(r) = self.reader {
             r.sample(block);
         }
@@ -90,6 +94,7 @@ impl Pipeline<'_> {
         crate::text::samples::blocks(text, |block| {
             let to = Consumers {
                 stream: &mut stream,
+                unit_base: 0,
                 reader: report.as_mut(),
                 pprof: pprof.as_mut(),
                 off_cpu: None,

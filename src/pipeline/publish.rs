@@ -95,6 +95,18 @@ impl Pipeline<'_> {
         } else {
             None
         };
+        self.profile_of(pass, text)
+    }
+
+    /// The report's profile of `pass`: read as the samples of `text` (the
+    /// text they were symbolized into, or the capture's own) streamed,
+    /// else from `text` read again; from the folded stacks when there is
+    /// no text (`None`).
+    pub(super) fn profile_of(
+        &self,
+        pass: &mut Pass,
+        text: Option<PathBuf>,
+    ) -> Result<crate::output::report::Profile> {
         // Off-CPU captures: the sampling event's, as the folded stacks.
         let event = self.fold_options().event_filter;
         // Read as the text was symbolized or folded: dropped already when
@@ -529,7 +541,6 @@ impl Pipeline<'_> {
             // Folded counts are sample periods.
             o.count_name = crate::text::perf_script::period_unit(ev).into();
         }
-        o.counts_line = self.opts.counts_line;
         o
     }
 }

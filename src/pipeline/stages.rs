@@ -135,9 +135,6 @@ impl Pipeline<'_> {
             self.write_report(&profile, off_cpu.as_ref())?;
             outputs.push(crate::output::report::REPORT_TXT.to_string());
             build_ids = self.write_build_ids(&profile, &mut pass.warnings, &mut outputs)?;
-            if let Some(slot) = &self.opts.keep_report {
-                *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(profile);
-            }
         }
         let render_time = render_start.elapsed();
         let mut stamps = Stamps::new();
@@ -179,7 +176,7 @@ impl Pipeline<'_> {
     /// Runs `perf script` over every shard (and archives its text), or
     /// folds the capture's own symbolized text when perf or the data files
     /// are missing. `Ok(Err(done))` when neither is possible.
-    fn symbolize_or_fold(&self) -> Result<std::result::Result<Pass, Done>> {
+    pub(super) fn symbolize_or_fold(&self) -> Result<std::result::Result<Pass, Done>> {
         let mut warnings = self.cap.warnings.clone();
         let prepare_start = Instant::now();
         let mut cross = None;
@@ -271,7 +268,7 @@ impl Pipeline<'_> {
             warnings,
             prepare,
             pass: t.elapsed(),
-            parts: Some(parts),
+            parts,
             kernel: Some(kernel),
             report,
             pprof,

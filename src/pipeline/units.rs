@@ -86,7 +86,8 @@ pub(super) struct Symbolized {
     pub(super) folded: Folded,
     pub(super) shards: Vec<ShardSummary>,
     pub(super) failures: Vec<String>,
-    pub(super) archive: (Spool, Vec<Spooled>),
+    /// `None` in memory ([`super::memory`]): no archive is written.
+    pub(super) archive: Option<(Spool, Vec<Spooled>)>,
     /// JIT files refused or cut short (logged already).
     pub(super) warnings: Vec<String>,
     /// How the dwarf unwinds ended and the call chains discarded, when the
@@ -122,7 +123,11 @@ impl Pipeline<'_> {
             self.cap.shards.len(),
             units.len() - native_runs
         ));
-        let spool = Spool::create(&self.dir)?;
+        // In memory the text is not kept: no archive, nothing on disk.
+        let spool = match self.memory {
+            Some(_) => None,
+            None => Some(Spool::create(&self.dir)?),
+        };
         // perf 6.1 names JIT frames from this host's /tmp: renamed from the
         // capture's snapshot instead.
         let jit_maps = Arc::new(crate::symbolize::jit::JitMaps::load(&self.cap.found.dir));
@@ -139,7 +144,7 @@ impl Pipeline<'_> {
         let (folded, mut results, report) = self.run_units(
             units,
             (jobs, zstd_workers),
-            (&spool, pprof.as_mut()),
+            (spool.as_ref(), pprof.as_mut()),
             &how,
             &recycle,
         );
@@ -166,7 +171,7 @@ impl Pipeline<'_> {
             folded,
             shards,
             failures,
-            archive: (spool, parts),
+            archive: spool.map(|s| (s, parts)),
             warnings,
             unwound,
             report,
@@ -214,7 +219,7 @@ impl Pipeline<'_> {
         &self,
         units: &[Unit],
         (jobs, zstd_workers): (usize, u32),
-        (spool, mut pprof): (&Spool, Option<&mut StreamedPprof>),
+        (spool, mut pprof): (Option<&Spool>, Option<&mut StreamedPprof>),
         how: &(dyn Fn(&Unit) -> Symbolize<'s> + Sync),
         recycle: &dyn Fn(Vec<u8>),
     ) -> (Folded, Vec<UnitResult>, Option<SampleReader>) {
@@ -228,8 +233,14 @@ impl Pipeline<'_> {
         let results: Mutex<Vec<Option<UnitResult>>> =
             Mutex::new((0..units.len()).map(|_| None).collect());
         let (tx, rx) = mpsc::sync_channel::<(usize, Piece)>(jobs * 2);
-        let folder = Folder::new(self.fold_options_with_cells());
-        let mut stream = folder.stream();
+        // In memory, the caller's fold may take the samples instead, its
+        // units numbered on from `base`.
+        let into = self.memory.and_then(|m| m.take_fold());
+        let base = into.as_ref().map(|(_, base)| *base);
+        let mut stream = match into {
+            Some((stream, _)) => stream,
+            None => Folder::new(self.fold_options_with_cells()).stream(),
+        };
         let mut readers = self.report_readers(units.len());
         let recorded = |u: &Unit| self.shard_ids().off_cpu(&u.data);
         let mut logs = OffCpuLogs::new(units, recorded, self.cap.event.as_deref());
@@ -267,6 +278,7 @@ impl Pipeline<'_> {
                         // the archive instead.
                         Consumers {
                             stream: &mut stream,
+                            unit_base: base.unwrap_or(0),
                             reader: readers.as_mut().map(|r| &mut r[unit]),
                             pprof: pprof.as_deref_mut(),
                             off_cpu: None,
@@ -276,6 +288,7 @@ impl Pipeline<'_> {
                     }
                     Piece::Samples(batch) => Consumers {
                         stream: &mut stream,
+                        unit_base: base.unwrap_or(0),
                         reader: readers.as_mut().map(|r| &mut r[unit]),
                         pprof: pprof.as_deref_mut(),
                         off_cpu: Some(&mut *logs),
@@ -300,7 +313,15 @@ impl Pipeline<'_> {
         for (unit, r) in results.iter_mut().enumerate() {
             r.log = logs.take(unit);
         }
-        (stream.finish(), results, report)
+        // The caller's fold goes back to it, to be finished there.
+        let folded = match (self.memory, base) {
+            (Some(m), Some(base)) => {
+                m.give_back(stream, base + units.len());
+                Folded::default()
+            }
+            _ => stream.finish(),
+        };
+        (folded, results, report)
     }
 
     /// One reader of the report's profile per unit, when a report is asked
@@ -404,7 +425,9 @@ impl Pipeline<'_> {
             bytes_bar,
             spool,
         } = sinks;
-        let mut part = match Part::create(&self.dir, self.opts.zstd_level, *zstd_workers) {
+        // In memory (no spool) the text is dropped: no part to write.
+        let part = spool.map(|_| Part::create(&self.dir, self.opts.zstd_level, *zstd_workers));
+        let mut part = match part.transpose() {
             Ok(p) => p,
             Err(e) => {
                 return UnitResult {
@@ -420,15 +443,23 @@ impl Pipeline<'_> {
             Symbolize::Perf(perf, script_opts, jit_maps) => {
                 let how = (perf, script_opts, jit_maps);
                 let text = (&mut chunker, &mut parsed);
-                let r = run_perf(how, (index, unit), &mut part, text, sinks);
+                let r = run_perf(how, (index, unit), part.as_mut(), text, sinks);
                 (r, perf.program.clone())
             }
             Symbolize::Native(n) => {
-                // The text goes to the archive only; the samples go on.
+                // The text goes to the archive only; the samples go on
+                // (in memory, the text instead where the caller's fold
+                // reads text: [`super::memory::Memory::as_text`]).
+                let as_text = self.memory.is_some_and(|m| m.as_text);
                 let consume = |mut batch: Batch| {
                     let text = std::mem::take(&mut batch.text);
-                    part.write_block(&text)?;
+                    if let Some(part) = part.as_mut() {
+                        part.write_block(&text)?;
+                    }
                     bytes_bar.inc(text.len() as u64);
+                    if as_text {
+                        return send(tx, index, Piece::Text(text));
+                    }
                     n.recycle(text);
                     send(tx, index, Piece::Samples(batch))
                 };
@@ -440,7 +471,9 @@ impl Pipeline<'_> {
         };
         let tail = chunker.finish();
         let write_tail = || -> io::Result<()> {
-            part.write_all(&tail.extra)?;
+            if let Some(part) = part.as_mut() {
+                part.write_all(&tail.extra)?;
+            }
             if !tail.block.is_empty() {
                 send(tx, index, text_piece(&mut parsed, tail.block))?;
             }
@@ -455,7 +488,13 @@ impl Pipeline<'_> {
             (Ok(o), Ok(())) => Ok(o),
             (Err(source), _) => Err(UnitError::Run { program, source }),
         };
-        let mut r = self.finish_part(part, spool, outcome);
+        let mut r = match (part, spool) {
+            (Some(part), Some(spool)) => self.finish_part(part, spool, outcome),
+            _ => UnitResult {
+                outcome,
+                ..UnitResult::empty()
+            },
+        };
         r.unwound = unwound;
         r.off_cpu = off_cpu;
         r
@@ -518,7 +557,8 @@ struct UnitSinks<'s> {
     tx: mpsc::SyncSender<(usize, Piece)>,
     zstd_workers: u32,
     bytes_bar: &'s dyn Bar,
-    spool: &'s Spool,
+    /// `None` in memory: the text is not kept.
+    spool: Option<&'s Spool>,
 }
 
 /// How one unit is symbolized.
@@ -541,7 +581,7 @@ fn run_perf(
         &Arc<crate::symbolize::jit::JitMaps>,
     ),
     (index, unit): (usize, &Unit),
-    part: &mut Part,
+    mut part: Option<&mut Part>,
     (chunker, parsed): (&mut Chunker, &mut ScriptSamples),
     sinks: &UnitSinks<'_>,
 ) -> io::Result<RunOutcome> {
@@ -549,7 +589,9 @@ fn run_perf(
     let args = perf::script_argv(&unit.data, script_opts, unit.slice.as_ref());
     let mut rewrite = crate::symbolize::jit::ScriptRewrite::new(Arc::clone(jit_maps));
     let mut sink = |bytes: &[u8]| -> io::Result<()> {
-        part.write_all(bytes)?;
+        if let Some(part) = part.as_mut() {
+            part.write_all(bytes)?;
+        }
         bytes_bar.inc(bytes.len() as u64);
         if let Some(block) = chunker.push(bytes) {
             send(tx, index, text_piece(parsed, block))?;

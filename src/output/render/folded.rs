@@ -245,6 +245,29 @@ impl Merger {
         }
     }
 
+    /// Takes in what another read gave, as if its lines came next.
+    fn absorb(&mut self, other: FoldedInput) {
+        let o = &mut self.out;
+        o.lines += other.lines;
+        o.bad_lines += other.bad_lines;
+        o.non_utf8_lines += other.non_utf8_lines;
+        let room = KEEP_BAD.saturating_sub(o.first_bad.len());
+        o.first_bad.extend(other.first_bad.into_iter().take(room));
+        if o.perf_script_text.is_none() {
+            o.perf_script_text = other.perf_script_text;
+        }
+        match (&o.count_name, other.count_name) {
+            (Some(m), Some(n)) if *m != n => o.counts_differ = true,
+            (None, Some(n)) => o.count_name = Some(n),
+            _ => {}
+        }
+        o.counts_differ |= other.counts_differ;
+        for (stack, count) in other.stacks {
+            let c = self.map.entry(stack).or_insert(0);
+            *c = crate::sys::counts::add(*c, count);
+        }
+    }
+
     fn bad(&mut self, path: &std::path::Path, lineno: u64, line: &str, reason: &'static str) {
         self.out.bad_lines += 1;
         if self.out.perf_script_text.is_none() && looks_like_perf_script(line) {
@@ -321,12 +344,52 @@ pub fn as_read_back<'a, S: AsRef<str>>(
     lines.iter().all(|(s, _)| reads_back(s)).then_some(lines)
 }
 
+/// What [`read_folded`] gives for the file [`super::render_folded`]
+/// writes from `stacks` after the [`counts_line`] of `count_name`, without
+/// writing or reading it: the stacks as [`as_read_back`] takes them, or,
+/// where one would not read back as itself, the text read in memory
+/// (its bad lines named as lines of `path`).
+pub fn as_input<S: AsRef<str>>(stacks: &[(S, u64)], count_name: &str, path: &Path) -> FoldedInput {
+    let head = counts_line(count_name);
+    let mut held = Vec::new();
+    if let Some(lines) = as_read_back(stacks, &mut held) {
+        return FoldedInput {
+            lines: (lines.len() + usize::from(head.is_some())) as u64,
+            stacks: lines.into_iter().map(|(s, c)| (s.to_string(), c)).collect(),
+            count_name: head.map(|_| count_name.to_string()),
+            ..FoldedInput::default()
+        };
+    }
+    let mut text = head.unwrap_or_default().into_bytes();
+    // Writing to memory cannot fail.
+    let _ = super::render_folded(stacks, &mut text);
+    let mut m = Merger::default();
+    for (i, l) in input::split_lines(&text).enumerate() {
+        m.line(path, i as u64 + 1, l);
+    }
+    m.finish()
+}
+
 /// Reads and merges folded inputs (plain, `.gz` or `.zst`; `-` is stdin).
 /// Fails only when an input cannot be opened or read; bad lines are counted
 /// in the result.
 pub fn read_folded(sources: &[Source]) -> Result<FoldedInput> {
+    read_folded_or(sources, |_| Ok(None))
+}
+
+/// [`read_folded`], where `given` may give an input's stacks already made
+/// (a `perf.data` symbolized in memory): merged as if they were read from
+/// a file.
+pub fn read_folded_or(
+    sources: &[Source],
+    mut given: impl FnMut(&Source) -> Result<Option<FoldedInput>>,
+) -> Result<FoldedInput> {
     let mut m = Merger::default();
     for src in sources {
+        if let Some(made) = given(src)? {
+            m.absorb(made);
+            continue;
+        }
         let path = src.display_path();
         input::each_line(src, |lineno, line| m.line(&path, lineno, line))?;
     }
@@ -393,6 +456,41 @@ mod tests {
             assert_eq!(as_read_back(&[(odd, 1)], &mut Vec::new()), None);
         }
         assert!(!reads_back("two\nlines") && !reads_back("cr\r"));
+    }
+
+    /// What `render` and `diff` take of a perf.data symbolized in memory
+    /// is what they read from the `stacks.folded` it would be written to,
+    /// alone or merged with a file read after it.
+    #[test]
+    fn stacks_made_in_memory_are_read_as_their_file() {
+        let cases: &[&[(&str, u64)]] = &[
+            &[("b;c", 2), ("a", 1), ("b;c", 3), ("z", 0)],
+            &[(" lead", 1), ("b", 2), ("# hash", 3)],
+            &[],
+        ];
+        let path = Path::new("perf.data");
+        for &stacks in cases {
+            for unit in ["samples", "ns"] {
+                let mut text = counts_line(unit).unwrap_or_default().into_bytes();
+                super::super::render_folded(stacks, &mut text).unwrap();
+                let file = read(std::str::from_utf8(&text).unwrap());
+                let made = as_input(stacks, unit, path);
+                assert_eq!(
+                    (&made.stacks, made.lines, made.bad_lines),
+                    (&file.stacks, file.lines, file.bad_lines),
+                    "{stacks:?} {unit}"
+                );
+                assert_eq!(made.count_name, file.count_name);
+                let mut m = Merger::default();
+                m.absorb(made);
+                m.line(path, 1, b"a 4");
+                let mut both = read(std::str::from_utf8(&text).unwrap()).stacks;
+                both.push(("a".into(), 4));
+                let merged = m.finish().stacks;
+                let total = |v: &[(String, u64)]| v.iter().map(|(_, c)| c).sum::<u64>();
+                assert_eq!(total(&merged), total(&both), "{stacks:?}");
+            }
+        }
     }
 
     #[test]

@@ -317,13 +317,7 @@ impl Folder {
     pub fn fold_sources(&self, sources: &[Source]) -> Result<Folded> {
         let mut eng = Engine::new(&self.opts);
         for (i, src) in sources.iter().enumerate() {
-            eng.input = i;
-            eng.unit = i;
-            match input::open(src)? {
-                Opened::Empty => {}
-                Opened::Mapped(map) => eng.input_mmap(&map),
-                Opened::Stream(s) => eng.input_stream(s)?,
-            }
+            eng.input_source(i, src)?;
         }
         Ok(eng.finish())
     }
@@ -337,6 +331,20 @@ impl Folder {
             scanned: 0,
             units: Vec::new(),
         }
+    }
+}
+
+impl Engine {
+    /// Folds input `src` as the `i`th input (and unit).
+    fn input_source(&mut self, i: usize, src: &Source) -> Result<()> {
+        self.input = i;
+        self.unit = i;
+        match input::open(src)? {
+            Opened::Empty => {}
+            Opened::Mapped(map) => self.input_mmap(&map),
+            Opened::Stream(s) => self.input_stream(s)?,
+        }
+        Ok(())
     }
 }
 
@@ -389,6 +397,18 @@ impl StreamFolder {
         } else {
             self.push(block);
         }
+    }
+
+    /// Folds input `src`, the `i`th of [`Folder::fold_sources`]'s (unit
+    /// `i`), as that folds it: after text pushed before, whose rest is
+    /// folded first.
+    pub fn push_source(&mut self, i: usize, src: &Source) -> Result<()> {
+        let rest = std::mem::take(&mut self.buf);
+        self.scanned = 0;
+        if !rest.is_empty() {
+            self.eng.input_block(&rest, true);
+        }
+        self.eng.input_source(i, src)
     }
 
     /// Folds the samples of `batch`, a batch of unit `unit`'s run (an input
