@@ -21,6 +21,7 @@ use crate::util::{folded, parse_folded, summary};
 
 mod damaged;
 mod inline;
+mod split;
 
 /// One recorded result directory and the capture directory in it.
 struct Capture {

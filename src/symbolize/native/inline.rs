@@ -283,10 +283,11 @@ fn read_sections(
     file.section_by_name(name(gimli::SectionId::DebugInfo)?)?;
     // Variable locations, macros and type units name no frame: left
     // unread (and undecompressed; location lists are a fifth of a libc
-    // debug file).
+    // debug file). Split files keep them: a package's unit index slices
+    // every section it lists, and one missing fails the unit's lookup.
     let unread = |id| {
         use gimli::SectionId::{DebugLoc, DebugLocLists, DebugMacinfo, DebugMacro, DebugTypes};
-        matches!(
+        !dwo && matches!(
             id,
             DebugLoc | DebugLocLists | DebugMacinfo | DebugMacro | DebugTypes
         )

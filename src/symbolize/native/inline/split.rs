@@ -35,7 +35,8 @@ pub(super) struct Split {
     /// The file with the skeleton units.
     file: PathBuf,
     owner: Option<Creds>,
-    /// `<file>.dwp`, read on the first split unit asked.
+    /// The package beside the file ([`Split::package_paths`]), read on
+    /// the first split unit asked.
     package: OnceLock<Option<gimli::DwarfPackage<Reader>>>,
     /// The split units read (or not found), by dwo id.
     units: Mutex<FxHashMap<u64, Option<Arc<Dwarf>>>>,
@@ -92,9 +93,8 @@ impl Split {
     /// The unit in `<file>.dwp` with the skeleton's dwo id.
     fn from_package(&self, load: &SplitDwarfLoad<Reader>) -> Option<Dwarf> {
         let package = self.package.get_or_init(|| {
-            let mut name = self.file.clone().into_os_string();
-            name.push(".dwp");
-            let sections = self.sections(Path::new(&name))?;
+            let paths = self.package_paths();
+            let sections = paths.iter().find_map(|p| self.sections(p))?;
             let empty = gimli::EndianReader::new(Bytes::Owned(Arc::default()), sections.endian);
             let load = |id| Ok::<_, gimli::Error>(sections.reader(id));
             gimli::DwarfPackage::load(load, empty).ok()
@@ -110,9 +110,12 @@ impl Split {
     /// skeleton's dwo id.
     fn from_dwo(&self, load: &SplitDwarfLoad<Reader>) -> Option<Dwarf> {
         let path = dwo_path(load.comp_dir.as_ref(), load.path.as_ref()?)?;
-        let under = match path.strip_prefix("/") {
-            Ok(rel) if self.root != Path::new("/") => self.root.join(rel),
-            _ => path,
+        // Under a snapshot, where `jobprof-record` put it: `.` and `..`
+        // taken lexically (the snapshot is walked without either).
+        let under = if self.root == Path::new("/") {
+            path
+        } else {
+            self.root.join(lexical(&path))
         };
         let sections = self.sections(&under)?;
         let mut dwarf = sections.dwarf(None)?;
@@ -123,6 +126,31 @@ impl Split {
         }
         dwarf.make_dwo(&load.parent);
         Some(dwarf)
+    }
+
+    /// Where a `.dwp` package of the file may be: `<file>.dwp`; for a
+    /// file of this host that perf's build-id cache holds
+    /// (`~/.debug/<path>/<build id>/elf`, what a plain `perf.data` is
+    /// named from), `<path>.dwp` too.
+    fn package_paths(&self) -> Vec<PathBuf> {
+        let with_dwp = |p: &Path| {
+            let mut name = p.as_os_str().to_os_string();
+            name.push(".dwp");
+            PathBuf::from(name)
+        };
+        let mut out = vec![with_dwp(&self.file)];
+        let cached = (self.root == Path::new("/") && self.file.ends_with("elf"))
+            .then(|| std::fs::canonicalize(&self.file).ok())
+            .flatten();
+        if let Some(cached) = cached {
+            let parts: Vec<_> = cached.components().collect();
+            let below = parts.iter().position(|c| c.as_os_str() == ".debug");
+            if let Some(i) = below.filter(|&i| i + 3 < parts.len()) {
+                let original: PathBuf = parts[i + 1..parts.len() - 2].iter().collect();
+                out.push(with_dwp(&Path::new("/").join(original)));
+            }
+        }
+        out
     }
 
     /// The split DWARF sections (`.debug_*.dwo`, the package's indexes)
@@ -152,4 +180,35 @@ fn dwo_path(comp_dir: Option<&Reader>, name: &Reader) -> Option<PathBuf> {
     }
     let dir = os(comp_dir?)?;
     dir.is_absolute().then(|| dir.join(name))
+}
+
+/// An absolute path's components below `/`, `.` and `..` taken lexically
+/// (never above `/`).
+fn lexical(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dwo_path_under_a_snapshot_is_taken_lexically() {
+        assert_eq!(
+            lexical(Path::new("/b/c/../x/./a.dwo")),
+            Path::new("b/x/a.dwo")
+        );
+        assert_eq!(lexical(Path::new("/b/../../a.dwo")), Path::new("a.dwo"));
+    }
 }
