@@ -250,3 +250,97 @@ fn split_dwarf_dwo_files_name_the_inline_frames_of_the_unsplit_build() {
 fn split_dwarf_package_names_the_inline_frames_of_the_unsplit_build() {
     names_as_the_unsplit_build(Kept::Dwp);
 }
+
+/// `perf record --call-graph dwarf` (2 s, `extra` options) of `exe`, into
+/// `dir/perf.data`.
+fn perf_record(exe: &Path, dir: &Path, extra: &[&str]) -> PathBuf {
+    let data = dir.join("perf.data");
+    let mut worker = Command::new(exe)
+        .arg("2")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let o = Command::new("perf")
+        .args(["record", "-q", "--call-graph", "dwarf,8192", "-F", "499"])
+        .args(extra)
+        .arg("-o")
+        .arg(&data)
+        .args(["-p", &worker.id().to_string(), "--", "sleep", "2"])
+        .output()
+        .unwrap();
+    let _ = worker.kill();
+    let _ = worker.wait();
+    assert!(o.status.success(), "perf record: {}", text(&o));
+    data
+}
+
+/// `jobprof fold` of a plain perf.data (named from this host's files).
+fn fold(data: &Path) -> HashMap<String, u64> {
+    let out = data.with_extension("folded");
+    let o = util::jobprof()
+        .arg("fold")
+        .arg(data)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "jobprof fold: {}", text(&o));
+    folded(&out)
+}
+
+/// A plain `perf.data` processed on the host it was recorded on: the
+/// `.dwo` named by the binary's skeleton, at its host path, names what the
+/// unsplit build (put at the same path afterwards, same build id) names;
+/// and a `.dwp` package beside a binary perf put in its build-id cache
+/// (`~/.debug`, what `jobprof` then names it from) is found beside the
+/// binary's own path.
+#[test]
+fn split_dwarf_of_a_plain_perf_data_is_read_from_this_hosts_files() {
+    if !ready(Kept::Dwo) || !util::require(util::perf_can_record(), "perf that can record") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (bin, plain_dir) = (dir.path().join("bin"), dir.path().join("plain"));
+    fs::create_dir_all(&bin).unwrap();
+    fs::create_dir_all(&plain_dir).unwrap();
+    let id = fresh_build_id();
+    let exe = build(&bin, &id, &["-gsplit-dwarf", "-gdwarf-5"]);
+    let plain = build(&plain_dir, &id, &["-gdwarf-5"]);
+    let data = perf_record(&exe, dir.path(), &["--no-buildid-cache"]);
+    let split = fold(&data);
+    assert!(inlined_weight(&split) > 0, "{split:#?}");
+    fs::remove_dir_all(&bin).unwrap();
+    fs::create_dir_all(&bin).unwrap();
+    fs::copy(&plain, &exe).unwrap();
+    assert_eq!(
+        split,
+        fold(&data),
+        "split and unsplit builds named otherwise"
+    );
+    if !util::require(util::have("dwp"), "binutils' dwp") {
+        return;
+    }
+    // A DWARF 4 package, the binary in perf's build-id cache.
+    fs::remove_dir_all(&bin).unwrap();
+    fs::create_dir_all(&bin).unwrap();
+    let exe = build(&bin, &fresh_build_id(), &["-gsplit-dwarf", "-gdwarf-4"]);
+    let o = Command::new("dwp")
+        .args(["-e", "cxx_split", "-o", "cxx_split.dwp"])
+        .current_dir(&bin)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "dwp: {}", text(&o));
+    fs::remove_file(bin.join("cxx_split-cxx_worker.dwo")).unwrap();
+    let data = perf_record(&exe, dir.path(), &[]);
+    let packaged = inlined_weight(&fold(&data));
+    fs::remove_file(bin.join("cxx_split.dwp")).unwrap();
+    let without = inlined_weight(&fold(&data));
+    let _ = Command::new("perf")
+        .args(["buildid-cache", "--remove"])
+        .arg(&exe)
+        .output();
+    assert!(
+        packaged > 0 && without == 0,
+        "{packaged} with the package, {without} without"
+    );
+}
