@@ -8,8 +8,8 @@
 //! published capture, nothing hung, and the manifest says what was not
 //! copied. Issue 45, item 6: a directory `nobody` plants under a request's
 //! name in the shared token directory is refused once and spins nothing.
-Issue 57, item 5: a `.dwo` the worker links to a root-only file is not
-copied.
+//! Issue 57, item 5: a `.dwo` the worker links to a root-only file is not
+//! copied.
 //! docs/reliability.md lists the guarantee each one proves.
 
 use std::fs;
