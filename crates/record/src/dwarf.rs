@@ -139,6 +139,10 @@ enum Str {
     Index(u64),
 }
 
+/// An abbreviation table: each code's (attribute, form, implicit
+/// constant) list.
+type Abbrevs = HashMap<u64, Vec<(u64, u64, i64)>>;
+
 /// The sections read of one file (`suffix`: `.dwo` for a split file's).
 struct Dwarf {
     info: Vec<u8>,
@@ -146,9 +150,8 @@ struct Dwarf {
     strs: Vec<u8>,
     line_strs: Vec<u8>,
     str_offsets: Vec<u8>,
-    /// Abbreviation tables by offset: each code's tag, children flag and
-    /// (attribute, form, implicit constant) list.
-    tables: HashMap<u64, HashMap<u64, Vec<(u64, u64, i64)>>>,
+    /// Abbreviation tables by offset.
+    tables: HashMap<u64, Abbrevs>,
 }
 
 impl Dwarf {
@@ -234,7 +237,7 @@ impl Dwarf {
     }
 
     /// The abbreviation table at `offset`, parsed once.
-    fn table(&mut self, offset: u64) -> io::Result<&HashMap<u64, Vec<(u64, u64, i64)>>> {
+    fn table(&mut self, offset: u64) -> io::Result<&Abbrevs> {
         if !self.tables.contains_key(&offset) {
             let bytes = self.abbrev.get(offset as usize..).unwrap_or(&[]);
             let table = abbrev_table(bytes).ok_or_else(|| bad("bad abbreviation table"))?;
@@ -314,7 +317,7 @@ fn unit_header(info: &[u8], at: usize) -> Option<Unit> {
 
 /// An abbreviation table: each code's (attribute, form, implicit
 /// constant) list.
-fn abbrev_table(bytes: &[u8]) -> Option<HashMap<u64, Vec<(u64, u64, i64)>>> {
+fn abbrev_table(bytes: &[u8]) -> Option<Abbrevs> {
     let mut c = Cursor::new(bytes);
     let mut table = HashMap::new();
     loop {

@@ -79,8 +79,8 @@ impl Split {
             return found.clone();
         }
         let found = self
-            .from_package(&load)
-            .or_else(|| self.from_dwo(&load))
+            .in_package(&load)
+            .or_else(|| self.in_dwo(&load))
             .map(Arc::new);
         self.lock_units().insert(id, found.clone());
         found
@@ -91,7 +91,7 @@ impl Split {
     }
 
     /// The unit in `<file>.dwp` with the skeleton's dwo id.
-    fn from_package(&self, load: &SplitDwarfLoad<Reader>) -> Option<Dwarf> {
+    fn in_package(&self, load: &SplitDwarfLoad<Reader>) -> Option<Dwarf> {
         let package = self.package.get_or_init(|| {
             let paths = self.package_paths();
             let sections = paths.iter().find_map(|p| self.sections(p))?;
@@ -108,7 +108,7 @@ impl Split {
 
     /// The `.dwo` file the skeleton names, when its unit has the
     /// skeleton's dwo id.
-    fn from_dwo(&self, load: &SplitDwarfLoad<Reader>) -> Option<Dwarf> {
+    fn in_dwo(&self, load: &SplitDwarfLoad<Reader>) -> Option<Dwarf> {
         let path = dwo_path(load.comp_dir.as_ref(), load.path.as_ref()?)?;
         // Under a snapshot, where `jobprof-record` put it: `.` and `..`
         // taken lexically (the snapshot is walked without either).
