@@ -18,9 +18,8 @@ use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
-use super::{copy, perf_reference_with, process, symfs_of, Capture};
+use super::{capture_exe, copy, perf_reference_with, process, symfs_of, Capture};
 use crate::util::{self, folded, output_text as text};
 
 /// How the split DWARF is kept.
@@ -70,6 +69,23 @@ fn build(dir: &Path, id: &str, flags: &[&str]) -> PathBuf {
     exe
 }
 
+/// Packs `dir/cxx_split`'s `.dwo` files into `dir/cxx_split.dwp` with
+/// binutils' `dwp`, then deletes them.
+fn package(dir: &Path) {
+    let o = Command::new("dwp")
+        .args(["-e", "cxx_split", "-o", "cxx_split.dwp"])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "dwp: {}", text(&o));
+    for e in fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "dwo") {
+            fs::remove_file(p).unwrap();
+        }
+    }
+}
+
 /// The bytes of section `name` of the ELF file at `path`.
 fn section(path: &Path, name: &str) -> Vec<u8> {
     use object::{Object, ObjectSection};
@@ -86,7 +102,7 @@ fn ready(kept: Kept) -> bool {
 }
 
 /// The split and the unsplit builds, the split one captured for two
-/// seconds (3 threads), then its build directory deleted.
+/// seconds, then its build directory deleted.
 fn capture(kept: Kept) -> Option<Split> {
     if !ready(kept) {
         return None;
@@ -102,37 +118,12 @@ fn capture(kept: Kept) -> Option<Split> {
     };
     let exe = build(&bin, &id, &["-gsplit-dwarf", dwarf]);
     if kept == Kept::Dwp {
-        let o = Command::new("dwp")
-            .args(["-e", "cxx_split", "-o", "cxx_split.dwp"])
-            .current_dir(&bin)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "dwp: {}", text(&o));
-        for e in fs::read_dir(&bin).unwrap() {
-            let p = e.unwrap().path();
-            if p.extension().is_some_and(|x| x == "dwo") {
-                fs::remove_file(p).unwrap();
-            }
-        }
+        package(&bin);
     }
     let plain_dir = tempfile::tempdir().unwrap();
     let plain = build(plain_dir.path(), &id, &[dwarf]);
     assert_eq!(section(&exe, ".text"), section(&plain, ".text"));
-    let mut worker = Command::new(&exe)
-        .arg("2")
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let result_dir = keep.path().join("result");
-    util::capture_q1(
-        keep.path(),
-        &result_dir.join("profiles/perf"),
-        &mut worker,
-        "--frequency 499 --call-graph dwarf --start-timeout 30 --stop-timeout 30",
-        &[("SLURM_JOB_ID", "4357")],
-        2,
-        Duration::from_secs(90),
-    );
+    let result_dir = capture_exe(keep.path(), &exe, "--call-graph dwarf", 2);
     fs::remove_dir_all(&bin).unwrap();
     let capture = Capture {
         _keep: keep,
@@ -324,13 +315,7 @@ fn split_dwarf_of_a_plain_perf_data_is_read_from_this_hosts_files() {
     fs::remove_dir_all(&bin).unwrap();
     fs::create_dir_all(&bin).unwrap();
     let exe = build(&bin, &fresh_build_id(), &["-gsplit-dwarf", "-gdwarf-4"]);
-    let o = Command::new("dwp")
-        .args(["-e", "cxx_split", "-o", "cxx_split.dwp"])
-        .current_dir(&bin)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "dwp: {}", text(&o));
-    fs::remove_file(bin.join("cxx_split-cxx_worker.dwo")).unwrap();
+    package(&bin);
     let data = perf_record(&exe, dir.path(), &[]);
     let packaged = inlined_weight(&fold(&data));
     fs::remove_file(bin.join("cxx_split.dwp")).unwrap();

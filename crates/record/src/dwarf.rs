@@ -432,8 +432,9 @@ impl<'a> Cursor<'a> {
         Some(b.iter().rev().fold(0, |n, &x| n << 8 | u64::from(x)))
     }
 
-    fn uleb(&mut self) -> Option<u64> {
-        let (mut n, mut shift) = (0u64, 0);
+    /// A LEB128 number's low 64 bits and how many bits it had.
+    fn leb(&mut self) -> Option<(u64, u32)> {
+        let (mut n, mut shift) = (0u64, 0u32);
         loop {
             let b = self.u8()?;
             if shift < 64 {
@@ -441,26 +442,23 @@ impl<'a> Cursor<'a> {
             }
             shift += 7;
             if b & 0x80 == 0 {
-                return Some(n);
+                return Some((n, shift));
             }
         }
     }
 
+    fn uleb(&mut self) -> Option<u64> {
+        Some(self.leb()?.0)
+    }
+
     fn sleb(&mut self) -> Option<i64> {
-        let (mut n, mut shift) = (0i64, 0);
-        loop {
-            let b = self.u8()?;
-            if shift < 64 {
-                n |= i64::from(b & 0x7f) << shift;
-            }
-            shift += 7;
-            if b & 0x80 == 0 {
-                if shift < 64 && b & 0x40 != 0 {
-                    n |= -1 << shift;
-                }
-                return Some(n);
-            }
-        }
+        let (n, bits) = self.leb()?;
+        // Sign-extended from its last bit.
+        Some(if bits < 64 && n >> (bits - 1) & 1 == 1 {
+            (n | (u64::MAX << bits)) as i64
+        } else {
+            n as i64
+        })
     }
 
     fn cstr(&mut self) -> Option<String> {
@@ -486,6 +484,11 @@ mod tests {
         let mut c = Cursor::new(&[0xe5, 0x8e, 0x26, 0x7f]);
         assert_eq!(c.uleb(), Some(624_485));
         assert_eq!(c.sleb(), Some(-1));
+        let mut c = Cursor::new(&[0x80, 0x7f, 0x3f, 0x40]);
+        assert_eq!(
+            (c.sleb(), c.sleb(), c.sleb()),
+            (Some(-128), Some(63), Some(-64))
+        );
     }
 
     #[test]
