@@ -5,9 +5,10 @@
 //! holds ([`split_unit_id`]), so that a file is copied only when it is the
 //! one a skeleton asks for. Reads the unit headers and each unit's first
 //! entry only (the sidecar has no DWARF library: it stays small and
-//! static), from sections read with the file's own handle and bounded in
-//! size; a binary without `.debug_addr` (which every split unit's
-//! addresses go through) has no split units and is not read at all.
+//! static), a bounded window at a time through the file's own handle,
+//! never a whole section; a binary without `.debug_addr` (which every
+//! split unit's addresses go through) has no split units and is not read
+//! at all.
 //! Compressed sections are not read (their skeletons are not found: the
 //! manifest says so).
 
@@ -106,8 +107,8 @@ fn find<'a>(sections: &'a [Section], name: &str) -> Option<&'a Section> {
 struct Unit {
     /// Where its first entry starts and where the unit ends, in
     /// `.debug_info`.
-    entry: usize,
-    end: usize,
+    entry: u64,
+    end: u64,
     version: u16,
     /// DWARF 5's unit type (0 before DWARF 5).
     kind: u8,
@@ -139,41 +140,73 @@ enum Str {
     Index(u64),
 }
 
-/// An abbreviation table: each code's (attribute, form, implicit
-/// constant) list.
-type Abbrevs = HashMap<u64, Vec<(u64, u64, i64)>>;
+/// An abbreviation's (attribute, form, implicit constant) list.
+type Attrs = Vec<(u64, u64, i64)>;
 
-/// The sections read of one file (`suffix`: `.dwo` for a split file's).
-struct Dwarf {
-    info: Vec<u8>,
-    abbrev: Vec<u8>,
-    strs: Vec<u8>,
-    line_strs: Vec<u8>,
-    str_offsets: Vec<u8>,
+/// An abbreviation table: each code's attributes.
+type Abbrevs = HashMap<u64, Attrs>;
+
+/// A section of the open file, read a window at a time (a big
+/// `.debug_info` is never read whole: only unit headers and first
+/// entries).
+struct Part<'f> {
+    file: &'f File,
+    offset: u64,
+    size: u64,
+}
+
+impl Part<'_> {
+    /// At most `len` bytes from `at` in the section (fewer at its end,
+    /// none past it or when the file cannot be read there).
+    fn window(&self, at: u64, len: usize) -> Vec<u8> {
+        use std::os::unix::fs::FileExt;
+        let n = self.size.saturating_sub(at).min(len as u64) as usize;
+        let mut buf = vec![0; n];
+        let read = self
+            .file
+            .read_exact_at(&mut buf, self.offset.saturating_add(at));
+        read.map_or_else(|_| Vec::new(), |()| buf)
+    }
+}
+
+/// The most bytes of an abbreviation table read (a unit's first entry's
+/// abbreviation is at its start).
+const TABLE_BYTES: usize = 64 << 10;
+/// The most bytes of a string read.
+const STRING_BYTES: usize = 4096;
+
+/// The sections of one file (`suffix`: `.dwo` for a split file's).
+struct Dwarf<'f> {
+    info: Part<'f>,
+    abbrev: Part<'f>,
+    strs: Part<'f>,
+    line_strs: Part<'f>,
+    str_offsets: Part<'f>,
     /// Abbreviation tables by offset.
     tables: HashMap<u64, Abbrevs>,
 }
 
-impl Dwarf {
-    fn read(f: &mut File, sections: &[Section], suffix: &str) -> io::Result<Dwarf> {
-        let mut get = |name: &str| -> io::Result<Vec<u8>> {
-            match find(sections, &format!("{name}{suffix}")) {
+impl<'f> Dwarf<'f> {
+    fn read(f: &'f File, sections: &[Section], suffix: &str) -> io::Result<Dwarf<'f>> {
+        let get = |name: &str| -> io::Result<Part<'f>> {
+            let (offset, size) = match find(sections, &format!("{name}{suffix}")) {
                 Some(s) if s.flags & elf::SHF_COMPRESSED != 0 => {
-                    Err(bad(&format!("{name}{suffix} is compressed")))
+                    return Err(bad(&format!("{name}{suffix} is compressed")));
                 }
-                Some(s) => elf::section_bytes(f, s),
-                None => Ok(Vec::new()),
-            }
+                Some(s) if s.kind != SHT_NOBITS => (s.offset, s.size),
+                _ => (0, 0),
+            };
+            Ok(Part {
+                file: f,
+                offset,
+                size,
+            })
         };
         Ok(Dwarf {
             info: get(".debug_info")?,
             abbrev: get(".debug_abbrev")?,
             strs: get(".debug_str")?,
-            line_strs: if suffix.is_empty() {
-                get(".debug_line_str")?
-            } else {
-                Vec::new()
-            },
+            line_strs: get(".debug_line_str")?,
             str_offsets: get(".debug_str_offsets")?,
             tables: HashMap::new(),
         })
@@ -183,8 +216,10 @@ impl Dwarf {
     fn units(&self) -> io::Result<Vec<Unit>> {
         let mut out = Vec::new();
         let mut at = 0;
-        while at < self.info.len() && out.len() < MAX_UNITS {
-            let unit = unit_header(&self.info, at).ok_or_else(|| bad("bad unit header"))?;
+        while at < self.info.size && out.len() < MAX_UNITS {
+            let header = self.info.window(at, 32);
+            let unit =
+                unit_header(&header, at, self.info.size).ok_or_else(|| bad("bad unit header"))?;
             at = unit.end;
             out.push(unit);
         }
@@ -214,8 +249,8 @@ impl Dwarf {
 
     /// The attributes of `unit`'s first entry this module reads.
     fn entry(&mut self, unit: &Unit) -> io::Result<Entry> {
-        let end = unit.end.min(unit.entry + ENTRY_BYTES);
-        let bytes = self.info.get(unit.entry..end).unwrap_or(&[]).to_vec();
+        let len = (unit.end - unit.entry).min(ENTRY_BYTES as u64) as usize;
+        let bytes = self.info.window(unit.entry, len);
         let mut c = Cursor::new(&bytes);
         let code = c.uleb().ok_or_else(|| bad("bad entry"))?;
         let table = self.table(unit.abbrev)?;
@@ -239,8 +274,7 @@ impl Dwarf {
     /// The abbreviation table at `offset`, parsed once.
     fn table(&mut self, offset: u64) -> io::Result<&Abbrevs> {
         if !self.tables.contains_key(&offset) {
-            let bytes = self.abbrev.get(offset as usize..).unwrap_or(&[]);
-            let table = abbrev_table(bytes).ok_or_else(|| bad("bad abbreviation table"))?;
+            let table = abbrev_table(&self.abbrev.window(offset, TABLE_BYTES));
             self.tables.insert(offset, table);
         }
         Ok(&self.tables[&offset])
@@ -248,10 +282,10 @@ impl Dwarf {
 
     /// A string attribute's text.
     fn string(&self, s: &Str, unit: &Unit, base: Option<u64>) -> Option<String> {
-        let at = |bytes: &[u8], off: u64| -> Option<String> {
-            let rest = bytes.get(off as usize..)?;
-            let end = rest.iter().position(|&b| b == 0)?;
-            String::from_utf8(rest[..end].to_vec()).ok()
+        let at = |part: &Part<'_>, off: u64| -> Option<String> {
+            let mut rest = part.window(off, STRING_BYTES);
+            rest.truncate(rest.iter().position(|&b| b == 0)?);
+            String::from_utf8(rest).ok()
         };
         match s {
             Str::Inline(t) => Some(t.clone()),
@@ -263,13 +297,16 @@ impl Dwarf {
                 let size = u64::from(unit.offset_size);
                 let base = base.unwrap_or(if size == 8 { 16 } else { 8 });
                 let entry = base.checked_add(i.checked_mul(size)?)?;
-                let mut c = Cursor::new(self.str_offsets.get(entry as usize..)?);
-                at(&self.strs, c.uint(unit.offset_size)?)
+                let bytes = self
+                    .str_offsets
+                    .window(entry, usize::from(unit.offset_size));
+                at(&self.strs, Cursor::new(&bytes).uint(unit.offset_size)?)
             }
         }
     }
 }
 
+const SHT_NOBITS: u64 = 8;
 const DW_UT_SKELETON: u8 = 4;
 const DW_UT_SPLIT_COMPILE: u8 = 5;
 const DW_AT_COMP_DIR: u64 = 0x1b;
@@ -278,17 +315,16 @@ const DW_AT_DWO_NAME: u64 = 0x76;
 const DW_AT_GNU_DWO_NAME: u64 = 0x2130;
 const DW_AT_GNU_DWO_ID: u64 = 0x2131;
 
-/// The unit header at `at` in `info`.
-fn unit_header(info: &[u8], at: usize) -> Option<Unit> {
-    let mut c = Cursor::new(info.get(at..)?);
+/// The unit header at `at` in a `.debug_info` of `size` bytes, read from
+/// `bytes` (the section from `at`).
+fn unit_header(bytes: &[u8], at: u64, size: u64) -> Option<Unit> {
+    let mut c = Cursor::new(bytes);
     let (len, offset_size) = match c.uint(4)? {
         0xffff_ffff => (c.uint(8)?, 8),
         n if n < 0xffff_fff0 => (n, 4),
         _ => return None,
     };
-    let end = at
-        .checked_add(c.pos)?
-        .checked_add(usize::try_from(len).ok()?)?;
+    let end = at.checked_add(c.pos as u64)?.checked_add(len)?;
     let version = c.uint(2)? as u16;
     let (mut kind, mut dwo_id) = (0, None);
     let (abbrev, address_size);
@@ -303,8 +339,8 @@ fn unit_header(info: &[u8], at: usize) -> Option<Unit> {
         abbrev = c.uint(offset_size)?;
         address_size = c.u8()?;
     }
-    (end <= info.len() && (2..=5).contains(&version)).then_some(Unit {
-        entry: at + c.pos,
+    (end <= size && (2..=5).contains(&version)).then_some(Unit {
+        entry: at + c.pos as u64,
         end,
         version,
         kind,
@@ -315,31 +351,34 @@ fn unit_header(info: &[u8], at: usize) -> Option<Unit> {
     })
 }
 
-/// An abbreviation table: each code's (attribute, form, implicit
-/// constant) list.
-fn abbrev_table(bytes: &[u8]) -> Option<Abbrevs> {
+/// The abbreviation table in `bytes`: each code's (attribute, form,
+/// implicit constant) list, as far as `bytes` has whole declarations.
+fn abbrev_table(bytes: &[u8]) -> Abbrevs {
     let mut c = Cursor::new(bytes);
     let mut table = HashMap::new();
-    loop {
-        let code = c.uleb()?;
-        if code == 0 {
-            return Some(table);
-        }
-        let (_tag, _children) = (c.uleb()?, c.u8()?);
-        let mut attrs = Vec::new();
-        loop {
-            let (at, form) = (c.uleb()?, c.uleb()?);
-            if at == 0 && form == 0 {
-                break;
-            }
-            let implicit = if form == DW_FORM_IMPLICIT_CONST {
-                c.sleb()?
-            } else {
-                0
-            };
-            attrs.push((at, form, implicit));
-        }
+    while let Some((code, attrs)) = declaration(&mut c) {
         table.insert(code, attrs);
+    }
+    table
+}
+
+/// One abbreviation declaration (`None`: the table's end, or the bytes'
+/// end).
+fn declaration(c: &mut Cursor<'_>) -> Option<(u64, Attrs)> {
+    let code = c.uleb().filter(|&code| code != 0)?;
+    let (_tag, _children) = (c.uleb()?, c.u8()?);
+    let mut attrs = Vec::new();
+    loop {
+        let (at, form) = (c.uleb()?, c.uleb()?);
+        if at == 0 && form == 0 {
+            return Some((code, attrs));
+        }
+        let implicit = if form == DW_FORM_IMPLICIT_CONST {
+            c.sleb()?
+        } else {
+            0
+        };
+        attrs.push((at, form, implicit));
     }
 }
 
@@ -475,8 +514,8 @@ mod tests {
 
     #[test]
     fn a_unit_header_with_a_bad_length_is_refused() {
-        assert!(unit_header(&[0xf0, 0xff, 0xff, 0xff, 5, 0], 0).is_none());
-        assert!(unit_header(&[100, 0, 0, 0, 5, 0, 4, 8, 0, 0, 0, 0], 0).is_none());
+        assert!(unit_header(&[0xf0, 0xff, 0xff, 0xff, 5, 0], 0, 6).is_none());
+        assert!(unit_header(&[100, 0, 0, 0, 5, 0, 4, 8, 0, 0, 0, 0], 0, 12).is_none());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Just enough ELF reading for the preflight and the symbol snapshot: the
 //! section names of a 64-bit little-endian ELF file (does it have `.symtab`
 //! or `.debug_info`?), its GNU build id and its `.gnu_debuglink` name, and
-//! the bytes of a section (the split DWARF skeletons, [`crate::dwarf`]).
+//! its section table (where [`crate::dwarf`] reads split DWARF skeletons).
 //! Reads only the headers, never the whole file. Anything else (32-bit, big-endian, not ELF) is reported
 //! as unknown rather than guessed.
 
@@ -124,11 +124,6 @@ pub fn sections(f: &mut File) -> io::Result<Vec<Section>> {
         });
     }
     Ok(out)
-}
-
-/// The bytes of `section` of the open file `f` (at most 64 MiB).
-pub fn section_bytes(f: &mut File, section: &Section) -> io::Result<Vec<u8>> {
-    read_at(f, section.offset, section.size)
 }
 
 /// [`inspect`] on a file already open (so that what is checked is what is
