@@ -8,6 +8,8 @@
 //! published capture, nothing hung, and the manifest says what was not
 //! copied. Issue 45, item 6: a directory `nobody` plants under a request's
 //! name in the shared token directory is refused once and spins nothing.
+//! Issue 57, item 5: a `.dwo` the worker links to a root-only file is not
+//! copied.
 //! docs/reliability.md lists the guarantee each one proves.
 
 use std::fs;
@@ -413,6 +415,54 @@ time.sleep(600)
         .join("worker_0/symfs")
         .join(exe.strip_prefix("/").unwrap());
     assert_eq!(fs::read(&copy).unwrap(), fs::read(&exe).unwrap());
+}
+
+/// Issue 57, item 5: the worker maps a binary built with `-gsplit-dwarf`
+/// whose skeleton names a `.dwo` the worker replaced by a link to a
+/// root-only file: the real `.dwo` (it holds the unit the skeleton asks
+/// for, and the canary after it). As root the sidecar would copy it into
+/// symfs/; opened as the worker it is refused, and the manifest says so.
+#[test]
+fn a_dwo_linked_to_a_root_only_file_is_not_read_as_root() {
+    if !ready() || !util::require(have("gcc"), "gcc") {
+        return;
+    }
+    let dir = open_dir();
+    let d = dir.path();
+    fs::write(d.join("split.c"), "int main(void) { return 0; }\n").unwrap();
+    let gcc = |args: &[&str]| {
+        let o = Command::new("gcc")
+            .args(args)
+            .current_dir(d)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "gcc {args:?}: {}", output_text(&o));
+    };
+    gcc(&["-O2", "-g", "-gsplit-dwarf", "-c", "split.c"]);
+    gcc(&["split.o", "-o", "split"]);
+    let canary = Canary::new();
+    let mut dwo = fs::read(d.join("split.dwo")).unwrap();
+    dwo.extend_from_slice(canary.text.as_bytes());
+    fs::write(&canary.path, dwo).unwrap();
+    fs::remove_file(d.join("split.dwo")).unwrap();
+    std::os::unix::fs::symlink(&canary.path, d.join("split.dwo")).unwrap();
+    let exe = d.join("split");
+    let code = format!("{MAPS_A_FILE}{JIT_LIKE}");
+    let worker = as_nobody(&[python(), "-c", &code, exe.to_str().unwrap()]);
+    let run = capture(worker, &[]);
+    canary.absent_from(&run.root());
+    let row = run.row("dwo");
+    let at = d.join("split.dwo");
+    assert!(
+        row.starts_with(&format!("dwo\t{}\t", at.display()))
+            && row.contains("not copied: Permission denied"),
+        "{row}"
+    );
+    let copy = run
+        .root()
+        .join("worker_0/symfs")
+        .join(at.strip_prefix("/").unwrap());
+    assert!(!copy.exists(), "{} was copied", copy.display());
 }
 
 /// The perf processes the sidecar `pid` started (its children, from any of

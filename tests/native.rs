@@ -21,6 +21,7 @@ use crate::util::{folded, parse_folded, summary};
 
 mod damaged;
 mod inline;
+mod split;
 
 /// One recorded result directory and the capture directory in it.
 struct Capture {
@@ -137,32 +138,12 @@ fn make_with(which: Worker, call_graph: &str, seconds: u64) -> Option<Capture> {
     ) {
         return None;
     }
-    // One capture at a time: on a loaded 2-core machine, parallel captures
-    // starve each other's workers of samples (and of kernel frames).
-    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let keep = tempfile::tempdir().unwrap();
     let bin_dir = keep.path().join("bin");
     fs::create_dir_all(&bin_dir).unwrap();
     let exe = which.build(&bin_dir);
-    let mut worker = Command::new(&exe)
-        .arg("3")
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let result_dir = keep.path().join("result");
-    util::capture_q1(
-        keep.path(),
-        &result_dir.join("profiles/perf"),
-        &mut worker,
-        &format!(
-            "--frequency 499 --threads-per-shard 2 --call-graph {call_graph} \
-             --start-timeout 30 --stop-timeout 30"
-        ),
-        &[("SLURM_JOB_ID", "4343")],
-        seconds,
-        Duration::from_secs(90),
-    );
+    let options = format!("--threads-per-shard 2 --call-graph {call_graph}");
+    let result_dir = capture_exe(keep.path(), &exe, &options, seconds);
     fs::remove_dir_all(&bin_dir).unwrap();
     let c = Capture {
         _keep: keep,
@@ -171,6 +152,32 @@ fn make_with(which: Worker, call_graph: &str, seconds: u64) -> Option<Capture> {
     let symfs = symfs_of(&c.capture_dir());
     fs::copy("/proc/kallsyms", symfs.parent().unwrap().join("kallsyms")).unwrap();
     Some(c)
+}
+
+/// Runs `exe 3` (its thread count) and captures it as `q1` for `seconds`
+/// with the sidecar (`--frequency 499`, `options` added) into
+/// `keep/result`, one capture at a time: on a loaded 2-core machine,
+/// parallel captures starve each other's workers of samples (and of kernel
+/// frames).
+fn capture_exe(keep: &Path, exe: &Path, options: &str, seconds: u64) -> PathBuf {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut worker = Command::new(exe)
+        .arg("3")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let result_dir = keep.join("result");
+    util::capture_q1(
+        keep,
+        &result_dir.join("profiles/perf"),
+        &mut worker,
+        &format!("--frequency 499 --start-timeout 30 --stop-timeout 30 {options}"),
+        &[("SLURM_JOB_ID", "4343")],
+        seconds,
+        Duration::from_secs(90),
+    );
+    result_dir
 }
 
 fn symfs_of(capture: &Path) -> PathBuf {

@@ -1,6 +1,7 @@
 //! Just enough ELF reading for the preflight and the symbol snapshot: the
 //! section names of a 64-bit little-endian ELF file (does it have `.symtab`
-//! or `.debug_info`?), its GNU build id and its `.gnu_debuglink` name.
+//! or `.debug_info`?), its GNU build id and its `.gnu_debuglink` name, and
+//! its section table (where [`crate::dwarf`] reads split DWARF skeletons).
 //! Reads only the headers, never the whole file. Anything else (32-bit, big-endian, not ELF) is reported
 //! as unknown rather than guessed.
 
@@ -56,9 +57,28 @@ pub fn inspect(path: &Path) -> io::Result<ElfInfo> {
     inspect_file(&mut File::open(path)?)
 }
 
-/// [`inspect`] on a file already open (so that what is checked is what is
-/// then read).
-pub fn inspect_file(f: &mut File) -> io::Result<ElfInfo> {
+/// One section header: name, file offset, size, type and flags.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Section {
+    /// Its name (from the section name table).
+    pub name: Vec<u8>,
+    /// Where its bytes are in the file.
+    pub offset: u64,
+    /// How many bytes it has in the file.
+    pub size: u64,
+    /// `sh_type`.
+    pub kind: u64,
+    /// `sh_flags`.
+    pub flags: u64,
+}
+
+/// `SHF_COMPRESSED`: the section's bytes are a compression header and
+/// compressed data.
+pub const SHF_COMPRESSED: u64 = 0x800;
+
+/// The section headers of an open 64-bit little-endian ELF file (empty
+/// when it has no section table).
+pub fn sections(f: &mut File) -> io::Result<Vec<Section>> {
     let hdr = read_at(f, 0, 64).map_err(|_| bad("not an ELF file (too short)"))?;
     if &hdr[..4] != b"\x7fELF" {
         return Err(bad("not an ELF file"));
@@ -71,35 +91,53 @@ pub fn inspect_file(f: &mut File) -> io::Result<ElfInfo> {
     let shnum = u16_at(&hdr, 0x3c).ok_or_else(|| bad("short header"))?;
     let shstrndx = u16_at(&hdr, 0x3e).ok_or_else(|| bad("short header"))?;
     if shoff == 0 || shnum == 0 || shentsize < 64 || shstrndx >= shnum {
-        return Ok(ElfInfo::default());
+        return Ok(Vec::new());
     }
     let table = read_at(f, shoff, shentsize * shnum)?;
-    let section = |i: u64| -> Option<(u64, u64, u64, u64)> {
+    let section = |i: u64| -> Option<(u64, u64, u64, u64, u64)> {
         let o = (i * shentsize) as usize;
         Some((
             u32_at(&table, o)?,
             u64_at(&table, o + 0x18)?,
             u64_at(&table, o + 0x20)?,
             u32_at(&table, o + 4)?,
+            u64_at(&table, o + 8)?,
         ))
     };
-    let (_, stroff, strsize, _) = section(shstrndx).ok_or_else(|| bad("bad section table"))?;
+    let (_, stroff, strsize, _, _) = section(shstrndx).ok_or_else(|| bad("bad section table"))?;
     let names = read_at(f, stroff, strsize)?;
-    let mut info = ElfInfo::default();
+    let mut out = Vec::new();
     for i in 0..shnum {
-        let Some((name_off, off, size, kind)) = section(i) else {
+        let Some((name_off, offset, size, kind, flags)) = section(i) else {
             continue;
         };
         let Some(rest) = names.get(name_off as usize..) else {
             continue;
         };
-        let name = &rest[..rest.iter().position(|&b| b == 0).unwrap_or(rest.len())];
-        match name {
+        let name = rest[..rest.iter().position(|&b| b == 0).unwrap_or(rest.len())].to_vec();
+        out.push(Section {
+            name,
+            offset,
+            size,
+            kind,
+            flags,
+        });
+    }
+    Ok(out)
+}
+
+/// [`inspect`] on a file already open (so that what is checked is what is
+/// then read).
+pub fn inspect_file(f: &mut File) -> io::Result<ElfInfo> {
+    let mut info = ElfInfo::default();
+    for s in sections(f)? {
+        let (off, size) = (s.offset, s.size);
+        match &s.name[..] {
             b".symtab" => info.symtab = true,
             b".debug_info" => info.debug_info = true,
             // `.note.gnu.build-id`, or any note section holding it (the
             // vDSO's `.note` has it after two Linux notes).
-            _ if kind == SHT_NOTE && size <= 4096 && info.build_id.is_none() => {
+            _ if s.kind == SHT_NOTE && size <= 4096 && info.build_id.is_none() => {
                 let notes = read_at(f, off, size)?;
                 info.build_id = gnu_build_id(&notes, ByteOrder::Little);
             }

@@ -10,6 +10,7 @@ mod capture;
 mod cli;
 mod confine;
 mod driver;
+mod dwarf;
 mod elf;
 mod fail;
 mod generate;

@@ -13,6 +13,9 @@
 //!   in the same directory, its `.debug/` and `/usr/lib/debug/<dir>/`, then
 //!   `/usr/lib/debug/<path>.debug`) and copied to the same path under
 //!   `symfs/`, where `perf --symfs` looks for it;
+//! - the split DWARF of each of them (`-gsplit-dwarf`): the `.dwo` files
+//!   its skeleton units name and its `<path>.dwp` package, copied to the
+//!   same path under `symfs/` ([`split`]);
 //! - `symfs/[vdso]`: the worker's vDSO (the kernel's user-space code for
 //!   `clock_gettime` and friends), read from its memory, where `perf
 //!   --symfs` and the native symbolizer look for it: without it, samples
@@ -45,6 +48,8 @@ use crate::confine::{self, Worker};
 use crate::elf;
 use crate::sys;
 use crate::tokens::write_atomic;
+
+mod split;
 
 /// Header of `symbol-manifest.tsv`.
 pub const MANIFEST_HEADER: &str = "kind\tpath\tbytes\tbuild_id\tstatus";
@@ -256,6 +261,9 @@ impl Snap<'_> {
         }
         let id = build_id.as_deref().unwrap_or("-");
         self.row("binary", path, Some(meta.len()), id, &status);
+        if info.as_ref().is_some_and(|i| i.debug_info) {
+            self.split_dwarf(path, &mut f);
+        }
         if let Some(info) = info {
             self.debug_info(path, &info);
         }

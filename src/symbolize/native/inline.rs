@@ -71,6 +71,7 @@ unsafe impl stable_deref_trait::StableDeref for Bytes {}
 unsafe impl stable_deref_trait::CloneStableDeref for Bytes {}
 
 mod names;
+mod split;
 mod units;
 
 /// An addr2line context. It fills its tables lazily and is not `Sync`:
@@ -96,6 +97,8 @@ pub struct Debug {
     maps: Vec<(Arc<Mapping>, PathBuf)>,
     /// binutils' names of functions without linkage names, as asked.
     named: names::Named,
+    /// The `.dwo` units or `.dwp` package of a split-DWARF file.
+    split: split::Split,
 }
 
 /// [`Debug`]'s contexts over some units.
@@ -201,15 +204,21 @@ impl Sections {
             .map_or_else(|| Bytes::Owned(Arc::default()), |(_, b)| b.clone())
     }
 
+    /// Section `id` as gimli reads it.
+    fn reader(&self, id: gimli::SectionId) -> Reader {
+        gimli::EndianReader::new(self.part(id), self.endian)
+    }
+
     /// The sections as gimli reads them, with `info` as `.debug_info`
     /// when given.
     fn dwarf(&self, info: Option<Bytes>) -> Option<gimli::Dwarf<Reader>> {
         let load = |id: gimli::SectionId| -> Result<Reader, gimli::Error> {
-            let bytes = match (id, &info) {
-                (gimli::SectionId::DebugInfo, Some(b)) => b.clone(),
-                _ => self.part(id),
-            };
-            Ok(gimli::EndianReader::new(bytes, self.endian))
+            Ok(match (id, &info) {
+                (gimli::SectionId::DebugInfo, Some(b)) => {
+                    gimli::EndianReader::new(b.clone(), self.endian)
+                }
+                _ => self.reader(id),
+            })
         };
         let mut dwarf = gimli::Dwarf::load(load).ok()?;
         // Units that share an abbreviation table (half of a libc debug
@@ -241,7 +250,7 @@ fn sections(
         .zip(key.as_ref())
         .and_then(|((c, _), k)| c.get(Kind::Dwarf, k));
     let cached = hit.as_ref().and_then(read_inflated);
-    let (dwarf, inflated) = read_sections(map, file, hit.as_ref().zip(cached.as_ref()))?;
+    let (dwarf, inflated) = read_sections(map, file, hit.as_ref().zip(cached.as_ref()), false)?;
     if let Some(((c, h), k)) = cache
         .zip(key)
         .filter(|_| cached.is_none() && !inflated.is_empty())
@@ -256,24 +265,29 @@ fn sections(
 }
 
 /// [`sections`]' reading: each section from `cached` when there, else
-/// from the file; and the sections that had to be inflated.
+/// from the file; and the sections that had to be inflated. `dwo`: the
+/// split DWARF sections of a `.dwo` file or `.dwp` package
+/// (`.debug_info.dwo`, ...: [`split`]).
 fn read_sections(
     map: &Arc<Mapping>,
     file: &ElfFile64<'_, Endianness>,
     cached: Option<(&super::cache::Hit, &Inflated)>,
+    dwo: bool,
 ) -> Option<(Sections, Inflating)> {
+    let name = |id: gimli::SectionId| if dwo { id.dwo_name() } else { Some(id.name()) };
     let endian = if file.is_little_endian() {
         gimli::RunTimeEndian::Little
     } else {
         gimli::RunTimeEndian::Big
     };
-    file.section_by_name(".debug_info")?;
+    file.section_by_name(name(gimli::SectionId::DebugInfo)?)?;
     // Variable locations, macros and type units name no frame: left
     // unread (and undecompressed; location lists are a fifth of a libc
-    // debug file).
+    // debug file). Split files keep them: a package's unit index slices
+    // every section it lists, and one missing fails the unit's lookup.
     let unread = |id| {
         use gimli::SectionId::{DebugLoc, DebugLocLists, DebugMacinfo, DebugMacro, DebugTypes};
-        matches!(
+        !dwo && matches!(
             id,
             DebugLoc | DebugLocLists | DebugMacinfo | DebugMacro | DebugTypes
         )
@@ -289,8 +303,8 @@ fn read_sections(
         if let Some(bytes) = from_cache {
             return bytes;
         }
-        let data = file
-            .section_by_name(id.name())
+        let data = name(id)
+            .and_then(|n| file.section_by_name(n))
             .filter(|_| !unread(id))
             .and_then(|s| s.uncompressed_data().ok());
         match data {
@@ -414,6 +428,7 @@ impl Debug {
             parts: Mutex::default(),
             maps,
             named: names::Named::default(),
+            split: split::Split::new(root, file, owner),
         };
         // Without an index the whole file's context is the only one; a
         // file addr2line cannot read has none.
@@ -427,11 +442,22 @@ impl Debug {
     /// it gives is not the file's.
     pub fn shrank(&self) -> bool {
         self.maps.iter().any(|(m, _)| m.shrank())
+            || self.split_maps().iter().any(|(m, _)| m.shrank())
+    }
+
+    /// The split DWARF files read so far.
+    fn split_maps(&self) -> std::sync::MutexGuard<'_, Vec<(Arc<Mapping>, PathBuf)>> {
+        self.split.maps.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The files this DWARF is read from that shrank under their maps.
     pub fn shrunk(&self) -> Vec<PathBuf> {
-        let shrunk = self.maps.iter().filter(|(m, _)| m.shrank());
+        let split = self.split_maps();
+        let shrunk = self
+            .maps
+            .iter()
+            .chain(split.iter())
+            .filter(|(m, _)| m.shrank());
         shrunk.map(|(_, p)| p.clone()).collect()
     }
 
@@ -493,13 +519,16 @@ impl Debug {
                 let ctx = ctx.lock().unwrap_or_else(|e| e.into_inner());
                 // A name in a unit left out is an error there: asked again
                 // of the whole file.
-                if let (chain, true) = frames(&ctx, vaddr) {
+                if let (chain, true) = frames(&ctx, vaddr, &self.split) {
                     return chain;
                 }
             }
         }
         match self.whole() {
-            Some(ctx) => frames(&ctx.lock().unwrap_or_else(|e| e.into_inner()), vaddr).0,
+            Some(ctx) => {
+                let ctx = ctx.lock().unwrap_or_else(|e| e.into_inner());
+                frames(&ctx, vaddr, &self.split).0
+            }
             None => Vec::new(),
         }
     }
@@ -530,10 +559,15 @@ fn unit_index(
 
 /// [`Debug::chain`]'s records in one context, innermost first, and
 /// whether it met no error (the records read before an error are kept,
-/// as perf keeps them); [`names`] names them.
-fn frames(ctx: &addr2line::Context<Reader>, vaddr: u64) -> (Vec<names::Record>, bool) {
+/// as perf keeps them); [`names`] names them. The split units the lookup
+/// needs come from `split`.
+fn frames(
+    ctx: &addr2line::Context<Reader>,
+    vaddr: u64,
+    split: &split::Split,
+) -> (Vec<names::Record>, bool) {
     let mut out = Vec::new();
-    let Ok(mut frames) = ctx.find_frames(vaddr).skip_all_loads() else {
+    let Ok(mut frames) = split.resolve(ctx.find_frames(vaddr)) else {
         return (out, false);
     };
     loop {
