@@ -1,9 +1,8 @@
 //! Sixteen bytes at a time: a block of bytes in a vector register asked
 //! "which of these bytes are ..." and answered with a bit mask (bit `i` for
-//! byte `i`). The line scanner, the field searches and the one-pass header
-//! parser all ask their questions here, and the byte searches
-//! ([`find_byte`], [`rfind_byte`]) are built on it, so the SIMD code lives
-//! in one place. x86-64 always has SSE2; elsewhere each question is a plain loop
+//! byte `i`). The line scanner, the frame lines' trims and the reverse
+//! byte search [`rfind_byte`] (the frame-line cache's key) ask their
+//! questions here, so the SIMD code lives in one place. x86-64 always has SSE2; elsewhere each question is a plain loop
 //! over the sixteen bytes, with the same answers ([`portable`], which the
 //! tests also build and check on x86-64, so neither path goes untested).
 //! Nothing here knows what the bytes mean.
@@ -56,56 +55,6 @@ mod sse2 {
             // top bit.
             unsafe { _mm_movemask_epi8(self.v) as u32 }
         }
-
-        /// Bytes below 0x20 or above 0x7f: control bytes (tab among them)
-        /// and parts of multi-byte characters.
-        #[inline]
-        pub(crate) fn control_or_high(self) -> u32 {
-            // SAFETY: SSE2 is part of x86-64. Signed compare: bytes >= 0x80
-            // are negative, so they are below 0x20 too.
-            unsafe { _mm_movemask_epi8(_mm_cmplt_epi8(self.v, _mm_set1_epi8(0x20))) as u32 }
-        }
-
-        /// Printable ASCII other than space (0x21..=0x7f): neither
-        /// whitespace nor part of a multi-byte character.
-        #[inline]
-        pub(crate) fn graphic(self) -> u32 {
-            // SAFETY: SSE2 is part of x86-64. Signed compare: bytes >= 0x80
-            // are negative and fail it.
-            unsafe { _mm_movemask_epi8(_mm_cmpgt_epi8(self.v, _mm_set1_epi8(0x20))) as u32 }
-        }
-
-        /// ASCII decimal digits.
-        #[inline]
-        pub(crate) fn digits(self) -> u32 {
-            // SAFETY: SSE2 is part of x86-64.
-            unsafe { _mm_movemask_epi8(in_range(self.v, b'0', b'9')) as u32 }
-        }
-
-        /// ASCII hex digits (either case).
-        #[inline]
-        pub(crate) fn hex_digits(self) -> u32 {
-            // SAFETY: SSE2 is part of x86-64.
-            unsafe {
-                let lower = _mm_or_si128(self.v, _mm_set1_epi8(0x20));
-                let hex = _mm_or_si128(in_range(self.v, b'0', b'9'), in_range(lower, b'a', b'f'));
-                _mm_movemask_epi8(hex) as u32
-            }
-        }
-    }
-
-    /// 0xff in each byte of `v` within `lo..=hi`, both ASCII. Signed
-    /// compares are right for ASCII ranges: bytes >= 0x80 are negative and
-    /// match none.
-    #[inline]
-    fn in_range(v: __m128i, lo: u8, hi: u8) -> __m128i {
-        // SAFETY: SSE2 is part of x86-64.
-        unsafe {
-            _mm_and_si128(
-                _mm_cmpgt_epi8(v, _mm_set1_epi8(lo as i8 - 1)),
-                _mm_cmplt_epi8(v, _mm_set1_epi8(hi as i8 + 1)),
-            )
-        }
     }
 }
 
@@ -147,32 +96,6 @@ pub(crate) mod portable {
         pub(crate) fn high(self) -> u32 {
             self.mask(|x| x >= 0x80)
         }
-
-        /// Bytes below 0x20 or above 0x7f: control bytes (tab among them)
-        /// and parts of multi-byte characters.
-        #[inline]
-        pub(crate) fn control_or_high(self) -> u32 {
-            self.mask(|x| !(0x20..0x80).contains(&x))
-        }
-
-        /// Printable ASCII other than space (0x21..=0x7f): neither
-        /// whitespace nor part of a multi-byte character.
-        #[inline]
-        pub(crate) fn graphic(self) -> u32 {
-            self.mask(|x| (0x21..0x80).contains(&x))
-        }
-
-        /// ASCII decimal digits.
-        #[inline]
-        pub(crate) fn digits(self) -> u32 {
-            self.mask(|x| x.is_ascii_digit())
-        }
-
-        /// ASCII hex digits (either case).
-        #[inline]
-        pub(crate) fn hex_digits(self) -> u32 {
-            self.mask(|x| x.is_ascii_hexdigit())
-        }
     }
 }
 
@@ -183,36 +106,6 @@ const LO7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
 #[inline]
 fn zero_bytes(x: u64) -> u64 {
     !(((x & LO7).wrapping_add(LO7)) | x | LO7)
-}
-
-/// The first `needle` in `hay[from..]`: sixteen bytes at a time in a
-/// vector register, then eight in a word, then byte by byte. The fields of
-/// a perf line are a few to a few dozen bytes long, too short for memchr's
-/// set-up to pay off and long enough for a byte loop to cost. Measured
-/// against `memchr::memchr`/`memrchr` in their place: `jobprof fold
-/// --threads 1` over 2 GB of the fixtures' text, 7 alternating rounds,
-/// median CPU 1.86 s here vs 1.92 s with memchr (user 1.76 vs 1.84 s; every
-/// round faster), same output.
-#[inline]
-pub(crate) fn find_byte(hay: &[u8], from: usize, needle: u8) -> Option<usize> {
-    let mut i = from;
-    while let Some(block) = block16(hay, i) {
-        let m = block.eq(needle);
-        if m != 0 {
-            return Some(i + m.trailing_zeros() as usize);
-        }
-        i += 16;
-    }
-    let splat = u64::from_ne_bytes([needle; 8]);
-    while i + 8 <= hay.len() {
-        let w = u64::from_le_bytes(hay[i..i + 8].try_into().unwrap());
-        let m = zero_bytes(w ^ splat);
-        if m != 0 {
-            return Some(i + (m.trailing_zeros() / 8) as usize);
-        }
-        i += 8;
-    }
-    (i..hay.len()).find(|&k| hay[k] == needle)
 }
 
 /// The last `needle` in `hay[..end]`, sixteen then eight bytes at a time.
@@ -257,10 +150,6 @@ mod tests {
                 assert_eq!(b.eq(b' '), want(&|x| x == b' '));
                 assert_eq!(b.eq(0xa0), want(&|x| x == 0xa0));
                 assert_eq!(b.high(), want(&|x| x >= 0x80));
-                assert_eq!(b.control_or_high(), want(&|x| !(0x20..0x80).contains(&x)));
-                assert_eq!(b.graphic(), want(&|x| (0x21..0x80).contains(&x)));
-                assert_eq!(b.digits(), want(&|x| x.is_ascii_digit()));
-                assert_eq!(b.hex_digits(), want(&|x| x.is_ascii_hexdigit()));
             }
         };
     }
@@ -280,12 +169,10 @@ mod tests {
     }
 
     #[test]
-    fn byte_search_matches_a_plain_scan() {
+    fn reverse_byte_search_matches_a_plain_scan() {
         let hay = b"comm 123/456 [001] 12.345678:     1001 cpu-clock:u: x  ffffffff8100 do_syscall_64+0x1f ([kernel.kallsyms])";
         for needle in [b' ', b':', b'/', b'x', b'Q', b')'] {
             for from in 0..hay.len() {
-                let want = (from..hay.len()).find(|&k| hay[k] == needle);
-                assert_eq!(find_byte(hay, from, needle), want);
                 let rwant = (0..from).rev().find(|&k| hay[k] == needle);
                 assert_eq!(rfind_byte(hay, from, needle), rwant);
             }
@@ -306,21 +193,17 @@ mod tests {
             b' ',
             0xc2,
         ];
-        assert_eq!(find_byte(&odd, 0, b' '), Some(3));
         assert_eq!(rfind_byte(&odd, odd.len(), b' '), Some(7));
-        assert_eq!(find_byte(&odd, 0, 0), Some(5));
     }
 
     proptest::proptest! {
         #[test]
-        fn byte_searches_agree_with_a_plain_scan(
+        fn reverse_byte_searches_agree_with_a_plain_scan(
             hay in proptest::collection::vec(proptest::sample::select(vec![b' ', b'a', b'(', 0x80, 0xa0]), 0..80),
             from in 0usize..80,
         ) {
             let from = from.min(hay.len());
             for needle in [b' ', b'(', 0xa0] {
-                let want = (from..hay.len()).find(|&k| hay[k] == needle);
-                proptest::prop_assert_eq!(find_byte(&hay, from, needle), want);
                 let rwant = (0..from).rev().find(|&k| hay[k] == needle);
                 proptest::prop_assert_eq!(rfind_byte(&hay, from, needle), rwant);
             }

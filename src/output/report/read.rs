@@ -437,8 +437,8 @@ impl Lines {
         let fl = perf_script::parse_frame_fixed(trimmed)?;
         // perf prints the address in hex; anything else is no address
         // another line shares.
-        let address = u64::from_str_radix(fl.pc, 16).unwrap_or(u64::MAX);
-        let line = if fl.module == INLINED {
+        let address = fl.address().unwrap_or(u64::MAX);
+        let line = if fl.is_inlined() {
             ReadLine::Inlined(fl.rawfunc.into())
         } else {
             let (symbol, dso) = frame_parts(fl.rawfunc, fl.module);
