@@ -32,11 +32,10 @@ pub struct Header<'a> {
     pub pid: &'a str,
     /// The thread id (or the only id printed).
     pub tid: &'a str,
-    /// The CPU, when printed (`[003]`) before the time stamp.
-    pub cpu: Option<u32>,
-    /// The time stamp before the first colon after the ids
-    /// (`SECS.FRAC`), in nanoseconds.
-    pub time_ns: Option<u64>,
+    /// The text before the first colon after the ids, `[CPU] SECS.FRAC`
+    /// as perf prints it: read by [`Header::cpu`] and [`Header::time_ns`]
+    /// only when asked (folding asks for neither).
+    pub stamp: &'a str,
     /// The sample period, when printed.
     pub period: Option<u64>,
     /// The event name as the parser understands it (`None` when the line has
@@ -45,6 +44,20 @@ pub struct Header<'a> {
     /// Text after the event name on the same line (a single frame printed on
     /// the header line, or tracepoint arguments); trimmed, never empty.
     pub trailing: Option<&'a str>,
+}
+
+impl Header<'_> {
+    /// The CPU, when printed (`[003]`) just before the time stamp.
+    #[inline]
+    pub fn cpu(&self) -> Option<u32> {
+        grammar::cpu_and_time(self.stamp.as_bytes()).0
+    }
+
+    /// The time stamp (`SECS.FRAC`, up to nine decimals) in nanoseconds.
+    #[inline]
+    pub fn time_ns(&self) -> Option<u64> {
+        grammar::cpu_and_time(self.stamp.as_bytes()).1
+    }
 }
 
 /// The three parts of a frame line `ADDR SYMBOL+0xOFF (DSO)`.

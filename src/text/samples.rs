@@ -213,7 +213,7 @@ fn one_sample(folder: &Folder, s: &[u8], each: &mut impl FnMut(&Sample<'_>)) -> 
         comm,
         pid,
         tid,
-        time_ns: h.and_then(|h| h.time_ns),
+        time_ns: h.and_then(|h| h.time_ns()),
         weight: *weight,
         stack,
         frames: &frames,

@@ -131,8 +131,8 @@ impl ScriptSamples {
         let sample = Sample {
             comm,
             tid,
-            cpu: h.cpu,
-            time_ns: h.time_ns,
+            cpu: h.cpu(),
+            time_ns: h.time_ns(),
             period: h.period,
             event,
             frames: 0..0,

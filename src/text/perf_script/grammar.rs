@@ -16,7 +16,7 @@
 use memchr::memmem;
 use nom::bytes::complete::{tag, take_till, take_while, take_while1, take_while_m_n};
 use nom::character::complete::{char, digit0, digit1, hex_digit1};
-use nom::combinator::{all_consuming, eof, map_res, not, opt, peek, recognize, rest, verify};
+use nom::combinator::{all_consuming, eof, not, opt, peek, recognize, rest, verify};
 use nom::multi::many0_count;
 use nom::sequence::{preceded, terminated};
 use nom::{IResult, Parser};
@@ -143,7 +143,7 @@ pub(super) fn line_time_ns(line: &str) -> Option<u64> {
 /// before it when that is `[N]` (what precedes them belongs to a comm the
 /// id word cut short, as in `sorter 2 26178/26180 [001] 1287.165407:`).
 #[inline]
-fn cpu_and_time(field: &[u8]) -> (Option<u32>, Option<u64>) {
+pub(super) fn cpu_and_time(field: &[u8]) -> (Option<u32>, Option<u64>) {
     let field = trim_ascii_spaces(field);
     let t = rfind_byte(field, field.len(), b' ').map_or(0, |i| i + 1);
     let Ok((_, time)) = all_consuming(stamp).parse(&field[t..]) else {
@@ -197,8 +197,7 @@ pub(super) fn header_fixed(line: &str) -> Option<Header<'_>> {
             None => "?",
         },
         tid: text(line, tid)?,
-        cpu: None,
-        time_ns: None,
+        stamp: "",
         period: None,
         event: None,
         trailing: None,
@@ -208,7 +207,7 @@ pub(super) fn header_fixed(line: &str) -> Option<Header<'_>> {
     else {
         return Some(header);
     };
-    (header.cpu, header.time_ns) = cpu_and_time(stamp);
+    header.stamp = text(line, stamp)?;
     let (after_event, pe) = event_field(fields).ok()?;
     if let Ok((t, _)) = char::<_, ()>(':').parse(after_event) {
         let t = trim_start(trim_end(text(line, t)?));
@@ -231,15 +230,17 @@ pub(super) fn header_fixed(line: &str) -> Option<Header<'_>> {
 /// brackets and the time's colon must be there, so a frame line never
 /// passes for it.
 pub(super) fn header_simpleperf(line: &str) -> Option<Header<'_>> {
-    let (fields, (comm, _, tid, _, _, cpu, _, time, _)) = (
+    let (fields, (comm, _, tid, _, stamp, _)) = (
         take_till(|b| b == b'\t'),
         char('\t'),
         digit1,
         char(' '),
-        char('['),
-        digit1,
-        tag("] "),
-        take_while1(|b: u8| b.is_ascii_digit() || b == b'.'),
+        recognize((
+            char('['),
+            digit1,
+            tag("] "),
+            take_while1(|b: u8| b.is_ascii_digit() || b == b'.'),
+        )),
         char::<_, ()>(':'),
     )
         .parse(line.as_bytes())
@@ -254,8 +255,7 @@ pub(super) fn header_simpleperf(line: &str) -> Option<Header<'_>> {
         comm: trim_start(trim_end(text(line, comm)?)),
         pid: "?",
         tid: text(line, tid)?,
-        cpu: decimal(cpu).and_then(|c| u32::try_from(c).ok()),
-        time_ns: all_consuming(stamp).parse(time).ok().map(|(_, t)| t),
+        stamp: text(line, stamp)?,
         period,
         event: (!event.is_empty()).then_some(event),
         trailing: None,
@@ -275,8 +275,7 @@ pub(super) fn header_compat(line: &str) -> Option<Header<'_>> {
             None => "?",
         },
         tid: text(line, tid)?,
-        cpu: None,
-        time_ns: None,
+        stamp: "",
         period: None,
         event: None,
         trailing: None,
@@ -285,7 +284,7 @@ pub(super) fn header_compat(line: &str) -> Option<Header<'_>> {
     let Ok((fields, (stamp, _))) = colon(after) else {
         return Some(header);
     };
-    (header.cpu, header.time_ns) = cpu_and_time(stamp);
+    header.stamp = text(line, stamp)?;
     let (pe, post) = match colon(fields) {
         Ok((post, (pe, _))) => (pe, Some(post)),
         Err(_) => (fields, None),

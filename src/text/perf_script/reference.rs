@@ -1,7 +1,7 @@
 //! The hand-written line parsers that [`super::grammar`]'s nom parsers
 //! replaced, kept for the tests alone: the property tests hold the nom
 //! grammar to them on generated lines and on every line of the fixtures.
-//! They give no CPU or time in a [`Header`] (the grammar adds those).
+//! They give no stamp in a [`Header`] (the grammar adds it).
 
 #![allow(dead_code)]
 
@@ -123,8 +123,7 @@ pub fn parse_header_compat(line: &str) -> Option<Header<'_>> {
         comm,
         pid,
         tid,
-        cpu: None,
-        time_ns: None,
+        stamp: "",
         period,
         event,
         trailing,
@@ -151,8 +150,7 @@ fn parse_header_fixed_general(line: &str) -> Option<Header<'_>> {
         comm,
         pid,
         tid,
-        cpu: None,
-        time_ns: None,
+        stamp: "",
         period: None,
         event: None,
         trailing: None,
@@ -220,8 +218,7 @@ pub fn parse_header_simpleperf(line: &str) -> Option<Header<'_>> {
         comm: trim_start(trim_end(comm)),
         pid: "?",
         tid,
-        cpu: None,
-        time_ns: None,
+        stamp: "",
         period,
         event: (!event.is_empty()).then_some(event),
         trailing: None,
