@@ -1,8 +1,8 @@
 //! Sixteen bytes at a time: a block of bytes in a vector register asked
 //! "which of these bytes are ..." and answered with a bit mask (bit `i` for
-//! byte `i`). The line scanner, the frame lines' trims and the reverse
-//! byte search [`rfind_byte`] (the frame-line cache's key) ask their
-//! questions here, so the SIMD code lives in one place. x86-64 always has SSE2; elsewhere each question is a plain loop
+//! byte `i`). The line scanner, the one-pass header parser, the frame
+//! lines' fast paths and the reverse byte search ([`rfind_byte`]) ask
+//! their questions here, so the SIMD code lives in one place. x86-64 always has SSE2; elsewhere each question is a plain loop
 //! over the sixteen bytes, with the same answers ([`portable`], which the
 //! tests also build and check on x86-64, so neither path goes untested).
 //! Nothing here knows what the bytes mean.
@@ -55,6 +55,56 @@ mod sse2 {
             // top bit.
             unsafe { _mm_movemask_epi8(self.v) as u32 }
         }
+
+        /// Bytes below 0x20 or above 0x7f: control bytes (tab among them)
+        /// and parts of multi-byte characters.
+        #[inline]
+        pub(crate) fn control_or_high(self) -> u32 {
+            // SAFETY: SSE2 is part of x86-64. Signed compare: bytes >= 0x80
+            // are negative, so they are below 0x20 too.
+            unsafe { _mm_movemask_epi8(_mm_cmplt_epi8(self.v, _mm_set1_epi8(0x20))) as u32 }
+        }
+
+        /// Printable ASCII other than space (0x21..=0x7f): neither
+        /// whitespace nor part of a multi-byte character.
+        #[inline]
+        pub(crate) fn graphic(self) -> u32 {
+            // SAFETY: SSE2 is part of x86-64. Signed compare: bytes >= 0x80
+            // are negative and fail it.
+            unsafe { _mm_movemask_epi8(_mm_cmpgt_epi8(self.v, _mm_set1_epi8(0x20))) as u32 }
+        }
+
+        /// ASCII decimal digits.
+        #[inline]
+        pub(crate) fn digits(self) -> u32 {
+            // SAFETY: SSE2 is part of x86-64.
+            unsafe { _mm_movemask_epi8(in_range(self.v, b'0', b'9')) as u32 }
+        }
+
+        /// ASCII hex digits (either case).
+        #[inline]
+        pub(crate) fn hex_digits(self) -> u32 {
+            // SAFETY: SSE2 is part of x86-64.
+            unsafe {
+                let lower = _mm_or_si128(self.v, _mm_set1_epi8(0x20));
+                let hex = _mm_or_si128(in_range(self.v, b'0', b'9'), in_range(lower, b'a', b'f'));
+                _mm_movemask_epi8(hex) as u32
+            }
+        }
+    }
+
+    /// 0xff in each byte of `v` within `lo..=hi`, both ASCII. Signed
+    /// compares are right for ASCII ranges: bytes >= 0x80 are negative and
+    /// match none.
+    #[inline]
+    fn in_range(v: __m128i, lo: u8, hi: u8) -> __m128i {
+        // SAFETY: SSE2 is part of x86-64.
+        unsafe {
+            _mm_and_si128(
+                _mm_cmpgt_epi8(v, _mm_set1_epi8(lo as i8 - 1)),
+                _mm_cmplt_epi8(v, _mm_set1_epi8(hi as i8 + 1)),
+            )
+        }
     }
 }
 
@@ -95,6 +145,32 @@ pub(crate) mod portable {
         #[inline]
         pub(crate) fn high(self) -> u32 {
             self.mask(|x| x >= 0x80)
+        }
+
+        /// Bytes below 0x20 or above 0x7f: control bytes (tab among them)
+        /// and parts of multi-byte characters.
+        #[inline]
+        pub(crate) fn control_or_high(self) -> u32 {
+            self.mask(|x| !(0x20..0x80).contains(&x))
+        }
+
+        /// Printable ASCII other than space (0x21..=0x7f): neither
+        /// whitespace nor part of a multi-byte character.
+        #[inline]
+        pub(crate) fn graphic(self) -> u32 {
+            self.mask(|x| (0x21..0x80).contains(&x))
+        }
+
+        /// ASCII decimal digits.
+        #[inline]
+        pub(crate) fn digits(self) -> u32 {
+            self.mask(|x| x.is_ascii_digit())
+        }
+
+        /// ASCII hex digits (either case).
+        #[inline]
+        pub(crate) fn hex_digits(self) -> u32 {
+            self.mask(|x| x.is_ascii_hexdigit())
         }
     }
 }
@@ -150,6 +226,10 @@ mod tests {
                 assert_eq!(b.eq(b' '), want(&|x| x == b' '));
                 assert_eq!(b.eq(0xa0), want(&|x| x == 0xa0));
                 assert_eq!(b.high(), want(&|x| x >= 0x80));
+                assert_eq!(b.control_or_high(), want(&|x| !(0x20..0x80).contains(&x)));
+                assert_eq!(b.graphic(), want(&|x| (0x21..0x80).contains(&x)));
+                assert_eq!(b.digits(), want(&|x| x.is_ascii_digit()));
+                assert_eq!(b.hex_digits(), want(&|x| x.is_ascii_hexdigit()));
             }
         };
     }

@@ -119,9 +119,14 @@ impl<'a> FrameKey<'a> {
             // `b` is " (DSO)": cutting the offset from `a` cannot change how
             // either parser splits the line, so the names are the same.
             if b.len() >= 3 && b[1] == b'(' && b[b.len() - 1] == b')' {
-                if let Some(at) = perf_script::offset_at(a) {
+                // Searched in `line`, whose bytes before `a` allow a whole
+                // 16-byte step; the run cannot pass the space before `a`.
+                let hex = perf_script::hex_run_back(line, rest_start + last).min(a.len());
+                let head = a.len() - hex;
+                // Byte compares: `ends_with` would call memcmp for 3 bytes.
+                if head >= 3 && a[head - 3] == b'+' && a[head - 2] == b'0' && a[head - 1] == b'x' {
                     return FrameKey {
-                        sym: &a[..at],
+                        sym: &a[..head - 3],
                         module: b,
                     };
                 }

@@ -398,3 +398,59 @@ fn typed_header_and_frame_values() {
         (None, "f", None)
     );
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig {
+        cases: 20_000, ..proptest::prelude::ProptestConfig::default()
+    })]
+
+    #[test]
+    fn fast_header_parse_agrees_with_the_grammar(line in header_like()) {
+        proptest::prop_assert_eq!(
+            parse_header_fixed(&line),
+            grammar::header_fixed(&line),
+            "line {:?}", line
+        );
+    }
+
+    #[test]
+    fn after_address_fast_path_agrees_with_the_grammar(
+        columns in proptest::collection::vec(
+            proptest::sample::select(vec![' ', ' ', ' ', 'f', '7', 'x', '\t', '\u{7f}', '\u{a0}']),
+            15..=17,
+        ),
+        tail in frame_like(),
+    ) {
+        let line = format!("\t{} {tail}", columns.iter().collect::<String>());
+        proptest::prop_assert_eq!(after_address(&line), grammar::after_address(&line));
+    }
+
+    #[test]
+    fn the_cache_keys_offset_cut_is_the_grammars(sym in frame_like(), pad in 0usize..20) {
+        // hex_run_back + `+0x`, as the frame-line cache cuts its key.
+        let line = format!("{}{sym}", " ".repeat(pad));
+        let b = line.as_bytes();
+        let hex = hex_run_back(b, b.len()).min(sym.len());
+        let head = b.len() - hex;
+        let cut = (head >= pad + 3 && &b[head - 3..head] == b"+0x").then(|| head - 3 - pad);
+        proptest::prop_assert_eq!(cut, grammar::offset_at(sym.as_bytes()));
+    }
+}
+
+#[test]
+fn fast_header_parse_takes_usual_headers() {
+    for line in [
+        "xz 14733   503.949704:    1001001 cpu-clock:",
+        "rustc 23637 [000]   687.980491:    1001001 cpu-clock:",
+        "V8 WorkerThread 24636/25607 [000] 94564.10:  257597 cycles:u:",
+        ":-1    -1 [001] 12.5:     1001 cpu-clock:",
+        "cat 1234 [001] 10.5: 1 syscalls:sys_enter_openat: dfd: 0x9c",
+    ] {
+        let fast = header_fast::parse(line);
+        assert_eq!(fast, Some(grammar::header_fixed(line)), "{line}");
+    }
+    let h = parse_header_fixed("a 1 2: 12345678 e:").unwrap();
+    assert_eq!(h.period, Some(12_345_678));
+    let h = parse_header_fixed("a 1 2:         09 e:").unwrap();
+    assert_eq!(h.period, Some(9));
+}
