@@ -77,12 +77,15 @@ fn id_word(negative: bool) -> impl FnMut(&[u8]) -> Res<'_, &[u8]> {
     }
 }
 
+/// What [`ids`] reads: comm, pid (when printed) and tid.
+type Ids<'a> = (&'a [u8], Option<&'a [u8]>, &'a [u8]);
+
 /// `COMM ID-WORD ` at the start of a header line: the comm is every word
 /// up to the first id word after the first word (so it may hold spaces).
 /// Returns `(comm, pid, tid)`, the comm untrimmed and no pid when the
 /// word has no slash, with what follows the id word.
 #[inline]
-fn ids(negative: bool) -> impl FnMut(&[u8]) -> Res<'_, (&[u8], Option<&[u8]>, &[u8])> {
+fn ids(negative: bool) -> impl FnMut(&[u8]) -> Res<'_, Ids<'_>> {
     move |i| {
         let at_id = |i| preceded(char(' '), id_word(negative)).parse(i);
         let (rest, (comm, id)) = (
@@ -181,16 +184,15 @@ fn event_field(i: &[u8]) -> Res<'_, &[u8]> {
     .parse(i)
 }
 
-/// A header line, inferno's grammar with its mistakes fixed: negative ids,
-/// event names that hold colons (tracepoints), everything after the
-/// event's colon as `trailing`; simpleperf's header when the line has no
-/// id word.
-pub(super) fn header_fixed(line: &str) -> Option<Header<'_>> {
-    let b = line.as_bytes();
-    let Ok((after, (comm, pid, tid))) = ids(true).parse(b) else {
-        return header_simpleperf(line);
-    };
-    let mut header = Header {
+/// The header of what [`ids`] read, the fields after the ids still unset.
+#[inline]
+fn ids_header<'a>(
+    line: &'a str,
+    comm: &[u8],
+    pid: Option<&[u8]>,
+    tid: &[u8],
+) -> Option<Header<'a>> {
+    Some(Header {
         comm: trim_start(trim_end(text(line, comm)?)),
         pid: match pid {
             Some(pid) => text(line, pid)?,
@@ -201,7 +203,19 @@ pub(super) fn header_fixed(line: &str) -> Option<Header<'_>> {
         period: None,
         event: None,
         trailing: None,
+    })
+}
+
+/// A header line, inferno's grammar with its mistakes fixed: negative ids,
+/// event names that hold colons (tracepoints), everything after the
+/// event's colon as `trailing`; simpleperf's header when the line has no
+/// id word.
+pub(super) fn header_fixed(line: &str) -> Option<Header<'_>> {
+    let b = line.as_bytes();
+    let Ok((after, (comm, pid, tid))) = ids(true).parse(b) else {
+        return header_simpleperf(line);
     };
+    let mut header = ids_header(line, comm, pid, tid)?;
     // The time stamp (or whatever precedes the first colon).
     let Ok((fields, (stamp, _))) = (take_till(|b| b == b':'), char::<_, ()>(':')).parse(after)
     else {
@@ -268,18 +282,7 @@ pub(super) fn header_simpleperf(line: &str) -> Option<Header<'_>> {
 /// accepted), and the header's period kept only when there is an event.
 pub(super) fn header_compat(line: &str) -> Option<Header<'_>> {
     let (after, (comm, pid, tid)) = ids(false).parse(line.as_bytes()).ok()?;
-    let mut header = Header {
-        comm: trim_start(trim_end(text(line, comm)?)),
-        pid: match pid {
-            Some(pid) => text(line, pid)?,
-            None => "?",
-        },
-        tid: text(line, tid)?,
-        stamp: "",
-        period: None,
-        event: None,
-        trailing: None,
-    };
+    let mut header = ids_header(line, comm, pid, tid)?;
     let colon = |i| (take_till(|b| b == b':'), char::<_, ()>(':')).parse(i);
     let Ok((fields, (stamp, _))) = colon(after) else {
         return Some(header);
