@@ -8,10 +8,12 @@
 //! (tracepoints such as `syscalls:sys_enter_openat`), tracepoint arguments on
 //! the header line, and DSO paths that contain spaces.
 //!
-//! The grammar itself is written as nom parsers in [`grammar`]; this file
-//! holds what they return ([`Header`], [`FrameLine`] with its typed
-//! accessors), the entry points every reader of perf script text calls,
-//! and the small helpers around them (trims, event names, descriptions of
+//! The grammar itself is written as nom parsers in [`grammar`], with the
+//! bitmask header parser (`header_fast`) and perf's frame-layout check in
+//! front of it as fast paths that must agree with it; this file holds what
+//! they return ([`Header`], [`FrameLine`] with its typed accessors), the
+//! entry points every reader of perf script text calls, and the small
+//! helpers around them (trims, event names, descriptions of
 //! text that is not perf script). It works on one line at a time and
 //! allocates nothing; it knows nothing about samples, stacks, folding or
 //! files.
