@@ -15,6 +15,9 @@
 #   INFERNO=PATH   inferno-collapse-perf binary (default: from PATH or
 #                  ~/.cargo/bin; installed with
 #                  `cargo install inferno --locked --version 0.12.8` if missing).
+#   JOBPROF_BEFORE=PATH  a second jobprof binary (an older build) timed in
+#                  the same rounds, `fold -j 1` and `fold`, for a before/after
+#                  comparison side by side (rows and ratios marked "before").
 #   RUNS=N         rounds; every tool runs once per round, the median is
 #                  reported (default 3).
 #   BIG_INPUT=PATH where the default input is built/cached.
@@ -149,6 +152,7 @@ warm "$input"
 [ -z "$double" ] || warm "$double"
 tools=(cat wc jobprof-1 jobprof-all inferno-n1 inferno-n2)
 [ -z "$double" ] || tools+=(jobprof-all-x2)
+[ -z "${JOBPROF_BEFORE:-}" ] || tools+=(before-1 before-all)
 for name in "${tools[@]}"; do : >"$scratch/$name.runs"; done
 # Rounds: every tool runs once per round, so that load from other processes,
 # if any, spreads over all tools alike.
@@ -161,6 +165,10 @@ for ((round = 1; round <= runs; round++)); do
     once inferno-n1 "$INFERNO" -q -n 1 "$input"
     once inferno-n2 "$INFERNO" -q -n 2 "$input"
     [ -z "$double" ] || once jobprof-all-x2 "$JOBPROF" fold "$double"
+    if [ -n "${JOBPROF_BEFORE:-}" ]; then
+        once before-1 "$JOBPROF_BEFORE" fold -j 1 "$input"
+        once before-all "$JOBPROF_BEFORE" fold "$input"
+    fi
 done
 for name in "${tools[@]}"; do settle "$name"; done
 
@@ -199,6 +207,10 @@ row jobprof-all '`jobprof fold`' "$(nproc)" "$bytes" "$(total jobprof-all)"
 row inferno-n1 '`inferno-collapse-perf -n 1`' 1 "$bytes" "$(total inferno-n1)"
 row inferno-n2 '`inferno-collapse-perf -n 2`' 2 "$bytes" "$(total inferno-n2)"
 [ -z "$double" ] || row jobprof-all-x2 '`jobprof fold` on input x2' "$(nproc)" "$((2 * bytes))" "$(total jobprof-all-x2)"
+if [ -n "${JOBPROF_BEFORE:-}" ]; then
+    row before-1 '`jobprof fold -j 1` (before)' 1 "$bytes" "$(total before-1)"
+    row before-all '`jobprof fold` (before)' "$(nproc)" "$bytes" "$(total before-all)"
+fi
 echo
 
 best_inferno=
@@ -215,6 +227,14 @@ fi
 if ok inferno-n1 && ok jobprof-1; then
     echo "jobprof fold -j 1 vs inferno -n 1: $(ratio "$(wall inferno-n1)" "$(wall jobprof-1)") throughput by medians, $(ratio "$(best inferno-n1)" "$(best jobprof-1)") by best runs (target >= 4x)"
 fi
+for b in ${JOBPROF_BEFORE:+1 all}; do
+    if ok "before-$b" && ok "jobprof-$b"; then
+        echo "jobprof fold ($b) after vs before: $(ratio "$(wall "before-$b")" "$(wall "jobprof-$b")") throughput by medians, $(ratio "$(best "before-$b")" "$(best "jobprof-$b")") by best runs"
+    fi
+    if ok "before-$b" && [ "$b" = all ] && [ -n "$best_inferno" ]; then
+        echo "jobprof fold (all cores, before) vs best inferno: $(ratio "$(wall "$best_inferno")" "$(wall before-all)") by medians"
+    fi
+done
 if ok jobprof-1 && ok wc; then
     echo "jobprof fold -j 1 runs at $(awk -v a="$(best wc)" -v b="$(best jobprof-1)" 'BEGIN { printf "%.0f%%", a * 100 / b }') of the \`wc -l\` scan rate (one core, best runs)"
 fi

@@ -10,7 +10,9 @@ fuzz_target!(|data: &[u8]| {
         let _ = ps::parse_header_compat(line);
         let _ = ps::parse_header_fixed(line);
         let _ = ps::parse_frame_compat(line);
-        let _ = ps::parse_frame_fixed(line);
+        if let Some(f) = ps::parse_frame_fixed(line) {
+            let _ = (f.address(), f.symbol(), f.offset(), f.kind());
+        }
         let _ = ps::event_base(line);
         let _ = ps::strip_offset(line);
         let _ = ps::parse_header_simpleperf(line);

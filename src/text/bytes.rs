@@ -1,9 +1,8 @@
 //! Sixteen bytes at a time: a block of bytes in a vector register asked
 //! "which of these bytes are ..." and answered with a bit mask (bit `i` for
-//! byte `i`). The line scanner, the field searches and the one-pass header
-//! parser all ask their questions here, and the byte searches
-//! ([`find_byte`], [`rfind_byte`]) are built on it, so the SIMD code lives
-//! in one place. x86-64 always has SSE2; elsewhere each question is a plain loop
+//! byte `i`). The line scanner, the one-pass header parser, the frame
+//! lines' fast paths and the reverse byte search ([`rfind_byte`]) ask
+//! their questions here, so the SIMD code lives in one place. x86-64 always has SSE2; elsewhere each question is a plain loop
 //! over the sixteen bytes, with the same answers ([`portable`], which the
 //! tests also build and check on x86-64, so neither path goes untested).
 //! Nothing here knows what the bytes mean.
@@ -185,36 +184,6 @@ fn zero_bytes(x: u64) -> u64 {
     !(((x & LO7).wrapping_add(LO7)) | x | LO7)
 }
 
-/// The first `needle` in `hay[from..]`: sixteen bytes at a time in a
-/// vector register, then eight in a word, then byte by byte. The fields of
-/// a perf line are a few to a few dozen bytes long, too short for memchr's
-/// set-up to pay off and long enough for a byte loop to cost. Measured
-/// against `memchr::memchr`/`memrchr` in their place: `jobprof fold
-/// --threads 1` over 2 GB of the fixtures' text, 7 alternating rounds,
-/// median CPU 1.86 s here vs 1.92 s with memchr (user 1.76 vs 1.84 s; every
-/// round faster), same output.
-#[inline]
-pub(crate) fn find_byte(hay: &[u8], from: usize, needle: u8) -> Option<usize> {
-    let mut i = from;
-    while let Some(block) = block16(hay, i) {
-        let m = block.eq(needle);
-        if m != 0 {
-            return Some(i + m.trailing_zeros() as usize);
-        }
-        i += 16;
-    }
-    let splat = u64::from_ne_bytes([needle; 8]);
-    while i + 8 <= hay.len() {
-        let w = u64::from_le_bytes(hay[i..i + 8].try_into().unwrap());
-        let m = zero_bytes(w ^ splat);
-        if m != 0 {
-            return Some(i + (m.trailing_zeros() / 8) as usize);
-        }
-        i += 8;
-    }
-    (i..hay.len()).find(|&k| hay[k] == needle)
-}
-
 /// The last `needle` in `hay[..end]`, sixteen then eight bytes at a time.
 #[inline]
 pub(crate) fn rfind_byte(hay: &[u8], end: usize, needle: u8) -> Option<usize> {
@@ -280,12 +249,10 @@ mod tests {
     }
 
     #[test]
-    fn byte_search_matches_a_plain_scan() {
+    fn reverse_byte_search_matches_a_plain_scan() {
         let hay = b"comm 123/456 [001] 12.345678:     1001 cpu-clock:u: x  ffffffff8100 do_syscall_64+0x1f ([kernel.kallsyms])";
         for needle in [b' ', b':', b'/', b'x', b'Q', b')'] {
             for from in 0..hay.len() {
-                let want = (from..hay.len()).find(|&k| hay[k] == needle);
-                assert_eq!(find_byte(hay, from, needle), want);
                 let rwant = (0..from).rev().find(|&k| hay[k] == needle);
                 assert_eq!(rfind_byte(hay, from, needle), rwant);
             }
@@ -306,21 +273,17 @@ mod tests {
             b' ',
             0xc2,
         ];
-        assert_eq!(find_byte(&odd, 0, b' '), Some(3));
         assert_eq!(rfind_byte(&odd, odd.len(), b' '), Some(7));
-        assert_eq!(find_byte(&odd, 0, 0), Some(5));
     }
 
     proptest::proptest! {
         #[test]
-        fn byte_searches_agree_with_a_plain_scan(
+        fn reverse_byte_searches_agree_with_a_plain_scan(
             hay in proptest::collection::vec(proptest::sample::select(vec![b' ', b'a', b'(', 0x80, 0xa0]), 0..80),
             from in 0usize..80,
         ) {
             let from = from.min(hay.len());
             for needle in [b' ', b'(', 0xa0] {
-                let want = (from..hay.len()).find(|&k| hay[k] == needle);
-                proptest::prop_assert_eq!(find_byte(&hay, from, needle), want);
                 let rwant = (0..from).rev().find(|&k| hay[k] == needle);
                 proptest::prop_assert_eq!(rfind_byte(&hay, from, needle), rwant);
             }

@@ -1,4 +1,5 @@
-//! `perf script` text into stacks: the line parsers ([`perf_script`]), the
+//! `perf script` text into stacks: the line grammar, nom parsers for header
+//! and frame lines that every reader here calls ([`perf_script`]), the
 //! byte-level scanning they stand on ([`bytes`]), where samples end
 //! ([`boundary`]), folding into collapsed
 //! stacks ([`fold`]) with what `--compat inferno` turns off ([`compat`]), the

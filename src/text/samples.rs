@@ -34,7 +34,7 @@ impl RawFrame<'_> {
     /// An inlined function's line (`NAME+0xOFF (inlined)`): it belongs to
     /// the location of the next non-inlined frame.
     pub fn is_inlined(&self) -> bool {
-        self.module == "inlined"
+        self.module == crate::symbolize::sample::INLINED
     }
 }
 
@@ -199,13 +199,13 @@ fn one_sample(folder: &Folder, s: &[u8], each: &mut impl FnMut(&Sample<'_>)) -> 
     };
     // What the folder folded always counts; a header this parser does not
     // read (simpleperf's, say) leaves the thread unknown.
-    let h = perf_script::parse_header_fixed(header_line)
-        .or_else(|| perf_script::parse_header_simpleperf(header_line));
+    // (simpleperf's header is among the ones the parser reads.)
+    let h = perf_script::parse_header_fixed(header_line);
     let (comm, pid, tid) = h.map_or(("?", "?", "?"), |h| (h.comm, h.pid, h.tid));
     let frames: Vec<RawFrame<'_>> = lines
         .filter_map(perf_script::parse_frame_fixed)
         .map(|f| RawFrame {
-            address: u64::from_str_radix(f.pc.trim_start_matches("0x"), 16).unwrap_or(0),
+            address: f.address().unwrap_or(0),
             module: f.module,
         })
         .collect();
@@ -213,7 +213,7 @@ fn one_sample(folder: &Folder, s: &[u8], each: &mut impl FnMut(&Sample<'_>)) -> 
         comm,
         pid,
         tid,
-        time_ns: time_ns(header_line),
+        time_ns: h.and_then(|h| h.time_ns()),
         weight: *weight,
         stack,
         frames: &frames,

@@ -127,20 +127,12 @@ impl ScriptSamples {
         }
         let tid: i32 = h.tid.parse().ok()?;
         let event = self.event(h.event?);
-        let prefix_len = {
-            self.line.clear();
-            let _ = write!(self.line, "{} {tid:5} ", h.comm);
-            self.line.len()
-        };
-        let rest = line.as_bytes().get(prefix_len..)?;
-        let cpu = cpu(rest);
-        let time_ns = perf_script::time_ns(line);
         let comm = self.comm(h.comm);
         let sample = Sample {
             comm,
             tid,
-            cpu,
-            time_ns,
+            cpu: h.cpu(),
+            time_ns: h.time_ns(),
             period: h.period,
             event,
             frames: 0..0,
@@ -183,13 +175,6 @@ fn is_inlined(line: &[u8]) -> bool {
     line.ends_with(b" (inlined)\n")
 }
 
-/// The CPU of `[NNN] ` at the start of `rest` (the header after its id).
-fn cpu(rest: &[u8]) -> Option<u32> {
-    let inner = rest.strip_prefix(b"[")?;
-    let end = inner.iter().position(|&b| b == b']')?;
-    std::str::from_utf8(&inner[..end]).ok()?.parse().ok()
-}
-
 /// A sample's header line as the native symbolizer prints it, into `out`
 /// (without its newline).
 fn print_header(s: &Sample, out: &mut Vec<u8>) {
@@ -220,7 +205,7 @@ fn frame(text: &[u8]) -> Option<Frame> {
     let mut lines = Vec::new();
     for l in s.lines() {
         let f = perf_script::parse_frame_fixed(l)?;
-        let a = u64::from_str_radix(f.pc, 16).ok()?;
+        let a = f.address()?;
         if *address.get_or_insert(a) != a {
             return None;
         }

@@ -437,8 +437,8 @@ impl Lines {
         let fl = perf_script::parse_frame_fixed(trimmed)?;
         // perf prints the address in hex; anything else is no address
         // another line shares.
-        let address = u64::from_str_radix(fl.pc, 16).unwrap_or(u64::MAX);
-        let line = if fl.module == INLINED {
+        let address = fl.address().unwrap_or(u64::MAX);
+        let line = if fl.is_inlined() {
             ReadLine::Inlined(fl.rawfunc.into())
         } else {
             let (symbol, dso) = frame_parts(fl.rawfunc, fl.module);
@@ -515,7 +515,9 @@ impl Lines {
             self.p.event = Some(event.to_string());
         }
         self.skipping = false;
-        if let Some(t) = sample_time(line) {
+        // The header's time stamp, its printed digits read as seconds.
+        let printed = h.time_ns().and(h.stamp.split_ascii_whitespace().last());
+        if let Some(t) = printed.and_then(|s| s.parse::<f64>().ok()) {
             let w = self.p.window.get_or_insert((t, t));
             w.0 = w.0.min(t);
             w.1 = w.1.max(t);
@@ -550,7 +552,7 @@ impl Lines {
             let (lo, hi) = self.ns_window.unwrap_or((u64::MAX, 0));
             if t < lo || t > hi {
                 self.ns_window = Some((lo.min(t), hi.max(t)));
-                // As the text prints it, and as `sample_time` reads that.
+                // As the text prints it, and as the header's time reads that.
                 let at = format!("{}.{:06}", t / 1_000_000_000, t % 1_000_000_000 / 1000);
                 let t = at.parse().unwrap_or(0.0);
                 let w = self.p.window.get_or_insert((t, t));
@@ -692,19 +694,6 @@ fn dso_name(module: &str) -> &str {
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or(module)
-}
-
-/// The `12345.678901:` time of a sample header line.
-fn sample_time(line: &str) -> Option<f64> {
-    line.split_ascii_whitespace().find_map(|t| {
-        let t = t.strip_suffix(':')?;
-        let (a, b) = t.split_once('.')?;
-        (!a.is_empty()
-            && a.bytes().all(|c| c.is_ascii_digit())
-            && b.bytes().all(|c| c.is_ascii_digit()))
-        .then(|| t.parse().ok())
-        .flatten()
-    })
 }
 
 #[cfg(test)]

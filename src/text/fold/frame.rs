@@ -6,7 +6,7 @@
 
 use std::borrow::Cow;
 
-use crate::text::perf_script::{strip_offset, FrameLine};
+use crate::text::perf_script::{is_kernel, strip_offset, FrameLine};
 
 /// What a frame line contributes to its stack.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -150,19 +150,6 @@ fn tidy_java(name: &mut String) {
     if name.starts_with('L') && name.contains('/') {
         name.remove(0);
     }
-}
-
-fn is_kernel(module: &str) -> bool {
-    (module.starts_with('[') || module.ends_with(".ko") || is_vmlinux(module))
-        && module != "[unknown]"
-}
-
-fn is_vmlinux(module: &str) -> bool {
-    module.rfind("vmlinux").is_some_and(|i| {
-        module[i..]
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
-    })
 }
 
 fn is_jit(module: &str, anon_is_jit: bool) -> bool {

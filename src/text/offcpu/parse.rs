@@ -6,7 +6,7 @@
 //! the record being read, never the text.
 
 use crate::text::fold::frame::{frame_names, FrameSettings};
-use crate::text::perf_script::{parse_frame_fixed, parse_header_fixed};
+use crate::text::perf_script::{parse_frame_fixed, parse_header_fixed, time_ns};
 
 /// One record of the text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,7 +142,7 @@ impl LineParser {
 
 /// One header line as an event (a sample without its frames yet).
 fn parse_record(line: &str) -> Option<Event> {
-    let time = find_time(line)?;
+    let time = time_ns(line)?;
     if let Some(at) = line.find(" PERF_RECORD_") {
         return side_band(line, &line[at + 1..], time);
     }
@@ -210,7 +210,9 @@ fn side_band(line: &str, rec: &str, time: u64) -> Option<Event> {
     None
 }
 
-/// The period: the number just before `EVENT:` (perf pads it with spaces).
+/// The period when the header parser finds none: the number just before
+/// `EVENT:` whatever spaces pad the two apart (the header grammar takes
+/// the word just before the event's, which padding leaves empty).
 fn period_before(line: &str, event: &str) -> Option<u64> {
     let mut prev: Option<&str> = None;
     for tok in line.split_ascii_whitespace() {
@@ -227,29 +229,6 @@ fn field<'a>(args: &'a str, name: &str) -> Option<&'a str> {
     let at = args.find(name)?;
     let v = &args[at + name.len()..];
     Some(v.split_ascii_whitespace().next().unwrap_or(""))
-}
-
-/// The time stamp token `SECS.FRACTION:` in ns (the first such token).
-pub fn find_time(line: &str) -> Option<u64> {
-    line.split_ascii_whitespace()
-        .find_map(|tok| tok.strip_suffix(':').and_then(parse_secs))
-}
-
-/// `SECS.FRACTION` (up to 9 decimals) in ns.
-fn parse_secs(s: &str) -> Option<u64> {
-    let (secs, frac) = s.split_once('.')?;
-    if secs.is_empty() || frac.is_empty() || frac.len() > 9 {
-        return None;
-    }
-    if !secs.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let secs: u64 = secs.parse().ok()?;
-    let mut f: u64 = frac.parse().ok()?;
-    for _ in frac.len()..9 {
-        f *= 10;
-    }
-    secs.checked_mul(1_000_000_000)?.checked_add(f)
 }
 
 #[cfg(test)]

@@ -1,4 +1,11 @@
-use super::{parse_digits, Block16, Header};
+//! The one-pass header parser: the usual header line (16 to 64 bytes of
+//! printable ASCII) read from bit masks of its bytes, in front of the nom
+//! grammar, which it must agree with (a property test holds it to
+//! `grammar::header_fixed`).
+
+use super::grammar::decimal as parse_digits;
+use super::Header;
+use crate::text::bytes::Block16;
 
 /// One bit per byte of a line: headers longer than this (tracepoint
 /// arguments, `-F` layouts with a frame on the header line) take the
@@ -129,6 +136,7 @@ pub(super) fn parse(line: &str) -> Option<Option<Header<'_>>> {
         comm,
         pid,
         tid,
+        stamp: "",
         period: None,
         event: None,
         trailing: None,
@@ -141,6 +149,7 @@ pub(super) fn parse(line: &str) -> Option<Option<Header<'_>>> {
         return Some(Some(header));
     }
     let from = colons.trailing_zeros() + 1;
+    header.stamp = sub(line, e as usize + 1, from as usize - 1);
     let ends_event = m.colon & ((sp >> 1) | (1 << (n - 1))) & !below(from);
     let end = if ends_event == 0 {
         n
