@@ -30,17 +30,17 @@ use rustc_hash::FxHashSet;
 /// binutils takes that for a linkage name, and the function's DIE
 /// (its unit offset with the name, as the record's identity).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Record {
-    pub name: Option<String>,
-    pub linkage: bool,
-    pub die: Option<usize>,
+pub struct Record {
+    pub(in crate::symbolize::native) name: Option<String>,
+    pub(in crate::symbolize::native) linkage: bool,
+    pub(in crate::symbolize::native) die: Option<usize>,
 }
 
 /// binutils' naming state of one DWARF file's functions without linkage
 /// names: those already named (`is_linkage` set) and, of those, the ones
 /// renamed after their symbol.
 #[derive(Debug, Default)]
-pub(super) struct Named(Mutex<State>);
+pub struct Named(Mutex<State>);
 
 #[derive(Debug, Default)]
 struct State {
@@ -81,6 +81,12 @@ impl Named {
         }
         out
     }
+}
+
+/// Whether naming `records` depends on what was asked before: some record
+/// names a function by a name binutils does not take for a linkage name.
+pub(super) fn ordered(records: &[Record]) -> bool {
+    records.iter().any(|r| r.name.is_some() && !r.linkage)
 }
 
 #[cfg(test)]
