@@ -107,7 +107,9 @@ pub struct Debug {
     /// The mapped files read in place (lookups read them lazily), with
     /// their paths: one that shrank names no inline frame from then on.
     maps: Vec<(Arc<Mapping>, PathBuf)>,
-    /// binutils' names of functions without linkage names, as asked.
+    /// binutils' names of functions without linkage names, as
+    /// [`Debug::chain`] is asked (the native symbolizer keeps its own per
+    /// shard: `super::order`).
     named: names::Named,
 }
 

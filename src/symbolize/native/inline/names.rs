@@ -17,10 +17,9 @@
 //! recursive calls), where DWARF says `__introsort_loop<..., long int,
 //! ...<lambda(long int, long int)>>`; and an inlined lambda by the
 //! function's symbol at its first address asked, by `operator()` after.
-//! [`Named`] keeps that state per DWARF file, in the order the native
-//! symbolizer asks (which follows the samples, callee first, as perf
-//! asks; perf asks each address once per run and so does the caller's
-//! line cache).
+//! [`Named`] keeps that state; the native symbolizer keeps one per shard
+//! and DSO and asks in the shard's sample order, callee first, each
+//! address once, as perf does (`super::super::order`).
 
 use std::sync::Mutex;
 
