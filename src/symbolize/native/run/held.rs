@@ -110,6 +110,29 @@ impl Held {
         self.ids.clear();
         self.epoch += 1;
     }
+
+    /// The pending frames named now, in the order met, and their text.
+    fn name_pending(&self) -> (Vec<Frame>, Vec<Vec<u8>>) {
+        let frames: Vec<Frame> = (self.pending.iter())
+            .map(|p| {
+                let lines = self.order.lines(&p.frame);
+                let all_inlined = lines.iter().all(Line::is_inlined);
+                Frame {
+                    address: p.frame.key.1,
+                    lines,
+                    function: p.function.clone().filter(|_| all_inlined),
+                }
+            })
+            .collect();
+        let texts = (frames.iter())
+            .map(|f| {
+                let mut t = Vec::with_capacity(96);
+                f.write_text(&mut t);
+                t
+            })
+            .collect();
+        (frames, texts)
+    }
 }
 
 impl Drop for Held {
@@ -167,27 +190,7 @@ impl Run<'_> {
     ) -> Result<(), Error> {
         let held = &mut self.held;
         held.live = true;
-        let frames: Vec<Frame> = held
-            .pending
-            .iter()
-            .map(|p| {
-                let lines = held.order.lines(&p.frame);
-                let all_inlined = lines.iter().all(Line::is_inlined);
-                Frame {
-                    address: p.frame.key.1,
-                    lines,
-                    function: p.function.clone().filter(|_| all_inlined),
-                }
-            })
-            .collect();
-        let texts: Vec<Vec<u8>> = frames
-            .iter()
-            .map(|f| {
-                let mut t = Vec::with_capacity(96);
-                f.write_text(&mut t);
-                t
-            })
-            .collect();
+        let (frames, texts) = held.name_pending();
         for (p, text) in held.pending.iter().zip(&texts) {
             if p.epoch == held.epoch {
                 self.table[p.id as usize] = text.clone().into_boxed_slice();
