@@ -198,7 +198,10 @@ impl Pipeline<'_> {
     }
 
     /// Unit indexes, longest first (estimated by data bytes per slice), so
-    /// that a big shard does not start last and run alone.
+    /// that a big shard does not start last and run alone. The sort is
+    /// stable: a shard's slices start in time order, which the native
+    /// symbolizer relies on (a slice waits for the ones before it to name
+    /// their inline frames first).
     fn unit_order(&self, units: &[Unit]) -> Vec<usize> {
         let mut order: Vec<usize> = (0..units.len()).collect();
         let cost = |u: &Unit| {

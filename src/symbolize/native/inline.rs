@@ -74,6 +74,19 @@ mod names;
 mod split;
 mod units;
 
+pub use names::{Named, Record};
+
+/// What [`Debug::lookup`] gives for an address.
+#[derive(Debug)]
+pub enum Lookup {
+    /// The chain's names (innermost first), the same whatever was asked
+    /// before (empty: no inline list).
+    Names(Vec<String>),
+    /// Records of which some are named by what was asked before
+    /// ([`names`]): a [`Named`] state names them in perf's order.
+    Ordered(Vec<Record>),
+}
+
 /// An addr2line context. It fills its tables lazily and is not `Sync`:
 /// lookups take the lock (they happen once per distinct address; lines
 /// are cached by the caller).
@@ -95,7 +108,9 @@ pub struct Debug {
     /// The mapped files read in place (lookups read them lazily), with
     /// their paths: one that shrank names no inline frame from then on.
     maps: Vec<(Arc<Mapping>, PathBuf)>,
-    /// binutils' names of functions without linkage names, as asked.
+    /// binutils' names of functions without linkage names, as
+    /// [`Debug::chain`] is asked (the native symbolizer keeps its own per
+    /// shard: `super::order`).
     named: names::Named,
     /// The `.dwo` units or `.dwp` package of a split-DWARF file.
     split: split::Split,
@@ -501,11 +516,24 @@ impl Debug {
     /// no inline list (no line for the address).
     /// Nothing once a file it reads shrank.
     pub fn chain(&self, vaddr: u64, symbol: &str) -> Vec<String> {
+        match self.lookup(vaddr, symbol) {
+            Lookup::Names(names) => names,
+            Lookup::Ordered(records) => self.named.names(records, symbol),
+        }
+    }
+
+    /// [`Self::chain`]'s records for `vaddr` in ELF symbol `symbol` (raw):
+    /// their names when they do not depend on what was asked before, else
+    /// the records for a [`Named`] state to name in order.
+    pub fn lookup(&self, vaddr: u64, symbol: &str) -> Lookup {
         let records = self.read_chain(vaddr);
         if self.shrank() {
-            return Vec::new();
+            return Lookup::Names(Vec::new());
         }
-        self.named.names(records, symbol)
+        if names::ordered(&records) {
+            return Lookup::Ordered(records);
+        }
+        Lookup::Names(names::Named::default().names(records, symbol))
     }
 
     /// [`Self::chain`]'s lookup.

@@ -37,6 +37,7 @@ mod error;
 mod header;
 pub mod inline;
 pub mod once_map;
+mod order;
 pub mod records;
 mod run;
 pub mod store;
@@ -249,6 +250,9 @@ pub struct Symbolizer {
     /// Each DSO's entry in the store, looked up once per capture.
     dsos: once_map::OnceMap<DsoKey, Arc<store::Entry>>,
     store: Arc<store::Store>,
+    /// Each shard's inline naming order, by its path ([`order`]); the
+    /// frames [`Symbolizer::user_frame`] names have one of their own.
+    orders: Mutex<std::collections::HashMap<PathBuf, Arc<order::ShardOrder>>>,
     /// Text buffers handed back by the consumer ([`Symbolizer::recycle`]):
     /// reusing them spares the page faults of a fresh 4 MiB per block.
     spare: Mutex<Vec<Vec<u8>>>,
@@ -270,8 +274,16 @@ impl Symbolizer {
             jit: OnceLock::new(),
             dsos: once_map::OnceMap::default(),
             store,
+            orders: Mutex::default(),
             spare: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The inline naming order of the shard at `data` (the same for each
+    /// of its time slices).
+    fn order(&self, data: &Path) -> Arc<order::ShardOrder> {
+        let mut orders = self.orders.lock().unwrap_or_else(|e| e.into_inner());
+        orders.entry(data.to_path_buf()).or_default().clone()
     }
 
     /// The store this symbolizer reads through.
@@ -376,9 +388,13 @@ impl Symbolizer {
     pub fn user_frame(&self, path: &str, build_id: &[u8], offset: u64, expand: bool) -> Vec<u8> {
         let mut line = Vec::new();
         let entry = self.dso(path, build_id);
+        let lines = match user_frame_lines(&entry, path, offset, expand) {
+            order::Naming::Lines(l) => l,
+            order::Naming::Ordered(o) => self.order(Path::new("")).lines(&o),
+        };
         let frame = Frame {
             address: offset,
-            lines: user_frame_lines(&entry, path, offset, expand),
+            lines,
             function: None,
         };
         frame.write_text(&mut line);
@@ -405,23 +421,58 @@ impl Symbolizer {
 /// The line (or, with `expand`, the inline frames and the line) `perf
 /// script` prints for file offset `addr` of the DSO `entry` holds, named
 /// `dso`: kept in the entry, so that every capture sharing it demangles
-/// and resolves each address once.
-fn user_frame_lines(entry: &store::Entry, dso: &str, addr: u64, expand: bool) -> Arc<[Line]> {
-    entry.line(addr, expand, || name_user_frame(entry, dso, addr, expand))
+/// and resolves each address once; or, where the inline names depend on
+/// what was asked before, what naming them takes in the shard's order
+/// ([`order`]), never kept there.
+fn user_frame_lines(
+    entry: &Arc<store::Entry>,
+    dso: &str,
+    addr: u64,
+    expand: bool,
+) -> order::Naming {
+    let mut ordered = None;
+    let lines = entry.line(addr, expand, || {
+        name_user_frame(entry, dso, addr, expand).map_err(|o| ordered = Some(o))
+    });
+    match (lines, ordered) {
+        (Some(l), _) => order::Naming::Lines(l),
+        (None, Some(o)) => order::Naming::Ordered(o),
+        (None, None) => order::Naming::Lines(Arc::new([])),
+    }
 }
 
-fn name_user_frame(entry: &store::Entry, dso: &str, addr: u64, expand: bool) -> Vec<Line> {
+/// [`user_frame_lines`]' naming: the lines, or what naming them in order
+/// takes.
+fn name_user_frame(
+    entry: &Arc<store::Entry>,
+    dso: &str,
+    addr: u64,
+    expand: bool,
+) -> Result<Vec<Line>, Box<order::Ordered>> {
     let syms = entry.symbols();
     let vaddr = syms.to_vaddr(addr);
     let Some(h) = syms.table.find(vaddr) else {
-        return vec![Line::new("[unknown]", dso)];
+        return Ok(vec![Line::new("[unknown]", dso)]);
     };
     let base = demangle::demangle(h.name);
     if expand {
         if let Some(d) = entry.debug() {
-            let lines = inline::frame_lines(&d.chain(vaddr, h.name), &base, h.offset, dso);
+            let names = match d.lookup(vaddr, h.name) {
+                inline::Lookup::Names(names) => names,
+                inline::Lookup::Ordered(records) => {
+                    return Err(Box::new(order::Ordered {
+                        key: (Arc::as_ptr(entry) as usize, addr),
+                        records,
+                        symbol: h.name.to_string(),
+                        base: base.into_owned(),
+                        offset: h.offset,
+                        dso: dso.to_string(),
+                    }))
+                }
+            };
+            let lines = inline::frame_lines(&names, &base, h.offset, dso);
             if !lines.is_empty() {
-                return lines;
+                return Ok(lines);
             }
         }
         // No line for the address: perf still prints addr2line's function,
@@ -429,10 +480,15 @@ fn name_user_frame(entry: &store::Entry, dso: &str, addr: u64, expand: bool) -> 
         // nothing about `[vdso]` or a `/tmp/perf-PID.map` (`dso__name`).
         let asked = !dso.starts_with('[') && !dso.starts_with("/tmp/perf-");
         if let Some(name) = syms.table.bfd_name(vaddr).filter(|_| asked) {
-            return inline::frame_lines(&[name.to_string()], &base, h.offset, dso);
+            return Ok(inline::frame_lines(
+                &[name.to_string()],
+                &base,
+                h.offset,
+                dso,
+            ));
         }
     }
-    vec![Line::new(format!("{base}+{:#x}", h.offset), dso)]
+    Ok(vec![Line::new(format!("{base}+{:#x}", h.offset), dso)])
 }
 
 #[cfg(test)]

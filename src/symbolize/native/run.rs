@@ -16,6 +16,7 @@ use linux_perf_data::linux_perf_event_reader::{CpuMode, EventRecord, Mmap2FileId
 use linux_perf_data::PerfFileReader;
 
 use super::check::data_section;
+use super::order::Naming;
 use super::threads::{self, Machine, Map};
 use super::{
     arch, header, open_and_map, records, store, unwind, user_frame_lines, Error, OffCpuRecords,
@@ -24,6 +25,7 @@ use super::{
 use crate::symbolize::perf::TimeSlice;
 use crate::symbolize::sample::{Batch, Frame, Line, Sample};
 
+mod held;
 mod offcpu;
 
 const PERF_CONTEXT_MAX: u64 = -4095i64 as u64;
@@ -47,7 +49,8 @@ pub(super) fn replay(
     // Records are read in place in a mapping of the page cache
     // ([`records`]): no copy at all.
     let (_file, map) = open_and_map(data, Some(data))?;
-    let out = replay_mapped(sym, &map, slice, consume, start);
+    let held = held::Held::new(sym.order(data), slice);
+    let out = replay_mapped(sym, &map, (slice, held), consume, start);
     // A shard truncated while it was read gave zeros: the run is its
     // error, whatever it made of them.
     if map.shrank() {
@@ -62,7 +65,7 @@ pub(super) fn replay(
 fn replay_mapped(
     sym: &Symbolizer,
     map: &crate::sys::input::Mapping,
-    slice: Option<&TimeSlice>,
+    (slice, held): (Option<&TimeSlice>, held::Held),
     mut consume: impl FnMut(Batch) -> io::Result<()>,
     start: Instant,
 ) -> Result<Outcome, Error> {
@@ -86,6 +89,7 @@ fn replay_mapped(
         .unwrap_or_default();
     let aarch64 = perf_file.arch().ok().flatten().map(arch::normalized) == Some("aarch64");
     let mut run = Run::new(sym, build_ids, aarch64);
+    run.held = held;
     let off_cpu = match offcpu::OffCpu::of(&perf_file) {
         Ok(None) => OffCpuRecords::NotRecorded,
         Ok(Some(o)) => {
@@ -138,7 +142,7 @@ fn replay_mapped(
             run.flush(&mut consume)?;
         }
     }
-    run.flush(&mut consume)?;
+    run.end_turn(&mut consume)?;
     Ok(Outcome {
         bytes: run.bytes,
         samples: run.samples,
@@ -258,6 +262,9 @@ pub(super) struct Run<'a> {
     off_cpu: Option<offcpu::OffCpu>,
     /// How the dwarf unwinds ended.
     unwound: UnwindTally,
+    /// The slice's turn to name frames in its shard's order, and what it
+    /// holds until then.
+    held: held::Held,
 }
 
 impl<'a> Run<'a> {
@@ -288,6 +295,7 @@ impl<'a> Run<'a> {
             samples: 0,
             off_cpu: None,
             unwound: UnwindTally::default(),
+            held: held::Held::new(Arc::default(), None),
         }
     }
 
@@ -331,12 +339,11 @@ impl<'a> Run<'a> {
         if self.out.is_empty() && self.batch.is_empty() {
             return Ok(());
         }
-        self.bytes += self.out.len() as u64;
         let mut batch = std::mem::take(&mut self.batch);
         self.start_tasks();
         batch.text_bytes = self.out.len() as u64;
         batch.text = std::mem::replace(&mut self.out, self.sym.block());
-        consume(batch).map_err(Error::Consume)
+        self.hand_on(batch, consume)
     }
 
     /// Starts the frame table over (between two batches): the next batch
@@ -348,6 +355,7 @@ impl<'a> Run<'a> {
         self.stacks.clear();
         self.stack_bytes = 0;
         self.batch.reset = true;
+        self.held.reset();
     }
 
     /// A map was added or a process copied its parent's: stacks printed
@@ -764,15 +772,22 @@ impl<'a> Run<'a> {
             &mut self.frames
         };
         if let Some(&id) = cache.get(&(dso, key)) {
-            self.out.extend_from_slice(&self.table[id as usize]);
+            match self.held.pending(id) {
+                Some(p) => self.held.gap(self.out.len(), p),
+                None => self.out.extend_from_slice(&self.table[id as usize]),
+            }
             return id;
         }
         let in_dso = (dso != NO_DSO).then_some(dso);
-        let lines = self.name_frame(in_dso, key, self.expand);
+        let lines = match self.name_frame(in_dso, key, self.expand) {
+            Naming::Lines(l) => l,
+            Naming::Ordered(o) if self.held.live() => self.held.lines(&o),
+            Naming::Ordered(o) => return self.hold_frame((dso, key), o),
+        };
         // Every line inlined: the ELF symbol's own line, which perf
         // report names the frame by (`Frame::function`).
         let function = (self.expand && lines.iter().all(Line::is_inlined))
-            .then(|| self.name_frame(in_dso, key, false).first().cloned())
+            .then(|| self.plain_line(in_dso, key))
             .flatten();
         let frame = Frame {
             address: key,
@@ -794,9 +809,37 @@ impl<'a> Run<'a> {
         id
     }
 
+    /// A frame named in its shard's order met before the slice's turn:
+    /// added to the table and the batch without lines, a gap in the text.
+    fn hold_frame(&mut self, (dso, key): (u32, u64), frame: Box<super::order::Ordered>) -> u32 {
+        let function = self.plain_line((dso != NO_DSO).then_some(dso), key);
+        let id = self.table.len() as u32;
+        self.table.push(Box::default());
+        let at = self.batch.new_frames.len();
+        let p = self.held.hold(frame, id, at, function);
+        self.held.gap(self.out.len(), p);
+        self.batch.new_frames.push(Frame {
+            address: key,
+            lines: Arc::new([]),
+            function: None,
+        });
+        self.inline_frames.insert((dso, key), id);
+        id
+    }
+
+    /// The line of the ELF symbol at `addr` in `dso`, as without inline
+    /// frames.
+    fn plain_line(&mut self, dso: Option<u32>, addr: u64) -> Option<Line> {
+        match self.name_frame(dso, addr, false) {
+            Naming::Lines(l) => l.first().cloned(),
+            Naming::Ordered(_) => None,
+        }
+    }
+
     /// The lines of the frame at `addr` in DSO `dso` (`None`: in no
-    /// mapping), inline frames expanded when `expand`.
-    fn name_frame(&mut self, dso: Option<u32>, addr: u64, expand: bool) -> Arc<[Line]> {
+    /// mapping), inline frames expanded when `expand`, or what naming
+    /// them in the shard's order takes.
+    fn name_frame(&mut self, dso: Option<u32>, addr: u64, expand: bool) -> Naming {
         if let Some(id) = dso.filter(|&d| d != KERNEL_DSO) {
             let d = &mut self.dsos[id as usize];
             if let Some(jit) = &d.jit {
@@ -804,7 +847,7 @@ impl<'a> Run<'a> {
                     Some((name, off)) => format!("{name}+{off:#x}"),
                     None => "[unknown]".to_string(),
                 };
-                return vec![Line::new(symbol, d.name.as_str())].into();
+                return Naming::Lines(vec![Line::new(symbol, d.name.as_str())].into());
             }
             let syms = d.symbols.get_or_insert_with(|| match &d.path {
                 Some(p) => self.sym.dso(p, &d.build_id),
@@ -825,7 +868,7 @@ impl<'a> Run<'a> {
             }
             _ => Line::new("[unknown]", "[unknown]"),
         };
-        vec![line].into()
+        Naming::Lines(vec![line].into())
     }
 }
 

@@ -334,20 +334,26 @@ impl Entry {
     }
 
     /// The frame lines kept for file offset `offset` (`expand`: with
-    /// inline frames), or the ones `make` names, kept.
-    pub fn line(&self, offset: u64, expand: bool, make: impl FnOnce() -> Vec<Line>) -> Arc<[Line]> {
+    /// inline frames), or the ones `make` names, kept; `None` when `make`
+    /// names none (lines named in a shard's order: never kept here).
+    pub fn line(
+        &self,
+        offset: u64,
+        expand: bool,
+        make: impl FnOnce() -> Result<Vec<Line>, ()>,
+    ) -> Option<Arc<[Line]>> {
         let key = (offset, expand);
         if let Some(l) = self.lock_lines().get(&key) {
-            return l.clone();
+            return Some(l.clone());
         }
-        let line: Arc<[Line]> = make().into();
+        let line: Arc<[Line]> = make().ok()?.into();
         let size = |l: &[Line]| l.iter().map(Line::size).sum::<usize>();
         let mut lines = self.lock_lines();
-        // Another thread made this address's lines meanwhile: the first
-        // answer stands, so that one address is named one way (inline
-        // names depend on what was asked before).
+        // Another thread made this address's lines meanwhile (the same
+        // lines: those that depend on what was asked before are not kept
+        // here).
         if let Some(l) = lines.get(&key) {
-            return l.clone();
+            return Some(l.clone());
         }
         if lines.len() >= LINES_PER_ENTRY {
             let dropped: usize = lines.values().map(|l| size(l)).sum();
@@ -360,7 +366,7 @@ impl Entry {
         if lines.insert(key, line.clone()).is_none() {
             self.count(size(&line));
         }
-        line
+        Some(line)
     }
 
     fn lock_lines(&self) -> std::sync::MutexGuard<'_, Lines> {

@@ -17,10 +17,9 @@
 //! recursive calls), where DWARF says `__introsort_loop<..., long int,
 //! ...<lambda(long int, long int)>>`; and an inlined lambda by the
 //! function's symbol at its first address asked, by `operator()` after.
-//! [`Named`] keeps that state per DWARF file, in the order the native
-//! symbolizer asks (which follows the samples, callee first, as perf
-//! asks; perf asks each address once per run and so does the caller's
-//! line cache).
+//! [`Named`] keeps that state; the native symbolizer keeps one per shard
+//! and DSO and asks in the shard's sample order, callee first, each
+//! address once, as perf does (`super::super::order`).
 
 use std::sync::Mutex;
 
@@ -30,17 +29,17 @@ use rustc_hash::FxHashSet;
 /// binutils takes that for a linkage name, and the function's DIE
 /// (its unit offset with the name, as the record's identity).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Record {
-    pub name: Option<String>,
-    pub linkage: bool,
-    pub die: Option<usize>,
+pub struct Record {
+    pub(in crate::symbolize::native) name: Option<String>,
+    pub(in crate::symbolize::native) linkage: bool,
+    pub(in crate::symbolize::native) die: Option<usize>,
 }
 
 /// binutils' naming state of one DWARF file's functions without linkage
 /// names: those already named (`is_linkage` set) and, of those, the ones
 /// renamed after their symbol.
 #[derive(Debug, Default)]
-pub(super) struct Named(Mutex<State>);
+pub struct Named(Mutex<State>);
 
 #[derive(Debug, Default)]
 struct State {
@@ -81,6 +80,12 @@ impl Named {
         }
         out
     }
+}
+
+/// Whether naming `records` depends on what was asked before: some record
+/// names a function by a name binutils does not take for a linkage name.
+pub(super) fn ordered(records: &[Record]) -> bool {
+    records.iter().any(|r| r.name.is_some() && !r.linkage)
 }
 
 #[cfg(test)]
