@@ -844,7 +844,8 @@ fn a_plan_change_is_said_in_a_few_lines_naming_the_hashing() {
     }
     // The hashing is named: a cause of its own, or first among what
     // appeared where no baseline replicate hashes.
-    let plan_at = text.find("plan change q1: appeared ").expect(&text);
+    // (The text wraps: a long first name goes to the next line.)
+    let plan_at = text.find("plan change q1: appeared").expect(&text);
     let plan = &text[plan_at..];
     let plan = &plan[..plan
         .find("\nslower")
@@ -856,10 +857,11 @@ fn a_plan_change_is_said_in_a_few_lines_naming_the_hashing() {
             || plan.contains("VectorOperations::Hash "),
         "the hashing not named:\n{text}"
     );
+    // The text lists the largest few; which hash-table function has the
+    // most own time varies by recording, the vanished perfect hash
+    // aggregate's Sink does not.
     assert!(
-        plan.contains("PhysicalHashAggregate::Sink")
-            && plan.contains("vanished")
-            && plan.contains("PhysicalPerfectHashAggregate::Sink"),
+        plan.contains("vanished") && plan.contains("PhysicalPerfectHashAggregate::Sink"),
         "{plan}"
     );
     let t = json(&o.join("trend.json"));
@@ -874,8 +876,13 @@ fn a_plan_change_is_said_in_a_few_lines_naming_the_hashing() {
             .collect()
     };
     let (appeared, vanished) = (named("appeared"), named("vanished"));
+    // The hash aggregate's own functions appeared (its Sink has own time
+    // on some recordings, on others only its hash table's functions do).
     assert!(
-        appeared.contains(&"duckdb::PhysicalHashAggregate::Sink"),
+        appeared.iter().any(|f| {
+            f.starts_with("duckdb::PhysicalHashAggregate::")
+                || f.starts_with("duckdb::GroupedAggregateHashTable::")
+        }),
         "{appeared:?}"
     );
     assert!(
