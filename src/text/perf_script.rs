@@ -60,7 +60,20 @@ pub struct Header<'a> {
     pub trailing: Option<&'a str>,
 }
 
-impl Header<'_> {
+impl<'a> Header<'a> {
+    /// A header of these ids alone, its other fields still to be read.
+    #[inline]
+    pub fn of_ids(comm: &'a str, pid: &'a str, tid: &'a str) -> Self {
+        Header {
+            comm,
+            pid,
+            tid,
+            stamp: "",
+            period: None,
+            event: None,
+            trailing: None,
+        }
+    }
     /// The CPU, when printed (`[003]`) just before the time stamp.
     #[inline]
     pub fn cpu(&self) -> Option<u32> {

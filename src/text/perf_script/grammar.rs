@@ -192,18 +192,15 @@ fn ids_header<'a>(
     pid: Option<&[u8]>,
     tid: &[u8],
 ) -> Option<Header<'a>> {
-    Some(Header {
-        comm: trim_start(trim_end(text(line, comm)?)),
-        pid: match pid {
-            Some(pid) => text(line, pid)?,
-            None => "?",
-        },
-        tid: text(line, tid)?,
-        stamp: "",
-        period: None,
-        event: None,
-        trailing: None,
-    })
+    let pid = match pid {
+        Some(pid) => text(line, pid)?,
+        None => "?",
+    };
+    Some(Header::of_ids(
+        trim_start(trim_end(text(line, comm)?)),
+        pid,
+        text(line, tid)?,
+    ))
 }
 
 /// A header line, inferno's grammar with its mistakes fixed: negative ids,

@@ -132,15 +132,7 @@ pub(super) fn parse(line: &str) -> Option<Option<Header<'_>>> {
         0 => "",
         c => span(line, c),
     };
-    let mut header = Header {
-        comm,
-        pid,
-        tid,
-        stamp: "",
-        period: None,
-        event: None,
-        trailing: None,
-    };
+    let mut header = Header::of_ids(comm, pid, tid);
     // After the id word: the first colon ends the time stamp (or
     // whatever stands there); the event ends at the next colon that is
     // followed by a space or ends the line.

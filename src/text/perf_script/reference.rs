@@ -146,15 +146,7 @@ fn parse_header_fixed_general(line: &str) -> Option<Header<'_>> {
         return parse_header_simpleperf(line);
     };
     let rest = &line[end..];
-    let mut header = Header {
-        comm,
-        pid,
-        tid,
-        stamp: "",
-        period: None,
-        event: None,
-        trailing: None,
-    };
+    let mut header = Header::of_ids(comm, pid, tid);
     // These fields are a few bytes long: [`find_byte`], not memchr (see
     // there for why).
     let r = rest.as_bytes();
